@@ -1,0 +1,170 @@
+// Package apierror renders the errors the gateway itself produces in the
+// caller's API dialect, so an OpenAI SDK sees {"error":{...}} and an
+// Anthropic SDK sees {"type":"error","error":{...}} and each reports the
+// message instead of a decoding failure.
+//
+// Rendering is hand-written (no reflection, no allocation beyond dst) because
+// rejections are on the overload path, where the gateway must stay cheap.
+package apierror
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// Format is the error dialect.
+type Format uint8
+
+// The dialects.
+const (
+	OpenAI Format = iota
+	Anthropic
+)
+
+// Error is one gateway-made error.
+type Error struct {
+	Status int
+	// Type is the OpenAI "type" (invalid_request_error, authentication_error,
+	// permission_error, not_found_error, rate_limit_error, server_error).
+	Type string
+	// AnthropicType is the Anthropic error.type; derived from Status when "".
+	AnthropicType string
+	// Code is the machine-readable code (OpenAI "code"; also sent to
+	// Anthropic callers as error.code).
+	Code    string
+	Message string
+	// RetryAfter, in whole seconds, is sent as Retry-After when > 0.
+	RetryAfter int
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// anthropicType maps a status to the Anthropic error type vocabulary.
+func (e *Error) anthropicType() string {
+	if e.AnthropicType != "" {
+		return e.AnthropicType
+	}
+	switch {
+	case e.Status == 401:
+		return "authentication_error"
+	case e.Status == 403:
+		return "permission_error"
+	case e.Status == 404:
+		return "not_found_error"
+	case e.Status == 413:
+		return "request_too_large"
+	case e.Status == 429:
+		return "rate_limit_error"
+	case e.Status == 503 || e.Status == 529:
+		return "overloaded_error"
+	case e.Status >= 500:
+		return "api_error"
+	}
+	return "invalid_request_error"
+}
+
+// Append renders e in format f onto dst.
+func (e *Error) Append(dst []byte, f Format, requestID string) []byte {
+	if f == Anthropic {
+		dst = append(dst, `{"type":"error","error":{"type":`...)
+		dst = AppendString(dst, e.anthropicType())
+		dst = append(dst, `,"message":`...)
+		dst = AppendString(dst, e.Message)
+		if e.Code != "" {
+			dst = append(dst, `,"code":`...)
+			dst = AppendString(dst, e.Code)
+		}
+		dst = append(dst, '}')
+		if requestID != "" {
+			dst = append(dst, `,"request_id":`...)
+			dst = AppendString(dst, requestID)
+		}
+		return append(dst, '}')
+	}
+	dst = append(dst, `{"error":{"message":`...)
+	dst = AppendString(dst, e.Message)
+	dst = append(dst, `,"type":`...)
+	t := e.Type
+	if t == "" {
+		t = openAIType(e.Status)
+	}
+	dst = AppendString(dst, t)
+	dst = append(dst, `,"param":null,"code":`...)
+	if e.Code == "" {
+		dst = append(dst, "null"...)
+	} else {
+		dst = AppendString(dst, e.Code)
+	}
+	return append(dst, "}}"...)
+}
+
+func openAIType(status int) string {
+	switch {
+	case status == 401:
+		return "authentication_error"
+	case status == 403:
+		return "permission_error"
+	case status == 404:
+		return "not_found_error"
+	case status == 429:
+		return "rate_limit_error"
+	case status >= 500:
+		return "server_error"
+	}
+	return "invalid_request_error"
+}
+
+// AppendString appends s as a JSON string literal. Invalid UTF-8 becomes
+// U+FFFD so the output is always valid JSON.
+func AppendString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\u202`...)
+			dst = append(dst, hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// AppendInt appends n in decimal.
+func AppendInt(dst []byte, n int64) []byte { return strconv.AppendInt(dst, n, 10) }

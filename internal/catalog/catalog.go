@@ -1,0 +1,255 @@
+// Package catalog is the resolved, immutable routing table built from the
+// configuration file: which models exist, which targets serve each model on
+// each API surface, and which connection (credential and endpoint) each
+// target uses. It is built once at start-up and read without locks.
+package catalog
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/omniroute/gateway/internal/config"
+)
+
+// Surface is an inference API the gateway serves.
+type Surface uint8
+
+// The surfaces.
+const (
+	Chat Surface = iota + 1
+	Messages
+	Responses
+)
+
+// Surfaces lists every surface in a stable order.
+var Surfaces = [...]Surface{Chat, Messages, Responses}
+
+// String returns the config name of the surface.
+func (s Surface) String() string {
+	switch s {
+	case Chat:
+		return config.APIChat
+	case Messages:
+		return config.APIMessages
+	case Responses:
+		return config.APIResponses
+	}
+	return "unknown"
+}
+
+// Path is the path suffix appended to a provider's base URL.
+func (s Surface) Path() string {
+	switch s {
+	case Chat:
+		return "/chat/completions"
+	case Messages:
+		return "/messages"
+	case Responses:
+		return "/responses"
+	}
+	return ""
+}
+
+// Route is the gateway's own path for the surface.
+func (s Surface) Route() string { return "/v1" + s.Path() }
+
+// SurfaceSet is a bit set of surfaces.
+type SurfaceSet uint8
+
+// Has reports whether s is in the set.
+func (ss SurfaceSet) Has(s Surface) bool { return ss&(1<<s) != 0 }
+
+func (ss SurfaceSet) add(s Surface) SurfaceSet { return ss | 1<<s }
+
+// Names lists the set's surfaces.
+func (ss SurfaceSet) Names() []string {
+	var out []string
+	for _, s := range Surfaces {
+		if ss.Has(s) {
+			out = append(out, s.String())
+		}
+	}
+	return out
+}
+
+func parseSurface(name string) Surface {
+	switch name {
+	case config.APIChat:
+		return Chat
+	case config.APIMessages:
+		return Messages
+	case config.APIResponses:
+		return Responses
+	}
+	return 0
+}
+
+// Provider is a resolved provider.
+type Provider struct {
+	ID string
+	// BaseURL is the configured base URL. For service:// providers the
+	// transport substitutes the service's loopback address.
+	BaseURL string
+	// Service is the service name of a service:// base URL, else "".
+	Service string
+	// BasePath is the URL path prefix, e.g. "/v1".
+	BasePath string
+	APIs     SurfaceSet
+	// Auth is bearer, x-api-key, x-goog-api-key or none.
+	Auth    string
+	Headers [][2]string
+}
+
+// Connection is one credential of a provider with its own connection pool.
+type Connection struct {
+	ID       int    // index in Catalog.Connections
+	Name     string // "provider/connection"
+	Provider *Provider
+	MaxConns int
+	apiKey   string
+}
+
+// APIKey returns the credential. It is unexported as a field so that no
+// encoder or snapshot can pick it up by accident.
+func (c *Connection) APIKey() string { return c.apiKey }
+
+// Target is one way to serve a model: a connection plus the upstream name.
+type Target struct {
+	ID            int    // index in Catalog.Targets
+	Name          string // "provider/connection/upstream-model"
+	Conn          *Connection
+	UpstreamModel string // "" = keep the caller's name
+	Weight        int
+}
+
+// Model is a callable model name.
+type Model struct {
+	Index       int // position in Catalog.Models
+	Name        string
+	Strategy    string
+	Description string
+	Targets     []*Target
+	Surfaces    SurfaceSet
+	bySurface   [4][]*Target
+}
+
+// TargetsFor returns the targets that speak surface s, in configured order.
+func (m *Model) TargetsFor(s Surface) []*Target {
+	if int(s) >= len(m.bySurface) {
+		return nil
+	}
+	return m.bySurface[s]
+}
+
+// Catalog is the routing table.
+type Catalog struct {
+	Models      []*Model // sorted by name
+	Connections []*Connection
+	Targets     []*Target
+	Providers   []*Provider
+	byName      map[string]*Model
+}
+
+// Model looks a model up by name; the []byte form lets callers avoid a
+// string allocation (the compiler optimises the map index conversion).
+func (c *Catalog) Model(name []byte) *Model { return c.byName[string(name)] }
+
+// Build resolves f. getenv looks up credential variables; a variable that
+// is referenced but unset is an error naming it.
+func Build(f *config.File, getenv func(string) (string, bool)) (*Catalog, error) {
+	c := &Catalog{byName: map[string]*Model{}}
+	var errs []string
+	providers := map[string]*Provider{}
+	conns := map[string]*Connection{}
+	for _, pid := range sortedKeys(f.Providers) {
+		p := f.Providers[pid]
+		rp := &Provider{ID: pid, BaseURL: strings.TrimRight(p.BaseURL, "/"), Auth: p.Auth}
+		u, err := url.Parse(rp.BaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("providers.%s.base_url: %w", pid, err)
+		}
+		rp.BasePath = strings.TrimRight(u.Path, "/")
+		if u.Scheme == "service" {
+			rp.Service = u.Host
+		}
+		for _, a := range p.APIs {
+			rp.APIs = rp.APIs.add(parseSurface(a))
+		}
+		if rp.Auth == "" {
+			rp.Auth = "bearer"
+			if rp.APIs == SurfaceSet(0).add(Messages) {
+				rp.Auth = "x-api-key"
+			}
+		}
+		for _, h := range sortedKeys(p.Headers) {
+			rp.Headers = append(rp.Headers, [2]string{h, p.Headers[h]})
+		}
+		providers[pid] = rp
+		c.Providers = append(c.Providers, rp)
+		for _, cid := range sortedKeys(p.Connections) {
+			pc := p.Connections[cid]
+			conn := &Connection{ID: len(c.Connections), Name: pid + "/" + cid, Provider: rp, MaxConns: pc.MaxConns}
+			if pc.APIKeyEnv != "" {
+				v, ok := getenv(pc.APIKeyEnv)
+				if !ok || v == "" {
+					errs = append(errs, fmt.Sprintf("providers.%s.connections.%s.api_key_env: environment variable %s is not set; export it with the provider's API key", pid, cid, pc.APIKeyEnv))
+				}
+				conn.apiKey = v
+			}
+			conns[conn.Name] = conn
+			c.Connections = append(c.Connections, conn)
+		}
+	}
+	for _, name := range sortedKeys(f.Models) {
+		m := f.Models[name]
+		rm := &Model{Name: name, Strategy: m.Strategy, Description: m.Description}
+		if rm.Strategy == "" {
+			rm.Strategy = config.StrategyPriority
+		}
+		for _, t := range m.Targets {
+			pid, cid, err := f.ResolveConnection(t.Connection)
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("models.%s: %v", name, err))
+				continue
+			}
+			conn := conns[pid+"/"+cid]
+			upstream := t.Model
+			shown := upstream
+			if shown == "" {
+				shown = name
+			}
+			w := t.Weight
+			if w == 0 {
+				w = 1
+			}
+			rt := &Target{ID: len(c.Targets), Name: conn.Name + "/" + shown, Conn: conn, UpstreamModel: upstream, Weight: w}
+			c.Targets = append(c.Targets, rt)
+			rm.Targets = append(rm.Targets, rt)
+			for _, s := range Surfaces {
+				if conn.Provider.APIs.Has(s) {
+					rm.bySurface[s] = append(rm.bySurface[s], rt)
+					rm.Surfaces = rm.Surfaces.add(s)
+				}
+			}
+		}
+		rm.Index = len(c.Models)
+		c.byName[name] = rm
+		c.Models = append(c.Models, rm)
+	}
+	if len(errs) > 0 {
+		return nil, errors.New(strings.Join(errs, "; "))
+	}
+	return c, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

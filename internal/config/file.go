@@ -1,0 +1,404 @@
+package config
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// File is the JSON configuration named by OMNIROUTE_CONFIG. It holds no
+// secrets: provider credentials and tenant keys are referenced by the name of
+// the environment variable that carries them, or (tenant keys) by a SHA-256.
+type File struct {
+	Providers map[string]Provider `json:"providers"`
+	Models    map[string]Model    `json:"models"`
+	Tenants   []Tenant            `json:"tenants,omitempty"`
+	Auth      Auth                `json:"auth,omitempty"`
+}
+
+// Provider is one upstream API endpoint family, e.g. OpenAI or a local sidecar.
+type Provider struct {
+	// BaseURL is the API root the surface paths are appended to, as the
+	// official SDKs take it: "https://api.openai.com/v1" + "/chat/completions".
+	// "service://<name>/v1" points at a service the gateway runs itself.
+	BaseURL string `json:"base_url"`
+	// APIs lists the request formats the provider speaks: chat
+	// (/chat/completions), messages (/messages), responses (/responses).
+	APIs []string `json:"apis"`
+	// Auth is how the connection's key is sent: bearer (default for chat and
+	// responses), x-api-key (default for messages-only providers),
+	// x-goog-api-key, or none.
+	Auth string `json:"auth,omitempty"`
+	// Headers are static, non-secret headers added to every upstream request.
+	Headers map[string]string `json:"headers,omitempty"`
+	// Connections are the credentials (accounts, keys) of this provider.
+	Connections map[string]Connection `json:"connections"`
+}
+
+// Connection is one credential of a provider. Each gets its own upstream
+// connection pool and, later, its own quota state.
+type Connection struct {
+	// APIKeyEnv names the environment variable holding the key. Empty means
+	// the provider needs no key (auth "none" or a local sidecar).
+	APIKeyEnv string `json:"api_key_env,omitempty"`
+	// MaxConns caps concurrent upstream connections (default
+	// OMNIROUTE_UPSTREAM_MAX_CONNS).
+	MaxConns int `json:"max_conns,omitempty"`
+}
+
+// Model is a name callers put in "model". With one target it is a plain
+// alias; with several it is a combo whose strategy picks among them.
+type Model struct {
+	// Strategy is priority (default: first target, fail over in order),
+	// round-robin or fusion.
+	Strategy string   `json:"strategy,omitempty"`
+	Targets  []Target `json:"targets"`
+	// Description is shown by GET /v1/models.
+	Description string `json:"description,omitempty"`
+}
+
+// Target is one (connection, upstream model) a model can be served by.
+type Target struct {
+	// Connection is "provider/connection", or just "provider" when the
+	// provider has exactly one connection.
+	Connection string `json:"connection"`
+	// Model is the upstream model name written into the forwarded body;
+	// empty means the requested name is sent unchanged.
+	Model string `json:"model,omitempty"`
+	// Weight biases round-robin (default 1).
+	Weight int `json:"weight,omitempty"`
+}
+
+// Tenant is a caller identity. The key itself never appears in the file.
+type Tenant struct {
+	Name      string `json:"name"`
+	KeyEnv    string `json:"key_env,omitempty"`
+	KeySHA256 string `json:"key_sha256,omitempty"`
+}
+
+// Auth decides who may call the gateway.
+type Auth struct {
+	// Mode: "keys" (only configured tenant keys), "loopback" (configured keys
+	// from anywhere; any other key from a loopback peer becomes its own
+	// tenant) or "open" (any key from anywhere becomes its own tenant).
+	// Default: "keys" when tenants are configured, else "loopback".
+	Mode string `json:"mode,omitempty"`
+	// AllowAnonymous lets callers without any key in, as tenant "anonymous",
+	// subject to Mode's peer rule ("loopback" admits only loopback peers).
+	AllowAnonymous bool `json:"allow_anonymous,omitempty"`
+}
+
+// Surfaces a provider may speak.
+const (
+	APIChat      = "chat"
+	APIMessages  = "messages"
+	APIResponses = "responses"
+)
+
+// Strategies a model may use.
+const (
+	StrategyPriority   = "priority"
+	StrategyRoundRobin = "round-robin"
+	StrategyFusion     = "fusion"
+)
+
+//go:embed default.json
+var defaultJSON []byte
+
+// DefaultFile is the embedded configuration used when OMNIROUTE_CONFIG is
+// unset: model "demo" served by the bundled mock provider, callers accepted
+// from loopback with any key or none.
+func DefaultFile() (*File, error) { return DecodeFile(bytes.NewReader(defaultJSON)) }
+
+// ReadFile loads and validates the configuration at path.
+func ReadFile(path string) (*File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open OMNIROUTE_CONFIG file: %w", err)
+	}
+	defer f.Close()
+	cfg, err := DecodeFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// maxConfigBytes bounds the file so a wrong path (a log, a binary) fails fast.
+const maxConfigBytes = 4 << 20
+
+// DecodeFile decodes strictly (unknown fields, trailing data and wrong types
+// are errors) and validates references.
+func DecodeFile(r io.Reader) (*File, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxConfigBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	if len(data) > maxConfigBytes {
+		return nil, fmt.Errorf("config is larger than %d bytes", maxConfigBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var f File
+	if err := dec.Decode(&f); err != nil {
+		return nil, describeJSONError(err, data)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("unexpected data after the top-level JSON object; the file must hold exactly one object")
+	}
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+func describeJSONError(err error, data []byte) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		line, col := position(data, se.Offset)
+		return fmt.Errorf("invalid JSON at line %d column %d: %v", line, col, se)
+	case errors.As(err, &te):
+		line, col := position(data, te.Offset)
+		return fmt.Errorf("wrong type at line %d column %d: field %q wants %v, got JSON %s", line, col, te.Field, te.Type, te.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return fmt.Errorf("%s; check the spelling against the schema in README.md", strings.TrimPrefix(err.Error(), "json: "))
+	case errors.Is(err, io.EOF):
+		return errors.New("config is empty; want a JSON object with providers and models")
+	}
+	return fmt.Errorf("invalid config: %w", err)
+}
+
+func position(data []byte, off int64) (line, col int) {
+	if off > int64(len(data)) {
+		off = int64(len(data))
+	}
+	line = 1 + bytes.Count(data[:off], []byte{'\n'})
+	col = int(off) - bytes.LastIndexByte(data[:off], '\n')
+	return line, col
+}
+
+var (
+	nameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	modelRE  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$`)
+	envVarRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	hexRE    = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	headerRE = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
+)
+
+// Validate checks every field and cross-reference, reporting all problems
+// with their JSON paths.
+func (f *File) Validate() error {
+	var errs []string
+	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	if len(f.Providers) == 0 {
+		add("providers: at least one provider is required")
+	}
+	for _, pid := range sortedKeys(f.Providers) {
+		p := f.Providers[pid]
+		path := "providers." + pid
+		if !nameRE.MatchString(pid) {
+			add("%s: provider id must be 1-64 letters, digits, '.', '_' or '-'", path)
+		}
+		if err := validateBaseURL(p.BaseURL); err != nil {
+			add("%s.base_url: %v", path, err)
+		}
+		if len(p.APIs) == 0 {
+			add("%s.apis: list at least one of chat, messages, responses", path)
+		}
+		seen := map[string]bool{}
+		for i, a := range p.APIs {
+			if a != APIChat && a != APIMessages && a != APIResponses {
+				add("%s.apis[%d]: %q is not an API; want chat, messages or responses", path, i, a)
+			}
+			if seen[a] {
+				add("%s.apis[%d]: %q is listed twice", path, i, a)
+			}
+			seen[a] = true
+		}
+		switch p.Auth {
+		case "", "bearer", "x-api-key", "x-goog-api-key", "none":
+		default:
+			add("%s.auth: %q is not an auth style; want bearer, x-api-key, x-goog-api-key or none", path, p.Auth)
+		}
+		for _, h := range sortedKeys(p.Headers) {
+			if !headerRE.MatchString(h) || isReservedHeader(h) {
+				add("%s.headers.%s: not an allowed header name (letters, digits and '-'; not a hop-by-hop, auth or length header)", path, h)
+			}
+		}
+		if len(p.Connections) == 0 {
+			add("%s.connections: at least one connection is required (use {\"default\": {}} for a keyless provider)", path)
+		}
+		for _, cid := range sortedKeys(p.Connections) {
+			c := p.Connections[cid]
+			cpath := path + ".connections." + cid
+			if !nameRE.MatchString(cid) {
+				add("%s: connection id must be 1-64 letters, digits, '.', '_' or '-'", cpath)
+			}
+			if c.APIKeyEnv != "" && !envVarRE.MatchString(c.APIKeyEnv) {
+				add("%s.api_key_env: %q is not an environment variable name", cpath, c.APIKeyEnv)
+			}
+			if c.APIKeyEnv == "" && p.Auth != "none" && !strings.HasPrefix(p.BaseURL, "service://") && !isLoopbackURL(p.BaseURL) {
+				add("%s.api_key_env: a remote provider needs the name of the variable holding its key (or set providers.%s.auth to \"none\")", cpath, pid)
+			}
+			if c.MaxConns < 0 {
+				add("%s.max_conns: must be 0 (default) or positive", cpath)
+			}
+		}
+	}
+	if len(f.Models) == 0 {
+		add("models: at least one model is required")
+	}
+	for _, name := range sortedKeys(f.Models) {
+		m := f.Models[name]
+		path := "models." + name
+		if !modelRE.MatchString(name) {
+			add("%s: model name must be 1-128 characters of letters, digits and ._:/@+-", path)
+		}
+		switch m.Strategy {
+		case "", StrategyPriority, StrategyRoundRobin, StrategyFusion:
+		default:
+			add("%s.strategy: %q is not a strategy; want priority, round-robin or fusion", path, m.Strategy)
+		}
+		if len(m.Targets) == 0 {
+			add("%s.targets: at least one target is required", path)
+		}
+		for i, t := range m.Targets {
+			tpath := fmt.Sprintf("%s.targets[%d]", path, i)
+			if _, _, err := f.ResolveConnection(t.Connection); err != nil {
+				add("%s.connection: %v", tpath, err)
+			}
+			if t.Model != "" && !modelRE.MatchString(t.Model) {
+				add("%s.model: %q is not a valid upstream model name", tpath, t.Model)
+			}
+			if t.Weight < 0 || t.Weight > 1000 {
+				add("%s.weight: must be between 0 (default 1) and 1000", tpath)
+			}
+		}
+	}
+	names := map[string]bool{}
+	for i, t := range f.Tenants {
+		path := fmt.Sprintf("tenants[%d]", i)
+		if !nameRE.MatchString(t.Name) {
+			add("%s.name: want 1-64 letters, digits, '.', '_' or '-'", path)
+		}
+		if names[t.Name] {
+			add("%s.name: %q is used twice", path, t.Name)
+		}
+		names[t.Name] = true
+		switch {
+		case (t.KeyEnv == "") == (t.KeySHA256 == ""):
+			add("%s: set exactly one of key_env (variable holding the key) or key_sha256 (hex SHA-256 of the key)", path)
+		case t.KeyEnv != "" && !envVarRE.MatchString(t.KeyEnv):
+			add("%s.key_env: %q is not an environment variable name", path, t.KeyEnv)
+		case t.KeySHA256 != "" && !hexRE.MatchString(t.KeySHA256):
+			add("%s.key_sha256: want 64 lower-case hex digits (sha256sum of the key)", path)
+		}
+	}
+	switch f.Auth.Mode {
+	case "", "keys", "loopback", "open":
+	default:
+		add("auth.mode: %q is not a mode; want keys, loopback or open", f.Auth.Mode)
+	}
+	if f.Auth.Mode == "keys" && len(f.Tenants) == 0 && !f.Auth.AllowAnonymous {
+		add("auth.mode: \"keys\" with no tenants would reject every caller; add tenants or set allow_anonymous")
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// AuthMode returns the effective mode after defaults.
+func (f *File) AuthMode() string {
+	if f.Auth.Mode != "" {
+		return f.Auth.Mode
+	}
+	if len(f.Tenants) > 0 {
+		return "keys"
+	}
+	return "loopback"
+}
+
+// ResolveConnection splits "provider/connection" (or "provider" with a single
+// connection) and checks both exist.
+func (f *File) ResolveConnection(ref string) (provider, connection string, err error) {
+	pid, cid, hasConn := strings.Cut(ref, "/")
+	p, ok := f.Providers[pid]
+	if !ok {
+		return "", "", fmt.Errorf("unknown provider %q in %q; want provider/connection naming an entry of providers", pid, ref)
+	}
+	if !hasConn {
+		if len(p.Connections) != 1 {
+			return "", "", fmt.Errorf("provider %q has %d connections; name one as %s/<connection>", pid, len(p.Connections), pid)
+		}
+		for c := range p.Connections {
+			cid = c
+		}
+	}
+	if _, ok := p.Connections[cid]; !ok {
+		return "", "", fmt.Errorf("unknown connection %q of provider %q", cid, pid)
+	}
+	return pid, cid, nil
+}
+
+func validateBaseURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || s == "" {
+		return fmt.Errorf("%q is not a URL; want e.g. https://api.openai.com/v1", s)
+	}
+	switch u.Scheme {
+	case "http", "https":
+		if u.Host == "" {
+			return fmt.Errorf("%q has no host", s)
+		}
+	case "service":
+		if u.Host == "" {
+			return fmt.Errorf("%q names no service; want service://<name>/v1", s)
+		}
+	default:
+		return fmt.Errorf("%q has scheme %q; want http, https or service", s, u.Scheme)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("%q must not carry a query, fragment or credentials; put keys in api_key_env", s)
+	}
+	return nil
+}
+
+func isLoopbackURL(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil {
+		return false
+	}
+	h := u.Hostname()
+	return h == "127.0.0.1" || h == "localhost" || h == "::1"
+}
+
+// isReservedHeader reports headers a provider config may not set because the
+// gateway owns them.
+func isReservedHeader(h string) bool {
+	switch strings.ToLower(h) {
+	case "host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade",
+		"te", "trailer", "proxy-authorization", "authorization", "x-api-key", "x-goog-api-key", "cookie":
+		return true
+	}
+	return false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,549 @@
+// Package jsonscan reads the few fields routing needs from a request body in
+// one pass, without decoding it into Go values and without allocating, and
+// rewrites the model name in place of its original bytes.
+//
+// The scan validates the whole document (RFC 8259 grammar, nesting bounded),
+// so a body that passes is one the provider's JSON parser will accept too.
+// Duplicate or escaped spellings of the fields the gateway routes on are
+// rejected: upstream parsers take the last duplicate, so accepting
+// {"model":"cheap","model":"expensive"} would let a caller pick a model the
+// gateway never routed.
+package jsonscan
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
+
+// MaxDepth bounds nesting; deeper documents are rejected rather than walked.
+const MaxDepth = 512
+
+// Request is what the gateway reads from an inference request body.
+type Request struct {
+	// Model is the "model" string, unescaped. It aliases the body unless the
+	// value contained escapes.
+	Model []byte
+	// ModelStart and ModelEnd delimit the model value token (with quotes)
+	// in the body; both are -1 when the body has no model.
+	ModelStart, ModelEnd int
+	// ModelIsString is false when "model" is present but not a string.
+	ModelIsString bool
+	// Stream is the "stream" flag (false when absent or not true).
+	Stream bool
+	// IncludeUsage is stream_options.include_usage.
+	IncludeUsage bool
+	// StreamOptionsStart/End delimit the stream_options value; -1 if absent.
+	StreamOptionsStart, StreamOptionsEnd int
+	// MaxTokens is max_tokens, max_completion_tokens or max_output_tokens
+	// (the first present), or -1.
+	MaxTokens int64
+	// Messages counts entries of "messages", or of "input" when it is an
+	// array (1 for a string input).
+	Messages int
+	// Tools counts entries of "tools" and "functions".
+	Tools int
+
+	scratch []byte
+}
+
+// Reset clears r for reuse.
+func (r *Request) Reset() {
+	s := r.scratch[:0]
+	*r = Request{ModelStart: -1, ModelEnd: -1, StreamOptionsStart: -1, StreamOptionsEnd: -1, MaxTokens: -1, scratch: s}
+}
+
+// SyntaxError describes why a body is not acceptable JSON.
+type SyntaxError struct {
+	Offset int
+	Msg    string
+}
+
+func (e *SyntaxError) Error() string { return fmt.Sprintf("%s at byte %d", e.Msg, e.Offset) }
+
+// ErrNotObject is returned when the body is valid JSON but not an object.
+var ErrNotObject = errors.New("request body must be a JSON object")
+
+// DuplicateFieldError is returned when a routed field appears twice.
+type DuplicateFieldError struct{ Field string }
+
+func (e *DuplicateFieldError) Error() string {
+	return fmt.Sprintf("field %q appears more than once; send it once", e.Field)
+}
+
+// ScanRequest validates body and fills r. r is Reset first.
+func ScanRequest(body []byte, r *Request) error {
+	r.Reset()
+	s := scanner{b: body}
+	s.ws()
+	if s.i >= len(s.b) {
+		return &SyntaxError{Offset: 0, Msg: "empty body"}
+	}
+	if s.b[s.i] != '{' {
+		if err := s.value(0); err != nil {
+			return err
+		}
+		if err := s.end(); err != nil {
+			return err
+		}
+		return ErrNotObject
+	}
+	var seen uint8
+	err := s.object(0, func(key []byte, keyEscaped bool) error {
+		if keyEscaped {
+			k, err := unescape(r.scratch[:0], key)
+			if err != nil {
+				return &SyntaxError{Offset: s.i, Msg: "invalid escape in key"}
+			}
+			r.scratch = k
+			if isRouted(k) {
+				return fmt.Errorf("field %q is spelled with escape sequences; write it plainly", k)
+			}
+			return s.value(1)
+		}
+		return r.field(&s, key, &seen)
+	})
+	if err != nil {
+		return err
+	}
+	return s.end()
+}
+
+const (
+	seenModel = 1 << iota
+	seenStream
+	seenStreamOptions
+	seenMessages
+	seenInput
+)
+
+func isRouted(k []byte) bool {
+	switch string(k) {
+	case "model", "stream", "stream_options", "messages", "input":
+		return true
+	}
+	return false
+}
+
+func (r *Request) field(s *scanner, key []byte, seen *uint8) error {
+	once := func(bit uint8, name string) error {
+		if *seen&bit != 0 {
+			return &DuplicateFieldError{Field: name}
+		}
+		*seen |= bit
+		return nil
+	}
+	switch string(key) {
+	case "model":
+		if err := once(seenModel, "model"); err != nil {
+			return err
+		}
+		start := s.i
+		if s.i < len(s.b) && s.b[s.i] == '"' {
+			raw, escaped, err := s.str()
+			if err != nil {
+				return err
+			}
+			r.ModelStart, r.ModelEnd, r.ModelIsString = start, s.i, true
+			if escaped {
+				u, err := unescape(r.scratch[:0], raw)
+				if err != nil {
+					return &SyntaxError{Offset: start, Msg: "invalid escape in model"}
+				}
+				r.scratch = u
+				r.Model = u
+			} else {
+				r.Model = raw
+			}
+			return nil
+		}
+		r.ModelStart = start
+		err := s.value(1)
+		r.ModelEnd = s.i
+		return err
+	case "stream":
+		if err := once(seenStream, "stream"); err != nil {
+			return err
+		}
+		if bytes.HasPrefix(s.b[s.i:], litTrue) {
+			r.Stream = true
+		}
+		return s.value(1)
+	case "stream_options":
+		if err := once(seenStreamOptions, "stream_options"); err != nil {
+			return err
+		}
+		r.StreamOptionsStart = s.i
+		if s.i < len(s.b) && s.b[s.i] == '{' {
+			err := s.object(1, func(k []byte, _ bool) error {
+				if string(k) == "include_usage" && bytes.HasPrefix(s.b[s.i:], litTrue) {
+					r.IncludeUsage = true
+				}
+				return s.value(2)
+			})
+			r.StreamOptionsEnd = s.i
+			return err
+		}
+		err := s.value(1)
+		r.StreamOptionsEnd = s.i
+		return err
+	case "max_tokens", "max_completion_tokens", "max_output_tokens":
+		start := s.i
+		if err := s.value(1); err != nil {
+			return err
+		}
+		if r.MaxTokens < 0 {
+			if n, err := strconv.ParseInt(string(s.b[start:s.i]), 10, 64); err == nil && n >= 0 {
+				r.MaxTokens = n
+			}
+		}
+		return nil
+	case "messages":
+		if err := once(seenMessages, "messages"); err != nil {
+			return err
+		}
+		n, err := s.countArray(1)
+		r.Messages += n
+		return err
+	case "input":
+		if err := once(seenInput, "input"); err != nil {
+			return err
+		}
+		if s.i < len(s.b) && s.b[s.i] == '"' {
+			r.Messages++
+			return s.value(1)
+		}
+		n, err := s.countArray(1)
+		r.Messages += n
+		return err
+	case "tools", "functions":
+		n, err := s.countArray(1)
+		r.Tools += n
+		return err
+	}
+	return s.value(1)
+}
+
+// AppendWithModel appends body to dst with the model value replaced by the
+// JSON string of model. model must need no escaping (config validation
+// guarantees it for upstream names).
+func AppendWithModel(dst, body []byte, r *Request, model string) []byte {
+	if r.ModelStart < 0 {
+		return append(dst, body...)
+	}
+	dst = append(dst, body[:r.ModelStart]...)
+	dst = append(dst, '"')
+	dst = append(dst, model...)
+	dst = append(dst, '"')
+	return append(dst, body[r.ModelEnd:]...)
+}
+
+var (
+	litTrue  = []byte("true")
+	litFalse = []byte("false")
+	litNull  = []byte("null")
+)
+
+type scanner struct {
+	b []byte
+	i int
+}
+
+func (s *scanner) errf(msg string) error { return &SyntaxError{Offset: s.i, Msg: msg} }
+
+func (s *scanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+func (s *scanner) end() error {
+	s.ws()
+	if s.i != len(s.b) {
+		return s.errf("unexpected data after the JSON value")
+	}
+	return nil
+}
+
+// value validates one JSON value starting at s.i (after whitespace).
+func (s *scanner) value(depth int) error {
+	s.ws()
+	if s.i >= len(s.b) {
+		return s.errf("unexpected end of JSON")
+	}
+	switch c := s.b[s.i]; {
+	case c == '{':
+		return s.object(depth, func([]byte, bool) error { return s.value(depth + 1) })
+	case c == '[':
+		_, err := s.countArray(depth)
+		return err
+	case c == '"':
+		_, _, err := s.str()
+		return err
+	case c == 't':
+		return s.lit(litTrue)
+	case c == 'f':
+		return s.lit(litFalse)
+	case c == 'n':
+		return s.lit(litNull)
+	case c == '-' || (c >= '0' && c <= '9'):
+		return s.number()
+	default:
+		return s.errf(fmt.Sprintf("invalid character %q looking for a value", c))
+	}
+}
+
+func (s *scanner) lit(l []byte) error {
+	if !bytes.HasPrefix(s.b[s.i:], l) {
+		return s.errf("invalid literal")
+	}
+	s.i += len(l)
+	return nil
+}
+
+// object walks an object at s.i; fn is called with s.i at each member's
+// value (whitespace skipped) and must consume it.
+func (s *scanner) object(depth int, fn func(key []byte, escaped bool) error) error {
+	if depth >= MaxDepth {
+		return s.errf("JSON nested too deeply")
+	}
+	s.i++ // '{'
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == '}' {
+		s.i++
+		return nil
+	}
+	for {
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != '"' {
+			return s.errf("expected a string key")
+		}
+		key, escaped, err := s.str()
+		if err != nil {
+			return err
+		}
+		s.ws()
+		if s.i >= len(s.b) || s.b[s.i] != ':' {
+			return s.errf("expected ':' after object key")
+		}
+		s.i++
+		s.ws()
+		if s.i >= len(s.b) {
+			return s.errf("unexpected end of JSON")
+		}
+		if err := fn(key, escaped); err != nil {
+			return err
+		}
+		s.ws()
+		if s.i >= len(s.b) {
+			return s.errf("unexpected end of JSON in object")
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return nil
+		default:
+			return s.errf("expected ',' or '}' in object")
+		}
+	}
+}
+
+func (s *scanner) countArray(depth int) (int, error) {
+	if s.i >= len(s.b) || s.b[s.i] != '[' {
+		return 0, s.value(depth)
+	}
+	if depth >= MaxDepth {
+		return 0, s.errf("JSON nested too deeply")
+	}
+	s.i++
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == ']' {
+		s.i++
+		return 0, nil
+	}
+	n := 0
+	for {
+		if err := s.value(depth + 1); err != nil {
+			return n, err
+		}
+		n++
+		s.ws()
+		if s.i >= len(s.b) {
+			return n, s.errf("unexpected end of JSON in array")
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+		case ']':
+			s.i++
+			return n, nil
+		default:
+			return n, s.errf("expected ',' or ']' in array")
+		}
+	}
+}
+
+// str validates a string at s.i and returns its raw contents (without
+// quotes) and whether it contains escapes.
+func (s *scanner) str() ([]byte, bool, error) {
+	s.i++ // opening quote
+	start := s.i
+	escaped := false
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			raw := s.b[start:s.i]
+			s.i++
+			return raw, escaped, nil
+		case c == '\\':
+			escaped = true
+			if s.i+1 >= len(s.b) {
+				return nil, false, s.errf("unterminated escape")
+			}
+			switch s.b[s.i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.i += 2
+			case 'u':
+				if s.i+6 > len(s.b) || !isHex4(s.b[s.i+2:s.i+6]) {
+					return nil, false, s.errf("invalid \\u escape")
+				}
+				s.i += 6
+			default:
+				return nil, false, s.errf("invalid escape character")
+			}
+		case c < 0x20:
+			return nil, false, s.errf("control character in string")
+		default:
+			s.i++
+		}
+	}
+	return nil, false, s.errf("unterminated string")
+}
+
+func isHex4(b []byte) bool {
+	for _, c := range b[:4] {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *scanner) number() error {
+	if s.b[s.i] == '-' {
+		s.i++
+	}
+	if s.i >= len(s.b) {
+		return s.errf("invalid number")
+	}
+	if s.b[s.i] == '0' {
+		s.i++
+	} else if s.b[s.i] >= '1' && s.b[s.i] <= '9' {
+		for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+			s.i++
+		}
+	} else {
+		return s.errf("invalid number")
+	}
+	if s.i < len(s.b) && s.b[s.i] == '.' {
+		s.i++
+		d := s.i
+		for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+			s.i++
+		}
+		if s.i == d {
+			return s.errf("invalid number: digits expected after '.'")
+		}
+	}
+	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+		s.i++
+		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
+			s.i++
+		}
+		d := s.i
+		for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+			s.i++
+		}
+		if s.i == d {
+			return s.errf("invalid number: digits expected in exponent")
+		}
+	}
+	return nil
+}
+
+// unescape decodes the JSON string contents raw into dst.
+func unescape(dst, raw []byte) ([]byte, error) {
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c != '\\' {
+			dst = append(dst, c)
+			continue
+		}
+		i++
+		if i >= len(raw) {
+			return dst, errors.New("bad escape")
+		}
+		switch raw[i] {
+		case '"', '\\', '/':
+			dst = append(dst, raw[i])
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			if i+5 > len(raw) {
+				return dst, errors.New("bad escape")
+			}
+			r1, err := strconv.ParseUint(string(raw[i+1:i+5]), 16, 32)
+			if err != nil {
+				return dst, err
+			}
+			i += 4
+			r := rune(r1)
+			if r >= 0xD800 && r < 0xDC00 && i+6 < len(raw) && raw[i+1] == '\\' && raw[i+2] == 'u' {
+				if r2, err := strconv.ParseUint(string(raw[i+3:i+7]), 16, 32); err == nil && r2 >= 0xDC00 && r2 < 0xE000 {
+					r = (r-0xD800)<<10 + (rune(r2) - 0xDC00) + 0x10000
+					i += 6
+				}
+			}
+			dst = utf8.AppendRune(dst, r)
+		default:
+			return dst, errors.New("bad escape")
+		}
+	}
+	return dst, nil
+}
+
+// HasTopLevelKey reports whether body is a JSON object with key among its
+// top-level members. Invalid JSON reports false.
+func HasTopLevelKey(body []byte, key string) bool {
+	s := scanner{b: body}
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != '{' {
+		return false
+	}
+	found := false
+	err := s.object(0, func(k []byte, _ bool) error {
+		if string(k) == key {
+			found = true
+		}
+		return s.value(1)
+	})
+	return err == nil && found
+}

@@ -1,0 +1,23 @@
+// Package testutil holds helpers shared by the project's tests.
+package testutil
+
+import "go.uber.org/goleak"
+
+// LeakOptions are the goleak options every package's TestMain uses. They
+// ignore only goroutines that fasthttp owns and ends on its own schedule,
+// none of which the gateway can stop:
+//   - updateServerDate: one process-wide ticker started by the first server;
+//   - a stopped server's worker-pool cleaner, which exits after its current
+//     sleep (MaxIdleWorkerDuration);
+//   - a HostClient's idle-connection cleaner, which exits after its current
+//     sleep once no connection is left.
+//
+// Everything else, including every goroutine the gateway starts, must be
+// gone when the tests end.
+func LeakOptions(extra ...goleak.Option) []goleak.Option {
+	return append([]goleak.Option{
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
+		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
+	}, extra...)
+}
