@@ -1,0 +1,138 @@
+package mockprovider
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// ServiceName identifies the mock in /_mock/health.
+const ServiceName = "omniroute-mockprovider"
+
+// instanceID is random and fixed for the process, so a supervisor can tell
+// whether the process answering on a port is the one it started.
+var instanceID = func() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("mockprovider: read random instance id: " + err.Error())
+	}
+	return hex.EncodeToString(b[:])
+}()
+
+// InstanceID returns this process's instance id as reported by /_mock/health.
+func InstanceID() string { return instanceID }
+
+// Health is the body of GET /_mock/health.
+type Health struct {
+	Service  string `json:"service"`
+	Status   string `json:"status"`
+	PID      int    `json:"pid"`
+	Instance string `json:"instance"`
+	Addr     string `json:"addr,omitempty"`
+}
+
+func (s *Server) admin(ctx *fasthttp.RequestCtx, op string) {
+	switch {
+	case op == "health" && ctx.IsGet():
+		writeJSON(ctx, fasthttp.StatusOK, Health{Service: ServiceName, Status: "ok", PID: os.Getpid(),
+			Instance: instanceID, Addr: s.Addr()})
+	case op == "stats" && ctx.IsGet():
+		writeJSON(ctx, fasthttp.StatusOK, s.stats())
+	case op == "behavior" && ctx.IsGet():
+		writeJSON(ctx, fasthttp.StatusOK, s.table.Load().snapshot())
+	case op == "behavior" && ctx.IsPost():
+		var u BehaviorUpdate
+		if err := strictUnmarshal(ctx.PostBody(), &u); err != nil {
+			writeAdminError(ctx, fasthttp.StatusBadRequest, "decode behavior update: "+err.Error())
+			return
+		}
+		if err := s.SetBehavior(u); err != nil {
+			writeAdminError(ctx, fasthttp.StatusBadRequest, err.Error())
+			return
+		}
+		writeJSON(ctx, fasthttp.StatusOK, s.table.Load().snapshot())
+	case op == "reset" && ctx.IsPost():
+		s.Reset()
+		writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ok"})
+	default:
+		writeAdminError(ctx, fasthttp.StatusNotFound, "no admin route "+string(ctx.Method())+" /_mock/"+op)
+	}
+}
+
+// SetBehavior applies an update in process (the admin API's POST
+// /_mock/behavior does the same).
+func (s *Server) SetBehavior(u BehaviorUpdate) error {
+	if err := u.Validate(); err != nil {
+		return err
+	}
+	for {
+		cur := s.table.Load()
+		if s.table.CompareAndSwap(cur, cur.apply(u)) {
+			break
+		}
+	}
+	s.log("mockprovider: behavior updated (default changed: %t, models: %d, replace: %t)", u.Default != nil, len(u.Models), u.Replace)
+	return nil
+}
+
+// Reset restores the start-up default, drops per-model behaviours and
+// zeroes counters and the body log (live gauges are kept).
+func (s *Server) Reset() {
+	s.table.Store(&behaviorTable{def: compile(s.initial), models: map[string]*compiled{}})
+	s.resetStats()
+	s.log("mockprovider: reset")
+}
+
+// Stats returns the same data as GET /_mock/stats.
+func (s *Server) Stats() Stats { return s.stats() }
+
+func (s *Server) serveModelList(ctx *fasthttp.RequestCtx) {
+	if !ctx.IsGet() {
+		writeError(ctx, familyOpenAI, errInfo{status: fasthttp.StatusMethodNotAllowed, msg: "mockprovider: /v1/models accepts GET only"})
+		return
+	}
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	names := []string{"mock-model"}
+	for name := range s.table.Load().models {
+		if name != "mock-model" {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names[1:])
+	list := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list"}
+	created := time.Now().Unix()
+	for _, n := range names {
+		list.Data = append(list.Data, model{ID: n, Object: "model", Created: created, OwnedBy: ServiceName})
+	}
+	writeJSON(ctx, fasthttp.StatusOK, list)
+}
+
+func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		writeAdminError(ctx, fasthttp.StatusInternalServerError, "encode response: "+err.Error())
+		return
+	}
+	ctx.SetStatusCode(status)
+	ctx.SetContentTypeBytes(contentTypeJSON)
+	ctx.SetBody(body)
+}
+
+func writeAdminError(ctx *fasthttp.RequestCtx, status int, msg string) {
+	ctx.SetStatusCode(status)
+	ctx.SetContentTypeBytes(contentTypeJSON)
+	ctx.SetBody(appendErrorBody(nil, familyOpenAI, errInfo{status: status, msg: "mockprovider: " + msg}))
+}

@@ -1,0 +1,159 @@
+package mockprovider
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// endpoint is one of the model-serving APIs.
+type endpoint uint8
+
+const (
+	endpointChat endpoint = iota
+	endpointMessages
+	endpointResponses
+)
+
+func (e endpoint) family() family {
+	if e == endpointMessages {
+		return familyAnthropic
+	}
+	return familyOpenAI
+}
+
+var (
+	adminPrefix     = []byte("/_mock/")
+	v1Prefix        = []byte("/v1/")
+	contentTypeJSON = []byte("application/json")
+	contentTypeSSE  = []byte("text/event-stream")
+)
+
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	if s.isClosing() {
+		ctx.SetConnectionClose() // no keep-alive once Close has begun
+	}
+	path := ctx.Path()
+	if bytes.HasPrefix(path, adminPrefix) {
+		s.admin(ctx, string(path[len(adminPrefix):]))
+		return
+	}
+	p := path
+	if bytes.HasPrefix(p, v1Prefix) {
+		p = p[len(v1Prefix)-1:]
+	}
+	switch string(p) {
+	case "/chat/completions":
+		s.serveModel(ctx, endpointChat)
+	case "/messages":
+		s.serveModel(ctx, endpointMessages)
+	case "/responses":
+		s.serveModel(ctx, endpointResponses)
+	case "/models":
+		s.serveModelList(ctx)
+	default:
+		writeError(ctx, familyOpenAI, errInfo{status: fasthttp.StatusNotFound, code: "unknown_url",
+			msg: "mockprovider: no route for " + string(ctx.Method()) + " " + string(path)})
+	}
+}
+
+// serveModel runs one request through admission (validation, rate limit,
+// slots), the latency wait and then success or the injected failure.
+func (s *Server) serveModel(ctx *fasthttp.RequestCtx, ep endpoint) {
+	if !ctx.IsPost() {
+		writeError(ctx, ep.family(), errInfo{status: fasthttp.StatusMethodNotAllowed,
+			msg: "mockprovider: " + string(ctx.Path()) + " accepts POST only"})
+		return
+	}
+	body := ctx.PostBody()
+	seq := s.seq.Add(1)
+	info, perr := parseRequest(body)
+	var m *modelEntry
+	name := ""
+	if perr == nil {
+		m = s.entry(info.model)
+		name = m.name
+	}
+	sum := sha256.Sum256(body)
+	s.bodies.add(seq, ctx.Path(), name, len(body), &sum, &ctx.Request.Header)
+	s.totals.requests.Add(1)
+	s.totals.bytesIn.Add(int64(len(body)))
+	if perr != nil {
+		s.totals.failed.Add(1)
+		writeError(ctx, ep.family(), errInfo{status: fasthttp.StatusBadRequest, msg: "mockprovider: " + perr.Error()})
+		return
+	}
+	m.c.requests.Add(1)
+	m.c.bytesIn.Add(int64(len(body)))
+
+	beh := s.table.Load().lookup(info.model)
+	q := request{s: s, m: m, ep: ep, beh: beh, stream: info.stream, watch: connWatch{conn: ctx.Conn()}}
+	q.fail = beh.failing()
+	q.r = render{n: seq, created: time.Now().Unix(), modelRaw: info.modelRaw, p: (len(body) + 3) / 4,
+		c: beh.completion, beh: beh, includeUsage: info.stream && info.includeUsage}
+
+	if beh.rl.family != "" || beh.rl.enforce {
+		out := int64(q.r.c)
+		if q.fail {
+			out = 0
+		}
+		q.rate = m.charge(beh, time.Now(), int64(q.r.p), out)
+		q.hasRate = true
+		if q.rate.exhausted {
+			ctx.Response.Header.Set("Retry-After", itoa(q.rate.retryAfterSeconds()))
+			q.replyError(ctx, errInfo{status: fasthttp.StatusTooManyRequests, code: beh.b.Fail.Code,
+				msg: "mockprovider: rate limit window exhausted"})
+			return
+		}
+	}
+
+	if beh.b.Slots > 0 && !q.takeSlot(ctx) {
+		return
+	}
+	q.enter()
+	if res := s.wait(&q.watch, beh.latency, nil); res != waitElapsed {
+		q.interrupted(ctx, res)
+		return
+	}
+	if q.fail {
+		q.serveFailure(ctx)
+		return
+	}
+	if q.stream {
+		q.startStream(ctx, FailNone)
+		return
+	}
+	q.replyBody(ctx)
+	q.end(outcomeCompleted)
+}
+
+// takeSlot acquires one of the model's slots, queueing or rejecting when all
+// are busy. It returns false when the request has already been answered.
+func (q *request) takeSlot(ctx *fasthttp.RequestCtx) bool {
+	sem := q.m.slots(q.beh.b.Slots)
+	select {
+	case sem <- struct{}{}:
+		q.sem = sem
+		return true
+	default:
+	}
+	if q.beh.b.OverSlots == "reject" {
+		ctx.Response.Header.Set("Retry-After", "1")
+		q.replyError(ctx, errInfo{status: fasthttp.StatusTooManyRequests,
+			msg: "mockprovider: all " + itoa(int64(cap(sem))) + " slots of this model are busy"})
+		return false
+	}
+	q.m.c.queued.Add(1)
+	q.s.totals.queued.Add(1)
+	res := q.s.wait(&q.watch, -1, sem)
+	q.m.c.queued.Add(-1)
+	q.s.totals.queued.Add(-1)
+	if res != waitAcquired {
+		q.interrupted(ctx, res)
+		return false
+	}
+	q.sem = sem
+	return true
+}

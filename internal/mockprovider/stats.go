@@ -1,0 +1,149 @@
+package mockprovider
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Counters is the ground truth about requests, as reported by /_mock/stats.
+// Every request counted in Requests ends in exactly one of Completed, Failed
+// (the mock answered with an injected or real error, or ended the request at
+// shutdown) or Cancelled (the client went away before the mock finished).
+// Inflight counts requests being served (holding a slot, if Slots is set);
+// Queued counts requests waiting for a slot.
+type Counters struct {
+	Requests    int64 `json:"requests"`
+	Inflight    int64 `json:"inflight"`
+	MaxInflight int64 `json:"max_inflight"`
+	Queued      int64 `json:"queued"`
+	Completed   int64 `json:"completed"`
+	Failed      int64 `json:"failed"`
+	Cancelled   int64 `json:"cancelled"`
+	BytesIn     int64 `json:"bytes_in"`
+}
+
+// Stats is the body of GET /_mock/stats.
+type Stats struct {
+	Totals Counters            `json:"totals"`
+	Models map[string]Counters `json:"models"`
+	// Bodies are the most recent requests (up to 1000), oldest first.
+	Bodies []BodyRecord `json:"bodies"`
+}
+
+// BodyRecord identifies one received request body exactly.
+type BodyRecord struct {
+	Seq    uint64 `json:"seq"`
+	Path   string `json:"path"`
+	Model  string `json:"model"`
+	Bytes  int    `json:"bytes"`
+	SHA256 string `json:"sha256"` // hex digest of the exact body bytes received
+	// Headers are the request headers with lower-case names; repeated
+	// headers are joined with ", ".
+	Headers map[string]string `json:"headers"`
+}
+
+type counters struct {
+	requests, inflight, maxInflight, queued atomic.Int64
+	completed, failed, cancelled, bytesIn   atomic.Int64
+}
+
+func (c *counters) snapshot() Counters {
+	return Counters{
+		Requests: c.requests.Load(), Inflight: c.inflight.Load(), MaxInflight: c.maxInflight.Load(),
+		Queued: c.queued.Load(), Completed: c.completed.Load(), Failed: c.failed.Load(),
+		Cancelled: c.cancelled.Load(), BytesIn: c.bytesIn.Load(),
+	}
+}
+
+// reset zeroes the history but keeps the live gauges (inflight, queued), so
+// requests that straddle a reset still balance.
+func (c *counters) reset() {
+	c.requests.Store(0)
+	c.completed.Store(0)
+	c.failed.Store(0)
+	c.cancelled.Store(0)
+	c.bytesIn.Store(0)
+	c.maxInflight.Store(c.inflight.Load())
+}
+
+func (c *counters) enter() {
+	n := c.inflight.Add(1)
+	for {
+		m := c.maxInflight.Load()
+		if n <= m || c.maxInflight.CompareAndSwap(m, n) {
+			return
+		}
+	}
+}
+
+// modelEntry is the per-model state: counters, the concurrency slots and the
+// rate-limit window. Entries live as long as the server, so requests keep
+// plain pointers to them.
+type modelEntry struct {
+	name string
+	c    counters
+
+	mu   sync.Mutex
+	sem  chan struct{} // nil when unlimited
+	rate rateWindow
+}
+
+// slots returns the semaphore for n concurrent requests, replacing it when
+// the configured size changed. Holders of an old semaphore release into it.
+func (m *modelEntry) slots(n int) chan struct{} {
+	if n <= 0 {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sem == nil || cap(m.sem) != n {
+		m.sem = make(chan struct{}, n)
+	}
+	return m.sem
+}
+
+// entry returns the model's state, creating it on first use. The read path
+// takes only a read lock and does not allocate.
+func (s *Server) entry(model []byte) *modelEntry {
+	s.modelsMu.RLock()
+	m := s.models[string(model)]
+	s.modelsMu.RUnlock()
+	if m != nil {
+		return m
+	}
+	s.modelsMu.Lock()
+	defer s.modelsMu.Unlock()
+	if m = s.models[string(model)]; m == nil {
+		m = &modelEntry{name: string(model)}
+		s.models[m.name] = m
+	}
+	return m
+}
+
+func (s *Server) stats() Stats {
+	st := Stats{Totals: s.totals.snapshot(), Models: map[string]Counters{}}
+	s.modelsMu.RLock()
+	for name, m := range s.models {
+		c := m.c.snapshot()
+		if c == (Counters{}) {
+			continue // reset and idle
+		}
+		st.Models[name] = c
+	}
+	s.modelsMu.RUnlock()
+	st.Bodies = s.bodies.records()
+	return st
+}
+
+func (s *Server) resetStats() {
+	s.totals.reset()
+	s.modelsMu.RLock()
+	for _, m := range s.models {
+		m.c.reset()
+		m.mu.Lock()
+		m.rate = rateWindow{}
+		m.mu.Unlock()
+	}
+	s.modelsMu.RUnlock()
+	s.bodies.reset()
+}
