@@ -1,0 +1,76 @@
+package targets
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/goleak"
+
+	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/messages"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+
+func newSystem() *actor.ActorSystem {
+	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+}
+
+func waitSnap(t *testing.T, h *Handle, cond func(*Snapshot) bool) *Snapshot {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if s := h.Snapshot(); s != nil && cond(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("snapshot never matched; last %+v", h.Snapshot())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestOutcomesArePublished(t *testing.T) {
+	sys := newSystem()
+	defer sys.Shutdown()
+	clk := clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	h, err := Spawn(sys, []string{"p/a/m", "p/b/m"}, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	if s := h.Snapshot(); s == nil || len(s.Targets) != 2 || s.Targets[0].Target != "p/a/m" {
+		t.Fatalf("initial snapshot %+v", s)
+	}
+	at := clk.Now()
+	h.Report(&messages.AttemptFinished{Target: 0, Class: messages.OK, TTFB: 100 * time.Millisecond, At: at})
+	h.Report(&messages.AttemptFinished{Target: 0, Class: messages.OK, TTFB: 200 * time.Millisecond, At: at})
+	h.Report(&messages.AttemptFinished{Target: 1, Class: messages.RateLimit, Status: 429, At: at})
+	h.Report(&messages.AttemptFinished{Target: 1, Class: messages.Capacity, Status: 503, At: at})
+	// A failure publishes at once, carrying the earlier successes with it.
+	s := waitSnap(t, h, func(s *Snapshot) bool { return s.Targets[1].Attempts == 2 })
+	a, b := s.Targets[0], s.Targets[1]
+	if a.Attempts != 2 || a.Successes != 2 || a.ConsecutiveFailures != 0 || a.TTFBEWMAMillis != 0.2*200+0.8*100 {
+		t.Fatalf("target a %+v", a)
+	}
+	if b.ConsecutiveFailures != 2 || b.Failures["rate_limit"] != 1 || b.Failures["capacity"] != 1 || b.LastFailureClass != "capacity" || !b.LastFailureAt.Equal(at) {
+		t.Fatalf("target b %+v", b)
+	}
+	// Request-caused errors and cancellations do not count against a target.
+	h.Report(&messages.AttemptFinished{Target: 1, Class: messages.Request, Status: 400, At: at})
+	h.Report(&messages.AttemptFinished{Target: 1, Class: messages.Canceled, At: at})
+	h.Report(&messages.AttemptFinished{Target: 1, Class: messages.OK, At: at})
+	h.Report(&messages.AttemptFinished{Target: 1, Class: messages.Connect, MidStream: true, At: at})
+	s = waitSnap(t, h, func(s *Snapshot) bool { return s.Targets[1].Failures["connect"] == 1 })
+	b = s.Targets[1]
+	if b.Attempts != 5 || b.ConsecutiveFailures != 1 || b.Failures["request"] != 1 || b.Successes != 1 {
+		t.Fatalf("after mixed outcomes %+v", b)
+	}
+	// Out-of-range ids are ignored rather than crashing the actor.
+	h.Report(&messages.AttemptFinished{Target: 7, Class: messages.OK})
+	h.Report(&messages.AttemptFinished{Target: 0, Class: messages.Timeout, At: at})
+	waitSnap(t, h, func(s *Snapshot) bool { return s.Targets[0].Failures["timeout"] == 1 })
+}

@@ -1,0 +1,75 @@
+// Package messages is the protocol between the transport and the actors and
+// among actors: typed, immutable message structs and the small vocabularies
+// they carry. It imports nothing of the project, so any room may use it.
+//
+// Messages are sent as pointers and never modified after sending. They never
+// hold a *fasthttp.RequestCtx or slices of its buffers: whatever an actor
+// needs is copied in.
+package messages
+
+import "time"
+
+// FailureClass says why an upstream attempt failed, in terms of what it
+// means for the target: provider-side classes (RateLimit, Quota, Capacity,
+// Timeout, Connect, Auth) say something about the target; request-caused
+// classes (Request, Canceled) never count against it.
+type FailureClass uint8
+
+// Failure classes.
+const (
+	// OK: the attempt succeeded.
+	OK FailureClass = iota
+	// Connect: the connection could not be made or broke before a response.
+	Connect
+	// Timeout: no first byte, or no data event, within the deadline.
+	Timeout
+	// RateLimit: a transient rate limit (429 that clears by itself).
+	RateLimit
+	// Quota: quota or billing exhausted (needs money or a human).
+	Quota
+	// Capacity: provider overloaded or failing (5xx, 529).
+	Capacity
+	// Auth: the connection's credential was refused (401/403).
+	Auth
+	// Request: the request itself was rejected (400, 404 model, 413, 422).
+	Request
+	// Protocol: the provider answered with something unparseable.
+	Protocol
+	// Canceled: the caller went away; says nothing about the target.
+	Canceled
+	// NumFailureClasses is the number of classes.
+	NumFailureClasses
+)
+
+var failureNames = [...]string{"ok", "connect", "timeout", "rate_limit", "quota", "capacity", "auth", "request", "protocol", "canceled"}
+
+// String returns the metric label of the class.
+func (c FailureClass) String() string {
+	if int(c) < len(failureNames) {
+		return failureNames[c]
+	}
+	return "unknown"
+}
+
+// ProviderSide reports whether the class says something about the target.
+func (c FailureClass) ProviderSide() bool {
+	switch c {
+	case Connect, Timeout, RateLimit, Quota, Capacity, Auth, Protocol:
+		return true
+	}
+	return false
+}
+
+// AttemptFinished tells the targets actor how one upstream attempt ended.
+// The transport sends it fire-and-forget, once per attempt.
+type AttemptFinished struct {
+	Target int
+	Class  FailureClass
+	Status int
+	// TTFB is time to response headers (non-streaming: the whole answer).
+	TTFB time.Duration
+	// MidStream marks a failure after a stream was committed; the attempt
+	// itself was already reported as a success.
+	MidStream bool
+	At        time.Time
+}

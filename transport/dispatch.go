@@ -1,0 +1,327 @@
+package transport
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/valyala/bytebufferpool"
+	"github.com/valyala/fasthttp"
+
+	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/failure"
+	"github.com/omniroute/gateway/internal/jsonscan"
+	"github.com/omniroute/gateway/messages"
+	"github.com/omniroute/gateway/transport/upstream"
+)
+
+// upstreamError is the last provider answer kept for pass-through when
+// failover runs out of targets.
+type upstreamError struct {
+	status      int
+	contentType []byte
+	retryAfter  []byte
+	body        []byte
+}
+
+// dispatch tries the model's targets in strategy order until one answers,
+// failing over only on provider-side failures and only before anything was
+// written to the caller. It reports whether a relay owns the call.
+func (c *call) dispatch() bool {
+	g := c.g
+	list := c.model.TargetsFor(c.surface)
+	n := len(list)
+	first := 0
+	if c.model.Strategy == config.StrategyRoundRobin && n > 1 {
+		first = int(g.rr[c.model.Index].Add(1)-1) % n
+	}
+	maxAttempts := int(g.opts.Env.Upstream.MaxAttempts)
+	var last upstreamError
+	var lastClass messages.FailureClass
+	attempts := 0
+	for i := 0; i < n && attempts < maxAttempts; i++ {
+		t := list[(first+i)%n]
+		attempts++
+		outcome, streaming := c.attempt(t, &last, &lastClass)
+		switch outcome {
+		case attemptDone:
+			return streaming
+		case attemptCanceled:
+			c.ctx.SetConnectionClose()
+			c.ctx.SetStatusCode(499) // nobody reads it; recorded in metrics
+			return false
+		}
+		c.fallbacks++
+	}
+	c.fallbacks--
+	if last.status != 0 {
+		c.passThroughError(&last)
+		return false
+	}
+	e := &apierror.Error{Status: 502, Code: "upstream_unavailable", Type: "server_error",
+		Message: "no upstream target of model " + strconv.Quote(c.model.Name) + " could be reached (" + lastClass.String() + "); retry later"}
+	if lastClass == messages.Timeout {
+		e.Status, e.Code = 504, "upstream_timeout"
+		e.Message = "no upstream target of model " + strconv.Quote(c.model.Name) + " answered in time; retry later or raise OMNIROUTE_UPSTREAM_TTFB_TIMEOUT_MS"
+	}
+	c.fail(e)
+	return false
+}
+
+type attemptOutcome uint8
+
+const (
+	attemptDone attemptOutcome = iota
+	attemptFailover
+	attemptCanceled
+)
+
+// attempt sends the request to t. On a provider-side failure it records
+// the answer in last and asks for failover.
+func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messages.FailureClass) (attemptOutcome, bool) {
+	g := c.g
+	client := g.clients[t.Conn.ID]
+	x := upstream.AcquireExchange()
+	c.buildRequest(x, t)
+	err := client.Do(x, &c.cancel, c.scan.Stream)
+	if err != nil {
+		class := classifyTransportError(err)
+		c.report(t, class, 0, 0)
+		x.Release()
+		*lastClass = class
+		if class == messages.Canceled {
+			return attemptCanceled, false
+		}
+		return attemptFailover, false
+	}
+	status := x.Resp.StatusCode()
+	if status < 200 || status >= 300 {
+		class := failure.Classify(status, x.Resp.Body())
+		c.report(t, class, status, x.TTFB)
+		*lastClass = class
+		if class.ProviderSide() {
+			last.status = status
+			last.contentType = append(last.contentType[:0], x.Resp.Header.ContentType()...)
+			last.retryAfter = append(last.retryAfter[:0], x.Resp.Header.Peek(fasthttp.HeaderRetryAfter)...)
+			last.body = append(last.body[:0], x.Resp.Body()...)
+			x.Release()
+			return attemptFailover, false
+		}
+		c.target = t
+		c.passThrough(x)
+		x.Release()
+		return attemptDone, false
+	}
+	if !c.scan.Stream || !isEventStream(x.Resp.Header.ContentType()) {
+		c.report(t, messages.OK, status, x.TTFB)
+		c.target = t
+		if c.scan.Stream {
+			// The provider ignored "stream" and sent a plain body.
+			if err := x.Buffer(); err != nil {
+				x.Release()
+				*lastClass = classifyTransportError(err)
+				return attemptFailover, false
+			}
+		}
+		c.passThrough(x)
+		x.Release()
+		return attemptDone, false
+	}
+	class, ok := c.prime(x)
+	if !ok {
+		c.report(t, class, status, x.TTFB)
+		*lastClass = class
+		x.Release()
+		if class == messages.Canceled {
+			return attemptCanceled, false
+		}
+		last.status = 0 // a failed stream leaves no answer to pass through
+		return attemptFailover, false
+	}
+	c.report(t, messages.OK, status, x.TTFB)
+	c.target = t
+	c.x = x
+	c.commitStream(x)
+	return attemptDone, true
+}
+
+func (c *call) report(t *catalog.Target, class messages.FailureClass, status int, ttfb time.Duration) {
+	g := c.g
+	g.metrics.attempts[t.ID][class].Inc()
+	if class == messages.OK {
+		g.metrics.ttfb[t.ID].Update(ttfb.Seconds())
+	}
+	g.targets.Report(&messages.AttemptFinished{Target: t.ID, Class: class, Status: status, TTFB: ttfb, At: g.clk.Now()})
+}
+
+// reportMidStream records a failure after the stream was committed: the
+// attempt was already counted as a success, so only the failure is added.
+func (c *call) reportMidStream(class messages.FailureClass) {
+	g := c.g
+	g.targets.Report(&messages.AttemptFinished{Target: c.target.ID, Class: class, MidStream: true, At: g.clk.Now()})
+}
+
+func classifyTransportError(err error) messages.FailureClass {
+	switch {
+	case errors.Is(err, upstream.ErrCanceled):
+		return messages.Canceled
+	case errors.Is(err, upstream.ErrTimeout):
+		return messages.Timeout
+	case errors.Is(err, upstream.ErrTooLarge):
+		return messages.Protocol
+	}
+	return messages.Connect
+}
+
+func isEventStream(ct []byte) bool {
+	return bytes.HasPrefix(bytes.TrimSpace(ct), []byte("text/event-stream"))
+}
+
+// passThroughHeaders are upstream response headers the caller sees.
+func copyResponseHeaders(dst *fasthttp.ResponseHeader, src *fasthttp.ResponseHeader) {
+	for k, v := range src.All() {
+		if skipResponseHeader(k) {
+			continue
+		}
+		dst.AddBytesKV(k, v)
+	}
+}
+
+func skipResponseHeader(k []byte) bool {
+	switch len(k) {
+	case 4:
+		return equalFoldASCII(k, "date")
+	case 6:
+		return equalFoldASCII(k, "server")
+	case 7:
+		return equalFoldASCII(k, "trailer")
+	case 10:
+		return equalFoldASCII(k, "connection") || equalFoldASCII(k, "keep-alive") || equalFoldASCII(k, "set-cookie")
+	case 12:
+		return equalFoldASCII(k, "x-request-id") || equalFoldASCII(k, "content-type")
+	case 14:
+		return equalFoldASCII(k, "content-length")
+	case 17:
+		return equalFoldASCII(k, "transfer-encoding")
+	}
+	return len(k) > 6 && equalFoldASCII(k[:6], "proxy-")
+}
+
+func equalFoldASCII(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != s[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// passThrough writes the upstream answer as the response.
+func (c *call) passThrough(x *upstream.Exchange) {
+	ctx := c.ctx
+	ctx.SetStatusCode(x.Resp.StatusCode())
+	copyResponseHeaders(&ctx.Response.Header, &x.Resp.Header)
+	ctx.Response.Header.SetContentTypeBytes(x.Resp.Header.ContentType())
+	if up := x.Resp.Header.Peek("X-Request-Id"); len(up) > 0 {
+		ctx.Response.Header.SetBytesV("X-Upstream-Request-Id", up)
+	}
+	c.routingHeaders()
+	ctx.Response.SetBody(x.Resp.Body())
+}
+
+// passThroughError replays the last provider error after failover ran out.
+func (c *call) passThroughError(e *upstreamError) {
+	ctx := c.ctx
+	ctx.SetStatusCode(e.status)
+	if len(e.contentType) > 0 {
+		ctx.Response.Header.SetContentTypeBytes(e.contentType)
+	}
+	if len(e.retryAfter) > 0 {
+		ctx.Response.Header.SetBytesV(fasthttp.HeaderRetryAfter, e.retryAfter)
+	}
+	c.routingHeaders()
+	ctx.Response.SetBody(e.body)
+}
+
+// routingHeaders tell the caller which target served it and how many
+// fallbacks happened.
+func (c *call) routingHeaders() {
+	h := &c.ctx.Response.Header
+	if c.target != nil {
+		h.Set("X-OmniRoute-Target", c.target.Name)
+	}
+	var b [20]byte
+	h.SetBytesV("X-OmniRoute-Fallbacks", strconv.AppendInt(b[:0], int64(c.fallbacks), 10))
+	if c.fallbacks > 0 {
+		c.g.metrics.fallback[c.route].Add(c.fallbacks)
+	}
+}
+
+// forwardedRequestHeaders are caller headers passed to the provider.
+var forwardedRequestHeaders = []string{"Anthropic-Version", "Anthropic-Beta", "Openai-Beta", "User-Agent", "Idempotency-Key"}
+
+// buildRequest fills x.Req for target t: path, auth, selected caller
+// headers, and the body with only "model" rewritten.
+func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
+	req := &x.Req
+	p := t.Conn.Provider
+	h := &req.Header
+	h.SetMethod(fasthttp.MethodPost)
+	uri := bytebufferpool.Get()
+	uri.B = append(uri.B[:0], p.BasePath...)
+	uri.B = append(uri.B, c.surface.Path()...)
+	h.SetRequestURIBytes(uri.B)
+	bytebufferpool.Put(uri)
+	h.SetHost(c.g.clients[t.Conn.ID].Addr())
+	h.SetContentType("application/json")
+	if c.scan.Stream {
+		h.Set(fasthttp.HeaderAccept, "text/event-stream")
+	} else {
+		h.Set(fasthttp.HeaderAccept, "application/json")
+	}
+	h.Set(fasthttp.HeaderAcceptEncoding, "identity")
+	for _, name := range forwardedRequestHeaders {
+		if v := c.ctx.Request.Header.Peek(name); len(v) > 0 {
+			h.SetBytesV(name, v)
+		}
+	}
+	if c.surface == catalog.Messages && len(h.Peek("Anthropic-Version")) == 0 {
+		h.Set("Anthropic-Version", "2023-06-01")
+	}
+	for _, kv := range p.Headers {
+		h.Set(kv[0], kv[1])
+	}
+	if key := t.Conn.APIKey(); key != "" {
+		switch p.Auth {
+		case "bearer":
+			v := bytebufferpool.Get()
+			v.B = append(append(v.B[:0], "Bearer "...), key...)
+			h.SetBytesV(fasthttp.HeaderAuthorization, v.B)
+			bytebufferpool.Put(v)
+		case "x-api-key":
+			h.Set("X-Api-Key", key)
+		case "x-goog-api-key":
+			h.Set("X-Goog-Api-Key", key)
+		}
+	}
+	h.SetBytesV("X-Request-Id", c.rid)
+	if t.UpstreamModel == "" || t.UpstreamModel == string(c.scan.Model) {
+		req.SetBodyRaw(c.body.B)
+		return
+	}
+	if c.out == nil {
+		c.out = bytebufferpool.Get()
+	}
+	c.out.B = jsonscan.AppendWithModel(c.out.B[:0], c.body.B, &c.scan, t.UpstreamModel)
+	req.SetBodyRaw(c.out.B)
+}

@@ -1,0 +1,249 @@
+// Package transport is the gateway's fasthttp front end: it routes paths,
+// identifies the caller, reads bodies under admission, scans the JSON for
+// what routing needs, dispatches to upstream targets with failover before
+// the first byte, relays SSE with one flush per event, and renders errors in
+// the caller's API dialect.
+//
+// It also composes the gateway: New spawns the actors on the actor system it
+// is given and wires their published handles into the request path, so a
+// host service can embed the whole gateway with New plus either Handler (its
+// own fasthttp server) or HTTPHandler (net/http).
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/valyala/fasthttp"
+
+	"github.com/omniroute/gateway/actors/targets"
+	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/transport/upstream"
+)
+
+// Options configures a Gateway.
+type Options struct {
+	Env  config.Env
+	File *config.File
+	// Logger receives the gateway's logs; nil discards them.
+	Logger *slog.Logger
+	// Clock is injected for tests; nil means the wall clock.
+	Clock clock.Clock
+	// ServiceAddr resolves the host:port of a service named in a
+	// service:// base URL. Required when the file uses one.
+	ServiceAddr func(name string) (string, error)
+	// Getenv looks up credential variables; nil means os.LookupEnv.
+	Getenv func(string) (string, bool)
+	// Version is reported by health.
+	Version string
+}
+
+// Gateway is one running gateway instance.
+type Gateway struct {
+	opts     Options
+	log      *slog.Logger
+	clk      clock.Clock
+	system   *actor.ActorSystem
+	cat      *catalog.Catalog
+	clients  []*upstream.Client // by connection id
+	tenants  *tenant.Resolver
+	targets  *targets.Handle
+	metrics  *gwMetrics
+	inflight *registry
+	hangups  *hangupWatcher
+	rids     requestIDs
+	started  time.Time
+	health   []healthSection
+	rr       []atomic.Uint64 // round-robin cursor per model index
+
+	server   *fasthttp.Server
+	draining atomic.Bool
+	active   atomic.Int64
+	closed   atomic.Bool
+}
+
+// New builds a gateway on system: it resolves the catalog, creates the
+// upstream clients, derives tenant identities and spawns the actors.
+func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
+	if o.File == nil {
+		return nil, errors.New("transport.New: Options.File is nil; pass config.DefaultFile() or a decoded file")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Getenv == nil {
+		o.Getenv = os.LookupEnv
+	}
+	cat, err := catalog.Build(o.File, o.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{opts: o, log: o.Logger, clk: o.Clock, system: system, cat: cat, started: o.Clock.Now()}
+	g.rr = make([]atomic.Uint64, len(cat.Models))
+	if err := g.buildClients(); err != nil {
+		return nil, err
+	}
+	if g.tenants, err = buildTenants(o); err != nil {
+		return nil, err
+	}
+	names := make([]string, len(cat.Targets))
+	for i, t := range cat.Targets {
+		names[i] = t.Name
+	}
+	if g.targets, err = targets.Spawn(system, names, o.Clock); err != nil {
+		return nil, err
+	}
+	g.metrics = newMetrics(cat)
+	g.inflight = newRegistry()
+	g.hangups = newHangupWatcher(g.inflight, g.log)
+	g.rids.init()
+	g.server = &fasthttp.Server{}
+	g.ServerConfig(g.server)
+	g.health = []healthSection{
+		{"server", g.serverHealth},
+		{"targets", g.targetsHealth},
+	}
+	return g, nil
+}
+
+func (g *Gateway) buildClients() error {
+	u := g.opts.Env.Upstream
+	for _, c := range g.cat.Connections {
+		p := c.Provider
+		addr, isTLS, err := g.resolveAddr(p)
+		if err != nil {
+			return fmt.Errorf("provider %s: %w", p.ID, err)
+		}
+		maxConns := int(u.MaxConns)
+		if c.MaxConns > 0 {
+			maxConns = c.MaxConns
+		}
+		g.clients = append(g.clients, upstream.New(upstream.Options{
+			Addr: addr, TLS: isTLS, MaxConns: maxConns,
+			ConnectTimeout: u.ConnectTimeout.Duration(), TTFBTimeout: u.TTFBTimeout.Duration(), TotalTimeout: u.TotalTimeout.Duration(),
+			MaxResponseBytes: int(u.MaxResponseBytes),
+		}))
+	}
+	return nil
+}
+
+func (g *Gateway) resolveAddr(p *catalog.Provider) (addr string, isTLS bool, err error) {
+	if p.Service != "" {
+		if g.opts.ServiceAddr == nil {
+			return "", false, fmt.Errorf("base_url names service %q but no service runner is configured", p.Service)
+		}
+		addr, err = g.opts.ServiceAddr(p.Service)
+		return addr, false, err
+	}
+	rest := p.BaseURL
+	switch {
+	case strings.HasPrefix(rest, "https://"):
+		isTLS, rest = true, rest[len("https://"):]
+	case strings.HasPrefix(rest, "http://"):
+		rest = rest[len("http://"):]
+	}
+	host, _, _ := strings.Cut(rest, "/")
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		if isTLS {
+			host += ":443"
+		} else {
+			host += ":80"
+		}
+	}
+	return host, isTLS, nil
+}
+
+// Catalog returns the resolved routing table.
+func (g *Gateway) Catalog() *catalog.Catalog { return g.cat }
+
+// Targets returns the targets actor handle.
+func (g *Gateway) Targets() *targets.Handle { return g.targets }
+
+// Handler serves one request; mount it on a fasthttp.Server. For the
+// admission guarantees (decide before the body is sent) that server needs
+// StreamRequestBody and ExpectHandler set as ServerConfig does.
+func (g *Gateway) Handler(ctx *fasthttp.RequestCtx) { g.serve(ctx, nil) }
+
+// ServerConfig applies the settings the gateway relies on to s.
+func (g *Gateway) ServerConfig(s *fasthttp.Server) {
+	e := g.opts.Env.Server
+	s.Handler = g.Handler
+	s.Name = "omniroute"
+	s.StreamRequestBody = true
+	s.MaxRequestBodySize = int(g.opts.Env.Ingest.HardMaxBodyBytes) + 1
+	s.ReadTimeout = e.HeaderTimeout.Duration()
+	s.IdleTimeout = e.KeepAliveIdle.Duration()
+	s.Concurrency = int(e.MaxConnections)
+	s.CloseOnShutdown = true
+	s.NoDefaultServerHeader = true
+	s.NoDefaultDate = false
+	s.DisablePreParseMultipartForm = true
+	s.ReduceMemoryUsage = false
+	s.ExpectHandler = g.expect
+	s.Logger = fasthttpLogger{g.log}
+	s.ErrorHandler = g.serverError
+}
+
+// Serve accepts connections on ln until Shutdown.
+func (g *Gateway) Serve(ln net.Listener) error {
+	return g.server.Serve(ln)
+}
+
+// Shutdown stops accepting connections, lets in-flight requests and streams
+// finish until ctx is done, then cancels what is left, and finally stops
+// the gateway's actors and upstream pools.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	g.draining.Store(true)
+	var err error
+	{
+		if werr := g.server.ShutdownWithContext(ctx); werr != nil {
+			n := g.inflight.cancelAll()
+			g.log.Warn("shutdown timeout reached; cancelled in-flight requests", "cancelled", n)
+			err = fmt.Errorf("shutdown did not finish in time; cancelled %d in-flight upstream requests", n)
+			force, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if ferr := g.server.ShutdownWithContext(force); ferr != nil {
+				err = fmt.Errorf("%w; connections still open after cancelling: %v", err, ferr)
+			}
+			cancel()
+		}
+	}
+	g.Close()
+	return err
+}
+
+// Close releases the gateway's actors, watcher and pools without waiting
+// for requests; a host that embeds the gateway calls it after stopping its
+// own server.
+func (g *Gateway) Close() {
+	if !g.closed.CompareAndSwap(false, true) {
+		return
+	}
+	g.inflight.cancelAll()
+	g.hangups.Close()
+	g.targets.Stop()
+	for _, c := range g.clients {
+		c.Close()
+	}
+	g.metrics.unregister()
+}
+
+// fasthttpLogger routes fasthttp's own log lines into slog.
+type fasthttpLogger struct{ l *slog.Logger }
+
+func (f fasthttpLogger) Printf(format string, args ...any) {
+	f.l.Warn(fmt.Sprintf(format, args...), "component", "fasthttp")
+}

@@ -1,0 +1,274 @@
+package transport_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/goleak"
+
+	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/transport"
+)
+
+// mock is the mock provider process shared by the package's tests. Tests
+// use distinct model names and reset it, so they can share one process.
+var (
+	mock      *mockprovider.Process
+	mockAdmin *mockprovider.Client
+)
+
+func TestMain(m *testing.M) {
+	mockprovider.RunIfChild()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	p, err := mockprovider.StartProcess(ctx, "", "--listen", "127.0.0.1:0", "--quiet")
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cannot start mock provider:", err)
+		os.Exit(1)
+	}
+	mock, mockAdmin = p, &mockprovider.Client{BaseURL: "http://" + p.Addr}
+	code := 0
+	func() {
+		defer func() {
+			if err := p.Stop(); err != nil {
+				fmt.Fprintln(os.Stderr, "mock provider:", err)
+			}
+		}()
+		code = runWithLeakCheck(m)
+	}()
+	os.Exit(code)
+}
+
+// runWithLeakCheck runs the tests and then checks that they left no
+// goroutine behind. Goroutines that existed before (the mock process's
+// pipe readers) are ignored.
+func runWithLeakCheck(m *testing.M) int {
+	before := goleak.IgnoreCurrent()
+	code := m.Run()
+	if code != 0 {
+		return code
+	}
+	if err := goleak.Find(testutil.LeakOptions(before)...); err != nil {
+		fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+		return 1
+	}
+	return 0
+}
+
+// testFile is the gateway configuration the tests use: one mock provider
+// with two keyed connections and a few models whose upstream names select
+// mock behaviours.
+func testFile(t *testing.T, extra string) *config.File {
+	t.Helper()
+	return testFileWith(t, "", extra)
+}
+
+// testFileWith adds providers (a JSON fragment starting with a comma) too.
+func testFileWith(t *testing.T, extraProviders, extra string) *config.File {
+	t.Helper()
+	js := `{
+  "providers": {
+    "mock": {"base_url": "http://` + mock.Addr + `/v1", "apis": ["chat", "messages", "responses"],
+      "connections": {"a": {"api_key_env": "TEST_KEY_A"}, "b": {"api_key_env": "TEST_KEY_B"}}},
+    "anth": {"base_url": "http://` + mock.Addr + `/v1", "apis": ["messages"],
+      "connections": {"main": {"api_key_env": "TEST_KEY_A"}}}` + extraProviders + `
+  },
+  "models": {
+    "echo": {"targets": [{"connection": "mock/a", "model": "m-echo"}]},
+    "same-name": {"targets": [{"connection": "mock/a"}]},
+    "failover": {"targets": [{"connection": "mock/a", "model": "m-first"}, {"connection": "mock/b", "model": "m-second"}]},
+    "claude": {"targets": [{"connection": "anth", "model": "m-claude"}]}` + extra + `
+  },
+  "auth": {"mode": "loopback", "allow_anonymous": true}
+}`
+	f, err := config.DecodeFile(strings.NewReader(js))
+	if err != nil {
+		t.Fatalf("test config: %v", err)
+	}
+	return f
+}
+
+type gwEnv struct {
+	t      *testing.T
+	gw     *transport.Gateway
+	system *actor.ActorSystem
+	base   string
+	hc     *http.Client
+	served chan error
+	closed bool
+}
+
+var testGetenv = func(k string) (string, bool) {
+	switch k {
+	case "TEST_KEY_A":
+		return "upstream-key-a", true
+	case "TEST_KEY_B":
+		return "upstream-key-b", true
+	}
+	return "", false
+}
+
+// startGateway runs a gateway on a loopback port with env overrides.
+func startGateway(t *testing.T, f *config.File, envVars map[string]string) *gwEnv {
+	t.Helper()
+	vars := map[string]string{"OMNIROUTE_DATA_DIR": t.TempDir(), "OMNIROUTE_TENANT_SECRET": "test-secret-0123456789"}
+	for k, v := range envVars {
+		vars[k] = v
+	}
+	e, err := config.LoadEnv(vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	gw, err := transport.New(system, transport.Options{Env: e, File: f, Getenv: testGetenv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gwEnv{t: t, gw: gw, system: system, base: "http://" + ln.Addr().String(), served: make(chan error, 1),
+		hc: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}}
+	go func() { g.served <- gw.Serve(ln) }()
+	t.Cleanup(g.stop)
+	return g
+}
+
+func (g *gwEnv) stop() {
+	if g.closed {
+		return
+	}
+	g.closed = true
+	g.hc.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := g.gw.Shutdown(ctx); err != nil {
+		g.t.Errorf("shutdown: %v", err)
+	}
+	<-g.served
+	g.system.Shutdown()
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (g *gwEnv) post(path, body string, headers ...string) response {
+	g.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, g.base+path, strings.NewReader(body))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := g.hc.Do(req)
+	if err != nil {
+		g.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		g.t.Fatalf("POST %s: reading body: %v", path, err)
+	}
+	return response{resp.StatusCode, resp.Header, b}
+}
+
+func setBehavior(t *testing.T, models map[string]mockprovider.Behavior) {
+	t.Helper()
+	if err := mockAdmin.SetBehavior(mockprovider.BehaviorUpdate{Models: models}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func resetMock(t *testing.T) {
+	t.Helper()
+	if err := mockAdmin.Reset(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mockStats(t *testing.T) mockprovider.Stats {
+	t.Helper()
+	s, err := mockAdmin.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// waitFor polls cond until it holds or 5 s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// sseEvents splits an SSE body into (event, data) pairs.
+func sseEvents(body []byte) [][2]string {
+	var out [][2]string
+	for _, block := range bytes.Split(bytes.ReplaceAll(body, []byte("\r\n"), []byte("\n")), []byte("\n\n")) {
+		var name, data string
+		for _, line := range strings.Split(string(block), "\n") {
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				name = line[len("event: "):]
+			case strings.HasPrefix(line, "data: "):
+				data = line[len("data: "):]
+			}
+		}
+		if data != "" {
+			out = append(out, [2]string{name, data})
+		}
+	}
+	return out
+}
+
+func jsonField(t *testing.T, b []byte, path ...string) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("not JSON: %s", b)
+	}
+	for _, p := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[p]
+	}
+	return v
+}
+
+func tenantWithSHA(name, key string) config.Tenant {
+	return config.Tenant{Name: name, KeySHA256: sha([]byte(key))}
+}

@@ -1,0 +1,91 @@
+package transport
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// healthSection is one subsystem's part of GET /api/monitoring/health.
+// fn returns the section body and its status: "ok", "degraded" or "down".
+type healthSection struct {
+	name string
+	fn   func() (any, string)
+}
+
+// AddHealthSection lets embedders and subsystems add a section.
+func (g *Gateway) AddHealthSection(name string, fn func() (any, string)) {
+	g.health = append(g.health, healthSection{name, fn})
+}
+
+var statusRank = map[string]int{"ok": 0, "degraded": 1, "down": 2}
+
+// healthHandler always answers 200 with one section per subsystem and an
+// overall status (the worst section status), so monitors can read details
+// instead of guessing from a status code. A panicking section is reported
+// as down rather than failing the endpoint.
+func (g *Gateway) healthHandler(ctx *fasthttp.RequestCtx) {
+	out := map[string]any{}
+	overall := "ok"
+	if g.draining.Load() {
+		overall = "draining"
+	}
+	for _, s := range g.health {
+		body, st := safeSection(s)
+		out[s.name] = body
+		if statusRank[st] > statusRank[overall] && overall != "draining" {
+			overall = st
+		}
+	}
+	out["status"] = overall
+	out["version"] = g.opts.Version
+	out["uptimeSeconds"] = int64(g.clk.Now().Sub(g.started) / time.Second)
+	b, err := json.Marshal(out)
+	if err != nil {
+		b = []byte(`{"status":"degraded","error":"health snapshot could not be encoded"}`)
+	}
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetContentType("application/json")
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	ctx.SetBody(b)
+}
+
+func safeSection(s healthSection) (body any, status string) {
+	defer func() {
+		if r := recover(); r != nil {
+			body, status = map[string]any{"error": "section failed"}, "down"
+		}
+	}()
+	return s.fn()
+}
+
+func (g *Gateway) serverHealth() (any, string) {
+	return map[string]any{
+		"inflightRequests":  g.active.Load(),
+		"upstreamExchanges": g.inflight.count(),
+		"draining":          g.draining.Load(),
+		"models":            len(g.cat.Models),
+		"targets":           len(g.cat.Targets),
+	}, "ok"
+}
+
+func (g *Gateway) targetsHealth() (any, string) {
+	snap := g.targets.Snapshot()
+	status := "ok"
+	if snap != nil {
+		failing := 0
+		for _, t := range snap.Targets {
+			if t.ConsecutiveFailures >= 3 {
+				failing++
+			}
+		}
+		if failing > 0 {
+			status = "degraded"
+		}
+		if failing == len(snap.Targets) && failing > 0 {
+			status = "down"
+		}
+	}
+	return snap, status
+}

@@ -1,0 +1,96 @@
+package transport
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/omniroute/gateway/internal/tenant"
+)
+
+func buildTenants(o Options) (*tenant.Resolver, error) {
+	f := o.File
+	mode, err := tenant.ParseMode(f.AuthMode())
+	if err != nil {
+		return nil, err
+	}
+	var specs []tenant.Spec
+	for i, t := range f.Tenants {
+		s := tenant.Spec{Name: t.Name}
+		if t.KeyEnv != "" {
+			v, ok := o.Getenv(t.KeyEnv)
+			if !ok || v == "" {
+				return nil, fmt.Errorf("tenants[%d].key_env: environment variable %s is not set; export the tenant's API key there", i, t.KeyEnv)
+			}
+			s.KeySHA256 = sha256.Sum256([]byte(v))
+		} else if _, err := hex.Decode(s.KeySHA256[:], []byte(t.KeySHA256)); err != nil {
+			return nil, fmt.Errorf("tenants[%d].key_sha256: %v", i, err)
+		}
+		specs = append(specs, s)
+	}
+	secret, err := tenant.LoadOrCreateSecret(o.Env.Server.TenantSecret, o.Env.ResolvedDataDir())
+	if err != nil {
+		return nil, err
+	}
+	return tenant.NewResolver(secret, mode, f.Auth.AllowAnonymous, specs)
+}
+
+// credential returns the caller's API key from Authorization: Bearer,
+// x-api-key or x-goog-api-key, in that order, trimmed. The slice aliases
+// the request header.
+func credential(h *fasthttp.RequestHeader) []byte {
+	if a := h.Peek(fasthttp.HeaderAuthorization); len(a) > 7 && bytes.EqualFold(a[:7], []byte("bearer ")) {
+		if k := bytes.TrimSpace(a[7:]); len(k) > 0 {
+			return k
+		}
+	}
+	if k := bytes.TrimSpace(h.Peek("X-Api-Key")); len(k) > 0 {
+		return k
+	}
+	return bytes.TrimSpace(h.Peek("X-Goog-Api-Key"))
+}
+
+// requestIDs makes x-request-id values: a random per-process prefix and a
+// counter, so ids are unique without a syscall per request.
+type requestIDs struct {
+	prefix [8]byte
+	n      atomic.Uint64
+}
+
+func (r *requestIDs) init() {
+	var raw [4]byte
+	_, _ = rand.Read(raw[:])
+	hex.Encode(r.prefix[:], raw[:])
+}
+
+// next appends a new id ("req_" + 8 hex + 12 hex) to dst.
+func (r *requestIDs) next(dst []byte) []byte {
+	dst = append(dst, "req_"...)
+	dst = append(dst, r.prefix[:]...)
+	n := r.n.Add(1)
+	var b [12]byte
+	for i := len(b) - 1; i >= 0; i-- {
+		b[i] = "0123456789abcdef"[n&0xf]
+		n >>= 4
+	}
+	return append(dst, b[:]...)
+}
+
+// validClientRequestID accepts a caller-supplied id that is safe to echo
+// and to send upstream.
+func validClientRequestID(id []byte) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,271 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/bytebufferpool"
+	"github.com/valyala/fasthttp"
+
+	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/internal/jsonscan"
+	"github.com/omniroute/gateway/internal/sse"
+	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/transport/upstream"
+)
+
+// call is the state of one inference request. It is pooled; a streaming
+// call lives on after the handler returns, until its relay ends.
+type call struct {
+	g       *Gateway
+	ctx     *fasthttp.RequestCtx
+	surface catalog.Surface
+	format  apierror.Format
+	route   route
+	rid     []byte
+	ridBuf  [160]byte
+	tenant  tenant.ID
+	scan    jsonscan.Request
+	model   *catalog.Model
+	body    *bytebufferpool.ByteBuffer
+	out     *bytebufferpool.ByteBuffer
+	start   time.Time
+
+	cancel  upstream.Cancel
+	token   regToken
+	wh      watchHandle
+	watched bool
+	stopCtx func() bool
+
+	fallbacks int
+	target    *catalog.Target
+
+	// streaming relay state
+	x        *upstream.Exchange
+	rd       sse.Reader
+	pending  []byte
+	pendOff  []int
+	terminal bool
+	idle     time.Duration
+	closing  atomic.Bool
+	respID   []byte
+}
+
+var callPool = sync.Pool{New: func() any { return &call{} }}
+
+func (g *Gateway) acquireCall(ctx *fasthttp.RequestCtx, s catalog.Surface, rid []byte, start time.Time) *call {
+	c := callPool.Get().(*call)
+	c.g, c.ctx, c.surface, c.format, c.route, c.start = g, ctx, s, formatFor(s), surfaceRoute(s), start
+	c.rid = append(c.ridBuf[:0], rid...)
+	return c
+}
+
+func (c *call) release() {
+	if c.body != nil {
+		bytebufferpool.Put(c.body)
+	}
+	if c.out != nil {
+		bytebufferpool.Put(c.out)
+	}
+	if c.x != nil {
+		c.x.Release()
+	}
+	c.cancel.Reset()
+	pending, offs, rd, scan := c.pending[:0], c.pendOff[:0], c.rd, c.scan
+	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan}
+	callPool.Put(c)
+}
+
+func (c *call) fail(e *apierror.Error) {
+	writeError(c.ctx, c.format, string(c.rid), e)
+}
+
+// inference handles /v1/chat/completions, /v1/messages and /v1/responses.
+func (g *Gateway) inference(ctx *fasthttp.RequestCtx, s catalog.Surface, rid []byte, host context.Context, start time.Time) {
+	c := g.acquireCall(ctx, s, rid, start)
+	g.metrics.inflight.Add(1)
+	g.active.Add(1)
+	if streaming := c.handle(host); streaming {
+		return // the relay finishes the call
+	}
+	c.finish()
+}
+
+// finish records the outcome and returns the call to the pool. It runs
+// exactly once per call: at handler end, or at the end of a relay.
+func (c *call) finish() {
+	g := c.g
+	if c.watched {
+		g.hangups.unwatch(c.wh)
+		c.watched = false
+	}
+	if c.token != (regToken{}) {
+		g.inflight.unregister(c.token)
+	}
+	if c.stopCtx != nil {
+		c.stopCtx()
+	}
+	g.metrics.request(c.route, c.ctx.Response.StatusCode())
+	g.metrics.duration[c.route].UpdateDuration(c.start)
+	g.metrics.inflight.Add(-1)
+	g.active.Add(-1)
+	c.release()
+}
+
+// handle runs the request up to the response (or the commit of a stream).
+// It reports whether a relay now owns the call.
+func (c *call) handle(host context.Context) bool {
+	g, ctx := c.g, c.ctx
+	if g.draining.Load() {
+		ctx.SetConnectionClose()
+		c.fail(errDraining)
+		return false
+	}
+	if !ctx.IsPost() {
+		ctx.Response.Header.Set(fasthttp.HeaderAllow, "POST")
+		c.fail(errMethod("POST"))
+		return false
+	}
+	if ct := ctx.Request.Header.ContentType(); len(ct) > 0 && !isJSONMediaType(ct) {
+		c.fail(errMediaType)
+		return false
+	}
+	id, _, decision := g.tenants.Identify(credential(&ctx.Request.Header), isLoopback(ctx))
+	switch decision {
+	case tenantMissing:
+		c.fail(errMissingKey)
+		return false
+	case tenantInvalid:
+		c.fail(errInvalidKey)
+		return false
+	}
+	c.tenant = id
+	if !c.readBody() {
+		return false
+	}
+	if err := jsonscan.ScanRequest(c.body.B, &c.scan); err != nil {
+		c.fail(describeScanError(err))
+		return false
+	}
+	if c.scan.ModelStart < 0 || !c.scan.ModelIsString || len(c.scan.Model) == 0 {
+		c.fail(errMissingModel)
+		return false
+	}
+	c.model = g.cat.Model(c.scan.Model)
+	if c.model == nil {
+		c.fail(errUnknownModel(c.scan.Model))
+		return false
+	}
+	if len(c.model.TargetsFor(c.surface)) == 0 {
+		c.fail(errWrongSurface(c.model, c.surface))
+		return false
+	}
+	c.track(host)
+	return c.dispatch()
+}
+
+// track registers the call so a client hang-up or a forced shutdown can
+// cancel its upstream exchange.
+func (c *call) track(host context.Context) {
+	g := c.g
+	hint := uint32(c.ctx.ConnID())
+	c.token = g.inflight.register(&c.cancel, hint)
+	if host != nil {
+		cancel := &c.cancel
+		c.stopCtx = context.AfterFunc(host, cancel.Cancel)
+		return
+	}
+	c.wh, c.watched = g.hangups.watch(c.ctx.Conn(), c.token)
+}
+
+func isJSONMediaType(ct []byte) bool {
+	if i := bytes.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	ct = bytes.TrimSpace(ct)
+	return bytes.EqualFold(ct, []byte("application/json")) ||
+		(len(ct) > 5 && bytes.EqualFold(ct[len(ct)-5:], []byte("+json")))
+}
+
+func isLoopback(ctx *fasthttp.RequestCtx) bool {
+	ip := ctx.RemoteIP()
+	return ip != nil && ip.IsLoopback()
+}
+
+const (
+	tenantAllowed = tenant.Allowed
+	tenantMissing = tenant.MissingKey
+	tenantInvalid = tenant.InvalidKey
+)
+
+// readBody reads the request body under the hard size cap. A declared size
+// over the cap is refused before any byte is read, and the connection is
+// closed instead of draining the upload.
+func (c *call) readBody() bool {
+	ctx := c.ctx
+	limit := int64(c.g.opts.Env.Ingest.HardMaxBodyBytes)
+	cl := int64(ctx.Request.Header.ContentLength())
+	if cl > limit {
+		ctx.SetConnectionClose()
+		c.fail(errBodyTooLarge(limit))
+		return false
+	}
+	c.body = bytebufferpool.Get()
+	if !ctx.Request.IsBodyStream() {
+		c.body.B = append(c.body.B[:0], ctx.Request.Body()...)
+	} else {
+		r := ctx.RequestBodyStream()
+		if cl > 0 && int64(cap(c.body.B)) < cl {
+			c.body.B = make([]byte, 0, cl)
+		}
+		b := c.body.B[:0]
+		for {
+			if len(b) == cap(b) {
+				b = append(b, 0)[:len(b)]
+			}
+			n, err := r.Read(b[len(b):cap(b)])
+			b = b[:len(b)+n]
+			if int64(len(b)) > limit {
+				c.body.B = b
+				ctx.SetConnectionClose()
+				c.fail(errBodyTooLarge(limit))
+				return false
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				c.body.B = b
+				ctx.SetConnectionClose()
+				c.fail(&apierror.Error{Status: 400, Code: "incomplete_body", Message: "the request body could not be read completely; resend the request"})
+				return false
+			}
+		}
+		c.body.B = b
+	}
+	if len(c.body.B) == 0 {
+		c.fail(errEmptyBody)
+		return false
+	}
+	return true
+}
+
+func describeScanError(err error) *apierror.Error {
+	var se *jsonscan.SyntaxError
+	var de *jsonscan.DuplicateFieldError
+	switch {
+	case errors.As(err, &se):
+		return errInvalidJSON(se.Error())
+	case errors.Is(err, jsonscan.ErrNotObject):
+		return errInvalidJSON("the top-level value must be an object")
+	case errors.As(err, &de):
+		return &apierror.Error{Status: 400, Code: "duplicate_field", Message: "request body is ambiguous: " + de.Error()}
+	}
+	return errInvalidJSON(err.Error())
+}

@@ -1,0 +1,101 @@
+package transport
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/messages"
+)
+
+// Routes label request metrics.
+type route uint8
+
+const (
+	routeOther route = iota
+	routeChat
+	routeMessages
+	routeResponses
+	routeModels
+	routeHealth
+	routeMetrics
+	routeManagement
+	numRoutes
+)
+
+var routeNames = [numRoutes]string{"other", "chat", "messages", "responses", "models", "health", "metrics", "management"}
+
+func surfaceRoute(s catalog.Surface) route {
+	switch s {
+	case catalog.Chat:
+		return routeChat
+	case catalog.Messages:
+		return routeMessages
+	case catalog.Responses:
+		return routeResponses
+	}
+	return routeOther
+}
+
+// gwMetrics holds the gateway's metric handles. Every handle a request
+// touches is created up front or cached after its first use, so the hot
+// path never builds a metric name.
+type gwMetrics struct {
+	set      *metrics.Set
+	requests [numRoutes][600]atomic.Pointer[metrics.Counter] // by status
+	duration [numRoutes]*metrics.Histogram
+	inflight atomic.Int64
+	attempts [][messages.NumFailureClasses]*metrics.Counter // by target, class
+	ttfb     []*metrics.Histogram                           // by target
+	events   [numRoutes]*metrics.Counter
+	cut      [numRoutes]*metrics.Counter
+	fallback [numRoutes]*metrics.Counter
+}
+
+func newMetrics(cat *catalog.Catalog) *gwMetrics {
+	m := &gwMetrics{set: metrics.NewSet()}
+	for r := route(0); r < numRoutes; r++ {
+		n := routeNames[r]
+		m.duration[r] = m.set.NewHistogram(fmt.Sprintf(`omniroute_request_duration_seconds{route=%q}`, n))
+		m.events[r] = m.set.NewCounter(fmt.Sprintf(`omniroute_stream_events_total{route=%q}`, n))
+		m.cut[r] = m.set.NewCounter(fmt.Sprintf(`omniroute_stream_interrupted_total{route=%q}`, n))
+		m.fallback[r] = m.set.NewCounter(fmt.Sprintf(`omniroute_fallbacks_total{route=%q}`, n))
+	}
+	m.attempts = make([][messages.NumFailureClasses]*metrics.Counter, len(cat.Targets))
+	m.ttfb = make([]*metrics.Histogram, len(cat.Targets))
+	for i, t := range cat.Targets {
+		for c := messages.FailureClass(0); c < messages.NumFailureClasses; c++ {
+			m.attempts[i][c] = m.set.NewCounter(fmt.Sprintf(`omniroute_upstream_attempts_total{target=%q,outcome=%q}`, t.Name, c.String()))
+		}
+		m.ttfb[i] = m.set.NewHistogram(fmt.Sprintf(`omniroute_upstream_ttfb_seconds{target=%q}`, t.Name))
+	}
+	m.set.NewGauge(`omniroute_requests_inflight`, func() float64 { return float64(m.inflight.Load()) })
+	metrics.RegisterSet(m.set)
+	return m
+}
+
+func (m *gwMetrics) unregister() { metrics.UnregisterSet(m.set, true) }
+
+// request counts a finished request.
+func (m *gwMetrics) request(r route, status int) {
+	if status < 100 || status >= 600 {
+		status = 599
+	}
+	slot := &m.requests[r][status]
+	c := slot.Load()
+	if c == nil {
+		c = m.set.GetOrCreateCounter(`omniroute_requests_total{route="` + routeNames[r] + `",status="` + strconv.Itoa(status) + `"}`)
+		slot.Store(c)
+	}
+	c.Inc()
+}
+
+// write renders this gateway's metrics and the process metrics.
+func (m *gwMetrics) write(w io.Writer) {
+	m.set.WritePrometheus(w)
+	metrics.WriteProcessMetrics(w)
+}

@@ -1,0 +1,302 @@
+package transport
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/internal/failure"
+	"github.com/omniroute/gateway/internal/jsonscan"
+	"github.com/omniroute/gateway/internal/sse"
+	"github.com/omniroute/gateway/messages"
+	"github.com/omniroute/gateway/transport/upstream"
+)
+
+// Limits on what a stream may hold back before committing to a target.
+const (
+	maxHeldEvents = 8
+	maxHeldBytes  = 64 << 10
+)
+
+// prime reads a streaming answer up to its first content event, holding
+// back content-free start-up events (Anthropic message_start, ping and
+// content_block_start; Responses response.created, in_progress and the
+// empty output item and part; a role-only chat delta), so that an error
+// that arrives right after them still fails over instead of reaching the
+// caller. Nothing has been written to the caller yet.
+func (c *call) prime(x *upstream.Exchange) (messages.FailureClass, bool) {
+	c.rd.Reset(x.Body())
+	c.pending, c.pendOff, c.terminal = c.pending[:0], c.pendOff[:0], false
+	for n := 0; ; n++ {
+		ev, err := c.rd.Next()
+		if err != nil {
+			return classifyStreamError(x, err), false
+		}
+		if c.isErrorEvent(ev) {
+			return failure.ClassifyEvent(ev.Data), false
+		}
+		c.hold(ev)
+		if c.isTerminal(ev) {
+			c.terminal = true
+			return messages.OK, true
+		}
+		if !c.isStartup(ev) || n+1 >= maxHeldEvents || len(c.pending) >= maxHeldBytes {
+			return messages.OK, true
+		}
+	}
+}
+
+func (c *call) hold(ev *sse.Event) {
+	c.pending = append(c.pending, ev.Raw...)
+	c.pendOff = append(c.pendOff, len(c.pending))
+	if c.surface == catalog.Responses && len(c.respID) == 0 && bytes.Equal(ev.Name, []byte("response.created")) {
+		c.respID = append(c.respID[:0], jsonStringField(ev.Data, `"id":"`)...)
+	}
+}
+
+func classifyStreamError(x *upstream.Exchange, err error) messages.FailureClass {
+	err = x.Classify(err)
+	switch {
+	case errors.Is(err, upstream.ErrCanceled):
+		return messages.Canceled
+	case errors.Is(err, upstream.ErrTimeout):
+		return messages.Timeout
+	case errors.Is(err, sse.ErrEventTooLarge):
+		return messages.Protocol
+	}
+	return messages.Connect
+}
+
+// commitStream writes the status and headers and hands the body to the
+// relay (c.WriteTo), which fasthttp runs after the handler returns.
+func (c *call) commitStream(x *upstream.Exchange) {
+	ctx := c.ctx
+	ctx.SetStatusCode(x.Resp.StatusCode())
+	copyResponseHeaders(&ctx.Response.Header, &x.Resp.Header)
+	ctx.Response.Header.SetContentType("text/event-stream")
+	ctx.Response.Header.Set("Cache-Control", "no-cache")
+	ctx.Response.Header.Set("X-Accel-Buffering", "no")
+	if up := x.Resp.Header.Peek("X-Request-Id"); len(up) > 0 {
+		ctx.Response.Header.SetBytesV("X-Upstream-Request-Id", up)
+	}
+	c.routingHeaders()
+	c.idle = c.g.opts.Env.Upstream.IdleTimeout.Duration()
+	ctx.SetBodyStream(c, -1)
+}
+
+// Read satisfies io.Reader for fasthttp's body stream; the relay is always
+// driven through WriteTo.
+func (c *call) Read([]byte) (int, error) { return 0, io.EOF }
+
+// SupportsBodyWriteTo tells fasthttp to call WriteTo directly with its
+// chunked writer, which flushes after every Write: one Write per SSE event
+// gives one HTTP chunk per event and no extra goroutine.
+func (c *call) SupportsBodyWriteTo() bool { return true }
+
+// WriteTo relays the stream: the held events, then every upstream event as
+// it arrives. An upstream failure after the commit ends the stream with an
+// in-band error the official SDKs report; a caller write failure cancels
+// the upstream exchange.
+func (c *call) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	prev := 0
+	for _, off := range c.pendOff {
+		n, err := w.Write(c.pending[prev:off])
+		total += int64(n)
+		if err != nil {
+			c.cancel.Cancel()
+			return total, err
+		}
+		prev = off
+	}
+	c.g.metrics.events[c.route].Add(len(c.pendOff))
+	x := c.x
+	events := 0
+	sawFinish := false
+	var lastArm time.Time
+	for !c.terminal {
+		now := time.Now()
+		if now.Sub(lastArm) > 100*time.Millisecond {
+			x.SetReadDeadline(now.Add(c.idle))
+			lastArm = now
+		}
+		ev, err := c.rd.Next()
+		if err != nil {
+			if err == io.EOF && c.surface == catalog.Chat && sawFinish {
+				// Some OpenAI-compatible servers end without [DONE].
+				n, werr := w.Write(doneFrame)
+				total += int64(n)
+				x.MarkEOF()
+				return total, werr
+			}
+			n, werr := c.interrupt(w, x, err, len(c.pendOff)+events)
+			total += int64(n)
+			return total, werr
+		}
+		n, werr := w.Write(ev.Raw)
+		total += int64(n)
+		if werr != nil {
+			c.cancel.Cancel()
+			return total, werr
+		}
+		events++
+		if c.surface == catalog.Chat && !sawFinish && bytes.Contains(ev.Data, finishReasonSet) {
+			sawFinish = true
+		}
+		if c.isTerminal(ev) || c.isErrorEvent(ev) {
+			c.terminal = true
+		}
+	}
+	c.g.metrics.events[c.route].Add(events)
+	c.drain(x)
+	return total, nil
+}
+
+var (
+	doneFrame       = []byte("data: [DONE]\n\n")
+	finishReasonSet = []byte(`"finish_reason":"`)
+)
+
+// drain reads what follows the terminal event (normally just the end of
+// the chunked body) so the upstream connection can be reused.
+func (c *call) drain(x *upstream.Exchange) {
+	x.SetReadDeadline(time.Now().Add(time.Second))
+	for i := 0; i < 4; i++ {
+		if _, err := c.rd.Next(); err != nil {
+			if err == io.EOF {
+				x.MarkEOF()
+			}
+			return
+		}
+	}
+}
+
+// Close ends the call; fasthttp calls it once after WriteTo (or instead of
+// it when the response could not be written).
+func (c *call) Close() error {
+	if c.closing.CompareAndSwap(false, true) {
+		c.finish()
+	}
+	return nil
+}
+
+// interrupt writes the in-band error frame of the surface after an upstream
+// failure mid-stream. seq is the number of events already relayed.
+func (c *call) interrupt(w io.Writer, x *upstream.Exchange, err error, seq int) (int, error) {
+	class := classifyStreamError(x, err)
+	if class == messages.Canceled {
+		return 0, nil // the caller is gone; nobody to tell
+	}
+	c.g.metrics.cut[c.route].Inc()
+	c.reportMidStream(class)
+	msg := "the upstream provider ended the stream before completing it; the answer is incomplete, retry the request"
+	switch class {
+	case messages.Timeout:
+		msg = "the upstream provider sent no data for " + strconv.FormatInt(int64(c.idle/time.Second), 10) + "s; the answer is incomplete, retry the request"
+	case messages.Protocol:
+		msg = "the upstream provider sent an event larger than the gateway accepts; the answer is incomplete"
+	}
+	buf := make([]byte, 0, 512)
+	switch c.surface {
+	case catalog.Chat:
+		buf = append(buf, "data: "...)
+		buf = (&apierror.Error{Status: 502, Type: "server_error", Code: "stream_interrupted", Message: msg}).Append(buf, apierror.OpenAI, "")
+		buf = append(buf, "\n\n"...)
+	case catalog.Messages:
+		buf = append(buf, "event: error\ndata: "...)
+		buf = (&apierror.Error{Status: 502, AnthropicType: "api_error", Code: "stream_interrupted", Message: msg}).Append(buf, apierror.Anthropic, string(c.rid))
+		buf = append(buf, "\n\n"...)
+	case catalog.Responses:
+		buf = append(buf, "event: error\ndata: {\"type\":\"error\",\"code\":\"stream_interrupted\",\"message\":"...)
+		buf = apierror.AppendString(buf, msg)
+		buf = append(buf, ",\"param\":null,\"sequence_number\":"...)
+		buf = strconv.AppendInt(buf, int64(seq), 10)
+		buf = append(buf, "}\n\nevent: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":"...)
+		buf = strconv.AppendInt(buf, int64(seq+1), 10)
+		buf = append(buf, ",\"response\":{\"id\":"...)
+		buf = apierror.AppendString(buf, string(c.respID))
+		buf = append(buf, ",\"object\":\"response\",\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":"...)
+		buf = apierror.AppendString(buf, msg)
+		buf = append(buf, "}}}\n\n"...)
+	}
+	return w.Write(buf)
+}
+
+// isTerminal reports the event that completes a stream on the surface.
+func (c *call) isTerminal(ev *sse.Event) bool {
+	switch c.surface {
+	case catalog.Chat:
+		return bytes.Equal(bytes.TrimSpace(ev.Data), []byte("[DONE]"))
+	case catalog.Messages:
+		return bytes.Equal(ev.Name, []byte("message_stop"))
+	case catalog.Responses:
+		return bytes.Equal(ev.Name, []byte("response.completed")) || bytes.Equal(ev.Name, []byte("response.incomplete"))
+	}
+	return false
+}
+
+// isErrorEvent reports an in-stream error sent by the provider.
+func (c *call) isErrorEvent(ev *sse.Event) bool {
+	switch c.surface {
+	case catalog.Chat:
+		return bytes.Contains(ev.Data, []byte(`"error"`)) && jsonscan.HasTopLevelKey(ev.Data, "error")
+	case catalog.Messages:
+		return bytes.Equal(ev.Name, []byte("error"))
+	case catalog.Responses:
+		return bytes.Equal(ev.Name, []byte("error")) || bytes.Equal(ev.Name, []byte("response.failed"))
+	}
+	return false
+}
+
+// isStartup reports content-free events that may be held back.
+func (c *call) isStartup(ev *sse.Event) bool {
+	switch c.surface {
+	case catalog.Chat:
+		d := ev.Data
+		return bytes.Contains(d, []byte(`"role"`)) && !bytes.Contains(d, []byte(`"tool_calls"`)) && !hasNonEmptyContent(d)
+	case catalog.Messages:
+		switch string(ev.Name) {
+		case "message_start", "ping", "content_block_start":
+			return true
+		}
+	case catalog.Responses:
+		switch string(ev.Name) {
+		case "response.created", "response.in_progress", "response.queued", "response.output_item.added", "response.content_part.added":
+			return true
+		}
+	}
+	return false
+}
+
+// hasNonEmptyContent reports a "content" value that is a non-empty string.
+func hasNonEmptyContent(d []byte) bool {
+	for {
+		i := bytes.Index(d, []byte(`"content":`))
+		if i < 0 {
+			return false
+		}
+		d = bytes.TrimLeft(d[i+len(`"content":`):], " \t")
+		if len(d) > 0 && d[0] == '"' && len(d) > 1 && d[1] != '"' {
+			return true
+		}
+	}
+}
+
+// jsonStringField returns the raw string value after key (e.g. `"id":"`),
+// up to the closing quote, without unescaping.
+func jsonStringField(d []byte, key string) []byte {
+	i := bytes.Index(d, []byte(key))
+	if i < 0 {
+		return nil
+	}
+	d = d[i+len(key):]
+	j := bytes.IndexByte(d, '"')
+	if j < 0 {
+		return nil
+	}
+	return d[:j]
+}

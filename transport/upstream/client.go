@@ -1,0 +1,405 @@
+// Package upstream is the gateway's HTTP client to providers: one fasthttp
+// HostClient (the connection pool) per provider connection, driven by the
+// gateway's own exchange loop instead of HostClient.Do.
+//
+// Why not HostClient.Do: it cannot be interrupted. A caller that disconnects
+// while a provider is still generating must cancel the provider request
+// within 100 ms, and an SSE relay needs an idle deadline that only data
+// events re-arm. Both need the exchange's net.Conn, which HostClient exposes
+// through AcquireConn but Do hides. So Do's steps (acquire, write, read
+// headers, stream or read the body, release) are repeated here with a Cancel
+// that can close the connection from any goroutine and with per-phase
+// deadlines: connect, time to first byte, idle between events, total.
+package upstream
+
+import (
+	"bufio"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Options configures one connection's client.
+type Options struct {
+	// Addr is host:port.
+	Addr string
+	TLS  bool
+	// ServerName overrides the TLS server name (defaults to Addr's host).
+	ServerName string
+	MaxConns   int
+	// ConnectTimeout bounds dialing; TTFBTimeout bounds the wait for response
+	// headers (for a non-streaming call, the whole generation); TotalTimeout
+	// bounds the whole exchange including the body.
+	ConnectTimeout, TTFBTimeout, TotalTimeout time.Duration
+	// MaxResponseBytes bounds a buffered (non-streamed) response body.
+	MaxResponseBytes int
+}
+
+// Client sends exchanges to one upstream address.
+type Client struct {
+	hc   *fasthttp.HostClient
+	opts Options
+}
+
+// New returns a client. Close it to drop idle connections.
+func New(o Options) *Client {
+	hc := &fasthttp.HostClient{
+		Addr:                          o.Addr,
+		IsTLS:                         o.TLS,
+		MaxConns:                      o.MaxConns,
+		MaxIdleConnDuration:           60 * time.Second,
+		ConnPoolStrategy:              fasthttp.LIFO,
+		NoDefaultUserAgentHeader:      true,
+		DisableHeaderNamesNormalizing: true,
+		DisablePathNormalizing:        true,
+		ReadBufferSize:                16 << 10,
+		WriteBufferSize:               16 << 10,
+		// A plain net.Dialer: fasthttp's default dialer keeps a global DNS
+		// cache with a cleaner goroutine that never stops.
+		DialTimeout: func(addr string, timeout time.Duration) (net.Conn, error) {
+			if timeout <= 0 || timeout > o.ConnectTimeout {
+				timeout = o.ConnectTimeout
+			}
+			return (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).Dial("tcp", addr)
+		},
+	}
+	if o.TLS {
+		host, _, _ := net.SplitHostPort(o.Addr)
+		if o.ServerName != "" {
+			host = o.ServerName
+		}
+		hc.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	}
+	return &Client{hc: hc, opts: o}
+}
+
+// Close closes idle connections (in-flight exchanges finish on their own).
+func (c *Client) Close() { c.hc.CloseIdleConnections() }
+
+// Addr is the upstream address.
+func (c *Client) Addr() string { return c.opts.Addr }
+
+// Errors an exchange can end with, besides upstream HTTP statuses.
+var (
+	ErrCanceled = errors.New("upstream: exchange canceled")
+	ErrTimeout  = errors.New("upstream: timeout")
+	ErrConnect  = errors.New("upstream: cannot connect")
+	ErrTooLarge = errors.New("upstream: response body too large")
+)
+
+// Cancel aborts an exchange from another goroutine by closing its
+// connection. The zero value is ready; it is reusable after Reset.
+type Cancel struct {
+	mu        sync.Mutex
+	conn      net.Conn
+	cancelled bool
+}
+
+// Cancel aborts the bound exchange, now or as soon as one is bound.
+func (c *Cancel) Cancel() {
+	c.mu.Lock()
+	c.cancelled = true
+	conn := c.conn
+	c.mu.Unlock()
+	if conn != nil {
+		_ = conn.Close()
+	}
+}
+
+// Cancelled reports whether Cancel was called.
+func (c *Cancel) Cancelled() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cancelled
+}
+
+// Reset clears the cancel for reuse.
+func (c *Cancel) Reset() {
+	c.mu.Lock()
+	c.conn, c.cancelled = nil, false
+	c.mu.Unlock()
+}
+
+func (c *Cancel) bind(conn net.Conn) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cancelled {
+		return false
+	}
+	c.conn = conn
+	return true
+}
+
+func (c *Cancel) unbind() {
+	c.mu.Lock()
+	c.conn = nil
+	c.mu.Unlock()
+}
+
+// Exchange is one request and its response on one pooled connection.
+// Acquire with AcquireExchange; the caller fills Req, calls Do, reads the
+// response, then calls Release.
+type Exchange struct {
+	Req  fasthttp.Request
+	Resp fasthttp.Response
+	// TTFB is the time from sending the request to reading the headers.
+	TTFB time.Duration
+
+	client   *Client
+	cancel   *Cancel
+	conn     net.Conn
+	br       *bufio.Reader
+	release  func(reuse bool)
+	deadline time.Time
+	stream   io.Reader
+	eof      bool
+}
+
+var exchangePool = sync.Pool{New: func() any { return new(Exchange) }}
+
+// AcquireExchange returns a clean exchange from the pool.
+func AcquireExchange() *Exchange { return exchangePool.Get().(*Exchange) }
+
+// Do sends x.Req and reads the response headers. When stream is true and
+// the response is a 2xx, the body is left unread for Body/NextDeadline;
+// otherwise the body is read fully (bounded by MaxResponseBytes).
+func (c *Client) Do(x *Exchange, cancel *Cancel, stream bool) error {
+	x.client, x.cancel = c, cancel
+	start := time.Now()
+	x.deadline = start.Add(c.opts.TotalTimeout)
+	err := c.roundTrip(x, stream, start)
+	if err != nil && x.conn != nil {
+		x.finish(false)
+	}
+	return err
+}
+
+func (c *Client) roundTrip(x *Exchange, stream bool, start time.Time) error {
+	for attempt := 0; ; attempt++ {
+		cc, err := c.hc.AcquireConn(c.opts.ConnectTimeout, false)
+		if err != nil {
+			if isTimeout(err) {
+				return ErrTimeout
+			}
+			return errors.Join(ErrConnect, err)
+		}
+		reused := !cc.LastUseTime().IsZero() && cc.LastUseTime().After(cc.CreatedTime())
+		x.conn = cc.Conn()
+		hc := c.hc
+		x.release = func(reuse bool) {
+			if reuse {
+				hc.ReleaseConn(cc)
+			} else {
+				hc.CloseConn(cc)
+			}
+		}
+		if x.cancel != nil && !x.cancel.bind(x.conn) {
+			return ErrCanceled
+		}
+		err = c.exchange(x, stream, start)
+		if err == nil {
+			return nil
+		}
+		// A pooled connection the server closed while idle fails before any
+		// response byte; the request never reached a handler, so one retry
+		// on a fresh connection is safe.
+		retryable := reused && attempt == 0 && isStaleConn(err) && (x.cancel == nil || !x.cancel.Cancelled())
+		x.finish(false)
+		if !retryable {
+			return err
+		}
+	}
+}
+
+func (c *Client) exchange(x *Exchange, stream bool, start time.Time) error {
+	conn := x.conn
+	if err := conn.SetWriteDeadline(minTime(start.Add(c.opts.TTFBTimeout), x.deadline)); err != nil {
+		return x.classify(err)
+	}
+	bw := c.hc.AcquireWriter(conn)
+	err := x.Req.Write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	c.hc.ReleaseWriter(bw)
+	if err != nil {
+		return x.classify(err)
+	}
+	if err := conn.SetReadDeadline(minTime(start.Add(c.opts.TTFBTimeout), x.deadline)); err != nil {
+		return x.classify(err)
+	}
+	x.br = c.hc.AcquireReader(conn)
+	x.Resp.StreamBody = stream
+	if err := x.Resp.ReadLimitBody(x.br, c.opts.MaxResponseBytes); err != nil {
+		if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+			return ErrTooLarge
+		}
+		return x.classify(err)
+	}
+	x.TTFB = time.Since(start)
+	if !stream {
+		x.eof = true
+		return nil
+	}
+	x.stream = x.Resp.BodyStream()
+	if code := x.Resp.StatusCode(); code >= 200 && code < 300 {
+		return nil
+	}
+	// An error answer to a streaming request: buffer it so the gateway can
+	// classify it and, when failover is exhausted, pass it through.
+	if err := conn.SetReadDeadline(x.deadline); err != nil {
+		return x.classify(err)
+	}
+	body, err := readAllLimit(x.stream, 1<<20)
+	_ = x.Resp.CloseBodyStream()
+	x.stream = nil
+	if err != nil {
+		return x.classify(err)
+	}
+	x.eof = true
+	x.Resp.SetBodyRaw(body)
+	return nil
+}
+
+// readAllLimit reads r fully into a pooled-size buffer, failing past limit.
+func readAllLimit(r io.Reader, limit int) ([]byte, error) {
+	if r == nil {
+		return nil, nil
+	}
+	buf := make([]byte, 0, 4096)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if len(buf) > limit {
+			return nil, ErrTooLarge
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// Body is the unread response body of a streaming exchange.
+func (x *Exchange) Body() io.Reader { return x.stream }
+
+// SetReadDeadline moves the read deadline for the next body reads; it is
+// capped by the exchange's total deadline. Relays call it with
+// last-data-event + idle timeout, so comments never extend it.
+func (x *Exchange) SetReadDeadline(t time.Time) {
+	if x.conn != nil {
+		_ = x.conn.SetReadDeadline(minTime(t, x.deadline))
+	}
+}
+
+// MarkEOF records that the body was read to its end, so the connection can
+// be reused.
+func (x *Exchange) MarkEOF() { x.eof = true }
+
+// Classify maps a body read error to the exchange's error vocabulary.
+func (x *Exchange) Classify(err error) error { return x.classify(err) }
+
+func (x *Exchange) classify(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case x.cancel != nil && x.cancel.Cancelled():
+		return ErrCanceled
+	case isTimeout(err):
+		return ErrTimeout
+	}
+	return err
+}
+
+// Release returns the connection (kept alive only if the body was fully
+// read and nobody cancelled) and the exchange to the pool.
+func (x *Exchange) Release() {
+	if x.conn != nil {
+		x.finish(x.eof)
+	}
+	x.Req.Reset()
+	x.Resp.Reset()
+	x.client, x.cancel, x.stream, x.br = nil, nil, nil, nil
+	x.TTFB, x.eof = 0, false
+	exchangePool.Put(x)
+}
+
+func (x *Exchange) finish(reuse bool) {
+	if x.stream != nil {
+		_ = x.Resp.CloseBodyStream()
+		x.stream = nil
+	}
+	if x.cancel != nil {
+		x.cancel.unbind()
+		if x.cancel.Cancelled() {
+			reuse = false
+		}
+	}
+	reuse = reuse && !x.Resp.ConnectionClose()
+	if reuse {
+		_ = x.conn.SetDeadline(time.Time{})
+	}
+	if x.br != nil {
+		x.client.hc.ReleaseReader(x.br)
+		x.br = nil
+	}
+	x.release(reuse)
+	x.conn, x.release = nil, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func isTimeout(err error) bool {
+	if errors.Is(err, fasthttp.ErrTimeout) || errors.Is(err, fasthttp.ErrDialTimeout) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// isStaleConn reports errors that mean "the server had closed this pooled
+// connection before our request arrived".
+func isStaleConn(err error) bool {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	var nr fasthttp.ErrNothingRead
+	return errors.As(err, &nr)
+}
+
+// Buffer reads the rest of a streamed body into Resp, bounded by
+// MaxResponseBytes (for a provider that answered a streaming request with a
+// plain body).
+func (x *Exchange) Buffer() error {
+	if x.stream == nil {
+		return nil
+	}
+	if err := x.conn.SetReadDeadline(x.deadline); err != nil {
+		return x.classify(err)
+	}
+	body, err := readAllLimit(x.stream, x.client.opts.MaxResponseBytes)
+	_ = x.Resp.CloseBodyStream()
+	x.stream = nil
+	if err != nil {
+		return x.classify(err)
+	}
+	x.eof = true
+	x.Resp.SetBodyRaw(body)
+	return nil
+}

@@ -1,0 +1,195 @@
+package upstream
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/goleak"
+
+	"github.com/omniroute/gateway/internal/testutil"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+
+// server runs a fasthttp handler on loopback for one test.
+func server(t *testing.T, h fasthttp.RequestHandler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &fasthttp.Server{Handler: h, CloseOnShutdown: true}
+	done := make(chan struct{})
+	go func() { _ = s.Serve(ln); close(done) }()
+	t.Cleanup(func() { _ = s.Shutdown(); <-done })
+	return ln.Addr().String()
+}
+
+func client(addr string, ttfb, total time.Duration) *Client {
+	return New(Options{Addr: addr, MaxConns: 4, ConnectTimeout: time.Second, TTFBTimeout: ttfb, TotalTimeout: total, MaxResponseBytes: 1 << 20})
+}
+
+func do(t *testing.T, c *Client, cancel *Cancel, stream bool) (*Exchange, error) {
+	t.Helper()
+	x := AcquireExchange()
+	x.Req.Header.SetMethod("POST")
+	x.Req.SetRequestURI("/v1/chat/completions")
+	x.Req.Header.SetHost(c.Addr())
+	x.Req.SetBodyString(`{"model":"m"}`)
+	return x, c.Do(x, cancel, stream)
+}
+
+func TestBufferedAndReuse(t *testing.T) {
+	var conns atomic.Int32
+	addr := server(t, func(ctx *fasthttp.RequestCtx) {
+		if ctx.ConnRequestNum() == 1 {
+			conns.Add(1)
+		}
+		ctx.SetBodyString(`{"ok":true}`)
+	})
+	c := client(addr, time.Second, 2*time.Second)
+	defer c.Close()
+	for i := 0; i < 3; i++ {
+		x, err := do(t, c, nil, false)
+		if err != nil || string(x.Resp.Body()) != `{"ok":true}` {
+			t.Fatalf("%d: %v %s", i, err, x.Resp.Body())
+		}
+		x.Release()
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d connections for 3 sequential exchanges; want keep-alive reuse", n)
+	}
+}
+
+func TestTTFBTimeout(t *testing.T) {
+	addr := server(t, func(ctx *fasthttp.RequestCtx) { time.Sleep(300 * time.Millisecond) })
+	c := client(addr, 50*time.Millisecond, time.Second)
+	defer c.Close()
+	x, err := do(t, c, nil, false)
+	x.Release()
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("err = %v, want ErrTimeout", err)
+	}
+}
+
+func TestConnectError(t *testing.T) {
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	c := client(addr, time.Second, time.Second)
+	defer c.Close()
+	x, err := do(t, c, nil, false)
+	x.Release()
+	if !errors.Is(err, ErrConnect) {
+		t.Fatalf("err = %v, want ErrConnect", err)
+	}
+}
+
+func TestCancelWhileWaiting(t *testing.T) {
+	release := make(chan struct{})
+	addr := server(t, func(ctx *fasthttp.RequestCtx) { <-release })
+	defer close(release)
+	c := client(addr, 10*time.Second, 10*time.Second)
+	defer c.Close()
+	var cancel Cancel
+	time.AfterFunc(50*time.Millisecond, cancel.Cancel)
+	start := time.Now()
+	x, err := do(t, c, &cancel, false)
+	x.Release()
+	if !errors.Is(err, ErrCanceled) || time.Since(start) > 5*time.Second {
+		t.Fatalf("err = %v after %v, want ErrCanceled promptly", err, time.Since(start))
+	}
+	// A cancel that happened before Do is honoured too.
+	x, err = do(t, c, &cancel, false)
+	x.Release()
+	if !errors.Is(err, ErrCanceled) {
+		t.Fatalf("pre-cancelled: %v", err)
+	}
+}
+
+func TestStreamingBodyAndIdleDeadline(t *testing.T) {
+	addr := server(t, func(ctx *fasthttp.RequestCtx) {
+		ctx.SetContentType("text/event-stream")
+		ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+			w.WriteString("data: 1\n\n")
+			w.Flush()
+			time.Sleep(400 * time.Millisecond)
+			w.WriteString("data: 2\n\n")
+			w.Flush()
+		})
+	})
+	c := client(addr, time.Second, 5*time.Second)
+	defer c.Close()
+	x, err := do(t, c, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Release()
+	buf := make([]byte, 64)
+	n, err := x.Body().Read(buf)
+	if err != nil || !strings.Contains(string(buf[:n]), "data: 1") {
+		t.Fatalf("first read %q %v", buf[:n], err)
+	}
+	x.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+	_, err = io.ReadAll(x.Body())
+	if !errors.Is(x.Classify(err), ErrTimeout) {
+		t.Fatalf("idle deadline: %v", err)
+	}
+}
+
+func TestResponseTooLarge(t *testing.T) {
+	addr := server(t, func(ctx *fasthttp.RequestCtx) { ctx.SetBody(make([]byte, 2<<20)) })
+	c := client(addr, time.Second, time.Second)
+	defer c.Close()
+	x, err := do(t, c, nil, false)
+	x.Release()
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("err = %v, want ErrTooLarge", err)
+	}
+}
+
+// TestStaleConnectionRetried: the server closes a kept-alive connection
+// while it is idle; the next exchange must not fail.
+func TestStaleConnectionRetried(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func(conn net.Conn) {
+				defer conn.Close()
+				br := bufio.NewReader(conn)
+				var req fasthttp.Request
+				if err := req.Read(br); err != nil {
+					return
+				}
+				conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+				// Close without announcing it: the client's pooled
+				// connection is now stale.
+			}(conn)
+		}
+	}()
+	c := client(ln.Addr().String(), time.Second, time.Second)
+	defer c.Close()
+	for i := 0; i < 3; i++ {
+		time.Sleep(20 * time.Millisecond)
+		x, err := do(t, c, nil, false)
+		if err != nil || string(x.Resp.Body()) != "ok" {
+			t.Fatalf("exchange %d: %v", i, err)
+		}
+		x.Release()
+	}
+}
