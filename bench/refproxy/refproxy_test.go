@@ -1,0 +1,52 @@
+package refproxy
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+	"go.uber.org/goleak"
+
+	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/internal/testutil"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+
+func TestProxiesJSONAndStreams(t *testing.T) {
+	mock := mockprovider.New(mockprovider.Options{})
+	addr, err := mock.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mock.Close()
+	p := New(addr)
+	defer p.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &fasthttp.Server{Handler: p.Handler}
+	go srv.Serve(ln)     //nolint:errcheck
+	defer srv.Shutdown() //nolint:errcheck
+	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	defer hc.CloseIdleConnections()
+
+	for _, tc := range []struct{ body, want string }{
+		{`{"model":"m","messages":[]}`, `"chat.completion"`},
+		{`{"model":"m","stream":true,"messages":[]}`, "data: [DONE]"},
+	} {
+		resp, err := hc.Post("http://"+ln.Addr().String()+"/v1/chat/completions", "application/json", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), tc.want) {
+			t.Fatalf("%s: %d %s", tc.body, resp.StatusCode, b)
+		}
+	}
+}

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/logging"
+	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/transport"
+)
+
+// run serves until a signal arrives on sig, then shuts down gracefully.
+// environ overrides the process environment (tests); nil means os.Environ.
+func run(args []string, environ map[string]string, stdout, stderr io.Writer, sig <-chan os.Signal) int {
+	if len(args) > 0 {
+		fmt.Fprintf(stderr, "omniroute serve takes no arguments (got %q); configure it with OMNIROUTE_* variables\n", args)
+		return 2
+	}
+	env, err := config.LoadEnv(environ)
+	if err != nil {
+		fmt.Fprintf(stderr, "omniroute: invalid environment: %v\n", err)
+		return 2
+	}
+	log := logging.New(string(env.Server.LogFormat), string(env.Server.LogLevel), stderr)
+	file, source, err := loadFile(env)
+	if err != nil {
+		fmt.Fprintf(stderr, "omniroute: %v\n", err)
+		return 2
+	}
+	getenv := os.LookupEnv
+	if environ != nil {
+		getenv = func(k string) (string, bool) { v, ok := environ[k]; return v, ok }
+	}
+
+	services, err := startServices(file, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "omniroute: %v\n", err)
+		return 1
+	}
+	defer services.stop()
+
+	actorLog := logging.AtLeast(log, slog.LevelWarn).With("component", "actors")
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLog }))
+	defer system.Shutdown()
+
+	gw, err := transport.New(system, transport.Options{
+		Env: env, File: file, Logger: log, ServiceAddr: services.addr, Getenv: getenv, Version: version,
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "omniroute: %v\n", err)
+		return 2
+	}
+	ln, err := net.Listen("tcp", env.Server.Listen)
+	if err != nil {
+		gw.Close()
+		if errors.Is(err, syscall.EADDRINUSE) {
+			fmt.Fprintf(stderr, "omniroute: cannot listen on %s: the address is already in use; stop the other process or set OMNIROUTE_LISTEN to a free host:port\n", env.Server.Listen)
+		} else {
+			fmt.Fprintf(stderr, "omniroute: cannot listen on %s: %v\n", env.Server.Listen, err)
+		}
+		return 1
+	}
+	log.Info("omniroute listening", "addr", "http://"+ln.Addr().String(), "config", source, "models", len(gw.Catalog().Models), "version", version)
+	fmt.Fprintf(stdout, "omniroute listening on http://%s\n", ln.Addr())
+
+	served := make(chan error, 1)
+	go func() { served <- gw.Serve(ln) }()
+	select {
+	case s := <-sig:
+		log.Info("shutting down", "signal", s.String(), "timeoutMs", int64(env.Server.ShutdownTimeout))
+	case err := <-served:
+		log.Error("server stopped", "err", err)
+		gw.Close()
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), env.Server.ShutdownTimeout.Duration())
+	defer cancel()
+	start := time.Now()
+	if err := gw.Shutdown(ctx); err != nil {
+		log.Warn("shutdown finished after cancelling in-flight requests", "err", err)
+	}
+	<-served
+	log.Info("stopped", "tookMs", time.Since(start).Milliseconds())
+	return 0
+}
+
+func loadFile(env config.Env) (*config.File, string, error) {
+	if p := env.Server.ConfigPath; p != "" {
+		f, err := config.ReadFile(p)
+		return f, p, err
+	}
+	f, err := config.DefaultFile()
+	return f, "embedded default", err
+}
+
+// localServices runs the services that service:// base URLs name.
+type localServices struct {
+	mock *mockprovider.Server
+}
+
+func startServices(f *config.File, log *slog.Logger) (*localServices, error) {
+	s := &localServices{}
+	for id, p := range f.Providers {
+		if name, ok := serviceName(p.BaseURL); ok {
+			if name != "mockprovider" {
+				return nil, fmt.Errorf("providers.%s.base_url names service %q, but the only bundled service is mockprovider", id, name)
+			}
+			if s.mock == nil {
+				s.mock = mockprovider.New(mockprovider.Options{})
+				addr, err := s.mock.Start("127.0.0.1:0")
+				if err != nil {
+					return nil, fmt.Errorf("starting the bundled mock provider: %w", err)
+				}
+				log.Info("mock provider started", "addr", addr)
+			}
+		}
+	}
+	return s, nil
+}
+
+func serviceName(baseURL string) (string, bool) {
+	const p = "service://"
+	if len(baseURL) <= len(p) || baseURL[:len(p)] != p {
+		return "", false
+	}
+	rest := baseURL[len(p):]
+	for i := 0; i < len(rest); i++ {
+		if rest[i] == '/' {
+			return rest[:i], true
+		}
+	}
+	return rest, true
+}
+
+func (s *localServices) addr(name string) (string, error) {
+	if name == "mockprovider" && s.mock != nil {
+		return s.mock.Addr(), nil
+	}
+	return "", fmt.Errorf("service %q is not running", name)
+}
+
+func (s *localServices) stop() {
+	if s.mock != nil {
+		_ = s.mock.Close()
+	}
+}
