@@ -312,11 +312,19 @@ func (f *File) Validate() error {
 	if f.Auth.Mode == "keys" && len(f.Tenants) == 0 && !f.Auth.AllowAnonymous {
 		add("auth.mode: \"keys\" with no tenants would reject every caller; add tenants or set allow_anonymous")
 	}
+	for _, v := range fileValidators {
+		errs = append(errs, v(f)...)
+	}
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
 	}
 	return nil
 }
+
+// fileValidators lets each subsystem's file (file_<subsystem>.go) check the
+// sections it owns without editing Validate. Each returns messages that
+// start with the JSON path they are about.
+var fileValidators []func(*File) []string
 
 // AuthMode returns the effective mode after defaults.
 func (f *File) AuthMode() string {
