@@ -151,6 +151,9 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 func (c *call) report(t *catalog.Target, class messages.FailureClass, status int, ttfb time.Duration) {
 	g := c.g
 	g.metrics.attempts[t.ID][class].Inc()
+	if status != 0 {
+		g.metrics.upstreamStatus(t.ID, status)
+	}
 	if class == messages.OK {
 		g.metrics.ttfb[t.ID].Update(ttfb.Seconds())
 	}

@@ -365,7 +365,7 @@ func TestModelsAndHealthAndMetrics(t *testing.T) {
 		t.Fatalf("health: %d %s", r.status, r.body)
 	}
 	r = g.get("/metrics")
-	for _, want := range []string{`omniroute_requests_total{route="chat",status="200"} 1`, `omniroute_upstream_attempts_total{target="mock/a/m-echo",outcome="ok"} 1`, "omniroute_requests_inflight 0", "process_resident_memory_bytes"} {
+	for _, want := range []string{`omniroute_requests_total{route="chat",status="200"} 1`, `omniroute_upstream_attempts_total{target="mock/a/m-echo",outcome="ok"} 1`, "omniroute_requests_inflight 0", `omniroute_upstream_responses_total{target="mock/a/m-echo",status="200"} 1`, "process_resident_memory_bytes"} {
 		if !strings.Contains(string(r.body), want) {
 			t.Fatalf("metrics lack %q:\n%s", want, r.body)
 		}

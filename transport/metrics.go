@@ -50,6 +50,8 @@ type gwMetrics struct {
 	duration [numRoutes]*metrics.Histogram
 	inflight atomic.Int64
 	attempts [][messages.NumFailureClasses]*metrics.Counter // by target, class
+	statuses []atomic.Pointer[[600]atomic.Pointer[metrics.Counter]] // by target, lazily per status
+	names    []string
 	ttfb     []*metrics.Histogram                           // by target
 	events   [numRoutes]*metrics.Counter
 	cut      [numRoutes]*metrics.Counter
@@ -66,8 +68,11 @@ func newMetrics(cat *catalog.Catalog) *gwMetrics {
 		m.fallback[r] = m.set.NewCounter(fmt.Sprintf(`omniroute_fallbacks_total{route=%q}`, n))
 	}
 	m.attempts = make([][messages.NumFailureClasses]*metrics.Counter, len(cat.Targets))
+	m.statuses = make([]atomic.Pointer[[600]atomic.Pointer[metrics.Counter]], len(cat.Targets))
+	m.names = make([]string, len(cat.Targets))
 	m.ttfb = make([]*metrics.Histogram, len(cat.Targets))
 	for i, t := range cat.Targets {
+		m.names[i] = t.Name
 		for c := messages.FailureClass(0); c < messages.NumFailureClasses; c++ {
 			m.attempts[i][c] = m.set.NewCounter(fmt.Sprintf(`omniroute_upstream_attempts_total{target=%q,outcome=%q}`, t.Name, c.String()))
 		}
@@ -90,6 +95,24 @@ func (m *gwMetrics) request(r route, status int) {
 	if c == nil {
 		c = m.set.GetOrCreateCounter(`omniroute_requests_total{route="` + routeNames[r] + `",status="` + strconv.Itoa(status) + `"}`)
 		slot.Store(c)
+	}
+	c.Inc()
+}
+
+// upstreamStatus counts an HTTP status a target answered with.
+func (m *gwMetrics) upstreamStatus(target, status int) {
+	if status < 100 || status >= 600 {
+		return
+	}
+	arr := m.statuses[target].Load()
+	if arr == nil {
+		m.statuses[target].CompareAndSwap(nil, new([600]atomic.Pointer[metrics.Counter]))
+		arr = m.statuses[target].Load()
+	}
+	c := arr[status].Load()
+	if c == nil {
+		c = m.set.GetOrCreateCounter(`omniroute_upstream_responses_total{target="` + m.names[target] + `",status="` + strconv.Itoa(status) + `"}`)
+		arr[status].Store(c)
 	}
 	c.Inc()
 }
