@@ -49,10 +49,10 @@ type gwMetrics struct {
 	requests [numRoutes][600]atomic.Pointer[metrics.Counter] // by status
 	duration [numRoutes]*metrics.Histogram
 	inflight atomic.Int64
-	attempts [][messages.NumFailureClasses]*metrics.Counter // by target, class
+	attempts [][messages.NumFailureClasses]*metrics.Counter         // by target, class
 	statuses []atomic.Pointer[[600]atomic.Pointer[metrics.Counter]] // by target, lazily per status
 	names    []string
-	ttfb     []*metrics.Histogram                           // by target
+	ttfb     []*metrics.Histogram // by target
 	events   [numRoutes]*metrics.Counter
 	cut      [numRoutes]*metrics.Counter
 	fallback [numRoutes]*metrics.Counter
