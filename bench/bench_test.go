@@ -48,8 +48,8 @@ func TestSelectScenarios(t *testing.T) {
 
 func TestRegisterRejectsBadScenarios(t *testing.T) {
 	for _, s := range []Scenario{
-		{Name: "passthrough", Run: runPassthrough},    // duplicate
-		{Name: "x"},                                   // neither Run nor Unavailable
+		{Name: "passthrough", Run: runPassthrough}, // duplicate
+		{Name: "x"}, // neither Run nor Unavailable
 		{Name: "y", Run: runFanout, Unavailable: "z"}, // both
 	} {
 		func() {
