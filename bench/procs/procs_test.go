@@ -26,10 +26,13 @@ func shell(t *testing.T) string {
 }
 
 func TestStartReadsReadyLineAndExtras(t *testing.T) {
+	t.Setenv("OMNIROUTE_X", "leak")
+	t.Setenv("ADAPTIVE_ADMISSION_MODE", "enforce")
+	t.Setenv("GOMAXPROCS", "1")
 	log := filepath.Join(t.TempDir(), "p.log")
 	p, err := Start(context.Background(), Spec{
 		Name: "fake", Exe: shell(t), Log: log, Ready: "fake listening on http://",
-		Args: []string{"-c", `echo "prof listening on http://127.0.0.1:7"; echo "fake listening on http://127.0.0.1:9"; echo "env=$OMNIROUTE_X$ADAPTIVE_ADMISSION_MODE$GOMAXPROCS:$KEEP" >&2; exec sleep 30`},
+		Args: []string{"-c", `echo "env=$OMNIROUTE_X$ADAPTIVE_ADMISSION_MODE$GOMAXPROCS:$KEEP" >&2; echo "prof listening on http://127.0.0.1:7"; echo "fake listening on http://127.0.0.1:9"; exec sleep 30`},
 		Env:  []string{"KEEP=yes"},
 	})
 	if err != nil {
