@@ -58,7 +58,7 @@ type Summary struct {
 	SendLag    *Stats `json:"send_lag,omitempty"`
 	LateSends  int    `json:"late_sends,omitempty"`
 	MaxBacklog int    `json:"max_backlog,omitempty"`
-	// GeneratorSaturated is set when more than 1 % of the arrivals went
+	// GeneratorSaturated is set when more than 5 % of the arrivals went
 	// out over 1 ms late or any was never sent: the offered load was not
 	// achieved on time, so the cell measures the generator as well as the
 	// target (on a shared 2-core machine this happens far below what a
@@ -154,7 +154,7 @@ func Summarize(r *Result, stream bool) Summary {
 	if s.Mode == "open" {
 		st := StatsOf(lag)
 		s.SendLag = &st
-		s.GeneratorSaturated = s.NotSent > 0 || s.LateSends*100 > s.Arrivals
+		s.GeneratorSaturated = s.NotSent > 0 || s.LateSends*20 > s.Arrivals
 	}
 	return s
 }

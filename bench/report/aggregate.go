@@ -47,13 +47,17 @@ type Agg struct {
 	SendLag  float64 // median p99 send lag, ms (open loop)
 	Late     int     // sends more than 1 ms late, all rounds
 	Open     bool
+	// Rejections are 429/503 answers over all rounds, how many carried
+	// Retry-After, and the median over rounds of their p99 latency (ms).
+	Rejections, RejectionsRetryAfter int
+	RejectionP99                     float64
 }
 
 // Aggregate folds the rounds of one (load, target).
 func (s *Scenario) Aggregate(load, target string) *Agg {
 	a := &Agg{CPUReq: map[string]float64{}, CPUEvent: map[string]float64{}, PeakRSS: map[string]int64{},
 		Failures: map[string]int{}, Hist: loadgen.NewHistogram(), TTFTHist: loadgen.NewHistogram()}
-	var thr, p50, p90, p99, mx, t50, t99, lag []float64
+	var thr, p50, p90, p99, mx, t50, t99, lag, rej []float64
 	cpuReq := map[string][]float64{}
 	cpuEv := map[string][]float64{}
 	for _, c := range s.Cells {
@@ -67,6 +71,11 @@ func (s *Scenario) Aggregate(load, target string) *Agg {
 		a.Arrivals += m.Arrivals
 		a.OK += m.OK
 		a.Hist.Merge(m.Hist)
+		a.Rejections += m.Rejections
+		a.RejectionsRetryAfter += m.RejectionsRetryAfter
+		if m.RejectionLatency.N > 0 {
+			rej = append(rej, m.RejectionLatency.P99)
+		}
 		if m.TTFT != nil {
 			a.HasTTFT = true
 			t50, t99 = append(t50, m.TTFT.P50), append(t99, m.TTFT.P99)
@@ -100,7 +109,7 @@ func (s *Scenario) Aggregate(load, target string) *Agg {
 		}
 	}
 	a.Throughput, a.P50, a.P90, a.P99, a.Max = Median(thr), Median(p50), Median(p90), Median(p99), Median(mx)
-	a.TTFT50, a.TTFT99, a.SendLag = Median(t50), Median(t99), Median(lag)
+	a.TTFT50, a.TTFT99, a.SendLag, a.RejectionP99 = Median(t50), Median(t99), Median(lag), Median(rej)
 	for r, v := range cpuReq {
 		a.CPUReq[r] = Median(v)
 	}
@@ -122,6 +131,9 @@ func (a *Agg) FailureText() string {
 	parts := make([]string, 0, len(keys))
 	for _, k := range keys {
 		parts = append(parts, fmt.Sprintf("%s ×%d", k, a.Failures[k]))
+	}
+	if a.Rejections > 0 {
+		parts = append(parts, fmt.Sprintf("429/503 with Retry-After %d of %d, p99 %.2f ms", a.RejectionsRetryAfter, a.Rejections, a.RejectionP99))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -34,7 +34,8 @@ func sample() *Report {
 					Latency: loadgen.Stats{N: 2, P50: 0.3}, Statuses: map[string]int{"200": 2}},
 					Procs: []Proc{{Role: "proxy", CPUPerRequestUS: 40, PeakRSS: 10 << 20}}},
 				{Load: "closed", Target: "G <x>", Round: 1, Summary: loadgen.Summary{Mode: "closed", Arrivals: 3, OK: 2, Timeouts: 1, Throughput: 7, Hist: h,
-					Latency: loadgen.Stats{N: 2, P50: 2}, Statuses: map[string]int{"200": 2}, Codes: map[string]int{"admission_queue_full": 1}},
+					Latency: loadgen.Stats{N: 2, P50: 2}, Statuses: map[string]int{"200": 2, "503": 1}, Codes: map[string]int{"admission_queue_full": 1},
+					Rejections: 1, RejectionsRetryAfter: 1, RejectionLatency: loadgen.Stats{N: 1, P99: 0.5}},
 					Procs: []Proc{{Role: "proxy", CPUPerRequestUS: 60, PeakRSS: 20 << 20}}},
 			},
 			Checks: []Check{
@@ -49,7 +50,7 @@ func sample() *Report {
 func TestRender(t *testing.T) {
 	r := sample()
 	md := r.Markdown()
-	for _, want := range []string{"Run INVALID", "--allow-noisy", "✅ pass", "n/a (no data)", "| closed loop | G <x> |", "timeout ×1", "code admission_queue_full ×1",
+	for _, want := range []string{"Run INVALID", "--allow-noisy", "✅ pass", "n/a (no data)", "| closed loop | G <x> |", "timeout ×1", "code admission_queue_full ×1", "429/503 with Retry-After 1 of 1, p99 0.50 ms",
 		"`A=1` `B=2`", "## Not available in this build", "`largebody`: not merged", "spread 30 %"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
