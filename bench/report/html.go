@@ -9,7 +9,26 @@ import (
 	"github.com/omniroute/gateway/bench/loadgen"
 )
 
-var palette = []string{"#6b6b6b", "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2"}
+// D and R keep their colours in every chart; the other targets (gateway
+// variants) take the rest in order.
+var (
+	baselineColors = map[string]string{"D": "#6b6b6b", "R": "#1f77b4"}
+	palette        = []string{"#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"}
+)
+
+func colors(targets []string) map[string]string {
+	out := map[string]string{}
+	i := 0
+	for _, t := range targets {
+		if c, ok := baselineColors[t]; ok {
+			out[t] = c
+			continue
+		}
+		out[t] = palette[i%len(palette)]
+		i++
+	}
+	return out
+}
 
 // HTML renders a self-contained page: the goals, each scenario's table, and
 // per load a latency histogram and CDF with one line per target (rounds
@@ -60,12 +79,13 @@ code{background:#f5f5f5;padding:1px 4px}.bad{background:#fde7e9;padding:8px;bord
 		for _, l := range s.Loads {
 			var series []chartSeries
 			var ttft []chartSeries
-			for i, t := range s.Targets {
+			cols := colors(s.Targets)
+			for _, t := range s.Targets {
 				a := s.Aggregate(l.ID, t)
 				if a.Rounds == 0 {
 					continue
 				}
-				col := palette[i%len(palette)]
+				col := cols[t]
 				series = append(series, chartSeries{name: t, color: col, h: a.Hist})
 				if a.HasTTFT {
 					ttft = append(ttft, chartSeries{name: t, color: col, h: a.TTFTHist})
@@ -192,11 +212,18 @@ func frame(b *strings.Builder, title string, lo, hi, top float64, yFmt func(floa
 		fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#eee"/>`, padL, y, padL+plotW, y)
 		fmt.Fprintf(b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`, padL-4, y+4, yFmt(v))
 	}
-	for i, s := range series {
-		x := padL + (i%3)*170
-		y := padT + plotH + 32 + (i/3)*legendRowH
-		fmt.Fprintf(b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d">%s (n=%d)</text>`,
-			x, y-9, s.color, x+14, y, html.EscapeString(s.name), s.h.Total())
+	// Legend entries flow left to right and wrap (about 6.5 px per
+	// character at this font size).
+	x, y := padL, padT+plotH+32
+	for _, s := range series {
+		label := fmt.Sprintf("%s (n=%d)", s.name, s.h.Total())
+		w := 14 + len([]rune(label))*13/2 + 16
+		if x > padL && x+w > chartW-padR {
+			x, y = padL, y+legendRowH
+		}
+		fmt.Fprintf(b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d">%s</text>`,
+			x, y-9, s.color, x+14, y, html.EscapeString(label))
+		x += w
 	}
 }
 
