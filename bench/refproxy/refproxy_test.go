@@ -50,3 +50,13 @@ func TestProxiesJSONAndStreams(t *testing.T) {
 		}
 	}
 }
+
+func TestMainUsage(t *testing.T) {
+	var out, errb strings.Builder
+	if code := Main([]string{"--listen", "127.0.0.1:0"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "--upstream") {
+		t.Fatalf("no upstream: code %d, %q", code, errb.String())
+	}
+	if code := Main([]string{"--upstream", "127.0.0.1:1", "--listen", "256.0.0.1:0"}, &out, &errb); code != 1 {
+		t.Fatalf("bad listen address: code %d", code)
+	}
+}

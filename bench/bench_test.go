@@ -1,0 +1,185 @@
+package bench
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/omniroute/gateway/bench/loadgen"
+	"github.com/omniroute/gateway/bench/report"
+	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/testutil"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+
+func TestSelectScenarios(t *testing.T) {
+	run, unavailable, err := selectScenarios(nil)
+	if err != nil || len(run) == 0 {
+		t.Fatalf("default set: %v, %v", run, err)
+	}
+	if run[0].Name != "passthrough" {
+		t.Fatalf("passthrough must run first (overload uses its capacity), got %s", run[0].Name)
+	}
+	for _, s := range run {
+		if s.Unavailable != "" || !s.Default {
+			t.Fatalf("default set has %+v", s)
+		}
+	}
+	for _, name := range []string{"noisy-neighbour", "interactive-batch", "largebody", "fusion"} {
+		found := false
+		for _, u := range unavailable {
+			found = found || u.Name == name
+		}
+		if !found {
+			t.Errorf("%s is not listed as unavailable", name)
+		}
+	}
+	run, _, err = selectScenarios([]string{"fanout", "passthrough", "largebody"})
+	if err != nil || len(run) != 2 || run[0].Name != "passthrough" || run[1].Name != "fanout" {
+		t.Fatalf("explicit selection: %v, %v", run, err)
+	}
+	if _, _, err := selectScenarios([]string{"nope"}); err == nil || !strings.Contains(err.Error(), "passthrough") {
+		t.Fatalf("unknown scenario: %v", err)
+	}
+}
+
+func TestRegisterRejectsBadScenarios(t *testing.T) {
+	for _, s := range []Scenario{
+		{Name: "passthrough", Run: runPassthrough}, // duplicate
+		{Name: "x"}, // neither Run nor Unavailable
+		{Name: "y", Run: runFanout, Unavailable: "z"}, // both
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Register(%q) did not panic", s.Name)
+				}
+			}()
+			Register(s)
+		}()
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	good := DefaultConfig()
+	if err := good.validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, mut := range map[string]func(*Config){
+		"rounds":   func(c *Config) { c.Rounds = 0 },
+		"duration": func(c *Config) { c.Duration = 0 },
+		"rates":    func(c *Config) { c.Rates = []float64{-1} },
+		"factor":   func(c *Config) { c.OverloadFactor = 1 },
+		"noise":    func(c *Config) { c.NoiseLimit = 0 },
+		"out":      func(c *Config) { c.Out = "" },
+		"capacity": func(c *Config) { c.OverloadCapacity = -1 },
+	} {
+		c := DefaultConfig()
+		mut(&c)
+		if err := c.validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func cellWith(load, target string, round int, thr float64, mode string) *report.Cell {
+	return &report.Cell{Load: load, Target: target, Round: round, Summary: loadgen.Summary{Mode: mode, Throughput: thr, OK: 1}}
+}
+
+func TestNoiseCheck(t *testing.T) {
+	s := &report.Scenario{Name: "p", Loads: []report.Load{{ID: "closed"}, {ID: "open"}}}
+	for i, v := range []float64{1000, 1200, 1100} {
+		s.Cells = append(s.Cells, cellWith("closed", TargetR, i+1, v, "closed"), cellWith("open", TargetR, i+1, v*5, "open"))
+	}
+	n := noiseCheck([]*report.Scenario{s}, 0.25)
+	if !n.Checked || !n.OK || n.Spread < 0.19 || n.Spread > 0.21 || len(n.Cells) != 1 {
+		t.Fatalf("20 %% spread: %+v", n)
+	}
+	s.Cells = append(s.Cells, cellWith("closed", TargetR, 4, 700, "closed"))
+	if n := noiseCheck([]*report.Scenario{s}, 0.25); n.OK {
+		t.Fatalf("71 %% spread passed: %+v", n)
+	}
+	if n := noiseCheck(nil, 0.25); n.Checked || n.Note == "" {
+		t.Fatalf("nothing to check: %+v", n)
+	}
+}
+
+func TestChecks(t *testing.T) {
+	s := &report.Scenario{Name: "p"}
+	// Round 1: G 600, R 1000, D 2000; round 2: R missing.
+	s.Cells = append(s.Cells, cellWith("c", "G x", 1, 600, "closed"), cellWith("c", TargetR, 1, 1000, "closed"),
+		cellWith("c", TargetD, 1, 2000, "closed"), cellWith("c", "G x", 2, 500, "closed"))
+	vals, skipped := PerRound(2, ratio(s, "c", "G x", TargetR, throughput))
+	if len(vals) != 1 || vals[0] != 0.6 || skipped != 1 {
+		t.Fatalf("ratio per round: %v, skipped %d", vals, skipped)
+	}
+	if c := NewCheck("t", "p", "x", "m", AtLeast(0.6), "×", vals, ""); c.Status != report.Pass || *c.Value != 0.6 || c.Goal != "≥ 0.6 ×" {
+		t.Fatalf("%+v", c)
+	}
+	if c := NewCheck("t", "p", "x", "m", AtMost(0.5), "", vals, ""); c.Status != report.Fail {
+		t.Fatalf("%+v", c)
+	}
+	if c := NewCheck("t", "p", "x", "m", Exactly(0), "", nil, ""); c.Status != report.NA || c.Value != nil || c.Note == "" {
+		t.Fatalf("%+v", c)
+	}
+
+	// Added latency: (G-D)/(R-D), rounds with R-D below 0.01 ms dropped.
+	lat := func(target string, round int, p50 float64) *report.Cell {
+		return &report.Cell{Load: "o", Target: target, Round: round, Summary: loadgen.Summary{Latency: loadgen.Stats{N: 1, P50: p50}}}
+	}
+	s.Cells = append(s.Cells, lat(TargetD, 1, 0.3), lat(TargetR, 1, 0.5), lat("G x", 1, 0.7),
+		lat(TargetD, 2, 0.3), lat(TargetR, 2, 0.305), lat("G x", 2, 0.7))
+	vals, skipped = PerRound(2, addedRatio(s, "o", "G x", p50))
+	if len(vals) != 1 || vals[0] < 1.99 || vals[0] > 2.01 || skipped != 1 {
+		t.Fatalf("added ratio: %v, skipped %d", vals, skipped)
+	}
+}
+
+func TestRotate(t *testing.T) {
+	in := []string{"a", "b", "c"}
+	if got := strings.Join(Rotate(in, 1), ""); got != "bca" {
+		t.Fatal(got)
+	}
+	if got := strings.Join(Rotate(in, 3), ""); got != "abc" {
+		t.Fatal(got)
+	}
+	if strings.Join(in, "") != "abc" {
+		t.Fatal("Rotate changed its input")
+	}
+}
+
+// TestGatewayConfigIsValid decodes the generated file with the gateway's
+// own strict decoder.
+func TestGatewayConfigIsValid(t *testing.T) {
+	b := gatewayConfig("127.0.0.1:9", map[string]ModelSpec{
+		"fast": {Targets: []string{""}},
+		"fan3": {Strategy: "priority", Targets: []string{"fail-a", "fail-b", "ok-y"}},
+	})
+	f, err := config.DecodeFile(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if len(f.Models) != 2 || len(f.Models["fan3"].Targets) != 3 {
+		t.Fatalf("%+v", f.Models)
+	}
+}
+
+func TestVariantsDefineAdmission(t *testing.T) {
+	names := map[string]bool{}
+	for _, v := range Variants {
+		names[v.Name] = true
+	}
+	if !names["admission-off"] || !names["admission-on"] {
+		t.Fatalf("variants %v", names)
+	}
+	on := Variants[1].Env
+	if on["ADAPTIVE_ADMISSION_MODE"] != "enforce" || on["OMNIROUTE_CHAT_VIRTUAL_LANES"] != "true" {
+		t.Fatalf("admission-on: %v", on)
+	}
+	if throughputGoalOf("admission-on") != 0.55 || throughputGoalOf("other") != 0.60 {
+		t.Fatal("throughput goals")
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package loadgen
+
+const defaultTimerSlackNS = 0
+
+func setTimerSlack(uintptr) {}

@@ -1,0 +1,82 @@
+package procstat
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/omniroute/gateway/internal/testutil"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+
+func TestParseStat(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want time.Duration
+		err  bool
+	}{
+		{"plain", "123 (omniroute) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 9 0", 3 * time.Second, false},
+		{"name with spaces and parens", "7 (a) b (c)) R 1 2 3 4 5 6 7 8 9 10 1 2 0 0", 30 * time.Millisecond, false},
+		{"short", "7 (x) R 1 2", 0, true},
+		{"no name", "7 x R", 0, true},
+		{"not numbers", "7 (x) R 1 2 3 4 5 6 7 8 9 10 a b 0 0", 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseStat([]byte(tc.in))
+			if (err != nil) != tc.err || got != tc.want {
+				t.Fatalf("parseStat(%q) = %v, %v; want %v, err=%v", tc.in, got, err, tc.want, tc.err)
+			}
+		})
+	}
+}
+
+func TestParseStatus(t *testing.T) {
+	m, err := parseStatus([]byte("Name:\tx\nVmHWM:\t   20480 kB\nVmRSS:\t   10240 kB\nThreads: 4\n"))
+	if err != nil || m.RSS != 10<<20 || m.HWM != 20<<20 {
+		t.Fatalf("got %+v, %v", m, err)
+	}
+	if _, err := parseStatus([]byte("Name:\tx\nVmRSS:\t 1 kB\n")); err == nil {
+		t.Fatal("missing VmHWM accepted")
+	}
+	if _, err := parseStatus([]byte("VmRSS:\t 1 MB\nVmHWM:\t 1 kB\n")); err == nil {
+		t.Fatal("wrong unit accepted")
+	}
+}
+
+// TestOwnProcess reads this test process: CPU grows with work and the
+// resident set is plausible.
+func TestOwnProcess(t *testing.T) {
+	pid := os.Getpid()
+	before, err := CPU(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	self0 := SelfCPU()
+	deadline := time.Now().Add(300 * time.Millisecond)
+	x := 0
+	for time.Now().Before(deadline) {
+		x++
+	}
+	after, err := CPU(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after-before < 100*time.Millisecond || SelfCPU()-self0 < 100*time.Millisecond {
+		t.Fatalf("300 ms of spinning counted as %v (procfs) and %v (rusage); x=%d", after-before, SelfCPU()-self0, x)
+	}
+	m, err := ReadMemory(pid)
+	if err != nil || m.RSS < 1<<20 || m.HWM < m.RSS {
+		t.Fatalf("memory %+v, %v", m, err)
+	}
+	s := StartSampler([]int{pid, -1}, 10*time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
+	peak, mean := s.Stop()
+	if peak[0] < 1<<20 || mean[0] < 1<<20 || peak[1] != 0 {
+		t.Fatalf("sampler peak %v mean %v", peak, mean)
+	}
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/omniroute/gateway/internal/testutil"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+
+func TestFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		code int
+		out  string // in stdout or stderr
+	}{
+		{"list", []string{"--list"}, 0, "largebody (not available in this build"},
+		{"help", []string{"-h"}, 0, "-allow-noisy"},
+		{"bad rate", []string{"--rates", "200,0"}, 2, "not a positive number"},
+		{"unknown flag", []string{"--nope"}, 2, "flag provided but not defined"},
+		{"unknown scenario", []string{"--out", t.TempDir(), "nosuch"}, 2, `unknown scenario "nosuch"`},
+		{"bad settings", []string{"--rounds", "0", "--out", t.TempDir()}, 2, "--rounds 0"},
+		{"only unavailable", []string{"--out", t.TempDir(), "largebody"}, 2, "unavailable in this build"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errb strings.Builder
+			code := run(context.Background(), tc.args, &out, &errb)
+			if code != tc.code || !strings.Contains(out.String()+errb.String(), tc.out) {
+				t.Fatalf("code %d, stdout %q, stderr %q; want %d and %q", code, out.String(), errb.String(), tc.code, tc.out)
+			}
+		})
+	}
+}
+
+func TestFloatList(t *testing.T) {
+	var l floatList
+	if err := l.Set("200, 1000"); err != nil || len(l) != 2 || l.String() != "200,1000" {
+		t.Fatalf("%v %v", l, err)
+	}
+	if err := l.Set("x"); err == nil {
+		t.Fatal("accepted x")
+	}
+}
