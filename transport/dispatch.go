@@ -41,7 +41,7 @@ func (c *call) dispatch() bool {
 	maxAttempts := int(g.opts.Env.Upstream.MaxAttempts)
 	var last upstreamError
 	var lastClass messages.FailureClass
-	attempts := 0
+	attempts, busy := 0, 0
 	for i := 0; i < n && attempts < maxAttempts; i++ {
 		t := list[(first+i)%n]
 		attempts++
@@ -53,12 +53,19 @@ func (c *call) dispatch() bool {
 			c.ctx.SetConnectionClose()
 			c.ctx.SetStatusCode(499) // nobody reads it; recorded in metrics
 			return false
+		case attemptBusy:
+			busy++
 		}
 		c.fallbacks++
 	}
 	c.fallbacks--
 	if last.status != 0 {
 		c.passThroughError(&last)
+		return false
+	}
+	if busy == attempts {
+		c.fail(&apierror.Error{Status: 503, Type: "server_error", Code: "upstream_busy", RetryAfter: 1,
+			Message: "every upstream connection of model " + strconv.Quote(c.model.Name) + " is busy; retry shortly, or raise OMNIROUTE_UPSTREAM_MAX_CONNS or the connection's max_conns"})
 		return false
 	}
 	e := &apierror.Error{Status: 502, Code: "upstream_unavailable", Type: "server_error",
@@ -77,6 +84,9 @@ const (
 	attemptDone attemptOutcome = iota
 	attemptFailover
 	attemptCanceled
+	// attemptBusy: the local pool had no free connection; the provider
+	// was not asked, so nothing is reported against the target.
+	attemptBusy
 )
 
 // attempt sends the request to t. On a provider-side failure it records
@@ -87,6 +97,10 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 	x := upstream.AcquireExchange()
 	c.buildRequest(x, t)
 	err := client.Do(x, &c.cancel, c.scan.Stream)
+	if errors.Is(err, upstream.ErrBusy) {
+		x.Release()
+		return attemptBusy, false
+	}
 	if err != nil {
 		class := classifyTransportError(err)
 		c.report(t, class, 0, 0)

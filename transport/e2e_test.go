@@ -388,3 +388,40 @@ func (g *gwEnv) getWith(path string, headers ...string) response {
 	b, _ := io.ReadAll(resp.Body)
 	return response{resp.StatusCode, resp.Header, b}
 }
+
+// TestModelsMayShareTarget: two models naming the same connection and
+// upstream model start (their metric series are shared, not duplicated).
+func TestModelsMayShareTarget(t *testing.T) {
+	g := startGateway(t, testFile(t, `,
+    "echo-alias": {"targets": [{"connection": "mock/a", "model": "m-echo"}]}`), nil)
+	for _, m := range []string{"echo", "echo-alias"} {
+		if r := g.post("/v1/chat/completions", `{"model":"`+m+`","messages":[]}`); r.status != 200 {
+			t.Fatalf("%s: %d %s", m, r.status, r.body)
+		}
+	}
+	if !strings.Contains(string(g.get("/metrics").body), `omniroute_upstream_attempts_total{target="mock/a/m-echo",outcome="ok"} 2`) {
+		t.Fatal("shared target series do not count both models")
+	}
+}
+
+func TestUpstreamPoolExhaustedIs503WithRetryAfter(t *testing.T) {
+	resetMock(t)
+	f := testFileWith(t, `,
+    "tiny": {"base_url": "http://`+mock.Addr+`/v1", "apis": ["chat"], "auth": "none", "connections": {"one": {"max_conns": 1}}}`, `,
+    "slow-one": {"targets": [{"connection": "tiny", "model": "m-slow-one"}]}`)
+	g := startGateway(t, f, map[string]string{"OMNIROUTE_UPSTREAM_CONNECT_TIMEOUT_MS": "200"})
+	setBehavior(t, map[string]mockprovider.Behavior{"m-slow-one": {LatencyMS: 1500}})
+	done := make(chan response, 1)
+	go func() { done <- g.post("/v1/chat/completions", `{"model":"slow-one","messages":[]}`) }()
+	waitFor(t, "first request upstream", func() bool { return mockStats(t).Models["m-slow-one"].Inflight == 1 })
+	r := g.post("/v1/chat/completions", `{"model":"slow-one","messages":[]}`)
+	if r.status != 503 || r.header.Get("Retry-After") != "1" || jsonField(t, r.body, "error", "code") != "upstream_busy" {
+		t.Fatalf("pool exhausted: %d %v %s", r.status, r.header, r.body)
+	}
+	if first := <-done; first.status != 200 {
+		t.Fatalf("first request: %d", first.status)
+	}
+	if n := mockStats(t).Models["m-slow-one"].Requests; n != 1 {
+		t.Fatalf("the provider saw %d requests; the busy one must not reach it", n)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // hangupWatcher notices a client closing its connection while the gateway
@@ -15,22 +16,25 @@ import (
 //
 // fasthttp gives a handler no close notification, and polling each
 // connection costs a syscall per request per poll. Instead the watcher keeps
-// one epoll instance, separate from the Go runtime's, on which each waiting
-// request's client socket is registered for EPOLLRDHUP (peer closed or shut
-// down its write side) only, one-shot. One goroutine blocks in EpollWait; an
-// event cancels the exchange whose registration token it carries. Data
-// arriving on the socket (a pipelined request) raises no event.
+// one epoll instance, separate from the Go runtime's, on which the client
+// socket of each request that has been waiting for armDelay is registered
+// for EPOLLRDHUP (peer closed or shut down its write side) only, one-shot.
+// One goroutine blocks in EpollWait; an event cancels the exchange whose
+// registration token it carries. Data arriving on the socket (a pipelined
+// request) raises no event. A second goroutine sweeps the registry every
+// armDelay to arm requests that became due.
 type hangupWatcher struct {
 	reg  *registry
 	log  *slog.Logger
 	epfd int
-	wake [2]int // eventfd-like pipe to stop the loop
+	wake [2]int // pipe that stops the event loop
+	stop chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
 }
 
 func newHangupWatcher(reg *registry, log *slog.Logger) *hangupWatcher {
-	w := &hangupWatcher{reg: reg, log: log, epfd: -1}
+	w := &hangupWatcher{reg: reg, log: log, epfd: -1, stop: make(chan struct{})}
 	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
 		log.Warn("client hang-up detection unavailable; upstream calls of vanished clients run to their timeouts", "err", err)
@@ -51,8 +55,10 @@ func newHangupWatcher(reg *registry, log *slog.Logger) *hangupWatcher {
 		return w
 	}
 	w.epfd, w.wake = epfd, p
-	w.wg.Add(1)
+	reg.arm = w
+	w.wg.Add(2)
 	go w.loop()
+	go w.sweep()
 	return w
 }
 
@@ -73,28 +79,34 @@ func (w *hangupWatcher) loop() {
 			if e.Fd == -1 {
 				return // woken by Close
 			}
-			t := regToken{shard: uint32(e.Fd) >> 24, idx: uint32(e.Fd) & 0xffffff, gen: uint32(e.Pad)}
-			w.reg.cancel(t)
+			w.reg.cancel(regToken{shard: uint32(e.Fd) >> 24, idx: uint32(e.Fd) & 0xffffff, gen: uint32(e.Pad)})
 		}
 	}
 }
 
-// watchHandle is what watch returns for unwatch.
-type watchHandle struct {
-	fd    int
-	token regToken
+func (w *hangupWatcher) sweep() {
+	defer w.wg.Done()
+	t := time.NewTicker(armDelay)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case now := <-t.C:
+			w.reg.armDue(now.Add(-armDelay))
+		}
+	}
 }
 
-// watch registers conn's socket; events carry t. It reports false when the
-// connection is not a socket this watcher can see (the exchange then still
-// ends on write errors and timeouts).
-func (w *hangupWatcher) watch(conn net.Conn, t regToken) (watchHandle, bool) {
-	if w.epfd < 0 || t.idx > 0xffffff {
-		return watchHandle{}, false
+// arm registers conn's socket with the token t; the registry holds the
+// shard lock.
+func (w *hangupWatcher) arm(conn net.Conn, t regToken) (int, bool) {
+	if t.idx > 0xffffff {
+		return -1, false
 	}
 	fd := connFD(conn)
 	if fd < 0 {
-		return watchHandle{}, false
+		return -1, false
 	}
 	ev := syscall.EpollEvent{
 		Events: syscall.EPOLLRDHUP | syscall.EPOLLONESHOT | epollET,
@@ -106,23 +118,24 @@ func (w *hangupWatcher) watch(conn net.Conn, t regToken) (watchHandle, bool) {
 		err = syscall.EpollCtl(w.epfd, syscall.EPOLL_CTL_MOD, fd, &ev)
 	}
 	if err != nil {
-		return watchHandle{}, false
+		return -1, false
 	}
-	return watchHandle{fd: fd, token: t}, true
+	return fd, true
 }
 
 const epollET = 1 << 31 // EPOLLET as a uint32 bit
 
-func (w *hangupWatcher) unwatch(h watchHandle) {
-	_ = syscall.EpollCtl(w.epfd, syscall.EPOLL_CTL_DEL, h.fd, nil)
+func (w *hangupWatcher) disarm(fd int) {
+	_ = syscall.EpollCtl(w.epfd, syscall.EPOLL_CTL_DEL, fd, nil)
 }
 
-// Close stops the watcher goroutine.
+// Close stops the watcher goroutines.
 func (w *hangupWatcher) Close() {
 	w.once.Do(func() {
 		if w.epfd < 0 {
 			return
 		}
+		close(w.stop)
 		_, _ = syscall.Write(w.wake[1], []byte{1})
 		w.wg.Wait()
 		syscall.Close(w.epfd)

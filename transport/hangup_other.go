@@ -2,19 +2,12 @@
 
 package transport
 
-import (
-	"log/slog"
-	"net"
-)
+import "log/slog"
 
 // hangupWatcher is a no-op where epoll is unavailable: a vanished client's
 // upstream call then ends at its next write or its timeout.
 type hangupWatcher struct{}
 
-type watchHandle struct{}
-
 func newHangupWatcher(*registry, *slog.Logger) *hangupWatcher { return &hangupWatcher{} }
 
-func (*hangupWatcher) watch(net.Conn, regToken) (watchHandle, bool) { return watchHandle{}, false }
-func (*hangupWatcher) unwatch(watchHandle)                          {}
-func (*hangupWatcher) Close()                                       {}
+func (*hangupWatcher) Close() {}

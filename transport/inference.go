@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,8 +40,6 @@ type call struct {
 
 	cancel  upstream.Cancel
 	token   regToken
-	wh      watchHandle
-	watched bool
 	stopCtx func() bool
 
 	fallbacks int
@@ -101,10 +100,6 @@ func (g *Gateway) inference(ctx *fasthttp.RequestCtx, s catalog.Surface, rid []b
 // exactly once per call: at handler end, or at the end of a relay.
 func (c *call) finish() {
 	g := c.g
-	if c.watched {
-		g.hangups.unwatch(c.wh)
-		c.watched = false
-	}
 	if c.token != (regToken{}) {
 		g.inflight.unregister(c.token)
 	}
@@ -171,17 +166,20 @@ func (c *call) handle(host context.Context) bool {
 }
 
 // track registers the call so a client hang-up or a forced shutdown can
-// cancel its upstream exchange.
+// cancel its upstream exchange. On fasthttp the client socket is watched
+// once the request has waited armDelay; behind net/http, the host's request
+// context does the same job.
 func (c *call) track(host context.Context) {
 	g := c.g
-	hint := uint32(c.ctx.ConnID())
-	c.token = g.inflight.register(&c.cancel, hint)
+	var conn net.Conn
+	if host == nil {
+		conn = c.ctx.Conn()
+	}
+	c.token = g.inflight.register(&c.cancel, uint32(c.ctx.ConnID()), conn, c.start)
 	if host != nil {
 		cancel := &c.cancel
 		c.stopCtx = context.AfterFunc(host, cancel.Cancel)
-		return
 	}
-	c.wh, c.watched = g.hangups.watch(c.ctx.Conn(), c.token)
 }
 
 func isJSONMediaType(ct []byte) bool {

@@ -1,7 +1,9 @@
 package transport
 
 import (
+	"net"
 	"sync"
+	"time"
 
 	"github.com/omniroute/gateway/transport/upstream"
 )
@@ -9,13 +11,23 @@ import (
 // registry tracks the cancel handle of every in-flight upstream exchange so
 // that a client hang-up (by slot) or a forced shutdown (all) can abort them.
 // It is sharded so that registering is not one lock for every request.
+//
+// It also arms client hang-up detection lazily: a request is only watched
+// (two epoll_ctl syscalls) once it has been in flight for armDelay, so the
+// many requests that finish sooner never pay for it. A client that left
+// before the arming is still seen, because epoll reports a hang-up that is
+// already pending when the socket is added.
 type registry struct {
 	shards [registryShards]regShard
-	next   uint32
-	mu     sync.Mutex
+	arm    armer
 }
 
 const registryShards = 32
+
+// armDelay is how long a request waits before its client socket is
+// watched; with the sweep interval it bounds hang-up detection to well
+// under 100 ms.
+const armDelay = 10 * time.Millisecond
 
 type regShard struct {
 	mu    sync.Mutex
@@ -27,6 +39,9 @@ type regShard struct {
 type regSlot struct {
 	gen    uint32
 	cancel *upstream.Cancel
+	conn   net.Conn // client connection to watch, nil when not watchable
+	since  time.Time
+	fd     int // >= 0 while armed
 }
 
 // regToken identifies a registration.
@@ -36,9 +51,17 @@ type regToken struct {
 	gen   uint32
 }
 
+// armer arms and disarms hang-up watches; the registry calls it with the
+// shard lock held.
+type armer interface {
+	arm(conn net.Conn, t regToken) (fd int, ok bool)
+	disarm(fd int)
+}
+
 func newRegistry() *registry { return &registry{} }
 
-func (r *registry) register(c *upstream.Cancel, hint uint32) regToken {
+// register adds c; conn is the client connection to watch (nil if none).
+func (r *registry) register(c *upstream.Cancel, hint uint32, conn net.Conn, now time.Time) regToken {
 	si := hint % registryShards
 	s := &r.shards[si]
 	s.mu.Lock()
@@ -48,11 +71,11 @@ func (r *registry) register(c *upstream.Cancel, hint uint32) regToken {
 		s.free = s.free[:n-1]
 	} else {
 		idx = uint32(len(s.slots))
-		s.slots = append(s.slots, regSlot{})
+		s.slots = append(s.slots, regSlot{fd: -1})
 	}
 	sl := &s.slots[idx]
 	sl.gen++
-	sl.cancel = c
+	sl.cancel, sl.conn, sl.since, sl.fd = c, conn, now, -1
 	t := regToken{shard: si, idx: idx, gen: sl.gen}
 	s.mu.Unlock()
 	return t
@@ -62,10 +85,37 @@ func (r *registry) unregister(t regToken) {
 	s := &r.shards[t.shard]
 	s.mu.Lock()
 	if int(t.idx) < len(s.slots) && s.slots[t.idx].gen == t.gen && s.slots[t.idx].cancel != nil {
-		s.slots[t.idx].cancel = nil
+		sl := &s.slots[t.idx]
+		if sl.fd >= 0 && r.arm != nil {
+			r.arm.disarm(sl.fd)
+		}
+		sl.cancel, sl.conn, sl.fd = nil, nil, -1
 		s.free = append(s.free, t.idx)
 	}
 	s.mu.Unlock()
+}
+
+// armDue arms the watch of every request in flight since before cutoff.
+func (r *registry) armDue(cutoff time.Time) {
+	if r.arm == nil {
+		return
+	}
+	for i := range r.shards {
+		s := &r.shards[i]
+		s.mu.Lock()
+		for j := range s.slots {
+			sl := &s.slots[j]
+			if sl.cancel == nil || sl.conn == nil || sl.fd >= 0 || sl.since.After(cutoff) {
+				continue
+			}
+			if fd, ok := r.arm.arm(sl.conn, regToken{shard: uint32(i), idx: uint32(j), gen: sl.gen}); ok {
+				sl.fd = fd
+			} else {
+				sl.conn = nil // not watchable; do not retry every sweep
+			}
+		}
+		s.mu.Unlock()
+	}
 }
 
 // cancel aborts the exchange registered under t, if it is still the same.

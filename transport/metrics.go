@@ -73,10 +73,12 @@ func newMetrics(cat *catalog.Catalog) *gwMetrics {
 	m.ttfb = make([]*metrics.Histogram, len(cat.Targets))
 	for i, t := range cat.Targets {
 		m.names[i] = t.Name
+		// GetOrCreate: two models may share a target (same connection and
+		// upstream model), and then they share its series.
 		for c := messages.FailureClass(0); c < messages.NumFailureClasses; c++ {
-			m.attempts[i][c] = m.set.NewCounter(fmt.Sprintf(`omniroute_upstream_attempts_total{target=%q,outcome=%q}`, t.Name, c.String()))
+			m.attempts[i][c] = m.set.GetOrCreateCounter(fmt.Sprintf(`omniroute_upstream_attempts_total{target=%q,outcome=%q}`, t.Name, c.String()))
 		}
-		m.ttfb[i] = m.set.NewHistogram(fmt.Sprintf(`omniroute_upstream_ttfb_seconds{target=%q}`, t.Name))
+		m.ttfb[i] = m.set.GetOrCreateHistogram(fmt.Sprintf(`omniroute_upstream_ttfb_seconds{target=%q}`, t.Name))
 	}
 	m.set.NewGauge(`omniroute_requests_inflight`, func() float64 { return float64(m.inflight.Load()) })
 	metrics.RegisterSet(m.set)

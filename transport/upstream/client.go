@@ -50,10 +50,13 @@ type Client struct {
 // New returns a client. Close it to drop idle connections.
 func New(o Options) *Client {
 	hc := &fasthttp.HostClient{
-		Addr:                          o.Addr,
-		IsTLS:                         o.TLS,
-		MaxConns:                      o.MaxConns,
-		MaxIdleConnDuration:           60 * time.Second,
+		Addr:                o.Addr,
+		IsTLS:               o.TLS,
+		MaxConns:            o.MaxConns,
+		MaxIdleConnDuration: 60 * time.Second,
+		// When every pooled connection is busy, wait briefly for one to free
+		// up, then fail with ErrBusy (a local condition, not the provider's).
+		MaxConnWaitTimeout:            min(maxConnWait, o.ConnectTimeout),
 		ConnPoolStrategy:              fasthttp.LIFO,
 		NoDefaultUserAgentHeader:      true,
 		DisableHeaderNamesNormalizing: true,
@@ -91,7 +94,13 @@ var (
 	ErrTimeout  = errors.New("upstream: timeout")
 	ErrConnect  = errors.New("upstream: cannot connect")
 	ErrTooLarge = errors.New("upstream: response body too large")
+	// ErrBusy: all MaxConns connections to this upstream stayed busy for
+	// the whole wait; the provider was never asked.
+	ErrBusy = errors.New("upstream: connection pool exhausted")
 )
+
+// maxConnWait bounds the wait for a free pooled connection.
+const maxConnWait = 2 * time.Second
 
 // Cancel aborts an exchange from another goroutine by closing its
 // connection. The zero value is ready; it is reusable after Reset.
@@ -184,6 +193,9 @@ func (c *Client) roundTrip(x *Exchange, stream bool, start time.Time) error {
 	for attempt := 0; ; attempt++ {
 		cc, err := c.hc.AcquireConn(c.opts.ConnectTimeout, false)
 		if err != nil {
+			if errors.Is(err, fasthttp.ErrNoFreeConns) {
+				return ErrBusy
+			}
 			if isTimeout(err) {
 				return ErrTimeout
 			}

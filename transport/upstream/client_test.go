@@ -193,3 +193,26 @@ func TestStaleConnectionRetried(t *testing.T) {
 		x.Release()
 	}
 }
+
+func TestPoolExhaustedIsBusy(t *testing.T) {
+	release := make(chan struct{})
+	addr := server(t, func(ctx *fasthttp.RequestCtx) { <-release })
+	c := New(Options{Addr: addr, MaxConns: 1, ConnectTimeout: 200 * time.Millisecond, TTFBTimeout: 5 * time.Second, TotalTimeout: 5 * time.Second, MaxResponseBytes: 1 << 20})
+	defer c.Close()
+	first := make(chan error, 1)
+	go func() {
+		x, err := do(t, c, nil, false)
+		x.Release()
+		first <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let the first exchange take the only connection
+	x, err := do(t, c, nil, false)
+	x.Release()
+	close(release)
+	if !errors.Is(err, ErrBusy) {
+		t.Fatalf("err = %v, want ErrBusy", err)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("first exchange: %v", err)
+	}
+}
