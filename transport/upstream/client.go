@@ -19,7 +19,6 @@ import (
 	"io"
 	"net"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -190,7 +189,7 @@ func (c *Client) Do(x *Exchange, cancel *Cancel, stream bool) error {
 }
 
 func (c *Client) roundTrip(x *Exchange, stream bool, start time.Time) error {
-	for attempt := 0; ; attempt++ {
+	for {
 		cc, err := c.hc.AcquireConn(c.opts.ConnectTimeout, false)
 		if err != nil {
 			if errors.Is(err, fasthttp.ErrNoFreeConns) {
@@ -201,7 +200,14 @@ func (c *Client) roundTrip(x *Exchange, stream bool, start time.Time) error {
 			}
 			return errors.Join(ErrConnect, err)
 		}
-		reused := !cc.LastUseTime().IsZero() && cc.LastUseTime().After(cc.CreatedTime())
+		// A pooled connection the provider closed while it sat idle has its
+		// FIN waiting in the socket: drop it and take another. Requests are
+		// never re-sent after a failure (inference is not idempotent and
+		// costs money), so stale connections must be caught here.
+		if !cc.LastUseTime().IsZero() && cc.LastUseTime().After(cc.CreatedTime()) && peerClosed(cc.Conn()) {
+			c.hc.CloseConn(cc)
+			continue
+		}
 		x.conn = cc.Conn()
 		hc := c.hc
 		x.release = func(reuse bool) {
@@ -214,18 +220,7 @@ func (c *Client) roundTrip(x *Exchange, stream bool, start time.Time) error {
 		if x.cancel != nil && !x.cancel.bind(x.conn) {
 			return ErrCanceled
 		}
-		err = c.exchange(x, stream, start)
-		if err == nil {
-			return nil
-		}
-		// A pooled connection the server closed while idle fails before any
-		// response byte; the request never reached a handler, so one retry
-		// on a fresh connection is safe.
-		retryable := reused && attempt == 0 && isStaleConn(err) && (x.cancel == nil || !x.cancel.Cancelled())
-		x.finish(false)
-		if !retryable {
-			return err
-		}
+		return c.exchange(x, stream, start)
 	}
 }
 
@@ -383,16 +378,6 @@ func isTimeout(err error) bool {
 	}
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
-}
-
-// isStaleConn reports errors that mean "the server had closed this pooled
-// connection before our request arrived".
-func isStaleConn(err error) bool {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
-		return true
-	}
-	var nr fasthttp.ErrNothingRead
-	return errors.As(err, &nr)
 }
 
 // Buffer reads the rest of a streamed body into Resp, bounded by

@@ -155,9 +155,10 @@ func TestResponseTooLarge(t *testing.T) {
 	}
 }
 
-// TestStaleConnectionRetried: the server closes a kept-alive connection
-// while it is idle; the next exchange must not fail.
-func TestStaleConnectionRetried(t *testing.T) {
+// TestStaleConnectionNotUsed: the server closes a kept-alive connection
+// while it is idle; the next exchange must notice before sending and use a
+// fresh connection.
+func TestStaleConnectionNotUsed(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -214,5 +215,54 @@ func TestPoolExhaustedIsBusy(t *testing.T) {
 	}
 	if err := <-first; err != nil {
 		t.Fatalf("first exchange: %v", err)
+	}
+}
+
+// TestNoResendAfterWrite: a reused connection that breaks after the request
+// was written is an error, never a second send (inference costs money).
+func TestNoResendAfterWrite(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var requests atomic.Int32
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func(conn net.Conn) {
+				defer conn.Close()
+				br := bufio.NewReader(conn)
+				for n := 0; ; n++ {
+					var req fasthttp.Request
+					if err := req.Read(br); err != nil {
+						return
+					}
+					requests.Add(1)
+					if n == 1 {
+						return // read the second request, then drop the connection
+					}
+					conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+				}
+			}(conn)
+		}
+	}()
+	c := client(ln.Addr().String(), time.Second, time.Second)
+	defer c.Close()
+	x, err := do(t, c, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Release()
+	x, err = do(t, c, nil, false)
+	x.Release()
+	if err == nil {
+		t.Fatal("broken exchange reported success")
+	}
+	if n := requests.Load(); n != 2 {
+		t.Fatalf("server saw %d requests; want 2 (no re-send)", n)
 	}
 }
