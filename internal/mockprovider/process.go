@@ -47,6 +47,7 @@ func StartProcess(ctx context.Context, exe string, args ...string) (*Process, er
 	cmd.Stdout = &readyWriter{ready: ready}
 	cmd.Stderr = p.stderr
 	cmd.WaitDelay = 2 * time.Second // do not hang on pipes a grandchild kept open
+	setParentDeath(cmd)             // a test binary killed by -timeout must not leave the mock running
 	p.Cmd = cmd
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("mockprovider: start %s: %w", exe, err)
