@@ -37,6 +37,7 @@ func svc(mode string, mutate func(*config.ServiceConfig)) config.ServiceConfig {
 		HealthPath:       "/health",
 		Identity:         "svctest",
 		HealthIntervalMs: 100,
+		StartTimeoutMs:   10_000, // generous: a -race child can be slow to start on a loaded machine
 		StopTimeoutMs:    2000,
 	}
 	if mutate != nil {

@@ -34,6 +34,7 @@ type Spec struct {
 	HealthInterval time.Duration
 	HealthTimeout  time.Duration
 	HealthFailures int
+	StartTimeout   time.Duration
 	StopTimeout    time.Duration
 	LogBufferBytes int64
 	AutoStart      bool
@@ -71,9 +72,9 @@ const (
 func (s *Spec) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)) }
 
 // StartWait bounds how long a start can take to conclude: the probe
-// before spawning, three health intervals, and a kill after that.
+// before spawning, the start timeout, and a kill after that.
 func (s *Spec) StartWait() time.Duration {
-	return 3*s.HealthInterval + s.HealthTimeout + 5*time.Second
+	return s.StartTimeout + s.HealthTimeout + 5*time.Second
 }
 
 // StopWait bounds how long a stop can take.
@@ -85,14 +86,19 @@ type BuildOptions struct {
 	Self string
 	// DataDir holds <DataDir>/services/<name> for {data_dir}.
 	DataDir string
-	// Getenv reads the gateway's environment (nil = os.LookupEnv).
-	Getenv func(string) (string, bool)
+	// Getenv reads the variables named in env_passthrough (nil =
+	// os.LookupEnv); BaseEnv reads PATH, HOME and the like (nil =
+	// os.LookupEnv).
+	Getenv  func(string) (string, bool)
+	BaseEnv func(string) (string, bool)
 	// Ports overrides configured ports by service name (BIFROST_PORT).
 	Ports map[string]int
 }
 
-// baseEnv are the variables every child inherits from the gateway.
-var baseEnv = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR", "TZ"}
+// baseEnv are the variables every child inherits from the gateway's own
+// environment (GORACE only matters to race-enabled builds, such as test
+// binaries standing in for a sidecar).
+var baseEnv = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR", "TZ", "GORACE"}
 
 // FromConfig resolves every service of the file, sorted by name. A port of
 // 0 is replaced by a free loopback port, chosen now and kept for the
@@ -100,6 +106,9 @@ var baseEnv = []string{"PATH", "HOME", "USER", "LANG", "LC_ALL", "TMPDIR", "TZ"}
 func FromConfig(services map[string]config.ServiceConfig, o BuildOptions) ([]Spec, error) {
 	if o.Getenv == nil {
 		o.Getenv = os.LookupEnv
+	}
+	if o.BaseEnv == nil {
+		o.BaseEnv = os.LookupEnv
 	}
 	if o.Self == "" {
 		self, err := os.Executable()
@@ -126,6 +135,7 @@ func FromConfig(services map[string]config.ServiceConfig, o BuildOptions) ([]Spe
 		if s.HealthFailures == 0 {
 			s.HealthFailures = DefaultHealthFailures
 		}
+		s.StartTimeout = orDefault(c.StartTimeoutMs, 3*s.HealthInterval)
 		r := c.Restart
 		s.Restart = RestartPolicy{Enabled: r.Policy != config.RestartNever,
 			Initial: orDefault(r.InitialBackoffMs, DefaultInitialBackoff), Max: orDefault(r.MaxBackoffMs, DefaultMaxBackoff),
@@ -148,7 +158,7 @@ func FromConfig(services map[string]config.ServiceConfig, o BuildOptions) ([]Spe
 			s.Args = append(s.Args, repl.Replace(a))
 		}
 		for _, k := range baseEnv {
-			if v, ok := o.Getenv(k); ok {
+			if v, ok := o.BaseEnv(k); ok {
 				s.Env = append(s.Env, k+"="+v)
 			}
 		}

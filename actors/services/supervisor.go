@@ -466,7 +466,7 @@ func (s *supervisor) spawn() {
 	s.spawnedAt = s.now()
 	s.startedAt = s.spawnedAt
 	s.event("started pid %d on port %d", c.pid, s.spec.Port)
-	s.tDeadline = s.after(3*s.spec.HealthInterval, startDeadline{gen})
+	s.tDeadline = s.after(s.spec.StartTimeout, startDeadline{gen})
 	s.tHealth = s.after(min(startProbeEvery, s.spec.HealthInterval), healthTick{gen})
 	s.publish()
 }
@@ -538,7 +538,7 @@ func (s *supervisor) onStartDeadline(m startDeadline) {
 	if m.gen != s.gen || s.state != Starting || s.proc == nil {
 		return
 	}
-	s.killReason = fmt.Sprintf("did not become healthy within %dms (3 health intervals)", (3 * s.spec.HealthInterval).Milliseconds())
+	s.killReason = fmt.Sprintf("did not become healthy within %dms of starting", s.spec.StartTimeout.Milliseconds())
 	s.proc.signalGroup(syscall.SIGKILL)
 }
 

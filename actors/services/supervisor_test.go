@@ -27,7 +27,7 @@ func TestStartToHealthyThenStop(t *testing.T) {
 	}
 	st, err := h.Start(ctx10(t))
 	if err != nil || st.State != Running || st.Health != Healthy || st.PID == nil || st.Adopted || st.StartedAt == nil || st.Instance == "" {
-		t.Fatalf("start: %v %+v", err, st)
+		t.Fatalf("start: %v %+v %v", err, st, st.LastError)
 	}
 	pid := *st.PID
 	if !processAlive(pid) {
@@ -178,7 +178,7 @@ func TestStopKillsGrandchildren(t *testing.T) {
 	h := e.get("forker")
 	st, err := h.Start(ctx10(t))
 	if err != nil || st.State != Running {
-		t.Fatalf("start: %v %+v", err, st)
+		t.Fatalf("start: %v %+v %v", err, st, st.LastError)
 	}
 	line := waitLog(t, h, "grandchild ")
 	gpid, err := strconv.Atoi(strings.TrimPrefix(line, "grandchild "))
@@ -198,7 +198,7 @@ func TestStopEscalatesToSIGKILL(t *testing.T) {
 	h := e.get("stubborn")
 	st, err := h.Start(ctx10(t))
 	if err != nil || st.State != Running {
-		t.Fatalf("start: %v %+v", err, st)
+		t.Fatalf("start: %v %+v %v", err, st, st.LastError)
 	}
 	pid := *st.PID
 	began := time.Now()
@@ -274,7 +274,7 @@ func TestStrangerOnPortIsConflict(t *testing.T) {
 			h := e.get("api")
 			st, err := h.Start(ctx10(t))
 			if err != nil || st.State != Error || st.PID != nil || st.LastError == nil {
-				t.Fatalf("start: %v %+v", err, st)
+				t.Fatalf("start: %v %+v %v", err, st, st.LastError)
 			}
 			msg := *st.LastError
 			if !strings.HasPrefix(msg, "port conflict: 127.0.0.1:"+strconv.Itoa(port)+" is already in use") || !strings.Contains(msg, tc.wantMsg) ||
@@ -291,12 +291,13 @@ func TestStrangerOnPortIsConflict(t *testing.T) {
 func TestNeverHealthyIsKilledAtTheDeadline(t *testing.T) {
 	e := newEnv(t, map[string]config.ServiceConfig{"slow": svc(svctest.Unhealthy, func(c *config.ServiceConfig) {
 		c.HealthIntervalMs = 50
+		c.StartTimeoutMs = 300
 		c.Restart.Policy = config.RestartNever
 	})}, Options{})
 	h := e.get("slow")
 	st, err := h.Start(ctx10(t))
-	if err != nil || st.State != Error || st.LastError == nil || *st.LastError != "did not become healthy within 150ms (3 health intervals)" {
-		t.Fatalf("start: %v %+v", err, st)
+	if err != nil || st.State != Error || st.LastError == nil || *st.LastError != "did not become healthy within 300ms of starting" {
+		t.Fatalf("start: %v %+v %v", err, st, st.LastError)
 	}
 	if st.LastExit == nil || st.LastExit.Signal != "killed" || st.NextRestartAt != nil {
 		t.Fatalf("exit %+v", st)
@@ -311,7 +312,7 @@ func TestFailedLivenessRestartsTheProcess(t *testing.T) {
 	h := e.get("api")
 	st, err := h.Start(ctx10(t))
 	if err != nil || st.State != Running {
-		t.Fatalf("start: %v %+v", err, st)
+		t.Fatalf("start: %v %+v %v", err, st, st.LastError)
 	}
 	first := *st.PID
 	resp, err := (&http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}).Post("http://"+h.Addr()+"/sick", "text/plain", nil)
@@ -438,7 +439,7 @@ func TestFromConfigExpandsAndIsolates(t *testing.T) {
 		"bifrost": {Command: "bifrost", Args: []string{"-host", "{host}", "-port", "{port}", "-app-dir", "{data_dir}"},
 			EnvPassthrough: []string{"OPENAI_API_KEY"}, Env: map[string]string{"LISTEN": "{addr}"}, HealthPath: "/v1/models"},
 		"mock": {Command: "{self}", Port: 4321, HealthPath: "/h"},
-	}, BuildOptions{Self: "/opt/omniroute", DataDir: "/data", Getenv: getenv, Ports: map[string]int{"bifrost": 8089}})
+	}, BuildOptions{Self: "/opt/omniroute", DataDir: "/data", Getenv: getenv, BaseEnv: getenv, Ports: map[string]int{"bifrost": 8089}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,11 +17,13 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/testutil"
 )
 
 // TestMain lets tests re-execute this binary as the real omniroute command.
 func TestMain(m *testing.M) {
+	mockprovider.RunIfSubcommand() // the supervised mock service spawns this binary
 	if os.Getenv("OMNIROUTE_TEST_AS_MAIN") == "1" {
 		os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
 	}

@@ -41,6 +41,10 @@ type ServiceConfig struct {
 	HealthTimeoutMs int `json:"health_timeout_ms,omitempty"`
 	// HealthFailures consecutive failed checks make it unhealthy (default 3).
 	HealthFailures int `json:"health_failures,omitempty"`
+	// StartTimeoutMs is how long a spawned service may take to pass its
+	// first health check before it is killed and counted as a crash
+	// (default 3 health intervals).
+	StartTimeoutMs int `json:"start_timeout_ms,omitempty"`
 	// StopTimeoutMs is the grace between SIGTERM and SIGKILL (default 15000).
 	StopTimeoutMs int `json:"stop_timeout_ms,omitempty"`
 	// LogBufferBytes bounds the kept log lines (default 5 MiB).
@@ -204,6 +208,7 @@ func validateServiceSections(f *File) []string {
 			{"health_interval_ms", s.HealthIntervalMs, 3_600_000, 10},
 			{"health_timeout_ms", s.HealthTimeoutMs, 600_000, 10},
 			{"health_failures", s.HealthFailures, 100, 1},
+			{"start_timeout_ms", s.StartTimeoutMs, 3_600_000, 10},
 			{"stop_timeout_ms", s.StopTimeoutMs, 600_000, 10},
 			{"restart.initial_backoff_ms", s.Restart.InitialBackoffMs, 3_600_000, 1},
 			{"restart.max_backoff_ms", s.Restart.MaxBackoffMs, 86_400_000, 1},
