@@ -80,24 +80,36 @@ func (c *call) relayBifrost(host context.Context, base string, tok *relay.Token,
 		c.bifrostAnswer(base, x)
 		return bifrostDone, false, ""
 	}
-	// A stream commits at its first event: until then a failure still
-	// falls back (or is a 502 when forced); after it, it never does.
+	// A stream commits at its first content event, as on the native path:
+	// content-free start-up events (a role-only delta) are held back, so a
+	// failure right after them still falls back (or is a 502 when forced)
+	// without the caller having seen a byte. After the commit it never
+	// falls back. An error event the provider sends is passed on.
 	c.rd.Reset(x.Body())
-	x.SetReadDeadline(time.Now().Add(timeout))
-	ev, err := c.rd.Next()
-	if err != nil {
-		class := classifyStreamError(x, err)
-		x.Release()
-		c.untrack()
-		if class == messages.Canceled {
-			ctx.SetConnectionClose()
-			ctx.SetStatusCode(499)
-			return bifrostCanceled, false, ""
+	c.pending, c.pendOff, c.terminal = c.pending[:0], c.pendOff[:0], false
+	for n := 0; ; n++ {
+		x.SetReadDeadline(time.Now().Add(timeout))
+		ev, err := c.rd.Next()
+		if err != nil {
+			class := classifyStreamError(x, err)
+			x.Release()
+			c.untrack()
+			if class == messages.Canceled {
+				ctx.SetConnectionClose()
+				ctx.SetStatusCode(499)
+				return bifrostCanceled, false, ""
+			}
+			return bifrostFailed, false, "Bifrost stream ended before its first content event (" + class.String() + ")"
 		}
-		return bifrostFailed, false, "Bifrost stream ended before its first event (" + class.String() + ")"
+		c.hold(ev)
+		if c.isTerminal(ev) {
+			c.terminal = true
+			break
+		}
+		if c.isErrorEvent(ev) || !c.isStartup(ev) || n+1 >= maxHeldEvents || len(c.pending) >= maxHeldBytes {
+			break
+		}
 	}
-	c.pending = append(c.pending[:0], ev.Raw...)
-	c.terminal = bytes.Equal(bytes.TrimSpace(ev.Data), []byte("[DONE]"))
 	r.cool.Clear(base)
 	ctx.SetStatusCode(status)
 	copyResponseHeaders(&ctx.Response.Header, &x.Resp.Header)
@@ -181,7 +193,7 @@ func (b *bifrostStream) Read([]byte) (int, error) { return 0, io.EOF }
 // flushes per Write.
 func (b *bifrostStream) SupportsBodyWriteTo() bool { return true }
 
-// WriteTo writes the first event, then every later one. The idle deadline
+// WriteTo writes the held events, then every later one. The idle deadline
 // (BIFROST_TIMEOUT_MS) is re-armed per event. A break after the commit
 // ends the stream with an in-band error and, in auto mode, cools the relay
 // (the next requests go native until the cooldown ends); it never falls
@@ -189,20 +201,30 @@ func (b *bifrostStream) SupportsBodyWriteTo() bool { return true }
 func (b *bifrostStream) WriteTo(w io.Writer) (int64, error) {
 	c := b.c
 	x := c.x
-	n, err := w.Write(c.pending)
-	total := int64(n)
-	if err != nil {
-		c.cancel.Cancel()
-		return total, err
+	var total int64
+	prev := 0
+	for _, off := range c.pendOff {
+		n, err := w.Write(c.pending[prev:off])
+		total += int64(n)
+		if err != nil {
+			c.cancel.Cancel()
+			return total, err
+		}
+		prev = off
 	}
-	events := 1
+	events := len(c.pendOff)
+	sawFinish := bytes.Contains(c.pending, finishReasonSet)
 	for !c.terminal {
 		x.SetReadDeadline(time.Now().Add(c.idle))
 		ev, err := c.rd.Next()
 		if err != nil {
-			if err == io.EOF {
+			if err == io.EOF && sawFinish {
+				// Some OpenAI-compatible servers end without [DONE].
+				n, werr := w.Write(doneFrame)
+				total += int64(n)
 				x.MarkEOF()
-				break
+				c.g.metrics.events[c.route].Add(events)
+				return total, werr
 			}
 			class := classifyStreamError(x, err)
 			if class == messages.Canceled {
@@ -214,7 +236,11 @@ func (b *bifrostStream) WriteTo(w io.Writer) (int64, error) {
 				r := g.side.relay
 				r.cool.Record(b.base, g.clk.Now(), r.env.BifrostCooldown.Duration())
 			}
-			msg := "the Bifrost relay ended the stream before completing it (" + class.String() + "); the answer is incomplete, retry the request"
+			what := class.String()
+			if err == io.EOF {
+				what = "no final event"
+			}
+			msg := "the Bifrost relay ended the stream before completing it (" + what + "); the answer is incomplete, retry the request"
 			buf := make([]byte, 0, 256)
 			buf = append(buf, "data: "...)
 			buf = (&apierror.Error{Status: 502, Type: "server_error", Code: "stream_interrupted", Message: msg}).Append(buf, apierror.OpenAI, "")
@@ -232,7 +258,10 @@ func (b *bifrostStream) WriteTo(w io.Writer) (int64, error) {
 			return total, err
 		}
 		events++
-		if bytes.Equal(bytes.TrimSpace(ev.Data), []byte("[DONE]")) {
+		if !sawFinish && bytes.Contains(ev.Data, finishReasonSet) {
+			sawFinish = true
+		}
+		if c.isTerminal(ev) || c.isErrorEvent(ev) {
 			c.terminal = true
 		}
 	}
