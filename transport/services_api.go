@@ -140,6 +140,23 @@ func (g *Gateway) serviceAutoStart(ctx *fasthttp.RequestCtx, rid []byte, h *serv
 		writeMgmtError(ctx, rid, 400, "", "invalid_body", "request body is too large or incomplete; send {\"enabled\": true|false}")
 		return
 	}
+	enabled, code, msg := parseAutoStart(body)
+	if code != "" {
+		writeMgmtError(ctx, rid, 400, "", code, msg)
+		return
+	}
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := h.SetAutoStart(c, enabled); err != nil {
+		writeMgmtError(ctx, rid, 500, "", "internal_error", sanitize.Message(err.Error(), "could not save the setting"))
+		return
+	}
+	ctx.SetStatusCode(204)
+}
+
+// parseAutoStart decodes exactly {"enabled": true|false}. On bad input it
+// returns the error code and message to send with a 400.
+func parseAutoStart(body []byte) (enabled bool, code, msg string) {
 	var req struct {
 		Enabled *bool `json:"enabled"`
 	}
@@ -148,23 +165,17 @@ func (g *Gateway) serviceAutoStart(ctx *fasthttp.RequestCtx, rid []byte, h *serv
 	if err := dec.Decode(&req); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			writeMgmtError(ctx, rid, 400, "", "invalid_json", "Invalid JSON body; send {\"enabled\": true|false}")
-			return
+			return false, "invalid_json", "Invalid JSON body; send {\"enabled\": true|false}"
 		}
-		writeMgmtError(ctx, rid, 400, "", "invalid_body", "body must be {\"enabled\": true|false}: "+sanitize.Message(err.Error(), "wrong shape"))
-		return
+		return false, "invalid_body", "body must be {\"enabled\": true|false}: " + sanitize.Message(err.Error(), "wrong shape")
 	}
 	if dec.More() || req.Enabled == nil {
-		writeMgmtError(ctx, rid, 400, "", "invalid_body", "body must be exactly {\"enabled\": true|false}")
-		return
+		return false, "invalid_body", "body must be exactly {\"enabled\": true|false}"
 	}
-	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := h.SetAutoStart(c, *req.Enabled); err != nil {
-		writeMgmtError(ctx, rid, 500, "", "internal_error", sanitize.Message(err.Error(), "could not save the setting"))
-		return
+	if _, err := dec.Token(); err != io.EOF {
+		return false, "invalid_body", "body must be exactly {\"enabled\": true|false}"
 	}
-	ctx.SetStatusCode(204)
+	return *req.Enabled, "", ""
 }
 
 // readSmallBody reads a request body of at most limit bytes.
