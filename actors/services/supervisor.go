@@ -28,8 +28,10 @@ var (
 
 // Timings internal to the state machine.
 const (
-	// startProbeEvery is how often a starting service is probed until it
-	// is healthy (bounded by its health interval).
+	// A starting service is probed after 10 ms, then at doubling gaps up to
+	// startProbeEvery (bounded by its health interval), so a fast sidecar
+	// is running within milliseconds and a slow one costs few probes.
+	startProbeFirst = 10 * time.Millisecond
 	startProbeEvery = 100 * time.Millisecond
 	// prespawnTimeout bounds the probe before a spawn (reference: 3 s).
 	prespawnTimeout = 3 * time.Second
@@ -108,6 +110,7 @@ type supervisor struct {
 	healthFails  int
 	lastHealthAt time.Time
 	probing      bool
+	startProbes  int
 
 	restarts    uint64
 	consecutive int
@@ -467,7 +470,8 @@ func (s *supervisor) spawn() {
 	s.startedAt = s.spawnedAt
 	s.event("started pid %d on port %d", c.pid, s.spec.Port)
 	s.tDeadline = s.after(s.spec.StartTimeout, startDeadline{gen})
-	s.tHealth = s.after(min(startProbeEvery, s.spec.HealthInterval), healthTick{gen})
+	s.startProbes = 0
+	s.tHealth = s.after(s.startProbeDelay(), healthTick{gen})
 	s.publish()
 }
 
@@ -503,7 +507,7 @@ func (s *supervisor) onHealthDone(m healthDone) {
 			s.replyAll(&s.startWaiters, nil)
 			return
 		}
-		s.tHealth = s.after(min(startProbeEvery, s.spec.HealthInterval), healthTick{s.gen})
+		s.tHealth = s.after(s.startProbeDelay(), healthTick{s.gen})
 	case Running:
 		if r.ok {
 			s.health, s.healthFails = Healthy, 0
@@ -531,6 +535,13 @@ func (s *supervisor) onHealthDone(m healthDone) {
 		}
 		s.tHealth = s.after(s.spec.HealthInterval, healthTick{s.gen})
 	}
+}
+
+// startProbeDelay is the gap before the next probe of a starting service.
+func (s *supervisor) startProbeDelay() time.Duration {
+	d := startProbeFirst << min(s.startProbes, 4)
+	s.startProbes++
+	return min(d, startProbeEvery, s.spec.HealthInterval)
 }
 
 func (s *supervisor) onStartDeadline(m startDeadline) {
