@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -322,4 +323,45 @@ func TestGatewayShutdownLeavesNoChild(t *testing.T) {
 			t.Fatalf("pid %d survived the gateway's shutdown", p)
 		}
 	}
+}
+
+// TestServicesLogsThroughNetHTTP runs the logs stream behind the net/http
+// adapter: events are flushed one by one and a client that leaves ends the
+// subscription through the request context.
+func TestServicesLogsThroughNetHTTP(t *testing.T) {
+	g := startGW(t, withServices(t, map[string]config.ServiceConfig{"svc": svcConfig(svctest.Serve, nil)}), gwOpts{})
+	h := g.service("svc")
+	if _, err := h.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(g.gw.HTTPHandler())
+	defer srv.Close()
+	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	defer hc.CloseIdleConnections()
+	if r, err := hc.Get(srv.URL + "/api/services/svc/status"); err != nil || r.StatusCode != 200 {
+		t.Fatalf("status via net/http: %v %v", r, err)
+	} else {
+		r.Body.Close()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/services/svc/logs?tail=5&filter=ready", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sr := &sseReader{br: bufio.NewReader(resp.Body)}
+	if name, data, err := sr.next(); err != nil || name != "snapshot" || !strings.Contains(data, "svctest ready") {
+		t.Fatalf("snapshot via net/http: %q %q %v", name, data, err)
+	}
+	emit, err := hc.Post("http://"+h.Addr()+"/emit?line=ready-again", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emit.Body.Close()
+	if name, data, err := sr.next(); err != nil || name != "log" || !strings.Contains(data, "ready-again") {
+		t.Fatalf("live line via net/http: %q %q %v", name, data, err)
+	}
+	cancel()
+	resp.Body.Close()
+	waitFor(t, "unsubscribe after the net/http client left", func() bool { return h.Logs().Subscribers() == 0 })
 }

@@ -224,7 +224,7 @@ func b2f(b bool) float64 {
 
 var fallbackReasons = [...]string{relay.ReasonCooldown, relay.ReasonError, relay.ReasonIneligible, relay.ReasonProviderUnknown}
 
-// relayClient returns the pooled client for a Bifrost base URL.
+// client returns the pooled upstream client for a Bifrost host:port.
 func (r *relayRoute) client(hostport string, tls bool, g *Gateway) *upstream.Client {
 	r.mu.Lock()
 	defer r.mu.Unlock()
