@@ -71,6 +71,7 @@ type Gateway struct {
 	draining atomic.Bool
 	active   atomic.Int64
 	closed   atomic.Bool
+	side     *sidecars // services, engines, relay (sidecars.go)
 }
 
 // New builds a gateway on system: it resolves the catalog, creates the
@@ -94,6 +95,9 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	}
 	g := &Gateway{opts: o, log: o.Logger, clk: o.Clock, system: system, cat: cat, started: o.Clock.Now()}
 	g.rr = make([]atomic.Uint64, len(cat.Models))
+	if err := g.planServices(); err != nil {
+		return nil, err
+	}
 	if err := g.buildClients(); err != nil {
 		return nil, err
 	}
@@ -116,6 +120,10 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	g.health = []healthSection{
 		{"server", g.serverHealth},
 		{"targets", g.targetsHealth},
+	}
+	if err := g.startSidecars(system); err != nil {
+		g.Close()
+		return nil, err
 	}
 	return g, nil
 }
@@ -235,6 +243,7 @@ func (g *Gateway) Close() {
 	g.inflight.cancelAll()
 	g.hangups.Close()
 	g.targets.Stop()
+	g.closeSidecars()
 	for _, c := range g.clients {
 		c.Close()
 	}

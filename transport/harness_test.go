@@ -21,6 +21,7 @@ import (
 
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/internal/svctest"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/transport"
 )
@@ -34,6 +35,8 @@ var (
 
 func TestMain(m *testing.M) {
 	mockprovider.RunIfChild()
+	mockprovider.RunIfSubcommand() // supervised mock services spawn this binary
+	svctest.RunIfChild()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	p, err := mockprovider.StartProcess(ctx, "", "--listen", "127.0.0.1:0", "--quiet")
 	cancel()

@@ -54,6 +54,7 @@ type call struct {
 	idle     time.Duration
 	closing  atomic.Bool
 	respID   []byte
+	relayed  bool // the relay route authenticated it (relay_route.go)
 }
 
 var callPool = sync.Pool{New: func() any { return &call{} }}
@@ -131,7 +132,7 @@ func (c *call) handle(host context.Context) bool {
 		c.fail(errMediaType)
 		return false
 	}
-	id, _, decision := g.tenants.Identify(credential(&ctx.Request.Header), isLoopback(ctx))
+	id, decision := c.identify()
 	switch decision {
 	case tenantMissing:
 		c.fail(errMissingKey)
@@ -206,6 +207,9 @@ const (
 // over the cap is refused before any byte is read, and the connection is
 // closed instead of draining the upload.
 func (c *call) readBody() bool {
+	if c.body != nil {
+		return true // read already (the relay route reads it to decide)
+	}
 	ctx := c.ctx
 	limit := int64(c.g.opts.Env.Ingest.HardMaxBodyBytes)
 	cl := int64(ctx.Request.Header.ContentLength())

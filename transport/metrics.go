@@ -24,10 +24,11 @@ const (
 	routeHealth
 	routeMetrics
 	routeManagement
+	routeRelay
 	numRoutes
 )
 
-var routeNames = [numRoutes]string{"other", "chat", "messages", "responses", "models", "health", "metrics", "management"}
+var routeNames = [numRoutes]string{"other", "chat", "messages", "responses", "models", "health", "metrics", "management", "relay"}
 
 func surfaceRoute(s catalog.Surface) route {
 	switch s {

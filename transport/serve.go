@@ -44,6 +44,9 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 	case "/api/monitoring/health":
 		r = routeHealth
 		g.healthHandler(ctx)
+	case "/api/v1/relay/chat/completions":
+		g.relayChat(ctx, rid, host, start)
+		return // finished like an inference call
 	case "/metrics":
 		r = routeMetrics
 		if !ctx.IsGet() {
@@ -53,6 +56,10 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 		ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 		g.metrics.write(ctx)
 	default:
+		if g.managementRoute(ctx, path, rid, host) {
+			r = routeManagement
+			break
+		}
 		writeError(ctx, apierror.OpenAI, string(rid), errNotFound(string(path)))
 	}
 	g.metrics.request(r, ctx.Response.StatusCode())

@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,11 +19,13 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/testutil"
 )
 
 // TestMain lets tests re-execute this binary as the real omniroute command.
 func TestMain(m *testing.M) {
+	mockprovider.RunIfSubcommand() // the supervised mock service spawns this binary
 	if os.Getenv("OMNIROUTE_TEST_AS_MAIN") == "1" {
 		os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
 	}
@@ -86,10 +90,43 @@ func TestEmbeddedDefaultServesDemoWithoutConfig(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(b), `"chat.completion"`) {
 		t.Fatalf("demo: %d %s", resp.StatusCode, b)
 	}
+	// The demo is answered by a supervised child process, visible in the
+	// services API.
+	resp, err = hc.Get("http://" + addr + "/api/services/mockprovider/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		State, Health string
+		PID           int
+		AutoStart     bool
+	}
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	hc.CloseIdleConnections()
+	if err != nil || st.State != "running" || st.Health != "healthy" || st.PID == 0 || st.PID == os.Getpid() || !st.AutoStart {
+		t.Fatalf("mockprovider status %+v %v", st, err)
+	}
+	if err := syscall.Kill(st.PID, 0); err != nil {
+		t.Fatalf("mock pid %d not running: %v", st.PID, err)
+	}
 	sig <- syscall.SIGTERM
 	if c := <-code; c != 0 {
 		t.Fatalf("exit %d, stderr %s", c, errOut.String())
 	}
+	if alive(st.PID) {
+		t.Fatalf("the supervised mock (pid %d) outlived the gateway", st.PID)
+	}
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
 }
 
 func TestStartupErrors(t *testing.T) {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/logging"
-	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/transport"
 )
 
@@ -42,19 +41,12 @@ func run(args []string, environ map[string]string, stdout, stderr io.Writer, sig
 		getenv = func(k string) (string, bool) { v, ok := environ[k]; return v, ok }
 	}
 
-	services, err := startServices(file, log)
-	if err != nil {
-		fmt.Fprintf(stderr, "omniroute: %v\n", err)
-		return 1
-	}
-	defer services.stop()
-
 	actorLog := logging.AtLeast(log, slog.LevelWarn).With("component", "actors")
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLog }))
 	defer system.Shutdown()
 
 	gw, err := transport.New(system, transport.Options{
-		Env: env, File: file, Logger: log, ServiceAddr: services.addr, Getenv: getenv, Version: version,
+		Env: env, File: file, Logger: log, Getenv: getenv, Version: version,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "omniroute: %v\n", err)
@@ -101,56 +93,4 @@ func loadFile(env config.Env) (*config.File, string, error) {
 	}
 	f, err := config.DefaultFile()
 	return f, "embedded default", err
-}
-
-// localServices runs the services that service:// base URLs name.
-type localServices struct {
-	mock *mockprovider.Server
-}
-
-func startServices(f *config.File, log *slog.Logger) (*localServices, error) {
-	s := &localServices{}
-	for id, p := range f.Providers {
-		if name, ok := serviceName(p.BaseURL); ok {
-			if name != "mockprovider" {
-				return nil, fmt.Errorf("providers.%s.base_url names service %q, but the only bundled service is mockprovider", id, name)
-			}
-			if s.mock == nil {
-				s.mock = mockprovider.New(mockprovider.Options{})
-				addr, err := s.mock.Start("127.0.0.1:0")
-				if err != nil {
-					return nil, fmt.Errorf("starting the bundled mock provider: %w", err)
-				}
-				log.Info("mock provider started", "addr", addr)
-			}
-		}
-	}
-	return s, nil
-}
-
-func serviceName(baseURL string) (string, bool) {
-	const p = "service://"
-	if len(baseURL) <= len(p) || baseURL[:len(p)] != p {
-		return "", false
-	}
-	rest := baseURL[len(p):]
-	for i := 0; i < len(rest); i++ {
-		if rest[i] == '/' {
-			return rest[:i], true
-		}
-	}
-	return rest, true
-}
-
-func (s *localServices) addr(name string) (string, error) {
-	if name == "mockprovider" && s.mock != nil {
-		return s.mock.Addr(), nil
-	}
-	return "", fmt.Errorf("service %q is not running", name)
-}
-
-func (s *localServices) stop() {
-	if s.mock != nil {
-		_ = s.mock.Close()
-	}
 }

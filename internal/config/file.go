@@ -22,6 +22,12 @@ type File struct {
 	Models    map[string]Model    `json:"models"`
 	Tenants   []Tenant            `json:"tenants,omitempty"`
 	Auth      Auth                `json:"auth,omitempty"`
+	// Services are supervised sidecar processes (see file_services.go).
+	Services map[string]ServiceConfig `json:"services,omitempty"`
+	// Engines extend the router-backend registry (native is built in).
+	Engines map[string]EngineConfig `json:"engines,omitempty"`
+	// Relay configures POST /api/v1/relay/chat/completions.
+	Relay *RelayConfig `json:"relay,omitempty"`
 }
 
 // Provider is one upstream API endpoint family, e.g. OpenAI or a local sidecar.

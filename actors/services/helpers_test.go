@@ -1,0 +1,240 @@
+package services
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/goleak"
+
+	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/svctest"
+	"github.com/omniroute/gateway/internal/testutil"
+)
+
+func TestMain(m *testing.M) {
+	svctest.RunIfChild() // the supervisor spawns this binary as its services
+	goleak.VerifyTestMain(m, testutil.LeakOptions()...)
+}
+
+// svc returns the config of a helper service in mode, with short health
+// intervals; mutate adjusts it.
+func svc(mode string, mutate func(*config.ServiceConfig)) config.ServiceConfig {
+	c := config.ServiceConfig{
+		Command: config.SelfCommand,
+		Env: map[string]string{svctest.ModeEnv: mode, svctest.AddrEnv: "{addr}", svctest.NameEnv: "svctest",
+			"GORACE": "atexit_sleep_ms=0"}, // a -race child otherwise sleeps 1 s at exit
+		HealthPath:       "/health",
+		Identity:         "svctest",
+		HealthIntervalMs: 100,
+		StartTimeoutMs:   10_000, // generous: a -race child can be slow to start on a loaded machine
+		StopTimeoutMs:    2000,
+	}
+	if mutate != nil {
+		mutate(&c)
+	}
+	return c
+}
+
+type env struct {
+	t      *testing.T
+	m      *Manager
+	system *actor.ActorSystem
+	dir    string
+	closed bool
+}
+
+func newEnv(t *testing.T, services map[string]config.ServiceConfig, o Options) *env {
+	t.Helper()
+	if o.DataDir == "" {
+		o.DataDir = t.TempDir()
+	}
+	specs, err := FromConfig(services, BuildOptions{DataDir: o.DataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	m, err := Start(system, specs, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, m: m, system: system, dir: o.DataDir}
+	t.Cleanup(e.close)
+	return e
+}
+
+func (e *env) close() {
+	if e.closed {
+		return
+	}
+	e.closed = true
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	e.m.Close(ctx)
+	e.system.Shutdown()
+}
+
+func (e *env) get(name string) *Handle {
+	h, ok := e.m.Get(name)
+	if !ok {
+		e.t.Fatalf("no service %s", name)
+	}
+	return h
+}
+
+func ctx10(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// waitStatus polls until cond holds for h's status (5 s).
+func waitStatus(t *testing.T, h *Handle, what string, cond func(Status) bool) Status {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := h.Status()
+		if cond(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; status %+v", what, st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitLog waits for a log line starting with s and returns it.
+func waitLog(t *testing.T, h *Handle, s string) string {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, l := range h.Logs().Tail(1000, s) {
+			if strings.HasPrefix(l.Line, s) {
+				return l.Line
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no log line containing %q; have %+v", s, h.Logs().Tail(50, ""))
+	return ""
+}
+
+// fakeTimers is a Timers driven by Advance, sharing a fake clock with the
+// supervisor so that backoff, deadlines and crash windows move together.
+type fakeTimers struct {
+	mu     sync.Mutex
+	clk    *clock.Fake
+	timers []*fakeTimer
+	asked  []time.Duration
+}
+
+type fakeTimer struct {
+	at      time.Time
+	f       func()
+	stopped bool
+}
+
+func newFakeTimers() *fakeTimers {
+	return &fakeTimers{clk: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
+}
+
+func (ft *fakeTimers) AfterFunc(d time.Duration, f func()) func() bool {
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	t := &fakeTimer{at: ft.clk.Now().Add(d), f: f}
+	ft.timers = append(ft.timers, t)
+	ft.asked = append(ft.asked, d)
+	return func() bool {
+		ft.mu.Lock()
+		defer ft.mu.Unlock()
+		was := !t.stopped
+		t.stopped = true
+		return was
+	}
+}
+
+// Advance moves the clock by d and fires the timers that came due, in
+// order.
+func (ft *fakeTimers) Advance(d time.Duration) {
+	ft.mu.Lock()
+	now := ft.clk.Advance(d)
+	var due []*fakeTimer
+	keep := ft.timers[:0]
+	for _, t := range ft.timers {
+		switch {
+		case t.stopped:
+		case !t.at.After(now):
+			t.stopped = true
+			due = append(due, t)
+		default:
+			keep = append(keep, t)
+		}
+	}
+	ft.timers = keep
+	ft.mu.Unlock()
+	sort.SliceStable(due, func(i, j int) bool { return due[i].at.Before(due[j].at) })
+	for _, t := range due {
+		t.f()
+	}
+}
+
+// drive advances in steps until cond holds for h (5 s of wall time).
+func (ft *fakeTimers) drive(t *testing.T, h *Handle, step time.Duration, what string, cond func(Status) bool) Status {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := h.Status()
+		if cond(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out driving to %s; status %+v", what, st)
+		}
+		ft.Advance(step)
+		time.Sleep(3 * time.Millisecond)
+	}
+}
+
+// startHelper runs the helper service in mode outside any supervisor, on
+// addr, and returns it with its instance id once it is ready.
+func startHelper(t *testing.T, mode, addr, name string) (*exec.Cmd, string) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), svctest.ModeEnv+"="+mode, svctest.AddrEnv+"="+addr, svctest.NameEnv+"="+name, "GORACE=atexit_sleep_ms=0")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if _, inst, ok := strings.Cut(sc.Text(), " instance "); ok && strings.HasPrefix(sc.Text(), "svctest ready") {
+			go io.Copy(io.Discard, out) //nolint:errcheck
+			return cmd, inst
+		}
+	}
+	t.Fatal("helper did not become ready")
+	return nil, ""
+}

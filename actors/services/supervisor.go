@@ -1,0 +1,731 @@
+package services
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/omniroute/gateway/internal/ringbuf"
+	"github.com/omniroute/gateway/internal/sanitize"
+)
+
+// Errors a command can end with.
+var (
+	// ErrNotInstalled: start/restart of a service that is not installed.
+	ErrNotInstalled = errors.New("service is not installed")
+	// ErrNotInstallable: install found no program to run.
+	ErrNotInstallable = errors.New("service cannot be installed here")
+	// ErrBusy: uninstall of a service that is not stopped.
+	ErrBusy = errors.New("service is running")
+	// ErrClosed: the gateway is shutting down.
+	ErrClosed = errors.New("services are shutting down")
+)
+
+// Timings internal to the state machine.
+const (
+	// A starting service is probed after 10 ms, then at doubling gaps up to
+	// startProbeEvery (bounded by its health interval), so a fast sidecar
+	// is running within milliseconds and a slow one costs few probes.
+	startProbeFirst = 10 * time.Millisecond
+	startProbeEvery = 100 * time.Millisecond
+	// prespawnTimeout bounds the probe before a spawn (reference: 3 s).
+	prespawnTimeout = 3 * time.Second
+	// stopPollEvery is how often a stopping group is checked for members.
+	stopPollEvery = 25 * time.Millisecond
+	// killWait is how long the group may linger after SIGKILL before the
+	// stop is declared done anyway (a member stuck in the kernel).
+	killWait = 3 * time.Second
+	// readerGrace bounds output readers after the group is gone.
+	readerGrace = 2 * time.Second
+)
+
+// Commands (with a reply channel of capacity 1) and internal events.
+type (
+	result struct {
+		status Status
+		err    error
+	}
+	startCmd struct {
+		reply    chan result
+		explicit bool
+	}
+	stopCmd struct {
+		reply   chan result
+		closing bool
+	}
+	restartCmd   struct{ reply chan result }
+	autoStartCmd struct {
+		enabled bool
+		reply   chan result
+	}
+	installCmd struct {
+		install bool
+		reply   chan result
+	}
+	prespawnDone struct {
+		gen uint64
+		res probeResult
+	}
+	healthTick struct{ gen uint64 }
+	healthDone struct {
+		gen uint64
+		res probeResult
+	}
+	startDeadline struct{ gen uint64 }
+	restartDue    struct{ gen uint64 }
+	exited        struct {
+		gen  uint64
+		exit Exit
+	}
+	graceOver struct{ gen uint64 }
+	stopPoll  struct{ gen uint64 }
+)
+
+// supervisor is the actor that owns one service: its process, health,
+// restart policy and persisted choices. Every change publishes a new
+// Status snapshot; nothing reads the fields below from outside.
+type supervisor struct {
+	m    *Manager
+	h    *Handle
+	spec *Spec
+	self *actor.PID
+
+	state     State
+	health    Health
+	gen       uint64
+	proc      *child
+	spawnedAt time.Time
+	startedAt time.Time
+	adopted   bool
+	instance  string
+	lastError string
+	installed bool
+	autoStart bool
+
+	healthFails  int
+	lastHealthAt time.Time
+	probing      bool
+	startProbes  int
+
+	restarts    uint64
+	consecutive int
+	crashTimes  []time.Time
+	gaveUp      bool
+	nextRestart time.Time
+	backoff     time.Duration
+	lastExit    *Exit
+	killReason  string // set when the supervisor kills a child it will count as crashed
+
+	exitSeen bool
+	killed   bool
+	killedAt time.Time
+	closing  bool
+
+	startWaiters []chan result
+	stopWaiters  []chan result
+	afterStop    []chan result
+	pendingStart bool
+
+	tHealth, tDeadline, tRestart, tGrace, tPoll func() bool
+}
+
+func (s *supervisor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		s.self = ctx.Self()
+	case *actor.Stopping:
+		s.stopTimers()
+	case startCmd:
+		s.onStart(m)
+	case stopCmd:
+		s.onStop(m)
+	case restartCmd:
+		s.onRestart(m)
+	case autoStartCmd:
+		s.onAutoStart(m)
+	case installCmd:
+		s.onInstall(m)
+	case prespawnDone:
+		s.onPrespawn(m)
+	case healthTick:
+		s.onHealthTick(m)
+	case healthDone:
+		s.onHealthDone(m)
+	case startDeadline:
+		s.onStartDeadline(m)
+	case restartDue:
+		s.onRestartDue(m)
+	case exited:
+		s.onExited(m)
+	case graceOver:
+		s.onGraceOver(m)
+	case stopPoll:
+		s.onStopPoll(m)
+	}
+}
+
+// after schedules msg to this actor after d.
+func (s *supervisor) after(d time.Duration, msg any) func() bool {
+	root, pid := s.m.root, s.self
+	return s.m.timers.AfterFunc(d, func() { root.Send(pid, msg) })
+}
+
+func cancelTimer(t *func() bool) {
+	if *t != nil {
+		(*t)()
+		*t = nil
+	}
+}
+
+func (s *supervisor) stopTimers() {
+	for _, t := range []*func() bool{&s.tHealth, &s.tDeadline, &s.tRestart, &s.tGrace, &s.tPoll} {
+		cancelTimer(t)
+	}
+}
+
+func (s *supervisor) now() time.Time { return s.m.clk.Now() }
+
+// event records a supervisor line in the service's log, so the logs
+// stream shows starts, exits and restarts next to the output.
+func (s *supervisor) event(format string, args ...any) {
+	s.h.logs.Push(ringbuf.Stream("supervisor"), fmt.Sprintf(format, args...), s.now())
+}
+
+func (s *supervisor) status() Status {
+	st := Status{Tool: s.spec.Name, State: s.state, Health: s.health, Port: s.spec.Port, Adopted: s.adopted,
+		Instance: s.instance, Installed: s.installed, AutoStart: s.autoStart, Restarts: s.restarts,
+		Crashes: len(s.crashTimes), ConsecutiveCrashes: s.consecutive, GaveUp: s.gaveUp, HealthFailures: s.healthFails, LastExit: s.lastExit}
+	if s.proc != nil {
+		pid := s.proc.pid
+		st.PID = &pid
+	}
+	if !s.startedAt.IsZero() {
+		t := s.startedAt
+		st.StartedAt = &t
+	}
+	if s.lastError != "" {
+		e := s.lastError
+		st.LastError = &e
+	}
+	if !s.nextRestart.IsZero() {
+		t := s.nextRestart
+		st.NextRestartAt = &t
+		st.BackoffMs = s.backoff.Milliseconds()
+	}
+	if !s.lastHealthAt.IsZero() {
+		t := s.lastHealthAt
+		st.LastHealthAt = &t
+	}
+	return st
+}
+
+func (s *supervisor) publish() {
+	st := s.status()
+	s.h.snap.Store(&st)
+}
+
+func reply(ch chan result, st Status, err error) {
+	if ch != nil {
+		ch <- result{st, err}
+	}
+}
+
+func (s *supervisor) replyAll(list *[]chan result, err error) {
+	st := s.status()
+	for _, ch := range *list {
+		reply(ch, st, err)
+	}
+	*list = nil
+}
+
+// --- commands ---
+
+func (s *supervisor) onStart(m startCmd) {
+	switch {
+	case s.closing:
+		reply(m.reply, s.status(), ErrClosed)
+		return
+	case !s.installed:
+		reply(m.reply, s.status(), ErrNotInstalled)
+		return
+	}
+	switch s.state {
+	case Running:
+		reply(m.reply, s.status(), nil)
+	case Starting:
+		s.startWaiters = append(s.startWaiters, m.reply)
+	case Stopping:
+		s.pendingStart = true
+		s.afterStop = append(s.afterStop, m.reply)
+	default:
+		if m.explicit {
+			s.clearCrashes()
+		}
+		cancelTimer(&s.tRestart)
+		s.nextRestart, s.backoff = time.Time{}, 0
+		if m.reply != nil {
+			s.startWaiters = append(s.startWaiters, m.reply)
+		}
+		s.begin()
+	}
+}
+
+// clearCrashes forgets the crash history: an explicit start is the
+// operator saying "try again".
+func (s *supervisor) clearCrashes() {
+	s.gaveUp = false
+	s.consecutive = 0
+	s.crashTimes = nil
+}
+
+func (s *supervisor) onRestart(m restartCmd) {
+	switch {
+	case s.closing:
+		reply(m.reply, s.status(), ErrClosed)
+		return
+	case !s.installed:
+		reply(m.reply, s.status(), ErrNotInstalled)
+		return
+	}
+	s.clearCrashes()
+	switch {
+	case s.state == Stopping:
+		s.pendingStart = true
+		s.afterStop = append(s.afterStop, m.reply)
+	case s.proc != nil:
+		s.pendingStart = true
+		s.afterStop = append(s.afterStop, m.reply)
+		s.replyAll(&s.startWaiters, errors.New("start superseded by restart"))
+		s.beginStop()
+	default:
+		// Nothing of ours runs (stopped, error, adopted or probing): a
+		// fresh start; an adopted instance is probed and adopted again.
+		cancelTimer(&s.tRestart)
+		s.nextRestart, s.backoff = time.Time{}, 0
+		s.replyAll(&s.startWaiters, errors.New("start superseded by restart"))
+		s.startWaiters = append(s.startWaiters, m.reply)
+		s.begin()
+	}
+}
+
+func (s *supervisor) onStop(m stopCmd) {
+	if m.closing {
+		s.closing = true
+	}
+	switch {
+	case s.state == Stopping:
+		s.stopWaiters = append(s.stopWaiters, m.reply)
+	case s.proc != nil:
+		s.stopWaiters = append(s.stopWaiters, m.reply)
+		s.replyAll(&s.startWaiters, errors.New("start cancelled by stop"))
+		s.beginStop()
+	default:
+		// Nothing of ours runs: a probe in flight is invalidated, an
+		// adopted instance is released without a signal, a pending
+		// restart is cancelled.
+		s.gen++
+		s.stopTimers()
+		s.probing = false
+		if s.adopted {
+			s.event("released adopted instance %s on port %d (not signalled: the gateway did not start it)", s.instance, s.spec.Port)
+		}
+		s.adopted, s.instance = false, ""
+		s.startedAt, s.nextRestart, s.backoff = time.Time{}, time.Time{}, 0
+		s.health, s.healthFails = Unknown, 0
+		if s.state != NotInstalled {
+			s.state = Stopped
+			s.gaveUp = false
+		}
+		s.replyAll(&s.startWaiters, errors.New("start cancelled by stop"))
+		s.publish()
+		reply(m.reply, s.status(), nil)
+	}
+}
+
+func (s *supervisor) onAutoStart(m autoStartCmd) {
+	enabled := m.enabled
+	if err := s.m.store.update(s.spec.Name, s.now(), func(st *serviceState) { st.AutoStart = &enabled }); err != nil {
+		reply(m.reply, s.status(), err)
+		return
+	}
+	s.autoStart = enabled
+	s.publish()
+	reply(m.reply, s.status(), nil)
+}
+
+func (s *supervisor) onInstall(m installCmd) {
+	if !m.install {
+		if s.state != Stopped && s.state != Error && s.state != NotInstalled {
+			reply(m.reply, s.status(), ErrBusy)
+			return
+		}
+		f := false
+		if err := s.m.store.update(s.spec.Name, s.now(), func(st *serviceState) { st.Installed = &f }); err != nil {
+			reply(m.reply, s.status(), err)
+			return
+		}
+		s.gen++
+		s.stopTimers()
+		s.installed, s.state, s.nextRestart, s.backoff = false, NotInstalled, time.Time{}, 0
+		s.clearCrashes()
+		s.publish()
+		reply(m.reply, s.status(), nil)
+		return
+	}
+	if _, err := s.spec.resolveCommand(); err != nil {
+		reply(m.reply, s.status(), fmt.Errorf("%w: %v; install the program and set services.%s.command to it", ErrNotInstallable, err, s.spec.Name))
+		return
+	}
+	t := true
+	if err := s.m.store.update(s.spec.Name, s.now(), func(st *serviceState) { st.Installed = &t }); err != nil {
+		reply(m.reply, s.status(), err)
+		return
+	}
+	s.installed = true
+	if s.state == NotInstalled {
+		s.state, s.lastError = Stopped, ""
+	}
+	s.publish()
+	reply(m.reply, s.status(), nil)
+}
+
+// --- start ---
+
+// begin starts an attempt: probe the port first, then adopt or spawn.
+func (s *supervisor) begin() {
+	s.gen++
+	s.state, s.health, s.lastError = Starting, Unknown, ""
+	s.adopted, s.instance, s.healthFails, s.startedAt = false, "", 0, time.Time{}
+	s.publish()
+	gen, spec, hc, root, pid := s.gen, s.spec, s.m.hc, s.m.root, s.self
+	s.m.goProbe(func() {
+		timeout := min(prespawnTimeout, spec.HealthTimeout)
+		r := probe(s.m.ctx, hc, spec, timeout)
+		if !r.ok && !r.inUse {
+			r.inUse = portInUse(spec.Addr(), time.Second)
+		}
+		root.Send(pid, prespawnDone{gen, r})
+	})
+}
+
+func (s *supervisor) onPrespawn(m prespawnDone) {
+	if m.gen != s.gen || s.state != Starting {
+		return
+	}
+	r := m.res
+	switch {
+	case r.ok:
+		s.adopted, s.instance = true, r.instance
+		s.startedAt = s.now()
+		s.state, s.health = Running, Healthy
+		s.event("adopted the instance already serving port %d (instance %q)", s.spec.Port, r.instance)
+		s.tHealth = s.after(s.spec.HealthInterval, healthTick{s.gen})
+		s.publish()
+		s.replyAll(&s.startWaiters, nil)
+	case r.inUse:
+		msg := fmt.Sprintf("port conflict: 127.0.0.1:%d is already in use by a process that did not prove it is %s", s.spec.Port, s.spec.Name)
+		if r.detail != "" {
+			msg += " (" + r.detail + ")"
+		}
+		msg += "; stop that process or set services." + s.spec.Name + ".port to a free port, then start again"
+		s.fail(msg)
+	default:
+		s.spawn()
+	}
+}
+
+// fail ends an attempt in Error without a restart (a problem a restart
+// cannot fix: the port is taken, the program cannot be executed).
+func (s *supervisor) fail(msg string) {
+	s.state, s.health, s.lastError = Error, Unknown, msg
+	s.event("%s", msg)
+	s.publish()
+	s.replyAll(&s.startWaiters, nil)
+}
+
+func (s *supervisor) spawn() {
+	path, err := s.spec.resolveCommand()
+	if err != nil {
+		s.fail("cannot start " + s.spec.Name + ": " + sanitize.Message(err.Error(), "command not found"))
+		return
+	}
+	if err := os.MkdirAll(s.spec.Dir, 0o700); err != nil {
+		s.fail("cannot create the service directory: " + sanitize.Message(err.Error(), "permission denied"))
+		return
+	}
+	gen, root, pid := s.gen, s.m.root, s.self
+	c, err := startChild(s.m.spawner, path, s.spec.Args, s.spec.Env, s.spec.Dir, s.h.logs, s.m.clk, &s.m.wg,
+		func(e Exit) { root.Send(pid, exited{gen, e}) })
+	if err != nil {
+		s.fail("cannot start " + s.spec.Name + ": " + sanitize.Message(err.Error(), "exec failed"))
+		return
+	}
+	s.proc = c
+	s.spawnedAt = s.now()
+	s.startedAt = s.spawnedAt
+	s.event("started pid %d on port %d", c.pid, s.spec.Port)
+	s.tDeadline = s.after(s.spec.StartTimeout, startDeadline{gen})
+	s.startProbes = 0
+	s.tHealth = s.after(s.startProbeDelay(), healthTick{gen})
+	s.publish()
+}
+
+// --- health ---
+
+func (s *supervisor) onHealthTick(m healthTick) {
+	s.tHealth = nil
+	if m.gen != s.gen || (s.state != Starting && s.state != Running) || s.probing {
+		return
+	}
+	s.probing = true
+	gen, spec, hc, root, pid := s.gen, s.spec, s.m.hc, s.m.root, s.self
+	s.m.goProbe(func() {
+		root.Send(pid, healthDone{gen, probe(s.m.ctx, hc, spec, spec.HealthTimeout)})
+	})
+}
+
+func (s *supervisor) onHealthDone(m healthDone) {
+	if m.gen != s.gen {
+		return
+	}
+	s.probing = false
+	s.lastHealthAt = s.now()
+	r := m.res
+	switch s.state {
+	case Starting:
+		if r.ok {
+			cancelTimer(&s.tDeadline)
+			s.state, s.health, s.healthFails, s.instance = Running, Healthy, 0, r.instance
+			s.event("healthy after %dms", s.now().Sub(s.spawnedAt).Milliseconds())
+			s.tHealth = s.after(s.spec.HealthInterval, healthTick{s.gen})
+			s.publish()
+			s.replyAll(&s.startWaiters, nil)
+			return
+		}
+		s.tHealth = s.after(s.startProbeDelay(), healthTick{s.gen})
+	case Running:
+		if r.ok {
+			s.health, s.healthFails = Healthy, 0
+			s.publish()
+		} else {
+			s.healthFails++
+			if s.healthFails >= s.spec.HealthFailures && s.health != Unhealthy {
+				s.health = Unhealthy
+				s.lastError = fmt.Sprintf("health check failed %d times in a row: %s", s.healthFails, r.detail)
+				s.event("%s", s.lastError)
+				switch {
+				case s.adopted:
+					// Not ours to restart: report it and stop watching.
+					s.state = Error
+					s.publish()
+					return
+				case s.proc != nil && s.spec.Restart.Enabled:
+					s.killReason = s.lastError
+					s.proc.signalGroup(syscall.SIGKILL)
+					s.publish()
+					return // the exit restarts it
+				}
+			}
+			s.publish()
+		}
+		s.tHealth = s.after(s.spec.HealthInterval, healthTick{s.gen})
+	}
+}
+
+// startProbeDelay is the gap before the next probe of a starting service.
+func (s *supervisor) startProbeDelay() time.Duration {
+	d := startProbeFirst << min(s.startProbes, 4)
+	s.startProbes++
+	return min(d, startProbeEvery, s.spec.HealthInterval)
+}
+
+func (s *supervisor) onStartDeadline(m startDeadline) {
+	s.tDeadline = nil
+	if m.gen != s.gen || s.state != Starting || s.proc == nil {
+		return
+	}
+	s.killReason = fmt.Sprintf("did not become healthy within %dms of starting", s.spec.StartTimeout.Milliseconds())
+	s.proc.signalGroup(syscall.SIGKILL)
+}
+
+// --- exit and restart ---
+
+func (s *supervisor) onExited(m exited) {
+	if m.gen != s.gen || s.proc == nil {
+		return
+	}
+	e := m.exit
+	s.lastExit = &e
+	if s.state == Stopping {
+		s.exitSeen = true
+		s.event("pid %d exited (%s)", s.proc.pid, exitText(e))
+		s.checkStopped()
+		return
+	}
+	p := s.proc
+	p.signalGroup(syscall.SIGKILL) // leave no grandchild behind
+	p.closeReadersAfter(readerGrace)
+	s.proc = nil
+	cancelTimer(&s.tHealth)
+	cancelTimer(&s.tDeadline)
+	s.probing = false
+	reason := s.killReason
+	s.killReason = ""
+	if reason == "" {
+		reason = exitText(e)
+		if e.RanMs < FastCrash.Milliseconds() {
+			reason = "Fast crash (" + reason + ")"
+		} else {
+			reason = "crashed (" + reason + ")"
+		}
+	}
+	s.crash(reason, time.Duration(e.RanMs)*time.Millisecond)
+}
+
+func exitText(e Exit) string {
+	switch {
+	case e.Signal != "":
+		return "killed by signal " + e.Signal
+	case e.Code != nil:
+		return "exited with code " + strconv.Itoa(*e.Code)
+	case e.Error != "":
+		return e.Error
+	}
+	return "exited with code unknown"
+}
+
+// crash applies the restart policy after an unexpected end of the child.
+func (s *supervisor) crash(reason string, ran time.Duration) {
+	now := s.now()
+	s.health, s.healthFails, s.startedAt = Unknown, 0, time.Time{}
+	rp := s.spec.Restart
+	if ran >= rp.StableAfter {
+		s.consecutive = 0 // a stable run earns a fresh backoff
+	}
+	s.consecutive++
+	kept := s.crashTimes[:0]
+	for _, t := range s.crashTimes {
+		if now.Sub(t) < rp.Window {
+			kept = append(kept, t)
+		}
+	}
+	s.crashTimes = append(kept, now)
+	s.state, s.lastError = Error, reason
+	switch {
+	case s.closing || !rp.Enabled:
+		s.event("%s", reason)
+	case len(s.crashTimes) > rp.MaxCrashes:
+		s.gaveUp = true
+		s.lastError = fmt.Sprintf("gave up after %d crashes within %ds (last: %s); fix the service, then POST /api/services/%s/start",
+			len(s.crashTimes), int(rp.Window/time.Second), reason, s.spec.Name)
+		s.event("%s", s.lastError)
+	default:
+		d := s.backoffFor(s.consecutive)
+		s.backoff, s.nextRestart = d, now.Add(d)
+		s.event("%s; restarting in %dms (crash %d of at most %d within %ds)", reason, d.Milliseconds(), len(s.crashTimes), rp.MaxCrashes, int(rp.Window/time.Second))
+		s.tRestart = s.after(d, restartDue{s.gen})
+	}
+	s.publish()
+	s.replyAll(&s.startWaiters, nil)
+}
+
+// backoffFor is Initial·2^(n-1) capped at Max, with up to 25% jitter
+// taken off so that services that crashed together do not restart in
+// lock step (and the cap is never exceeded).
+func (s *supervisor) backoffFor(n int) time.Duration {
+	rp := s.spec.Restart
+	d := rp.Initial
+	for i := 1; i < n && d < rp.Max; i++ {
+		d *= 2
+	}
+	d = min(d, rp.Max)
+	j := s.m.rand()
+	return d - time.Duration(float64(d)*0.25*j)
+}
+
+func (s *supervisor) onRestartDue(m restartDue) {
+	s.tRestart = nil
+	if m.gen != s.gen || s.state != Error || s.gaveUp || s.closing {
+		return
+	}
+	s.restarts++
+	s.nextRestart, s.backoff = time.Time{}, 0
+	s.begin()
+}
+
+// --- stop ---
+
+func (s *supervisor) beginStop() {
+	cancelTimer(&s.tHealth)
+	cancelTimer(&s.tDeadline)
+	cancelTimer(&s.tRestart)
+	s.probing = false
+	s.state = Stopping
+	s.exitSeen, s.killed = false, false
+	s.proc.signalGroup(syscall.SIGTERM)
+	s.event("stopping pid %d (SIGTERM to its process group, SIGKILL after %dms)", s.proc.pid, s.spec.StopTimeout.Milliseconds())
+	s.tGrace = s.after(s.spec.StopTimeout, graceOver{s.gen})
+	s.tPoll = s.after(stopPollEvery, stopPoll{s.gen})
+	s.publish()
+}
+
+func (s *supervisor) onGraceOver(m graceOver) {
+	s.tGrace = nil
+	if m.gen != s.gen || s.state != Stopping || s.proc == nil {
+		return
+	}
+	s.killed, s.killedAt = true, s.now()
+	s.event("still running %dms after SIGTERM; sending SIGKILL to the process group", s.spec.StopTimeout.Milliseconds())
+	s.proc.signalGroup(syscall.SIGKILL)
+}
+
+func (s *supervisor) onStopPoll(m stopPoll) {
+	s.tPoll = nil
+	if m.gen != s.gen || s.state != Stopping {
+		return
+	}
+	if s.exitSeen {
+		s.checkStopped()
+	}
+	if s.state == Stopping {
+		s.tPoll = s.after(stopPollEvery, stopPoll{s.gen})
+	}
+}
+
+// checkStopped finishes a stop once the child has exited and no member of
+// its process group is left (or the group outlived SIGKILL by killWait).
+func (s *supervisor) checkStopped() {
+	p := s.proc
+	if p.groupAlive() {
+		if !s.killed || s.now().Sub(s.killedAt) < killWait {
+			return
+		}
+		s.event("process group %d still has members %dms after SIGKILL; giving up on it", p.pid, killWait.Milliseconds())
+	}
+	p.closeReadersAfter(readerGrace)
+	s.proc = nil
+	cancelTimer(&s.tGrace)
+	cancelTimer(&s.tPoll)
+	s.state, s.health, s.healthFails = Stopped, Unknown, 0
+	s.startedAt, s.adopted, s.instance = time.Time{}, false, ""
+	if s.killed {
+		s.lastError = fmt.Sprintf("did not stop within %dms of SIGTERM and was killed", s.spec.StopTimeout.Milliseconds())
+	}
+	s.event("stopped")
+	s.publish()
+	s.replyAll(&s.stopWaiters, nil)
+	if s.pendingStart && !s.closing {
+		s.pendingStart = false
+		s.startWaiters = append(s.startWaiters, s.afterStop...)
+		s.afterStop = nil
+		s.begin()
+		return
+	}
+	s.pendingStart = false
+	s.replyAll(&s.afterStop, ErrClosed)
+}

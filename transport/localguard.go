@@ -1,0 +1,111 @@
+package transport
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"net"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/omniroute/gateway/internal/apierror"
+)
+
+// Peer classes for management routes. The peer is always the socket's
+// address: forwarding headers are never trusted, since anyone can send
+// them.
+type peerClass uint8
+
+const (
+	peerRemote peerClass = iota
+	peerPrivate
+	peerLoopback
+)
+
+// privateNets are the ranges the reference treats as local besides
+// loopback: RFC 1918, Tailscale's CGNAT range, IPv6 ULA and link-local.
+var privateNets = func() []*net.IPNet {
+	var out []*net.IPNet
+	for _, s := range []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7", "fe80::/10"} {
+		_, n, err := net.ParseCIDR(s)
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, n)
+	}
+	return out
+}()
+
+// classifyPeer classifies a peer address. IPv4-mapped IPv6 addresses are
+// judged as IPv4; all of 127/8 is loopback.
+func classifyPeer(ip net.IP) peerClass {
+	if ip == nil {
+		return peerRemote
+	}
+	if v4 := ip.To4(); v4 != nil {
+		ip = v4
+	}
+	if ip.IsLoopback() {
+		return peerLoopback
+	}
+	for _, n := range privateNets {
+		if n.Contains(ip) {
+			return peerPrivate
+		}
+	}
+	return peerRemote
+}
+
+// localOnlyBody is the reference's LOCAL_ONLY answer.
+func writeLocalOnly(ctx *fasthttp.RequestCtx, rid []byte) {
+	ctx.Response.ResetBody()
+	ctx.SetStatusCode(fasthttp.StatusForbidden)
+	ctx.SetContentType("application/json")
+	ctx.Response.Header.Set("X-OmniRoute-Route-Class", "local-only")
+	b := append([]byte(nil), `{"error":{"code":"LOCAL_ONLY","message":"This endpoint requires localhost access","correlation_id":`...)
+	b = apierror.AppendString(b, string(rid))
+	ctx.SetBody(append(b, "}}"...))
+}
+
+// managementAccess decides a management request before any other work.
+// It writes the refusal and returns false, or returns true.
+//
+//  1. A peer that is neither loopback nor in a private range gets 403
+//     LOCAL_ONLY, before authentication: these routes spawn processes.
+//  2. When OMNIROUTE_MANAGEMENT_KEY is set, every caller, loopback
+//     included, must send it as a bearer token (compared in constant
+//     time); otherwise 401.
+//  3. When it is unset, only loopback peers are let in: a private-range
+//     peer gets 401 asking for the key, so that an unset key never lets
+//     another machine on the LAN start programs here.
+func (g *Gateway) managementAccess(ctx *fasthttp.RequestCtx, rid []byte) bool {
+	class := classifyPeer(ctx.RemoteIP())
+	if class == peerRemote {
+		writeLocalOnly(ctx, rid)
+		return false
+	}
+	key := g.opts.Env.Server.ManagementKey
+	if key == "" {
+		if class == peerLoopback {
+			return true
+		}
+		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="omniroute-management"`)
+		writeMgmtError(ctx, rid, 401, "authentication_error", "management_key_required",
+			"management routes from another machine need a key: set OMNIROUTE_MANAGEMENT_KEY on the gateway and send it as Authorization: Bearer <key>")
+		return false
+	}
+	got := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)
+	if len(got) > 7 && bytes.EqualFold(got[:7], []byte("bearer ")) {
+		got = bytes.TrimSpace(got[7:])
+	} else {
+		got = nil
+	}
+	a, b := sha256.Sum256(got), sha256.Sum256([]byte(key))
+	if len(got) == 0 || subtle.ConstantTimeCompare(a[:], b[:]) != 1 {
+		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="omniroute-management"`)
+		writeMgmtError(ctx, rid, 401, "authentication_error", "invalid_management_key",
+			"management routes need OMNIROUTE_MANAGEMENT_KEY as Authorization: Bearer <key>")
+		return false
+	}
+	return true
+}

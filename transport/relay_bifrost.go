@@ -1,0 +1,281 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/bytebufferpool"
+	"github.com/valyala/fasthttp"
+
+	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/internal/relay"
+	"github.com/omniroute/gateway/messages"
+	"github.com/omniroute/gateway/transport/upstream"
+)
+
+type bifrostOutcome uint8
+
+const (
+	bifrostDone bifrostOutcome = iota
+	bifrostFailed
+	bifrostCanceled
+)
+
+// relayBifrost forwards the request to Bifrost at base. It reports
+// bifrostFailed, with a sanitised detail, only when nothing was written to
+// the caller: a connect error, a timeout, a 5xx without a provider error
+// body, or a stream that broke before its first event. A provider error
+// the relay passes on (a 429, a 4xx, a 5xx with a provider error body) is
+// the answer, and clears the relay's cooldown: the relay is up.
+func (c *call) relayBifrost(host context.Context, base string, tok *relay.Token, forced bool) (bifrostOutcome, bool, string) {
+	g, ctx := c.g, c.ctx
+	r := g.side.relay
+	hostport, tls, prefix, err := splitBase(base)
+	if err != nil {
+		return bifrostFailed, false, "invalid Bifrost base URL"
+	}
+	client := r.client(hostport, tls, g)
+	c.track(host)
+	x := upstream.AcquireExchange()
+	c.buildRelayRequest(x, hostport, prefix, tok)
+	r.m.bifrost.Inc()
+	timeout := r.env.BifrostTimeout.Duration()
+	if err := client.Do(x, &c.cancel, c.scan.Stream); err != nil {
+		x.Release()
+		c.untrack()
+		switch {
+		case errors.Is(err, upstream.ErrCanceled):
+			ctx.SetConnectionClose()
+			ctx.SetStatusCode(499)
+			return bifrostCanceled, false, ""
+		case errors.Is(err, upstream.ErrTimeout):
+			return bifrostFailed, false, "Bifrost sidecar timed out after " + strconv.FormatInt(timeout.Milliseconds(), 10) + "ms"
+		}
+		return bifrostFailed, false, "Bifrost sidecar unreachable: " + sanitizeDetail(strings.ReplaceAll(err.Error(), "\n", ": "))
+	}
+	status := x.Resp.StatusCode()
+	if status < 200 || status > 299 {
+		if !relay.ProviderError(status, x.Resp.Body()) {
+			x.Release()
+			c.untrack()
+			return bifrostFailed, false, "Bifrost answered HTTP " + strconv.Itoa(status) + " without a provider error"
+		}
+		c.bifrostAnswer(base, x)
+		return bifrostDone, false, ""
+	}
+	if !c.scan.Stream || !isEventStream(x.Resp.Header.ContentType()) {
+		if c.scan.Stream {
+			if err := x.Buffer(); err != nil {
+				x.Release()
+				c.untrack()
+				return bifrostFailed, false, "Bifrost answer could not be read: " + sanitizeDetail(err.Error())
+			}
+		}
+		c.bifrostAnswer(base, x)
+		return bifrostDone, false, ""
+	}
+	// A stream commits at its first content event, as on the native path:
+	// content-free start-up events (a role-only delta) are held back, so a
+	// failure right after them still falls back (or is a 502 when forced)
+	// without the caller having seen a byte. After the commit it never
+	// falls back. An error event the provider sends is passed on.
+	c.rd.Reset(x.Body())
+	c.pending, c.pendOff, c.terminal = c.pending[:0], c.pendOff[:0], false
+	for n := 0; ; n++ {
+		x.SetReadDeadline(time.Now().Add(timeout))
+		ev, err := c.rd.Next()
+		if err != nil {
+			class := classifyStreamError(x, err)
+			x.Release()
+			c.untrack()
+			if class == messages.Canceled {
+				ctx.SetConnectionClose()
+				ctx.SetStatusCode(499)
+				return bifrostCanceled, false, ""
+			}
+			return bifrostFailed, false, "Bifrost stream ended before its first content event (" + class.String() + ")"
+		}
+		c.hold(ev)
+		if c.isTerminal(ev) {
+			c.terminal = true
+			break
+		}
+		if c.isErrorEvent(ev) || !c.isStartup(ev) || n+1 >= maxHeldEvents || len(c.pending) >= maxHeldBytes {
+			break
+		}
+	}
+	r.cool.Clear(base)
+	ctx.SetStatusCode(status)
+	copyResponseHeaders(&ctx.Response.Header, &x.Resp.Header)
+	ctx.Response.Header.SetContentType("text/event-stream")
+	ctx.Response.Header.Set("Cache-Control", "no-cache")
+	ctx.Response.Header.Set("X-Accel-Buffering", "no")
+	c.bifrostHeaders(x)
+	c.x = x // released by finish
+	c.idle = timeout
+	ctx.SetBodyStream(&bifrostStream{c: c, base: base, forced: forced}, -1)
+	return bifrostDone, true, ""
+}
+
+func (c *call) bifrostHeaders(x *upstream.Exchange) {
+	h := &c.ctx.Response.Header
+	h.Set("X-Routed-By", "bifrost")
+	h.Set("X-Routing-Backend", "bifrost")
+	if up := x.Resp.Header.Peek("X-Request-Id"); len(up) > 0 {
+		h.SetBytesV("X-Upstream-Request-Id", up)
+	}
+}
+
+// bifrostAnswer passes a complete Bifrost answer through.
+func (c *call) bifrostAnswer(base string, x *upstream.Exchange) {
+	c.g.side.relay.cool.Clear(base)
+	ctx := c.ctx
+	ctx.SetStatusCode(x.Resp.StatusCode())
+	copyResponseHeaders(&ctx.Response.Header, &x.Resp.Header)
+	ctx.Response.Header.SetContentTypeBytes(x.Resp.Header.ContentType())
+	c.bifrostHeaders(x)
+	ctx.Response.SetBody(x.Resp.Body())
+	x.Release()
+}
+
+// buildRelayRequest fills x.Req: POST <prefix>/v1/chat/completions with
+// the caller's body unchanged, the relay's own key, and who asked.
+func (c *call) buildRelayRequest(x *upstream.Exchange, hostport, prefix string, tok *relay.Token) {
+	r := c.g.side.relay
+	req := &x.Req
+	h := &req.Header
+	h.SetMethod(fasthttp.MethodPost)
+	uri := bytebufferpool.Get()
+	uri.B = append(append(uri.B[:0], prefix...), "/v1/chat/completions"...)
+	h.SetRequestURIBytes(uri.B)
+	bytebufferpool.Put(uri)
+	h.SetHost(hostport)
+	h.SetContentType("application/json")
+	if c.scan.Stream {
+		h.Set(fasthttp.HeaderAccept, "text/event-stream")
+	} else {
+		h.Set(fasthttp.HeaderAccept, "application/json")
+	}
+	h.Set(fasthttp.HeaderAcceptEncoding, "identity")
+	for _, name := range forwardedRequestHeaders {
+		if v := c.ctx.Request.Header.Peek(name); len(v) > 0 {
+			h.SetBytesV(name, v)
+		}
+	}
+	if key := r.env.BifrostKey(); key != "" {
+		h.Set(fasthttp.HeaderAuthorization, "Bearer "+key)
+	}
+	h.Set("X-Relay-Token-Id", tok.Name)
+	if ip := c.ctx.RemoteIP(); ip != nil {
+		h.Set("X-Relay-Client-Ip", ip.String())
+	}
+	h.SetBytesV("X-Request-Id", c.rid)
+	req.SetBodyRaw(c.body.B)
+}
+
+// bifrostStream relays a committed Bifrost stream, one write per event.
+type bifrostStream struct {
+	c       *call
+	base    string
+	forced  bool
+	closing atomic.Bool
+}
+
+func (b *bifrostStream) Read([]byte) (int, error) { return 0, io.EOF }
+
+// SupportsBodyWriteTo makes fasthttp call WriteTo with a writer that
+// flushes per Write.
+func (b *bifrostStream) SupportsBodyWriteTo() bool { return true }
+
+// WriteTo writes the held events, then every later one. The idle deadline
+// (BIFROST_TIMEOUT_MS) is re-armed per event. A break after the commit
+// ends the stream with an in-band error and, in auto mode, cools the relay
+// (the next requests go native until the cooldown ends); it never falls
+// back, because the caller already has part of an answer.
+func (b *bifrostStream) WriteTo(w io.Writer) (int64, error) {
+	c := b.c
+	x := c.x
+	var total int64
+	prev := 0
+	for _, off := range c.pendOff {
+		n, err := w.Write(c.pending[prev:off])
+		total += int64(n)
+		if err != nil {
+			c.cancel.Cancel()
+			return total, err
+		}
+		prev = off
+	}
+	events := len(c.pendOff)
+	sawFinish := bytes.Contains(c.pending, finishReasonSet)
+	for !c.terminal {
+		x.SetReadDeadline(time.Now().Add(c.idle))
+		ev, err := c.rd.Next()
+		if err != nil {
+			if err == io.EOF && sawFinish {
+				// Some OpenAI-compatible servers end without [DONE].
+				n, werr := w.Write(doneFrame)
+				total += int64(n)
+				x.MarkEOF()
+				c.g.metrics.events[c.route].Add(events)
+				return total, werr
+			}
+			class := classifyStreamError(x, err)
+			if class == messages.Canceled {
+				break
+			}
+			g := c.g
+			g.metrics.cut[c.route].Inc()
+			if !b.forced {
+				r := g.side.relay
+				r.cool.Record(b.base, g.clk.Now(), r.env.BifrostCooldown.Duration())
+			}
+			what := class.String()
+			if err == io.EOF {
+				what = "no final event"
+			}
+			msg := "the Bifrost relay ended the stream before completing it (" + what + "); the answer is incomplete, retry the request"
+			buf := make([]byte, 0, 256)
+			buf = append(buf, "data: "...)
+			buf = (&apierror.Error{Status: 502, Type: "server_error", Code: "stream_interrupted", Message: msg}).Append(buf, apierror.OpenAI, "")
+			buf = append(buf, "\n\n"...)
+			n, werr := w.Write(buf)
+			total += int64(n)
+			c.g.metrics.events[c.route].Add(events)
+			return total, werr
+		}
+		n, err := w.Write(ev.Raw)
+		total += int64(n)
+		if err != nil {
+			c.cancel.Cancel()
+			c.g.metrics.events[c.route].Add(events)
+			return total, err
+		}
+		events++
+		if !sawFinish && bytes.Contains(ev.Data, finishReasonSet) {
+			sawFinish = true
+		}
+		if c.isTerminal(ev) || c.isErrorEvent(ev) {
+			c.terminal = true
+		}
+	}
+	c.g.metrics.events[c.route].Add(events)
+	if c.terminal {
+		c.drain(x)
+	}
+	return total, nil
+}
+
+// Close ends the call once.
+func (b *bifrostStream) Close() error {
+	if b.closing.CompareAndSwap(false, true) {
+		b.c.finish()
+	}
+	return nil
+}

@@ -1,0 +1,349 @@
+package transport
+
+import (
+	"context"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/valyala/fasthttp"
+
+	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/engines"
+	"github.com/omniroute/gateway/internal/jsonscan"
+	"github.com/omniroute/gateway/internal/relay"
+	"github.com/omniroute/gateway/internal/sanitize"
+	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/transport/upstream"
+)
+
+// relayRoute is POST /api/v1/relay/chat/completions: relay-token auth,
+// then either the native pipeline (in-process) or the Bifrost sidecar,
+// chosen by OMNIROUTE_RELAY_BACKEND per request.
+type relayRoute struct {
+	env      config.RelayEnv
+	tokens   *relay.Tokens
+	manifest relay.Manifest
+	cool     relay.Cooldowns
+	engine   *engines.Engine // the registry's relay backend, or nil
+
+	mu      sync.Mutex
+	clients map[string]*upstream.Client
+	m       relayMetrics
+}
+
+type relayMetrics struct {
+	native, bifrost, bifrostFailures *metrics.Counter
+	fallback                         [len(fallbackReasons)]*metrics.Counter
+	rejected                         [len(rejectReasons)]*metrics.Counter
+}
+
+var rejectReasons = [...]string{"missing_token", "invalid_token", "expired_token", "rate_limited", "model_not_allowed"}
+
+const (
+	rejectMissing = iota
+	rejectInvalid
+	rejectExpired
+	rejectRateLimited
+	rejectModel
+)
+
+func (g *Gateway) newRelayRoute() (*relayRoute, error) {
+	r := &relayRoute{env: g.opts.Env.Relay, clients: map[string]*upstream.Client{}, engine: g.side.engines.RelayBackend()}
+	var cfg []config.RelayToken
+	if f := g.opts.File.Relay; f != nil {
+		cfg = f.Tokens
+		if f.Providers != nil {
+			r.manifest = relay.Manifest(f.Providers)
+		}
+	}
+	var err error
+	if r.tokens, err = relay.NewTokens(cfg, g.opts.Getenv); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// backend resolves the backend for a request: the configured one, or,
+// when none is configured, auto if a Bifrost endpoint is available now
+// and native otherwise. forced reports a configured bifrost.
+func (r *relayRoute) backend(base string) (b config.RelayBackend, forced bool) {
+	b = r.env.Backend()
+	if b == "" {
+		if base != "" {
+			return config.RelayAuto, false
+		}
+		return config.RelayNative, false
+	}
+	return b, b == config.RelayBifrost
+}
+
+// bifrostEndpoint returns the Bifrost base URL to use now, or "" and why
+// there is none: BIFROST_BASE_URL first, else the registry's relay engine
+// (an external base URL, or a supervised service that is running and not
+// failing its health checks).
+func (g *Gateway) bifrostEndpoint() (base, why string) {
+	r := g.side.relay
+	if !r.env.BifrostEnabled {
+		return "", "Bifrost is disabled (BIFROST_ENABLED=0)"
+	}
+	e := r.engine
+	if e != nil && e.Lifecycle == engines.Disabled {
+		return "", "the relay engine " + e.ID + " is disabled in the config file"
+	}
+	if u := r.env.BifrostURL(); u != "" {
+		return u, ""
+	}
+	if e == nil {
+		return "", "no Bifrost endpoint is configured: set BIFROST_BASE_URL or declare a bifrost service"
+	}
+	switch e.Lifecycle {
+	case engines.External:
+		if e.BaseURL != "" {
+			return strings.TrimSuffix(e.BaseURL, "/"), ""
+		}
+		return "", "engine " + e.ID + " has no base_url and BIFROST_BASE_URL is unset"
+	case engines.Supervised:
+		h, ok := g.side.mgr.Get(e.Service)
+		if !ok {
+			return "", "service " + e.Service + " is not declared"
+		}
+		if st := h.Status(); !st.Usable() {
+			return "", "the " + e.Service + " service is " + string(st.State) + " (health " + string(st.Health) + "); POST /api/services/" + e.Service + "/start"
+		}
+		return "http://" + h.Addr(), ""
+	}
+	return "", "engine " + e.ID + " cannot serve as relay"
+}
+
+// relayChat handles the relay route. It runs on a pooled call so that the
+// native path is exactly the /v1/chat/completions pipeline, in-process.
+func (g *Gateway) relayChat(ctx *fasthttp.RequestCtx, rid []byte, host context.Context, start time.Time) {
+	c := g.acquireCall(ctx, catalog.Chat, rid, start)
+	c.route = routeRelay
+	g.metrics.inflight.Add(1)
+	g.active.Add(1)
+	if streaming := c.relayHandle(host); streaming {
+		return
+	}
+	c.finish()
+}
+
+func (c *call) relayHandle(host context.Context) bool {
+	g, ctx := c.g, c.ctx
+	r := g.side.relay
+	switch {
+	case g.draining.Load():
+		ctx.SetConnectionClose()
+		c.fail(errDraining)
+		return false
+	case !ctx.IsPost():
+		ctx.Response.Header.Set(fasthttp.HeaderAllow, "POST")
+		c.fail(errMethod("POST"))
+		return false
+	case r.tokens.Len() == 0:
+		c.fail(&apierror.Error{Status: 404, Type: "invalid_request_error", Code: "relay_not_enabled",
+			Message: "the relay route is not enabled on this gateway: add relay.tokens to the config file"})
+		return false
+	}
+	if ct := ctx.Request.Header.ContentType(); len(ct) > 0 && !isJSONMediaType(ct) {
+		c.fail(errMediaType)
+		return false
+	}
+	raw := credential(&ctx.Request.Header)
+	if len(raw) == 0 {
+		r.m.rejected[rejectMissing].Inc()
+		c.fail(&apierror.Error{Status: 401, Type: "authentication_error", Code: "missing_relay_token",
+			Message: "no relay token: send Authorization: Bearer <relay token>"})
+		return false
+	}
+	tok := r.tokens.Lookup(raw)
+	if tok == nil {
+		r.m.rejected[rejectInvalid].Inc()
+		c.fail(&apierror.Error{Status: 401, Type: "authentication_error", Code: "invalid_api_key",
+			Message: "invalid relay token: it is not configured on this gateway"})
+		return false
+	}
+	now := g.clk.Now()
+	if tok.Expired(now) {
+		r.m.rejected[rejectExpired].Inc()
+		c.fail(&apierror.Error{Status: 401, Type: "authentication_error", Code: "relay_token_expired",
+			Message: "relay token " + strconv.Quote(tok.Name) + " expired at " + tok.Expires.UTC().Format(time.RFC3339) + "; ask the gateway operator for a new one"})
+		return false
+	}
+	h := &ctx.Response.Header
+	h.Set("X-Relay-Token", tok.Name)
+	if l := tok.Limit; l != nil {
+		ok, wait, remaining := l.Allow(now)
+		h.Set("X-RateLimit-Limit", strconv.Itoa(l.Requests))
+		h.Set("X-RateLimit-Remaining", strconv.Itoa(remaining))
+		if !ok {
+			r.m.rejected[rejectRateLimited].Inc()
+			secs := int((wait + time.Second - 1) / time.Second)
+			h.Set("X-RateLimit-Scope", "token")
+			c.fail(&apierror.Error{Status: 429, Type: "rate_limit_error", Code: "rate_limit_exceeded", RetryAfter: max(secs, 1),
+				Message: "relay token " + strconv.Quote(tok.Name) + " is over its rate limit of " + strconv.Itoa(l.Requests) + " requests per window; retry after " + strconv.Itoa(max(secs, 1)) + "s"})
+			return false
+		}
+	}
+	if !c.readBody() {
+		return false
+	}
+	if err := jsonscan.ScanRequest(c.body.B, &c.scan); err != nil {
+		c.fail(describeScanError(err))
+		return false
+	}
+	if c.scan.ModelStart < 0 || !c.scan.ModelIsString || len(c.scan.Model) == 0 {
+		c.fail(errMissingModel)
+		return false
+	}
+	model := string(c.scan.Model)
+	if !tok.Allows(model) {
+		r.m.rejected[rejectModel].Inc()
+		c.fail(&apierror.Error{Status: 403, Type: "permission_error", Code: "model_not_allowed",
+			Message: "model " + strconv.Quote(model) + " is not allowed by relay token " + strconv.Quote(tok.Name)})
+		return false
+	}
+	c.relayed = true
+	c.tenant = g.tenants.IDForKey(raw)
+
+	base, why := g.bifrostEndpoint()
+	backend, forced := r.backend(base)
+	switch backend {
+	case config.RelayNative:
+		return c.relayNative(host, "", "")
+	case config.RelayBifrost:
+		if base == "" {
+			c.fail(&apierror.Error{Status: 503, Type: "server_error", Code: "bifrost_unavailable",
+				Message: "OMNIROUTE_RELAY_BACKEND forces bifrost but " + why})
+			return false
+		}
+		if c.scan.Stream && !bool(r.env.BifrostStreaming) {
+			c.fail(&apierror.Error{Status: 503, Type: "server_error", Code: "bifrost_streaming_disabled",
+				Message: "OMNIROUTE_RELAY_BACKEND forces bifrost but streaming through Bifrost is disabled (BIFROST_STREAMING_ENABLED=0); send stream:false or enable it"})
+			return false
+		}
+	}
+	if !forced {
+		if base == "" {
+			return c.relayNative(host, "", "")
+		}
+		if r.manifest != nil {
+			if ok, reason := r.manifest.Eligibility(providerOf(g.cat, model)); !ok {
+				return c.relayNative(host, reason, reason)
+			}
+		}
+		if c.scan.Stream && !bool(r.env.BifrostStreaming) {
+			return c.relayNative(host, relay.ReasonIneligible, relay.ReasonIneligible+"; streaming disabled (BIFROST_STREAMING_ENABLED=0)")
+		}
+		if rem := r.cool.Remaining(base, g.clk.Now()); rem > 0 {
+			return c.relayNative(host, relay.ReasonCooldown, relay.ReasonCooldown+"; remaining="+strconv.FormatInt(rem.Milliseconds(), 10)+"ms")
+		}
+	}
+	outcome, streaming, detail := c.relayBifrost(host, base, tok, forced)
+	switch outcome {
+	case bifrostDone:
+		return streaming
+	case bifrostCanceled:
+		return false
+	}
+	r.m.bifrostFailures.Inc()
+	if forced {
+		ctx.Response.Header.Set("X-Bifrost-Fallback", "/api/v1/relay/chat/completions")
+		c.fail(&apierror.Error{Status: 502, Type: "server_error", Code: "bad_gateway",
+			Message: "the Bifrost relay failed: " + detail + "; retry, or set OMNIROUTE_RELAY_BACKEND=auto to fall back to the native pipeline"})
+		return false
+	}
+	r.cool.Record(base, g.clk.Now(), r.env.BifrostCooldown.Duration())
+	g.log.Warn("bifrost relay failed; cooling it and serving natively", "base", base, "cooldownMs", int64(r.env.BifrostCooldown), "err", detail)
+	return c.relayNative(host, relay.ReasonError, relay.ReasonError+"; "+detail)
+}
+
+// relayNative serves the request through the native pipeline. reason is
+// the fallback reason code ("" when native was chosen, not fallen back
+// to); value is the X-Routing-Fallback header.
+func (c *call) relayNative(host context.Context, reason, value string) bool {
+	r := c.g.side.relay
+	h := &c.ctx.Response.Header
+	h.Set("X-Routing-Backend", "native")
+	if reason != "" {
+		h.Set("X-Routing-Fallback", value)
+		h.Set("X-Routing-Fallback-Reason", reason)
+		for i, fr := range fallbackReasons {
+			if fr == reason {
+				r.m.fallback[i].Inc()
+			}
+		}
+	}
+	r.m.native.Inc()
+	return c.handle(host)
+}
+
+// providerOf returns the provider a relay request is for: the part before
+// "/" of a "provider/model" name, else the provider of the gateway model's
+// first chat target, else "".
+func providerOf(cat *catalog.Catalog, model string) string {
+	if m := cat.Model([]byte(model)); m != nil {
+		if ts := m.TargetsFor(catalog.Chat); len(ts) > 0 {
+			return ts[0].Conn.Provider.ID
+		}
+	}
+	if p, _, ok := strings.Cut(model, "/"); ok {
+		return p
+	}
+	return ""
+}
+
+// identify returns the caller's tenant: the relay token's (already
+// checked) for a relayed call, else the key resolution of the front door.
+func (c *call) identify() (tenant.ID, tenant.Decision) {
+	if c.relayed {
+		return c.tenant, tenantAllowed
+	}
+	id, _, decision := c.g.tenants.Identify(credential(&c.ctx.Request.Header), isLoopback(c.ctx))
+	return id, decision
+}
+
+// untrack undoes track, so that a relay call that falls back to the native
+// pipeline can be tracked again by it.
+func (c *call) untrack() {
+	g := c.g
+	if c.watched {
+		g.hangups.unwatch(c.wh)
+		c.watched = false
+	}
+	if c.token != (regToken{}) {
+		g.inflight.unregister(c.token)
+		c.token = regToken{}
+	}
+	if c.stopCtx != nil {
+		c.stopCtx()
+		c.stopCtx = nil
+	}
+}
+
+// splitBase splits a Bifrost base URL into host:port, TLS and path prefix.
+func splitBase(base string) (hostport string, tls bool, prefix string, err error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", false, "", err
+	}
+	hostport = u.Host
+	tls = u.Scheme == "https"
+	if u.Port() == "" {
+		if tls {
+			hostport += ":443"
+		} else {
+			hostport += ":80"
+		}
+	}
+	return hostport, tls, strings.TrimSuffix(u.Path, "/"), nil
+}
+
+// sanitizeDetail shortens an error for a header or message.
+func sanitizeDetail(s string) string { return sanitize.Message(s, "relay failure") }

@@ -1,0 +1,249 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/omniroute/gateway/actors/services"
+	"github.com/omniroute/gateway/internal/engines"
+	"github.com/omniroute/gateway/internal/relay"
+	"github.com/omniroute/gateway/transport/upstream"
+)
+
+// sidecars is what the gateway adds around the native pipeline: the
+// supervised services, the engine registry and the relay route.
+type sidecars struct {
+	specs   []services.Spec
+	mgr     *services.Manager
+	engines *engines.Registry
+	relay   *relayRoute
+}
+
+// planServices resolves the services section (choosing free ports now, so
+// provider addresses are known before any process runs) and, unless the
+// embedder resolves service names itself, points service:// providers at
+// the supervised services.
+func (g *Gateway) planServices() error {
+	ports := map[string]int{}
+	if p := int(g.opts.Env.Relay.BifrostPort); p > 0 {
+		ports["bifrost"] = p
+	}
+	specs, err := services.FromConfig(g.opts.File.Services, services.BuildOptions{
+		DataDir: g.opts.Env.ResolvedDataDir(), Getenv: g.opts.Getenv, Ports: ports})
+	if err != nil {
+		return err
+	}
+	g.side = &sidecars{specs: specs}
+	if g.opts.ServiceAddr == nil && len(specs) > 0 {
+		g.opts.ServiceAddr = func(name string) (string, error) {
+			for i := range specs {
+				if specs[i].Name == name {
+					return specs[i].Addr(), nil
+				}
+			}
+			return "", fmt.Errorf("service %q is not declared in services", name)
+		}
+	}
+	return nil
+}
+
+// autoStartWait bounds how long New waits for auto-start services.
+const autoStartWait = 60 * time.Second
+
+// startSidecars spawns the supervisors, builds the registry and the relay,
+// registers health sections and metrics, then starts the auto-start
+// services and waits for them, so that the first request finds them up.
+func (g *Gateway) startSidecars(system *actor.ActorSystem) error {
+	s := g.side
+	s.engines = engines.Build(g.opts.File, g.opts.Env.Relay.BifrostURL())
+	mgr, err := services.Start(system, s.specs, services.Options{
+		DataDir: g.opts.Env.ResolvedDataDir(), Clock: g.clk, Logger: g.log.With("component", "services")})
+	if err != nil {
+		return err
+	}
+	s.mgr = mgr
+	if s.relay, err = g.newRelayRoute(); err != nil {
+		return err
+	}
+	g.health = append(g.health, healthSection{"services", g.servicesHealth}, healthSection{"engines", g.enginesHealth},
+		healthSection{"relay", g.relayHealth})
+	g.sidecarMetrics(g.metrics.set)
+	ctx, cancel := context.WithTimeout(context.Background(), autoStartWait)
+	defer cancel()
+	for _, st := range mgr.StartAuto(ctx) {
+		msg := ""
+		if st.LastError != nil {
+			msg = *st.LastError
+		}
+		g.log.Warn("auto-start service did not come up", "service", st.Tool, "state", string(st.State), "error", msg)
+	}
+	return nil
+}
+
+// closeSidecars stops every supervised child and the relay's clients.
+func (g *Gateway) closeSidecars() {
+	s := g.side
+	if s == nil {
+		return
+	}
+	if s.mgr != nil {
+		s.mgr.Close(context.Background())
+	}
+	if s.relay != nil {
+		s.relay.close()
+	}
+}
+
+// Services returns the supervised services (nil when none are declared).
+func (g *Gateway) Services() *services.Manager {
+	if g.side == nil {
+		return nil
+	}
+	return g.side.mgr
+}
+
+// Engines returns the router-backend registry.
+func (g *Gateway) Engines() *engines.Registry { return g.side.engines }
+
+func (g *Gateway) servicesHealth() (any, string) {
+	status := "ok"
+	list := []services.Status{}
+	for _, h := range g.side.mgr.All() {
+		st := h.Status()
+		if st.AutoStart && st.Installed && !st.Usable() {
+			status = "degraded"
+		}
+		list = append(list, st)
+	}
+	return map[string]any{"services": list}, status
+}
+
+// engineView is an engine with the live state of its service.
+type engineView struct {
+	*engines.Engine
+	State  string `json:"state"`
+	Health string `json:"health,omitempty"`
+}
+
+func (g *Gateway) engineViews(filter engines.Capability) []engineView {
+	list := g.side.engines.All()
+	if filter != "" {
+		list = g.side.engines.WithCapability(filter)
+	}
+	out := make([]engineView, 0, len(list))
+	for _, e := range list {
+		v := engineView{Engine: e}
+		switch e.Lifecycle {
+		case engines.InProcess:
+			v.State = "running"
+		case engines.Disabled:
+			v.State = "disabled"
+		case engines.External:
+			v.State = "external"
+		case engines.Supervised:
+			if h, ok := g.side.mgr.Get(e.Service); ok {
+				st := h.Status()
+				v.State, v.Health = string(st.State), string(st.Health)
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func (g *Gateway) enginesHealth() (any, string) {
+	return map[string]any{"engines": g.engineViews("")}, "ok"
+}
+
+func (g *Gateway) relayHealth() (any, string) {
+	r := g.side.relay
+	base, why := g.bifrostEndpoint()
+	backend, _ := r.backend(base)
+	out := map[string]any{
+		"configuredBackend": string(r.env.Backend()),
+		"backend":           string(backend),
+		"tokens":            r.tokens.Len(),
+		"bifrost": map[string]any{
+			"enabled":             bool(r.env.BifrostEnabled),
+			"streaming":           bool(r.env.BifrostStreaming),
+			"endpoint":            base,
+			"unavailableReason":   why,
+			"cooldownRemainingMs": r.cool.Remaining(base, g.clk.Now()).Milliseconds(),
+			"timeoutMs":           int64(r.env.BifrostTimeout),
+		},
+	}
+	return out, "ok"
+}
+
+// sidecarMetrics registers pull gauges that read the published service
+// snapshots, and the relay's counters.
+func (g *Gateway) sidecarMetrics(set *metrics.Set) {
+	for _, h := range g.side.mgr.All() {
+		h := h
+		name := h.Name()
+		for _, st := range services.AllStates {
+			st := st
+			set.NewGauge(fmt.Sprintf(`omniroute_service_state{service=%q,state=%q}`, name, st), func() float64 { return b2f(h.Status().State == st) })
+		}
+		for _, he := range services.AllHealth {
+			he := he
+			set.NewGauge(fmt.Sprintf(`omniroute_service_health{service=%q,health=%q}`, name, he), func() float64 { return b2f(h.Status().Health == he) })
+		}
+		set.NewGauge(fmt.Sprintf(`omniroute_service_restarts_total{service=%q}`, name), func() float64 { return float64(h.Status().Restarts) })
+		set.NewGauge(fmt.Sprintf(`omniroute_service_crashes{service=%q}`, name), func() float64 { return float64(h.Status().Crashes) })
+		set.NewGauge(fmt.Sprintf(`omniroute_service_gave_up{service=%q}`, name), func() float64 { return b2f(h.Status().GaveUp) })
+		set.NewGauge(fmt.Sprintf(`omniroute_service_log_bytes{service=%q}`, name), func() float64 { return float64(h.Logs().Bytes()) })
+	}
+	r := g.side.relay
+	r.m.native = set.NewCounter(`omniroute_relay_requests_total{backend="native"}`)
+	r.m.bifrost = set.NewCounter(`omniroute_relay_requests_total{backend="bifrost"}`)
+	r.m.bifrostFailures = set.NewCounter(`omniroute_relay_bifrost_failures_total`)
+	for i, reason := range fallbackReasons {
+		r.m.fallback[i] = set.NewCounter(fmt.Sprintf(`omniroute_relay_fallbacks_total{reason=%q}`, reason))
+	}
+	for i, reason := range rejectReasons {
+		r.m.rejected[i] = set.NewCounter(fmt.Sprintf(`omniroute_relay_rejected_total{reason=%q}`, reason))
+	}
+	set.NewGauge(`omniroute_relay_bifrost_cooldown_seconds`, func() float64 {
+		base, _ := g.bifrostEndpoint()
+		return r.cool.Remaining(base, g.clk.Now()).Seconds()
+	})
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+var fallbackReasons = [...]string{relay.ReasonCooldown, relay.ReasonError, relay.ReasonIneligible, relay.ReasonProviderUnknown}
+
+// client returns the pooled upstream client for a Bifrost host:port.
+func (r *relayRoute) client(hostport string, tls bool, g *Gateway) *upstream.Client {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.clients[hostport]; ok {
+		return c
+	}
+	u := g.opts.Env.Upstream
+	timeout := r.env.BifrostTimeout.Duration()
+	c := upstream.New(upstream.Options{Addr: hostport, TLS: tls, MaxConns: int(u.MaxConns),
+		ConnectTimeout: min(u.ConnectTimeout.Duration(), timeout), TTFBTimeout: timeout,
+		TotalTimeout: max(u.TotalTimeout.Duration(), timeout), MaxResponseBytes: int(u.MaxResponseBytes)})
+	r.clients[hostport] = c
+	return c
+}
+
+func (r *relayRoute) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.clients {
+		c.Close()
+	}
+}

@@ -1,0 +1,180 @@
+package transport_test
+
+import (
+	"bufio"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/omniroute/gateway/actors/services"
+	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/svctest"
+	"github.com/omniroute/gateway/transport"
+)
+
+// gwOpts are the extras the sidecar tests need over startGateway.
+type gwOpts struct {
+	env    map[string]string
+	clock  clock.Clock
+	listen string // default 127.0.0.1:0
+}
+
+// startGW is startGateway with an injected clock, a listen address and
+// relay token variables.
+func startGW(t *testing.T, f *config.File, o gwOpts) *gwEnv {
+	t.Helper()
+	if err := f.Validate(); err != nil {
+		t.Fatalf("test config: %v", err)
+	}
+	vars := map[string]string{"OMNIROUTE_DATA_DIR": t.TempDir(), "OMNIROUTE_TENANT_SECRET": "test-secret-0123456789"}
+	for k, v := range o.env {
+		vars[k] = v
+	}
+	e, err := config.LoadEnv(vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	getenv := func(k string) (string, bool) {
+		if v, ok := testGetenv(k); ok {
+			return v, true
+		}
+		if k == "RELAY_CI_TOKEN" {
+			return "rt-ci", true
+		}
+		return "", false
+	}
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	gw, err := transport.New(system, transport.Options{Env: e, File: f, Getenv: getenv, Clock: o.clock})
+	if err != nil {
+		system.Shutdown()
+		t.Fatal(err)
+	}
+	if o.listen == "" {
+		o.listen = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		gw.Close()
+		system.Shutdown()
+		t.Fatal(err)
+	}
+	g := &gwEnv{t: t, gw: gw, system: system, base: "http://" + ln.Addr().String(), served: make(chan error, 1),
+		hc: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}}
+	go func() { g.served <- gw.Serve(ln) }()
+	t.Cleanup(g.stop)
+	// An answer proves Serve runs: a Shutdown before Serve registered the
+	// listener would not stop it, and a test that fails at once would hang.
+	if resp, err := g.hc.Get(g.base + "/api/monitoring/health"); err == nil {
+		resp.Body.Close()
+	}
+	return g
+}
+
+// do sends any request.
+func (g *gwEnv) do(method, path, body string, headers ...string) response {
+	g.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, g.base+path, rd)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := g.hc.Do(req)
+	if err != nil {
+		g.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		g.t.Fatalf("%s %s: reading body: %v", method, path, err)
+	}
+	return response{resp.StatusCode, resp.Header, b}
+}
+
+// svcConfig is a helper service (this test binary in svctest mode).
+func svcConfig(mode string, mutate func(*config.ServiceConfig)) config.ServiceConfig {
+	c := config.ServiceConfig{
+		Command:          config.SelfCommand,
+		Env:              map[string]string{svctest.ModeEnv: mode, svctest.AddrEnv: "{addr}", svctest.NameEnv: "svctest", "GORACE": "atexit_sleep_ms=0"},
+		HealthPath:       "/health",
+		Identity:         "svctest",
+		HealthIntervalMs: 200,
+		StartTimeoutMs:   10_000,
+		StopTimeoutMs:    2000,
+	}
+	if mutate != nil {
+		mutate(&c)
+	}
+	return c
+}
+
+// withServices returns testFile with services added.
+func withServices(t *testing.T, svcs map[string]config.ServiceConfig) *config.File {
+	f := testFile(t, "")
+	f.Services = svcs
+	return f
+}
+
+func (g *gwEnv) service(name string) *services.Handle {
+	g.t.Helper()
+	h, ok := g.gw.Services().Get(name)
+	if !ok {
+		g.t.Fatalf("no service %s", name)
+	}
+	return h
+}
+
+// pidAlive reports whether pid exists and is not a zombie.
+func pidAlive(pid int) bool {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	b := string(raw)
+	i := strings.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z' && b[i+2] != 'X'
+}
+
+// sseReader reads events from a streaming response.
+type sseReader struct {
+	br *bufio.Reader
+}
+
+// next returns the next (event, data) pair.
+func (s *sseReader) next() (string, string, error) {
+	var name, data string
+	for {
+		line, err := s.br.ReadString('\n')
+		if err != nil {
+			return "", "", err
+		}
+		line = strings.TrimRight(line, "\r\n")
+		switch {
+		case line == "":
+			if data != "" || name != "" {
+				return name, data, nil
+			}
+		case strings.HasPrefix(line, "event: "):
+			name = line[len("event: "):]
+		case strings.HasPrefix(line, "data: "):
+			data = line[len("data: "):]
+		}
+	}
+}
