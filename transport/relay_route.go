@@ -313,10 +313,6 @@ func (c *call) identify() (tenant.ID, tenant.Decision) {
 // pipeline can be tracked again by it.
 func (c *call) untrack() {
 	g := c.g
-	if c.watched {
-		g.hangups.unwatch(c.wh)
-		c.watched = false
-	}
 	if c.token != (regToken{}) {
 		g.inflight.unregister(c.token)
 		c.token = regToken{}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -214,11 +215,13 @@ func (g *Gateway) serviceLogs(ctx *fasthttp.RequestCtx, rid []byte, h *services.
 	}
 	snap, sub := h.Logs().Subscribe(tail, filter, logsBuffer)
 	ls := &logStream{g: g, snap: snap, sub: sub}
-	ls.token = g.inflight.register(&ls.cancel, uint32(ctx.ConnID()))
+	var conn net.Conn
+	if host == nil {
+		conn = ctx.Conn()
+	}
+	ls.token = g.inflight.register(&ls.cancel, uint32(ctx.ConnID()), conn, time.Now())
 	if host != nil {
 		ls.stopCtx = context.AfterFunc(host, ls.cancel.Cancel)
-	} else if conn := ctx.Conn(); conn != nil {
-		ls.wh, ls.watched = g.hangups.watch(conn, ls.token)
 	}
 	ctx.SetStatusCode(200)
 	ctx.SetContentType("text/event-stream")
@@ -234,8 +237,6 @@ type logStream struct {
 	sub     *ringbuf.Sub
 	cancel  upstream.Cancel // cancelled by the hang-up watcher or shutdown
 	token   regToken
-	wh      watchHandle
-	watched bool
 	stopCtx func() bool
 	done    bool
 }
@@ -306,9 +307,6 @@ func (l *logStream) Close() error {
 	}
 	l.done = true
 	l.sub.Close()
-	if l.watched {
-		l.g.hangups.unwatch(l.wh)
-	}
 	if l.stopCtx != nil {
 		l.stopCtx()
 	}
