@@ -24,10 +24,13 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/valyala/fasthttp"
 
+	"github.com/omniroute/gateway/actors/ingest"
+	pressureactor "github.com/omniroute/gateway/actors/pressure"
 	"github.com/omniroute/gateway/actors/targets"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/transport/upstream"
 )
@@ -47,6 +50,10 @@ type Options struct {
 	Getenv func(string) (string, bool)
 	// Version is reported by health.
 	Version string
+	// PressureSample replaces the resource-pressure sampler (nil reads the
+	// process's real memory figures); tests and embedders with their own
+	// signals use it.
+	PressureSample func() pressure.Sample
 }
 
 // Gateway is one running gateway instance.
@@ -71,6 +78,10 @@ type Gateway struct {
 	draining atomic.Bool
 	active   atomic.Int64
 	closed   atomic.Bool
+
+	ingest      *ingest.Handle
+	pressure    *pressureactor.Handle
+	selfLoopKey []byte
 }
 
 // New builds a gateway on system: it resolves the catalog, creates the
@@ -116,6 +127,12 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	g.health = []healthSection{
 		{"server", g.serverHealth},
 		{"targets", g.targetsHealth},
+	}
+	if err := g.startAdmission(); err != nil {
+		g.targets.Stop()
+		g.hangups.Close()
+		g.metrics.unregister()
+		return nil, err
 	}
 	return g, nil
 }
@@ -235,6 +252,7 @@ func (g *Gateway) Close() {
 	g.inflight.cancelAll()
 	g.hangups.Close()
 	g.targets.Stop()
+	g.stopAdmission()
 	for _, c := range g.clients {
 		c.Close()
 	}

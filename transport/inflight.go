@@ -2,9 +2,11 @@ package transport
 
 import (
 	"sync"
-
-	"github.com/omniroute/gateway/transport/upstream"
 )
+
+// canceler is what the registry cancels: an upstream exchange's
+// *upstream.Cancel, or a request waiting for admission.
+type canceler interface{ Cancel() }
 
 // registry tracks the cancel handle of every in-flight upstream exchange so
 // that a client hang-up (by slot) or a forced shutdown (all) can abort them.
@@ -26,7 +28,7 @@ type regShard struct {
 
 type regSlot struct {
 	gen    uint32
-	cancel *upstream.Cancel
+	cancel canceler
 }
 
 // regToken identifies a registration.
@@ -38,7 +40,7 @@ type regToken struct {
 
 func newRegistry() *registry { return &registry{} }
 
-func (r *registry) register(c *upstream.Cancel, hint uint32) regToken {
+func (r *registry) register(c canceler, hint uint32) regToken {
 	si := hint % registryShards
 	s := &r.shards[si]
 	s.mu.Lock()
