@@ -332,6 +332,19 @@ func (h *Handle) Acquire(key [20]byte, bytes int64, count bool, gone <-chan stru
 	return h.newLease(bytes, slot), out
 }
 
+// TryAcquire is the fast path alone: it reserves when the reservation fits
+// and nobody waits, without a message, and reports false otherwise.
+func (h *Handle) TryAcquire(bytes int64, count bool) (*Lease, bool) {
+	if bytes > h.max || h.waiting.Load() != 0 {
+		return nil, false
+	}
+	slot, ok := h.take(bytes, count, true)
+	if !ok {
+		return nil, false
+	}
+	return h.newLease(bytes, slot), true
+}
+
 // queue runs the slow path: one message, one answer on a pooled channel.
 func (h *Handle) queue(key [20]byte, bytes int64, count bool, gone <-chan struct{}) messages.IngestOutcome {
 	if h.stopped.Load() {

@@ -90,9 +90,6 @@ func validateAdmission(e *Env) []string {
 	if a.LargeBodyBytes < 1 {
 		errs = append(errs, "OMNIROUTE_CHAT_LARGE_BODY_BYTES must be at least 1")
 	}
-	if a.LargeBodyBytes > e.Ingest.HardMaxBodyBytes {
-		errs = append(errs, fmt.Sprintf("OMNIROUTE_CHAT_LARGE_BODY_BYTES (%d) must not exceed OMNIROUTE_CHAT_HARD_MAX_BODY_BYTES (%d)", a.LargeBodyBytes, e.Ingest.HardMaxBodyBytes))
-	}
 	if n, ok := a.MaxInflightBytes.Get(); ok && n < 1 {
 		errs = append(errs, "OMNIROUTE_CHAT_MAX_INFLIGHT_BYTES=0 is not a budget: want a positive byte count such as 256MiB (it is clamped to [8MiB, 2GiB]), or unset it to derive the budget from the memory limit")
 	}
