@@ -273,14 +273,21 @@ func (c *call) admitBytes(host context.Context) bool {
 }
 
 // reject answers with an admission error before the body was (fully)
-// read: the connection is closed rather than drained.
+// read: the connection is closed rather than drained, unless the whole
+// body already arrived with the headers (fasthttp reads up to 8 KiB of it
+// before the handler runs), when keeping the connection costs nothing.
 func (c *call) reject(e *apierror.Error) {
-	closeUnread(c.ctx)
+	if cl := c.ctx.Request.Header.ContentLength(); cl < 0 || cl > prefetchedBody || c.body != nil {
+		closeUnread(c.ctx)
+	}
 	if e.Reason != "" {
 		c.ctx.Response.Header.Set("X-Omniroute-Admission-Reason", e.Reason)
 	}
 	c.fail(e)
 }
+
+// prefetchedBody is how much of a body fasthttp reads with the headers.
+const prefetchedBody = 8 << 10
 
 // lingerDelay is how long a connection whose request body was left unread
 // stays half-open after the answer (the value Go's net/http uses).

@@ -316,6 +316,17 @@ func TestExpectContinueBusyAndPressure(t *testing.T) {
 	if resp.StatusCode != 503 || jsonField(t, body, "error", "code") != "resource_pressure" || resp.Header.Get("Retry-After") != "2" {
 		t.Fatalf("pressure: %d %v %s", resp.StatusCode, resp.Header, body)
 	}
+	// A light body already arrived whole with its headers: its rejection
+	// keeps the connection; a heavy one's closes it without reading on.
+	small := `{"model":"echo","messages":[]}`
+	conn, br = rawRequest(t, g, head("/v1/messages", len(small))+small)
+	if resp, body = readRaw(t, conn, br); resp.StatusCode != 503 || resp.Close || jsonField(t, body, "error", "type") != "overloaded_error" {
+		t.Fatalf("light body under pressure: %d close %v %s", resp.StatusCode, resp.Close, body)
+	}
+	conn, br = rawRequest(t, g, head("/v1/chat/completions", 1<<20)+strings.Repeat(" ", 8<<10))
+	if resp, _ = readRaw(t, conn, br); resp.StatusCode != 503 || !resp.Close {
+		t.Fatalf("heavy body under pressure: %d close %v", resp.StatusCode, resp.Close)
+	}
 }
 
 // TestCheckOrder pins the byte stage's order: bypass, critical pressure,
