@@ -41,6 +41,11 @@ type Options struct {
 	Interval time.Duration
 	Manual   bool
 	Log      *slog.Logger
+	// GoLimitFallback is the limit the Go runtime's memory is compared with
+	// when GOMEMLIMIT is unset (the budget's memory ceiling: the cgroup
+	// limit or the physical memory), so a process without GOMEMLIMIT still
+	// has a Go memory signal. It applies to the built-in sampler only.
+	GoLimitFallback int64
 }
 
 // Handle publishes the state and accepts samples.
@@ -109,7 +114,14 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 			src = mem.PSIAuto
 		}
 		sys := &mem.System{PSI: src}
-		o.Sample = sys.Sample
+		fallback := o.GoLimitFallback
+		o.Sample = func() mem.Sample {
+			s := sys.Sample()
+			if s.GoLimit <= 0 && fallback > 0 {
+				s.GoLimit = fallback
+			}
+			return s
+		}
 	}
 	h := &Handle{root: system.Root}
 	none := []func(*mem.State){}

@@ -136,4 +136,12 @@ func TestRealSystemSample(t *testing.T) {
 	if st := h.State(); st.Sample.GoUsed <= 0 {
 		t.Fatalf("the Go runtime figure is always readable: %+v", st.Sample)
 	}
+	h2, err := Spawn(sys, Options{Config: mem.DefaultConfig(), Manual: true, GoLimitFallback: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Stop()
+	if st := h2.State(); mem.GoMemoryLimit() < 0 && st.Sample.GoLimit != 1<<40 {
+		t.Fatalf("without GOMEMLIMIT the fallback limit applies: %+v", st.Sample)
+	}
 }

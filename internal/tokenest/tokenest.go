@@ -15,6 +15,8 @@
 // the caller treats as heavy.
 package tokenest
 
+import "encoding/binary"
+
 // Walk bounds.
 const (
 	MaxNodes = 10000
@@ -236,6 +238,17 @@ func (w *walker) str() {
 	b := w.b
 	q := w.quarters
 	for w.i < len(b) {
+		// Eight plain ASCII bytes at a time: one quarter token each.
+		for w.i+8 <= len(b) && !special(binary.LittleEndian.Uint64(b[w.i:])) {
+			w.i += 8
+			if q += 8; q >= w.budget {
+				w.add(q)
+				return
+			}
+		}
+		if w.i >= len(b) {
+			break
+		}
 		c := b[w.i]
 		switch {
 		case c == '"':
@@ -280,6 +293,18 @@ func (w *walker) str() {
 		}
 	}
 	w.fail()
+}
+
+// special reports whether any of the eight bytes in x ends a plain ASCII
+// run inside a string: a byte at or above 0x80, a quote or a backslash.
+func special(x uint64) bool {
+	const ones, high = 0x0101010101010101, 0x8080808080808080
+	if x&high != 0 {
+		return true
+	}
+	q := x ^ (ones * '"')
+	e := x ^ (ones * '\\')
+	return ((q-ones)&^q|(e-ones)&^e)&high != 0
 }
 
 func (w *walker) add(q int64) {

@@ -211,3 +211,24 @@ func FuzzEstimate(f *testing.F) {
 		}
 	})
 }
+
+// TestWordAtATimeScan puts each kind of special byte at every offset of
+// strings around the 8-byte word size and checks the count.
+func TestWordAtATimeScan(t *testing.T) {
+	for n := 0; n < 40; n++ {
+		for pos := 0; pos < n; pos++ {
+			for _, sp := range []struct {
+				text     string
+				quarters int
+			}{{`\"`, 1}, {`\\`, 1}, {"é", 4}, {`\n`, 1}, {`\u00e9`, 4}} {
+				content := strings.Repeat("a", pos) + sp.text + strings.Repeat("b", n-pos)
+				want := pos + sp.quarters + (n - pos)
+				body := `{"messages":["` + content + `"]}`
+				got := Estimate([]byte(body), 1000)
+				if got.Tokens != want/4 || got.Exhausted {
+					t.Fatalf("%q: %+v, want %d quarters", content, got, want)
+				}
+			}
+		}
+	}
+}
