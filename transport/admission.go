@@ -278,7 +278,7 @@ func (c *call) admitBytes(host context.Context) bool {
 // before the handler runs), when keeping the connection costs nothing.
 func (c *call) reject(e *apierror.Error) {
 	if cl := c.ctx.Request.Header.ContentLength(); cl < 0 || cl > prefetchedBody || c.body != nil {
-		closeUnread(c.ctx)
+		c.closeUnread()
 	}
 	if e.Reason != "" {
 		c.ctx.Response.Header.Set("X-Omniroute-Admission-Reason", e.Reason)
@@ -289,28 +289,34 @@ func (c *call) reject(e *apierror.Error) {
 // prefetchedBody is how much of a body fasthttp reads with the headers.
 const prefetchedBody = 8 << 10
 
-// lingerDelay is how long a connection whose request body was left unread
-// stays half-open after the answer (the value Go's net/http uses).
-const lingerDelay = 500 * time.Millisecond
+// Lingering after a refused upload: until the client closes, at most
+// lingerMax; at most maxLingering connections at once (beyond that they
+// close after the answer at once).
+const (
+	lingerMax    = 5 * time.Second
+	maxLingering = 1024
+)
 
 // closeUnread closes the connection after the answer instead of draining
 // the unread body. Closing a socket that still has unread input makes the
 // kernel send a reset, which can destroy the answer before the client read
-// it (clients then report "connection reset" instead of the 413 or 503).
-// So, as Go's net/http does, the answer is written, the write side is shut,
-// and the socket is closed only after a short delay. Nothing more is read.
+// it (clients then report "connection reset" or "broken pipe" instead of
+// the 413 or 503). So the answer is written, the write side is shut, and
+// the socket is closed once the client closed its side (the hang-up
+// watcher reports it) or lingerMax passed. Nothing more is read.
 //
 // fasthttp closes a Connection: close response's socket at once, so the
 // answer is written from a hijack handler instead (it runs on its own
 // goroutine once the handler returned; the context stays valid until it
 // ends).
-func closeUnread(ctx *fasthttp.RequestCtx) {
+func (c *call) closeUnread() {
+	ctx, g := c.ctx, c.g
 	ctx.SetConnectionClose()
 	ctx.HijackSetNoResponse(true)
-	ctx.Hijack(func(c net.Conn) { lingerClose(ctx, c) })
+	ctx.Hijack(func(conn net.Conn) { g.lingerClose(ctx, conn) })
 }
 
-func lingerClose(ctx *fasthttp.RequestCtx, c net.Conn) {
+func (g *Gateway) lingerClose(ctx *fasthttp.RequestCtx, c net.Conn) {
 	raw := c
 	if u, ok := c.(interface{ UnsafeConn() net.Conn }); ok {
 		raw = u.UnsafeConn()
@@ -320,11 +326,40 @@ func lingerClose(ctx *fasthttp.RequestCtx, c net.Conn) {
 	if err := ctx.Response.Write(bw); err != nil || bw.Flush() != nil {
 		return
 	}
-	if cw, ok := raw.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-		time.Sleep(lingerDelay)
+	cw, ok := raw.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
 	}
+	if g.lingering.Add(1) > maxLingering {
+		g.lingering.Add(-1)
+		return
+	}
+	defer g.lingering.Add(-1)
+	w := admitWaitPool.Get().(*admitWait)
+	select {
+	case <-w.gone:
+	default:
+	}
+	token := g.inflight.register(w, 0)
+	wh, watched := g.hangups.watch(raw, token)
+	t := time.NewTimer(lingerMax)
+	if !watched {
+		t.Reset(lingerDelay)
+	}
+	select {
+	case <-w.gone:
+	case <-t.C:
+	}
+	t.Stop()
+	if watched {
+		g.hangups.unwatch(wh)
+	}
+	g.inflight.unregister(token)
+	admitWaitPool.Put(w)
 }
+
+// lingerDelay is the linger when the client's close cannot be watched.
+const lingerDelay = 500 * time.Millisecond
 
 // startReading makes an admitted upload abortable under critical pressure.
 func (c *call) startReading() {

@@ -414,10 +414,15 @@ func TestChunkedUploads(t *testing.T) {
 	sent := 0
 	var answer *http.Response
 	var body []byte
+	var readErr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		answer, body = readRaw(t, conn, br)
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if answer, readErr = http.ReadResponse(br, nil); readErr == nil {
+			body, _ = io.ReadAll(answer.Body)
+		}
+		conn.Close() // a client that got its answer stops sending
 	}()
 	for i := 0; i < 64; i++ {
 		if _, err := fmt.Fprintf(conn, "%x\r\n%s\r\n", len(chunk), chunk); err != nil {
@@ -431,6 +436,9 @@ func TestChunkedUploads(t *testing.T) {
 		}
 	}
 	<-done
+	if readErr != nil {
+		t.Fatal(readErr)
+	}
 	if answer.StatusCode != 413 || jsonField(t, body, "error", "code") != "body_exceeds_budget" {
 		t.Fatalf("chunked over budget: %d %s", answer.StatusCode, body)
 	}

@@ -82,6 +82,7 @@ type Gateway struct {
 	ingest      *ingest.Handle
 	pressure    *pressureactor.Handle
 	selfLoopKey []byte
+	lingering   atomic.Int64 // connections closing after a refused upload
 }
 
 // New builds a gateway on system: it resolves the catalog, creates the

@@ -225,7 +225,7 @@ func (c *call) readBody() bool {
 	limit := int64(c.g.opts.Env.Ingest.HardMaxBodyBytes)
 	cl := int64(ctx.Request.Header.ContentLength())
 	if cl > limit {
-		closeUnread(ctx)
+		c.closeUnread()
 		c.fail(errBodyTooLarge(limit))
 		return false
 	}
@@ -247,7 +247,7 @@ func (c *call) readBody() bool {
 			b = b[:len(b)+n]
 			if int64(len(b)) > limit {
 				c.body.B = b
-				closeUnread(ctx)
+				c.closeUnread()
 				c.fail(errBodyTooLarge(limit))
 				return false
 			}
