@@ -464,6 +464,7 @@ func (c *call) admitStructure() bool {
 			return false
 		}
 	}
+	l.DoneReading() // the body is already read: nothing to abort
 	c.lease = l
 	return true
 }

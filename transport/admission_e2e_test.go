@@ -455,7 +455,11 @@ func TestCriticalPressureAbortsUploadBeingRead(t *testing.T) {
 	big, bigR := rawRequest(t, g, head("/v1/chat/completions", 20<<20))
 	io.WriteString(big, `{"model":"same-name","messages":[{"content":"`+strings.Repeat("y", 1<<20))
 	waitFor(t, "both reservations", func() bool { return g.gw.Ingest().InflightBytes() == 22<<20 })
-	setPressure(t, g, feed, 0.99, pressure.Critical)
+	// One critical observation; the sampler's own samples (each second)
+	// stay normal, so exactly one abort round runs.
+	crit := feed.sample()
+	crit.GoUsed = 990
+	g.gw.Pressure().Observe(crit)
 	resp, body := readRaw(t, big, bigR)
 	if resp.StatusCode != 503 || jsonField(t, body, "error", "code") != "resource_pressure" || !resp.Close {
 		t.Fatalf("aborted upload: %d %s", resp.StatusCode, body)

@@ -285,6 +285,9 @@ func TestCriticalPressureAbortsLargestUploadsFirst(t *testing.T) {
 	done, _ := h.Acquire(key("k"), 25*mib, true, nil)
 	done.StartReading(&fakeUpload{})
 	done.DoneReading()
+	// One was granted, but its reader has not registered yet: the abort is
+	// kept for it.
+	late, _ := h.Acquire(key("k"), 2*mib, true, nil)
 	h.OnPressure(&pressure.State{Severity: pressure.High})
 	time.Sleep(20 * time.Millisecond)
 	for _, u := range ups {
@@ -293,16 +296,27 @@ func TestCriticalPressureAbortsLargestUploadsFirst(t *testing.T) {
 		}
 	}
 	h.OnPressure(&pressure.State{Severity: pressure.Critical})
-	// 37 MiB being read: the 20 MiB upload is half of it or more.
+	// 39 MiB being read: the 20 MiB upload is half of it or more.
 	waitUntil(t, "an abort", func() bool { return leases[1].Aborted() })
 	time.Sleep(20 * time.Millisecond)
-	if ups[0].aborted.Load() || ups[2].aborted.Load() || ups[3].aborted.Load() || !ups[1].aborted.Load() {
+	if ups[0].aborted.Load() || ups[2].aborted.Load() || ups[3].aborted.Load() || !ups[1].aborted.Load() || late.Aborted() {
 		t.Fatalf("aborted %v %v %v %v; want only the 20 MiB upload", ups[0].aborted.Load(), ups[1].aborted.Load(), ups[2].aborted.Load(), ups[3].aborted.Load())
 	}
 	// The next critical sample takes the next largest.
 	h.OnPressure(&pressure.State{Severity: pressure.Critical})
 	waitUntil(t, "the second abort", func() bool { return leases[3].Aborted() })
-	for _, l := range append(leases, done) {
+	// Critical samples go on until the late lease is aborted too; its
+	// reader is stopped the moment it registers.
+	for !late.Aborted() {
+		h.OnPressure(&pressure.State{Severity: pressure.Critical})
+		time.Sleep(time.Millisecond)
+	}
+	lateUp := &fakeUpload{}
+	late.StartReading(lateUp)
+	if !lateUp.aborted.Load() {
+		t.Fatal("a reader registering after the abort must be stopped at once")
+	}
+	for _, l := range append(leases, done, late) {
 		l.Release()
 	}
 	if h.InflightBytes() != 0 {

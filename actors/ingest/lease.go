@@ -36,7 +36,9 @@ type Lease struct {
 }
 
 func (h *Handle) newLease(bytes int64, slot uint8) *Lease {
-	l := &Lease{h: h, slot: slot, start: h.clk.Now().UnixNano()}
+	// A new lease is for a body about to be read: abortable from the start,
+	// so an abort that comes before the reader registered is not lost.
+	l := &Lease{h: h, slot: slot, start: h.clk.Now().UnixNano(), reading: true}
 	l.bytes.Store(bytes)
 	h.leases.register(l)
 	return l
@@ -72,11 +74,13 @@ func (l *Lease) Grow(key [20]byte, target int64, gone <-chan struct{}) messages.
 	return out
 }
 
-// StartReading marks the lease as an upload being read; under critical
-// pressure the actor may abort it through a.
+// StartReading registers the reader of the upload; under critical
+// pressure the actor may abort it through a (at once, if it was aborted
+// before the reader registered).
 func (l *Lease) StartReading(a Aborter) { l.h.leases.setReading(l, a) }
 
-// DoneReading marks the body as fully read (no longer abortable).
+// DoneReading marks the body as fully read (or the lease as not for a
+// body being read): it is no longer abortable.
 func (l *Lease) DoneReading() { l.h.leases.setReading(l, nil) }
 
 // Aborted reports whether the actor aborted the upload.
@@ -154,6 +158,9 @@ func (r *registry) setReading(l *Lease, a Aborter) {
 	s := &r.shards[l.shard]
 	s.mu.Lock()
 	l.reading, l.watcher = a != nil, a
+	if a != nil && l.aborted.Load() {
+		a.AbortRead()
+	}
 	s.mu.Unlock()
 }
 
@@ -202,10 +209,12 @@ func (r *registry) abort(l *Lease) bool {
 	s := &r.shards[l.shard]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !l.reading || l.watcher == nil {
+	if !l.reading {
 		return false
 	}
 	l.aborted.Store(true)
-	l.watcher.AbortRead()
+	if l.watcher != nil {
+		l.watcher.AbortRead()
+	}
 	return true
 }
