@@ -79,24 +79,30 @@ func setPressure(t *testing.T, g *gwEnv, feed *pressureFeed, goRatio float64, wa
 	waitFor(t, "pressure "+want.String(), func() bool { return g.gw.Pressure().State().Severity == want })
 }
 
-// chatBody is a valid chat request of about n bytes with deterministic
-// filler.
+// chatBody is a valid chat request of n bytes: a tag particular to seed,
+// then shared pseudo-random filler (generated once: instrumented byte loops
+// are slow under -race).
 func chatBody(model string, n int, seed uint64) []byte {
-	prefix := `{"model":"` + model + `","messages":[{"role":"user","content":"`
+	fillerOnce.Do(func() {
+		r := rand.New(rand.NewPCG(1, 1))
+		filler = make([]byte, 8<<20)
+		for i := range filler {
+			filler[i] = 'a' + byte(r.IntN(26))
+		}
+	})
+	prefix := `{"model":"` + model + `","messages":[{"role":"user","content":"` + strconv.FormatUint(seed, 10) + ` `
 	suffix := `"}]}`
 	b := make([]byte, n)
 	copy(b, prefix)
-	r := rand.New(rand.NewPCG(seed, 1))
-	for i := len(prefix); i < n-len(suffix); i += 8 {
-		x := r.Uint64()
-		for j := i; j < i+8 && j < n-len(suffix); j++ {
-			b[j] = 'a' + byte(x%26)
-			x >>= 5
-		}
-	}
+	copy(b[len(prefix):n-len(suffix)], filler)
 	copy(b[n-len(suffix):], suffix)
 	return b
 }
+
+var (
+	fillerOnce sync.Once
+	filler     []byte
+)
 
 // rawRequest opens a connection and writes the request head.
 func rawRequest(t *testing.T, g *gwEnv, head string) (net.Conn, *bufio.Reader) {

@@ -172,7 +172,7 @@ func TestByteSharesFollowWeights(t *testing.T) {
 	}{
 		{"equal weights, sizes 1 KiB vs 4 MiB", map[string]int64{"a": 1, "b": 1},
 			map[string]func(*rand.Rand) int64{"a": fixed(1 * kib), "b": fixed(4 * mib)},
-			map[string]int{"a": 6144, "b": 4}, 6 * time.Second},
+			map[string]int{"a": 6144, "b": 4}, 3 * time.Second},
 		{"weights 1:2:4, mixed sizes", map[string]int64{"a": 1, "b": 2, "c": 4},
 			map[string]func(*rand.Rand) int64{
 				"a": func(r *rand.Rand) int64 { return 256*kib + r.Int64N(2*mib) },
