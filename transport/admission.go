@@ -48,6 +48,16 @@ import (
 // (a stream that committed frees its body); its heavy-request slot goes
 // back when the request finishes.
 
+// Memory pressure types, re-exported for hosts in other modules that feed
+// their own figures through Options.PressureSample (Go's internal/ rule
+// keeps internal/pressure private).
+type (
+	// PressureSample is one memory observation; unknown figures are -1.
+	PressureSample = pressure.Sample
+	// PressureState is the published severity with the sample behind it.
+	PressureState = pressure.State
+)
+
 // bypassHeader marks OmniRoute's internal self-loop requests.
 const bypassHeader = "X-Omniroute-Admission-Bypass"
 
