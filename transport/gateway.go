@@ -24,10 +24,13 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/valyala/fasthttp"
 
+	"github.com/omniroute/gateway/actors/ingest"
+	pressureactor "github.com/omniroute/gateway/actors/pressure"
 	"github.com/omniroute/gateway/actors/targets"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/transport/upstream"
 )
@@ -47,6 +50,10 @@ type Options struct {
 	Getenv func(string) (string, bool)
 	// Version is reported by health.
 	Version string
+	// PressureSample replaces the resource-pressure sampler (nil reads the
+	// process's real memory figures); tests and embedders with their own
+	// signals use it.
+	PressureSample func() pressure.Sample
 }
 
 // Gateway is one running gateway instance.
@@ -72,6 +79,11 @@ type Gateway struct {
 	active   atomic.Int64
 	closed   atomic.Bool
 	side     *sidecars // services, engines, relay (sidecars.go)
+
+	ingest      *ingest.Handle
+	pressure    *pressureactor.Handle
+	selfLoopKey []byte
+	lingering   atomic.Int64 // connections closing after a refused upload
 }
 
 // New builds a gateway on system: it resolves the catalog, creates the
@@ -120,6 +132,10 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	g.health = []healthSection{
 		{"server", g.serverHealth},
 		{"targets", g.targetsHealth},
+	}
+	if err := g.startAdmission(); err != nil {
+		g.Close()
+		return nil, err
 	}
 	if err := g.startSidecars(system); err != nil {
 		g.Close()
@@ -244,6 +260,7 @@ func (g *Gateway) Close() {
 	g.hangups.Close()
 	g.targets.Stop()
 	g.closeSidecars()
+	g.stopAdmission()
 	for _, c := range g.clients {
 		c.Close()
 	}

@@ -144,6 +144,9 @@ func (w *hangupWatcher) Close() {
 	})
 }
 
+// watchable reports whether a hang-up of conn can be seen.
+func (w *hangupWatcher) watchable(conn net.Conn) bool { return w.epfd >= 0 && connFD(conn) >= 0 }
+
 // connFD returns the socket descriptor behind conn, or -1.
 func connFD(conn net.Conn) int {
 	if nc, ok := conn.(interface{ NetConn() net.Conn }); ok { // *tls.Conn

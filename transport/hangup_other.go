@@ -2,7 +2,10 @@
 
 package transport
 
-import "log/slog"
+import (
+	"log/slog"
+	"net"
+)
 
 // hangupWatcher is a no-op where epoll is unavailable: a vanished client's
 // upstream call then ends at its next write or its timeout.
@@ -11,3 +14,5 @@ type hangupWatcher struct{}
 func newHangupWatcher(*registry, *slog.Logger) *hangupWatcher { return &hangupWatcher{} }
 
 func (*hangupWatcher) Close() {}
+
+func (*hangupWatcher) watchable(net.Conn) bool { return false }

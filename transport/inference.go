@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/bytebufferpool"
 	"github.com/valyala/fasthttp"
 
+	"github.com/omniroute/gateway/actors/ingest"
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/jsonscan"
@@ -55,6 +56,11 @@ type call struct {
 	closing  atomic.Bool
 	respID   []byte
 	relayed  bool // the relay route authenticated it (relay_route.go)
+
+	// admission (admission.go)
+	lease  *ingest.Lease
+	bypass bool
+	host   context.Context
 }
 
 var callPool = sync.Pool{New: func() any { return &call{} }}
@@ -101,6 +107,7 @@ func (g *Gateway) inference(ctx *fasthttp.RequestCtx, s catalog.Surface, rid []b
 // exactly once per call: at handler end, or at the end of a relay.
 func (c *call) finish() {
 	g := c.g
+	c.releaseAdmission()
 	if c.token != (regToken{}) {
 		g.inflight.unregister(c.token)
 	}
@@ -142,6 +149,9 @@ func (c *call) handle(host context.Context) bool {
 		return false
 	}
 	c.tenant = id
+	if !c.admitBytes(host) {
+		return false
+	}
 	if !c.readBody() {
 		return false
 	}
@@ -151,6 +161,9 @@ func (c *call) handle(host context.Context) bool {
 	}
 	if c.scan.ModelStart < 0 || !c.scan.ModelIsString || len(c.scan.Model) == 0 {
 		c.fail(errMissingModel)
+		return false
+	}
+	if !c.admitStructure() {
 		return false
 	}
 	c.model = g.cat.Model(c.scan.Model)
@@ -214,7 +227,7 @@ func (c *call) readBody() bool {
 	limit := int64(c.g.opts.Env.Ingest.HardMaxBodyBytes)
 	cl := int64(ctx.Request.Header.ContentLength())
 	if cl > limit {
-		ctx.SetConnectionClose()
+		c.closeUnread()
 		c.fail(errBodyTooLarge(limit))
 		return false
 	}
@@ -227,6 +240,7 @@ func (c *call) readBody() bool {
 			c.body.B = make([]byte, 0, cl)
 		}
 		b := c.body.B[:0]
+		c.startReading()
 		for {
 			if len(b) == cap(b) {
 				b = append(b, 0)[:len(b)]
@@ -235,8 +249,12 @@ func (c *call) readBody() bool {
 			b = b[:len(b)+n]
 			if int64(len(b)) > limit {
 				c.body.B = b
-				ctx.SetConnectionClose()
+				c.closeUnread()
 				c.fail(errBodyTooLarge(limit))
+				return false
+			}
+			if !c.bodyProgress(int64(len(b))) {
+				c.body.B = b
 				return false
 			}
 			if err == io.EOF {
@@ -250,6 +268,7 @@ func (c *call) readBody() bool {
 			}
 		}
 		c.body.B = b
+		c.doneReading()
 	}
 	if len(c.body.B) == 0 {
 		c.fail(errEmptyBody)

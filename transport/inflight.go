@@ -4,9 +4,11 @@ import (
 	"net"
 	"sync"
 	"time"
-
-	"github.com/omniroute/gateway/transport/upstream"
 )
+
+// canceler is what the registry cancels: an upstream exchange's
+// *upstream.Cancel, or a request waiting for admission.
+type canceler interface{ Cancel() }
 
 // registry tracks the cancel handle of every in-flight upstream exchange so
 // that a client hang-up (by slot) or a forced shutdown (all) can abort them.
@@ -38,7 +40,7 @@ type regShard struct {
 
 type regSlot struct {
 	gen    uint32
-	cancel *upstream.Cancel
+	cancel canceler
 	conn   net.Conn // client connection to watch, nil when not watchable
 	since  time.Time
 	fd     int // >= 0 while armed
@@ -61,7 +63,7 @@ type armer interface {
 func newRegistry() *registry { return &registry{} }
 
 // register adds c; conn is the client connection to watch (nil if none).
-func (r *registry) register(c *upstream.Cancel, hint uint32, conn net.Conn, now time.Time) regToken {
+func (r *registry) register(c canceler, hint uint32, conn net.Conn, now time.Time) regToken {
 	si := hint % registryShards
 	s := &r.shards[si]
 	s.mu.Lock()

@@ -86,6 +86,7 @@ func (c *call) commitStream(x *upstream.Exchange) {
 	c.routingHeaders()
 	c.idle = c.g.opts.Env.Upstream.IdleTimeout.Duration()
 	ctx.SetBodyStream(c, -1)
+	c.bodyDone()
 }
 
 // Read satisfies io.Reader for fasthttp's body stream; the relay is always

@@ -67,14 +67,18 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 }
 
 // expect decides an Expect: 100-continue upload before its body is sent:
-// a declared size over the hard cap is refused with 413 and the body never
-// crosses the network.
+// chat-shaped routes run their admission checks (which include the hard
+// cap), other routes only the hard cap, so a rejected body never crosses
+// the network.
 func (g *Gateway) expect(ctx *fasthttp.RequestCtx) int {
-	if cl := ctx.Request.Header.ContentLength(); cl > int(g.opts.Env.Ingest.HardMaxBodyBytes) {
-		return fasthttp.StatusRequestEntityTooLarge
-	}
 	if g.draining.Load() {
 		return fasthttp.StatusServiceUnavailable
+	}
+	if status, ok := g.expectAdmission(ctx); ok {
+		return status
+	}
+	if cl := ctx.Request.Header.ContentLength(); cl > int(g.opts.Env.Ingest.HardMaxBodyBytes) {
+		return fasthttp.StatusRequestEntityTooLarge
 	}
 	return fasthttp.StatusContinue
 }

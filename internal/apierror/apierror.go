@@ -35,6 +35,9 @@ type Error struct {
 	Message string
 	// RetryAfter, in whole seconds, is sent as Retry-After when > 0.
 	RetryAfter int
+	// Reason refines Code with a machine-readable reason (for example the
+	// admission shed reason); rendered as "reason" when set.
+	Reason string
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -74,6 +77,10 @@ func (e *Error) Append(dst []byte, f Format, requestID string) []byte {
 			dst = append(dst, `,"code":`...)
 			dst = AppendString(dst, e.Code)
 		}
+		if e.Reason != "" {
+			dst = append(dst, `,"reason":`...)
+			dst = AppendString(dst, e.Reason)
+		}
 		dst = append(dst, '}')
 		if requestID != "" {
 			dst = append(dst, `,"request_id":`...)
@@ -94,6 +101,10 @@ func (e *Error) Append(dst []byte, f Format, requestID string) []byte {
 		dst = append(dst, "null"...)
 	} else {
 		dst = AppendString(dst, e.Code)
+	}
+	if e.Reason != "" {
+		dst = append(dst, `,"reason":`...)
+		dst = AppendString(dst, e.Reason)
 	}
 	return append(dst, "}}"...)
 }

@@ -25,10 +25,12 @@ import (
 // Env is every environment setting of the gateway. Each subsystem owns one
 // embedded struct in its own file so that its variables read together.
 type Env struct {
-	Server   ServerEnv
-	Upstream UpstreamEnv
-	Ingest   IngestEnv
-	Relay    RelayEnv
+	Server    ServerEnv
+	Upstream  UpstreamEnv
+	Ingest    IngestEnv
+	Relay     RelayEnv
+	Admission AdmissionEnv
+	Pressure  PressureEnv
 }
 
 // ServerEnv configures the listener, logging, identity and shutdown.

@@ -1,0 +1,147 @@
+package pressure
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/goleak"
+
+	"github.com/omniroute/gateway/internal/clock"
+	mem "github.com/omniroute/gateway/internal/pressure"
+	"github.com/omniroute/gateway/internal/testutil"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+
+func newSystem() *actor.ActorSystem {
+	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+}
+
+func sample(goRatio float64) mem.Sample {
+	return mem.Sample{GoUsed: int64(goRatio * 1000), GoLimit: 1000, CgroupCurrent: -1, CgroupFile: -1, CgroupMax: -1, CgroupHigh: -1, OOM: -1, OOMKill: -1, PSISome: -1, PSIFull: -1}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func waitState(t *testing.T, h *Handle, cond func(*mem.State) bool) *mem.State {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if s := h.State(); cond(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("state never matched; last %+v", h.State())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestSamplesDriveSeverityAndSubscribers(t *testing.T) {
+	sys := newSystem()
+	defer sys.Shutdown()
+	clk := clock.NewFake(time.Unix(500, 0))
+	var mu sync.Mutex
+	next := sample(0.1)
+	logs := &syncBuf{}
+	h, err := Spawn(sys, Options{Config: mem.DefaultConfig(), Clock: clk, Manual: true,
+		Sample: func() mem.Sample { mu.Lock(); defer mu.Unlock(); return next },
+		Log:    slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	if st := h.State(); st == nil || st.Severity != mem.Normal || !st.ObservedAt.Equal(clk.Now()) {
+		t.Fatalf("the first sample is taken at spawn: %+v", st)
+	}
+	var seen []mem.Severity
+	var smu sync.Mutex
+	h.Subscribe(func(s *mem.State) { smu.Lock(); seen = append(seen, s.Severity); smu.Unlock() })
+	set := func(s mem.Sample) { mu.Lock(); next = s; mu.Unlock() }
+	set(sample(0.95))
+	h.Tick()
+	clk.Advance(time.Second)
+	h.Tick()
+	st := waitState(t, h, func(s *mem.State) bool { return s.Severity == mem.Critical })
+	if st.Reason != mem.ReasonGoHeap || !strings.Contains(logs.String(), "goRatio=0.95") {
+		t.Fatalf("state %+v, logs %s", st, logs.String())
+	}
+	h.Observe(sample(0.2))
+	waitState(t, h, func(s *mem.State) bool { return s.Severity == mem.Normal })
+	smu.Lock()
+	defer smu.Unlock()
+	if len(seen) != 3 || seen[0] != mem.Normal || seen[1] != mem.Critical || seen[2] != mem.Normal {
+		t.Fatalf("subscriber saw %v", seen)
+	}
+	if !strings.Contains(logs.String(), "memory pressure recovered") {
+		t.Fatalf("logs %s", logs.String())
+	}
+}
+
+func TestTimerSamplesEveryInterval(t *testing.T) {
+	sys := newSystem()
+	defer sys.Shutdown()
+	var mu sync.Mutex
+	n := 0
+	h, err := Spawn(sys, Options{Config: mem.DefaultConfig(), Interval: 5 * time.Millisecond,
+		Sample: func() mem.Sample { mu.Lock(); n++; mu.Unlock(); return sample(0.1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		c := n
+		mu.Unlock()
+		if c >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d samples", c)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestInvalidThresholds(t *testing.T) {
+	sys := newSystem()
+	defer sys.Shutdown()
+	cfg := mem.DefaultConfig()
+	cfg.HighRatio = 0.99
+	if _, err := Spawn(sys, Options{Config: cfg, Manual: true}); err == nil || !strings.Contains(err.Error(), "ratios") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestRealSystemSample(t *testing.T) {
+	sys := newSystem()
+	defer sys.Shutdown()
+	h, err := Spawn(sys, Options{Config: mem.DefaultConfig(), Manual: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	if st := h.State(); st.Sample.GoUsed <= 0 {
+		t.Fatalf("the Go runtime figure is always readable: %+v", st.Sample)
+	}
+	h2, err := Spawn(sys, Options{Config: mem.DefaultConfig(), Manual: true, GoLimitFallback: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Stop()
+	if st := h2.State(); mem.GoMemoryLimit() < 0 && st.Sample.GoLimit != 1<<40 {
+		t.Fatalf("without GOMEMLIMIT the fallback limit applies: %+v", st.Sample)
+	}
+}

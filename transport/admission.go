@@ -1,0 +1,593 @@
+package transport
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/valyala/bytebufferpool"
+	"github.com/valyala/fasthttp"
+
+	"github.com/omniroute/gateway/actors/ingest"
+	pressureactor "github.com/omniroute/gateway/actors/pressure"
+	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/internal/budget"
+	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/internal/pressure"
+	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/internal/tokenest"
+	"github.com/omniroute/gateway/messages"
+)
+
+// Admission system 1 in the request path.
+//
+// Byte stage, for every chat-shaped route, before any body byte is read:
+// the internal self-loop bypass (still under the hard cap) → critical
+// memory pressure: 503 resource_pressure → declared size over the hard cap:
+// 413 → declared size at least the heavy threshold and larger than the
+// whole budget: 413 body_exceeds_budget → reserve (fast path, else the
+// ingest actor's fair queue) → read. An Expect: 100-continue upload is
+// decided the same way in the server's ExpectHandler, so a rejected upload
+// never sends its body. A chunked body reserves once its running total
+// crosses the heavy threshold, grows its reservation as it keeps coming,
+// and stops being read the moment a cap is crossed. Rejected unread bodies
+// close the connection instead of being drained.
+//
+// Structural stage, after the JSON scan: a conversation over
+// OMNIROUTE_CHAT_HARD_MAX_MESSAGES is refused (413); a byte-light but
+// structurally heavy body (many messages or tools, or many estimated
+// tokens) goes through the same gate.
+//
+// The reservation's bytes go back as soon as the body is no longer held
+// (a stream that committed frees its body); its heavy-request slot goes
+// back when the request finishes.
+
+// Memory pressure types, re-exported for hosts in other modules that feed
+// their own figures through Options.PressureSample (Go's internal/ rule
+// keeps internal/pressure private).
+type (
+	// PressureSample is one memory observation; unknown figures are -1.
+	PressureSample = pressure.Sample
+	// PressureState is the published severity with the sample behind it.
+	PressureState = pressure.State
+)
+
+// bypassHeader marks OmniRoute's internal self-loop requests.
+const bypassHeader = "X-Omniroute-Admission-Bypass"
+
+// admissionKey is the fasthttp user-value key under which the
+// ExpectHandler leaves its decision for the handler: an *ingest.Lease, or
+// admittedLight for a body that needs none.
+type admissionKey struct{}
+
+type admissionMark struct{ bypass bool }
+
+var (
+	admittedLight  = &admissionMark{}
+	admittedBypass = &admissionMark{bypass: true}
+)
+
+// startAdmission resolves the budget once and starts the resource-pressure
+// and ingest actors.
+func (g *Gateway) startAdmission() error {
+	e := &g.opts.Env
+	a := &e.Admission
+	override, _ := a.MaxInflightBytes.Get()
+	b := budget.Resolve(override, nil)
+	p := &e.Pressure
+	cfg := pressure.Config{
+		HighRatio: float64(p.PressureHighRatio), CriticalRatio: float64(p.PressureCriticalRatio), RecoveryRatio: float64(p.PressureRecoveryRatio),
+		PSIHigh: float64(p.PSIHigh), PSICritical: float64(p.PSICritical), PSIRecovery: float64(p.PSIRecovery),
+		SustainHigh: int(p.SustainHigh), SustainCritical: int(p.SustainCritical), SustainRecovery: int(p.SustainRecovery),
+	}
+	ph, err := pressureactor.Spawn(g.system, pressureactor.Options{Config: cfg, Sample: g.opts.PressureSample,
+		PSISource: pressure.PSISource(p.PSISource), GoLimitFallback: b.CeilingBytes, Clock: g.clk, Log: g.log.With("component", "pressure")})
+	if err != nil {
+		return err
+	}
+	countCap, _ := a.CountCap()
+	ih, err := ingest.Spawn(g.system, ingest.Config{
+		Budget: b, LargeBody: int64(a.LargeBodyBytes), HardMax: int64(e.Ingest.HardMaxBodyBytes),
+		CountCap: countCap, Headroom: a.Headroom(), HeapShedRatio: float64(a.HeapShedRatio),
+		QueueWait: a.QueueWait.Duration(), MaxQueuedBytes: int64(a.MaxQueuedBytes),
+		Clock: g.clk, Pressure: ph, Log: g.log.With("component", "ingest"),
+	})
+	if err != nil {
+		ph.Stop()
+		return err
+	}
+	ph.Subscribe(ih.OnPressure)
+	g.pressure, g.ingest = ph, ih
+	if k := a.SelfLoopKey(); k != "" {
+		g.selfLoopKey = []byte(k)
+	}
+	g.log.Info("chat ingest budget", "bytes", b.Bytes, "source", string(b.Source), "ceilingBytes", b.CeilingBytes,
+		"largeBodyBytes", int64(a.LargeBodyBytes), "countCap", countCap)
+	g.health = append(g.health, healthSection{"chatAdmission", g.admissionHealth})
+	g.registerAdmissionMetrics()
+	return nil
+}
+
+func (g *Gateway) stopAdmission() {
+	if g.ingest != nil {
+		g.ingest.Stop()
+	}
+	if g.pressure != nil {
+		g.pressure.Stop()
+	}
+}
+
+// Ingest returns the ingest actor's handle.
+func (g *Gateway) Ingest() *ingest.Handle { return g.ingest }
+
+// Pressure returns the resource-pressure actor's handle.
+func (g *Gateway) Pressure() *pressureactor.Handle { return g.pressure }
+
+func (g *Gateway) admissionHealth() (any, string) {
+	s := g.ingest.Snapshot()
+	status := "ok"
+	if s.PressureSeverity == pressure.Critical.String() {
+		status = "degraded"
+	}
+	return s, status
+}
+
+// isBypass reports the internal self-loop: x-omniroute-admission-bypass:
+// internal together with the configured self-loop key as Bearer token
+// (compared in constant time). Without a configured key there is no bypass.
+func (g *Gateway) isBypass(h *fasthttp.RequestHeader) bool {
+	if g.selfLoopKey == nil {
+		return false
+	}
+	v := bytes.TrimSpace(h.Peek(bypassHeader))
+	if !bytes.EqualFold(v, []byte("internal")) {
+		return false
+	}
+	a := h.Peek(fasthttp.HeaderAuthorization)
+	if len(a) < 7 || !bytes.EqualFold(a[:7], []byte("bearer ")) {
+		return false
+	}
+	return subtle.ConstantTimeCompare(bytes.TrimSpace(a[7:]), g.selfLoopKey) == 1
+}
+
+// byteStage decides a request before any byte of its body is read. It
+// returns the reservation (nil for a light body), whether the self-loop
+// bypass applies, or the rejection. For a body under the heavy threshold
+// it costs a few loads and never talks to the actor.
+func (g *Gateway) byteStage(ctx *fasthttp.RequestCtx, id tenant.ID, host context.Context) (*ingest.Lease, bool, *apierror.Error) {
+	h := g.ingest
+	cl := int64(ctx.Request.Header.ContentLength())
+	if g.isBypass(&ctx.Request.Header) {
+		if cl > h.HardMax() {
+			return nil, false, errBodyTooLarge(h.HardMax())
+		}
+		return nil, true, nil
+	}
+	if h.Critical() {
+		h.Shed(messages.ShedResourcePressure)
+		return nil, false, errPressure
+	}
+	if cl > h.HardMax() {
+		return nil, false, errBodyTooLarge(h.HardMax())
+	}
+	if cl < h.LargeBody() { // light, or of unknown length (chunked)
+		return nil, false, nil
+	}
+	if cl > h.Budget().Bytes {
+		h.Shed(messages.ShedBodyExceedsBudget)
+		return nil, false, errExceedsBudget(h.Budget().Bytes)
+	}
+	if l, ok := h.TryAcquire(cl, true); ok {
+		return l, false, nil
+	}
+	l, out := g.acquireWaiting(ctx, host, id, cl, nil)
+	if l == nil {
+		return nil, false, g.busy(out)
+	}
+	return l, false, nil
+}
+
+// admitWait lets a client hang-up (through the hang-up watcher) or a
+// forced shutdown end a wait in the ingest queue.
+type admitWait struct{ gone chan struct{} }
+
+func (w *admitWait) Cancel() {
+	select {
+	case w.gone <- struct{}{}:
+	default:
+	}
+}
+
+var admitWaitPool = sync.Pool{New: func() any { return &admitWait{gone: make(chan struct{}, 1)} }}
+
+// acquireWaiting queues for a reservation (or, with grow, for more of
+// one) while watching for the client leaving.
+func (g *Gateway) acquireWaiting(ctx *fasthttp.RequestCtx, host context.Context, id tenant.ID, n int64, grow *ingest.Lease) (*ingest.Lease, messages.IngestOutcome) {
+	var gone <-chan struct{}
+	var w *admitWait
+	var token regToken
+	if host != nil {
+		gone = host.Done()
+	} else {
+		w = admitWaitPool.Get().(*admitWait)
+		select {
+		case <-w.gone:
+		default:
+		}
+		token = g.inflight.register(w, uint32(ctx.ConnID()), ctx.Conn(), time.Now())
+		gone = w.gone
+	}
+	var l *ingest.Lease
+	var out messages.IngestOutcome
+	if grow != nil {
+		if out = grow.Grow(id, n, gone); out == messages.IngestAdmitted {
+			l = grow
+		}
+	} else {
+		l, out = g.ingest.Acquire(id, n, true, gone)
+	}
+	if w != nil {
+		g.inflight.unregister(token)
+		admitWaitPool.Put(w)
+	}
+	return l, out
+}
+
+// busy maps a failed reservation to its answer.
+func (g *Gateway) busy(out messages.IngestOutcome) *apierror.Error {
+	switch out {
+	case messages.ShedBodyExceedsBudget:
+		return errExceedsBudget(g.ingest.Budget().Bytes)
+	case messages.IngestCanceled:
+		return errClientGone
+	case messages.IngestStopped:
+		return errDraining
+	}
+	return errBusy(out.String(), g.ingest.RetryAfter(2))
+}
+
+// admitBytes runs the byte stage for the call, or adopts the decision the
+// ExpectHandler already took.
+func (c *call) admitBytes(host context.Context) bool {
+	ctx := c.ctx
+	c.host = host
+	if v := ctx.UserValue(admissionKey{}); v != nil {
+		ctx.RemoveUserValue(admissionKey{})
+		switch d := v.(type) {
+		case *ingest.Lease:
+			c.lease = d
+		case *admissionMark:
+			c.bypass = d.bypass
+		}
+		return true
+	}
+	l, bypass, e := c.g.byteStage(ctx, c.tenant, host)
+	if e != nil {
+		c.reject(e)
+		return false
+	}
+	c.lease, c.bypass = l, bypass
+	return true
+}
+
+// reject answers with an admission error before the body was (fully)
+// read: the connection is closed rather than drained, unless the whole
+// body already arrived with the headers (fasthttp reads up to 8 KiB of it
+// before the handler runs), when keeping the connection costs nothing.
+func (c *call) reject(e *apierror.Error) {
+	if cl := c.ctx.Request.Header.ContentLength(); cl < 0 || cl > prefetchedBody || c.body != nil {
+		c.closeUnread()
+	}
+	if e.Reason != "" {
+		c.ctx.Response.Header.Set("X-Omniroute-Admission-Reason", e.Reason)
+	}
+	c.fail(e)
+}
+
+// prefetchedBody is how much of a body fasthttp reads with the headers.
+const prefetchedBody = 8 << 10
+
+// Lingering after a refused upload: until the client closes, at most
+// lingerMax; at most maxLingering connections at once (beyond that they
+// close after the answer at once).
+const (
+	lingerMax    = 5 * time.Second
+	maxLingering = 1024
+)
+
+// closeUnread closes the connection after the answer instead of draining
+// the unread body. Closing a socket that still has unread input makes the
+// kernel send a reset, which can destroy the answer before the client read
+// it (clients then report "connection reset" or "broken pipe" instead of
+// the 413 or 503). So the answer is written, the write side is shut, and
+// the socket is closed once the client closed its side (the hang-up
+// watcher reports it) or lingerMax passed. Nothing more is read.
+//
+// fasthttp closes a Connection: close response's socket at once, so the
+// answer is written from a hijack handler instead (it runs on its own
+// goroutine once the handler returned; the context stays valid until it
+// ends).
+func (c *call) closeUnread() {
+	ctx, g := c.ctx, c.g
+	ctx.SetConnectionClose()
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(conn net.Conn) { g.lingerClose(ctx, conn) })
+}
+
+func (g *Gateway) lingerClose(ctx *fasthttp.RequestCtx, c net.Conn) {
+	raw := c
+	if u, ok := c.(interface{ UnsafeConn() net.Conn }); ok {
+		raw = u.UnsafeConn()
+	}
+	_ = raw.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	bw := bufio.NewWriterSize(raw, 4096)
+	if err := ctx.Response.Write(bw); err != nil || bw.Flush() != nil {
+		return
+	}
+	cw, ok := raw.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	if g.lingering.Add(1) > maxLingering {
+		g.lingering.Add(-1)
+		return
+	}
+	defer g.lingering.Add(-1)
+	w := admitWaitPool.Get().(*admitWait)
+	select {
+	case <-w.gone:
+	default:
+	}
+	token := g.inflight.register(w, 0, raw, time.Now())
+	t := time.NewTimer(lingerMax)
+	if !g.hangups.watchable(raw) {
+		t.Reset(lingerDelay)
+	}
+	select {
+	case <-w.gone:
+	case <-t.C:
+	}
+	t.Stop()
+	g.inflight.unregister(token)
+	admitWaitPool.Put(w)
+}
+
+// lingerDelay is the linger when the client's close cannot be watched.
+const lingerDelay = 500 * time.Millisecond
+
+// startReading makes an admitted upload abortable under critical pressure.
+func (c *call) startReading() {
+	if c.lease != nil {
+		c.lease.StartReading(c)
+	}
+}
+
+// doneReading ends the abortable phase.
+func (c *call) doneReading() {
+	if c.lease != nil {
+		c.lease.DoneReading()
+	}
+}
+
+// AbortRead stops the upload being read: the blocked read returns at once.
+// The ingest actor calls it under critical pressure.
+func (c *call) AbortRead() {
+	if conn := c.ctx.Conn(); conn != nil {
+		_ = conn.SetReadDeadline(time.Now())
+	}
+}
+
+// bodyProgress runs after every read of the body with the running total.
+// It stops an aborted upload, reserves for a chunked body once it crosses
+// the heavy threshold, and grows that reservation as the body keeps coming.
+func (c *call) bodyProgress(total int64) bool {
+	if c.bypass {
+		return true
+	}
+	h := c.g.ingest
+	if c.lease != nil {
+		if c.lease.Aborted() {
+			h.Shed(messages.ShedResourcePressure)
+			c.reject(errPressure)
+			return false
+		}
+		if total <= c.lease.Bytes() {
+			return true
+		}
+	} else if total < h.LargeBody() {
+		return true
+	}
+	// A chunked body: reserve what was read, rounded up to the threshold,
+	// before reading more.
+	if total > h.Budget().Bytes {
+		h.Shed(messages.ShedBodyExceedsBudget)
+		c.reject(errExceedsBudget(h.Budget().Bytes))
+		return false
+	}
+	step := h.LargeBody()
+	target := min((total+step-1)/step*step, h.HardMax(), h.Budget().Bytes)
+	if c.lease == nil {
+		if l, ok := h.TryAcquire(target, true); ok {
+			c.lease = l
+		} else if l, out := c.g.acquireWaiting(c.ctx, c.host, c.tenant, target, nil); l != nil {
+			c.lease = l
+		} else {
+			c.reject(c.g.busy(out))
+			return false
+		}
+		c.lease.StartReading(c)
+		return true
+	}
+	if _, out := c.g.acquireWaiting(c.ctx, c.host, c.tenant, target, c.lease); out != messages.IngestAdmitted {
+		c.reject(c.g.busy(out))
+		return false
+	}
+	return true
+}
+
+// admitStructure runs the structural stage after the JSON scan.
+func (c *call) admitStructure() bool {
+	a := &c.g.opts.Env.Admission
+	if limit := int(a.HardMaxMessages); limit > 0 && c.scan.Messages > limit {
+		c.fail(errHistoryTooLong(limit))
+		return false
+	}
+	if c.bypass || c.lease != nil {
+		return true
+	}
+	heavy := c.scan.Messages >= int(a.HeavyMessages) || c.scan.Tools >= int(a.HeavyTools)
+	if !heavy && !tokenest.Estimate(c.body.B, int(a.HeavyTokens)).Heavy(int(a.HeavyTokens)) {
+		return true
+	}
+	h := c.g.ingest
+	l, ok := h.TryAcquire(h.LargeBody(), true)
+	if !ok {
+		var out messages.IngestOutcome
+		if l, out = c.g.acquireWaiting(c.ctx, c.host, c.tenant, h.LargeBody(), nil); l == nil {
+			e := errStructureBusy(h.RetryAfter(1))
+			switch out {
+			case messages.IngestCanceled:
+				e = errClientGone
+			case messages.IngestStopped:
+				e = errDraining
+			}
+			if out.IsShed() {
+				c.ctx.Response.Header.Set("X-Omniroute-Admission-Reason", out.String())
+			}
+			c.fail(e)
+			return false
+		}
+	}
+	l.DoneReading() // the body is already read: nothing to abort
+	c.lease = l
+	return true
+}
+
+// bodyDone frees the request body once nothing needs it any more (a
+// stream committed: no further failover) and returns its bytes to the
+// budget; the heavy-request slot stays until the request finishes.
+func (c *call) bodyDone() {
+	if c.x != nil {
+		c.x.Req.ResetBody() // it pointed into the buffers freed below
+	}
+	if c.body != nil {
+		bytebufferpool.Put(c.body)
+		c.body = nil
+	}
+	if c.out != nil {
+		bytebufferpool.Put(c.out)
+		c.out = nil
+	}
+	if c.lease != nil {
+		c.lease.ReleaseBytes()
+	}
+}
+
+// releaseAdmission returns the reservation at the end of the request.
+func (c *call) releaseAdmission() {
+	if c.lease != nil {
+		c.lease.Release()
+		c.lease = nil
+	}
+}
+
+// expectAdmission decides an Expect: 100-continue upload to a chat-shaped
+// route before its body is sent: the same checks as the handler up to the
+// reservation, which it leaves in the request's user values. It returns
+// the status for fasthttp (100 to continue), and false for other routes.
+func (g *Gateway) expectAdmission(ctx *fasthttp.RequestCtx) (int, bool) {
+	var s catalog.Surface
+	switch string(ctx.Path()) {
+	case "/v1/chat/completions":
+		s = catalog.Chat
+	case "/v1/messages":
+		s = catalog.Messages
+	case "/v1/responses":
+		s = catalog.Responses
+	default:
+		return 0, false
+	}
+	f := formatFor(s)
+	var e *apierror.Error
+	switch {
+	case !ctx.IsPost():
+		e = errMethod("POST")
+		ctx.Response.Header.Set(fasthttp.HeaderAllow, "POST")
+	case len(ctx.Request.Header.ContentType()) > 0 && !isJSONMediaType(ctx.Request.Header.ContentType()):
+		e = errMediaType
+	}
+	if e == nil {
+		id, _, decision := g.tenants.Identify(credential(&ctx.Request.Header), isLoopback(ctx))
+		switch decision {
+		case tenantMissing:
+			e = errMissingKey
+		case tenantInvalid:
+			e = errInvalidKey
+		default:
+			var l *ingest.Lease
+			var bypass bool
+			l, bypass, e = g.byteStage(ctx, id, nil)
+			switch {
+			case e != nil:
+			case l != nil:
+				ctx.SetUserValue(admissionKey{}, l) // released by the handler, or by fasthttp (io.Closer) if it never runs
+			case bypass:
+				ctx.SetUserValue(admissionKey{}, admittedBypass)
+			default:
+				ctx.SetUserValue(admissionKey{}, admittedLight)
+			}
+		}
+	}
+	if e == nil {
+		return fasthttp.StatusContinue, true
+	}
+	var ridBuf [64]byte
+	rid := ridBuf[:0]
+	if id := ctx.Request.Header.Peek("X-Request-Id"); validClientRequestID(id) {
+		rid = append(rid, id...)
+	} else {
+		rid = g.rids.next(rid)
+	}
+	ctx.Response.Header.SetBytesV("X-Request-Id", rid)
+	if e.Reason != "" {
+		ctx.Response.Header.Set("X-Omniroute-Admission-Reason", e.Reason)
+	}
+	writeError(ctx, f, string(rid), e)
+	g.metrics.request(surfaceRoute(s), e.Status)
+	return e.Status, true
+}
+
+// Admission errors: status, type, code and message as OmniRoute answers
+// them, in the caller's dialect.
+var (
+	errPressure = &apierror.Error{Status: 503, Type: "server_error", Code: "resource_pressure", Reason: "resource_pressure",
+		Message: "Service temporarily unavailable due to resource pressure. Retry shortly.", RetryAfter: 2}
+	errClientGone = &apierror.Error{Status: 499, Type: "invalid_request_error", Code: "client_closed_request",
+		Message: "the client closed the connection while waiting for admission"}
+)
+
+func errExceedsBudget(b int64) *apierror.Error {
+	return &apierror.Error{Status: 413, Type: "payload_too_large", Code: "body_exceeds_budget", Reason: "body_exceeds_budget",
+		Message: "Request body exceeds the chat ingest budget (max " + strconv.FormatInt(max(1, b>>20), 10) + " MB)."}
+}
+
+func errBusy(reason string, retryAfter int) *apierror.Error {
+	return &apierror.Error{Status: 503, Type: "server_error", Code: "chat_admission_busy", Reason: reason, RetryAfter: retryAfter,
+		Message: "Chat admission capacity is temporarily unavailable. Retry shortly."}
+}
+
+func errStructureBusy(retryAfter int) *apierror.Error {
+	return &apierror.Error{Status: 503, Type: "server_error", Code: "chat_admission_busy", Reason: "structure_limit", RetryAfter: retryAfter,
+		Message: "Local chat admission capacity is busy for this structurally heavy request; upstream provider routing was not attempted. Retry shortly."}
+}
+
+func errHistoryTooLong(limit int) *apierror.Error {
+	return &apierror.Error{Status: 413, Type: "payload_too_large", Code: "chat_history_too_large", Reason: "message_limit",
+		Message: fmt.Sprintf("Chat history exceeds the %d-message limit; compact the conversation and retry.", limit)}
+}
