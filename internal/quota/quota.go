@@ -263,6 +263,19 @@ func Collect(readings []Reading, model string, threshold float64, now time.Time)
 		if !r.Supported && len(r.Values) == 0 && r.Err == "" {
 			continue
 		}
+		// A source supports this scope when it failed, when it answered
+		// without values, or when it has values for the scope; a source
+		// whose values are all about other models says nothing here.
+		applies := r.Err != "" || len(r.Values) == 0
+		for i := range r.Values {
+			if r.Values[i].Model == "" || r.Values[i].Model == model {
+				applies = true
+				break
+			}
+		}
+		if !applies {
+			continue
+		}
 		st.Supported = true
 		if r.Err != "" {
 			st.Error = r.Err

@@ -130,6 +130,12 @@ func TestCollectStates(t *testing.T) {
 	if st := Collect(rs, "gpt-4o-mini", 0.2, now); st.Status != StatusHealthy || len(st.Values) != 1 {
 		t.Fatalf("gpt-4o-mini %+v", st)
 	}
+	// Header values about another model do not make this one unavailable:
+	// nothing is known about it.
+	only := []Reading{{Source: SourceResponseHeaders, Supported: true, Values: []Value{scoped}}}
+	if st := Collect(only, "gpt-4o-mini", 0.2, now); st.Status != StatusUnknown || st.Supported {
+		t.Fatalf("other model's headers: %+v", st)
+	}
 }
 
 func TestValueJSONOmitsUnknownNumbers(t *testing.T) {
