@@ -71,6 +71,7 @@ type Gateway struct {
 	draining atomic.Bool
 	active   atomic.Int64
 	closed   atomic.Bool
+	qs       *quotaSys // quota telemetry, ledger and routing settings
 }
 
 // New builds a gateway on system: it resolves the catalog, creates the
@@ -104,10 +105,11 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	for i, t := range cat.Targets {
 		names[i] = t.Name
 	}
-	if g.targets, err = targets.Spawn(system, names, o.Clock); err != nil {
+	g.metrics = newMetrics(cat)
+	if err := g.spawnRouting(system, names); err != nil {
+		g.metrics.unregister()
 		return nil, err
 	}
-	g.metrics = newMetrics(cat)
 	g.inflight = newRegistry()
 	g.hangups = newHangupWatcher(g.inflight, g.log)
 	g.rids.init()
@@ -116,6 +118,7 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	g.health = []healthSection{
 		{"server", g.serverHealth},
 		{"targets", g.targetsHealth},
+		{"quota", g.quotaHealth},
 	}
 	return g, nil
 }
@@ -235,6 +238,7 @@ func (g *Gateway) Close() {
 	g.inflight.cancelAll()
 	g.hangups.Close()
 	g.targets.Stop()
+	g.qs.stop()
 	for _, c := range g.clients {
 		c.Close()
 	}

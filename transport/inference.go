@@ -55,6 +55,8 @@ type call struct {
 	idle     time.Duration
 	closing  atomic.Bool
 	respID   []byte
+
+	plan plan // routing, token reservation and usage metering (route.go)
 }
 
 var callPool = sync.Pool{New: func() any { return &call{} }}
@@ -77,8 +79,8 @@ func (c *call) release() {
 		c.x.Release()
 	}
 	c.cancel.Reset()
-	pending, offs, rd, scan := c.pending[:0], c.pendOff[:0], c.rd, c.scan
-	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan}
+	pending, offs, rd, scan, pl := c.pending[:0], c.pendOff[:0], c.rd, c.scan, c.plan.reset()
+	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan, plan: pl}
 	callPool.Put(c)
 }
 
@@ -101,6 +103,7 @@ func (g *Gateway) inference(ctx *fasthttp.RequestCtx, s catalog.Surface, rid []b
 // exactly once per call: at handler end, or at the end of a relay.
 func (c *call) finish() {
 	g := c.g
+	c.settleUsage()
 	if c.watched {
 		g.hangups.unwatch(c.wh)
 		c.watched = false
