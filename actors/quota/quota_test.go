@@ -77,7 +77,9 @@ func TestHeadersDriveModelStates(t *testing.T) {
 	obs2 := *obs
 	obs2.Readings[0].Remaining = 0
 	h.Observe(0, "gpt-4o", &obs2)
-	waitState(t, h, 0, func(s *ConnState) bool { return s.Models[0].Status == quota.StatusExhausted && s.Models[1].Status == quota.StatusUnknown })
+	waitState(t, h, 0, func(s *ConnState) bool {
+		return s.Models[0].Status == quota.StatusExhausted && s.Models[1].Status == quota.StatusUnknown
+	})
 }
 
 func TestConfiguredAndEstimatedSources(t *testing.T) {

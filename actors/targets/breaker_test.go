@@ -192,5 +192,7 @@ func TestHardFailuresOpenAtOnce(t *testing.T) {
 	}
 	// The republish tick notices an expired cooldown without new reports.
 	e.clk.Advance(11 * time.Minute)
-	waitSnap(t, e.h, func(s *Snapshot) bool { return s.Targets[1].Circuit == "half_open" && s.Targets[1].CooldownUntil == nil })
+	waitSnap(t, e.h, func(s *Snapshot) bool {
+		return s.Targets[1].Circuit == "half_open" && s.Targets[1].CooldownUntil == nil
+	})
 }
