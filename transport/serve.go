@@ -44,6 +44,12 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 	case "/api/monitoring/health":
 		r = routeHealth
 		g.healthHandler(ctx)
+	case "/api/omniroute/route/preview":
+		r = routeManagement
+		g.routePreview(ctx, string(rid))
+	case "/api/omniroute/quota":
+		r = routeManagement
+		g.quotaReport(ctx, string(rid))
 	case "/metrics":
 		r = routeMetrics
 		if !ctx.IsGet() {
