@@ -274,7 +274,7 @@ type ledgerActor struct {
 }
 
 // PublishInterval is how often a changed ledger is republished.
-const PublishInterval = time.Second
+const PublishInterval = 250 * time.Millisecond
 
 func (a *ledgerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
