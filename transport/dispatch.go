@@ -51,6 +51,11 @@ func (c *call) dispatch() bool {
 				c.ctx.SetStatusCode(499)
 				return false
 			}
+			if g.draining.Load() && c.plan.attempts == 0 {
+				c.ctx.SetConnectionClose()
+				c.fail(errDraining)
+				return false
+			}
 			break
 		}
 		outcome, streaming := c.attempt(t, &last, &lastClass)
