@@ -84,7 +84,7 @@ func (g *Gateway) spawnRouting(system *actor.ActorSystem, names []string) error 
 		if err != nil {
 			return fmt.Errorf("providers.%s: %w", p.ID, err)
 		}
-		spec := quotaactor.ConnSpec{Provider: p.ID, Name: c.Name, Mapping: m, LedgerSlots: map[int]string{}}
+		spec := quotaactor.ConnSpec{Provider: p.ID, Name: c.Name, Mapping: m}
 		if l := c.Limits; l.TokensPerMinute > 0 || l.RequestsPerMinute > 0 {
 			for _, d := range []struct {
 				dim   messages.QuotaDimension
@@ -97,6 +97,8 @@ func (g *Gateway) spawnRouting(system *actor.ActorSystem, names []string) error 
 				}
 			}
 		}
+		// Budgets exist when limits are configured or may arrive in headers.
+		spec.Budgeted = c.Limits.TokensPerMinute > 0 || c.Limits.RequestsPerMinute > 0 || m != nil
 		if q := p.Quota.QuotaAPI; q != nil {
 			spec.Poll = &quotaactor.PollSpec{Kind: q.Kind, BaseURL: q.PollBaseURL(p.BaseURL), Interval: q.PollInterval(), Timeout: q.PollTimeout(), APIKey: c.APIKey()}
 		}
@@ -122,7 +124,6 @@ func (g *Gateway) spawnRouting(system *actor.ActorSystem, names []string) error 
 			slotOf[key] = slot
 			slots = append(slots, ledgeractor.SlotSpec{Connection: t.Conn.Name, Model: up,
 				TokensPerMinute: t.Conn.Limits.TokensPerMinute, RequestsPerMinute: t.Conn.Limits.RequestsPerMinute})
-			spec.LedgerSlots[slot] = up
 		}
 		qs.info[t.ID] = targetInfo{conn: t.Conn.ID, model: mi, slot: slot, mapping: spec.Mapping, upstream: up}
 	}
@@ -131,7 +132,9 @@ func (g *Gateway) spawnRouting(system *actor.ActorSystem, names []string) error 
 	if qs.ledger, err = ledgeractor.Spawn(system, slots, g.clk); err != nil {
 		return err
 	}
-	qs.quota, err = quotaactor.Spawn(system, specs, g.clk, quotaactor.Options{Threshold: qs.threshold, Ledger: qs.ledger, Logger: g.log,
+	ledgerH := qs.ledger
+	qs.quota, err = quotaactor.Spawn(system, specs, g.clk, quotaactor.Options{Threshold: qs.threshold,
+		Estimates: func(conn int) []quota.Value { return ledgerH.Snapshot().Estimates(cat.Connections[conn].Name) },
 		OnPoll: func(conn int, ok bool) {
 			if ok {
 				qs.m.pollOK[conn].Inc()

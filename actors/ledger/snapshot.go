@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/omniroute/gateway/internal/ledger"
+	"github.com/omniroute/gateway/internal/quota"
+	"github.com/omniroute/gateway/messages"
 )
 
 // DimensionView is one limited dimension of a slot in the current window.
@@ -69,4 +71,34 @@ func (a *ledgerActor) publish() {
 	}
 	a.h.snap.Store(snap)
 	a.dirty = false
+}
+
+// Estimates returns the snapshot's windows for one connection as quota
+// values of source estimated (confidence medium: the gateway's own
+// accounting), scoped to each budget's model and expiring at the window's
+// end.
+func (s *Snapshot) Estimates(connection string) []quota.Value {
+	if s == nil {
+		return nil
+	}
+	var out []quota.Value
+	for i := range s.Slots {
+		sv := &s.Slots[i]
+		if sv.Connection != connection {
+			continue
+		}
+		for _, d := range [...]struct {
+			dim  messages.QuotaDimension
+			view *DimensionView
+			unit string
+		}{{messages.DimTokens, sv.Tokens, "tokens"}, {messages.DimRequests, sv.Requests, "requests"}} {
+			if d.view == nil {
+				continue
+			}
+			out = append(out, quota.Value{Dimension: d.dim, Model: sv.Model, Flags: quota.HasLimit | quota.HasUsed | quota.HasRemaining,
+				Limit: float64(d.view.Limit), Used: float64(d.view.Used), Remaining: float64(d.view.Remaining), ResetAt: s.WindowEnd,
+				Unit: d.unit, Source: quota.SourceEstimated, Confidence: quota.ConfidenceMedium, Expires: s.WindowEnd})
+		}
+	}
+	return out
 }

@@ -6,9 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
-	ledgeractor "github.com/omniroute/gateway/actors/ledger"
 	"github.com/omniroute/gateway/internal/quota"
-	"github.com/omniroute/gateway/messages"
 )
 
 // headerAdapter keeps, per model, the latest header value of each
@@ -108,15 +106,15 @@ func (a *configuredAdapter) Receive(ctx actor.Context) {
 	}
 }
 
-// estimateAdapter turns the ledger's published windows into estimated
-// values (confidence medium: the gateway's own accounting, not the
-// provider's word).
+// estimateAdapter reports the ledger's current windows as estimated values
+// (confidence medium: the gateway's own accounting, not the provider's
+// word), once per EstimateInterval.
 type estimateAdapter struct {
 	parent *actor.PID
-	ledger *ledgeractor.Handle
-	slots  map[int]string
-	last   *ledgeractor.Snapshot
+	read   func() []quota.Value
 	cancel scheduler.CancelFunc
+	last   []quota.Value
+	sent   bool
 }
 
 // EstimateInterval is how often the estimate adapter reads the ledger.
@@ -133,30 +131,24 @@ func (a *estimateAdapter) Receive(ctx actor.Context) {
 			a.cancel()
 		}
 	case readLedger:
-		snap := a.ledger.Snapshot()
-		if snap == nil || snap == a.last {
-			return
+		vals := a.read()
+		if a.sent && sameValues(vals, a.last) {
+			return // nothing moved: no recomputation upstream
 		}
-		a.last = snap
-		var vals []quota.Value
-		for slot, model := range a.slots {
-			if slot >= len(snap.Slots) {
-				continue
-			}
-			sv := &snap.Slots[slot]
-			for _, d := range []struct {
-				dim  messages.QuotaDimension
-				view *ledgeractor.DimensionView
-				unit string
-			}{{messages.DimTokens, sv.Tokens, "tokens"}, {messages.DimRequests, sv.Requests, "requests"}} {
-				if d.view == nil {
-					continue
-				}
-				vals = append(vals, quota.Value{Dimension: d.dim, Model: model, Flags: quota.HasLimit | quota.HasUsed | quota.HasRemaining,
-					Limit: float64(d.view.Limit), Used: float64(d.view.Used), Remaining: float64(d.view.Remaining), ResetAt: snap.WindowEnd,
-					Unit: d.unit, Source: quota.SourceEstimated, Confidence: quota.ConfidenceMedium, Expires: snap.WindowEnd})
-			}
-		}
+		a.last, a.sent = vals, true
 		ctx.Send(a.parent, &readingUpdate{source: quota.SourceEstimated, reading: quota.Reading{Source: quota.SourceEstimated, Supported: len(vals) > 0, Values: vals}})
 	}
+}
+
+func sameValues(a, b []quota.Value) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Dimension != b[i].Dimension || a[i].Model != b[i].Model || a[i].Limit != b[i].Limit || a[i].Used != b[i].Used ||
+			a[i].Remaining != b[i].Remaining || !a[i].Expires.Equal(b[i].Expires) {
+			return false
+		}
+	}
+	return true
 }

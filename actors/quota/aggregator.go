@@ -69,9 +69,9 @@ func (a *aggregator) start(ctx actor.Context) {
 			}}
 		}))
 	}
-	if a.opts.Ledger != nil && len(a.spec.LedgerSlots) > 0 {
-		l, slots := a.opts.Ledger, a.spec.LedgerSlots
-		ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &estimateAdapter{parent: self, ledger: l, slots: slots} }))
+	if a.opts.Estimates != nil && a.spec.Budgeted {
+		read, id := a.opts.Estimates, a.id
+		ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &estimateAdapter{parent: self, read: func() []quota.Value { return read(id) }} }))
 	}
 	a.ready <- header
 }

@@ -9,7 +9,9 @@
 //     (fire-and-forget, forwarded by the targets actor) parsed through the
 //     connection's explicit mapping;
 //   - the configured adapter reports the limits from the config file;
-//   - the estimate adapter reads the token ledger's published snapshot.
+//   - the estimate adapter reads the token ledger's published snapshot
+//     (through a function the composition root provides, so this package
+//     does not import another actor's).
 //
 // The aggregator merges their readings per dimension by source rank
 // (internal/quota.Collect), per model served through the connection, and
@@ -19,14 +21,12 @@ package quota
 
 import (
 	"fmt"
-	"log/slog"
 	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	ledgeractor "github.com/omniroute/gateway/actors/ledger"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/quota"
 	"github.com/omniroute/gateway/messages"
@@ -54,8 +54,9 @@ type ConnSpec struct {
 	// Configured values (limits from the config file), connection-wide.
 	Configured []quota.Value
 	Poll       *PollSpec
-	// LedgerSlots maps the ledger slots of this connection to model names.
-	LedgerSlots map[int]string
+	// Budgeted is true when the token ledger keeps budgets for the
+	// connection: an estimate adapter reads them.
+	Budgeted bool
 }
 
 // Options tune the actors.
@@ -63,13 +64,14 @@ type Options struct {
 	// Threshold is the remaining share at or below which a dimension is
 	// approaching its limit (default 0.2).
 	Threshold float64
-	// Ledger is read by the estimate adapters; nil disables them.
-	Ledger *ledgeractor.Handle
+	// Estimates returns the token ledger's current values for a
+	// connection's budgets (source estimated, model-scoped); nil disables
+	// the estimate adapters.
+	Estimates func(conn int) []quota.Value
 	// HTTPClient performs polls; nil builds one without keep-alives.
 	HTTPClient *http.Client
 	// OnPoll is told about every poll (on the poller's goroutine).
 	OnPoll func(conn int, ok bool)
-	Logger *slog.Logger
 }
 
 // ModelState is one model's merged view.
@@ -113,9 +115,6 @@ type conn struct {
 func Spawn(system *actor.ActorSystem, specs []ConnSpec, clk clock.Clock, o Options) (*Handle, error) {
 	if o.Threshold <= 0 || o.Threshold >= 1 {
 		o.Threshold = quota.DefaultApproachingThreshold
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true, ResponseHeaderTimeout: 30 * time.Second}}

@@ -91,7 +91,8 @@ func TestConfiguredAndEstimatedSources(t *testing.T) {
 	}
 	defer l.Stop()
 	cfg := []quota.Value{{Dimension: messages.DimRequests, Flags: quota.HasLimit, Limit: 60, Unit: "requests", Source: quota.SourceConfigured, Confidence: quota.ConfidenceHigh}}
-	h, err := Spawn(sys, []ConnSpec{{Provider: "local", Name: "local/a", Models: []string{"llama"}, Configured: cfg, LedgerSlots: map[int]string{0: "llama"}}}, clk, Options{Ledger: l})
+	h, err := Spawn(sys, []ConnSpec{{Provider: "local", Name: "local/a", Models: []string{"llama"}, Configured: cfg, Budgeted: true}}, clk,
+		Options{Estimates: func(int) []quota.Value { return l.Snapshot().Estimates("local/a") }})
 	if err != nil {
 		t.Fatal(err)
 	}
