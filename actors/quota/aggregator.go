@@ -71,7 +71,9 @@ func (a *aggregator) start(ctx actor.Context) {
 	}
 	if a.opts.Estimates != nil && a.spec.Budgeted {
 		read, id := a.opts.Estimates, a.id
-		ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &estimateAdapter{parent: self, read: func() []quota.Value { return read(id) }} }))
+		ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+			return &estimateAdapter{parent: self, read: func() []quota.Value { return read(id) }}
+		}))
 	}
 	a.ready <- header
 }
