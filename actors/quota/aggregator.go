@@ -120,7 +120,7 @@ func (a *aggregator) publish(now time.Time) time.Time {
 		if ms.Values == nil {
 			ms.Values = []quota.Value{}
 		}
-		st.Models[i] = ModelState{Model: m, Status: ms.Status, Values: ms.Values, Until: ms.Until}
+		st.Models[i] = ModelState{Model: m, Status: ms.Status, Values: ms.Values, Until: ms.Until, StatusUntil: ms.StatusUntil}
 		if ms.Status.Severity() > worst.Severity() {
 			worst = ms.Status
 		}

@@ -79,8 +79,10 @@ type ModelState struct {
 	Model  string        `json:"model"`
 	Status quota.Status  `json:"status"`
 	Values []quota.Value `json:"values"`
-	// Until is when the status may change by itself (a value expires).
-	Until time.Time `json:"-"`
+	// Until is when the state may change by itself (a value expires);
+	// StatusUntil how long an exhausted or approaching status holds.
+	Until       time.Time `json:"-"`
+	StatusUntil time.Time `json:"-"`
 }
 
 // ConnState is one connection's published telemetry.
@@ -182,7 +184,7 @@ func (h *Handle) ModelStatus(conn, mi int, now time.Time) quota.Status {
 		return quota.StatusUnknown
 	}
 	m := &st.Models[mi]
-	if !m.Until.IsZero() && !now.Before(m.Until) && (m.Status == quota.StatusExhausted || m.Status == quota.StatusApproaching) {
+	if !m.StatusUntil.IsZero() && !now.Before(m.StatusUntil) && (m.Status == quota.StatusExhausted || m.Status == quota.StatusApproaching) {
 		return quota.StatusUnknown
 	}
 	return m.Status
@@ -195,5 +197,5 @@ func (h *Handle) Recovery(conn, mi int) time.Time {
 	if st == nil || mi < 0 || mi >= len(st.Models) {
 		return time.Time{}
 	}
-	return st.Models[mi].Until
+	return st.Models[mi].StatusUntil
 }

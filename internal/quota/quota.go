@@ -243,9 +243,24 @@ type State struct {
 	Status    Status
 	Values    []Value
 	Error     string
-	// Until is when the status may change by itself: the earliest expiry
+	// Until is when the state may change by itself: the earliest expiry
 	// among the values kept. Zero when nothing expires.
 	Until time.Time
+	// StatusUntil is how long an exhausted or approaching status holds on
+	// the evidence at hand: the latest expiry among the values that cause
+	// it (zero when one of them never expires, or for other statuses).
+	StatusUntil time.Time
+}
+
+// causes reports whether v alone would put a state in status s.
+func causes(v *Value, s Status, threshold float64) bool {
+	switch s {
+	case StatusExhausted:
+		return (v.Known(HasRemaining) && v.Remaining <= 0) || (v.Known(HasUsed) && v.Known(HasLimit) && v.Used >= v.Limit)
+	case StatusApproaching:
+		return v.Known(HasRemaining) && v.Known(HasLimit) && v.Limit > 0 && v.Remaining/v.Limit <= threshold
+	}
+	return false
 }
 
 // Collect merges adapter readings, in the order given (ties keep the
@@ -305,11 +320,23 @@ func Collect(readings []Reading, model string, threshold float64, now time.Time)
 	default:
 		st.Status = StatusUnknown
 	}
+	forever := false
 	for i := range st.Values {
-		e := st.Values[i].Expires
+		v := &st.Values[i]
+		e := v.Expires
 		if !e.IsZero() && (st.Until.IsZero() || e.Before(st.Until)) {
 			st.Until = e
 		}
+		if causes(v, st.Status, threshold) {
+			if e.IsZero() {
+				forever = true
+			} else if e.After(st.StatusUntil) {
+				st.StatusUntil = e
+			}
+		}
+	}
+	if forever {
+		st.StatusUntil = time.Time{}
 	}
 	return st
 }

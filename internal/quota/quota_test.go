@@ -119,6 +119,16 @@ func TestCollectStates(t *testing.T) {
 	if st := Collect(r, "", 0.2, now.Add(time.Second)); st.Status != StatusUnavailable {
 		t.Fatalf("after reset %+v", st)
 	}
+	// The status holds as long as the value causing it: a healthy value
+	// expiring earlier (OpenAI's 12 ms request reset) does not end it.
+	short := val(messages.DimRequests, SourceResponseHeaders, 100, u, 90)
+	short.Expires = now.Add(12 * time.Millisecond)
+	long := val(messages.DimTokens, SourceResponseHeaders, 1000, u, 0)
+	long.Expires = now.Add(time.Minute)
+	st = Collect([]Reading{{Source: SourceResponseHeaders, Supported: true, Values: []Value{short, long}}}, "", 0.2, now)
+	if st.Status != StatusExhausted || !st.Until.Equal(now.Add(12*time.Millisecond)) || !st.StatusUntil.Equal(now.Add(time.Minute)) {
+		t.Fatalf("status horizon: %+v", st)
+	}
 	// Model scoping: a model's values do not leak into another model.
 	scoped := val(messages.DimTokens, SourceResponseHeaders, 1000, u, 0)
 	scoped.Model = "gpt-4o"
