@@ -72,4 +72,17 @@ type AttemptFinished struct {
 	// itself was already reported as a success.
 	MidStream bool
 	At        time.Time
+	// Quota carries the rate-limit headers and retry hint of the response,
+	// parsed through the connection's header mapping; nil when the response
+	// had none. The targets actor uses it for the cooldown and forwards it
+	// to the quota and ledger actors, so one message per attempt suffices.
+	Quota *QuotaObservation
+	// Reason is the failure's machine-readable cause (for example
+	// "insufficient_quota" or "anthropic_overloaded"); empty on success.
+	Reason string
+	// RetryAfter is a retry hint found in the error body (Gemini's
+	// RetryInfo.retryDelay); header hints travel in Quota.
+	RetryAfter time.Duration
+	// Probe marks the single attempt a half-open circuit let through.
+	Probe bool
 }

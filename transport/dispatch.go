@@ -11,7 +11,6 @@ import (
 
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
-	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/failure"
 	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/messages"
@@ -27,43 +26,71 @@ type upstreamError struct {
 	body        []byte
 }
 
-// dispatch tries the model's targets in strategy order until one answers,
+// dispatch tries the model's targets in routing order until one answers,
 // failing over only on provider-side failures and only before anything was
-// written to the caller. It reports whether a relay owns the call.
+// written to the caller. Targets that are cooling down, have an open
+// circuit, are out of quota or over their token budget are skipped (those
+// approaching a limit go last); when none is usable the request waits for
+// the earliest recovery if it fits its wait budget. It reports whether a
+// relay owns the call.
 func (c *call) dispatch() bool {
 	g := c.g
 	list := c.model.TargetsFor(c.surface)
-	n := len(list)
-	first := 0
-	if c.model.Strategy == config.StrategyRoundRobin && n > 1 {
-		first = int(g.rr[c.model.Index].Add(1)-1) % n
-	}
 	maxAttempts := int(g.opts.Env.Upstream.MaxAttempts)
 	var last upstreamError
 	var lastClass messages.FailureClass
-	attempts, busy := 0, 0
-	for i := 0; i < n && attempts < maxAttempts; i++ {
-		t := list[(first+i)%n]
-		attempts++
+	busy := 0
+	c.beginPlan(list)
+	for c.plan.attempts < maxAttempts {
+		t := c.next(list)
+		if t == nil {
+			if c.waitForRecovery() {
+				continue
+			}
+			if c.cancel.Cancelled() {
+				c.ctx.SetConnectionClose()
+				c.ctx.SetStatusCode(499)
+				return false
+			}
+			if g.draining.Load() && c.plan.attempts == 0 {
+				c.ctx.SetConnectionClose()
+				c.fail(errDraining)
+				return false
+			}
+			break
+		}
 		outcome, streaming := c.attempt(t, &last, &lastClass)
 		switch outcome {
 		case attemptDone:
+			if c.ctx.Response.StatusCode() >= 300 {
+				c.releaseAttempt(messages.Request) // passed through: not served
+			}
 			return streaming
 		case attemptCanceled:
+			c.releaseAttempt(messages.Canceled)
 			c.ctx.SetConnectionClose()
 			c.ctx.SetStatusCode(499) // nobody reads it; recorded in metrics
 			return false
 		case attemptBusy:
 			busy++
+			c.releaseAttempt(messages.Request) // the provider was not asked: refund
+			c.fallbacks++
+			continue
 		}
+		c.releaseAttempt(lastClass)
 		c.fallbacks++
+	}
+	if c.plan.attempts == 0 {
+		c.refuse()
+		return false
 	}
 	c.fallbacks--
 	if last.status != 0 {
 		c.passThroughError(&last)
+		c.finalError(last.status)
 		return false
 	}
-	if busy == attempts {
+	if busy == c.plan.attempts {
 		c.fail(&apierror.Error{Status: 503, Type: "server_error", Code: "upstream_busy", RetryAfter: 1,
 			Message: "every upstream connection of model " + strconv.Quote(c.model.Name) + " is busy; retry shortly, or raise OMNIROUTE_UPSTREAM_MAX_CONNS or the connection's max_conns"})
 		return false
@@ -112,8 +139,10 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 		return attemptFailover, false
 	}
 	status := x.Resp.StatusCode()
+	c.observe(t, x, status)
 	if status < 200 || status >= 300 {
-		class := failure.Classify(status, x.Resp.Body())
+		c.plan.verdict = failure.Analyze(status, x.Resp.Body())
+		class := c.plan.verdict.Class
 		c.report(t, class, status, x.TTFB)
 		*lastClass = class
 		if class.ProviderSide() {
@@ -132,6 +161,7 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 	if !c.scan.Stream || !isEventStream(x.Resp.Header.ContentType()) {
 		c.report(t, messages.OK, status, x.TTFB)
 		c.target = t
+		c.meterBody(x)
 		if c.scan.Stream {
 			// The provider ignored "stream" and sent a plain body.
 			if err := x.Buffer(); err != nil {
@@ -171,7 +201,9 @@ func (c *call) report(t *catalog.Target, class messages.FailureClass, status int
 	if class == messages.OK {
 		g.metrics.ttfb[t.ID].Update(ttfb.Seconds())
 	}
-	g.targets.Report(&messages.AttemptFinished{Target: t.ID, Class: class, Status: status, TTFB: ttfb, At: g.clk.Now()})
+	m := &messages.AttemptFinished{Target: t.ID, Class: class, Status: status, TTFB: ttfb, At: g.clk.Now()}
+	c.plan.annotate(m, m.At)
+	g.targets.Report(m)
 }
 
 // reportMidStream records a failure after the stream was committed: the
@@ -332,6 +364,9 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 		}
 	}
 	h.SetBytesV("X-Request-Id", c.rid)
+	if c.injectUsage(req, t) {
+		return
+	}
 	if t.UpstreamModel == "" || t.UpstreamModel == string(c.scan.Model) {
 		req.SetBodyRaw(c.body.B)
 		return

@@ -73,11 +73,23 @@ func TestFailoverBeforeFirstByte(t *testing.T) {
 		t.Fatalf("status %d headers %v body %s", r.status, r.header, r.body)
 	}
 
-	// Streaming: an error as the first event fails over too.
+	// The 429 (Retry-After: 7) cools the first target: the next request
+	// goes straight to the second one.
+	r = g.post("/v1/chat/completions", `{"model":"failover","messages":[]}`)
+	if r.status != 200 || r.header.Get("X-OmniRoute-Fallbacks") != "0" || r.header.Get("X-OmniRoute-Target") != "mock/b/m-second" {
+		t.Fatalf("cooling target retried: status %d headers %v", r.status, r.header)
+	}
+	if n := mockStats(t).Models["m-first"].Requests; n != 1 {
+		t.Fatalf("the cooling target got %d requests, want 1", n)
+	}
+
+	// Streaming: an error as the first event fails over too (a fresh
+	// gateway per surface: each failure cools the first target).
 	setBehavior(t, map[string]mockprovider.Behavior{
 		"m-first": {Fail: mockprovider.FailSpec{Mode: "error_event", AfterChunks: 0}},
 	})
 	for _, surface := range []string{"/v1/chat/completions", "/v1/messages", "/v1/responses"} {
+		g := startGateway(t, testFile(t, ""), nil)
 		r = g.post(surface, `{"model":"failover","stream":true,"messages":[],"input":"x","max_tokens":10}`)
 		if r.status != 200 || r.header.Get("X-OmniRoute-Fallbacks") != "1" {
 			t.Fatalf("%s: status %d fallbacks %q body %s", surface, r.status, r.header.Get("X-OmniRoute-Fallbacks"), r.body)

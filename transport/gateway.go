@@ -84,6 +84,8 @@ type Gateway struct {
 	pressure    *pressureactor.Handle
 	selfLoopKey []byte
 	lingering   atomic.Int64 // connections closing after a refused upload
+
+	qs *quotaSys // quota telemetry, ledger and routing settings
 }
 
 // New builds a gateway on system: it resolves the catalog, creates the
@@ -120,10 +122,11 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	for i, t := range cat.Targets {
 		names[i] = t.Name
 	}
-	if g.targets, err = targets.Spawn(system, names, o.Clock); err != nil {
+	g.metrics = newMetrics(cat)
+	if err := g.spawnRouting(system, names); err != nil {
+		g.metrics.unregister()
 		return nil, err
 	}
-	g.metrics = newMetrics(cat)
 	g.inflight = newRegistry()
 	g.hangups = newHangupWatcher(g.inflight, g.log)
 	g.rids.init()
@@ -132,6 +135,7 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	g.health = []healthSection{
 		{"server", g.serverHealth},
 		{"targets", g.targetsHealth},
+		{"quota", g.quotaHealth},
 	}
 	if err := g.startAdmission(); err != nil {
 		g.Close()
@@ -261,6 +265,7 @@ func (g *Gateway) Close() {
 	g.targets.Stop()
 	g.closeSidecars()
 	g.stopAdmission()
+	g.qs.stop()
 	for _, c := range g.clients {
 		c.Close()
 	}

@@ -61,6 +61,8 @@ type call struct {
 	lease  *ingest.Lease
 	bypass bool
 	host   context.Context
+
+	plan plan // routing, token reservation and usage metering (route.go)
 }
 
 var callPool = sync.Pool{New: func() any { return &call{} }}
@@ -83,8 +85,8 @@ func (c *call) release() {
 		c.x.Release()
 	}
 	c.cancel.Reset()
-	pending, offs, rd, scan := c.pending[:0], c.pendOff[:0], c.rd, c.scan
-	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan}
+	pending, offs, rd, scan, pl := c.pending[:0], c.pendOff[:0], c.rd, c.scan, c.plan.reset()
+	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan, plan: pl}
 	callPool.Put(c)
 }
 
@@ -107,6 +109,7 @@ func (g *Gateway) inference(ctx *fasthttp.RequestCtx, s catalog.Surface, rid []b
 // exactly once per call: at handler end, or at the end of a relay.
 func (c *call) finish() {
 	g := c.g
+	c.settleUsage()
 	c.releaseAdmission()
 	if c.token != (regToken{}) {
 		g.inflight.unregister(c.token)

@@ -67,6 +67,20 @@ func writeLocalOnly(ctx *fasthttp.RequestCtx, rid []byte) {
 	ctx.SetBody(append(b, "}}"...))
 }
 
+// managementKeyOK reports whether the caller sent OMNIROUTE_MANAGEMENT_KEY
+// as a bearer token. It compares SHA-256 digests in constant time, so
+// neither the key's content nor its length leaks through timing.
+func (g *Gateway) managementKeyOK(ctx *fasthttp.RequestCtx) bool {
+	key := g.opts.Env.Server.ManagementKey
+	got := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)
+	if key == "" || len(got) <= 7 || !bytes.EqualFold(got[:7], []byte("bearer ")) {
+		return false
+	}
+	got = bytes.TrimSpace(got[7:])
+	a, b := sha256.Sum256(got), sha256.Sum256([]byte(key))
+	return len(got) > 0 && subtle.ConstantTimeCompare(a[:], b[:]) == 1
+}
+
 // managementAccess decides a management request before any other work.
 // It writes the refusal and returns false, or returns true.
 //
@@ -94,14 +108,7 @@ func (g *Gateway) managementAccess(ctx *fasthttp.RequestCtx, rid []byte) bool {
 			"management routes from another machine need a key: set OMNIROUTE_MANAGEMENT_KEY on the gateway and send it as Authorization: Bearer <key>")
 		return false
 	}
-	got := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)
-	if len(got) > 7 && bytes.EqualFold(got[:7], []byte("bearer ")) {
-		got = bytes.TrimSpace(got[7:])
-	} else {
-		got = nil
-	}
-	a, b := sha256.Sum256(got), sha256.Sum256([]byte(key))
-	if len(got) == 0 || subtle.ConstantTimeCompare(a[:], b[:]) != 1 {
+	if !g.managementKeyOK(ctx) {
 		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="omniroute-management"`)
 		writeMgmtError(ctx, rid, 401, "authentication_error", "invalid_management_key",
 			"management routes need OMNIROUTE_MANAGEMENT_KEY as Authorization: Bearer <key>")

@@ -37,7 +37,11 @@ func (c *call) prime(x *upstream.Exchange) (messages.FailureClass, bool) {
 			return classifyStreamError(x, err), false
 		}
 		if c.isErrorEvent(ev) {
-			return failure.ClassifyEvent(ev.Data), false
+			c.plan.verdict = failure.AnalyzeEvent(ev.Data)
+			return c.plan.verdict.Class, false
+		}
+		if c.meterEvent(ev) {
+			continue // the usage-only chunk the caller did not ask for
 		}
 		c.hold(ev)
 		if c.isTerminal(ev) {
@@ -137,6 +141,9 @@ func (c *call) WriteTo(w io.Writer) (int64, error) {
 			n, werr := c.interrupt(w, x, err, len(c.pendOff)+events)
 			total += int64(n)
 			return total, werr
+		}
+		if c.meterEvent(ev) {
+			continue // the usage-only chunk the caller did not ask for
 		}
 		n, werr := w.Write(ev.Raw)
 		total += int64(n)

@@ -47,6 +47,12 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 	case "/api/v1/relay/chat/completions":
 		g.relayChat(ctx, rid, host, start)
 		return // finished like an inference call
+	case "/api/omniroute/route/preview":
+		r = routeManagement
+		g.routePreview(ctx, string(rid))
+	case "/api/omniroute/quota":
+		r = routeManagement
+		g.quotaReport(ctx, string(rid))
 	case "/metrics":
 		r = routeMetrics
 		if !ctx.IsGet() {

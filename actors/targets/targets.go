@@ -1,8 +1,18 @@
 // Package targets owns what the gateway has observed about each upstream
 // target (connection + model): attempts, successes, failures by class,
-// consecutive failures and time to first byte. The transport reports every
-// attempt with one fire-and-forget message; readers (health, routing) see
-// an immutable snapshot the actor publishes, never the actor's state.
+// consecutive failures and time to first byte, and the target's circuit
+// breaker and cooldown. The transport reports every attempt with one
+// fire-and-forget message; readers (health, routing) see an immutable
+// snapshot the actor publishes, never the actor's state.
+//
+// Cooldowns follow what users of gateways ask for: a provider-side failure
+// before the first byte cools the target until max(current deadline,
+// Retry-After, reset of the exhausted dimension, backoff with jitter) — a
+// 429 counts like any provider failure, a later shorter hint never
+// shortens a cooldown, and request-caused errors and client cancellations
+// never cool a target. Enough consecutive failures (or one quota, billing
+// or credential failure) open the circuit: after the cooldown it is half
+// open and lets a single probe through, whose outcome closes or reopens it.
 package targets
 
 import (
@@ -27,6 +37,19 @@ type Stats struct {
 	LastFailureClass    string            `json:"lastFailureClass,omitempty"`
 	LastFailureAt       *time.Time        `json:"lastFailureAt,omitempty"`
 	TTFBEWMAMillis      float64           `json:"ttfbEwmaMs"`
+	// ErrorRate is an exponentially weighted share of attempts that failed
+	// on the provider's side.
+	ErrorRate         float64 `json:"errorRate"`
+	LastFailureReason string  `json:"lastFailureReason,omitempty"`
+	// Circuit is closed, open or half_open as of At.
+	Circuit string `json:"circuit"`
+	// CooldownUntil is when the target may be tried again.
+	CooldownUntil  *time.Time `json:"cooldownUntil,omitempty"`
+	CooldownReason string     `json:"cooldownReason,omitempty"`
+
+	// Routing reads these; they are the same facts in typed form.
+	Open      bool      `json:"-"`
+	CoolUntil time.Time `json:"-"`
 }
 
 // Snapshot is the immutable published state.
@@ -40,6 +63,10 @@ type Handle struct {
 	root *actor.RootContext
 	pid  *actor.PID
 	snap atomic.Pointer[Snapshot]
+	// probes holds, per target, when the half-open probe was claimed (Unix
+	// nanoseconds; 0 = free). The transport claims, the actor releases.
+	probes []atomic.Int64
+	opts   Options
 }
 
 // Report sends an attempt outcome (fire-and-forget).
@@ -64,6 +91,7 @@ type state struct {
 	lastClass           messages.FailureClass
 	lastFailureAt       time.Time
 	ttfbEWMA            float64 // milliseconds
+	breaker
 }
 
 type targetsActor struct {
@@ -73,11 +101,20 @@ type targetsActor struct {
 	st     []state
 	dirty  bool
 	cancel scheduler.CancelFunc
+	// nextExpiry is the earliest cooldown end not yet republished.
+	nextExpiry time.Time
 }
 
-// Spawn starts the actor for the named targets (index = target id).
+// Spawn starts the actor for the named targets (index = target id) with
+// default breaker settings.
 func Spawn(system *actor.ActorSystem, names []string, clk clock.Clock) (*Handle, error) {
-	h := &Handle{root: system.Root}
+	return SpawnWith(system, names, clk, Options{})
+}
+
+// SpawnWith starts the actor with breaker options.
+func SpawnWith(system *actor.ActorSystem, names []string, clk clock.Clock, o Options) (*Handle, error) {
+	o.defaults()
+	h := &Handle{root: system.Root, probes: make([]atomic.Int64, len(names)), opts: o}
 	a := &targetsActor{h: h, clk: clk, names: names, st: make([]state, len(names))}
 	a.publish()
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), fmt.Sprintf("targets-%p", h))
@@ -99,7 +136,8 @@ func (a *targetsActor) Receive(ctx actor.Context) {
 	case *messages.AttemptFinished:
 		a.observe(m)
 	case tick:
-		if a.dirty {
+		now := a.clk.Now()
+		if a.dirty || (!a.nextExpiry.IsZero() && !now.Before(a.nextExpiry)) {
 			a.publish()
 		}
 	}
@@ -109,9 +147,15 @@ func (a *targetsActor) observe(m *messages.AttemptFinished) {
 	if m.Target < 0 || m.Target >= len(a.st) {
 		return
 	}
+	if m.Quota != nil && a.h.opts.OnObservation != nil && !m.Quota.Empty() {
+		a.h.opts.OnObservation(m.Target, m.Quota)
+	}
 	s := &a.st[m.Target]
 	if !m.MidStream {
 		s.attempts++
+	}
+	if m.Probe {
+		a.h.probes[m.Target].Store(0)
 	}
 	if m.Class == messages.Canceled {
 		a.dirty = true
@@ -126,12 +170,17 @@ func (a *targetsActor) observe(m *messages.AttemptFinished) {
 		} else {
 			s.ttfbEWMA = 0.2*ms + 0.8*s.ttfbEWMA
 		}
+		if s.succeeded(m.Probe) {
+			a.publish() // the circuit closed: routing must see it now
+			return
+		}
 		a.dirty = true
 		return
 	}
 	s.failures[m.Class]++
 	if m.Class.ProviderSide() {
 		s.consecutive++
+		s.failed(m, s.consecutive, a.h.opts, a.clk.Now())
 	}
 	s.lastClass = m.Class
 	s.lastFailureAt = m.At
@@ -139,10 +188,16 @@ func (a *targetsActor) observe(m *messages.AttemptFinished) {
 }
 
 func (a *targetsActor) publish() {
-	snap := &Snapshot{At: a.clk.Now(), Targets: make([]Stats, len(a.st))}
+	now := a.clk.Now()
+	snap := &Snapshot{At: now, Targets: make([]Stats, len(a.st))}
+	a.nextExpiry = time.Time{}
 	for i := range a.st {
 		s := &a.st[i]
 		out := Stats{Target: a.names[i], Attempts: s.attempts, Successes: s.successes, ConsecutiveFailures: s.consecutive, TTFBEWMAMillis: s.ttfbEWMA}
+		s.view(&out, now)
+		if until := s.coolUntil; until.After(now) && (a.nextExpiry.IsZero() || until.Before(a.nextExpiry)) {
+			a.nextExpiry = until
+		}
 		for c, n := range s.failures {
 			if n > 0 {
 				if out.Failures == nil {

@@ -101,6 +101,9 @@ type Provider struct {
 	// Auth is bearer, x-api-key, x-goog-api-key or none.
 	Auth    string
 	Headers [][2]string
+	// Quota is the provider's rate-limit header mapping and usage-API
+	// settings as configured.
+	Quota config.Provider
 }
 
 // Connection is one credential of a provider with its own connection pool.
@@ -110,6 +113,8 @@ type Connection struct {
 	Provider *Provider
 	MaxConns int
 	apiKey   string
+	// Limits are the configured per-minute budgets (zero: none).
+	Limits config.Limits
 }
 
 // APIKey returns the credential. It is unexported as a field so that no
@@ -187,11 +192,15 @@ func Build(f *config.File, getenv func(string) (string, bool)) (*Catalog, error)
 		for _, h := range sortedKeys(p.Headers) {
 			rp.Headers = append(rp.Headers, [2]string{h, p.Headers[h]})
 		}
+		rp.Quota = config.Provider{RateLimitHeaders: p.RateLimitHeaders, CustomRateLimitHeaders: p.CustomRateLimitHeaders, QuotaAPI: p.QuotaAPI}
 		providers[pid] = rp
 		c.Providers = append(c.Providers, rp)
 		for _, cid := range sortedKeys(p.Connections) {
 			pc := p.Connections[cid]
 			conn := &Connection{ID: len(c.Connections), Name: pid + "/" + cid, Provider: rp, MaxConns: pc.MaxConns}
+			if pc.Limits != nil {
+				conn.Limits = *pc.Limits
+			}
 			if pc.APIKeyEnv != "" {
 				v, ok := getenv(pc.APIKeyEnv)
 				if !ok || v == "" {

@@ -31,6 +31,7 @@ type Env struct {
 	Relay     RelayEnv
 	Admission AdmissionEnv
 	Pressure  PressureEnv
+	Quota     QuotaEnv
 }
 
 // ServerEnv configures the listener, logging, identity and shutdown.

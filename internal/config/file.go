@@ -47,6 +47,13 @@ type Provider struct {
 	Headers map[string]string `json:"headers,omitempty"`
 	// Connections are the credentials (accounts, keys) of this provider.
 	Connections map[string]Connection `json:"connections"`
+	// RateLimitHeaders names the explicit mapping of the provider's
+	// rate-limit headers (file_quota.go); empty or "none" reads none.
+	RateLimitHeaders string `json:"rate_limit_headers,omitempty"`
+	// CustomRateLimitHeaders is the mapping when RateLimitHeaders is "custom".
+	CustomRateLimitHeaders []HeaderDimension `json:"custom_rate_limit_headers,omitempty"`
+	// QuotaAPI polls the provider's usage API for every connection.
+	QuotaAPI *QuotaAPI `json:"quota_api,omitempty"`
 }
 
 // Connection is one credential of a provider. Each gets its own upstream
@@ -58,6 +65,9 @@ type Connection struct {
 	// MaxConns caps concurrent upstream connections (default
 	// OMNIROUTE_UPSTREAM_MAX_CONNS).
 	MaxConns int `json:"max_conns,omitempty"`
+	// Limits are the connection's per-minute token and request budgets,
+	// applied to each model served through it (file_quota.go).
+	Limits *Limits `json:"limits,omitempty"`
 }
 
 // Model is a name callers put in "model". With one target it is a plain

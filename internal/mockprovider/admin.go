@@ -56,6 +56,8 @@ func (s *Server) admin(ctx *fasthttp.RequestCtx, op string) {
 			return
 		}
 		writeJSON(ctx, fasthttp.StatusOK, s.table.Load().snapshot())
+	case op == "quota" && (ctx.IsGet() || ctx.IsPost()):
+		s.quotaAdmin(ctx)
 	case op == "reset" && ctx.IsPost():
 		s.Reset()
 		writeJSON(ctx, fasthttp.StatusOK, map[string]string{"status": "ok"})
@@ -85,6 +87,7 @@ func (s *Server) SetBehavior(u BehaviorUpdate) error {
 func (s *Server) Reset() {
 	s.table.Store(&behaviorTable{def: compile(s.initial), models: map[string]*compiled{}})
 	s.resetStats()
+	s.quotaAPIs.reset()
 	s.log("mockprovider: reset")
 }
 

@@ -53,6 +53,12 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.serveModel(ctx, endpointResponses)
 	case "/models":
 		s.serveModelList(ctx)
+	case "/key", "/api/v1/key":
+		s.serveQuotaAPI(ctx, "key")
+	case "/credits", "/api/v1/credits":
+		s.serveQuotaAPI(ctx, "credits")
+	case "/user/balance":
+		s.serveQuotaAPI(ctx, "balance")
 	default:
 		writeError(ctx, familyOpenAI, errInfo{status: fasthttp.StatusNotFound, code: "unknown_url",
 			msg: "mockprovider: no route for " + string(ctx.Method()) + " " + string(path)})

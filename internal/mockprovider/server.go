@@ -51,6 +51,8 @@ type Server struct {
 	bodies   bodyLog
 
 	bufs sync.Pool // *[]byte scratch for rendering bodies
+
+	quotaAPIs quotaAPIState // provider usage APIs (quotaapi.go)
 }
 
 // New returns a server that is not yet listening. An invalid default

@@ -1,0 +1,346 @@
+// Package ledger owns the pre-request token budget of every (connection,
+// model): epoch-aligned one-minute windows with a token and a request
+// limit, from the configuration and from the provider's own rate-limit
+// headers (the smaller wins).
+//
+// The request path never waits for the actor: Reserve is a compare-and-
+// swap on the window counters the actor publishes in its Handle, so a
+// reservation is exact under any concurrency. Settle and refund adjust the
+// counter the same way and tell the actor with one fire-and-forget message
+// for its accounting; limits learned from headers arrive the same way. The
+// actor publishes an immutable snapshot for the quota endpoint and the
+// estimate adapter.
+package ledger
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+
+	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/ledger"
+	"github.com/omniroute/gateway/internal/routing"
+	"github.com/omniroute/gateway/messages"
+)
+
+// Window is the ledger's window: limits are per minute.
+const Window = time.Minute
+
+// SlotSpec is one budget: a (connection, upstream model) pair.
+type SlotSpec struct {
+	Connection string
+	Model      string
+	// Configured per-minute limits; 0 means none configured.
+	TokensPerMinute   int64
+	RequestsPerMinute int64
+}
+
+// Limits are a slot's effective per-minute limits (0 = no limit known).
+type Limits struct {
+	Tokens         uint64
+	Requests       uint64
+	TokensSource   string // "configured", "response_headers" or ""
+	RequestsSource string
+}
+
+type slot struct {
+	spec     SlotSpec
+	limits   atomic.Pointer[Limits]
+	tokens   ledger.Counter
+	requests ledger.Counter
+	// seenTok and seenReq are the last header limits sent to the actor.
+	seenTok, seenReq atomic.Uint64
+}
+
+// Handle is what the transport holds.
+type Handle struct {
+	root  *actor.RootContext
+	pid   *actor.PID
+	clk   clock.Clock
+	slots []slot
+	snap  atomic.Pointer[Snapshot]
+}
+
+// Reservation is what Reserve held; settle it exactly once.
+type Reservation struct {
+	Slot     int
+	Idx      uint64
+	Tokens   uint64
+	Requests uint64
+	// Active is true when anything was held (a slot without limits holds
+	// nothing: fail open).
+	Active bool
+}
+
+// Settled reports a settled or refunded reservation to the actor.
+type Settled struct {
+	Slot     int
+	Idx      uint64
+	Reserved uint64
+	Actual   uint64
+	Refund   bool
+}
+
+// LimitsObserved carries per-minute limits read from response headers.
+type LimitsObserved struct {
+	Slot     int
+	Tokens   uint64
+	Requests uint64
+}
+
+type tick struct{}
+
+// Spawn starts the ledger for slots.
+func Spawn(system *actor.ActorSystem, slots []SlotSpec, clk clock.Clock) (*Handle, error) {
+	h := &Handle{root: system.Root, clk: clk, slots: make([]slot, len(slots))}
+	for i, s := range slots {
+		h.slots[i].spec = s
+		l := &Limits{}
+		if s.TokensPerMinute > 0 {
+			l.Tokens, l.TokensSource = uint64(s.TokensPerMinute), "configured"
+		}
+		if s.RequestsPerMinute > 0 {
+			l.Requests, l.RequestsSource = uint64(s.RequestsPerMinute), "configured"
+		}
+		h.slots[i].limits.Store(l)
+	}
+	a := &ledgerActor{h: h, acct: make([]account, len(slots)), headerTok: make([]uint64, len(slots)), headerReq: make([]uint64, len(slots))}
+	a.publish()
+	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), fmt.Sprintf("ledger-%p", h))
+	if err != nil {
+		return nil, fmt.Errorf("spawning ledger actor: %w", err)
+	}
+	h.pid = pid
+	return h, nil
+}
+
+// Stop stops the actor and waits for it.
+func (h *Handle) Stop() { _ = h.root.PoisonFuture(h.pid).Wait() }
+
+// Snapshot returns the latest published view.
+func (h *Handle) Snapshot() *Snapshot { return h.snap.Load() }
+
+// Limits returns a slot's effective limits.
+func (h *Handle) Limits(s int) *Limits { return h.slots[s].limits.Load() }
+
+// Check tells whether a request of cost tokens fits in the slot's current
+// window without reserving anything, and when the window ends.
+func (h *Handle) Check(s int, cost int64, now time.Time) (routing.Budget, time.Time) {
+	if s < 0 || s >= len(h.slots) {
+		return routing.BudgetUnconfigured, time.Time{}
+	}
+	sl := &h.slots[s]
+	l := sl.limits.Load()
+	if l.Tokens == 0 && l.Requests == 0 {
+		return routing.BudgetUnconfigured, time.Time{}
+	}
+	idx := ledger.WindowIndex(now, Window)
+	_, end := ledger.WindowBounds(now, Window)
+	if v := verdict(sl.tokens.Used(idx), uint64(max(cost, 0)), l.Tokens); v != routing.BudgetAffordable {
+		return v, end
+	}
+	return verdict(sl.requests.Used(idx), 1, l.Requests), end
+}
+
+func verdict(used, cost, limit uint64) routing.Budget {
+	switch {
+	case limit == 0:
+		return routing.BudgetAffordable
+	case used >= limit:
+		return routing.BudgetExhausted
+	case used+cost > limit && used != 0:
+		return routing.BudgetInsufficient
+	}
+	return routing.BudgetAffordable
+}
+
+// Reserve holds cost tokens and one request in the slot's current window.
+// On refusal it returns the verdict and when the window ends.
+func (h *Handle) Reserve(s int, cost int64, now time.Time) (Reservation, routing.Budget, time.Time) {
+	if s < 0 || s >= len(h.slots) {
+		return Reservation{}, routing.BudgetUnconfigured, time.Time{}
+	}
+	sl := &h.slots[s]
+	l := sl.limits.Load()
+	if l.Tokens == 0 && l.Requests == 0 {
+		return Reservation{}, routing.BudgetUnconfigured, time.Time{}
+	}
+	idx := ledger.WindowIndex(now, Window)
+	_, end := ledger.WindowBounds(now, Window)
+	r := Reservation{Slot: s, Idx: idx, Active: true}
+	c := uint64(max(cost, 0))
+	if l.Tokens > 0 {
+		charged, before, ok := sl.tokens.Reserve(idx, c, l.Tokens)
+		if !ok {
+			return Reservation{}, verdict(before, c, l.Tokens), end
+		}
+		r.Idx, r.Tokens = charged, c
+	}
+	if l.Requests > 0 {
+		charged, before, ok := sl.requests.Reserve(r.Idx, 1, l.Requests)
+		if !ok || charged != r.Idx {
+			if ok {
+				sl.requests.Adjust(charged, 1, 0)
+			}
+			if r.Tokens > 0 {
+				sl.tokens.Adjust(r.Idx, r.Tokens, 0)
+			}
+			return Reservation{}, verdict(before, 1, l.Requests), end
+		}
+		r.Requests = 1
+	}
+	return r, routing.BudgetAffordable, end
+}
+
+// Settle replaces the reservation by what the request really used (actual
+// tokens) and tells the actor. Refund releases it entirely: the request
+// never reached the provider's meter. It is a no-op for an inactive
+// reservation.
+func (h *Handle) Settle(r *Reservation, actual int64, refund bool) {
+	if !r.Active {
+		return
+	}
+	r.Active = false
+	sl := &h.slots[r.Slot]
+	a := uint64(max(actual, 0))
+	if refund {
+		a = 0
+	}
+	if r.Tokens > 0 {
+		sl.tokens.Adjust(r.Idx, r.Tokens, a)
+	}
+	if refund && r.Requests > 0 {
+		sl.requests.Adjust(r.Idx, r.Requests, 0)
+	}
+	h.root.Send(h.pid, &Settled{Slot: r.Slot, Idx: r.Idx, Reserved: r.Tokens, Actual: a, Refund: refund})
+}
+
+// ObserveLimits feeds per-minute token and request limits read from a
+// response's headers (fire-and-forget).
+func (h *Handle) ObserveLimits(s int, obs *messages.QuotaObservation) {
+	if s < 0 || s >= len(h.slots) || obs == nil {
+		return
+	}
+	var m LimitsObserved
+	m.Slot = s
+	for i := 0; i < obs.N; i++ {
+		r := &obs.Readings[i]
+		if r.Window != Window || r.Flags&messages.HasLimit == 0 || r.Limit < 1 {
+			continue
+		}
+		switch r.Dimension {
+		case messages.DimTokens:
+			m.Tokens = uint64(r.Limit)
+		case messages.DimRequests:
+			m.Requests = uint64(r.Limit)
+		}
+	}
+	if m.Tokens == 0 && m.Requests == 0 {
+		return
+	}
+	sl := &h.slots[s]
+	changed := false
+	if m.Tokens != 0 && sl.seenTok.Swap(m.Tokens) != m.Tokens {
+		changed = true
+	}
+	if m.Requests != 0 && sl.seenReq.Swap(m.Requests) != m.Requests {
+		changed = true
+	}
+	if changed { // the same limits on every response need no message
+		h.root.Send(h.pid, &m)
+	}
+}
+
+// account is the actor's bookkeeping for one slot.
+type account struct {
+	idx           uint64
+	settledTokens uint64
+	settled       uint64 // requests settled in the window
+	refunds       uint64
+	totalTokens   uint64
+	totalRequests uint64
+}
+
+type ledgerActor struct {
+	h         *Handle
+	acct      []account
+	headerTok []uint64
+	headerReq []uint64
+	dirty     bool
+	cancel    scheduler.CancelFunc
+}
+
+// PublishInterval is how often a changed ledger is republished.
+const PublishInterval = 250 * time.Millisecond
+
+func (a *ledgerActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.cancel = scheduler.NewTimerScheduler(ctx).SendRepeatedly(PublishInterval, PublishInterval, ctx.Self(), tick{})
+	case *actor.Stopping:
+		if a.cancel != nil {
+			a.cancel()
+		}
+	case *Settled:
+		a.settle(m)
+	case *LimitsObserved:
+		a.limits(m)
+	case tick:
+		// Counters move on the request path; republish while anything
+		// happened or a window is live.
+		a.publish()
+	}
+}
+
+func (a *ledgerActor) settle(m *Settled) {
+	if m.Slot < 0 || m.Slot >= len(a.acct) {
+		return
+	}
+	ac := &a.acct[m.Slot]
+	if ac.idx != m.Idx {
+		*ac = account{idx: m.Idx, totalTokens: ac.totalTokens, totalRequests: ac.totalRequests}
+	}
+	if m.Refund {
+		ac.refunds++
+	} else {
+		ac.settled++
+		ac.settledTokens += m.Actual
+		ac.totalTokens += m.Actual
+		ac.totalRequests++
+	}
+	a.dirty = true
+}
+
+func (a *ledgerActor) limits(m *LimitsObserved) {
+	if m.Slot < 0 || m.Slot >= len(a.acct) {
+		return
+	}
+	if m.Tokens > 0 {
+		a.headerTok[m.Slot] = m.Tokens
+	}
+	if m.Requests > 0 {
+		a.headerReq[m.Slot] = m.Requests
+	}
+	sl := &a.h.slots[m.Slot]
+	l := &Limits{}
+	l.Tokens, l.TokensSource = smaller(uint64(max(sl.spec.TokensPerMinute, 0)), a.headerTok[m.Slot])
+	l.Requests, l.RequestsSource = smaller(uint64(max(sl.spec.RequestsPerMinute, 0)), a.headerReq[m.Slot])
+	sl.limits.Store(l)
+	a.publish()
+}
+
+// smaller picks the smaller known limit: a configured limit below the
+// provider's is the operator's choice (a share of an org-wide limit), and
+// the provider's below the configured one is the truth.
+func smaller(configured, header uint64) (uint64, string) {
+	switch {
+	case configured == 0 && header == 0:
+		return 0, ""
+	case header == 0 || (configured != 0 && configured <= header):
+		return configured, "configured"
+	}
+	return header, "response_headers"
+}

@@ -1,0 +1,193 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+
+	"github.com/omniroute/gateway/internal/quota"
+)
+
+// poller asks a provider's usage API on an interval. The HTTP exchange
+// runs on its own goroutine and comes back as a message, so the actor
+// never blocks; failures back off exponentially (with jitter) up to
+// MaxPollBackoff or eight intervals, whichever is longer.
+type poller struct {
+	parent   *actor.PID
+	spec     PollSpec
+	clk      interface{ Now() time.Time }
+	client   *http.Client
+	onPoll   func(ok bool)
+	failures int
+	cancel   context.CancelFunc
+	timer    scheduler.CancelFunc
+	wg       sync.WaitGroup
+	last     []quota.Value
+}
+
+// MaxPollBackoff caps the delay between failing polls.
+const MaxPollBackoff = 10 * time.Minute
+
+type pollNow struct{}
+
+type pollResult struct {
+	values []quota.Value
+	err    error
+}
+
+func (p *poller) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		ctx.Send(ctx.Self(), pollNow{})
+	case *actor.Stopping:
+		if p.timer != nil {
+			p.timer()
+		}
+		if p.cancel != nil {
+			p.cancel()
+		}
+		p.wg.Wait()
+	case pollNow:
+		p.start(ctx)
+	case *pollResult:
+		p.cancel = nil
+		p.done(ctx, m)
+	}
+}
+
+func (p *poller) start(ctx actor.Context) {
+	if p.cancel != nil {
+		return // a poll is still running
+	}
+	timeout := p.spec.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	c, cancel := context.WithTimeout(context.Background(), timeout)
+	p.cancel = cancel
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	spec, client, now := p.spec, p.client, p.clk.Now()
+	expires := now.Add(2*spec.Interval + timeout)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		defer cancel()
+		vals, err := Fetch(c, client, spec, now, expires)
+		root.Send(self, &pollResult{values: vals, err: err})
+	}()
+}
+
+func (p *poller) done(ctx actor.Context, r *pollResult) {
+	reading := quota.Reading{Source: quota.SourceProviderAPI, Supported: true, Values: r.values}
+	next := p.spec.Interval
+	if r.err != nil {
+		p.failures++
+		reading.Err = r.err.Error()
+		next = PollBackoff(p.failures, p.spec.Interval, rand.Float64())
+		if len(r.values) == 0 && len(p.last) > 0 {
+			// Keep the last good values until they expire: a failed poll
+			// is no evidence that the quota changed.
+			reading.Values = p.last
+		}
+	} else {
+		p.failures = 0
+		p.last = r.values
+	}
+	if p.onPoll != nil {
+		p.onPoll(r.err == nil)
+	}
+	ctx.Send(p.parent, &readingUpdate{source: quota.SourceProviderAPI, reading: reading})
+	p.timer = scheduler.NewTimerScheduler(ctx).SendOnce(next, ctx.Self(), pollNow{})
+}
+
+// PollBackoff is the delay before the next poll after the n-th failure in
+// a row: interval × 2^n with ±20 % jitter (r in [0,1)), capped at the
+// larger of MaxPollBackoff and eight intervals.
+func PollBackoff(n int, interval time.Duration, r float64) time.Duration {
+	limit := max(MaxPollBackoff, 8*interval)
+	d := interval
+	for i := 0; i < n && d < limit; i++ {
+		d *= 2
+	}
+	d = min(d, limit)
+	return time.Duration(float64(d) * (0.8 + 0.4*r))
+}
+
+// Fetch performs one poll of spec's API and parses the answer. Errors
+// name the endpoint and the status, never the credential.
+func Fetch(ctx context.Context, client *http.Client, spec PollSpec, now, expires time.Time) ([]quota.Value, error) {
+	base := strings.TrimRight(spec.BaseURL, "/")
+	switch spec.Kind {
+	case quota.PollOpenRouter:
+		var errs []error
+		var out []quota.Value
+		if body, err := get(ctx, client, base+"/key", spec.APIKey); err != nil {
+			errs = append(errs, err)
+		} else if vs, err := quota.ParseOpenRouterKey(body, now, expires); err != nil {
+			errs = append(errs, fmt.Errorf("GET /key: %w", err))
+		} else {
+			out = append(out, vs...)
+		}
+		if body, err := get(ctx, client, base+"/credits", spec.APIKey); err != nil {
+			errs = append(errs, err)
+		} else if vs, err := quota.ParseOpenRouterCredits(body, expires); err != nil {
+			errs = append(errs, fmt.Errorf("GET /credits: %w", err))
+		} else {
+			out = append(out, vs...)
+		}
+		return out, errors.Join(errs...)
+	case quota.PollDeepSeek:
+		body, err := get(ctx, client, base+"/user/balance", spec.APIKey)
+		if err != nil {
+			return nil, err
+		}
+		vs, err := quota.ParseDeepSeekBalance(body, expires)
+		if err != nil {
+			return nil, fmt.Errorf("GET /user/balance: %w", err)
+		}
+		return vs, nil
+	}
+	return nil, fmt.Errorf("unknown quota API kind %q", spec.Kind)
+}
+
+func get(ctx context.Context, client *http.Client, rawURL, key string) ([]byte, error) {
+	path := rawURL
+	if u, err := url.Parse(rawURL); err == nil {
+		path = u.Path
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %v", path, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error repeats the URL; the path is enough
+		}
+		return nil, fmt.Errorf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20+1))
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: reading the answer: %v", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: status %d", path, resp.StatusCode)
+	}
+	return body, nil
+}

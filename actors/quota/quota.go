@@ -1,0 +1,201 @@
+// Package quota owns each provider connection's quota telemetry. Per
+// connection one aggregator actor supervises one child actor per source
+// adapter:
+//
+//   - the poller asks the provider's usage API (OpenRouter GET /key and
+//     /credits, DeepSeek GET /user/balance) on an interval, backing off on
+//     failure;
+//   - the header adapter receives the rate-limit headers of every response
+//     (fire-and-forget, forwarded by the targets actor) parsed through the
+//     connection's explicit mapping;
+//   - the configured adapter reports the limits from the config file;
+//   - the estimate adapter reads the token ledger's published snapshot
+//     (through a function the composition root provides, so this package
+//     does not import another actor's).
+//
+// The aggregator merges their readings per dimension by source rank
+// (internal/quota.Collect), per model served through the connection, and
+// publishes the connection's state as an immutable snapshot. Routing reads
+// ModelStatus from that snapshot and never sends a message.
+package quota
+
+import (
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/quota"
+	"github.com/omniroute/gateway/messages"
+)
+
+// PollSpec configures a connection's usage-API poller.
+type PollSpec struct {
+	Kind     string // quota.PollOpenRouter or quota.PollDeepSeek
+	BaseURL  string // API root: OpenRouter's …/api/v1, DeepSeek's origin
+	Interval time.Duration
+	Timeout  time.Duration
+	// APIKey is the connection's credential; it is sent as a bearer token
+	// and appears nowhere else (not in errors, not in snapshots).
+	APIKey string
+}
+
+// ConnSpec describes one connection.
+type ConnSpec struct {
+	Provider string
+	Name     string // "provider/connection"
+	// Models are the upstream models served through the connection; model
+	// indexes in ModelStatus refer to this list.
+	Models  []string
+	Mapping *quota.Mapping
+	// Configured values (limits from the config file), connection-wide.
+	Configured []quota.Value
+	Poll       *PollSpec
+	// Budgeted is true when the token ledger keeps budgets for the
+	// connection: an estimate adapter reads them.
+	Budgeted bool
+}
+
+// Options tune the actors.
+type Options struct {
+	// Threshold is the remaining share at or below which a dimension is
+	// approaching its limit (default 0.2).
+	Threshold float64
+	// Estimates returns the token ledger's current values for a
+	// connection's budgets (source estimated, model-scoped); nil disables
+	// the estimate adapters.
+	Estimates func(conn int) []quota.Value
+	// HTTPClient performs polls; nil builds one without keep-alives.
+	HTTPClient *http.Client
+	// OnPoll is told about every poll (on the poller's goroutine).
+	OnPoll func(conn int, ok bool)
+}
+
+// ModelState is one model's merged view.
+type ModelState struct {
+	Model  string        `json:"model"`
+	Status quota.Status  `json:"status"`
+	Values []quota.Value `json:"values"`
+	// Until is when the state may change by itself (a value expires);
+	// StatusUntil how long an exhausted or approaching status holds.
+	Until       time.Time `json:"-"`
+	StatusUntil time.Time `json:"-"`
+}
+
+// ConnState is one connection's published telemetry.
+type ConnState struct {
+	ProviderID   string       `json:"providerId"`
+	ConnectionID string       `json:"connectionId"`
+	Supported    bool         `json:"supported"`
+	FetchedAt    time.Time    `json:"fetchedAt"`
+	Status       quota.Status `json:"status"`
+	// Values are the connection-wide values (credits, balances, configured
+	// limits); model-scoped values are under Models.
+	Values  []quota.Value `json:"values"`
+	Error   string        `json:"error,omitempty"`
+	Sources []string      `json:"sources"`
+	Models  []ModelState  `json:"models"`
+}
+
+// Handle is what the transport holds.
+type Handle struct {
+	root  *actor.RootContext
+	conns []*conn
+	clk   clock.Clock
+}
+
+type conn struct {
+	agg    *actor.PID
+	header *actor.PID
+	snap   atomic.Pointer[ConnState]
+}
+
+// Spawn starts one aggregator (with its adapters) per connection.
+func Spawn(system *actor.ActorSystem, specs []ConnSpec, clk clock.Clock, o Options) (*Handle, error) {
+	if o.Threshold <= 0 || o.Threshold >= 1 {
+		o.Threshold = quota.DefaultApproachingThreshold
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true, ResponseHeaderTimeout: 30 * time.Second}}
+	}
+	h := &Handle{root: system.Root, clk: clk}
+	for i := range specs {
+		c := &conn{}
+		h.conns = append(h.conns, c)
+		agg := &aggregator{id: i, spec: specs[i], c: c, clk: clk, opts: o, ready: make(chan *actor.PID, 1)}
+		agg.publish(clk.Now())
+		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return agg }), fmt.Sprintf("quota-%p-%d", h, i))
+		if err != nil {
+			h.Stop()
+			return nil, fmt.Errorf("spawning quota actor for %s: %w", specs[i].Name, err)
+		}
+		c.agg = pid
+		// The aggregator spawns its children in Started; wait for the
+		// header adapter's pid so Observe never races the start.
+		c.header = <-agg.ready
+	}
+	return h, nil
+}
+
+// Stop stops every aggregator and its adapters, and waits for them.
+func (h *Handle) Stop() {
+	for _, c := range h.conns {
+		if c.agg != nil {
+			_ = h.root.PoisonFuture(c.agg).Wait()
+		}
+	}
+}
+
+// HeaderObserved is a response's parsed rate-limit headers for one model.
+type HeaderObserved struct {
+	Model string
+	Obs   *messages.QuotaObservation
+}
+
+// Observe forwards a response's headers to the connection's header adapter
+// (fire-and-forget).
+func (h *Handle) Observe(conn int, model string, obs *messages.QuotaObservation) {
+	if conn < 0 || conn >= len(h.conns) || obs == nil || obs.N == 0 {
+		return
+	}
+	h.root.Send(h.conns[conn].header, &HeaderObserved{Model: model, Obs: obs})
+}
+
+// State returns a connection's published state.
+func (h *Handle) State(conn int) *ConnState {
+	if conn < 0 || conn >= len(h.conns) {
+		return nil
+	}
+	return h.conns[conn].snap.Load()
+}
+
+// Len is the number of connections.
+func (h *Handle) Len() int { return len(h.conns) }
+
+// ModelStatus returns the quota status routing should use for model index
+// mi of conn at now. A status whose evidence has expired is not trusted
+// (unknown) until the aggregator republishes.
+func (h *Handle) ModelStatus(conn, mi int, now time.Time) quota.Status {
+	st := h.State(conn)
+	if st == nil || mi < 0 || mi >= len(st.Models) {
+		return quota.StatusUnknown
+	}
+	m := &st.Models[mi]
+	if !m.StatusUntil.IsZero() && !now.Before(m.StatusUntil) && (m.Status == quota.StatusExhausted || m.Status == quota.StatusApproaching) {
+		return quota.StatusUnknown
+	}
+	return m.Status
+}
+
+// Recovery returns when model mi of conn stops being exhausted by the
+// evidence at hand (zero when unknown).
+func (h *Handle) Recovery(conn, mi int) time.Time {
+	st := h.State(conn)
+	if st == nil || mi < 0 || mi >= len(st.Models) {
+		return time.Time{}
+	}
+	return st.Models[mi].StatusUntil
+}
