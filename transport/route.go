@@ -107,6 +107,7 @@ func (c *call) rank(list []*catalog.Target) {
 	now := g.clk.Now()
 	snap := g.targets.Snapshot()
 	p.live, p.probe, p.recover = p.live[:0], p.probe[:0], time.Time{}
+	weights := c.model.WeightsFor(c.surface)
 	for i, t := range list {
 		if p.tried[i] {
 			p.live, p.probe = append(p.live, routing.Live{}), append(p.probe, false)
@@ -150,7 +151,7 @@ func (c *call) rank(list []*catalog.Target) {
 			}
 		}
 		score, ok := routing.Score(&cand)
-		p.live = append(p.live, routing.Live{Eligible: ok, Demoted: cand.Quota == quota.StatusApproaching, Score: score, Weight: t.Weight})
+		p.live = append(p.live, routing.Live{Eligible: ok, Demoted: cand.Quota == quota.StatusApproaching, Score: score, Weight: weights[i]})
 		p.probe = append(p.probe, cand.Circuit == routing.CircuitHalfOpen)
 		if !ok {
 			if skip >= 0 {

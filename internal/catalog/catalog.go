@@ -122,12 +122,14 @@ type Connection struct {
 func (c *Connection) APIKey() string { return c.apiKey }
 
 // Target is one way to serve a model: a connection plus the upstream name.
+// Targets are unique: two models naming the same connection and upstream
+// model share one Target, so they share its state (cooldowns, circuit,
+// quota, token budget, metrics), as the provider meters them as one.
 type Target struct {
 	ID            int    // index in Catalog.Targets
 	Name          string // "provider/connection/upstream-model"
 	Conn          *Connection
 	UpstreamModel string // "" = keep the caller's name
-	Weight        int
 }
 
 // Model is a callable model name.
@@ -137,8 +139,19 @@ type Model struct {
 	Strategy    string
 	Description string
 	Targets     []*Target
-	Surfaces    SurfaceSet
+	// Weights are the round-robin weights of Targets (≥ 1), by position.
+	Weights  []int
+	Surfaces SurfaceSet
 	bySurface   [4][]*Target
+	weightsBy   [4][]int
+}
+
+// WeightsFor returns the round-robin weights of TargetsFor(s), by position.
+func (m *Model) WeightsFor(s Surface) []int {
+	if int(s) >= len(m.weightsBy) {
+		return nil
+	}
+	return m.weightsBy[s]
 }
 
 // TargetsFor returns the targets that speak surface s, in configured order.
@@ -212,6 +225,7 @@ func Build(f *config.File, getenv func(string) (string, bool)) (*Catalog, error)
 			c.Connections = append(c.Connections, conn)
 		}
 	}
+	targets := map[string]*Target{}
 	for _, name := range sortedKeys(f.Models) {
 		m := f.Models[name]
 		rm := &Model{Name: name, Strategy: m.Strategy, Description: m.Description}
@@ -234,12 +248,19 @@ func Build(f *config.File, getenv func(string) (string, bool)) (*Catalog, error)
 			if w == 0 {
 				w = 1
 			}
-			rt := &Target{ID: len(c.Targets), Name: conn.Name + "/" + shown, Conn: conn, UpstreamModel: upstream, Weight: w}
-			c.Targets = append(c.Targets, rt)
+			key := conn.Name + "/" + shown
+			rt := targets[key]
+			if rt == nil {
+				rt = &Target{ID: len(c.Targets), Name: key, Conn: conn, UpstreamModel: upstream}
+				targets[key] = rt
+				c.Targets = append(c.Targets, rt)
+			}
 			rm.Targets = append(rm.Targets, rt)
+			rm.Weights = append(rm.Weights, w)
 			for _, s := range Surfaces {
 				if conn.Provider.APIs.Has(s) {
 					rm.bySurface[s] = append(rm.bySurface[s], rt)
+					rm.weightsBy[s] = append(rm.weightsBy[s], w)
 					rm.Surfaces = rm.Surfaces.add(s)
 				}
 			}
