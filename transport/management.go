@@ -99,7 +99,6 @@ func readLimited(ctx *fasthttp.RequestCtx, limit int) ([]byte, bool) {
 	return b, len(b) > limit
 }
 
-
 // targetQuotaView is one target in GET /api/omniroute/quota.
 type targetQuotaView struct {
 	Target              string     `json:"target"`

@@ -140,10 +140,10 @@ type Model struct {
 	Description string
 	Targets     []*Target
 	// Weights are the round-robin weights of Targets (≥ 1), by position.
-	Weights  []int
-	Surfaces SurfaceSet
-	bySurface   [4][]*Target
-	weightsBy   [4][]int
+	Weights   []int
+	Surfaces  SurfaceSet
+	bySurface [4][]*Target
+	weightsBy [4][]int
 }
 
 // WeightsFor returns the round-robin weights of TargetsFor(s), by position.
