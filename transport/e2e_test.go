@@ -437,3 +437,26 @@ func TestUpstreamPoolExhaustedIs503WithRetryAfter(t *testing.T) {
 		t.Fatalf("the provider saw %d requests; the busy one must not reach it", n)
 	}
 }
+
+// TestShutdownRightAfterServe: shutting down before Serve has taken its
+// listener must not leave Serve running.
+func TestShutdownRightAfterServe(t *testing.T) {
+	for i := 0; i < 20; i++ {
+		gw, system := embedded(t, testFile(t, ""))
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := make(chan error, 1)
+		go func() { served <- gw.Serve(ln) }()
+		if err := gw.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-served:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Serve kept running after Shutdown")
+		}
+		system.Shutdown()
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -78,6 +79,9 @@ type Gateway struct {
 	draining atomic.Bool
 	active   atomic.Int64
 	closed   atomic.Bool
+	lnMu     sync.Mutex
+	lns      []net.Listener // listeners passed to Serve, closed by Shutdown
+	shutdown bool
 	side     *sidecars // services, engines, relay (sidecars.go)
 
 	ingest      *ingest.Handle
@@ -227,7 +231,19 @@ func (g *Gateway) ServerConfig(s *fasthttp.Server) {
 }
 
 // Serve accepts connections on ln until Shutdown.
+//
+// Serve and Shutdown may race (a caller starts Serve in a goroutine and
+// shuts down at once): the listener is remembered and closed by Shutdown,
+// so Serve always returns.
 func (g *Gateway) Serve(ln net.Listener) error {
+	g.lnMu.Lock()
+	if g.shutdown {
+		g.lnMu.Unlock()
+		ln.Close()
+		return errors.New("transport: Serve called after Shutdown")
+	}
+	g.lns = append(g.lns, ln)
+	g.lnMu.Unlock()
 	return g.server.Serve(ln)
 }
 
@@ -236,9 +252,17 @@ func (g *Gateway) Serve(ln net.Listener) error {
 // the gateway's actors and upstream pools.
 func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.draining.Store(true)
+	g.lnMu.Lock()
+	g.shutdown = true
+	for _, ln := range g.lns {
+		ln.Close()
+	}
+	g.lnMu.Unlock()
 	var err error
 	{
-		if werr := g.server.ShutdownWithContext(ctx); werr != nil {
+		// Closing the listeners above makes fasthttp report their second
+		// close; only a deadline means requests are still in flight.
+		if werr := g.server.ShutdownWithContext(ctx); werr != nil && ctx.Err() != nil {
 			n := g.inflight.cancelAll()
 			g.log.Warn("shutdown timeout reached; cancelled in-flight requests", "cancelled", n)
 			err = fmt.Errorf("shutdown did not finish in time; cancelled %d in-flight upstream requests", n)
