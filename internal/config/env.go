@@ -28,6 +28,7 @@ type Env struct {
 	Server   ServerEnv
 	Upstream UpstreamEnv
 	Ingest   IngestEnv
+	Lanes    AdmissionEnv
 }
 
 // ServerEnv configures the listener, logging, identity and shutdown.
