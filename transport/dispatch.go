@@ -31,23 +31,44 @@ type upstreamError struct {
 // failing over only on provider-side failures and only before anything was
 // written to the caller. It reports whether a relay owns the call.
 func (c *call) dispatch() bool {
-	g := c.g
-	list := c.model.TargetsFor(c.surface)
-	n := len(list)
-	first := 0
-	if c.model.Strategy == config.StrategyRoundRobin && n > 1 {
-		first = int(g.rr[c.model.Index].Add(1)-1) % n
+	if c.model.Strategy == config.StrategyFusion {
+		return c.fusion()
 	}
+	list := c.model.TargetsFor(c.surface)
+	first := 0
+	if c.model.Strategy == config.StrategyRoundRobin && len(list) > 1 {
+		first = c.g.rrStart(c.model, c.surface)
+	}
+	return c.runTargets(list, first, len(list) > 1)
+}
+
+// runTargets tries list from first on, in rotation. With fanout (a combo)
+// each target is probed before its attempt (see takeTarget); a skipped
+// target costs no attempt, and a skip after the first target counts as a
+// fallback.
+func (c *call) runTargets(list []*catalog.Target, first int, fanout bool) bool {
+	g := c.g
+	n := len(list)
 	maxAttempts := int(g.opts.Env.Upstream.MaxAttempts)
 	var last upstreamError
 	var lastClass messages.FailureClass
 	attempts := 0
 	for i := 0; i < n && attempts < maxAttempts; i++ {
 		t := list[(first+i)%n]
+		if !c.takeTarget(t, fanout) {
+			if i > 0 {
+				c.fallbacks++
+			}
+			continue
+		}
 		attempts++
 		outcome, streaming := c.attempt(t, &last, &lastClass)
+		if !streaming {
+			c.releaseTarget()
+		}
 		switch outcome {
 		case attemptDone:
+			c.logCombo(fanout, "served")
 			return streaming
 		case attemptCanceled:
 			c.ctx.SetConnectionClose()
@@ -55,6 +76,12 @@ func (c *call) dispatch() bool {
 			return false
 		}
 		c.fallbacks++
+	}
+	c.logCombo(fanout, "exhausted")
+	if attempts == 0 {
+		c.routingHeaders()
+		c.fail(errTargetsBusy(c.model))
+		return false
 	}
 	c.fallbacks--
 	if last.status != 0 {
@@ -142,6 +169,7 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 		return attemptFailover, false
 	}
 	c.report(t, messages.OK, status, x.TTFB)
+	c.ttft = c.g.clk.Now().Sub(c.lease.AdmittedAt) // first token read: the stream's latency sample
 	c.target = t
 	c.x = x
 	c.commitStream(x)
@@ -150,6 +178,9 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 
 func (c *call) report(t *catalog.Target, class messages.FailureClass, status int, ttfb time.Duration) {
 	g := c.g
+	if isDrop(class) {
+		c.drops++
+	}
 	g.metrics.attempts[t.ID][class].Inc()
 	if status != 0 {
 		g.metrics.upstreamStatus(t.ID, status)
@@ -268,6 +299,9 @@ func (c *call) routingHeaders() {
 	if c.fallbacks > 0 {
 		c.g.metrics.fallback[c.route].Add(c.fallbacks)
 	}
+	if c.skips > 0 {
+		c.skippedHeader(h)
+	}
 }
 
 // forwardedRequestHeaders are caller headers passed to the provider.
@@ -318,13 +352,17 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 		}
 	}
 	h.SetBytesV("X-Request-Id", c.rid)
-	if t.UpstreamModel == "" || t.UpstreamModel == string(c.scan.Model) {
-		req.SetBodyRaw(c.body.B)
+	body, scan := c.body.B, &c.scan
+	if c.alt != nil { // a fusion judge: the caller's request plus the panel's answers
+		body, scan = c.alt.B, &c.altScan
+	}
+	if t.UpstreamModel == "" || t.UpstreamModel == string(scan.Model) {
+		req.SetBodyRaw(body)
 		return
 	}
 	if c.out == nil {
 		c.out = bytebufferpool.Get()
 	}
-	c.out.B = jsonscan.AppendWithModel(c.out.B[:0], c.body.B, &c.scan, t.UpstreamModel)
+	c.out.B = jsonscan.AppendWithModel(c.out.B[:0], body, scan, t.UpstreamModel)
 	req.SetBodyRaw(c.out.B)
 }

@@ -71,6 +71,7 @@ type Gateway struct {
 	draining atomic.Bool
 	active   atomic.Int64
 	closed   atomic.Bool
+	adm      admissionState
 }
 
 // New builds a gateway on system: it resolves the catalog, creates the
@@ -116,6 +117,10 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	g.health = []healthSection{
 		{"server", g.serverHealth},
 		{"targets", g.targetsHealth},
+	}
+	if err := g.initAdmission(); err != nil {
+		g.targets.Stop()
+		return nil, err
 	}
 	return g, nil
 }
@@ -234,6 +239,7 @@ func (g *Gateway) Close() {
 	}
 	g.inflight.cancelAll()
 	g.hangups.Close()
+	g.adm.lanes.Stop()
 	g.targets.Stop()
 	for _, c := range g.clients {
 		c.Close()

@@ -12,6 +12,8 @@ import (
 	"github.com/valyala/bytebufferpool"
 	"github.com/valyala/fasthttp"
 
+	"github.com/omniroute/gateway/actors/lanes"
+	"github.com/omniroute/gateway/internal/admission"
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/jsonscan"
@@ -55,6 +57,18 @@ type call struct {
 	idle     time.Duration
 	closing  atomic.Bool
 	respID   []byte
+
+	// admission (admission.go) and fan-out (fusion.go)
+	lease     lanes.Lease
+	class     admission.Class
+	ttft      time.Duration // admission to first stream event
+	drops     int           // attempts that ended in a 429, 5xx or timeout
+	streamCut bool
+	tslot     int // held target slot + 1; 0 = none
+	skips     int
+	skipped   [maxSkipNames]int32 // target ids skipped, for the header
+	alt       *bytebufferpool.ByteBuffer
+	altScan   jsonscan.Request
 }
 
 var callPool = sync.Pool{New: func() any { return &call{} }}
@@ -73,12 +87,15 @@ func (c *call) release() {
 	if c.out != nil {
 		bytebufferpool.Put(c.out)
 	}
+	if c.alt != nil {
+		bytebufferpool.Put(c.alt)
+	}
 	if c.x != nil {
 		c.x.Release()
 	}
 	c.cancel.Reset()
-	pending, offs, rd, scan := c.pending[:0], c.pendOff[:0], c.rd, c.scan
-	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan}
+	pending, offs, rd, scan, altScan := c.pending[:0], c.pendOff[:0], c.rd, c.scan, c.altScan
+	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan, altScan: altScan}
 	callPool.Put(c)
 }
 
@@ -111,6 +128,7 @@ func (c *call) finish() {
 	if c.stopCtx != nil {
 		c.stopCtx()
 	}
+	c.settleAdmission()
 	g.metrics.request(c.route, c.ctx.Response.StatusCode())
 	g.metrics.duration[c.route].UpdateDuration(c.start)
 	g.metrics.inflight.Add(-1)
@@ -167,6 +185,9 @@ func (c *call) handle(host context.Context) bool {
 		return false
 	}
 	c.track(host)
+	if !c.admit() {
+		return false
+	}
 	return c.dispatch()
 }
 

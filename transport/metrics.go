@@ -74,9 +74,10 @@ func newMetrics(cat *catalog.Catalog) *gwMetrics {
 	for i, t := range cat.Targets {
 		m.names[i] = t.Name
 		for c := messages.FailureClass(0); c < messages.NumFailureClasses; c++ {
-			m.attempts[i][c] = m.set.NewCounter(fmt.Sprintf(`omniroute_upstream_attempts_total{target=%q,outcome=%q}`, t.Name, c.String()))
+			// GetOrCreate: two models may list the same upstream target.
+			m.attempts[i][c] = m.set.GetOrCreateCounter(fmt.Sprintf(`omniroute_upstream_attempts_total{target=%q,outcome=%q}`, t.Name, c.String()))
 		}
-		m.ttfb[i] = m.set.NewHistogram(fmt.Sprintf(`omniroute_upstream_ttfb_seconds{target=%q}`, t.Name))
+		m.ttfb[i] = m.set.GetOrCreateHistogram(fmt.Sprintf(`omniroute_upstream_ttfb_seconds{target=%q}`, t.Name))
 	}
 	m.set.NewGauge(`omniroute_requests_inflight`, func() float64 { return float64(m.inflight.Load()) })
 	metrics.RegisterSet(m.set)

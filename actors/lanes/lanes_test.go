@@ -104,7 +104,6 @@ func (e *env) until(what string, cond func(*Snapshot) bool) *Snapshot {
 	}
 }
 
-
 var success = admission.Completion{Outcome: admission.Success, Latency: 50 * time.Millisecond, Sampled: true}
 
 func TestEnforceAdmitsQueuesAndGrantsOnRelease(t *testing.T) {
