@@ -239,7 +239,7 @@ func (h *Handle) reject(c admission.Class, r Reason) Reason {
 }
 
 func (h *Handle) shadowAcquire(t Ticket, l *Lease, now time.Time) {
-	h.gate.Force(t.Class, t.Cost)
+	h.gate.Force(t.Class, t.Cost, now.UnixNano())
 	l.held = true
 	switch h.virt.Acquire(t.Class, t.Cost, now.UnixNano(), false) {
 	case admission.Admitted:

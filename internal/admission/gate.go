@@ -70,12 +70,15 @@ func (s GateStats) ActiveCount() int64 { return s.Count[Interactive] + s.Count[B
 // state, the limit generation and a target slot; the lock is held for a few
 // dozen nanoseconds and never across a call out.
 //
-// Class floors: a class may use the limit minus what the other class holds,
-// or minus the other class's floor while that class is engaged (it holds
-// leases, has waiters, or sent a request in the last ClassIdle). So batch
-// borrows whatever interactive leaves idle, and when interactive demand
-// returns, batch admissions stop until interactive has its floor; nothing
-// already admitted is preempted.
+// Class floors: a class may use the limit minus what the other class
+// reserves. A class with waiters reserves its whole floor: when interactive
+// demand returns and cannot be met, batch admissions stop until interactive
+// has its floor; nothing already admitted is preempted. A class without
+// waiters that was active in the last ClassIdle reserves, within its floor,
+// the most it held recently (its demand), and lends the rest. A class idle
+// for longer reserves only what it holds. So batch borrows whatever
+// interactive leaves idle, and a steady interactive load keeps the room it
+// uses.
 type Gate struct {
 	mu       sync.Mutex
 	limit    int64
@@ -90,6 +93,8 @@ type Gate struct {
 	waiting  [NumClasses]int64
 	seen     [NumClasses]int64
 	everSeen [NumClasses]bool
+	rpeak    [NumClasses]int64 // recent peak in-flight cost by class
+	rpeakAt  [NumClasses]int64
 	peak     int64
 	tActive  []int32
 	tCap     []int32
@@ -138,24 +143,37 @@ func (g *Gate) Close() {
 	g.mu.Unlock()
 }
 
-func (g *Gate) engaged(c Class, now int64) bool {
-	return g.active[c] > 0 || g.waiting[c] > 0 || (g.everSeen[c] && now-g.seen[c] < g.horizon)
+// reserve is what class c keeps from the other class at now.
+func (g *Gate) reserve(c Class, now int64) int64 {
+	r := g.active[c]
+	switch {
+	case g.waiting[c] > 0:
+		r = max(r, g.floor[c])
+	case g.everSeen[c] && now-g.seen[c] < g.horizon:
+		r = max(r, min(g.floor[c], g.recentPeak(c, now)))
+	}
+	return r
+}
+
+func (g *Gate) recentPeak(c Class, now int64) int64 {
+	if now-g.rpeakAt[c] > g.horizon {
+		return g.active[c]
+	}
+	return g.rpeak[c]
 }
 
 // fits reports whether cost more of class c stays within the limit and
-// leaves the other class its floor when that class is engaged.
+// leaves the other class its reserve.
 func (g *Gate) fits(c Class, cost, now int64) bool {
-	o := 1 - c
-	reserve := g.active[o]
-	if g.floor[o] > reserve && g.engaged(o, now) {
-		reserve = g.floor[o]
-	}
-	return g.active[c]+cost+reserve <= g.limit
+	return g.active[c]+cost+g.reserve(1-c, now) <= g.limit
 }
 
-func (g *Gate) take(c Class, cost int64) {
+func (g *Gate) take(c Class, cost, now int64) {
 	g.active[c] += cost
 	g.count[c]++
+	if g.active[c] >= g.recentPeak(c, now) {
+		g.rpeak[c], g.rpeakAt[c] = g.active[c], now
+	}
 	if t := g.active[Interactive] + g.active[Batch]; t > g.peak {
 		g.peak = t
 	}
@@ -177,13 +195,13 @@ func (g *Gate) Acquire(c Class, cost, now int64, register bool) Verdict {
 	if cost > g.limit {
 		total := g.active[Interactive] + g.active[Batch]
 		if g.solo && cost <= g.maxLimit && total == 0 && g.waiting[Interactive]+g.waiting[Batch] == 0 {
-			g.take(c, cost)
+			g.take(c, cost, now)
 			return Admitted
 		}
 		return Oversized
 	}
 	if g.waiting[c] == 0 && g.fits(c, cost, now) {
-		g.take(c, cost)
+		g.take(c, cost, now)
 		return Admitted
 	}
 	if !register {
@@ -195,9 +213,9 @@ func (g *Gate) Acquire(c Class, cost, now int64, register bool) Verdict {
 
 // Force holds cost without any check (shadow mode tracks real in-flight
 // cost this way while admitting everything).
-func (g *Gate) Force(c Class, cost int64) {
+func (g *Gate) Force(c Class, cost, now int64) {
 	g.mu.Lock()
-	g.take(c, cost)
+	g.take(c, cost, now)
 	g.mu.Unlock()
 }
 
@@ -223,13 +241,13 @@ func (g *Gate) Grant(c Class, cost, now int64) GrantResult {
 	}
 	if cost > g.limit {
 		if g.solo && cost <= g.maxLimit && g.active[Interactive]+g.active[Batch] == 0 {
-			g.take(c, cost)
+			g.take(c, cost, now)
 			return Granted
 		}
 		return TooBig
 	}
 	if g.fits(c, cost, now) {
-		g.take(c, cost)
+		g.take(c, cost, now)
 		return Granted
 	}
 	return NoRoom

@@ -197,3 +197,44 @@ func TestGateNeverExceedsTheLimitUnderRace(t *testing.T) {
 		t.Fatalf("unbalanced: %+v", st)
 	}
 }
+
+func TestGateLendsWhatAnActiveClassDoesNotUse(t *testing.T) {
+	ms := int64(time.Millisecond)
+	g := newTestGate(100) // interactive floor 75
+	// A steady interactive load of 20 in flight.
+	for i := 0; i < 4; i++ {
+		if v := g.Acquire(Interactive, 5, 0, true); v != Admitted {
+			t.Fatal(v)
+		}
+	}
+	// Batch may borrow the 55 of the floor interactive does not use: 80 in all.
+	for i := 0; i < 16; i++ {
+		if v := g.Acquire(Batch, 5, 10*ms, true); v != Admitted {
+			t.Fatalf("batch %d: %v (stats %+v)", i, v, g.Stats())
+		}
+	}
+	if v := g.Acquire(Batch, 5, 10*ms, false); v != Busy {
+		t.Fatalf("batch took interactive's recent demand: %v", v)
+	}
+	// Interactive leases end and start again (same demand): its room stays.
+	g.Release(Interactive, 5)
+	if v := g.Acquire(Batch, 5, 20*ms, false); v != Busy {
+		t.Fatalf("batch took room interactive used 10 ms ago: %v", v)
+	}
+	if v := g.Acquire(Interactive, 5, 30*ms, true); v != Admitted {
+		t.Fatalf("interactive within its recent demand: %v", v)
+	}
+	// Interactive demand grows beyond: it waits (no preemption), and batch
+	// admissions stop until interactive has its floor.
+	if v := g.Acquire(Interactive, 5, 40*ms, true); v != Queue {
+		t.Fatalf("interactive above its recent demand with batch holding the rest: %v", v)
+	}
+	g.Release(Batch, 5)
+	if v := g.Acquire(Batch, 5, 50*ms, false); v != Busy {
+		t.Fatalf("batch admitted while interactive waits below its floor: %v", v)
+	}
+	if r := g.Grant(Interactive, 5, 50*ms); r != Granted {
+		t.Fatalf("interactive grant: %v", r)
+	}
+	g.Unwait(Interactive)
+}
