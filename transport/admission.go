@@ -26,6 +26,7 @@ type admissionState struct {
 	lanes        *lanes.Handle
 	defaultClass admission.Class
 	tenantClass  map[tenant.ID]admission.Class
+	slot         []int                                 // target id → concurrency slot (shared by targets with the same name)
 	rrSched      [][len(catalog.Surfaces) + 1][]uint16 // by model index, surface
 	fusion       []*fusionModel                        // by model index
 	metrics      admissionMetrics
@@ -35,13 +36,29 @@ type admissionState struct {
 // target caps, weighted round-robin schedules, fusion panels, the health
 // section and the metrics.
 func (g *Gateway) initAdmission() error {
-	caps := make([]int, len(g.cat.Targets))
+	// Targets that name the same upstream (connection and model) share one
+	// concurrency slot, with the smallest cap any of them sets: the cap
+	// describes the upstream, whichever model routes to it.
+	a := &g.adm
+	a.slot = make([]int, len(g.cat.Targets))
+	var caps []int
+	slots := map[string]int{}
 	for _, m := range g.cat.Models {
 		fm := g.opts.File.Models[m.Name]
 		for i, t := range m.Targets {
+			limit := 0
 			if i < len(fm.Targets) {
-				caps[t.ID] = fm.Targets[i].MaxConcurrent
+				limit = fm.Targets[i].MaxConcurrent
 			}
+			idx, ok := slots[t.Name]
+			if !ok {
+				idx = len(caps)
+				slots[t.Name] = idx
+				caps = append(caps, limit)
+			} else if limit > 0 && (caps[idx] == 0 || limit < caps[idx]) {
+				caps[idx] = limit
+			}
+			a.slot[t.ID] = idx
 		}
 	}
 	h, err := lanes.Spawn(g.system, lanes.Options{Config: g.opts.Env.Lanes.Config(), Clock: g.clk, TargetCaps: caps,
@@ -49,7 +66,6 @@ func (g *Gateway) initAdmission() error {
 	if err != nil {
 		return err
 	}
-	a := &g.adm
 	a.lanes = h
 	a.defaultClass = admission.Class(g.opts.Env.Lanes.DefaultClass)
 	a.tenantClass = map[tenant.ID]admission.Class{}
@@ -245,9 +261,10 @@ func (c *call) targetCost(t *catalog.Target, bodyLen int, stream bool) int64 {
 // fan-out with lanes on, a non-blocking probe against the parent's lane.
 // It holds t's slot on success; on refusal it records the skip.
 func (c *call) takeTarget(t *catalog.Target, fanout bool) bool {
-	switch c.g.adm.lanes.Probe(c.class, c.targetCost(t, len(c.body.B), c.scan.Stream), t.ID, fanout) {
+	a := &c.g.adm
+	switch a.lanes.Probe(c.class, c.targetCost(t, len(c.body.B), c.scan.Stream), a.slot[t.ID], fanout) {
 	case admission.ProbeOK:
-		c.tslot = t.ID + 1
+		c.tslot = a.slot[t.ID] + 1
 		return true
 	}
 	c.noteSkip(t)

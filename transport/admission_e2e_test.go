@@ -227,7 +227,8 @@ func TestRoundRobinRotationHonoursWeights(t *testing.T) {
 func TestTargetCapSkipsBusyTargetsWithoutWaiting(t *testing.T) {
 	resetMock(t)
 	g := startGateway(t, testFile(t, `,
-    "capped": {"targets": [{"connection": "mock/a", "model": "m-cap-1", "max_concurrent": 1}, {"connection": "mock/b", "model": "m-cap-2", "max_concurrent": 1}]}`), nil)
+    "capped": {"targets": [{"connection": "mock/a", "model": "m-cap-1", "max_concurrent": 1}, {"connection": "mock/b", "model": "m-cap-2", "max_concurrent": 1}]},
+    "alias": {"targets": [{"connection": "mock/a", "model": "m-cap-1"}]}`), nil)
 	setBehavior(t, map[string]mockprovider.Behavior{"m-cap-1": {LatencyMS: 600}, "m-cap-2": {LatencyMS: 600}})
 	body := `{"model":"capped","messages":[]}`
 	first := g.postAsync("/v1/chat/completions", body)
@@ -245,6 +246,10 @@ func TestTargetCapSkipsBusyTargetsWithoutWaiting(t *testing.T) {
 	if r.header.Get("X-OmniRoute-Skipped-Targets") != "mock/a/m-cap-1, mock/b/m-cap-2" {
 		t.Fatalf("skipped header %q", r.header.Get("X-OmniRoute-Skipped-Targets"))
 	}
+	// Another model routing to the same upstream shares its cap.
+	if r := g.post("/v1/chat/completions", `{"model":"alias","messages":[]}`); r.status != 503 || jsonField(t, r.body, "error", "code") != "targets_busy" {
+		t.Fatalf("shared cap: %d %s", r.status, r.body)
+	}
 	r2 := <-second
 	if r2.status != 200 || r2.header.Get("X-OmniRoute-Target") != "mock/b/m-cap-2" ||
 		r2.header.Get("X-OmniRoute-Skipped-Targets") != "mock/a/m-cap-1" || r2.header.Get("X-OmniRoute-Fallbacks") != "0" {
@@ -255,7 +260,7 @@ func TestTargetCapSkipsBusyTargetsWithoutWaiting(t *testing.T) {
 	if st.Models["m-cap-1"].MaxInflight != 1 || st.Models["m-cap-2"].MaxInflight != 1 {
 		t.Fatalf("a target went over its cap: %+v", st.Models)
 	}
-	if g.admissionNumber("targetBusySkipped") != 3 {
+	if g.admissionNumber("targetBusySkipped") != 4 {
 		t.Fatalf("targetBusySkipped %v", g.admissionNumber("targetBusySkipped"))
 	}
 }

@@ -104,7 +104,7 @@ func (c *call) fusion() bool {
 	members := make([]*panelMember, 0, len(panel))
 	lanesSkipped := 0
 	for _, t := range panel {
-		switch g.adm.lanes.Probe(c.class, c.targetCost(t, len(base.B), false), t.ID, true) {
+		switch g.adm.lanes.Probe(c.class, c.targetCost(t, len(base.B), false), g.adm.slot[t.ID], true) {
 		case admission.ProbeOK:
 			members = append(members, &panelMember{t: t})
 		case admission.ProbeLanes:
@@ -161,7 +161,7 @@ func (c *call) fusion() bool {
 	var answered, failed []*panelMember
 	for _, m := range members {
 		c.settleMember(m)
-		g.adm.lanes.ReleaseTarget(m.t.ID)
+		g.adm.lanes.ReleaseTarget(g.adm.slot[m.t.ID])
 		m.x.Release()
 		if m.class == messages.OK {
 			answered = append(answered, m)
