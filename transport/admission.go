@@ -226,6 +226,8 @@ func (c *call) settleAdmission() {
 		comp.Outcome = admission.Cancelled
 	case c.streamCut:
 		comp.Outcome = admission.UpstreamError
+	case c.shed:
+		comp.Outcome = admission.LocalReject // the gateway refused it (targets busy): no upstream failed
 	case status == fasthttp.StatusRequestTimeout || status == fasthttp.StatusGatewayTimeout:
 		comp.Outcome = admission.Timeout
 	case status >= 500 || status == fasthttp.StatusTooManyRequests:
@@ -332,6 +334,12 @@ var admissionErrors = [...]*apierror.Error{
 	lanes.Unavailable: {Status: 503, Type: "server_error", Code: lanes.Unavailable.Code(), RetryAfter: lanes.Unavailable.RetryAfter(),
 		Message: "Service temporarily unavailable: admission did not answer in time; retry after the Retry-After delay"},
 	lanes.Aborted: {Status: 499, Type: "server_error", Code: lanes.Aborted.Code(), Message: "Request aborted"},
+}
+
+func (c *call) failShed(e *apierror.Error) {
+	c.shed = true
+	c.routingHeaders()
+	c.fail(e)
 }
 
 func errTargetsBusy(m *catalog.Model) *apierror.Error {

@@ -79,8 +79,7 @@ func (c *call) runTargets(list []*catalog.Target, first int, fanout bool) bool {
 	}
 	c.logCombo(fanout, "exhausted")
 	if attempts == 0 {
-		c.routingHeaders()
-		c.fail(errTargetsBusy(c.model))
+		c.failShed(errTargetsBusy(c.model))
 		return false
 	}
 	c.fallbacks--

@@ -116,12 +116,11 @@ func (c *call) fusion() bool {
 	}
 	h := &c.ctx.Response.Header
 	if len(members) == 0 {
-		c.routingHeaders()
 		msg := "All fusion panel members were skipped by admission lanes"
 		if lanesSkipped < len(panel) {
 			msg = "All fusion panel members were skipped: each was at its max_concurrent limit or refused by the admission lanes; retry after the Retry-After delay"
 		}
-		c.fail(&apierror.Error{Status: 503, Type: "server_error", Code: "fusion_panel_skipped", Message: msg, RetryAfter: 1})
+		c.failShed(&apierror.Error{Status: 503, Type: "server_error", Code: "fusion_panel_skipped", Message: msg, RetryAfter: 1})
 		return false
 	}
 

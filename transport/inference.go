@@ -64,7 +64,8 @@ type call struct {
 	ttft      time.Duration // admission to first stream event
 	drops     int           // attempts that ended in a 429, 5xx or timeout
 	streamCut bool
-	tslot     int // held target slot + 1; 0 = none
+	shed      bool // the gateway refused the request after admission (targets busy)
+	tslot     int  // held target slot + 1; 0 = none
 	skips     int
 	skipped   [maxSkipNames]int32 // target ids skipped, for the header
 	alt       *bytebufferpool.ByteBuffer
