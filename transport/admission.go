@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"strings"
 
 	"github.com/valyala/fasthttp"
@@ -201,6 +202,10 @@ func (c *call) admit() bool {
 	r := a.lanes.Acquire(lanes.Ticket{Tenant: c.tenant, Class: class, Cost: cost, Abort: &c.cancel}, &c.lease)
 	switch r {
 	case lanes.None:
+		if w := c.lease.Waited; w > 0 {
+			var b [20]byte
+			c.ctx.Response.Header.SetBytesV("X-OmniRoute-Admission-Wait-Ms", strconv.AppendInt(b[:0], w.Milliseconds(), 10))
+		}
 		return true
 	case lanes.Aborted:
 		c.ctx.SetConnectionClose()

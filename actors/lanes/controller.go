@@ -36,6 +36,7 @@ type controller struct {
 	cancels []scheduler.CancelFunc
 	last    admission.WindowReport
 	nowNs   int64
+	extra   [admission.NumClasses]int64
 	decide  [admission.NumClasses]func(int64) admission.Decision
 }
 
@@ -48,6 +49,12 @@ type laneInfo struct {
 	lastUse  time.Time
 	elem     *list.Element
 	inflight [admission.NumClasses]uint64 // head seq granted or rejected, not yet acknowledged
+
+	// What the lane holds from grants, for the reserve of light lanes.
+	flight    [admission.NumClasses]int64
+	peak      [admission.NumClasses]int64
+	peakAt    [admission.NumClasses]time.Time
+	lastGrant [admission.NumClasses]time.Time
 }
 
 type virtEntry struct {
@@ -66,7 +73,7 @@ func newController(h *Handle, o Options) *controller {
 	for cl := range c.decide {
 		cl := admission.Class(cl)
 		c.decide[cl] = func(cost int64) admission.Decision {
-			switch c.h.gate.Grant(cl, cost, c.nowNs) {
+			switch c.h.gate.GrantReserving(cl, cost, c.nowNs, c.extra[cl]) {
 			case admission.Granted:
 				return admission.Take
 			case admission.TooBig:
@@ -196,6 +203,9 @@ func (c *controller) onLaneState(ctx actor.Context, m *laneState) {
 	}
 	now := c.h.clk.Now()
 	info.count, info.cost, info.lastUse = m.count, m.cost, now
+	if m.bounce {
+		info.flight[m.bounced.class] = max(0, info.flight[m.bounced.class]-m.bounced.cost)
+	}
 	if info.elem != nil {
 		c.lru.MoveToFront(info.elem)
 	}
@@ -217,6 +227,11 @@ func (c *controller) onReleases(ctx actor.Context) {
 	for i := range batch {
 		m := &batch[i]
 		c.adapt.Complete(now, active, m.c)
+		if m.queued && c.cfg.VirtualLanes {
+			if info := c.lanes[m.tenant]; info != nil {
+				info.flight[m.class] = max(0, info.flight[m.class]-m.cost)
+			}
+		}
 		if m.virtID != 0 {
 			if e := c.virtIdx[m.virtID]; e != nil {
 				delete(c.virtIdx, m.virtID)
@@ -238,6 +253,9 @@ func (c *controller) onReleases(ctx actor.Context) {
 func (c *controller) dispatch(ctx actor.Context) {
 	now := c.h.clk.Now()
 	c.nowNs = now.UnixNano()
+	for cl := range c.extra {
+		c.extra[cl] = c.laneReserve(admission.Class(cl), now)
+	}
 	for progress := true; progress; {
 		progress = false
 		for cl := admission.Class(0); cl < admission.NumClasses; cl++ {
@@ -249,6 +267,7 @@ func (c *controller) dispatch(ctx actor.Context) {
 			info := c.byID[id]
 			info.inflight[cl] = seq
 			if d == admission.Take {
+				c.charge(info, cl, cost, now)
 				ctx.Send(info.pid, &grant{class: cl, seq: seq, cost: cost})
 			} else {
 				ctx.Send(info.pid, &rejectHead{class: cl, seq: seq, reason: Oversized})
@@ -258,6 +277,61 @@ func (c *controller) dispatch(ctx actor.Context) {
 	if c.h.virt != nil {
 		c.promoteVirtual(now)
 	}
+}
+
+// charge records a grant to a lane: what it holds, its recent peak, and
+// when it was last served.
+func (c *controller) charge(info *laneInfo, cl admission.Class, cost int64, now time.Time) {
+	info.flight[cl] += cost
+	if info.flight[cl] >= info.peak[cl] || now.Sub(info.peakAt[cl]) >= c.classIdle() {
+		info.peak[cl], info.peakAt[cl] = info.flight[cl], now
+	}
+	info.lastGrant[cl] = now
+}
+
+func (c *controller) classIdle() time.Duration {
+	return time.Duration(c.cfg.ClassIdleMs) * time.Millisecond
+}
+
+// laneReserve is the room a grant must leave free for the light lanes of
+// class cl: lanes served in the last ClassIdle that have nothing queued now
+// keep, up to their fair share, the most they held recently, so that a
+// tenant's steady traffic is not made to wait behind another tenant's
+// backlog for the next completion. Lanes with queued work need no reserve:
+// the fair scheduler serves them in order. This is the noisy-neighbour
+// protection; it lends the rest of every share.
+func (c *controller) laneReserve(cl admission.Class, now time.Time) int64 {
+	if !c.cfg.VirtualLanes || len(c.lanes) < 2 {
+		return 0
+	}
+	idle := c.classIdle()
+	active := int64(0)
+	for _, info := range c.lanes {
+		if info.flight[cl] > 0 || info.count[cl] > 0 || now.Sub(info.lastGrant[cl]) < idle {
+			active++
+		}
+	}
+	if active < 2 {
+		return 0
+	}
+	share := c.adapt.Limit() / active
+	var sum int64
+	for _, info := range c.lanes {
+		if info.count[cl] > 0 || info.inflight[cl] != 0 {
+			continue // contending: the scheduler serves it in fair order
+		}
+		if info.flight[cl] == 0 && now.Sub(info.lastGrant[cl]) >= idle {
+			continue
+		}
+		peak := info.flight[cl]
+		if now.Sub(info.peakAt[cl]) < idle {
+			peak = max(peak, info.peak[cl])
+		}
+		if r := min(share, peak) - info.flight[cl]; r > 0 {
+			sum += r
+		}
+	}
+	return sum
 }
 
 func (c *controller) onShadow(m *shadowQueue) {

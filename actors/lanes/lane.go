@@ -54,7 +54,7 @@ func (l *laneActor) Receive(ctx actor.Context) {
 			w.resolveCurrent(m.reason)
 			w.unref()
 		}
-		l.report(ctx, false)
+		l.report(ctx, false, nil)
 	case *withdraw:
 		l.withdraw(ctx, m)
 	case deadlineDue:
@@ -116,7 +116,7 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 	l.q[c] = append(l.q[c], w)
 	l.cost[c] += w.cost
 	l.arm(w.deadline)
-	l.report(ctx, false)
+	l.report(ctx, false, nil)
 }
 
 func (l *laneActor) grant(ctx actor.Context, m *grant) {
@@ -131,7 +131,7 @@ func (l *laneActor) grant(ctx actor.Context, m *grant) {
 	if bounce {
 		l.h.gate.Release(m.class, m.cost)
 	}
-	l.report(ctx, bounce)
+	l.report(ctx, bounce, m)
 }
 
 func (l *laneActor) withdraw(ctx actor.Context, m *withdraw) {
@@ -145,7 +145,7 @@ func (l *laneActor) withdraw(ctx actor.Context, m *withdraw) {
 		l.q[m.class] = q[:len(q)-1]
 		l.cost[m.class] -= w.cost
 		w.unref()
-		l.report(ctx, false)
+		l.report(ctx, false, nil)
 		return
 	}
 }
@@ -178,7 +178,7 @@ func (l *laneActor) expire(ctx actor.Context) {
 		}
 	}
 	if changed {
-		l.report(ctx, false)
+		l.report(ctx, false, nil)
 	}
 	if !next.IsZero() {
 		l.arm(next)
@@ -212,11 +212,14 @@ func (l *laneActor) rejectAll(r Reason) {
 	}
 }
 
-func (l *laneActor) report(ctx actor.Context, bounce bool) {
+func (l *laneActor) report(ctx actor.Context, bounce bool, g *grant) {
 	if l.evicted {
 		return
 	}
 	s := &laneState{id: l.id, bounce: bounce}
+	if bounce {
+		s.bounced = *g
+	}
 	for c := range l.q {
 		if w := l.head(admission.Class(c)); w != nil {
 			s.head[c] = headInfo{seq: w.seq, cost: w.cost}

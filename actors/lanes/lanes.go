@@ -164,6 +164,7 @@ type Lease struct {
 	held     bool
 	virtHeld bool
 	virtID   uint64
+	queued   bool
 	tenant   tenant.ID
 	Class    admission.Class
 	Cost     int64
@@ -228,7 +229,7 @@ func (h *Handle) Acquire(t Ticket, l *Lease) Reason {
 		return h.reject(t.Class, r)
 	}
 	done := h.clk.Now()
-	l.held, l.AdmittedAt, l.Waited = true, done, done.Sub(now)
+	l.held, l.queued, l.AdmittedAt, l.Waited = true, true, done, done.Sub(now)
 	h.admitted[t.Class].Add(1)
 	return None
 }
@@ -344,7 +345,7 @@ func (h *Handle) Release(l *Lease, c admission.Completion) {
 	if l.virtHeld {
 		h.virt.Release(l.Class, l.Cost)
 	}
-	r := release{class: l.Class, cost: l.Cost, virtID: l.virtID, c: c}
+	r := release{class: l.Class, cost: l.Cost, virtID: l.virtID, tenant: l.tenant, queued: l.queued, c: c}
 	*l = Lease{}
 	if h.done.add(r) && !h.stopped.Load() {
 		h.root.Send(h.ctrl, releaseKick{})

@@ -94,6 +94,8 @@ type release struct {
 	class  admission.Class
 	cost   int64
 	virtID uint64
+	tenant tenant.ID
+	queued bool // admitted by a grant (the controller counts it in its lane)
 	c      admission.Completion
 }
 
@@ -146,11 +148,12 @@ type (
 	}
 	// laneState is a lane's report after every change.
 	laneState struct {
-		id     admission.LaneID
-		head   [admission.NumClasses]headInfo
-		count  [admission.NumClasses]int64
-		cost   [admission.NumClasses]int64
-		bounce bool // a grant came back unused: its capacity is free again
+		id      admission.LaneID
+		head    [admission.NumClasses]headInfo
+		count   [admission.NumClasses]int64
+		cost    [admission.NumClasses]int64
+		bounce  bool // a grant came back unused: its capacity is free again
+		bounced grant
 	}
 	headInfo struct {
 		seq  uint64

@@ -104,6 +104,7 @@ type Adapter struct {
 	ceiling  int64
 	short    float64 // ms
 	long     float64 // ms
+	winSum   float64 // ms, latency samples of the window
 	winStart time.Time
 	last     time.Time
 	integral float64 // cost × ms, of min(active, limit)
@@ -187,18 +188,25 @@ func (a *Adapter) Complete(now time.Time, active int64, c Completion) {
 	}
 }
 
+// observeLatency feeds one sample. The short EWMA moves per sample, as in
+// OmniRoute. The long one is the baseline and moves once per window, by
+// LongLatencyAlpha toward the window's mean: OmniRoute moved it per sample
+// too, so at a hundred completions a second it forgot everything within a
+// tenth of a second, tracked a slowly rising latency as closely as the
+// short one did, and the gradient never saw the limit creep past the
+// provider's knee.
 func (a *Adapter) observeLatency(d time.Duration) {
 	s := float64(d) / float64(time.Millisecond)
 	if math.IsNaN(s) || math.IsInf(s, 0) || s < 0 {
 		s = 0
 	}
 	a.samples++
+	a.winSum += s
 	if a.short <= 0 && a.long <= 0 {
 		a.short, a.long = s, s
 		return
 	}
 	a.short = a.cfg.ShortLatencyAlpha*s + (1-a.cfg.ShortLatencyAlpha)*a.short
-	a.long = a.cfg.LongLatencyAlpha*s + (1-a.cfg.LongLatencyAlpha)*a.long
 }
 
 // ObservePressure raises the window's pressure. Critical pressure cuts the
@@ -267,6 +275,9 @@ func (a *Adapter) CloseWindow(now time.Time, active int64) WindowReport {
 		}
 		next = want
 	}
+	if a.samples > 0 {
+		a.long = a.cfg.LongLatencyAlpha*(a.winSum/float64(a.samples)) + (1-a.cfg.LongLatencyAlpha)*a.long
+	}
 	if util <= a.cfg.LowUtilizationThreshold {
 		a.short = a.long
 		if a.pressure != PressureCritical && !a.frozen && a.completed == 0 && a.limit < a.ceiling {
@@ -283,7 +294,7 @@ func (a *Adapter) CloseWindow(now time.Time, active int64) WindowReport {
 	a.peaks[a.peakAt] = a.winPeak
 	a.peakAt = (a.peakAt + 1) % len(a.peaks)
 	a.winPeak = active
-	a.integral, a.completed, a.samples, a.drops = 0, 0, 0, 0
+	a.integral, a.completed, a.samples, a.drops, a.winSum = 0, 0, 0, 0, 0
 	a.frozen, a.criticalUsed, a.pressure = false, false, PressureNormal
 	a.winStart, a.last = now, now
 	return r

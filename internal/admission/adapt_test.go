@@ -161,3 +161,21 @@ func TestUtilizationIsCappedAtTheLimit(t *testing.T) {
 		t.Fatalf("utilisation %v", rep.Utilization)
 	}
 }
+
+// TestSlowLatencyCreepIsCaught: latency rising 4% a window (the limit
+// creeping past the provider's knee) must eventually cut the limit. With a
+// per-sample long EWMA at 50 samples a window the baseline would track the
+// rise and the gradient would stay near zero.
+func TestSlowLatencyCreepIsCaught(t *testing.T) {
+	r := newRun(nil)
+	lat := 100.0
+	for w := 0; w < 20; w++ {
+		rep := r.window(60, 50, time.Duration(lat*float64(time.Millisecond)))
+		if rep.Rule == RuleDecrease {
+			t.Logf("cut after %d windows at %.0f ms (gradient %.2f)", w, lat, rep.Gradient)
+			return
+		}
+		lat *= 1.04
+	}
+	t.Fatal("a steady latency creep never cut the limit")
+}

@@ -233,7 +233,11 @@ const (
 
 // Grant holds cost for a waiter of class c that the scheduler picked. The
 // waiter's own registration does not block it; the class floors do.
-func (g *Gate) Grant(c Class, cost, now int64) GrantResult {
+func (g *Gate) Grant(c Class, cost, now int64) GrantResult { return g.GrantReserving(c, cost, now, 0) }
+
+// GrantReserving is Grant that also leaves extra free: the room other lanes
+// of the class recently used and may need again at once.
+func (g *Gate) GrantReserving(c Class, cost, now, extra int64) GrantResult {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -246,7 +250,7 @@ func (g *Gate) Grant(c Class, cost, now int64) GrantResult {
 		}
 		return TooBig
 	}
-	if g.fits(c, cost, now) {
+	if g.fits(c, cost+max(extra, 0), now) {
 		g.take(c, cost, now)
 		return Granted
 	}
