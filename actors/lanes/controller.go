@@ -220,8 +220,11 @@ func (c *controller) onLaneState(ctx actor.Context, m *laneState) {
 	c.dispatch(ctx)
 }
 
-func (c *controller) onReleases(ctx actor.Context) {
-	now := c.h.clk.Now()
+func (c *controller) onReleases(ctx actor.Context) { c.dispatch(ctx) }
+
+// drainReleases folds finished leases into the window statistics and the
+// lanes' holdings.
+func (c *controller) drainReleases(now time.Time) {
 	active := c.h.gate.Stats().ActiveCost()
 	batch := c.h.done.drain()
 	for i := range batch {
@@ -245,7 +248,6 @@ func (c *controller) onReleases(ctx actor.Context) {
 			}
 		}
 	}
-	c.dispatch(ctx)
 }
 
 // dispatch grants freed capacity to lane heads, interactive first, each
@@ -253,6 +255,7 @@ func (c *controller) onReleases(ctx actor.Context) {
 func (c *controller) dispatch(ctx actor.Context) {
 	now := c.h.clk.Now()
 	c.nowNs = now.UnixNano()
+	c.drainReleases(now)
 	for cl := range c.extra {
 		c.extra[cl] = c.laneReserve(admission.Class(cl), now)
 	}

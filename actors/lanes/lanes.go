@@ -341,13 +341,15 @@ func (h *Handle) Release(l *Lease, c admission.Completion) {
 		*l = Lease{}
 		return
 	}
+	// Log first, free second: a dispatch that sees the freed capacity then
+	// also finds this record and knows whose capacity it was.
+	kick := h.done.add(release{class: l.Class, cost: l.Cost, virtID: l.virtID, tenant: l.tenant, queued: l.queued, c: c})
 	h.gate.Release(l.Class, l.Cost)
 	if l.virtHeld {
 		h.virt.Release(l.Class, l.Cost)
 	}
-	r := release{class: l.Class, cost: l.Cost, virtID: l.virtID, tenant: l.tenant, queued: l.queued, c: c}
 	*l = Lease{}
-	if h.done.add(r) && !h.stopped.Load() {
+	if kick && !h.stopped.Load() {
 		h.root.Send(h.ctrl, releaseKick{})
 	}
 }

@@ -470,3 +470,51 @@ func TestBatchBorrowsAndInteractiveRegainsItsFloor(t *testing.T) {
 	}
 	e.h.Release(&pb.lease, success)
 }
+
+// TestLightLaneKeepsItsRecentDemand: a tenant with a backlog may not take
+// the room a light tenant used in the last ClassIdle (up to its fair
+// share), so the light tenant's next request is admitted at once.
+func TestLightLaneKeepsItsRecentDemand(t *testing.T) {
+	e := start(t, func(c *admission.Config) { c.VirtualLanes = true })
+	x1, _ := e.acquire("x", admission.Interactive, 10)
+	x2, _ := e.acquire("x", admission.Interactive, 10)
+	var as []*pending
+	for i := 0; i < 4; i++ {
+		as = append(as, e.acquireAsync("a", admission.Interactive, 5, nil))
+		e.until("a queued", func(s *Snapshot) bool { return s.LaneQueuedCount == int64(i+1) })
+	}
+	b := e.acquireAsync("b", admission.Interactive, 5, nil)
+	e.until("b queued", func(s *Snapshot) bool { return s.LaneQueuedCount == 5 })
+	e.h.Release(x1, success)
+	for _, p := range []*pending{as[0], b} {
+		if r := p.wait(t); r != None {
+			t.Fatalf("%q", r.Code())
+		}
+	}
+	e.h.Release(x2, success)
+	for _, p := range as[1:3] {
+		if r := p.wait(t); r != None {
+			t.Fatalf("%q", r.Code())
+		}
+	}
+	// B's request ends: its 5 stay free for B although A waits.
+	e.h.Release(&b.lease, success)
+	e.until("b released", func(s *Snapshot) bool { return s.ActiveCost == 15 })
+	as[3].still(t)
+	b2 := e.acquireAsync("b", admission.Interactive, 5, nil)
+	if r := b2.wait(t); r != None {
+		t.Fatalf("light tenant: %q", r.Code())
+	}
+	as[3].still(t)
+	e.h.Release(&b2.lease, success)
+	e.until("b2 released", func(s *Snapshot) bool { return s.ActiveCost == 15 })
+	// Once B has been idle for ClassIdle, A may use the room.
+	e.clk.Advance(1100 * time.Millisecond)
+	e.h.Tick()
+	if r := as[3].wait(t); r != None {
+		t.Fatalf("a after b went idle: %q", r.Code())
+	}
+	for _, p := range as {
+		e.h.Release(&p.lease, success)
+	}
+}

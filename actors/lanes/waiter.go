@@ -175,3 +175,21 @@ type (
 	deadlineDue struct{}
 	stopLane    struct{}
 )
+
+// Messages that reach a stopped lane or controller (a timer firing during
+// shutdown, a waiter racing an eviction) are expected: the dead-letter
+// handler re-routes waiters, the rest are moot. None is logged.
+func (*waiter) IgnoreDeadLetterLogging()      {}
+func (*withdraw) IgnoreDeadLetterLogging()    {}
+func (*grant) IgnoreDeadLetterLogging()       {}
+func (*rejectHead) IgnoreDeadLetterLogging()  {}
+func (*evict) IgnoreDeadLetterLogging()       {}
+func (*laneState) IgnoreDeadLetterLogging()   {}
+func (*shadowQueue) IgnoreDeadLetterLogging() {}
+func (*pressureMsg) IgnoreDeadLetterLogging() {}
+func (releaseKick) IgnoreDeadLetterLogging()  {}
+func (manualTick) IgnoreDeadLetterLogging()   {}
+func (windowTick) IgnoreDeadLetterLogging()   {}
+func (subTick) IgnoreDeadLetterLogging()      {}
+func (deadlineDue) IgnoreDeadLetterLogging()  {}
+func (stopLane) IgnoreDeadLetterLogging()     {}
