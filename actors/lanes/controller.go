@@ -271,6 +271,7 @@ func (c *controller) dispatch(ctx actor.Context) {
 			info.inflight[cl] = seq
 			if d == admission.Take {
 				c.charge(info, cl, cost, now)
+				c.extra[cl] = c.laneReserve(cl, now) // the lane may just have become light
 				ctx.Send(info.pid, &grant{class: cl, seq: seq, cost: cost})
 			} else {
 				ctx.Send(info.pid, &rejectHead{class: cl, seq: seq, reason: Oversized})
@@ -310,7 +311,7 @@ func (c *controller) laneReserve(cl admission.Class, now time.Time) int64 {
 	idle := c.classIdle()
 	active := int64(0)
 	for _, info := range c.lanes {
-		if info.flight[cl] > 0 || info.count[cl] > 0 || now.Sub(info.lastGrant[cl]) < idle {
+		if info.flight[cl] > 0 || c.queued(info, cl) > 0 || now.Sub(info.lastGrant[cl]) < idle {
 			active++
 		}
 	}
@@ -320,7 +321,7 @@ func (c *controller) laneReserve(cl admission.Class, now time.Time) int64 {
 	share := c.adapt.Limit() / active
 	var sum int64
 	for _, info := range c.lanes {
-		if info.count[cl] > 0 || info.inflight[cl] != 0 {
+		if c.queued(info, cl) > 0 {
 			continue // contending: the scheduler serves it in fair order
 		}
 		if info.flight[cl] == 0 && now.Sub(info.lastGrant[cl]) >= idle {
@@ -335,6 +336,16 @@ func (c *controller) laneReserve(cl admission.Class, now time.Time) int64 {
 		}
 	}
 	return sum
+}
+
+// queued is what a lane still has waiting in class cl: its last report
+// less a head granted or rejected since.
+func (c *controller) queued(info *laneInfo, cl admission.Class) int64 {
+	n := info.count[cl]
+	if info.inflight[cl] != 0 {
+		n--
+	}
+	return n
 }
 
 func (c *controller) onShadow(m *shadowQueue) {
