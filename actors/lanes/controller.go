@@ -447,7 +447,7 @@ func (c *controller) publish() { c.h.view.Store(c.buildView()) }
 func (c *controller) buildView() *view {
 	short, long := c.adapt.EWMAs()
 	v := &view{limit: c.adapt.Limit(), short: short, long: long, util: c.adapt.Utilization(),
-		pressure: c.adapt.Pressure(), recentPeak: c.adapt.RecentPeak(), last: c.last,
+		pressure: c.adapt.Pressure(), recentPeak: c.adapt.RecentPeak(), baseline: c.adapt.Baseline(), last: c.last,
 		virtQueuedCount: c.virtN, virtQueuedCost: c.virtCost, laneCount: len(c.lanes)}
 	if c.shared != nil {
 		for cl := range c.shared.count {

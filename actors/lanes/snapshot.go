@@ -13,6 +13,7 @@ type view struct {
 	short, long, util               float64
 	pressure                        admission.Pressure
 	recentPeak                      int64
+	baseline                        float64
 	last                            admission.WindowReport
 	sharedCount, sharedCost         int64
 	laneCount                       int
@@ -55,6 +56,7 @@ type Window struct {
 	Samples     int64   `json:"latencySamples"`
 	Drops       int64   `json:"drops"`
 	Guarded     bool    `json:"driftGuarded"`
+	Queueing    bool    `json:"standingQueue"`
 }
 
 // Snapshot is the adaptiveAdmission section of GET /api/monitoring/health:
@@ -99,6 +101,7 @@ type Snapshot struct {
 	FanoutProbeSkipped int64                   `json:"fanoutProbeSkipped"`
 	TargetBusySkipped  int64                   `json:"targetBusySkipped"`
 	RecentPeakCost     int64                   `json:"recentPeakCost"`
+	LatencyBaseline    float64                 `json:"latencyBaselineMs"`
 	LastWindow         Window                  `json:"lastWindow"`
 }
 
@@ -119,7 +122,8 @@ func (h *Handle) Snapshot() *Snapshot {
 		RejectedByReason: map[string]int64{}, Classes: map[string]ClassFigures{},
 		FanoutProbeSkipped: h.probeSkipped.Load(), TargetBusySkipped: h.targetSkipped.Load(), RecentPeakCost: v.recentPeak,
 		LastWindow: Window{Rule: v.last.Rule.String(), LimitBefore: v.last.Before, LimitAfter: v.last.After, Utilization: v.last.Utilization,
-			Gradient: v.last.Gradient, Completed: v.last.Completed, Samples: v.last.Samples, Drops: v.last.Drops, Guarded: v.last.Guarded},
+			Gradient: v.last.Gradient, Completed: v.last.Completed, Samples: v.last.Samples, Drops: v.last.Drops, Guarded: v.last.Guarded, Queueing: v.last.Queueing},
+		LatencyBaseline: v.baseline,
 	}
 	if s.LaneTenants == nil {
 		s.LaneTenants = []LaneTenant{}

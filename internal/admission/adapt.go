@@ -93,6 +93,9 @@ type WindowReport struct {
 	Rule          Rule
 	// Guarded is true when the drift guard capped an increase.
 	Guarded bool
+	// Queueing is true when an increase was withheld because the window's
+	// latency sat above the no-queue baseline (a standing queue).
+	Queueing bool
 }
 
 // Adapter is the adaptive limit: dual latency EWMAs, a utilisation integral
@@ -118,6 +121,9 @@ type Adapter struct {
 	peaks   []int64 // peak in-flight cost of the last windows (ring)
 	peakAt  int
 
+	means  []float64 // mean latency of the last windows with samples (ring), ms
+	meanAt int
+
 	lastUtil float64
 }
 
@@ -132,7 +138,29 @@ func NewAdapter(cfg Config, now time.Time) *Adapter {
 		n = 1
 	}
 	a.peaks = make([]int64, n)
+	a.means = make([]float64, baselineWindows)
 	return a
+}
+
+// baselineWindows is how many windows the no-queue latency baseline
+// remembers; a provider that became slower for good is re-learnt after as
+// many windows.
+const baselineWindows = 60
+
+// queueHold is how far a window's mean latency may sit above the baseline
+// before additive increases stop: about one request queued at a provider
+// serving sixteen at a time.
+const queueHold = 0.05
+
+// Baseline is the lowest window mean latency remembered (ms; 0 = none).
+func (a *Adapter) Baseline() float64 {
+	b := 0.0
+	for _, m := range a.means {
+		if m > 0 && (b == 0 || m < b) {
+			b = m
+		}
+	}
+	return b
 }
 
 // Limit is the current limit.
@@ -188,13 +216,13 @@ func (a *Adapter) Complete(now time.Time, active int64, c Completion) {
 	}
 }
 
-// observeLatency feeds one sample. The short EWMA moves per sample, as in
-// OmniRoute. The long one is the baseline and moves once per window, by
-// LongLatencyAlpha toward the window's mean: OmniRoute moved it per sample
-// too, so at a hundred completions a second it forgot everything within a
-// tenth of a second, tracked a slowly rising latency as closely as the
-// short one did, and the gradient never saw the limit creep past the
-// provider's knee.
+// observeLatency feeds one sample into the window's mean. OmniRoute moved
+// both EWMAs per sample; at a hundred completions a second that makes the
+// short one the noise of the last two answers (a ±30% spread in answer
+// lengths crosses the gradient threshold every window and the limit
+// collapses) and the long one forgets within a tenth of a second (a limit
+// creeping past the provider's knee never shows a gradient). Both now
+// move once per window, toward the window's mean latency, by their alphas.
 func (a *Adapter) observeLatency(d time.Duration) {
 	s := float64(d) / float64(time.Millisecond)
 	if math.IsNaN(s) || math.IsInf(s, 0) || s < 0 {
@@ -202,11 +230,6 @@ func (a *Adapter) observeLatency(d time.Duration) {
 	}
 	a.samples++
 	a.winSum += s
-	if a.short <= 0 && a.long <= 0 {
-		a.short, a.long = s, s
-		return
-	}
-	a.short = a.cfg.ShortLatencyAlpha*s + (1-a.cfg.ShortLatencyAlpha)*a.short
 }
 
 // ObservePressure raises the window's pressure. Critical pressure cuts the
@@ -246,6 +269,18 @@ func (a *Adapter) CloseWindow(now time.Time, active int64) WindowReport {
 		util = 0
 	}
 	util = math.Min(util, 1)
+	base := a.Baseline()
+	mean := 0.0
+	if a.samples > 0 {
+		m := a.winSum / float64(a.samples)
+		mean = m
+		if a.short <= 0 && a.long <= 0 {
+			a.short, a.long = m, m
+		} else {
+			a.short = a.cfg.ShortLatencyAlpha*m + (1-a.cfg.ShortLatencyAlpha)*a.short
+			a.long = a.cfg.LongLatencyAlpha*m + (1-a.cfg.LongLatencyAlpha)*a.long
+		}
+	}
 	gradient := 0.0
 	if a.long > 0 {
 		gradient = (a.short - a.long) / a.long
@@ -263,6 +298,13 @@ func (a *Adapter) CloseWindow(now time.Time, active int64) WindowReport {
 	case a.pressure == PressureHigh || (a.samples > 0 && gradient >= a.cfg.LatencyGradientThreshold) || a.drops > 0:
 		r.Rule = RuleDecrease
 		next = int64(math.Floor(float64(next) * a.cfg.DecreaseFactor))
+	case !a.frozen && a.pressure == PressureNormal && util >= a.cfg.HighUtilizationThreshold && a.completed > 0 &&
+		base > 0 && mean > base*(1+queueHold):
+		// Full, and slower than without a queue: the provider is at its
+		// knee. The gradient cannot see a limit that creeps one step a
+		// window (each step adds a sliver of latency and the EWMAs follow),
+		// so growth stops here instead.
+		r.Queueing = true
 	case !a.frozen && a.pressure == PressureNormal && util >= a.cfg.HighUtilizationThreshold && a.completed > 0:
 		r.Rule = RuleIncrease
 		want := next + step
@@ -274,9 +316,6 @@ func (a *Adapter) CloseWindow(now time.Time, active int64) WindowReport {
 			}
 		}
 		next = want
-	}
-	if a.samples > 0 {
-		a.long = a.cfg.LongLatencyAlpha*(a.winSum/float64(a.samples)) + (1-a.cfg.LongLatencyAlpha)*a.long
 	}
 	if util <= a.cfg.LowUtilizationThreshold {
 		a.short = a.long
@@ -293,6 +332,10 @@ func (a *Adapter) CloseWindow(now time.Time, active int64) WindowReport {
 
 	a.peaks[a.peakAt] = a.winPeak
 	a.peakAt = (a.peakAt + 1) % len(a.peaks)
+	if mean > 0 {
+		a.means[a.meanAt] = mean
+		a.meanAt = (a.meanAt + 1) % len(a.means)
+	}
 	a.winPeak = active
 	a.integral, a.completed, a.samples, a.drops, a.winSum = 0, 0, 0, 0, 0
 	a.frozen, a.criticalUsed, a.pressure = false, false, PressureNormal

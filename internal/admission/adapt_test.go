@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"math/rand"
 	"testing"
 	"time"
 )
@@ -136,6 +137,10 @@ func TestFastFailuresAndUnsampledCompletionsFeedNoLatency(t *testing.T) {
 	r.a.Complete(r.at(time.Millisecond), 10, Completion{Outcome: LocalReject, Latency: time.Millisecond, Sampled: true})
 	r.a.Complete(r.at(time.Millisecond), 10, Completion{Outcome: Success, Latency: time.Millisecond, Sampled: false})
 	r.a.Complete(r.at(time.Millisecond), 10, Completion{Outcome: Cancelled, Latency: time.Millisecond, Sampled: true})
+	rep := r.a.CloseWindow(r.at(time.Second), 10)
+	if rep.Samples != 0 {
+		t.Fatalf("window counted %d latency samples", rep.Samples)
+	}
 	if s, l := r.a.EWMAs(); s != s0 || l != l0 {
 		t.Fatalf("EWMAs moved from (%v,%v) to (%v,%v)", s0, l0, s, l)
 	}
@@ -178,4 +183,43 @@ func TestSlowLatencyCreepIsCaught(t *testing.T) {
 		lat *= 1.04
 	}
 	t.Fatal("a steady latency creep never cut the limit")
+}
+
+// TestNoisyLatencyDoesNotCollapseTheLimit: answers whose latency varies
+// ±30% at random (answer lengths differ) are not congestion; per-sample
+// EWMAs read that noise as gradients and cut every window.
+func TestNoisyLatencyDoesNotCollapseTheLimit(t *testing.T) {
+	r := newRun(nil)
+	rng := rand.New(rand.NewSource(3))
+	for w := 0; w < 30; w++ {
+		for i := 0; i < 100; i++ {
+			lat := time.Duration((70 + 60*rng.Float64()) * float64(time.Millisecond))
+			r.a.Complete(r.at(9*time.Millisecond), 40, Completion{Outcome: Success, Latency: lat, Sampled: true})
+		}
+		if rep := r.a.CloseWindow(r.at(100*time.Millisecond), 40); rep.Rule == RuleDecrease || rep.Rule == RuleCritical {
+			t.Fatalf("window %d: %+v", w, rep)
+		}
+	}
+}
+
+// TestStandingQueueStopsGrowth: at full utilisation, once window latency
+// sits above the no-queue baseline, additive increases stop; they resume
+// when the queue is gone.
+func TestStandingQueueStopsGrowth(t *testing.T) {
+	r := newRun(nil)
+	for i := 0; i < 3; i++ {
+		if rep := r.window(60, 50, 100*time.Millisecond); rep.Rule != RuleIncrease {
+			t.Fatalf("no queue, window %d: %+v", i, rep)
+		}
+	}
+	limit := r.a.Limit()
+	for i := 0; i < 10; i++ {
+		rep := r.window(60, 50, 107*time.Millisecond)
+		if rep.After > limit || (i > 0 && !rep.Queueing) {
+			t.Fatalf("grew with a standing queue, window %d: %+v", i, rep)
+		}
+	}
+	if rep := r.window(60, 50, 101*time.Millisecond); rep.Rule != RuleIncrease {
+		t.Fatalf("queue gone: %+v", rep)
+	}
 }
