@@ -95,7 +95,7 @@ func RunNoisyNeighbour(ctx context.Context, o Options) (Report, error) {
 		return rep, err
 	}
 	defer r.close()
-	calib, burst := phases(o, 10*time.Second, 2*time.Second), phases(o, 20*time.Second, 3*time.Second)
+	calib, burst := phases(o, 10*time.Second, 1500*time.Millisecond), phases(o, 20*time.Second, 2500*time.Millisecond)
 	b := stream{name: "b", rate: 0.3 * capacity, path: "/v1/chat/completions", body: body("nn"), headers: []string{"Authorization", "Bearer tenant-b"}, capture: "X-OmniRoute-Admission-Wait-Ms"}
 	a := stream{name: "a", rate: 5 * capacity, path: "/v1/chat/completions", body: body("nn"), headers: []string{"Authorization", "Bearer tenant-a"}}
 	o.Logger.Info("noisy neighbour: calibration", "slots", slots, "capacityRps", capacity)
@@ -162,7 +162,7 @@ func RunBatchFlood(ctx context.Context, o Options) (Report, error) {
 		return rep, err
 	}
 	defer r.close()
-	calib, flood, idle := phases(o, 5*time.Second, 1500*time.Millisecond), phases(o, 15*time.Second, 2500*time.Millisecond), phases(o, 5*time.Second, 3*time.Second)
+	calib, flood, idle := phases(o, 5*time.Second, time.Second), phases(o, 15*time.Second, 2*time.Second), phases(o, 5*time.Second, 2500*time.Millisecond)
 	in := stream{name: "interactive", rate: 0.3 * capacity, path: "/v1/chat/completions", body: body("bf"), headers: []string{"Authorization", "Bearer user"}}
 	bt := stream{name: "batch", rate: 3 * capacity, path: "/v1/chat/completions", body: body("bf"),
 		headers: []string{"Authorization", "Bearer bulk", "X-OmniRoute-Priority", "batch"}}
@@ -272,7 +272,7 @@ func RunFanout(ctx context.Context, o Options) (Report, error) {
 		return rep, err
 	}
 	defer r.close()
-	dur := phases(o, 15*time.Second, 2500*time.Millisecond)
+	dur := phases(o, 15*time.Second, 2*time.Second)
 	bgRate := 10 * float64(slots) / 0.3 * o.Scale // ten times a saturated target's capacity
 	var ss []stream
 	for i := 5; i < fanoutTargets; i++ {
