@@ -18,13 +18,13 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
 
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	h   *Handle
 	sys *actor.ActorSystem
 	clk *clock.Fake
 }
 
-func start(t *testing.T, edit func(*admission.Config), caps ...int) *env {
+func start(t testing.TB, edit func(*admission.Config), caps ...int) *env {
 	t.Helper()
 	cfg := admission.DefaultConfig()
 	cfg.Mode = admission.ModeEnforce

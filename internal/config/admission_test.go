@@ -105,3 +105,27 @@ func sprintf(format string, args ...any) string {
 	}
 	return format
 }
+
+func FuzzAdmissionEnvTypes(f *testing.F) {
+	for _, s := range []string{"0", "1", "64", "9007199254740991", "9007199254740992", "-1", "1e3", " 5 ", "100", "101", "batch", "shadow"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var si SafeInt
+		if err := si.UnmarshalText([]byte(s)); err == nil && (si < 1 || si > admission.MaxSafeInteger) {
+			t.Fatalf("SafeInt accepted %q as %d", s, si)
+		}
+		var p Percent
+		if err := p.UnmarshalText([]byte(s)); err == nil && (p < 0 || p > 100) {
+			t.Fatalf("Percent accepted %q as %d", s, p)
+		}
+		var m AdmissionMode
+		if err := m.UnmarshalText([]byte(s)); err == nil && admission.Mode(m) > admission.ModeEnforce {
+			t.Fatalf("mode %q → %d", s, m)
+		}
+		var c Class
+		if err := c.UnmarshalText([]byte(s)); err == nil && admission.Class(c) >= admission.NumClasses {
+			t.Fatalf("class %q → %d", s, c)
+		}
+	})
+}
