@@ -574,10 +574,10 @@ func TestAdmissionHealthAndMetrics(t *testing.T) {
 		}
 	}
 	m := string(g.get("/metrics").body)
-	for _, w := range []string{"omniroute_admission_inflight_bytes 0", "omniroute_admission_max_inflight_bytes 8388608",
-		`omniroute_admission_budget_info{source="override"} 1`, `omniroute_admission_sheds_total{reason="body_exceeds_budget"} 1`,
-		"omniroute_admission_sheds_total 1", "omniroute_admission_waiting 0", "omniroute_admission_active_heavy 0",
-		"omniroute_resource_pressure_severity 0", `omniroute_resource_pressure_reason{reason="none"} 1`, "omniroute_admission_count_cap 0"} {
+	for _, w := range []string{"omniroute_chat_admission_inflight_bytes 0", "omniroute_chat_admission_max_inflight_bytes 8388608",
+		`omniroute_chat_admission_budget_info{source="override"} 1`, `omniroute_chat_admission_sheds_total{reason="body_exceeds_budget"} 1`,
+		"omniroute_chat_admission_sheds_total 1", "omniroute_chat_admission_waiting 0", "omniroute_chat_admission_active_heavy 0",
+		"omniroute_resource_pressure_severity 0", `omniroute_resource_pressure_reason{reason="none"} 1`, "omniroute_chat_admission_count_cap 0"} {
 		if !strings.Contains(m, w) {
 			t.Fatalf("metrics lack %q", w)
 		}

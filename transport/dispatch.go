@@ -11,6 +11,7 @@ import (
 
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/failure"
 	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/messages"
@@ -34,13 +35,25 @@ type upstreamError struct {
 // the earliest recovery if it fits its wait budget. It reports whether a
 // relay owns the call.
 func (c *call) dispatch() bool {
-	g := c.g
+	if c.model.Strategy == config.StrategyFusion {
+		return c.fusion()
+	}
 	list := c.model.TargetsFor(c.surface)
+	return c.runTargets(list, c.model.WeightsFor(c.surface), len(list) > 1)
+}
+
+// runTargets tries list in routing order (see next). With fanout (a combo)
+// each candidate is also probed against the admission lanes and its
+// concurrency cap before its attempt (takeTarget): a skipped target costs
+// no attempt, and a skip after the first candidate counts as a fallback.
+// weights are the round-robin weights of list, by position.
+func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bool {
+	g := c.g
 	maxAttempts := int(g.opts.Env.Upstream.MaxAttempts)
 	var last upstreamError
 	var lastClass messages.FailureClass
 	busy := 0
-	c.beginPlan(list)
+	c.beginPlan(list, weights, fanout)
 	for c.plan.attempts < maxAttempts {
 		t := c.next(list)
 		if t == nil {
@@ -60,11 +73,15 @@ func (c *call) dispatch() bool {
 			break
 		}
 		outcome, streaming := c.attempt(t, &last, &lastClass)
+		if !streaming {
+			c.releaseTarget()
+		}
 		switch outcome {
 		case attemptDone:
 			if c.ctx.Response.StatusCode() >= 300 {
 				c.releaseAttempt(messages.Request) // passed through: not served
 			}
+			c.logCombo(fanout, "served")
 			return streaming
 		case attemptCanceled:
 			c.releaseAttempt(messages.Canceled)
@@ -80,8 +97,15 @@ func (c *call) dispatch() bool {
 		c.releaseAttempt(lastClass)
 		c.fallbacks++
 	}
+	c.logCombo(fanout, "exhausted")
 	if c.plan.attempts == 0 {
-		c.refuse()
+		if c.skips > 0 {
+			// Some target was only at its cap or refused by the lanes:
+			// local and short-lived, unlike a cooldown.
+			c.failShed(errTargetsBusy(c.model))
+		} else {
+			c.refuse()
+		}
 		return false
 	}
 	c.fallbacks--
@@ -186,6 +210,7 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 		return attemptFailover, false
 	}
 	c.report(t, messages.OK, status, x.TTFB)
+	c.ttft = c.g.clk.Now().Sub(c.laneLease.AdmittedAt) // first token read: the stream's latency sample
 	c.target = t
 	c.x = x
 	c.commitStream(x)
@@ -194,6 +219,9 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 
 func (c *call) report(t *catalog.Target, class messages.FailureClass, status int, ttfb time.Duration) {
 	g := c.g
+	if isDrop(class) {
+		c.drops++
+	}
 	g.metrics.attempts[t.ID][class].Inc()
 	if status != 0 {
 		g.metrics.upstreamStatus(t.ID, status)
@@ -314,6 +342,9 @@ func (c *call) routingHeaders() {
 	if c.fallbacks > 0 {
 		c.g.metrics.fallback[c.route].Add(c.fallbacks)
 	}
+	if c.skips > 0 {
+		c.skippedHeader(h)
+	}
 }
 
 // forwardedRequestHeaders are caller headers passed to the provider.
@@ -364,16 +395,20 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 		}
 	}
 	h.SetBytesV("X-Request-Id", c.rid)
-	if c.injectUsage(req, t) {
+	if c.alt == nil && c.injectUsage(req, t) {
 		return
 	}
-	if t.UpstreamModel == "" || t.UpstreamModel == string(c.scan.Model) {
-		req.SetBodyRaw(c.body.B)
+	body, scan := c.body.B, &c.scan
+	if c.alt != nil { // a fusion judge: the caller's request plus the panel's answers
+		body, scan = c.alt.B, &c.altScan
+	}
+	if t.UpstreamModel == "" || t.UpstreamModel == string(scan.Model) {
+		req.SetBodyRaw(body)
 		return
 	}
 	if c.out == nil {
 		c.out = bytebufferpool.Get()
 	}
-	c.out.B = jsonscan.AppendWithModel(c.out.B[:0], c.body.B, &c.scan, t.UpstreamModel)
+	c.out.B = jsonscan.AppendWithModel(c.out.B[:0], body, scan, t.UpstreamModel)
 	req.SetBodyRaw(c.out.B)
 }

@@ -90,6 +90,8 @@ type Gateway struct {
 	lingering   atomic.Int64 // connections closing after a refused upload
 
 	qs *quotaSys // quota telemetry, ledger and routing settings
+
+	adm admissionState
 }
 
 // New builds a gateway on system: it resolves the catalog, creates the
@@ -142,6 +144,10 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 		{"quota", g.quotaHealth},
 	}
 	if err := g.startAdmission(); err != nil {
+		g.Close()
+		return nil, err
+	}
+	if err := g.startLanes(); err != nil {
 		g.Close()
 		return nil, err
 	}
@@ -286,6 +292,9 @@ func (g *Gateway) Close() {
 	}
 	g.inflight.cancelAll()
 	g.hangups.Close()
+	if g.adm.lanes != nil {
+		g.adm.lanes.Stop()
+	}
 	g.targets.Stop()
 	g.closeSidecars()
 	g.stopAdmission()

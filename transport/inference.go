@@ -14,6 +14,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/actors/ingest"
+	"github.com/omniroute/gateway/actors/lanes"
+	"github.com/omniroute/gateway/internal/admission"
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/jsonscan"
@@ -63,6 +65,19 @@ type call struct {
 	host   context.Context
 
 	plan plan // routing, token reservation and usage metering (route.go)
+
+	// admission (admission.go) and fan-out (fusion.go)
+	laneLease lanes.Lease
+	class     admission.Class
+	ttft      time.Duration // admission to first stream event
+	drops     int           // attempts that ended in a 429, 5xx or timeout
+	streamCut bool
+	shed      bool // the gateway refused the request after admission (targets busy)
+	tslot     int  // held target slot + 1; 0 = none
+	skips     int
+	skipped   [maxSkipNames]int32 // target ids skipped, for the header
+	alt       *bytebufferpool.ByteBuffer
+	altScan   jsonscan.Request
 }
 
 var callPool = sync.Pool{New: func() any { return &call{} }}
@@ -81,12 +96,15 @@ func (c *call) release() {
 	if c.out != nil {
 		bytebufferpool.Put(c.out)
 	}
+	if c.alt != nil {
+		bytebufferpool.Put(c.alt)
+	}
 	if c.x != nil {
 		c.x.Release()
 	}
 	c.cancel.Reset()
-	pending, offs, rd, scan, pl := c.pending[:0], c.pendOff[:0], c.rd, c.scan, c.plan.reset()
-	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan, plan: pl}
+	pending, offs, rd, scan, altScan, pl := c.pending[:0], c.pendOff[:0], c.rd, c.scan, c.altScan, c.plan.reset()
+	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan, altScan: altScan, plan: pl}
 	callPool.Put(c)
 }
 
@@ -117,6 +135,7 @@ func (c *call) finish() {
 	if c.stopCtx != nil {
 		c.stopCtx()
 	}
+	c.releaseLane()
 	g.metrics.request(c.route, c.ctx.Response.StatusCode())
 	g.metrics.duration[c.route].UpdateDuration(c.start)
 	g.metrics.inflight.Add(-1)
@@ -179,6 +198,9 @@ func (c *call) handle(host context.Context) bool {
 		return false
 	}
 	c.track(host)
+	if !c.admitLane() {
+		return false
+	}
 	return c.dispatch()
 }
 

@@ -77,6 +77,7 @@ func newMetrics(cat *catalog.Catalog) *gwMetrics {
 		// GetOrCreate: two models may share a target (same connection and
 		// upstream model), and then they share its series.
 		for c := messages.FailureClass(0); c < messages.NumFailureClasses; c++ {
+			// GetOrCreate: two models may list the same upstream target.
 			m.attempts[i][c] = m.set.GetOrCreateCounter(fmt.Sprintf(`omniroute_upstream_attempts_total{target=%q,outcome=%q}`, t.Name, c.String()))
 		}
 		m.ttfb[i] = m.set.GetOrCreateHistogram(fmt.Sprintf(`omniroute_upstream_ttfb_seconds{target=%q}`, t.Name))

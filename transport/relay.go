@@ -200,6 +200,7 @@ func (c *call) interrupt(w io.Writer, x *upstream.Exchange, err error, seq int) 
 		return 0, nil // the caller is gone; nobody to tell
 	}
 	c.g.metrics.cut[c.route].Inc()
+	c.streamCut = true
 	c.reportMidStream(class)
 	msg := "the upstream provider ended the stream before completing it; the answer is incomplete, retry the request"
 	switch class {

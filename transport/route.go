@@ -38,6 +38,9 @@ type plan struct {
 	waited    time.Duration
 	waits     int
 
+	weights []int // round-robin weights of the candidates, by position
+	fanout  bool  // probe each candidate against the lanes first (takeTarget)
+
 	input, est int64
 	res        ledgeractor.Reservation
 	probeID    int // target whose half-open probe this attempt holds, or -1
@@ -59,8 +62,9 @@ func (p *plan) reset() plan {
 }
 
 // begin prepares routing for list: token estimate and wait budget.
-func (c *call) beginPlan(list []*catalog.Target) {
+func (c *call) beginPlan(list []*catalog.Target, weights []int, fanout bool) {
 	g, qs, p := c.g, c.g.qs, &c.plan
+	p.weights, p.fanout = weights, fanout
 	p.probeID = -1
 	for range list {
 		p.tried = append(p.tried, false)
@@ -107,7 +111,7 @@ func (c *call) rank(list []*catalog.Target) {
 	now := g.clk.Now()
 	snap := g.targets.Snapshot()
 	p.live, p.probe, p.recover = p.live[:0], p.probe[:0], time.Time{}
-	weights := c.model.WeightsFor(c.surface)
+	weights := p.weights
 	for i, t := range list {
 		if p.tried[i] {
 			p.live, p.probe = append(p.live, routing.Live{}), append(p.probe, false)
@@ -181,11 +185,18 @@ func (c *call) next(list []*catalog.Target) *catalog.Target {
 		i := p.order[p.pos]
 		p.pos++
 		t := list[i]
+		if !c.takeTarget(t, p.fanout) { // at its cap, or refused by the lanes
+			if p.pos > 1 {
+				c.fallbacks++
+			}
+			continue
+		}
 		now := g.clk.Now()
 		in := &qs.info[t.ID]
 		if qs.aware {
 			res, b, end := qs.ledger.Reserve(in.slot, p.est, now)
 			if !b.Affordable() { // another request took the budget since rank
+				c.releaseTarget()
 				qs.m.skips[t.ID][skipBudget].Inc()
 				p.recover = earlier(p.recover, end)
 				continue
@@ -194,6 +205,7 @@ func (c *call) next(list []*catalog.Target) *catalog.Target {
 		}
 		if p.probe[i] {
 			if !g.targets.TryProbe(t.ID, now) { // another request is probing
+				c.releaseTarget()
 				qs.ledger.Settle(&p.res, 0, true)
 				qs.m.skips[t.ID][skipCircuit].Inc()
 				p.recover = earlier(p.recover, now.Add(time.Second))

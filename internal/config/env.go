@@ -32,6 +32,7 @@ type Env struct {
 	Admission AdmissionEnv
 	Pressure  PressureEnv
 	Quota     QuotaEnv
+	Lanes     LanesEnv
 }
 
 // ServerEnv configures the listener, logging, identity and shutdown.

@@ -79,6 +79,8 @@ type Model struct {
 	Targets  []Target `json:"targets"`
 	// Description is shown by GET /v1/models.
 	Description string `json:"description,omitempty"`
+	// Fusion configures a model whose strategy is fusion.
+	Fusion *Fusion `json:"fusion,omitempty"`
 }
 
 // Target is one (connection, upstream model) a model can be served by.
@@ -91,6 +93,9 @@ type Target struct {
 	Model string `json:"model,omitempty"`
 	// Weight biases round-robin (default 1).
 	Weight int `json:"weight,omitempty"`
+	// MaxConcurrent caps the requests the gateway has in flight on this
+	// target (0 = no cap); a target at its cap is skipped, never waited for.
+	MaxConcurrent int `json:"max_concurrent,omitempty"`
 }
 
 // Tenant is a caller identity. The key itself never appears in the file.
@@ -98,6 +103,9 @@ type Tenant struct {
 	Name      string `json:"name"`
 	KeyEnv    string `json:"key_env,omitempty"`
 	KeySHA256 string `json:"key_sha256,omitempty"`
+	// Class is the tenant's priority class: interactive or batch (default
+	// OMNIROUTE_PRIORITY_DEFAULT_CLASS).
+	Class string `json:"class,omitempty"`
 }
 
 // Auth decides who may call the gateway.

@@ -47,6 +47,8 @@ type Request struct {
 	Tools int
 
 	scratch []byte
+	// N is the requested number of answers ("n"), or 0.
+	N int64
 }
 
 // Reset clears r for reuse.
@@ -222,6 +224,15 @@ func (r *Request) field(s *scanner, key []byte, seen *uint8) error {
 		n, err := s.countArray(1)
 		r.Tools += n
 		return err
+	case "n":
+		start := s.i
+		if err := s.value(1); err != nil {
+			return err
+		}
+		if n, err := strconv.ParseInt(string(s.b[start:s.i]), 10, 64); err == nil && n > 0 {
+			r.N = n
+		}
+		return nil
 	}
 	return s.value(1)
 }

@@ -34,6 +34,10 @@ type Behavior struct {
 	Fail FailSpec `json:"fail,omitzero"`
 	// RateLimit emits rate-limit headers in one provider's style.
 	RateLimit RateLimitSpec `json:"rate_limit,omitzero"`
+	// LatencyJitterMS adds a uniformly random 0..LatencyJitterMS to each
+	// request's latency, so completions of a saturated model spread out as
+	// real answers of varying length do, instead of arriving in lockstep.
+	LatencyJitterMS int `json:"latency_jitter_ms,omitempty"`
 }
 
 // Fail modes. The stream-only modes answer a non-stream request as Mode
@@ -142,8 +146,8 @@ func strictUnmarshal(data []byte, v any) error {
 // Validate reports the first setting the mock cannot honour.
 func (b Behavior) Validate() error {
 	switch {
-	case b.LatencyMS < 0, b.ChunkCount < 0, b.ChunkGapMS < 0, b.CompletionTokens < 0, b.Slots < 0:
-		return fmt.Errorf("invalid behavior: latency_ms, chunk_count, chunk_gap_ms, completion_tokens and slots must not be negative")
+	case b.LatencyMS < 0, b.ChunkCount < 0, b.ChunkGapMS < 0, b.CompletionTokens < 0, b.Slots < 0, b.LatencyJitterMS < 0:
+		return fmt.Errorf("invalid behavior: latency_ms, latency_jitter_ms, chunk_count, chunk_gap_ms, completion_tokens and slots must not be negative")
 	case b.ChunkCount > 100000:
 		return fmt.Errorf("invalid behavior: chunk_count %d exceeds 100000", b.ChunkCount)
 	}

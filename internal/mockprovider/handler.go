@@ -3,6 +3,7 @@ package mockprovider
 import (
 	"bytes"
 	"crypto/sha256"
+	"math/rand/v2"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -119,7 +120,11 @@ func (s *Server) serveModel(ctx *fasthttp.RequestCtx, ep endpoint) {
 		return
 	}
 	q.enter()
-	if res := s.wait(&q.watch, beh.latency, nil); res != waitElapsed {
+	latency := beh.latency
+	if beh.b.LatencyJitterMS > 0 {
+		latency += time.Duration(rand.Int64N(int64(beh.b.LatencyJitterMS)*int64(time.Millisecond) + 1))
+	}
+	if res := s.wait(&q.watch, latency, nil); res != waitElapsed {
 		q.interrupted(ctx, res)
 		return
 	}

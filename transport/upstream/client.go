@@ -107,17 +107,36 @@ type Cancel struct {
 	mu        sync.Mutex
 	conn      net.Conn
 	cancelled bool
+	notify    func()
 }
 
 // Cancel aborts the bound exchange, now or as soon as one is bound.
 func (c *Cancel) Cancel() {
 	c.mu.Lock()
 	c.cancelled = true
-	conn := c.conn
+	conn, f := c.conn, c.notify
+	c.notify = nil
 	c.mu.Unlock()
 	if conn != nil {
 		_ = conn.Close()
 	}
+	if f != nil {
+		f()
+	}
+}
+
+// Notify registers f to run once when Cancel is called, for work that is
+// not an exchange (a request waiting in an admission queue, a fan-out). It
+// reports false, without registering, when Cancel already ran. Notify(nil)
+// clears; f may still run once if Cancel raced with the clear.
+func (c *Cancel) Notify(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cancelled && f != nil {
+		return false
+	}
+	c.notify = f
+	return true
 }
 
 // Cancelled reports whether Cancel was called.
@@ -130,7 +149,7 @@ func (c *Cancel) Cancelled() bool {
 // Reset clears the cancel for reuse.
 func (c *Cancel) Reset() {
 	c.mu.Lock()
-	c.conn, c.cancelled = nil, false
+	c.conn, c.cancelled, c.notify = nil, false, nil
 	c.mu.Unlock()
 }
 

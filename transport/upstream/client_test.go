@@ -266,3 +266,27 @@ func TestNoResendAfterWrite(t *testing.T) {
 		t.Fatalf("server saw %d requests; want 2 (no re-send)", n)
 	}
 }
+
+func TestCancelNotify(t *testing.T) {
+	var c Cancel
+	n := 0
+	if !c.Notify(func() { n++ }) {
+		t.Fatal("Notify refused before Cancel")
+	}
+	c.Cancel()
+	c.Cancel()
+	if n != 1 {
+		t.Fatalf("notify ran %d times, want once", n)
+	}
+	if c.Notify(func() { n++ }) {
+		t.Fatal("Notify accepted after Cancel")
+	}
+	c.Reset()
+	if !c.Notify(func() { n += 10 }) || !c.Notify(nil) {
+		t.Fatal("Notify after Reset")
+	}
+	c.Cancel()
+	if n != 1 {
+		t.Fatalf("a cleared notify ran: %d", n)
+	}
+}

@@ -1,0 +1,231 @@
+package lanes
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+
+	"github.com/omniroute/gateway/internal/admission"
+	"github.com/omniroute/gateway/internal/tenant"
+)
+
+const sharedLaneID admission.LaneID = 0
+
+// stopGrace is how long an evicted lane keeps forwarding late arrivals to
+// the controller before it stops (a sender that looked the lane up just
+// before the eviction was published).
+const stopGrace = time.Second
+
+// laneActor owns one tenant's queued requests (or everyone's, as the
+// shared lane): FIFO per class, the per-lane caps, deadlines, and the
+// replies. The controller decides which lane's head goes next.
+type laneActor struct {
+	h       *Handle
+	id      admission.LaneID
+	key     tenant.ID
+	shared  bool
+	q       [admission.NumClasses][]*waiter
+	cost    [admission.NumClasses]int64
+	evicted bool
+	armed   time.Time
+	cancel  scheduler.CancelFunc
+	timers  *scheduler.TimerScheduler
+	me      *actor.PID
+}
+
+func (l *laneActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		l.timers = scheduler.NewTimerScheduler(ctx)
+		l.me = ctx.Self()
+	case *actor.Stopping:
+		if l.cancel != nil {
+			l.cancel()
+		}
+		l.rejectAll(Shutdown)
+	case *waiter:
+		l.enqueue(ctx, m)
+	case *grant:
+		l.grant(ctx, m)
+	case *rejectHead:
+		if w := l.head(m.class); w != nil && w.seq == m.seq {
+			l.pop(m.class)
+			w.resolveCurrent(m.reason)
+			w.unref()
+		}
+		l.report(ctx, false, nil)
+	case *withdraw:
+		l.withdraw(ctx, m)
+	case deadlineDue:
+		l.armed = time.Time{}
+		l.expire(ctx)
+	case *evict:
+		l.rejectAll(m.reason)
+		l.evicted = true
+		if m.reply {
+			ctx.Respond(true)
+		}
+		if !l.shared && !l.h.stopped.Load() {
+			l.timers.SendOnce(stopGrace, ctx.Self(), stopLane{})
+		}
+	case stopLane:
+		ctx.Stop(ctx.Self())
+	}
+}
+
+func (l *laneActor) head(c admission.Class) *waiter {
+	if len(l.q[c]) == 0 {
+		return nil
+	}
+	return l.q[c][0]
+}
+
+func (l *laneActor) pop(c admission.Class) *waiter {
+	w := l.q[c][0]
+	l.q[c][0] = nil
+	l.q[c] = l.q[c][1:]
+	l.cost[c] -= w.cost
+	if len(l.q[c]) == 0 {
+		l.q[c] = l.q[c][:0:0]
+	}
+	return w
+}
+
+func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
+	if l.evicted {
+		if l.h.stopped.Load() {
+			w.resolveCurrent(Shutdown)
+			w.unref()
+			return
+		}
+		ctx.Send(l.h.ctrl, w) // the controller routes it to the tenant's new lane
+		return
+	}
+	if w.resolved() { // the caller left before the lane saw it
+		w.unref()
+		return
+	}
+	c := w.class
+	cfg := &l.h.cfg
+	if int64(len(l.q[c])) >= cfg.MaxQueueCount || l.cost[c]+w.cost > cfg.MaxQueueCost {
+		w.resolveCurrent(QueueFull)
+		w.unref()
+		return
+	}
+	l.q[c] = append(l.q[c], w)
+	l.cost[c] += w.cost
+	l.arm(w.deadline)
+	l.report(ctx, false, nil)
+}
+
+func (l *laneActor) grant(ctx actor.Context, m *grant) {
+	bounce := true
+	if w := l.head(m.class); w != nil && w.seq == m.seq {
+		l.pop(m.class)
+		if w.resolveCurrent(None) {
+			bounce = false
+		}
+		w.unref()
+	}
+	if bounce {
+		l.h.gate.Release(m.class, m.cost)
+	}
+	l.report(ctx, bounce, m)
+}
+
+func (l *laneActor) withdraw(ctx actor.Context, m *withdraw) {
+	q := l.q[m.class]
+	for i, w := range q {
+		if w.seq != m.seq {
+			continue
+		}
+		copy(q[i:], q[i+1:])
+		q[len(q)-1] = nil
+		l.q[m.class] = q[:len(q)-1]
+		l.cost[m.class] -= w.cost
+		w.unref()
+		l.report(ctx, false, nil)
+		return
+	}
+}
+
+// expire rejects heads whose deadline passed (the exact deadline counts as
+// expired) and drops heads their callers already left.
+func (l *laneActor) expire(ctx actor.Context) {
+	now := l.h.clk.Now()
+	changed := false
+	next := time.Time{}
+	for c := range l.q {
+		for len(l.q[c]) > 0 {
+			w := l.q[c][0]
+			if w.resolved() {
+				l.pop(admission.Class(c))
+				w.unref()
+				changed = true
+				continue
+			}
+			if now.Before(w.deadline) {
+				if next.IsZero() || w.deadline.Before(next) {
+					next = w.deadline
+				}
+				break
+			}
+			l.pop(admission.Class(c))
+			w.resolveCurrent(Deadline)
+			w.unref()
+			changed = true
+		}
+	}
+	if changed {
+		l.report(ctx, false, nil)
+	}
+	if !next.IsZero() {
+		l.arm(next)
+	}
+}
+
+// arm makes sure a deadline check runs at t (or earlier). Deadlines are
+// decided on the injected clock; the timer only wakes the lane.
+func (l *laneActor) arm(t time.Time) {
+	if !l.armed.IsZero() && !t.Before(l.armed) {
+		return
+	}
+	if l.cancel != nil {
+		l.cancel()
+	}
+	d := t.Sub(l.h.clk.Now())
+	if d < time.Millisecond {
+		d = time.Millisecond
+	}
+	l.armed = t
+	l.cancel = l.timers.SendOnce(d, l.me, deadlineDue{})
+}
+
+func (l *laneActor) rejectAll(r Reason) {
+	for c := range l.q {
+		for len(l.q[c]) > 0 {
+			w := l.pop(admission.Class(c))
+			w.resolveCurrent(r)
+			w.unref()
+		}
+	}
+}
+
+func (l *laneActor) report(ctx actor.Context, bounce bool, g *grant) {
+	if l.evicted {
+		return
+	}
+	s := &laneState{id: l.id, bounce: bounce}
+	if bounce {
+		s.bounced = *g
+	}
+	for c := range l.q {
+		if w := l.head(admission.Class(c)); w != nil {
+			s.head[c] = headInfo{seq: w.seq, cost: w.cost}
+		}
+		s.count[c] = int64(len(l.q[c]))
+		s.cost[c] = l.cost[c]
+	}
+	ctx.Send(l.h.ctrl, s)
+}

@@ -1,0 +1,349 @@
+package lanes
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/omniroute/gateway/internal/mockprovider"
+)
+
+// requestCost is the admission cost of the scenarios' small non-streaming
+// chat requests (base, body, tokens, messages, fan-out 1, non-streaming 2).
+const requestCost = 7
+
+const smallBody = `{"model":"%s","messages":[{"role":"user","content":"hello"}]}`
+
+func body(model string) string { return fmt.Sprintf(smallBody, model) }
+
+func lanesEnv(slots int) map[string]string {
+	return map[string]string{
+		"ADAPTIVE_ADMISSION_MODE": "enforce", "OMNIROUTE_CHAT_VIRTUAL_LANES": "true",
+		// Start at the provider's knee: slots requests of cost 7.
+		"ADAPTIVE_ADMISSION_INITIAL_LIMIT": strconv.Itoa(slots * requestCost),
+		"ADAPTIVE_ADMISSION_MIN_LIMIT":     "8", "ADAPTIVE_ADMISSION_MAX_LIMIT": "1000",
+	}
+}
+
+const singleModelFile = `{"providers":{"mock":{"base_url":"http://MOCK/v1","apis":["chat"],"auth":"none","connections":{"default":{}}}},
+ "models":{"%s":{"targets":[{"connection":"mock","model":"%s"}]}},"auth":{"mode":"loopback"}}`
+
+func scaledSlots(o Options, base int) int { return max(4, int(math.Round(float64(base)*o.Scale))) }
+
+// providerLatency is the mock behaviour of a model with mean latency mean
+// and slots slots: ±30% uniform jitter unless Options.Lockstep.
+func providerLatency(o Options, mean time.Duration, slots int) mockprovider.Behavior {
+	ms := int(mean / time.Millisecond)
+	if o.Lockstep {
+		return mockprovider.Behavior{LatencyMS: ms, Slots: slots}
+	}
+	return mockprovider.Behavior{LatencyMS: ms * 7 / 10, LatencyJitterMS: ms * 6 / 10, Slots: slots}
+}
+
+// sampleMock records a model's in-flight and queued counts at the mock
+// every 20 ms until stop is closed.
+func sampleMock(m *mockprovider.Server, model string, t0 time.Time, stop <-chan struct{}) func() []mockPoint {
+	var mu sync.Mutex
+	var pts []mockPoint
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tk := time.NewTicker(20 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+				c := m.Stats().Models[model]
+				mu.Lock()
+				pts = append(pts, mockPoint{at: time.Since(t0), inflight: c.Inflight, queued: c.Queued})
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() []mockPoint {
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return pts
+	}
+}
+
+type mockPoint struct {
+	at       time.Duration
+	inflight int64
+	queued   int64
+}
+
+// RunNoisyNeighbour: tenant B sends steady traffic at 30% of the provider's
+// capacity while tenant A bursts to 5× capacity. Gates: B sees no 503, and
+// B's p99 stays within 1.5× of its p99 with A absent.
+func RunNoisyNeighbour(ctx context.Context, o Options) (Report, error) {
+	o.defaults()
+	rep := Report{Scenario: "noisy-neighbour", Full: o.Full}
+	slots, latency := scaledSlots(o, 16), 100*time.Millisecond
+	capacity := float64(slots) / latency.Seconds()
+	r, err := startRig(fmt.Sprintf(singleModelFile, "nn", "m-nn"), lanesEnv(slots),
+		map[string]mockprovider.Behavior{"m-nn": providerLatency(o, latency, slots)})
+	if err != nil {
+		return rep, err
+	}
+	defer r.close()
+	calib, burst := phases(o, 10*time.Second, 1500*time.Millisecond), phases(o, 20*time.Second, 2500*time.Millisecond)
+	b := stream{name: "b", rate: 0.3 * capacity, path: "/v1/chat/completions", body: body("nn"), headers: []string{"Authorization", "Bearer tenant-b"}, capture: "X-OmniRoute-Admission-Wait-Ms"}
+	a := stream{name: "a", rate: 5 * capacity, path: "/v1/chat/completions", body: body("nn"), headers: []string{"Authorization", "Bearer tenant-a"}}
+	o.Logger.Info("noisy neighbour: calibration", "slots", slots, "capacityRps", capacity)
+	b.to = calib
+	unloaded := summarize(r.drive(ctx, time.Now(), o.Seed, b).by["b"], nil)
+	o.Logger.Info("noisy neighbour: burst")
+	b.to, a.to = burst, burst
+	stop := make(chan struct{})
+	t1 := time.Now()
+	collect := sampleMock(r.mock, "m-nn", t1, stop)
+	res := r.drive(ctx, t1, o.Seed+1, b, a)
+	close(stop)
+	pts := collect()
+	if unloaded.ok == 0 || len(res.by["b"]) == 0 {
+		return rep, errNoSamples
+	}
+	loaded := summarize(res.by["b"], nil)
+	as := summarize(res.by["a"], nil)
+	snap := r.gw.Lanes().Snapshot()
+	var maxQueued int64
+	for _, p := range pts {
+		maxQueued = max(maxQueued, p.queued)
+	}
+	ratio := ms(loaded.p99) / ms(unloaded.p99)
+	var waits []time.Duration
+	for _, s := range res.by["b"] {
+		n, _ := strconv.Atoi(s.header)
+		waits = append(waits, time.Duration(n)*time.Millisecond)
+	}
+	sort.Slice(waits, func(i, j int) bool { return waits[i] < waits[j] })
+	rep.figure("B admission wait p50 / p99", ms(pct(waits, 0.5)), fmt.Sprintf("ms / %.0f ms", ms(pct(waits, 0.99))))
+	goodput := float64(as.ok) / burst.Seconds()
+	rep.figure("provider capacity (slots / latency)", capacity, "req/s")
+	rep.figure("B offered", b.rate, "req/s")
+	rep.figure("A offered", a.rate, "req/s")
+	rep.figure("B unloaded p50", ms(unloaded.p50), "ms")
+	rep.figure("B unloaded p99", ms(unloaded.p99), "ms")
+	rep.figure("B with A bursting p50", ms(loaded.p50), "ms")
+	rep.figure("B with A bursting p99", ms(loaded.p99), "ms")
+	rep.figure("B p99 ratio", ratio, "x")
+	rep.figure("B requests / non-200", float64(loaded.n), fmt.Sprintf("(non-200: %d)", loaded.non200()))
+	rep.figure("A goodput", goodput, fmt.Sprintf("req/s (%.0f%% of capacity left by B)", 100*goodput/(capacity-b.rate)))
+	rep.figure("A rejected (503)", float64(as.byStatus[503]), "requests")
+	rep.figure("max requests queued at the provider", float64(maxQueued), "")
+	rep.figure("limit at the end", float64(snap.CurrentLimit), "cost")
+	rep.check("B sees no 503", loaded.byStatus[503] == 0 && loaded.non200() == 0, true,
+		"%d of %d B requests failed (%v %v)", loaded.non200(), loaded.n, loaded.byStatus, loaded.byCode)
+	rep.check("B p99 within 1.5x of unloaded", ratio <= 1.5, false, "%.1f ms vs %.1f ms unloaded (%.2fx)", ms(loaded.p99), ms(unloaded.p99), ratio)
+	return rep, nil
+}
+
+// RunBatchFlood: an interactive tenant at 30% of capacity while a batch
+// tenant floods at 3×; then interactive goes idle. Gates: interactive
+// success ≥ 99.5%; batch uses ≥ 90% of capacity within 2 s of
+// interactive going idle.
+func RunBatchFlood(ctx context.Context, o Options) (Report, error) {
+	o.defaults()
+	rep := Report{Scenario: "batch-flood", Full: o.Full}
+	slots, latency := scaledSlots(o, 16), 100*time.Millisecond
+	capacity := float64(slots) / latency.Seconds()
+	r, err := startRig(fmt.Sprintf(singleModelFile, "bf", "m-bf"), lanesEnv(slots),
+		map[string]mockprovider.Behavior{"m-bf": providerLatency(o, latency, slots)})
+	if err != nil {
+		return rep, err
+	}
+	defer r.close()
+	calib, flood, idle := phases(o, 5*time.Second, time.Second), phases(o, 15*time.Second, 2*time.Second), phases(o, 5*time.Second, 2500*time.Millisecond)
+	in := stream{name: "interactive", rate: 0.3 * capacity, path: "/v1/chat/completions", body: body("bf"), headers: []string{"Authorization", "Bearer user"}}
+	bt := stream{name: "batch", rate: 3 * capacity, path: "/v1/chat/completions", body: body("bf"),
+		headers: []string{"Authorization", "Bearer bulk", "X-OmniRoute-Priority", "batch"}}
+	in.to = calib
+	unloaded := summarize(r.drive(ctx, time.Now(), o.Seed, in).by["interactive"], nil)
+	in.to, bt.to = flood, flood+idle
+	stop := make(chan struct{})
+	t1 := time.Now()
+	collect := sampleMock(r.mock, "m-bf", t1, stop)
+	res := r.drive(ctx, t1, o.Seed+1, in, bt)
+	close(stop)
+	pts := collect()
+	if unloaded.ok == 0 {
+		return rep, errNoSamples
+	}
+	inter := summarize(res.by["interactive"], nil)
+	batchFlood := summarize(res.by["batch"], func(s sample) bool { return s.at < flood })
+	lastInteractive := time.Duration(0)
+	for _, s := range res.by["interactive"] {
+		lastInteractive = max(lastInteractive, s.at)
+	}
+	target := int64(math.Ceil(0.9 * float64(slots)))
+	fill := time.Duration(-1)
+	var floodInflight, idleInflight, nFlood, nIdle float64
+	for _, p := range pts {
+		switch {
+		case p.at > flood/3 && p.at < flood:
+			floodInflight += float64(p.inflight)
+			nFlood++
+		case p.at > lastInteractive+2*time.Second && p.at < flood+idle:
+			idleInflight += float64(p.inflight)
+			nIdle++
+		}
+		if fill < 0 && p.at > lastInteractive && p.inflight >= target {
+			fill = p.at - lastInteractive
+		}
+	}
+	rep.figure("provider capacity", capacity, "req/s")
+	rep.figure("interactive unloaded p95", ms(unloaded.p95), "ms")
+	rep.figure("interactive under batch flood p95", ms(inter.p95), "ms")
+	rep.figure("interactive under batch flood p99", ms(inter.p99), "ms")
+	rep.figure("interactive success", 100*inter.successRate(), fmt.Sprintf("%% of %d", inter.n))
+	rep.figure("batch goodput during the flood", float64(batchFlood.ok)/flood.Seconds(), "req/s")
+	if nFlood > 0 {
+		rep.figure("mean provider in-flight during the flood", floodInflight/nFlood, fmt.Sprintf("of %d slots", slots))
+	}
+	if nIdle > 0 {
+		rep.figure("mean provider in-flight, interactive idle (after 2 s)", idleInflight/nIdle, fmt.Sprintf("of %d slots", slots))
+	}
+	rep.figure("time for batch to reach 90% of capacity after interactive stopped", ms(fill), "ms")
+	rep.check("interactive success >= 99.5%", inter.successRate() >= 0.995, true, "%d of %d succeeded (%v)", inter.ok, inter.n, inter.byStatus)
+	rep.check("batch >= 90% of capacity within 2 s of interactive idle", fill >= 0 && fill <= 2*time.Second, true,
+		"reached %d in flight after %v", target, fill)
+	rep.check("interactive p95 within 1.2x of unloaded", ms(inter.p95) <= 1.2*ms(unloaded.p95), false,
+		"%.1f ms vs %.1f ms", ms(inter.p95), ms(unloaded.p95))
+	return rep, nil
+}
+
+const fanoutTargets = 8
+
+// fanoutFile: eight upstream models behind one connection; fusion "fo"
+// over all eight, "fo5" over the five healthy ones, round-robin "fo-rr"
+// over all eight, and background models bg-5..bg-7 that share (and keep
+// full) the caps of the last three.
+func fanoutFile(slots func(i int) int) string {
+	var t8, t5 []string
+	for i := 0; i < fanoutTargets; i++ {
+		t := fmt.Sprintf(`{"connection":"mock","model":"m-fo-%d","max_concurrent":%d}`, i, slots(i))
+		t8 = append(t8, t)
+		if i < 5 {
+			t5 = append(t5, t)
+		}
+	}
+	models := []string{
+		`"fo":{"strategy":"fusion","targets":[` + strings.Join(t8, ",") + `],"fusion":{"quorum":3,"judge":"fo-judge"}}`,
+		`"fo5":{"strategy":"fusion","targets":[` + strings.Join(t5, ",") + `],"fusion":{"quorum":3,"judge":"fo-judge"}}`,
+		`"fo-rr":{"strategy":"round-robin","targets":[` + strings.Join(t8, ",") + `]}`,
+		`"fo-judge":{"targets":[{"connection":"mock","model":"m-fo-judge"}]}`,
+	}
+	for i := 5; i < fanoutTargets; i++ {
+		models = append(models, fmt.Sprintf(`"bg-%d":{"targets":[{"connection":"mock","model":"m-fo-%d","max_concurrent":%d}]}`, i, i, slots(i)))
+	}
+	return `{"providers":{"mock":{"base_url":"http://MOCK/v1","apis":["chat"],"auth":"none","connections":{"default":{}}}},
+ "models":{` + strings.Join(models, ",") + `},"auth":{"mode":"loopback"}}`
+}
+
+// RunFanout: fusion and round-robin fan-out to eight targets, three of them
+// kept at their concurrency limit by other traffic. Gates: the mock never
+// sees a target over its limit (its slots reject any excess), fan-out
+// requests succeed, and skipped targets are reported.
+func RunFanout(ctx context.Context, o Options) (Report, error) {
+	o.defaults()
+	rep := Report{Scenario: "fanout-8-with-3-saturated", Full: o.Full}
+	// Five healthy targets (8 slots, 50 ms) and three slow ones (4 slots,
+	// 300 ms) that background traffic keeps full. The gateway's
+	// max_concurrent equals the mock's slots; the mock rejects any excess.
+	slots := func(i int) int {
+		if i >= 5 {
+			return 4
+		}
+		return 8
+	}
+	behaviors := map[string]mockprovider.Behavior{"m-fo-judge": {LatencyMS: 20}}
+	for i := 0; i < fanoutTargets; i++ {
+		lat := 50
+		if i >= 5 {
+			lat = 300
+		}
+		behaviors[fmt.Sprintf("m-fo-%d", i)] = mockprovider.Behavior{LatencyMS: lat, Slots: slots(i), OverSlots: "reject"}
+	}
+	env := map[string]string{"ADAPTIVE_ADMISSION_MODE": "enforce", "OMNIROUTE_CHAT_VIRTUAL_LANES": "true",
+		"ADAPTIVE_ADMISSION_INITIAL_LIMIT": "1000", "ADAPTIVE_ADMISSION_MAX_LIMIT": "1000"}
+	r, err := startRig(fanoutFile(slots), env, behaviors)
+	if err != nil {
+		return rep, err
+	}
+	defer r.close()
+	dur := phases(o, 15*time.Second, 2*time.Second)
+	bgRate := 10 * 4 / 0.3 * o.Scale // ten times a saturated target's capacity
+	var ss []stream
+	for i := 5; i < fanoutTargets; i++ {
+		m := fmt.Sprintf("bg-%d", i)
+		ss = append(ss, stream{name: m, rate: bgRate, to: dur, path: "/v1/chat/completions", body: body(m), headers: []string{"Authorization", "Bearer background"}})
+	}
+	ss = append(ss,
+		stream{name: "fo", rate: 6 * o.Scale, to: dur, path: "/v1/chat/completions", body: body("fo"), headers: []string{"Authorization", "Bearer fanout"}, capture: "X-OmniRoute-Fusion-Panel"},
+		stream{name: "fo5", rate: 6 * o.Scale, to: dur, path: "/v1/chat/completions", body: body("fo5"), headers: []string{"Authorization", "Bearer fanout5"}},
+		stream{name: "fo-rr", rate: 24 * o.Scale, to: dur, path: "/v1/chat/completions", body: body("fo-rr"), headers: []string{"Authorization", "Bearer rr"}, capture: "X-OmniRoute-Skipped-Targets"},
+	)
+	// Let the background fill the three saturated targets first.
+	for i := range ss[3:] {
+		ss[3+i].from = 300 * time.Millisecond
+	}
+	res := r.drive(ctx, time.Now(), o.Seed, ss...)
+	fo, fo5, rr := summarize(res.by["fo"], nil), summarize(res.by["fo5"], nil), summarize(res.by["fo-rr"], nil)
+	if fo.n == 0 || rr.n == 0 {
+		return rep, errNoSamples
+	}
+	skipped, reported := 0, 0
+	for _, s := range res.by["fo"] {
+		if i := strings.Index(s.header, "skipped="); i >= 0 {
+			n, _ := strconv.Atoi(strings.SplitN(s.header[i+len("skipped="):], ";", 2)[0])
+			skipped += n
+			reported++
+		}
+	}
+	rrSkips := 0
+	for _, s := range res.by["fo-rr"] {
+		if s.header != "" {
+			rrSkips++
+		}
+	}
+	st := r.mock.Stats()
+	over, overCap := int64(0), false
+	var maxIn []string
+	for i := 0; i < fanoutTargets; i++ {
+		c := st.Models[fmt.Sprintf("m-fo-%d", i)]
+		over += c.Failed
+		overCap = overCap || c.MaxInflight > int64(slots(i))
+		maxIn = append(maxIn, fmt.Sprintf("%d/%d", c.MaxInflight, slots(i)))
+	}
+	bg503 := 0
+	for i := 5; i < fanoutTargets; i++ {
+		bg503 += summarize(res.by[fmt.Sprintf("bg-%d", i)], nil).byStatus[503]
+	}
+	snap := r.gw.Lanes().Snapshot()
+	rep.figure("fusion over 8 (3 saturated): success", 100*fo.successRate(), fmt.Sprintf("%% of %d", fo.n))
+	rep.figure("fusion over 8: p50 / p99", ms(fo.p50), fmt.Sprintf("ms / %.1f ms", ms(fo.p99)))
+	rep.figure("fusion over the 5 healthy only: p50 / p99", ms(fo5.p50), fmt.Sprintf("ms / %.1f ms", ms(fo5.p99)))
+	rep.figure("added p99 latency of the 3 saturated targets", ms(fo.p99-fo5.p99), "ms")
+	rep.figure("mean panel members skipped per fusion request", float64(skipped)/float64(max(reported, 1)), "")
+	rep.figure("round-robin over 8: success", 100*rr.successRate(), fmt.Sprintf("%% of %d", rr.n))
+	rep.figure("round-robin requests that reported skipped targets", float64(rrSkips), "")
+	rep.figure("background requests refused targets_busy", float64(bg503), "")
+	rep.figure("targetBusySkipped (snapshot)", float64(snap.TargetBusySkipped), "")
+	rep.figure("fanoutProbeSkipped (snapshot)", float64(snap.FanoutProbeSkipped), "")
+	rep.check("the mock never sees a target over its limit", over == 0 && !overCap, true,
+		"%d requests found every slot taken; max in flight by target %s", over, strings.Join(maxIn, " "))
+	rep.check("fan-out requests succeed", fo.successRate() >= 0.99 && rr.successRate() >= 0.99, true,
+		"fusion %d/%d, round-robin %d/%d (%v %v)", fo.ok, fo.n, rr.ok, rr.n, fo.byCode, rr.byCode)
+	rep.check("skipped targets are reported", reported == fo.n && skipped > 0 && rrSkips > 0 && snap.TargetBusySkipped > 0, true,
+		"%d fusion responses of %d reported their panel (%d members skipped in all); %d round-robin answers named skipped targets", reported, fo.n, skipped, rrSkips)
+	return rep, nil
+}

@@ -1,0 +1,344 @@
+package admission
+
+import (
+	"math"
+	"time"
+)
+
+// Pressure is a resource-pressure severity observed during a window.
+type Pressure uint8
+
+// Pressure severities.
+const (
+	PressureNormal Pressure = iota
+	PressureHigh
+	PressureCritical
+)
+
+var pressureNames = [...]string{"normal", "high", "critical"}
+
+func (p Pressure) String() string {
+	if int(p) < len(pressureNames) {
+		return pressureNames[p]
+	}
+	return "unknown"
+}
+
+// Outcome is how an admitted request ended, as the controller sees it.
+type Outcome uint8
+
+// Outcomes.
+const (
+	// Success: the caller got its answer.
+	Success Outcome = iota
+	// Cancelled: the caller left; says nothing about capacity.
+	Cancelled
+	// LocalReject: the request itself was refused (4xx other than 408/429).
+	LocalReject
+	// UpstreamError: the provider failed (5xx) or rate-limited (429).
+	UpstreamError
+	// Timeout: no answer in time (408, 504, or an upstream timeout).
+	Timeout
+)
+
+var outcomeNames = [...]string{"success", "cancelled", "local_reject", "upstream_error", "timeout"}
+
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// Completion is one released lease as the adaptation rule sees it.
+type Completion struct {
+	Outcome Outcome
+	// Latency is the congestion sample: time to first token for a stream,
+	// time to the whole answer otherwise. Used only when Sampled.
+	Latency time.Duration
+	// Sampled is false for outcomes that carry no latency information:
+	// failures (a fast 4xx or a refused connection says nothing about
+	// queueing), cancellations and probes. OmniRoute sampled them all.
+	Sampled bool
+	// Drops counts upstream attempts of the request that ended in a 429, a
+	// 5xx or a timeout, including ones that were failed over.
+	Drops int
+}
+
+// Rule names the branch of the update rule a window close took.
+type Rule uint8
+
+// Rules.
+const (
+	RuleHold Rule = iota
+	RuleCritical
+	RuleDecrease
+	RuleIncrease
+	RuleRecover
+)
+
+var ruleNames = [...]string{"hold", "critical", "decrease", "increase", "recover"}
+
+func (r Rule) String() string { return ruleNames[r] }
+
+// WindowReport describes one window close.
+type WindowReport struct {
+	Before, After int64
+	Utilization   float64
+	Gradient      float64
+	Completed     int64
+	Samples       int64
+	Drops         int64
+	Pressure      Pressure
+	Rule          Rule
+	// Guarded is true when the drift guard capped an increase.
+	Guarded bool
+	// Queueing is true when an increase was withheld because the window's
+	// latency sat above the no-queue baseline (a standing queue).
+	Queueing bool
+}
+
+// Adapter is the adaptive limit: dual latency EWMAs, a utilisation integral
+// and the per-window update rule. It is not safe for concurrent use; one
+// actor owns it.
+type Adapter struct {
+	cfg      Config
+	limit    int64
+	ceiling  int64
+	short    float64 // ms
+	long     float64 // ms
+	winSum   float64 // ms, latency samples of the window
+	winStart time.Time
+	last     time.Time
+	integral float64 // cost × ms, of min(active, limit)
+
+	completed, samples, drops int64
+	frozen                    bool
+	criticalUsed              bool
+	pressure                  Pressure
+
+	winPeak int64
+	peaks   []int64 // peak in-flight cost of the last windows (ring)
+	peakAt  int
+
+	means  []float64 // mean latency of the last windows with samples (ring), ms
+	meanAt int
+
+	lastUtil float64
+}
+
+// NewAdapter starts at the clamped initial limit with the first window
+// opening at now.
+func NewAdapter(cfg Config, now time.Time) *Adapter {
+	a := &Adapter{cfg: cfg, winStart: now, last: now}
+	a.limit = cfg.ClampedInitial()
+	a.ceiling = a.limit
+	n := cfg.DriftGuardWindows
+	if n < 1 {
+		n = 1
+	}
+	a.peaks = make([]int64, n)
+	a.means = make([]float64, baselineWindows)
+	return a
+}
+
+// baselineWindows is how many windows the no-queue latency baseline
+// remembers; a provider that became slower for good is re-learnt after as
+// many windows.
+const baselineWindows = 60
+
+// queueHold is how far a window's mean latency may sit above the baseline
+// before additive increases stop: about one request queued at a provider
+// serving sixteen at a time.
+const queueHold = 0.05
+
+// Baseline is the lowest window mean latency remembered (ms; 0 = none).
+func (a *Adapter) Baseline() float64 {
+	b := 0.0
+	for _, m := range a.means {
+		if m > 0 && (b == 0 || m < b) {
+			b = m
+		}
+	}
+	return b
+}
+
+// Limit is the current limit.
+func (a *Adapter) Limit() int64 { return a.limit }
+
+// Pressure is the current window's pressure.
+func (a *Adapter) Pressure() Pressure { return a.pressure }
+
+// EWMAs returns the short and long latency EWMAs in milliseconds.
+func (a *Adapter) EWMAs() (short, long float64) { return a.short, a.long }
+
+// Utilization is the utilisation of the last closed window.
+func (a *Adapter) Utilization() float64 { return a.lastUtil }
+
+// RecentPeak is the largest in-flight cost seen over the guard's history,
+// the current window included.
+func (a *Adapter) RecentPeak() int64 {
+	p := a.winPeak
+	for _, v := range a.peaks {
+		p = max(p, v)
+	}
+	return p
+}
+
+// Sample adds the time since the last sample, weighted by the in-flight
+// cost (capped at the limit, so shadow oversubscription counts as full), to
+// the utilisation integral, and records active as a peak candidate.
+func (a *Adapter) Sample(now time.Time, active int64) {
+	if dt := now.Sub(a.last); dt > 0 {
+		a.integral += float64(min(max(active, 0), a.limit)) * float64(dt) / float64(time.Millisecond)
+		a.last = now
+	}
+	a.winPeak = max(a.winPeak, active)
+}
+
+// ObservePeak records an in-flight peak seen between samples (the gate
+// tracks the true maximum).
+func (a *Adapter) ObservePeak(p int64) { a.winPeak = max(a.winPeak, p) }
+
+// Complete records a released lease. active is the in-flight cost after the
+// release.
+func (a *Adapter) Complete(now time.Time, active int64, c Completion) {
+	a.Sample(now, active)
+	a.completed++
+	if c.Drops > 0 {
+		a.drops += int64(c.Drops)
+	}
+	if c.Outcome == UpstreamError || c.Outcome == Timeout {
+		a.frozen = true // as OmniRoute: a failed request alone stops growth for the window
+	}
+	if c.Sampled && c.Outcome == Success {
+		a.observeLatency(c.Latency)
+	}
+}
+
+// observeLatency feeds one sample into the window's mean. OmniRoute moved
+// both EWMAs per sample; at a hundred completions a second that makes the
+// short one the noise of the last two answers (a ±30% spread in answer
+// lengths crosses the gradient threshold every window and the limit
+// collapses) and the long one forgets within a tenth of a second (a limit
+// creeping past the provider's knee never shows a gradient). Both now
+// move once per window, toward the window's mean latency, by their alphas.
+func (a *Adapter) observeLatency(d time.Duration) {
+	s := float64(d) / float64(time.Millisecond)
+	if math.IsNaN(s) || math.IsInf(s, 0) || s < 0 {
+		s = 0
+	}
+	a.samples++
+	a.winSum += s
+}
+
+// ObservePressure raises the window's pressure. Critical pressure cuts the
+// limit at once (×CriticalDecreaseFactor), once per window; it reports
+// whether the limit changed.
+func (a *Adapter) ObservePressure(p Pressure) bool {
+	if p > a.pressure {
+		a.pressure = p
+	}
+	if p != PressureCritical || a.criticalUsed {
+		return false
+	}
+	a.criticalUsed = true
+	next := max(a.cfg.MinLimit, int64(math.Floor(float64(a.limit)*a.cfg.CriticalDecreaseFactor)))
+	changed := next != a.limit
+	a.limit = next
+	return changed
+}
+
+// CloseWindow applies the update rule and opens the next window at now.
+// active is the in-flight cost at now.
+//
+// In order, the first match of: critical pressure → ×CriticalDecreaseFactor
+// (unless already applied this window); high pressure, a latency gradient
+// (short−long)/long ≥ LatencyGradientThreshold, or any drop →
+// ×DecreaseFactor; no drop or failure, normal pressure, utilisation ≥
+// HighUtilizationThreshold and at least one completion → +IncreaseStep,
+// capped by the drift guard. Then, on its own, a window at or below
+// LowUtilizationThreshold forgets the gradient (short := long) and, when
+// nothing completed, recovers one step toward the initial limit.
+func (a *Adapter) CloseWindow(now time.Time, active int64) WindowReport {
+	a.Sample(now, active)
+	elapsed := float64(now.Sub(a.winStart)) / float64(time.Millisecond)
+	elapsed = math.Min(math.Max(elapsed, 1), float64(a.cfg.WindowMs))
+	util := a.integral / elapsed / float64(a.limit)
+	if math.IsNaN(util) || util < 0 {
+		util = 0
+	}
+	util = math.Min(util, 1)
+	base := a.Baseline()
+	mean := 0.0
+	if a.samples > 0 {
+		m := a.winSum / float64(a.samples)
+		mean = m
+		if a.short <= 0 && a.long <= 0 {
+			a.short, a.long = m, m
+		} else {
+			a.short = a.cfg.ShortLatencyAlpha*m + (1-a.cfg.ShortLatencyAlpha)*a.short
+			a.long = a.cfg.LongLatencyAlpha*m + (1-a.cfg.LongLatencyAlpha)*a.long
+		}
+	}
+	gradient := 0.0
+	if a.long > 0 {
+		gradient = (a.short - a.long) / a.long
+	}
+	r := WindowReport{Before: a.limit, Utilization: util, Gradient: gradient, Completed: a.completed,
+		Samples: a.samples, Drops: a.drops, Pressure: a.pressure}
+	step := min(a.cfg.IncreaseStep, a.cfg.MaxIncreasePerWindow)
+	next := a.limit
+	switch {
+	case a.pressure == PressureCritical:
+		r.Rule = RuleCritical
+		if !a.criticalUsed {
+			next = int64(math.Floor(float64(next) * a.cfg.CriticalDecreaseFactor))
+		}
+	case a.pressure == PressureHigh || (a.samples > 0 && gradient >= a.cfg.LatencyGradientThreshold) || a.drops > 0:
+		r.Rule = RuleDecrease
+		next = int64(math.Floor(float64(next) * a.cfg.DecreaseFactor))
+	case !a.frozen && a.pressure == PressureNormal && util >= a.cfg.HighUtilizationThreshold && a.completed > 0 &&
+		base > 0 && mean > base*(1+queueHold):
+		// Full, and slower than without a queue: the provider is at its
+		// knee. The gradient cannot see a limit that creeps one step a
+		// window (each step adds a sliver of latency and the EWMAs follow),
+		// so growth stops here instead.
+		r.Queueing = true
+	case !a.frozen && a.pressure == PressureNormal && util >= a.cfg.HighUtilizationThreshold && a.completed > 0:
+		r.Rule = RuleIncrease
+		want := next + step
+		if a.cfg.DriftGuardFactor > 0 {
+			guard := max(a.ceiling, int64(math.Floor(a.cfg.DriftGuardFactor*float64(a.RecentPeak()))))
+			if want > guard {
+				r.Guarded = true
+				want = max(next, guard)
+			}
+		}
+		next = want
+	}
+	if util <= a.cfg.LowUtilizationThreshold {
+		a.short = a.long
+		if a.pressure != PressureCritical && !a.frozen && a.completed == 0 && a.limit < a.ceiling {
+			next = min(a.ceiling, next+step)
+			if r.Rule == RuleHold {
+				r.Rule = RuleRecover
+			}
+		}
+	}
+	a.limit = clamp(next, a.cfg.MinLimit, a.cfg.MaxLimit)
+	r.After = a.limit
+	a.lastUtil = util
+
+	a.peaks[a.peakAt] = a.winPeak
+	a.peakAt = (a.peakAt + 1) % len(a.peaks)
+	if mean > 0 {
+		a.means[a.meanAt] = mean
+		a.meanAt = (a.meanAt + 1) % len(a.means)
+	}
+	a.winPeak = active
+	a.integral, a.completed, a.samples, a.drops, a.winSum = 0, 0, 0, 0, 0
+	a.frozen, a.criticalUsed, a.pressure = false, false, PressureNormal
+	a.winStart, a.last = now, now
+	return r
+}

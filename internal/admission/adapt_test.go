@@ -1,0 +1,225 @@
+package admission
+
+import (
+	"math/rand"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// fakeRun drives an Adapter on a fake clock.
+type fakeRun struct {
+	a   *Adapter
+	now time.Time
+}
+
+func newRun(edit func(*Config)) *fakeRun {
+	c := DefaultConfig()
+	if edit != nil {
+		edit(&c)
+	}
+	return &fakeRun{a: NewAdapter(c, t0), now: t0}
+}
+
+func (r *fakeRun) at(d time.Duration) time.Time { r.now = r.now.Add(d); return r.now }
+
+// window spends one window with active in flight and n successful
+// completions of the given latency, then closes it.
+func (r *fakeRun) window(active int64, n int, latency time.Duration) WindowReport {
+	step := time.Second / time.Duration(n+1)
+	for i := 0; i < n; i++ {
+		r.a.Complete(r.at(step), active, Completion{Outcome: Success, Latency: latency, Sampled: true})
+	}
+	return r.a.CloseWindow(r.at(time.Second-step*time.Duration(n)), active)
+}
+
+func TestLatencySpikeCutsByDecreaseFactor(t *testing.T) {
+	r := newRun(nil)
+	if rep := r.window(40, 5, 100*time.Millisecond); rep.After != 64 {
+		t.Fatalf("steady window changed the limit: %+v", rep)
+	}
+	rep := r.window(40, 1, 300*time.Millisecond)
+	if rep.Rule != RuleDecrease || rep.After != 51 { // floor(64 × 0.8)
+		t.Fatalf("spike: %+v, want ×0.8 to 51", rep)
+	}
+	if rep.Gradient < 0.25 {
+		t.Fatalf("gradient %v", rep.Gradient)
+	}
+}
+
+func TestCriticalPressureCutsOncePerWindow(t *testing.T) {
+	r := newRun(nil)
+	if !r.a.ObservePressure(PressureCritical) || r.a.Limit() != 32 {
+		t.Fatalf("first critical: limit %d, want 32 at once", r.a.Limit())
+	}
+	if r.a.ObservePressure(PressureCritical) || r.a.Limit() != 32 {
+		t.Fatalf("second critical in the same window cut again: %d", r.a.Limit())
+	}
+	rep := r.a.CloseWindow(r.at(time.Second), 0)
+	if rep.Rule != RuleCritical || rep.After != 32 {
+		t.Fatalf("window close after a consumed critical cut: %+v", rep)
+	}
+	// Next window: a new critical observation cuts again, once.
+	r.a.ObservePressure(PressureCritical)
+	r.a.ObservePressure(PressureCritical)
+	if r.a.Limit() != 16 {
+		t.Fatalf("next window limit %d, want 16", r.a.Limit())
+	}
+	// Critical at close without an immediate observation consumes it there.
+	r.a.CloseWindow(r.at(time.Second), 0)
+	r.a.pressure = PressureCritical
+	if rep := r.a.CloseWindow(r.at(time.Second), 0); rep.After != 8 {
+		t.Fatalf("critical at window close: %+v, want 8", rep)
+	}
+	r.a.pressure = PressureCritical
+	if rep := r.a.CloseWindow(r.at(time.Second), 0); rep.After != 8 {
+		t.Fatalf("never below minLimit: %+v", rep)
+	}
+}
+
+func TestHighUtilizationAddsOneStep(t *testing.T) {
+	r := newRun(nil)
+	rep := r.window(60, 5, 100*time.Millisecond) // 60/64 = 0.94
+	if rep.Rule != RuleIncrease || rep.After != 65 {
+		t.Fatalf("%+v, want +1 to 65", rep)
+	}
+	rep = r.window(60, 5, 100*time.Millisecond) // 60/65 = 0.92
+	if rep.After != 66 {
+		t.Fatalf("%+v, want 66", rep)
+	}
+	// No completion: no growth even at full utilisation.
+	if rep := r.a.CloseWindow(r.at(time.Second), 66); rep.After != 66 {
+		t.Fatalf("grew without completions: %+v", rep)
+	}
+}
+
+func TestIdleRecoveryClimbsBackToInitialLimit(t *testing.T) {
+	r := newRun(nil)
+	r.a.ObservePressure(PressureCritical) // 64 → 32
+	r.a.CloseWindow(r.at(time.Second), 0)
+	want := int64(32)
+	for i := 0; i < 40; i++ {
+		rep := r.a.CloseWindow(r.at(time.Second), 0)
+		want = min(want+1, 64)
+		if rep.After != want {
+			t.Fatalf("idle window %d: %+v, want %d", i, rep, want)
+		}
+	}
+	if r.a.Limit() != 64 {
+		t.Fatalf("did not recover: %d", r.a.Limit())
+	}
+	// A window with a completion does not recover (as OmniRoute).
+	r.a.ObservePressure(PressureCritical)
+	r.a.CloseWindow(r.at(time.Second), 0)
+	if rep := r.window(0, 1, time.Millisecond); rep.After != 32 {
+		t.Fatalf("low-traffic window with a completion recovered: %+v", rep)
+	}
+}
+
+func TestDropsCountAsCongestion(t *testing.T) {
+	r := newRun(nil)
+	r.a.Complete(r.at(100*time.Millisecond), 10, Completion{Outcome: Success, Latency: 80 * time.Millisecond, Sampled: true, Drops: 1})
+	if rep := r.a.CloseWindow(r.at(900*time.Millisecond), 10); rep.Rule != RuleDecrease || rep.After != 51 {
+		t.Fatalf("a 429 or 5xx failed over must cut the limit: %+v", rep)
+	}
+	// A failed request freezes growth but does not cut on its own.
+	r.a.Complete(r.at(100*time.Millisecond), 50, Completion{Outcome: UpstreamError})
+	if rep := r.a.CloseWindow(r.at(900*time.Millisecond), 50); rep.After != 51 {
+		t.Fatalf("frozen window changed the limit: %+v", rep)
+	}
+}
+
+func TestFastFailuresAndUnsampledCompletionsFeedNoLatency(t *testing.T) {
+	r := newRun(nil)
+	r.window(10, 3, 200*time.Millisecond)
+	s0, l0 := r.a.EWMAs()
+	r.a.Complete(r.at(time.Millisecond), 10, Completion{Outcome: LocalReject, Latency: time.Millisecond, Sampled: true})
+	r.a.Complete(r.at(time.Millisecond), 10, Completion{Outcome: Success, Latency: time.Millisecond, Sampled: false})
+	r.a.Complete(r.at(time.Millisecond), 10, Completion{Outcome: Cancelled, Latency: time.Millisecond, Sampled: true})
+	rep := r.a.CloseWindow(r.at(time.Second), 10)
+	if rep.Samples != 0 {
+		t.Fatalf("window counted %d latency samples", rep.Samples)
+	}
+	if s, l := r.a.EWMAs(); s != s0 || l != l0 {
+		t.Fatalf("EWMAs moved from (%v,%v) to (%v,%v)", s0, l0, s, l)
+	}
+}
+
+func TestDriftGuardCapsIncreases(t *testing.T) {
+	r := newRun(func(c *Config) { c.DriftGuardFactor = 1; c.InitialLimit = 20; c.MinLimit = 4 })
+	// Peak in flight 19 of a limit of 20: +1 would pass max(20, 1×19)? 21 > 20 → capped at 20.
+	rep := r.window(19, 5, 100*time.Millisecond)
+	if !rep.Guarded || rep.After != 20 {
+		t.Fatalf("%+v, want the guard to hold 20", rep)
+	}
+	r2 := newRun(func(c *Config) { c.DriftGuardFactor = 0; c.InitialLimit = 20; c.MinLimit = 4 })
+	if rep := r2.window(19, 5, 100*time.Millisecond); rep.After != 21 {
+		t.Fatalf("guard off: %+v", rep)
+	}
+}
+
+func TestUtilizationIsCappedAtTheLimit(t *testing.T) {
+	r := newRun(nil)
+	rep := r.a.CloseWindow(r.at(time.Second), 10_000) // shadow oversubscription
+	if rep.Utilization != 1 {
+		t.Fatalf("utilisation %v", rep.Utilization)
+	}
+}
+
+// TestSlowLatencyCreepIsCaught: latency rising 4% a window (the limit
+// creeping past the provider's knee) must eventually cut the limit. With a
+// per-sample long EWMA at 50 samples a window the baseline would track the
+// rise and the gradient would stay near zero.
+func TestSlowLatencyCreepIsCaught(t *testing.T) {
+	r := newRun(nil)
+	lat := 100.0
+	for w := 0; w < 20; w++ {
+		rep := r.window(60, 50, time.Duration(lat*float64(time.Millisecond)))
+		if rep.Rule == RuleDecrease {
+			t.Logf("cut after %d windows at %.0f ms (gradient %.2f)", w, lat, rep.Gradient)
+			return
+		}
+		lat *= 1.04
+	}
+	t.Fatal("a steady latency creep never cut the limit")
+}
+
+// TestNoisyLatencyDoesNotCollapseTheLimit: answers whose latency varies
+// ±30% at random (answer lengths differ) are not congestion; per-sample
+// EWMAs read that noise as gradients and cut every window.
+func TestNoisyLatencyDoesNotCollapseTheLimit(t *testing.T) {
+	r := newRun(nil)
+	rng := rand.New(rand.NewSource(3))
+	for w := 0; w < 30; w++ {
+		for i := 0; i < 100; i++ {
+			lat := time.Duration((70 + 60*rng.Float64()) * float64(time.Millisecond))
+			r.a.Complete(r.at(9*time.Millisecond), 40, Completion{Outcome: Success, Latency: lat, Sampled: true})
+		}
+		if rep := r.a.CloseWindow(r.at(100*time.Millisecond), 40); rep.Rule == RuleDecrease || rep.Rule == RuleCritical {
+			t.Fatalf("window %d: %+v", w, rep)
+		}
+	}
+}
+
+// TestStandingQueueStopsGrowth: at full utilisation, once window latency
+// sits above the no-queue baseline, additive increases stop; they resume
+// when the queue is gone.
+func TestStandingQueueStopsGrowth(t *testing.T) {
+	r := newRun(nil)
+	for i := 0; i < 3; i++ {
+		if rep := r.window(60, 50, 100*time.Millisecond); rep.Rule != RuleIncrease {
+			t.Fatalf("no queue, window %d: %+v", i, rep)
+		}
+	}
+	limit := r.a.Limit()
+	for i := 0; i < 10; i++ {
+		rep := r.window(60, 50, 107*time.Millisecond)
+		if rep.After > limit || (i > 0 && !rep.Queueing) {
+			t.Fatalf("grew with a standing queue, window %d: %+v", i, rep)
+		}
+	}
+	if rep := r.window(60, 50, 101*time.Millisecond); rep.Rule != RuleIncrease {
+		t.Fatalf("queue gone: %+v", rep)
+	}
+}

@@ -1,0 +1,411 @@
+package transport
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/valyala/bytebufferpool"
+	"github.com/valyala/fasthttp"
+
+	"github.com/omniroute/gateway/internal/admission"
+	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/failure"
+	"github.com/omniroute/gateway/internal/jsonscan"
+	"github.com/omniroute/gateway/messages"
+	"github.com/omniroute/gateway/transport/upstream"
+)
+
+// fusionModel is a resolved fusion section.
+type fusionModel struct {
+	quorum      int // 0 = majority of the panel
+	judgeModel  *catalog.Model
+	judgeTarget *catalog.Target
+	prompt      string
+}
+
+func (g *Gateway) buildFusion() error {
+	g.adm.fusion = make([]*fusionModel, len(g.cat.Models))
+	for _, m := range g.cat.Models {
+		if m.Strategy != config.StrategyFusion {
+			continue
+		}
+		fc := g.opts.File.Models[m.Name].Fusion
+		fm := &fusionModel{prompt: fc.EffectivePrompt()}
+		if fc != nil {
+			fm.quorum = fc.Quorum
+			if fc.Judge != "" {
+				if jm := g.cat.Model([]byte(fc.Judge)); jm != nil {
+					fm.judgeModel = jm
+				} else {
+					for _, t := range m.Targets {
+						if t.Name == fc.Judge {
+							fm.judgeTarget = t
+						}
+					}
+					if fm.judgeTarget == nil {
+						return fmt.Errorf("models.%s.fusion.judge: %q is neither a model nor a target of this model", m.Name, fc.Judge)
+					}
+				}
+			}
+		}
+		g.adm.fusion[m.Index] = fm
+	}
+	return nil
+}
+
+// panelDrop lists the members a panel request goes without: panel answers
+// are collected whole (no stream) and must be text (no tools), as in
+// OmniRoute.
+func panelDrop(k []byte) bool {
+	switch string(k) {
+	case "stream", "stream_options", "tools", "tool_choice", "functions", "function_call", "parallel_tool_calls":
+		return true
+	}
+	return false
+}
+
+type panelMember struct {
+	t      *catalog.Target
+	x      *upstream.Exchange
+	cancel upstream.Cancel
+	err    error
+	answer string
+	class  messages.FailureClass
+}
+
+// fusion asks the panel (the model's targets for this API) in parallel,
+// without streaming and without tools; members refused by their cap or by
+// the admission lanes are skipped, members that fail are dropped. With at
+// least the quorum of answers, the judge gets the caller's request plus the
+// answers and its answer is returned, streamed if the caller asked.
+func (c *call) fusion() bool {
+	g := c.g
+	fm := g.adm.fusion[c.model.Index]
+	panel := c.model.TargetsFor(c.surface)
+	base := bytebufferpool.Get()
+	defer bytebufferpool.Put(base)
+	var err error
+	if base.B, err = jsonscan.AppendWithout(base.B[:0], c.body.B, panelDrop); err != nil {
+		c.fail(errInvalidJSON(err.Error()))
+		return false
+	}
+	var bscan jsonscan.Request
+	if err := jsonscan.ScanRequest(base.B, &bscan); err != nil {
+		c.fail(errInvalidJSON(err.Error()))
+		return false
+	}
+	members := make([]*panelMember, 0, len(panel))
+	lanesSkipped := 0
+	for _, t := range panel {
+		switch g.adm.lanes.Probe(c.class, c.targetCost(t, len(base.B), false), g.adm.slot[t.ID], true) {
+		case admission.ProbeOK:
+			members = append(members, &panelMember{t: t})
+		case admission.ProbeLanes:
+			lanesSkipped++
+			c.noteSkip(t)
+		default:
+			c.noteSkip(t)
+		}
+	}
+	h := &c.ctx.Response.Header
+	if len(members) == 0 {
+		msg := "All fusion panel members were skipped by admission lanes"
+		if lanesSkipped < len(panel) {
+			msg = "All fusion panel members were skipped: each was at its max_concurrent limit or refused by the admission lanes; retry after the Retry-After delay"
+		}
+		c.failShed(&apierror.Error{Status: 503, Type: "server_error", Code: "fusion_panel_skipped", Message: msg, RetryAfter: 1})
+		return false
+	}
+
+	mb := bytebufferpool.Get()
+	for _, m := range members {
+		m.x = upstream.AcquireExchange()
+		c.buildRequest(m.x, m.t)
+		model := m.t.UpstreamModel
+		if model == "" {
+			model = string(bscan.Model)
+		}
+		mb.B = jsonscan.AppendWithModel(mb.B[:0], base.B, &bscan, model)
+		m.x.Req.SetBody(mb.B)
+		m.x.Req.Header.Set(fasthttp.HeaderAccept, "application/json")
+	}
+	bytebufferpool.Put(mb)
+	if !c.cancel.Notify(func() {
+		for _, m := range members {
+			m.cancel.Cancel()
+		}
+	}) {
+		for _, m := range members {
+			m.cancel.Cancel()
+		}
+	}
+	var wg sync.WaitGroup
+	for _, m := range members {
+		wg.Add(1)
+		go func(m *panelMember) {
+			defer wg.Done()
+			m.err = g.clients[m.t.Conn.ID].Do(m.x, &m.cancel, false)
+		}(m)
+	}
+	wg.Wait()
+	c.cancel.Notify(nil)
+
+	var answered, failed []*panelMember
+	for _, m := range members {
+		c.settleMember(m)
+		g.adm.lanes.ReleaseTarget(g.adm.slot[m.t.ID])
+		m.x.Release()
+		if m.class == messages.OK {
+			answered = append(answered, m)
+		} else {
+			failed = append(failed, m)
+		}
+	}
+	if c.cancel.Cancelled() {
+		c.ctx.SetConnectionClose()
+		c.ctx.SetStatusCode(499)
+		return false
+	}
+	quorum := fm.quorum
+	if quorum == 0 {
+		quorum = (len(panel) + 1) / 2
+	}
+	quorum = min(quorum, len(panel))
+	h.Set("X-OmniRoute-Fusion-Panel", "answered="+strconv.Itoa(len(answered))+"; failed="+strconv.Itoa(len(failed))+
+		"; skipped="+strconv.Itoa(c.skips)+"; quorum="+strconv.Itoa(quorum))
+	if len(answered) > 0 {
+		h.Set("X-OmniRoute-Fusion-Answered", memberNames(answered))
+	}
+	if len(failed) > 0 {
+		h.Set("X-OmniRoute-Fusion-Failed", memberNames(failed))
+	}
+	if len(answered) < quorum {
+		c.routingHeaders()
+		c.fail(&apierror.Error{Status: 503, Type: "server_error", Code: "fusion_quorum_not_met", RetryAfter: 1,
+			Message: fmt.Sprintf("only %d of %d fusion panel members of model %q answered (%d failed, %d skipped); the quorum is %d; retry after the Retry-After delay",
+				len(answered), len(panel), c.model.Name, len(failed), c.skips, quorum)})
+		return false
+	}
+
+	answers := make([]string, len(answered))
+	for i, m := range answered {
+		answers[i] = m.answer
+	}
+	c.alt = bytebufferpool.Get()
+	if c.alt.B, err = judgeBody(c.alt.B[:0], c.surface, c.body.B, judgePrompt(fm.prompt, answers)); err != nil {
+		c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_request",
+			Message: "cannot build the fusion judge request: " + err.Error()})
+		return false
+	}
+	if err := jsonscan.ScanRequest(c.alt.B, &c.altScan); err != nil {
+		c.fail(errInvalidJSON(err.Error()))
+		return false
+	}
+	g.logFusion(c, answered, failed, quorum)
+	switch {
+	case fm.judgeModel != nil:
+		list := fm.judgeModel.TargetsFor(c.surface)
+		if len(list) == 0 {
+			c.fail(errWrongSurface(fm.judgeModel, c.surface))
+			return false
+		}
+		return c.runTargets(list, fm.judgeModel.WeightsFor(c.surface), false)
+	case fm.judgeTarget != nil:
+		return c.runTargets([]*catalog.Target{fm.judgeTarget}, oneWeight, false)
+	}
+	return c.runTargets([]*catalog.Target{answered[0].t}, oneWeight, false)
+}
+
+// oneWeight is the weight list of a single-candidate run.
+var oneWeight = []int{1}
+
+// settleMember classifies a panel member's answer, reports the attempt and
+// extracts its text.
+func (c *call) settleMember(m *panelMember) {
+	if m.err != nil {
+		m.class = classifyTransportError(m.err)
+		c.report(m.t, m.class, 0, 0)
+		return
+	}
+	status := m.x.Resp.StatusCode()
+	if status < 200 || status >= 300 {
+		m.class = failure.Classify(status, m.x.Resp.Body())
+		c.report(m.t, m.class, status, m.x.TTFB)
+		return
+	}
+	text, ok := panelAnswer(c.surface, m.x.Resp.Body())
+	if !ok {
+		m.class = messages.Protocol
+		c.report(m.t, m.class, status, m.x.TTFB)
+		return
+	}
+	m.class, m.answer = messages.OK, text
+	c.report(m.t, messages.OK, status, m.x.TTFB)
+}
+
+func memberNames(ms []*panelMember) string {
+	names := make([]string, len(ms))
+	for i, m := range ms {
+		names[i] = m.t.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+func (g *Gateway) logFusion(c *call, answered, failed []*panelMember, quorum int) {
+	g.log.Debug("fusion panel", "model", c.model.Name, "answered", memberNames(answered), "failed", memberNames(failed),
+		"skipped", c.skips, "quorum", quorum, "requestId", string(c.rid))
+}
+
+// panelAnswer extracts the text of a non-streaming answer on surface s.
+func panelAnswer(s catalog.Surface, body []byte) (string, bool) {
+	type part struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	var b strings.Builder
+	switch s {
+	case catalog.Chat:
+		var r struct {
+			Choices []struct {
+				Message struct {
+					Content json.RawMessage `json:"content"`
+				} `json:"message"`
+			} `json:"choices"`
+		}
+		if json.Unmarshal(body, &r) != nil || len(r.Choices) == 0 {
+			return "", false
+		}
+		raw := r.Choices[0].Message.Content
+		var str string
+		if json.Unmarshal(raw, &str) == nil {
+			b.WriteString(str)
+			break
+		}
+		var parts []part
+		if json.Unmarshal(raw, &parts) != nil {
+			return "", false
+		}
+		for _, p := range parts {
+			b.WriteString(p.Text)
+		}
+	case catalog.Messages:
+		var r struct {
+			Content []part `json:"content"`
+		}
+		if json.Unmarshal(body, &r) != nil {
+			return "", false
+		}
+		for _, p := range r.Content {
+			if p.Type == "text" {
+				b.WriteString(p.Text)
+			}
+		}
+	case catalog.Responses:
+		var r struct {
+			Output []struct {
+				Type    string `json:"type"`
+				Content []part `json:"content"`
+			} `json:"output"`
+		}
+		if json.Unmarshal(body, &r) != nil {
+			return "", false
+		}
+		for _, o := range r.Output {
+			if o.Type != "message" {
+				continue
+			}
+			for _, p := range o.Content {
+				if p.Type == "output_text" {
+					b.WriteString(p.Text)
+				}
+			}
+		}
+	}
+	if b.Len() == 0 {
+		return "", false
+	}
+	return b.String(), true
+}
+
+// judgePrompt fills the template's {{answers}} with the numbered answers.
+func judgePrompt(template string, answers []string) string {
+	var b strings.Builder
+	for i, a := range answers {
+		if i > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString("Answer ")
+		b.WriteString(strconv.Itoa(i + 1))
+		b.WriteString(":\n")
+		b.WriteString(a)
+	}
+	return strings.ReplaceAll(template, "{{answers}}", b.String())
+}
+
+var errJudgeShape = errors.New(`the conversation ("messages", or "input" on /v1/responses) must be an array or, for "input", a string`)
+
+// judgeBody appends the judge request for surface s: the caller's body with
+// one more user message carrying prompt, appended to "messages" (or to
+// "input" on the Responses API, turning a string input into a message
+// list). Every other member keeps its bytes, so the judge answers in the
+// form the caller asked for (stream, tools, sampling settings).
+func judgeBody(dst []byte, s catalog.Surface, body []byte, prompt string) ([]byte, error) {
+	field := "messages"
+	if s == catalog.Responses {
+		field = "input"
+	}
+	vs, ve := -1, -1
+	err := jsonscan.Members(body, func(m jsonscan.Member) error {
+		if string(m.Key) == field {
+			vs, ve = m.ValueStart, m.End // the last one wins, as in upstream parsers
+		}
+		return nil
+	})
+	if err != nil {
+		return dst, err
+	}
+	msg := append([]byte(`{"role":"user","content":`), apierror.AppendString(nil, prompt)...)
+	msg = append(msg, '}')
+	if vs < 0 {
+		// No conversation at all (a Responses call continuing a stored
+		// one, say): add it before the closing brace.
+		end := bytes.LastIndexByte(body, '}')
+		open := bytes.IndexByte(body, '{')
+		dst = append(dst, body[:end]...)
+		if len(bytes.TrimSpace(body[open+1:end])) > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '"')
+		dst = append(dst, field...)
+		dst = append(dst, `":[`...)
+		dst = append(dst, msg...)
+		dst = append(dst, ']')
+		return append(dst, body[end:]...), nil
+	}
+	v := body[vs:ve]
+	switch {
+	case v[0] == '[':
+		dst = append(dst, body[:ve-1]...)
+		if len(bytes.TrimSpace(v[1:len(v)-1])) > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, msg...)
+	case v[0] == '"' && s == catalog.Responses:
+		dst = append(dst, body[:vs]...)
+		dst = append(dst, `[{"role":"user","content":`...)
+		dst = append(dst, v...)
+		dst = append(dst, "},"...)
+		dst = append(dst, msg...)
+	default:
+		return dst, errJudgeShape
+	}
+	dst = append(dst, ']')
+	return append(dst, body[ve:]...), nil
+}
