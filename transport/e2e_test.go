@@ -73,11 +73,13 @@ func TestFailoverBeforeFirstByte(t *testing.T) {
 		t.Fatalf("status %d headers %v body %s", r.status, r.header, r.body)
 	}
 
-	// The 429 (Retry-After: 7) cools the first target: the next request
-	// goes straight to the second one.
+	// The 429 (Retry-After: 7) cools the first target: once the targets
+	// actor has published that, the next request goes straight to the
+	// second one.
+	waitFor(t, "the cooldown to be published", func() bool { return targetCooling(t, g, "mock/a/m-first") })
 	r = g.post("/v1/chat/completions", `{"model":"failover","messages":[]}`)
 	if r.status != 200 || r.header.Get("X-OmniRoute-Fallbacks") != "0" || r.header.Get("X-OmniRoute-Target") != "mock/b/m-second" {
-		t.Fatalf("cooling target retried: status %d headers %v", r.status, r.header)
+		t.Fatalf("cooling target retried: status %d headers %v; m-first saw %d requests", r.status, r.header, mockStats(t).Models["m-first"].Requests)
 	}
 	if n := mockStats(t).Models["m-first"].Requests; n != 1 {
 		t.Fatalf("the cooling target got %d requests, want 1", n)
@@ -459,4 +461,15 @@ func TestShutdownRightAfterServe(t *testing.T) {
 		}
 		system.Shutdown()
 	}
+}
+
+// targetCooling reports whether health shows a cooldown on the target.
+func targetCooling(t *testing.T, g *gwEnv, name string) bool {
+	ts, _ := jsonField(t, g.get("/api/monitoring/health").body, "targets", "targets").([]any)
+	for _, x := range ts {
+		if m, _ := x.(map[string]any); m["target"] == name {
+			return m["cooldownUntil"] != nil
+		}
+	}
+	return false
 }

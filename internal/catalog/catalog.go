@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/routing"
 )
 
 // Surface is an inference API the gateway serves.
@@ -144,6 +145,16 @@ type Model struct {
 	Surfaces  SurfaceSet
 	bySurface [4][]*Target
 	weightsBy [4][]int
+	schedBy   [4][]uint16
+}
+
+// ScheduleFor returns the smooth weighted rotation of TargetsFor(s) that a
+// round-robin model follows (see routing.SmoothSchedule).
+func (m *Model) ScheduleFor(s Surface) []uint16 {
+	if int(s) >= len(m.schedBy) {
+		return nil
+	}
+	return m.schedBy[s]
 }
 
 // WeightsFor returns the round-robin weights of TargetsFor(s), by position.
@@ -264,6 +275,9 @@ func Build(f *config.File, getenv func(string) (string, bool)) (*Catalog, error)
 					rm.Surfaces = rm.Surfaces.add(s)
 				}
 			}
+		}
+		for _, s := range Surfaces {
+			rm.schedBy[s] = routing.SmoothSchedule(rm.weightsBy[s])
 		}
 		rm.Index = len(c.Models)
 		c.byName[name] = rm

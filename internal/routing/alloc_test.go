@@ -25,7 +25,7 @@ func TestRankingAllocAllocatesNothing(t *testing.T) {
 		}
 		order = Priority(live, order[:0])
 		n++
-		order = RoundRobin(live, n, order[:0])
+		order = RoundRobin(live, n, nil, order[:0])
 	}); a != 0 {
 		t.Fatalf("allocated %.1f times; want 0", a)
 	}

@@ -34,30 +34,46 @@ func Priority(ts []Live, out []int) []int {
 }
 
 // RoundRobin appends to out the eligible targets in try order for the
-// request numbered cursor: the first is drawn in proportion to weight ×
-// score, the rest follow by descending score (configured order on ties) as
+// request numbered cursor. While the eligible targets score alike (within
+// 1 %: healthy, fast, with quota), the first follows sched, the model's
+// smooth weighted rotation (3:1 gives a a b a), so "round-robin" rotates
+// exactly as configured; an ineligible scheduled target hands its turn to
+// the next in the schedule. Once scores differ, the first is drawn in
+// proportion to weight × score instead, so a degraded target gets less.
+// The rest follow by descending score (configured order on ties) as
 // failover.
-func RoundRobin(ts []Live, cursor uint64, out []int) []int {
+func RoundRobin(ts []Live, cursor uint64, sched []uint16, out []int) []int {
 	var total float64
+	lo, hi := math.Inf(1), 0.0
 	for i := range ts {
 		if ts[i].Eligible {
 			total += weightOf(&ts[i])
+			lo, hi = min(lo, ts[i].Score), max(hi, ts[i].Score)
 		}
 	}
 	if total <= 0 {
 		return Priority(ts, out)
 	}
-	_, frac := math.Modf(float64(cursor%(1<<52)) * invPhi)
-	u := frac * total
 	first := -1
-	for i := range ts {
-		if !ts[i].Eligible {
-			continue
+	if len(sched) > 0 && lo >= hi*0.99 {
+		for k := 0; k < len(sched) && first < 0; k++ {
+			if i := int(sched[(cursor+uint64(k))%uint64(len(sched))]); i < len(ts) && ts[i].Eligible {
+				first = i
+			}
 		}
-		u -= weightOf(&ts[i])
-		first = i
-		if u < 0 {
-			break
+	}
+	if first < 0 {
+		_, frac := math.Modf(float64(cursor%(1<<52)) * invPhi)
+		u := frac * total
+		for i := range ts {
+			if !ts[i].Eligible {
+				continue
+			}
+			u -= weightOf(&ts[i])
+			first = i
+			if u < 0 {
+				break
+			}
 		}
 	}
 	start := len(out)
@@ -87,4 +103,56 @@ func weightOf(t *Live) float64 {
 		s = 1e-6
 	}
 	return float64(w) * s
+}
+
+// SmoothSchedule returns one cycle of smooth weighted round robin (as
+// nginx) over weights: the index each turn starts at, 3:1 giving 0 0 1 0
+// rather than 0 0 0 1. The cycle has sum(weights)/gcd entries; weights are
+// scaled down first if that would exceed maxSchedule.
+func SmoothSchedule(weights []int) []uint16 {
+	if len(weights) == 0 || len(weights) > 1<<16 {
+		return nil
+	}
+	w := make([]int, len(weights))
+	g, total := 0, 0
+	for i, x := range weights {
+		w[i] = max(x, 1)
+		g = gcd(g, w[i])
+	}
+	for i := range w {
+		w[i] /= g
+		total += w[i]
+	}
+	if total > maxSchedule {
+		scale := total
+		total = 0
+		for i := range w {
+			w[i] = max(1, w[i]*maxSchedule/scale)
+			total += w[i]
+		}
+	}
+	cur := make([]int, len(w))
+	out := make([]uint16, 0, total)
+	for k := 0; k < total; k++ {
+		best := 0
+		for i := range w {
+			cur[i] += w[i]
+			if cur[i] > cur[best] {
+				best = i
+			}
+		}
+		cur[best] -= total
+		out = append(out, uint16(best))
+	}
+	return out
+}
+
+// maxSchedule bounds a rotation cycle.
+const maxSchedule = 4096
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }

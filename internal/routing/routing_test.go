@@ -3,6 +3,7 @@ package routing
 import (
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/omniroute/gateway/internal/quota"
@@ -133,7 +134,7 @@ func TestRoundRobinWeightsByScore(t *testing.T) {
 	const n = 10000
 	var buf []int
 	for i := uint64(0); i < n; i++ {
-		buf = RoundRobin(ts, i, buf[:0])
+		buf = RoundRobin(ts, i, SmoothSchedule([]int{1, 3, 1, 2}), buf[:0])
 		if len(buf) != 3 {
 			t.Fatalf("order %v", buf)
 		}
@@ -156,7 +157,7 @@ func TestRoundRobinWeightsByScore(t *testing.T) {
 	eq := []Live{{Eligible: true, Score: 1, Weight: 1}, {Eligible: true, Score: 1, Weight: 1}}
 	run, last := 0, -1
 	for i := uint64(0); i < 1000; i++ {
-		f := RoundRobin(eq, i, nil)[0]
+		f := RoundRobin(eq, i, nil, nil)[0]
 		if f == last {
 			run++
 		} else {
@@ -167,7 +168,46 @@ func TestRoundRobinWeightsByScore(t *testing.T) {
 			t.Fatalf("run of %d at %d", run, i)
 		}
 	}
-	if got := RoundRobin([]Live{{}, {}}, 5, nil); len(got) != 0 {
+	if got := RoundRobin([]Live{{}, {}}, 5, nil, nil); len(got) != 0 {
 		t.Fatalf("no eligible: %v", got)
+	}
+}
+
+func TestRoundRobinRotatesExactlyWhileScoresAreAlike(t *testing.T) {
+	ts := []Live{{Eligible: true, Score: 1, Weight: 2}, {Eligible: true, Score: 0.995, Weight: 1}}
+	sched := SmoothSchedule([]int{2, 1})
+	var got []int
+	for i := uint64(0); i < 6; i++ {
+		got = append(got, RoundRobin(ts, i, sched, nil)[0])
+	}
+	if want := []int{0, 1, 0, 0, 1, 0}; !slices.Equal(got, want) {
+		t.Fatalf("rotation %v, want %v", got, want)
+	}
+	// An ineligible target's turns go to the next in the schedule.
+	ts[1].Eligible = false
+	for i := uint64(0); i < 3; i++ {
+		if f := RoundRobin(ts, i, sched, nil)[0]; f != 0 {
+			t.Fatalf("turn %d went to %d", i, f)
+		}
+	}
+}
+
+func TestSmoothSchedule(t *testing.T) {
+	for _, tc := range []struct {
+		w    []int
+		want []uint16
+	}{
+		{[]int{2, 1}, []uint16{0, 1, 0}},
+		{[]int{1, 1}, []uint16{0, 1}},
+		{[]int{2, 4}, []uint16{1, 0, 1}},
+		{[]int{5}, []uint16{0}},
+		{[]int{1, 3, 1}, []uint16{1, 0, 1, 2, 1}},
+	} {
+		if got := SmoothSchedule(tc.w); !slices.Equal(got, tc.want) {
+			t.Fatalf("%v: %v, want %v", tc.w, got, tc.want)
+		}
+	}
+	if n := len(SmoothSchedule([]int{1000, 999, 7})); n > maxSchedule+3 || n < 3 {
+		t.Fatalf("huge weights gave a cycle of %d", n)
 	}
 }

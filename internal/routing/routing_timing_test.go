@@ -23,6 +23,6 @@ func BenchmarkLiveRanking(b *testing.B) {
 			live = append(live, Live{Eligible: ok, Demoted: cands[i].Quota == quota.StatusApproaching, Score: s, Weight: 1})
 		}
 		n++
-		order = RoundRobin(live, n, order[:0])
+		order = RoundRobin(live, n, nil, order[:0])
 	}
 }
