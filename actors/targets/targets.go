@@ -17,6 +17,7 @@ package targets
 
 import (
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -67,10 +68,60 @@ type Handle struct {
 	// nanoseconds; 0 = free). The transport claims, the actor releases.
 	probes []atomic.Int64
 	opts   Options
+	// acc holds successes on clean targets between flushes; flushPending
+	// is set while a flush is scheduled.
+	acc          []successAcc
+	flushPending atomic.Bool
 }
 
-// Report sends an attempt outcome (fire-and-forget).
-func (h *Handle) Report(m *messages.AttemptFinished) { h.root.Send(h.pid, m) }
+// successAcc is the fast path of Report: a success on a target whose state
+// a success cannot change is only counted here, and the actor folds the
+// counts in at its next flush (at most CoalesceDelay later). Padding keeps
+// targets on separate cache lines.
+type successAcc struct {
+	n       atomic.Uint64
+	ttfbSum atomic.Int64 // nanoseconds
+	obs     atomic.Pointer[messages.QuotaObservation]
+	_       [40]byte
+}
+
+// CoalesceDelay bounds how long a success on a clean target waits before
+// the actor sees it (its count, TTFB and rate-limit headers).
+const CoalesceDelay = 20 * time.Millisecond
+
+// Report records an attempt outcome, fire-and-forget. Failures, probes and
+// successes on targets that are failing, cooling or half-open go to the
+// actor at once, in order; a success on a clean target (no failure streak,
+// circuit closed, no cooldown) changes no routing state, so it is
+// accumulated with atomics and the actor is woken at most once per
+// CoalesceDelay. Under load this turns one actor message (and goroutine
+// wake-up) per request into one per window.
+func (h *Handle) Report(m *messages.AttemptFinished) {
+	if m.Class == messages.OK && !m.Probe && !m.MidStream && h.clean(m.Target) {
+		a := &h.acc[m.Target]
+		a.ttfbSum.Add(int64(m.TTFB))
+		if m.Quota != nil && !m.Quota.Empty() {
+			a.obs.Store(m.Quota)
+		}
+		a.n.Add(1)
+		if !h.flushPending.Load() && h.flushPending.CompareAndSwap(false, true) {
+			h.root.Send(h.pid, flushSoon{})
+		}
+		return
+	}
+	h.root.Send(h.pid, m)
+}
+
+// clean reports whether the published state of target id is one a success
+// cannot change.
+func (h *Handle) clean(id int) bool {
+	s := h.snap.Load()
+	if s == nil || id < 0 || id >= len(s.Targets) || id >= len(h.acc) {
+		return false
+	}
+	t := &s.Targets[id]
+	return t.ConsecutiveFailures == 0 && !t.Open && (t.CoolUntil.IsZero() || t.CoolUntil.Before(s.At))
+}
 
 // Snapshot returns the latest published view.
 func (h *Handle) Snapshot() *Snapshot { return h.snap.Load() }
@@ -83,6 +134,13 @@ func (h *Handle) Stop() { _ = h.root.PoisonFuture(h.pid).Wait() }
 const PublishInterval = time.Second
 
 type tick struct{}
+
+// flushSoon asks the actor to fold the success accumulators in after
+// CoalesceDelay; flush does it.
+type (
+	flushSoon struct{}
+	flush     struct{}
+)
 
 type state struct {
 	attempts, successes uint64
@@ -114,7 +172,7 @@ func Spawn(system *actor.ActorSystem, names []string, clk clock.Clock) (*Handle,
 // SpawnWith starts the actor with breaker options.
 func SpawnWith(system *actor.ActorSystem, names []string, clk clock.Clock, o Options) (*Handle, error) {
 	o.defaults()
-	h := &Handle{root: system.Root, probes: make([]atomic.Int64, len(names)), opts: o}
+	h := &Handle{root: system.Root, probes: make([]atomic.Int64, len(names)), opts: o, acc: make([]successAcc, len(names))}
 	a := &targetsActor{h: h, clk: clk, names: names, st: make([]state, len(names))}
 	a.publish()
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), fmt.Sprintf("targets-%p", h))
@@ -133,13 +191,48 @@ func (a *targetsActor) Receive(ctx actor.Context) {
 		if a.cancel != nil {
 			a.cancel()
 		}
+		a.drain()
 	case *messages.AttemptFinished:
+		a.drain() // earlier fast-path successes first, to keep the order
 		a.observe(m)
+	case flushSoon:
+		scheduler.NewTimerScheduler(ctx).SendOnce(CoalesceDelay, ctx.Self(), flush{})
+	case flush:
+		a.h.flushPending.Store(false) // before draining: later reports schedule anew
+		a.drain()
 	case tick:
+		a.drain()
 		now := a.clk.Now()
 		if a.dirty || (!a.nextExpiry.IsZero() && !now.Before(a.nextExpiry)) {
 			a.publish()
 		}
+	}
+}
+
+// drain folds the fast-path successes into the state.
+func (a *targetsActor) drain() {
+	for i := range a.h.acc {
+		acc := &a.h.acc[i]
+		n := acc.n.Swap(0)
+		if n == 0 {
+			continue
+		}
+		sum := acc.ttfbSum.Swap(0)
+		if obs := acc.obs.Swap(nil); obs != nil && a.h.opts.OnObservation != nil {
+			a.h.opts.OnObservation(i, obs)
+		}
+		s := &a.st[i]
+		s.attempts += n
+		s.successes += n
+		mean := float64(sum) / float64(n) / float64(time.Millisecond)
+		if s.ttfbEWMA == 0 {
+			s.ttfbEWMA = mean
+		} else {
+			// n EWMA steps of weight 0.2 toward the window's mean.
+			s.ttfbEWMA += (1 - math.Pow(0.8, float64(n))) * (mean - s.ttfbEWMA)
+		}
+		s.errorRate *= math.Pow(0.9, float64(n))
+		a.dirty = true
 	}
 }
 

@@ -46,6 +46,8 @@ func TestOutcomesArePublished(t *testing.T) {
 		t.Fatalf("initial snapshot %+v", s)
 	}
 	at := clk.Now()
+	// Successes on a clean target take the coalesced fast path: the TTFB
+	// EWMA moves toward each window's mean (150 ms here).
 	h.Report(&messages.AttemptFinished{Target: 0, Class: messages.OK, TTFB: 100 * time.Millisecond, At: at})
 	h.Report(&messages.AttemptFinished{Target: 0, Class: messages.OK, TTFB: 200 * time.Millisecond, At: at})
 	h.Report(&messages.AttemptFinished{Target: 1, Class: messages.RateLimit, Status: 429, At: at})
@@ -53,7 +55,7 @@ func TestOutcomesArePublished(t *testing.T) {
 	// A failure publishes at once, carrying the earlier successes with it.
 	s := waitSnap(t, h, func(s *Snapshot) bool { return s.Targets[1].Attempts == 2 })
 	a, b := s.Targets[0], s.Targets[1]
-	if a.Attempts != 2 || a.Successes != 2 || a.ConsecutiveFailures != 0 || a.TTFBEWMAMillis != 0.2*200+0.8*100 {
+	if a.Attempts != 2 || a.Successes != 2 || a.ConsecutiveFailures != 0 || a.TTFBEWMAMillis != 150 {
 		t.Fatalf("target a %+v", a)
 	}
 	if b.ConsecutiveFailures != 2 || b.Failures["rate_limit"] != 1 || b.Failures["capacity"] != 1 || b.LastFailureClass != "capacity" || !b.LastFailureAt.Equal(at) {
@@ -73,4 +75,28 @@ func TestOutcomesArePublished(t *testing.T) {
 	h.Report(&messages.AttemptFinished{Target: 7, Class: messages.OK})
 	h.Report(&messages.AttemptFinished{Target: 0, Class: messages.Timeout, At: at})
 	waitSnap(t, h, func(s *Snapshot) bool { return s.Targets[0].Failures["timeout"] == 1 })
+}
+
+// TestSuccessesCoalesce: successes on a clean target are folded in by one
+// flush, not one message each, and none is lost.
+func TestSuccessesCoalesce(t *testing.T) {
+	sys := newSystem()
+	defer sys.Shutdown()
+	h, err := Spawn(sys, []string{"p/a/m"}, clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	for i := 0; i < 1000; i++ {
+		h.Report(&messages.AttemptFinished{Target: 0, Class: messages.OK, TTFB: time.Millisecond})
+	}
+	if !h.flushPending.Load() {
+		t.Fatal("no flush scheduled after fast-path successes")
+	}
+	// The flush (after CoalesceDelay) is not a failure: wait for the tick
+	// or the flush to publish.
+	s := waitSnap(t, h, func(s *Snapshot) bool { return s.Targets[0].Successes == 1000 })
+	if s.Targets[0].Attempts != 1000 || s.Targets[0].TTFBEWMAMillis != 1 {
+		t.Fatalf("after coalescing: %+v", s.Targets[0])
+	}
 }
