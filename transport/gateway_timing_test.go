@@ -18,7 +18,7 @@ import (
 
 // benchGateway runs an in-process mock and gateway on loopback and returns
 // the gateway's and the mock's addresses.
-func benchGateway(b *testing.B) (gwAddr, mockAddr string) {
+func benchGateway(b testing.TB) (gwAddr, mockAddr string) {
 	b.Helper()
 	m := mockprovider.New(mockprovider.Options{})
 	mockAddr, err := m.Start("127.0.0.1:0")

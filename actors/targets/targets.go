@@ -72,6 +72,7 @@ type Handle struct {
 	// is set while a flush is scheduled.
 	acc          []successAcc
 	flushPending atomic.Bool
+	stopped      atomic.Bool
 }
 
 // successAcc is the fast path of Report: a success on a target whose state
@@ -97,6 +98,9 @@ const CoalesceDelay = 20 * time.Millisecond
 // CoalesceDelay. Under load this turns one actor message (and goroutine
 // wake-up) per request into one per window.
 func (h *Handle) Report(m *messages.AttemptFinished) {
+	if h.stopped.Load() {
+		return // a request finishing during shutdown: nothing left to route
+	}
 	if m.Class == messages.OK && !m.Probe && !m.MidStream && h.clean(m.Target) {
 		a := &h.acc[m.Target]
 		a.ttfbSum.Add(int64(m.TTFB))
@@ -126,8 +130,12 @@ func (h *Handle) clean(id int) bool {
 // Snapshot returns the latest published view.
 func (h *Handle) Snapshot() *Snapshot { return h.snap.Load() }
 
-// Stop stops the actor and waits for it.
-func (h *Handle) Stop() { _ = h.root.PoisonFuture(h.pid).Wait() }
+// Stop stops the actor and waits for it. Reports after Stop are dropped
+// (rather than becoming dead letters).
+func (h *Handle) Stop() {
+	h.stopped.Store(true)
+	_ = h.root.PoisonFuture(h.pid).Wait()
+}
 
 // PublishInterval is how often successes alone are republished; failures
 // publish at once.
@@ -159,6 +167,8 @@ type targetsActor struct {
 	st     []state
 	dirty  bool
 	cancel scheduler.CancelFunc
+	// flushTimer cancels the scheduled flush, if any.
+	flushTimer scheduler.CancelFunc
 	// nextExpiry is the earliest cooldown end not yet republished.
 	nextExpiry time.Time
 }
@@ -191,12 +201,15 @@ func (a *targetsActor) Receive(ctx actor.Context) {
 		if a.cancel != nil {
 			a.cancel()
 		}
+		if a.flushTimer != nil {
+			a.flushTimer()
+		}
 		a.drain()
 	case *messages.AttemptFinished:
 		a.drain() // earlier fast-path successes first, to keep the order
 		a.observe(m)
 	case flushSoon:
-		scheduler.NewTimerScheduler(ctx).SendOnce(CoalesceDelay, ctx.Self(), flush{})
+		a.flushTimer = scheduler.NewTimerScheduler(ctx).SendOnce(CoalesceDelay, ctx.Self(), flush{})
 	case flush:
 		a.h.flushPending.Store(false) // before draining: later reports schedule anew
 		a.drain()

@@ -98,6 +98,12 @@ var (
 	ErrBusy = errors.New("upstream: connection pool exhausted")
 )
 
+// freshIdle is how long a pooled connection may have been idle and still
+// be used without checking that the provider kept it open: servers close
+// idle connections after seconds, not milliseconds, and the check costs a
+// syscall per request.
+const freshIdle = time.Second
+
 // maxConnWait bounds the wait for a free pooled connection.
 const maxConnWait = 2 * time.Second
 
@@ -223,7 +229,7 @@ func (c *Client) roundTrip(x *Exchange, stream bool, start time.Time) error {
 		// FIN waiting in the socket: drop it and take another. Requests are
 		// never re-sent after a failure (inference is not idempotent and
 		// costs money), so stale connections must be caught here.
-		if !cc.LastUseTime().IsZero() && cc.LastUseTime().After(cc.CreatedTime()) && peerClosed(cc.Conn()) {
+		if last := cc.LastUseTime(); last.After(cc.CreatedTime()) && time.Since(last) > freshIdle && peerClosed(cc.Conn()) {
 			c.hc.CloseConn(cc)
 			continue
 		}

@@ -186,7 +186,7 @@ func TestStaleConnectionNotUsed(t *testing.T) {
 	c := client(ln.Addr().String(), time.Second, time.Second)
 	defer c.Close()
 	for i := 0; i < 3; i++ {
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(freshIdle + 50*time.Millisecond) // idle long enough to be checked
 		x, err := do(t, c, nil, false)
 		if err != nil || string(x.Resp.Body()) != "ok" {
 			t.Fatalf("exchange %d: %v", i, err)
