@@ -12,6 +12,7 @@ import (
 	"github.com/omniroute/gateway/internal/admission"
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/messages"
 )
@@ -67,6 +68,18 @@ func (g *Gateway) startLanes() error {
 		return err
 	}
 	a.lanes = h
+	if g.pressure != nil {
+		// Memory pressure feeds the adaptive limit too: critical halves it
+		// at once (once per window), high stops growth.
+		g.pressure.Subscribe(func(st *pressure.State) {
+			switch st.Severity {
+			case pressure.High:
+				h.ObservePressure(admission.PressureHigh, st.Reason)
+			case pressure.Critical:
+				h.ObservePressure(admission.PressureCritical, st.Reason)
+			}
+		})
+	}
 	a.defaultClass = admission.Class(g.opts.Env.Lanes.DefaultClass)
 	a.tenantClass = map[tenant.ID]admission.Class{}
 	byName := map[string]string{}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/transport"
 )
 
 // enforceEnv pins the limit so that exactly one small non-streaming chat
@@ -440,4 +441,19 @@ func TestAdmissionHealthAndMetricsShowLanes(t *testing.T) {
 		}
 	}
 	wg.Wait()
+}
+
+// TestMemoryPressureCutsTheAdaptiveLimit: a critical memory-pressure
+// sample (here an OOM kill in the cgroup) halves the adaptive limit at once.
+func TestMemoryPressureCutsTheAdaptiveLimit(t *testing.T) {
+	g := startGateway(t, testFile(t, ""), map[string]string{"ADAPTIVE_ADMISSION_MODE": "enforce"})
+	if l := g.admissionNumber("currentLimit"); l != 64 {
+		t.Fatalf("initial limit %v", l)
+	}
+	base := transport.PressureSample{GoUsed: 1 << 20, GoLimit: -1, CgroupCurrent: -1, CgroupFile: -1, CgroupMax: -1, CgroupHigh: -1, PSISome: -1, PSIFull: -1}
+	g.gw.Pressure().Observe(base) // baselines the OOM counters
+	oom := base
+	oom.OOMKill = 1
+	g.gw.Pressure().Observe(oom)
+	waitFor(t, "the limit to be cut by ×0.5", func() bool { return g.admissionNumber("currentLimit") == 32 })
 }
