@@ -123,6 +123,12 @@ func runFanout(ctx context.Context, r *Runner, s *report.Scenario) error {
 			name := f.load.ID
 			vals, _ = PerRound(n, func(round int) (float64, bool) { return cellValue(s, f.load.ID, g, round, upstreamPerAnswer) })
 			s.Figures = append(s.Figures, figure("Upstream calls per answered request, "+name+", "+g, "", vals))
+			vals, _ = PerRound(n, func(round int) (float64, bool) {
+				return cellValue(s, f.load.ID, g, round, func(c *report.Cell) (float64, bool) {
+					return 100 * float64(c.Summary.OK) / float64(c.Summary.Answered), c.Summary.Answered > 0
+				})
+			})
+			s.Figures = append(s.Figures, figure("Answers that were 200, "+name+", "+g, "%", vals))
 			vals, _ = PerRound(n, loadRatio(cpuPerReq("mock")))
 			s.Figures = append(s.Figures, figure("Mock CPU per request, "+name+" / single, "+g, "×", vals))
 			vals, _ = PerRound(n, loadRatio(throughput))
