@@ -73,6 +73,7 @@ func runFanout(ctx context.Context, r *Runner, s *report.Scenario) error {
 		fusion.ID: append(append([]string(nil), fanoutPanel...), fanoutJudge),
 		fan.ID:    fanoutPriority,
 	}
+	limits := map[string][]float64{}
 	for round := 1; round <= r.cfg.Rounds; round++ {
 		for _, t := range Rotate(env.Targets, round-1) {
 			for _, l := range Rotate(s.Loads, round-1) {
@@ -80,6 +81,12 @@ func runFanout(ctx context.Context, r *Runner, s *report.Scenario) error {
 					CountUpstream: upstream[l.ID]}
 				if _, err := r.Measure(ctx, env, s, t, cs); err != nil {
 					return err
+				}
+				// The adaptive limit right after the cell: upstream errors
+				// (the combo's failing targets) cut it.
+				if a, err := admissionHealth(t.Addr); err == nil && a.Mode == "enforce" {
+					key := t.Label + "/" + l.ID
+					limits[key] = append(limits[key], float64(a.CurrentLimit))
 				}
 			}
 		}
@@ -140,6 +147,15 @@ func runFanout(ctx context.Context, r *Runner, s *report.Scenario) error {
 			})
 			s.Figures = append(s.Figures, figure("Added p50 of "+name+" over single, "+g, "ms", vals))
 		}
+	}
+	for _, v := range r.cfg.Variants {
+		g := GatewayLabel(v.Name)
+		for _, l := range s.Loads {
+			if vals := limits[g+"/"+l.ID]; len(vals) > 0 {
+				s.Figures = append(s.Figures, figure("Admission limit right after the "+l.ID+" cell, "+g, "cost units", vals))
+			}
+		}
+		s.Figures = append(s.Figures, admissionFigures(env.Target(g))...)
 	}
 	return env.Stop()
 }
