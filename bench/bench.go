@@ -67,6 +67,17 @@ type Config struct {
 	// MaxRate caps every open-loop rate (0: no cap); the smoke test uses it
 	// to keep the overload cell tiny.
 	MaxRate float64 `json:"max_rate,omitempty"`
+	// LanesFull runs bench/lanes' full-length scenarios (noisy-neighbour,
+	// interactive-batch, fanout-lanes: about 75 s together); false runs
+	// their few-second smoke variants. LanesScale multiplies their offered
+	// rates and the mock's slots (1 when 0).
+	LanesFull  bool    `json:"lanes_full"`
+	LanesScale float64 `json:"lanes_scale,omitempty"`
+	// LargeBody: concurrent uploads, body size in MiB and the gateway's
+	// GOMEMLIMIT of the largebody scenario.
+	LargeBodyUploads  int    `json:"largebody_uploads"`
+	LargeBodyMiB      int    `json:"largebody_mib"`
+	LargeBodyMemLimit string `json:"largebody_memlimit"`
 
 	// CPUProfile builds the gateway with the benchpprof tag and saves a CPU
 	// profile of each variant during the first closed-loop passthrough cell.
@@ -92,7 +103,8 @@ func DefaultConfig() Config {
 		Concurrency: 64, Rates: []float64{200, 1000},
 		Streams: 64, StreamLatencyMS: 20, StreamChunks: 20, StreamGapMS: 5,
 		OverloadFactor: 2, OverloadLatencyMS: 10, OverloadWorkers: 4096,
-		FanoutConcurrency: 16,
+		FanoutConcurrency: 16, LanesFull: true, LanesScale: 1,
+		LargeBodyUploads: 200, LargeBodyMiB: 10, LargeBodyMemLimit: "512MiB",
 	}
 }
 
@@ -123,6 +135,12 @@ func (c *Config) validate() error {
 	}
 	if c.OverloadCapacity < 0 || c.MaxRate < 0 {
 		errs = append(errs, "--overload-capacity and --max-rate must not be negative")
+	}
+	if c.LanesScale < 0 {
+		errs = append(errs, "--lanes-scale must not be negative")
+	}
+	if c.LargeBodyUploads < 1 || c.LargeBodyMiB < 1 || c.LargeBodyMemLimit == "" {
+		errs = append(errs, "--largebody-uploads and --largebody-mib must be at least 1 and --largebody-memlimit not empty")
 	}
 	if c.NoiseLimit <= 0 {
 		errs = append(errs, "--noise-limit must be positive")
@@ -167,7 +185,7 @@ func Run(ctx context.Context, cfg Config) (*report.Report, error) {
 		Machine: machine(), Settings: cfg, AllowNoisy: cfg.AllowNoisy, Unavailable: unavailable,
 	}
 	for _, v := range cfg.Variants {
-		rep.Variants = append(rep.Variants, report.Variant{Name: v.Name, Env: v.Env})
+		rep.Variants = append(rep.Variants, report.Variant{Name: v.Name, Env: v.Env, Description: v.Description})
 	}
 
 	if cfg.Binaries != nil {

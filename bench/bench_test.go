@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/omniroute/gateway/bench/lanes"
 	"github.com/omniroute/gateway/bench/loadgen"
 	"github.com/omniroute/gateway/bench/report"
 	"github.com/omniroute/gateway/internal/config"
@@ -15,7 +16,18 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
 
+// withUnavailable registers a scenario this build cannot run for the
+// duration of a test (every issue's scenario is wired in now, so the
+// "not available" path has no real example left).
+func withUnavailable(t *testing.T, name string) {
+	t.Helper()
+	saved := registry
+	Register(Scenario{Name: name, Order: 99, Default: true, Unavailable: "registered by " + t.Name()})
+	t.Cleanup(func() { registry = saved })
+}
+
 func TestSelectScenarios(t *testing.T) {
+	withUnavailable(t, "future")
 	run, unavailable, err := selectScenarios(nil)
 	if err != nil || len(run) == 0 {
 		t.Fatalf("default set: %v, %v", run, err)
@@ -28,17 +40,20 @@ func TestSelectScenarios(t *testing.T) {
 			t.Fatalf("default set has %+v", s)
 		}
 	}
-	for _, name := range []string{"noisy-neighbour", "interactive-batch", "largebody", "fusion"} {
+	if len(unavailable) != 1 || unavailable[0].Name != "future" {
+		t.Errorf("unavailable: %+v, want only \"future\"", unavailable)
+	}
+	for _, name := range []string{"noisy-neighbour", "interactive-batch", "fanout-lanes", "largebody", "fanout", "overload"} {
 		found := false
-		for _, u := range unavailable {
-			found = found || u.Name == name
+		for _, s := range run {
+			found = found || s.Name == name
 		}
 		if !found {
-			t.Errorf("%s is not listed as unavailable", name)
+			t.Errorf("%s is not in the default set", name)
 		}
 	}
-	run, _, err = selectScenarios([]string{"fanout", "passthrough", "largebody"})
-	if err != nil || len(run) != 2 || run[0].Name != "passthrough" || run[1].Name != "fanout" {
+	run, _, err = selectScenarios([]string{"fanout", "future", "passthrough", "largebody"})
+	if err != nil || len(run) != 3 || run[0].Name != "passthrough" || run[1].Name != "fanout" || run[2].Name != "largebody" {
 		t.Fatalf("explicit selection: %v, %v", run, err)
 	}
 	if _, _, err := selectScenarios([]string{"nope"}); err == nil || !strings.Contains(err.Error(), "passthrough") {
@@ -157,13 +172,19 @@ func TestGatewayConfigIsValid(t *testing.T) {
 	b := gatewayConfig("127.0.0.1:9", map[string]ModelSpec{
 		"fast": {Targets: []string{""}},
 		"fan3": {Strategy: "priority", Targets: []string{"fail-a", "fail-b", "ok-y"}},
+		"fusion3": {Strategy: "fusion", Targets: []string{"panel-a", "panel-b", "panel-c"},
+			Fusion: &FusionSpec{Quorum: 3, Judge: "fusion-judge"}},
+		"fusion-judge": {Targets: []string{"judge"}},
 	})
 	f, err := config.DecodeFile(bytes.NewReader(b))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, b)
 	}
-	if len(f.Models) != 2 || len(f.Models["fan3"].Targets) != 3 {
+	if len(f.Models) != 4 || len(f.Models["fan3"].Targets) != 3 {
 		t.Fatalf("%+v", f.Models)
+	}
+	if fu := f.Models["fusion3"].Fusion; fu == nil || fu.Quorum != 3 || fu.Judge != "fusion-judge" || f.Models["fusion3"].Strategy != "fusion" {
+		t.Fatalf("fusion model: %+v", f.Models["fusion3"])
 	}
 }
 
@@ -175,11 +196,62 @@ func TestVariantsDefineAdmission(t *testing.T) {
 	if !names["admission-off"] || !names["admission-on"] {
 		t.Fatalf("variants %v", names)
 	}
-	on := Variants[1].Env
-	if on["ADAPTIVE_ADMISSION_MODE"] != "enforce" || on["OMNIROUTE_CHAT_VIRTUAL_LANES"] != "true" {
-		t.Fatalf("admission-on: %v", on)
+	off, on := Variants[0], Variants[1]
+	if off.Env["ADAPTIVE_ADMISSION_MODE"] != "off" || len(off.Env) != 1 {
+		t.Fatalf("admission-off: %v (the ingest budget has no switch; only the controller is turned off)", off.Env)
+	}
+	if on.Env["ADAPTIVE_ADMISSION_MODE"] != "enforce" || on.Env["OMNIROUTE_CHAT_VIRTUAL_LANES"] != "true" {
+		t.Fatalf("admission-on: %v", on.Env)
+	}
+	// Both values must be accepted by the gateway's own parser.
+	for _, v := range Variants {
+		vars := map[string]string{"OMNIROUTE_TENANT_SECRET": "omniroute-bench-tenant-secret-0123456789"}
+		for k, val := range v.Env {
+			vars[k] = val
+		}
+		if _, err := config.LoadEnv(vars); err != nil {
+			t.Fatalf("%s: %v", v.Name, err)
+		}
+		if v.Description == "" {
+			t.Fatalf("%s has no description", v.Name)
+		}
 	}
 	if throughputGoalOf("admission-on") != 0.55 || throughputGoalOf("other") != 0.60 {
 		t.Fatal("throughput goals")
+	}
+}
+
+// TestRequestCost pins the adaptive controller's price of the benchmark's
+// small request, which sizes the overload scenario's knee limit.
+func TestRequestCost(t *testing.T) {
+	if c := requestCost(chatBody("knee", false)); c != 7 {
+		t.Fatalf("cost %d, want 7 (base, body, tokens, messages, fan-out, non-streaming class)", c)
+	}
+}
+
+func TestLanesCheck(t *testing.T) {
+	v := 1.2
+	tests := []struct {
+		name   string
+		in     lanes.Check
+		full   bool
+		status string
+	}{
+		{"pass", lanes.Check{Name: "x", OK: true, Smoke: true, Value: &v, Goal: "≤ 1.5", Unit: "×"}, false, report.Pass},
+		{"fail", lanes.Check{Name: "x", OK: false, Smoke: true, Value: &v, Goal: "≤ 1", Unit: "×"}, true, report.Fail},
+		{"full-run gate in a smoke run", lanes.Check{Name: "x", OK: false, Smoke: false, Value: &v, Goal: "≤ 1"}, false, report.NA},
+		{"full-run gate in a full run", lanes.Check{Name: "x", OK: false, Smoke: false, Value: &v, Goal: "≤ 1"}, true, report.Fail},
+		{"no value", lanes.Check{Name: "x", OK: true, Smoke: true}, true, report.NA},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := lanesCheck("id", tc.in, tc.full)
+			if c.Status != tc.status || (c.Value == nil) != (c.Status == report.NA) || c.Goal == "" || c.Metric != "x" {
+				t.Fatalf("%+v", c)
+			}
+			if c.Value != nil && *c.Value != v {
+				t.Fatalf("value %v", *c.Value)
+			}
+		})
 	}
 }

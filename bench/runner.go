@@ -62,6 +62,14 @@ func (r *Runner) logf(format string, args ...any) {
 type ModelSpec struct {
 	Strategy string
 	Targets  []string
+	// Fusion configures a "fusion" model (nil: the gateway's defaults).
+	Fusion *FusionSpec
+}
+
+// FusionSpec is a fusion model's "fusion" object.
+type FusionSpec struct {
+	Quorum int    `json:"quorum,omitempty"`
+	Judge  string `json:"judge,omitempty"`
 }
 
 // GatewaySpec is one gateway process of an environment.
@@ -165,43 +173,9 @@ func (r *Runner) StartEnv(ctx context.Context, s *report.Scenario, spec EnvSpec)
 		e.Targets = append(e.Targets, &Target{Label: TargetR, Addr: p.Addr, Proc: p})
 	}
 	for _, g := range spec.Gateways {
-		cfgPath := filepath.Join(r.cfg.Out, "logs", s.Name+"-"+strings.ReplaceAll(g.Label, " ", "_")+".json")
-		if err := os.WriteFile(cfgPath, gatewayConfig(mock.Addr, g.Models), 0o644); err != nil {
-			return fail(fmt.Errorf("write gateway config: %w", err))
-		}
-		dataDir, err := os.MkdirTemp(r.work, "data-")
-		if err != nil {
+		if _, err := r.startGateway(ctx, e, s, g); err != nil {
 			return fail(err)
 		}
-		env := map[string]string{
-			"OMNIROUTE_LISTEN":        "127.0.0.1:0",
-			"OMNIROUTE_CONFIG":        cfgPath,
-			"OMNIROUTE_DATA_DIR":      dataDir,
-			"OMNIROUTE_TENANT_SECRET": "omniroute-bench-tenant-secret-0123456789",
-			"OMNIROUTE_LOG_LEVEL":     "warn",
-		}
-		for _, v := range r.cfg.Variants {
-			if v.Name == g.Variant {
-				for k, val := range v.Env {
-					env[k] = val
-				}
-			}
-		}
-		for k, val := range g.Env {
-			env[k] = val
-		}
-		if r.cfg.CPUProfile {
-			env["OMNIROUTE_BENCH_PPROF_LISTEN"] = "127.0.0.1:0"
-		}
-		p, err := procs.Start(ctx, procs.Spec{
-			Name: g.Label, Exe: r.bins.Gateway, Env: envList(env),
-			Ready: "omniroute listening on http://", Log: logPath(g.Label),
-		})
-		if err != nil {
-			return fail(err)
-		}
-		e.procs = append(e.procs, p)
-		e.Targets = append(e.Targets, &Target{Label: g.Label, Addr: p.Addr, Proc: p, pprof: p.Extra["benchpprof"]})
 	}
 	if err := sleep(ctx, r.cfg.Settle); err != nil {
 		return fail(err)
@@ -214,6 +188,71 @@ func (r *Runner) StartEnv(ctx context.Context, s *report.Scenario, spec EnvSpec)
 		s.Idle = append(s.Idle, report.Proc{Role: "idle", Name: p.Name, Pid: p.Pid, PeakRSS: m.RSS, MeanRSS: m.RSS, HWM: m.HWM})
 	}
 	return e, nil
+}
+
+// AddGateway starts one more gateway in front of e's mock (for a scenario
+// whose gateway settings depend on a measurement), waits Settle and records
+// its idle memory.
+func (r *Runner) AddGateway(ctx context.Context, e *Env, s *report.Scenario, g GatewaySpec) (*Target, error) {
+	t, err := r.startGateway(ctx, e, s, g)
+	if err != nil {
+		return nil, err
+	}
+	if err := sleep(ctx, r.cfg.Settle); err != nil {
+		return nil, err
+	}
+	m, err := procstat.ReadMemory(t.Proc.Pid)
+	if err != nil {
+		return nil, err
+	}
+	s.Idle = append(s.Idle, report.Proc{Role: "idle", Name: t.Proc.Name, Pid: t.Proc.Pid, PeakRSS: m.RSS, MeanRSS: m.RSS, HWM: m.HWM})
+	return t, nil
+}
+
+// startGateway starts gateway g in front of e's mock and adds it to e.
+func (r *Runner) startGateway(ctx context.Context, e *Env, s *report.Scenario, g GatewaySpec) (*Target, error) {
+	logPath := func(name string) string {
+		return filepath.Join(r.cfg.Out, "logs", s.Name+"-"+strings.ReplaceAll(name, " ", "_")+".log")
+	}
+	cfgPath := filepath.Join(r.cfg.Out, "logs", s.Name+"-"+strings.ReplaceAll(g.Label, " ", "_")+".json")
+	if err := os.WriteFile(cfgPath, gatewayConfig(e.Mock.Addr, g.Models), 0o644); err != nil {
+		return nil, fmt.Errorf("write gateway config: %w", err)
+	}
+	dataDir, err := os.MkdirTemp(r.work, "data-")
+	if err != nil {
+		return nil, err
+	}
+	env := map[string]string{
+		"OMNIROUTE_LISTEN":        "127.0.0.1:0",
+		"OMNIROUTE_CONFIG":        cfgPath,
+		"OMNIROUTE_DATA_DIR":      dataDir,
+		"OMNIROUTE_TENANT_SECRET": "omniroute-bench-tenant-secret-0123456789",
+		"OMNIROUTE_LOG_LEVEL":     "warn",
+	}
+	for _, v := range r.cfg.Variants {
+		if v.Name == g.Variant {
+			for k, val := range v.Env {
+				env[k] = val
+			}
+		}
+	}
+	for k, val := range g.Env {
+		env[k] = val
+	}
+	if r.cfg.CPUProfile {
+		env["OMNIROUTE_BENCH_PPROF_LISTEN"] = "127.0.0.1:0"
+	}
+	p, err := procs.Start(ctx, procs.Spec{
+		Name: g.Label, Exe: r.bins.Gateway, Env: envList(env),
+		Ready: "omniroute listening on http://", Log: logPath(g.Label),
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.procs = append(e.procs, p)
+	t := &Target{Label: g.Label, Addr: p.Addr, Proc: p, pprof: p.Extra["benchpprof"]}
+	e.Targets = append(e.Targets, t)
+	return t, nil
 }
 
 func envList(m map[string]string) []string {
@@ -233,8 +272,9 @@ func gatewayConfig(mockAddr string, models map[string]ModelSpec) []byte {
 		Model      string `json:"model,omitempty"`
 	}
 	type model struct {
-		Strategy string   `json:"strategy,omitempty"`
-		Targets  []target `json:"targets"`
+		Strategy string      `json:"strategy,omitempty"`
+		Targets  []target    `json:"targets"`
+		Fusion   *FusionSpec `json:"fusion,omitempty"`
 	}
 	ms := map[string]model{}
 	for name, m := range models {
@@ -242,7 +282,7 @@ func gatewayConfig(mockAddr string, models map[string]ModelSpec) []byte {
 		for _, t := range m.Targets {
 			ts = append(ts, target{Connection: "mock/default", Model: t})
 		}
-		ms[name] = model{Strategy: m.Strategy, Targets: ts}
+		ms[name] = model{Strategy: m.Strategy, Targets: ts, Fusion: m.Fusion}
 	}
 	cfg := map[string]any{
 		"providers": map[string]any{
@@ -277,6 +317,9 @@ type CellSpec struct {
 	// Profile saves a CPU profile of the target (benchpprof builds only)
 	// to this file under the output directory.
 	Profile string
+	// CountUpstream names upstream models whose requests at the mock are
+	// counted over the measured phase (into Cell.Upstream).
+	CountUpstream []string
 }
 
 // Seed derives a reproducible seed for (scenario, load, round): the same
@@ -337,6 +380,13 @@ func (r *Runner) Measure(ctx context.Context, e *Env, s *report.Scenario, t *Tar
 		prof = make(chan error, 1)
 		go func() { prof <- fetchProfile(ctx, t.pprof, shape.Duration, filepath.Join(r.cfg.Out, cs.Profile)) }()
 	}
+	var upstreamBefore mockprovider.Stats
+	if len(cs.CountUpstream) > 0 {
+		var err error
+		if upstreamBefore, err = e.MockAdmin.Stats(); err != nil {
+			return nil, fmt.Errorf("read mock stats: %w", err)
+		}
+	}
 	selfBefore := procstat.SelfCPU()
 	sampler := procstat.StartSampler(pids, 100*time.Millisecond)
 	res, err := loadgen.Run(ctx, c, cs.Spec, shape)
@@ -347,6 +397,16 @@ func (r *Runner) Measure(ctx context.Context, e *Env, s *report.Scenario, t *Tar
 	}
 	sum := loadgen.Summarize(res, cs.Spec.Stream)
 	cell := &report.Cell{Load: cs.Load.ID, Target: t.Label, Round: cs.Round, Summary: sum}
+	if len(cs.CountUpstream) > 0 {
+		after, err := e.MockAdmin.Stats()
+		if err != nil {
+			return nil, fmt.Errorf("read mock stats: %w", err)
+		}
+		cell.Upstream = map[string]int64{}
+		for _, m := range cs.CountUpstream {
+			cell.Upstream[m] = after.Models[m].Requests - upstreamBefore.Models[m].Requests
+		}
+	}
 	perReq := func(d time.Duration, n int64) float64 {
 		if n <= 0 {
 			return 0

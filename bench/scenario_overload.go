@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/omniroute/gateway/bench/loadgen"
@@ -66,11 +67,42 @@ func runOverload(ctx context.Context, r *Runner, s *report.Scenario) error {
 		}
 		capacity[v.Name] = cell.Summary.Throughput
 	}
-	slots := map[string]int{}
+	// One run per variant, plus, for a variant whose adaptive controller
+	// enforces, the same variant with its limit started at the upstream's
+	// knee: the default initial limit (64 cost units, 9 of the benchmark's
+	// requests) is far below this mock's slots, and the limit grows by one
+	// unit per window, so the default run measures the initial limit; the
+	// knee run measures the admission mechanism at a limit that fits.
+	type run struct {
+		variant, label, model string
+		capacity              float64
+		slots                 int
+	}
+	var runs []run
+	cost := requestCost(chatBody("knee", false))
 	models := map[string]mockprovider.Behavior{}
 	for _, v := range r.cfg.Variants {
-		slots[v.Name] = max(1, int(math.Ceil(capacity[v.Name]*float64(r.cfg.OverloadLatencyMS)/1000)))
-		models["knee-"+v.Name] = mockprovider.Behavior{LatencyMS: r.cfg.OverloadLatencyMS, Slots: slots[v.Name], OverSlots: "queue"}
+		slots := max(1, int(math.Ceil(capacity[v.Name]*float64(r.cfg.OverloadLatencyMS)/1000)))
+		runs = append(runs, run{variant: v.Name, label: GatewayLabel(v.Name), model: "knee-" + v.Name, capacity: capacity[v.Name], slots: slots})
+		if v.Env["ADAPTIVE_ADMISSION_MODE"] != "enforce" {
+			continue
+		}
+		limit := int64(slots) * cost
+		name := v.Name + "-knee"
+		g := GatewaySpec{Label: GatewayLabel(name), Variant: v.Name,
+			Env: map[string]string{
+				"ADAPTIVE_ADMISSION_INITIAL_LIMIT": fmt.Sprint(limit),
+				"ADAPTIVE_ADMISSION_MAX_LIMIT":     fmt.Sprint(max(limit, 1000)),
+			},
+			Models: map[string]ModelSpec{"knee": {Targets: []string{"knee-" + name}}}}
+		if _, err := r.AddGateway(ctx, env, s, g); err != nil {
+			return err
+		}
+		runs = append(runs, run{variant: v.Name + ", limit at knee", label: g.Label, model: "knee-" + name, capacity: capacity[v.Name], slots: slots})
+		s.Figures = append(s.Figures, figure("Initial admission limit of "+g.Label+" (slots × "+fmt.Sprint(cost)+", the cost of one request)", "cost units", []float64{float64(limit)}))
+	}
+	for _, rn := range runs {
+		models[rn.model] = mockprovider.Behavior{LatencyMS: r.cfg.OverloadLatencyMS, Slots: rn.slots, OverSlots: "queue"}
 	}
 	if err := env.MockAdmin.SetBehavior(mockprovider.BehaviorUpdate{Models: models}); err != nil {
 		return fmt.Errorf("configure the mock's slots: %w", err)
@@ -79,23 +111,23 @@ func runOverload(ctx context.Context, r *Runner, s *report.Scenario) error {
 	steady := report.Load{ID: "steady", Label: "open loop at 0.5× capacity"}
 	over := report.Load{ID: "overload", Label: fmt.Sprintf("open loop at %g× capacity", r.cfg.OverloadFactor)}
 	s.Loads = append(s.Loads, steady, over)
-	for _, v := range r.cfg.Variants {
-		s.Targets = append(s.Targets, GatewayLabel(v.Name))
+	for _, rn := range runs {
+		s.Targets = append(s.Targets, rn.label)
 	}
 	spec := chatSpec("knee", false, "overload", r)
 	for round := 1; round <= r.cfg.Rounds; round++ {
-		for _, v := range Rotate(r.cfg.Variants, round-1) {
-			t := env.Target(GatewayLabel(v.Name))
+		for _, rn := range Rotate(runs, round-1) {
+			t := env.Target(rn.label)
 			for _, l := range []struct {
 				load   report.Load
 				factor float64
 			}{{steady, 0.5}, {over, r.cfg.OverloadFactor}} {
 				cs := CellSpec{Load: l.load, Round: round, Spec: spec, Warmup: l.load.ID == steady.ID,
-					Shape: loadgen.Load{Rate: capacity[v.Name] * l.factor, Workers: r.cfg.OverloadWorkers}}
+					Shape: loadgen.Load{Rate: rn.capacity * l.factor, Workers: r.cfg.OverloadWorkers}}
 				if _, err := r.Measure(ctx, env, s, t, cs); err != nil {
 					return err
 				}
-				if err := env.waitMockIdle(ctx, "knee-"+v.Name, r.cfg.Timeout); err != nil {
+				if err := env.waitMockIdle(ctx, rn.model, r.cfg.Timeout); err != nil {
 					return err
 				}
 			}
@@ -103,9 +135,9 @@ func runOverload(ctx context.Context, r *Runner, s *report.Scenario) error {
 	}
 
 	n := r.cfg.Rounds
-	for _, v := range r.cfg.Variants {
-		g := GatewayLabel(v.Name)
-		cp := capacity[v.Name]
+	for _, rn := range runs {
+		g := rn.label
+		cp := rn.capacity
 		note := ""
 		if k := saturatedRounds(s, over.ID, g); k > 0 {
 			note = fmt.Sprintf("generator saturated in %d of %d round(s): the offered rate was not achieved on time, so part of the latency and timeouts is the generator's", k, n)
@@ -114,7 +146,7 @@ func runOverload(ctx context.Context, r *Runner, s *report.Scenario) error {
 			return func(round int) (float64, bool) { return cellValue(s, over.ID, g, round, f) }
 		}
 		vals, _ := PerRound(n, overCell(func(c *report.Cell) (float64, bool) { return c.Summary.Throughput / cp, true }))
-		s.Checks = append(s.Checks, NewCheck("overload-goodput", s.Name, v.Name, "Goodput at overload / capacity",
+		s.Checks = append(s.Checks, NewCheck("overload-goodput", s.Name, rn.variant, "Goodput at overload / capacity",
 			AtLeast(0.9), "×", vals, note))
 		vals, _ = PerRound(n, overCell(func(c *report.Cell) (float64, bool) {
 			m := &c.Summary
@@ -124,17 +156,21 @@ func runOverload(ctx context.Context, r *Runner, s *report.Scenario) error {
 			}
 			return 100 * float64(m.RejectionsRetryAfter) / float64(excess), true
 		}))
-		s.Checks = append(s.Checks, NewCheck("overload-rejected", s.Name, v.Name,
+		s.Checks = append(s.Checks, NewCheck("overload-rejected", s.Name, rn.variant,
 			"Unserved requests answered 429/503 with Retry-After", Exactly(100), "%", vals, note))
 		vals, sk := PerRound(n, overCell(func(c *report.Cell) (float64, bool) {
 			return c.Summary.RejectionLatency.P99, c.Summary.RejectionLatency.N > 0
 		}))
-		s.Checks = append(s.Checks, NewCheck("overload-reject-p99", s.Name, v.Name, "Rejection latency p99",
-			AtMost(rejectFastMS), "ms", vals, skippedNote(sk, "no 429/503 answers")))
+		rejNote := skippedNote(sk, "no 429/503 answers")
+		if note != "" {
+			rejNote = strings.TrimPrefix(rejNote+"; "+note, "; ")
+		}
+		s.Checks = append(s.Checks, NewCheck("overload-reject-p99", s.Name, rn.variant, "Rejection latency p99",
+			AtMost(rejectFastMS), "ms", vals, rejNote))
 		vals, _ = PerRound(n, overCell(func(c *report.Cell) (float64, bool) {
 			return float64(c.Summary.Timeouts + c.Summary.NotSent), true
 		}))
-		s.Checks = append(s.Checks, NewCheck("overload-timeouts", s.Name, v.Name,
+		s.Checks = append(s.Checks, NewCheck("overload-timeouts", s.Name, rn.variant,
 			fmt.Sprintf("Client timeouts (%s, incl. arrivals never sent within it)", r.cfg.Timeout), Exactly(0), "", vals, note))
 		// The steady state is the smallest steady-cell peak: a process
 		// rarely gives memory back, so a later round's steady cell starts
@@ -152,11 +188,11 @@ func runOverload(ctx context.Context, r *Runner, s *report.Scenario) error {
 			}
 			return float64(o.Proc("proxy").PeakRSS) / float64(steadyRSS), true
 		})
-		s.Checks = append(s.Checks, NewCheck("overload-rss", s.Name, v.Name, "Peak RSS at overload / steady state (smallest steady-cell peak)",
+		s.Checks = append(s.Checks, NewCheck("overload-rss", s.Name, rn.variant, "Peak RSS at overload / steady state (smallest steady-cell peak)",
 			AtMost(2), "×", vals, skippedNote(sk, "no memory samples")))
 
 		s.Figures = append(s.Figures, figure("Capacity of "+g, "req/s", []float64{cp}),
-			figure("Mock slots for "+g, "", []float64{float64(slots[v.Name])}))
+			figure("Mock slots for "+g, "", []float64{float64(rn.slots)}))
 		vals, _ = PerRound(n, overCell(func(c *report.Cell) (float64, bool) { return c.Summary.Rate, true }))
 		s.Figures = append(s.Figures, figure("Offered rate at overload, "+g, "req/s", vals))
 		vals, _ = PerRound(n, overCell(func(c *report.Cell) (float64, bool) { return c.Summary.Throughput, true }))
@@ -165,15 +201,48 @@ func runOverload(ctx context.Context, r *Runner, s *report.Scenario) error {
 			return float64(c.Summary.LateSends), c.Summary.SendLag != nil
 		}))
 		s.Figures = append(s.Figures, figure("Generator sends more than 1 ms late at overload, "+g, "", vals))
+		vals, _ = PerRound(n, overCell(func(c *report.Cell) (float64, bool) {
+			return c.Summary.RejectionService.P99, c.Summary.RejectionService.N > 0
+		}))
+		s.Figures = append(s.Figures, figure("Rejection p99 from the actual send (without the generator's lag), "+g, "ms", vals))
+		vals, _ = PerRound(n, overCell(func(c *report.Cell) (float64, bool) {
+			if c.Summary.SendLag == nil {
+				return 0, false
+			}
+			return c.Summary.SendLag.P99, true
+		}))
+		s.Figures = append(s.Figures, figure("Generator send lag p99 at overload, "+g, "ms", vals))
+		s.Figures = append(s.Figures, admissionFigures(env.Target(g))...)
 	}
 	if st, err := env.MockAdmin.Stats(); err == nil {
-		for _, v := range r.cfg.Variants {
-			m := st.Models["knee-"+v.Name]
-			s.Figures = append(s.Figures, figure("Mock max in flight behind "+GatewayLabel(v.Name)+" (slots "+fmt.Sprint(slots[v.Name])+")",
+		for _, rn := range runs {
+			m := st.Models[rn.model]
+			s.Figures = append(s.Figures, figure("Mock max in flight behind "+rn.label+" (slots "+fmt.Sprint(rn.slots)+")",
 				"", []float64{float64(m.MaxInflight)}))
 		}
 	}
 	return env.Stop()
+}
+
+// admissionFigures reads what the adaptive controller of t did over the
+// scenario (its health at the end): the limit it ended at, the peak cost
+// it held, its admissions and its rejections by reason.
+func admissionFigures(t *Target) []report.Figure {
+	a, err := admissionHealth(t.Addr)
+	if err != nil || a.Mode == "off" {
+		return nil
+	}
+	one := func(v float64) []float64 { return []float64{v} }
+	out := []report.Figure{
+		figure(fmt.Sprintf("Admission (%s) limit at the end, %s", a.Mode, t.Label), "cost units", one(float64(a.CurrentLimit))),
+		figure("Admission peak in-flight cost (recent), "+t.Label, "cost units", one(float64(a.RecentPeakCost))),
+		figure("Admitted by the adaptive controller over the scenario, "+t.Label, "", one(float64(a.AdmittedCount))),
+		figure("Fan-out targets refused by the lanes (fanoutProbeSkipped), "+t.Label, "", one(float64(a.FanoutProbeSkipped))),
+	}
+	for _, k := range sortedKeys(a.RejectedByReason) {
+		out = append(out, figure(fmt.Sprintf("Rejected by the adaptive controller, %s, %s", k, t.Label), "", one(float64(a.RejectedByReason[k]))))
+	}
+	return out
 }
 
 // waitMockIdle waits until the mock has nothing in flight for model (what

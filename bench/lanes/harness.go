@@ -77,6 +77,12 @@ type Check struct {
 	OK     bool
 	Detail string
 	Smoke  bool
+	// Value is the measured figure the gate compares (nil when it could not
+	// be measured), Goal the gate as text ("≤ 1.5") and Unit its unit, so a
+	// report can show the number next to the verdict.
+	Value *float64 `json:",omitempty"`
+	Goal  string   `json:",omitempty"`
+	Unit  string   `json:",omitempty"`
 }
 
 // Report is a scenario's result.
@@ -103,6 +109,17 @@ func (r *Report) figure(name string, v float64, unit string) {
 
 func (r *Report) check(name string, ok, smoke bool, format string, args ...any) {
 	r.Checks = append(r.Checks, Check{Name: name, OK: ok, Smoke: smoke, Detail: fmt.Sprintf(format, args...)})
+}
+
+// checkv is check with the measured value and the gate as text; a NaN or
+// negative-infinite value (not measurable) is left out.
+func (r *Report) checkv(name string, value float64, goal, unit string, ok, smoke bool, format string, args ...any) {
+	r.check(name, ok, smoke, format, args...)
+	c := &r.Checks[len(r.Checks)-1]
+	c.Goal, c.Unit = goal, unit
+	if !math.IsNaN(value) && !math.IsInf(value, 0) {
+		c.Value = &value
+	}
 }
 
 // String renders the report as a small table.

@@ -77,8 +77,8 @@ type Report struct {
 	Forwarded int `json:"forwarded"`
 	ByteExact int `json:"byteExact"`
 	// Unexpected counts answers that are neither a success nor an
-	// admission rejection (503 chat_admission_busy or resource_pressure,
-	// 413 body_exceeds_budget), and transport errors.
+	// admission rejection (503 chat_admission_busy, resource_pressure or
+	// admission_*, 413 body_exceeds_budget), and transport errors.
 	Unexpected int `json:"unexpected"`
 	// MaxRejectLatency is the slowest admission rejection.
 	MaxRejectLatency time.Duration `json:"maxRejectLatencyNs"`
@@ -99,10 +99,15 @@ type Report struct {
 	Duration  time.Duration `json:"durationNs"`
 }
 
-// admissionRejection reports whether an answer is one of admission's.
+// admissionRejection reports whether an answer is one of admission's: the
+// ingest byte budget's, or (with ADAPTIVE_ADMISSION_MODE=enforce) the
+// adaptive controller's 503 admission_* codes, such as admission_oversized
+// for a body whose cost exceeds the limit while other requests run.
 func admissionRejection(status int, code string) bool {
 	switch {
 	case status == 503 && (code == "chat_admission_busy" || code == "resource_pressure"):
+		return true
+	case status == 503 && strings.HasPrefix(code, "admission_"):
 		return true
 	case status == 413 && code == "body_exceeds_budget":
 		return true
@@ -295,7 +300,7 @@ func startGateway(ctx context.Context, bin string, o Options, mockAddr string) (
 	}
 	cmd := exec.Command(bin, "serve")
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "GOMEMLIMIT=") && !strings.HasPrefix(kv, "OMNIROUTE_") && !strings.HasPrefix(kv, "GOGC=") {
+		if !inheritedSetting(kv) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
@@ -341,6 +346,18 @@ func startGateway(ctx context.Context, bin string, o Options, mockAddr string) (
 		g.stop()
 		return nil, ctx.Err()
 	}
+}
+
+// inheritedSetting reports whether kv is a setting of the caller's shell
+// that would change the gateway under test: OMNIROUTE_*, ADAPTIVE_ADMISSION_*
+// and the Go runtime's knobs. The scenario sets what it needs itself.
+func inheritedSetting(kv string) bool {
+	k, _, _ := strings.Cut(kv, "=")
+	switch k {
+	case "GOMEMLIMIT", "GOGC", "GOMAXPROCS", "GODEBUG", "HEAP_PRESSURE_THRESHOLD_MB":
+		return true
+	}
+	return strings.HasPrefix(k, "OMNIROUTE_") || strings.HasPrefix(k, "ADAPTIVE_ADMISSION_")
 }
 
 // exited describes how the gateway ended, or "" while it runs.

@@ -72,3 +72,25 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("the provider held %d bodies at once; a 16 MiB budget admits at most 4 of 4 MiB", r.MaxProviderInflight)
 	}
 }
+
+func TestAdmissionRejection(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		code   string
+		want   bool
+	}{
+		{503, "chat_admission_busy", true},
+		{503, "resource_pressure", true},
+		{413, "body_exceeds_budget", true},
+		{503, "admission_oversized", true},
+		{503, "admission_queue_full", true},
+		{503, "upstream_busy", false},
+		{502, "upstream_unavailable", false},
+		{413, "payload_too_large", false},
+		{429, "admission_queue_full", false},
+	} {
+		if got := admissionRejection(tc.status, tc.code); got != tc.want {
+			t.Errorf("%d %s: %v, want %v", tc.status, tc.code, got, tc.want)
+		}
+	}
+}

@@ -44,6 +44,9 @@ type Summary struct {
 	Rejections           int   `json:"rejections"`
 	RejectionsRetryAfter int   `json:"rejections_with_retry_after"`
 	RejectionLatency     Stats `json:"rejection_latency"`
+	// RejectionService is the same from the actual send (End-Start): the
+	// target's part of it, without the generator's lag behind schedule.
+	RejectionService Stats `json:"rejection_service"`
 
 	// Streams: time to the first content event of successful streams, and
 	// SSE data events received in total ([DONE] included).
@@ -83,7 +86,7 @@ func Summarize(r *Result, stream bool) Summary {
 		s.Mode, s.Rate, s.MaxBacklog = "open", r.Load.Rate, r.MaxBacklog
 	}
 	window := int64(r.Load.Duration)
-	var lat, rej, ttft, lag []int64
+	var lat, rej, rejSvc, ttft, lag []int64
 	var ttftHist Histogram
 	if stream {
 		ttftHist = NewHistogram()
@@ -137,6 +140,7 @@ func Summarize(r *Result, stream bool) Summary {
 				s.RejectionsRetryAfter++
 			}
 			rej = append(rej, rec.Latency())
+			rejSvc = append(rejSvc, rec.End-rec.Start)
 		}
 	}
 	if w := r.Load.Duration.Seconds(); w > 0 {
@@ -147,6 +151,7 @@ func Summarize(r *Result, stream bool) Summary {
 	}
 	s.Latency = StatsOf(lat)
 	s.RejectionLatency = StatsOf(rej)
+	s.RejectionService = StatsOf(rejSvc)
 	if stream {
 		st := StatsOf(ttft)
 		s.TTFT, s.TTFTHist = &st, &ttftHist

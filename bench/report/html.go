@@ -53,7 +53,7 @@ code{background:#f5f5f5;padding:1px 4px}.bad{background:#fde7e9;padding:8px;bord
 	w("<li>Build: <code>%s</code></li>", html.EscapeString(r.Build.Command))
 	w("<li>Started %s, took %s</li>", r.StartedAt.UTC().Format("2006-01-02 15:04:05 UTC"), r.FinishedAt.Sub(r.StartedAt).Round(1e9))
 	for _, v := range r.Variants {
-		w("<li>Variant <code>%s</code>: %s</li>", html.EscapeString(v.Name), html.EscapeString(strings.ReplaceAll(envText(v.Env), "`", "")))
+		w("<li>Variant <code>%s</code>: %s</li>", html.EscapeString(v.Name), html.EscapeString(strings.ReplaceAll(envText(v.Env), "`", "")+descText(v.Description)))
 	}
 	w("</ul>\n")
 	cls := "good"

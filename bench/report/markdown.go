@@ -18,7 +18,7 @@ func (r *Report) Markdown() string {
 	w("- Build: `%s`\n", r.Build.Command)
 	w("- Duration: %s\n", r.FinishedAt.Sub(r.StartedAt).Round(1e9))
 	for _, v := range r.Variants {
-		w("- Variant `%s`: %s\n", v.Name, envText(v.Env))
+		w("- Variant `%s`: %s%s\n", v.Name, envText(v.Env), descText(v.Description))
 	}
 	w("\n%s\n\n", r.verdict())
 
@@ -161,6 +161,14 @@ func envText(env map[string]string) string {
 		parts[i] = "`" + k + "=" + env[k] + "`"
 	}
 	return strings.Join(parts, " ")
+}
+
+// descText appends a variant's description to its environment.
+func descText(d string) string {
+	if d == "" {
+		return ""
+	}
+	return " — " + d
 }
 
 func orDash(s string) string {

@@ -58,6 +58,8 @@ type Build struct {
 type Variant struct {
 	Name string            `json:"name"`
 	Env  map[string]string `json:"env"`
+	// Description says what the variant turns on and off.
+	Description string `json:"description,omitempty"`
 }
 
 // Noise is the baseline stability check: the reference proxy's closed-loop
@@ -118,6 +120,10 @@ type Cell struct {
 	// the target's own process (absent for direct-to-mock), "mock" the
 	// provider, "generator" the benchmark process itself.
 	Procs []Proc `json:"procs"`
+	// Upstream counts the requests the mock received per upstream model
+	// during the measured phase, for cells that ask for it (fan-out: how
+	// many upstream calls one answered request cost).
+	Upstream map[string]int64 `json:"upstream_requests,omitempty"`
 }
 
 // Proc is one process's cost in a cell (or at idle).
