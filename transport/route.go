@@ -185,7 +185,10 @@ func (c *call) next(list []*catalog.Target) *catalog.Target {
 		i := p.order[p.pos]
 		p.pos++
 		t := list[i]
-		if !c.takeTarget(t, p.fanout) { // at its cap, or refused by the lanes
+		// The parent's admission covers its first dispatch, as for a
+		// single-target model; only the work beyond it (a fallback after a
+		// failure) is fan-out that the lanes may refuse under congestion.
+		if !c.takeTarget(t, p.fanout && p.attempts > 0) { // at its cap, or refused by the lanes
 			if p.pos > 1 {
 				c.fallbacks++
 			}

@@ -143,6 +143,7 @@ func (c *controller) laneOf(key tenant.ID) *laneInfo {
 
 // route sends a waiter to its tenant's lane, creating the lane on demand.
 func (c *controller) route(ctx actor.Context, w *waiter) {
+	c.adapt.NoteLimited()
 	info := c.laneOf(w.tenant)
 	if info == nil && c.cfg.VirtualLanes {
 		info = c.createLane(ctx, w.tenant)
@@ -349,6 +350,7 @@ func (c *controller) queued(info *laneInfo, cl admission.Class) int64 {
 }
 
 func (c *controller) onShadow(m *shadowQueue) {
+	c.adapt.NoteLimited() // enforce would have queued or refused it
 	if c.virtN >= c.cfg.MaxQueueCount || m.cost > c.cfg.MaxQueueCost-c.virtCost {
 		c.h.wouldReject.Add(1)
 		return

@@ -96,6 +96,9 @@ type WindowReport struct {
 	// Queueing is true when an increase was withheld because the window's
 	// latency sat above the no-queue baseline (a standing queue).
 	Queueing bool
+	// SlowStart is true when an increase was multiplicative because demand
+	// queued at the limit.
+	SlowStart bool
 }
 
 // Adapter is the adaptive limit: dual latency EWMAs, a utilisation integral
@@ -114,6 +117,7 @@ type Adapter struct {
 
 	completed, samples, drops int64
 	frozen                    bool
+	limited                   bool // demand queued or was refused at the limit this window
 	criticalUsed              bool
 	pressure                  Pressure
 
@@ -232,6 +236,17 @@ func (a *Adapter) observeLatency(d time.Duration) {
 	a.winSum += s
 }
 
+// NoteLimited records that demand exceeded the limit in the current window
+// (a request had to queue, or would have in shadow mode).
+func (a *Adapter) NoteLimited() { a.limited = true }
+
+// limitedGrowth is the slow-start factor: a window that was full, had
+// demand queued at the limit and showed no sign of congestion grows the
+// limit by this factor instead of one step. OmniRoute's one step per
+// window takes minutes to reach a provider's capacity from the default
+// 64 (a small request costs 6-7), refusing most of the traffic meanwhile.
+const limitedGrowth = 1.5
+
 // ObservePressure raises the window's pressure. Critical pressure cuts the
 // limit at once (×CriticalDecreaseFactor), once per window; it reports
 // whether the limit changed.
@@ -308,6 +323,10 @@ func (a *Adapter) CloseWindow(now time.Time, active int64) WindowReport {
 	case !a.frozen && a.pressure == PressureNormal && util >= a.cfg.HighUtilizationThreshold && a.completed > 0:
 		r.Rule = RuleIncrease
 		want := next + step
+		if a.limited {
+			want = max(want, int64(math.Ceil(float64(next)*limitedGrowth)))
+			r.SlowStart = true
+		}
 		if a.cfg.DriftGuardFactor > 0 {
 			guard := max(a.ceiling, int64(math.Floor(a.cfg.DriftGuardFactor*float64(a.RecentPeak()))))
 			if want > guard {
@@ -338,7 +357,7 @@ func (a *Adapter) CloseWindow(now time.Time, active int64) WindowReport {
 	}
 	a.winPeak = active
 	a.integral, a.completed, a.samples, a.drops, a.winSum = 0, 0, 0, 0, 0
-	a.frozen, a.criticalUsed, a.pressure = false, false, PressureNormal
+	a.frozen, a.criticalUsed, a.pressure, a.limited = false, false, PressureNormal, false
 	a.winStart, a.last = now, now
 	return r
 }

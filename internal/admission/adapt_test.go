@@ -223,3 +223,34 @@ func TestStandingQueueStopsGrowth(t *testing.T) {
 		t.Fatalf("queue gone: %+v", rep)
 	}
 }
+
+// TestQueuedDemandGrowsTheLimitFast: a full window whose demand queued at
+// the limit, with a clean latency signal, grows the limit ×1.5 (slow
+// start) instead of one step, so the default 64 reaches a provider's
+// capacity within seconds; without queued demand growth stays one step.
+func TestQueuedDemandGrowsTheLimitFast(t *testing.T) {
+	r := newRun(nil)
+	r.a.NoteLimited()
+	rep := r.window(64, 5, 100*time.Millisecond)
+	if rep.Rule != RuleIncrease || !rep.SlowStart || rep.After != 96 {
+		t.Fatalf("%+v, want ×1.5 to 96", rep)
+	}
+	limits := []int64{rep.After}
+	for i := 0; i < 5; i++ {
+		r.a.NoteLimited()
+		limits = append(limits, r.window(r.a.Limit(), 5, 100*time.Millisecond).After)
+	}
+	if got := limits[len(limits)-1]; got != 729 {
+		t.Fatalf("limits %v: want 64→96→…→729 in six windows", limits)
+	}
+	// The flag is per window: the next window without queued demand adds
+	// one step.
+	if rep := r.window(r.a.Limit(), 5, 100*time.Millisecond); rep.SlowStart || rep.After != 730 {
+		t.Fatalf("%+v, want one step to 730", rep)
+	}
+	// Congestion still cuts, queued demand or not.
+	r.a.NoteLimited()
+	if rep := r.window(r.a.Limit(), 5, 400*time.Millisecond); rep.Rule != RuleDecrease {
+		t.Fatalf("%+v, want a decrease on the latency spike", rep)
+	}
+}
