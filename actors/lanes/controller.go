@@ -143,7 +143,6 @@ func (c *controller) laneOf(key tenant.ID) *laneInfo {
 
 // route sends a waiter to its tenant's lane, creating the lane on demand.
 func (c *controller) route(ctx actor.Context, w *waiter) {
-	c.adapt.NoteLimited()
 	info := c.laneOf(w.tenant)
 	if info == nil && c.cfg.VirtualLanes {
 		info = c.createLane(ctx, w.tenant)
@@ -422,6 +421,9 @@ func (c *controller) closeWindow(ctx actor.Context) {
 		c.evict(ctx, info, LaneEvicted)
 	}
 	c.adapt.ObservePeak(c.h.gate.TakePeak())
+	if c.h.limited.Swap(false) {
+		c.adapt.NoteLimited()
+	}
 	rep := c.adapt.CloseWindow(now, c.h.gate.Stats().ActiveCost())
 	c.last = rep
 	c.publishLimit()

@@ -518,3 +518,35 @@ func TestLightLaneKeepsItsRecentDemand(t *testing.T) {
 		e.h.Release(&p.lease, success)
 	}
 }
+
+// TestQueuedDemandGrowsTheLimitByHalf: a full window in which a request
+// had to wait grows the limit ×1.5 (slow start), not one step.
+func TestQueuedDemandGrowsTheLimitByHalf(t *testing.T) {
+	e := start(t, nil) // limit 20
+	var ls []*Lease
+	for i := 0; i < 4; i++ {
+		l, r := e.acquire("a", admission.Interactive, 5)
+		if r != None {
+			t.Fatalf("acquire %d: %v", i, r.Code())
+		}
+		ls = append(ls, l)
+	}
+	waiting := e.acquireAsync("b", admission.Interactive, 5, nil) // the limit is full: it waits
+	waiting.still(t)
+	e.clk.Advance(900 * time.Millisecond)
+	e.h.Tick()
+	e.h.Sync()
+	e.h.Release(ls[0], success) // a completion in the window; the waiter takes the freed room
+	if r := waiting.wait(t); r != None {
+		t.Fatalf("waiter: %v", r.Code())
+	}
+	e.clk.Advance(100 * time.Millisecond)
+	e.h.CloseWindow()
+	s := e.until("grew", func(s *Snapshot) bool { return s.LastWindow.Rule != "hold" })
+	if s.CurrentLimit != 30 || s.LastWindow.Rule != "increase" {
+		t.Fatalf("limit %d after %+v; want ×1.5 to 30", s.CurrentLimit, s.LastWindow)
+	}
+	for _, l := range append(ls[1:], &waiting.lease) {
+		e.h.Release(l, success)
+	}
+}
