@@ -118,8 +118,13 @@ type Adapter struct {
 	completed, samples, drops int64
 	frozen                    bool
 	limited                   bool // demand queued or was refused at the limit this window
-	criticalUsed              bool
-	pressure                  Pressure
+	// ssthresh ends slow start, as in TCP: growth is multiplicative only
+	// below the level at which congestion was last seen, so the limit
+	// does not overshoot a provider's knee by half again every time.
+	ssthresh     int64
+	sinceCong    int // windows since the last congestion signal
+	criticalUsed bool
+	pressure     Pressure
 
 	winPeak int64
 	peaks   []int64 // peak in-flight cost of the last windows (ring)
@@ -137,6 +142,7 @@ func NewAdapter(cfg Config, now time.Time) *Adapter {
 	a := &Adapter{cfg: cfg, winStart: now, last: now}
 	a.limit = cfg.ClampedInitial()
 	a.ceiling = a.limit
+	a.ssthresh = cfg.MaxLimit
 	n := cfg.DriftGuardWindows
 	if n < 1 {
 		n = 1
@@ -242,7 +248,8 @@ func (a *Adapter) NoteLimited() { a.limited = true }
 
 // limitedGrowth is the slow-start factor: a window that was full, had
 // demand queued at the limit and showed no sign of congestion grows the
-// limit by this factor instead of one step. OmniRoute's one step per
+// limit by this factor instead of one step, up to the level where
+// congestion was last seen (ssthresh). OmniRoute's one step per
 // window takes minutes to reach a provider's capacity from the default
 // 64 (a small request costs 6-7), refusing most of the traffic meanwhile.
 const limitedGrowth = 1.5
@@ -323,8 +330,8 @@ func (a *Adapter) CloseWindow(now time.Time, active int64) WindowReport {
 	case !a.frozen && a.pressure == PressureNormal && util >= a.cfg.HighUtilizationThreshold && a.completed > 0:
 		r.Rule = RuleIncrease
 		want := next + step
-		if a.limited {
-			want = max(want, int64(math.Ceil(float64(next)*limitedGrowth)))
+		if a.limited && next < a.ssthresh {
+			want = max(want, min(a.ssthresh, int64(math.Ceil(float64(next)*limitedGrowth))))
 			r.SlowStart = true
 		}
 		if a.cfg.DriftGuardFactor > 0 {
@@ -343,6 +350,19 @@ func (a *Adapter) CloseWindow(now time.Time, active int64) WindowReport {
 			if r.Rule == RuleHold {
 				r.Rule = RuleRecover
 			}
+		}
+	}
+	// Remember where congestion showed (a cut, or growth held at a
+	// standing queue) as the end of slow start; forget it after a quiet
+	// minute, since providers change.
+	switch {
+	case r.Rule == RuleDecrease || r.Rule == RuleCritical:
+		a.ssthresh, a.sinceCong = max(a.cfg.MinLimit, int64(math.Floor(float64(r.Before)*0.9))), 0
+	case r.Queueing:
+		a.ssthresh, a.sinceCong = max(a.cfg.MinLimit, r.Before), 0
+	default:
+		if a.sinceCong++; a.sinceCong >= baselineWindows {
+			a.ssthresh = a.cfg.MaxLimit
 		}
 	}
 	a.limit = clamp(next, a.cfg.MinLimit, a.cfg.MaxLimit)

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"math"
 	"math/rand"
 	"testing"
 	"time"
@@ -250,7 +251,30 @@ func TestQueuedDemandGrowsTheLimitFast(t *testing.T) {
 	}
 	// Congestion still cuts, queued demand or not.
 	r.a.NoteLimited()
-	if rep := r.window(r.a.Limit(), 5, 400*time.Millisecond); rep.Rule != RuleDecrease {
-		t.Fatalf("%+v, want a decrease on the latency spike", rep)
+	rep = r.window(r.a.Limit(), 5, 400*time.Millisecond)
+	if rep.Rule != RuleDecrease || rep.After != 584 {
+		t.Fatalf("%+v, want a decrease to 584 on the latency spike", rep)
+	}
+	// The short latency EWMA still carries the spike, so the next window
+	// cuts again (584→467, ssthresh ⌊0.9×584⌋ = 525). Slow start then goes
+	// back up only to where congestion showed (×1.5 would be 701), and
+	// one step at a time after that.
+	var after []int64
+	for i := 0; i < 3; i++ {
+		r.a.NoteLimited()
+		after = append(after, r.window(r.a.Limit(), 5, 100*time.Millisecond).After)
+	}
+	if after[0] != 467 || after[1] != 525 || after[2] != 526 {
+		t.Fatalf("after the cut: %v, want 467 525 526", after)
+	}
+	// A quiet minute (baselineWindows windows with no congestion) forgets
+	// where congestion was, so slow start may grow past it again.
+	for i := 0; i < baselineWindows; i++ {
+		r.window(r.a.Limit(), 5, 100*time.Millisecond)
+	}
+	before := r.a.Limit()
+	r.a.NoteLimited()
+	if rep := r.window(before, 5, 100*time.Millisecond); !rep.SlowStart || rep.After != int64(math.Ceil(float64(before)*1.5)) {
+		t.Fatalf("%+v from %d, want ×1.5 after a quiet minute", rep, before)
 	}
 }
