@@ -223,13 +223,17 @@ func (c *controller) onLaneState(ctx actor.Context, m *laneState) {
 func (c *controller) onReleases(ctx actor.Context) { c.dispatch(ctx) }
 
 // drainReleases folds finished leases into the window statistics and the
-// lanes' holdings.
-func (c *controller) drainReleases(now time.Time) {
+// lanes' holdings. It reports whether the limit changed (a slow-start
+// probe whose answers queued is undone as soon as they show it).
+func (c *controller) drainReleases(now time.Time) bool {
 	active := c.h.gate.Stats().ActiveCost()
 	batch := c.h.done.drain()
+	changed := false
 	for i := range batch {
 		m := &batch[i]
-		c.adapt.Complete(now, active, m.c)
+		if c.adapt.Complete(now, active, m.c) {
+			changed = true
+		}
 		if m.queued && c.cfg.VirtualLanes {
 			if info := c.lanes[m.tenant]; info != nil {
 				info.flight[m.class] = max(0, info.flight[m.class]-m.cost)
@@ -248,6 +252,7 @@ func (c *controller) drainReleases(now time.Time) {
 			}
 		}
 	}
+	return changed
 }
 
 // dispatch grants freed capacity to lane heads, interactive first, each
@@ -255,7 +260,10 @@ func (c *controller) drainReleases(now time.Time) {
 func (c *controller) dispatch(ctx actor.Context) {
 	now := c.h.clk.Now()
 	c.nowNs = now.UnixNano()
-	c.drainReleases(now)
+	if c.drainReleases(now) {
+		c.publishLimit()
+		c.h.log.Debug("admission limit changed", "to", c.adapt.Limit(), "rule", "probe_undone")
+	}
 	for cl := range c.extra {
 		c.extra[cl] = c.laneReserve(admission.Class(cl), now)
 	}

@@ -57,6 +57,8 @@ type Window struct {
 	Drops       int64   `json:"drops"`
 	Guarded     bool    `json:"driftGuarded"`
 	Queueing    bool    `json:"standingQueue"`
+	SlowStart   bool    `json:"slowStart"`
+	Undone      bool    `json:"probeUndone"`
 }
 
 // Snapshot is the adaptiveAdmission section of GET /api/monitoring/health:
@@ -122,7 +124,8 @@ func (h *Handle) Snapshot() *Snapshot {
 		RejectedByReason: map[string]int64{}, Classes: map[string]ClassFigures{},
 		FanoutProbeSkipped: h.probeSkipped.Load(), TargetBusySkipped: h.targetSkipped.Load(), RecentPeakCost: v.recentPeak,
 		LastWindow: Window{Rule: v.last.Rule.String(), LimitBefore: v.last.Before, LimitAfter: v.last.After, Utilization: v.last.Utilization,
-			Gradient: v.last.Gradient, Completed: v.last.Completed, Samples: v.last.Samples, Drops: v.last.Drops, Guarded: v.last.Guarded, Queueing: v.last.Queueing},
+			Gradient: v.last.Gradient, Completed: v.last.Completed, Samples: v.last.Samples, Drops: v.last.Drops, Guarded: v.last.Guarded, Queueing: v.last.Queueing,
+			SlowStart: v.last.SlowStart, Undone: v.last.Undone},
 		LatencyBaseline: v.baseline,
 	}
 	if s.LaneTenants == nil {

@@ -99,6 +99,10 @@ type WindowReport struct {
 	// SlowStart is true when an increase was multiplicative because demand
 	// queued at the limit.
 	SlowStart bool
+	// Undone is true when the answers after a slow-start step showed a
+	// queue, so the step was taken back: mid-window to the level before it,
+	// or at the window's end to the knee estimate (see CloseWindow).
+	Undone bool
 }
 
 // Adapter is the adaptive limit: dual latency EWMAs, a utilisation integral
@@ -121,8 +125,20 @@ type Adapter struct {
 	// ssthresh ends slow start, as in TCP: growth is multiplicative only
 	// below the level at which congestion was last seen, so the limit
 	// does not overshoot a provider's knee by half again every time.
-	ssthresh     int64
-	sinceCong    int // windows since the last congestion signal
+	ssthresh  int64
+	sinceCong int // windows since the last congestion signal
+	// probeFrom is the limit before the last slow-start step (0: the last
+	// window was no such step). That step is a probe: once the answers
+	// admitted under it show a queue at the provider, the limit goes back
+	// to probeFrom at once instead of at the window's end, so a provider
+	// already at its knee sees the overshoot for a few round trips, not a
+	// whole window. probeSum and probeN are the latency samples since.
+	probeFrom    int64
+	probeSum     float64
+	probeN       int64
+	undone       bool                   // a probe was undone in this window
+	recent       [recentSamples]float64 // latest latency samples (ring), ms
+	recentAt     int
 	criticalUsed bool
 	pressure     Pressure
 
@@ -211,8 +227,8 @@ func (a *Adapter) Sample(now time.Time, active int64) {
 func (a *Adapter) ObservePeak(p int64) { a.winPeak = max(a.winPeak, p) }
 
 // Complete records a released lease. active is the in-flight cost after the
-// release.
-func (a *Adapter) Complete(now time.Time, active int64, c Completion) {
+// release. It reports whether the limit changed (a slow-start probe undone).
+func (a *Adapter) Complete(now time.Time, active int64, c Completion) bool {
 	a.Sample(now, active)
 	a.completed++
 	if c.Drops > 0 {
@@ -222,8 +238,77 @@ func (a *Adapter) Complete(now time.Time, active int64, c Completion) {
 		a.frozen = true // as OmniRoute: a failed request alone stops growth for the window
 	}
 	if c.Sampled && c.Outcome == Success {
-		a.observeLatency(c.Latency)
+		return a.observeLatency(c.Latency)
 	}
+	return false
+}
+
+// Probe check: the answers since a slow-start step are judged once there
+// are probeSamples of them; their mean more than probeTolerance above the
+// no-queue baseline means the step put requests in the provider's queue.
+// At ±30% answer-length noise the mean of 32 varies by about 3%, and the
+// baseline (the lowest recent window mean) sits a few percent low, so
+// 15% is well clear of noise and well below the +30-50% a real overshoot
+// shows.
+const (
+	probeSamples   = 32
+	probeTolerance = 0.15
+)
+
+// kneeEstimate is where a provider that queued at level starts queueing,
+// by Little's law: with the provider full, answers take mean instead of
+// base because level/mean of work is all it completes per unit of time, so
+// it keeps level×base/mean busy without a queue. The result is kept
+// between lo (known good) and hi-1 (queued), so one estimate never cuts
+// below the limit before the probe however noisy the latency.
+func kneeEstimate(level int64, base, mean float64, lo, hi int64) int64 {
+	k := hi - 1
+	if base > 0 && mean > base {
+		k = int64(math.Floor(float64(level) * base / mean))
+	}
+	return max(lo, min(k, hi-1))
+}
+
+// checkProbe undoes the last slow-start step when its answers queue: the
+// limit goes back at once, and slow start may later go only as far as the
+// knee the latest answers point to (the cumulative mean that tripped the
+// check still mixes in answers admitted before the step; the last
+// recentSamples do not), then one step a window.
+func (a *Adapter) checkProbe(s float64) bool {
+	if a.probeFrom == 0 {
+		return false
+	}
+	a.probeSum += s
+	a.probeN++
+	base := a.Baseline()
+	if a.probeN < probeSamples || base <= 0 || a.probeSum/float64(a.probeN) <= base*(1+probeTolerance) {
+		return false
+	}
+	stepped := a.limit
+	a.limit = clamp(a.probeFrom, a.cfg.MinLimit, a.cfg.MaxLimit)
+	a.ssthresh = max(a.cfg.MinLimit, kneeEstimate(stepped, base, a.recentMean(), a.limit, stepped))
+	a.sinceCong = 0
+	a.probeFrom = 0
+	a.undone = true
+	return true
+}
+
+// recentSamples is how many of the latest latency samples recentMean
+// averages: enough to damp ±30% answer-length noise to about ±5%.
+const recentSamples = 16
+
+func (a *Adapter) recentMean() float64 {
+	sum, n := 0.0, 0
+	for _, v := range a.recent {
+		if v > 0 {
+			sum += v
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
 }
 
 // observeLatency feeds one sample into the window's mean. OmniRoute moved
@@ -233,13 +318,16 @@ func (a *Adapter) Complete(now time.Time, active int64, c Completion) {
 // collapses) and the long one forgets within a tenth of a second (a limit
 // creeping past the provider's knee never shows a gradient). Both now
 // move once per window, toward the window's mean latency, by their alphas.
-func (a *Adapter) observeLatency(d time.Duration) {
+func (a *Adapter) observeLatency(d time.Duration) bool {
 	s := float64(d) / float64(time.Millisecond)
 	if math.IsNaN(s) || math.IsInf(s, 0) || s < 0 {
 		s = 0
 	}
 	a.samples++
 	a.winSum += s
+	a.recent[a.recentAt] = s
+	a.recentAt = (a.recentAt + 1) % recentSamples
+	return a.checkProbe(s)
 }
 
 // NoteLimited records that demand exceeded the limit in the current window
@@ -279,9 +367,12 @@ func (a *Adapter) ObservePressure(p Pressure) bool {
 // (short−long)/long ≥ LatencyGradientThreshold, or any drop →
 // ×DecreaseFactor; no drop or failure, normal pressure, utilisation ≥
 // HighUtilizationThreshold and at least one completion → +IncreaseStep,
-// capped by the drift guard. Then, on its own, a window at or below
-// LowUtilizationThreshold forgets the gradient (short := long) and, when
-// nothing completed, recovers one step toward the initial limit.
+// capped by the drift guard, ×1.5 (slow start, up to ssthresh) when demand
+// queued at the limit. A slow-start step is a probe: see checkProbe and the
+// standing-queue case below for how one that queues is taken back. Then,
+// on its own, a window at or below LowUtilizationThreshold forgets the
+// gradient (short := long) and, when nothing completed, recovers one step
+// toward the initial limit.
 func (a *Adapter) CloseWindow(now time.Time, active int64) WindowReport {
 	a.Sample(now, active)
 	elapsed := float64(now.Sub(a.winStart)) / float64(time.Millisecond)
@@ -317,16 +408,33 @@ func (a *Adapter) CloseWindow(now time.Time, active int64) WindowReport {
 		if !a.criticalUsed {
 			next = int64(math.Floor(float64(next) * a.cfg.CriticalDecreaseFactor))
 		}
-	case a.pressure == PressureHigh || (a.samples > 0 && gradient >= a.cfg.LatencyGradientThreshold) || a.drops > 0:
+	case a.pressure == PressureHigh || a.drops > 0 ||
+		(!a.undone && a.samples > 0 && gradient >= a.cfg.LatencyGradientThreshold):
 		r.Rule = RuleDecrease
 		next = int64(math.Floor(float64(next) * a.cfg.DecreaseFactor))
+		if a.probeFrom > 0 && a.probeFrom < next {
+			next, r.Undone = a.probeFrom, true // the step that caused it goes first
+		}
+	case a.undone:
+		// A probe was undone mid-window; its answers raised this window's
+		// latency, which says nothing more. Hold.
 	case !a.frozen && a.pressure == PressureNormal && util >= a.cfg.HighUtilizationThreshold && a.completed > 0 &&
 		base > 0 && mean > base*(1+queueHold):
 		// Full, and slower than without a queue: the provider is at its
 		// knee. The gradient cannot see a limit that creeps one step a
 		// window (each step adds a sliver of latency and the EWMAs follow),
-		// so growth stops here instead.
+		// so growth stops here instead. A slow-start step that led here
+		// is taken back to the knee the window's latency points to (a
+		// mild overshoot, or the mid-window check would have caught it),
+		// never below the level before the step. Only once: latency that
+		// stays high after that may be the gateway's own CPU or a slower
+		// provider, which a lower limit would not cure, so the limit
+		// holds as OmniRoute's does.
 		r.Queueing = true
+		if a.probeFrom > 0 {
+			next = kneeEstimate(a.limit, base, mean, a.probeFrom, a.limit)
+			r.Undone = true
+		}
 	case !a.frozen && a.pressure == PressureNormal && util >= a.cfg.HighUtilizationThreshold && a.completed > 0:
 		r.Rule = RuleIncrease
 		want := next + step
@@ -356,6 +464,9 @@ func (a *Adapter) CloseWindow(now time.Time, active int64) WindowReport {
 	// standing queue) as the end of slow start; forget it after a quiet
 	// minute, since providers change.
 	switch {
+	case a.undone: // checkProbe set it
+	case r.Undone:
+		a.ssthresh, a.sinceCong = max(a.cfg.MinLimit, next), 0
 	case r.Rule == RuleDecrease || r.Rule == RuleCritical:
 		a.ssthresh, a.sinceCong = max(a.cfg.MinLimit, int64(math.Floor(float64(r.Before)*0.9))), 0
 	case r.Queueing:
@@ -367,6 +478,11 @@ func (a *Adapter) CloseWindow(now time.Time, active int64) WindowReport {
 	}
 	a.limit = clamp(next, a.cfg.MinLimit, a.cfg.MaxLimit)
 	r.After = a.limit
+	r.Undone = r.Undone || a.undone
+	a.probeFrom, a.probeSum, a.probeN, a.undone = 0, 0, 0, false
+	if r.SlowStart && r.After > r.Before {
+		a.probeFrom = r.Before
+	}
 	a.lastUtil = util
 
 	a.peaks[a.peakAt] = a.winPeak

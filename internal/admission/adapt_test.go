@@ -278,3 +278,93 @@ func TestQueuedDemandGrowsTheLimitFast(t *testing.T) {
 		t.Fatalf("%+v from %d, want ×1.5 after a quiet minute", rep, before)
 	}
 }
+
+// TestSlowStartProbeIsUndoneWhenItQueues: a provider already at its knee
+// (the operator's initial limit) must not carry a ×1.5 overshoot for a
+// whole window. Once probeSamples answers after a slow-start step run
+// probeTolerance over the baseline the limit returns to where it was,
+// mid-window, and slow start may go only as far as the knee the latest
+// answers point to; answers within the tolerance leave the step in place.
+func TestSlowStartProbeIsUndoneWhenItQueues(t *testing.T) {
+	step := func() *fakeRun {
+		r := newRun(func(c *Config) { c.InitialLimit = 112 })
+		r.a.NoteLimited()
+		if rep := r.window(112, 100, 100*time.Millisecond); !rep.SlowStart || rep.After != 168 {
+			t.Fatalf("%+v, want a slow-start step to 168", rep)
+		}
+		return r
+	}
+	answer := func(r *fakeRun, ms int) bool {
+		return r.a.Complete(r.at(time.Millisecond), 168, Completion{Outcome: Success, Latency: time.Duration(ms) * time.Millisecond, Sampled: true})
+	}
+	// Answers just inside the tolerance do not undo the step.
+	r := step()
+	for i := 0; i < 2*probeSamples; i++ {
+		if answer(r, 112) {
+			t.Fatalf("answer %d at +12%% undid the probe", i)
+		}
+	}
+	if r.a.Limit() != 168 {
+		t.Fatalf("limit %d, want 168 kept", r.a.Limit())
+	}
+	// A provider whose knee is 112 answers 168 in flight 1.5× slower: the
+	// step is undone as soon as probeSamples answers are in, reported by
+	// Complete and by the window.
+	r = step()
+	undoneAt := -1
+	for i := 0; i < 2*probeSamples && undoneAt < 0; i++ {
+		if answer(r, 150) {
+			undoneAt = i
+		}
+	}
+	if undoneAt != probeSamples-1 || r.a.Limit() != 112 {
+		t.Fatalf("limit %d, undone at answer %d: want back to 112 at answer %d", r.a.Limit(), undoneAt, probeSamples-1)
+	}
+	rep := r.a.CloseWindow(r.at(500*time.Millisecond), 112)
+	if !rep.Undone || rep.Rule != RuleHold {
+		t.Fatalf("%+v, want the window to report the undone probe and hold", rep)
+	}
+	// Little's law puts the knee at 168×100/150 = 112, where the limit is:
+	// demand still queues, but growth is one step a window now.
+	r.a.NoteLimited()
+	if rep := r.window(r.a.Limit(), 100, 100*time.Millisecond); rep.SlowStart || rep.After != rep.Before+1 {
+		t.Fatalf("%+v, want one step after the undone probe", rep)
+	}
+}
+
+// TestSlowStartProbeQueueingAtWindowClose: with an overshoot too mild for
+// the mid-window check, a window that closes queueing after a slow-start
+// step goes to the knee its latency points to (Little's law) instead of
+// holding the overshoot, never below the level before the step.
+func TestSlowStartProbeQueueingAtWindowClose(t *testing.T) {
+	r := newRun(func(c *Config) { c.InitialLimit = 112 })
+	r.a.NoteLimited()
+	r.window(112, 10, 100*time.Millisecond)
+	if r.a.Limit() != 168 {
+		t.Fatalf("limit %d, want 168", r.a.Limit())
+	}
+	// 168 in flight answered 20% slower: the knee is ⌊168×100/120⌋ = 140.
+	rep := r.window(168, 10, 120*time.Millisecond)
+	if !rep.Queueing || !rep.Undone || rep.After != 140 {
+		t.Fatalf("%+v, want the step taken back to 140", rep)
+	}
+	// Still 10% slow at 140: the estimate is used once; after it the
+	// limit holds, since lasting latency may have other causes.
+	if rep := r.window(140, 10, 110*time.Millisecond); !rep.Queueing || rep.Undone || rep.After != 140 {
+		t.Fatalf("%+v, want a hold at 140", rep)
+	}
+	// A clean window after the step back: slow start is over (ssthresh is
+	// the knee found), so growth is one step.
+	r2 := newRun(func(c *Config) { c.InitialLimit = 112 })
+	r2.a.NoteLimited()
+	r2.window(112, 10, 100*time.Millisecond)
+	r2.window(168, 10, 120*time.Millisecond)
+	r2.a.NoteLimited()
+	if rep := r2.window(140, 10, 100*time.Millisecond); rep.SlowStart || rep.After != 141 {
+		t.Fatalf("%+v, want one step to 141 once the knee held", rep)
+	}
+	// Without a slow-start step before it, a queueing window only holds.
+	if rep := r2.window(141, 10, 110*time.Millisecond); !rep.Queueing || rep.Undone || rep.After != 141 {
+		t.Fatalf("%+v, want a hold at 141", rep)
+	}
+}
