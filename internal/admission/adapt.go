@@ -255,6 +255,20 @@ const (
 	probeTolerance = 0.15
 )
 
+// dropShare is the share of a window's completions that must have seen a
+// drop (an upstream 429, 5xx or timeout) for the window to cut the limit;
+// up to 100 completions a single drop does. A combo whose broken first
+// target is retried once per cooldown, in front of a healthy one serving a
+// thousand answers a second, would otherwise cut the limit every few
+// windows down to its minimum, throttling traffic that never touched the
+// broken target (breakers and cooldowns are what keep that one out); a
+// provider at its capacity refuses far more than 1%.
+const dropShare = 0.01
+
+func (a *Adapter) dropsCongest() bool {
+	return a.drops > 0 && float64(a.drops) >= dropShare*float64(a.completed)
+}
+
 // kneeEstimate is where a provider that queued at level starts queueing,
 // by Little's law: with the provider full, answers take mean instead of
 // base because level/mean of work is all it completes per unit of time, so
@@ -364,8 +378,9 @@ func (a *Adapter) ObservePressure(p Pressure) bool {
 //
 // In order, the first match of: critical pressure → ×CriticalDecreaseFactor
 // (unless already applied this window); high pressure, a latency gradient
-// (short−long)/long ≥ LatencyGradientThreshold, or any drop →
-// ×DecreaseFactor; no drop or failure, normal pressure, utilisation ≥
+// (short−long)/long ≥ LatencyGradientThreshold, or drops in at least
+// dropShare of the window's completions → ×DecreaseFactor; no failure,
+// normal pressure, utilisation ≥
 // HighUtilizationThreshold and at least one completion → +IncreaseStep,
 // capped by the drift guard, ×1.5 (slow start, up to ssthresh) when demand
 // queued at the limit. A slow-start step is a probe: see checkProbe and the
@@ -408,7 +423,7 @@ func (a *Adapter) CloseWindow(now time.Time, active int64) WindowReport {
 		if !a.criticalUsed {
 			next = int64(math.Floor(float64(next) * a.cfg.CriticalDecreaseFactor))
 		}
-	case a.pressure == PressureHigh || a.drops > 0 ||
+	case a.pressure == PressureHigh || a.dropsCongest() ||
 		(!a.undone && a.samples > 0 && gradient >= a.cfg.LatencyGradientThreshold):
 		r.Rule = RuleDecrease
 		next = int64(math.Floor(float64(next) * a.cfg.DecreaseFactor))

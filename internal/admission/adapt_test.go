@@ -131,6 +131,33 @@ func TestDropsCountAsCongestion(t *testing.T) {
 	}
 }
 
+// TestRareDropsAmongManyAnswersDoNotCut: a broken target retried once per
+// cooldown in front of a healthy one is not congestion; drops in 1% of a
+// window's completions are.
+func TestRareDropsAmongManyAnswersDoNotCut(t *testing.T) {
+	r := newRun(nil)
+	answer := func(drops int) {
+		r.a.Complete(r.at(time.Millisecond), 60, Completion{Outcome: Success, Latency: 50 * time.Millisecond, Sampled: true, Drops: drops})
+	}
+	for i := 0; i < 300; i++ {
+		answer(0)
+	}
+	answer(1)
+	answer(1)
+	if rep := r.a.CloseWindow(r.at(time.Second), 60); rep.Rule == RuleDecrease || rep.After < 64 || rep.Drops != 2 {
+		t.Fatalf("2 drops in 302 answers: %+v, want no cut", rep)
+	}
+	for i := 0; i < 300; i++ {
+		answer(0)
+	}
+	for i := 0; i < 4; i++ {
+		answer(1)
+	}
+	if rep := r.a.CloseWindow(r.at(time.Second), 60); rep.Rule != RuleDecrease {
+		t.Fatalf("4 drops in 304 answers: %+v, want a cut", rep)
+	}
+}
+
 func TestFastFailuresAndUnsampledCompletionsFeedNoLatency(t *testing.T) {
 	r := newRun(nil)
 	r.window(10, 3, 200*time.Millisecond)
