@@ -210,7 +210,7 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 		return attemptFailover, false
 	}
 	c.report(t, messages.OK, status, x.TTFB)
-	c.ttft = c.g.clk.Now().Sub(c.laneLease.AdmittedAt) // first token read: the stream's latency sample
+	c.ttft = c.g.clk.Now().Sub(c.sampleStart()) // first token read: the stream's latency sample
 	c.target = t
 	c.x = x
 	c.commitStream(x)

@@ -69,15 +69,20 @@ type call struct {
 	// admission (admission.go) and fan-out (fusion.go)
 	laneLease lanes.Lease
 	class     admission.Class
-	ttft      time.Duration // admission to first stream event
-	drops     int           // attempts that ended in a 429, 5xx or timeout
-	streamCut bool
-	shed      bool // the gateway refused the request after admission (targets busy)
-	tslot     int  // held target slot + 1; 0 = none
-	skips     int
-	skipped   [maxSkipNames]int32 // target ids skipped, for the header
-	alt       *bytebufferpool.ByteBuffer
-	altScan   jsonscan.Request
+	ttft      time.Duration // latency sample start (see sampleFrom) to first stream event
+	// sampleFrom, when set, replaces the admission time as the start of the
+	// latency sample: a fusion's judge exchange is one upstream round trip,
+	// comparable with any request's, where admission-to-answer would add the
+	// panel's and read a switch to fusion traffic as a latency spike.
+	sampleFrom time.Time
+	drops      int // attempts that ended in a 429, 5xx or timeout
+	streamCut  bool
+	shed       bool // the gateway refused the request after admission (targets busy)
+	tslot      int  // held target slot + 1; 0 = none
+	skips      int
+	skipped    [maxSkipNames]int32 // target ids skipped, for the header
+	alt        *bytebufferpool.ByteBuffer
+	altScan    jsonscan.Request
 }
 
 var callPool = sync.Pool{New: func() any { return &call{} }}

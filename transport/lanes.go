@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -200,10 +201,19 @@ func (c *call) releaseLane() {
 		if c.x != nil {
 			comp.Latency, comp.Sampled = c.ttft, c.ttft > 0
 		} else {
-			comp.Latency, comp.Sampled = c.g.clk.Now().Sub(c.laneLease.AdmittedAt), true
+			comp.Latency, comp.Sampled = c.g.clk.Now().Sub(c.sampleStart()), true
 		}
 	}
 	c.g.adm.lanes.Release(&c.laneLease, comp)
+}
+
+// sampleStart is where the request's latency sample starts: admission, or
+// the fusion judge's dispatch (see call.sampleFrom).
+func (c *call) sampleStart() time.Time {
+	if !c.sampleFrom.IsZero() {
+		return c.sampleFrom
+	}
+	return c.laneLease.AdmittedAt
 }
 
 // isDrop reports attempt outcomes that mean the provider is congested.

@@ -179,6 +179,29 @@ func TestStreamingLatencySampleIsTimeToFirstToken(t *testing.T) {
 	}
 }
 
+// TestFusionLatencySampleIsTheJudgeExchange: a fusion answers after its
+// panel and then its judge; sampling from admission would read every switch
+// to fusion traffic as a latency spike and cut the limit. The sample is the
+// judge's exchange, one upstream round trip like any other request's.
+func TestFusionLatencySampleIsTheJudgeExchange(t *testing.T) {
+	resetMock(t)
+	g := startGateway(t, testFile(t, fusionModels), nil)
+	b := fusionBehaviors()
+	b["m-p2"] = mockprovider.Behavior{Text: "beta", LatencyMS: 400}
+	b["m-judge"] = mockprovider.Behavior{Text: "verdict"}
+	setBehavior(t, b)
+	start := time.Now()
+	r := g.post("/v1/chat/completions", `{"model":"fuse-judged","messages":[{"role":"user","content":"q"}]}`)
+	took := time.Since(start)
+	if r.status != 200 || r.header.Get("X-OmniRoute-Target") != "mock/a/m-judge" || took < 400*time.Millisecond {
+		t.Fatalf("fusion: %d in %v, %v %s", r.status, took, r.header, r.body)
+	}
+	waitFor(t, "the release to be observed", func() bool { return g.admissionNumber("shortLatencyEwma") > 0 })
+	if ewma := g.admissionNumber("shortLatencyEwma"); ewma > 200 {
+		t.Fatalf("latency sample %.0f ms for a fusion whose judge answers at once (panel 400 ms, whole request %v): the panel was sampled", ewma, took)
+	}
+}
+
 func TestUpstreamRateLimitCountsAsADrop(t *testing.T) {
 	resetMock(t)
 	g := startGateway(t, testFile(t, ""), map[string]string{"ADAPTIVE_ADMISSION_MODE": "enforce", "ADAPTIVE_ADMISSION_WINDOW_MS": "100"})
@@ -366,7 +389,10 @@ func TestFusionQuorumAndJudge(t *testing.T) {
 	}
 }
 
-func TestFusionAllMembersSkippedByLanes(t *testing.T) {
+// TestFusionLanesSkipOnlyMembersBeyondTheQuorum: the parent's admission
+// covers the first quorum members; under congestion the lanes probe sheds
+// the rest, so an admitted fusion still answers.
+func TestFusionLanesSkipOnlyMembersBeyondTheQuorum(t *testing.T) {
 	resetMock(t)
 	// Limit 10: the parent (cost 9 with a panel of three) fits, but no
 	// member (cost 7 each, not streaming) fits beside it.
@@ -376,22 +402,53 @@ func TestFusionAllMembersSkippedByLanes(t *testing.T) {
 	})
 	setBehavior(t, fusionBehaviors())
 	r := g.post("/v1/chat/completions", `{"model":"fuse","messages":[{"role":"user","content":"q"}]}`)
-	if r.status != 503 || jsonField(t, r.body, "error", "message") != "All fusion panel members were skipped by admission lanes" ||
-		jsonField(t, r.body, "error", "code") != "fusion_panel_skipped" {
-		t.Fatalf("all skipped: %d %s", r.status, r.body)
+	if r.status != 200 || r.header.Get("X-OmniRoute-Fusion-Panel") != "answered=2; failed=0; skipped=1; quorum=2" {
+		t.Fatalf("quorum covered: %d %v %s", r.status, r.header, r.body)
 	}
-	if r.header.Get("X-OmniRoute-Skipped-Targets") != "mock/a/m-p1, mock/a/m-p2, mock/b/m-p3" {
+	if r.header.Get("X-OmniRoute-Skipped-Targets") != "mock/b/m-p3" {
 		t.Fatalf("skipped header %q", r.header.Get("X-OmniRoute-Skipped-Targets"))
 	}
-	if g.admissionNumber("fanoutProbeSkipped") != 3 {
+	if g.admissionNumber("fanoutProbeSkipped") != 1 {
 		t.Fatalf("fanoutProbeSkipped %v", g.admissionNumber("fanoutProbeSkipped"))
 	}
-	if st := mockStats(t); st.Totals.Requests != 0 {
-		t.Fatalf("skipped members reached the provider: %+v", st.Models)
+	if st := mockStats(t); st.Models["m-p3"].Requests != 0 || st.Models["m-p2"].Requests != 1 || st.Models["m-p1"].Requests != 2 {
+		t.Fatalf("want panel m-p1, m-p2 and the judge m-p1, nothing to the skipped m-p3: %+v", st.Models)
 	}
 	r = g.get("/metrics")
-	if !strings.Contains(string(r.body), "omniroute_admission_fanout_probe_skipped_total 3") {
+	if !strings.Contains(string(r.body), "omniroute_admission_fanout_probe_skipped_total 1") {
 		t.Fatal("metrics lack the fan-out probe counter")
+	}
+}
+
+// TestFusionAllMembersSkipped: every panel member at its max_concurrent
+// cap gives 503 fusion_panel_skipped at once, naming them, and nothing
+// reaches the provider.
+func TestFusionAllMembersSkipped(t *testing.T) {
+	resetMock(t)
+	g := startGateway(t, testFile(t, `,
+    "capfuse": {"strategy": "fusion", "targets": [{"connection": "mock/a", "model": "m-c1", "max_concurrent": 1}, {"connection": "mock/a", "model": "m-c2", "max_concurrent": 1}],
+      "fusion": {"quorum": 1}},
+    "c1": {"targets": [{"connection": "mock/a", "model": "m-c1"}]},
+    "c2": {"targets": [{"connection": "mock/a", "model": "m-c2"}]}`), nil)
+	setBehavior(t, map[string]mockprovider.Behavior{"m-c1": {LatencyMS: 600}, "m-c2": {LatencyMS: 600}})
+	first := g.postAsync("/v1/chat/completions", `{"model":"c1","messages":[]}`)
+	second := g.postAsync("/v1/chat/completions", `{"model":"c2","messages":[]}`)
+	waitFor(t, "both members busy", func() bool {
+		st := mockStats(t)
+		return st.Models["m-c1"].Inflight == 1 && st.Models["m-c2"].Inflight == 1
+	})
+	r := g.post("/v1/chat/completions", `{"model":"capfuse","messages":[{"role":"user","content":"q"}]}`)
+	if r.status != 503 || jsonField(t, r.body, "error", "code") != "fusion_panel_skipped" || r.header.Get("Retry-After") != "1" ||
+		!strings.Contains(jsonField(t, r.body, "error", "message").(string), "max_concurrent") {
+		t.Fatalf("all skipped: %d %v %s", r.status, r.header, r.body)
+	}
+	if r.header.Get("X-OmniRoute-Skipped-Targets") != "mock/a/m-c1, mock/a/m-c2" {
+		t.Fatalf("skipped header %q", r.header.Get("X-OmniRoute-Skipped-Targets"))
+	}
+	<-first
+	<-second
+	if st := mockStats(t); st.Models["m-c1"].Requests != 1 || st.Models["m-c2"].Requests != 1 {
+		t.Fatalf("skipped members reached the provider: %+v", st.Models)
 	}
 }
 
