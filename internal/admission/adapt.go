@@ -133,10 +133,14 @@ type Adapter struct {
 	// to probeFrom at once instead of at the window's end, so a provider
 	// already at its knee sees the overshoot for a few round trips, not a
 	// whole window. probeSum and probeN are the latency samples since.
-	probeFrom    int64
-	probeSum     float64
-	probeN       int64
-	undone       bool                   // a probe was undone in this window
+	probeFrom int64
+	probeSum  float64
+	probeN    int64
+	undone    bool // a probe was undone in this window
+	// descending is the level before a slow-start step that a window
+	// closing with a standing queue took back, for as long as the windows
+	// after it still queue (0: not descending); see CloseWindow.
+	descending   int64
 	recent       [recentSamples]float64 // latest latency samples (ring), ms
 	recentAt     int
 	criticalUsed bool
@@ -441,13 +445,16 @@ func (a *Adapter) CloseWindow(now time.Time, active int64) WindowReport {
 		// so growth stops here instead. A slow-start step that led here
 		// is taken back to the knee the window's latency points to (a
 		// mild overshoot, or the mid-window check would have caught it),
-		// never below the level before the step. Only once: latency that
-		// stays high after that may be the gateway's own CPU or a slower
-		// provider, which a lower limit would not cure, so the limit
-		// holds as OmniRoute's does.
+		// and so is each following window's limit while it still queues
+		// (the estimate from a window that mixes answers from before and
+		// after the step runs high), never below the level before the
+		// step: latency that stays high may also be the gateway's own CPU
+		// or a slower provider, which a lower limit would not cure. A
+		// standing queue with no slow-start step before it only holds, as
+		// OmniRoute's rule does.
 		r.Queueing = true
-		if a.probeFrom > 0 {
-			next = kneeEstimate(a.limit, base, mean, a.probeFrom, a.limit)
+		if lo := max(a.probeFrom, a.descending); lo > 0 {
+			next = kneeEstimate(a.limit, base, mean, lo, a.limit)
 			r.Undone = true
 		}
 	case !a.frozen && a.pressure == PressureNormal && util >= a.cfg.HighUtilizationThreshold && a.completed > 0:
@@ -494,6 +501,11 @@ func (a *Adapter) CloseWindow(now time.Time, active int64) WindowReport {
 	a.limit = clamp(next, a.cfg.MinLimit, a.cfg.MaxLimit)
 	r.After = a.limit
 	r.Undone = r.Undone || a.undone
+	lo := max(a.probeFrom, a.descending)
+	a.descending = 0
+	if r.Queueing && r.Undone {
+		a.descending = lo
+	}
 	a.probeFrom, a.probeSum, a.probeN, a.undone = 0, 0, 0, false
 	if r.SlowStart && r.After > r.Before {
 		a.probeFrom = r.Before

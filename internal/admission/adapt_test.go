@@ -362,7 +362,8 @@ func TestSlowStartProbeIsUndoneWhenItQueues(t *testing.T) {
 // TestSlowStartProbeQueueingAtWindowClose: with an overshoot too mild for
 // the mid-window check, a window that closes queueing after a slow-start
 // step goes to the knee its latency points to (Little's law) instead of
-// holding the overshoot, never below the level before the step.
+// holding the overshoot, and keeps descending while the windows after it
+// still queue, never below the level before the step.
 func TestSlowStartProbeQueueingAtWindowClose(t *testing.T) {
 	r := newRun(func(c *Config) { c.InitialLimit = 112 })
 	r.a.NoteLimited()
@@ -375,10 +376,18 @@ func TestSlowStartProbeQueueingAtWindowClose(t *testing.T) {
 	if !rep.Queueing || !rep.Undone || rep.After != 140 {
 		t.Fatalf("%+v, want the step taken back to 140", rep)
 	}
-	// Still 10% slow at 140: the estimate is used once; after it the
-	// limit holds, since lasting latency may have other causes.
-	if rep := r.window(140, 10, 110*time.Millisecond); !rep.Queueing || rep.Undone || rep.After != 140 {
-		t.Fatalf("%+v, want a hold at 140", rep)
+	// Still 10% slow at 140: ⌊140×100/110⌋ = 127.
+	if rep := r.window(140, 10, 110*time.Millisecond); !rep.Queueing || !rep.Undone || rep.After != 127 {
+		t.Fatalf("%+v, want a further descent to 127", rep)
+	}
+	// Still slow at 127 (something else): not below the pre-step 112.
+	if rep := r.window(127, 10, 130*time.Millisecond); !rep.Undone || rep.After != 112 {
+		t.Fatalf("%+v, want the descent floored at 112", rep)
+	}
+	// A clean window ends the descent; a standing queue after that holds.
+	r.window(112, 10, 100*time.Millisecond)
+	if rep := r.window(r.a.Limit(), 10, 110*time.Millisecond); !rep.Queueing || rep.Undone || rep.After != rep.Before {
+		t.Fatalf("%+v, want a hold once the descent ended", rep)
 	}
 	// A clean window after the step back: slow start is over (ssthresh is
 	// the knee found), so growth is one step.
