@@ -27,6 +27,9 @@ type controller struct {
 	lru    *list.List // most recently used first
 	nextID admission.LaneID
 	shared *laneInfo
+	// limited: a queued head found no room under the limit itself in this
+	// window (slow start); cleared at each window close.
+	limited bool
 
 	virtQ    []*virtEntry
 	virtIdx  map[uint64]*virtEntry
@@ -78,6 +81,13 @@ func newController(h *Handle, o Options) *controller {
 				return admission.Take
 			case admission.TooBig:
 				return admission.Drop
+			case admission.NoRoom:
+				// Demand waits at the limit itself (slow start may grow
+				// it); not when it waits only for room kept for another
+				// class's floor or another lane's recent demand, which a
+				// higher limit would hand to this queue past the provider's
+				// knee.
+				c.limited = true
 			}
 			return admission.Skip
 		}
@@ -429,8 +439,9 @@ func (c *controller) closeWindow(ctx actor.Context) {
 		c.evict(ctx, info, LaneEvicted)
 	}
 	c.adapt.ObservePeak(c.h.gate.TakePeak())
-	if c.h.limited.Swap(false) {
+	if c.limited {
 		c.adapt.NoteLimited()
+		c.limited = false
 	}
 	rep := c.adapt.CloseWindow(now, c.h.gate.Stats().ActiveCost())
 	c.last = rep

@@ -93,9 +93,6 @@ type Handle struct {
 	view    atomic.Pointer[view]
 	seq     atomic.Uint64
 	stopped atomic.Bool
-	// limited is set when a request had to wait at the limit; the controller
-	// reads and clears it at each window close (slow start).
-	limited atomic.Bool
 	sub     *eventstream.Subscription
 	stop    sync.Once
 	done    doneLog
@@ -262,9 +259,6 @@ func (h *Handle) shadowAcquire(t Ticket, l *Lease, now time.Time) {
 const waitGrace = 2 * time.Second
 
 func (h *Handle) wait(t Ticket, now time.Time) Reason {
-	if !h.limited.Load() {
-		h.limited.Store(true) // demand queued at the limit this window (slow start)
-	}
 	w := getWaiter(h)
 	gen := w.begin()
 	w.tenant, w.class, w.cost = t.Tenant, t.Class, t.Cost

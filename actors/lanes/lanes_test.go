@@ -519,9 +519,10 @@ func TestLightLaneKeepsItsRecentDemand(t *testing.T) {
 	}
 }
 
-// TestQueuedDemandGrowsTheLimitByHalf: a full window in which a request
-// had to wait grows the limit ×1.5 (slow start), not one step.
-func TestQueuedDemandGrowsTheLimitByHalf(t *testing.T) {
+// TestQueuedDemandGrowsTheLimitFast: a full window in which a request had
+// to wait at the limit grows it ×1.25 from the initial limit up (slow
+// start), not one step.
+func TestQueuedDemandGrowsTheLimitFast(t *testing.T) {
 	e := start(t, nil) // limit 20
 	var ls []*Lease
 	for i := 0; i < 4; i++ {
@@ -543,8 +544,8 @@ func TestQueuedDemandGrowsTheLimitByHalf(t *testing.T) {
 	e.clk.Advance(100 * time.Millisecond)
 	e.h.CloseWindow()
 	s := e.until("grew", func(s *Snapshot) bool { return s.LastWindow.Rule != "hold" })
-	if s.CurrentLimit != 30 || s.LastWindow.Rule != "increase" {
-		t.Fatalf("limit %d after %+v; want ×1.5 to 30", s.CurrentLimit, s.LastWindow)
+	if s.CurrentLimit != 25 || s.LastWindow.Rule != "increase" || !s.LastWindow.SlowStart {
+		t.Fatalf("limit %d after %+v; want slow start ×1.25 to 25", s.CurrentLimit, s.LastWindow)
 	}
 	for _, l := range append(ls[1:], &waiting.lease) {
 		e.h.Release(l, success)

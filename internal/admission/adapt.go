@@ -352,13 +352,29 @@ func (a *Adapter) observeLatency(d time.Duration) bool {
 // (a request had to queue, or would have in shadow mode).
 func (a *Adapter) NoteLimited() { a.limited = true }
 
-// limitedGrowth is the slow-start factor: a window that was full, had
-// demand queued at the limit and showed no sign of congestion grows the
-// limit by this factor instead of one step, up to the level where
-// congestion was last seen (ssthresh). OmniRoute's one step per
-// window takes minutes to reach a provider's capacity from the default
-// 64 (a small request costs 6-7), refusing most of the traffic meanwhile.
-const limitedGrowth = 1.5
+// Slow-start factors: a window that was full, had demand queued at the
+// limit and showed no sign of congestion grows the limit by a factor
+// instead of one step, up to the level where congestion was last seen
+// (ssthresh). OmniRoute's one step per window takes minutes to reach a
+// provider's capacity from the default 64 (a small request costs 6-7),
+// refusing most of the traffic meanwhile. Below the initial limit, which
+// the operator (or the default) vouches for, the limit regrows ×1.5;
+// above it every step probes unknown ground and is ×1.25, so a provider
+// already at its knee sees a quarter more work for the few round trips
+// the probe check needs, not half as much again (the noisy-neighbour
+// tenant's p99 is what a probe costs).
+const (
+	regrowFactor = 1.5
+	probeFactor  = 1.25
+)
+
+func (a *Adapter) slowStartStep(next int64) int64 {
+	f := probeFactor
+	if next < a.ceiling {
+		f = regrowFactor
+	}
+	return int64(math.Ceil(float64(next) * f))
+}
 
 // ObservePressure raises the window's pressure. Critical pressure cuts the
 // limit at once (×CriticalDecreaseFactor), once per window; it reports
@@ -461,7 +477,7 @@ func (a *Adapter) CloseWindow(now time.Time, active int64) WindowReport {
 		r.Rule = RuleIncrease
 		want := next + step
 		if a.limited && next < a.ssthresh {
-			want = max(want, min(a.ssthresh, int64(math.Ceil(float64(next)*limitedGrowth))))
+			want = max(want, min(a.ssthresh, a.slowStartStep(next)))
 			r.SlowStart = true
 		}
 		if a.cfg.DriftGuardFactor > 0 {

@@ -253,46 +253,47 @@ func TestStandingQueueStopsGrowth(t *testing.T) {
 }
 
 // TestQueuedDemandGrowsTheLimitFast: a full window whose demand queued at
-// the limit, with a clean latency signal, grows the limit ×1.5 (slow
+// the limit, with a clean latency signal, grows the limit by a factor (slow
 // start) instead of one step, so the default 64 reaches a provider's
-// capacity within seconds; without queued demand growth stays one step.
+// capacity within seconds: ×1.25 from the initial limit up, ×1.5 below it;
+// without queued demand growth stays one step.
 func TestQueuedDemandGrowsTheLimitFast(t *testing.T) {
 	r := newRun(nil)
 	r.a.NoteLimited()
 	rep := r.window(64, 5, 100*time.Millisecond)
-	if rep.Rule != RuleIncrease || !rep.SlowStart || rep.After != 96 {
-		t.Fatalf("%+v, want ×1.5 to 96", rep)
+	if rep.Rule != RuleIncrease || !rep.SlowStart || rep.After != 80 {
+		t.Fatalf("%+v, want ×1.25 to 80", rep)
 	}
 	limits := []int64{rep.After}
 	for i := 0; i < 5; i++ {
 		r.a.NoteLimited()
 		limits = append(limits, r.window(r.a.Limit(), 5, 100*time.Millisecond).After)
 	}
-	if got := limits[len(limits)-1]; got != 729 {
-		t.Fatalf("limits %v: want 64→96→…→729 in six windows", limits)
+	if got := limits[len(limits)-1]; got != 247 {
+		t.Fatalf("limits %v: want 64→80→100→125→157→197→247 in six windows", limits)
 	}
 	// The flag is per window: the next window without queued demand adds
 	// one step.
-	if rep := r.window(r.a.Limit(), 5, 100*time.Millisecond); rep.SlowStart || rep.After != 730 {
-		t.Fatalf("%+v, want one step to 730", rep)
+	if rep := r.window(r.a.Limit(), 5, 100*time.Millisecond); rep.SlowStart || rep.After != 248 {
+		t.Fatalf("%+v, want one step to 248", rep)
 	}
 	// Congestion still cuts, queued demand or not.
 	r.a.NoteLimited()
 	rep = r.window(r.a.Limit(), 5, 400*time.Millisecond)
-	if rep.Rule != RuleDecrease || rep.After != 584 {
-		t.Fatalf("%+v, want a decrease to 584 on the latency spike", rep)
+	if rep.Rule != RuleDecrease || rep.After != 198 {
+		t.Fatalf("%+v, want a decrease to 198 on the latency spike", rep)
 	}
 	// The short latency EWMA still carries the spike, so the next window
-	// cuts again (584→467, ssthresh ⌊0.9×584⌋ = 525). Slow start then goes
-	// back up only to where congestion showed (×1.5 would be 701), and
+	// cuts again (198→158, ssthresh ⌊0.9×198⌋ = 178). Slow start then goes
+	// back up only to where congestion showed (×1.25 would be 198), and
 	// one step at a time after that.
 	var after []int64
 	for i := 0; i < 3; i++ {
 		r.a.NoteLimited()
 		after = append(after, r.window(r.a.Limit(), 5, 100*time.Millisecond).After)
 	}
-	if after[0] != 467 || after[1] != 525 || after[2] != 526 {
-		t.Fatalf("after the cut: %v, want 467 525 526", after)
+	if after[0] != 158 || after[1] != 178 || after[2] != 179 {
+		t.Fatalf("after the cut: %v, want 158 178 179", after)
 	}
 	// A quiet minute (baselineWindows windows with no congestion) forgets
 	// where congestion was, so slow start may grow past it again.
@@ -301,14 +302,29 @@ func TestQueuedDemandGrowsTheLimitFast(t *testing.T) {
 	}
 	before := r.a.Limit()
 	r.a.NoteLimited()
-	if rep := r.window(before, 5, 100*time.Millisecond); !rep.SlowStart || rep.After != int64(math.Ceil(float64(before)*1.5)) {
-		t.Fatalf("%+v from %d, want ×1.5 after a quiet minute", rep, before)
+	if rep := r.window(before, 5, 100*time.Millisecond); !rep.SlowStart || rep.After != int64(math.Ceil(float64(before)*1.25)) {
+		t.Fatalf("%+v from %d, want ×1.25 after a quiet minute", rep, before)
+	}
+
+	// Below the initial limit (after a cut) the limit regrows ×1.5: that
+	// level was known good.
+	r = newRun(func(c *Config) { c.InitialLimit = 100 })
+	r.a.Complete(r.at(100*time.Millisecond), 50, Completion{Outcome: Success, Latency: 100 * time.Millisecond, Sampled: true, Drops: 1})
+	if rep := r.a.CloseWindow(r.at(900*time.Millisecond), 50); rep.After != 80 {
+		t.Fatalf("%+v, want the drop to cut to 80", rep)
+	}
+	for i := 0; i < baselineWindows; i++ {
+		r.window(10, 5, 100*time.Millisecond) // quiet and light: no growth, ssthresh forgotten
+	}
+	r.a.NoteLimited()
+	if rep := r.window(80, 5, 100*time.Millisecond); !rep.SlowStart || rep.After != 120 {
+		t.Fatalf("%+v, want ×1.5 to 120 below the initial limit", rep)
 	}
 }
 
 // TestSlowStartProbeIsUndoneWhenItQueues: a provider already at its knee
-// (the operator's initial limit) must not carry a ×1.5 overshoot for a
-// whole window. Once probeSamples answers after a slow-start step run
+// (the operator's initial limit) must not carry a slow-start overshoot for
+// a whole window. Once probeSamples answers after a slow-start step run
 // probeTolerance over the baseline the limit returns to where it was,
 // mid-window, and slow start may go only as far as the knee the latest
 // answers point to; answers within the tolerance leave the step in place.
@@ -316,13 +332,13 @@ func TestSlowStartProbeIsUndoneWhenItQueues(t *testing.T) {
 	step := func() *fakeRun {
 		r := newRun(func(c *Config) { c.InitialLimit = 112 })
 		r.a.NoteLimited()
-		if rep := r.window(112, 100, 100*time.Millisecond); !rep.SlowStart || rep.After != 168 {
-			t.Fatalf("%+v, want a slow-start step to 168", rep)
+		if rep := r.window(112, 100, 100*time.Millisecond); !rep.SlowStart || rep.After != 140 {
+			t.Fatalf("%+v, want a slow-start step to 140", rep)
 		}
 		return r
 	}
 	answer := func(r *fakeRun, ms int) bool {
-		return r.a.Complete(r.at(time.Millisecond), 168, Completion{Outcome: Success, Latency: time.Duration(ms) * time.Millisecond, Sampled: true})
+		return r.a.Complete(r.at(time.Millisecond), 140, Completion{Outcome: Success, Latency: time.Duration(ms) * time.Millisecond, Sampled: true})
 	}
 	// Answers just inside the tolerance do not undo the step.
 	r := step()
@@ -331,16 +347,16 @@ func TestSlowStartProbeIsUndoneWhenItQueues(t *testing.T) {
 			t.Fatalf("answer %d at +12%% undid the probe", i)
 		}
 	}
-	if r.a.Limit() != 168 {
-		t.Fatalf("limit %d, want 168 kept", r.a.Limit())
+	if r.a.Limit() != 140 {
+		t.Fatalf("limit %d, want 140 kept", r.a.Limit())
 	}
-	// A provider whose knee is 112 answers 168 in flight 1.5× slower: the
+	// A provider whose knee is 112 answers 140 in flight 1.25× slower: the
 	// step is undone as soon as probeSamples answers are in, reported by
 	// Complete and by the window.
 	r = step()
 	undoneAt := -1
 	for i := 0; i < 2*probeSamples && undoneAt < 0; i++ {
-		if answer(r, 150) {
+		if answer(r, 125) {
 			undoneAt = i
 		}
 	}
@@ -351,7 +367,7 @@ func TestSlowStartProbeIsUndoneWhenItQueues(t *testing.T) {
 	if !rep.Undone || rep.Rule != RuleHold {
 		t.Fatalf("%+v, want the window to report the undone probe and hold", rep)
 	}
-	// Little's law puts the knee at 168×100/150 = 112, where the limit is:
+	// Little's law puts the knee at 140×100/125 = 112, where the limit is:
 	// demand still queues, but growth is one step a window now.
 	r.a.NoteLimited()
 	if rep := r.window(r.a.Limit(), 100, 100*time.Millisecond); rep.SlowStart || rep.After != rep.Before+1 {
@@ -368,20 +384,20 @@ func TestSlowStartProbeQueueingAtWindowClose(t *testing.T) {
 	r := newRun(func(c *Config) { c.InitialLimit = 112 })
 	r.a.NoteLimited()
 	r.window(112, 10, 100*time.Millisecond)
-	if r.a.Limit() != 168 {
-		t.Fatalf("limit %d, want 168", r.a.Limit())
+	if r.a.Limit() != 140 {
+		t.Fatalf("limit %d, want 140", r.a.Limit())
 	}
-	// 168 in flight answered 20% slower: the knee is ⌊168×100/120⌋ = 140.
-	rep := r.window(168, 10, 120*time.Millisecond)
-	if !rep.Queueing || !rep.Undone || rep.After != 140 {
-		t.Fatalf("%+v, want the step taken back to 140", rep)
+	// 140 in flight answered 12% slower: the knee is ⌊140×100/112⌋ = 125.
+	rep := r.window(140, 10, 112*time.Millisecond)
+	if !rep.Queueing || !rep.Undone || rep.After != 125 {
+		t.Fatalf("%+v, want the step taken back to 125", rep)
 	}
-	// Still 10% slow at 140: ⌊140×100/110⌋ = 127.
-	if rep := r.window(140, 10, 110*time.Millisecond); !rep.Queueing || !rep.Undone || rep.After != 127 {
-		t.Fatalf("%+v, want a further descent to 127", rep)
+	// Still 8% slow at 125: ⌊125×100/108⌋ = 115.
+	if rep := r.window(125, 10, 108*time.Millisecond); !rep.Queueing || !rep.Undone || rep.After != 115 {
+		t.Fatalf("%+v, want a further descent to 115", rep)
 	}
-	// Still slow at 127 (something else): not below the pre-step 112.
-	if rep := r.window(127, 10, 130*time.Millisecond); !rep.Undone || rep.After != 112 {
+	// Still slow at 115 (something else): not below the pre-step 112.
+	if rep := r.window(115, 10, 130*time.Millisecond); !rep.Undone || rep.After != 112 {
 		t.Fatalf("%+v, want the descent floored at 112", rep)
 	}
 	// A clean window ends the descent; a standing queue after that holds.
@@ -394,13 +410,9 @@ func TestSlowStartProbeQueueingAtWindowClose(t *testing.T) {
 	r2 := newRun(func(c *Config) { c.InitialLimit = 112 })
 	r2.a.NoteLimited()
 	r2.window(112, 10, 100*time.Millisecond)
-	r2.window(168, 10, 120*time.Millisecond)
+	r2.window(140, 10, 112*time.Millisecond)
 	r2.a.NoteLimited()
-	if rep := r2.window(140, 10, 100*time.Millisecond); rep.SlowStart || rep.After != 141 {
-		t.Fatalf("%+v, want one step to 141 once the knee held", rep)
-	}
-	// Without a slow-start step before it, a queueing window only holds.
-	if rep := r2.window(141, 10, 110*time.Millisecond); !rep.Queueing || rep.Undone || rep.After != 141 {
-		t.Fatalf("%+v, want a hold at 141", rep)
+	if rep := r2.window(125, 10, 100*time.Millisecond); rep.SlowStart || rep.After != 126 {
+		t.Fatalf("%+v, want one step to 126 once the knee held", rep)
 	}
 }

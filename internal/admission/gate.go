@@ -225,7 +225,11 @@ type GrantResult uint8
 // Grant results.
 const (
 	Granted GrantResult = iota
+	// NoRoom: the cost does not fit under the limit itself.
 	NoRoom
+	// Reserved: the cost fits under the limit, but not beside what is kept
+	// for the other class's floor or for other lanes' recent demand.
+	Reserved
 	// TooBig: the cost exceeds the (possibly lowered) limit and the system
 	// is not idle enough for solo progress; the waiter should be rejected.
 	TooBig
@@ -253,6 +257,9 @@ func (g *Gate) GrantReserving(c Class, cost, now, extra int64) GrantResult {
 	if g.fits(c, cost+max(extra, 0), now) {
 		g.take(c, cost, now)
 		return Granted
+	}
+	if g.active[Interactive]+g.active[Batch]+cost <= g.limit {
+		return Reserved
 	}
 	return NoRoom
 }

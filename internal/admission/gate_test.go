@@ -86,8 +86,8 @@ func TestGateClassFloorsBorrowingWithoutPreemption(t *testing.T) {
 	// Interactive 70, batch 20: now batch is below its own floor (25) and
 	// keeps it, even though interactive still waits.
 	g.Release(Batch, 10)
-	if r := g.Grant(Interactive, 10, now); r != NoRoom {
-		t.Fatalf("interactive took batch's floor: %v", r)
+	if r := g.Grant(Interactive, 10, now); r != Reserved {
+		t.Fatalf("interactive took batch's floor: %v, want Reserved (room under the limit kept for batch)", r)
 	}
 	if v := g.Acquire(Batch, 5, now, true); v != Admitted {
 		t.Fatalf("batch below its floor: %v", v)
@@ -237,4 +237,28 @@ func TestGateLendsWhatAnActiveClassDoesNotUse(t *testing.T) {
 		t.Fatalf("interactive grant: %v", r)
 	}
 	g.Unwait(Interactive)
+}
+
+// TestGrantTellsTheLimitFromReservedRoom: a queued grant refused because
+// the limit itself is full (NoRoom) is demand at the limit, which slow
+// start may answer; one refused only for room kept for other lanes
+// (Reserved) is not: a higher limit would hand that queue the room past
+// the provider's knee.
+func TestGrantTellsTheLimitFromReservedRoom(t *testing.T) {
+	g := newTestGate(100)
+	now := time.Now().UnixNano()
+	for i := 0; i < 8; i++ {
+		if v := g.Acquire(Interactive, 10, now, false); v != Admitted {
+			t.Fatalf("acquire %d: %v", i, v)
+		}
+	}
+	if r := g.GrantReserving(Interactive, 10, now, 15); r != Reserved {
+		t.Fatalf("80 of 100 held, 15 kept for another lane: %v, want Reserved", r)
+	}
+	if r := g.GrantReserving(Interactive, 25, now, 0); r != NoRoom {
+		t.Fatalf("80 of 100 held, cost 25: %v, want NoRoom", r)
+	}
+	if r := g.GrantReserving(Interactive, 10, now, 10); r != Granted {
+		t.Fatalf("80 of 100 held, cost 10 beside 10 kept: %v, want Granted", r)
+	}
 }
