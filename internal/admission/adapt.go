@@ -134,6 +134,7 @@ type Adapter struct {
 	// already at its knee sees the overshoot for a few round trips, not a
 	// whole window. probeSum and probeN are the latency samples since.
 	probeFrom int64
+	probing   bool // the last window was a slow-start step (see slowStartStep)
 	probeSum  float64
 	probeN    int64
 	undone    bool // a probe was undone in this window
@@ -357,21 +358,23 @@ func (a *Adapter) NoteLimited() { a.limited = true }
 // instead of one step, up to the level where congestion was last seen
 // (ssthresh). OmniRoute's one step per window takes minutes to reach a
 // provider's capacity from the default 64 (a small request costs 6-7),
-// refusing most of the traffic meanwhile. Below the initial limit, which
-// the operator (or the default) vouches for, the limit regrows ×1.5;
-// above it every step probes unknown ground and is ×1.25, so a provider
-// already at its knee sees a quarter more work for the few round trips
-// the probe check needs, not half as much again (the noisy-neighbour
-// tenant's p99 is what a probe costs).
+// refusing most of the traffic meanwhile. The first step at or above the
+// initial limit is ×1.25: it probes unknown ground, and a provider already
+// at its knee sees a quarter more work for the few round trips the probe
+// check needs, not half as much again (the noisy-neighbour tenant's p99 is
+// what a probe costs). Every further step of an unbroken run, and any step
+// below the initial limit (which the operator, or the default, vouches
+// for), is ×1.5, so the default 64 still reaches 400 in five windows, as
+// CUBIC's max probing starts slowly and speeds up away from known ground.
 const (
 	regrowFactor = 1.5
 	probeFactor  = 1.25
 )
 
 func (a *Adapter) slowStartStep(next int64) int64 {
-	f := probeFactor
-	if next < a.ceiling {
-		f = regrowFactor
+	f := regrowFactor
+	if next >= a.ceiling && !a.probing {
+		f = probeFactor
 	}
 	return int64(math.Ceil(float64(next) * f))
 }
@@ -523,7 +526,8 @@ func (a *Adapter) CloseWindow(now time.Time, active int64) WindowReport {
 		a.descending = lo
 	}
 	a.probeFrom, a.probeSum, a.probeN, a.undone = 0, 0, 0, false
-	if r.SlowStart && r.After > r.Before {
+	a.probing = r.SlowStart && r.After > r.Before
+	if a.probing {
 		a.probeFrom = r.Before
 	}
 	a.lastUtil = util

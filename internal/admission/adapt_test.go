@@ -255,8 +255,9 @@ func TestStandingQueueStopsGrowth(t *testing.T) {
 // TestQueuedDemandGrowsTheLimitFast: a full window whose demand queued at
 // the limit, with a clean latency signal, grows the limit by a factor (slow
 // start) instead of one step, so the default 64 reaches a provider's
-// capacity within seconds: ×1.25 from the initial limit up, ×1.5 below it;
-// without queued demand growth stays one step.
+// capacity within seconds: the first step from the initial limit up is
+// ×1.25, the rest of the run and any step below it ×1.5; without queued
+// demand growth stays one step.
 func TestQueuedDemandGrowsTheLimitFast(t *testing.T) {
 	r := newRun(nil)
 	r.a.NoteLimited()
@@ -269,31 +270,31 @@ func TestQueuedDemandGrowsTheLimitFast(t *testing.T) {
 		r.a.NoteLimited()
 		limits = append(limits, r.window(r.a.Limit(), 5, 100*time.Millisecond).After)
 	}
-	if got := limits[len(limits)-1]; got != 247 {
-		t.Fatalf("limits %v: want 64→80→100→125→157→197→247 in six windows", limits)
+	if got := limits[len(limits)-1]; got != 608 {
+		t.Fatalf("limits %v: want 64→80→120→180→270→405→608 in six windows", limits)
 	}
 	// The flag is per window: the next window without queued demand adds
 	// one step.
-	if rep := r.window(r.a.Limit(), 5, 100*time.Millisecond); rep.SlowStart || rep.After != 248 {
-		t.Fatalf("%+v, want one step to 248", rep)
+	if rep := r.window(r.a.Limit(), 5, 100*time.Millisecond); rep.SlowStart || rep.After != 609 {
+		t.Fatalf("%+v, want one step to 609", rep)
 	}
 	// Congestion still cuts, queued demand or not.
 	r.a.NoteLimited()
 	rep = r.window(r.a.Limit(), 5, 400*time.Millisecond)
-	if rep.Rule != RuleDecrease || rep.After != 198 {
-		t.Fatalf("%+v, want a decrease to 198 on the latency spike", rep)
+	if rep.Rule != RuleDecrease || rep.After != 487 {
+		t.Fatalf("%+v, want a decrease to 487 on the latency spike", rep)
 	}
 	// The short latency EWMA still carries the spike, so the next window
-	// cuts again (198→158, ssthresh ⌊0.9×198⌋ = 178). Slow start then goes
-	// back up only to where congestion showed (×1.25 would be 198), and
+	// cuts again (487→389, ssthresh ⌊0.9×487⌋ = 438). Slow start then goes
+	// back up only to where congestion showed (×1.25 would be 487), and
 	// one step at a time after that.
 	var after []int64
 	for i := 0; i < 3; i++ {
 		r.a.NoteLimited()
 		after = append(after, r.window(r.a.Limit(), 5, 100*time.Millisecond).After)
 	}
-	if after[0] != 158 || after[1] != 178 || after[2] != 179 {
-		t.Fatalf("after the cut: %v, want 158 178 179", after)
+	if after[0] != 389 || after[1] != 438 || after[2] != 439 {
+		t.Fatalf("after the cut: %v, want 389 438 439", after)
 	}
 	// A quiet minute (baselineWindows windows with no congestion) forgets
 	// where congestion was, so slow start may grow past it again.
