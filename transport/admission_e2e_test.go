@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -16,8 +15,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
@@ -46,29 +43,11 @@ func (f *pressureFeed) sample() pressure.Sample { return *f.cur.Load() }
 // startAdmissionGateway is startGateway with a steerable pressure sampler.
 func startAdmissionGateway(t *testing.T, f *config.File, envVars map[string]string, feed *pressureFeed) *gwEnv {
 	t.Helper()
-	vars := map[string]string{"OMNIROUTE_DATA_DIR": t.TempDir(), "OMNIROUTE_TENANT_SECRET": "test-secret-0123456789",
-		"OMNIROUTE_PRESSURE_SUSTAIN_CRITICAL": "1", "OMNIROUTE_PRESSURE_SUSTAIN_HIGH": "1"}
+	vars := map[string]string{"OMNIROUTE_PRESSURE_SUSTAIN_CRITICAL": "1", "OMNIROUTE_PRESSURE_SUSTAIN_HIGH": "1"}
 	for k, v := range envVars {
 		vars[k] = v
 	}
-	e, err := config.LoadEnv(vars)
-	if err != nil {
-		t.Fatal(err)
-	}
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	gw, err := transport.New(system, transport.Options{Env: e, File: f, Getenv: testGetenv, PressureSample: feed.sample})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &gwEnv{t: t, gw: gw, system: system, base: "http://" + ln.Addr().String(), served: make(chan error, 1),
-		hc: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}}
-	go func() { g.served <- gw.Serve(ln) }()
-	t.Cleanup(g.stop)
-	return g
+	return startGatewayWith(t, f, vars, transport.Options{PressureSample: feed.sample})
 }
 
 // setPressure feeds a sample and waits for the severity it should cause.

@@ -129,6 +129,13 @@ var testGetenv = func(k string) (string, bool) {
 // startGateway runs a gateway on a loopback port with env overrides.
 func startGateway(t *testing.T, f *config.File, envVars map[string]string) *gwEnv {
 	t.Helper()
+	return startGatewayWith(t, f, envVars, transport.Options{})
+}
+
+// startGatewayWith is startGateway with extra options (clock, pressure
+// sampler); Env, File and Getenv are filled in here.
+func startGatewayWith(t *testing.T, f *config.File, envVars map[string]string, o transport.Options) *gwEnv {
+	t.Helper()
 	vars := map[string]string{"OMNIROUTE_DATA_DIR": t.TempDir(), "OMNIROUTE_TENANT_SECRET": "test-secret-0123456789"}
 	for k, v := range envVars {
 		vars[k] = v
@@ -138,7 +145,8 @@ func startGateway(t *testing.T, f *config.File, envVars map[string]string) *gwEn
 		t.Fatal(err)
 	}
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	gw, err := transport.New(system, transport.Options{Env: e, File: f, Getenv: testGetenv})
+	o.Env, o.File, o.Getenv = e, f, testGetenv
+	gw, err := transport.New(system, o)
 	if err != nil {
 		t.Fatal(err)
 	}

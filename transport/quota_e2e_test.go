@@ -5,16 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
@@ -26,28 +22,7 @@ import (
 // injected, so cooldowns and windows are driven without sleeping.
 func startGatewayClock(t *testing.T, f *config.File, envVars map[string]string, clk clock.Clock) *gwEnv {
 	t.Helper()
-	vars := map[string]string{"OMNIROUTE_DATA_DIR": t.TempDir(), "OMNIROUTE_TENANT_SECRET": "test-secret-0123456789"}
-	for k, v := range envVars {
-		vars[k] = v
-	}
-	e, err := config.LoadEnv(vars)
-	if err != nil {
-		t.Fatal(err)
-	}
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	gw, err := transport.New(system, transport.Options{Env: e, File: f, Getenv: testGetenv, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := &gwEnv{t: t, gw: gw, system: system, base: "http://" + ln.Addr().String(), served: make(chan error, 1),
-		hc: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}}
-	go func() { g.served <- gw.Serve(ln) }()
-	t.Cleanup(g.stop)
-	return g
+	return startGatewayWith(t, f, envVars, transport.Options{Clock: clk})
 }
 
 // quotaFile has an OpenAI-style provider (header mapping "openai") with

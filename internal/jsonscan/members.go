@@ -42,8 +42,12 @@ func Members(body []byte, fn func(m Member) error) error {
 	return s.end()
 }
 
-// objectKeys is object with a callback at each key's opening quote.
+// objectKeys is object with a callback (if not nil) at each key's opening
+// quote.
 func (s *scanner) objectKeys(depth int, atKey func(int), fn func(key []byte, escaped bool) error) error {
+	if depth >= MaxDepth {
+		return s.errf("JSON nested too deeply")
+	}
 	s.i++ // '{'
 	s.ws()
 	if s.i < len(s.b) && s.b[s.i] == '}' {
@@ -55,7 +59,9 @@ func (s *scanner) objectKeys(depth int, atKey func(int), fn func(key []byte, esc
 		if s.i >= len(s.b) || s.b[s.i] != '"' {
 			return s.errf("expected a string key")
 		}
-		atKey(s.i)
+		if atKey != nil {
+			atKey(s.i)
+		}
 		key, escaped, err := s.str()
 		if err != nil {
 			return err

@@ -322,50 +322,7 @@ func (s *scanner) lit(l []byte) error {
 // object walks an object at s.i; fn is called with s.i at each member's
 // value (whitespace skipped) and must consume it.
 func (s *scanner) object(depth int, fn func(key []byte, escaped bool) error) error {
-	if depth >= MaxDepth {
-		return s.errf("JSON nested too deeply")
-	}
-	s.i++ // '{'
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		return nil
-	}
-	for {
-		s.ws()
-		if s.i >= len(s.b) || s.b[s.i] != '"' {
-			return s.errf("expected a string key")
-		}
-		key, escaped, err := s.str()
-		if err != nil {
-			return err
-		}
-		s.ws()
-		if s.i >= len(s.b) || s.b[s.i] != ':' {
-			return s.errf("expected ':' after object key")
-		}
-		s.i++
-		s.ws()
-		if s.i >= len(s.b) {
-			return s.errf("unexpected end of JSON")
-		}
-		if err := fn(key, escaped); err != nil {
-			return err
-		}
-		s.ws()
-		if s.i >= len(s.b) {
-			return s.errf("unexpected end of JSON in object")
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return nil
-		default:
-			return s.errf("expected ',' or '}' in object")
-		}
-	}
+	return s.objectKeys(depth, nil, fn)
 }
 
 func (s *scanner) countArray(depth int) (int, error) {
