@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/omniroute/gateway/internal/admission"
+	"github.com/omniroute/gateway/internal/repeat"
 	"github.com/omniroute/gateway/internal/tenant"
 )
 
@@ -99,10 +100,9 @@ func (c *controller) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		if !c.manual {
-			ts := scheduler.NewTimerScheduler(ctx)
 			w := c.cfg.Window()
 			sub := min(max(w/10, 10*time.Millisecond), 100*time.Millisecond)
-			c.cancels = append(c.cancels, ts.SendRepeatedly(w, w, ctx.Self(), windowTick{}), ts.SendRepeatedly(sub, sub, ctx.Self(), subTick{}))
+			c.cancels = append(c.cancels, repeat.Send(ctx.ActorSystem().Root, w, w, ctx.Self(), windowTick{}), repeat.Send(ctx.ActorSystem().Root, sub, sub, ctx.Self(), subTick{}))
 		}
 	case *actor.Stopping:
 		for _, cancel := range c.cancels {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/ledger"
+	"github.com/omniroute/gateway/internal/repeat"
 	"github.com/omniroute/gateway/internal/routing"
 	"github.com/omniroute/gateway/messages"
 )
@@ -279,7 +280,7 @@ const PublishInterval = 250 * time.Millisecond
 func (a *ledgerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.cancel = scheduler.NewTimerScheduler(ctx).SendRepeatedly(PublishInterval, PublishInterval, ctx.Self(), tick{})
+		a.cancel = repeat.Send(ctx.ActorSystem().Root, PublishInterval, PublishInterval, ctx.Self(), tick{})
 	case *actor.Stopping:
 		if a.cancel != nil {
 			a.cancel()

@@ -22,6 +22,7 @@ import (
 
 	"github.com/omniroute/gateway/internal/clock"
 	mem "github.com/omniroute/gateway/internal/pressure"
+	"github.com/omniroute/gateway/internal/repeat"
 )
 
 // DefaultInterval is the sampling period.
@@ -140,7 +141,7 @@ func (a *pressureActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		if !a.opts.Manual {
-			a.cancel = scheduler.NewTimerScheduler(ctx).SendRepeatedly(a.opts.Interval, a.opts.Interval, ctx.Self(), tickMsg)
+			a.cancel = repeat.Send(ctx.ActorSystem().Root, a.opts.Interval, a.opts.Interval, ctx.Self(), tickMsg)
 		}
 	case *actor.Stopping:
 		if a.cancel != nil {

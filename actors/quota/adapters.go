@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/omniroute/gateway/internal/quota"
+	"github.com/omniroute/gateway/internal/repeat"
 )
 
 // headerAdapter keeps, per model, the latest header value of each
@@ -32,7 +33,7 @@ type flush struct{}
 func (a *headerAdapter) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.cancel = scheduler.NewTimerScheduler(ctx).SendRepeatedly(HeaderFlushInterval, HeaderFlushInterval, ctx.Self(), flush{})
+		a.cancel = repeat.Send(ctx.ActorSystem().Root, HeaderFlushInterval, HeaderFlushInterval, ctx.Self(), flush{})
 	case *actor.Stopping:
 		if a.cancel != nil {
 			a.cancel()
@@ -125,7 +126,7 @@ type readLedger struct{}
 func (a *estimateAdapter) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
-		a.cancel = scheduler.NewTimerScheduler(ctx).SendRepeatedly(EstimateInterval, EstimateInterval, ctx.Self(), readLedger{})
+		a.cancel = repeat.Send(ctx.ActorSystem().Root, EstimateInterval, EstimateInterval, ctx.Self(), readLedger{})
 	case *actor.Stopping:
 		if a.cancel != nil {
 			a.cancel()

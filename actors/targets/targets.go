@@ -25,6 +25,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/repeat"
 	"github.com/omniroute/gateway/messages"
 )
 
@@ -196,7 +197,7 @@ func SpawnWith(system *actor.ActorSystem, names []string, clk clock.Clock, o Opt
 func (a *targetsActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.cancel = scheduler.NewTimerScheduler(ctx).SendRepeatedly(PublishInterval, PublishInterval, ctx.Self(), tick{})
+		a.cancel = repeat.Send(ctx.ActorSystem().Root, PublishInterval, PublishInterval, ctx.Self(), tick{})
 	case *actor.Stopping:
 		if a.cancel != nil {
 			a.cancel()
