@@ -157,10 +157,12 @@ func (a *pressureActor) Receive(ctx actor.Context) {
 func (a *pressureActor) observe(s mem.Sample) {
 	prev := a.tracker.State()
 	st := a.tracker.Observe(s, a.opts.Clock.Now())
-	a.h.state.Store(&st)
+	// Log before publishing, so whoever sees the new severity finds the
+	// transition (and its figures) in the log already.
 	if st.Severity != prev.Severity || st.Reason != prev.Reason {
 		a.logTransition(prev, st)
 	}
+	a.h.state.Store(&st)
 	for _, fn := range *a.h.subs.Load() {
 		fn(&st)
 	}
