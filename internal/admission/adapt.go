@@ -405,8 +405,8 @@ func (a *Adapter) ObservePressure(p Pressure) bool {
 // dropShare of the window's completions → ×DecreaseFactor; no failure,
 // normal pressure, utilisation ≥
 // HighUtilizationThreshold and at least one completion → +IncreaseStep,
-// capped by the drift guard, ×1.5 (slow start, up to ssthresh) when demand
-// queued at the limit. A slow-start step is a probe: see checkProbe and the
+// capped by the drift guard, or by the slow-start factor (slowStartStep,
+// up to ssthresh) when demand queued at the limit. A slow-start step is a probe: see checkProbe and the
 // standing-queue case below for how one that queues is taken back. Then,
 // on its own, a window at or below LowUtilizationThreshold forgets the
 // gradient (short := long) and, when nothing completed, recovers one step
