@@ -33,6 +33,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/omniroute/gateway/bench/procs"
+	"github.com/omniroute/gateway/bench/procstat"
 	"github.com/omniroute/gateway/internal/mockprovider"
 )
 
@@ -176,7 +178,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	if h, err := gw.health(); err == nil {
 		rep.Budget, rep.BudgetSource = h.ChatAdmission.MaxInflightBytes, h.ChatAdmission.BudgetSource
 	}
-	rep.IdleRSS, _ = readRSS(gw.cmd.Process.Pid)
+	if m, err := procstat.ReadMemory(gw.cmd.Process.Pid); err == nil {
+		rep.IdleRSS = m.RSS
+	}
 
 	// Sample RSS while the uploads run.
 	stopSampling := make(chan struct{})
@@ -186,8 +190,8 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		t := time.NewTicker(o.SampleEvery)
 		defer t.Stop()
 		for {
-			if rss, err := readRSS(gw.cmd.Process.Pid); err == nil && rss > peak {
-				peak = rss
+			if m, err := procstat.ReadMemory(gw.cmd.Process.Pid); err == nil && m.RSS > peak {
+				peak = m.RSS
 			}
 			select {
 			case <-stopSampling:
@@ -252,7 +256,9 @@ func Run(ctx context.Context, o Options) (Report, error) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	rep.PeakRSS, _ = readHWM(gw.cmd.Process.Pid)
+	if m, err := procstat.ReadMemory(gw.cmd.Process.Pid); err == nil {
+		rep.PeakRSS = m.HWM
+	}
 	if state := gw.exited(); state != "" {
 		rep.Exited, rep.ExitState = true, state
 	}
@@ -311,7 +317,7 @@ func startGateway(ctx context.Context, bin string, o Options, mockAddr string) (
 	if err != nil {
 		return nil, err
 	}
-	stderr := &tail{max: 8 << 10}
+	stderr := &procs.Tail{Max: 8 << 10}
 	cmd.Stderr = stderr
 	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
@@ -551,49 +557,6 @@ func bodySHA(seed uint64, size int) string {
 	h := sha256.New()
 	_, _ = io.Copy(h, newBody(seed, size))
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-// readRSS returns VmRSS of pid in bytes.
-func readRSS(pid int) (int64, error) { return readStatusKB(pid, "VmRSS:") }
-
-// readHWM returns VmHWM (peak RSS) of pid in bytes.
-func readHWM(pid int) (int64, error) { return readStatusKB(pid, "VmHWM:") }
-
-func readStatusKB(pid int, field string) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, field); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10, err
-		}
-	}
-	return 0, fmt.Errorf("%s not in /proc/%d/status", field, pid)
-}
-
-// tail keeps the last max bytes written.
-type tail struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if over := len(t.b) - t.max; over > 0 {
-		t.b = append(t.b[:0], t.b[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strconv.Quote(strings.TrimSpace(string(t.b)))
 }
 
 // Markdown renders the report as a table.

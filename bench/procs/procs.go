@@ -120,7 +120,7 @@ type Process struct {
 	cmd      *exec.Cmd
 	done     chan struct{}
 	waitErr  error
-	tail     *tail
+	tail     *Tail
 	stopOnce sync.Once
 	stopErr  error
 	logFile  *os.File
@@ -150,7 +150,7 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	if s.StartTimeout <= 0 {
 		s.StartTimeout = 20 * time.Second
 	}
-	p := &Process{Name: s.Name, Extra: map[string]string{}, done: make(chan struct{}), tail: &tail{max: 8 << 10}}
+	p := &Process{Name: s.Name, Extra: map[string]string{}, done: make(chan struct{}), tail: &Tail{Max: 8 << 10}}
 	var logw io.Writer = p.tail
 	if s.Log != "" {
 		f, err := os.Create(s.Log)
@@ -266,24 +266,26 @@ func (p *Process) closeLog() {
 	}
 }
 
-// tail keeps the last max bytes written to it.
-type tail struct {
+// Tail keeps the last Max bytes written to it: a child's stderr, for the
+// error that says why it did not start.
+type Tail struct {
 	mu  sync.Mutex
-	max int
+	Max int
 	buf []byte
 }
 
-func (t *tail) Write(b []byte) (int, error) {
+func (t *Tail) Write(b []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.buf = append(t.buf, b...)
-	if len(t.buf) > t.max {
-		t.buf = t.buf[len(t.buf)-t.max:]
+	if len(t.buf) > t.Max {
+		t.buf = t.buf[len(t.buf)-t.Max:]
 	}
 	return len(b), nil
 }
 
-func (t *tail) String() string {
+// String returns the kept bytes, trimmed.
+func (t *Tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(bytes.TrimSpace(t.buf))
