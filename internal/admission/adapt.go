@@ -134,7 +134,6 @@ type Adapter struct {
 	// already at its knee sees the overshoot for a few round trips, not a
 	// whole window. probeSum and probeN are the latency samples since.
 	probeFrom int64
-	probing   bool // the last window was a slow-start step (see slowStartStep)
 	probeSum  float64
 	probeN    int64
 	undone    bool // a probe was undone in this window
@@ -373,7 +372,7 @@ const (
 
 func (a *Adapter) slowStartStep(next int64) int64 {
 	f := regrowFactor
-	if next >= a.ceiling && !a.probing {
+	if next >= a.ceiling && a.probeFrom == 0 { // not continuing a run
 		f = probeFactor
 	}
 	return int64(math.Ceil(float64(next) * f))
@@ -526,8 +525,7 @@ func (a *Adapter) CloseWindow(now time.Time, active int64) WindowReport {
 		a.descending = lo
 	}
 	a.probeFrom, a.probeSum, a.probeN, a.undone = 0, 0, 0, false
-	a.probing = r.SlowStart && r.After > r.Before
-	if a.probing {
+	if r.SlowStart && r.After > r.Before {
 		a.probeFrom = r.Before
 	}
 	a.lastUtil = util
