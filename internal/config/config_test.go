@@ -35,22 +35,17 @@ func TestLoadEnvValues(t *testing.T) {
 	}
 }
 
-func TestLoadEnvErrorsNameVariableAndValue(t *testing.T) {
-	cases := []struct {
-		env  map[string]string
-		want []string
-	}{
-		{map[string]string{"OMNIROUTE_SHUTDOWN_TIMEOUT_MS": "2s"}, []string{`cannot parse OMNIROUTE_SHUTDOWN_TIMEOUT_MS="2s"`, "whole milliseconds"}},
-		{map[string]string{"OMNIROUTE_UPSTREAM_MAX_ATTEMPTS": "0"}, []string{`OMNIROUTE_UPSTREAM_MAX_ATTEMPTS="0"`, "positive integer"}},
-		{map[string]string{"OMNIROUTE_LOG_LEVEL": "verbose"}, []string{`OMNIROUTE_LOG_LEVEL="verbose"`, "debug, info, warn or error"}},
-		{map[string]string{"OMNIROUTE_CHAT_HARD_MAX_BODY_BYTES": "-5"}, []string{`OMNIROUTE_CHAT_HARD_MAX_BODY_BYTES="-5"`, "byte count"}},
-		{map[string]string{"OMNIROUTE_LISTEN": "nonsense"}, []string{"OMNIROUTE_LISTEN", "host:port"}},
-		{map[string]string{"OMNIROUTE_UPSTREAM_TTFB_TIMEOUT_MS": "10", "OMNIROUTE_UPSTREAM_TOTAL_TIMEOUT_MS": "5"}, []string{"must not exceed OMNIROUTE_UPSTREAM_TOTAL_TIMEOUT_MS"}},
-		{map[string]string{"OMNIROUTE_UPSTREAM_CONNECT_TIMEOUT_MS": "0"}, []string{"OMNIROUTE_UPSTREAM_CONNECT_TIMEOUT_MS must be greater than 0"}},
-		{map[string]string{"OMNIROUTE_TENANT_SECRET": "short"}, []string{"OMNIROUTE_TENANT_SECRET is too short"}},
-		// Two bad values are both reported.
-		{map[string]string{"OMNIROUTE_HEADER_TIMEOUT_MS": "x", "OMNIROUTE_KEEPALIVE_IDLE_MS": "1.5"}, []string{"OMNIROUTE_HEADER_TIMEOUT_MS", "OMNIROUTE_KEEPALIVE_IDLE_MS"}},
-	}
+// envErrorCase is an environment LoadEnv must refuse, with what its error
+// must say.
+type envErrorCase struct {
+	env  map[string]string
+	want []string
+}
+
+// checkEnvErrors asserts that LoadEnv refuses each case's environment with
+// an error containing every wanted substring.
+func checkEnvErrors(t *testing.T, cases []envErrorCase) {
+	t.Helper()
 	for _, tc := range cases {
 		_, err := LoadEnv(tc.env)
 		if err == nil {
@@ -62,6 +57,21 @@ func TestLoadEnvErrorsNameVariableAndValue(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestLoadEnvErrorsNameVariableAndValue(t *testing.T) {
+	checkEnvErrors(t, []envErrorCase{
+		{map[string]string{"OMNIROUTE_SHUTDOWN_TIMEOUT_MS": "2s"}, []string{`cannot parse OMNIROUTE_SHUTDOWN_TIMEOUT_MS="2s"`, "whole milliseconds"}},
+		{map[string]string{"OMNIROUTE_UPSTREAM_MAX_ATTEMPTS": "0"}, []string{`OMNIROUTE_UPSTREAM_MAX_ATTEMPTS="0"`, "positive integer"}},
+		{map[string]string{"OMNIROUTE_LOG_LEVEL": "verbose"}, []string{`OMNIROUTE_LOG_LEVEL="verbose"`, "debug, info, warn or error"}},
+		{map[string]string{"OMNIROUTE_CHAT_HARD_MAX_BODY_BYTES": "-5"}, []string{`OMNIROUTE_CHAT_HARD_MAX_BODY_BYTES="-5"`, "byte count"}},
+		{map[string]string{"OMNIROUTE_LISTEN": "nonsense"}, []string{"OMNIROUTE_LISTEN", "host:port"}},
+		{map[string]string{"OMNIROUTE_UPSTREAM_TTFB_TIMEOUT_MS": "10", "OMNIROUTE_UPSTREAM_TOTAL_TIMEOUT_MS": "5"}, []string{"must not exceed OMNIROUTE_UPSTREAM_TOTAL_TIMEOUT_MS"}},
+		{map[string]string{"OMNIROUTE_UPSTREAM_CONNECT_TIMEOUT_MS": "0"}, []string{"OMNIROUTE_UPSTREAM_CONNECT_TIMEOUT_MS must be greater than 0"}},
+		{map[string]string{"OMNIROUTE_TENANT_SECRET": "short"}, []string{"OMNIROUTE_TENANT_SECRET is too short"}},
+		// Two bad values are both reported.
+		{map[string]string{"OMNIROUTE_HEADER_TIMEOUT_MS": "x", "OMNIROUTE_KEEPALIVE_IDLE_MS": "1.5"}, []string{"OMNIROUTE_HEADER_TIMEOUT_MS", "OMNIROUTE_KEEPALIVE_IDLE_MS"}},
+	})
 }
 
 func TestSecretValueNotEchoed(t *testing.T) {
