@@ -71,7 +71,11 @@ type AttemptFinished struct {
 	// MidStream marks a failure after a stream was committed; the attempt
 	// itself was already reported as a success.
 	MidStream bool
-	At        time.Time
+	// Started is when the attempt was sent; At when it ended. The breaker
+	// groups failures of attempts that were in flight together into one
+	// incident.
+	Started time.Time
+	At      time.Time
 	// Quota carries the rate-limit headers and retry hint of the response,
 	// parsed through the connection's header mapping; nil when the response
 	// had none. The targets actor uses it for the cooldown and forwards it

@@ -55,7 +55,13 @@ func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bo
 	busy := 0
 	c.beginPlan(list, weights, fanout)
 	for c.plan.attempts < maxAttempts {
+		if c.expired() {
+			break // never sent upstream after the caller's deadline
+		}
 		t := c.next(list)
+		if t == nil && c.plan.attempts > 0 {
+			t = c.retry(list, lastClass)
+		}
 		if t == nil {
 			if c.waitForRecovery() {
 				continue
@@ -99,11 +105,14 @@ func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bo
 	}
 	c.logCombo(fanout, "exhausted")
 	if c.plan.attempts == 0 {
-		if c.skips > 0 {
+		switch {
+		case c.expired():
+			c.fail(errDeadline("no target could be tried in time"))
+		case c.skips > 0:
 			// Some target was only at its cap or refused by the lanes:
 			// local and short-lived, unlike a cooldown.
 			c.failShed(errTargetsBusy(c.model))
-		} else {
+		default:
 			c.refuse()
 		}
 		return false
@@ -111,7 +120,7 @@ func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bo
 	c.fallbacks--
 	if last.status != 0 {
 		c.passThroughError(&last)
-		c.finalError(last.status)
+		c.finalError(last.status, lastClass)
 		return false
 	}
 	if busy == c.plan.attempts {
@@ -147,6 +156,10 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 	client := g.clients[t.Conn.ID]
 	x := upstream.AcquireExchange()
 	c.buildRequest(x, t)
+	c.attemptStart = g.clk.Now()
+	if left, ok := c.remaining(c.attemptStart); ok {
+		x.Limit = time.Now().Add(left) // the caller is gone by then
+	}
 	err := client.Do(x, &c.cancel, c.scan.Stream)
 	if errors.Is(err, upstream.ErrBusy) {
 		x.Release()
@@ -229,7 +242,7 @@ func (c *call) report(t *catalog.Target, class messages.FailureClass, status int
 	if class == messages.OK {
 		g.metrics.ttfb[t.ID].Update(ttfb.Seconds())
 	}
-	m := &messages.AttemptFinished{Target: t.ID, Class: class, Status: status, TTFB: ttfb, At: g.clk.Now()}
+	m := &messages.AttemptFinished{Target: t.ID, Class: class, Status: status, TTFB: ttfb, Started: c.attemptStart, At: g.clk.Now()}
 	c.plan.annotate(m, m.At)
 	g.targets.Report(m)
 }
@@ -238,7 +251,7 @@ func (c *call) report(t *catalog.Target, class messages.FailureClass, status int
 // attempt was already counted as a success, so only the failure is added.
 func (c *call) reportMidStream(class messages.FailureClass) {
 	g := c.g
-	g.targets.Report(&messages.AttemptFinished{Target: c.target.ID, Class: class, MidStream: true, At: g.clk.Now()})
+	g.targets.Report(&messages.AttemptFinished{Target: c.target.ID, Class: class, MidStream: true, Started: c.attemptStart, At: g.clk.Now()})
 }
 
 func classifyTransportError(err error) messages.FailureClass {

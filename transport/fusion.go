@@ -152,6 +152,7 @@ func (c *call) fusion() bool {
 		}
 	}
 	var wg sync.WaitGroup
+	c.attemptStart = g.clk.Now()
 	for _, m := range members {
 		wg.Add(1)
 		go func(m *panelMember) {

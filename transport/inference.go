@@ -47,6 +47,13 @@ type call struct {
 
 	fallbacks int
 	target    *catalog.Target
+	// deadline is when the caller stops waiting (zero: it did not say);
+	// see readDeadline. attemptStart is when the current attempt was sent.
+	deadline     time.Time
+	attemptStart time.Time
+	// wake and timer serve waits for a cooling target; kept across uses.
+	wake  chan struct{}
+	timer *time.Timer
 
 	// streaming relay state
 	x        *upstream.Exchange
@@ -108,8 +115,8 @@ func (c *call) release() {
 		c.x.Release()
 	}
 	c.cancel.Reset()
-	pending, offs, rd, scan, altScan, pl := c.pending[:0], c.pendOff[:0], c.rd, c.scan, c.altScan, c.plan.reset()
-	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan, altScan: altScan, plan: pl}
+	pending, offs, rd, scan, altScan, pl, wake, timer := c.pending[:0], c.pendOff[:0], c.rd, c.scan, c.altScan, c.plan.reset(), c.wake, c.timer
+	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan, altScan: altScan, plan: pl, wake: wake, timer: timer}
 	callPool.Put(c)
 }
 
@@ -176,6 +183,9 @@ func (c *call) handle(host context.Context) bool {
 		return false
 	}
 	c.tenant = id
+	if !c.readDeadline() {
+		return false
+	}
 	if !c.admitBytes(host) {
 		return false
 	}

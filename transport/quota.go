@@ -56,6 +56,7 @@ type quotaMetrics struct {
 	pollErr []*metrics.Counter
 	waited  [numRoutes]*metrics.Counter
 	refused [numRoutes]*metrics.Counter
+	retries [numRoutes]*metrics.Counter
 }
 
 // upstreamName is the model name a target sends upstream (the catalog
@@ -228,6 +229,7 @@ func (qs *quotaSys) createMetrics(g *Gateway) {
 		}
 		qs.m.waited[r] = set.NewCounter(fmt.Sprintf(`omniroute_routing_waits_total{route=%q,outcome="recovered"}`, routeNames[r]))
 		qs.m.refused[r] = set.NewCounter(fmt.Sprintf(`omniroute_routing_waits_total{route=%q,outcome="refused"}`, routeNames[r]))
+		qs.m.retries[r] = set.NewCounter(fmt.Sprintf(`omniroute_routing_retries_total{route=%q}`, routeNames[r]))
 	}
 	set.NewGauge(`omniroute_ledger_reserved_tokens`, func() float64 {
 		var n uint64

@@ -13,31 +13,43 @@ import (
 	"github.com/omniroute/gateway/internal/mockprovider"
 )
 
-// TestSDKDoesNotRetryAfterGatewayFailover: with its default retries on,
-// openai-go honours X-Should-Retry: false on the gateway's final 429, so
-// the provider sees one request, not three; and an SDK that streams
-// without include_usage never sees the usage chunk the gateway asked for.
-func TestSDKDoesNotRetryAfterGatewayFailover(t *testing.T) {
+// TestSDKRetriesOnlyWhenARetryCanHelp: with its default retries on,
+// openai-go retries the gateway's final 429 after a transient rate limit
+// (it carries Retry-After and no X-Should-Retry: false), but not a 429
+// that says the quota is spent (X-Should-Retry: false: a retry cannot
+// help); and an SDK that streams without include_usage never sees the
+// usage chunk the gateway asked for.
+func TestSDKRetriesOnlyWhenARetryCanHelp(t *testing.T) {
 	resetMock(t)
 	g := startGateway(t, quotaFile(t, `, "limits": {"tokens_per_minute": 1000000}`, `
     "sdk-429": {"targets": [{"connection": "oai/a", "model": "m-sdk-429"}]},
+    "sdk-quota": {"targets": [{"connection": "oai/b", "model": "m-sdk-quota"}]},
     "sdk-meter": {"targets": [{"connection": "oai/a", "model": "m-sdk-meter"}]}`), map[string]string{"OMNIROUTE_ROUTING_MAX_WAIT_MS": "100"})
 	setBehavior(t, map[string]mockprovider.Behavior{
-		"m-sdk-429":   {Fail: mockprovider.FailSpec{Mode: "status", Status: 429, RetryAfter: "1"}},
+		"m-sdk-429": {Fail: mockprovider.FailSpec{Mode: "status", Status: 429, RetryAfter: "1"}},
+		"m-sdk-quota": {Fail: mockprovider.FailSpec{Mode: "status", Status: 429,
+			Body: `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`}},
 		"m-sdk-meter": {Text: "metered answer", ChunkCount: 3},
 	})
 	client := openai.NewClient(option.WithBaseURL(g.base+"/v1"), option.WithAPIKey("k"), option.WithHTTPClient(g.hc)) // default retries
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var resp *http.Response
-	_, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: "sdk-429",
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}}, option.WithResponseInto(&resp))
-	var apiErr *openai.Error
-	if !errors.As(err, &apiErr) || apiErr.StatusCode != 429 {
-		t.Fatalf("want a 429 API error, got %v", err)
-	}
-	if n := mockStats(t).Models["m-sdk-429"].Requests; n != 1 {
-		t.Fatalf("the provider saw %d requests; the SDK retried despite X-Should-Retry: false", n)
+	for _, tc := range []struct {
+		model, upstream string
+		want            int64
+	}{{"sdk-429", "m-sdk-429", 3}, {"sdk-quota", "m-sdk-quota", 1}} {
+		var resp *http.Response
+		_, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{Model: tc.model,
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}}, option.WithResponseInto(&resp))
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 429 {
+			t.Fatalf("%s: want a 429 API error, got %v", tc.model, err)
+		}
+		// The SDK's retries wait out Retry-After (the target's cooldown),
+		// so each reaches the provider as the circuit's probe.
+		if n := mockStats(t).Models[tc.upstream].Requests; n != tc.want {
+			t.Fatalf("%s: the provider saw %d requests, want %d (the SDK's first try and its retries)", tc.model, n, tc.want)
+		}
 	}
 
 	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "sdk-meter",

@@ -13,6 +13,8 @@ import (
 	"github.com/omniroute/gateway/internal/quota"
 	"github.com/omniroute/gateway/internal/routing"
 	"github.com/omniroute/gateway/messages"
+
+	"github.com/omniroute/gateway/actors/targets"
 )
 
 // plan is one request's routing state: the ranked candidates, which were
@@ -32,11 +34,18 @@ type plan struct {
 	// attempts (Retry-After, reset of the exhausted dimension).
 	recover time.Time
 	hint    time.Time
+	// answerBy is when the earliest recovering candidate would usually
+	// have answered (its recovery plus its typical time to first byte).
+	answerBy time.Time
 	// waitUntil bounds waiting for recovery (gateway clock); waited is
 	// the real time spent waiting.
 	waitUntil time.Time
 	waited    time.Duration
 	waits     int
+	// retried: the one retry of a failed target, for when nothing else is
+	// left, was used; last is the index of the last target tried.
+	retried bool
+	last    int
 
 	weights []int // round-robin weights of the candidates, by position
 	fanout  bool  // probe each candidate against the lanes first (takeTarget)
@@ -58,36 +67,24 @@ type plan struct {
 
 // reset clears p for the next request, keeping its buffers.
 func (p *plan) reset() plan {
-	return plan{live: p.live[:0], probe: p.probe[:0], order: p.order[:0], tried: p.tried[:0], probeID: -1}
+	return plan{live: p.live[:0], probe: p.probe[:0], order: p.order[:0], tried: p.tried[:0], probeID: -1, last: -1}
 }
 
-// begin prepares routing for list: token estimate and wait budget.
+// beginPlan prepares routing for list: token estimate and wait budget.
 func (c *call) beginPlan(list []*catalog.Target, weights []int, fanout bool) {
 	g, qs, p := c.g, c.g.qs, &c.plan
 	p.weights, p.fanout = weights, fanout
-	p.probeID = -1
+	p.probeID, p.last = -1, -1
 	for range list {
 		p.tried = append(p.tried, false)
 	}
 	in, out := ledger.Estimate(c.body.B, c.scan.MaxTokens, qs.defOut)
 	p.input, p.est = in, in+out
-	wait := qs.maxWait
-	if d, ok := clientTimeout(c); ok && d/2 < wait {
-		// The SDK says how long it will wait: never spend more than half
-		// of it waiting for a recovery.
-		wait = d / 2
+	now := g.clk.Now()
+	p.waitUntil = now.Add(qs.maxWait)
+	if !c.deadline.IsZero() && c.deadline.Before(p.waitUntil) {
+		p.waitUntil = c.deadline
 	}
-	p.waitUntil = g.clk.Now().Add(wait)
-}
-
-// clientTimeout reads the caller's own request timeout, as the official
-// SDKs announce it (X-Stainless-Timeout, seconds).
-func clientTimeout(c *call) (time.Duration, bool) {
-	v := c.ctx.Request.Header.Peek("X-Stainless-Timeout")
-	if len(v) == 0 {
-		return 0, false
-	}
-	return quota.ParseSeconds(v)
 }
 
 func later(a, b time.Time) time.Time {
@@ -110,7 +107,7 @@ func (c *call) rank(list []*catalog.Target) {
 	g, qs, p := c.g, c.g.qs, &c.plan
 	now := g.clk.Now()
 	snap := g.targets.Snapshot()
-	p.live, p.probe, p.recover = p.live[:0], p.probe[:0], time.Time{}
+	p.live, p.probe, p.recover, p.answerBy = p.live[:0], p.probe[:0], time.Time{}, time.Time{}
 	weights := p.weights
 	for i, t := range list {
 		if p.tried[i] {
@@ -161,7 +158,10 @@ func (c *call) rank(list []*catalog.Target) {
 			if skip >= 0 {
 				qs.m.skips[t.ID][skip].Inc()
 			}
-			p.recover = earlier(p.recover, rec)
+			if !rec.IsZero() {
+				p.recover = earlier(p.recover, rec)
+				p.answerBy = earlier(p.answerBy, rec.Add(expectedTTFB(snap, t.ID)))
+			}
 		}
 	}
 	p.order = p.order[:0]
@@ -177,53 +177,106 @@ func (c *call) rank(list []*catalog.Target) {
 // and (for a half-open circuit) its probe claimed, or nil when no untried
 // candidate is usable now.
 func (c *call) next(list []*catalog.Target) *catalog.Target {
-	g, qs, p := c.g, c.g.qs, &c.plan
+	p := &c.plan
 	if !p.ranked {
 		c.rank(list)
 	}
 	for p.pos < len(p.order) {
 		i := p.order[p.pos]
 		p.pos++
-		t := list[i]
 		// The parent's admission covers its first dispatch, as for a
 		// single-target model; only the work beyond it (a fallback after a
 		// failure) is fan-out that the lanes may refuse under congestion.
-		if !c.takeTarget(t, p.fanout && p.attempts > 0) { // at its cap, or refused by the lanes
+		if !c.takeTarget(list[i], p.fanout && p.attempts > 0) { // at its cap, or refused by the lanes
 			if p.pos > 1 {
 				c.fallbacks++
 			}
 			continue
 		}
-		now := g.clk.Now()
-		in := &qs.info[t.ID]
-		if qs.aware {
-			res, b, end := qs.ledger.Reserve(in.slot, p.est, now)
-			if !b.Affordable() { // another request took the budget since rank
-				c.releaseTarget()
-				qs.m.skips[t.ID][skipBudget].Inc()
-				p.recover = earlier(p.recover, end)
-				continue
-			}
-			p.res = res
+		if c.claim(list, i, p.probe[i]) {
+			return list[i]
 		}
-		if p.probe[i] {
-			if !g.targets.TryProbe(t.ID, now) { // another request is probing
-				c.releaseTarget()
-				qs.ledger.Settle(&p.res, 0, true)
-				qs.m.skips[t.ID][skipCircuit].Inc()
-				p.recover = earlier(p.recover, now.Add(time.Second))
-				continue
-			}
-			p.probeID = t.ID
-		}
-		p.tried[i] = true
-		p.attempts++
-		// Read the provider's usage only when a budget needs it; ask for
-		// the stream's usage chunk then, too.
-		p.metering, p.injected, p.usage = p.res.Active, false, ledger.Usage{}
-		return t
 	}
 	return nil
+}
+
+// claim finishes taking candidate i, whose target slot is held: it
+// reserves the token budget and, when probe is set, claims the target's
+// single half-open probe. It releases the slot and reports false when
+// either is refused.
+func (c *call) claim(list []*catalog.Target, i int, probe bool) bool {
+	g, qs, p := c.g, c.g.qs, &c.plan
+	t := list[i]
+	now := g.clk.Now()
+	in := &qs.info[t.ID]
+	if qs.aware {
+		res, b, end := qs.ledger.Reserve(in.slot, p.est, now)
+		if !b.Affordable() { // another request took the budget since rank
+			c.releaseTarget()
+			qs.m.skips[t.ID][skipBudget].Inc()
+			p.recover = earlier(p.recover, end)
+			return false
+		}
+		p.res = res
+	}
+	if probe {
+		if !g.targets.TryProbe(t.ID, now) { // another request is probing
+			c.releaseTarget()
+			qs.ledger.Settle(&p.res, 0, true)
+			qs.m.skips[t.ID][skipCircuit].Inc()
+			p.recover = earlier(p.recover, now.Add(time.Second))
+			return false
+		}
+		p.probeID = t.ID
+	}
+	p.tried[i] = true
+	p.last = i
+	p.attempts++
+	// Read the provider's usage only when a budget needs it; ask for
+	// the stream's usage chunk then, too.
+	p.metering, p.injected, p.usage = p.res.Active, false, ledger.Usage{}
+	return true
+}
+
+// retry returns the last failed target once more when nothing else is
+// left: the failure was transient (a 5xx, a timeout, a refused
+// connection, a 429) and the provider gave no hint to wait, so one more
+// try is likely to succeed and spares the caller a retry of its own. The
+// retry is the target's probe: its success closes the circuit the failure
+// opened, and only one request retries at a time.
+func (c *call) retry(list []*catalog.Target, class messages.FailureClass) *catalog.Target {
+	p := &c.plan
+	if p.retried || p.last < 0 || !transient(class) || !p.hint.IsZero() || c.expired() {
+		return nil
+	}
+	p.retried = true
+	t := list[p.last]
+	if !c.takeTarget(t, false) {
+		return nil
+	}
+	if !c.claim(list, p.last, true) {
+		return nil
+	}
+	c.g.qs.m.retries[c.route].Inc()
+	return t
+}
+
+// transient reports failure classes a retry may cure.
+func transient(class messages.FailureClass) bool {
+	switch class {
+	case messages.Capacity, messages.Timeout, messages.Connect, messages.RateLimit:
+		return true
+	}
+	return false
+}
+
+// expectedTTFB is how long target id usually takes to answer (0 when
+// unknown), for deciding whether a recovery comes in time.
+func expectedTTFB(snap *targets.Snapshot, id int) time.Duration {
+	if snap == nil || id >= len(snap.Targets) {
+		return 0
+	}
+	return time.Duration(snap.Targets[id].TTFBEWMAMillis * float64(time.Millisecond))
 }
 
 // annotate attaches the attempt's headers, verdict and probe flag to its
@@ -280,38 +333,65 @@ func (c *call) settleUsage() {
 }
 
 // waitForRecovery waits, when no untried candidate is usable, for the
-// earliest recovery if it comes before the wait budget runs out. It
-// reports false when it did not wait (or the caller left).
+// earliest recovery if it comes before the wait budget (and the caller's
+// deadline) runs out. It sleeps on a timer and wakes early when the
+// targets' state changes (a probe closed a circuit) or the caller leaves;
+// it reports false when it did not wait, or the wait ended with the
+// caller gone or the gateway draining.
 func (c *call) waitForRecovery() bool {
 	g, p := c.g, &c.plan
 	rec := p.recover
 	if rec.IsZero() || rec.After(p.waitUntil) || p.waits >= maxWaits {
 		return false
 	}
-	p.waits++
-	realStart := time.Now()
-	budget := g.qs.maxWait - p.waited
-	for {
-		if c.cancel.Cancelled() || g.draining.Load() {
-			return false
-		}
-		now := g.clk.Now()
-		elapsed := time.Since(realStart)
-		if !now.Before(rec) || elapsed >= budget {
-			p.waited += elapsed
-			p.ranked = false
-			if elapsed >= budget && now.Before(rec) {
-				return false // the clock did not get there in real time
-			}
-			g.qs.m.waited[c.route].Inc()
-			return true
-		}
-		time.Sleep(min(rec.Sub(now), 20*time.Millisecond, budget-elapsed))
+	if !c.deadline.IsZero() && p.answerBy.After(c.deadline) {
+		return false // back too late to answer before the caller's deadline
 	}
+	p.waits++
+	changed := g.targets.Changed()
+	d := rec.Sub(g.clk.Now())
+	if d <= 0 {
+		p.ranked = false
+		return true
+	}
+	if c.wake == nil {
+		c.wake = make(chan struct{}, 1)
+		c.timer = time.NewTimer(time.Hour)
+	}
+	wake := c.wake
+	if !c.cancel.Notify(func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}) {
+		return false
+	}
+	c.timer.Reset(d)
+	realStart := time.Now()
+	select {
+	case <-c.timer.C:
+	case <-changed:
+	case <-wake:
+	}
+	c.timer.Stop()
+	c.cancel.Notify(nil)
+	select {
+	case <-wake:
+	default:
+	}
+	p.waited += time.Since(realStart)
+	p.ranked = false
+	if c.cancel.Cancelled() || g.draining.Load() {
+		return false
+	}
+	g.qs.m.waited[c.route].Inc()
+	return true
 }
 
-// maxWaits bounds the wait rounds of one request (each ends in a re-rank).
-const maxWaits = 32
+// maxWaits bounds the wait rounds of one request (each ends in a re-rank;
+// a change of any target's state ends one early).
+const maxWaits = 64
 
 // earliestRecovery is when some candidate of the request is expected back.
 func (c *call) earliestRecovery() time.Time {
@@ -333,25 +413,43 @@ func retryAfterSeconds(t, now time.Time) int {
 func (c *call) refuse() {
 	g := c.g
 	now := g.clk.Now()
-	secs := retryAfterSeconds(c.earliestRecovery(), now)
+	rec := c.earliestRecovery()
+	secs := retryAfterSeconds(rec, now)
 	g.qs.m.refused[c.route].Inc()
 	c.fail(&apierror.Error{Status: 429, Type: "rate_limit_error", AnthropicType: "rate_limit_error", Code: "targets_exhausted", RetryAfter: secs,
 		Message: "every target of model " + strconv.Quote(c.model.Name) + " is cooling down, out of quota or over its token budget; the earliest recovers in " +
 			strconv.Itoa(secs) + "s, retry after that (GET /api/omniroute/quota shows why)"})
-	c.ctx.Response.Header.Set("X-Should-Retry", "false")
+	if pointlessRetry(rec, now) {
+		c.ctx.Response.Header.Set("X-Should-Retry", "false")
+	}
 	c.routingHeaders()
 }
 
+// pointlessSoon is how far away a recovery must be for a client's own
+// retry to be pointless: the SDKs back off for seconds, not minutes.
+const pointlessSoon = time.Minute
+
+// pointlessRetry reports whether a client retry cannot succeed before the
+// earliest recovery (unknown counts as never).
+func pointlessRetry(rec, now time.Time) bool {
+	return rec.IsZero() || rec.Sub(now) > pointlessSoon
+}
+
 // finalError adjusts the last provider error passed through after
-// failover ran out: the SDK must not multiply retries the gateway already
-// made, and a 429 says when the earliest candidate recovers.
-func (c *call) finalError(status int) {
+// failover ran out. X-Should-Retry: false tells the SDKs not to retry
+// only when a retry is pointless: the failure needs money, a credential
+// or a changed request, or nothing recovers within a minute. After a
+// transient failure the SDK's own retry (after Retry-After) is what the
+// caller wants. A 429 says when the earliest candidate recovers.
+func (c *call) finalError(status int, class messages.FailureClass) {
 	h := &c.ctx.Response.Header
-	h.Set("X-Should-Retry", "false")
-	if status == 429 {
-		if rec := c.earliestRecovery(); !rec.IsZero() {
-			var b [20]byte
-			h.SetBytesV("Retry-After", strconv.AppendInt(b[:0], int64(retryAfterSeconds(rec, c.g.clk.Now())), 10))
-		}
+	now := c.g.clk.Now()
+	rec := c.earliestRecovery()
+	if !transient(class) || (class == messages.RateLimit && !rec.IsZero() && rec.Sub(now) > pointlessSoon) {
+		h.Set("X-Should-Retry", "false")
+	}
+	if status == 429 && !rec.IsZero() {
+		var b [20]byte
+		h.SetBytesV("Retry-After", strconv.AppendInt(b[:0], int64(retryAfterSeconds(rec, now)), 10))
 	}
 }

@@ -10,17 +10,21 @@ import (
 
 // Options tune breakers and cooldowns; zero values take the defaults.
 type Options struct {
-	// FailureThreshold is the number of consecutive provider-side failures
-	// that opens the circuit (default 5).
+	// FailureThreshold is the number of consecutive stream cuts after the
+	// first byte that count as an incident (default 5). A failure before
+	// the first byte is an incident by itself.
 	FailureThreshold int
 	// BackoffBase and BackoffMax bound the cooldown after a transient
-	// failure: base × 2^(n-1) for the n-th consecutive one (1 s, 5 min).
+	// incident that carried no provider hint: base × 1.5^(n-1) for the n-th
+	// consecutive incident, capped (1 s, 30 s).
 	BackoffBase, BackoffMax time.Duration
 	// HardCooldown is the cooldown after a quota, billing or credential
 	// failure, doubled per consecutive one up to HardCooldownMax (5 min, 1 h).
 	HardCooldown, HardCooldownMax time.Duration
-	// Jitter spreads backoffs by ±Jitter (default 0.2) so targets cooled
-	// together do not recover together. Negative disables it.
+	// Jitter spreads backoffs by ±Jitter (default 0.1) so targets cooled
+	// together do not recover together; 10 % is enough for that and keeps
+	// the first probe after a 10 s outage within 5 s of the recovery even
+	// when every draw is the longest. Negative disables it.
 	Jitter float64
 	// Rand returns numbers in [0,1) for jitter (tests pin it).
 	Rand func() float64
@@ -41,7 +45,7 @@ func (o *Options) defaults() {
 		o.BackoffBase = time.Second
 	}
 	if o.BackoffMax <= 0 {
-		o.BackoffMax = 5 * time.Minute
+		o.BackoffMax = 30 * time.Second
 	}
 	if o.BackoffMax < o.BackoffBase {
 		o.BackoffMax = o.BackoffBase
@@ -53,7 +57,7 @@ func (o *Options) defaults() {
 		o.HardCooldownMax = max(o.HardCooldown, time.Hour)
 	}
 	if o.Jitter == 0 {
-		o.Jitter = 0.2
+		o.Jitter = 0.1
 	}
 	if o.Jitter < 0 || o.Jitter >= 1 {
 		o.Jitter = 0
@@ -67,25 +71,48 @@ func (o *Options) defaults() {
 }
 
 // breaker is one target's circuit and cooldown.
+//
+// Failures are counted by incident, not one by one: when a provider hangs
+// or sheds, every request in flight to it fails at about the same moment,
+// and nine timeouts of one hang are one piece of evidence, not nine. An
+// incident opens with the first provider-side failure of an attempt that
+// started after the last incident opened; failures of attempts that were
+// already in flight then belong to it and may only lengthen its cooldown
+// by a provider hint. Each incident opens the circuit: the target cools
+// for what the provider asked (Retry-After, a reset header, a body hint),
+// or without a hint for a short jittered backoff by the number of
+// consecutive incidents; then it is half open and one probe goes through,
+// whose success closes the circuit at once.
 type breaker struct {
 	open       bool
 	coolUntil  time.Time
 	coolReason string
+	// incidentAt is when the current incident opened (zero: none since
+	// the last success); incidents counts consecutive incidents.
+	incidentAt time.Time
+	incidents  int
 	hardStreak int
+	midStreak  int // consecutive stream cuts after the first byte
 	errorRate  float64
 	lastReason string
 }
 
-// Backoff returns the cooldown for the n-th consecutive transient failure
-// before jitter: base × 2^(n-1), capped.
+// BackoffFactor is how much longer each consecutive incident without a
+// provider hint cools the target than the one before. 1.5 rather than
+// TCP's 2 keeps the first probes after an outage close together: after a
+// 10 s storm the next probe comes 1–4 s after the provider recovered.
+const BackoffFactor = 1.5
+
+// Backoff returns the cooldown for the n-th consecutive incident without
+// a provider hint, before jitter: base × 1.5^(n-1), capped.
 func Backoff(n int, base, maxD time.Duration) time.Duration {
 	if n < 1 {
 		n = 1
 	}
-	if n > 40 {
+	if n > 60 {
 		return maxD
 	}
-	d := time.Duration(float64(base) * math.Pow(2, float64(n-1)))
+	d := time.Duration(float64(base) * math.Pow(BackoffFactor, float64(n-1)))
 	if d > maxD || d <= 0 {
 		return maxD
 	}
@@ -100,52 +127,73 @@ func (o *Options) jittered(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * f)
 }
 
-// failed applies one provider-side failure (the n-th in a row) at now.
-func (b *breaker) failed(m *messages.AttemptFinished, n int, o Options, now time.Time) {
+// hint is the latest recovery the provider announced for m at now: its
+// Retry-After header, a body retry hint, or the reset of an exhausted
+// rate-limit dimension; zero when it announced none.
+func hint(m *messages.AttemptFinished, now time.Time) time.Time {
+	var t time.Time
+	if q := m.Quota; q != nil && q.HasRetryAfter {
+		t = now.Add(q.RetryAfter)
+	}
+	if m.RetryAfter > 0 {
+		t = later(t, now.Add(m.RetryAfter))
+	}
+	return later(t, m.Quota.ExhaustedUntil())
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// failed applies one provider-side failure at now.
+func (b *breaker) failed(m *messages.AttemptFinished, o Options, now time.Time) {
 	b.errorRate = 0.9*b.errorRate + 0.1
 	b.lastReason = m.Reason
 	if m.MidStream {
-		// A stream cut after content says less than a failed start: it
-		// counts toward opening the circuit but does not cool by itself.
-		if n >= o.FailureThreshold && !b.open {
-			b.open = true
-			b.extend(now.Add(o.jittered(Backoff(n, o.BackoffBase, o.BackoffMax))), "circuit_open")
+		// A stream cut after content says less than a failed start: only
+		// a run of them is an incident.
+		if b.midStreak++; b.midStreak < o.FailureThreshold || b.open {
+			return
 		}
+		b.midStreak = 0
+		b.incidents++
+		b.incidentAt = now
+		b.open = true
+		b.extend(now.Add(o.jittered(Backoff(b.incidents, o.BackoffBase, o.BackoffMax))), "stream_cuts")
 		return
 	}
-	hard := m.Class == messages.Quota || m.Class == messages.Auth
-	var until time.Time
 	reason := m.Reason
 	if reason == "" {
 		reason = m.Class.String()
 	}
-	if hard {
-		b.hardStreak++
+	// In flight when the incident opened: the same incident (a probe is
+	// always sent after it, so its failure is a new one).
+	same := !b.incidentAt.IsZero() && !m.Probe && !m.Started.IsZero() && m.Started.Before(b.incidentAt)
+	if !same {
+		b.incidents++
+		b.incidentAt = now
+	}
+	b.open = true
+	until := hint(m, now)
+	if m.Class == messages.Quota || m.Class == messages.Auth {
+		// Money or a human is needed: a long cooldown, doubled per
+		// consecutive hard failure, whatever the provider hinted.
+		if !same {
+			b.hardStreak++
+		}
 		d := o.HardCooldown
 		for i := 1; i < b.hardStreak && d < o.HardCooldownMax; i++ {
 			d *= 2
 		}
-		until = now.Add(min(d, o.HardCooldownMax))
-	} else {
-		b.hardStreak = 0
-		until = now.Add(o.jittered(Backoff(n, o.BackoffBase, o.BackoffMax)))
+		until = later(until, now.Add(min(d, o.HardCooldownMax)))
+	} else if until.IsZero() && !same {
+		until = now.Add(o.jittered(Backoff(b.incidents, o.BackoffBase, o.BackoffMax)))
 	}
-	if q := m.Quota; q != nil && q.HasRetryAfter {
-		if t := now.Add(q.RetryAfter); t.After(until) {
-			until = t
-		}
-	}
-	if m.RetryAfter > 0 {
-		if t := now.Add(m.RetryAfter); t.After(until) {
-			until = t
-		}
-	}
-	if ex := m.Quota.ExhaustedUntil(); ex.After(until) {
-		until = ex
-	}
-	b.extend(until, reason)
-	if hard || m.Probe || n >= o.FailureThreshold {
-		b.open = true
+	if !until.IsZero() {
+		b.extend(until, reason)
 	}
 }
 
@@ -157,13 +205,22 @@ func (b *breaker) extend(until time.Time, reason string) {
 	}
 }
 
-// succeeded applies a success and reports whether the circuit closed.
-func (b *breaker) succeeded(probe bool) bool {
+// succeeded applies a success of an attempt that started at started and
+// reports whether the circuit closed: a probe's success closes it, and so
+// does that of any attempt sent after the incident opened (the provider
+// answers again). A success of an attempt that was in flight before the
+// incident says nothing about the provider now.
+func (b *breaker) succeeded(probe bool, started time.Time) bool {
 	b.errorRate *= 0.9
-	b.hardStreak = 0
-	if b.open && probe {
+	b.hardStreak, b.midStreak = 0, 0
+	if !b.open {
+		b.incidents, b.incidentAt = 0, time.Time{}
+		return false
+	}
+	if probe || (!started.IsZero() && !started.Before(b.incidentAt)) {
 		b.open = false
 		b.coolUntil, b.coolReason = time.Time{}, ""
+		b.incidents, b.incidentAt = 0, time.Time{}
 		return true
 	}
 	return false
@@ -175,6 +232,11 @@ func (b *breaker) view(out *Stats, now time.Time) {
 	out.LastFailureReason = b.lastReason
 	out.Open, out.CoolUntil = b.open, b.coolUntil
 	out.Circuit = CircuitState(b.open, b.coolUntil, now)
+	out.Incidents = b.incidents
+	if !b.incidentAt.IsZero() {
+		t := b.incidentAt
+		out.IncidentSince = &t
+	}
 	if b.coolUntil.After(now) {
 		t := b.coolUntil
 		out.CooldownUntil = &t

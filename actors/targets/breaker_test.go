@@ -13,9 +13,10 @@ func TestBackoff(t *testing.T) {
 	cases := []struct {
 		n    int
 		want time.Duration
-	}{{0, time.Second}, {1, time.Second}, {2, 2 * time.Second}, {4, 8 * time.Second}, {10, 5 * time.Minute}, {100, 5 * time.Minute}}
+	}{{0, time.Second}, {1, time.Second}, {2, 1500 * time.Millisecond}, {3, 2250 * time.Millisecond}, {4, 3375 * time.Millisecond},
+		{10, 30 * time.Second}, {100, 30 * time.Second}}
 	for _, c := range cases {
-		if got := Backoff(c.n, time.Second, 5*time.Minute); got != c.want {
+		if got := Backoff(c.n, time.Second, 30*time.Second); got != c.want {
 			t.Errorf("Backoff(%d) = %v, want %v", c.n, got, c.want)
 		}
 	}
@@ -77,34 +78,44 @@ func retryAfter(d time.Duration) *messages.QuotaObservation {
 	return &messages.QuotaObservation{RetryAfter: d, HasRetryAfter: true}
 }
 
-func TestCooldownIsTheLongestHint(t *testing.T) {
+// at returns an attempt report of target that started at started.
+func at(target int, class messages.FailureClass, status int, started time.Time) *messages.AttemptFinished {
+	return &messages.AttemptFinished{Target: target, Class: class, Status: status, Started: started}
+}
+
+func TestCooldownFollowsTheProviderHint(t *testing.T) {
 	e := newBreakerEnv(t, Options{})
 	now := e.clk.Now()
-	// A 429 with Retry-After: 5 cools for exactly 5 s (backoff 1 s < 5 s).
-	s := e.report(&messages.AttemptFinished{Target: 0, Class: messages.RateLimit, Status: 429, Reason: "rate_limit", Quota: retryAfter(5 * time.Second)})
-	if !s.CoolUntil.Equal(now.Add(5*time.Second)) || s.Circuit != "closed" || s.CooldownReason != "rate_limit" {
+	sent := now.Add(-time.Second)
+	// A 429 with Retry-After: 5 cools for exactly 5 s and opens the circuit.
+	m := at(0, messages.RateLimit, 429, sent)
+	m.Reason, m.Quota = "rate_limit", retryAfter(5*time.Second)
+	s := e.report(m)
+	if !s.CoolUntil.Equal(now.Add(5*time.Second)) || s.Circuit != "open" || s.CooldownReason != "rate_limit" || s.Incidents != 1 {
 		t.Fatalf("after 429 RA 5: %+v", s)
 	}
-	// A later, shorter hint does not shorten it.
-	s = e.report(&messages.AttemptFinished{Target: 0, Class: messages.RateLimit, Status: 429, Quota: retryAfter(time.Second)})
-	if !s.CoolUntil.Equal(now.Add(5 * time.Second)) {
-		t.Fatalf("shortened: %v", s.CoolUntil.Sub(now))
+	// Another answer of the same incident with a shorter hint does not
+	// shorten it; the reset of an exhausted dimension extends it.
+	m = at(0, messages.RateLimit, 429, sent)
+	m.Quota = retryAfter(time.Second)
+	if s = e.report(m); !s.CoolUntil.Equal(now.Add(5*time.Second)) || s.Incidents != 1 {
+		t.Fatalf("shortened or counted twice: %v, incidents %d", s.CoolUntil.Sub(now), s.Incidents)
 	}
-	// The reset of an exhausted dimension extends it.
 	obs := &messages.QuotaObservation{N: 1}
 	obs.Readings[0] = messages.QuotaReading{Dimension: messages.DimTokens, Flags: messages.HasRemaining | messages.HasReset, Remaining: 0, ResetAt: now.Add(30 * time.Second)}
-	s = e.report(&messages.AttemptFinished{Target: 0, Class: messages.RateLimit, Status: 429, Quota: obs})
-	if !s.CoolUntil.Equal(now.Add(30 * time.Second)) {
+	m = at(0, messages.RateLimit, 429, sent)
+	m.Quota = obs
+	if s = e.report(m); !s.CoolUntil.Equal(now.Add(30 * time.Second)) {
 		t.Fatalf("exhausted reset ignored: %v", s.CoolUntil.Sub(now))
 	}
-	// Backoff alone: the 4th consecutive failure → 8 s.
-	s = e.report(&messages.AttemptFinished{Target: 1, Class: messages.Capacity, Status: 503})
-	if !s.CoolUntil.Equal(now.Add(time.Second)) {
+	// Without a hint: the first incident's backoff, 1 s.
+	if s = e.report(at(1, messages.Capacity, 503, sent)); !s.CoolUntil.Equal(now.Add(time.Second)) {
 		t.Fatalf("first backoff %v", s.CoolUntil.Sub(now))
 	}
 	// A body retry hint (Gemini retryDelay) counts like Retry-After.
-	s = e.report(&messages.AttemptFinished{Target: 1, Class: messages.RateLimit, Status: 429, RetryAfter: 34 * time.Second})
-	if !s.CoolUntil.Equal(now.Add(34 * time.Second)) {
+	m = at(1, messages.RateLimit, 429, sent)
+	m.RetryAfter = 34 * time.Second
+	if s = e.report(m); !s.CoolUntil.Equal(now.Add(34 * time.Second)) {
 		t.Fatalf("body hint ignored: %v", s.CoolUntil.Sub(now))
 	}
 	e.mu.Lock()
@@ -112,6 +123,83 @@ func TestCooldownIsTheLongestHint(t *testing.T) {
 	e.mu.Unlock()
 	if n != 3 {
 		t.Fatalf("observations forwarded %d times, want 3", n)
+	}
+}
+
+// TestConcurrentFailuresAreOneIncident is the hang of the issue: nine
+// requests in flight together time out; that is one incident, cooled for
+// the first backoff, not nine consecutive failures.
+func TestConcurrentFailuresAreOneIncident(t *testing.T) {
+	e := newBreakerEnv(t, Options{})
+	sent := e.clk.Now()
+	e.clk.Advance(10 * time.Second) // the hang
+	first := e.clk.Now()
+	var s Stats
+	for i := 0; i < 9; i++ {
+		s = e.report(at(0, messages.Timeout, 0, sent.Add(time.Duration(i)*time.Millisecond)))
+		e.clk.Advance(10 * time.Millisecond)
+	}
+	if s.Incidents != 1 || !s.CoolUntil.Equal(first.Add(time.Second)) || s.ConsecutiveFailures != 9 {
+		t.Fatalf("nine concurrent timeouts: incidents %d, cooled %v: %+v", s.Incidents, s.CoolUntil.Sub(first), s)
+	}
+	// 21 concurrent 429s with Retry-After: 2 cool for 2 s after the last.
+	sent = e.clk.Now()
+	e.clk.Advance(time.Millisecond)
+	for i := 0; i < 21; i++ {
+		m := at(1, messages.RateLimit, 429, sent)
+		m.Quota = retryAfter(2 * time.Second)
+		s = e.report(m)
+		e.clk.Advance(5 * time.Millisecond)
+	}
+	last := e.clk.Now().Add(-5 * time.Millisecond)
+	if s.Incidents != 1 || !s.CoolUntil.Equal(last.Add(2*time.Second)) {
+		t.Fatalf("21 × 429 RA 2: incidents %d, cooled %v after the last", s.Incidents, s.CoolUntil.Sub(last))
+	}
+}
+
+// TestStormRecovery drives a 10 s outage of the only target with one probe
+// after each cooldown, as the transport does, and checks when the first
+// probe after the recovery goes out, at both ends of the jitter.
+func TestStormRecovery(t *testing.T) {
+	for _, jitter := range []float64{0, 0.999} {
+		for _, storm := range []struct {
+			name  string
+			class messages.FailureClass
+			hint  time.Duration
+		}{{"503", messages.Capacity, 0}, {"timeout", messages.Timeout, 0}, {"429 RA 2", messages.RateLimit, 2 * time.Second}} {
+			e := newBreakerEnv(t, Options{Rand: func() float64 { return jitter }})
+			e.h.opts.Rand = func() float64 { return jitter }
+			start := e.clk.Now()
+			recovery := start.Add(10 * time.Second)
+			s := e.report(at(0, storm.class, 503, start.Add(-time.Millisecond)))
+			for i := 0; ; i++ {
+				e.clk.Set(s.CoolUntil)
+				if !e.h.TryProbe(0, e.clk.Now()) {
+					t.Fatalf("%s: probe not available at the end of the cooldown", storm.name)
+				}
+				if !e.clk.Now().Before(recovery) {
+					break // this probe succeeds
+				}
+				m := at(0, storm.class, 503, e.clk.Now())
+				m.Probe = true
+				if storm.hint > 0 {
+					m.Quota = retryAfter(storm.hint)
+				}
+				s = e.report(m)
+				if i > 20 {
+					t.Fatalf("%s: more than 20 probes in a 10 s storm", storm.name)
+				}
+			}
+			late := e.clk.Now().Sub(recovery)
+			if late > 5*time.Second {
+				t.Errorf("%s (jitter %.1f): first probe %v after the recovery, want ≤ 5 s", storm.name, jitter, late)
+			}
+			m := at(0, messages.OK, 200, e.clk.Now())
+			m.Probe = true
+			if s = e.report(m); s.Circuit != "closed" || s.Incidents != 0 || s.CooldownUntil != nil {
+				t.Fatalf("%s: the probe's success did not close the circuit: %+v", storm.name, s)
+			}
+		}
 	}
 }
 
@@ -131,22 +219,19 @@ func TestRequestErrorsAndCancellationsNeverCool(t *testing.T) {
 		}
 	}
 	s := e.report(&messages.AttemptFinished{Target: 0, Class: messages.Connect, MidStream: true})
-	if s.Circuit != "open" || s.CooldownUntil == nil {
-		t.Fatalf("fifth consecutive failure must open the circuit: %+v", s)
+	if s.Circuit != "open" || s.CooldownUntil == nil || s.Incidents != 1 {
+		t.Fatalf("fifth consecutive cut must be an incident: %+v", s)
 	}
 }
 
 func TestCircuitOpensProbesAndCloses(t *testing.T) {
-	e := newBreakerEnv(t, Options{FailureThreshold: 3, BackoffBase: time.Second})
+	e := newBreakerEnv(t, Options{BackoffBase: time.Second})
 	start := e.clk.Now()
-	var s Stats
-	for i := 0; i < 3; i++ {
-		s = e.report(&messages.AttemptFinished{Target: 0, Class: messages.Capacity, Status: 500})
+	s := e.report(at(0, messages.Capacity, 500, start.Add(-time.Second)))
+	if s.Circuit != "open" || !s.CoolUntil.Equal(start.Add(time.Second)) {
+		t.Fatalf("after a failure: %+v (%v)", s, s.CoolUntil.Sub(start))
 	}
-	if s.Circuit != "open" || !s.CoolUntil.Equal(start.Add(4*time.Second)) {
-		t.Fatalf("after 3 failures: %+v (%v)", s, s.CoolUntil.Sub(start))
-	}
-	e.clk.Advance(4 * time.Second)
+	e.clk.Advance(time.Second)
 	if st := CircuitState(s.Open, s.CoolUntil, e.clk.Now()); st != "half_open" {
 		t.Fatalf("after the cooldown: %s", st)
 	}
@@ -154,24 +239,39 @@ func TestCircuitOpensProbesAndCloses(t *testing.T) {
 	if !e.h.TryProbe(0, e.clk.Now()) || e.h.TryProbe(0, e.clk.Now()) {
 		t.Fatal("half-open must let exactly one probe through")
 	}
-	// The probe fails: open again with a longer backoff.
-	s = e.report(&messages.AttemptFinished{Target: 0, Class: messages.Capacity, Status: 503, Probe: true})
-	if s.Circuit != "open" || !s.CoolUntil.Equal(e.clk.Now().Add(8*time.Second)) {
+	// The probe fails: a second incident, a longer backoff.
+	m := at(0, messages.Capacity, 503, e.clk.Now())
+	m.Probe = true
+	s = e.report(m)
+	if s.Circuit != "open" || s.Incidents != 2 || !s.CoolUntil.Equal(e.clk.Now().Add(1500*time.Millisecond)) {
 		t.Fatalf("failed probe: %+v %v", s, s.CoolUntil.Sub(e.clk.Now()))
 	}
-	e.clk.Advance(8 * time.Second)
+	opened := e.clk.Now()
+	e.clk.Advance(1500 * time.Millisecond)
 	if !e.h.TryProbe(0, e.clk.Now()) {
 		t.Fatal("the failed probe's claim was not released")
 	}
-	// A plain success (a request started before the circuit opened) does
-	// not close it; the probe's success does.
-	s = e.report(&messages.AttemptFinished{Target: 0, Class: messages.OK, Status: 200})
+	// A success of a request sent before the incident opened does not
+	// close it; the probe's success does.
+	s = e.report(at(0, messages.OK, 200, opened.Add(-time.Millisecond)))
 	if !s.Open {
-		t.Fatal("a non-probe success closed the circuit")
+		t.Fatal("a success of an attempt older than the incident closed the circuit")
 	}
-	s = e.report(&messages.AttemptFinished{Target: 0, Class: messages.OK, Status: 200, Probe: true})
-	if s.Open || s.Circuit != "closed" || s.CooldownUntil != nil || s.ConsecutiveFailures != 0 {
+	m = at(0, messages.OK, 200, e.clk.Now())
+	m.Probe = true
+	s = e.report(m)
+	if s.Open || s.Circuit != "closed" || s.CooldownUntil != nil || s.ConsecutiveFailures != 0 || s.Incidents != 0 {
 		t.Fatalf("successful probe: %+v", s)
+	}
+	// Any success of an attempt sent after the incident opened also closes
+	// it: the provider answers again.
+	s = e.report(at(0, messages.Capacity, 503, e.clk.Now().Add(-time.Millisecond)))
+	if !s.Open {
+		t.Fatal("not reopened")
+	}
+	e.clk.Advance(10 * time.Millisecond)
+	if s = e.report(at(0, messages.OK, 200, e.clk.Now())); s.Open {
+		t.Fatalf("a success sent after the incident did not close it: %+v", s)
 	}
 	// A stale claim is taken over after the probe timeout.
 	if !e.h.TryProbe(1, e.clk.Now()) || e.h.TryProbe(1, e.clk.Now().Add(time.Minute)) || !e.h.TryProbe(1, e.clk.Now().Add(16*time.Minute)) {
@@ -182,11 +282,13 @@ func TestCircuitOpensProbesAndCloses(t *testing.T) {
 func TestHardFailuresOpenAtOnce(t *testing.T) {
 	e := newBreakerEnv(t, Options{HardCooldown: 5 * time.Minute})
 	now := e.clk.Now()
-	s := e.report(&messages.AttemptFinished{Target: 1, Class: messages.Quota, Status: 429, Reason: "insufficient_quota"})
+	m := at(1, messages.Quota, 429, now.Add(-time.Second))
+	m.Reason = "insufficient_quota"
+	s := e.report(m)
 	if s.Circuit != "open" || !s.CoolUntil.Equal(now.Add(5*time.Minute)) || s.CooldownReason != "insufficient_quota" {
 		t.Fatalf("quota: %+v", s)
 	}
-	s = e.report(&messages.AttemptFinished{Target: 1, Class: messages.Auth, Status: 401})
+	s = e.report(at(1, messages.Auth, 401, now))
 	if !s.CoolUntil.Equal(now.Add(10 * time.Minute)) {
 		t.Fatalf("second hard failure: %v", s.CoolUntil.Sub(now))
 	}

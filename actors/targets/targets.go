@@ -5,14 +5,16 @@
 // fire-and-forget message; readers (health, routing) see an immutable
 // snapshot the actor publishes, never the actor's state.
 //
-// Cooldowns follow what users of gateways ask for: a provider-side failure
-// before the first byte cools the target until max(current deadline,
-// Retry-After, reset of the exhausted dimension, backoff with jitter) — a
-// 429 counts like any provider failure, a later shorter hint never
-// shortens a cooldown, and request-caused errors and client cancellations
-// never cool a target. Enough consecutive failures (or one quota, billing
-// or credential failure) open the circuit: after the cooldown it is half
-// open and lets a single probe through, whose outcome closes or reopens it.
+// Failures are counted by incident (see breaker): the failures of
+// attempts that were in flight together are one incident, which opens the
+// circuit and cools the target for the provider's own hint (Retry-After, a
+// reset header, a body hint) or, without one, a short jittered backoff by
+// the number of consecutive incidents, capped at 30 s by default; a quota,
+// billing or credential failure cools it for long. After the cooldown the
+// circuit is half open and lets a single probe through, whose success puts
+// the target back at once. A later, shorter hint never shortens a
+// cooldown; request-caused errors and client cancellations never cool a
+// target.
 package targets
 
 import (
@@ -48,6 +50,10 @@ type Stats struct {
 	// CooldownUntil is when the target may be tried again.
 	CooldownUntil  *time.Time `json:"cooldownUntil,omitempty"`
 	CooldownReason string     `json:"cooldownReason,omitempty"`
+	// Incidents counts consecutive incidents (reset by a success after
+	// the last one); IncidentSince is when the current one opened.
+	Incidents     int        `json:"incidents,omitempty"`
+	IncidentSince *time.Time `json:"incidentSince,omitempty"`
 
 	// Routing reads these; they are the same facts in typed form.
 	Open      bool      `json:"-"`
@@ -74,7 +80,15 @@ type Handle struct {
 	acc          []successAcc
 	flushPending atomic.Bool
 	stopped      atomic.Bool
+	// changed is closed (and replaced) by every publish, so a request
+	// waiting for a cooling target wakes when a probe closes its circuit
+	// instead of polling the snapshot.
+	changed atomic.Pointer[chan struct{}]
 }
+
+// Changed returns a channel that is closed at the next publish of the
+// snapshot. Read it before reading the snapshot it should outdate.
+func (h *Handle) Changed() <-chan struct{} { return *h.changed.Load() }
 
 // successAcc is the fast path of Report: a success on a target whose state
 // a success cannot change is only counted here, and the actor folds the
@@ -184,6 +198,8 @@ func Spawn(system *actor.ActorSystem, names []string, clk clock.Clock) (*Handle,
 func SpawnWith(system *actor.ActorSystem, names []string, clk clock.Clock, o Options) (*Handle, error) {
 	o.defaults()
 	h := &Handle{root: system.Root, probes: make([]atomic.Int64, len(names)), opts: o, acc: make([]successAcc, len(names))}
+	ch := make(chan struct{})
+	h.changed.Store(&ch)
 	a := &targetsActor{h: h, clk: clk, names: names, st: make([]state, len(names))}
 	a.publish()
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), fmt.Sprintf("targets-%p", h))
@@ -277,7 +293,7 @@ func (a *targetsActor) observe(m *messages.AttemptFinished) {
 		} else {
 			s.ttfbEWMA = 0.2*ms + 0.8*s.ttfbEWMA
 		}
-		if s.succeeded(m.Probe) {
+		if s.succeeded(m.Probe, m.Started) {
 			a.publish() // the circuit closed: routing must see it now
 			return
 		}
@@ -287,7 +303,7 @@ func (a *targetsActor) observe(m *messages.AttemptFinished) {
 	s.failures[m.Class]++
 	if m.Class.ProviderSide() {
 		s.consecutive++
-		s.failed(m, s.consecutive, a.h.opts, a.clk.Now())
+		s.failed(m, a.h.opts, a.clk.Now())
 	}
 	s.lastClass = m.Class
 	s.lastFailureAt = m.At
@@ -322,4 +338,6 @@ func (a *targetsActor) publish() {
 	}
 	a.h.snap.Store(snap)
 	a.dirty = false
+	next := make(chan struct{})
+	close(*a.h.changed.Swap(&next))
 }

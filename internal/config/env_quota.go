@@ -18,14 +18,16 @@ type QuotaEnv struct {
 	// RoutingMaxWait is the longest a request waits for a cooling target
 	// to recover when every candidate is out.
 	RoutingMaxWait Millis `env:"OMNIROUTE_ROUTING_MAX_WAIT_MS" envDefault:"10000"`
-	// CooldownBase and CooldownMax bound the backoff after transient
-	// failures (base × 2^(n-1), with ±20 % jitter).
+	// CooldownBase and CooldownMax bound the backoff after a transient
+	// incident without a provider hint (base × 1.5^(n-1) for the n-th
+	// consecutive incident, with ±10 % jitter).
 	CooldownBase Millis `env:"OMNIROUTE_COOLDOWN_BASE_MS" envDefault:"1000"`
-	CooldownMax  Millis `env:"OMNIROUTE_COOLDOWN_MAX_MS" envDefault:"300000"`
+	CooldownMax  Millis `env:"OMNIROUTE_COOLDOWN_MAX_MS" envDefault:"30000"`
 	// QuotaCooldown is the cooldown after a quota, billing or credential
 	// failure (doubled per consecutive one, up to an hour or this value).
 	QuotaCooldown Millis `env:"OMNIROUTE_QUOTA_COOLDOWN_MS" envDefault:"300000"`
-	// BreakerFailures consecutive provider-side failures open a circuit.
+	// BreakerFailures consecutive stream cuts after the first byte make an
+	// incident (a failure before the first byte is one by itself).
 	BreakerFailures PositiveInt `env:"OMNIROUTE_BREAKER_FAILURE_THRESHOLD" envDefault:"5"`
 	// DefaultOutputTokens is reserved for the answer when a request sets no
 	// max_tokens.

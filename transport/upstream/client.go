@@ -183,6 +183,9 @@ type Exchange struct {
 	Resp fasthttp.Response
 	// TTFB is the time from sending the request to reading the headers.
 	TTFB time.Duration
+	// Limit, when set, ends the exchange by then at the latest (the
+	// caller's own deadline); the client's timeouts apply as well.
+	Limit time.Time
 
 	client   *Client
 	cancel   *Cancel
@@ -206,6 +209,9 @@ func (c *Client) Do(x *Exchange, cancel *Cancel, stream bool) error {
 	x.client, x.cancel = c, cancel
 	start := time.Now()
 	x.deadline = start.Add(c.opts.TotalTimeout)
+	if !x.Limit.IsZero() && x.Limit.Before(x.deadline) {
+		x.deadline = x.Limit
+	}
 	err := c.roundTrip(x, stream, start)
 	if err != nil && x.conn != nil {
 		x.finish(false)
@@ -363,7 +369,7 @@ func (x *Exchange) Release() {
 	x.Req.Reset()
 	x.Resp.Reset()
 	x.client, x.cancel, x.stream, x.br = nil, nil, nil, nil
-	x.TTFB, x.eof = 0, false
+	x.TTFB, x.eof, x.Limit = 0, false, time.Time{}
 	exchangePool.Put(x)
 }
 
