@@ -87,7 +87,7 @@ func (g *Gateway) startAdmission() error {
 		SustainHigh: int(p.SustainHigh), SustainCritical: int(p.SustainCritical), SustainRecovery: int(p.SustainRecovery),
 	}
 	ph, err := pressureactor.Spawn(g.system, pressureactor.Options{Config: cfg, Sample: g.opts.PressureSample,
-		PSISource: pressure.PSISource(p.PSISource), GoLimitFallback: b.CeilingBytes, Clock: g.clk, Log: g.log.With("component", "pressure")})
+		PSISource: pressure.PSISource(p.PSISource), GoLimitFallback: b.LimitBytes, Clock: g.clk, Log: g.log.With("component", "pressure")})
 	if err != nil {
 		return err
 	}

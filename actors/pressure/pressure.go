@@ -43,9 +43,9 @@ type Options struct {
 	Manual   bool
 	Log      *slog.Logger
 	// GoLimitFallback is the limit the Go runtime's memory is compared with
-	// when GOMEMLIMIT is unset (the budget's memory ceiling: the cgroup
-	// limit or the physical memory), so a process without GOMEMLIMIT still
-	// has a Go memory signal. It applies to the built-in sampler only.
+	// when GOMEMLIMIT is unset: a real limit the process is held to (the
+	// cgroup's), never the ingest budget or the physical memory; 0 leaves
+	// the Go ratio unset. It applies to the built-in sampler only.
 	GoLimitFallback int64
 }
 

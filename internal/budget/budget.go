@@ -58,18 +58,35 @@ type Budget struct {
 	// value itself for an override; 0 when nothing was known).
 	CeilingBytes int64
 	Source       Source
+	// LimitBytes is the real memory limit of the process, whatever the
+	// budget: the tighter of the Go memory limit and the cgroup limit, 0
+	// when neither is set. The Go memory ratio of the pressure sampler is
+	// taken against it and nothing else: the budget override is a number
+	// of body bytes, not a heap limit (taking it as one made a 16 MiB
+	// override read as a heap 2.9 times over its limit), and the machine's
+	// physical memory is not a limit the process is held to.
+	LimitBytes int64
 }
 
 // Derive computes the budget. When both limits are known the tighter one
 // is the ceiling; on a tie the cgroup is named, as the kernel enforces it.
 func Derive(in Inputs) Budget {
-	if in.Override > 0 {
-		b := clamp(in.Override)
-		return Budget{Bytes: b, CeilingBytes: b, Source: SourceOverride}
-	}
 	goLimit := in.GoMemLimit
 	if goLimit == math.MaxInt64 {
 		goLimit = 0
+	}
+	var limit int64
+	switch {
+	case goLimit > 0 && in.CgroupLimit > 0:
+		limit = min(goLimit, in.CgroupLimit)
+	case goLimit > 0:
+		limit = goLimit
+	case in.CgroupLimit > 0:
+		limit = in.CgroupLimit
+	}
+	if in.Override > 0 {
+		b := clamp(in.Override)
+		return Budget{Bytes: b, CeilingBytes: b, Source: SourceOverride, LimitBytes: limit}
 	}
 	var ceiling int64
 	var src Source
@@ -87,7 +104,7 @@ func Derive(in Inputs) Budget {
 		ceiling, src = max(in.Physical, 0), SourcePhysical
 	}
 	raw := int64(float64(ceiling) * heapFraction / amplification)
-	return Budget{Bytes: clamp(raw), CeilingBytes: ceiling, Source: src}
+	return Budget{Bytes: clamp(raw), CeilingBytes: ceiling, Source: src, LimitBytes: limit}
 }
 
 func clamp(n int64) int64 { return min(max(n, Floor), Cap) }

@@ -53,6 +53,29 @@ func TestDerive(t *testing.T) {
 	}
 }
 
+// TestLimitIsARealLimit: the memory limit the pressure sampler compares
+// the Go heap with is GOMEMLIMIT or the cgroup's, whatever the override,
+// and never the physical memory.
+func TestLimitIsARealLimit(t *testing.T) {
+	cases := []struct {
+		name  string
+		in    Inputs
+		limit int64
+	}{
+		{"override without limits", Inputs{Override: 16 * MiB, Physical: 32 * GiB}, 0},
+		{"override with GOMEMLIMIT", Inputs{Override: 16 * MiB, GoMemLimit: 1 * GiB}, 1 * GiB},
+		{"override with a cgroup", Inputs{Override: 16 * MiB, CgroupLimit: 2 * GiB}, 2 * GiB},
+		{"the tighter of both", Inputs{GoMemLimit: 3 * GiB, CgroupLimit: 2 * GiB}, 2 * GiB},
+		{"physical only", Inputs{Physical: 8 * GiB}, 0},
+		{"unset Go limit", Inputs{GoMemLimit: math.MaxInt64}, 0},
+	}
+	for _, c := range cases {
+		if got := Derive(c.in).LimitBytes; got != c.limit {
+			t.Errorf("%s: LimitBytes %d, want %d", c.name, got, c.limit)
+		}
+	}
+}
+
 func TestResolveReadsSystem(t *testing.T) {
 	root := t.TempDir()
 	write := func(p, s string) {
