@@ -1,0 +1,437 @@
+package admission
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// ctlSim is a deterministic model of the gateway's gate in front of one
+// provider, on a fake clock stepped by 1 ms: a provider with slots and a
+// service time (each may change at any moment), FIFO beyond its slots
+// (a sharp knee), optionally refusing instead (429); callers that are
+// either always waiting (saturating demand) or arrive open-loop, and may
+// give up after a timeout. The controller sees only what the gateway
+// sees: its own leases, their latencies, and the gate's counters.
+type ctlSim struct {
+	t    *testing.T
+	c    *Controller
+	now  time.Time
+	rng  *rand.Rand
+	step time.Duration
+
+	slots   int
+	service time.Duration
+	jitter  float64 // ± share of the service time
+	hang    bool
+	reject  bool // 429 beyond the slots instead of queueing
+	// stream is the share of requests that stream; a stream's latency
+	// sample is its time to first token (ttft of its service time after
+	// it starts), while it holds its slot for the whole service time.
+	stream float64
+	ttft   float64
+
+	// demand: saturate is a closed loop of that many callers (waiting or
+	// in flight);
+	// rate is an open-loop arrival rate per second; giveUp a caller
+	// timeout (0: none).
+	saturate int
+	rate     float64
+	// unbounded: the gate admits everything (shadow mode).
+	unbounded bool
+	giveUp   time.Duration
+	arrivals float64
+
+	waiting  []time.Time // callers queued at the gate (arrival times)
+	flight   []*ctlReq   // admitted, at the provider
+	integral float64
+	active   int64
+	limited  uint64
+
+	// ground truth
+	served     int
+	servedCost float64 // slot-seconds used
+	lateServed int     // answers delivered after their caller left
+}
+
+type ctlReq struct {
+	admitted, arrived time.Time
+	start, done       time.Time // at the provider; zero while queued
+	gone              bool
+	stream            bool
+}
+
+func newCtlSim(t *testing.T, cfg ControlConfig, slots int, service time.Duration) *ctlSim {
+	return newCtlSimSeed(t, cfg, slots, service, 1)
+}
+
+func newCtlSimSeed(t *testing.T, cfg ControlConfig, slots int, service time.Duration, seed uint64) *ctlSim {
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	return &ctlSim{t: t, c: NewController(cfg, now), now: now, rng: rand.New(rand.NewPCG(seed, 2)), step: time.Millisecond,
+		slots: slots, service: service, jitter: 0.3}
+}
+
+// seeds are the arrival and service-time seeds every step response must
+// hold for: a gate on one seed could be luck.
+var seeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8}
+
+func (s *ctlSim) reading() Reading {
+	r := Reading{At: s.now, Active: s.active, Integral: s.integral, Limited: s.limited}
+	for _, q := range s.flight {
+		if q.done.IsZero() || q.done.After(s.now) {
+			r.Pending++
+			r.PendingAgeSum += s.now.Sub(q.admitted).Seconds()
+		}
+	}
+	return r
+}
+
+func (s *ctlSim) serviceTime() time.Duration {
+	f := 1 + s.jitter*(2*s.rng.Float64()-1)
+	return time.Duration(float64(s.service) * f)
+}
+
+// run advances the simulation by d, calling each after every step.
+func (s *ctlSim) run(d time.Duration, each func()) {
+	end := s.now.Add(d)
+	for s.now.Before(end) {
+		s.now = s.now.Add(s.step)
+		s.integral += float64(s.active) * s.step.Seconds()
+		s.tick()
+		if each != nil {
+			each()
+		}
+	}
+}
+
+func (s *ctlSim) tick() {
+	now := s.now
+	// Arrivals.
+	if s.rate > 0 {
+		s.arrivals += s.rate * s.step.Seconds()
+		for ; s.arrivals >= 1; s.arrivals-- {
+			s.waiting = append(s.waiting, now)
+		}
+	}
+	for len(s.waiting)+int(s.active) < s.saturate {
+		s.waiting = append(s.waiting, now)
+	}
+	// Callers that gave up while queued at the gate leave quietly.
+	if s.giveUp > 0 {
+		keep := s.waiting[:0]
+		for _, w := range s.waiting {
+			if now.Sub(w) < s.giveUp {
+				keep = append(keep, w)
+			}
+		}
+		s.waiting = keep
+	}
+	// Provider: finish, cancel, start.
+	busy := 0
+	keep := s.flight[:0]
+	for _, q := range s.flight {
+		switch {
+		case !q.done.IsZero() && !q.done.After(now):
+			s.active--
+			s.served++
+			s.servedCost += q.done.Sub(q.start).Seconds()
+			if q.gone {
+				s.lateServed++
+			}
+			held := q.done.Sub(q.admitted)
+			lat := held
+			if q.stream {
+				lat = q.start.Sub(q.admitted) + time.Duration(s.ttft*float64(q.done.Sub(q.start)))
+			}
+			s.c.Observe(now, Sample{Latency: lat, Held: held, OK: true, Stream: q.stream})
+			continue
+		case s.giveUp > 0 && now.Sub(q.arrived) >= s.giveUp:
+			// The caller left: the gateway cancels the upstream request.
+			s.active--
+			if !q.start.IsZero() {
+				s.servedCost += now.Sub(q.start).Seconds()
+			}
+			lat := now.Sub(q.admitted)
+			s.c.Observe(now, Sample{Latency: lat, Held: lat, Censored: true})
+			continue
+		}
+		if !q.start.IsZero() {
+			busy++
+		}
+		keep = append(keep, q)
+	}
+	s.flight = keep
+	for _, q := range s.flight {
+		if q.start.IsZero() && busy < s.slots && !s.hang {
+			q.start, q.done = now, now.Add(s.serviceTime())
+			busy++
+		}
+	}
+	// Gate: admit while there is room.
+	limit := s.c.Limit()
+	for len(s.waiting) > 0 {
+		if s.active+1 > limit && !s.unbounded {
+			s.limited++
+			break
+		}
+		w := s.waiting[0]
+		s.waiting = s.waiting[1:]
+		if s.reject && busy >= s.slots {
+			// Refused at once by the provider.
+			s.c.Observe(now, Sample{Latency: 0, Held: 0, Drop: true})
+			continue
+		}
+		q := &ctlReq{admitted: now, arrived: w, stream: s.rng.Float64() < s.stream}
+		s.active++
+		if busy < s.slots && !s.hang {
+			q.start, q.done = now, now.Add(s.serviceTime())
+			busy++
+		}
+		s.flight = append(s.flight, q)
+	}
+	if s.now.UnixMilli()%5 == 0 {
+		s.c.Tick(s.reading())
+	}
+}
+
+// within runs d and returns the first time (since the start of the run)
+// at which cond held, or -1.
+func (s *ctlSim) within(d time.Duration, cond func() bool) time.Duration {
+	start, at := s.now, time.Duration(-1)
+	s.run(d, func() {
+		if at < 0 && cond() {
+			at = s.now.Sub(start)
+		}
+	})
+	return at
+}
+
+// limitRange returns the lowest and highest knee estimate over d.
+func (s *ctlSim) kneeRange(d time.Duration) (lo, hi float64) {
+	lo = 1e18
+	s.run(d, func() {
+		k := s.c.Knee()
+		lo, hi = min(lo, k), max(hi, k)
+	})
+	return lo, hi
+}
+
+func (s *ctlSim) throughput(d time.Duration) float64 {
+	before := s.served
+	s.run(d, nil)
+	return float64(s.served-before) / d.Seconds()
+}
+
+// busyShare is the mean share of the provider's slots in use over d.
+func (s *ctlSim) busyShare(d time.Duration) float64 {
+	before := s.servedCost
+	s.run(d, nil)
+	return (s.servedCost - before) / d.Seconds() / float64(s.slots)
+}
+
+func cfgFor() ControlConfig { return DefaultControlConfig() }
+
+func TestControlColdStartReachesCapacityInTwoWindows(t *testing.T) {
+	for _, seed := range seeds {
+		for _, tc := range []struct {
+			slots   int
+			service time.Duration
+		}{{16, 100 * time.Millisecond}, {256, 20 * time.Millisecond}, {4, 300 * time.Millisecond}} {
+			s := newCtlSimSeed(t, cfgFor(), tc.slots, tc.service, seed)
+			s.saturate = 4 * tc.slots
+			at := s.within(2*time.Second, func() bool { return s.c.Limit() >= int64(tc.slots) })
+			if at < 0 {
+				t.Errorf("seed %d: "+"%d slots × %v: limit %d after 2 s, want ≥ %d (%+v)", seed, tc.slots, tc.service, s.c.Limit(), tc.slots, s.c.Last())
+				continue
+			}
+			// And it settles at the knee rather than above it: after a
+			// settling period, the estimate stays within [0.8, 1.2] × the
+			// knee, or within one unit where a unit is a large share of it.
+			s.run(10*time.Second, nil)
+			lo, hi := s.kneeRange(10 * time.Second)
+			slack := max(0.2*float64(tc.slots), 1)
+			if lo < float64(tc.slots)-slack || hi > float64(tc.slots)+slack {
+				t.Errorf("seed %d: %d slots × %v: knee estimate in [%.1f, %.1f], want within %d ± %.1f", seed, tc.slots, tc.service, lo, hi, tc.slots, slack)
+			}
+			if u := s.busyShare(5 * time.Second); u < 0.85 {
+				t.Errorf("seed %d: %d slots × %v: provider %.0f%% busy, want ≥ 85%%", seed, tc.slots, tc.service, 100*u)
+			}
+		}
+	}
+}
+
+func TestControlCapacityHalvesAndReturns(t *testing.T) {
+	for _, seed := range seeds {
+		s := newCtlSimSeed(t, cfgFor(), 32, 100*time.Millisecond, seed)
+		s.saturate = 200
+		s.run(10*time.Second, nil)
+		if k := s.c.Knee(); k < 0.8*32 || k > 1.2*32 {
+			t.Fatalf("seed %d: "+"steady knee %.1f, want about 32", seed, k)
+		}
+		s.slots = 16
+		at := s.within(5*time.Second, func() bool { return s.c.Knee() <= 1.2*16 })
+		if at < 0 {
+			t.Fatalf("seed %d: "+"capacity halved: knee %.1f after 5 s, want ≤ 19.2 (%+v)", seed, s.c.Knee(), s.c.Last())
+		}
+		t.Logf("seed %d: "+"capacity halved: within 1.2x after %v", seed, at)
+		if lo, hi := s.kneeRange(20 * time.Second); hi > 1.2*16 || lo < 0.7*16 {
+			t.Fatalf("seed %d: "+"after halving the knee moved in [%.1f, %.1f], want within [0.7, 1.2] × 16", seed, lo, hi)
+		}
+		s.slots = 32
+		at = s.within(10*time.Second, func() bool { return s.c.Knee() >= 0.9*32 })
+		if at < 0 {
+			t.Fatalf("seed %d: "+"capacity restored: knee %.1f after 10 s, want ≥ 28.8", seed, s.c.Knee())
+		}
+		t.Logf("seed %d: "+"capacity restored: ≥ 0.9x after %v", seed, at)
+	}
+}
+
+func TestControlLatencyDoublesIsNotCongestion(t *testing.T) {
+	for _, seed := range seeds {
+		s := newCtlSimSeed(t, cfgFor(), 16, 200*time.Millisecond, seed)
+		s.saturate = 100
+		s.run(10*time.Second, nil)
+		s.service = 400 * time.Millisecond
+		s.run(10*time.Second, nil)
+		capacity := 16 / 0.4
+		if tp := s.throughput(10 * time.Second); tp < 0.9*capacity {
+			t.Fatalf("seed %d: "+"after the latency step: %.1f answers/s, want ≥ 90%% of %.0f (knee %.1f, %+v)", seed, tp, capacity, s.c.Knee(), s.c.Last())
+		}
+		if u := s.busyShare(5 * time.Second); u < 0.9 {
+			t.Fatalf("seed %d: "+"provider %.0f%% busy after the latency step, want ≥ 90%%", seed, 100*u)
+		}
+	}
+}
+
+func TestControlCallersWhoGiveUpAreEvidence(t *testing.T) {
+	for _, seed := range seeds {
+		s := newCtlSimSeed(t, cfgFor(), 16, 100*time.Millisecond, seed)
+		s.rate = 3 * 160 // three times the capacity
+		s.giveUp = 300 * time.Millisecond
+		var peak float64
+		s.run(30*time.Second, func() { peak = max(peak, float64(s.c.Limit())) })
+		if peak > 1.3*16*probeGain {
+			t.Fatalf("seed %d: "+"limit peaked at %.0f with callers giving up, want ≤ 1.3 × the knee (16) even while probing", seed, peak)
+		}
+		if k := s.c.Knee(); k > 1.3*16 {
+			t.Fatalf("seed %d: "+"knee estimate %.1f, want ≤ 1.3 × 16", seed, k)
+		}
+		if s.lateServed > s.served/20 {
+			t.Fatalf("seed %d: "+"%d of %d answers came after their caller left", seed, s.lateServed, s.served)
+		}
+	}
+}
+
+func TestControlHangThenRecovery(t *testing.T) {
+	for _, seed := range seeds {
+		s := newCtlSimSeed(t, cfgFor(), 16, 100*time.Millisecond, seed)
+		s.saturate = 64
+		s.run(5*time.Second, nil)
+		before := s.c.Limit()
+		s.hang = true
+		s.run(10*time.Second, nil)
+		if l := s.c.Limit(); l > before {
+			t.Fatalf("seed %d: "+"the limit grew from %d to %d while the provider hung", seed, before, l)
+		}
+		s.hang = false
+		at := s.within(10*time.Second, func() bool { return s.c.Knee() >= 0.9*16 })
+		if at < 0 {
+			t.Fatalf("seed %d: "+"after the hang: knee %.1f after 10 s", seed, s.c.Knee())
+		}
+	}
+}
+
+// TestControlMixOfStreamsIsNotCongestion: a stream's latency sample is
+// its time to first token, much shorter than a plain answer's; the share
+// of streams moving from none to all must not read as a latency change.
+func TestControlMixOfStreamsIsNotCongestion(t *testing.T) {
+	for _, seed := range seeds {
+		s := newCtlSimSeed(t, cfgFor(), 16, 100*time.Millisecond, seed)
+		s.saturate = 64
+		s.ttft = 0.2
+		s.run(10*time.Second, nil)
+		s.stream = 1
+		s.run(5*time.Second, nil)
+		if lo, hi := s.kneeRange(10 * time.Second); lo < 0.8*16 || hi > 1.2*16 {
+			t.Errorf("seed %d: after the switch to streams the knee moved in [%.1f, %.1f], want within [0.8, 1.2] × 16", seed, lo, hi)
+		}
+		s.stream = 0.5
+		if u := s.busyShare(10 * time.Second); u < 0.85 {
+			t.Errorf("seed %d: half streams: provider %.0f%% busy, want ≥ 85%%", seed, 100*u)
+		}
+	}
+}
+
+func TestControlRefusalsAreLoss(t *testing.T) {
+	for _, seed := range seeds {
+		s := newCtlSimSeed(t, cfgFor(), 16, 100*time.Millisecond, seed)
+		s.reject = true
+		s.saturate = 64
+		s.run(5*time.Second, nil)
+		if lo, hi := s.kneeRange(10 * time.Second); lo < 0.7*16 || hi > 1.3*16 {
+			t.Fatalf("seed %d: "+"a provider that refuses beyond 16 slots: knee in [%.1f, %.1f]", seed, lo, hi)
+		}
+	}
+}
+
+func TestControlAppLimitedHoldsItsLimit(t *testing.T) {
+	for _, seed := range seeds {
+		s := newCtlSimSeed(t, cfgFor(), 64, 50*time.Millisecond, seed)
+		s.rate = 100 // 5 in flight on average, far below the knee
+		s.run(10*time.Second, nil)
+		l := s.c.Limit()
+		s.run(20*time.Second, nil)
+		if s.c.Limit() != l || s.c.Converged() {
+			t.Fatalf("seed %d: "+"app-limited: limit moved %d → %d (converged %v)", seed, l, s.c.Limit(), s.c.Converged())
+		}
+		// Demand then arrives: the limit follows it to the knee.
+		s.rate = 0
+		s.saturate = 256
+		if at := s.within(3*time.Second, func() bool { return s.c.Limit() >= 64 }); at < 0 {
+			t.Fatalf("seed %d: "+"demand arrived: limit %d after 3 s", seed, s.c.Limit())
+		}
+	}
+}
+
+func TestControlPressure(t *testing.T) {
+	s := newCtlSim(t, cfgFor(), 32, 100*time.Millisecond)
+	s.saturate = 128
+	s.run(10*time.Second, nil)
+	before := s.c.Limit()
+	if !s.c.ObservePressure(s.now, PressureCritical) || s.c.Limit() > (before+1)/2 {
+		t.Fatalf("critical pressure: limit %d → %d, want halved", before, s.c.Limit())
+	}
+	halved := s.c.Limit()
+	if s.c.ObservePressure(s.now, PressureCritical) {
+		t.Fatal("critical pressure halved twice within a window")
+	}
+	// High pressure stops growth for as long as it is reported.
+	s.run(3*time.Second, func() { s.c.ObservePressure(s.now, PressureHigh) })
+	if s.c.Limit() > halved {
+		t.Fatalf("grew from %d to %d under high pressure", halved, s.c.Limit())
+	}
+	if at := s.within(5*time.Second, func() bool { return s.c.Knee() >= 0.9*32 }); at < 0 {
+		t.Fatalf("after the pressure: knee %.1f", s.c.Knee())
+	}
+}
+
+// TestControlShadowFindsTheKnee: in shadow mode everything is admitted,
+// so the limit cannot shape the load; a queue sets the knee estimate by
+// Little's law directly.
+func TestControlShadowFindsTheKnee(t *testing.T) {
+	cfg := cfgFor()
+	cfg.Shadow = true
+	s := newCtlSim(t, cfg, 16, 100*time.Millisecond)
+	s.unbounded = true
+	s.saturate = 8 // below the knee: the no-queue latency
+	s.run(3*time.Second, nil)
+	s.saturate = 24 // 1.5 × the knee in flight, whatever the limit says
+	drained := false
+	s.run(10*time.Second, func() { drained = drained || s.c.Phase() == "drain" })
+	if drained {
+		t.Fatal("shadow mode ran a drain phase: it cannot lower the load")
+	}
+	if k := s.c.Knee(); k < 0.8*16 || k > 1.2*16 {
+		t.Fatalf("shadow knee %.1f, want about 16", k)
+	}
+}
