@@ -161,16 +161,16 @@ const (
 	// Steps up are ×1.25: a step past the knee then overshoots it by at
 	// most a quarter for the phase that shows it, which is what the
 	// provider's queue (and a caller with a short timeout) can take.
-	startupGain  = 1.25
-	growGain     = 1.5
+	startupGain = 1.25
+	growGain    = 1.5
 	// calibrateLevel is where a cold controller measures the provider's
 	// no-queue latency before it goes to its initial limit: every later
 	// judgement compares with that latency, and one measured at a level
 	// past the knee would hide the queue for good.
 	calibrateLevel = 4
-	probeGain    = 1.25
-	drainGain    = 0.75
-	cruisePhases = 6
+	probeGain      = 1.25
+	drainGain      = 0.75
+	cruisePhases   = 6
 	// kneeMemory is how long a knee is trusted: providers change.
 	kneeMemory = 30 * time.Second
 	// elastic: a drain test whose latency fell by less than this share of

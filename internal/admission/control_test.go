@@ -39,8 +39,8 @@ type ctlSim struct {
 	rate     float64
 	// unbounded: the gate admits everything (shadow mode).
 	unbounded bool
-	giveUp   time.Duration
-	arrivals float64
+	giveUp    time.Duration
+	arrivals  float64
 
 	waiting  []time.Time // callers queued at the gate (arrival times)
 	flight   []*ctlReq   // admitted, at the provider
