@@ -33,11 +33,8 @@ func admissionHealth(addr string) (*lanesactor.Snapshot, error) {
 }
 
 // requestCost is the adaptive controller's price of body as a
-// non-streaming single-target request with one message, with the default
-// quanta (the benchmark's small chat request costs 7: base, body, tokens,
-// messages, fan-out, non-streaming class).
+// single-target request with the default quanta (the benchmark's small
+// chat request costs 1: one place at the provider).
 func requestCost(body []byte) int64 {
-	return admission.DefaultCost().Cost(admission.Features{
-		BodyBytes: int64(len(body)), EstimatedTokens: int64(len(body)+3) / 4, Messages: 1, Fanout: 1,
-	})
+	return admission.DefaultCost().Cost(admission.Features{InputTokens: int64(len(body)+3) / 4, Fanout: 1})
 }

@@ -235,9 +235,8 @@ func admissionFigures(t *Target) []report.Figure {
 	one := func(v float64) []float64 { return []float64{v} }
 	out := []report.Figure{
 		figure(fmt.Sprintf("Admission (%s) limit at the end, %s", a.Mode, t.Label), "cost units", one(float64(a.CurrentLimit))),
-		figure("Admission peak in-flight cost (recent), "+t.Label, "cost units", one(float64(a.RecentPeakCost))),
 		figure("Admitted by the adaptive controller over the scenario, "+t.Label, "", one(float64(a.AdmittedCount))),
-		figure("Fan-out targets refused by the lanes (fanoutProbeSkipped), "+t.Label, "", one(float64(a.FanoutProbeSkipped))),
+		figure("Try-acquires that found no room (busyCount), "+t.Label, "", one(float64(a.BusyCount))),
 	}
 	for _, k := range sortedKeys(a.RejectedByReason) {
 		out = append(out, figure(fmt.Sprintf("Rejected by the adaptive controller, %s, %s", k, t.Label), "", one(float64(a.RejectedByReason[k]))))

@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/bytebufferpool"
 	"github.com/valyala/fasthttp"
 
+	"github.com/omniroute/gateway/actors/lanes"
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/config"
@@ -59,10 +60,13 @@ func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bo
 			break // never sent upstream after the caller's deadline
 		}
 		t := c.next(list)
-		if t == nil && c.plan.attempts > 0 {
+		if t == nil && c.plan.attempts > 0 && c.refusal == lanes.None {
 			t = c.retry(list, lastClass)
 		}
 		if t == nil {
+			if c.refusal != lanes.None {
+				break
+			}
 			if c.waitForRecovery() {
 				continue
 			}
@@ -79,39 +83,44 @@ func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bo
 			break
 		}
 		outcome, streaming := c.attempt(t, &last, &lastClass)
-		if !streaming {
-			c.releaseTarget()
-		}
 		switch outcome {
 		case attemptDone:
+			if streaming {
+				return true // the relay ends the lease
+			}
 			if c.ctx.Response.StatusCode() >= 300 {
+				c.releaseLease(lanes.LocalReject, false)
 				c.releaseAttempt(messages.Request) // passed through: not served
+			} else {
+				c.releaseLease(lanes.Success, false)
 			}
 			c.logCombo(fanout, "served")
-			return streaming
+			return false
 		case attemptCanceled:
+			c.releaseLease(lanes.Cancelled, false)
 			c.releaseAttempt(messages.Canceled)
 			c.ctx.SetConnectionClose()
 			c.ctx.SetStatusCode(499) // nobody reads it; recorded in metrics
 			return false
 		case attemptBusy:
 			busy++
+			c.releaseLease(lanes.LocalReject, false)
 			c.releaseAttempt(messages.Request) // the provider was not asked: refund
 			c.fallbacks++
 			continue
 		}
+		o, drop := outcomeOf(lastClass, c.attemptReason)
+		c.releaseLease(o, drop)
 		c.releaseAttempt(lastClass)
 		c.fallbacks++
 	}
 	c.logCombo(fanout, "exhausted")
 	if c.plan.attempts == 0 {
 		switch {
+		case c.refusal != lanes.None:
+			c.failAdmission(c.refusal, c.refusalRetry)
 		case c.expired():
 			c.fail(errDeadline("no target could be tried in time"))
-		case c.skips > 0:
-			// Some target was only at its cap or refused by the lanes:
-			// local and short-lived, unlike a cooldown.
-			c.failShed(errTargetsBusy(c.model))
 		default:
 			c.refuse()
 		}
@@ -165,6 +174,7 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 		x.Release()
 		return attemptBusy, false
 	}
+	c.attemptReason = ""
 	if err != nil {
 		class := classifyTransportError(err)
 		c.report(t, class, 0, 0)
@@ -180,6 +190,7 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 	if status < 200 || status >= 300 {
 		c.plan.verdict = failure.Analyze(status, x.Resp.Body())
 		class := c.plan.verdict.Class
+		c.attemptReason = c.plan.verdict.Reason
 		c.report(t, class, status, x.TTFB)
 		*lastClass = class
 		if class.ProviderSide() {
@@ -223,7 +234,7 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 		return attemptFailover, false
 	}
 	c.report(t, messages.OK, status, x.TTFB)
-	c.ttft = c.g.clk.Now().Sub(c.sampleStart()) // first token read: the stream's latency sample
+	c.g.adm.lanes.FirstByte(&c.laneLease) // first token read: the stream's latency sample
 	c.target = t
 	c.x = x
 	c.commitStream(x)
@@ -232,9 +243,6 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 
 func (c *call) report(t *catalog.Target, class messages.FailureClass, status int, ttfb time.Duration) {
 	g := c.g
-	if isDrop(class) {
-		c.drops++
-	}
 	g.metrics.attempts[t.ID][class].Inc()
 	if status != 0 {
 		g.metrics.upstreamStatus(t.ID, status)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,12 +12,13 @@ import (
 	"github.com/valyala/bytebufferpool"
 	"github.com/valyala/fasthttp"
 
-	"github.com/omniroute/gateway/internal/admission"
+	"github.com/omniroute/gateway/actors/lanes"
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/failure"
 	"github.com/omniroute/gateway/internal/jsonscan"
+	"github.com/omniroute/gateway/internal/ledger"
 	"github.com/omniroute/gateway/messages"
 	"github.com/omniroute/gateway/transport/upstream"
 )
@@ -72,11 +74,13 @@ func panelDrop(k []byte) bool {
 
 type panelMember struct {
 	t      *catalog.Target
+	lease  lanes.Lease
 	x      *upstream.Exchange
 	cancel upstream.Cancel
 	err    error
 	answer string
 	class  messages.FailureClass
+	reason string
 }
 
 // fusion asks the panel (the model's targets for this API) in parallel,
@@ -106,28 +110,11 @@ func (c *call) fusion() bool {
 		quorum = (len(panel) + 1) / 2
 	}
 	quorum = min(quorum, len(panel))
-	// The parent's admission priced the whole panel (its fan-out) and
-	// covers the first quorum members, as a combo's covers its first
-	// dispatch: only their max_concurrent caps are checked. Members beyond
-	// the quorum are the redundant work that the lanes probe sheds under
-	// congestion. Probing every member, as OmniRoute does, fails an
-	// admitted fusion outright whenever anything queues: the benchmark's
-	// saturated fusion cell answered 74-99 % 503 fusion_panel_skipped.
-	members := make([]*panelMember, 0, len(panel))
-	for _, t := range panel {
-		if g.adm.lanes.Probe(c.class, c.targetCost(t, len(base.B), false), g.adm.slot[t.ID], len(members) >= quorum) == admission.ProbeOK {
-			members = append(members, &panelMember{t: t})
-		} else {
-			c.noteSkip(t)
-		}
-	}
-	h := &c.ctx.Response.Header
-	if len(members) == 0 {
-		// Only caps can get here: the lanes never refuse the first member.
-		c.failShed(&apierror.Error{Status: 503, Type: "server_error", Code: "fusion_panel_skipped", RetryAfter: 1,
-			Message: "All fusion panel members were skipped: each was at its max_concurrent limit; retry after the Retry-After delay"})
+	members, ok := c.admitPanel(panel, quorum)
+	if !ok {
 		return false
 	}
+	h := &c.ctx.Response.Header
 
 	mb := bytebufferpool.Get()
 	for _, m := range members {
@@ -166,7 +153,8 @@ func (c *call) fusion() bool {
 	var answered, failed []*panelMember
 	for _, m := range members {
 		c.settleMember(m)
-		g.adm.lanes.ReleaseTarget(g.adm.slot[m.t.ID])
+		o, drop := outcomeOf(m.class, m.reason)
+		g.adm.lanes.Release(&m.lease, lanes.Completion{Outcome: o, Drop: drop})
 		m.x.Release()
 		if m.class == messages.OK {
 			answered = append(answered, m)
@@ -210,7 +198,6 @@ func (c *call) fusion() bool {
 		return false
 	}
 	g.logFusion(c, answered, failed, quorum)
-	c.sampleFrom = g.clk.Now()
 	switch {
 	case fm.judgeModel != nil:
 		list := fm.judgeModel.TargetsFor(c.surface)
@@ -223,6 +210,74 @@ func (c *call) fusion() bool {
 		return c.runTargets([]*catalog.Target{fm.judgeTarget}, oneWeight, false)
 	}
 	return c.runTargets([]*catalog.Target{answered[0].t}, oneWeight, false)
+}
+
+// admitPanel takes the fusion panel's members their upstreams' capacity.
+// Each member is first tried where there is room now. When fewer than the
+// quorum have room, the request gives back what it took and waits, in its
+// lanes, for the quorum's members one after another in upstream order,
+// then tries the rest: every request waits only while holding upstreams
+// that come earlier in that order, so two fusions never wait on each
+// other. Members beyond the quorum that find no room are skipped (the
+// redundant work an overloaded gateway sheds first).
+func (c *call) admitPanel(panel []*catalog.Target, quorum int) ([]*panelMember, bool) {
+	g := c.g
+	c.plan.input, _ = ledger.Estimate(c.body.B, c.scan.MaxTokens, g.qs.defOut)
+	all := make([]*panelMember, len(panel))
+	admitted := 0
+	for i, t := range panel {
+		all[i] = &panelMember{t: t}
+		if c.tryAdmit(t, &all[i].lease) {
+			admitted++
+		}
+	}
+	if admitted < quorum {
+		for _, m := range all {
+			g.adm.lanes.Release(&m.lease, lanes.Completion{Outcome: lanes.LocalReject})
+		}
+		order := append([]*panelMember(nil), all...)
+		sort.SliceStable(order, func(i, j int) bool { return g.adm.upstream[order[i].t.ID] < g.adm.upstream[order[j].t.ID] })
+		admitted = 0
+		refusal, retry := lanes.Unavailable, 0
+		for _, m := range order {
+			if admitted >= quorum {
+				if c.tryAdmit(m.t, &m.lease) {
+					admitted++
+				}
+				continue
+			}
+			switch r := c.admit(m.t, &m.lease); r {
+			case lanes.None:
+				admitted++
+			case lanes.Aborted:
+				c.releasePanel(all)
+				c.failAdmission(r, 0)
+				return nil, false
+			default:
+				refusal, retry = r, m.lease.RetryAfter
+			}
+		}
+		if admitted < quorum {
+			c.releasePanel(all)
+			c.failAdmission(refusal, retry)
+			return nil, false
+		}
+	}
+	members := make([]*panelMember, 0, admitted)
+	for _, m := range all {
+		if m.lease.Held() {
+			members = append(members, m)
+		} else {
+			c.noteSkip(m.t)
+		}
+	}
+	return members, true
+}
+
+func (c *call) releasePanel(ms []*panelMember) {
+	for _, m := range ms {
+		c.g.adm.lanes.Release(&m.lease, lanes.Completion{Outcome: lanes.LocalReject})
+	}
 }
 
 // oneWeight is the weight list of a single-candidate run.
@@ -238,7 +293,8 @@ func (c *call) settleMember(m *panelMember) {
 	}
 	status := m.x.Resp.StatusCode()
 	if status < 200 || status >= 300 {
-		m.class = failure.Classify(status, m.x.Resp.Body())
+		v := failure.Analyze(status, m.x.Resp.Body())
+		m.class, m.reason = v.Class, v.Reason
 		c.report(m.t, m.class, status, m.x.TTFB)
 		return
 	}

@@ -73,23 +73,20 @@ type call struct {
 
 	plan plan // routing, token reservation and usage metering (route.go)
 
-	// admission (admission.go) and fan-out (fusion.go)
-	laneLease lanes.Lease
-	class     admission.Class
-	ttft      time.Duration // latency sample start (see sampleFrom) to first stream event
-	// sampleFrom, when set, replaces the admission time as the start of the
-	// latency sample: a fusion's judge exchange is one upstream round trip,
-	// comparable with any request's, where admission-to-answer would add the
-	// panel's and read a switch to fusion traffic as a latency spike.
-	sampleFrom time.Time
-	drops      int // attempts that ended in a 429, 5xx or timeout
-	streamCut  bool
-	shed       bool // the gateway refused the request after admission (targets busy)
-	tslot      int  // held target slot + 1; 0 = none
-	skips      int
-	skipped    [maxSkipNames]int32 // target ids skipped, for the header
-	alt        *bytebufferpool.ByteBuffer
-	altScan    jsonscan.Request
+	// admission (lanes.go): the current attempt's lease on its upstream,
+	// the priority class, and why admission refused, if it did.
+	laneLease    lanes.Lease
+	class        admission.Class
+	refusal      lanes.Reason
+	refusalRetry int
+	waited       time.Duration // queued for admission, over all attempts
+	// attemptReason is the failure reason of the last attempt.
+	attemptReason string
+	streamCut     bool
+	skips         int
+	skipped       [maxSkipNames]int32 // target ids skipped, for the header
+	alt           *bytebufferpool.ByteBuffer
+	altScan       jsonscan.Request
 }
 
 var callPool = sync.Pool{New: func() any { return &call{} }}
@@ -147,7 +144,7 @@ func (c *call) finish() {
 	if c.stopCtx != nil {
 		c.stopCtx()
 	}
-	c.releaseLane()
+	c.releaseStream()
 	g.metrics.request(c.route, c.ctx.Response.StatusCode())
 	g.metrics.duration[c.route].UpdateDuration(c.start)
 	g.metrics.inflight.Add(-1)
@@ -213,7 +210,7 @@ func (c *call) handle(host context.Context) bool {
 		return false
 	}
 	c.track(host)
-	if !c.admitLane() {
+	if !c.priority() {
 		return false
 	}
 	return c.dispatch()

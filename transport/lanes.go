@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -29,22 +28,22 @@ type admissionState struct {
 	lanes        *lanes.Handle
 	defaultClass admission.Class
 	tenantClass  map[tenant.ID]admission.Class
-	slot         []int          // target id → concurrency slot (shared by targets with the same name)
+	upstream     []int          // target id → upstream (shared by targets with the same connection and model)
 	fusion       []*fusionModel // by model index
 	metrics      admissionMetrics
 }
 
-// startLanes starts the lanes controller and prepares priority classes,
-// target caps, weighted round-robin schedules, fusion panels, the health
-// section and the metrics.
+// startLanes starts one admission controller per upstream and prepares
+// priority classes, fusion panels, the health section and the metrics.
 func (g *Gateway) startLanes() error {
 	// Targets that name the same upstream (connection and model) share one
-	// concurrency slot, with the smallest cap any of them sets: the cap
-	// describes the upstream, whichever model routes to it.
+	// controller and one concurrency cap, the smallest any of them sets:
+	// capacity belongs to the provider's model, whichever model of ours
+	// routes to it.
 	a := &g.adm
-	a.slot = make([]int, len(g.cat.Targets))
-	var caps []int
-	slots := map[string]int{}
+	a.upstream = make([]int, len(g.cat.Targets))
+	var specs []lanes.UpstreamSpec
+	index := map[string]int{}
 	for _, m := range g.cat.Models {
 		fm := g.opts.File.Models[m.Name]
 		for i, t := range m.Targets {
@@ -52,26 +51,26 @@ func (g *Gateway) startLanes() error {
 			if i < len(fm.Targets) {
 				limit = fm.Targets[i].MaxConcurrent
 			}
-			idx, ok := slots[t.Name]
+			idx, ok := index[t.Name]
 			if !ok {
-				idx = len(caps)
-				slots[t.Name] = idx
-				caps = append(caps, limit)
-			} else if limit > 0 && (caps[idx] == 0 || limit < caps[idx]) {
-				caps[idx] = limit
+				idx = len(specs)
+				index[t.Name] = idx
+				specs = append(specs, lanes.UpstreamSpec{Name: t.Name, Cap: limit})
+			} else if limit > 0 && (specs[idx].Cap == 0 || limit < specs[idx].Cap) {
+				specs[idx].Cap = limit
 			}
-			a.slot[t.ID] = idx
+			a.upstream[t.ID] = idx
 		}
 	}
-	h, err := lanes.Spawn(g.system, lanes.Options{Config: g.opts.Env.Lanes.Config(), Clock: g.clk, TargetCaps: caps,
+	h, err := lanes.Spawn(g.system, lanes.Options{Config: g.opts.Env.Lanes.Config(), Clock: g.clk, Upstreams: specs,
 		Logger: g.log.With("component", "admission")})
 	if err != nil {
 		return err
 	}
 	a.lanes = h
 	if g.pressure != nil {
-		// Memory pressure feeds the adaptive limit too: critical halves it
-		// at once (once per window), high stops growth.
+		// The gateway's own memory pressure feeds every upstream's limit:
+		// critical halves it at once (once per window), high stops growth.
 		g.pressure.Subscribe(func(st *pressure.State) {
 			switch st.Severity {
 			case pressure.High:
@@ -101,147 +100,127 @@ func (g *Gateway) startLanes() error {
 	return nil
 }
 
-// Lanes returns the admission controller handle.
+// Lanes returns the admission handle.
 func (g *Gateway) Lanes() *lanes.Handle { return g.adm.lanes }
 
 // priority decides the request's class: the tenant's configured class, else
 // OMNIROUTE_PRIORITY_DEFAULT_CLASS; the header may choose either class,
-// except that a tenant configured as batch cannot raise itself.
-func (c *call) priority() (admission.Class, bool) {
+// except that a tenant configured as batch cannot raise itself. It writes
+// the class header, or the error for a bad header value.
+func (c *call) priority() bool {
 	a := &c.g.adm
 	base, fixed := a.defaultClass, false
 	if cl, ok := a.tenantClass[c.tenant]; ok {
 		base, fixed = cl, true
 	}
-	v := c.ctx.Request.Header.Peek(PriorityHeader)
-	if len(v) == 0 {
-		return base, true
-	}
-	want, ok := admission.ParseClassBytes(v)
-	if !ok {
-		c.fail(errPriority)
-		return 0, false
-	}
-	if fixed && base == admission.Batch {
-		return admission.Batch, true
-	}
-	return want, true
-}
-
-// features describes the request, as sent with a body of bodyLen bytes and
-// the given stream flag, for pricing. Estimated tokens are the input
-// estimate (4 bytes a token) plus the requested output budget, which the
-// request may occupy the provider for.
-func (c *call) features(bodyLen int, stream bool, fanout int64) admission.Features {
-	tokens := int64(bodyLen+3) / 4
-	if c.scan.MaxTokens > 0 {
-		tokens += c.scan.MaxTokens
-	}
-	return admission.Features{BodyBytes: int64(bodyLen), EstimatedTokens: tokens, Messages: int64(c.scan.Messages),
-		Tools: int64(c.scan.Tools), Fanout: max(fanout, c.scan.N, 1), Streaming: stream}
-}
-
-// admit asks the controller for the parent request's lease; it writes the
-// rejection and reports false when the request may not proceed.
-func (c *call) admitLane() bool {
-	a := &c.g.adm
-	class, ok := c.priority()
-	if !ok {
-		return false
-	}
-	c.class = class
-	c.ctx.Response.Header.Set("X-OmniRoute-Priority", class.String())
-	fanout := int64(1)
-	if f := a.fusion[c.model.Index]; f != nil {
-		fanout = int64(len(c.model.TargetsFor(c.surface)))
-	}
-	cost := a.lanes.Config().Cost.Cost(c.features(len(c.body.B), c.scan.Stream, fanout))
-	r := a.lanes.Acquire(lanes.Ticket{Tenant: c.tenant, Class: class, Cost: cost, Abort: &c.cancel}, &c.laneLease)
-	switch r {
-	case lanes.None:
-		if w := c.laneLease.Waited; w > 0 {
-			var b [20]byte
-			c.ctx.Response.Header.SetBytesV("X-OmniRoute-Admission-Wait-Ms", strconv.AppendInt(b[:0], w.Milliseconds(), 10))
+	c.class = base
+	if v := c.ctx.Request.Header.Peek(PriorityHeader); len(v) > 0 {
+		want, ok := admission.ParseClassBytes(v)
+		if !ok {
+			c.fail(errPriority)
+			return false
 		}
-		return true
-	case lanes.Aborted:
+		if !fixed || base != admission.Batch {
+			c.class = want
+		}
+	}
+	c.ctx.Response.Header.Set("X-OmniRoute-Priority", c.class.String())
+	return true
+}
+
+// attemptCost prices one attempt of the request (see admission.CostConfig):
+// what it holds at the provider, from its estimated input and the number
+// of answers it asks for.
+func (c *call) attemptCost() int64 {
+	return c.g.adm.lanes.Config().Cost.Cost(admission.Features{InputTokens: c.plan.input, Fanout: max(c.scan.N, 1)})
+}
+
+func (c *call) ticket(t *catalog.Target) lanes.Ticket {
+	return lanes.Ticket{Upstream: c.g.adm.upstream[t.ID], Tenant: c.tenant, Class: c.class, Cost: c.attemptCost(),
+		Stream: c.scan.Stream, Deadline: c.deadline, Abort: &c.cancel}
+}
+
+// tryAdmit takes t's upstream for the next attempt if it has room now.
+func (c *call) tryAdmit(t *catalog.Target, l *lanes.Lease) bool {
+	return c.g.adm.lanes.TryAcquire(c.ticket(t), l) == lanes.None
+}
+
+// admit waits for room on t's upstream (in the tenant's lane), bounded by
+// the max wait and the caller's deadline. It reports the refusal, if any.
+func (c *call) admit(t *catalog.Target, l *lanes.Lease) lanes.Reason {
+	r := c.g.adm.lanes.Acquire(c.ticket(t), l)
+	if r == lanes.None && l.Waited > 0 {
+		c.waited += l.Waited
+		var b [20]byte
+		c.ctx.Response.Header.SetBytesV("X-OmniRoute-Admission-Wait-Ms", strconv.AppendInt(b[:0], c.waited.Milliseconds(), 10))
+	}
+	return r
+}
+
+// failAdmission answers a refused admission: the caller left (499), or
+// the refusal in the caller's dialect with its measured Retry-After.
+func (c *call) failAdmission(r lanes.Reason, retry int) {
+	if r == lanes.Aborted {
 		c.ctx.SetConnectionClose()
 		c.ctx.SetStatusCode(499) // the caller left while queued; nobody reads it
-		return false
+		return
 	}
-	c.fail(laneErrors[r])
-	return false
+	e := laneErrors[r]
+	if e == nil {
+		e = laneErrors[lanes.Unavailable]
+	}
+	if retry > 0 && retry != e.RetryAfter {
+		cp := *e
+		cp.RetryAfter = retry
+		e = &cp
+	}
+	c.routingHeaders()
+	c.fail(e)
 }
 
-// releaseLane releases the lease with the request's outcome and its
-// latency sample (time to first token for a stream, the whole answer
-// otherwise; failures give none), and returns a held target slot.
-func (c *call) releaseLane() {
-	c.releaseTarget()
+// releaseLease ends the current attempt's lease with its outcome.
+func (c *call) releaseLease(o lanes.Outcome, drop bool) {
+	if c.laneLease.Held() {
+		c.g.adm.lanes.Release(&c.laneLease, lanes.Completion{Outcome: o, Drop: drop})
+	}
+}
+
+// outcomeOf is how an attempt that ended in class class counts for its
+// upstream's controller, and whether the provider shed it: a 429, an
+// overload 503/529 and a timeout are evidence of congestion; a 500 or 502
+// (a bug or a crash) and a refused connection are not: a limit cut would
+// not cure them, and the breaker keeps the target out.
+func outcomeOf(class messages.FailureClass, reason string) (lanes.Outcome, bool) {
+	switch class {
+	case messages.OK:
+		return lanes.Success, false
+	case messages.Canceled:
+		return lanes.Cancelled, false
+	case messages.Timeout:
+		return lanes.Timeout, true
+	case messages.RateLimit:
+		return lanes.UpstreamError, true
+	case messages.Capacity:
+		return lanes.UpstreamError, reason != "server_error"
+	case messages.Request:
+		return lanes.LocalReject, false
+	}
+	return lanes.UpstreamError, false
+}
+
+// releaseStream ends a committed stream's lease at the end of its relay.
+func (c *call) releaseStream() {
 	if !c.laneLease.Held() {
 		return
 	}
-	status := c.ctx.Response.StatusCode()
-	comp := admission.Completion{Drops: c.drops}
 	switch {
-	case status == 499 || c.cancel.Cancelled():
-		comp.Outcome = admission.Cancelled
+	case c.cancel.Cancelled() || c.ctx.Response.StatusCode() == 499:
+		c.releaseLease(lanes.Cancelled, false)
 	case c.streamCut:
-		comp.Outcome = admission.UpstreamError
-	case c.shed:
-		comp.Outcome = admission.LocalReject // the gateway refused it (targets busy): no upstream failed
-	case status == fasthttp.StatusRequestTimeout || status == fasthttp.StatusGatewayTimeout:
-		comp.Outcome = admission.Timeout
-	case status >= 500 || status == fasthttp.StatusTooManyRequests:
-		comp.Outcome = admission.UpstreamError
-	case status >= 400:
-		comp.Outcome = admission.LocalReject
+		c.releaseLease(lanes.UpstreamError, false)
 	default:
-		comp.Outcome = admission.Success
-		if c.x != nil {
-			comp.Latency, comp.Sampled = c.ttft, c.ttft > 0
-		} else {
-			comp.Latency, comp.Sampled = c.g.clk.Now().Sub(c.sampleStart()), true
-		}
+		c.releaseLease(lanes.Success, false)
 	}
-	c.g.adm.lanes.Release(&c.laneLease, comp)
-}
-
-// sampleStart is where the request's latency sample starts: admission, or
-// the fusion judge's dispatch (see call.sampleFrom).
-func (c *call) sampleStart() time.Time {
-	if !c.sampleFrom.IsZero() {
-		return c.sampleFrom
-	}
-	return c.laneLease.AdmittedAt
-}
-
-// isDrop reports attempt outcomes that mean the provider is congested.
-func isDrop(class messages.FailureClass) bool {
-	return class == messages.RateLimit || class == messages.Capacity || class == messages.Timeout
-}
-
-// targetCost prices t as it will be sent: the target's own body length and
-// stream flag.
-func (c *call) targetCost(t *catalog.Target, bodyLen int, stream bool) int64 {
-	if t.UpstreamModel != "" && c.scan.ModelStart >= 0 {
-		bodyLen += len(t.UpstreamModel) + 2 - (c.scan.ModelEnd - c.scan.ModelStart)
-	}
-	return c.g.adm.lanes.Config().Cost.Cost(c.features(bodyLen, stream, 1))
-}
-
-// takeTarget checks t before its attempt: its concurrency cap and, for a
-// fan-out with lanes on, a non-blocking probe against the parent's lane.
-// It holds t's slot on success; on refusal it records the skip.
-func (c *call) takeTarget(t *catalog.Target, fanout bool) bool {
-	a := &c.g.adm
-	switch a.lanes.Probe(c.class, c.targetCost(t, len(c.body.B), c.scan.Stream), a.slot[t.ID], fanout) {
-	case admission.ProbeOK:
-		c.tslot = a.slot[t.ID] + 1
-		return true
-	}
-	c.noteSkip(t)
-	return false
 }
 
 func (c *call) noteSkip(t *catalog.Target) {
@@ -251,16 +230,7 @@ func (c *call) noteSkip(t *catalog.Target) {
 	c.skips++
 }
 
-// releaseTarget returns the held target slot, if any.
-func (c *call) releaseTarget() {
-	if c.tslot != 0 {
-		c.g.adm.lanes.ReleaseTarget(c.tslot - 1)
-		c.tslot = 0
-	}
-}
-
-// skippedHeader names the targets skipped (at their cap or refused by the
-// admission lanes).
+// skippedHeader names the targets skipped (no room on their upstream).
 func (c *call) skippedHeader(h *fasthttp.ResponseHeader) {
 	var b strings.Builder
 	for i := 0; i < c.skips && i < maxSkipNames; i++ {
@@ -289,34 +259,31 @@ func (c *call) logCombo(fanout bool, what string) {
 var errPriority = &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_priority",
 	Message: "the x-omniroute-priority header must be interactive or batch"}
 
-// laneErrors are OmniRoute's rejections, with messages that say what
-// to do.
-var laneErrors = [...]*apierror.Error{
-	lanes.QueueFull: {Status: 503, Type: "server_error", Code: lanes.QueueFull.Code(), RetryAfter: lanes.QueueFull.RetryAfter(),
-		Message: "Service temporarily unavailable: the admission queue is full; retry after the Retry-After delay"},
-	lanes.Deadline: {Status: 503, Type: "server_error", Code: lanes.Deadline.Code(), RetryAfter: lanes.Deadline.RetryAfter(),
-		Message: "Service temporarily unavailable: no capacity freed up within ADAPTIVE_ADMISSION_MAX_WAIT_MS; retry after the Retry-After delay"},
-	lanes.Oversized: {Status: 503, Type: "server_error", Code: lanes.Oversized.Code(),
-		Message: "Request too large for current capacity: its estimated cost exceeds the admission limit; shorten the conversation, tools or max_tokens, or retry when the gateway is less busy"},
-	lanes.LaneEvicted: {Status: 503, Type: "server_error", Code: lanes.LaneEvicted.Code(), RetryAfter: lanes.LaneEvicted.RetryAfter(),
-		Message: "Connection lane evicted while the request was queued; retry after the Retry-After delay"},
-	lanes.Shutdown: {Status: 503, Type: "server_error", Code: lanes.Shutdown.Code(),
-		Message: "the gateway is shutting down; retry against another instance"},
-	lanes.Unavailable: {Status: 503, Type: "server_error", Code: lanes.Unavailable.Code(), RetryAfter: lanes.Unavailable.RetryAfter(),
-		Message: "Service temporarily unavailable: admission did not answer in time; retry after the Retry-After delay"},
-	lanes.Aborted: {Status: 499, Type: "server_error", Code: lanes.Aborted.Code(), Message: "Request aborted"},
+// laneMessages says, for every admission refusal, what happened and what
+// to do; laneErrors is built from it and lanes' own table of reasons, so a
+// reason without a message fails TestEveryAdmissionReasonHasAnError.
+var laneMessages = map[lanes.Reason]string{
+	lanes.QueueFull:   "the admission queue of this model's provider is full; retry after the Retry-After delay",
+	lanes.Deadline:    "the request could not be admitted in time for its deadline (X-Stainless-Timeout or x-omniroute-timeout-ms); retry with a longer timeout or later",
+	lanes.Overloaded:  "the provider of this model is at its capacity and its queue would not drain within the queueing target; retry after the Retry-After delay (the measured drain time)",
+	lanes.LaneEvicted: "the request's admission lane was evicted while it waited; retry after the Retry-After delay",
+	lanes.Shutdown:    "the gateway is shutting down; retry against another instance",
+	lanes.Unavailable: "admission did not answer in time; retry after the Retry-After delay",
+	lanes.GlobalFull:  "the gateway holds as much work as ADAPTIVE_ADMISSION_GLOBAL_LIMIT allows; retry after the Retry-After delay or raise the limit",
 }
 
-func (c *call) failShed(e *apierror.Error) {
-	c.shed = true
-	c.routingHeaders()
-	c.fail(e)
-}
-
-func errTargetsBusy(m *catalog.Model) *apierror.Error {
-	return &apierror.Error{Status: 503, Type: "server_error", Code: "targets_busy", RetryAfter: 1,
-		Message: "every target of model \"" + m.Name + "\" was skipped: each is at its max_concurrent limit or was refused by the admission lanes; retry after the Retry-After delay"}
-}
+var laneErrors = func() map[lanes.Reason]*apierror.Error {
+	m := map[lanes.Reason]*apierror.Error{}
+	for _, r := range lanes.Reasons() {
+		msg, ok := laneMessages[r]
+		if !ok {
+			continue // reported by the completeness test
+		}
+		m[r] = &apierror.Error{Status: 503, Type: "server_error", AnthropicType: "overloaded_error", Code: r.Code(),
+			RetryAfter: r.RetryAfter(), Message: "Service temporarily unavailable: " + msg}
+	}
+	return m
+}()
 
 // lanesHealth is the adaptiveAdmission section of the health report.
 func (g *Gateway) lanesHealth() (any, string) {

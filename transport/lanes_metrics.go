@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -27,7 +28,8 @@ func (g *Gateway) lanesSnapshot() *lanes.Snapshot {
 }
 
 // registerLanesMetrics exposes the adaptiveAdmission figures as
-// omniroute_admission_* series (see docs/metrics.md).
+// omniroute_admission_* series (see docs/metrics.md): totals, and per
+// upstream its limit, knee estimate, load, queue and latencies.
 func (g *Gateway) registerLanesMetrics() {
 	set := g.metrics.set
 	gauge := func(name string, f func(s *lanes.Snapshot) float64) {
@@ -36,12 +38,12 @@ func (g *Gateway) registerLanesMetrics() {
 	gauge(`omniroute_admission_limit`, func(s *lanes.Snapshot) float64 { return float64(s.CurrentLimit) })
 	gauge(`omniroute_admission_min_limit`, func(s *lanes.Snapshot) float64 { return float64(s.MinLimit) })
 	gauge(`omniroute_admission_max_limit`, func(s *lanes.Snapshot) float64 { return float64(s.MaxLimit) })
+	gauge(`omniroute_admission_global_limit`, func(s *lanes.Snapshot) float64 { return float64(s.GlobalLimit) })
+	gauge(`omniroute_admission_global_active_cost`, func(s *lanes.Snapshot) float64 { return float64(s.GlobalActiveCost) })
 	gauge(`omniroute_admission_active_cost`, func(s *lanes.Snapshot) float64 { return float64(s.ActiveCost) })
 	gauge(`omniroute_admission_active_requests`, func(s *lanes.Snapshot) float64 { return float64(s.ActiveCount) })
-	gauge(`omniroute_admission_queued_cost{queue="shared"}`, func(s *lanes.Snapshot) float64 { return float64(s.QueuedCost) })
-	gauge(`omniroute_admission_queued_requests{queue="shared"}`, func(s *lanes.Snapshot) float64 { return float64(s.QueuedCount) })
-	gauge(`omniroute_admission_queued_cost{queue="lanes"}`, func(s *lanes.Snapshot) float64 { return float64(s.LaneQueuedCost) })
-	gauge(`omniroute_admission_queued_requests{queue="lanes"}`, func(s *lanes.Snapshot) float64 { return float64(s.LaneQueuedCount) })
+	gauge(`omniroute_admission_queued_cost`, func(s *lanes.Snapshot) float64 { return float64(s.QueuedCost) })
+	gauge(`omniroute_admission_queued_requests`, func(s *lanes.Snapshot) float64 { return float64(s.QueuedCount) })
 	gauge(`omniroute_admission_lanes`, func(s *lanes.Snapshot) float64 { return float64(s.LaneCount) })
 	gauge(`omniroute_admission_virtual_lanes_enabled`, func(s *lanes.Snapshot) float64 { return b2f(s.VirtualLanes) })
 	gauge(`omniroute_admission_virtual_active_cost`, func(s *lanes.Snapshot) float64 { return float64(s.VirtualActiveCost) })
@@ -51,35 +53,42 @@ func (g *Gateway) registerLanesMetrics() {
 	gauge(`omniroute_admission_admitted_total`, func(s *lanes.Snapshot) float64 { return float64(s.AdmittedCount) })
 	gauge(`omniroute_admission_rejected_total`, func(s *lanes.Snapshot) float64 { return float64(s.RejectedCount) })
 	gauge(`omniroute_admission_aborted_total`, func(s *lanes.Snapshot) float64 { return float64(s.AbortedCount) })
+	gauge(`omniroute_admission_busy_total`, func(s *lanes.Snapshot) float64 { return float64(s.BusyCount) })
 	gauge(`omniroute_admission_would_admit_total`, func(s *lanes.Snapshot) float64 { return float64(s.WouldAdmitCount) })
 	gauge(`omniroute_admission_would_queue_total`, func(s *lanes.Snapshot) float64 { return float64(s.WouldQueueCount) })
 	gauge(`omniroute_admission_would_reject_total`, func(s *lanes.Snapshot) float64 { return float64(s.WouldRejectCount) })
-	gauge(`omniroute_admission_fanout_probe_skipped_total`, func(s *lanes.Snapshot) float64 { return float64(s.FanoutProbeSkipped) })
-	gauge(`omniroute_admission_target_busy_skipped_total`, func(s *lanes.Snapshot) float64 { return float64(s.TargetBusySkipped) })
-	gauge(`omniroute_admission_latency_ewma_ms{window="short"}`, func(s *lanes.Snapshot) float64 { return s.ShortLatencyEwma })
-	gauge(`omniroute_admission_latency_ewma_ms{window="long"}`, func(s *lanes.Snapshot) float64 { return s.LongLatencyEwma })
-	gauge(`omniroute_admission_utilization`, func(s *lanes.Snapshot) float64 { return s.Utilization })
-	gauge(`omniroute_admission_recent_peak_cost`, func(s *lanes.Snapshot) float64 { return float64(s.RecentPeakCost) })
 	gauge(`omniroute_admission_shutdown`, func(s *lanes.Snapshot) float64 { return b2f(s.Shutdown) })
-	for _, p := range []string{"normal", "high", "critical"} {
-		gauge(`omniroute_admission_pressure{severity="`+p+`"}`, func(s *lanes.Snapshot) float64 { return b2f(s.Pressure == p) })
-	}
 	for _, m := range []string{"off", "shadow", "enforce"} {
 		gauge(`omniroute_admission_mode{mode="`+m+`"}`, func(s *lanes.Snapshot) float64 { return b2f(s.Mode == m) })
 	}
 	for cl := admission.Class(0); cl < admission.NumClasses; cl++ {
 		name := cl.String()
 		lbl := `{class="` + name + `"}`
-		gauge(`omniroute_admission_class_floor_cost`+lbl, func(s *lanes.Snapshot) float64 { return float64(s.Classes[name].FloorCost) })
 		gauge(`omniroute_admission_class_active_cost`+lbl, func(s *lanes.Snapshot) float64 { return float64(s.Classes[name].ActiveCost) })
 		gauge(`omniroute_admission_class_active_requests`+lbl, func(s *lanes.Snapshot) float64 { return float64(s.Classes[name].ActiveCount) })
 		gauge(`omniroute_admission_class_waiting_requests`+lbl, func(s *lanes.Snapshot) float64 { return float64(s.Classes[name].WaitingCount) })
 		gauge(`omniroute_admission_class_admitted_total`+lbl, func(s *lanes.Snapshot) float64 { return float64(s.Classes[name].AdmittedCount) })
-		for _, r := range []lanes.Reason{lanes.QueueFull, lanes.Deadline, lanes.Oversized, lanes.LaneEvicted, lanes.Shutdown, lanes.Unavailable} {
+		for _, r := range lanes.Reasons() {
 			code := r.Code()
 			gauge(`omniroute_admission_class_rejected_total{class="`+name+`",reason="`+code+`"}`, func(s *lanes.Snapshot) float64 {
 				return float64(s.Classes[name].Rejected[code])
 			})
 		}
+	}
+	for i, spec := range g.adm.lanes.Snapshot().Upstreams {
+		lbl := fmt.Sprintf(`{upstream=%q}`, spec.Name)
+		up := func(f func(u *lanes.Upstream) float64) func(s *lanes.Snapshot) float64 {
+			return func(s *lanes.Snapshot) float64 { return f(&s.Upstreams[i]) }
+		}
+		gauge(`omniroute_admission_upstream_limit`+lbl, up(func(u *lanes.Upstream) float64 { return float64(u.CurrentLimit) }))
+		gauge(`omniroute_admission_upstream_knee_estimate`+lbl, up(func(u *lanes.Upstream) float64 { return u.KneeEstimate }))
+		gauge(`omniroute_admission_upstream_active_cost`+lbl, up(func(u *lanes.Upstream) float64 { return float64(u.ActiveCost) }))
+		gauge(`omniroute_admission_upstream_active_requests`+lbl, up(func(u *lanes.Upstream) float64 { return float64(u.ActiveCount) }))
+		gauge(`omniroute_admission_upstream_queued_requests`+lbl, up(func(u *lanes.Upstream) float64 { return float64(u.QueuedCount) }))
+		gauge(fmt.Sprintf(`omniroute_admission_upstream_baseline_seconds{upstream=%q,kind="stream"}`, spec.Name),
+			up(func(u *lanes.Upstream) float64 { return u.BaselineStreamMs / 1000 }))
+		gauge(fmt.Sprintf(`omniroute_admission_upstream_baseline_seconds{upstream=%q,kind="plain"}`, spec.Name),
+			up(func(u *lanes.Upstream) float64 { return u.BaselinePlainMs / 1000 }))
+		gauge(`omniroute_admission_upstream_drain_per_second`+lbl, up(func(u *lanes.Upstream) float64 { return u.DrainPerSecond }))
 	}
 }

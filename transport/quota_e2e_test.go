@@ -272,8 +272,10 @@ func grepLines(s, sub string) string {
 func TestConcurrentRequestsNeverOvershootTheTokenBudget(t *testing.T) {
 	resetMock(t)
 	clk := clock.NewFake(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)) // one window for the whole test
+	// Admission off: all 50 reach the ledger at once (admission would
+	// queue them behind each other, and settled answers free budget).
 	g := startGatewayClock(t, quotaFile(t, `, "limits": {"tokens_per_minute": 10000}`, `
-    "budget": {"targets": [{"connection": "oai/a", "model": "m-budget"}]}`), nil, clk)
+    "budget": {"targets": [{"connection": "oai/a", "model": "m-budget"}]}`), map[string]string{"ADAPTIVE_ADMISSION_MODE": "off"}, clk)
 	setBehavior(t, map[string]mockprovider.Behavior{"m-budget": {LatencyMS: 300}})
 	body := `{"model":"budget","max_tokens":1000,"messages":[{"role":"user","content":"count the tokens"}]}`
 	est := int64((len(body)+3)/4 + 1000)

@@ -14,6 +14,7 @@ import (
 	"github.com/omniroute/gateway/internal/routing"
 	"github.com/omniroute/gateway/messages"
 
+	"github.com/omniroute/gateway/actors/lanes"
 	"github.com/omniroute/gateway/actors/targets"
 )
 
@@ -25,7 +26,6 @@ type plan struct {
 	probe    []bool // candidate's circuit is half open: needs the probe
 	order    []int
 	tried    []bool
-	pos      int
 	ranked   bool
 	attempts int
 
@@ -48,7 +48,8 @@ type plan struct {
 	last    int
 
 	weights []int // round-robin weights of the candidates, by position
-	fanout  bool  // probe each candidate against the lanes first (takeTarget)
+	fanout  bool  // a combo: several targets to choose from
+	busy    []int // candidates passed over for want of room, this round
 
 	input, est int64
 	res        ledgeractor.Reservation
@@ -67,7 +68,7 @@ type plan struct {
 
 // reset clears p for the next request, keeping its buffers.
 func (p *plan) reset() plan {
-	return plan{live: p.live[:0], probe: p.probe[:0], order: p.order[:0], tried: p.tried[:0], probeID: -1, last: -1}
+	return plan{live: p.live[:0], probe: p.probe[:0], order: p.order[:0], tried: p.tried[:0], busy: p.busy[:0], probeID: -1, last: -1}
 }
 
 // beginPlan prepares routing for list: token estimate and wait budget.
@@ -170,39 +171,58 @@ func (c *call) rank(list []*catalog.Target) {
 	} else {
 		p.order = routing.Priority(p.live, p.order)
 	}
-	p.pos, p.ranked = 0, true
+	p.ranked = true
 }
 
-// next returns the next candidate to attempt, with its token reservation
-// and (for a half-open circuit) its probe claimed, or nil when no untried
-// candidate is usable now.
+// next returns the next candidate to attempt: eligible and untried, its
+// upstream admitted (c.laneLease holds it), its token reservation and (for
+// a half-open circuit) its probe claimed; or nil when no untried candidate
+// is usable now, with c.refusal set when admission refused.
+//
+// Candidates are taken in routing order, but one whose upstream has no
+// room now is passed over for a later one that has (spill-over, as a
+// target at its max_concurrent always was): capacity is per upstream, so a
+// model's fast provider serves what its slow one cannot. When none has
+// room, the request waits in its lane of the first one's queue.
 func (c *call) next(list []*catalog.Target) *catalog.Target {
 	p := &c.plan
 	if !p.ranked {
 		c.rank(list)
 	}
-	for p.pos < len(p.order) {
-		i := p.order[p.pos]
-		p.pos++
-		// The parent's admission covers its first dispatch, as for a
-		// single-target model; only the work beyond it (a fallback after a
-		// failure) is fan-out that the lanes may refuse under congestion.
-		if !c.takeTarget(list[i], p.fanout && p.attempts > 0) { // at its cap, or refused by the lanes
-			if p.pos > 1 {
-				c.fallbacks++
-			}
+	c.refusal, c.refusalRetry = lanes.None, 0
+	p.busy = p.busy[:0]
+	for _, i := range p.order {
+		if p.tried[i] {
+			continue
+		}
+		if !c.tryAdmit(list[i], &c.laneLease) {
+			p.busy = append(p.busy, i)
 			continue
 		}
 		if c.claim(list, i, p.probe[i]) {
+			for _, j := range p.busy {
+				c.noteSkip(list[j])
+			}
 			return list[i]
 		}
+	}
+	if len(p.busy) == 0 {
+		return nil
+	}
+	first := p.busy[0]
+	if r := c.admit(list[first], &c.laneLease); r != lanes.None {
+		c.refusal, c.refusalRetry = r, c.laneLease.RetryAfter
+		return nil
+	}
+	if c.claim(list, first, p.probe[first]) {
+		return list[first]
 	}
 	return nil
 }
 
-// claim finishes taking candidate i, whose target slot is held: it
+// claim finishes taking candidate i, whose upstream is admitted: it
 // reserves the token budget and, when probe is set, claims the target's
-// single half-open probe. It releases the slot and reports false when
+// single half-open probe. It releases the admission and reports false when
 // either is refused.
 func (c *call) claim(list []*catalog.Target, i int, probe bool) bool {
 	g, qs, p := c.g, c.g.qs, &c.plan
@@ -212,19 +232,21 @@ func (c *call) claim(list []*catalog.Target, i int, probe bool) bool {
 	if qs.aware {
 		res, b, end := qs.ledger.Reserve(in.slot, p.est, now)
 		if !b.Affordable() { // another request took the budget since rank
-			c.releaseTarget()
+			c.releaseLease(lanes.LocalReject, false)
 			qs.m.skips[t.ID][skipBudget].Inc()
 			p.recover = earlier(p.recover, end)
+			p.tried[i] = true
 			return false
 		}
 		p.res = res
 	}
 	if probe {
 		if !g.targets.TryProbe(t.ID, now) { // another request is probing
-			c.releaseTarget()
+			c.releaseLease(lanes.LocalReject, false)
 			qs.ledger.Settle(&p.res, 0, true)
 			qs.m.skips[t.ID][skipCircuit].Inc()
 			p.recover = earlier(p.recover, now.Add(time.Second))
+			p.tried[i] = true
 			return false
 		}
 		p.probeID = t.ID
@@ -251,7 +273,8 @@ func (c *call) retry(list []*catalog.Target, class messages.FailureClass) *catal
 	}
 	p.retried = true
 	t := list[p.last]
-	if !c.takeTarget(t, false) {
+	if r := c.admit(t, &c.laneLease); r != lanes.None {
+		c.refusal, c.refusalRetry = r, c.laneLease.RetryAfter
 		return nil
 	}
 	if !c.claim(list, p.last, true) {

@@ -13,24 +13,28 @@ import (
 	"github.com/omniroute/gateway/internal/tenant"
 )
 
-// controller owns the adaptive limit, the window statistics, the lane
-// registry (creation, LRU and idle eviction), the fair scheduler over lane
-// heads, and shadow mode's virtual queue. It publishes the limit to the
-// gate and a view for snapshots; nothing reads its fields.
+// controller owns one upstream's adaptive limit (admission.Controller),
+// the lane registry (creation, LRU and idle eviction), the fair scheduler
+// over lane heads, and shadow mode's virtual queue. It publishes the
+// limit to the upstream's gate and a view for lanes and snapshots;
+// nothing reads its fields.
+//
+// Supervision: the controller is a top-level actor whose lanes are its
+// children; a lane that panics is restarted from a fresh, empty object by
+// the default one-for-one strategy (its waiters time out on their own
+// grace timer), which loses at most the lane's queue, never capacity: the
+// gate counts capacity, not the actors.
 type controller struct {
-	h      *Handle
+	u      *upstream
 	cfg    admission.Config
 	manual bool
-	adapt  *admission.Adapter
+	ctl    *admission.Controller
 	sched  *admission.Scheduler
 	lanes  map[tenant.ID]*laneInfo
 	byID   map[admission.LaneID]*laneInfo
 	lru    *list.List // most recently used first
 	nextID admission.LaneID
 	shared *laneInfo
-	// limited: a queued head found no room under the limit itself in this
-	// window (slow start); cleared at each window close.
-	limited bool
 
 	virtQ    []*virtEntry
 	virtIdx  map[uint64]*virtEntry
@@ -38,10 +42,21 @@ type controller struct {
 	virtN    int64
 
 	cancels []scheduler.CancelFunc
-	last    admission.WindowReport
-	nowNs   int64
-	extra   [admission.NumClasses]int64
-	decide  [admission.NumClasses]func(int64) admission.Decision
+	// sub cancels the measuring tick; it runs while the upstream has work
+	// and stops after a window without any (idle counts its ticks).
+	sub    scheduler.CancelFunc
+	idle   int
+	self   *actor.PID
+	root   *actor.RootContext
+	window Window
+	// tenants is the last sorted lane list (rebuilt at most every
+	// tenantsEvery steps: sorting a thousand lanes per release would cost
+	// more than the release).
+	tenants    []LaneTenant
+	sinceLanes int
+	nowNs      int64
+	extra      [admission.NumClasses]int64
+	decide     [admission.NumClasses]func(int64) admission.Decision
 }
 
 type laneInfo struct {
@@ -70,25 +85,17 @@ type virtEntry struct {
 	promoted bool
 }
 
-func newController(h *Handle, o Options) *controller {
-	c := &controller{h: h, cfg: o.Config, manual: o.ManualTicks,
-		adapt: admission.NewAdapter(o.Config, h.clk.Now()), sched: admission.NewScheduler(o.Config.HistoryHalfLifeMs * int64(time.Millisecond)),
+func newController(u *upstream, o Options) *controller {
+	h := u.h
+	c := &controller{u: u, cfg: o.Config, manual: o.ManualTicks,
+		ctl:   admission.NewController(o.Config.Control(), h.clk.Now()),
+		sched: admission.NewScheduler(o.Config.HistoryHalfLifeMs * int64(time.Millisecond)),
 		lanes: map[tenant.ID]*laneInfo{}, byID: map[admission.LaneID]*laneInfo{}, lru: list.New(), virtIdx: map[uint64]*virtEntry{}}
 	for cl := range c.decide {
 		cl := admission.Class(cl)
 		c.decide[cl] = func(cost int64) admission.Decision {
-			switch c.h.gate.GrantReserving(cl, cost, c.nowNs, c.extra[cl]) {
-			case admission.Granted:
+			if c.u.gate.Grant(cl, cost, c.nowNs, c.extra[cl]) == admission.Granted {
 				return admission.Take
-			case admission.TooBig:
-				return admission.Drop
-			case admission.NoRoom:
-				// Demand waits at the limit itself (slow start may grow
-				// it); not when it waits only for room kept for another
-				// class's floor or another lane's recent demand, which a
-				// higher limit would hand to this queue past the provider's
-				// knee.
-				c.limited = true
 			}
 			return admission.Skip
 		}
@@ -96,23 +103,35 @@ func newController(h *Handle, o Options) *controller {
 	return c
 }
 
+// tickEvery is how often a controller measures its upstream: often
+// enough for phases of two answers of a fast provider, and a release
+// wakes it in between anyway.
+const tickEvery = 10 * time.Millisecond
+
 func (c *controller) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		c.self, c.root = ctx.Self(), ctx.ActorSystem().Root
 		if !c.manual {
 			w := c.cfg.Window()
-			sub := min(max(w/10, 10*time.Millisecond), 100*time.Millisecond)
-			c.cancels = append(c.cancels, repeat.Send(ctx.ActorSystem().Root, w, w, ctx.Self(), windowTick{}), repeat.Send(ctx.ActorSystem().Root, sub, sub, ctx.Self(), subTick{}))
+			c.cancels = append(c.cancels, repeat.Send(c.root, w, w, ctx.Self(), windowTick{}))
+			c.wake()
 		}
-	case *actor.Stopping:
+		c.publish(true)
+	case *actor.Stopping, *actor.Restarting:
 		for _, cancel := range c.cancels {
 			cancel()
+		}
+		if c.sub != nil {
+			c.sub()
+			c.sub = nil
 		}
 	case *sharedLane:
 		c.shared = &laneInfo{id: sharedLaneID, pid: m.pid}
 		c.byID[sharedLaneID] = c.shared
 		c.sched.AddLane(sharedLaneID, 1)
 	case *waiter:
+		c.wake()
 		c.route(ctx, m)
 	case *withdraw:
 		if info := c.laneOf(m.tenant); info != nil {
@@ -121,27 +140,73 @@ func (c *controller) Receive(ctx actor.Context) {
 	case *laneState:
 		c.onLaneState(ctx, m)
 	case releaseKick:
-		c.onReleases(ctx)
+		c.wake()
+		c.step(ctx)
 	case *shadowQueue:
 		c.onShadow(m)
 	case *pressureMsg:
-		c.adapt.ObservePressure(m.sev)
-		c.publishLimit()
+		if c.ctl.ObservePressure(c.u.h.clk.Now(), m.sev) {
+			c.publishLimit()
+		}
 		c.dispatch(ctx)
-		c.publish()
+		c.publish(false)
 	case windowTick:
 		c.closeWindow(ctx)
 	case subTick:
-		c.tick(ctx)
+		c.step(ctx)
+		c.sleepIfIdle()
 	case manualTick:
-		c.tick(ctx)
+		c.step(ctx)
 		for _, info := range c.byID {
 			ctx.Send(info.pid, deadlineDue{})
 		}
 	case syncMsg:
-		c.publish()
+		c.publish(true)
 		ctx.Respond(true)
 	}
+}
+
+// wake starts the measuring tick if it is not running.
+func (c *controller) wake() {
+	c.idle = 0
+	if c.sub == nil && !c.manual && c.root != nil {
+		c.sub = repeat.Send(c.root, tickEvery, tickEvery, c.self, subTick{})
+	}
+}
+
+// sleepIfIdle stops the measuring tick after a window without work: an
+// idle upstream costs no timer wake-ups; the next request wakes it.
+func (c *controller) sleepIfIdle() {
+	if c.sub == nil {
+		return
+	}
+	st := c.u.gate.Stats()
+	if st.ActiveCount() > 0 || st.Waiting[admission.Interactive]+st.Waiting[admission.Batch] > 0 {
+		c.idle = 0
+		return
+	}
+	if c.idle++; time.Duration(c.idle)*tickEvery >= c.cfg.Window() {
+		c.sub()
+		c.sub = nil
+	}
+}
+
+// step folds finished leases into the controller, lets it judge its
+// phase, and dispatches freed capacity.
+func (c *controller) step(ctx actor.Context) {
+	now := c.u.h.clk.Now()
+	changed := c.drainReleases()
+	if c.ctl.Tick(c.u.gate.Reading(now)) {
+		changed = true
+	}
+	if changed {
+		c.publishLimit()
+		r := c.ctl.Last()
+		c.u.h.log.Debug("admission limit changed", "upstream", c.u.name, "from", r.LimitBefore, "to", c.ctl.Limit(), "rule", r.Rule,
+			"phase", r.Phase, "inflight", r.Inflight, "queueRatio", r.QueueRatio, "knee", r.Knee)
+	}
+	c.dispatch(ctx)
+	c.publish(false)
 }
 
 func (c *controller) laneOf(key tenant.ID) *laneInfo {
@@ -174,13 +239,14 @@ func (c *controller) createLane(ctx actor.Context, key tenant.ID) *laneInfo {
 		c.nextID++
 	}
 	id := c.nextID
-	h := c.h
-	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &laneActor{h: h, id: id, key: key} }))
-	info := &laneInfo{id: id, key: key, pid: pid, lastUse: c.h.clk.Now()}
+	u := c.u
+	pid := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &laneActor{u: u, id: id, key: key} }))
+	info := &laneInfo{id: id, key: key, pid: pid, lastUse: c.u.h.clk.Now()}
 	info.elem = c.lru.PushFront(info)
 	c.lanes[key], c.byID[id] = info, info
 	c.sched.AddLane(id, 1)
 	c.publishLanes()
+	c.sinceLanes = tenantsEvery // list it at the next publish
 	return info
 }
 
@@ -192,6 +258,7 @@ func (c *controller) evict(ctx actor.Context, info *laneInfo, r Reason) {
 	c.lru.Remove(info.elem)
 	c.sched.RemoveLane(info.id)
 	c.publishLanes()
+	c.sinceLanes = tenantsEvery
 	ctx.Send(info.pid, &evict{reason: r})
 }
 
@@ -200,7 +267,7 @@ func (c *controller) publishLanes() {
 	for k, info := range c.lanes {
 		m[k] = info.pid
 	}
-	c.h.lanes.Store(&m)
+	c.u.lanes.Store(&m)
 }
 
 func (c *controller) onLaneState(ctx actor.Context, m *laneState) {
@@ -211,7 +278,7 @@ func (c *controller) onLaneState(ctx actor.Context, m *laneState) {
 		}
 		return
 	}
-	now := c.h.clk.Now()
+	now := c.u.h.clk.Now()
 	info.count, info.cost, info.lastUse = m.count, m.cost, now
 	if m.bounce {
 		info.flight[m.bounced.class] = max(0, info.flight[m.bounced.class]-m.bounced.cost)
@@ -228,22 +295,16 @@ func (c *controller) onLaneState(ctx actor.Context, m *laneState) {
 		c.sched.SetHead(m.id, admission.Class(cl), hd.seq, hd.cost, now.UnixNano())
 	}
 	c.dispatch(ctx)
+	c.publish(false)
 }
 
-func (c *controller) onReleases(ctx actor.Context) { c.dispatch(ctx) }
-
-// drainReleases folds finished leases into the window statistics and the
-// lanes' holdings. It reports whether the limit changed (a slow-start
-// probe whose answers queued is undone as soon as they show it).
-func (c *controller) drainReleases(now time.Time) bool {
-	active := c.h.gate.Stats().ActiveCost()
-	batch := c.h.done.drain()
-	changed := false
+// drainReleases folds finished leases into the controller and the lanes'
+// holdings. It reports whether the limit changed.
+func (c *controller) drainReleases() bool {
+	batch := c.u.done.drain()
 	for i := range batch {
 		m := &batch[i]
-		if c.adapt.Complete(now, active, m.c) {
-			changed = true
-		}
+		c.ctl.Observe(m.at, m.s)
 		if m.queued && c.cfg.VirtualLanes {
 			if info := c.lanes[m.tenant]; info != nil {
 				info.flight[m.class] = max(0, info.flight[m.class]-m.cost)
@@ -253,7 +314,7 @@ func (c *controller) drainReleases(now time.Time) bool {
 			if e := c.virtIdx[m.virtID]; e != nil {
 				delete(c.virtIdx, m.virtID)
 				if e.promoted {
-					c.h.virt.Release(e.class, e.cost)
+					c.u.virt.Release(e.class, e.cost, m.at.UnixNano(), true, m.at.UnixNano())
 				} else if e.queued {
 					e.queued = false
 					c.virtN--
@@ -262,18 +323,14 @@ func (c *controller) drainReleases(now time.Time) bool {
 			}
 		}
 	}
-	return changed
+	return false
 }
 
 // dispatch grants freed capacity to lane heads, interactive first, each
 // class in fair order, until nothing more fits.
 func (c *controller) dispatch(ctx actor.Context) {
-	now := c.h.clk.Now()
+	now := c.u.h.clk.Now()
 	c.nowNs = now.UnixNano()
-	if c.drainReleases(now) {
-		c.publishLimit()
-		c.h.log.Debug("admission limit changed", "to", c.adapt.Limit(), "rule", "probe_undone")
-	}
 	for cl := range c.extra {
 		c.extra[cl] = c.laneReserve(admission.Class(cl), now)
 	}
@@ -290,13 +347,13 @@ func (c *controller) dispatch(ctx actor.Context) {
 			if d == admission.Take {
 				c.charge(info, cl, cost, now)
 				c.extra[cl] = c.laneReserve(cl, now) // the lane may just have become light
-				ctx.Send(info.pid, &grant{class: cl, seq: seq, cost: cost})
+				ctx.Send(info.pid, &grant{class: cl, seq: seq, cost: cost, at: c.nowNs})
 			} else {
-				ctx.Send(info.pid, &rejectHead{class: cl, seq: seq, reason: Oversized})
+				ctx.Send(info.pid, &rejectHead{class: cl, seq: seq, reason: Unavailable})
 			}
 		}
 	}
-	if c.h.virt != nil {
+	if c.u.virt != nil {
 		c.promoteVirtual(now)
 	}
 }
@@ -336,7 +393,7 @@ func (c *controller) laneReserve(cl admission.Class, now time.Time) int64 {
 	if active < 2 {
 		return 0
 	}
-	share := c.adapt.Limit() / active
+	share := c.ctl.Limit() / active
 	var sum int64
 	for _, info := range c.lanes {
 		if c.queued(info, cl) > 0 {
@@ -367,18 +424,18 @@ func (c *controller) queued(info *laneInfo, cl admission.Class) int64 {
 }
 
 func (c *controller) onShadow(m *shadowQueue) {
-	c.adapt.NoteLimited() // enforce would have queued or refused it
+	h := c.u.h
 	if c.virtN >= c.cfg.MaxQueueCount || m.cost > c.cfg.MaxQueueCost-c.virtCost {
-		c.h.wouldReject.Add(1)
+		h.wouldReject.Add(1)
 		return
 	}
-	c.h.wouldQueue.Add(1)
+	h.wouldQueue.Add(1)
 	e := &virtEntry{id: m.id, class: m.class, cost: m.cost, deadline: m.deadline, queued: true}
 	c.virtQ = append(c.virtQ, e)
 	c.virtIdx[m.id] = e
 	c.virtN++
 	c.virtCost += m.cost
-	c.promoteVirtual(c.h.clk.Now())
+	c.promoteVirtual(h.clk.Now())
 }
 
 // promoteVirtual moves shadow entries from the virtual queue to virtual
@@ -396,13 +453,9 @@ func (c *controller) promoteVirtual(now time.Time) {
 			e.queued = false
 			delete(c.virtIdx, e.id)
 		} else if !blocked[e.class] {
-			switch c.h.virt.Grant(e.class, e.cost, ns) {
-			case admission.Granted:
+			if c.u.virt.Grant(e.class, e.cost, ns, 0) == admission.Granted {
 				e.queued, e.promoted = false, true
-			case admission.TooBig:
-				e.queued = false
-				delete(c.virtIdx, e.id)
-			default:
+			} else {
 				blocked[e.class] = true
 			}
 		}
@@ -419,16 +472,8 @@ func (c *controller) promoteVirtual(now time.Time) {
 	c.virtQ = keep
 }
 
-func (c *controller) tick(ctx actor.Context) {
-	now := c.h.clk.Now()
-	c.adapt.ObservePeak(c.h.gate.TakePeak())
-	c.adapt.Sample(now, c.h.gate.Stats().ActiveCost())
-	c.dispatch(ctx)
-	c.publish()
-}
-
 func (c *controller) closeWindow(ctx actor.Context) {
-	now := c.h.clk.Now()
+	now := c.u.h.clk.Now()
 	idle := time.Duration(c.cfg.LaneIdleMs) * time.Millisecond
 	for e := c.lru.Back(); e != nil; {
 		info := e.Value.(*laneInfo)
@@ -438,44 +483,49 @@ func (c *controller) closeWindow(ctx actor.Context) {
 		e = e.Prev()
 		c.evict(ctx, info, LaneEvicted)
 	}
-	c.adapt.ObservePeak(c.h.gate.TakePeak())
-	if c.limited {
-		c.adapt.NoteLimited()
-		c.limited = false
-	}
-	rep := c.adapt.CloseWindow(now, c.h.gate.Stats().ActiveCost())
-	c.last = rep
-	c.publishLimit()
-	if rep.After != rep.Before {
-		c.h.log.Debug("admission limit changed", "from", rep.Before, "to", rep.After, "rule", rep.Rule.String(),
-			"utilization", rep.Utilization, "gradient", rep.Gradient, "drops", rep.Drops, "guarded", rep.Guarded)
-	}
-	c.dispatch(ctx)
-	c.publish()
+	last := c.ctl.Last()
+	c.window = Window{Phase: last.Phase, Rule: last.Rule, LimitBefore: last.LimitBefore, LimitAfter: last.LimitAfter,
+		Inflight: last.Inflight, QueueRatio: last.QueueRatio, KneeEstimate: last.Knee, Samples: last.Samples,
+		Pending: last.Pending, Drops: last.Drops, Limited: last.Limited, Phases: c.ctl.Phases()}
+	c.step(ctx)
+	c.publish(true)
 }
 
 func (c *controller) publishLimit() {
-	solo := c.adapt.Pressure() == admission.PressureNormal
-	c.h.gate.SetLimit(c.adapt.Limit(), solo)
-	if c.h.virt != nil {
-		c.h.virt.SetLimit(c.adapt.Limit(), solo)
+	c.u.gate.SetLimit(c.ctl.Limit())
+	if c.u.virt != nil {
+		c.u.virt.SetLimit(c.ctl.Limit())
 	}
 }
 
 // maxLaneTenants bounds laneTenants in the snapshot; laneCount is exact.
 const maxLaneTenants = 100
 
-func (c *controller) publish() { c.h.view.Store(c.buildView()) }
+// tenantsEvery is how many publishes reuse the sorted lane list.
+const tenantsEvery = 10
+
+func (c *controller) publish(full bool) {
+	if c.sinceLanes++; full || c.sinceLanes >= tenantsEvery {
+		c.sinceLanes = 0
+		c.tenants = c.sortedTenants()
+	}
+	c.u.view.Store(c.buildView())
+}
 
 func (c *controller) buildView() *view {
-	short, long := c.adapt.EWMAs()
-	v := &view{limit: c.adapt.Limit(), short: short, long: long, util: c.adapt.Utilization(),
-		pressure: c.adapt.Pressure(), recentPeak: c.adapt.RecentPeak(), baseline: c.adapt.Baseline(), last: c.last,
-		virtQueuedCount: c.virtN, virtQueuedCost: c.virtCost, laneCount: len(c.lanes)}
+	ctl := c.ctl
+	v := &view{limit: ctl.Limit(), knee: ctl.Knee(), phase: ctl.Phase(), converged: ctl.Converged(),
+		baseline: [2]time.Duration{ctl.BaselineOf(true), ctl.BaselineOf(false)}, held: ctl.Held(),
+		drainRate: ctl.DrainRate(), target: c.cfg.QueueTarget(ctl.Baseline()), pressure: ctl.Pressure(),
+		last: ctl.Last(), window: c.window, virtQueuedCount: c.virtN, virtQueuedCost: c.virtCost, laneCount: len(c.lanes),
+		laneTenants: c.tenants}
 	if c.shared != nil {
 		for cl := range c.shared.count {
 			v.sharedCount += c.shared.count[cl]
 			v.sharedCost += c.shared.cost[cl]
+		}
+		if v.sharedCount > 0 {
+			v.backlogged = 1
 		}
 	}
 	for _, info := range c.lanes {
@@ -484,19 +534,35 @@ func (c *controller) buildView() *view {
 			n += info.count[cl]
 			cost += info.cost[cl]
 		}
+		if n > 0 {
+			v.backlogged++
+		}
 		v.laneQueuedCount += n
 		v.laneQueuedCost += cost
-		v.laneTenants = append(v.laneTenants, LaneTenant{TenantKey: info.key.String(), QueuedCount: n, QueuedCost: cost, lastUse: info.lastUse})
 	}
-	sort.Slice(v.laneTenants, func(i, j int) bool {
-		a, b := v.laneTenants[i], v.laneTenants[j]
+	return v
+}
+
+// sortedTenants lists up to maxLaneTenants lanes, most queued first.
+func (c *controller) sortedTenants() []LaneTenant {
+	out := make([]LaneTenant, 0, len(c.lanes))
+	for _, info := range c.lanes {
+		var n, cost int64
+		for cl := range info.count {
+			n += info.count[cl]
+			cost += info.cost[cl]
+		}
+		out = append(out, LaneTenant{TenantKey: info.key.String(), QueuedCount: n, QueuedCost: cost, lastUse: info.lastUse})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
 		if a.QueuedCost != b.QueuedCost {
 			return a.QueuedCost > b.QueuedCost
 		}
 		return a.lastUse.After(b.lastUse)
 	})
-	if len(v.laneTenants) > maxLaneTenants {
-		v.laneTenants = v.laneTenants[:maxLaneTenants]
+	if len(out) > maxLaneTenants {
+		out = out[:maxLaneTenants]
 	}
-	return v
+	return out
 }

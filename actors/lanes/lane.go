@@ -21,7 +21,7 @@ const stopGrace = time.Second
 // shared lane): FIFO per class, the per-lane caps, deadlines, and the
 // replies. The controller decides which lane's head goes next.
 type laneActor struct {
-	h       *Handle
+	u       *upstream
 	id      admission.LaneID
 	key     tenant.ID
 	shared  bool
@@ -66,7 +66,7 @@ func (l *laneActor) Receive(ctx actor.Context) {
 		if m.reply {
 			ctx.Respond(true)
 		}
-		if !l.shared && !l.h.stopped.Load() {
+		if !l.shared && !l.u.h.stopped.Load() {
 			l.timers.SendOnce(stopGrace, ctx.Self(), stopLane{})
 		}
 	case stopLane:
@@ -94,12 +94,12 @@ func (l *laneActor) pop(c admission.Class) *waiter {
 
 func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 	if l.evicted {
-		if l.h.stopped.Load() {
+		if l.u.h.stopped.Load() {
 			w.resolveCurrent(Shutdown)
 			w.unref()
 			return
 		}
-		ctx.Send(l.h.ctrl, w) // the controller routes it to the tenant's new lane
+		ctx.Send(l.u.ctrl, w) // the controller routes it to the tenant's new lane
 		return
 	}
 	if w.resolved() { // the caller left before the lane saw it
@@ -107,9 +107,17 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 		return
 	}
 	c := w.class
-	cfg := &l.h.cfg
+	cfg := &l.u.h.cfg
 	if int64(len(l.q[c])) >= cfg.MaxQueueCount || l.cost[c]+w.cost > cfg.MaxQueueCost {
 		w.resolveCurrent(QueueFull)
+		w.unref()
+		return
+	}
+	if r, retry := l.admissible(w); r != None {
+		// Refused at once rather than parked: the queue would not drain
+		// within its target delay, or before the caller's deadline.
+		w.retryAfter = retry
+		w.resolveCurrent(r)
 		w.unref()
 		return
 	}
@@ -119,17 +127,46 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 	l.report(ctx, false, nil)
 }
 
+// admissible decides whether w may queue here: its expected wait, from
+// the upstream's measured drain rate shared among the lanes with a
+// backlog, must fit the upstream's queueing target (CoDel's good queue:
+// a burst that drains soon waits, a standing queue sheds at once with a
+// Retry-After of its drain time) and leave time before the caller's
+// deadline for the answer itself. Until the upstream's controller has
+// found a knee, its limit is a lower bound of the capacity and the
+// drain rate unknown: only the deadline and the max wait apply.
+func (l *laneActor) admissible(w *waiter) (Reason, int) {
+	v := l.u.view.Load()
+	now := l.u.h.clk.Now()
+	backlogged := v.backlogged
+	if len(l.q[w.class]) == 0 {
+		backlogged++ // this lane joins them
+	}
+	ew, known := v.expectedWait(l.cost[w.class], w.cost, backlogged)
+	if !w.callerDeadline.IsZero() {
+		left := w.callerDeadline.Sub(now) - v.baselineFor(w.stream)
+		if left <= 0 || (known && ew > left) {
+			return Deadline, retrySeconds(ew)
+		}
+	}
+	if known && ew > v.target {
+		return Overloaded, retrySeconds(ew)
+	}
+	return None, 0
+}
+
 func (l *laneActor) grant(ctx actor.Context, m *grant) {
 	bounce := true
 	if w := l.head(m.class); w != nil && w.seq == m.seq {
 		l.pop(m.class)
+		w.grantedAt = m.at
 		if w.resolveCurrent(None) {
 			bounce = false
 		}
 		w.unref()
 	}
 	if bounce {
-		l.h.gate.Release(m.class, m.cost)
+		l.u.gate.Release(m.class, m.cost, l.u.h.clk.Now().UnixNano(), true, m.at)
 	}
 	l.report(ctx, bounce, m)
 }
@@ -153,7 +190,7 @@ func (l *laneActor) withdraw(ctx actor.Context, m *withdraw) {
 // expire rejects heads whose deadline passed (the exact deadline counts as
 // expired) and drops heads their callers already left.
 func (l *laneActor) expire(ctx actor.Context) {
-	now := l.h.clk.Now()
+	now := l.u.h.clk.Now()
 	changed := false
 	next := time.Time{}
 	for c := range l.q {
@@ -194,7 +231,7 @@ func (l *laneActor) arm(t time.Time) {
 	if l.cancel != nil {
 		l.cancel()
 	}
-	d := t.Sub(l.h.clk.Now())
+	d := t.Sub(l.u.h.clk.Now())
 	if d < time.Millisecond {
 		d = time.Millisecond
 	}
@@ -227,5 +264,5 @@ func (l *laneActor) report(ctx actor.Context, bounce bool, g *grant) {
 		s.count[c] = int64(len(l.q[c]))
 		s.cost[c] = l.cost[c]
 	}
-	ctx.Send(l.h.ctrl, s)
+	ctx.Send(l.u.ctrl, s)
 }

@@ -1,22 +1,28 @@
-// Package lanes is the gateway's adaptive admission: one controller actor
-// that owns the adaptive limit, the window statistics and the fair
-// scheduler, and one lane actor per tenant (with OMNIROUTE_CHAT_VIRTUAL_LANES,
-// else one shared lane) that owns the tenant's queued requests, their
-// deadlines and their replies.
+// Package lanes is the gateway's adaptive admission. Each upstream (a
+// connection and model, or the group of targets that share its
+// max_concurrent) has its own gate, its own adaptive limit and its own
+// controller actor, which owns the limit's controller
+// (internal/admission.Controller), the fair scheduler and the upstream's
+// tenant lanes: one lane actor per tenant that waits for it (with
+// OMNIROUTE_CHAT_VIRTUAL_LANES, else one shared lane), holding the
+// tenant's queued requests, their deadlines and their replies. A slow
+// provider's latency therefore never lowers a fast one's limit, and a
+// provider is never capped by another's capacity; a process-wide bound
+// remains as a safety net for the gateway's own resources.
 //
 // The hot path never waits on an actor when there is room: Acquire takes
-// capacity from the gate (internal/admission.Gate) the controller publishes
-// its limit to, in one locked check, and sends nothing. Only when the class
-// has no room or already has waiting work does the request become a waiter:
-// one message to its lane and a wait on a pooled reply channel of capacity
-// one. Release returns the capacity to the gate at once and tells the
-// controller (one fire-and-forget message) how the request ended and its
-// latency sample; the controller then dispatches queued work, lane by lane
-// in start-time fair order, by granting capacity to lane heads.
-//
-// Lanes are created on demand (the first time a tenant has to wait), evicted
-// after LaneIdleMs without use and, beyond MaxLanes, least recently used
-// first; queued work of an evicted lane is rejected admission_lane_evicted.
+// capacity from the upstream's gate in one locked check and sends
+// nothing. Only when there is no room, or work of the class already
+// waits, does the request become a waiter: one message to its lane and a
+// wait on a pooled reply channel of capacity one. A lane refuses a waiter
+// at once when the upstream's queue would not drain within its target
+// delay or before the caller's deadline, so an overloaded upstream sheds
+// at once with a Retry-After from its measured drain rate instead of
+// parking requests that will time out. Release returns the capacity to
+// the gate at once and tells the controller (one fire-and-forget
+// message, shared by the releases that come before it drains them) how
+// the request ended and its latency; the controller then grants freed
+// capacity to lane heads in start-time fair order.
 package lanes
 
 import (
@@ -36,45 +42,82 @@ import (
 // Reason is why a request was not admitted (None: it was).
 type Reason uint8
 
-// Reasons. Their codes and statuses are OmniRoute's.
+// Reasons; their codes, statuses and Retry-After are in reasons.
 const (
 	None Reason = iota
 	QueueFull
 	Deadline
-	Oversized
+	Overloaded
 	LaneEvicted
 	Shutdown
 	Unavailable
+	GlobalFull
+	// Busy: TryAcquire found no room now. Not a rejection: the caller
+	// tries elsewhere or queues.
+	Busy
 	// Aborted: the caller left while queued. Not a shed: it is not counted
 	// as a rejection.
 	Aborted
 	numReasons
 )
 
-var reasonCodes = [numReasons]string{"", "admission_queue_full", "admission_deadline", "admission_oversized",
-	"admission_lane_evicted", "admission_shutdown", "admission_unavailable", "admission_aborted"}
-
-// Code is the machine-readable error code.
-func (r Reason) Code() string { return reasonCodes[r] }
-
-// RetryAfter is the Retry-After in seconds OmniRoute sends (0 = none).
-func (r Reason) RetryAfter() int {
-	switch r {
-	case QueueFull, Deadline, Unavailable, LaneEvicted:
-		return 1
-	}
-	return 0
+// reasons is the one table of admission outcomes: machine code, the
+// default Retry-After in seconds (0 = none), and whether the outcome is a
+// rejection the caller is told about. A test checks every reason has an
+// entry.
+var reasons = [numReasons]struct {
+	code       string
+	retryAfter int
+	rejection  bool
+}{
+	None:        {"", 0, false},
+	QueueFull:   {"admission_queue_full", 1, true},
+	Deadline:    {"admission_deadline", 1, true},
+	Overloaded:  {"admission_overloaded", 1, true},
+	LaneEvicted: {"admission_lane_evicted", 1, true},
+	Shutdown:    {"admission_shutdown", 0, true},
+	Unavailable: {"admission_unavailable", 1, true},
+	GlobalFull:  {"admission_global_limit", 1, true},
+	Busy:        {"admission_busy", 0, false},
+	Aborted:     {"admission_aborted", 0, false},
 }
 
-// Options configures the controller.
+// Code is the machine-readable error code.
+func (r Reason) Code() string { return reasons[r].code }
+
+// RetryAfter is the default Retry-After in seconds (0 = none); a lease
+// may carry a measured one (Lease.RetryAfter).
+func (r Reason) RetryAfter() int { return reasons[r].retryAfter }
+
+// Rejection reports whether r is a refusal the caller is answered with.
+func (r Reason) Rejection() bool { return reasons[r].rejection }
+
+// Reasons lists every rejection, for tables built from this one.
+func Reasons() []Reason {
+	var out []Reason
+	for r := Reason(0); r < numReasons; r++ {
+		if reasons[r].rejection {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// UpstreamSpec names an upstream and its concurrency cap (0 = none).
+type UpstreamSpec struct {
+	Name string
+	Cap  int
+}
+
+// Options configures the admission actors.
 type Options struct {
 	Config admission.Config
-	// Clock decides deadlines and windows; nil means the wall clock.
+	// Clock decides deadlines and phases; nil means the wall clock.
 	Clock clock.Clock
-	// TargetCaps[i] is target i's concurrency cap (0 = none).
-	TargetCaps []int
-	// ManualTicks turns off the window and sub-window timers; tests then
-	// drive time with Tick and CloseWindow.
+	// Upstreams are the upstreams by index (Ticket.Upstream).
+	Upstreams []UpstreamSpec
+	// ManualTicks turns off the controllers' timers; tests then drive time
+	// with Tick and CloseWindow.
 	ManualTicks bool
 	Logger      *slog.Logger
 }
@@ -85,26 +128,20 @@ type Handle struct {
 	clk     clock.Clock
 	log     *slog.Logger
 	root    *actor.RootContext
-	ctrl    *actor.PID
-	shared  *actor.PID
-	gate    *admission.Gate
-	virt    *admission.Gate // shadow mode's would-be accounting
-	lanes   atomic.Pointer[map[tenant.ID]*actor.PID]
-	view    atomic.Pointer[view]
+	ups     []*upstream
+	global  *admission.Global
 	seq     atomic.Uint64
 	stopped atomic.Bool
 	sub     *eventstream.Subscription
 	stop    sync.Once
-	done    doneLog
 
-	admitted      [admission.NumClasses]atomic.Int64
-	rejected      [admission.NumClasses][numReasons]atomic.Int64
-	wouldAdmit    atomic.Int64
-	wouldQueue    atomic.Int64
-	wouldReject   atomic.Int64
-	probeSkipped  atomic.Int64
-	targetSkipped atomic.Int64
-	pressure      atomic.Pointer[pressureObs]
+	admitted    [admission.NumClasses]atomic.Int64
+	rejected    [admission.NumClasses][numReasons]atomic.Int64
+	wouldAdmit  atomic.Int64
+	wouldQueue  atomic.Int64
+	wouldReject atomic.Int64
+	busy        atomic.Int64
+	pressure    atomic.Pointer[pressureObs]
 }
 
 type pressureObs struct {
@@ -113,8 +150,8 @@ type pressureObs struct {
 	at       time.Time
 }
 
-// Spawn validates cfg and starts the controller (and the shared lane when
-// virtual lanes are off) on system.
+// Spawn validates cfg and starts one controller (and, with lanes off, one
+// shared lane) per upstream on system.
 func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	if err := o.Config.Validate(); err != nil {
 		return nil, err
@@ -125,24 +162,9 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	cfg := o.Config
-	h := &Handle{cfg: cfg, clk: o.Clock, log: o.Logger, root: system.Root}
-	limit := cfg.ClampedInitial()
-	idle := time.Duration(cfg.ClassIdleMs) * time.Millisecond
-	h.gate = admission.NewGate(limit, cfg.MaxLimit, cfg.ClassShares, idle, o.TargetCaps)
-	if cfg.Mode == admission.ModeShadow {
-		h.virt = admission.NewGate(limit, cfg.MaxLimit, cfg.ClassShares, idle, nil)
-	}
-	empty := map[tenant.ID]*actor.PID{}
-	h.lanes.Store(&empty)
-	c := newController(h, o)
-	h.view.Store(c.buildView())
-	h.ctrl = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return c }))
-	if !cfg.VirtualLanes {
-		h.shared = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
-			return &laneActor{h: h, id: sharedLaneID, shared: true}
-		}))
-		system.Root.Send(h.ctrl, &sharedLane{pid: h.shared})
+	h := &Handle{cfg: o.Config, clk: o.Clock, log: o.Logger, root: system.Root, global: admission.NewGlobal(o.Config.GlobalLimit)}
+	for i, spec := range o.Upstreams {
+		h.ups = append(h.ups, newUpstream(h, i, spec, o))
 	}
 	h.sub = system.EventStream.Subscribe(h.deadLetter)
 	return h, nil
@@ -151,27 +173,39 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 // Mode is the configured mode.
 func (h *Handle) Mode() admission.Mode { return h.cfg.Mode }
 
-// Config is the controller configuration.
+// Config is the admission configuration.
 func (h *Handle) Config() admission.Config { return h.cfg }
 
 // VirtualLanes reports whether tenants have their own lanes.
 func (h *Handle) VirtualLanes() bool { return h.cfg.VirtualLanes }
 
-// Lease is an admitted request's hold on capacity. The zero value holds
-// nothing; Release is idempotent.
+// Upstreams is the number of upstreams.
+func (h *Handle) Upstreams() int { return len(h.ups) }
+
+// Lease is an admitted attempt's hold on its upstream's capacity. The
+// zero value holds nothing; Release is idempotent.
 type Lease struct {
+	u        *upstream
 	mode     admission.Mode
 	held     bool
 	virtHeld bool
 	virtID   uint64
 	queued   bool
+	pending  bool // no first byte yet
 	tenant   tenant.ID
+	stream   bool
 	Class    admission.Class
-	Cost     int64
-	// AdmittedAt is when the request was admitted (after any queueing).
+	// Cost is what the lease holds (the request's cost, capped at a share
+	// of the upstream's limit).
+	Cost int64
+	// AdmittedAt is when the attempt was admitted (after any queueing).
 	AdmittedAt time.Time
-	// Waited is how long the request was queued.
+	firstByte  time.Time
+	// Waited is how long the attempt was queued.
 	Waited time.Duration
+	// RetryAfter is the measured Retry-After of a rejection, in seconds
+	// (0: the reason's default).
+	RetryAfter int
 }
 
 // Held reports whether the lease holds capacity to release.
@@ -184,11 +218,18 @@ type Aborter interface {
 	Notify(f func()) bool
 }
 
-// Ticket is a request asking for admission.
+// Ticket is an attempt asking for admission on an upstream.
 type Ticket struct {
-	Tenant tenant.ID
-	Class  admission.Class
-	Cost   int64
+	Upstream int
+	Tenant   tenant.ID
+	Class    admission.Class
+	Cost     int64
+	// Stream: the attempt streams (its latency sample is its time to
+	// first token).
+	Stream bool
+	// Deadline is when the caller stops waiting (zero: not stated): a
+	// request that cannot be answered by then is refused at once.
+	Deadline time.Time
 	// Abort ends a queued wait when the caller leaves (may be nil).
 	Abort Aborter
 }
@@ -199,37 +240,62 @@ type Ticket struct {
 // when there is room and nothing of the class waits, else queues the
 // request in its lane until capacity is granted, its deadline passes, its
 // lane is evicted, the gateway stops, or the caller leaves (Aborted).
-func (h *Handle) Acquire(t Ticket, l *Lease) Reason {
+func (h *Handle) Acquire(t Ticket, l *Lease) Reason { return h.acquire(t, l, true) }
+
+// TryAcquire admits t if there is room now and nothing of its class waits
+// on the upstream; otherwise it returns Busy without queueing. Fan-out
+// targets and spill-over to another target of a model use it.
+func (h *Handle) TryAcquire(t Ticket, l *Lease) Reason { return h.acquire(t, l, false) }
+
+func (h *Handle) acquire(t Ticket, l *Lease, queue bool) Reason {
 	if h.stopped.Load() {
 		return Shutdown
 	}
+	if t.Upstream < 0 || t.Upstream >= len(h.ups) {
+		return Unavailable
+	}
+	u := h.ups[t.Upstream]
 	now := h.clk.Now()
-	*l = Lease{mode: h.cfg.Mode, tenant: t.Tenant, Class: t.Class, Cost: t.Cost, AdmittedAt: now}
+	*l = Lease{u: u, mode: h.cfg.Mode, tenant: t.Tenant, Class: t.Class, stream: t.Stream, AdmittedAt: now}
 	switch h.cfg.Mode {
 	case admission.ModeOff:
 		h.admitted[t.Class].Add(1)
 		return None
 	case admission.ModeShadow:
-		h.shadowAcquire(t, l, now)
+		l.Cost = u.gate.Charge(t.Cost)
+		u.shadowAcquire(t, l, now)
 		h.admitted[t.Class].Add(1)
 		return None
 	}
-	switch h.gate.Acquire(t.Class, t.Cost, now.UnixNano(), true) {
+	v := u.view.Load()
+	if !t.Deadline.IsZero() && now.Add(v.baselineFor(t.Stream)).After(t.Deadline) {
+		// Not even an unqueued answer comes back in time.
+		return h.reject(t.Class, Deadline)
+	}
+	l.Cost = u.gate.Charge(t.Cost)
+	switch u.gate.Acquire(t.Class, l.Cost, now.UnixNano(), queue) {
 	case admission.Admitted:
-		l.held = true
+		l.held, l.pending = true, true
 		h.admitted[t.Class].Add(1)
 		return None
-	case admission.Oversized:
-		return h.reject(t.Class, Oversized)
+	case admission.GlobalFull:
+		return h.reject(t.Class, GlobalFull)
 	case admission.Closed:
 		return h.reject(t.Class, Shutdown)
+	case admission.Busy:
+		h.busy.Add(1)
+		return Busy
 	}
-	r := h.wait(t, now)
+	r, retry, at := u.wait(t, l.Cost, now)
 	if r != None {
+		l.RetryAfter = retry
 		return h.reject(t.Class, r)
 	}
-	done := h.clk.Now()
-	l.held, l.queued, l.AdmittedAt, l.Waited = true, true, done, done.Sub(now)
+	// The lease was admitted when the gate took its cost (its latency and
+	// its pending entry count from then).
+	l.held, l.pending, l.queued = true, true, true
+	l.AdmittedAt = time.Unix(0, at)
+	l.Waited = l.AdmittedAt.Sub(now)
 	h.admitted[t.Class].Add(1)
 	return None
 }
@@ -239,173 +305,135 @@ func (h *Handle) reject(c admission.Class, r Reason) Reason {
 	return r
 }
 
-func (h *Handle) shadowAcquire(t Ticket, l *Lease, now time.Time) {
-	h.gate.Force(t.Class, t.Cost, now.UnixNano())
-	l.held = true
-	switch h.virt.Acquire(t.Class, t.Cost, now.UnixNano(), false) {
-	case admission.Admitted:
-		l.virtHeld = true
-		h.wouldAdmit.Add(1)
-	case admission.Oversized, admission.Closed:
-		h.wouldReject.Add(1)
-	default:
-		l.virtID = h.seq.Add(1)
-		h.root.Send(h.ctrl, &shadowQueue{id: l.virtID, class: t.Class, cost: t.Cost, deadline: now.Add(h.cfg.MaxWait())})
-	}
-}
-
-// waitGrace is how long past its deadline a waiter waits for its lane
-// before giving up on its own (a lane that was stopped mid-flight).
-const waitGrace = 2 * time.Second
-
-func (h *Handle) wait(t Ticket, now time.Time) Reason {
-	w := getWaiter(h)
-	gen := w.begin()
-	w.tenant, w.class, w.cost = t.Tenant, t.Class, t.Cost
-	w.seq = h.seq.Add(1)
-	w.deadline = now.Add(h.cfg.MaxWait())
-	if t.Abort != nil && !t.Abort.Notify(func() { w.resolve(gen, Aborted) }) {
-		w.resolve(gen, Aborted)
-		r := <-w.ch
-		w.unref() // the lane never saw it
-		w.unref()
-		return r
-	}
-	w.via = h.route(t.Tenant)
-	h.root.Send(w.via, w)
-	w.timer.Reset(h.cfg.MaxWait() + waitGrace)
-	var r Reason
-	select {
-	case r = <-w.ch:
-	case <-w.timer.C:
-		w.resolve(gen, Unavailable)
-		r = <-w.ch
-	}
-	w.timer.Stop()
-	if t.Abort != nil {
-		t.Abort.Notify(nil)
-	}
-	if r == Aborted || r == Unavailable {
-		// Resolved here, not by the lane: take the entry out of the queue.
-		h.root.Send(w.via, &withdraw{h: h, tenant: t.Tenant, class: t.Class, seq: w.seq})
-	}
-	w.unref()
-	return r
-}
-
-// route returns the lane a tenant's waiter goes to: its own lane, or the
-// controller (which creates the lane) when there is none yet, or the
-// shared lane when virtual lanes are off.
-func (h *Handle) route(id tenant.ID) *actor.PID {
-	if !h.cfg.VirtualLanes {
-		return h.shared
-	}
-	if pid := (*h.lanes.Load())[id]; pid != nil {
-		return pid
-	}
-	return h.ctrl
-}
-
-// deadLetter re-routes a waiter (or withdrawal) sent to a lane that was
-// stopped in the meantime: the controller routes it to the tenant's
-// current lane, so an eviction race never loses a request.
-func (h *Handle) deadLetter(evt any) {
-	dl, ok := evt.(*actor.DeadLetterEvent)
-	if !ok {
+// FirstByte records that the attempt's answer began (a stream's first
+// content event): it stops counting as waiting at the provider, and its
+// time is the stream's latency sample.
+func (h *Handle) FirstByte(l *Lease) {
+	if !l.held || !l.firstByte.IsZero() {
 		return
 	}
-	switch m := dl.Message.(type) {
-	case *waiter:
-		if m.h != h {
-			return
-		}
-		if h.stopped.Load() {
-			m.resolveCurrent(Shutdown)
-			m.unref()
-			return
-		}
-		h.root.Send(h.ctrl, m)
-	case *withdraw:
-		if m.h == h && !h.stopped.Load() && dl.PID != h.ctrl {
-			h.root.Send(h.ctrl, m)
-		}
+	l.firstByte = h.clk.Now()
+	if l.pending {
+		l.pending = false
+		l.u.gate.FirstByte(l.AdmittedAt.UnixNano())
 	}
+}
+
+// Outcome is how an admitted attempt ended.
+type Outcome uint8
+
+// Outcomes.
+const (
+	// Success: the provider answered.
+	Success Outcome = iota
+	// Cancelled: the caller left.
+	Cancelled
+	// LocalReject: the request itself was refused (a 4xx passed through,
+	// or the gateway refused it): no evidence about the upstream.
+	LocalReject
+	// UpstreamError: the provider failed or refused (429, 5xx).
+	UpstreamError
+	// Timeout: the attempt timed out upstream.
+	Timeout
+)
+
+// Completion is how a released lease ended.
+type Completion struct {
+	Outcome Outcome
+	// Drop: the upstream shed the attempt (429, 503/529 overload, or a
+	// timeout), evidence of congestion.
+	Drop bool
 }
 
 // Release ends a lease: the capacity returns to the gate at once and the
-// controller learns the outcome and latency sample (fire-and-forget: at
-// most one message, shared by the releases that arrive before the
-// controller drains them).
-func (h *Handle) Release(l *Lease, c admission.Completion) {
+// controller learns the outcome and latency (fire-and-forget: at most one
+// message, shared by the releases that arrive before it drains them).
+func (h *Handle) Release(l *Lease, c Completion) {
 	if !l.held {
 		*l = Lease{}
 		return
 	}
+	u := l.u
+	now := h.clk.Now()
+	s := sample(l, c, now)
 	// Log first, free second: a dispatch that sees the freed capacity then
 	// also finds this record and knows whose capacity it was.
-	kick := h.done.add(release{class: l.Class, cost: l.Cost, virtID: l.virtID, tenant: l.tenant, queued: l.queued, c: c})
-	h.gate.Release(l.Class, l.Cost)
-	if l.virtHeld {
-		h.virt.Release(l.Class, l.Cost)
+	kick := u.done.add(release{class: l.Class, cost: l.Cost, virtID: l.virtID, tenant: l.tenant, queued: l.queued, s: s, at: now})
+	if l.mode == admission.ModeEnforce {
+		u.gate.Release(l.Class, l.Cost, now.UnixNano(), l.pending, l.AdmittedAt.UnixNano())
+	} else if l.mode == admission.ModeShadow {
+		u.gate.Release(l.Class, l.Cost, now.UnixNano(), l.pending, l.AdmittedAt.UnixNano())
+		if l.virtHeld {
+			u.virt.Release(l.Class, l.Cost, now.UnixNano(), true, l.AdmittedAt.UnixNano())
+		}
 	}
 	*l = Lease{}
 	if kick && !h.stopped.Load() {
-		h.root.Send(h.ctrl, releaseKick{})
+		h.root.Send(u.ctrl, releaseKick{})
 	}
 }
 
-// ProbeResult is the answer to a fan-out target probe.
-type ProbeResult = admission.ProbeResult
-
-// Probe checks a fan-out target before it is dispatched. With virtual lanes
-// on and mode enforce it is a non-blocking try-acquire of cost for class
-// against the gate (room now and nothing of the class waiting), released
-// at once: a capacity gate, not a hold. A capped target's concurrency slot
-// is checked in the same locked step and, when the probe passes, held
-// until ReleaseTarget. fanout is false for a model's only target, which the
-// parent's lease already covers (only the target cap applies).
-func (h *Handle) Probe(class admission.Class, cost int64, target int, fanout bool) ProbeResult {
-	lanes := fanout && h.cfg.VirtualLanes && h.cfg.Mode == admission.ModeEnforce && !h.stopped.Load()
-	r := h.gate.Probe(class, cost, h.clk.Now().UnixNano(), target, lanes)
-	switch r {
-	case admission.ProbeLanes:
-		h.probeSkipped.Add(1)
-	case admission.ProbeTarget:
-		h.targetSkipped.Add(1)
+// sample turns a finished lease into the controller's evidence.
+func sample(l *Lease, c Completion, now time.Time) admission.Sample {
+	held := now.Sub(l.AdmittedAt)
+	s := admission.Sample{Held: held, Stream: l.stream, Drop: c.Drop}
+	ttft := held
+	if l.stream && !l.firstByte.IsZero() {
+		ttft = l.firstByte.Sub(l.AdmittedAt)
 	}
-	return r
+	switch c.Outcome {
+	case Success:
+		s.OK, s.Latency = true, ttft
+	case Cancelled:
+		if !l.firstByte.IsZero() {
+			// The answer had begun: its first byte is a sample like any.
+			s.OK, s.Latency = true, ttft
+		} else {
+			s.Censored, s.Latency = true, held
+		}
+	case Timeout:
+		s.Censored, s.Latency = true, held
+	}
+	return s
 }
 
-// ReleaseTarget returns a target slot held by a passed probe.
-func (h *Handle) ReleaseTarget(target int) { h.gate.ReleaseTarget(target) }
-
-// TargetInflight returns the gateway's in-flight requests on a capped target.
-func (h *Handle) TargetInflight(target int) int { return h.gate.TargetInflight(target) }
-
-// ObservePressure feeds a resource-pressure observation (from a pressure
-// sampler): critical cuts the limit at once, once per window; high stops
-// growth and cuts at the window's end.
+// ObservePressure feeds a resource-pressure observation of the gateway's
+// own process to every upstream: critical halves each limit at once, once
+// per window; high stops growth.
 func (h *Handle) ObservePressure(sev admission.Pressure, reason string) {
 	now := h.clk.Now()
 	h.pressure.Store(&pressureObs{severity: sev, reason: reason, at: now})
-	h.root.Send(h.ctrl, &pressureMsg{sev: sev})
+	for _, u := range h.ups {
+		h.root.Send(u.ctrl, &pressureMsg{sev: sev})
+	}
 }
 
-// Tick runs a sub-window step now: samples utilisation, expires deadlines
-// in every lane, and dispatches. The controller does this on its own timer
-// unless Options.ManualTicks.
-func (h *Handle) Tick() { h.root.Send(h.ctrl, manualTick{}) }
+// Tick runs a controller step on every upstream now (the controllers do
+// this on their own timers unless Options.ManualTicks): measures, judges
+// a finished phase, expires deadlines and dispatches.
+func (h *Handle) Tick() {
+	for _, u := range h.ups {
+		h.root.Send(u.ctrl, manualTick{})
+	}
+}
 
-// CloseWindow closes the adaptation window now (normally on a timer).
-func (h *Handle) CloseWindow() { h.root.Send(h.ctrl, windowTick{}) }
+// CloseWindow closes every upstream's reporting window now (normally on a
+// timer): evicts idle lanes and records the window.
+func (h *Handle) CloseWindow() {
+	for _, u := range h.ups {
+		h.root.Send(u.ctrl, windowTick{})
+	}
+}
 
-// Sync waits until the controller has handled everything sent to it
-// before the call, and republishes the snapshot.
+// Sync waits until every controller has handled everything sent to it
+// before the call, and republishes the snapshots.
 func (h *Handle) Sync() {
 	if h.stopped.Load() {
 		return
 	}
-	_, _ = h.root.RequestFuture(h.ctrl, syncMsg{}, 5*time.Second).Result()
+	for _, u := range h.ups {
+		_, _ = h.root.RequestFuture(u.ctrl, syncMsg{}, 5*time.Second).Result()
+	}
 }
 
 // Stop rejects every queued request with admission_shutdown, refuses new
@@ -413,27 +441,35 @@ func (h *Handle) Sync() {
 func (h *Handle) Stop() {
 	h.stop.Do(func() {
 		h.stopped.Store(true)
-		h.gate.Close()
-		if h.virt != nil {
-			h.virt.Close()
-		}
-		pids := []*actor.PID{}
-		if h.shared != nil {
-			pids = append(pids, h.shared)
-		}
-		for _, pid := range *h.lanes.Load() {
-			pids = append(pids, pid)
-		}
-		for _, pid := range pids {
-			_, _ = h.root.RequestFuture(pid, &evict{reason: Shutdown, reply: true}, 2*time.Second).Result()
-		}
-		_ = h.root.PoisonFuture(h.ctrl).Wait()
-		if h.shared != nil {
-			_ = h.root.StopFuture(h.shared).Wait()
+		for _, u := range h.ups {
+			u.stop()
 		}
 		h.root.ActorSystem().EventStream.Unsubscribe(h.sub)
-		v := *h.view.Load()
-		v.shutdown = true
-		h.view.Store(&v)
 	})
+}
+
+// deadLetter re-routes a waiter (or withdrawal) sent to a lane that was
+// stopped in the meantime: its upstream's controller routes it to the
+// tenant's current lane, so an eviction race never loses a request.
+func (h *Handle) deadLetter(evt any) {
+	dl, ok := evt.(*actor.DeadLetterEvent)
+	if !ok {
+		return
+	}
+	switch m := dl.Message.(type) {
+	case *waiter:
+		if m.u == nil || m.u.h != h {
+			return
+		}
+		if h.stopped.Load() {
+			m.resolveCurrent(Shutdown)
+			m.unref()
+			return
+		}
+		h.root.Send(m.u.ctrl, m)
+	case *withdraw:
+		if m.u != nil && m.u.h == h && !h.stopped.Load() && dl.PID != m.u.ctrl {
+			h.root.Send(m.u.ctrl, m)
+		}
+	}
 }

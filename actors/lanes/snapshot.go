@@ -6,23 +6,6 @@ import (
 	"github.com/omniroute/gateway/internal/admission"
 )
 
-// view is what the controller publishes after each change it cares to
-// show; Snapshot adds the live counters.
-type view struct {
-	limit                           int64
-	short, long, util               float64
-	pressure                        admission.Pressure
-	recentPeak                      int64
-	baseline                        float64
-	last                            admission.WindowReport
-	sharedCount, sharedCost         int64
-	laneCount                       int
-	laneQueuedCount, laneQueuedCost int64
-	laneTenants                     []LaneTenant
-	virtQueuedCount, virtQueuedCost int64
-	shutdown                        bool
-}
-
 // LaneTenant is one lane in the snapshot. TenantKey is the opaque tenant id
 // ("key_" + 16 hex digits, or "anonymous"), never a key.
 type LaneTenant struct {
@@ -36,7 +19,6 @@ type LaneTenant struct {
 type ClassFigures struct {
 	// SharePercent is the class's protected floor, in percent of the limit.
 	SharePercent  int64            `json:"sharePercent"`
-	FloorCost     int64            `json:"floorCost"`
 	ActiveCost    int64            `json:"activeCost"`
 	ActiveCount   int64            `json:"activeCount"`
 	WaitingCount  int64            `json:"waitingCount"`
@@ -45,31 +27,67 @@ type ClassFigures struct {
 	Rejected      map[string]int64 `json:"rejectedByReason,omitempty"`
 }
 
-// Window describes the last closed adaptation window.
+// Window is an upstream's last judged controller phase, as of the last
+// reporting window.
 type Window struct {
-	Rule        string  `json:"rule"`
-	LimitBefore int64   `json:"limitBefore"`
-	LimitAfter  int64   `json:"limitAfter"`
-	Utilization float64 `json:"utilization"`
-	Gradient    float64 `json:"gradient"`
-	Completed   int64   `json:"completed"`
-	Samples     int64   `json:"latencySamples"`
-	Drops       int64   `json:"drops"`
-	Guarded     bool    `json:"driftGuarded"`
-	Queueing    bool    `json:"standingQueue"`
-	SlowStart   bool    `json:"slowStart"`
-	Undone      bool    `json:"probeUndone"`
+	Phase        string  `json:"phase"`
+	Rule         string  `json:"rule"`
+	LimitBefore  int64   `json:"limitBefore"`
+	LimitAfter   int64   `json:"limitAfter"`
+	Inflight     float64 `json:"inflight"`
+	QueueRatio   float64 `json:"queueRatio"`
+	KneeEstimate float64 `json:"kneeEstimate"`
+	Samples      int     `json:"samples"`
+	Pending      int64   `json:"pending"`
+	Drops        int     `json:"drops"`
+	Limited      bool    `json:"limited"`
+	Phases       uint64  `json:"phases"`
+}
+
+// Upstream is one upstream's admission figures.
+type Upstream struct {
+	Name string `json:"name"`
+	// CurrentLimit is the limit in effect (cost units); KneeEstimate the
+	// controller's estimate of the provider's knee, Phase what it is
+	// doing (startup, cruise, probe, grow, drain).
+	CurrentLimit int64   `json:"currentLimit"`
+	KneeEstimate float64 `json:"kneeEstimate"`
+	Phase        string  `json:"phase"`
+	Converged    bool    `json:"converged"`
+	Cap          int64   `json:"maxConcurrent,omitempty"`
+	ActiveCost   int64   `json:"activeCost"`
+	ActiveCount  int64   `json:"activeCount"`
+	QueuedCost   int64   `json:"queuedCost"`
+	QueuedCount  int64   `json:"queuedCount"`
+	LaneCount    int     `json:"laneCount"`
+	// Latencies the controller judges by (ms): no-queue time to first
+	// token of streams and latency of plain answers, and the mean time an
+	// answer holds its place.
+	BaselineStreamMs float64      `json:"baselineStreamMs"`
+	BaselinePlainMs  float64      `json:"baselinePlainMs"`
+	HeldMs           float64      `json:"heldMs"`
+	DrainPerSecond   float64      `json:"drainPerSecond"`
+	QueueTargetMs    float64      `json:"queueTargetMs"`
+	Pressure         string       `json:"pressure"`
+	LaneTenants      []LaneTenant `json:"laneTenants,omitempty"`
+	LastPhase        Window       `json:"lastPhase"`
+	LastWindow       Window       `json:"lastWindow"`
+	Shutdown         bool         `json:"shutdown,omitempty"`
 }
 
 // Snapshot is the adaptiveAdmission section of GET /api/monitoring/health:
-// every field of OmniRoute's controller snapshot (with the lane fields
-// OmniRoute's health projection drops), the per-class figures, and the
-// fan-out probe counter OmniRoute lacks.
+// totals over every upstream, the per-class figures, and one entry per
+// upstream with its own limit.
 type Snapshot struct {
-	Mode               string           `json:"mode"`
+	Mode         string `json:"mode"`
+	VirtualLanes bool   `json:"virtualLanes"`
+	// CurrentLimit is the sum of the upstreams' limits; MinLimit and
+	// MaxLimit bound each one.
 	CurrentLimit       int64            `json:"currentLimit"`
 	MinLimit           int64            `json:"minLimit"`
 	MaxLimit           int64            `json:"maxLimit"`
+	GlobalLimit        int64            `json:"globalLimit"`
+	GlobalActiveCost   int64            `json:"globalActiveCost"`
 	ActiveCost         int64            `json:"activeCost"`
 	ActiveCount        int64            `json:"activeCount"`
 	QueuedCost         int64            `json:"queuedCost"`
@@ -78,88 +96,98 @@ type Snapshot struct {
 	VirtualActiveCount int64            `json:"virtualActiveCount"`
 	VirtualQueuedCost  int64            `json:"virtualQueuedCost"`
 	VirtualQueuedCount int64            `json:"virtualQueuedCount"`
-	VirtualLanes       bool             `json:"virtualLanes"`
 	LaneCount          int              `json:"laneCount"`
-	LaneQueuedCost     int64            `json:"laneQueuedCost"`
-	LaneQueuedCount    int64            `json:"laneQueuedCount"`
-	LaneTenants        []LaneTenant     `json:"laneTenants"`
 	AdmittedCount      int64            `json:"admittedCount"`
 	RejectedCount      int64            `json:"rejectedCount"`
 	RejectedByReason   map[string]int64 `json:"rejectedByReason"`
 	AbortedCount       int64            `json:"abortedCount"`
+	BusyCount          int64            `json:"busyCount"`
 	WouldAdmitCount    int64            `json:"wouldAdmitCount"`
 	WouldQueueCount    int64            `json:"wouldQueueCount"`
 	WouldRejectCount   int64            `json:"wouldRejectCount"`
-	ShortLatencyEwma   float64          `json:"shortLatencyEwma"`
-	LongLatencyEwma    float64          `json:"longLatencyEwma"`
-	Utilization        float64          `json:"utilization"`
-	Pressure           string           `json:"pressure"`
 	ResourceSeverity   string           `json:"resourceSeverity"`
 	ResourceReason     string           `json:"resourceReason"`
 	ResourceObservedAt int64            `json:"resourceObservedAtMs"`
 	Shutdown           bool             `json:"shutdown"`
 
-	Classes            map[string]ClassFigures `json:"classes"`
-	FanoutProbeSkipped int64                   `json:"fanoutProbeSkipped"`
-	TargetBusySkipped  int64                   `json:"targetBusySkipped"`
-	RecentPeakCost     int64                   `json:"recentPeakCost"`
-	LatencyBaseline    float64                 `json:"latencyBaselineMs"`
-	LastWindow         Window                  `json:"lastWindow"`
+	Classes   map[string]ClassFigures `json:"classes"`
+	Upstreams []Upstream              `json:"upstreams"`
 }
 
-// Snapshot returns the current figures: the controller's last published
-// view plus live counters. It never waits on an actor.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// Snapshot returns the current figures: each controller's last published
+// view plus the gates' live counters. It never waits on an actor.
 func (h *Handle) Snapshot() *Snapshot {
-	v := h.view.Load()
-	st := h.gate.Stats()
-	s := &Snapshot{
-		Mode: h.cfg.Mode.String(), CurrentLimit: st.Limit, MinLimit: h.cfg.MinLimit, MaxLimit: h.cfg.MaxLimit,
-		ActiveCost: st.ActiveCost(), ActiveCount: st.ActiveCount(),
-		QueuedCount: v.sharedCount, QueuedCost: v.sharedCost,
-		VirtualQueuedCount: v.virtQueuedCount, VirtualQueuedCost: v.virtQueuedCost,
-		VirtualLanes: h.cfg.VirtualLanes, LaneCount: v.laneCount, LaneQueuedCount: v.laneQueuedCount, LaneQueuedCost: v.laneQueuedCost,
-		LaneTenants: v.laneTenants, WouldAdmitCount: h.wouldAdmit.Load(), WouldQueueCount: h.wouldQueue.Load(),
-		WouldRejectCount: h.wouldReject.Load(), ShortLatencyEwma: v.short, LongLatencyEwma: v.long, Utilization: v.util,
-		Pressure: v.pressure.String(), ResourceSeverity: admission.PressureNormal.String(), Shutdown: v.shutdown || st.Closed,
-		RejectedByReason: map[string]int64{}, Classes: map[string]ClassFigures{},
-		FanoutProbeSkipped: h.probeSkipped.Load(), TargetBusySkipped: h.targetSkipped.Load(), RecentPeakCost: v.recentPeak,
-		LastWindow: Window{Rule: v.last.Rule.String(), LimitBefore: v.last.Before, LimitAfter: v.last.After, Utilization: v.last.Utilization,
-			Gradient: v.last.Gradient, Completed: v.last.Completed, Samples: v.last.Samples, Drops: v.last.Drops, Guarded: v.last.Guarded, Queueing: v.last.Queueing,
-			SlowStart: v.last.SlowStart, Undone: v.last.Undone},
-		LatencyBaseline: v.baseline,
+	s := &Snapshot{Mode: h.cfg.Mode.String(), VirtualLanes: h.cfg.VirtualLanes, MinLimit: h.cfg.MinLimit, MaxLimit: h.cfg.MaxLimit,
+		GlobalLimit: h.global.Max(), GlobalActiveCost: h.global.Active(), RejectedByReason: map[string]int64{},
+		Classes: map[string]ClassFigures{}, Shutdown: h.stopped.Load(),
+		WouldAdmitCount: h.wouldAdmit.Load(), WouldQueueCount: h.wouldQueue.Load(), WouldRejectCount: h.wouldReject.Load(),
+		BusyCount: h.busy.Load()}
+	var classActive, classCount, classWaiting [admission.NumClasses]int64
+	for _, u := range h.ups {
+		v := u.view.Load()
+		st := u.gate.Stats()
+		up := Upstream{Name: u.name, CurrentLimit: st.Limit, KneeEstimate: round1(v.knee), Phase: v.phase, Converged: v.converged,
+			Cap: st.Cap, ActiveCost: st.ActiveCost(), ActiveCount: st.ActiveCount(),
+			QueuedCost: v.sharedCost + v.laneQueuedCost, QueuedCount: v.sharedCount + v.laneQueuedCount, LaneCount: v.laneCount,
+			BaselineStreamMs: ms(v.baseline[0]), BaselinePlainMs: ms(v.baseline[1]), HeldMs: ms(v.held),
+			DrainPerSecond: round1(v.drainRate), QueueTargetMs: ms(v.target), Pressure: v.pressure.String(),
+			LaneTenants: v.laneTenants, LastPhase: windowOf(v.last), LastWindow: v.window, Shutdown: v.shutdown}
+		s.Upstreams = append(s.Upstreams, up)
+		s.CurrentLimit += st.Limit
+		s.ActiveCost += up.ActiveCost
+		s.ActiveCount += up.ActiveCount
+		s.QueuedCost += up.QueuedCost
+		s.QueuedCount += up.QueuedCount
+		if u.virt != nil {
+			vs := u.virt.Stats()
+			s.VirtualActiveCost += vs.ActiveCost()
+			s.VirtualActiveCount += vs.ActiveCount()
+		}
+		s.VirtualQueuedCost += v.virtQueuedCost
+		s.VirtualQueuedCount += v.virtQueuedCount
+		s.LaneCount += v.laneCount
+		for c := range classActive {
+			classActive[c] += st.Active[c]
+			classCount[c] += st.Count[c]
+			classWaiting[c] += st.Waiting[c]
+		}
 	}
-	if s.LaneTenants == nil {
-		s.LaneTenants = []LaneTenant{}
-	}
-	if h.virt != nil {
-		vs := h.virt.Stats()
-		s.VirtualActiveCost, s.VirtualActiveCount = vs.ActiveCost(), vs.ActiveCount()
-	}
-	if p := h.pressure.Load(); p != nil {
-		s.ResourceSeverity, s.ResourceReason, s.ResourceObservedAt = p.severity.String(), p.reason, p.at.UnixMilli()
-	}
-	for cl := admission.Class(0); cl < admission.NumClasses; cl++ {
-		f := ClassFigures{SharePercent: h.cfg.ClassShares[cl], FloorCost: st.Floor[cl], ActiveCost: st.Active[cl],
-			ActiveCount: st.Count[cl], WaitingCount: st.Waiting[cl], AdmittedCount: h.admitted[cl].Load()}
-		for r := QueueFull; r < numReasons; r++ {
-			n := h.rejected[cl][r].Load()
+	for c := admission.Class(0); c < admission.NumClasses; c++ {
+		f := ClassFigures{SharePercent: h.cfg.ClassShares[c], ActiveCost: classActive[c], ActiveCount: classCount[c],
+			WaitingCount: classWaiting[c], AdmittedCount: h.admitted[c].Load()}
+		for r := Reason(0); r < numReasons; r++ {
+			n := h.rejected[c][r].Load()
 			if n == 0 {
 				continue
 			}
-			if r == Aborted { // the caller left: not a shed
+			if r == Aborted {
 				s.AbortedCount += n
 				continue
 			}
 			if f.Rejected == nil {
 				f.Rejected = map[string]int64{}
 			}
-			f.Rejected[r.Code()] = n
-			s.RejectedByReason[r.Code()] += n
+			f.Rejected[r.Code()] += n
 			f.RejectedCount += n
+			s.RejectedByReason[r.Code()] += n
 		}
 		s.AdmittedCount += f.AdmittedCount
 		s.RejectedCount += f.RejectedCount
-		s.Classes[cl.String()] = f
+		s.Classes[c.String()] = f
+	}
+	if p := h.pressure.Load(); p != nil {
+		s.ResourceSeverity, s.ResourceReason, s.ResourceObservedAt = p.severity.String(), p.reason, p.at.UnixMilli()
+	} else {
+		s.ResourceSeverity = admission.PressureNormal.String()
 	}
 	return s
 }
+
+func windowOf(r admission.PhaseReport) Window {
+	return Window{Phase: r.Phase, Rule: r.Rule, LimitBefore: r.LimitBefore, LimitAfter: r.LimitAfter, Inflight: r.Inflight,
+		QueueRatio: r.QueueRatio, KneeEstimate: r.Knee, Samples: r.Samples, Pending: r.Pending, Drops: r.Drops, Limited: r.Limited}
+}
+
+func round1(v float64) float64 { return float64(int64(v*10+0.5)) / 10 }

@@ -19,7 +19,7 @@ import (
 // each hold a reference; the last to let go returns it to the pool, so a
 // lane never sees a recycled waiter.
 type waiter struct {
-	h     *Handle
+	u     *upstream
 	state atomic.Uint64 // generation<<1 | resolved
 	refs  atomic.Int32
 	ch    chan Reason
@@ -29,20 +29,35 @@ type waiter struct {
 	tenant   tenant.ID
 	class    admission.Class
 	cost     int64
+	stream   bool
 	seq      uint64
-	deadline time.Time
-	via      *actor.PID
+	arrived  time.Time
+	deadline time.Time // when the wait ends: the max wait or the caller's deadline
+	// callerDeadline is the caller's own deadline (zero: not stated).
+	callerDeadline time.Time
+	via            *actor.PID
+
+	// retryAfter is set by the lane before it resolves a shed (seconds);
+	// grantedAt before it resolves a grant (Unix ns of the gate's take).
+	retryAfter int
+	grantedAt  int64
 }
+
+type (
+	atomicLanes = atomic.Pointer[map[tenant.ID]*actor.PID]
+	atomicView  = atomic.Pointer[view]
+)
 
 var waiterPool sync.Pool
 
-func getWaiter(h *Handle) *waiter {
+func getWaiter(u *upstream) *waiter {
 	w, _ := waiterPool.Get().(*waiter)
 	if w == nil {
 		w = &waiter{ch: make(chan Reason, 1), timer: time.NewTimer(time.Hour)}
 		w.timer.Stop()
 	}
-	w.h = h
+	w.u = u
+	w.retryAfter = 0
 	w.refs.Store(2)
 	return w
 }
@@ -60,7 +75,7 @@ func (w *waiter) resolve(gen uint64, r Reason) bool {
 	if !w.state.CompareAndSwap(gen<<1, gen<<1|1) {
 		return false
 	}
-	w.h.gate.Unwait(w.class)
+	w.u.gate.Unwait(w.class)
 	w.ch <- r
 	return true
 }
@@ -76,14 +91,14 @@ func (w *waiter) unref() {
 	if w.refs.Add(-1) != 0 {
 		return
 	}
-	w.h, w.via = nil, nil
+	w.u, w.via = nil, nil
 	waiterPool.Put(w)
 }
 
 // withdraw takes a waiter that its handler settled (aborted, or given up)
 // out of its lane's queue.
 type withdraw struct {
-	h      *Handle
+	u      *upstream
 	tenant tenant.ID
 	class  admission.Class
 	seq    uint64
@@ -96,7 +111,8 @@ type release struct {
 	virtID uint64
 	tenant tenant.ID
 	queued bool // admitted by a grant (the controller counts it in its lane)
-	c      admission.Completion
+	s      admission.Sample
+	at     time.Time
 }
 
 // doneLog collects finished leases for the controller in order. Handlers
@@ -134,6 +150,7 @@ type (
 		class admission.Class
 		seq   uint64
 		cost  int64
+		at    int64 // when the gate took the cost (Unix ns)
 	}
 	// rejectHead tells a lane to reject its head (it can no longer fit).
 	rejectHead struct {

@@ -22,8 +22,8 @@ const (
 // Mode selects what the controller does with its decisions.
 type Mode uint8
 
-// Modes. Shadow is the default: everything is admitted and the controller
-// counts what it would have admitted, queued or rejected.
+// Modes. Enforce is the default; in shadow everything is admitted and the
+// controller counts what it would have admitted, queued or rejected.
 const (
 	ModeOff Mode = iota
 	ModeShadow
@@ -109,41 +109,35 @@ func equalFold(b []byte, s string) bool {
 	return true
 }
 
-// Config is the controller configuration. Field names follow OmniRoute's
+// Config is the admission configuration. Field names follow OmniRoute's
 // (minLimit, maxLimit, …) in the error messages.
 type Config struct {
-	Mode          Mode
-	MinLimit      int64
-	MaxLimit      int64
-	InitialLimit  int64 // clamped into [MinLimit, MaxLimit]
+	Mode Mode
+	// MinLimit, MaxLimit and InitialLimit bound each upstream's adaptive
+	// limit, in cost units (one per small request); InitialLimit is where
+	// a controller goes after measuring the provider's no-queue latency.
+	MinLimit     int64
+	MaxLimit     int64
+	InitialLimit int64 // clamped into [MinLimit, MaxLimit]
+	// GlobalLimit bounds in-flight cost across all upstreams: a safety
+	// net for the gateway's own resources (0 = none).
+	GlobalLimit   int64
 	MaxQueueCount int64 // per queue (the shared queue, or each tenant lane)
 	MaxQueueCost  int64
-	WindowMs      int64
+	// WindowMs is the longest controller phase and the reporting window.
+	WindowMs int64
 	// DefaultMaxWaitMs bounds how long a queued request waits.
 	DefaultMaxWaitMs int64
-	Cost             CostConfig
-
-	DecreaseFactor           float64
-	CriticalDecreaseFactor   float64
-	IncreaseStep             int64
-	MaxIncreasePerWindow     int64
-	ShortLatencyAlpha        float64
-	LongLatencyAlpha         float64
-	HighUtilizationThreshold float64
-	LowUtilizationThreshold  float64
-	LatencyGradientThreshold float64
+	// QueueTargetMs is the queueing delay above which a new request is
+	// refused at once instead of queued (0: half the upstream's no-queue
+	// latency, at least 5 ms).
+	QueueTargetMs int64
+	Cost          CostConfig
 
 	// VirtualLanes gives every tenant its own lane (queue) and shares freed
 	// capacity among lanes by weighted fair queuing on cost.
 	VirtualLanes bool
 
-	// Beyond OmniRoute:
-
-	// DriftGuardFactor k: an additive increase never takes the limit above
-	// max(initial limit, k × the peak in-flight cost of the last
-	// DriftGuardWindows windows). 0 turns the guard off.
-	DriftGuardFactor  float64
-	DriftGuardWindows int
 	// ClassShares are the protected floors of the limit, in percent, by class.
 	// Their sum is at most 100.
 	ClassShares [NumClasses]int64
@@ -152,8 +146,9 @@ type Config struct {
 	// between two requests of a steady client, short enough that batch gets
 	// the whole capacity soon after interactive traffic stops.
 	ClassIdleMs int64
-	// MaxLanes caps tenant lanes; creating one more evicts the least recently
-	// used (its queued work is rejected admission_lane_evicted).
+	// MaxLanes caps tenant lanes per upstream; creating one more evicts the
+	// least recently used (its queued work is rejected
+	// admission_lane_evicted).
 	MaxLanes int
 	// LaneIdleMs evicts lanes unused for this long.
 	LaneIdleMs int64
@@ -162,23 +157,14 @@ type Config struct {
 	HistoryHalfLifeMs int64
 }
 
-// DefaultCost returns OmniRoute's cost quanta.
-func DefaultCost() CostConfig {
-	return CostConfig{Base: 1, BodyBytesPerUnit: 16384, TokensPerUnit: 1024, MessagesPerUnit: 32, ToolsPerUnit: 8,
-		FanoutPerUnit: 1, StreamingClassCost: 1, NonStreamingClassCost: 2, MaxRequestCost: 1000}
-}
-
-// DefaultConfig returns the gateway's runtime defaults (OmniRoute's runtime
-// defaults, plus ours for the additions).
+// DefaultConfig returns the gateway's runtime defaults: enforce, tenant
+// lanes on, and a limit per upstream that starts at 16 and follows the
+// provider (see Controller).
 func DefaultConfig() Config {
 	return Config{
-		Mode: ModeShadow, MinLimit: 8, InitialLimit: 64, MaxLimit: 1000, MaxQueueCount: 128, MaxQueueCost: 2000,
-		WindowMs: 1000, DefaultMaxWaitMs: 5000, Cost: DefaultCost(),
-		DecreaseFactor: 0.8, CriticalDecreaseFactor: 0.5, IncreaseStep: 1, MaxIncreasePerWindow: 1,
-		ShortLatencyAlpha: 0.5, LongLatencyAlpha: 0.1,
-		HighUtilizationThreshold: 0.7, LowUtilizationThreshold: 0.3, LatencyGradientThreshold: 0.25,
-		DriftGuardFactor: 5, DriftGuardWindows: 10,
-		ClassShares: [NumClasses]int64{75, 25}, ClassIdleMs: 1000,
+		Mode: ModeEnforce, MinLimit: 1, InitialLimit: 16, MaxLimit: 4096, GlobalLimit: 65536,
+		MaxQueueCount: 128, MaxQueueCost: 1024, WindowMs: 1000, DefaultMaxWaitMs: 5000, Cost: DefaultCost(),
+		VirtualLanes: true, ClassShares: [NumClasses]int64{75, 25}, ClassIdleMs: 1000,
 		MaxLanes: 1000, LaneIdleMs: 60_000, HistoryHalfLifeMs: 1000,
 	}
 }
@@ -192,6 +178,28 @@ func (c *Config) MaxWait() time.Duration { return time.Duration(c.DefaultMaxWait
 // ClampedInitial is the initial limit clamped into [MinLimit, MaxLimit].
 func (c *Config) ClampedInitial() int64 { return clamp(c.InitialLimit, c.MinLimit, c.MaxLimit) }
 
+// Control is the configuration of one upstream's Controller.
+func (c *Config) Control() ControlConfig {
+	cc := DefaultControlConfig()
+	cc.MinLimit, cc.MaxLimit, cc.InitialLimit = c.MinLimit, c.MaxLimit, c.InitialLimit
+	cc.Window = c.Window()
+	cc.Shadow = c.Mode == ModeShadow
+	return cc
+}
+
+// QueueTarget is the queueing delay for an upstream whose no-queue
+// latency is baseline.
+func (c *Config) QueueTarget(baseline time.Duration) time.Duration {
+	if c.QueueTargetMs > 0 {
+		return time.Duration(c.QueueTargetMs) * time.Millisecond
+	}
+	return min(max(baseline/2, minQueueTarget), c.MaxWait())
+}
+
+// minQueueTarget is the shortest automatic queueing target: below it a
+// queue is scheduling noise, not a standing queue.
+const minQueueTarget = 5 * time.Millisecond
+
 // FieldError is one invalid setting. Field is the configuration name
 // (minLimit, …) so callers can map it to their own spelling (an
 // environment variable).
@@ -202,7 +210,7 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return e.Msg }
 
-// Errors is every problem Validate found, in OmniRoute's validation order.
+// Errors is every problem Validate found.
 type Errors []*FieldError
 
 func (e Errors) Error() string {
@@ -234,48 +242,19 @@ func (c *Config) Validate() error {
 		add("minLimit", "minLimit must be <= maxLimit")
 	}
 	bounded("initialLimit", c.InitialLimit, MaxCostOrLimit)
+	if c.GlobalLimit < 0 || c.GlobalLimit > MaxCostOrLimit {
+		add("globalLimit", "globalLimit must be 0 (none) or a positive integer <= %d", MaxCostOrLimit)
+	}
 	bounded("maxQueueCount", c.MaxQueueCount, MaxSafeInteger)
 	bounded("maxQueueCost", c.MaxQueueCost, MaxCostOrLimit)
 	bounded("windowMs", c.WindowMs, MaxWindowMs)
 	bounded("defaultMaxWaitMs", c.DefaultMaxWaitMs, MaxWindowMs)
+	if c.QueueTargetMs < 0 || c.QueueTargetMs > MaxWindowMs {
+		add("queueTargetMs", "queueTargetMs must be 0 (automatic) or a positive number of milliseconds <= %d", MaxWindowMs)
+	}
 	errs = append(errs, c.Cost.validate()...)
 	if c.Mode > ModeEnforce {
 		add("mode", "mode must be off|shadow|enforce")
-	}
-	open01 := func(field string, v float64) {
-		if !(v > 0 && v < 1) {
-			add(field, "%s must be in (0, 1)", field)
-		}
-	}
-	half01 := func(field string, v float64) {
-		if !(v > 0 && v <= 1) {
-			add(field, "%s must be in (0, 1]", field)
-		}
-	}
-	open01("decreaseFactor", c.DecreaseFactor)
-	open01("criticalDecreaseFactor", c.CriticalDecreaseFactor)
-	bounded("increaseStep", c.IncreaseStep, MaxCostOrLimit)
-	bounded("maxIncreasePerWindow", c.MaxIncreasePerWindow, MaxCostOrLimit)
-	half01("shortLatencyAlpha", c.ShortLatencyAlpha)
-	half01("longLatencyAlpha", c.LongLatencyAlpha)
-	half01("highUtilizationThreshold", c.HighUtilizationThreshold)
-	half01("lowUtilizationThreshold", c.LowUtilizationThreshold)
-	if c.CriticalDecreaseFactor > c.DecreaseFactor {
-		add("criticalDecreaseFactor", "criticalDecreaseFactor must be <= decreaseFactor")
-	}
-	if c.LowUtilizationThreshold >= c.HighUtilizationThreshold {
-		add("lowUtilizationThreshold", "lowUtilizationThreshold must be < highUtilizationThreshold")
-	}
-	if c.ShortLatencyAlpha <= c.LongLatencyAlpha {
-		add("shortLatencyAlpha", "shortLatencyAlpha must be > longLatencyAlpha")
-	}
-	half01("latencyGradientThreshold", c.LatencyGradientThreshold)
-
-	if c.DriftGuardFactor != 0 && !(c.DriftGuardFactor >= 1 && c.DriftGuardFactor <= 1000) {
-		add("driftGuardFactor", "driftGuardFactor must be 0 (off) or between 1 and 1000")
-	}
-	if c.DriftGuardWindows < 1 || c.DriftGuardWindows > 1000 {
-		add("driftGuardWindows", "driftGuardWindows must be between 1 and 1000")
 	}
 	sum := int64(0)
 	for cl, s := range c.ClassShares {

@@ -10,9 +10,9 @@ func TestDefaultConfigIsValid(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if c.Mode != ModeShadow || c.MinLimit != 8 || c.InitialLimit != 64 || c.MaxLimit != 1000 ||
-		c.MaxQueueCount != 128 || c.MaxQueueCost != 2000 || c.DefaultMaxWaitMs != 5000 || c.WindowMs != 1000 {
-		t.Fatalf("runtime defaults differ from OmniRoute's: %+v", c)
+	if c.Mode != ModeEnforce || !c.VirtualLanes || c.MinLimit != 1 || c.InitialLimit != 16 || c.MaxLimit != 4096 || c.GlobalLimit != 65536 ||
+		c.MaxQueueCount != 128 || c.MaxQueueCost != 1024 || c.DefaultMaxWaitMs != 5000 || c.WindowMs != 1000 || c.QueueTargetMs != 0 {
+		t.Fatalf("runtime defaults differ from the documented ones: %+v", c)
 	}
 }
 
@@ -30,16 +30,11 @@ func TestConfigValidationMessages(t *testing.T) {
 		{"wait zero", func(c *Config) { c.DefaultMaxWaitMs = 0 }, []string{"defaultMaxWaitMs must be a positive safe integer"}},
 		{"cost quantum", func(c *Config) { c.Cost.TokensPerUnit = 0 }, []string{"cost.tokensPerUnit must be a positive safe integer"}},
 		{"mode", func(c *Config) { c.Mode = 7 }, []string{"mode must be off|shadow|enforce"}},
-		{"decrease", func(c *Config) { c.DecreaseFactor = 1 }, []string{"decreaseFactor must be in (0, 1)"}},
-		{"critical above decrease", func(c *Config) { c.CriticalDecreaseFactor = 0.9 }, []string{"criticalDecreaseFactor must be <= decreaseFactor"}},
-		{"alpha", func(c *Config) { c.ShortLatencyAlpha = 1.5 }, []string{"shortLatencyAlpha must be in (0, 1]"}},
-		{"alphas", func(c *Config) { c.ShortLatencyAlpha, c.LongLatencyAlpha = 0.1, 0.5 }, []string{"shortLatencyAlpha must be > longLatencyAlpha"}},
-		{"thresholds", func(c *Config) { c.LowUtilizationThreshold = 0.8 }, []string{"lowUtilizationThreshold must be < highUtilizationThreshold"}},
-		{"gradient", func(c *Config) { c.LatencyGradientThreshold = 0 }, []string{"latencyGradientThreshold must be in (0, 1]"}},
+		{"global", func(c *Config) { c.GlobalLimit = -1 }, []string{"globalLimit must be 0 (none) or a positive integer"}},
+		{"queue target", func(c *Config) { c.QueueTargetMs = -1 }, []string{"queueTargetMs must be 0 (automatic)"}},
 		{"shares", func(c *Config) { c.ClassShares = [NumClasses]int64{80, 30} }, []string{"interactiveShare + batchShare must be <= 100"}},
-		{"guard", func(c *Config) { c.DriftGuardFactor = 0.5 }, []string{"driftGuardFactor must be 0 (off) or between 1 and 1000"}},
-		{"several at once, in order", func(c *Config) { c.MinLimit, c.DecreaseFactor = -1, 0 },
-			[]string{"minLimit must be a positive safe integer", "decreaseFactor must be in (0, 1)", "criticalDecreaseFactor must be <= decreaseFactor"}},
+		{"several at once, in order", func(c *Config) { c.MinLimit, c.GlobalLimit, c.MaxLanes = -1, -1, 0 },
+			[]string{"minLimit must be a positive safe integer", "globalLimit must be 0", "maxLanes must be between 1 and 1000000"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()
@@ -67,7 +62,7 @@ func TestInitialLimitIsClampedNotRejected(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if c.ClampedInitial() != 1000 {
+	if c.ClampedInitial() != 4096 {
 		t.Fatalf("clamped initial = %d", c.ClampedInitial())
 	}
 }

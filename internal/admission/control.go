@@ -93,6 +93,7 @@ type Controller struct {
 	// bar; the next phase at the same level confirms or clears it.
 	suspect bool
 	testing bool
+	verify  bool           // the test checks a kind's first no-queue latency
 	chain   []phaseMeasure // the phase that queued, then each drain above the current one
 	// drainLevel is the in-flight level the current drain phase keeps to.
 	drainLevel float64
@@ -270,6 +271,7 @@ func NewController(cfg ControlConfig, now time.Time) *Controller {
 	c.calibrating = c.base < float64(initial)
 	c.limit = int64(c.base)
 	c.begin(now)
+	c.measureFrom = now // nothing to settle from: measure from the start
 	return c
 }
 
@@ -409,7 +411,7 @@ func (c *Controller) ObservePressure(now time.Time, p Pressure) bool {
 		return false
 	}
 	c.criticalAt = now
-	c.base = max(float64(c.cfg.MinLimit), c.base/2)
+	c.base = max(float64(c.cfg.MinLimit), min(c.base, float64(c.limit))/2)
 	c.kind = phaseCruise
 	return c.setLimit(1)
 }
@@ -451,10 +453,14 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 	inflight := (r.Integral - c.atMeasure.Integral) / span.Seconds()
 	limited := r.Limited > c.atMeasure.Limited
 	m := &c.m
-	// No-queue latencies start from the first answers seen.
+	// No-queue latencies start from the first answers seen. A kind first
+	// seen after start-up (streams joining plain answers) may arrive at a
+	// load with a queue: its latency is checked by a drain test.
+	newKind := false
 	for k := range c.baseline {
 		if c.baseline[k] == 0 && m.n[k] > 0 {
 			c.baseline[k], c.baseErr[k] = m.mean(k)
+			newKind = newKind || c.queueSeen
 		}
 	}
 	q, se, knee, samples := c.queue(inflight, r)
@@ -481,9 +487,12 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 	minL := float64(c.cfg.MinLimit)
 	c.fasterBaselines()
 	switch {
-	case m.drops > 0 && float64(m.drops) >= lossShare*float64(m.completed):
-		// Loss: the provider refuses what it is sent. Keep 90 % of what
-		// was in flight (a refusal holds its place for next to no time).
+	case full && m.drops > 0 && float64(m.drops) >= lossShare*float64(m.completed):
+		// Loss: the provider refuses what it is sent at the limit. Keep
+		// 90 % of what was in flight (a refusal holds its place for next to
+		// no time). Refusals below the limit are a rate limit or a fluke,
+		// which a lower concurrency would not cure; the breaker cools the
+		// target for them.
 		c.base = max(minL, 0.9*min(c.base, inflight))
 		c.markKnee(now)
 		c.testing = false
@@ -497,6 +506,10 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 			c.learn()
 		}
 		rule = "drained"
+	case newKind && !c.testing && !c.cfg.Shadow:
+		c.testing, c.verify = true, true
+		c.chain = append(c.chain[:0], phaseMeasure{inflight: inflight, m: *m})
+		next, rule = c.testDrain(inflight, inflight), "verify_latency"
 	case queued && c.cfg.Shadow:
 		// Shadow traffic cannot be drained to test: the knee is what
 		// Little's law says against the current no-queue latency.
@@ -639,12 +652,12 @@ func (c *Controller) judgeTest(now time.Time, inflight float64, samples int, que
 		c.chain = append(c.chain, phaseMeasure{inflight: inflight, m: c.m})
 		return c.testDrain(inflight, knee), "queue_deeper"
 	}
-	if queued {
+	if queued || c.verify {
 		c.relearn() // this is the provider's latency now
 	} else {
 		c.learn()
 	}
-	c.testing = false
+	c.testing, c.verify = false, false
 	k := -1.0
 	for i := range c.chain {
 		ph := &c.chain[i]
@@ -936,3 +949,22 @@ func (c *Controller) setLimit(gain float64) bool {
 func roundLimit(v float64) int64 { return int64(math.Ceil(v - 0.25 - 1e-9)) }
 
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
+
+// Pressure is a resource-pressure severity of the gateway's own process.
+type Pressure uint8
+
+// Pressure severities.
+const (
+	PressureNormal Pressure = iota
+	PressureHigh
+	PressureCritical
+)
+
+var pressureNames = [...]string{"normal", "high", "critical"}
+
+func (p Pressure) String() string {
+	if int(p) < len(pressureNames) {
+		return pressureNames[p]
+	}
+	return "unknown"
+}

@@ -2,18 +2,24 @@ package admission
 
 import "fmt"
 
-// CostConfig holds the quanta that turn request features into a cost: one
-// unit per started quantum of each feature, plus a base and a class cost.
+// CostConfig turns request features into a cost: what the request holds
+// at the provider, in units of one small request. A request holds one
+// place (a slot) for as long as it runs, however many tokens it may
+// generate: max_tokens is a cap, not an occupancy, and the token ledgers
+// budget tokens. A long context holds more (prefill work and cache memory
+// on the provider), one unit more per TokensPerUnit estimated input
+// tokens. An answer asked for n times (OpenAI "n") holds n places.
+//
+// OmniRoute's quanta priced an 80 KB Claude Code request with 25 tools and
+// max_tokens 32000 at 65 units, more than its default limit of 64, so it
+// was admitted only on an idle gateway; here it costs 1, and a 500 KB
+// context 4. However large, a request is charged at most a quarter of its
+// upstream's limit (see Gate.Charge), so it is admitted in its fair turn.
 type CostConfig struct {
-	Base                  int64
-	BodyBytesPerUnit      int64
-	TokensPerUnit         int64
-	MessagesPerUnit       int64
-	ToolsPerUnit          int64
-	FanoutPerUnit         int64
-	StreamingClassCost    int64
-	NonStreamingClassCost int64
-	MaxRequestCost        int64
+	Base          int64
+	TokensPerUnit int64
+	// MaxRequestCost caps a request's cost.
+	MaxRequestCost int64
 }
 
 func (c CostConfig) validate() Errors {
@@ -21,12 +27,7 @@ func (c CostConfig) validate() Errors {
 	for _, f := range []struct {
 		name string
 		v    int64
-	}{
-		{"cost.base", c.Base}, {"cost.bodyBytesPerUnit", c.BodyBytesPerUnit}, {"cost.tokensPerUnit", c.TokensPerUnit},
-		{"cost.messagesPerUnit", c.MessagesPerUnit}, {"cost.toolsPerUnit", c.ToolsPerUnit}, {"cost.fanoutPerUnit", c.FanoutPerUnit},
-		{"cost.streamingClassCost", c.StreamingClassCost}, {"cost.nonStreamingClassCost", c.NonStreamingClassCost},
-		{"cost.maxRequestCost", c.MaxRequestCost},
-	} {
+	}{{"cost.base", c.Base}, {"cost.tokensPerUnit", c.TokensPerUnit}, {"cost.maxRequestCost", c.MaxRequestCost}} {
 		switch {
 		case f.v <= 0 || f.v > MaxSafeInteger:
 			errs = append(errs, &FieldError{Field: f.name, Msg: f.name + " must be a positive safe integer"})
@@ -37,61 +38,32 @@ func (c CostConfig) validate() Errors {
 	return errs
 }
 
+// DefaultCost returns the default quanta: 1 per request, plus 1 per
+// 32 768 estimated input tokens (about 128 KiB of body).
+func DefaultCost() CostConfig {
+	return CostConfig{Base: 1, TokensPerUnit: 32768, MaxRequestCost: 1024}
+}
+
 // Features describe a request for pricing. Negative values count as 0;
 // Fanout below 1 counts as 1.
 type Features struct {
-	BodyBytes       int64
-	EstimatedTokens int64
-	Messages        int64
-	Tools           int64
-	// Fanout is how many upstream answers the request asks for (OpenAI "n",
-	// or the panel size of a fusion model).
-	Fanout    int64
-	Streaming bool
+	// InputTokens is the estimated input (conversation, system prompt,
+	// tools).
+	InputTokens int64
+	// Fanout is how many answers the request asks for (OpenAI "n").
+	Fanout int64
 }
 
-// MaxToolsPriced is the tool count above which a request is priced at
-// MaxRequestCost outright (OmniRoute: more than 64 tools saturate).
-const MaxToolsPriced = 64
-
-// Cost prices f: min(Base, MaxRequestCost), then one unit per started
-// quantum of body bytes, tokens, messages, tools and fan-out, then the
-// streaming or non-streaming class cost, saturating at MaxRequestCost.
-// The minimum with the default quanta is 3 (streaming) or 4.
+// Cost prices f: (Base + ⌊input tokens / TokensPerUnit⌋) × fan-out,
+// saturating at MaxRequestCost.
 func (c CostConfig) Cost(f Features) int64 {
-	limit := c.MaxRequestCost
-	cost := min(c.Base, limit)
-	fanout := f.Fanout
-	if fanout < 1 {
-		fanout = 1
+	per := c.Base
+	if f.InputTokens > 0 && c.TokensPerUnit > 0 {
+		per += f.InputTokens / c.TokensPerUnit
 	}
-	tools := f.Tools
-	if tools > MaxToolsPriced {
-		return limit
+	n := max(f.Fanout, 1)
+	if per > c.MaxRequestCost/n {
+		return c.MaxRequestCost
 	}
-	class := c.NonStreamingClassCost
-	if f.Streaming {
-		class = c.StreamingClassCost
-	}
-	for _, add := range [...]int64{
-		ceilDiv(f.BodyBytes, c.BodyBytesPerUnit),
-		ceilDiv(f.EstimatedTokens, c.TokensPerUnit),
-		ceilDiv(f.Messages, c.MessagesPerUnit),
-		ceilDiv(tools, c.ToolsPerUnit),
-		ceilDiv(fanout, c.FanoutPerUnit),
-		class,
-	} {
-		if add >= limit-cost {
-			return limit
-		}
-		cost += add
-	}
-	return cost
-}
-
-func ceilDiv(v, q int64) int64 {
-	if v <= 0 || q <= 0 {
-		return 0
-	}
-	return (v-1)/q + 1
+	return min(per*n, c.MaxRequestCost)
 }

@@ -102,7 +102,7 @@ func (h *evHeap) Push(x any)        { *h = append(*h, x.(ev)) }
 func (h *evHeap) Pop() any          { o := *h; e := o[len(o)-1]; *h = o[:len(o)-1]; return e }
 
 func newSim(limit int64, lanes []simLane, weights []float64, seed int64) *sim {
-	s := &sim{g: NewGate(limit, limit, [NumClasses]int64{100, 0}, time.Second, nil), s: NewScheduler(int64(time.Second)),
+	s := &sim{g: NewGate(limit, [NumClasses]int64{100, 0}, time.Second, 0, nil, time.Unix(0, 0)), s: NewScheduler(int64(time.Second)),
 		lanes: lanes, rng: rand.New(rand.NewSource(seed)), held: make([]float64, len(lanes))}
 	for i := range lanes {
 		s.s.AddLane(LaneID(i), weights[i])
@@ -127,11 +127,8 @@ func (s *sim) start(i int, cost int64) {
 func (s *sim) dispatch() {
 	for {
 		id, _, cost, d, ok := s.s.Next(Interactive, s.now, func(cost int64) Decision {
-			switch s.g.Grant(Interactive, cost, s.now) {
-			case Granted:
+			if s.g.Grant(Interactive, cost, s.now, 0) == Granted {
 				return Take
-			case TooBig:
-				return Drop
 			}
 			return Skip
 		})
@@ -159,7 +156,7 @@ func (s *sim) run(until int64) {
 		s.now = e.at
 		l := &s.lanes[e.tenant]
 		if !e.arrive {
-			s.g.Release(Interactive, e.cost)
+			s.g.Release(Interactive, e.cost, s.now, true, 0)
 			s.dispatch()
 			continue
 		}

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,34 +19,20 @@ const (
 	Queue
 	// Busy: no room now; nothing was registered (register was false).
 	Busy
-	// Oversized: the cost exceeds the limit and solo progress does not apply.
-	Oversized
+	// GlobalFull: the process-wide bound on in-flight cost is reached.
+	GlobalFull
 	// Closed: the gate is shut down.
 	Closed
 )
 
-var verdictNames = [...]string{"admitted", "queue", "busy", "oversized", "closed"}
+var verdictNames = [...]string{"admitted", "queue", "busy", "global_full", "closed"}
 
 func (v Verdict) String() string { return verdictNames[v] }
-
-// ProbeResult is the answer to a per-target probe.
-type ProbeResult uint8
-
-// Probe results.
-const (
-	// ProbeOK: the target may be dispatched; its concurrency slot (if it
-	// has a cap) is now held and must be returned with ReleaseTarget.
-	ProbeOK ProbeResult = iota
-	// ProbeLanes: the admission lanes refused (no room for the target's
-	// cost, or work of the class is waiting). Nothing is held.
-	ProbeLanes
-	// ProbeTarget: the target is at its concurrency cap. Nothing is held.
-	ProbeTarget
-)
 
 // GateStats is a consistent view of the gate's counters.
 type GateStats struct {
 	Limit   int64
+	Cap     int64
 	Floor   [NumClasses]int64
 	Active  [NumClasses]int64
 	Count   [NumClasses]int64
@@ -59,34 +46,72 @@ func (s GateStats) ActiveCost() int64 { return s.Active[Interactive] + s.Active[
 // ActiveCount is the number of held leases.
 func (s GateStats) ActiveCount() int64 { return s.Count[Interactive] + s.Count[Batch] }
 
-// Gate is the admission ledger every request touches: in-flight cost and
-// lease count per class, waiters per class, the limit and class floors the
-// controller publishes, and per-target concurrency slots. Every decision is
-// one locked check over all of them, so no decision ever sees a limit from
-// one moment and a count from another, and a probe that checks the class
-// floors and a target cap takes both or neither.
-//
-// A single compare-and-swap word cannot hold two class costs, the waiter
-// state, the limit generation and a target slot; the lock is held for a few
-// dozen nanoseconds and never across a call out.
+// Global is the process-wide safety bound on in-flight cost, shared by
+// every upstream's gate: a net for the gateway's own resources, not a
+// capacity estimate (each upstream's controller does that).
+type Global struct {
+	max    int64
+	active atomic.Int64
+}
+
+// NewGlobal returns a bound of max cost units (≤ 0: none).
+func NewGlobal(max int64) *Global { return &Global{max: max} }
+
+func (g *Global) take(cost int64) bool {
+	if g == nil || g.max <= 0 {
+		return true
+	}
+	if g.active.Add(cost) > g.max {
+		g.active.Add(-cost)
+		return false
+	}
+	return true
+}
+
+func (g *Global) give(cost int64) {
+	if g != nil && g.max > 0 {
+		g.active.Add(-cost)
+	}
+}
+
+// Active is the cost held under the bound.
+func (g *Global) Active() int64 {
+	if g == nil {
+		return 0
+	}
+	return g.active.Load()
+}
+
+// Max is the bound (0: none).
+func (g *Global) Max() int64 {
+	if g == nil {
+		return 0
+	}
+	return g.max
+}
+
+// Gate is one upstream's admission ledger: in-flight cost and lease
+// count per class, waiters per class, the limit its controller publishes
+// and the class floors derived from it, the upstream's own concurrency
+// cap (max_concurrent), and the figures the controller measures the
+// upstream by: in-flight cost integrated over time, the leases still
+// waiting for their first byte, and how often demand found no room.
+// Every decision is one locked check over all of them, so no decision
+// ever sees a limit from one moment and a count from another.
 //
 // Class floors: a class may use the limit minus what the other class
-// reserves. A class with waiters reserves its whole floor: when interactive
-// demand returns and cannot be met, batch admissions stop until interactive
-// has its floor; nothing already admitted is preempted. A class without
-// waiters that was active in the last ClassIdle reserves, within its floor,
-// the most it held recently (its demand), and lends the rest. A class idle
-// for longer reserves only what it holds. So batch borrows whatever
-// interactive leaves idle, and a steady interactive load keeps the room it
-// uses.
+// reserves. A class with waiters reserves its whole floor: when
+// interactive demand returns and cannot be met, batch admissions stop
+// until interactive has its floor; nothing already admitted is preempted.
+// A class without waiters that was active in the last ClassIdle reserves,
+// within its floor, the most it held recently (its demand), and lends the
+// rest. A class idle for longer reserves only what it holds.
 type Gate struct {
 	mu       sync.Mutex
 	limit    int64
-	maxLimit int64
 	shares   [NumClasses]int64
 	floor    [NumClasses]int64
 	horizon  int64
-	solo     bool
 	closed   bool
 	active   [NumClasses]int64
 	count    [NumClasses]int64
@@ -95,20 +120,22 @@ type Gate struct {
 	everSeen [NumClasses]bool
 	rpeak    [NumClasses]int64 // recent peak in-flight cost by class
 	rpeakAt  [NumClasses]int64
-	peak     int64
-	tActive  []int32
-	tCap     []int32
+	cap      int64 // concurrency cap (0 = none)
+	global   *Global
+
+	origin     int64   // ns; times below are relative to it
+	lastChange int64   // ns since origin of the last change of active cost
+	integral   float64 // in-flight cost × seconds
+	pending    int64
+	pendingSum float64 // Σ admission times of pending leases, s since origin
+	limited    uint64
 }
 
-// NewGate returns an open gate. targetCaps[i] is target i's concurrency
-// cap (0 = none).
-func NewGate(limit, maxLimit int64, shares [NumClasses]int64, classIdle time.Duration, targetCaps []int) *Gate {
-	g := &Gate{maxLimit: maxLimit, shares: shares, horizon: int64(classIdle), solo: true}
-	g.tActive = make([]int32, len(targetCaps))
-	g.tCap = make([]int32, len(targetCaps))
-	for i, c := range targetCaps {
-		g.tCap[i] = int32(c)
-	}
+// NewGate returns an open gate at limit. capCount is the upstream's
+// concurrency cap (0 = none); global the process-wide bound (may be nil);
+// origin the time measurement starts from.
+func NewGate(limit int64, shares [NumClasses]int64, classIdle time.Duration, capCount int, global *Global, origin time.Time) *Gate {
+	g := &Gate{shares: shares, horizon: int64(classIdle), cap: int64(capCount), global: global, origin: origin.UnixNano()}
 	g.setLimit(limit)
 	return g
 }
@@ -120,12 +147,10 @@ func (g *Gate) setLimit(limit int64) {
 	}
 }
 
-// SetLimit publishes a new limit. solo says whether solo progress is
-// allowed (the window's pressure is normal).
-func (g *Gate) SetLimit(limit int64, solo bool) {
+// SetLimit publishes a new limit.
+func (g *Gate) SetLimit(limit int64) {
 	g.mu.Lock()
 	g.setLimit(limit)
-	g.solo = solo
 	g.mu.Unlock()
 }
 
@@ -134,6 +159,27 @@ func (g *Gate) Limit() int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.limit
+}
+
+// BigShare is the largest share of the limit one request is charged: a
+// request priced above it (a long context) holds that much, so it is
+// admitted once that much is free, in its fair turn, instead of waiting
+// for an idle upstream that a steady stream of small requests never
+// leaves.
+const BigShare = 4
+
+// Charge is what a request of the given cost holds under the current
+// limit: its cost, but no more than a quarter of the limit, and at least 1.
+func (g *Gate) Charge(cost int64) int64 {
+	g.mu.Lock()
+	limit := g.limit
+	g.mu.Unlock()
+	return ChargeFor(cost, limit)
+}
+
+// ChargeFor is Charge against a given limit.
+func ChargeFor(cost, limit int64) int64 {
+	return max(1, min(cost, max(1, limit/BigShare)))
 }
 
 // Close refuses every later acquire with Closed.
@@ -162,29 +208,42 @@ func (g *Gate) recentPeak(c Class, now int64) int64 {
 	return g.rpeak[c]
 }
 
-// fits reports whether cost more of class c stays within the limit and
-// leaves the other class its reserve.
-func (g *Gate) fits(c Class, cost, now int64) bool {
-	return g.active[c]+cost+g.reserve(1-c, now) <= g.limit
+// room reports whether cost more of class c stays within the limit and
+// the cap, leaving the other class its reserve (plus extra). atLimit
+// tells whether the limit (or the cap) itself is what refuses, as opposed
+// to the other class's reserve.
+func (g *Gate) room(c Class, cost, extra, now int64) (fits, atLimit bool) {
+	total := g.active[Interactive] + g.active[Batch]
+	if total+cost > g.limit || (g.cap > 0 && g.count[Interactive]+g.count[Batch] >= g.cap) {
+		return false, true
+	}
+	return g.active[c]+cost+g.reserve(1-c, now)+max(extra, 0) <= g.limit, false
+}
+
+func (g *Gate) advance(now int64) {
+	t := now - g.origin
+	if dt := t - g.lastChange; dt > 0 {
+		g.integral += float64(g.active[Interactive]+g.active[Batch]) * float64(dt) / 1e9
+		g.lastChange = t
+	}
 }
 
 func (g *Gate) take(c Class, cost, now int64) {
+	g.advance(now)
 	g.active[c] += cost
 	g.count[c]++
+	g.pending++
+	g.pendingSum += float64(now-g.origin) / 1e9
 	if g.active[c] >= g.recentPeak(c, now) {
 		g.rpeak[c], g.rpeakAt[c] = g.active[c], now
 	}
-	if t := g.active[Interactive] + g.active[Batch]; t > g.peak {
-		g.peak = t
-	}
 }
 
-// Acquire is the fast path of a new request of class c at now (any
-// monotonic nanosecond clock). It admits when the cost fits and nothing of
-// the class is waiting (queued work is never bypassed). A cost above the
-// limit is admitted only as solo progress: nothing in flight, nothing
-// waiting, normal pressure, and cost within the maximum limit. Otherwise,
-// with register, the caller becomes a waiter (Queue); without, Busy.
+// Acquire is the fast path of a new request of class c at now (Unix
+// nanoseconds, the gate's clock). It admits when the cost fits and
+// nothing of the class is waiting (queued work is never bypassed).
+// Otherwise, with register, the caller becomes a waiter (Queue); without,
+// Busy. cost is what the lease holds (see Charge).
 func (g *Gate) Acquire(c Class, cost, now int64, register bool) Verdict {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -192,17 +251,18 @@ func (g *Gate) Acquire(c Class, cost, now int64, register bool) Verdict {
 		return Closed
 	}
 	g.seen[c], g.everSeen[c] = now, true
-	if cost > g.limit {
-		total := g.active[Interactive] + g.active[Batch]
-		if g.solo && cost <= g.maxLimit && total == 0 && g.waiting[Interactive]+g.waiting[Batch] == 0 {
+	if g.waiting[c] == 0 {
+		fits, atLimit := g.room(c, cost, 0, now)
+		if fits {
+			if !g.global.take(cost) {
+				return GlobalFull
+			}
 			g.take(c, cost, now)
 			return Admitted
 		}
-		return Oversized
-	}
-	if g.waiting[c] == 0 && g.fits(c, cost, now) {
-		g.take(c, cost, now)
-		return Admitted
+		if atLimit {
+			g.limited++
+		}
 	}
 	if !register {
 		return Busy
@@ -219,57 +279,82 @@ func (g *Gate) Force(c Class, cost, now int64) {
 	g.mu.Unlock()
 }
 
+// NoteLimited counts demand that found no room under the limit outside
+// Acquire (shadow mode's would-be queue).
+func (g *Gate) NoteLimited() {
+	g.mu.Lock()
+	g.limited++
+	g.mu.Unlock()
+}
+
 // GrantResult is the answer to a grant for queued work.
 type GrantResult uint8
 
 // Grant results.
 const (
 	Granted GrantResult = iota
-	// NoRoom: the cost does not fit under the limit itself.
+	// NoRoom: the cost does not fit under the limit (or the cap) itself.
 	NoRoom
 	// Reserved: the cost fits under the limit, but not beside what is kept
 	// for the other class's floor or for other lanes' recent demand.
 	Reserved
-	// TooBig: the cost exceeds the (possibly lowered) limit and the system
-	// is not idle enough for solo progress; the waiter should be rejected.
-	TooBig
+	// Full: the process-wide bound is reached.
+	Full
 )
 
-// Grant holds cost for a waiter of class c that the scheduler picked. The
-// waiter's own registration does not block it; the class floors do.
-func (g *Gate) Grant(c Class, cost, now int64) GrantResult { return g.GrantReserving(c, cost, now, 0) }
-
-// GrantReserving is Grant that also leaves extra free: the room other lanes
-// of the class recently used and may need again at once.
-func (g *Gate) GrantReserving(c Class, cost, now, extra int64) GrantResult {
+// Grant holds cost for a waiter of class c that the scheduler picked,
+// leaving extra free as well: the room other lanes of the class recently
+// used and may need again at once. The waiter's own registration does not
+// block it; the class floors do.
+func (g *Gate) Grant(c Class, cost, now, extra int64) GrantResult {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
 		return NoRoom
 	}
-	if cost > g.limit {
-		if g.solo && cost <= g.maxLimit && g.active[Interactive]+g.active[Batch] == 0 {
-			g.take(c, cost, now)
-			return Granted
+	fits, atLimit := g.room(c, cost, extra, now)
+	switch {
+	case fits:
+		if !g.global.take(cost) {
+			return Full
 		}
-		return TooBig
-	}
-	if g.fits(c, cost+max(extra, 0), now) {
 		g.take(c, cost, now)
 		return Granted
+	case atLimit:
+		g.limited++
+		return NoRoom
 	}
-	if g.active[Interactive]+g.active[Batch]+cost <= g.limit {
-		return Reserved
-	}
-	return NoRoom
+	return Reserved
 }
 
-// Release returns a held cost.
-func (g *Gate) Release(c Class, cost int64) {
+// Release returns a held cost at now. pending says the lease never saw
+// its first byte; admittedAt is when it was admitted (Unix ns).
+func (g *Gate) Release(c Class, cost, now int64, pending bool, admittedAt int64) {
 	g.mu.Lock()
+	g.advance(now)
 	g.active[c] -= cost
 	g.count[c]--
+	if pending {
+		g.unpend(admittedAt)
+	}
 	g.mu.Unlock()
+	g.global.give(cost)
+}
+
+// FirstByte moves a lease admitted at admittedAt out of the pending ones:
+// its answer has begun.
+func (g *Gate) FirstByte(admittedAt int64) {
+	g.mu.Lock()
+	g.unpend(admittedAt)
+	g.mu.Unlock()
+}
+
+func (g *Gate) unpend(admittedAt int64) {
+	g.pending--
+	g.pendingSum -= float64(admittedAt-g.origin) / 1e9
+	if g.pending == 0 {
+		g.pendingSum = 0 // no drift from rounding
+	}
 }
 
 // Unwait resolves one waiter of class c (admitted, rejected or gone).
@@ -279,60 +364,23 @@ func (g *Gate) Unwait(c Class) {
 	g.mu.Unlock()
 }
 
-// Probe is the per-target check of a fan-out: with lanes, the target's cost
-// must fit now for class c with nothing of the class waiting (the same
-// rule as Acquire, never registering and never holding the cost: a capacity
-// gate, not a lease); and the target, if capped, must have a free slot,
-// which is then held. Both levels are checked under one lock. target < 0
-// means no target slot.
-func (g *Gate) Probe(c Class, cost, now int64, target int, lanes bool) ProbeResult {
+// Reading returns the gate's cumulative figures at now for the
+// controller.
+func (g *Gate) Reading(now time.Time) Reading {
+	ns := now.UnixNano()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if lanes && (g.closed || cost > g.limit || g.waiting[c] > 0 || !g.fits(c, cost, now)) {
-		return ProbeLanes
+	g.advance(ns)
+	r := Reading{At: now, Active: g.active[Interactive] + g.active[Batch], Integral: g.integral, Pending: g.pending, Limited: g.limited}
+	if g.pending > 0 {
+		r.PendingAgeSum = max(0, float64(g.pending)*float64(ns-g.origin)/1e9-g.pendingSum)
 	}
-	if target >= 0 && target < len(g.tCap) && g.tCap[target] > 0 {
-		if g.tActive[target] >= g.tCap[target] {
-			return ProbeTarget
-		}
-		g.tActive[target]++
-	}
-	return ProbeOK
-}
-
-// ReleaseTarget returns a target slot taken by Probe.
-func (g *Gate) ReleaseTarget(target int) {
-	if target < 0 || target >= len(g.tCap) || g.tCap[target] == 0 {
-		return
-	}
-	g.mu.Lock()
-	g.tActive[target]--
-	g.mu.Unlock()
-}
-
-// TargetInflight returns how many slots of target are held.
-func (g *Gate) TargetInflight(target int) int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if target < 0 || target >= len(g.tActive) {
-		return 0
-	}
-	return int(g.tActive[target])
+	return r
 }
 
 // Stats returns the counters.
 func (g *Gate) Stats() GateStats {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return GateStats{Limit: g.limit, Floor: g.floor, Active: g.active, Count: g.count, Waiting: g.waiting, Closed: g.closed}
-}
-
-// TakePeak returns the largest total in-flight cost since the last call
-// and restarts the tracking from the current total.
-func (g *Gate) TakePeak() int64 {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	p := g.peak
-	g.peak = g.active[Interactive] + g.active[Batch]
-	return p
+	return GateStats{Limit: g.limit, Cap: g.cap, Floor: g.floor, Active: g.active, Count: g.count, Waiting: g.waiting, Closed: g.closed}
 }

@@ -8,9 +8,14 @@ import (
 	"time"
 )
 
-func newTestGate(limit int64, caps ...int) *Gate {
-	return NewGate(limit, 1000, [NumClasses]int64{75, 25}, time.Second, caps)
+var gateOrigin = time.Unix(0, 0)
+
+func newTestGate(limit int64) *Gate {
+	return NewGate(limit, [NumClasses]int64{75, 25}, time.Second, 0, nil, gateOrigin)
 }
+
+// rel releases a lease admitted at 0 that had its first byte.
+func rel(g *Gate, c Class, cost int64) { g.Release(c, cost, 0, true, 0) }
 
 func TestGateAdmitsUntilTheLimitThenQueuesWithoutBypass(t *testing.T) {
 	g := newTestGate(10)
@@ -29,33 +34,14 @@ func TestGateAdmitsUntilTheLimitThenQueuesWithoutBypass(t *testing.T) {
 	if v := g.Acquire(Interactive, 2, 0, false); v != Busy {
 		t.Fatalf("unregistered: %v", v)
 	}
-	g.Release(Interactive, 4)
-	if r := g.Grant(Interactive, 4, 0); r != Granted {
+	rel(g, Interactive, 4)
+	if r := g.Grant(Interactive, 4, 0, 0); r != Granted {
 		t.Fatalf("grant for the waiter: %v", r)
 	}
 	g.Unwait(Interactive)
 	g.Unwait(Interactive)
 	if st := g.Stats(); st.ActiveCost() != 8 || st.Waiting[Interactive] != 0 || st.ActiveCount() != 2 {
 		t.Fatalf("stats %+v", st)
-	}
-}
-
-func TestGateSoloProgress(t *testing.T) {
-	g := newTestGate(10)
-	if v := g.Acquire(Interactive, 50, 0, true); v != Admitted {
-		t.Fatalf("oversized on an idle system: %v, want solo progress", v)
-	}
-	if v := g.Acquire(Interactive, 50, 0, true); v != Oversized {
-		t.Fatalf("second oversized while one runs: %v", v)
-	}
-	g.Release(Interactive, 50)
-	g.SetLimit(10, false) // high pressure: no solo
-	if v := g.Acquire(Interactive, 50, 0, true); v != Oversized {
-		t.Fatalf("solo under pressure: %v", v)
-	}
-	g.SetLimit(10, true)
-	if v := g.Acquire(Interactive, 5000, 0, true); v != Oversized {
-		t.Fatalf("above maxLimit: %v", v)
 	}
 }
 
@@ -75,18 +61,18 @@ func TestGateClassFloorsBorrowingWithoutPreemption(t *testing.T) {
 	}
 	// As batch leases end, batch admissions stop until interactive has its floor.
 	for i := 0; i < 7; i++ {
-		g.Release(Batch, 10)
+		rel(g, Batch, 10)
 		if v := g.Acquire(Batch, 10, now, false); v != Busy {
 			t.Fatalf("batch admitted while interactive waits below its floor (round %d): %v", i, v)
 		}
-		if r := g.Grant(Interactive, 10, now); r != Granted {
+		if r := g.Grant(Interactive, 10, now, 0); r != Granted {
 			t.Fatalf("interactive grant %d: %v", i, r)
 		}
 	}
 	// Interactive 70, batch 20: now batch is below its own floor (25) and
 	// keeps it, even though interactive still waits.
-	g.Release(Batch, 10)
-	if r := g.Grant(Interactive, 10, now); r != Reserved {
+	rel(g, Batch, 10)
+	if r := g.Grant(Interactive, 10, now, 0); r != Reserved {
 		t.Fatalf("interactive took batch's floor: %v, want Reserved (room under the limit kept for batch)", r)
 	}
 	if v := g.Acquire(Batch, 5, now, true); v != Admitted {
@@ -95,7 +81,7 @@ func TestGateClassFloorsBorrowingWithoutPreemption(t *testing.T) {
 	g.Unwait(Interactive)
 	// Interactive goes idle: after the idle horizon batch may take it all.
 	for i := 0; i < 7; i++ {
-		g.Release(Interactive, 10)
+		rel(g, Interactive, 10)
 	}
 	if v := g.Acquire(Batch, 10, now+sec/2, false); v != Busy {
 		t.Fatalf("interactive's floor released before its idle horizon: %v", v)
@@ -111,42 +97,70 @@ func TestGateClassFloorsBorrowingWithoutPreemption(t *testing.T) {
 	}
 }
 
-func TestGateProbeIsAtomicAcrossLanesAndTargetCap(t *testing.T) {
-	g := newTestGate(10, 1, 0)
-	if r := g.Probe(Interactive, 4, 0, 0, true); r != ProbeOK {
-		t.Fatalf("probe: %v", r)
+func TestGateCapAndGlobalBound(t *testing.T) {
+	global := NewGlobal(10)
+	g := NewGate(100, [NumClasses]int64{75, 25}, time.Second, 2, global, gateOrigin)
+	other := NewGate(100, [NumClasses]int64{75, 25}, time.Second, 0, global, gateOrigin)
+	for i := 0; i < 2; i++ {
+		if v := g.Acquire(Interactive, 1, 0, false); v != Admitted {
+			t.Fatalf("under the cap: %v", v)
+		}
 	}
-	if st := g.Stats(); st.ActiveCost() != 0 {
-		t.Fatalf("a probe must not hold lane capacity: %+v", st)
+	// The cap of 2 refuses a third however much room the limit has.
+	if v := g.Acquire(Interactive, 1, 0, false); v != Busy {
+		t.Fatalf("over the cap: %v", v)
 	}
-	if r := g.Probe(Interactive, 4, 0, 0, true); r != ProbeTarget {
-		t.Fatalf("capped target: %v", r)
+	// The global bound of 10 is shared: 2 held there, 8 fit here, not 9.
+	if v := other.Acquire(Interactive, 8, 0, false); v != Admitted {
+		t.Fatalf("within the global bound: %v", v)
 	}
-	if r := g.Probe(Interactive, 4, 0, 1, true); r != ProbeOK {
-		t.Fatalf("uncapped target: %v", r)
+	if v := other.Acquire(Interactive, 1, 0, false); v != GlobalFull {
+		t.Fatalf("past the global bound: %v", v)
 	}
-	g.ReleaseTarget(0)
-	g.Acquire(Interactive, 8, 0, true)
-	if r := g.Probe(Interactive, 4, 0, 0, true); r != ProbeLanes {
-		t.Fatalf("no room: %v", r)
+	rel(other, Interactive, 8)
+	if global.Active() != 2 {
+		t.Fatalf("global holds %d, want 2", global.Active())
 	}
-	if g.TargetInflight(0) != 0 {
-		t.Fatal("a refused probe took the target slot")
-	}
-	if r := g.Probe(Interactive, 4, 0, 0, false); r != ProbeOK {
-		t.Fatalf("lanes off checks only the cap: %v", r)
+	rel(g, Interactive, 1)
+	rel(g, Interactive, 1)
+	if global.Active() != 0 || g.Stats().ActiveCount() != 0 {
+		t.Fatalf("unbalanced: global %d, %+v", global.Active(), g.Stats())
 	}
 }
 
-// TestGateNeverExceedsTheLimitUnderRace hammers acquire, grant, probe and
+// TestGateReadingMeasuresTheUpstream: the in-flight integral, the leases
+// still waiting for their first byte with their ages, and demand that
+// found no room, which the controller judges the upstream by.
+func TestGateReadingMeasuresTheUpstream(t *testing.T) {
+	g := newTestGate(4)
+	sec := int64(time.Second)
+	g.Acquire(Interactive, 2, 0, false)
+	g.Acquire(Interactive, 2, sec, false)
+	if v := g.Acquire(Interactive, 1, sec, false); v != Busy {
+		t.Fatalf("at the limit: %v", v)
+	}
+	r := g.Reading(gateOrigin.Add(2 * time.Second))
+	// 2 for 1 s, then 4 for 1 s: 6 cost-seconds; pending ages 2 s and 1 s.
+	if r.Integral != 6 || r.Active != 4 || r.Pending != 2 || r.PendingAgeSum != 3 || r.Limited != 1 {
+		t.Fatalf("reading %+v", r)
+	}
+	g.FirstByte(0)
+	g.Release(Interactive, 2, 3*sec, true, sec)
+	r = g.Reading(gateOrigin.Add(3 * time.Second))
+	if r.Integral != 10 || r.Active != 2 || r.Pending != 0 || r.PendingAgeSum != 0 {
+		t.Fatalf("after a first byte and a release: %+v", r)
+	}
+}
+
+// TestGateNeverExceedsTheLimitUnderRace hammers acquire, grant and
 // release from many goroutines and checks, from the outside, that the cost
-// callers believe they hold never exceeds the limit and that no target ever
-// has more holders than its cap.
+// callers believe they hold never exceeds the limit and that the upstream
+// never has more holders than its cap.
 func TestGateNeverExceedsTheLimitUnderRace(t *testing.T) {
-	const limit = 50
-	g := newTestGate(limit, 3, 5)
+	const limit, capCount = 50, 6
+	g := NewGate(limit, [NumClasses]int64{75, 25}, time.Second, capCount, NewGlobal(1000), gateOrigin)
 	var held atomic.Int64
-	var tHeld [2]atomic.Int32
+	var holders atomic.Int32
 	var violations atomic.Int32
 	var wg sync.WaitGroup
 	var start = time.Now()
@@ -159,41 +173,28 @@ func TestGateNeverExceedsTheLimitUnderRace(t *testing.T) {
 				c := Class(rng.Intn(2))
 				cost := int64(1 + rng.Intn(12))
 				now := int64(time.Since(start))
-				switch rng.Intn(3) {
-				case 0:
-					if g.Acquire(c, cost, now, false) == Admitted {
-						if held.Add(cost) > limit {
-							violations.Add(1)
-						}
-						held.Add(-cost)
-						g.Release(c, cost)
+				ok := false
+				if rng.Intn(2) == 0 {
+					ok = g.Acquire(c, cost, now, false) == Admitted
+				} else {
+					ok = g.Grant(c, cost, now, 0) == Granted
+				}
+				if ok {
+					if held.Add(cost) > limit || holders.Add(1) > capCount {
+						violations.Add(1)
 					}
-				case 1:
-					if g.Grant(c, cost, now) == Granted {
-						if held.Add(cost) > limit {
-							violations.Add(1)
-						}
-						held.Add(-cost)
-						g.Release(c, cost)
-					}
-				case 2:
-					tg := rng.Intn(2)
-					if g.Probe(c, cost, now, tg, true) == ProbeOK {
-						if int(tHeld[tg].Add(1)) > []int{3, 5}[tg] {
-							violations.Add(1)
-						}
-						tHeld[tg].Add(-1)
-						g.ReleaseTarget(tg)
-					}
+					held.Add(-cost)
+					holders.Add(-1)
+					g.Release(c, cost, int64(time.Since(start)), true, now)
 				}
 			}
 		}(int64(w))
 	}
 	wg.Wait()
 	if v := violations.Load(); v != 0 {
-		t.Fatalf("%d times the held cost or a target's holders exceeded the limit", v)
+		t.Fatalf("%d times the held cost or the holders exceeded the limit or the cap", v)
 	}
-	if st := g.Stats(); st.ActiveCost() != 0 || st.ActiveCount() != 0 {
+	if st := g.Stats(); st.ActiveCost() != 0 || st.ActiveCount() != 0 || g.Reading(time.Now()).Pending != 0 {
 		t.Fatalf("unbalanced: %+v", st)
 	}
 }
@@ -217,7 +218,7 @@ func TestGateLendsWhatAnActiveClassDoesNotUse(t *testing.T) {
 		t.Fatalf("batch took interactive's recent demand: %v", v)
 	}
 	// Interactive leases end and start again (same demand): its room stays.
-	g.Release(Interactive, 5)
+	rel(g, Interactive, 5)
 	if v := g.Acquire(Batch, 5, 20*ms, false); v != Busy {
 		t.Fatalf("batch took room interactive used 10 ms ago: %v", v)
 	}
@@ -229,21 +230,21 @@ func TestGateLendsWhatAnActiveClassDoesNotUse(t *testing.T) {
 	if v := g.Acquire(Interactive, 5, 40*ms, true); v != Queue {
 		t.Fatalf("interactive above its recent demand with batch holding the rest: %v", v)
 	}
-	g.Release(Batch, 5)
+	rel(g, Batch, 5)
 	if v := g.Acquire(Batch, 5, 50*ms, false); v != Busy {
 		t.Fatalf("batch admitted while interactive waits below its floor: %v", v)
 	}
-	if r := g.Grant(Interactive, 5, 50*ms); r != Granted {
+	if r := g.Grant(Interactive, 5, 50*ms, 0); r != Granted {
 		t.Fatalf("interactive grant: %v", r)
 	}
 	g.Unwait(Interactive)
 }
 
 // TestGrantTellsTheLimitFromReservedRoom: a queued grant refused because
-// the limit itself is full (NoRoom) is demand at the limit, which slow
-// start may answer; one refused only for room kept for other lanes
-// (Reserved) is not: a higher limit would hand that queue the room past
-// the provider's knee.
+// the limit itself is full (NoRoom) is demand at the limit, which the
+// controller may answer by growing; one refused only for room kept for
+// other lanes (Reserved) is not: a higher limit would hand that queue the
+// room past the provider's knee.
 func TestGrantTellsTheLimitFromReservedRoom(t *testing.T) {
 	g := newTestGate(100)
 	now := time.Now().UnixNano()
@@ -252,13 +253,13 @@ func TestGrantTellsTheLimitFromReservedRoom(t *testing.T) {
 			t.Fatalf("acquire %d: %v", i, v)
 		}
 	}
-	if r := g.GrantReserving(Interactive, 10, now, 15); r != Reserved {
+	if r := g.Grant(Interactive, 10, now, 15); r != Reserved {
 		t.Fatalf("80 of 100 held, 15 kept for another lane: %v, want Reserved", r)
 	}
-	if r := g.GrantReserving(Interactive, 25, now, 0); r != NoRoom {
+	if r := g.Grant(Interactive, 25, now, 0); r != NoRoom {
 		t.Fatalf("80 of 100 held, cost 25: %v, want NoRoom", r)
 	}
-	if r := g.GrantReserving(Interactive, 10, now, 10); r != Granted {
+	if r := g.Grant(Interactive, 10, now, 10); r != Granted {
 		t.Fatalf("80 of 100 held, cost 10 beside 10 kept: %v, want Granted", r)
 	}
 }

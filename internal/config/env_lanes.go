@@ -2,32 +2,33 @@ package config
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/omniroute/gateway/internal/admission"
 )
 
-// LanesEnv configures the adaptive admission controller, the tenant
-// lanes and the priority classes. The ADAPTIVE_ADMISSION_* names and
-// defaults are OmniRoute's; unlike OmniRoute, an invalid value stops
-// start-up instead of silently falling back to defaults.
+// LanesEnv configures adaptive admission (one controller per upstream),
+// the tenant lanes and the priority classes. The ADAPTIVE_ADMISSION_*
+// names are OmniRoute's; the defaults are ours (enforce, lanes on, limits
+// per upstream in units of one small request); an invalid value stops
+// start-up instead of silently falling back to a default.
 type LanesEnv struct {
-	AdmissionMode          AdmissionMode `env:"ADAPTIVE_ADMISSION_MODE" envDefault:"shadow"`
-	AdmissionMinLimit      SafeInt       `env:"ADAPTIVE_ADMISSION_MIN_LIMIT" envDefault:"8"`
-	AdmissionInitialLimit  SafeInt       `env:"ADAPTIVE_ADMISSION_INITIAL_LIMIT" envDefault:"64"`
-	AdmissionMaxLimit      SafeInt       `env:"ADAPTIVE_ADMISSION_MAX_LIMIT" envDefault:"1000"`
+	AdmissionMode          AdmissionMode `env:"ADAPTIVE_ADMISSION_MODE" envDefault:"enforce"`
+	AdmissionMinLimit      SafeInt       `env:"ADAPTIVE_ADMISSION_MIN_LIMIT" envDefault:"1"`
+	AdmissionInitialLimit  SafeInt       `env:"ADAPTIVE_ADMISSION_INITIAL_LIMIT" envDefault:"16"`
+	AdmissionMaxLimit      SafeInt       `env:"ADAPTIVE_ADMISSION_MAX_LIMIT" envDefault:"4096"`
+	AdmissionGlobalLimit   Count         `env:"ADAPTIVE_ADMISSION_GLOBAL_LIMIT" envDefault:"65536"`
 	AdmissionMaxQueueCount SafeInt       `env:"ADAPTIVE_ADMISSION_MAX_QUEUE_COUNT" envDefault:"128"`
-	AdmissionMaxQueueCost  SafeInt       `env:"ADAPTIVE_ADMISSION_MAX_QUEUE_COST" envDefault:"2000"`
+	AdmissionMaxQueueCost  SafeInt       `env:"ADAPTIVE_ADMISSION_MAX_QUEUE_COST" envDefault:"1024"`
 	AdmissionMaxWaitMs     SafeInt       `env:"ADAPTIVE_ADMISSION_MAX_WAIT_MS" envDefault:"5000"`
 	AdmissionWindowMs      SafeInt       `env:"ADAPTIVE_ADMISSION_WINDOW_MS" envDefault:"1000"`
-	// AdmissionDriftGuard is k: an increase never takes the limit above
-	// max(initial limit, k × recent peak in-flight cost); 0 = off.
-	AdmissionDriftGuard WholePercent `env:"ADAPTIVE_ADMISSION_DRIFT_GUARD_FACTOR" envDefault:"5"`
-	VirtualLanes        Flag         `env:"OMNIROUTE_CHAT_VIRTUAL_LANES" envDefault:"false"`
-	InteractiveShare    WholePercent `env:"OMNIROUTE_PRIORITY_INTERACTIVE_SHARE" envDefault:"75"`
-	BatchShare          WholePercent `env:"OMNIROUTE_PRIORITY_BATCH_SHARE" envDefault:"25"`
-	DefaultClass        Class        `env:"OMNIROUTE_PRIORITY_DEFAULT_CLASS" envDefault:"interactive"`
-	ClassIdleMs         Millis       `env:"OMNIROUTE_PRIORITY_IDLE_MS" envDefault:"1000"`
+	// AdmissionQueueTargetMs: a request whose expected queueing exceeds it
+	// is refused at once; 0 = half the upstream's no-queue latency.
+	AdmissionQueueTargetMs Millis       `env:"ADAPTIVE_ADMISSION_QUEUE_TARGET_MS" envDefault:"0"`
+	VirtualLanes           Flag         `env:"OMNIROUTE_CHAT_VIRTUAL_LANES" envDefault:"true"`
+	InteractiveShare       WholePercent `env:"OMNIROUTE_PRIORITY_INTERACTIVE_SHARE" envDefault:"75"`
+	BatchShare             WholePercent `env:"OMNIROUTE_PRIORITY_BATCH_SHARE" envDefault:"25"`
+	DefaultClass           Class        `env:"OMNIROUTE_PRIORITY_DEFAULT_CLASS" envDefault:"interactive"`
+	ClassIdleMs            Millis       `env:"OMNIROUTE_PRIORITY_IDLE_MS" envDefault:"1000"`
 }
 
 // AdmissionMode is off, shadow or enforce.
@@ -83,27 +84,39 @@ func (c *Class) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// admissionVars maps admission.Config field names to the variables that
-// set them, so cross-field errors name what the operator must change.
-var admissionVars = map[string]string{
-	"mode": "ADAPTIVE_ADMISSION_MODE", "minLimit": "ADAPTIVE_ADMISSION_MIN_LIMIT",
-	"initialLimit": "ADAPTIVE_ADMISSION_INITIAL_LIMIT", "maxLimit": "ADAPTIVE_ADMISSION_MAX_LIMIT",
-	"maxQueueCount": "ADAPTIVE_ADMISSION_MAX_QUEUE_COUNT", "maxQueueCost": "ADAPTIVE_ADMISSION_MAX_QUEUE_COST",
-	"defaultMaxWaitMs": "ADAPTIVE_ADMISSION_MAX_WAIT_MS", "windowMs": "ADAPTIVE_ADMISSION_WINDOW_MS",
-	"driftGuardFactor": "ADAPTIVE_ADMISSION_DRIFT_GUARD_FACTOR", "interactiveShare": "OMNIROUTE_PRIORITY_INTERACTIVE_SHARE",
-	"batchShare": "OMNIROUTE_PRIORITY_BATCH_SHARE", "classShares": "OMNIROUTE_PRIORITY_INTERACTIVE_SHARE + OMNIROUTE_PRIORITY_BATCH_SHARE",
-	"classIdleMs": "OMNIROUTE_PRIORITY_IDLE_MS",
+// admissionVars names, for each admission.Config field a validation error
+// may name, the variable that sets it and how to print its value, so
+// cross-field errors say what the operator must change. It is the one
+// list of them: a test checks every field Validate can name is here.
+var admissionVars = map[string]struct {
+	env   string
+	value func(c *admission.Config) any
+}{
+	"mode":             {"ADAPTIVE_ADMISSION_MODE", func(c *admission.Config) any { return c.Mode }},
+	"minLimit":         {"ADAPTIVE_ADMISSION_MIN_LIMIT", func(c *admission.Config) any { return c.MinLimit }},
+	"initialLimit":     {"ADAPTIVE_ADMISSION_INITIAL_LIMIT", func(c *admission.Config) any { return c.InitialLimit }},
+	"maxLimit":         {"ADAPTIVE_ADMISSION_MAX_LIMIT", func(c *admission.Config) any { return c.MaxLimit }},
+	"globalLimit":      {"ADAPTIVE_ADMISSION_GLOBAL_LIMIT", func(c *admission.Config) any { return c.GlobalLimit }},
+	"maxQueueCount":    {"ADAPTIVE_ADMISSION_MAX_QUEUE_COUNT", func(c *admission.Config) any { return c.MaxQueueCount }},
+	"maxQueueCost":     {"ADAPTIVE_ADMISSION_MAX_QUEUE_COST", func(c *admission.Config) any { return c.MaxQueueCost }},
+	"defaultMaxWaitMs": {"ADAPTIVE_ADMISSION_MAX_WAIT_MS", func(c *admission.Config) any { return c.DefaultMaxWaitMs }},
+	"windowMs":         {"ADAPTIVE_ADMISSION_WINDOW_MS", func(c *admission.Config) any { return c.WindowMs }},
+	"queueTargetMs":    {"ADAPTIVE_ADMISSION_QUEUE_TARGET_MS", func(c *admission.Config) any { return c.QueueTargetMs }},
+	"interactiveShare": {"OMNIROUTE_PRIORITY_INTERACTIVE_SHARE", func(c *admission.Config) any { return c.ClassShares[admission.Interactive] }},
+	"batchShare":       {"OMNIROUTE_PRIORITY_BATCH_SHARE", func(c *admission.Config) any { return c.ClassShares[admission.Batch] }},
+	"classShares":      {"OMNIROUTE_PRIORITY_INTERACTIVE_SHARE + OMNIROUTE_PRIORITY_BATCH_SHARE", nil},
+	"classIdleMs":      {"OMNIROUTE_PRIORITY_IDLE_MS", func(c *admission.Config) any { return c.ClassIdleMs }},
 }
 
-// Config returns the controller configuration these variables describe,
-// with the non-configurable adaptation parameters at OmniRoute's defaults.
+// Config returns the admission configuration these variables describe.
 func (a LanesEnv) Config() admission.Config {
 	c := admission.DefaultConfig()
 	c.Mode = admission.Mode(a.AdmissionMode)
 	c.MinLimit, c.InitialLimit, c.MaxLimit = int64(a.AdmissionMinLimit), int64(a.AdmissionInitialLimit), int64(a.AdmissionMaxLimit)
+	c.GlobalLimit = int64(a.AdmissionGlobalLimit)
 	c.MaxQueueCount, c.MaxQueueCost = int64(a.AdmissionMaxQueueCount), int64(a.AdmissionMaxQueueCost)
 	c.DefaultMaxWaitMs, c.WindowMs = int64(a.AdmissionMaxWaitMs), int64(a.AdmissionWindowMs)
-	c.DriftGuardFactor = float64(a.AdmissionDriftGuard)
+	c.QueueTargetMs = int64(a.AdmissionQueueTargetMs)
 	c.VirtualLanes = bool(a.VirtualLanes)
 	c.ClassShares = [admission.NumClasses]int64{int64(a.InteractiveShare), int64(a.BatchShare)}
 	c.ClassIdleMs = int64(a.ClassIdleMs)
@@ -119,46 +132,16 @@ func init() {
 		}
 		var out []string
 		for _, fe := range err.(admission.Errors) {
-			name := admissionVars[fe.Field]
-			if name == "" {
+			v, ok := admissionVars[fe.Field]
+			switch {
+			case !ok:
 				out = append(out, "adaptive admission: "+fe.Msg)
-				continue
+			case v.value == nil:
+				out = append(out, fmt.Sprintf("%s: %s", v.env, fe.Msg))
+			default:
+				out = append(out, fmt.Sprintf("%s=%v: %s", v.env, v.value(&cfg), fe.Msg))
 			}
-			val := ""
-			if !strings.Contains(name, "+") {
-				val = "=" + admissionValue(e.Lanes, fe.Field)
-			}
-			out = append(out, fmt.Sprintf("%s%s: %s", name, val, fe.Msg))
 		}
 		return out
 	})
-}
-
-func admissionValue(a LanesEnv, field string) string {
-	c := a.Config()
-	switch field {
-	case "minLimit":
-		return fmt.Sprint(c.MinLimit)
-	case "initialLimit":
-		return fmt.Sprint(c.InitialLimit)
-	case "maxLimit":
-		return fmt.Sprint(c.MaxLimit)
-	case "maxQueueCount":
-		return fmt.Sprint(c.MaxQueueCount)
-	case "maxQueueCost":
-		return fmt.Sprint(c.MaxQueueCost)
-	case "defaultMaxWaitMs":
-		return fmt.Sprint(c.DefaultMaxWaitMs)
-	case "windowMs":
-		return fmt.Sprint(c.WindowMs)
-	case "driftGuardFactor":
-		return fmt.Sprint(c.DriftGuardFactor)
-	case "classIdleMs":
-		return fmt.Sprint(c.ClassIdleMs)
-	case "interactiveShare":
-		return fmt.Sprint(c.ClassShares[0])
-	case "batchShare":
-		return fmt.Sprint(c.ClassShares[1])
-	}
-	return "?"
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/omniroute/gateway/internal/admission"
 )
 
-func TestLanesEnvDefaultsAreOmniRoutes(t *testing.T) {
+func TestLanesEnvDefaultsAreTheAdmissionDefaults(t *testing.T) {
 	e, err := LoadEnv(map[string]string{})
 	if err != nil {
 		t.Fatal(err)
@@ -17,8 +17,8 @@ func TestLanesEnvDefaultsAreOmniRoutes(t *testing.T) {
 	if c != want {
 		t.Fatalf("config from default env %+v\nwant %+v", c, want)
 	}
-	if e.Lanes.VirtualLanes || admission.Class(e.Lanes.DefaultClass) != admission.Interactive {
-		t.Fatalf("lanes on or default class batch by default: %+v", e.Lanes)
+	if !e.Lanes.VirtualLanes || admission.Mode(e.Lanes.AdmissionMode) != admission.ModeEnforce || admission.Class(e.Lanes.DefaultClass) != admission.Interactive {
+		t.Fatalf("by default: enforce, lanes on, interactive; got %+v", e.Lanes)
 	}
 }
 
@@ -27,14 +27,14 @@ func TestLanesEnvValues(t *testing.T) {
 		"ADAPTIVE_ADMISSION_MODE": "enforce", "ADAPTIVE_ADMISSION_MIN_LIMIT": "2", "ADAPTIVE_ADMISSION_MAX_LIMIT": "50",
 		"ADAPTIVE_ADMISSION_MAX_WAIT_MS": "250", "OMNIROUTE_CHAT_VIRTUAL_LANES": "1",
 		"OMNIROUTE_PRIORITY_DEFAULT_CLASS": "Batch", "OMNIROUTE_PRIORITY_BATCH_SHARE": "40", "OMNIROUTE_PRIORITY_INTERACTIVE_SHARE": "60",
-		"ADAPTIVE_ADMISSION_DRIFT_GUARD_FACTOR": "0",
+		"ADAPTIVE_ADMISSION_GLOBAL_LIMIT": "0", "ADAPTIVE_ADMISSION_QUEUE_TARGET_MS": "40",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := e.Lanes.Config()
 	if c.Mode != admission.ModeEnforce || c.MinLimit != 2 || c.MaxLimit != 50 || c.DefaultMaxWaitMs != 250 || !c.VirtualLanes ||
-		c.ClassShares != [admission.NumClasses]int64{60, 40} || c.DriftGuardFactor != 0 || admission.Class(e.Lanes.DefaultClass) != admission.Batch {
+		c.ClassShares != [admission.NumClasses]int64{60, 40} || c.GlobalLimit != 0 || c.QueueTargetMs != 40 || admission.Class(e.Lanes.DefaultClass) != admission.Batch {
 		t.Fatalf("config %+v", c)
 	}
 }
@@ -52,7 +52,28 @@ func TestLanesEnvErrorsNameTheVariable(t *testing.T) {
 		{map[string]string{"OMNIROUTE_PRIORITY_DEFAULT_CLASS": "urgent"}, []string{`OMNIROUTE_PRIORITY_DEFAULT_CLASS="urgent"`, "interactive or batch"}},
 		{map[string]string{"OMNIROUTE_PRIORITY_BATCH_SHARE": "50"}, []string{"OMNIROUTE_PRIORITY_INTERACTIVE_SHARE + OMNIROUTE_PRIORITY_BATCH_SHARE", "must be <= 100"}},
 		{map[string]string{"OMNIROUTE_PRIORITY_BATCH_SHARE": "101"}, []string{`OMNIROUTE_PRIORITY_BATCH_SHARE="101"`, "0 to 100"}},
+		{map[string]string{"ADAPTIVE_ADMISSION_GLOBAL_LIMIT": "-3"}, []string{`ADAPTIVE_ADMISSION_GLOBAL_LIMIT="-3"`}},
+		{map[string]string{"ADAPTIVE_ADMISSION_GLOBAL_LIMIT": "200000000"}, []string{"ADAPTIVE_ADMISSION_GLOBAL_LIMIT=200000000: globalLimit must be 0 (none)"}},
+		{map[string]string{"ADAPTIVE_ADMISSION_QUEUE_TARGET_MS": "2s"}, []string{`ADAPTIVE_ADMISSION_QUEUE_TARGET_MS="2s"`, "whole milliseconds"}},
 	})
+}
+
+// TestEveryValidatedFieldNamesItsVariable: every field a validation
+// error can name maps to the variable that sets it.
+func TestEveryValidatedFieldNamesItsVariable(t *testing.T) {
+	broken := admission.Config{Mode: 9, ClassShares: [admission.NumClasses]int64{90, 90}, GlobalLimit: -1, QueueTargetMs: -1, ClassIdleMs: -1}
+	err := broken.Validate()
+	if err == nil {
+		t.Fatal("a broken config validated")
+	}
+	for _, fe := range err.(admission.Errors) {
+		if strings.HasPrefix(fe.Field, "cost.") || fe.Field == "maxLanes" || fe.Field == "laneIdleMs" || fe.Field == "historyHalfLifeMs" {
+			continue // not settable by environment
+		}
+		if _, ok := admissionVars[fe.Field]; !ok {
+			t.Errorf("validation field %q has no variable in admissionVars", fe.Field)
+		}
+	}
 }
 
 func TestLanesFileSections(t *testing.T) {
