@@ -224,8 +224,8 @@ func TestVariantsDefineAdmission(t *testing.T) {
 // TestRequestCost pins the adaptive controller's price of the benchmark's
 // small request, which sizes the overload scenario's knee limit.
 func TestRequestCost(t *testing.T) {
-	if c := requestCost(chatBody("knee", false)); c != 7 {
-		t.Fatalf("cost %d, want 7 (base, body, tokens, messages, fan-out, non-streaming class)", c)
+	if c := requestCost(chatBody("knee", false)); c != 1 {
+		t.Fatalf("cost %d, want 1 (one place at the provider)", c)
 	}
 }
 

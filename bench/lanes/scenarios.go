@@ -13,9 +13,9 @@ import (
 	"github.com/omniroute/gateway/internal/mockprovider"
 )
 
-// requestCost is the admission cost of the scenarios' small non-streaming
-// chat requests (base, body, tokens, messages, fan-out 1, non-streaming 2).
-const requestCost = 7
+// requestCost is the admission cost of the scenarios' small chat
+// requests: one place at the provider.
+const requestCost = 1
 
 const smallBody = `{"model":"%s","messages":[{"role":"user","content":"hello"}]}`
 
@@ -24,9 +24,8 @@ func body(model string) string { return fmt.Sprintf(smallBody, model) }
 func lanesEnv(slots int) map[string]string {
 	return map[string]string{
 		"ADAPTIVE_ADMISSION_MODE": "enforce", "OMNIROUTE_CHAT_VIRTUAL_LANES": "true",
-		// Start at the provider's knee: slots requests of cost 7.
+		// Start at the provider's knee: slots requests of cost 1.
 		"ADAPTIVE_ADMISSION_INITIAL_LIMIT": strconv.Itoa(slots * requestCost),
-		"ADAPTIVE_ADMISSION_MIN_LIMIT":     "8", "ADAPTIVE_ADMISSION_MAX_LIMIT": "1000",
 	}
 }
 
