@@ -2,6 +2,8 @@ package lanes
 
 import (
 	"container/list"
+	"context"
+	"log/slog"
 	"sort"
 	"time"
 
@@ -196,8 +198,15 @@ func (c *controller) sleepIfIdle() {
 func (c *controller) step(ctx actor.Context) {
 	now := c.u.h.clk.Now()
 	changed := c.drainReleases()
+	phases := c.ctl.Phases()
 	if c.ctl.Tick(c.u.gate.Reading(now)) {
 		changed = true
+	}
+	if c.ctl.Phases() != phases && c.u.h.log.Enabled(context.Background(), slog.LevelDebug) {
+		r := c.ctl.Last()
+		c.u.h.log.Debug("admission phase", "upstream", c.u.name, "phase", r.Phase, "rule", r.Rule, "limit", r.LimitBefore, "next", r.LimitAfter,
+			"inflight", r.Inflight, "queueRatio", r.QueueRatio, "knee", r.Knee, "samples", r.Samples, "drops", r.Drops, "limited", r.Limited,
+			"baselineMs", c.ctl.BaselineOf(false).Milliseconds(), "heldMs", c.ctl.Held().Milliseconds())
 	}
 	if changed {
 		c.publishLimit()

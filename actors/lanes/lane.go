@@ -12,6 +12,11 @@ import (
 
 const sharedLaneID admission.LaneID = 0
 
+// burstIntervals is the burst interval in queueing targets: how long a
+// lane's queue may stay non-empty before it counts as standing, and how
+// long a burst of a lane that was not standing may expect to wait.
+const burstIntervals = 4
+
 // stopGrace is how long an evicted lane keeps forwarding late arrivals to
 // the controller before it stops (a sender that looked the lane up just
 // before the eviction was published).
@@ -21,17 +26,21 @@ const stopGrace = time.Second
 // shared lane): FIFO per class, the per-lane caps, deadlines, and the
 // replies. The controller decides which lane's head goes next.
 type laneActor struct {
-	u       *upstream
-	id      admission.LaneID
-	key     tenant.ID
-	shared  bool
-	q       [admission.NumClasses][]*waiter
-	cost    [admission.NumClasses]int64
-	evicted bool
-	armed   time.Time
-	cancel  scheduler.CancelFunc
-	timers  *scheduler.TimerScheduler
-	me      *actor.PID
+	u      *upstream
+	id     admission.LaneID
+	key    tenant.ID
+	shared bool
+	q      [admission.NumClasses][]*waiter
+	cost   [admission.NumClasses]int64
+	// busySince is when each class's queue last went from empty to
+	// queued (zero while empty): a queue that has not emptied for an
+	// interval is a standing one, CoDel's bad queue.
+	busySince [admission.NumClasses]time.Time
+	evicted   bool
+	armed     time.Time
+	cancel    scheduler.CancelFunc
+	timers    *scheduler.TimerScheduler
+	me        *actor.PID
 }
 
 func (l *laneActor) Receive(ctx actor.Context) {
@@ -88,6 +97,7 @@ func (l *laneActor) pop(c admission.Class) *waiter {
 	l.cost[c] -= w.cost
 	if len(l.q[c]) == 0 {
 		l.q[c] = l.q[c][:0:0]
+		l.busySince[c] = time.Time{}
 	}
 	return w
 }
@@ -121,6 +131,9 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 		w.unref()
 		return
 	}
+	if len(l.q[c]) == 0 {
+		l.busySince[c] = l.u.h.clk.Now()
+	}
 	l.q[c] = append(l.q[c], w)
 	l.cost[c] += w.cost
 	l.arm(w.deadline)
@@ -129,12 +142,16 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 
 // admissible decides whether w may queue here: its expected wait, from
 // the upstream's measured drain rate shared among the lanes with a
-// backlog, must fit the upstream's queueing target (CoDel's good queue:
-// a burst that drains soon waits, a standing queue sheds at once with a
-// Retry-After of its drain time) and leave time before the caller's
-// deadline for the answer itself. Until the upstream's controller has
-// found a knee, its limit is a lower bound of the capacity and the
-// drain rate unknown: only the deadline and the max wait apply.
+// backlog, must leave time before the caller's deadline for the answer
+// itself, and fit the lane's allowance. CoDel's good queue and bad
+// queue: a lane that emptied within the last burst interval (a tenant
+// within its fair share, whose bursts drain) may queue up to the
+// interval's worth of wait; a lane that has not emptied for that long is
+// a standing queue, demand beyond its share, and sheds whatever would
+// wait past the upstream's queueing target, at once and with a
+// Retry-After of its drain time. Until the upstream's controller has
+// found a knee, its limit is a lower bound of the capacity and the drain
+// rate unknown: only the deadline and the max wait apply.
 func (l *laneActor) admissible(w *waiter) (Reason, int) {
 	v := l.u.view.Load()
 	now := l.u.h.clk.Now()
@@ -149,7 +166,11 @@ func (l *laneActor) admissible(w *waiter) (Reason, int) {
 			return Deadline, retrySeconds(ew)
 		}
 	}
-	if known && ew > v.target {
+	allowance := burstIntervals * v.target
+	if since := l.busySince[w.class]; !since.IsZero() && now.Sub(since) >= allowance {
+		allowance = v.target // a standing queue
+	}
+	if known && ew > allowance {
 		return Overloaded, retrySeconds(ew)
 	}
 	return None, 0
@@ -181,6 +202,9 @@ func (l *laneActor) withdraw(ctx actor.Context, m *withdraw) {
 		q[len(q)-1] = nil
 		l.q[m.class] = q[:len(q)-1]
 		l.cost[m.class] -= w.cost
+		if len(l.q[m.class]) == 0 {
+			l.busySince[m.class] = time.Time{}
+		}
 		w.unref()
 		l.report(ctx, false, nil)
 		return

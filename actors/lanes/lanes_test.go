@@ -624,3 +624,76 @@ func TestLightLaneKeepsItsRecentDemand(t *testing.T) {
 		e.h.Release(&p.lease, success)
 	}
 }
+
+// TestStandingQueueSheds: once the controller knows the drain rate, a
+// lane's burst may queue up to the burst interval's worth of wait; a lane
+// that has not emptied for that interval is a standing queue and sheds
+// what would wait past the queueing target, while another tenant's lane,
+// empty until now, still queues.
+func TestStandingQueueSheds(t *testing.T) {
+	e := start(t, func(c *admission.Config) { c.MinLimit, c.InitialLimit, c.MaxLimit = 1, 16, 4096; c.VirtualLanes = true })
+	// Converge on an upstream whose answers queue past 8 in flight.
+	var leases []*Lease
+	for i := 0; i < 3000; i++ {
+		e.clk.Advance(5 * time.Millisecond)
+		for len(leases) < 24 {
+			var l Lease
+			if e.h.TryAcquire(Ticket{Tenant: id("w"), Cost: 1}, &l) != None {
+				break
+			}
+			leases = append(leases, &l)
+		}
+		lat := 100 * time.Millisecond * time.Duration(max(len(leases), 8)) / 8
+		keep := leases[:0]
+		for _, l := range leases {
+			if e.clk.Now().Sub(l.AdmittedAt) >= lat {
+				e.h.Release(l, success)
+				continue
+			}
+			keep = append(keep, l)
+		}
+		leases = keep
+		e.h.Tick()
+	}
+	e.h.Sync()
+	up := e.h.Snapshot().Upstreams[0]
+	if !up.Converged || up.DrainPerSecond <= 0 || up.QueueTargetMs <= 0 {
+		t.Fatalf("controller did not converge: %+v", up)
+	}
+	// Fill the limit so that everything else queues.
+	for {
+		var l Lease
+		if e.h.TryAcquire(Ticket{Tenant: id("w"), Cost: 1}, &l) != None {
+			break
+		}
+		leases = append(leases, &l)
+	}
+	target := time.Duration(up.QueueTargetMs * float64(time.Millisecond))
+	// Queue x's burst past the target (but within the burst interval).
+	burst := int(target.Seconds()*up.DrainPerSecond) + 2
+	if float64(burst+1)/up.DrainPerSecond >= (burstIntervals * target).Seconds() {
+		t.Fatalf("test setup: a burst of %d does not fit the interval (%+v)", burst, up)
+	}
+	var xs []*pending
+	for i := 0; i < burst; i++ {
+		xs = append(xs, e.acquireAsync("x", admission.Interactive, 1, nil))
+		e.until("x queued", func(s *Snapshot) bool { return s.QueuedCount == int64(i+1) })
+	}
+	// x's queue has not emptied for the interval: it stands, and sheds.
+	e.clk.Advance(burstIntervals*target + time.Millisecond) // the snapshot rounds the target
+	if _, r := e.acquire("x", admission.Interactive, 1); r != Overloaded {
+		t.Fatalf("standing queue: %q, want %q (%+v)", r.Code(), Overloaded.Code(), e.h.Snapshot())
+	}
+	// y's lane was empty: its request queues behind x's burst.
+	y := e.acquireAsync("y", admission.Interactive, 1, nil)
+	e.until("y queued", func(s *Snapshot) bool { return s.QueuedCount == int64(burst+1) })
+	for _, l := range leases {
+		e.h.Release(l, success)
+	}
+	for _, p := range append(xs, y) {
+		if r := p.wait(t); r != None {
+			t.Fatalf("queued request: %q", r.Code())
+		}
+		e.h.Release(&p.lease, success)
+	}
+}

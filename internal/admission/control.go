@@ -79,6 +79,11 @@ type Controller struct {
 	knee       float64
 	kneeAt     time.Time
 	cruiseLeft int
+	// cruiseEvery is the number of cruise phases between probes: it
+	// doubles (up to maxCruisePhases) each time a probe finds the knee
+	// where it was, since every probe queues answers for a phase, and
+	// returns to cruisePhases when the knee moves.
+	cruiseEvery int
 	// A test is a run of drain phases checking whether the queue seen at
 	// the limit is the load's: trigger is the phase that queued, prev the
 	// level just above the current drain.
@@ -172,6 +177,10 @@ const (
 	probeGain      = 1.25
 	drainGain      = 0.75
 	cruisePhases   = 6
+	// maxCruisePhases bounds the interval between probes of a steady knee
+	// (about 5 s at 100 ms answers), which bounds how long restored
+	// capacity goes unnoticed.
+	maxCruisePhases = 24
 	// kneeMemory is how long a knee is trusted: providers change.
 	kneeMemory = 30 * time.Second
 	// elastic: a drain test whose latency fell by less than this share of
@@ -652,6 +661,18 @@ func (c *Controller) judgeTest(now time.Time, inflight float64, samples int, que
 		c.chain = append(c.chain, phaseMeasure{inflight: inflight, m: c.m})
 		return c.testDrain(inflight, knee), "queue_deeper"
 	}
+	if inflight >= blockedShare*c.chain[0].inflight {
+		// The drains could not lower the load (the limit is at its floor):
+		// their latency is the load's as much as the provider's, and
+		// re-learning it would hide the queue for good. The knee lies at
+		// or below the floor, where the limit already is.
+		c.testing, c.verify = false, false
+		if queued {
+			c.base = minL
+			c.markKnee(now)
+		}
+		return phaseCruise, "test_blocked"
+	}
 	if queued || c.verify {
 		c.relearn() // this is the provider's latency now
 	} else {
@@ -682,6 +703,10 @@ func (c *Controller) judgeTest(now time.Time, inflight float64, samples int, que
 // slowSpan: the drains must have brought the load to at most this share
 // of the load that queued before flat latency counts as a slower provider.
 const slowSpan = 0.5
+
+// blockedShare: a test whose drains kept at least this share of the load
+// that queued did not drain and proves nothing about the provider.
+const blockedShare = 0.9
 
 // maxTestDrains bounds the drains of one test (each ×0.75: the sixth is
 // at a fifth of the load that queued).
@@ -783,13 +808,18 @@ func (c *Controller) growth(now time.Time) phaseKind {
 		c.cruiseLeft--
 		return phaseCruise
 	}
-	c.cruiseLeft = cruisePhases
+	c.cruiseLeft = c.cruiseEvery
 	return phaseProbe
 }
 
 func (c *Controller) markKnee(now time.Time) {
+	if c.knee > 0 && c.base >= 0.9*c.knee && c.base <= 1.1*c.knee {
+		c.cruiseEvery = min(max(c.cruiseEvery, cruisePhases)*2, maxCruisePhases)
+	} else {
+		c.cruiseEvery = cruisePhases
+	}
 	c.knee, c.kneeAt, c.queueSeen = c.base, now, true
-	c.cruiseLeft = cruisePhases
+	c.cruiseLeft = c.cruiseEvery
 }
 
 // learn folds a clean phase's mean latencies (a drain below the knee)

@@ -492,3 +492,24 @@ func TestControlShadowFindsTheKnee(t *testing.T) {
 		t.Fatalf("shadow knee %.1f, want about 16", k)
 	}
 }
+
+// TestControlPinnedLimitKeepsItsBaseline: with the limit pinned (min =
+// max) above the provider's knee, drains cannot lower the load, so their
+// queued latency must not become the no-queue latency: the queue stays
+// visible (to the lanes' shedding and to the knee) rather than being
+// re-learnt away.
+func TestControlPinnedLimitKeepsItsBaseline(t *testing.T) {
+	for _, seed := range seeds {
+		cfg := cfgFor()
+		cfg.MinLimit, cfg.InitialLimit, cfg.MaxLimit = 24, 24, 24
+		s := newCtlSimSeed(t, cfg, 16, 100*time.Millisecond, seed)
+		s.saturate = 100
+		s.run(20*time.Second, nil)
+		if b := s.c.Baseline(); b > 125*time.Millisecond {
+			t.Fatalf("seed %d: baseline %v after 20 s at 24 in flight on 16 slots of 100 ms, want the no-queue ~100 ms (%+v)", seed, b, s.c.Last())
+		}
+		if s.c.Limit() != 24 {
+			t.Fatalf("seed %d: limit %d, pinned at 24", seed, s.c.Limit())
+		}
+	}
+}
