@@ -20,18 +20,20 @@ import (
 // the answers spent waiting rather than being served. When answers queue,
 // the knee is I × (1 − waited/held), and the limit is set to it at once,
 // so a halved capacity is found in a phase or two. When they do not queue
-// but demand exceeds the limit, the limit was too low: it grows ×2 per
-// phase until a queue first shows (cold start), ×1.5 toward a knee that is
-// no longer known, and past a known knee it probes ×1.25 every few phases,
-// which finds restored capacity within seconds and shows an overshoot as a
-// queue one phase later.
+// but demand exceeds the limit, the limit was too low: it grows ×1.25 per
+// phase until a queue first shows (cold start, after measuring the
+// no-queue latency at 4), ×1.5 back toward a knee it knew, and at a known
+// knee it probes ×1.25 every 6 to 24 phases (less often while the knee
+// stays put), which finds restored capacity within seconds and shows an
+// overshoot as a queue one phase later.
 //
 // Slower is not congested: when the answers at the limit queue with no
 // probe before it, the next phase is a test at three quarters of the
 // limit. If latency falls with the load, the provider was queueing and the
 // limit goes to the knee measured before the test; if it stays (the
 // provider got slower, or the answers got longer), the no-queue latencies
-// are re-learnt from the test and the limit stays. A minimum-latency
+// are re-learnt from the test and the limit stays. A test whose drains
+// could not lower the load (the limit at its floor) re-learns nothing. A minimum-latency
 // baseline that never re-learns is what made Vegas-style controllers
 // collapse to a third of capacity after a latency step.
 //
