@@ -157,6 +157,10 @@ type rig struct {
 	dataDir string
 }
 
+// GatewayLog, when set, receives the gateway's own log (with the
+// admission controllers' phases at debug level); nil discards it.
+var GatewayLog *slog.Logger
+
 func startRig(file string, env map[string]string, behaviors map[string]mockprovider.Behavior) (*rig, error) {
 	r := &rig{mock: mockprovider.New(mockprovider.Options{})}
 	mockAddr, err := r.mock.Start("127.0.0.1:0")
@@ -187,7 +191,7 @@ func startRig(file string, env map[string]string, behaviors map[string]mockprovi
 		return nil, err
 	}
 	r.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	if r.gw, err = transport.New(r.system, transport.Options{Env: e, File: f}); err != nil {
+	if r.gw, err = transport.New(r.system, transport.Options{Env: e, File: f, Logger: GatewayLog}); err != nil {
 		r.close()
 		return nil, err
 	}

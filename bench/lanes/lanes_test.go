@@ -3,6 +3,8 @@ package lanes
 import (
 	"context"
 	"flag"
+	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -14,9 +16,16 @@ import (
 var (
 	full     = flag.Bool("lanes.full", false, "run the full-length admission scenarios (about 90 s) instead of the smoke variant")
 	lockstep = flag.Bool("lanes.lockstep", false, "give the mock a fixed latency (completions in waves) instead of ±30% jitter")
+	debugLog = flag.Bool("lanes.debug", false, "print the gateway's debug log (each admission phase) to stderr")
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if *debugLog {
+		GatewayLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	goleak.VerifyTestMain(m, testutil.LeakOptions()...)
+}
 
 // TestScenarios runs the three scenarios (smoke by default; -lanes.full for
 // the full run whose figures NOTES.md reports) and fails on any gate that

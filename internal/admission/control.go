@@ -527,6 +527,17 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		c.base = max(minL, knee)
 		c.markKnee(now)
 		rule = "knee"
+	case queued && c.kind == phaseProbe && c.knee > 0 && math.Abs(knee-c.base) <= kneeAgree*c.base:
+		// A probe past the known knee queued, and Little's law puts the
+		// knee where it was: the queue is the probe's own (a slower
+		// provider would have queued at the knee, before the probe). Back
+		// to the knee, refined by this estimate; the probe's excess drains
+		// as its answers finish (nothing is admitted until the load is
+		// under the knee again), so no drain test is needed.
+		c.suspect = false
+		c.base = max(minL, (c.base+knee)/2)
+		c.markKnee(now)
+		rule = "probe_knee"
 	case queued && !c.suspect && q < 1+2*bar:
 		// A queue that only just shows: the phase may be high by chance,
 		// and a phase picked for being high reads lower when measured
@@ -706,6 +717,10 @@ func (c *Controller) judgeTest(now time.Time, inflight float64, samples int, que
 // of the load that queued before flat latency counts as a slower provider.
 const slowSpan = 0.5
 
+// kneeAgree: a probe's knee estimate within this share of the known
+// knee confirms it.
+const kneeAgree = 0.15
+
 // blockedShare: a test whose drains kept at least this share of the load
 // that queued did not drain and proves nothing about the provider.
 const blockedShare = 0.9
@@ -814,14 +829,26 @@ func (c *Controller) growth(now time.Time) phaseKind {
 	return phaseProbe
 }
 
+// markKnee records base as the knee. A knee found where the last one
+// was makes probes rarer; one that moved resets them, and one that fell
+// is probed again after a single phase: a cut rests on few phases, and a
+// stall of the gateway's own machine reads like a queue at the provider,
+// so a wrong cut is undone within a second while a right one costs one
+// probe's phase.
 func (c *Controller) markKnee(now time.Time) {
-	if c.knee > 0 && c.base >= 0.9*c.knee && c.base <= 1.1*c.knee {
+	c.cruiseLeft = 0
+	switch {
+	case c.knee > 0 && c.base >= 0.9*c.knee && c.base <= 1.1*c.knee:
 		c.cruiseEvery = min(max(c.cruiseEvery, cruisePhases)*2, maxCruisePhases)
-	} else {
+		c.cruiseLeft = c.cruiseEvery
+	case c.knee > 0 && c.base < 0.9*c.knee:
 		c.cruiseEvery = cruisePhases
+		c.cruiseLeft = 1
+	default:
+		c.cruiseEvery = cruisePhases
+		c.cruiseLeft = c.cruiseEvery
 	}
 	c.knee, c.kneeAt, c.queueSeen = c.base, now, true
-	c.cruiseLeft = c.cruiseEvery
 }
 
 // learn folds a clean phase's mean latencies (a drain below the knee)

@@ -513,3 +513,28 @@ func TestControlPinnedLimitKeepsItsBaseline(t *testing.T) {
 		}
 	}
 }
+
+// TestControlStallIsUndoneQuickly: a fifth of a second in which every
+// answer takes twice as long (the gateway's own machine stalled, or a
+// provider hiccup) may cut the limit, but the cut rests on one phase and
+// is probed again at once: the knee is back within 3 s of the stall.
+func TestControlStallIsUndoneQuickly(t *testing.T) {
+	for _, seed := range seeds {
+		s := newCtlSimSeed(t, cfgFor(), 16, 100*time.Millisecond, seed)
+		s.saturate = 100
+		s.run(10*time.Second, nil)
+		if k := s.c.Knee(); k < 0.8*16 || k > 1.2*16 {
+			t.Fatalf("seed %d: steady knee %.1f, want about 16", seed, k)
+		}
+		s.service = 200 * time.Millisecond
+		s.run(200*time.Millisecond, nil)
+		s.service = 100 * time.Millisecond
+		low := s.c.Knee()
+		s.run(time.Second, func() { low = min(low, s.c.Knee()) })
+		at := s.within(2*time.Second, func() bool { return s.c.Knee() >= 0.9*16 })
+		if at < 0 {
+			t.Fatalf("seed %d: the knee is %.1f 3 s after the stall (lowest %.1f), want ≥ 14.4 (%+v)", seed, s.c.Knee(), low, s.c.Last())
+		}
+		t.Logf("seed %d: lowest knee %.1f after the stall, back ≥ 0.9x %v after the first second", seed, low, at)
+	}
+}
