@@ -7,7 +7,7 @@ import (
 	"time"
 
 	lanesactor "github.com/omniroute/gateway/actors/lanes"
-	"github.com/omniroute/gateway/internal/admission"
+	"github.com/omniroute/gateway/bench/lanes"
 )
 
 // admissionHealth reads the adaptive controller's section of a gateway's
@@ -36,8 +36,4 @@ func admissionHealth(addr string) (*lanesactor.Snapshot, error) {
 // non-streaming single-target request with one message, with the default
 // quanta (the benchmark's small chat request costs 7: base, body, tokens,
 // messages, fan-out, non-streaming class).
-func requestCost(body []byte) int64 {
-	return admission.DefaultCost().Cost(admission.Features{
-		BodyBytes: int64(len(body)), EstimatedTokens: int64(len(body)+3) / 4, Messages: 1, Fanout: 1,
-	})
-}
+func requestCost(body []byte) int64 { return lanes.EstimateCost(len(body), 1, 0, 0, false) }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/omniroute/gateway/bench/lanes"
 	"github.com/omniroute/gateway/bench/report"
@@ -54,7 +55,14 @@ func lanesScenario(run func(context.Context, lanes.Options) (lanes.Report, error
 			return err
 		}
 		for _, f := range rep.Figures {
-			s.Figures = append(s.Figures, report.Figure{Name: f.Name, Value: f.Value, Unit: f.Unit, Rounds: []float64{f.Value}})
+			if math.IsNaN(f.Value) || math.IsInf(f.Value, 0) {
+				continue // not measured; the external report has it as null
+			}
+			rounds := finiteOnly(f.Seeds)
+			if len(rounds) == 0 {
+				rounds = []float64{f.Value}
+			}
+			s.Figures = append(s.Figures, report.Figure{Name: f.Name, Value: f.Value, Unit: f.Unit, Rounds: rounds})
 		}
 		checks := make([]report.Check, len(rep.Checks))
 		for i, c := range rep.Checks {
@@ -85,11 +93,26 @@ func lanesCheck(id string, c lanes.Check, full bool) report.Check {
 		ch.Note = "not measurable: " + c.Detail
 	default:
 		v := *c.Value
-		ch.Value, ch.Rounds = &v, []float64{v}
+		ch.Value, ch.Rounds = &v, finiteOnly(c.Seeds)
+		if len(ch.Rounds) == 0 {
+			ch.Rounds = []float64{v}
+		}
 		ch.Status = report.Fail
 		if c.OK {
 			ch.Status = report.Pass
 		}
 	}
 	return ch
+}
+
+// finiteOnly drops NaN (not measured) and ±Inf (never reached) values,
+// which JSON cannot carry.
+func finiteOnly(vs []float64) []float64 {
+	var out []float64
+	for _, v := range vs {
+		if !math.IsNaN(v) && !math.IsInf(v, 0) {
+			out = append(out, v)
+		}
+	}
+	return out
 }

@@ -292,12 +292,18 @@ func measuredCost(ss []sample, pts []point, fallback float64) (float64, string) 
 	return fallback, "internal/admission's cost function (health reported no active cost)"
 }
 
-// estimateCost prices a request with internal/admission's default cost
+// EstimateCost prices a request with internal/admission's default cost
 // function and the features the gateway derives from it (tokens: the body
-// at 4 bytes a token plus max_tokens; fan-out 1).
-func estimateCost(bodyLen, messages, tools int, maxTokens int64, stream bool) float64 {
-	return float64(admission.DefaultCost().Cost(admission.Features{
+// at 4 bytes a token plus max_tokens; fan-out 1): the harness's fallback
+// when the gateway does not report a request's cost.
+func EstimateCost(bodyLen, messages, tools int, maxTokens int64, stream bool) int64 {
+	return admission.DefaultCost().Cost(admission.Features{
 		BodyBytes: int64(bodyLen), EstimatedTokens: int64(bodyLen+3)/4 + maxTokens,
 		Messages: int64(messages), Tools: int64(tools), Fanout: 1, Streaming: stream,
-	}))
+	})
+}
+
+// estimateCost is EstimateCost as a float, for figures.
+func estimateCost(bodyLen, messages, tools int, maxTokens int64, stream bool) float64 {
+	return float64(EstimateCost(bodyLen, messages, tools, maxTokens, stream))
 }
