@@ -51,13 +51,7 @@ func RunCapacityStep(ctx context.Context, o Options) (Report, error) {
 		}
 		runs = append(runs, run)
 	}
-	col := func(f func(capacityRun) float64) []float64 {
-		out := make([]float64, len(runs))
-		for i, r := range runs {
-			out[i] = f(r)
-		}
-		return out
-	}
+	col := func(f func(capacityRun) float64) []float64 { return colOf(runs, f) }
 	rep.note("request cost: %s = %g; limit paths in health: %v", runs[0].costFrom, runs[0].costV, runs[0].paths)
 	rep.figureSeeds("knee at 32 slots (slots × request cost)", col(func(r capacityRun) float64 { return r.kneeHi }), "cost")
 	rep.figureSeeds("limit at the end of the warm-up ÷ knee(32)", col(func(r capacityRun) float64 { return r.limitWarm / r.kneeHi }), "×")

@@ -88,13 +88,7 @@ func RunIncidents(ctx context.Context, o Options) (Report, error) {
 	}
 	for i, in := range incidents {
 		rs := runs[i]
-		col := func(f func(incidentRun) float64) []float64 {
-			out := make([]float64, len(rs))
-			for j, r := range rs {
-				out[j] = f(r)
-			}
-			return out
-		}
+		col := func(f func(incidentRun) float64) []float64 { return colOf(rs, f) }
 		rep.figureSeeds(in.name+": success before the incident", col(func(r incidentRun) float64 { return 100 * r.okBefore }), "%")
 		rep.figureSeeds(in.name+": first success after recovery", col(func(r incidentRun) float64 { return r.firstOK }), "s")
 		rep.figureSeeds(in.name+": provider requests in the 5 s after recovery", col(func(r incidentRun) float64 { return float64(r.providerAfter) }), "")

@@ -42,13 +42,7 @@ func RunLatencyStep(ctx context.Context, o Options) (Report, error) {
 		}
 		runs = append(runs, run)
 	}
-	col := func(f func(latencyRun) float64) []float64 {
-		out := make([]float64, len(runs))
-		for i, r := range runs {
-			out[i] = f(r)
-		}
-		return out
-	}
+	col := func(f func(latencyRun) float64) []float64 { return colOf(runs, f) }
 	rep.note("request cost: %s = %g", runs[0].costFrom, runs[0].cost)
 	rep.figure("capacity before / after the step", runs[0].capacityOld, fmt.Sprintf("req/s / %.0f req/s", runs[0].capacityNew))
 	rep.figureSeeds("limit before the step ÷ knee (slots × cost)", col(func(r latencyRun) float64 { return r.limitBefore }), "×")
