@@ -54,6 +54,7 @@ func lanesScenario(run func(context.Context, lanes.Options) (lanes.Report, error
 		if err != nil {
 			return err
 		}
+		s.Notes = append(s.Notes, rep.Notes...)
 		for _, f := range rep.Figures {
 			if math.IsNaN(f.Value) || math.IsInf(f.Value, 0) {
 				continue // not measured; the external report has it as null

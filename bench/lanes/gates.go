@@ -369,3 +369,50 @@ func (c Check) MarshalJSON() ([]byte, error) {
 // waits after a 429 or 503 before its next request (the Anthropic and
 // OpenAI SDKs' first retry delay), so a refused client does not spin.
 const refusedPause = 500 * time.Millisecond
+
+// seedRun is what every gate scenario keeps of one seed for its accounting
+// check and the generator figure; the scenarios' per-seed results embed it.
+type seedRun struct {
+	samples []sample
+	pts     []point
+	mock    mockprovider.Counters
+	drained bool
+	// late is the share (%) of sends more than 5 ms behind schedule, lagP99
+	// the p99 send lag (ms).
+	late, lagP99 float64
+}
+
+// settle drains the mock (waiting up to d) and keeps the seed's samples
+// and observations.
+func (b *seedRun) settle(r *rig, ss []sample, pts []point, d time.Duration) {
+	b.samples, b.pts = ss, pts
+	b.mock, b.drained = r.drain(d)
+	late, p99 := lateSends(ss)
+	b.late, b.lagP99 = 100*late, ms(p99)
+}
+
+func (b seedRun) seed() seedRun { return b }
+
+// seeded is a per-seed result.
+type seeded interface{ seed() seedRun }
+
+// runSeeds runs f for every seed of the run, in order.
+func runSeeds[T any](o Options, f func(seed int64) (T, error)) ([]T, error) {
+	var out []T
+	for _, seed := range seedsOf(o) {
+		v, err := f(seed)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// closeOut adds the generator's lateness over every seed and the smoke
+// check of the first seed (needLimit: health must have reported a limit).
+func closeOut[T seeded](rep *Report, name string, runs []T, needLimit bool) {
+	rep.generatorFigure(colOf(runs, func(r T) float64 { return r.seed().late }), colOf(runs, func(r T) float64 { return r.seed().lagP99 }))
+	b := runs[0].seed()
+	rep.account(name, b.samples, b.mock, b.drained, b.pts, needLimit)
+}

@@ -121,9 +121,7 @@ type nnRun struct {
 	maxQueued              int64
 	limitEnd               float64
 	waits                  []time.Duration // B's admission waits, sorted
-	samples                []sample
-	mock                   mockprovider.Counters
-	drained                bool
+	seedRun
 }
 
 // runNoisyNeighbour runs B alone (calibration, seed) and then B beside A's
@@ -156,8 +154,7 @@ func runNoisyNeighbour(ctx context.Context, o Options, env map[string]string, se
 	if out.unloaded.ok == 0 || len(res.by["b"]) == 0 {
 		return out, errNoSamples
 	}
-	out.samples = allSamples(res)
-	out.mock, out.drained = r.drain(5 * time.Second)
+	out.settle(r, allSamples(res), nil, 5*time.Second)
 	out.loaded = summarize(res.by["b"], nil)
 	out.a = summarize(res.by["a"], nil)
 	out.limitEnd = float64(r.gw.Lanes().Snapshot().CurrentLimit)

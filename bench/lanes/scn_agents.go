@@ -89,9 +89,7 @@ type agentsRun struct {
 	success             float64 // share
 	slotsUsed           float64 // mock mean in flight ÷ slots
 	codes               map[string]int
-	samples             []sample
-	mock                mockprovider.Counters
-	drained             bool
+	seedRun
 }
 
 // RunCodingAgents: eight agents, each with its own key, send Claude
@@ -111,13 +109,11 @@ func RunCodingAgents(ctx context.Context, o Options) (Report, error) {
 		costs = append(costs, fmt.Sprintf("%d KB %d messages: %g", len(b)/1000, msgs, estimateCost(len(b), msgs, agentTools, agentMaxTokens, true)))
 	}
 	rep.note("bodies and their cost by internal/admission's default quanta: %s", strings.Join(costs, "; "))
-	var runs []agentsRun
-	for range seedsOf(o) {
-		run, err := runCodingAgents(ctx, o, env)
-		if err != nil {
-			return rep, err
-		}
-		runs = append(runs, run)
+	// The agents are closed loops with fixed bodies: no arrival process
+	// to seed, but three runs all the same.
+	runs, err := runSeeds(o, func(int64) (agentsRun, error) { return runCodingAgents(ctx, o, env) })
+	if err != nil {
+		return rep, err
 	}
 	rep.figureSeeds("requests", colOf(runs, func(r agentsRun) float64 { return float64(r.sent) }), "")
 	rep.note("error codes, first seed: %s", topCodes(runs[0].codes, 5))
@@ -127,7 +123,8 @@ func RunCodingAgents(ctx context.Context, o Options) (Report, error) {
 		func(v float64) bool { return v >= 99 }, "complete streams (message_stop seen) among all requests")
 	rep.gate("coding agents: provider slots used", aggMedian, colOf(runs, func(r agentsRun) float64 { return 100 * r.slotsUsed }), "≥ 90", "%",
 		func(v float64) bool { return v >= 90 }, "mock's mean in flight ÷ %d slots, from 1 s after the start to the end of sending", agentCount)
-	rep.account("coding-agents", runs[0].samples, runs[0].mock, runs[0].drained, nil, false)
+	b := runs[0].seed()
+	rep.account("coding-agents", b.samples, b.mock, b.drained, nil, false)
 	return rep, nil
 }
 
@@ -165,8 +162,9 @@ func runCodingAgents(ctx context.Context, o Options, env map[string]string) (age
 		}()
 	}
 	wg.Wait()
+	var all []sample
 	for _, ss := range per {
-		out.samples = append(out.samples, ss...)
+		all = append(all, ss...)
 	}
 	pts := ob.finish()
 	for _, err := range errs {
@@ -174,7 +172,7 @@ func runCodingAgents(ctx context.Context, o Options, env map[string]string) (age
 			return out, err
 		}
 	}
-	out.mock, out.drained = r.drain(5 * time.Second)
+	out.settle(r, all, pts, 5*time.Second)
 	for _, s := range sums {
 		out.sent += s.Arrivals
 		out.ok += s.OK

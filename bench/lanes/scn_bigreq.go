@@ -26,10 +26,7 @@ type bigRun struct {
 	smallP99, smallU99 float64
 	smallAdded         float64 // ms
 	smallCodes         map[string]int
-	late, lagP99       float64
-	samples            []sample
-	mock               mockprovider.Counters
-	drained            bool
+	seedRun
 }
 
 // RunBigRequests: a tenant sending 1 KiB requests at 60 % of the provider's
@@ -42,13 +39,9 @@ func RunBigRequests(ctx context.Context, o Options) (Report, error) {
 	env := gateEnv(nil)
 	rep.note("environment: %s", envText(env))
 	rep.note("mock 16 slots × 100 ms (±30 %%); tenant small: 1 KiB bodies at 60 %% of capacity (10 s alone, then 20 s beside big); tenant big: 2 MiB bodies at 20 %%; clients wait up to 30 s")
-	var runs []bigRun
-	for _, seed := range seedsOf(o) {
-		run, err := runBigRequests(ctx, o, seed, env)
-		if err != nil {
-			return rep, err
-		}
-		runs = append(runs, run)
+	runs, err := runSeeds(o, func(seed int64) (bigRun, error) { return runBigRequests(ctx, o, seed, env) })
+	if err != nil {
+		return rep, err
 	}
 	rep.note("2 MiB request cost by internal/admission's default quanta: %g; 1 KiB: %g",
 		estimateCost(2<<20, 1, 0, 0, false), estimateCost(1<<10, 1, 0, 0, false))
@@ -62,8 +55,7 @@ func RunBigRequests(ctx context.Context, o Options) (Report, error) {
 		func(v float64) bool { return v >= 90 }, "200 answers among the 2 MiB requests")
 	rep.gate("big requests: 1 KiB p99 added over unloaded", aggMedian, colOf(runs, func(r bigRun) float64 { return r.smallAdded }), "≤ 100", "ms",
 		func(v float64) bool { return v <= 100 }, "p99 beside the 2 MiB tenant − p99 alone")
-	rep.generatorFigure(colOf(runs, func(r bigRun) float64 { return 100 * r.late }), colOf(runs, func(r bigRun) float64 { return r.lagP99 }))
-	rep.account("big-requests", runs[0].samples, runs[0].mock, runs[0].drained, nil, false)
+	closeOut(&rep, "big-requests", runs, false)
 	return rep, nil
 }
 
@@ -92,8 +84,7 @@ func runBigRequests(ctx context.Context, o Options, seed int64, env map[string]s
 	big := stream{name: "big", rate: bigRate, to: mixed, path: "/v1/chat/completions", bodyRaw: sizedBody("big", 2<<20),
 		headers: []string{"Authorization", "Bearer tenant-big"}, timeout: 30 * time.Second}
 	res := r.drive(ctx, time.Now(), seed+1, small, big)
-	out.samples = allSamples(res)
-	out.mock, out.drained = r.drain(5 * time.Second)
+	out.settle(r, allSamples(res), nil, 5*time.Second)
 	sm, bg := summarize(res.by["small"], nil), summarize(res.by["big"], nil)
 	if bg.n == 0 || sm.n == 0 {
 		return out, errNoSamples
@@ -105,7 +96,5 @@ func runBigRequests(ctx context.Context, o Options, seed int64, env map[string]s
 	}
 	out.smallU99, out.smallP99, out.smallCodes = ms(unloaded.p99), ms(sm.p99), sm.byCode
 	out.smallAdded = out.smallP99 - out.smallU99
-	late, p99 := lateSends(out.samples)
-	out.late, out.lagP99 = late, ms(p99)
 	return out, nil
 }

@@ -23,11 +23,7 @@ type capacityRun struct {
 	halvedWindows, restoredWindows     float64 // the phases' lengths in windows
 	inflightHalved, inflightRestored   float64 // mock mean in flight (second half of each phase)
 	paths                              []string
-	late, lagP99                       float64
-	samples                            []sample
-	pts                                []point
-	mock                               mockprovider.Counters
-	drained                            bool
+	seedRun
 }
 
 // RunCapacityStep: a provider of 32 slots × 100 ms, offered 1.25× its
@@ -43,13 +39,9 @@ func RunCapacityStep(ctx context.Context, o Options) (Report, error) {
 	rep.note("environment: %s", envText(env))
 	rep.note("mock 32 → 16 → 32 slots × 100 ms (±30 %%), slots resized in place; one tenant at 1.25× the 32-slot capacity, clients give up after 10 s")
 	rep.note("warm-up 15 s, halved 20 s, restored 20 s; health read every 100 ms; a window is 1 s (ADAPTIVE_ADMISSION_WINDOW_MS default); the limit is the tightest currentLimit health reports")
-	var runs []capacityRun
-	for _, seed := range seedsOf(o) {
-		run, err := runCapacityStep(ctx, o, seed, env)
-		if err != nil {
-			return rep, err
-		}
-		runs = append(runs, run)
+	runs, err := runSeeds(o, func(seed int64) (capacityRun, error) { return runCapacityStep(ctx, o, seed, env) })
+	if err != nil {
+		return rep, err
 	}
 	col := func(f func(capacityRun) float64) []float64 { return colOf(runs, f) }
 	rep.note("request cost: %s = %g; limit paths in health: %v", runs[0].costFrom, runs[0].costV, runs[0].paths)
@@ -72,12 +64,7 @@ func RunCapacityStep(ctx context.Context, o Options) (Report, error) {
 	rep.gateWithin("capacity restored: windows until the limit ≥ 0.9× the knee",
 		col(func(r capacityRun) float64 { return orInf(r.toRestore, r.restored) }), runs[0].restoredWindows,
 		"≤ 10", "windows", func(v float64) bool { return v <= 10 }, "first health read at or above 0.9 × knee(32)")
-	var lates, lags []float64
-	for _, r := range runs {
-		lates, lags = append(lates, 100*r.late), append(lags, r.lagP99)
-	}
-	rep.generatorFigure(lates, lags)
-	rep.account("capacity-step", runs[0].samples, runs[0].mock, runs[0].drained, runs[0].pts, true)
+	closeOut(&rep, "capacity-step", runs, true)
 	return rep, nil
 }
 
@@ -112,9 +99,9 @@ func runCapacityStep(ctx context.Context, o Options, seed int64, env map[string]
 	if len(ss) == 0 {
 		return out, errNoSamples
 	}
-	out.samples, out.pts, out.paths = ss, pts, limitPaths(pts)
+	out.settle(r, ss, pts, 5*time.Second)
+	out.paths = limitPaths(pts)
 	pts = withLimit(pts)
-	out.mock, out.drained = r.drain(5 * time.Second)
 	out.costV, out.costFrom = measuredCost(ss, pts, estimateCost(len(body("cap")), 1, 0, 0, false))
 	out.kneeHi, out.kneeLo = float64(hi)*out.costV, float64(lo)*out.costV
 	out.halvedWindows, out.restoredWindows = halved.Seconds(), restored.Seconds()
@@ -141,8 +128,6 @@ func runCapacityStep(ctx context.Context, o Options, seed int64, env map[string]
 	out.inflightHalved = in / float64(lo)
 	in, _ = meanInflight(between(pts, back+restored/2, back+restored), "m-cap")
 	out.inflightRestored = in / float64(hi)
-	late, p99 := lateSends(ss)
-	out.late, out.lagP99 = late, ms(p99)
 	return out, nil
 }
 

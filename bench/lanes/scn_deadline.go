@@ -18,10 +18,7 @@ type deadlineRun struct {
 	lateOK            int     // 200 answers after the deadline
 	ok, sent          int
 	codes             map[string]int
-	late, lagP99      float64
-	samples           []sample
-	mock              mockprovider.Counters
-	drained           bool
+	seedRun
 }
 
 // RunDeadline: every request announces a 1 s deadline (X-Stainless-Timeout:
@@ -37,13 +34,9 @@ func RunDeadline(ctx context.Context, o Options) (Report, error) {
 	env := gateEnv(nil)
 	rep.note("environment: %s", envText(env))
 	rep.note("mock 16 slots × 100 ms (±30 %%); one tenant at 3× capacity for 15 s; headers X-Stainless-Timeout: 1 and x-omniroute-timeout-ms: 1000; clients wait up to 10 s")
-	var runs []deadlineRun
-	for _, seed := range seedsOf(o) {
-		run, err := runDeadline(ctx, o, seed, env)
-		if err != nil {
-			return rep, err
-		}
-		runs = append(runs, run)
+	runs, err := runSeeds(o, func(seed int64) (deadlineRun, error) { return runDeadline(ctx, o, seed, env) })
+	if err != nil {
+		return rep, err
 	}
 	rep.figureSeeds("requests sent", colOf(runs, func(r deadlineRun) float64 { return float64(r.sent) }), "")
 	rep.figureSeeds("successes", colOf(runs, func(r deadlineRun) float64 { return float64(r.ok) }), "")
@@ -54,8 +47,7 @@ func RunDeadline(ctx context.Context, o Options) (Report, error) {
 		func(v float64) bool { return v <= 1000 }, "X-OmniRoute-Admission-Wait-Ms of every answer (0 when none reports a wait)")
 	rep.gate("deadline 1 s: requests sent upstream after their deadline", aggMax, colOf(runs, func(r deadlineRun) float64 { return float64(r.sentAfterDeadline) }), "= 0", "requests",
 		func(v float64) bool { return v == 0 }, "mock arrival later than the request's send + 1 s")
-	rep.generatorFigure(colOf(runs, func(r deadlineRun) float64 { return 100 * r.late }), colOf(runs, func(r deadlineRun) float64 { return r.lagP99 }))
-	rep.account("deadline", runs[0].samples, runs[0].mock, runs[0].drained, nil, false)
+	closeOut(&rep, "deadline", runs, false)
 	return rep, nil
 }
 
@@ -78,8 +70,7 @@ func runDeadline(ctx context.Context, o Options, seed int64, env map[string]stri
 	if len(ss) == 0 {
 		return out, errNoSamples
 	}
-	out.samples = ss
-	out.mock, out.drained = r.drain(5 * time.Second)
+	out.settle(r, ss, nil, 5*time.Second)
 	due := map[string]time.Time{}
 	for _, s := range ss {
 		out.sent++
@@ -103,7 +94,5 @@ func runDeadline(ctx context.Context, o Options, seed int64, env map[string]stri
 			out.sentAfterDeadline++
 		}
 	}
-	late, p99 := lateSends(ss)
-	out.late, out.lagP99 = late, ms(p99)
 	return out, nil
 }

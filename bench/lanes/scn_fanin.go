@@ -19,9 +19,7 @@ type fanInVariant struct {
 	statuses   map[string]int
 	cores      float64 // CPU of this process (generator + gateway + mock) ÷ wall time
 	limit      float64 // the tightest limit health reports at the end (NaN: none)
-	samples    []sample
-	mock       mockprovider.Counters
-	drained    bool
+	seedRun
 }
 
 type fanInRun struct{ off, on fanInVariant }
@@ -68,8 +66,9 @@ func RunFanIn(ctx context.Context, o Options) (Report, error) {
 		func(v float64) bool { return v >= 0.95 }, "same load, same machine, alternating order")
 	rep.gate("256 connections: enforce answers other than 200", aggMax, colOf(runs, func(r fanInRun) float64 { return float64(r.on.notOK) }), "= 0", "answers",
 		func(v float64) bool { return v == 0 }, "refusals and failures in the measured 8 s")
-	rep.account("one-tenant-256 (enforce)", runs[0].on.samples, runs[0].on.mock, runs[0].on.drained, nil, false)
-	rep.account("one-tenant-256 (off)", runs[0].off.samples, runs[0].off.mock, runs[0].off.drained, nil, false)
+	on, off := runs[0].on.seed(), runs[0].off.seed()
+	rep.account("one-tenant-256 (enforce)", on.samples, on.mock, on.drained, nil, false)
+	rep.account("one-tenant-256 (off)", off.samples, off.mock, off.drained, nil, false)
 	return rep, nil
 }
 
@@ -99,7 +98,6 @@ func runFanIn(ctx context.Context, o Options, seed int64, env map[string]string,
 	out.limit = point{limits: lims}.effectiveLimit()
 	sum := loadgen.Summarize(res, false)
 	out.throughput, out.notOK, out.statuses = sum.Throughput, sum.Arrivals-sum.OK, sum.Statuses
-	out.samples = recordSamples(res.Records)
-	out.mock, out.drained = r.drain(5 * time.Second)
+	out.settle(r, recordSamples(res.Records), nil, 5*time.Second)
 	return out, nil
 }

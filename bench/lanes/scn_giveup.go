@@ -19,11 +19,7 @@ type giveUpRun struct {
 	arrivedAfterLeft    int // reached the provider after their client had left
 	completedAfterLeft  int // the provider finished them after their client had left
 	maxQueued           int64
-	late, lagP99        float64
-	samples             []sample
-	pts                 []point
-	mock                mockprovider.Counters
-	drained             bool
+	seedRun
 }
 
 // RunGiveUp: clients that give up after 300 ms offer 3× the provider's
@@ -38,13 +34,9 @@ func RunGiveUp(ctx context.Context, o Options) (Report, error) {
 	env := gateEnv(nil)
 	rep.note("environment: %s", envText(env))
 	rep.note("mock 16 slots × 100 ms (±30 %%); one tenant at 3× capacity for 20 s from a cold start; clients close their connection after %v; health read every 100 ms", giveUpTimeout)
-	var runs []giveUpRun
-	for _, seed := range seedsOf(o) {
-		run, err := runGiveUp(ctx, o, seed, env)
-		if err != nil {
-			return rep, err
-		}
-		runs = append(runs, run)
+	runs, err := runSeeds(o, func(seed int64) (giveUpRun, error) { return runGiveUp(ctx, o, seed, env) })
+	if err != nil {
+		return rep, err
 	}
 	rep.note("request cost: %s = %g", runs[0].costFrom, runs[0].cost)
 	rep.figureSeeds("requests sent", colOf(runs, func(r giveUpRun) float64 { return float64(r.sent) }), "")
@@ -56,8 +48,7 @@ func RunGiveUp(ctx context.Context, o Options) (Report, error) {
 	rep.figureSeeds("mean limit ÷ knee", colOf(runs, func(r giveUpRun) float64 { return r.meanRatio }), "×")
 	rep.gate("clients giving up: largest limit ÷ knee", aggMax, colOf(runs, func(r giveUpRun) float64 { return r.maxRatio }), "≤ 1.3", "×",
 		func(v float64) bool { return v <= 1.3 }, "the tightest currentLimit in health, every 100 ms, ÷ (16 slots × request cost)")
-	rep.generatorFigure(colOf(runs, func(r giveUpRun) float64 { return 100 * r.late }), colOf(runs, func(r giveUpRun) float64 { return r.lagP99 }))
-	rep.account("give-up", runs[0].samples, runs[0].mock, runs[0].drained, runs[0].pts, true)
+	closeOut(&rep, "give-up", runs, true)
 	return rep, nil
 }
 
@@ -81,8 +72,7 @@ func runGiveUp(ctx context.Context, o Options, seed int64, env map[string]string
 	if len(ss) == 0 {
 		return out, errNoSamples
 	}
-	out.samples, out.pts = ss, pts
-	out.mock, out.drained = r.drain(phases(o, 20*time.Second, 5*time.Second))
+	out.settle(r, ss, pts, phases(o, 20*time.Second, 5*time.Second))
 	out.cost, out.costFrom = measuredCost(ss, pts, estimateCost(len(body("gu")), 1, 0, 0, false))
 	knee := float64(slots) * out.cost
 	lim := withLimit(pts)
@@ -114,7 +104,5 @@ func runGiveUp(ctx context.Context, o Options, seed int64, env map[string]string
 			out.completedAfterLeft++
 		}
 	}
-	late, p99 := lateSends(ss)
-	out.late, out.lagP99 = late, ms(p99)
 	return out, nil
 }

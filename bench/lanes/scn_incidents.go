@@ -46,10 +46,7 @@ type incidentRun struct {
 	raAfter       string
 	noRetry       int // non-200 answers with X-Should-Retry: false
 	codesAfter    map[string]int
-	late, lagP99  float64
-	samples       []sample
-	mock          mockprovider.Counters
-	drained       bool
+	seedRun
 }
 
 // RunIncidents: the only target of a model hangs, answers 429 with
@@ -111,16 +108,14 @@ func RunIncidents(ctx context.Context, o Options) (Report, error) {
 		}), rs[0].span, fmt.Sprintf("≤ %g", goal), "s", func(v float64) bool { return v <= goal },
 			"goal max(provider hint %v, 5 s)", in.hint)
 	}
-	var lates, lags []float64
+	var all []incidentRun
 	for i := range incidents {
-		for _, r := range runs[i] {
-			lates, lags = append(lates, 100*r.late), append(lags, r.lagP99)
-		}
+		all = append(all, runs[i]...)
 	}
-	rep.generatorFigure(lates, lags)
+	rep.generatorFigure(colOf(all, func(r incidentRun) float64 { return r.late }), colOf(all, func(r incidentRun) float64 { return r.lagP99 }))
 	for i, in := range incidents {
-		r := runs[i][0]
-		rep.account(in.name, r.samples, r.mock, r.drained, nil, false)
+		b := runs[i][0].seed()
+		rep.account(in.name, b.samples, b.mock, b.drained, nil, false)
 	}
 	return rep, nil
 }
@@ -155,8 +150,7 @@ func runIncident(ctx context.Context, o Options, seed int64, in incident, env ma
 	if len(ss) == 0 {
 		return out, errNoSamples
 	}
-	out.samples = ss
-	out.mock, out.drained = r.drain(phases(o, 10*time.Second, 5*time.Second))
+	out.settle(r, ss, nil, phases(o, 10*time.Second, 5*time.Second))
 	out.recover, out.flowed = flowsAgain(ss, recovery, recovery+after, 500*time.Millisecond)
 	out.span = after.Seconds()
 	out.firstOK = math.NaN()
@@ -196,8 +190,6 @@ func runIncident(ctx context.Context, o Options, seed int64, in incident, env ma
 			out.providerAfter++
 		}
 	}
-	late, p99 := lateSends(ss)
-	out.late, out.lagP99 = late, ms(p99)
 	return out, nil
 }
 

@@ -10,14 +10,10 @@ import (
 
 // latencyRun is one seed of the latency step.
 type latencyRun struct {
-	throughput, inflight     float64 // ÷ new capacity, ÷ slots, from 10 s after the step
-	limitBefore, limitAfter  float64 // ÷ knee
-	p50After                 float64
-	late, lagP99             float64
-	samples                  []sample
-	pts                      []point
-	mock                     mockprovider.Counters
-	drained                  bool
+	throughput, inflight    float64 // ÷ new capacity, ÷ slots, from 10 s after the step
+	limitBefore, limitAfter float64 // ÷ knee
+	p50After                float64
+	seedRun
 	costFrom                 string
 	cost                     float64
 	capacityOld, capacityNew float64
@@ -34,13 +30,9 @@ func RunLatencyStep(ctx context.Context, o Options) (Report, error) {
 	env := gateEnv(nil)
 	rep.note("environment: %s", envText(env))
 	rep.note("mock 32 slots, 200 → 400 ms (±30 %%) after a 15 s warm-up, then 25 s; one tenant at 1.25× the 200 ms capacity, clients give up after 10 s; measured from 10 s after the step")
-	var runs []latencyRun
-	for _, seed := range seedsOf(o) {
-		run, err := runLatencyStep(ctx, o, seed, env)
-		if err != nil {
-			return rep, err
-		}
-		runs = append(runs, run)
+	runs, err := runSeeds(o, func(seed int64) (latencyRun, error) { return runLatencyStep(ctx, o, seed, env) })
+	if err != nil {
+		return rep, err
 	}
 	col := func(f func(latencyRun) float64) []float64 { return colOf(runs, f) }
 	rep.note("request cost: %s = %g", runs[0].costFrom, runs[0].cost)
@@ -52,12 +44,7 @@ func RunLatencyStep(ctx context.Context, o Options) (Report, error) {
 		"≥ 0.9", "×", func(v float64) bool { return v >= 0.9 }, "successes completed from 10 s after the step to the end, per second, ÷ slots ÷ 400 ms")
 	rep.gate("latency doubles: provider mean in flight ÷ slots", aggMedian, col(func(r latencyRun) float64 { return r.inflight }),
 		"≥ 0.9", "×", func(v float64) bool { return v >= 0.9 }, "mock's time-integrated in flight over the same span")
-	var lates, lags []float64
-	for _, r := range runs {
-		lates, lags = append(lates, 100*r.late), append(lags, r.lagP99)
-	}
-	rep.generatorFigure(lates, lags)
-	rep.account("latency-step", runs[0].samples, runs[0].mock, runs[0].drained, runs[0].pts, true)
+	closeOut(&rep, "latency-step", runs, true)
 	return rep, nil
 }
 
@@ -87,8 +74,7 @@ func runLatencyStep(ctx context.Context, o Options, seed int64, env map[string]s
 	if len(ss) == 0 {
 		return out, errNoSamples
 	}
-	out.samples, out.pts = ss, pts
-	out.mock, out.drained = r.drain(5 * time.Second)
+	out.settle(r, ss, pts, 5*time.Second)
 	out.cost, out.costFrom = measuredCost(ss, pts, estimateCost(len(body("lat")), 1, 0, 0, false))
 	knee := float64(slots) * out.cost
 	from := warm + settle
@@ -105,7 +91,5 @@ func runLatencyStep(ctx context.Context, o Options, seed int64, env map[string]s
 	out.limitBefore = meanLimit(between(lim, warm-2*time.Second, warm), point.effectiveLimit) / knee
 	out.limitAfter = meanLimit(between(lim, end-2*time.Second, end), point.effectiveLimit) / knee
 	out.p50After = ms(summarize(ss, func(s sample) bool { return s.at >= from }).p50)
-	late, p99 := lateSends(ss)
-	out.late, out.lagP99 = late, ms(p99)
 	return out, nil
 }

@@ -17,13 +17,9 @@ func RunNoisyNeighbourDefaults(ctx context.Context, o Options) (Report, error) {
 	env := defaultsEnv()
 	rep.note("environment: %s (the defaults: only the mode is set, because the gate needs enforce)", envText(env))
 	rep.note("mock 16 slots × 100 ms (±30 %%); B alone at 30 %% for 10 s, then B beside A at 5× for 20 s")
-	var runs []nnRun
-	for _, seed := range seedsOf(o) {
-		run, err := runNoisyNeighbour(ctx, o, env, seed)
-		if err != nil {
-			return rep, err
-		}
-		runs = append(runs, run)
+	runs, err := runSeeds(o, func(seed int64) (nnRun, error) { return runNoisyNeighbour(ctx, o, env, seed) })
+	if err != nil {
+		return rep, err
 	}
 	rep.figureSeeds("B unloaded p99", colOf(runs, func(r nnRun) float64 { return ms(r.unloaded.p99) }), "ms")
 	rep.figureSeeds("B p99 beside A", colOf(runs, func(r nnRun) float64 { return ms(r.loaded.p99) }), "ms")
@@ -44,6 +40,6 @@ func RunNoisyNeighbourDefaults(ctx context.Context, o Options) (Report, error) {
 	}), "≤ 0.5", "%", func(v float64) bool { return v <= 0.5 }, "B's answers other than 200")
 	rep.gate("defaults: A goodput ÷ the capacity B leaves", aggMedian, colOf(runs, func(r nnRun) float64 { return r.goodputShare }), "≥ 0.9", "×",
 		func(v float64) bool { return v >= 0.9 }, "A's successes per second ÷ (capacity − B's rate)")
-	rep.account("noisy-neighbour-defaults", runs[0].samples, runs[0].mock, runs[0].drained, nil, false)
+	closeOut(&rep, "noisy-neighbour-defaults", runs, false)
 	return rep, nil
 }

@@ -27,10 +27,7 @@ type overloadLevel struct {
 type overloadRun struct {
 	unloadedP99 float64
 	levels      []overloadLevel
-	samples     []sample
-	mock        mockprovider.Counters
-	drained     bool
-	pts         []point
+	seedRun
 }
 
 // RunOverload: one tenant offers 5× and then 10× the provider's capacity
@@ -44,13 +41,9 @@ func RunOverload(ctx context.Context, o Options) (Report, error) {
 	env := gateEnv(nil)
 	rep.note("environment: %s", envText(env))
 	rep.note("mock 16 slots × 100 ms (±30 %%); one tenant: 10 s at 30 %% (unloaded p99), 20 s at 5×, 3 s idle, 20 s at 10×; clients give up after 10 s")
-	var runs []overloadRun
-	for _, seed := range seedsOf(o) {
-		run, err := runOverload(ctx, o, seed, env)
-		if err != nil {
-			return rep, err
-		}
-		runs = append(runs, run)
+	runs, err := runSeeds(o, func(seed int64) (overloadRun, error) { return runOverload(ctx, o, seed, env) })
+	if err != nil {
+		return rep, err
 	}
 	rep.figureSeeds("unloaded success p99", colOf(runs, func(r overloadRun) float64 { return r.unloadedP99 }), "ms")
 	for li, f := range overloadLevels {
@@ -72,7 +65,8 @@ func RunOverload(ctx context.Context, o Options) (Report, error) {
 			func(v float64) bool { return v <= 10 }, "429/503 latency from the actual send")
 		rep.generatorFigure(lv(func(l overloadLevel) float64 { return 100 * l.late }), lv(func(l overloadLevel) float64 { return l.lag99 }))
 	}
-	rep.account("overload", runs[0].samples, runs[0].mock, runs[0].drained, runs[0].pts, true)
+	b := runs[0].seed()
+	rep.account("overload", b.samples, b.mock, b.drained, b.pts, true)
 	return rep, nil
 }
 
@@ -102,9 +96,7 @@ func runOverload(ctx context.Context, o Options, seed int64, env map[string]stri
 	t0 := time.Now()
 	ob := r.observe(t0, 250*time.Millisecond)
 	res := r.drive(ctx, t0, seed, ss...)
-	out.pts = ob.finish()
-	out.samples = allSamples(res)
-	out.mock, out.drained = r.drain(5 * time.Second)
+	out.settle(r, allSamples(res), ob.finish(), 5*time.Second)
 	unloaded := summarize(res.by["calib"], nil)
 	if unloaded.ok == 0 {
 		return out, errNoSamples

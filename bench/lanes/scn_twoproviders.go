@@ -28,11 +28,7 @@ type twoRun struct {
 	globalA, globalB           float64 // the tightest limit of all
 	okA, okB                   float64 // successes per second
 	paths                      []string
-	late, lagP99               float64
-	samples                    []sample
-	pts                        []point
-	mock                       mockprovider.Counters
-	drained                    bool
+	seedRun
 }
 
 // RunTwoProviders: a round-robin model over a 16-slot and a 48-slot
@@ -49,13 +45,9 @@ func RunTwoProviders(ctx context.Context, o Options) (Report, error) {
 	rep.note("environment: %s", envText(env))
 	rep.note("model duo: round-robin over provider small (m-small: 16 slots × 100 ms) and provider big (m-big: 48 slots × 100 ms), ±30 %% latency; one tenant at 1.25× the joint 640 req/s; clients give up after 10 s")
 	rep.note("phase A 20 s (measured from 5 s); phase B: m-small at 400 ms for 20 s (measured from 5 s in); per-upstream limits are health currentLimits whose path names small or big")
-	var runs []twoRun
-	for _, seed := range seedsOf(o) {
-		run, err := runTwoProviders(ctx, o, seed, env)
-		if err != nil {
-			return rep, err
-		}
-		runs = append(runs, run)
+	runs, err := runSeeds(o, func(seed int64) (twoRun, error) { return runTwoProviders(ctx, o, seed, env) })
+	if err != nil {
+		return rep, err
 	}
 	rep.note("limit paths in health: %v", runs[0].paths)
 	use := func(f func(twoRun) upstreamUse, g func(upstreamUse) float64) []float64 {
@@ -85,8 +77,7 @@ func RunTwoProviders(ctx context.Context, o Options) (Report, error) {
 	bigLimit := colOf(runs, func(r twoRun) float64 { return r.bigB.limit / r.bigA.limit })
 	rep.gate("B: m-big's own limit ÷ its limit in A", aggMedian, bigLimit, "≥ 0.9", "×", func(v float64) bool { return v >= 0.9 },
 		"%s", map[bool]string{true: "n/a: health reports no limit per upstream", false: "health's per-upstream currentLimit"}[math.IsNaN(median(bigLimit))])
-	rep.generatorFigure(colOf(runs, func(r twoRun) float64 { return 100 * r.late }), colOf(runs, func(r twoRun) float64 { return r.lagP99 }))
-	rep.account("two-providers", runs[0].samples, runs[0].mock, runs[0].drained, runs[0].pts, true)
+	closeOut(&rep, "two-providers", runs, true)
 	return rep, nil
 }
 
@@ -117,8 +108,8 @@ func runTwoProviders(ctx context.Context, o Options, seed int64, env map[string]
 	if len(ss) == 0 {
 		return out, errNoSamples
 	}
-	out.samples, out.pts, out.paths = ss, pts, limitPaths(pts)
-	out.mock, out.drained = r.drain(5 * time.Second)
+	out.settle(r, ss, pts, 5*time.Second)
+	out.paths = limitPaths(pts)
 	spanA, spanB := between(pts, settle, phaseA), between(pts, phaseA+settle, end)
 	measure := func(span []point, model, provider string, slots int) upstreamUse {
 		in, q := meanInflight(span, model)
@@ -139,7 +130,5 @@ func runTwoProviders(ctx context.Context, o Options, seed int64, env map[string]
 		return float64(n) / (to - from).Seconds()
 	}
 	out.okA, out.okB = okIn(settle, phaseA), okIn(phaseA+settle, end)
-	late, p99 := lateSends(ss)
-	out.late, out.lagP99 = late, ms(p99)
 	return out, nil
 }

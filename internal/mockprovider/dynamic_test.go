@@ -11,20 +11,7 @@ import (
 // newLoggedEnv is newEnv with the request log on, keeping x-request-id.
 func newLoggedEnv(t *testing.T) *testEnv {
 	t.Helper()
-	srv := New(Options{RequestLog: RequestLogOptions{Max: 100, Headers: []string{"X-Request-Id"}}})
-	addr, err := srv.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("start mock: %v", err)
-	}
-	e := &testEnv{srv: srv, base: "http://" + addr, hc: newEnvClient()}
-	e.admin = &Client{BaseURL: e.base}
-	t.Cleanup(func() {
-		e.hc.CloseIdleConnections()
-		if err := srv.Close(); err != nil {
-			t.Errorf("close mock: %v", err)
-		}
-	})
-	return e
+	return newEnvWith(t, Options{RequestLog: RequestLogOptions{Max: 100, Headers: []string{"X-Request-Id"}}})
 }
 
 // fire sends n requests to model m at once and returns a wait for their

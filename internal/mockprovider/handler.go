@@ -133,6 +133,11 @@ func (s *Server) serveModel(ctx *fasthttp.RequestCtx, ep endpoint) {
 		q.serveFailure(ctx)
 		return
 	}
+	q.succeed(ctx)
+}
+
+// succeed answers with the success body or stream.
+func (q *request) succeed(ctx *fasthttp.RequestCtx) {
 	if q.stream {
 		q.startStream(ctx, FailNone)
 		return

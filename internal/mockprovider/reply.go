@@ -16,14 +16,7 @@ func (q *request) serveFailure(ctx *fasthttp.RequestCtx) {
 			q.interrupted(ctx, res)
 			return
 		}
-		// The behaviour changed: the stall is over and the request is
-		// answered as a success.
-		if q.stream {
-			q.startStream(ctx, FailNone)
-			return
-		}
-		q.replyBody(ctx)
-		q.end(outcomeCompleted)
+		q.succeed(ctx) // the behaviour changed: the stall is over
 	case FailReset:
 		if q.stream && f.AfterChunks >= 0 {
 			q.startStream(ctx, FailReset)
