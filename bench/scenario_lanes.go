@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 
 	"github.com/omniroute/gateway/bench/lanes"
 	"github.com/omniroute/gateway/bench/report"
@@ -50,11 +51,15 @@ func init() {
 
 func lanesScenario(run func(context.Context, lanes.Options) (lanes.Report, error)) func(context.Context, *Runner, *report.Scenario) error {
 	return func(ctx context.Context, r *Runner, s *report.Scenario) error {
+		load0 := loadAvg()
 		rep, err := run(ctx, lanes.Options{Full: r.cfg.LanesFull, Seed: int64(r.cfg.Seed), Scale: r.cfg.LanesScale})
 		if err != nil {
 			return err
 		}
 		s.Notes = append(s.Notes, rep.Notes...)
+		// These scenarios share the cores with what they measure; a busy
+		// machine shows in their latencies first.
+		s.Notes = append(s.Notes, fmt.Sprintf("machine load average (1 min) at the start / end of the scenario: %.2f / %.2f on %d CPUs", load0, loadAvg(), runtime.NumCPU()))
 		for _, f := range rep.Figures {
 			if math.IsNaN(f.Value) || math.IsInf(f.Value, 0) {
 				continue // not measured; the external report has it as null
