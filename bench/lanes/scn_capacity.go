@@ -26,7 +26,7 @@ type capacityRun struct {
 	seedRun
 }
 
-// RunCapacityStep: a provider of 32 slots × 100 ms, offered 1.25× its
+// RunCapacityStep: a provider of 32 slots × 200 ms, offered 1.25× its
 // capacity, loses half its slots for 20 s and gets them back. The knee in
 // cost units is slots × one request's cost (as the gateway reports it).
 // Gates: the limit is within 1.2× of the new knee (knee ÷ 1.2 … 1.2 ×
@@ -37,7 +37,7 @@ func RunCapacityStep(ctx context.Context, o Options) (Report, error) {
 	rep := Report{Scenario: "capacity-step", Full: o.Full}
 	env := gateEnv(nil)
 	rep.note("environment: %s", envText(env))
-	rep.note("mock 32 → 16 → 32 slots × 100 ms (±30 %%), slots resized in place; one tenant at 1.25× the 32-slot capacity, clients give up after 10 s")
+	rep.note("mock 32 → 16 → 32 slots × 200 ms (±30 %%), slots resized in place; one tenant at 1.25× the 32-slot capacity, clients give up after 10 s")
 	rep.note("warm-up 15 s, halved 20 s, restored 20 s; health read every 100 ms; a window is 1 s (ADAPTIVE_ADMISSION_WINDOW_MS default); the limit is the tightest currentLimit health reports")
 	runs, err := runSeeds(o, func(seed int64) (capacityRun, error) { return runCapacityStep(ctx, o, seed, env) })
 	if err != nil {
@@ -77,7 +77,7 @@ func RunCapacityStep(ctx context.Context, o Options) (Report, error) {
 
 func runCapacityStep(ctx context.Context, o Options, seed int64, env map[string]string) (capacityRun, error) {
 	var out capacityRun
-	hi, latency := scaledSlots(o, 32), 100*time.Millisecond
+	hi, latency := scaledSlots(o, 32), 200*time.Millisecond
 	lo := max(1, hi/2)
 	capacity := float64(hi) / latency.Seconds()
 	warm := phases(o, 15*time.Second, 1500*time.Millisecond)

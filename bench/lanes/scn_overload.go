@@ -31,7 +31,8 @@ type overloadRun struct {
 }
 
 // RunOverload: one tenant offers 5× and then 10× the provider's capacity
-// (16 slots × 100 ms) for 20 s each, after a calibration at 30 %. Gates per
+// (16 slots × 200 ms: 80 req/s, so 10× stays within what a small machine
+// can send) for 20 s each, after a calibration at 30 %. Gates per
 // level: goodput ≥ 90 % of capacity; success p99 ≤ 2× the unloaded p99;
 // every refusal is a 429 or 503 with Retry-After and a reason (no other
 // failure, no client timeout); refusal p99 ≤ 10 ms.
@@ -40,7 +41,7 @@ func RunOverload(ctx context.Context, o Options) (Report, error) {
 	rep := Report{Scenario: "overload-5x-10x", Full: o.Full}
 	env := gateEnv(nil)
 	rep.note("environment: %s", envText(env))
-	rep.note("mock 16 slots × 100 ms (±30 %%); one tenant: 10 s at 30 %% (unloaded p99), 20 s at 5×, 3 s idle, 20 s at 10×; clients give up after 10 s")
+	rep.note("mock 16 slots × 200 ms (±30 %%), capacity 80 req/s; one tenant: 10 s at 30 %% (unloaded p99), 20 s at 5×, 3 s idle, 20 s at 10×; clients give up after 10 s")
 	runs, err := runSeeds(o, func(seed int64) (overloadRun, error) { return runOverload(ctx, o, seed, env) })
 	if err != nil {
 		return rep, err
@@ -55,7 +56,7 @@ func RunOverload(ctx context.Context, o Options) (Report, error) {
 		rep.figureSeeds(name+": refusals", lv(func(l overloadLevel) float64 { return float64(l.rejections) }), "")
 		rep.note("%s, first seed: statuses %v, codes %s", name, runs[0].levels[li].statuses, topCodes(runs[0].levels[li].codes, 4))
 		rep.gate(name+": goodput ÷ capacity", aggMedian, lv(func(l overloadLevel) float64 { return l.goodput }), "≥ 0.9", "×",
-			func(v float64) bool { return v >= 0.9 }, "successes among the requests sent at this level, per second, ÷ slots ÷ 100 ms")
+			func(v float64) bool { return v >= 0.9 }, "successes among the requests sent at this level, per second, ÷ slots ÷ 200 ms")
 		rep.gate(name+": success p99 ÷ unloaded p99", aggMedian, lv(func(l overloadLevel) float64 { return l.p99Ratio }), "≤ 2", "×",
 			func(v float64) bool { return v <= 2 }, "p99 of the successes (from the send) ÷ the calibration's")
 		rep.gate(name+": answers that are neither 200 nor 429/503 with Retry-After and a reason", aggMax,
@@ -72,7 +73,7 @@ func RunOverload(ctx context.Context, o Options) (Report, error) {
 
 func runOverload(ctx context.Context, o Options, seed int64, env map[string]string) (overloadRun, error) {
 	var out overloadRun
-	slots, latency := scaledSlots(o, 16), 100*time.Millisecond
+	slots, latency := scaledSlots(o, 16), 200*time.Millisecond
 	capacity := float64(slots) / latency.Seconds()
 	calib := phases(o, 10*time.Second, time.Second)
 	level := phases(o, 20*time.Second, time.Second)

@@ -32,8 +32,8 @@ type twoRun struct {
 }
 
 // RunTwoProviders: a round-robin model over a 16-slot and a 48-slot
-// provider (100 ms each) offered 1.25× their joint capacity; after 20 s
-// the small one slows to 400 ms for 20 s. Gates: each provider runs at its
+// provider (200 ms each: 80 and 240 req/s) offered 1.25× their joint
+// capacity; after 20 s the small one slows to 800 ms for 20 s. Gates: each provider runs at its
 // own knee (mean in flight ≥ 0.9 × its slots, and in flight plus queued at
 // the provider ≤ 1.2 × its slots), and while the small one is slow the big
 // one still runs at its knee and its own limit (when the gateway reports
@@ -43,8 +43,8 @@ func RunTwoProviders(ctx context.Context, o Options) (Report, error) {
 	rep := Report{Scenario: "two-providers", Full: o.Full}
 	env := gateEnv(nil)
 	rep.note("environment: %s", envText(env))
-	rep.note("model duo: round-robin over provider small (m-small: 16 slots × 100 ms) and provider big (m-big: 48 slots × 100 ms), ±30 %% latency; one tenant at 1.25× the joint 640 req/s; clients give up after 10 s")
-	rep.note("phase A 20 s (measured from 5 s); phase B: m-small at 400 ms for 20 s (measured from 5 s in); per-upstream limits are health currentLimits whose path names small or big")
+	rep.note("model duo: round-robin over provider small (m-small: 16 slots × 200 ms) and provider big (m-big: 48 slots × 200 ms), ±30 %% latency; one tenant at 1.25× the joint 320 req/s; clients give up after 10 s")
+	rep.note("phase A 20 s (measured from 5 s); phase B: m-small at 800 ms for 20 s (measured from 5 s in); per-upstream limits are health currentLimits whose path names small or big")
 	runs, err := runSeeds(o, func(seed int64) (twoRun, error) { return runTwoProviders(ctx, o, seed, env) })
 	if err != nil {
 		return rep, err
@@ -57,8 +57,8 @@ func RunTwoProviders(ctx context.Context, o Options) (Report, error) {
 	out := func(u upstreamUse) float64 { return u.outstanding }
 	sa, ba := func(r twoRun) upstreamUse { return r.smallA }, func(r twoRun) upstreamUse { return r.bigA }
 	sb, bb := func(r twoRun) upstreamUse { return r.smallB }, func(r twoRun) upstreamUse { return r.bigB }
-	rep.figureSeeds("A: successes", colOf(runs, func(r twoRun) float64 { return r.okA }), "req/s (capacity 640)")
-	rep.figureSeeds("B: successes", colOf(runs, func(r twoRun) float64 { return r.okB }), "req/s (capacity 520)")
+	rep.figureSeeds("A: successes", colOf(runs, func(r twoRun) float64 { return r.okA }), "req/s (capacity 320)")
+	rep.figureSeeds("B: successes", colOf(runs, func(r twoRun) float64 { return r.okB }), "req/s (capacity 260)")
 	rep.figureSeeds("A: tightest limit", colOf(runs, func(r twoRun) float64 { return r.globalA }), "cost")
 	rep.figureSeeds("B: tightest limit", colOf(runs, func(r twoRun) float64 { return r.globalB }), "cost")
 	rep.figureSeeds("B: m-small mean in flight ÷ slots", use(sb, util), "×")
@@ -84,7 +84,7 @@ func RunTwoProviders(ctx context.Context, o Options) (Report, error) {
 func runTwoProviders(ctx context.Context, o Options, seed int64, env map[string]string) (twoRun, error) {
 	var out twoRun
 	small, big := scaledSlots(o, 16), scaledSlots(o, 48)
-	latency := 100 * time.Millisecond
+	latency := 200 * time.Millisecond
 	capacity := float64(small+big) / latency.Seconds()
 	phaseA, phaseB := phases(o, 20*time.Second, 1500*time.Millisecond), phases(o, 20*time.Second, 1500*time.Millisecond)
 	settle := phases(o, 5*time.Second, 500*time.Millisecond)
