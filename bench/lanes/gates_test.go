@@ -14,7 +14,7 @@ var gateScenarios = []struct {
 	f    func(context.Context, Options) (Report, error)
 }{
 	{"incidents", RunIncidents}, {"capacity-step", RunCapacityStep}, {"latency-step", RunLatencyStep},
-	{"overload", RunOverload}, {"give-up", RunGiveUp}, {"deadline", RunDeadline},
+	{"overload-5x-10x", RunOverload}, {"give-up", RunGiveUp}, {"deadline", RunDeadline},
 	{"big-requests", RunBigRequests}, {"coding-agents", RunCodingAgents}, {"one-tenant-256", RunFanIn},
 	{"two-providers", RunTwoProviders}, {"noisy-neighbour-defaults", RunNoisyNeighbourDefaults},
 }
