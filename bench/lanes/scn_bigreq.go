@@ -38,7 +38,7 @@ func RunBigRequests(ctx context.Context, o Options) (Report, error) {
 	rep := Report{Scenario: "big-requests", Full: o.Full}
 	env := gateEnv(nil)
 	rep.note("environment: %s", envText(env))
-	rep.note("mock 16 slots × 100 ms (±30 %%); tenant small: 1 KiB bodies at 60 %% of capacity (10 s alone, then 20 s beside big); tenant big: 2 MiB bodies at 20 %%; clients wait up to 30 s")
+	rep.note("mock 16 slots × 100 ms (±30 %%); tenant small: 1 KiB bodies at 60 %% of capacity (5 s warm-up, 10 s alone, then 20 s beside big); tenant big: 2 MiB bodies at 20 %%; clients wait up to 30 s")
 	runs, err := runSeeds(o, func(seed int64) (bigRun, error) { return runBigRequests(ctx, o, seed, env) })
 	if err != nil {
 		return rep, err
@@ -54,7 +54,8 @@ func RunBigRequests(ctx context.Context, o Options) (Report, error) {
 	rep.gate("big requests: 2 MiB requests served", aggMedian, colOf(runs, func(r bigRun) float64 { return 100 * r.bigServed }), "≥ 90", "%",
 		func(v float64) bool { return v >= 90 }, "200 answers among the 2 MiB requests")
 	rep.gate("big requests: 1 KiB p99 added over unloaded", aggMedian, colOf(runs, func(r bigRun) float64 { return r.smallAdded }), "≤ 100", "ms",
-		func(v float64) bool { return v <= 100 }, "p99 beside the 2 MiB tenant − p99 alone")
+		func(v float64) bool { return v <= 100 }, "p99 beside the 2 MiB tenant − p99 alone (after a 5 s warm-up); it says little while the 2 MiB requests are refused (served: %s %%)",
+		seedList(colOf(runs, func(r bigRun) float64 { return 100 * r.bigServed })))
 	closeOut(&rep, "big-requests", runs, false)
 	return rep, nil
 }
@@ -63,7 +64,7 @@ func runBigRequests(ctx context.Context, o Options, seed int64, env map[string]s
 	var out bigRun
 	slots, latency := scaledSlots(o, 16), 100*time.Millisecond
 	capacity := float64(slots) / latency.Seconds()
-	calib := phases(o, 10*time.Second, time.Second)
+	warm, calib := phases(o, 5*time.Second, 500*time.Millisecond), phases(o, 10*time.Second, time.Second)
 	mixed := phases(o, 20*time.Second, 2*time.Second)
 	bigRate := 0.2 * capacity
 	if !o.Full {
@@ -74,8 +75,13 @@ func runBigRequests(ctx context.Context, o Options, seed int64, env map[string]s
 		return out, err
 	}
 	defer r.close()
-	small := stream{name: "small-alone", rate: 0.6 * capacity, to: calib, path: "/v1/chat/completions", bodyRaw: sizedBody("big", 1<<10),
+	small := stream{name: "small-alone", rate: 0.6 * capacity, to: warm, path: "/v1/chat/completions", bodyRaw: sizedBody("big", 1<<10),
 		headers: []string{"Authorization", "Bearer tenant-small"}, timeout: 30 * time.Second}
+	// A warm-up first: 60 % of capacity is more than the default initial
+	// limit admits at once, and a calibration that includes the limit's
+	// climb would make "unloaded" slower than steady state.
+	r.drive(ctx, time.Now(), seed+2, small)
+	small.to = calib
 	unloaded := summarize(r.drive(ctx, time.Now(), seed, small).by["small-alone"], nil)
 	if unloaded.ok == 0 {
 		return out, errNoSamples
