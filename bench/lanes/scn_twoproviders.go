@@ -33,11 +33,11 @@ type twoRun struct {
 
 // RunTwoProviders: a round-robin model over a 16-slot and a 48-slot
 // provider (200 ms each: 80 and 240 req/s) offered 1.25× their joint
-// capacity; after 20 s the small one slows to 800 ms for 20 s. Gates: each provider runs at its
-// own knee (mean in flight ≥ 0.9 × its slots, and in flight plus queued at
-// the provider ≤ 1.2 × its slots), and while the small one is slow the big
-// one still runs at its knee and its own limit (when the gateway reports
-// per-upstream limits) does not fall.
+// capacity; after 20 s the small one slows to 800 ms for 20 s. Gates: each
+// provider runs at its own knee (mean in flight ≥ 0.9 × its slots, and in
+// flight plus queued at the provider ≤ 1.2 × its slots), and while the
+// small one is slow the big one still runs at its knee and its own limit
+// (when the gateway reports per-upstream limits) does not fall.
 func RunTwoProviders(ctx context.Context, o Options) (Report, error) {
 	o.defaults()
 	rep := Report{Scenario: "two-providers", Full: o.Full}
