@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"testing"
 
@@ -56,8 +57,29 @@ func TestSelectScenarios(t *testing.T) {
 	if err != nil || len(run) != 3 || run[0].Name != "passthrough" || run[1].Name != "fanout" || run[2].Name != "largebody" {
 		t.Fatalf("explicit selection: %v, %v", run, err)
 	}
-	if _, _, err := selectScenarios([]string{"nope"}); err == nil || !strings.Contains(err.Error(), "passthrough") {
+	if _, _, err := selectScenarios([]string{"nope"}); err == nil || !strings.Contains(err.Error(), "passthrough") || !strings.Contains(err.Error(), GatesGroup) {
 		t.Fatalf("unknown scenario: %v", err)
+	}
+}
+
+// TestGateScenariosWired: every issue-11 gate scenario is registered under
+// the gates group, outside the default set (they take minutes each), and
+// the group name selects exactly them.
+func TestGateScenariosWired(t *testing.T) {
+	want := []string{"incidents", "capacity-step", "latency-step", "overload-5x-10x", "give-up", "deadline", "big-requests",
+		"coding-agents", "one-tenant-256", "two-providers", "noisy-neighbour-defaults"}
+	run, _, err := selectScenarios([]string{GatesGroup})
+	if err != nil || len(run) != len(want) {
+		t.Fatalf("gates group: %d scenarios, %v", len(run), err)
+	}
+	for i, s := range run {
+		if s.Name != want[i] || s.Default || s.Run == nil || s.Group != GatesGroup || !strings.Contains(s.Description, "enforce") {
+			t.Errorf("scenario %d: %+v", i, s)
+		}
+	}
+	run, _, err = selectScenarios([]string{"passthrough", GatesGroup, "incidents"})
+	if err != nil || len(run) != len(want)+1 || run[0].Name != "passthrough" {
+		t.Fatalf("mixed selection: %d, %v", len(run), err)
 	}
 }
 
@@ -242,6 +264,7 @@ func TestLanesCheck(t *testing.T) {
 		{"full-run gate in a smoke run", lanes.Check{Name: "x", OK: false, Smoke: false, Value: &v, Goal: "≤ 1"}, false, report.NA},
 		{"full-run gate in a full run", lanes.Check{Name: "x", OK: false, Smoke: false, Value: &v, Goal: "≤ 1"}, true, report.Fail},
 		{"no value", lanes.Check{Name: "x", OK: true, Smoke: true}, true, report.NA},
+		{"seeds, one never reached", lanes.Check{Name: "x", OK: false, Value: &v, Goal: "≤ 1", Seeds: []float64{v, math.Inf(1), math.NaN()}}, true, report.Fail},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -249,8 +272,8 @@ func TestLanesCheck(t *testing.T) {
 			if c.Status != tc.status || (c.Value == nil) != (c.Status == report.NA) || c.Goal == "" || c.Metric != "x" {
 				t.Fatalf("%+v", c)
 			}
-			if c.Value != nil && *c.Value != v {
-				t.Fatalf("value %v", *c.Value)
+			if c.Value != nil && (*c.Value != v || len(c.Rounds) != 1 || c.Rounds[0] != v) {
+				t.Fatalf("value %v rounds %v (not-measured and never-reached seeds must be left out)", *c.Value, c.Rounds)
 			}
 		})
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	lanesactor "github.com/omniroute/gateway/actors/lanes"
-	"github.com/omniroute/gateway/internal/admission"
+	"github.com/omniroute/gateway/bench/lanes"
 )
 
 // admissionHealth reads the adaptive controller's section of a gateway's
@@ -33,8 +33,6 @@ func admissionHealth(addr string) (*lanesactor.Snapshot, error) {
 }
 
 // requestCost is the adaptive controller's price of body as a
-// single-target request with the default quanta (the benchmark's small
-// chat request costs 1: one place at the provider).
-func requestCost(body []byte) int64 {
-	return admission.DefaultCost().Cost(admission.Features{InputTokens: int64(len(body)+3) / 4, Fanout: 1})
-}
+// single-target request with the default cost function (the benchmark's
+// small chat request costs 1: one place at the provider).
+func requestCost(body []byte) int64 { return lanes.EstimateCost(len(body)) }

@@ -23,6 +23,9 @@ type Scenario struct {
 	Order int
 	// Default puts the scenario in a run that names none.
 	Default bool
+	// Group is a name that selects this scenario together with the others
+	// of its group (e.g. "gates").
+	Group string
 	// Unavailable says why this build cannot run the scenario; such
 	// scenarios are listed in the report as "not available in this build"
 	// and never faked.
@@ -79,13 +82,19 @@ func selectScenarios(names []string) (run []Scenario, unavailable []report.Unava
 	}
 	want := map[string]bool{}
 	for _, n := range names {
+		if members := groupMembers(n); len(members) > 0 {
+			for _, m := range members {
+				want[m] = true
+			}
+			continue
+		}
 		s, ok := Lookup(n)
 		if !ok {
 			var all []string
 			for _, s := range registry {
 				all = append(all, s.Name)
 			}
-			return nil, nil, fmt.Errorf("unknown scenario %q: choose from %s", n, strings.Join(all, ", "))
+			return nil, nil, fmt.Errorf("unknown scenario %q: choose from %s, or a group (%s)", n, strings.Join(all, ", "), strings.Join(groups(), ", "))
 		}
 		want[s.Name] = true
 	}
@@ -95,4 +104,27 @@ func selectScenarios(names []string) (run []Scenario, unavailable []report.Unava
 		}
 	}
 	return run, unavailable, nil
+}
+
+// groupMembers lists the scenarios of group name (none when it is not a
+// group).
+func groupMembers(name string) []string {
+	var out []string
+	for _, s := range registry {
+		if s.Group != "" && s.Group == name {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// groups lists the group names, in run order.
+func groups() []string {
+	var out []string
+	for _, s := range registry {
+		if s.Group != "" && !slices.Contains(out, s.Group) {
+			out = append(out, s.Group)
+		}
+	}
+	return out
 }

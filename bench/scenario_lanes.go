@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
+	"runtime"
 
 	"github.com/omniroute/gateway/bench/lanes"
 	"github.com/omniroute/gateway/bench/report"
@@ -49,12 +51,24 @@ func init() {
 
 func lanesScenario(run func(context.Context, lanes.Options) (lanes.Report, error)) func(context.Context, *Runner, *report.Scenario) error {
 	return func(ctx context.Context, r *Runner, s *report.Scenario) error {
+		load0 := loadAvg()
 		rep, err := run(ctx, lanes.Options{Full: r.cfg.LanesFull, Seed: int64(r.cfg.Seed), Scale: r.cfg.LanesScale})
 		if err != nil {
 			return err
 		}
+		s.Notes = append(s.Notes, rep.Notes...)
+		// These scenarios share the cores with what they measure; a busy
+		// machine shows in their latencies first.
+		s.Notes = append(s.Notes, fmt.Sprintf("machine load average (1 min) at the start / end of the scenario: %.2f / %.2f on %d CPUs", load0, loadAvg(), runtime.NumCPU()))
 		for _, f := range rep.Figures {
-			s.Figures = append(s.Figures, report.Figure{Name: f.Name, Value: f.Value, Unit: f.Unit, Rounds: []float64{f.Value}})
+			if math.IsNaN(f.Value) || math.IsInf(f.Value, 0) {
+				continue // not measured; the external report has it as null
+			}
+			rounds := finiteOnly(f.Seeds)
+			if len(rounds) == 0 {
+				rounds = []float64{f.Value}
+			}
+			s.Figures = append(s.Figures, report.Figure{Name: f.Name, Value: f.Value, Unit: f.Unit, Rounds: rounds})
 		}
 		checks := make([]report.Check, len(rep.Checks))
 		for i, c := range rep.Checks {
@@ -85,11 +99,26 @@ func lanesCheck(id string, c lanes.Check, full bool) report.Check {
 		ch.Note = "not measurable: " + c.Detail
 	default:
 		v := *c.Value
-		ch.Value, ch.Rounds = &v, []float64{v}
+		ch.Value, ch.Rounds = &v, finiteOnly(c.Seeds)
+		if len(ch.Rounds) == 0 {
+			ch.Rounds = []float64{v}
+		}
 		ch.Status = report.Fail
 		if c.OK {
 			ch.Status = report.Pass
 		}
 	}
 	return ch
+}
+
+// finiteOnly drops NaN (not measured) and ±Inf (never reached) values,
+// which JSON cannot carry.
+func finiteOnly(vs []float64) []float64 {
+	var out []float64
+	for _, v := range vs {
+		if !math.IsNaN(v) && !math.IsInf(v, 0) {
+			out = append(out, v)
+		}
+	}
+	return out
 }

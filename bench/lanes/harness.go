@@ -20,6 +20,7 @@ import (
 	"net"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -67,6 +68,9 @@ type Figure struct {
 	Name  string
 	Value float64
 	Unit  string
+	// Seeds are the per-seed values of a figure measured on several seeds
+	// (Value is their median).
+	Seeds []float64 `json:",omitempty"`
 }
 
 // Check is one gate. Smoke checks hold in the smoke run too; the others
@@ -83,14 +87,19 @@ type Check struct {
 	Value *float64 `json:",omitempty"`
 	Goal  string   `json:",omitempty"`
 	Unit  string   `json:",omitempty"`
+	// Seeds are the per-seed values of a gate measured on several seeds;
+	// Value is their median or their worst (the detail says which).
+	Seeds []float64 `json:",omitempty"`
 }
 
 // Report is a scenario's result.
 type Report struct {
 	Scenario string
 	Full     bool
-	Figures  []Figure
-	Checks   []Check
+	// Notes say how the scenario was set up (environment, definitions).
+	Notes   []string `json:",omitempty"`
+	Figures []Figure
+	Checks  []Check
 }
 
 // OK reports whether every gate that applies to the run held.
@@ -104,7 +113,11 @@ func (r *Report) OK() bool {
 }
 
 func (r *Report) figure(name string, v float64, unit string) {
-	r.Figures = append(r.Figures, Figure{name, v, unit})
+	r.Figures = append(r.Figures, Figure{Name: name, Value: v, Unit: unit})
+}
+
+func (r *Report) note(format string, args ...any) {
+	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
 }
 
 func (r *Report) check(name string, ok, smoke bool, format string, args ...any) {
@@ -130,8 +143,15 @@ func (r *Report) String() string {
 		mode = "full"
 	}
 	fmt.Fprintf(&b, "scenario %s (%s)\n", r.Scenario, mode)
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "  # %s\n", n)
+	}
 	for _, f := range r.Figures {
-		fmt.Fprintf(&b, "  %-46s %12.2f %s\n", f.Name, f.Value, f.Unit)
+		fmt.Fprintf(&b, "  %-46s %12.2f %s", f.Name, f.Value, f.Unit)
+		if len(f.Seeds) > 1 {
+			fmt.Fprintf(&b, " [seeds: %s]", seedList(f.Seeds))
+		}
+		b.WriteByte('\n')
 	}
 	for _, c := range r.Checks {
 		st := "PASS"
@@ -141,7 +161,15 @@ func (r *Report) String() string {
 				st = "fail (full-run gate)"
 			}
 		}
-		fmt.Fprintf(&b, "  [%s] %s: %s\n", st, c.Name, c.Detail)
+		measured := ""
+		if c.Goal != "" {
+			v := "n/a"
+			if c.Value != nil {
+				v = trimFloat(*c.Value)
+			}
+			measured = fmt.Sprintf(" %s %s (goal %s)", v, c.Unit, c.Goal)
+		}
+		fmt.Fprintf(&b, "  [%s] %s:%s: %s\n", st, c.Name, measured, c.Detail)
 	}
 	return b.String()
 }
@@ -162,7 +190,31 @@ type rig struct {
 var GatewayLog *slog.Logger
 
 func startRig(file string, env map[string]string, behaviors map[string]mockprovider.Behavior) (*rig, error) {
-	r := &rig{mock: mockprovider.New(mockprovider.Options{})}
+	return startRigWith(rigSpec{file: file, env: env, behaviors: behaviors})
+}
+
+// rigSpec is a rig's configuration: the gateway's config file (MOCK stands
+// for the mock's address) and environment, the mock's behaviours, and
+// whether the mock keeps its request log (with X-Request-Id, which the
+// gateway forwards from the caller) for correlating requests.
+type rigSpec struct {
+	file       string
+	env        map[string]string
+	behaviors  map[string]mockprovider.Behavior
+	requestLog bool
+}
+
+// requestLogMax bounds the mock's request log in the scenarios that keep
+// one (their offered load stays far below it).
+const requestLogMax = 400_000
+
+func startRigWith(spec rigSpec) (*rig, error) {
+	file, env, behaviors := spec.file, spec.env, spec.behaviors
+	var mo mockprovider.Options
+	if spec.requestLog {
+		mo.RequestLog = mockprovider.RequestLogOptions{Max: requestLogMax, Headers: []string{"X-Request-Id"}}
+	}
+	r := &rig{mock: mockprovider.New(mo)}
 	mockAddr, err := r.mock.Start("127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -241,17 +293,38 @@ type stream struct {
 	from, to time.Duration
 	path     string
 	body     string
+	bodyRaw  []byte   // used instead of body when set (large bodies, not copied)
 	headers  []string // name, value pairs
 	capture  string   // response header to keep
+	// timeout is when the client gives up and closes its connection
+	// (default: a minute).
+	timeout time.Duration
+	// tag sends X-Request-Id "<name>-<n>" (the gateway forwards it), so a
+	// sample can be matched with the mock's request log.
+	tag bool
 }
 
 // sample is one request's result.
 type sample struct {
 	at      time.Duration // start, from the run's t0
 	latency time.Duration
-	status  int
-	header  string
-	code    string
+	// lag is how late the generator sent it (actual minus scheduled start):
+	// a loaded machine shows here first.
+	lag    time.Duration
+	status int // -1: no answer (timeout or connection error)
+	header string
+	code   string
+	id     string // X-Request-Id sent (tagged streams)
+	// timedOut: the client gave up at its timeout.
+	timedOut bool
+	// retryAfter, shouldRetry and reason are the answer's Retry-After,
+	// X-Should-Retry and X-OmniRoute-Reason headers; waitMS is
+	// X-OmniRoute-Admission-Wait-Ms (-1: absent).
+	retryAfter, shouldRetry, reason string
+	waitMS                          int
+	// cost is X-OmniRoute-Admission-Cost, should the gateway report a
+	// request's admission cost (0: absent).
+	cost float64
 }
 
 // results holds samples by stream name.
@@ -276,7 +349,7 @@ func (r *rig) drive(ctx context.Context, t0 time.Time, seed int64, streams ...st
 		go func(s stream, rng *rand.Rand) {
 			defer wg.Done()
 			next := s.from
-			for {
+			for n := 0; ; n++ {
 				next += time.Duration(rng.ExpFloat64() / s.rate * float64(time.Second))
 				if next >= s.to {
 					return
@@ -288,11 +361,15 @@ func (r *rig) drive(ctx context.Context, t0 time.Time, seed int64, streams ...st
 					case <-time.After(d):
 					}
 				}
+				id := ""
+				if s.tag {
+					id = s.name + "-" + strconv.Itoa(n)
+				}
 				wg.Add(1)
-				go func() {
+				go func(due time.Duration) {
 					defer wg.Done()
-					res.add(s.name, r.do(t0, s))
-				}()
+					res.add(s.name, r.do(t0, due, id, s))
+				}(next)
 			}
 		}(s, rand.New(rand.NewSource(seed+int64(i)*7919)))
 	}
@@ -300,7 +377,8 @@ func (r *rig) drive(ctx context.Context, t0 time.Time, seed int64, streams ...st
 	return res
 }
 
-func (r *rig) do(t0 time.Time, s stream) sample {
+// do sends one request of s, due at t0+due, tagged id (when not empty).
+func (r *rig) do(t0 time.Time, due time.Duration, id string, s stream) sample {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
@@ -310,18 +388,41 @@ func (r *rig) do(t0 time.Time, s stream) sample {
 	for i := 0; i+1 < len(s.headers); i += 2 {
 		req.Header.Set(s.headers[i], s.headers[i+1])
 	}
-	req.SetBodyString(s.body)
+	if id != "" {
+		req.Header.Set("X-Request-Id", id)
+	}
+	if s.bodyRaw != nil {
+		req.SetBodyRaw(s.bodyRaw)
+	} else {
+		req.SetBodyString(s.body)
+	}
+	timeout := s.timeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
 	start := time.Now()
-	err := r.client.DoTimeout(req, resp, time.Minute)
-	out := sample{at: start.Sub(t0), latency: time.Since(start)}
+	err := r.client.DoTimeout(req, resp, timeout)
+	out := sample{at: start.Sub(t0), latency: time.Since(start), lag: start.Sub(t0.Add(due)), id: id, waitMS: -1}
 	if err != nil {
 		out.status = -1
 		out.code = err.Error()
+		out.timedOut = errors.Is(err, fasthttp.ErrTimeout)
 		return out
 	}
 	out.status = resp.StatusCode()
 	if s.capture != "" {
 		out.header = string(resp.Header.Peek(s.capture))
+	}
+	out.retryAfter = string(resp.Header.Peek(fasthttp.HeaderRetryAfter))
+	out.shouldRetry = string(resp.Header.Peek("X-Should-Retry"))
+	out.reason = string(resp.Header.Peek("X-OmniRoute-Reason"))
+	if w := resp.Header.Peek("X-OmniRoute-Admission-Wait-Ms"); len(w) > 0 {
+		if n, err := strconv.Atoi(string(w)); err == nil {
+			out.waitMS = n
+		}
+	}
+	if c := resp.Header.Peek("X-OmniRoute-Admission-Cost"); len(c) > 0 {
+		out.cost, _ = strconv.ParseFloat(string(c), 64)
 	}
 	if out.status != 200 {
 		out.code = errorCode(resp.Body())

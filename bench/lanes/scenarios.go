@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,7 +58,7 @@ func sampleMock(m *mockprovider.Server, model string, t0 time.Time, stop <-chan 
 			case <-stop:
 				return
 			case <-tk.C:
-				c := m.Stats().Models[model]
+				c, _ := m.ModelCounters(model)
 				mu.Lock()
 				pts = append(pts, mockPoint{at: time.Since(t0), inflight: c.Inflight, queued: c.Queued})
 				mu.Unlock()
@@ -86,64 +85,90 @@ type mockPoint struct {
 func RunNoisyNeighbour(ctx context.Context, o Options) (Report, error) {
 	o.defaults()
 	rep := Report{Scenario: "noisy-neighbour", Full: o.Full}
-	slots, latency := scaledSlots(o, 16), 100*time.Millisecond
-	capacity := float64(slots) / latency.Seconds()
-	r, err := startRig(fmt.Sprintf(singleModelFile, "nn", "m-nn"), lanesEnv(slots),
-		map[string]mockprovider.Behavior{"m-nn": providerLatency(o, latency, slots)})
+	slots := scaledSlots(o, 16)
+	nn, err := runNoisyNeighbour(ctx, o, lanesEnv(slots), o.Seed)
 	if err != nil {
 		return rep, err
 	}
+	loaded, unloaded := nn.loaded, nn.unloaded
+	rep.figure("B admission wait p50 / p99", ms(pct(nn.waits, 0.5)), fmt.Sprintf("ms / %.0f ms", ms(pct(nn.waits, 0.99))))
+	rep.figure("provider capacity (slots / latency)", nn.capacity, "req/s")
+	rep.figure("B offered", nn.bRate, "req/s")
+	rep.figure("A offered", nn.aRate, "req/s")
+	rep.figure("B unloaded p50", ms(unloaded.p50), "ms")
+	rep.figure("B unloaded p99", ms(unloaded.p99), "ms")
+	rep.figure("B with A bursting p50", ms(loaded.p50), "ms")
+	rep.figure("B with A bursting p99", ms(loaded.p99), "ms")
+	rep.figure("B p99 ratio", nn.ratio, "x")
+	rep.figure("B requests / non-200", float64(loaded.n), fmt.Sprintf("(non-200: %d)", loaded.non200()))
+	rep.figure("A goodput", nn.goodput, fmt.Sprintf("req/s (%.0f%% of capacity left by B)", 100*nn.goodputShare))
+	rep.figure("A rejected (503)", float64(nn.a.byStatus[503]), "requests")
+	rep.figure("max requests queued at the provider", float64(nn.maxQueued), "")
+	rep.figure("limit at the end", nn.limitEnd, "cost")
+	rep.checkv("B sees no 503", float64(loaded.non200()), "= 0", "non-200", loaded.byStatus[503] == 0 && loaded.non200() == 0, true,
+		"%d of %d B requests failed (%v %v)", loaded.non200(), loaded.n, loaded.byStatus, loaded.byCode)
+	rep.checkv("B p99 within 1.5x of unloaded", nn.ratio, "≤ 1.5", "×", nn.ratio <= 1.5, false, "%.1f ms vs %.1f ms unloaded (%.2fx)", ms(loaded.p99), ms(unloaded.p99), nn.ratio)
+	return rep, nil
+}
+
+// nnRun is one noisy-neighbour run.
+type nnRun struct {
+	capacity, bRate, aRate float64
+	unloaded, loaded, a    summary
+	ratio                  float64 // B p99 with A ÷ without
+	goodput, goodputShare  float64 // A's successes per second, and ÷ the capacity B leaves
+	maxQueued              int64
+	limitEnd               float64
+	waits                  []time.Duration // B's admission waits, sorted
+	seedRun
+}
+
+// runNoisyNeighbour runs B alone (calibration, seed) and then B beside A's
+// burst (seed+1) on a fresh gateway with env.
+func runNoisyNeighbour(ctx context.Context, o Options, env map[string]string, seed int64) (nnRun, error) {
+	var out nnRun
+	slots, latency := scaledSlots(o, 16), 100*time.Millisecond
+	out.capacity = float64(slots) / latency.Seconds()
+	r, err := startRig(fmt.Sprintf(singleModelFile, "nn", "m-nn"), env,
+		map[string]mockprovider.Behavior{"m-nn": providerLatency(o, latency, slots)})
+	if err != nil {
+		return out, err
+	}
 	defer r.close()
 	calib, burst := phases(o, 10*time.Second, 1500*time.Millisecond), phases(o, 20*time.Second, 2500*time.Millisecond)
-	b := stream{name: "b", rate: 0.3 * capacity, path: "/v1/chat/completions", body: body("nn"), headers: []string{"Authorization", "Bearer tenant-b"}, capture: "X-OmniRoute-Admission-Wait-Ms"}
-	a := stream{name: "a", rate: 5 * capacity, path: "/v1/chat/completions", body: body("nn"), headers: []string{"Authorization", "Bearer tenant-a"}}
-	o.Logger.Info("noisy neighbour: calibration", "slots", slots, "capacityRps", capacity)
+	b := stream{name: "b", rate: 0.3 * out.capacity, path: "/v1/chat/completions", body: body("nn"), headers: []string{"Authorization", "Bearer tenant-b"}, capture: "X-OmniRoute-Admission-Wait-Ms"}
+	a := stream{name: "a", rate: 5 * out.capacity, path: "/v1/chat/completions", body: body("nn"), headers: []string{"Authorization", "Bearer tenant-a"}}
+	out.bRate, out.aRate = b.rate, a.rate
+	o.Logger.Info("noisy neighbour: calibration", "slots", slots, "capacityRps", out.capacity)
 	b.to = calib
-	unloaded := summarize(r.drive(ctx, time.Now(), o.Seed, b).by["b"], nil)
+	out.unloaded = summarize(r.drive(ctx, time.Now(), seed, b).by["b"], nil)
 	o.Logger.Info("noisy neighbour: burst")
 	b.to, a.to = burst, burst
 	stop := make(chan struct{})
 	t1 := time.Now()
 	collect := sampleMock(r.mock, "m-nn", t1, stop)
-	res := r.drive(ctx, t1, o.Seed+1, b, a)
+	res := r.drive(ctx, t1, seed+1, b, a)
 	close(stop)
 	pts := collect()
-	if unloaded.ok == 0 || len(res.by["b"]) == 0 {
-		return rep, errNoSamples
+	if out.unloaded.ok == 0 || len(res.by["b"]) == 0 {
+		return out, errNoSamples
 	}
-	loaded := summarize(res.by["b"], nil)
-	as := summarize(res.by["a"], nil)
-	snap := r.gw.Lanes().Snapshot()
-	var maxQueued int64
+	out.settle(r, allSamples(res), nil, 5*time.Second)
+	out.loaded = summarize(res.by["b"], nil)
+	out.a = summarize(res.by["a"], nil)
+	out.limitEnd = float64(r.gw.Lanes().Snapshot().CurrentLimit)
 	for _, p := range pts {
-		maxQueued = max(maxQueued, p.queued)
+		out.maxQueued = max(out.maxQueued, p.queued)
 	}
-	ratio := ms(loaded.p99) / ms(unloaded.p99)
-	var waits []time.Duration
+	out.ratio = ms(out.loaded.p99) / ms(out.unloaded.p99)
 	for _, s := range res.by["b"] {
 		n, _ := strconv.Atoi(s.header)
-		waits = append(waits, time.Duration(n)*time.Millisecond)
+		out.waits = append(out.waits, time.Duration(n)*time.Millisecond)
 	}
-	sort.Slice(waits, func(i, j int) bool { return waits[i] < waits[j] })
-	rep.figure("B admission wait p50 / p99", ms(pct(waits, 0.5)), fmt.Sprintf("ms / %.0f ms", ms(pct(waits, 0.99))))
-	goodput := float64(as.ok) / burst.Seconds()
-	rep.figure("provider capacity (slots / latency)", capacity, "req/s")
-	rep.figure("B offered", b.rate, "req/s")
-	rep.figure("A offered", a.rate, "req/s")
-	rep.figure("B unloaded p50", ms(unloaded.p50), "ms")
-	rep.figure("B unloaded p99", ms(unloaded.p99), "ms")
-	rep.figure("B with A bursting p50", ms(loaded.p50), "ms")
-	rep.figure("B with A bursting p99", ms(loaded.p99), "ms")
-	rep.figure("B p99 ratio", ratio, "x")
-	rep.figure("B requests / non-200", float64(loaded.n), fmt.Sprintf("(non-200: %d)", loaded.non200()))
-	rep.figure("A goodput", goodput, fmt.Sprintf("req/s (%.0f%% of capacity left by B)", 100*goodput/(capacity-b.rate)))
-	rep.figure("A rejected (503)", float64(as.byStatus[503]), "requests")
-	rep.figure("max requests queued at the provider", float64(maxQueued), "")
-	rep.figure("limit at the end", float64(snap.CurrentLimit), "cost")
-	rep.checkv("B sees no 503", float64(loaded.non200()), "= 0", "non-200", loaded.byStatus[503] == 0 && loaded.non200() == 0, true,
-		"%d of %d B requests failed (%v %v)", loaded.non200(), loaded.n, loaded.byStatus, loaded.byCode)
-	rep.checkv("B p99 within 1.5x of unloaded", ratio, "≤ 1.5", "×", ratio <= 1.5, false, "%.1f ms vs %.1f ms unloaded (%.2fx)", ms(loaded.p99), ms(unloaded.p99), ratio)
-	return rep, nil
+	sortDurations(out.waits)
+	out.goodput = float64(out.a.ok) / burst.Seconds()
+	out.goodputShare = out.goodput / (out.capacity - out.bRate)
+	return out, nil
 }
 
 // RunBatchFlood: an interactive tenant at 30% of capacity while a batch

@@ -76,7 +76,11 @@ var (
 	eventError         = []byte("event: error")
 	doneMarker         = []byte("[DONE]")
 	contentKey         = []byte(`"content":"`)
-	errorPrefix        = []byte(`{"error"`)
+	// Anthropic Messages streams end with message_stop (no [DONE]) and
+	// carry text in text_delta content blocks.
+	eventMessageStop = []byte("event: message_stop")
+	textDeltaKey     = []byte(`"type":"text_delta"`)
+	errorPrefix      = []byte(`{"error"`)
 )
 
 // do sends one request and fills rec (Intended must already be set).
@@ -133,7 +137,9 @@ func (c *Client) do(w *worker, s *Spec, rec *Record) {
 }
 
 // readEvents reads an SSE body to its end, counting data events, stamping
-// the first content event and spotting in-band errors.
+// the first content event and spotting in-band errors. A stream is complete
+// after its terminal event: [DONE] (OpenAI chat) or message_stop
+// (Anthropic Messages).
 func (w *worker) readEvents(body io.Reader, rec *Record) (Outcome, string) {
 	w.br.Reset(body)
 	defer w.br.Reset(nil)
@@ -156,6 +162,8 @@ func (w *worker) readEvents(body io.Reader, rec *Record) (Outcome, string) {
 				}
 			case bytes.Equal(line, eventError):
 				sawErrorEvent = true
+			case bytes.Equal(line, eventMessageStop):
+				done = true
 			}
 		}
 		if err != nil {
@@ -181,10 +189,11 @@ func (w *worker) readEvents(body io.Reader, rec *Record) (Outcome, string) {
 }
 
 // hasContent reports whether a chat chunk carries non-empty delta content
-// (the role-only opening chunk has "content":"").
+// (the role-only opening chunk has "content":""), or an Anthropic event a
+// text delta.
 func hasContent(p []byte) bool {
 	i := bytes.Index(p, contentKey)
-	return i >= 0 && i+len(contentKey) < len(p) && p[i+len(contentKey)] != '"'
+	return i >= 0 && i+len(contentKey) < len(p) && p[i+len(contentKey)] != '"' || bytes.Contains(p, textDeltaKey)
 }
 
 func classify(err error) Outcome {

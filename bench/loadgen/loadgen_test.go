@@ -108,6 +108,26 @@ func TestOutcomes(t *testing.T) {
 		})
 	}
 
+	t.Run("anthropic stream", func(t *testing.T) {
+		s := &Spec{Path: "/v1/messages", Body: []byte(`{"model":"paced","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"hi"}]}`),
+			Stream: true, Timeout: 2 * time.Second, Headers: [][2]string{{"x-api-key", "bench"}}}
+		sum := run(t, addr, s, closed)
+		// message_start, content_block_start, ping, 4 deltas, block stop,
+		// message_delta, message_stop: 10 events, complete at message_stop.
+		if sum.OK == 0 || sum.OK != sum.Arrivals || sum.Truncated != 0 || sum.Events != int64(10*sum.Arrivals) || sum.TTFT == nil || sum.TTFT.P50 < 19 {
+			t.Fatalf("%+v ttft %+v", sum, sum.TTFT)
+		}
+	})
+
+	t.Run("pause after rejection", func(t *testing.T) {
+		// One worker refused at once for 300 ms: without a pause it sends
+		// hundreds of requests; with a 100 ms pause at most 3 or 4.
+		sum := run(t, addr, spec("reject", false), Load{Concurrency: 1, Duration: 300 * time.Millisecond, PauseAfterRejection: 100 * time.Millisecond})
+		if sum.Arrivals == 0 || sum.Arrivals > 4 || sum.Rejections != sum.Arrivals {
+			t.Fatalf("%+v", sum)
+		}
+	})
+
 	t.Run("timeout", func(t *testing.T) {
 		s := spec("hang", false)
 		s.Timeout = 100 * time.Millisecond

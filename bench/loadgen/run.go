@@ -31,6 +31,11 @@ type Load struct {
 	// MaxRequests bounds the arrivals or requests of the phase (default
 	// 5,000,000).
 	MaxRequests int `json:"max_requests,omitempty"`
+	// PauseAfterRejection makes a closed-loop worker wait this long after a
+	// 429 or 503 before its next request, as an SDK backs off before a
+	// retry; without it a refused worker resends at once and the phase
+	// measures how fast the target refuses.
+	PauseAfterRejection time.Duration `json:"pause_after_rejection_ns,omitempty"`
 	// Seed makes the arrival times reproducible.
 	Seed uint64 `json:"seed,omitempty"`
 }
@@ -100,6 +105,9 @@ func runClosed(ctx context.Context, c *Client, s *Spec, l Load) *Result {
 				r := &recs[len(recs)-1]
 				r.Intended = since()
 				c.do(w, s, r)
+				if p := l.PauseAfterRejection; p > 0 && (r.Status == 429 || r.Status == 503) {
+					pause(ctx, min(p, time.Duration(stopAt-since())))
+				}
 			}
 			per[i] = recs
 		}()
@@ -174,6 +182,19 @@ func schedule(ctx context.Context, l Load, jobs chan<- int64, since func() int64
 		maxBacklog = max(maxBacklog, len(jobs))
 	}
 	return maxBacklog
+}
+
+// pause sleeps for d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 func flatten(per [][]Record) []Record {

@@ -65,6 +65,13 @@ code{background:#f5f5f5;padding:1px 4px}.bad{background:#fde7e9;padding:8px;bord
 	htmlTable(&b, r.goalsTable())
 	for _, s := range r.Scenarios {
 		w("<h2 id=\"%s\">%s</h2><p>%s</p>\n", html.EscapeString(s.Name), html.EscapeString(s.Name), html.EscapeString(s.Description))
+		if len(s.Notes) > 0 {
+			w("<ul>")
+			for _, n := range s.Notes {
+				w("<li>%s</li>", html.EscapeString(n))
+			}
+			w("</ul>\n")
+		}
 		if s.Status != "ok" {
 			w("<p class=\"bad\">Error: %s</p>\n", html.EscapeString(s.Error))
 		}

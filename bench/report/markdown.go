@@ -27,6 +27,12 @@ func (r *Report) Markdown() string {
 	mdTable(&b, r.goalsTable())
 	for _, s := range r.Scenarios {
 		w("\n## %s\n\n%s\n\n", s.Name, s.Description)
+		for _, n := range s.Notes {
+			w("- %s\n", n)
+		}
+		if len(s.Notes) > 0 {
+			w("\n")
+		}
 		if s.Status != "ok" {
 			w("**Error:** %s\n\n", s.Error)
 		}

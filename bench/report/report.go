@@ -86,6 +86,9 @@ type Unavailable struct {
 type Scenario struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
+	// Notes say how the scenario was set up (environment, definitions),
+	// for scenarios that report them (bench/lanes).
+	Notes []string `json:"notes,omitempty"`
 	// Status is "ok" or "error".
 	Status string `json:"status"`
 	Error  string `json:"error,omitempty"`

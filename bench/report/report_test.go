@@ -26,7 +26,7 @@ func sample() *Report {
 		Noise:    Noise{Checked: true, Cells: []string{"passthrough/closed"}, Spread: 0.3, Limit: 0.25, Rounds: []float64{100, 130}},
 		Variants: []Variant{{Name: "admission-on", Env: map[string]string{"B": "2", "A": "1"}}},
 		Scenarios: []*Scenario{{
-			Name: "passthrough", Description: "d <b>", Status: "ok",
+			Name: "passthrough", Description: "d <b>", Status: "ok", Notes: []string{"note <n>"},
 			Loads:   []Load{{ID: "closed", Label: "closed loop"}},
 			Targets: []string{"R", "G <x>"},
 			Cells: []*Cell{
@@ -51,13 +51,13 @@ func TestRender(t *testing.T) {
 	r := sample()
 	md := r.Markdown()
 	for _, want := range []string{"Run INVALID", "--allow-noisy", "✅ pass", "n/a (no data)", "| closed loop | G <x> |", "timeout ×1", "code admission_queue_full ×1", "429/503 with Retry-After 1 of 1, p99 0.50 ms",
-		"`A=1` `B=2`", "## Not available in this build", "`largebody`: not merged", "spread 30 %"} {
+		"`A=1` `B=2`", "## Not available in this build", "`largebody`: not merged", "spread 30 %", "- note <n>\n"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
 	}
 	html := r.HTML()
-	if strings.Contains(html, "G <x>") || !strings.Contains(html, "G &lt;x&gt;") || strings.Contains(html, "d <b>") {
+	if strings.Contains(html, "G <x>") || !strings.Contains(html, "G &lt;x&gt;") || strings.Contains(html, "d <b>") || !strings.Contains(html, "<li>note &lt;n&gt;</li>") {
 		t.Error("HTML does not escape names")
 	}
 	if n := strings.Count(html, "<svg"); n != 2 {

@@ -65,13 +65,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("omniroute-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: omniroute-bench [flags] [scenario...]\n\nScenarios (default: every available one):\n")
+		fmt.Fprintf(stderr, "usage: omniroute-bench [flags] [scenario or group...]\n\nScenarios (default: every available one marked *; group \"gates\" selects issue 11's gate scenarios):\n")
 		for _, s := range bench.Scenarios() {
 			state := ""
 			if s.Unavailable != "" {
 				state = " [not available in this build: " + s.Unavailable + "]"
 			}
-			fmt.Fprintf(stderr, "  %-18s %s%s\n", s.Name, firstSentence(s.Description), state)
+			mark := " "
+			if s.Default {
+				mark = "*"
+			}
+			fmt.Fprintf(stderr, " %s%-24s %s%s\n", mark, s.Name, firstSentence(s.Description), state)
 		}
 		fmt.Fprintf(stderr, "\nFlags:\n")
 		fs.PrintDefaults()
@@ -100,8 +104,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&cfg.OverloadCapacity, "overload-capacity", 0, "overload: capacity in req/s to derive the rates and slots from, instead of the measured one (0: measured)")
 	fs.IntVar(&cfg.FanoutConcurrency, "fanout-concurrency", cfg.FanoutConcurrency, "fanout: closed-loop concurrency")
 	fs.Float64Var(&cfg.MaxRate, "max-rate", 0, "cap on every open-loop rate in req/s (0: none)")
-	fs.BoolVar(&cfg.LanesFull, "lanes-full", cfg.LanesFull, "noisy-neighbour, interactive-batch, fanout-lanes: the full-length runs (about 75 s together); false runs their few-second smoke variants")
-	fs.Float64Var(&cfg.LanesScale, "lanes-scale", cfg.LanesScale, "noisy-neighbour, interactive-batch, fanout-lanes: multiplier of the offered rates and the mock's slots")
+	fs.BoolVar(&cfg.LanesFull, "lanes-full", cfg.LanesFull, "noisy-neighbour, interactive-batch, fanout-lanes and the gate scenarios (group \"gates\"): the full-length runs (about 75 s for the three, 18 minutes for the gates); false runs their few-second smoke variants")
+	fs.Float64Var(&cfg.LanesScale, "lanes-scale", cfg.LanesScale, "the bench/lanes scenarios: multiplier of the offered rates and the mock's slots")
 	fs.IntVar(&cfg.LargeBodyUploads, "largebody-uploads", cfg.LargeBodyUploads, "largebody: concurrent uploads")
 	fs.IntVar(&cfg.LargeBodyMiB, "largebody-mib", cfg.LargeBodyMiB, "largebody: size of each upload in MiB")
 	fs.StringVar(&cfg.LargeBodyMemLimit, "largebody-memlimit", cfg.LargeBodyMemLimit, "largebody: the gateway's GOMEMLIMIT (it sets the ingest byte budget)")

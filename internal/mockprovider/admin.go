@@ -56,6 +56,8 @@ func (s *Server) admin(ctx *fasthttp.RequestCtx, op string) {
 			return
 		}
 		writeJSON(ctx, fasthttp.StatusOK, s.table.Load().snapshot())
+	case op == "requests" && ctx.IsGet():
+		writeJSON(ctx, fasthttp.StatusOK, s.requests.log())
 	case op == "quota" && (ctx.IsGet() || ctx.IsPost()):
 		s.quotaAdmin(ctx)
 	case op == "reset" && ctx.IsPost():
@@ -67,25 +69,34 @@ func (s *Server) admin(ctx *fasthttp.RequestCtx, op string) {
 }
 
 // SetBehavior applies an update in process (the admin API's POST
-// /_mock/behavior does the same).
+// /_mock/behavior does the same); with AfterMS it is scheduled instead (see
+// ScheduleBehavior). A change takes effect for requests that arrive after
+// it; what it does to requests already there is in schedule.go.
 func (s *Server) SetBehavior(u BehaviorUpdate) error {
 	if err := u.Validate(); err != nil {
 		return err
 	}
+	if u.AfterMS > 0 {
+		return s.ScheduleBehavior(time.Now().Add(time.Duration(u.AfterMS)*time.Millisecond), u)
+	}
+	var cur, next *behaviorTable
 	for {
-		cur := s.table.Load()
-		if s.table.CompareAndSwap(cur, cur.apply(u)) {
+		cur = s.table.Load()
+		if next = cur.apply(u); s.table.CompareAndSwap(cur, next) {
 			break
 		}
 	}
+	s.behaviorChanged(cur, next)
 	s.log("mockprovider: behavior updated (default changed: %t, models: %d, replace: %t)", u.Default != nil, len(u.Models), u.Replace)
 	return nil
 }
 
 // Reset restores the start-up default, drops per-model behaviours and
-// zeroes counters and the body log (live gauges are kept).
+// zeroes counters, the body log and the request log (live gauges are kept).
 func (s *Server) Reset() {
-	s.table.Store(&behaviorTable{def: compile(s.initial), models: map[string]*compiled{}})
+	next := &behaviorTable{def: compile(s.initial), models: map[string]*compiled{}}
+	s.behaviorChanged(s.table.Swap(next), next)
+	s.requests.reset()
 	s.resetStats()
 	s.quotaAPIs.reset()
 	s.log("mockprovider: reset")

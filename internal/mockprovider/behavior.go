@@ -116,6 +116,10 @@ type BehaviorUpdate struct {
 	Default *Behavior           `json:"default,omitempty"`
 	Models  map[string]Behavior `json:"models,omitempty"`
 	Replace bool                `json:"replace,omitempty"`
+	// AfterMS applies the update that many milliseconds from now instead of
+	// at once (a capacity or latency step, or the end of an incident, at a
+	// planned moment); the call returns when it is scheduled.
+	AfterMS int `json:"after_ms,omitempty"`
 }
 
 // ParseBehavior decodes a Behavior from JSON, rejecting unknown fields so a
@@ -178,8 +182,14 @@ func (b Behavior) Validate() error {
 	return nil
 }
 
+// maxAfterMS bounds BehaviorUpdate.AfterMS (one hour).
+const maxAfterMS = 3_600_000
+
 // Validate checks every behaviour in the update.
 func (u BehaviorUpdate) Validate() error {
+	if u.AfterMS < 0 || u.AfterMS > maxAfterMS {
+		return fmt.Errorf("invalid behavior update: after_ms %d must be between 0 and %d", u.AfterMS, maxAfterMS)
+	}
 	if u.Default != nil {
 		if err := u.Default.Validate(); err != nil {
 			return fmt.Errorf("default: %w", err)

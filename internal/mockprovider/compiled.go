@@ -2,6 +2,7 @@ package mockprovider
 
 import (
 	"encoding/json"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -27,10 +28,14 @@ type compiled struct {
 	chunkJSON  [][]byte // JSON string literal of each chunk
 	rl         rateConf
 	failCount  atomic.Int64
+	// retired is closed when this behaviour is replaced (schedule.go):
+	// requests it holds in a hang are then released.
+	retired    chan struct{}
+	retireOnce sync.Once
 }
 
 func compile(b Behavior) *compiled {
-	c := &compiled{b: b, chunks: b.ChunkCount}
+	c := &compiled{b: b, chunks: b.ChunkCount, retired: make(chan struct{})}
 	if c.chunks == 0 {
 		c.chunks = DefaultChunkCount
 	}

@@ -38,11 +38,23 @@
 //	GET  /_mock/health    {"service":"omniroute-mockprovider","status":"ok","pid":…,"instance":…}
 //	GET  /_mock/stats     counters (total and per model) and the last 1000 request bodies' digests
 //	GET  /_mock/behavior  the current default and per-model behaviours
-//	POST /_mock/behavior  BehaviorUpdate: replace the default and/or per-model behaviours
-//	POST /_mock/reset     counters, body log and behaviours back to the start-up state
+//	POST /_mock/behavior  BehaviorUpdate: replace the default and/or per-model behaviours, now or after_ms later
+//	GET  /_mock/requests  the request log (Options.RequestLog): arrival, service start, end, outcome, chosen headers
+//	POST /_mock/reset     counters, body and request logs and behaviours back to the start-up state
 //
 // The instance id in /_mock/health is random and fixed for the process, so a
 // supervisor can prove which process answers on a port.
+//
+// # Changes while requests run
+//
+// Benchmarks step a provider's capacity, latency or failure mode at a
+// planned moment (BehaviorUpdate.AfterMS, Server.ScheduleBehavior). Slots are
+// a FIFO pool resized in place, so the new capacity holds from the step on;
+// a request otherwise keeps the behaviour it arrived with, except that a hung
+// request is released (answered as a success) when the behaviour that hung
+// it is replaced. schedule.go has the details. Counters carry time integrals
+// of the in-flight and queued gauges (mean in flight over any interval), and
+// the optional request log the per-request times.
 //
 // # Cancellation ground truth
 //

@@ -96,7 +96,8 @@ func (s *Server) serveModel(ctx *fasthttp.RequestCtx, ep endpoint) {
 	m.c.bytesIn.Add(int64(len(body)))
 
 	beh := s.table.Load().lookup(info.model)
-	q := request{s: s, m: m, ep: ep, beh: beh, stream: info.stream, watch: connWatch{conn: ctx.Conn()}}
+	q := request{s: s, m: m, ep: ep, beh: beh, stream: info.stream, watch: connWatch{conn: ctx.Conn()},
+		logIdx: s.requests.arrive(seq, ctx.Path(), name, &ctx.Request.Header)}
 	q.fail = beh.failing()
 	q.r = render{n: seq, created: time.Now().Unix(), modelRaw: info.modelRaw, p: (len(body) + 3) / 4,
 		c: beh.completion, beh: beh, includeUsage: info.stream && info.includeUsage}
@@ -124,7 +125,7 @@ func (s *Server) serveModel(ctx *fasthttp.RequestCtx, ep endpoint) {
 	if beh.b.LatencyJitterMS > 0 {
 		latency += time.Duration(rand.Int64N(int64(beh.b.LatencyJitterMS)*int64(time.Millisecond) + 1))
 	}
-	if res := s.wait(&q.watch, latency, nil); res != waitElapsed {
+	if res := s.wait(&q.watch, latency, nil, nil); res != waitElapsed {
 		q.interrupted(ctx, res)
 		return
 	}
@@ -132,6 +133,11 @@ func (s *Server) serveModel(ctx *fasthttp.RequestCtx, ep endpoint) {
 		q.serveFailure(ctx)
 		return
 	}
+	q.succeed(ctx)
+}
+
+// succeed answers with the success body or stream.
+func (q *request) succeed(ctx *fasthttp.RequestCtx) {
 	if q.stream {
 		q.startStream(ctx, FailNone)
 		return
@@ -140,31 +146,32 @@ func (s *Server) serveModel(ctx *fasthttp.RequestCtx, ep endpoint) {
 	q.end(outcomeCompleted)
 }
 
-// takeSlot acquires one of the model's slots, queueing or rejecting when all
-// are busy. It returns false when the request has already been answered.
+// takeSlot acquires one of the model's slots, queueing (FIFO) or rejecting
+// when all are busy. It returns false when the request has already been
+// answered.
 func (q *request) takeSlot(ctx *fasthttp.RequestCtx) bool {
-	sem := q.m.slots(q.beh.b.Slots)
-	select {
-	case sem <- struct{}{}:
-		q.sem = sem
+	pool := q.m.slots(q.beh.b.Slots)
+	if pool.tryAcquire() {
+		q.slot = pool
 		return true
-	default:
 	}
 	if q.beh.b.OverSlots == "reject" {
 		ctx.Response.Header.Set("Retry-After", "1")
 		q.replyError(ctx, errInfo{status: fasthttp.StatusTooManyRequests,
-			msg: "mockprovider: all " + itoa(int64(cap(sem))) + " slots of this model are busy"})
+			msg: "mockprovider: all " + itoa(int64(pool.capacity())) + " slots of this model are busy"})
 		return false
 	}
-	q.m.c.queued.Add(1)
-	q.s.totals.queued.Add(1)
-	res := q.s.wait(&q.watch, -1, sem)
-	q.m.c.queued.Add(-1)
-	q.s.totals.queued.Add(-1)
+	q.m.c.queue(1)
+	q.s.totals.queue(1)
+	w := pool.enqueue()
+	res := q.s.wait(&q.watch, -1, w.granted, nil)
+	q.m.c.queue(-1)
+	q.s.totals.queue(-1)
 	if res != waitAcquired {
+		pool.cancel(w)
 		q.interrupted(ctx, res)
 		return false
 	}
-	q.sem = sem
+	q.slot = pool
 	return true
 }

@@ -30,7 +30,12 @@ type testEnv struct {
 
 func newEnv(t *testing.T, def Behavior) *testEnv {
 	t.Helper()
-	srv := New(Options{Default: def})
+	return newEnvWith(t, Options{Default: def})
+}
+
+func newEnvWith(t *testing.T, o Options) *testEnv {
+	t.Helper()
+	srv := New(o)
 	addr, err := srv.Start("127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("start mock: %v", err)

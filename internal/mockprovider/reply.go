@@ -12,7 +12,11 @@ func (q *request) serveFailure(ctx *fasthttp.RequestCtx) {
 	f := q.beh.b.Fail
 	switch f.Mode {
 	case FailHang:
-		q.interrupted(ctx, q.s.wait(&q.watch, -1, nil))
+		if res := q.s.wait(&q.watch, -1, nil, q.beh.retired); res != waitReleased {
+			q.interrupted(ctx, res)
+			return
+		}
+		q.succeed(ctx) // the behaviour changed: the stall is over
 	case FailReset:
 		if q.stream && f.AfterChunks >= 0 {
 			q.startStream(ctx, FailReset)

@@ -24,9 +24,10 @@ type request struct {
 	rate    rateSnap
 	hasRate bool
 
-	sem      chan struct{} // the slot held, if any
+	slot     *slotPool // the pool whose slot is held, if any
 	inflight bool
 	ended    bool
+	logIdx   int // request log ordinal (-1: not logged)
 }
 
 // enter marks the request as being served.
@@ -34,6 +35,7 @@ func (q *request) enter() {
 	q.inflight = true
 	q.m.c.enter()
 	q.s.totals.enter()
+	q.s.requests.started(q.logIdx)
 }
 
 // end records how the request finished, releases its slot and leaves the
@@ -44,13 +46,16 @@ func (q *request) end(o outcome) {
 		return
 	}
 	q.ended = true
+	// Logged first: the slot released below may start the next request,
+	// whose start must not precede this end in the log.
+	q.s.requests.ended(q.logIdx, o)
 	if q.inflight {
-		q.m.c.inflight.Add(-1)
-		q.s.totals.inflight.Add(-1)
+		q.m.c.leave()
+		q.s.totals.leave()
 	}
-	if q.sem != nil {
-		<-q.sem
-		q.sem = nil
+	if q.slot != nil {
+		q.slot.release()
+		q.slot = nil
 	}
 	var mc, tc = &q.m.c.completed, &q.s.totals.completed
 	switch o {

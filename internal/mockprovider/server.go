@@ -19,6 +19,9 @@ type Options struct {
 	// Logf receives operational messages (admin changes, serve errors); nil
 	// keeps the server silent.
 	Logf func(format string, args ...any)
+	// RequestLog keeps a record of every model request (reqlog.go); off
+	// when its Max is 0.
+	RequestLog RequestLogOptions
 }
 
 // Server is the mock provider. Create it with New, run it with Start or
@@ -53,6 +56,9 @@ type Server struct {
 	bufs sync.Pool // *[]byte scratch for rendering bodies
 
 	quotaAPIs quotaAPIState // provider usage APIs (quotaapi.go)
+
+	sched    scheduler  // behaviour updates planned for later (schedule.go)
+	requests requestLog // per-request records (reqlog.go)
 }
 
 // New returns a server that is not yet listening. An invalid default
@@ -66,6 +72,7 @@ func New(opts Options) *Server {
 		conns:   map[net.Conn]fasthttp.ConnState{},
 		models:  map[string]*modelEntry{},
 	}
+	s.requests.init(opts.RequestLog)
 	if s.initErr != nil {
 		s.initErr = fmt.Errorf("mockprovider: default %w", s.initErr)
 	}
@@ -229,6 +236,7 @@ func (s *Server) Close() error {
 		lns := append([]net.Listener(nil), s.lns...)
 		s.mu.Unlock()
 		close(s.closing)
+		s.sched.stop()
 		for _, ln := range lns {
 			_ = ln.Close() // makes fasthttp's Serve return
 		}

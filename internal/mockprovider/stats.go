@@ -3,6 +3,7 @@ package mockprovider
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Counters is the ground truth about requests, as reported by /_mock/stats.
@@ -20,10 +21,19 @@ type Counters struct {
 	Failed      int64 `json:"failed"`
 	Cancelled   int64 `json:"cancelled"`
 	BytesIn     int64 `json:"bytes_in"`
+	// InflightNS and QueuedNS are the time integrals of Inflight and Queued
+	// (request-nanoseconds) since start or the last reset, up to the moment
+	// the counters were read: the mean in flight between two reads is the
+	// difference of InflightNS over the time between them (Stats.At), exact
+	// however short the requests are, where sampling Inflight would alias.
+	InflightNS int64 `json:"inflight_ns"`
+	QueuedNS   int64 `json:"queued_ns"`
 }
 
 // Stats is the body of GET /_mock/stats.
 type Stats struct {
+	// At is when the counters were read (for the integrals).
+	At     time.Time           `json:"at"`
 	Totals Counters            `json:"totals"`
 	Models map[string]Counters `json:"models"`
 	// Bodies are the most recent requests (up to 1000), oldest first.
@@ -42,16 +52,42 @@ type BodyRecord struct {
 	Headers map[string]string `json:"headers"`
 }
 
+// monoEpoch anchors the integrals' monotonic clock.
+var monoEpoch = time.Now()
+
+func monoNow() int64 { return int64(time.Since(monoEpoch)) }
+
 type counters struct {
 	requests, inflight, maxInflight, queued atomic.Int64
 	completed, failed, cancelled, bytesIn   atomic.Int64
+
+	// The integrals advance under mu whenever a gauge changes, so the area
+	// always belongs to the value that held; the gauges stay atomics for
+	// lock-free reads.
+	mu                   sync.Mutex
+	last                 int64 // monoNow of the last gauge change
+	inflightNS, queuedNS int64
+}
+
+// advanceLocked adds the gauges' area since the last change.
+func (c *counters) advanceLocked(now int64) {
+	if c.last != 0 {
+		dt := now - c.last
+		c.inflightNS += c.inflight.Load() * dt
+		c.queuedNS += c.queued.Load() * dt
+	}
+	c.last = now
 }
 
 func (c *counters) snapshot() Counters {
+	c.mu.Lock()
+	c.advanceLocked(monoNow())
+	inNS, qNS := c.inflightNS, c.queuedNS
+	c.mu.Unlock()
 	return Counters{
 		Requests: c.requests.Load(), Inflight: c.inflight.Load(), MaxInflight: c.maxInflight.Load(),
 		Queued: c.queued.Load(), Completed: c.completed.Load(), Failed: c.failed.Load(),
-		Cancelled: c.cancelled.Load(), BytesIn: c.bytesIn.Load(),
+		Cancelled: c.cancelled.Load(), BytesIn: c.bytesIn.Load(), InflightNS: inNS, QueuedNS: qNS,
 	}
 }
 
@@ -64,16 +100,38 @@ func (c *counters) reset() {
 	c.cancelled.Store(0)
 	c.bytesIn.Store(0)
 	c.maxInflight.Store(c.inflight.Load())
+	c.mu.Lock()
+	c.advanceLocked(monoNow())
+	c.inflightNS, c.queuedNS = 0, 0
+	c.mu.Unlock()
 }
 
 func (c *counters) enter() {
+	c.mu.Lock()
+	c.advanceLocked(monoNow())
 	n := c.inflight.Add(1)
+	c.mu.Unlock()
 	for {
 		m := c.maxInflight.Load()
 		if n <= m || c.maxInflight.CompareAndSwap(m, n) {
 			return
 		}
 	}
+}
+
+func (c *counters) leave() {
+	c.mu.Lock()
+	c.advanceLocked(monoNow())
+	c.inflight.Add(-1)
+	c.mu.Unlock()
+}
+
+// queue moves the queued gauge by d.
+func (c *counters) queue(d int64) {
+	c.mu.Lock()
+	c.advanceLocked(monoNow())
+	c.queued.Add(d)
+	c.mu.Unlock()
 }
 
 // modelEntry is the per-model state: counters, the concurrency slots and the
@@ -84,22 +142,17 @@ type modelEntry struct {
 	c    counters
 
 	mu   sync.Mutex
-	sem  chan struct{} // nil when unlimited
 	rate rateWindow
+
+	// pool is the concurrency cap (slotpool.go), resized in place when the
+	// configured Slots change.
+	pool slotPool
 }
 
-// slots returns the semaphore for n concurrent requests, replacing it when
-// the configured size changed. Holders of an old semaphore release into it.
-func (m *modelEntry) slots(n int) chan struct{} {
-	if n <= 0 {
-		return nil
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.sem == nil || cap(m.sem) != n {
-		m.sem = make(chan struct{}, n)
-	}
-	return m.sem
+// slots returns the model's slot pool sized for n concurrent requests.
+func (m *modelEntry) slots(n int) *slotPool {
+	m.pool.resize(n)
+	return &m.pool
 }
 
 // entry returns the model's state, creating it on first use. The read path
@@ -121,7 +174,7 @@ func (s *Server) entry(model []byte) *modelEntry {
 }
 
 func (s *Server) stats() Stats {
-	st := Stats{Totals: s.totals.snapshot(), Models: map[string]Counters{}}
+	st := Stats{At: time.Now(), Totals: s.totals.snapshot(), Models: map[string]Counters{}}
 	s.modelsMu.RLock()
 	for name, m := range s.models {
 		c := m.c.snapshot()

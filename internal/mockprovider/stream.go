@@ -76,7 +76,7 @@ func (st *sseStream) step() (frame []byte, last bool, err error) {
 	// follows the last one (closing events, or the injected fault).
 	gapped := st.q.beh.gap > 0 && i > p.contentStart && i <= p.contentStart+p.contentCount
 	if gapped {
-		if res := st.q.s.wait(&st.q.watch, st.q.beh.gap, nil); res != waitElapsed {
+		if res := st.q.s.wait(&st.q.watch, st.q.beh.gap, nil, nil); res != waitElapsed {
 			return nil, false, waitErr(res)
 		}
 	} else if st.q.s.isClosing() {

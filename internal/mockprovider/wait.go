@@ -17,6 +17,7 @@ const (
 	waitAcquired                   // a slot was taken
 	waitGone                       // the client closed the connection
 	waitClosing                    // the server is shutting down
+	waitReleased                   // the behaviour that held the request was replaced
 )
 
 // connWatch observes one request's connection without consuming from it.
@@ -41,10 +42,11 @@ func (w *connWatch) peekable() bool {
 // gone reports whether the peer has closed the connection.
 func (w *connWatch) gone() bool { return w.peekable() && peerClosed(w.raw) }
 
-// wait blocks for d (forever when d < 0), or until a slot in sem is taken
-// (sem may be nil), the client leaves or the server closes.
-func (s *Server) wait(w *connWatch, d time.Duration, sem chan struct{}) waitResult {
-	if d == 0 && sem == nil {
+// wait blocks for d (forever when d < 0), or until granted fires (a slot
+// is the request's), release is closed, the client leaves or the server
+// closes. granted and release may be nil.
+func (s *Server) wait(w *connWatch, d time.Duration, granted, release <-chan struct{}) waitResult {
+	if d == 0 && granted == nil && release == nil {
 		return waitElapsed
 	}
 	var timerC <-chan time.Time
@@ -63,8 +65,10 @@ func (s *Server) wait(w *connWatch, d time.Duration, sem chan struct{}) waitResu
 		select {
 		case <-timerC:
 			return waitElapsed
-		case sem <- struct{}{}:
+		case <-granted:
 			return waitAcquired
+		case <-release:
+			return waitReleased
 		case <-s.closing:
 			return waitClosing
 		case <-tickC:
