@@ -321,6 +321,11 @@ func (c *call) closeUnread() {
 }
 
 func (g *Gateway) lingerClose(ctx *fasthttp.RequestCtx, c net.Conn) {
+	defer func() { // a hijack handler runs on its own goroutine: a panic there would end the process
+		if p := recover(); p != nil {
+			g.notePanic(routeOf(ctx.Path()), string(ctx.Response.Header.Peek("X-Request-Id")), "linger", p)
+		}
+	}()
 	raw := c
 	if u, ok := c.(interface{ UnsafeConn() net.Conn }); ok {
 		raw = u.UnsafeConn()

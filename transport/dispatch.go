@@ -340,7 +340,7 @@ func (c *call) routingHeaders() {
 	var b [20]byte
 	h.SetBytesV("X-OmniRoute-Fallbacks", strconv.AppendInt(b[:0], int64(c.fallbacks), 10))
 	if c.fallbacks > 0 {
-		c.g.metrics.fallback[c.route].Add(c.fallbacks)
+		c.g.metrics.routes[c.route].fallback.Add(c.fallbacks)
 	}
 	if c.skips > 0 {
 		c.skippedHeader(h)

@@ -9,3 +9,11 @@ func SetLogsHeartbeat(d time.Duration) (restore func()) {
 	logsHeartbeat = d
 	return func() { logsHeartbeat = old }
 }
+
+// SetPanicProbe makes requests ("handler") and streams ("stream") run f
+// first, so a test can make them panic; call the returned func after the
+// gateway stopped.
+func SetPanicProbe(f func(where string)) (restore func()) {
+	panicProbe.Store(&f)
+	return func() { panicProbe.Store(nil) }
+}

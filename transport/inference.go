@@ -58,6 +58,7 @@ type call struct {
 	closing  atomic.Bool
 	respID   []byte
 	relayed  bool // the relay route authenticated it (relay_route.go)
+	panicked bool // handling panicked: the guard answers and counts it (panic.go)
 
 	// admission (admission.go)
 	lease  *ingest.Lease
@@ -87,9 +88,9 @@ type call struct {
 
 var callPool = sync.Pool{New: func() any { return &call{} }}
 
-func (g *Gateway) acquireCall(ctx *fasthttp.RequestCtx, s catalog.Surface, rid []byte, start time.Time) *call {
+func (g *Gateway) acquireCall(ctx *fasthttp.RequestCtx, r route, rid []byte, start time.Time) *call {
 	c := callPool.Get().(*call)
-	c.g, c.ctx, c.surface, c.format, c.route, c.start = g, ctx, s, formatFor(s), surfaceRoute(s), start
+	c.g, c.ctx, c.surface, c.format, c.route, c.start = g, ctx, routes[r].surface, r.format(), r, start
 	c.rid = append(c.ridBuf[:0], rid...)
 	return c
 }
@@ -118,10 +119,11 @@ func (c *call) fail(e *apierror.Error) {
 }
 
 // inference handles /v1/chat/completions, /v1/messages and /v1/responses.
-func (g *Gateway) inference(ctx *fasthttp.RequestCtx, s catalog.Surface, rid []byte, host context.Context, start time.Time) {
-	c := g.acquireCall(ctx, s, rid, start)
+func (g *Gateway) inference(ctx *fasthttp.RequestCtx, r route, rid []byte, host context.Context, start time.Time) {
+	c := g.acquireCall(ctx, r, rid, start)
 	g.metrics.inflight.Add(1)
 	g.active.Add(1)
+	defer c.abandonOnPanic()
 	if streaming := c.handle(host); streaming {
 		return // the relay finishes the call
 	}
@@ -131,6 +133,13 @@ func (g *Gateway) inference(ctx *fasthttp.RequestCtx, s catalog.Surface, rid []b
 // finish records the outcome and returns the call to the pool. It runs
 // exactly once per call: at handler end, or at the end of a relay.
 func (c *call) finish() {
+	c.settle()
+	c.release()
+}
+
+// settle gives back everything the call holds (token reservation, ingest
+// and lane leases, the in-flight registration) and records its outcome.
+func (c *call) settle() {
 	g := c.g
 	c.settleUsage()
 	c.releaseAdmission()
@@ -141,11 +150,11 @@ func (c *call) finish() {
 		c.stopCtx()
 	}
 	c.releaseLane()
-	g.metrics.request(c.route, c.ctx.Response.StatusCode())
-	g.metrics.duration[c.route].UpdateDuration(c.start)
+	if !c.panicked { // the panic guard counts the request as a 500
+		g.metrics.finish(c.route, c.ctx.Response.StatusCode(), c.start)
+	}
 	g.metrics.inflight.Add(-1)
 	g.active.Add(-1)
-	c.release()
 }
 
 // handle runs the request up to the response (or the commit of a stream).

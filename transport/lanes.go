@@ -289,23 +289,15 @@ func (c *call) logCombo(fanout bool, what string) {
 var errPriority = &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_priority",
 	Message: "the x-omniroute-priority header must be interactive or batch"}
 
-// laneErrors are OmniRoute's rejections, with messages that say what
-// to do.
-var laneErrors = [...]*apierror.Error{
-	lanes.QueueFull: {Status: 503, Type: "server_error", Code: lanes.QueueFull.Code(), RetryAfter: lanes.QueueFull.RetryAfter(),
-		Message: "Service temporarily unavailable: the admission queue is full; retry after the Retry-After delay"},
-	lanes.Deadline: {Status: 503, Type: "server_error", Code: lanes.Deadline.Code(), RetryAfter: lanes.Deadline.RetryAfter(),
-		Message: "Service temporarily unavailable: no capacity freed up within ADAPTIVE_ADMISSION_MAX_WAIT_MS; retry after the Retry-After delay"},
-	lanes.Oversized: {Status: 503, Type: "server_error", Code: lanes.Oversized.Code(),
-		Message: "Request too large for current capacity: its estimated cost exceeds the admission limit; shorten the conversation, tools or max_tokens, or retry when the gateway is less busy"},
-	lanes.LaneEvicted: {Status: 503, Type: "server_error", Code: lanes.LaneEvicted.Code(), RetryAfter: lanes.LaneEvicted.RetryAfter(),
-		Message: "Connection lane evicted while the request was queued; retry after the Retry-After delay"},
-	lanes.Shutdown: {Status: 503, Type: "server_error", Code: lanes.Shutdown.Code(),
-		Message: "the gateway is shutting down; retry against another instance"},
-	lanes.Unavailable: {Status: 503, Type: "server_error", Code: lanes.Unavailable.Code(), RetryAfter: lanes.Unavailable.RetryAfter(),
-		Message: "Service temporarily unavailable: admission did not answer in time; retry after the Retry-After delay"},
-	lanes.Aborted: {Status: 499, Type: "server_error", Code: lanes.Aborted.Code(), Message: "Request aborted"},
-}
+// laneErrors are the admission rejections as the caller sees them, one
+// per lanes.Reason, built from the lanes package's reason table so that
+// every reason has its answer.
+var laneErrors = func() (out [lanes.NumReasons]*apierror.Error) {
+	for r := lanes.Reason(0); r < lanes.NumReasons; r++ {
+		out[r] = &apierror.Error{Status: r.Status(), Type: "server_error", Code: r.Code(), RetryAfter: r.RetryAfter(), Message: r.Message()}
+	}
+	return out
+}()
 
 func (c *call) failShed(e *apierror.Error) {
 	c.shed = true

@@ -105,8 +105,19 @@ func (c *call) SupportsBodyWriteTo() bool { return true }
 // WriteTo relays the stream: the held events, then every upstream event as
 // it arrives. An upstream failure after the commit ends the stream with an
 // in-band error the official SDKs report; a caller write failure cancels
-// the upstream exchange.
-func (c *call) WriteTo(w io.Writer) (int64, error) {
+// the upstream exchange. fasthttp runs it after the handler returned, so
+// it recovers its own panics (panic.go).
+func (c *call) WriteTo(w io.Writer) (n int64, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = c.streamPanic(p)
+		}
+	}()
+	probePanic("stream")
+	return c.relay(w)
+}
+
+func (c *call) relay(w io.Writer) (int64, error) {
 	var total int64
 	prev := 0
 	for _, off := range c.pendOff {
@@ -118,7 +129,7 @@ func (c *call) WriteTo(w io.Writer) (int64, error) {
 		}
 		prev = off
 	}
-	c.g.metrics.events[c.route].Add(len(c.pendOff))
+	c.g.metrics.routes[c.route].events.Add(len(c.pendOff))
 	x := c.x
 	events := 0
 	sawFinish := false
@@ -159,7 +170,7 @@ func (c *call) WriteTo(w io.Writer) (int64, error) {
 			c.terminal = true
 		}
 	}
-	c.g.metrics.events[c.route].Add(events)
+	c.g.metrics.routes[c.route].events.Add(events)
 	c.drain(x)
 	return total, nil
 }
@@ -187,6 +198,11 @@ func (c *call) drain(x *upstream.Exchange) {
 // it when the response could not be written).
 func (c *call) Close() error {
 	if c.closing.CompareAndSwap(false, true) {
+		defer func() {
+			if p := recover(); p != nil {
+				c.closePanic(p)
+			}
+		}()
 		c.finish()
 	}
 	return nil
@@ -199,7 +215,7 @@ func (c *call) interrupt(w io.Writer, x *upstream.Exchange, err error, seq int) 
 	if class == messages.Canceled {
 		return 0, nil // the caller is gone; nobody to tell
 	}
-	c.g.metrics.cut[c.route].Inc()
+	c.g.metrics.routes[c.route].cut.Inc()
 	c.streamCut = true
 	c.reportMidStream(class)
 	msg := "the upstream provider ended the stream before completing it; the answer is incomplete, retry the request"

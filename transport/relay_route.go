@@ -124,10 +124,10 @@ func (g *Gateway) bifrostEndpoint() (base, why string) {
 // relayChat handles the relay route. It runs on a pooled call so that the
 // native path is exactly the /v1/chat/completions pipeline, in-process.
 func (g *Gateway) relayChat(ctx *fasthttp.RequestCtx, rid []byte, host context.Context, start time.Time) {
-	c := g.acquireCall(ctx, catalog.Chat, rid, start)
-	c.route = routeRelay
+	c := g.acquireCall(ctx, routeRelay, rid, start)
 	g.metrics.inflight.Add(1)
 	g.active.Add(1)
+	defer c.abandonOnPanic()
 	if streaming := c.relayHandle(host); streaming {
 		return
 	}

@@ -303,7 +303,7 @@ func (c *call) waitForRecovery() bool {
 			if elapsed >= budget && now.Before(rec) {
 				return false // the clock did not get there in real time
 			}
-			g.qs.m.waited[c.route].Inc()
+			g.metrics.routes[c.route].waited.Inc()
 			return true
 		}
 		time.Sleep(min(rec.Sub(now), 20*time.Millisecond, budget-elapsed))
@@ -334,7 +334,7 @@ func (c *call) refuse() {
 	g := c.g
 	now := g.clk.Now()
 	secs := retryAfterSeconds(c.earliestRecovery(), now)
-	g.qs.m.refused[c.route].Inc()
+	g.metrics.routes[c.route].refused.Inc()
 	c.fail(&apierror.Error{Status: 429, Type: "rate_limit_error", AnthropicType: "rate_limit_error", Code: "targets_exhausted", RetryAfter: secs,
 		Message: "every target of model " + strconv.Quote(c.model.Name) + " is cooling down, out of quota or over its token budget; the earliest recovers in " +
 			strconv.Itoa(secs) + "s, retry after that (GET /api/omniroute/quota shows why)"})

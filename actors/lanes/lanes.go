@@ -48,22 +48,60 @@ const (
 	// Aborted: the caller left while queued. Not a shed: it is not counted
 	// as a rejection.
 	Aborted
-	numReasons
+	// NumReasons sizes tables indexed by Reason.
+	NumReasons
 )
 
-var reasonCodes = [numReasons]string{"", "admission_queue_full", "admission_deadline", "admission_oversized",
-	"admission_lane_evicted", "admission_shutdown", "admission_unavailable", "admission_aborted"}
+// reasonInfo is what a caller is told about a reason.
+type reasonInfo struct {
+	code       string // machine-readable error code
+	status     int    // HTTP status
+	retryAfter int    // Retry-After seconds (0 = none)
+	message    string // what happened and what to do
+}
+
+// reasons is the one table of admission outcomes: every Reason has its
+// code, status, Retry-After and message here (TestReasonTableComplete), so
+// a reason cannot be added without what the caller is told.
+var reasons = [NumReasons]reasonInfo{
+	None: {code: "", status: 200},
+	QueueFull: {code: "admission_queue_full", status: 503, retryAfter: 1,
+		message: "Service temporarily unavailable: the admission queue is full; retry after the Retry-After delay"},
+	Deadline: {code: "admission_deadline", status: 503, retryAfter: 1,
+		message: "Service temporarily unavailable: no capacity freed up within ADAPTIVE_ADMISSION_MAX_WAIT_MS; retry after the Retry-After delay"},
+	Oversized: {code: "admission_oversized", status: 503,
+		message: "Request too large for current capacity: its estimated cost exceeds the admission limit; shorten the conversation, tools or max_tokens, or retry when the gateway is less busy"},
+	LaneEvicted: {code: "admission_lane_evicted", status: 503, retryAfter: 1,
+		message: "Connection lane evicted while the request was queued; retry after the Retry-After delay"},
+	Shutdown: {code: "admission_shutdown", status: 503,
+		message: "the gateway is shutting down; retry against another instance"},
+	Unavailable: {code: "admission_unavailable", status: 503, retryAfter: 1,
+		message: "Service temporarily unavailable: admission did not answer in time; retry after the Retry-After delay"},
+	Aborted: {code: "admission_aborted", status: 499, message: "Request aborted"},
+}
 
 // Code is the machine-readable error code.
-func (r Reason) Code() string { return reasonCodes[r] }
+func (r Reason) Code() string { return reasons[r].code }
 
 // RetryAfter is the Retry-After in seconds OmniRoute sends (0 = none).
-func (r Reason) RetryAfter() int {
-	switch r {
-	case QueueFull, Deadline, Unavailable, LaneEvicted:
-		return 1
+func (r Reason) RetryAfter() int { return reasons[r].retryAfter }
+
+// Status is the HTTP status of a request refused for r.
+func (r Reason) Status() int { return reasons[r].status }
+
+// Message says what happened and what to do.
+func (r Reason) Message() string { return reasons[r].message }
+
+// Rejections lists the reasons that count as rejections (every reason but
+// None and Aborted), in table order.
+func Rejections() []Reason {
+	out := make([]Reason, 0, NumReasons)
+	for r := None + 1; r < NumReasons; r++ {
+		if r != Aborted {
+			out = append(out, r)
+		}
 	}
-	return 0
+	return out
 }
 
 // Options configures the controller.
@@ -98,7 +136,7 @@ type Handle struct {
 	done    doneLog
 
 	admitted      [admission.NumClasses]atomic.Int64
-	rejected      [admission.NumClasses][numReasons]atomic.Int64
+	rejected      [admission.NumClasses][NumReasons]atomic.Int64
 	wouldAdmit    atomic.Int64
 	wouldQueue    atomic.Int64
 	wouldReject   atomic.Int64

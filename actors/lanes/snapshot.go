@@ -141,7 +141,7 @@ func (h *Handle) Snapshot() *Snapshot {
 	for cl := admission.Class(0); cl < admission.NumClasses; cl++ {
 		f := ClassFigures{SharePercent: h.cfg.ClassShares[cl], FloorCost: st.Floor[cl], ActiveCost: st.Active[cl],
 			ActiveCount: st.Count[cl], WaitingCount: st.Waiting[cl], AdmittedCount: h.admitted[cl].Load()}
-		for r := QueueFull; r < numReasons; r++ {
+		for r := QueueFull; r < NumReasons; r++ {
 			n := h.rejected[cl][r].Load()
 			if n == 0 {
 				continue
