@@ -31,7 +31,9 @@ import (
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/logging"
 	"github.com/omniroute/gateway/internal/pressure"
+	"github.com/omniroute/gateway/internal/sanitize"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/transport/upstream"
 )
@@ -91,6 +93,10 @@ type Gateway struct {
 
 	qs *quotaSys // quota telemetry, ledger and routing settings
 
+	// redact removes secrets from every log line and every passed-through
+	// upstream error (redact.go).
+	redact *sanitize.Redactor
+
 	adm admissionState
 }
 
@@ -113,7 +119,9 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{opts: o, log: o.Logger, clk: o.Clock, system: system, cat: cat, started: o.Clock.Now()}
+	g := &Gateway{opts: o, clk: o.Clock, system: system, cat: cat, started: o.Clock.Now()}
+	g.redact = g.buildRedactor()
+	g.log = logging.Redacting(o.Logger, g.redact)
 	g.rr = make([]atomic.Uint64, len(cat.Models))
 	if err := g.planServices(); err != nil {
 		return nil, err
@@ -233,6 +241,9 @@ func (g *Gateway) ServerConfig(s *fasthttp.Server) {
 	s.ReduceMemoryUsage = false
 	s.ExpectHandler = g.expect
 	s.Logger = fasthttpLogger{g.log}
+	// fasthttp would log the first and last 200 bytes of a malformed
+	// request (its Authorization header and prompt included).
+	s.SecureErrorLogMessage = true
 	s.ErrorHandler = g.serverError
 }
 

@@ -2,13 +2,18 @@ package transport_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/logging"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/transport"
 )
@@ -145,4 +150,90 @@ func TestPanicIsOneFailedRequest(t *testing.T) {
 		!strings.Contains(out, "probePanic") || !strings.Contains(out, `"level":"ERROR"`) {
 		t.Fatalf("the panic log lacks the request id, the value or the stack:\n%s", out)
 	}
+}
+
+// Keys planted by TestNoKeyInAnyLog: a caller key of a well-known shape,
+// one of no particular shape, and the provider key of connection mock/a
+// (testGetenv's TEST_KEY_A), which the mock echoes in its errors.
+const (
+	plantedShaped  = "sk-planted-0123456789abcdef"
+	plantedPlain   = "caller-plain-Q7Z4"
+	plantedProvKey = "upstream-key-a"
+)
+
+// TestNoKeyInAnyLog is finding 3 and the provider-echo part of finding 9:
+// a malformed request (fasthttp logged its first and last 200 bytes at
+// WARN, Authorization included), a panic whose value carries request
+// bytes (ERROR), routing decisions (DEBUG) and provider errors that echo
+// the provider key in their body and headers. The key never reaches a log
+// line, at any level, in text or JSON, nor the caller.
+func TestNoKeyInAnyLog(t *testing.T) {
+	for _, format := range []string{"text", "json"} {
+		t.Run(format, func(t *testing.T) {
+			resetMock(t)
+			var logs syncBuffer
+			restore := transport.SetPanicProbe(func(where string) {
+				if where == "handler" && panicNext.CompareAndSwap(true, false) {
+					panic("request bytes: Authorization: Bearer " + plantedShaped + " x-api-key: " + plantedPlain + " upstream said " + plantedProvKey)
+				}
+			})
+			defer restore()
+			g := startGatewayWith(t, testFile(t, ""), nil, transport.Options{Logger: logging.New(format, "debug", &logs)})
+			echo := `{"error":{"message":"Incorrect API key provided: ` + plantedProvKey + `","type":"invalid_request_error","code":"invalid_api_key"}}`
+			setBehavior(t, map[string]mockprovider.Behavior{
+				"m-first":  {Fail: mockprovider.FailSpec{Mode: "status", Status: 500, Body: echo, Headers: map[string]string{"X-Echo-Key": plantedProvKey}}},
+				"m-second": {Fail: mockprovider.FailSpec{Mode: "status", Status: 500, Body: echo}},
+				"m-echo":   {Fail: mockprovider.FailSpec{Mode: "status", Status: 401, Body: echo, Headers: map[string]string{"X-Echo-Key": "Bearer " + plantedProvKey}}},
+			})
+			var answers []string
+			// Provider errors passed through: after failover (500) and at
+			// once (a request-caused 401 answer).
+			for _, model := range []string{"failover", "echo"} {
+				r := g.post("/v1/chat/completions", `{"model":"`+model+`","messages":[]}`, "Authorization", "Bearer "+plantedShaped)
+				if r.status < 400 {
+					t.Fatalf("%s: %d", model, r.status)
+				}
+				answers = append(answers, fmt.Sprint(r.header), string(r.body))
+				if !json.Valid(r.body) {
+					t.Fatalf("%s: the redacted error is not JSON: %s", model, r.body)
+				}
+			}
+			// A malformed request with the caller's key.
+			rawExchange(t, g, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "+plantedShaped+
+				"\r\nX-Api-Key: "+plantedPlain+"\r\nContent-Length: 12x\r\n\r\n{\"key\":\""+plantedPlain+"\"}")
+			// A panic whose value carries request bytes.
+			panicNext.Store(true)
+			g.post("/v1/chat/completions", `{"model":"echo","messages":[]}`, "X-Api-Key", plantedPlain)
+			g.stop()
+
+			out := logs.String()
+			for _, lvl := range []string{"DEBUG", "INFO", "WARN", "ERROR"} {
+				if !strings.Contains(out, lvl) {
+					t.Errorf("no %s line was logged: the test does not cover that level", lvl)
+				}
+			}
+			for _, key := range []string{plantedShaped, plantedPlain, plantedProvKey} {
+				if strings.Contains(out, key) {
+					t.Errorf("%s log holds %q:\n%s", format, key, grepLines(out, key))
+				}
+				for _, a := range answers {
+					if strings.Contains(a, key) {
+						t.Errorf("an answer to the caller holds %q: %s", key, a)
+					}
+				}
+			}
+		})
+	}
+}
+
+var panicNext atomic.Bool
+
+// rawExchange writes raw bytes to the gateway and reads until it closes
+// the connection (or 5 s pass).
+func rawExchange(t *testing.T, g *gwEnv, raw string) string {
+	t.Helper()
+	c, _ := rawRequest(t, g, raw)
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	b, _ := io.ReadAll(c)
+	return string(b)
 }

@@ -55,7 +55,11 @@ func (c *call) prime(x *upstream.Exchange) (messages.FailureClass, bool) {
 }
 
 func (c *call) hold(ev *sse.Event) {
-	c.pending = append(c.pending, ev.Raw...)
+	raw := ev.Raw
+	if c.isErrorEvent(ev) { // the provider's own error event, passed on: redacted
+		raw = c.g.redact.Bytes(raw)
+	}
+	c.pending = append(c.pending, raw...)
 	c.pendOff = append(c.pendOff, len(c.pending))
 	if c.surface == catalog.Responses && len(c.respID) == 0 && bytes.Equal(ev.Name, []byte("response.created")) {
 		c.respID = append(c.respID[:0], jsonStringField(ev.Data, `"id":"`)...)
@@ -156,7 +160,11 @@ func (c *call) relay(w io.Writer) (int64, error) {
 		if c.meterEvent(ev) {
 			continue // the usage-only chunk the caller did not ask for
 		}
-		n, werr := w.Write(ev.Raw)
+		raw, isErr := ev.Raw, c.isErrorEvent(ev)
+		if isErr { // the provider's own error event, passed on: redacted
+			raw = c.g.redact.Bytes(raw)
+		}
+		n, werr := w.Write(raw)
 		total += int64(n)
 		if werr != nil {
 			c.cancel.Cancel()
@@ -166,7 +174,7 @@ func (c *call) relay(w io.Writer) (int64, error) {
 		if c.surface == catalog.Chat && !sawFinish && bytes.Contains(ev.Data, finishReasonSet) {
 			sawFinish = true
 		}
-		if c.isTerminal(ev) || c.isErrorEvent(ev) {
+		if isErr || c.isTerminal(ev) {
 			c.terminal = true
 		}
 	}

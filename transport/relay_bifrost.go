@@ -140,7 +140,12 @@ func (c *call) bifrostAnswer(base string, x *upstream.Exchange) {
 	copyResponseHeaders(&ctx.Response.Header, &x.Resp.Header)
 	ctx.Response.Header.SetContentTypeBytes(x.Resp.Header.ContentType())
 	c.bifrostHeaders(x)
-	ctx.Response.SetBody(x.Resp.Body())
+	if x.Resp.StatusCode() >= 400 {
+		c.g.redactErrorHeaders(&ctx.Response.Header)
+		ctx.Response.SetBody(c.g.redact.Bytes(x.Resp.Body()))
+	} else {
+		ctx.Response.SetBody(x.Resp.Body())
+	}
 	x.Release()
 }
 
@@ -260,7 +265,11 @@ func (b *bifrostStream) relay(w io.Writer) (int64, error) {
 			c.g.metrics.routes[c.route].events.Add(events)
 			return total, werr
 		}
-		n, err := w.Write(ev.Raw)
+		raw, isErr := ev.Raw, c.isErrorEvent(ev)
+		if isErr { // the provider's own error event, passed on: redacted
+			raw = c.g.redact.Bytes(raw)
+		}
+		n, err := w.Write(raw)
 		total += int64(n)
 		if err != nil {
 			c.cancel.Cancel()
@@ -271,7 +280,7 @@ func (b *bifrostStream) relay(w io.Writer) (int64, error) {
 		if !sawFinish && bytes.Contains(ev.Data, finishReasonSet) {
 			sawFinish = true
 		}
-		if c.isTerminal(ev) || c.isErrorEvent(ev) {
+		if isErr || c.isTerminal(ev) {
 			c.terminal = true
 		}
 	}

@@ -62,7 +62,7 @@ func (g *Gateway) startSidecars(system *actor.ActorSystem) error {
 	s := g.side
 	s.engines = engines.Build(g.opts.File, g.opts.Env.Relay.BifrostURL())
 	mgr, err := services.Start(system, s.specs, services.Options{
-		DataDir: g.opts.Env.ResolvedDataDir(), Clock: g.clk, Logger: g.log.With("component", "services")})
+		DataDir: g.opts.Env.ResolvedDataDir(), Clock: g.clk, Logger: g.log.With("component", "services"), Redact: g.redact.String})
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,7 @@ import (
 
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/ringbuf"
+	"github.com/omniroute/gateway/internal/sanitize"
 )
 
 // Options configures a Manager.
@@ -43,6 +44,9 @@ type Options struct {
 	Logger  *slog.Logger // nil = discard
 	// Rand returns a float in [0,1) for backoff jitter (nil = math/rand).
 	Rand func() float64
+	// Redact cleans each line of a child's output before it is kept and
+	// served by the logs API (nil = sanitize.Secrets).
+	Redact func(string) string
 }
 
 // Manager owns the supervisors of every configured service.
@@ -52,6 +56,7 @@ type Manager struct {
 	timers  Timers
 	log     *slog.Logger
 	rand    func() float64
+	redact  func(string) string
 	store   *stateStore
 	spawner *spawner
 	hc      *http.Client
@@ -88,12 +93,15 @@ func Start(system *actor.ActorSystem, specs []Spec, o Options) (*Manager, error)
 	if o.Rand == nil {
 		o.Rand = rand.Float64
 	}
+	if o.Redact == nil {
+		o.Redact = sanitize.Secrets
+	}
 	store, err := loadState(o.DataDir)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{root: system.Root, clk: o.Clock, timers: o.Timers, log: o.Logger, rand: o.Rand, store: store,
+	m := &Manager{root: system.Root, clk: o.Clock, timers: o.Timers, log: o.Logger, rand: o.Rand, redact: o.Redact, store: store,
 		hc:  &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}},
 		ctx: ctx, cancel: cancel, byName: map[string]*Handle{}}
 	if len(specs) > 0 {

@@ -459,7 +459,7 @@ func (s *supervisor) spawn() {
 		return
 	}
 	gen, root, pid := s.gen, s.m.root, s.self
-	c, err := startChild(s.m.spawner, path, s.spec.Args, s.spec.Env, s.spec.Dir, s.h.logs, s.m.clk, &s.m.wg,
+	c, err := startChild(s.m.spawner, path, s.spec.Args, s.spec.Env, s.spec.Dir, s.h.logs, s.m.redact, s.m.clk, &s.m.wg,
 		func(e Exit) { root.Send(pid, exited{gen, e}) })
 	if err != nil {
 		s.fail("cannot start " + s.spec.Name + ": " + sanitize.Message(err.Error(), "exec failed"))
