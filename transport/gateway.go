@@ -98,6 +98,8 @@ type Gateway struct {
 	redact *sanitize.Redactor
 
 	adm admissionState
+
+	browser browserPolicy // Host, Origin and CORS rules (browser.go)
 }
 
 // New builds a gateway on system: it resolves the catalog, creates the
@@ -121,6 +123,7 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	}
 	g := &Gateway{opts: o, clk: o.Clock, system: system, cat: cat, started: o.Clock.Now()}
 	g.redact = g.buildRedactor()
+	g.browser = newBrowserPolicy(&o.Env)
 	g.log = logging.Redacting(o.Logger, g.redact)
 	g.rr = make([]atomic.Uint64, len(cat.Models))
 	if err := g.planServices(); err != nil {
@@ -147,9 +150,9 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	g.server = &fasthttp.Server{}
 	g.ServerConfig(g.server)
 	g.health = []healthSection{
-		{"server", g.serverHealth},
-		{"targets", g.targetsHealth},
-		{"quota", g.quotaHealth},
+		{name: "server", fn: g.serverHealth},
+		{name: "targets", fn: g.targetsHealth},
+		{name: "quota", fn: g.quotaHealth},
 	}
 	if err := g.startAdmission(); err != nil {
 		g.Close()

@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +19,7 @@ import (
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/logging"
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/internal/svctest"
 	"github.com/omniroute/gateway/transport"
 )
 
@@ -236,4 +241,161 @@ func rawExchange(t *testing.T, g *gwEnv, raw string) string {
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	b, _ := io.ReadAll(c)
 	return string(b)
+}
+
+// send is a request with exactly the headers given ("Host" sets the Host
+// header, "" values are skipped).
+func (g *gwEnv) send(method, path, body string, headers ...string) response {
+	g.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, g.base+path, rd)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		switch {
+		case headers[i+1] == "":
+		case headers[i] == "Host":
+			req.Host = headers[i+1]
+		default:
+			req.Header.Set(headers[i], headers[i+1])
+		}
+	}
+	resp, err := g.hc.Do(req)
+	if err != nil {
+		g.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{resp.StatusCode, resp.Header, b}
+}
+
+// TestBrowserForgeryAndRebindingRefused is finding 2: with the default
+// configuration (no management key) a web page could stop a service and
+// persist auto-start through a "simple" cross-origin POST (text/plain,
+// foreign Origin), reach the services API and its logs through a
+// DNS-rebinding Host, and be served a completion with no Content-Type.
+func TestBrowserForgeryAndRebindingRefused(t *testing.T) {
+	resetMock(t)
+	dir := t.TempDir()
+	g := startGW(t, withServices(t, map[string]config.ServiceConfig{"svc": svcConfig(svctest.Serve, nil)}),
+		gwOpts{env: map[string]string{"OMNIROUTE_DATA_DIR": dir}})
+	self := g.base // the gateway's own origin
+	evil := "http://evil.example"
+	code := func(r response) any { return jsonField(t, r.body, "error", "code") }
+	for _, tc := range []struct {
+		name                           string
+		method, path, body             string
+		host, origin, ctype, fetchSite string
+		status                         int
+		code                           string
+	}{
+		{"simple cross-origin POST", "POST", "/api/services/svc/auto-start", `{"enabled":true}`, "", evil, "text/plain", "", 403, "origin_not_allowed"},
+		{"cross-origin stop", "POST", "/api/services/svc/stop", "", "", evil, "", "", 403, "origin_not_allowed"},
+		{"rebinding Host", "POST", "/api/services/svc/auto-start", `{"enabled":true}`, "rebind.evil.example:20128", "", "application/json", "", 403, "host_not_allowed"},
+		{"rebinding Host, same-origin to it", "POST", "/api/services/svc/stop", "", "rebind.evil.example", "http://rebind.evil.example", "", "", 403, "host_not_allowed"},
+		{"rebinding logs stream", "GET", "/api/services/svc/logs", "", "rebind.evil.example", "", "", "", 403, "host_not_allowed"},
+		{"text/plain without Origin", "POST", "/api/services/svc/auto-start", `{"enabled":true}`, "", "", "text/plain", "", 415, "unsupported_media_type"},
+		{"empty text/plain POST", "POST", "/api/services/svc/stop", "", "", "", "text/plain", "", 415, "unsupported_media_type"},
+		{"cross-site navigation", "GET", "/api/services", "", "", "", "", "cross-site", 403, "origin_not_allowed"},
+		{"chat without Content-Type", "POST", "/v1/chat/completions", `{"model":"echo","messages":[]}`, "", "", "", "", 415, "unsupported_media_type"},
+		{"chat from a foreign origin", "POST", "/v1/chat/completions", `{"model":"echo","messages":[]}`, "", evil, "text/plain", "", 403, "origin_not_allowed"},
+		{"chat through rebinding", "POST", "/v1/chat/completions", `{"model":"echo","messages":[]}`, "rebind.evil.example", "", "application/json", "", 403, "host_not_allowed"},
+		{"models through rebinding", "GET", "/v1/models", "", "rebind.evil.example", "", "", "", 403, "host_not_allowed"},
+	} {
+		r := g.send(tc.method, tc.path, tc.body, "Host", tc.host, "Origin", tc.origin, "Content-Type", tc.ctype, "Sec-Fetch-Site", tc.fetchSite)
+		if r.status != tc.status || code(r) != tc.code || r.header.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("%s: %d %s; want %d %s without CORS headers", tc.name, r.status, r.body, tc.status, tc.code)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "services-state.json")); err == nil {
+		t.Fatalf("a refused request persisted a setting: %s", b)
+	}
+	// What a program (or the gateway's own origin) sends still works.
+	for _, tc := range []struct {
+		name, method, path, body, host, origin, ctype string
+		status                                        int
+	}{
+		{"JSON POST", "POST", "/api/services/svc/auto-start", `{"enabled":false}`, "", "", "application/json", 204},
+		{"bodiless POST", "POST", "/api/services/svc/stop", "", "", "", "", 200},
+		{"same origin", "POST", "/api/services/svc/stop", "", "", self, "", 200},
+		{"localhost", "GET", "/api/services", "", "localhost:20128", "", "", 200},
+		{"IPv6 literal", "GET", "/v1/models", "", "[::1]:20128", "", "", 200},
+		{"chat", "POST", "/v1/chat/completions", `{"model":"echo","messages":[]}`, "", "", "application/json; charset=utf-8", 200},
+	} {
+		if r := g.send(tc.method, tc.path, tc.body, "Host", tc.host, "Origin", tc.origin, "Content-Type", tc.ctype); r.status != tc.status {
+			t.Errorf("%s: %d %s; want %d", tc.name, r.status, r.body, tc.status)
+		}
+	}
+}
+
+// TestCORSAllowList: OMNIROUTE_CORS_ORIGINS lets a listed browser app call
+// the gateway: its preflight is answered (204, the methods, the headers it
+// asked for), its requests carry Access-Control-Allow-Origin and the
+// exposed headers; every other origin is refused, preflight included.
+// OMNIROUTE_ALLOWED_HOSTS adds a name the Host header may carry.
+func TestCORSAllowList(t *testing.T) {
+	resetMock(t)
+	app := "http://app.test:5173"
+	g := startGateway(t, testFile(t, ""), map[string]string{"OMNIROUTE_CORS_ORIGINS": app + ", https://other.test", "OMNIROUTE_ALLOWED_HOSTS": "gw.internal"})
+	r := g.send("OPTIONS", "/v1/chat/completions", "", "Origin", app, "Access-Control-Request-Method", "POST",
+		"Access-Control-Request-Headers", "authorization, content-type, anthropic-dangerous-direct-browser-access")
+	if r.status != 204 || r.header.Get("Access-Control-Allow-Origin") != app || !strings.Contains(r.header.Get("Access-Control-Allow-Methods"), "POST") ||
+		r.header.Get("Access-Control-Allow-Headers") != "authorization, content-type, anthropic-dangerous-direct-browser-access" ||
+		r.header.Get("Access-Control-Max-Age") == "" || !strings.Contains(r.header.Get("Vary"), "Origin") {
+		t.Fatalf("preflight: %d %v %s", r.status, r.header, r.body)
+	}
+	r = g.send("POST", "/v1/chat/completions", `{"model":"echo","messages":[]}`, "Origin", app, "Content-Type", "application/json")
+	if r.status != 200 || r.header.Get("Access-Control-Allow-Origin") != app || !strings.Contains(r.header.Get("Access-Control-Expose-Headers"), "X-Request-Id") {
+		t.Fatalf("cross-origin call: %d %v", r.status, r.header)
+	}
+	if r := g.send("OPTIONS", "/v1/chat/completions", "", "Origin", "http://evil.example", "Access-Control-Request-Method", "POST"); r.status != 403 ||
+		r.header.Get("Access-Control-Allow-Origin") != "" {
+		t.Fatalf("preflight from another origin: %d %v", r.status, r.header)
+	}
+	if r := g.send("GET", "/v1/models", "", "Host", "GW.internal:8443"); r.status != 200 {
+		t.Fatalf("configured host name: %d %s", r.status, r.body)
+	}
+	if r := g.send("GET", "/v1/models", "", "Host", "gw.internal.evil.example"); r.status != 403 {
+		t.Fatalf("a name that only starts like the configured one: %d", r.status)
+	}
+}
+
+// TestHealthHidesProcessDetailFromRemotePeers is part of finding 9: the
+// health endpoint showed each service's pid, port and last error to
+// peers that /api/services refuses.
+func TestHealthHidesProcessDetailFromRemotePeers(t *testing.T) {
+	g := startGW(t, withServices(t, map[string]config.ServiceConfig{"svc": svcConfig(svctest.Serve, nil)}), gwOpts{})
+	if r := g.do("POST", "/api/services/svc/start", ""); r.status != 200 {
+		t.Fatalf("start: %d %s", r.status, r.body)
+	}
+	h := g.gw.HTTPHandler()
+	get := func(remote string) string {
+		req := httptest.NewRequest(http.MethodGet, "/api/monitoring/health", nil)
+		req.RemoteAddr, req.Host = remote, "127.0.0.1"
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != 200 {
+			t.Fatalf("%s: %d", remote, w.Code)
+		}
+		return w.Body.String()
+	}
+	local := get("127.0.0.1:5000")
+	if !strings.Contains(local, `"pid":`) || !strings.Contains(local, `"port":`) {
+		t.Fatalf("loopback health lacks the detail: %s", local)
+	}
+	for _, remote := range []string{"203.0.113.7:5000", "192.168.1.20:5000"} {
+		body := get(remote)
+		svcs, _ := jsonField(t, []byte(body), "services", "services").([]any)
+		if len(svcs) != 1 || strings.Contains(body, `"pid"`) || strings.Contains(body, `"port"`) || strings.Contains(body, "lastError") ||
+			strings.Contains(body, "127.0.0.1:") {
+			t.Fatalf("%s sees process detail: %s", remote, body)
+		}
+		if s := svcs[0].(map[string]any); s["state"] != "running" || s["tool"] != "svc" {
+			t.Fatalf("%s: the brief view lacks the state: %v", remote, s)
+		}
+	}
 }

@@ -171,7 +171,7 @@ func (c *call) handle(host context.Context) bool {
 		c.fail(errMethod("POST"))
 		return false
 	}
-	if ct := ctx.Request.Header.ContentType(); len(ct) > 0 && !isJSONMediaType(ct) {
+	if !isJSONMediaType(ctx.Request.Header.ContentType()) { // missing too: see browser.go
 		c.fail(errMediaType)
 		return false
 	}

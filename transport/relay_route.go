@@ -151,7 +151,7 @@ func (c *call) relayHandle(host context.Context) bool {
 			Message: "the relay route is not enabled on this gateway: add relay.tokens to the config file"})
 		return false
 	}
-	if ct := ctx.Request.Header.ContentType(); len(ct) > 0 && !isJSONMediaType(ct) {
+	if !isJSONMediaType(ctx.Request.Header.ContentType()) { // missing too: see browser.go
 		c.fail(errMediaType)
 		return false
 	}

@@ -32,6 +32,10 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 		}
 	}()
 	probePanic("handler")
+	if !g.guardBrowser(ctx, r, rid) {
+		g.metrics.finish(r, ctx.Response.StatusCode(), start)
+		return
+	}
 	switch r {
 	case routeChat, routeMessages, routeResponses:
 		g.inference(ctx, r, rid, host, start)

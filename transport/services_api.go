@@ -94,6 +94,10 @@ func (g *Gateway) managementRoute(ctx *fasthttp.RequestCtx, path []byte, rid []b
 		g.mgmtMethod(ctx, rid, want)
 		return true
 	}
+	if want == "POST" && !managementBodyOK(ctx) {
+		g.refuse(ctx, routeManagement, rid, errMgmtMediaType)
+		return true
+	}
 	switch action {
 	case "status":
 		writeJSON(ctx, 200, h.Status())
