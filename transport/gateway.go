@@ -100,6 +100,9 @@ type Gateway struct {
 	adm admissionState
 
 	browser browserPolicy // Host, Origin and CORS rules (browser.go)
+	// oversize marks requests whose declared length is over the hard cap
+	// between headerReceived and their answer (deadlines.go).
+	oversize sync.Map
 }
 
 // New builds a gateway on system: it resolves the catalog, creates the
@@ -235,6 +238,8 @@ func (g *Gateway) ServerConfig(s *fasthttp.Server) {
 	s.StreamRequestBody = true
 	s.MaxRequestBodySize = int(g.opts.Env.Ingest.HardMaxBodyBytes) + 1
 	s.ReadTimeout = e.HeaderTimeout.Duration()
+	s.HeaderReceived = g.headerReceived // the body's own deadline (deadlines.go)
+	s.WriteTimeout = g.opts.Env.HTTP.WriteTimeout.Duration()
 	s.IdleTimeout = e.KeepAliveIdle.Duration()
 	s.Concurrency = int(e.MaxConnections)
 	s.CloseOnShutdown = true

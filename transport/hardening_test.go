@@ -1,15 +1,18 @@
 package transport_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -397,5 +400,127 @@ func TestHealthHidesProcessDetailFromRemotePeers(t *testing.T) {
 		if s := svcs[0].(map[string]any); s["state"] != "running" || s["tool"] != "svc" {
 			t.Fatalf("%s: the brief view lacks the state: %v", remote, s)
 		}
+	}
+}
+
+// readStatus reads a raw HTTP response's status and error code.
+func readStatus(t *testing.T, conn net.Conn, br *bufio.Reader, within time.Duration) (int, string) {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(within))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer within %v: %v", within, err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	code, _ := jsonField(t, b, "error", "code").(string)
+	return resp.StatusCode, code
+}
+
+// TestUploadDeadlineFollowsTheBodySize is finding 6: the body was read
+// under the header timeout (an upload slower than that got 400
+// incomplete_body whatever its rate), a declared length over the cap
+// waited for 8 KiB of body before its 413, and a header timeout answered
+// 400 bad_request where README promised 408 request_timeout.
+func TestUploadDeadlineFollowsTheBodySize(t *testing.T) {
+	resetMock(t)
+	g := startGateway(t, testFile(t, ""), map[string]string{"OMNIROUTE_HEADER_TIMEOUT_MS": "300", "OMNIROUTE_UPLOAD_MIN_BYTES_PER_SEC": "64KiB"})
+	body := []byte(`{"model":"echo","messages":[{"role":"user","content":"` + strings.Repeat("a", 200<<10) + `"}]}`)
+
+	// A 200 KiB body sent over about a second (well above 64 KiB/s, far
+	// beyond the 300 ms header timeout) is read; its deadline is 300 ms +
+	// 200 KiB at 64 KiB/s. Chunked, the deadline follows what arrived.
+	for _, chunked := range []bool{false, true} {
+		head := "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+		if chunked {
+			head += "Transfer-Encoding: chunked\r\n\r\n"
+		} else {
+			head += "Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
+		}
+		conn, br := rawRequest(t, g, head)
+		for off := 0; off < len(body); off += 20 << 10 {
+			part := body[off:min(off+20<<10, len(body))]
+			if chunked {
+				fmt.Fprintf(conn, "%x\r\n%s\r\n", len(part), part)
+			} else {
+				conn.Write(part)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if chunked {
+			io.WriteString(conn, "0\r\n\r\n")
+		}
+		if status, code := readStatus(t, conn, br, 10*time.Second); status != 200 {
+			t.Fatalf("slow upload (chunked %v): %d %s", chunked, status, code)
+		}
+	}
+
+	// A body that stops arriving misses its deadline: 408.
+	for _, chunked := range []bool{false, true} {
+		head := "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+		if chunked {
+			head += "Transfer-Encoding: chunked\r\n\r\n" + fmt.Sprintf("%x\r\n%s\r\n", 9<<10, body[:9<<10])
+		} else {
+			head += "Content-Length: 20000\r\n\r\n" + string(body[:9<<10])
+		}
+		conn, br := rawRequest(t, g, head)
+		if status, code := readStatus(t, conn, br, 10*time.Second); status != 408 || code != "request_timeout" {
+			t.Fatalf("stalled upload (chunked %v): %d %s", chunked, status, code)
+		}
+	}
+
+	// Headers that never end: 408 request_timeout, as documented.
+	conn, br := rawRequest(t, g, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+	if status, code := readStatus(t, conn, br, 10*time.Second); status != 408 || code != "request_timeout" {
+		t.Fatalf("header timeout: %d %s", status, code)
+	}
+
+	// A declared 60 MB body is refused at once, whether or not any of it
+	// was sent (before: after the 10 s header timeout, with a 408).
+	g2 := startGateway(t, testFile(t, ""), nil)
+	for _, sent := range []string{"", `{"model":"echo"`} {
+		conn, br := rawRequest(t, g2, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 60000000\r\n\r\n"+sent)
+		if status, code := readStatus(t, conn, br, 5*time.Second); status != 413 || code != "payload_too_large" {
+			t.Fatalf("declared 60 MB with %d bytes sent: %d %s", len(sent), status, code)
+		}
+	}
+	if r := g2.post("/v1/chat/completions", `{"model":"echo","messages":[]}`); r.status != 200 {
+		t.Fatalf("after the refusals: %d %s", r.status, r.body)
+	}
+}
+
+// TestStalledReaderReleasesItsUpstream is finding 5: a caller that stops
+// reading a stream held it, and its upstream connection, for as long as it
+// kept the socket open. Two of them on a connection with max_conns 2 left
+// every other caller 503 upstream_busy. With a write timeout their
+// streams end and the pool is free again.
+func TestStalledReaderReleasesItsUpstream(t *testing.T) {
+	resetMock(t)
+	f := testFileWith(t, `, "tight": {"base_url": "http://`+mock.Addr+`/v1", "apis": ["chat"], "connections": {"c": {"api_key_env": "TEST_KEY_A", "max_conns": 2}}}`,
+		`, "firehose": {"targets": [{"connection": "tight", "model": "m-firehose"}]},
+		   "neighbour": {"targets": [{"connection": "tight", "model": "m-neighbour"}]}`)
+	setBehavior(t, map[string]mockprovider.Behavior{"m-firehose": {ChunkCount: 100000, Text: strings.Repeat("x", 100000)}})
+	g := startGateway(t, f, map[string]string{"OMNIROUTE_WRITE_TIMEOUT_MS": "300"})
+	body := `{"model":"firehose","stream":true,"messages":[]}`
+	for i := 0; i < 2; i++ {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(g.base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_ = conn.(*net.TCPConn).SetReadBuffer(4096) // a reader that stops: its window closes soon
+		fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		head := make([]byte, 12)
+		_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(conn, head); err != nil || string(head) != "HTTP/1.1 200" {
+			t.Fatalf("stream %d: %q %v", i, head, err)
+		}
+		// ... and reads nothing more, keeping the connection open.
+	}
+	waitFor(t, "the stalled streams to end", func() bool {
+		return jsonField(t, g.get("/api/monitoring/health").body, "server", "upstreamExchanges") == 0.0
+	})
+	if r := g.post("/v1/chat/completions", `{"model":"neighbour","messages":[]}`); r.status != 200 {
+		t.Fatalf("another caller on the same connection: %d %s", r.status, r.body)
 	}
 }

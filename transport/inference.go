@@ -280,6 +280,7 @@ func (c *call) readBody() bool {
 		}
 		b := c.body.B[:0]
 		c.startReading()
+		readStart, chunked := time.Now(), cl < 0
 		for {
 			if len(b) == cap(b) {
 				b = append(b, 0)[:len(b)]
@@ -302,8 +303,15 @@ func (c *call) readBody() bool {
 			if err != nil {
 				c.body.B = b
 				ctx.SetConnectionClose()
+				if isTimeout(err) {
+					c.fail(errBodyTimeout)
+					return false
+				}
 				c.fail(&apierror.Error{Status: 400, Code: "incomplete_body", Message: "the request body could not be read completely; resend the request"})
 				return false
+			}
+			if chunked && n > 0 {
+				c.extendChunkedDeadline(readStart, int64(len(b)))
 			}
 		}
 		c.body.B = b

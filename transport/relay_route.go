@@ -136,6 +136,7 @@ func (g *Gateway) relayChat(ctx *fasthttp.RequestCtx, rid []byte, host context.C
 
 func (c *call) relayHandle(host context.Context) bool {
 	g, ctx := c.g, c.ctx
+	c.host = host // behind net/http the connection is not ours (deadlines.go)
 	r := g.side.relay
 	switch {
 	case g.draining.Load():

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -22,6 +23,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 	}
 	ctx.Response.Header.SetBytesV("X-Request-Id", rid)
 
+	g.forgetOversize(ctx)
 	path := ctx.Path()
 	r := routeOf(path)
 	// fasthttp does not recover a handler's panic: the process would die.
@@ -81,6 +83,7 @@ func (g *Gateway) expect(ctx *fasthttp.RequestCtx) (status int) {
 			status = fasthttp.StatusInternalServerError
 		}
 	}()
+	g.forgetOversize(ctx)
 	if g.draining.Load() {
 		return fasthttp.StatusServiceUnavailable
 	}
@@ -93,16 +96,22 @@ func (g *Gateway) expect(ctx *fasthttp.RequestCtx) (status int) {
 	return fasthttp.StatusContinue
 }
 
-// serverError renders fasthttp's own parse errors (malformed requests,
-// header timeouts) as JSON instead of plain text.
+// serverError renders fasthttp's own errors (malformed requests, header
+// timeouts, a declared body over the hard cap) as JSON instead of plain
+// text.
 func (g *Gateway) serverError(ctx *fasthttp.RequestCtx, err error) {
-	status := fasthttp.StatusBadRequest
-	code := "bad_request"
-	msg := "malformed HTTP request"
-	if _, ok := err.(*fasthttp.ErrSmallBuffer); ok {
-		status, code, msg = fasthttp.StatusRequestHeaderFieldsTooLarge, "headers_too_large", "request headers are too large"
-	} else if netErr, ok := err.(interface{ Timeout() bool }); ok && netErr.Timeout() {
-		status, code, msg = fasthttp.StatusRequestTimeout, "request_timeout", "request headers or body were not received in time"
+	e := &apierror.Error{Status: fasthttp.StatusBadRequest, Type: "invalid_request_error", Code: "bad_request",
+		Message: "malformed HTTP request; check the request line and headers"}
+	var small *fasthttp.ErrSmallBuffer
+	if _, over := g.oversize.LoadAndDelete(&ctx.Request.Header); over {
+		e = errBodyTooLarge(int64(g.opts.Env.Ingest.HardMaxBodyBytes))
+	} else if errors.As(err, &small) {
+		e = &apierror.Error{Status: fasthttp.StatusRequestHeaderFieldsTooLarge, Type: "invalid_request_error", Code: "headers_too_large",
+			Message: "request headers are too large; send fewer or shorter headers"}
+	} else if isTimeout(err) {
+		e = &apierror.Error{Status: fasthttp.StatusRequestTimeout, Type: "invalid_request_error", Code: "request_timeout",
+			Message: "the request headers were not received within OMNIROUTE_HEADER_TIMEOUT_MS; resend the request"}
 	}
-	writeError(ctx, apierror.OpenAI, "", &apierror.Error{Status: status, Code: code, Message: msg})
+	ctx.SetConnectionClose()
+	writeError(ctx, apierror.OpenAI, "", e)
 }

@@ -226,7 +226,7 @@ func (g *Gateway) serviceLogs(ctx *fasthttp.RequestCtx, rid []byte, h *services.
 		return
 	}
 	snap, sub := h.Logs().Subscribe(tail, filter, logsBuffer)
-	ls := &logStream{g: g, rid: string(rid), snap: snap, sub: sub}
+	ls := &logStream{g: g, rid: string(rid), ctx: ctx, host: host != nil, snap: snap, sub: sub}
 	var conn net.Conn
 	if host == nil {
 		conn = ctx.Conn()
@@ -246,6 +246,8 @@ func (g *Gateway) serviceLogs(ctx *fasthttp.RequestCtx, rid []byte, h *services.
 type logStream struct {
 	g       *Gateway
 	rid     string
+	ctx     *fasthttp.RequestCtx // valid while fasthttp writes the body
+	host    bool                 // behind net/http: no connection deadlines
 	snap    []ringbuf.Line
 	sub     *ringbuf.Sub
 	cancel  upstream.Cancel // cancelled by the hang-up watcher or shutdown
@@ -269,7 +271,7 @@ func (l *logStream) WriteTo(w io.Writer) (n int64, err error) {
 			err = errStreamPanic
 		}
 	}()
-	return l.stream(w)
+	return l.stream(l.g.streamWriter(l.ctx, l.host, w, time.Time{}))
 }
 
 func (l *logStream) stream(w io.Writer) (int64, error) {
