@@ -524,3 +524,50 @@ func TestStalledReaderReleasesItsUpstream(t *testing.T) {
 		t.Fatalf("another caller on the same connection: %d %s", r.status, r.body)
 	}
 }
+
+// TestTokenBudgetCannotBeBypassed is finding 7 end to end: with a budget
+// of 2,000 tokens a minute, six concurrent streams that declare 1,500
+// tokens each (once with a duplicate max_tokens, once with 2^63-1) all
+// got through; the duplicate and the overflow are now 400s, and honest
+// requests are held to the budget.
+func TestTokenBudgetCannotBeBypassed(t *testing.T) {
+	resetMock(t)
+	f := testFileWith(t, `, "budget": {"base_url": "http://`+mock.Addr+`/v1", "apis": ["chat"], "connections": {"c": {"api_key_env": "TEST_KEY_A", "limits": {"tokens_per_minute": 2000}}}}`,
+		`, "budgeted": {"targets": [{"connection": "budget", "model": "m-budgeted"}]}`)
+	setBehavior(t, map[string]mockprovider.Behavior{"m-budgeted": {LatencyMS: 300}}) // the streams overlap
+	g := startGateway(t, f, map[string]string{"OMNIROUTE_ROUTING_MAX_WAIT_MS": "1"})
+	for _, tc := range []struct{ name, fields string }{
+		{"duplicate max_tokens", `"max_tokens":1,"max_tokens":1500`},
+		{"overflowing max_tokens", `"max_tokens":9223372036854775807`},
+		{"duplicate max_completion_tokens", `"max_completion_tokens":1,"max_completion_tokens":1500`},
+	} {
+		r := g.post("/v1/chat/completions", `{"model":"budgeted","stream":true,`+tc.fields+`,"messages":[]}`)
+		if r.status != 400 || (jsonField(t, r.body, "error", "code") != "duplicate_field" && jsonField(t, r.body, "error", "code") != "invalid_field") {
+			t.Errorf("%s: %d %s", tc.name, r.status, r.body)
+		}
+	}
+	if n := requests(t, "m-budgeted"); n != 0 {
+		t.Fatalf("the provider saw %d smuggled requests", n)
+	}
+	var wg sync.WaitGroup
+	var ok atomic.Int32
+	for i := 0; i < 6; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := g.post("/v1/chat/completions", `{"model":"budgeted","stream":true,"max_tokens":1500,"messages":[]}`)
+			switch {
+			case r.status == 200:
+				ok.Add(1)
+			case r.status != 429 || jsonField(t, r.body, "error", "code") != "targets_exhausted":
+				t.Errorf("a request over the budget: %d %s", r.status, r.body)
+			}
+		}()
+	}
+	wg.Wait()
+	// Each holds 1,500 of the 2,000 tokens while it streams: never two at
+	// the provider at once, however the requests interleave.
+	if st := mockStats(t).Models["m-budgeted"]; ok.Load() < 1 || st.MaxInflight != 1 {
+		t.Fatalf("%d served, %d at the provider at once; want at least 1 and never more than 1", ok.Load(), st.MaxInflight)
+	}
+}

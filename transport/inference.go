@@ -327,6 +327,7 @@ func (c *call) readBody() bool {
 func describeScanError(err error) *apierror.Error {
 	var se *jsonscan.SyntaxError
 	var de *jsonscan.DuplicateFieldError
+	var fe *jsonscan.FieldValueError
 	switch {
 	case errors.As(err, &se):
 		return errInvalidJSON(se.Error())
@@ -334,6 +335,9 @@ func describeScanError(err error) *apierror.Error {
 		return errInvalidJSON("the top-level value must be an object")
 	case errors.As(err, &de):
 		return &apierror.Error{Status: 400, Code: "duplicate_field", Message: "request body is ambiguous: " + de.Error()}
+	case errors.As(err, &fe):
+		return &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_field",
+			Message: "request body " + fe.Error() + "; the gateway budgets and prices requests on it"}
 	}
 	return errInvalidJSON(err.Error())
 }
