@@ -3,10 +3,12 @@
 // and publishes an immutable Status that readers load without asking the
 // actor.
 //
-// A start probes the port first: an instance that answers the health
-// check and proves its identity is adopted instead of spawning a second
-// copy that would fail to bind; anything else on the port is reported as
-// a port conflict. A spawned child runs in its own process group with its
+// A start probes the port first: anything already on it is a port
+// conflict, never adopted (a process that took a crashed child's port and
+// copied its health answer would otherwise receive every prompt). Each
+// spawn gets a fresh nonce (config.ServiceNonceEnv); a health answer must
+// echo it when it carries one and, on Linux, come from a socket of the
+// child's process group (provesOwn). A spawned child runs in its own process group with its
 // output in a byte-bounded ring; it is healthy after its health check
 // passes (within three health intervals, or it is killed and counts as a
 // crash). A stop sends SIGTERM to the whole group, waits the grace period,
@@ -278,8 +280,8 @@ func (h *Handle) ask(ctx context.Context, msg any, ch chan result) (Status, erro
 	}
 }
 
-// Start starts the service and waits until it is running (healthy or
-// adopted) or the attempt failed. An explicit start clears a give-up.
+// Start starts the service and waits until it is running (healthy) or
+// the attempt failed. An explicit start clears a give-up.
 func (h *Handle) Start(ctx context.Context) (Status, error) {
 	ch := make(chan result, 1)
 	return h.ask(ctx, startCmd{reply: ch, explicit: true}, ch)

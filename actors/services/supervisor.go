@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/ringbuf"
 	"github.com/omniroute/gateway/internal/sanitize"
 )
@@ -101,8 +102,9 @@ type supervisor struct {
 	proc      *child
 	spawnedAt time.Time
 	startedAt time.Time
-	adopted   bool
 	instance  string
+	nonce     string // this start's nonce (config.ServiceNonceEnv); "" before the first spawn
+	automatic bool   // the attempt is an automatic restart after a crash
 	lastError string
 	installed bool
 	autoStart bool
@@ -197,7 +199,7 @@ func (s *supervisor) event(format string, args ...any) {
 }
 
 func (s *supervisor) status() Status {
-	st := Status{Tool: s.spec.Name, State: s.state, Health: s.health, Port: s.spec.Port, Adopted: s.adopted,
+	st := Status{Tool: s.spec.Name, State: s.state, Health: s.health, Port: s.spec.Port,
 		Instance: s.instance, Installed: s.installed, AutoStart: s.autoStart, Restarts: s.restarts,
 		Crashes: len(s.crashTimes), ConsecutiveCrashes: s.consecutive, GaveUp: s.gaveUp, HealthFailures: s.healthFails, LastExit: s.lastExit}
 	if s.proc != nil {
@@ -246,6 +248,7 @@ func (s *supervisor) replyAll(list *[]chan result, err error) {
 // --- commands ---
 
 func (s *supervisor) onStart(m startCmd) {
+	s.automatic = false
 	switch {
 	case s.closing:
 		reply(m.reply, s.status(), ErrClosed)
@@ -284,6 +287,7 @@ func (s *supervisor) clearCrashes() {
 }
 
 func (s *supervisor) onRestart(m restartCmd) {
+	s.automatic = false
 	switch {
 	case s.closing:
 		reply(m.reply, s.status(), ErrClosed)
@@ -303,8 +307,7 @@ func (s *supervisor) onRestart(m restartCmd) {
 		s.replyAll(&s.startWaiters, errors.New("start superseded by restart"))
 		s.beginStop()
 	default:
-		// Nothing of ours runs (stopped, error, adopted or probing): a
-		// fresh start; an adopted instance is probed and adopted again.
+		// Nothing of ours runs (stopped, error or probing): a fresh start.
 		cancelTimer(&s.tRestart)
 		s.nextRestart, s.backoff = time.Time{}, 0
 		s.replyAll(&s.startWaiters, errors.New("start superseded by restart"))
@@ -325,16 +328,12 @@ func (s *supervisor) onStop(m stopCmd) {
 		s.replyAll(&s.startWaiters, errors.New("start cancelled by stop"))
 		s.beginStop()
 	default:
-		// Nothing of ours runs: a probe in flight is invalidated, an
-		// adopted instance is released without a signal, a pending
-		// restart is cancelled.
+		// Nothing of ours runs: a probe in flight is invalidated, a
+		// pending restart is cancelled.
 		s.gen++
 		s.stopTimers()
 		s.probing = false
-		if s.adopted {
-			s.event("released adopted instance %s on port %d (not signalled: the gateway did not start it)", s.instance, s.spec.Port)
-		}
-		s.adopted, s.instance = false, ""
+		s.instance = ""
 		s.startedAt, s.nextRestart, s.backoff = time.Time{}, time.Time{}, 0
 		s.health, s.healthFails = Unknown, 0
 		if s.state != NotInstalled {
@@ -396,11 +395,12 @@ func (s *supervisor) onInstall(m installCmd) {
 
 // --- start ---
 
-// begin starts an attempt: probe the port first, then adopt or spawn.
+// begin starts an attempt: probe the port first, then spawn (or report a
+// conflict).
 func (s *supervisor) begin() {
 	s.gen++
 	s.state, s.health, s.lastError = Starting, Unknown, ""
-	s.adopted, s.instance, s.healthFails, s.startedAt = false, "", 0, time.Time{}
+	s.instance, s.healthFails, s.startedAt = "", 0, time.Time{}
 	s.publish()
 	gen, spec, hc, root, pid := s.gen, s.spec, s.m.hc, s.m.root, s.self
 	s.m.goProbe(func() {
@@ -418,25 +418,29 @@ func (s *supervisor) onPrespawn(m prespawnDone) {
 		return
 	}
 	r := m.res
+	if !r.ok && !r.inUse {
+		s.spawn()
+		return
+	}
+	// Whatever holds the port, the gateway did not start it in this
+	// attempt: it is never adopted, however well it answers (a stranger
+	// that binds a freed port and copies the health answer would receive
+	// every prompt).
+	msg := fmt.Sprintf("port conflict: 127.0.0.1:%d is already in use by a process this gateway did not start", s.spec.Port)
 	switch {
 	case r.ok:
-		s.adopted, s.instance = true, r.instance
-		s.startedAt = s.now()
-		s.state, s.health = Running, Healthy
-		s.event("adopted the instance already serving port %d (instance %q)", s.spec.Port, r.instance)
-		s.tHealth = s.after(s.spec.HealthInterval, healthTick{s.gen})
-		s.publish()
-		s.replyAll(&s.startWaiters, nil)
-	case r.inUse:
-		msg := fmt.Sprintf("port conflict: 127.0.0.1:%d is already in use by a process that did not prove it is %s", s.spec.Port, s.spec.Name)
-		if r.detail != "" {
-			msg += " (" + r.detail + ")"
-		}
-		msg += "; stop that process or set services." + s.spec.Name + ".port to a free port, then start again"
-		s.fail(msg)
-	default:
-		s.spawn()
+		msg += fmt.Sprintf(" (it answers the health check as %s; the gateway adopts no process)", s.spec.Name)
+	case r.detail != "":
+		msg += " (" + r.detail + ")"
 	}
+	msg += "; stop that process or set services." + s.spec.Name + ".port to a free port, then start again"
+	if s.automatic {
+		// A restart after a crash: keep trying with backoff, the port may
+		// come free again; the crash count still bounds it.
+		s.crash(msg, 0)
+		return
+	}
+	s.fail(msg)
 }
 
 // fail ends an attempt in Error without a restart (a problem a restart
@@ -459,7 +463,9 @@ func (s *supervisor) spawn() {
 		return
 	}
 	gen, root, pid := s.gen, s.m.root, s.self
-	c, err := startChild(s.m.spawner, path, s.spec.Args, s.spec.Env, s.spec.Dir, s.h.logs, s.m.redact, s.m.clk, &s.m.wg,
+	s.nonce = newNonce()
+	env := append(append(make([]string, 0, len(s.spec.Env)+1), s.spec.Env...), config.ServiceNonceEnv+"="+s.nonce)
+	c, err := startChild(s.m.spawner, path, s.spec.Args, env, s.spec.Dir, s.h.logs, s.m.redact, s.m.clk, &s.m.wg,
 		func(e Exit) { root.Send(pid, exited{gen, e}) })
 	if err != nil {
 		s.fail("cannot start " + s.spec.Name + ": " + sanitize.Message(err.Error(), "exec failed"))
@@ -484,8 +490,16 @@ func (s *supervisor) onHealthTick(m healthTick) {
 	}
 	s.probing = true
 	gen, spec, hc, root, pid := s.gen, s.spec, s.m.hc, s.m.root, s.self
+	nonce, pgid := s.nonce, 0
+	if s.proc != nil {
+		pgid = s.proc.pid
+	}
 	s.m.goProbe(func() {
-		root.Send(pid, healthDone{gen, probe(s.m.ctx, hc, spec, spec.HealthTimeout)})
+		r := probe(s.m.ctx, hc, spec, spec.HealthTimeout)
+		if r.ok {
+			r = provesOwn(r, spec, nonce, pgid)
+		}
+		root.Send(pid, healthDone{gen, r})
 	})
 }
 
@@ -514,16 +528,16 @@ func (s *supervisor) onHealthDone(m healthDone) {
 			s.publish()
 		} else {
 			s.healthFails++
+			if r.stranger {
+				// Another process answers on the port: our child does not
+				// serve it, and nothing may be sent there a moment longer.
+				s.healthFails = max(s.healthFails, s.spec.HealthFailures)
+			}
 			if s.healthFails >= s.spec.HealthFailures && s.health != Unhealthy {
 				s.health = Unhealthy
 				s.lastError = fmt.Sprintf("health check failed %d times in a row: %s", s.healthFails, r.detail)
 				s.event("%s", s.lastError)
 				switch {
-				case s.adopted:
-					// Not ours to restart: report it and stop watching.
-					s.state = Error
-					s.publish()
-					return
 				case s.proc != nil && s.spec.Restart.Enabled:
 					s.killReason = s.lastError
 					s.proc.signalGroup(syscall.SIGKILL)
@@ -655,6 +669,7 @@ func (s *supervisor) onRestartDue(m restartDue) {
 	}
 	s.restarts++
 	s.nextRestart, s.backoff = time.Time{}, 0
+	s.automatic = true
 	s.begin()
 }
 
@@ -712,7 +727,7 @@ func (s *supervisor) checkStopped() {
 	cancelTimer(&s.tGrace)
 	cancelTimer(&s.tPoll)
 	s.state, s.health, s.healthFails = Stopped, Unknown, 0
-	s.startedAt, s.adopted, s.instance = time.Time{}, false, ""
+	s.startedAt, s.instance = time.Time{}, ""
 	if s.killed {
 		s.lastError = fmt.Sprintf("did not stop within %dms of SIGTERM and was killed", s.spec.StopTimeout.Milliseconds())
 	}
