@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
+	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/admission"
 	"github.com/omniroute/gateway/internal/repeat"
 	"github.com/omniroute/gateway/internal/tenant"
@@ -98,20 +99,31 @@ func newController(h *Handle, o Options) *controller {
 
 func (c *controller) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case supervise.Crash:
+		m.Panic()
 	case *actor.Started:
+		if pid := c.h.shared; pid != nil {
+			c.shared = &laneInfo{id: sharedLaneID, pid: pid}
+			c.byID[sharedLaneID] = c.shared
+			c.sched.AddLane(sharedLaneID, 1)
+		}
+		if c.h.incarnations.Add(1) > 1 && c.shared != nil {
+			ctx.Send(c.shared.pid, resync{}) // a restart: the shared lane may hold a queue
+		}
+		// After a restart: no tenant lane survived, and the gate follows
+		// this incarnation's limit.
+		c.publishLanes()
+		c.publishLimit()
 		if !c.manual {
 			w := c.cfg.Window()
 			sub := min(max(w/10, 10*time.Millisecond), 100*time.Millisecond)
 			c.cancels = append(c.cancels, repeat.Send(ctx.ActorSystem().Root, w, w, ctx.Self(), windowTick{}), repeat.Send(ctx.ActorSystem().Root, sub, sub, ctx.Self(), subTick{}))
 		}
-	case *actor.Stopping:
+	case *actor.Restarting, *actor.Stopping:
 		for _, cancel := range c.cancels {
 			cancel()
 		}
-	case *sharedLane:
-		c.shared = &laneInfo{id: sharedLaneID, pid: m.pid}
-		c.byID[sharedLaneID] = c.shared
-		c.sched.AddLane(sharedLaneID, 1)
+		c.cancels = nil
 	case *waiter:
 		c.route(ctx, m)
 	case *withdraw:

@@ -28,6 +28,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
 
+	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/admission"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/tenant"
@@ -104,6 +105,19 @@ func Rejections() []Reason {
 	return out
 }
 
+// controllerStrategy restarts the controller after a panic: every queued
+// request waits on it. The restart stops its tenant lanes (their waiters
+// are told admission_unavailable, Retry-After 1); capacity held by
+// admitted requests lives in the gate and survives; the fresh controller
+// starts with the initial adaptive limit and re-learns the shared lane's
+// queue from the lane itself.
+var controllerStrategy = supervise.Restart("admission-controller")
+
+// laneStrategy restarts a failed lane (tenant or shared) from a fresh
+// object; the failed one rejects its queue as admission_unavailable and
+// reports itself empty to the controller first.
+var laneStrategy = supervise.Restart("admission-lane")
+
 // Options configures the controller.
 type Options struct {
 	Config admission.Config
@@ -131,9 +145,11 @@ type Handle struct {
 	view    atomic.Pointer[view]
 	seq     atomic.Uint64
 	stopped atomic.Bool
-	sub     *eventstream.Subscription
-	stop    sync.Once
-	done    doneLog
+	// incarnations counts the controller's starts (restarts after the first).
+	incarnations atomic.Int32
+	sub          *eventstream.Subscription
+	stop         sync.Once
+	done         doneLog
 
 	admitted      [admission.NumClasses]atomic.Int64
 	rejected      [admission.NumClasses][NumReasons]atomic.Int64
@@ -173,15 +189,16 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	}
 	empty := map[tenant.ID]*actor.PID{}
 	h.lanes.Store(&empty)
-	c := newController(h, o)
-	h.view.Store(c.buildView())
-	h.ctrl = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return c }))
+	h.view.Store(newController(h, o).buildView())
 	if !cfg.VirtualLanes {
+		// Before the controller, whose Started registers it (every
+		// controller incarnation does).
 		h.shared = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 			return &laneActor{h: h, id: sharedLaneID, shared: true}
-		}))
-		system.Root.Send(h.ctrl, &sharedLane{pid: h.shared})
+		}, actor.WithGuardian(laneStrategy)))
 	}
+	h.ctrl = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newController(h, o) },
+		actor.WithGuardian(controllerStrategy), actor.WithSupervisor(laneStrategy)))
 	h.sub = system.EventStream.Subscribe(h.deadLetter)
 	return h, nil
 }

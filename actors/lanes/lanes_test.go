@@ -165,6 +165,9 @@ func TestDeadlineQueueFullOversizedAndSolo(t *testing.T) {
 		t.Fatalf("p2: %q", r.Code())
 	}
 	e.h.Release(l, success)
+	// Idle means nothing waiting either: the expired waiters leave the
+	// gate's count when their lane drops them (it races the release).
+	e.until("nothing queued", func(s *Snapshot) bool { return s.QueuedCount == 0 && s.ActiveCount == 0 })
 	solo, r := e.acquire("a", admission.Interactive, 500)
 	if r != None {
 		t.Fatalf("solo progress on an idle system: %q", r.Code())

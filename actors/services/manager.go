@@ -32,6 +32,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/ringbuf"
 	"github.com/omniroute/gateway/internal/sanitize"
@@ -78,6 +79,46 @@ type Handle struct {
 	spec Spec
 	snap atomic.Pointer[Status]
 	logs *ringbuf.Buffer
+	// gen is the supervisor's attempt generation, kept across its
+	// restarts so a fresh supervisor ignores its predecessor's late
+	// events; resume tells it the service was wanted running.
+	gen    atomic.Uint64
+	resume atomic.Bool
+}
+
+// strategy restarts a service's supervisor after a panic. The failed one
+// kills its child's process group first (a fresh supervisor could not
+// know it) and answers pending commands; the fresh one rebuilds from the
+// spec, the state file and the last status, and starts the service again
+// when it was wanted running (as after a crash, with the same backoff on
+// a conflict).
+var strategy = supervise.Restart("service-supervisor")
+
+// newSupervisor builds a supervisor for h: at start-up and after every
+// restart of the actor.
+func newSupervisor(m *Manager, h *Handle) *supervisor {
+	sp := &h.spec
+	s := &supervisor{m: m, h: h, spec: sp, state: Stopped, health: Unknown, installed: true, autoStart: sp.AutoStart, gen: h.gen.Load()}
+	saved := m.store.get(sp.Name)
+	if saved.AutoStart != nil {
+		s.autoStart = *saved.AutoStart
+	}
+	switch {
+	case saved.Installed != nil:
+		s.installed = *saved.Installed
+	default:
+		if _, err := h.spec.resolveCommand(); err != nil {
+			s.installed = false
+			s.lastError = err.Error() + "; install the program, then POST /api/services/" + sp.Name + "/install"
+		}
+	}
+	if !s.installed {
+		s.state = NotInstalled
+	}
+	if last := h.snap.Load(); last != nil {
+		s.restarts, s.lastExit = last.Restarts, last.LastExit
+	}
+	return s
 }
 
 // Start creates one supervisor actor per spec on system. It does not start
@@ -112,25 +153,9 @@ func Start(system *actor.ActorSystem, specs []Spec, o Options) (*Manager, error)
 	for i := range specs {
 		sp := specs[i]
 		h := &Handle{m: m, spec: sp, logs: ringbuf.New(sp.LogBufferBytes)}
-		s := &supervisor{m: m, h: h, spec: &h.spec, state: Stopped, health: Unknown, installed: true, autoStart: sp.AutoStart}
-		saved := store.get(sp.Name)
-		if saved.AutoStart != nil {
-			s.autoStart = *saved.AutoStart
-		}
-		switch {
-		case saved.Installed != nil:
-			s.installed = *saved.Installed
-		default:
-			if _, err := h.spec.resolveCommand(); err != nil {
-				s.installed = false
-				s.lastError = err.Error() + "; install the program, then POST /api/services/" + sp.Name + "/install"
-			}
-		}
-		if !s.installed {
-			s.state = NotInstalled
-		}
-		s.publish()
-		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return s }), fmt.Sprintf("service-%s-%p", sp.Name, h))
+		newSupervisor(m, h).publish()
+		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newSupervisor(m, h) }, actor.WithGuardian(strategy)),
+			fmt.Sprintf("service-%s-%p", sp.Name, h))
 		if err != nil {
 			m.Close(context.Background())
 			return nil, fmt.Errorf("spawning the supervisor of %s: %w", sp.Name, err)

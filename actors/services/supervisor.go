@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/ringbuf"
 	"github.com/omniroute/gateway/internal/sanitize"
@@ -138,8 +139,17 @@ type supervisor struct {
 
 func (s *supervisor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case supervise.Crash:
+		m.Panic()
 	case *actor.Started:
 		s.self = ctx.Self()
+		if s.h.resume.Swap(false) && s.installed && !s.m.closed.Load() {
+			s.event("the supervisor was restarted after a failure; starting the service again")
+			s.automatic = true
+			s.begin()
+		}
+	case *actor.Restarting:
+		s.abandon()
 	case *actor.Stopping:
 		s.stopTimers()
 	case startCmd:
@@ -191,6 +201,38 @@ func (s *supervisor) stopTimers() {
 }
 
 func (s *supervisor) now() time.Time { return s.m.clk.Now() }
+
+// bump starts a new attempt generation: events of earlier attempts (and
+// of an earlier incarnation of this actor) are ignored from now on.
+func (s *supervisor) bump() {
+	s.gen++
+	s.h.gen.Store(s.gen)
+}
+
+// abandon runs when this supervisor failed and is about to be replaced:
+// the replacement cannot know the child, so the child's process group is
+// killed now, timers are cancelled and every pending command is answered.
+// Whether the service was wanted running is left in the handle.
+func (s *supervisor) abandon() {
+	s.stopTimers()
+	s.bump() // the killed child's exit, and probes in flight, are now stale
+	wanted := s.pendingStart || s.state == Starting || s.state == Running || (s.state == Error && !s.nextRestart.IsZero())
+	if p := s.proc; p != nil {
+		p.signalGroup(syscall.SIGKILL)
+		p.closeReadersAfter(readerGrace)
+		s.proc = nil
+	}
+	s.h.resume.Store(wanted && !s.closing)
+	s.event("the supervisor failed; killed the service's process group, a fresh supervisor takes over")
+	if s.state != NotInstalled {
+		s.state, s.health, s.startedAt, s.nextRestart = Stopped, Unknown, time.Time{}, time.Time{}
+	}
+	s.publish()
+	failed := errors.New("the service's supervisor failed and was restarted; retry the command")
+	s.replyAll(&s.startWaiters, failed)
+	s.replyAll(&s.afterStop, failed)
+	s.replyAll(&s.stopWaiters, nil) // the process is gone, as asked
+}
 
 // event records a supervisor line in the service's log, so the logs
 // stream shows starts, exits and restarts next to the output.
@@ -330,7 +372,7 @@ func (s *supervisor) onStop(m stopCmd) {
 	default:
 		// Nothing of ours runs: a probe in flight is invalidated, a
 		// pending restart is cancelled.
-		s.gen++
+		s.bump()
 		s.stopTimers()
 		s.probing = false
 		s.instance = ""
@@ -368,7 +410,7 @@ func (s *supervisor) onInstall(m installCmd) {
 			reply(m.reply, s.status(), err)
 			return
 		}
-		s.gen++
+		s.bump()
 		s.stopTimers()
 		s.installed, s.state, s.nextRestart, s.backoff = false, NotInstalled, time.Time{}, 0
 		s.clearCrashes()
@@ -398,7 +440,7 @@ func (s *supervisor) onInstall(m installCmd) {
 // begin starts an attempt: probe the port first, then spawn (or report a
 // conflict).
 func (s *supervisor) begin() {
-	s.gen++
+	s.bump()
 	s.state, s.health, s.lastError = Starting, Unknown, ""
 	s.instance, s.healthFails, s.startedAt = "", 0, time.Time{}
 	s.publish()
