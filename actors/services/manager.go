@@ -262,11 +262,14 @@ func (m *Manager) Close(ctx context.Context) {
 		}(h)
 	}
 	wg.Wait()
+	// Probes, output readers and exit waiters end first (their context is
+	// cancelled, every child is gone): what they still report then reaches
+	// a live supervisor instead of dead letters.
 	m.cancel()
+	m.wg.Wait()
 	for _, h := range m.handles {
 		_ = m.root.PoisonFuture(h.pid).Wait()
 	}
-	m.wg.Wait()
 	if m.spawner != nil {
 		m.spawner.close()
 	}
