@@ -31,6 +31,7 @@ import (
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/lockfile"
 	"github.com/omniroute/gateway/internal/logging"
 	"github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/internal/sanitize"
@@ -103,6 +104,7 @@ type Gateway struct {
 	// oversize marks requests whose declared length is over the hard cap
 	// between headerReceived and their answer (deadlines.go).
 	oversize sync.Map
+	dirLock  *lockfile.Lock // the data directory, held until Close
 }
 
 // New builds a gateway on system: it resolves the catalog, creates the
@@ -129,14 +131,26 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	g.browser = newBrowserPolicy(&o.Env)
 	g.log = logging.Redacting(o.Logger, g.redact)
 	g.rr = make([]atomic.Uint64, len(cat.Models))
-	if err := g.planServices(); err != nil {
+	// One gateway per data directory: two would overwrite each other's
+	// service state (lockfile). Held until Close.
+	if g.dirLock, err = lockfile.Acquire(o.Env.ResolvedDataDir()); err != nil {
 		return nil, err
+	}
+	early := func(err error) (*Gateway, error) {
+		for _, c := range g.clients {
+			c.Close()
+		}
+		g.dirLock.Release()
+		return nil, err
+	}
+	if err := g.planServices(); err != nil {
+		return early(err)
 	}
 	if err := g.buildClients(); err != nil {
-		return nil, err
+		return early(err)
 	}
 	if g.tenants, err = buildTenants(o); err != nil {
-		return nil, err
+		return early(err)
 	}
 	names := make([]string, len(cat.Targets))
 	for i, t := range cat.Targets {
@@ -145,7 +159,7 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	g.metrics = newMetrics(cat)
 	if err := g.spawnRouting(system, names); err != nil {
 		g.metrics.unregister()
-		return nil, err
+		return early(err)
 	}
 	g.inflight = newRegistry()
 	g.hangups = newHangupWatcher(g.inflight, g.log)
@@ -322,6 +336,7 @@ func (g *Gateway) Close() {
 		c.Close()
 	}
 	g.metrics.unregister()
+	g.dirLock.Release()
 }
 
 // fasthttpLogger routes fasthttp's own log lines into slog.

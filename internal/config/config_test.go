@@ -172,7 +172,13 @@ func TestDecodeFileErrors(t *testing.T) {
 	}{
 		{"unknown field", `{"providers":{},"models":{},"extra":1}`, []string{`unknown field "extra"`}},
 		{"unknown nested field", strings.Replace(validFile, `"apis": ["messages"]`, `"apis": ["messages"], "api": "x"`, 1), []string{`unknown field "api"`}},
-		{"trailing data", validFile + ` {}`, []string{"unexpected data after the top-level JSON object"}},
+		{"trailing data", validFile + ` {}`, []string{"unexpected data after the top-level JSON object near line 16"}},
+		// Finding 9: README promised line, column and JSON path for an
+		// unknown field; the error named the key only.
+		{"unknown field position and path", "{\n  \"providers\": {\"p\": {\"base_url\": \"http://127.0.0.1:1/v1\", \"apis\": [\"chat\"],\n    \"connections\": {\"c\": {\"max_conn\": 2}}}},\n  \"models\": {}\n}",
+			[]string{`line 3 column 27: unknown field "max_conn" at providers.p.connections.c.max_conn`}},
+		{"unknown field in a list", strings.Replace(validFile, `{"connection": "anthropic", "model": "claude-sonnet-4-5"}`, `{"connection": "anthropic", "modle": "claude-sonnet-4-5"}`, 1),
+			[]string{`unknown field "modle" at models.claude.targets[0].modle`}},
 		{"syntax", `{"providers": {,}}`, []string{"invalid JSON at line 1 column"}},
 		{"wrong type", `{"providers": {"x": {"base_url": 5}}}`, []string{"wrong type", "base_url"}},
 		{"empty", ``, []string{"config is empty"}},
