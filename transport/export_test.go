@@ -17,3 +17,12 @@ func SetPanicProbe(f func(where string)) (restore func()) {
 	panicProbe.Store(&f)
 	return func() { panicProbe.Store(nil) }
 }
+
+// Panics is how many requests' handling panicked, on every route.
+func (g *Gateway) Panics() uint64 {
+	var n uint64
+	for r := range g.metrics.routes {
+		n += g.metrics.routes[r].panics.Get()
+	}
+	return n
+}
