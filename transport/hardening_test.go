@@ -2,7 +2,6 @@ package transport_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -23,26 +22,9 @@ import (
 	"github.com/omniroute/gateway/internal/logging"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/svctest"
+	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/transport"
 )
-
-// syncBuffer is a log sink shared by the gateway's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // relayDemoFile is the default shape of finding 1: a model served natively
 // and a relay token for it.
@@ -106,7 +88,7 @@ func TestPanicIsOneFailedRequest(t *testing.T) {
 		}
 	})
 	defer restore()
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	g := startGatewayWith(t, testFile(t, ""), nil, transport.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 
 	mode.Store("handler", true)
@@ -179,7 +161,7 @@ func TestNoKeyInAnyLog(t *testing.T) {
 	for _, format := range []string{"text", "json"} {
 		t.Run(format, func(t *testing.T) {
 			resetMock(t)
-			var logs syncBuffer
+			var logs testutil.SyncBuffer
 			restore := transport.SetPanicProbe(func(where string) {
 				if where == "handler" && panicNext.CompareAndSwap(true, false) {
 					panic("request bytes: Authorization: Bearer " + plantedShaped + " x-api-key: " + plantedPlain + " upstream said " + plantedProvKey)

@@ -1,10 +1,8 @@
 package supervise
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,18 +14,6 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 type crashy struct {
 	incarnation int32
@@ -51,7 +37,7 @@ func (c *crashy) Receive(ctx actor.Context) {
 // is logged at error level, and once failures come faster than the burst
 // allows, restarts are spaced out instead of spinning.
 func TestRestartBuildsAFreshObjectAndBacksOff(t *testing.T) {
-	var logs lockedBuf
+	var logs testutil.SyncBuffer
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.NewTextHandler(&logs, nil)) }))
 	defer sys.Shutdown()
 	var starts atomic.Int32

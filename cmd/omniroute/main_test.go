@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,22 +32,7 @@ func TestMain(m *testing.M) {
 }
 
 // syncBuffer is an io.Writer safe to read while run writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testutil.SyncBuffer
 
 func baseEnv(t *testing.T) map[string]string {
 	return map[string]string{"OMNIROUTE_LISTEN": "127.0.0.1:0", "OMNIROUTE_DATA_DIR": t.TempDir(), "OMNIROUTE_LOG_LEVEL": "warn"}
