@@ -82,17 +82,27 @@ func hostName(host []byte) []byte {
 	return host
 }
 
+// isIPv4Literal accepts four dot-separated decimal octets (no
+// allocation: it runs for every request).
 func isIPv4Literal(b []byte) bool {
-	if len(b) < 7 || len(b) > 15 {
-		return false
-	}
-	for _, c := range b {
-		if (c < '0' || c > '9') && c != '.' {
+	parts, n, digits := 0, 0, 0
+	for i := 0; i <= len(b); i++ {
+		if i == len(b) || b[i] == '.' {
+			if digits == 0 || digits > 3 || n > 255 {
+				return false
+			}
+			parts++
+			n, digits = 0, 0
+			continue
+		}
+		c := b[i]
+		if c < '0' || c > '9' {
 			return false
 		}
+		n = n*10 + int(c-'0')
+		digits++
 	}
-	_, err := netip.ParseAddr(string(b))
-	return err == nil
+	return parts == 4
 }
 
 // originAllowed reports whether origin may call: it is the gateway's own

@@ -112,10 +112,11 @@ func (d *deadlineWriter) Write(p []byte) (int, error) {
 	return d.w.Write(p)
 }
 
-// streamWriter wraps a body stream's writer with the per-event deadline;
-// limit caps it (the upstream exchange's total deadline, or zero).
-func (g *Gateway) streamWriter(ctx *fasthttp.RequestCtx, host bool, w io.Writer, limit time.Time) *deadlineWriter {
-	d := &deadlineWriter{w: w, timeout: g.opts.Env.HTTP.WriteTimeout.Duration(), limit: limit}
+// streamWriter sets d up to wrap a body stream's writer with the
+// per-event deadline; limit caps it (the upstream exchange's total
+// deadline, or zero).
+func (g *Gateway) streamWriter(d *deadlineWriter, ctx *fasthttp.RequestCtx, host bool, w io.Writer, limit time.Time) *deadlineWriter {
+	*d = deadlineWriter{w: w, timeout: g.opts.Env.HTTP.WriteTimeout.Duration(), limit: limit}
 	if !host {
 		d.conn = ctx.Conn()
 	}

@@ -57,8 +57,9 @@ type call struct {
 	idle     time.Duration
 	closing  atomic.Bool
 	respID   []byte
-	relayed  bool // the relay route authenticated it (relay_route.go)
-	panicked bool // handling panicked: the guard answers and counts it (panic.go)
+	relayed  bool           // the relay route authenticated it (relay_route.go)
+	panicked bool           // handling panicked: the guard answers and counts it (panic.go)
+	dw       deadlineWriter // the stream's writer with its write deadline (deadlines.go)
 
 	// admission (admission.go)
 	lease  *ingest.Lease

@@ -118,7 +118,7 @@ func (c *call) WriteTo(w io.Writer) (n int64, err error) {
 		}
 	}()
 	probePanic("stream")
-	return c.relay(c.g.streamWriter(c.ctx, c.host != nil, w, c.x.Deadline()))
+	return c.relay(c.g.streamWriter(&c.dw, c.ctx, c.host != nil, w, c.x.Deadline()))
 }
 
 func (c *call) relay(w io.Writer) (int64, error) {

@@ -211,7 +211,7 @@ func (b *bifrostStream) WriteTo(w io.Writer) (n int64, err error) {
 	}()
 	probePanic("stream")
 	c := b.c
-	return b.relay(c.g.streamWriter(c.ctx, c.host != nil, w, c.x.Deadline()))
+	return b.relay(c.g.streamWriter(&c.dw, c.ctx, c.host != nil, w, c.x.Deadline()))
 }
 
 func (b *bifrostStream) relay(w io.Writer) (int64, error) {

@@ -271,7 +271,7 @@ func (l *logStream) WriteTo(w io.Writer) (n int64, err error) {
 			err = errStreamPanic
 		}
 	}()
-	return l.stream(l.g.streamWriter(l.ctx, l.host, w, time.Time{}))
+	return l.stream(l.g.streamWriter(&deadlineWriter{}, l.ctx, l.host, w, time.Time{}))
 }
 
 func (l *logStream) stream(w io.Writer) (int64, error) {
