@@ -59,6 +59,7 @@ type call struct {
 	respID   []byte
 	relayed  bool           // the relay route authenticated it (relay_route.go)
 	panicked bool           // handling panicked: the guard answers and counts it (panic.go)
+	settled  bool           // settle ran (or started): it runs once
 	dw       deadlineWriter // the stream's writer with its write deadline (deadlines.go)
 
 	// admission (admission.go)
@@ -140,7 +141,13 @@ func (c *call) finish() {
 
 // settle gives back everything the call holds (token reservation, ingest
 // and lane leases, the in-flight registration) and records its outcome.
+// It runs at most once: a panic inside it must not make the panic guard
+// give the same leases back twice.
 func (c *call) settle() {
+	if c.settled {
+		return
+	}
+	c.settled = true
 	g := c.g
 	c.settleUsage()
 	c.releaseAdmission()
