@@ -109,7 +109,7 @@ func (g *Gateway) startAdmission() error {
 	}
 	g.log.Info("chat ingest budget", "bytes", b.Bytes, "source", string(b.Source), "ceilingBytes", b.CeilingBytes,
 		"largeBodyBytes", int64(a.LargeBodyBytes), "countCap", countCap)
-	g.health = append(g.health, healthSection{"chatAdmission", g.admissionHealth})
+	g.health = append(g.health, healthSection{name: "chatAdmission", fn: g.admissionHealth})
 	g.registerAdmissionMetrics()
 	return nil
 }
@@ -321,6 +321,11 @@ func (c *call) closeUnread() {
 }
 
 func (g *Gateway) lingerClose(ctx *fasthttp.RequestCtx, c net.Conn) {
+	defer func() { // a hijack handler runs on its own goroutine: a panic there would end the process
+		if p := recover(); p != nil {
+			g.notePanic(routeOf(ctx.Path()), string(ctx.Response.Header.Peek("X-Request-Id")), "linger", p)
+		}
+	}()
 	raw := c
 	if u, ok := c.(interface{ UnsafeConn() net.Conn }); ok {
 		raw = u.UnsafeConn()
@@ -519,7 +524,7 @@ func (g *Gateway) expectAdmission(ctx *fasthttp.RequestCtx) (int, bool) {
 	case !ctx.IsPost():
 		e = errMethod("POST")
 		ctx.Response.Header.Set(fasthttp.HeaderAllow, "POST")
-	case len(ctx.Request.Header.ContentType()) > 0 && !isJSONMediaType(ctx.Request.Header.ContentType()):
+	case !isJSONMediaType(ctx.Request.Header.ContentType()):
 		e = errMediaType
 	}
 	if e == nil {

@@ -123,7 +123,7 @@ func holdUpload(t *testing.T, g *gwEnv, n int64) net.Conn {
 }
 
 func head(path string, cl int, extra ...string) string {
-	h := "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+	h := "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
 	if cl >= 0 {
 		h += "Content-Length: " + strconv.Itoa(cl) + "\r\n"
 	} else {
@@ -269,7 +269,7 @@ func TestExpectContinueDecidedBeforeBody(t *testing.T) {
 	}
 	waitFor(t, "the reservation to come back", func() bool { return g.gw.Ingest().InflightBytes() == 0 && g.gw.Ingest().ActiveHeavy() == 0 })
 	// Authentication and media type are decided before the body too.
-	conn, br = rawRequest(t, g, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 1048576\r\nExpect: 100-continue\r\n\r\n")
+	conn, br = rawRequest(t, g, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\nContent-Length: 1048576\r\nExpect: 100-continue\r\n\r\n")
 	if resp, body = readRaw(t, conn, br); resp.StatusCode != 415 {
 		t.Fatalf("media type: %d %s", resp.StatusCode, body)
 	}

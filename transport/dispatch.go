@@ -324,16 +324,24 @@ func equalFoldASCII(b []byte, s string) bool {
 	return true
 }
 
-// passThrough writes the upstream answer as the response.
+// passThrough writes the upstream answer as the response. A success is
+// passed through byte for byte; an error answer's headers and body are
+// redacted first (a provider may echo the key it was sent).
 func (c *call) passThrough(x *upstream.Exchange) {
 	ctx := c.ctx
-	ctx.SetStatusCode(x.Resp.StatusCode())
+	status := x.Resp.StatusCode()
+	ctx.SetStatusCode(status)
 	copyResponseHeaders(&ctx.Response.Header, &x.Resp.Header)
 	ctx.Response.Header.SetContentTypeBytes(x.Resp.Header.ContentType())
 	if up := x.Resp.Header.Peek("X-Request-Id"); len(up) > 0 {
 		ctx.Response.Header.SetBytesV("X-Upstream-Request-Id", up)
 	}
 	c.routingHeaders()
+	if status >= 400 {
+		c.g.redactErrorHeaders(&ctx.Response.Header)
+		ctx.Response.SetBody(c.g.redact.Bytes(x.Resp.Body()))
+		return
+	}
 	ctx.Response.SetBody(x.Resp.Body())
 }
 
@@ -348,7 +356,7 @@ func (c *call) passThroughError(e *upstreamError) {
 		ctx.Response.Header.SetBytesV(fasthttp.HeaderRetryAfter, e.retryAfter)
 	}
 	c.routingHeaders()
-	ctx.Response.SetBody(e.body)
+	ctx.Response.SetBody(c.g.redact.Bytes(e.body))
 }
 
 // routingHeaders tell the caller which target served it and how many
@@ -361,7 +369,7 @@ func (c *call) routingHeaders() {
 	var b [20]byte
 	h.SetBytesV("X-OmniRoute-Fallbacks", strconv.AppendInt(b[:0], int64(c.fallbacks), 10))
 	if c.fallbacks > 0 {
-		c.g.metrics.fallback[c.route].Add(c.fallbacks)
+		c.g.metrics.routes[c.route].fallback.Add(c.fallbacks)
 	}
 	if c.skips > 0 {
 		c.skippedHeader(h)

@@ -195,7 +195,7 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(tc.body), tc.body)
+		fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(tc.body), tc.body)
 		waitFor(t, "upstream request in flight", func() bool { return mockStats(t).Models[tc.model].Inflight == 1 })
 		if tc.model == "m-slow" {
 			// Read the first event so the stream is committed.
@@ -332,7 +332,7 @@ func TestExpectContinueRejectedBeforeBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10485760\r\nExpect: 100-continue\r\n\r\n")
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 10485760\r\nExpect: 100-continue\r\n\r\n")
 	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	status, err := bufio.NewReader(conn).ReadString('\n')
 	if err != nil || !strings.Contains(status, " 413 ") {

@@ -43,7 +43,7 @@ var (
 			Message: "method not allowed; use " + allow}
 	}
 	errMediaType = &apierror.Error{Status: 415, Type: "invalid_request_error", Code: "unsupported_media_type",
-		Message: "Content-Type must be application/json (with curl, add -H 'Content-Type: application/json')"}
+		Message: "Content-Type must be application/json, and is required (with curl, add -H 'Content-Type: application/json')"}
 	errMissingKey = &apierror.Error{Status: 401, Type: "authentication_error", Code: "missing_api_key",
 		Message: "no API key: send Authorization: Bearer <key> or x-api-key: <key>"}
 	errInvalidKey = &apierror.Error{Status: 401, Type: "authentication_error", Code: "invalid_api_key",

@@ -9,3 +9,20 @@ func SetLogsHeartbeat(d time.Duration) (restore func()) {
 	logsHeartbeat = d
 	return func() { logsHeartbeat = old }
 }
+
+// SetPanicProbe makes requests ("handler") and streams ("stream") run f
+// first, so a test can make them panic; call the returned func after the
+// gateway stopped.
+func SetPanicProbe(f func(where string)) (restore func()) {
+	panicProbe.Store(&f)
+	return func() { panicProbe.Store(nil) }
+}
+
+// Panics is how many requests' handling panicked, on every route.
+func (g *Gateway) Panics() uint64 {
+	var n uint64
+	for r := range g.metrics.routes {
+		n += g.metrics.routes[r].panics.Get()
+	}
+	return n
+}

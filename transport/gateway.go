@@ -31,7 +31,10 @@ import (
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/lockfile"
+	"github.com/omniroute/gateway/internal/logging"
 	"github.com/omniroute/gateway/internal/pressure"
+	"github.com/omniroute/gateway/internal/sanitize"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/transport/upstream"
 )
@@ -91,7 +94,17 @@ type Gateway struct {
 
 	qs *quotaSys // quota telemetry, ledger and routing settings
 
+	// redact removes secrets from every log line and every passed-through
+	// upstream error (redact.go).
+	redact *sanitize.Redactor
+
 	adm admissionState
+
+	browser browserPolicy // Host, Origin and CORS rules (browser.go)
+	// oversize marks requests whose declared length is over the hard cap
+	// between headerReceived and their answer (deadlines.go).
+	oversize sync.Map
+	dirLock  *lockfile.Lock // the data directory, held until Close
 }
 
 // New builds a gateway on system: it resolves the catalog, creates the
@@ -113,16 +126,31 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{opts: o, log: o.Logger, clk: o.Clock, system: system, cat: cat, started: o.Clock.Now()}
+	g := &Gateway{opts: o, clk: o.Clock, system: system, cat: cat, started: o.Clock.Now()}
+	g.redact = g.buildRedactor()
+	g.browser = newBrowserPolicy(&o.Env)
+	g.log = logging.Redacting(o.Logger, g.redact)
 	g.rr = make([]atomic.Uint64, len(cat.Models))
-	if err := g.planServices(); err != nil {
+	// One gateway per data directory: two would overwrite each other's
+	// service state (lockfile). Held until Close.
+	if g.dirLock, err = lockfile.Acquire(o.Env.ResolvedDataDir()); err != nil {
 		return nil, err
+	}
+	early := func(err error) (*Gateway, error) {
+		for _, c := range g.clients {
+			c.Close()
+		}
+		g.dirLock.Release()
+		return nil, err
+	}
+	if err := g.planServices(); err != nil {
+		return early(err)
 	}
 	if err := g.buildClients(); err != nil {
-		return nil, err
+		return early(err)
 	}
 	if g.tenants, err = buildTenants(o); err != nil {
-		return nil, err
+		return early(err)
 	}
 	names := make([]string, len(cat.Targets))
 	for i, t := range cat.Targets {
@@ -131,7 +159,7 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	g.metrics = newMetrics(cat)
 	if err := g.spawnRouting(system, names); err != nil {
 		g.metrics.unregister()
-		return nil, err
+		return early(err)
 	}
 	g.inflight = newRegistry()
 	g.hangups = newHangupWatcher(g.inflight, g.log)
@@ -139,9 +167,9 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	g.server = &fasthttp.Server{}
 	g.ServerConfig(g.server)
 	g.health = []healthSection{
-		{"server", g.serverHealth},
-		{"targets", g.targetsHealth},
-		{"quota", g.quotaHealth},
+		{name: "server", fn: g.serverHealth},
+		{name: "targets", fn: g.targetsHealth},
+		{name: "quota", fn: g.quotaHealth},
 	}
 	if err := g.startAdmission(); err != nil {
 		g.Close()
@@ -224,6 +252,8 @@ func (g *Gateway) ServerConfig(s *fasthttp.Server) {
 	s.StreamRequestBody = true
 	s.MaxRequestBodySize = int(g.opts.Env.Ingest.HardMaxBodyBytes) + 1
 	s.ReadTimeout = e.HeaderTimeout.Duration()
+	s.HeaderReceived = g.headerReceived // the body's own deadline (deadlines.go)
+	s.WriteTimeout = g.opts.Env.HTTP.WriteTimeout.Duration()
 	s.IdleTimeout = e.KeepAliveIdle.Duration()
 	s.Concurrency = int(e.MaxConnections)
 	s.CloseOnShutdown = true
@@ -233,6 +263,9 @@ func (g *Gateway) ServerConfig(s *fasthttp.Server) {
 	s.ReduceMemoryUsage = false
 	s.ExpectHandler = g.expect
 	s.Logger = fasthttpLogger{g.log}
+	// fasthttp would log the first and last 200 bytes of a malformed
+	// request (its Authorization header and prompt included).
+	s.SecureErrorLogMessage = true
 	s.ErrorHandler = g.serverError
 }
 
@@ -303,6 +336,7 @@ func (g *Gateway) Close() {
 		c.Close()
 	}
 	g.metrics.unregister()
+	g.dirLock.Release()
 }
 
 // fasthttpLogger routes fasthttp's own log lines into slog.

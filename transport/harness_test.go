@@ -76,13 +76,13 @@ func runWithLeakCheck(m *testing.M) int {
 // testFile is the gateway configuration the tests use: one mock provider
 // with two keyed connections and a few models whose upstream names select
 // mock behaviours.
-func testFile(t *testing.T, extra string) *config.File {
+func testFile(t testing.TB, extra string) *config.File {
 	t.Helper()
 	return testFileWith(t, "", extra)
 }
 
 // testFileWith adds providers (a JSON fragment starting with a comma) too.
-func testFileWith(t *testing.T, extraProviders, extra string) *config.File {
+func testFileWith(t testing.TB, extraProviders, extra string) *config.File {
 	t.Helper()
 	js := `{
   "providers": {
@@ -107,7 +107,7 @@ func testFileWith(t *testing.T, extraProviders, extra string) *config.File {
 }
 
 type gwEnv struct {
-	t      *testing.T
+	t      testing.TB
 	gw     *transport.Gateway
 	system *actor.ActorSystem
 	base   string
@@ -132,9 +132,15 @@ func startGateway(t *testing.T, f *config.File, envVars map[string]string) *gwEn
 	return startGatewayWith(t, f, envVars, transport.Options{})
 }
 
+// startGatewayTB is startGateway for benchmarks and fuzz targets.
+func startGatewayTB(t testing.TB, f *config.File, envVars map[string]string) *gwEnv {
+	t.Helper()
+	return startGatewayWith(t, f, envVars, transport.Options{})
+}
+
 // startGatewayWith is startGateway with extra options (clock, pressure
 // sampler); Env, File and Getenv are filled in here.
-func startGatewayWith(t *testing.T, f *config.File, envVars map[string]string, o transport.Options) *gwEnv {
+func startGatewayWith(t testing.TB, f *config.File, envVars map[string]string, o transport.Options) *gwEnv {
 	t.Helper()
 	vars := map[string]string{"OMNIROUTE_DATA_DIR": t.TempDir(), "OMNIROUTE_TENANT_SECRET": "test-secret-0123456789"}
 	for k, v := range envVars {
@@ -211,7 +217,7 @@ func setBehavior(t *testing.T, models map[string]mockprovider.Behavior) {
 	}
 }
 
-func resetMock(t *testing.T) {
+func resetMock(t testing.TB) {
 	t.Helper()
 	if err := mockAdmin.Reset(); err != nil {
 		t.Fatal(err)
@@ -264,7 +270,7 @@ func sseEvents(body []byte) [][2]string {
 	return out
 }
 
-func jsonField(t *testing.T, b []byte, path ...string) any {
+func jsonField(t testing.TB, b []byte, path ...string) any {
 	t.Helper()
 	var v any
 	if err := json.Unmarshal(b, &v); err != nil {

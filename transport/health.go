@@ -9,14 +9,17 @@ import (
 
 // healthSection is one subsystem's part of GET /api/monitoring/health.
 // fn returns the section body and its status: "ok", "degraded" or "down".
+// brief, when set, is what a caller not allowed on the management routes
+// sees instead of the body (no pids, ports, addresses or error texts).
 type healthSection struct {
-	name string
-	fn   func() (any, string)
+	name  string
+	fn    func() (any, string)
+	brief func(body any) any
 }
 
 // AddHealthSection lets embedders and subsystems add a section.
 func (g *Gateway) AddHealthSection(name string, fn func() (any, string)) {
-	g.health = append(g.health, healthSection{name, fn})
+	g.health = append(g.health, healthSection{name: name, fn: fn})
 }
 
 var statusRank = map[string]int{"ok": 0, "degraded": 1, "down": 2}
@@ -25,7 +28,13 @@ var statusRank = map[string]int{"ok": 0, "degraded": 1, "down": 2}
 // overall status (the worst section status), so monitors can read details
 // instead of guessing from a status code. A panicking section is reported
 // as down rather than failing the endpoint.
+//
+// Health answers any caller: monitors need it. The sections that describe
+// supervised processes and their endpoints (services, engines, relay) show
+// their full detail only to callers the management routes would let in;
+// others see states only, as /api/services would refuse them.
 func (g *Gateway) healthHandler(ctx *fasthttp.RequestCtx) {
+	full := g.managementAllowed(ctx)
 	out := map[string]any{}
 	overall := "ok"
 	if g.draining.Load() {
@@ -33,6 +42,9 @@ func (g *Gateway) healthHandler(ctx *fasthttp.RequestCtx) {
 	}
 	for _, s := range g.health {
 		body, st := safeSection(s)
+		if s.brief != nil && !full {
+			body = s.brief(body)
+		}
 		out[s.name] = body
 		if statusRank[st] > statusRank[overall] && overall != "draining" {
 			overall = st

@@ -64,7 +64,10 @@ type call struct {
 	idle     time.Duration
 	closing  atomic.Bool
 	respID   []byte
-	relayed  bool // the relay route authenticated it (relay_route.go)
+	relayed  bool           // the relay route authenticated it (relay_route.go)
+	panicked bool           // handling panicked: the guard answers and counts it (panic.go)
+	settled  bool           // settle ran (or started): it runs once
+	dw       deadlineWriter // the stream's writer with its write deadline (deadlines.go)
 
 	// admission (admission.go)
 	lease  *ingest.Lease
@@ -91,9 +94,9 @@ type call struct {
 
 var callPool = sync.Pool{New: func() any { return &call{} }}
 
-func (g *Gateway) acquireCall(ctx *fasthttp.RequestCtx, s catalog.Surface, rid []byte, start time.Time) *call {
+func (g *Gateway) acquireCall(ctx *fasthttp.RequestCtx, r route, rid []byte, start time.Time) *call {
 	c := callPool.Get().(*call)
-	c.g, c.ctx, c.surface, c.format, c.route, c.start = g, ctx, s, formatFor(s), surfaceRoute(s), start
+	c.g, c.ctx, c.surface, c.format, c.route, c.start = g, ctx, routes[r].surface, r.format(), r, start
 	c.rid = append(c.ridBuf[:0], rid...)
 	return c
 }
@@ -122,10 +125,11 @@ func (c *call) fail(e *apierror.Error) {
 }
 
 // inference handles /v1/chat/completions, /v1/messages and /v1/responses.
-func (g *Gateway) inference(ctx *fasthttp.RequestCtx, s catalog.Surface, rid []byte, host context.Context, start time.Time) {
-	c := g.acquireCall(ctx, s, rid, start)
+func (g *Gateway) inference(ctx *fasthttp.RequestCtx, r route, rid []byte, host context.Context, start time.Time) {
+	c := g.acquireCall(ctx, r, rid, start)
 	g.metrics.inflight.Add(1)
 	g.active.Add(1)
+	defer c.abandonOnPanic()
 	if streaming := c.handle(host); streaming {
 		return // the relay finishes the call
 	}
@@ -135,6 +139,19 @@ func (g *Gateway) inference(ctx *fasthttp.RequestCtx, s catalog.Surface, rid []b
 // finish records the outcome and returns the call to the pool. It runs
 // exactly once per call: at handler end, or at the end of a relay.
 func (c *call) finish() {
+	c.settle()
+	c.release()
+}
+
+// settle gives back everything the call holds (token reservation, ingest
+// and lane leases, the in-flight registration) and records its outcome.
+// It runs at most once: a panic inside it must not make the panic guard
+// give the same leases back twice.
+func (c *call) settle() {
+	if c.settled {
+		return
+	}
+	c.settled = true
 	g := c.g
 	c.settleUsage()
 	c.releaseAdmission()
@@ -145,11 +162,11 @@ func (c *call) finish() {
 		c.stopCtx()
 	}
 	c.releaseStream()
-	g.metrics.request(c.route, c.ctx.Response.StatusCode())
-	g.metrics.duration[c.route].UpdateDuration(c.start)
+	if !c.panicked { // the panic guard counts the request as a 500
+		g.metrics.finish(c.route, c.ctx.Response.StatusCode(), c.start)
+	}
 	g.metrics.inflight.Add(-1)
 	g.active.Add(-1)
-	c.release()
 }
 
 // handle runs the request up to the response (or the commit of a stream).
@@ -166,7 +183,7 @@ func (c *call) handle(host context.Context) bool {
 		c.fail(errMethod("POST"))
 		return false
 	}
-	if ct := ctx.Request.Header.ContentType(); len(ct) > 0 && !isJSONMediaType(ct) {
+	if !isJSONMediaType(ctx.Request.Header.ContentType()) { // missing too: see browser.go
 		c.fail(errMediaType)
 		return false
 	}
@@ -278,6 +295,7 @@ func (c *call) readBody() bool {
 		}
 		b := c.body.B[:0]
 		c.startReading()
+		readStart, chunked := time.Now(), cl < 0
 		for {
 			if len(b) == cap(b) {
 				b = append(b, 0)[:len(b)]
@@ -300,8 +318,15 @@ func (c *call) readBody() bool {
 			if err != nil {
 				c.body.B = b
 				ctx.SetConnectionClose()
+				if isTimeout(err) {
+					c.fail(errBodyTimeout)
+					return false
+				}
 				c.fail(&apierror.Error{Status: 400, Code: "incomplete_body", Message: "the request body could not be read completely; resend the request"})
 				return false
+			}
+			if chunked && n > 0 {
+				c.extendChunkedDeadline(readStart, int64(len(b)))
 			}
 		}
 		c.body.B = b
@@ -317,6 +342,7 @@ func (c *call) readBody() bool {
 func describeScanError(err error) *apierror.Error {
 	var se *jsonscan.SyntaxError
 	var de *jsonscan.DuplicateFieldError
+	var fe *jsonscan.FieldValueError
 	switch {
 	case errors.As(err, &se):
 		return errInvalidJSON(se.Error())
@@ -324,6 +350,9 @@ func describeScanError(err error) *apierror.Error {
 		return errInvalidJSON("the top-level value must be an object")
 	case errors.As(err, &de):
 		return &apierror.Error{Status: 400, Code: "duplicate_field", Message: "request body is ambiguous: " + de.Error()}
+	case errors.As(err, &fe):
+		return &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_field",
+			Message: "request body " + fe.Error() + "; the gateway budgets and prices requests on it"}
 	}
 	return errInvalidJSON(err.Error())
 }

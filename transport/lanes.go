@@ -259,30 +259,15 @@ func (c *call) logCombo(fanout bool, what string) {
 var errPriority = &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_priority",
 	Message: "the x-omniroute-priority header must be interactive or batch"}
 
-// laneMessages says, for every admission refusal, what happened and what
-// to do; laneErrors is built from it and lanes' own table of reasons, so a
-// reason without a message fails TestEveryAdmissionReasonHasAnError.
-var laneMessages = map[lanes.Reason]string{
-	lanes.QueueFull:   "the admission queue of this model's provider is full; retry after the Retry-After delay",
-	lanes.Deadline:    "the request could not be admitted in time for its deadline (X-Stainless-Timeout or x-omniroute-timeout-ms); retry with a longer timeout or later",
-	lanes.Overloaded:  "the provider of this model is at its capacity and its queue would not drain within the queueing target; retry after the Retry-After delay (the measured drain time)",
-	lanes.LaneEvicted: "the request's admission lane was evicted while it waited; retry after the Retry-After delay",
-	lanes.Shutdown:    "the gateway is shutting down; retry against another instance",
-	lanes.Unavailable: "admission did not answer in time; retry after the Retry-After delay",
-	lanes.GlobalFull:  "the gateway holds as much work as ADAPTIVE_ADMISSION_GLOBAL_LIMIT allows; retry after the Retry-After delay or raise the limit",
-}
-
-var laneErrors = func() map[lanes.Reason]*apierror.Error {
-	m := map[lanes.Reason]*apierror.Error{}
-	for _, r := range lanes.Reasons() {
-		msg, ok := laneMessages[r]
-		if !ok {
-			continue // reported by the completeness test
-		}
-		m[r] = &apierror.Error{Status: 503, Type: "server_error", AnthropicType: "overloaded_error", Code: r.Code(),
-			RetryAfter: r.RetryAfter(), Message: "Service temporarily unavailable: " + msg}
+// laneErrors are the admission rejections as the caller sees them, one
+// per lanes.Reason, built from the lanes package's reason table so that
+// every reason has its answer.
+var laneErrors = func() (out [lanes.NumReasons]*apierror.Error) {
+	for r := lanes.Reason(0); r < lanes.NumReasons; r++ {
+		out[r] = &apierror.Error{Status: r.Status(), Type: "server_error", AnthropicType: "overloaded_error", Code: r.Code(),
+			RetryAfter: r.RetryAfter(), Message: "Service temporarily unavailable: " + r.Message()}
 	}
-	return m
+	return out
 }()
 
 // lanesHealth is the adaptiveAdmission section of the health report.

@@ -110,7 +110,7 @@ func TestQueuedClientThatLeavesIsNotAShed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	waitFor(t, "queued", func() bool { return g.admissionNumber("queuedCount") == 1 })
 	left := time.Now()
 	conn.Close()

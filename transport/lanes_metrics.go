@@ -68,7 +68,7 @@ func (g *Gateway) registerLanesMetrics() {
 		gauge(`omniroute_admission_class_active_requests`+lbl, func(s *lanes.Snapshot) float64 { return float64(s.Classes[name].ActiveCount) })
 		gauge(`omniroute_admission_class_waiting_requests`+lbl, func(s *lanes.Snapshot) float64 { return float64(s.Classes[name].WaitingCount) })
 		gauge(`omniroute_admission_class_admitted_total`+lbl, func(s *lanes.Snapshot) float64 { return float64(s.Classes[name].AdmittedCount) })
-		for _, r := range lanes.Reasons() {
+		for _, r := range lanes.Rejections() {
 			code := r.Code()
 			gauge(`omniroute_admission_class_rejected_total{class="`+name+`",reason="`+code+`"}`, func(s *lanes.Snapshot) float64 {
 				return float64(s.Classes[name].Rejected[code])

@@ -116,3 +116,16 @@ func (g *Gateway) managementAccess(ctx *fasthttp.RequestCtx, rid []byte) bool {
 	}
 	return true
 }
+
+// managementAllowed reports, without answering, whether managementAccess
+// would let the caller in.
+func (g *Gateway) managementAllowed(ctx *fasthttp.RequestCtx) bool {
+	class := classifyPeer(ctx.RemoteIP())
+	switch {
+	case class == peerRemote:
+		return false
+	case g.opts.Env.Server.ManagementKey == "":
+		return class == peerLoopback
+	}
+	return g.managementKeyOK(ctx)
+}

@@ -55,6 +55,10 @@ func (g *Gateway) routePreview(ctx *fasthttp.RequestCtx, rid string) {
 	if !g.management(ctx, rid) {
 		return
 	}
+	if !managementBodyOK(ctx) {
+		g.refuse(ctx, routeManagement, []byte(rid), errMgmtMediaType)
+		return
+	}
 	body, tooLarge := readLimited(ctx, maxPreviewBody)
 	if tooLarge {
 		ctx.SetConnectionClose()

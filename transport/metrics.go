@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 
@@ -12,61 +13,47 @@ import (
 	"github.com/omniroute/gateway/messages"
 )
 
-// Routes label request metrics.
-type route uint8
-
-const (
-	routeOther route = iota
-	routeChat
-	routeMessages
-	routeResponses
-	routeModels
-	routeHealth
-	routeMetrics
-	routeManagement
-	routeRelay
-	numRoutes
-)
-
-var routeNames = [numRoutes]string{"other", "chat", "messages", "responses", "models", "health", "metrics", "management", "relay"}
-
-func surfaceRoute(s catalog.Surface) route {
-	switch s {
-	case catalog.Chat:
-		return routeChat
-	case catalog.Messages:
-		return routeMessages
-	case catalog.Responses:
-		return routeResponses
-	}
-	return routeOther
-}
-
 // gwMetrics holds the gateway's metric handles. Every handle a request
 // touches is created up front or cached after its first use, so the hot
 // path never builds a metric name.
 type gwMetrics struct {
 	set      *metrics.Set
-	requests [numRoutes][600]atomic.Pointer[metrics.Counter] // by status
-	duration [numRoutes]*metrics.Histogram
+	routes   [numRoutes]routeSeries
 	inflight atomic.Int64
 	attempts [][messages.NumFailureClasses]*metrics.Counter         // by target, class
 	statuses []atomic.Pointer[[600]atomic.Pointer[metrics.Counter]] // by target, lazily per status
 	names    []string
 	ttfb     []*metrics.Histogram // by target
-	events   [numRoutes]*metrics.Counter
-	cut      [numRoutes]*metrics.Counter
-	fallback [numRoutes]*metrics.Counter
+}
+
+// routeSeries are one route's handles. Every route of the table gets all
+// of them (newMetrics), so no code path can find a nil handle for the
+// route it runs on.
+type routeSeries struct {
+	requests [600]atomic.Pointer[metrics.Counter] // by status, created on first use
+	duration *metrics.Histogram
+	events   *metrics.Counter // SSE events relayed
+	cut      *metrics.Counter // streams ended by an in-band error
+	fallback *metrics.Counter // failed attempts before the answer
+	waited   *metrics.Counter // waited for a target to recover, then routed
+	refused  *metrics.Counter // every target out beyond the wait budget
+	retries  *metrics.Counter // a lone target retried once after a transient failure
+	panics   *metrics.Counter // requests whose handling panicked
 }
 
 func newMetrics(cat *catalog.Catalog) *gwMetrics {
 	m := &gwMetrics{set: metrics.NewSet()}
 	for r := route(0); r < numRoutes; r++ {
-		n := routeNames[r]
-		m.duration[r] = m.set.NewHistogram(fmt.Sprintf(`omniroute_request_duration_seconds{route=%q}`, n))
-		m.events[r] = m.set.NewCounter(fmt.Sprintf(`omniroute_stream_events_total{route=%q}`, n))
-		m.cut[r] = m.set.NewCounter(fmt.Sprintf(`omniroute_stream_interrupted_total{route=%q}`, n))
-		m.fallback[r] = m.set.NewCounter(fmt.Sprintf(`omniroute_fallbacks_total{route=%q}`, n))
+		n := routes[r].label
+		rm := &m.routes[r]
+		rm.duration = m.set.NewHistogram(fmt.Sprintf(`omniroute_request_duration_seconds{route=%q}`, n))
+		rm.events = m.set.NewCounter(fmt.Sprintf(`omniroute_stream_events_total{route=%q}`, n))
+		rm.cut = m.set.NewCounter(fmt.Sprintf(`omniroute_stream_interrupted_total{route=%q}`, n))
+		rm.fallback = m.set.NewCounter(fmt.Sprintf(`omniroute_fallbacks_total{route=%q}`, n))
+		rm.waited = m.set.NewCounter(fmt.Sprintf(`omniroute_routing_waits_total{route=%q,outcome="recovered"}`, n))
+		rm.refused = m.set.NewCounter(fmt.Sprintf(`omniroute_routing_waits_total{route=%q,outcome="refused"}`, n))
+		rm.retries = m.set.NewCounter(fmt.Sprintf(`omniroute_routing_retries_total{route=%q}`, n))
+		rm.panics = m.set.NewCounter(fmt.Sprintf(`omniroute_request_panics_total{route=%q}`, n))
 	}
 	m.attempts = make([][messages.NumFailureClasses]*metrics.Counter, len(cat.Targets))
 	m.statuses = make([]atomic.Pointer[[600]atomic.Pointer[metrics.Counter]], len(cat.Targets))
@@ -87,6 +74,12 @@ func newMetrics(cat *catalog.Catalog) *gwMetrics {
 	return m
 }
 
+// finish counts a finished request and its duration.
+func (m *gwMetrics) finish(r route, status int, start time.Time) {
+	m.request(r, status)
+	m.routes[r].duration.UpdateDuration(start)
+}
+
 func (m *gwMetrics) unregister() { metrics.UnregisterSet(m.set, true) }
 
 // request counts a finished request.
@@ -94,10 +87,10 @@ func (m *gwMetrics) request(r route, status int) {
 	if status < 100 || status >= 600 {
 		status = 599
 	}
-	slot := &m.requests[r][status]
+	slot := &m.routes[r].requests[status]
 	c := slot.Load()
 	if c == nil {
-		c = m.set.GetOrCreateCounter(`omniroute_requests_total{route="` + routeNames[r] + `",status="` + strconv.Itoa(status) + `"}`)
+		c = m.set.GetOrCreateCounter(`omniroute_requests_total{route="` + routes[r].label + `",status="` + strconv.Itoa(status) + `"}`)
 		slot.Store(c)
 	}
 	c.Inc()

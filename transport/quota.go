@@ -54,9 +54,6 @@ type quotaMetrics struct {
 	skips   [][numSkips]*metrics.Counter // by target
 	pollOK  []*metrics.Counter           // by connection
 	pollErr []*metrics.Counter
-	waited  [numRoutes]*metrics.Counter
-	refused [numRoutes]*metrics.Counter
-	retries [numRoutes]*metrics.Counter
 }
 
 // upstreamName is the model name a target sends upstream (the catalog
@@ -222,14 +219,6 @@ func (qs *quotaSys) createMetrics(g *Gateway) {
 				return float64(n)
 			})
 		}
-	}
-	for r := route(0); r < numRoutes; r++ {
-		if r != routeChat && r != routeMessages && r != routeResponses {
-			continue
-		}
-		qs.m.waited[r] = set.NewCounter(fmt.Sprintf(`omniroute_routing_waits_total{route=%q,outcome="recovered"}`, routeNames[r]))
-		qs.m.refused[r] = set.NewCounter(fmt.Sprintf(`omniroute_routing_waits_total{route=%q,outcome="refused"}`, routeNames[r]))
-		qs.m.retries[r] = set.NewCounter(fmt.Sprintf(`omniroute_routing_retries_total{route=%q}`, routeNames[r]))
 	}
 	set.NewGauge(`omniroute_ledger_reserved_tokens`, func() float64 {
 		var n uint64

@@ -489,6 +489,7 @@ func TestManagementAuth(t *testing.T) {
 		want   int
 	}{{"203.0.113.7:4000", 403}, {"127.0.0.1:4000", 200}, {"[::1]:4000", 200}} {
 		req := httptest.NewRequest(http.MethodGet, "/api/omniroute/quota", nil).WithContext(context.Background())
+		req.Host = "127.0.0.1" // httptest says example.com, which the Host check refuses
 		req.RemoteAddr = tc.remote
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)

@@ -55,7 +55,11 @@ func (c *call) prime(x *upstream.Exchange) (messages.FailureClass, bool) {
 }
 
 func (c *call) hold(ev *sse.Event) {
-	c.pending = append(c.pending, ev.Raw...)
+	raw := ev.Raw
+	if c.isErrorEvent(ev) { // the provider's own error event, passed on: redacted
+		raw = c.g.redact.Bytes(raw)
+	}
+	c.pending = append(c.pending, raw...)
 	c.pendOff = append(c.pendOff, len(c.pending))
 	if c.surface == catalog.Responses && len(c.respID) == 0 && bytes.Equal(ev.Name, []byte("response.created")) {
 		c.respID = append(c.respID[:0], jsonStringField(ev.Data, `"id":"`)...)
@@ -105,8 +109,19 @@ func (c *call) SupportsBodyWriteTo() bool { return true }
 // WriteTo relays the stream: the held events, then every upstream event as
 // it arrives. An upstream failure after the commit ends the stream with an
 // in-band error the official SDKs report; a caller write failure cancels
-// the upstream exchange.
-func (c *call) WriteTo(w io.Writer) (int64, error) {
+// the upstream exchange. fasthttp runs it after the handler returned, so
+// it recovers its own panics (panic.go).
+func (c *call) WriteTo(w io.Writer) (n int64, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = c.streamPanic(p)
+		}
+	}()
+	probePanic("stream")
+	return c.relay(c.g.streamWriter(&c.dw, c.ctx, c.host != nil, w, c.x.Deadline()))
+}
+
+func (c *call) relay(w io.Writer) (int64, error) {
 	var total int64
 	prev := 0
 	for _, off := range c.pendOff {
@@ -118,7 +133,7 @@ func (c *call) WriteTo(w io.Writer) (int64, error) {
 		}
 		prev = off
 	}
-	c.g.metrics.events[c.route].Add(len(c.pendOff))
+	c.g.metrics.routes[c.route].events.Add(len(c.pendOff))
 	x := c.x
 	events := 0
 	sawFinish := false
@@ -145,7 +160,11 @@ func (c *call) WriteTo(w io.Writer) (int64, error) {
 		if c.meterEvent(ev) {
 			continue // the usage-only chunk the caller did not ask for
 		}
-		n, werr := w.Write(ev.Raw)
+		raw, isErr := ev.Raw, c.isErrorEvent(ev)
+		if isErr { // the provider's own error event, passed on: redacted
+			raw = c.g.redact.Bytes(raw)
+		}
+		n, werr := w.Write(raw)
 		total += int64(n)
 		if werr != nil {
 			c.cancel.Cancel()
@@ -155,11 +174,11 @@ func (c *call) WriteTo(w io.Writer) (int64, error) {
 		if c.surface == catalog.Chat && !sawFinish && bytes.Contains(ev.Data, finishReasonSet) {
 			sawFinish = true
 		}
-		if c.isTerminal(ev) || c.isErrorEvent(ev) {
+		if isErr || c.isTerminal(ev) {
 			c.terminal = true
 		}
 	}
-	c.g.metrics.events[c.route].Add(events)
+	c.g.metrics.routes[c.route].events.Add(events)
 	c.drain(x)
 	return total, nil
 }
@@ -187,6 +206,11 @@ func (c *call) drain(x *upstream.Exchange) {
 // it when the response could not be written).
 func (c *call) Close() error {
 	if c.closing.CompareAndSwap(false, true) {
+		defer func() {
+			if p := recover(); p != nil {
+				c.closePanic(p)
+			}
+		}()
 		c.finish()
 	}
 	return nil
@@ -199,7 +223,7 @@ func (c *call) interrupt(w io.Writer, x *upstream.Exchange, err error, seq int) 
 	if class == messages.Canceled {
 		return 0, nil // the caller is gone; nobody to tell
 	}
-	c.g.metrics.cut[c.route].Inc()
+	c.g.metrics.routes[c.route].cut.Inc()
 	c.streamCut = true
 	c.reportMidStream(class)
 	msg := "the upstream provider ended the stream before completing it; the answer is incomplete, retry the request"

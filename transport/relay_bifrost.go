@@ -140,7 +140,12 @@ func (c *call) bifrostAnswer(base string, x *upstream.Exchange) {
 	copyResponseHeaders(&ctx.Response.Header, &x.Resp.Header)
 	ctx.Response.Header.SetContentTypeBytes(x.Resp.Header.ContentType())
 	c.bifrostHeaders(x)
-	ctx.Response.SetBody(x.Resp.Body())
+	if x.Resp.StatusCode() >= 400 {
+		c.g.redactErrorHeaders(&ctx.Response.Header)
+		ctx.Response.SetBody(c.g.redact.Bytes(x.Resp.Body()))
+	} else {
+		ctx.Response.SetBody(x.Resp.Body())
+	}
 	x.Release()
 }
 
@@ -198,7 +203,18 @@ func (b *bifrostStream) SupportsBodyWriteTo() bool { return true }
 // ends the stream with an in-band error and, in auto mode, cools the relay
 // (the next requests go native until the cooldown ends); it never falls
 // back, because the caller already has part of an answer.
-func (b *bifrostStream) WriteTo(w io.Writer) (int64, error) {
+func (b *bifrostStream) WriteTo(w io.Writer) (n int64, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = b.c.streamPanic(p)
+		}
+	}()
+	probePanic("stream")
+	c := b.c
+	return b.relay(c.g.streamWriter(&c.dw, c.ctx, c.host != nil, w, c.x.Deadline()))
+}
+
+func (b *bifrostStream) relay(w io.Writer) (int64, error) {
 	c := b.c
 	x := c.x
 	var total int64
@@ -223,7 +239,7 @@ func (b *bifrostStream) WriteTo(w io.Writer) (int64, error) {
 				n, werr := w.Write(doneFrame)
 				total += int64(n)
 				x.MarkEOF()
-				c.g.metrics.events[c.route].Add(events)
+				c.g.metrics.routes[c.route].events.Add(events)
 				return total, werr
 			}
 			class := classifyStreamError(x, err)
@@ -231,7 +247,7 @@ func (b *bifrostStream) WriteTo(w io.Writer) (int64, error) {
 				break
 			}
 			g := c.g
-			g.metrics.cut[c.route].Inc()
+			g.metrics.routes[c.route].cut.Inc()
 			if !b.forced {
 				r := g.side.relay
 				r.cool.Record(b.base, g.clk.Now(), r.env.BifrostCooldown.Duration())
@@ -247,25 +263,29 @@ func (b *bifrostStream) WriteTo(w io.Writer) (int64, error) {
 			buf = append(buf, "\n\n"...)
 			n, werr := w.Write(buf)
 			total += int64(n)
-			c.g.metrics.events[c.route].Add(events)
+			c.g.metrics.routes[c.route].events.Add(events)
 			return total, werr
 		}
-		n, err := w.Write(ev.Raw)
+		raw, isErr := ev.Raw, c.isErrorEvent(ev)
+		if isErr { // the provider's own error event, passed on: redacted
+			raw = c.g.redact.Bytes(raw)
+		}
+		n, err := w.Write(raw)
 		total += int64(n)
 		if err != nil {
 			c.cancel.Cancel()
-			c.g.metrics.events[c.route].Add(events)
+			c.g.metrics.routes[c.route].events.Add(events)
 			return total, err
 		}
 		events++
 		if !sawFinish && bytes.Contains(ev.Data, finishReasonSet) {
 			sawFinish = true
 		}
-		if c.isTerminal(ev) || c.isErrorEvent(ev) {
+		if isErr || c.isTerminal(ev) {
 			c.terminal = true
 		}
 	}
-	c.g.metrics.events[c.route].Add(events)
+	c.g.metrics.routes[c.route].events.Add(events)
 	if c.terminal {
 		c.drain(x)
 	}
@@ -275,6 +295,11 @@ func (b *bifrostStream) WriteTo(w io.Writer) (int64, error) {
 // Close ends the call once.
 func (b *bifrostStream) Close() error {
 	if b.closing.CompareAndSwap(false, true) {
+		defer func() {
+			if p := recover(); p != nil {
+				b.c.closePanic(p)
+			}
+		}()
 		b.c.finish()
 	}
 	return nil

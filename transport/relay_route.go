@@ -124,10 +124,10 @@ func (g *Gateway) bifrostEndpoint() (base, why string) {
 // relayChat handles the relay route. It runs on a pooled call so that the
 // native path is exactly the /v1/chat/completions pipeline, in-process.
 func (g *Gateway) relayChat(ctx *fasthttp.RequestCtx, rid []byte, host context.Context, start time.Time) {
-	c := g.acquireCall(ctx, catalog.Chat, rid, start)
-	c.route = routeRelay
+	c := g.acquireCall(ctx, routeRelay, rid, start)
 	g.metrics.inflight.Add(1)
 	g.active.Add(1)
+	defer c.abandonOnPanic()
 	if streaming := c.relayHandle(host); streaming {
 		return
 	}
@@ -136,6 +136,7 @@ func (g *Gateway) relayChat(ctx *fasthttp.RequestCtx, rid []byte, host context.C
 
 func (c *call) relayHandle(host context.Context) bool {
 	g, ctx := c.g, c.ctx
+	c.host = host // behind net/http the connection is not ours (deadlines.go)
 	r := g.side.relay
 	switch {
 	case g.draining.Load():
@@ -151,7 +152,7 @@ func (c *call) relayHandle(host context.Context) bool {
 			Message: "the relay route is not enabled on this gateway: add relay.tokens to the config file"})
 		return false
 	}
-	if ct := ctx.Request.Header.ContentType(); len(ct) > 0 && !isJSONMediaType(ct) {
+	if !isJSONMediaType(ctx.Request.Header.ContentType()) { // missing too: see browser.go
 		c.fail(errMediaType)
 		return false
 	}

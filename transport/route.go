@@ -280,7 +280,7 @@ func (c *call) retry(list []*catalog.Target, class messages.FailureClass) *catal
 	if !c.claim(list, p.last, true) {
 		return nil
 	}
-	c.g.qs.m.retries[c.route].Inc()
+	c.g.metrics.routes[c.route].retries.Inc()
 	return t
 }
 
@@ -408,7 +408,7 @@ func (c *call) waitForRecovery() bool {
 	if c.cancel.Cancelled() || g.draining.Load() {
 		return false
 	}
-	g.qs.m.waited[c.route].Inc()
+	g.metrics.routes[c.route].waited.Inc()
 	return true
 }
 
@@ -438,7 +438,7 @@ func (c *call) refuse() {
 	now := g.clk.Now()
 	rec := c.earliestRecovery()
 	secs := retryAfterSeconds(rec, now)
-	g.qs.m.refused[c.route].Inc()
+	g.metrics.routes[c.route].refused.Inc()
 	c.fail(&apierror.Error{Status: 429, Type: "rate_limit_error", AnthropicType: "rate_limit_error", Code: "targets_exhausted", RetryAfter: secs,
 		Message: "every target of model " + strconv.Quote(c.model.Name) + " is cooling down, out of quota or over its token budget; the earliest recovers in " +
 			strconv.Itoa(secs) + "s, retry after that (GET /api/omniroute/quota shows why)"})

@@ -2,12 +2,12 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/internal/apierror"
-	"github.com/omniroute/gateway/internal/catalog"
 )
 
 // serve routes one request. host is the net/http request context when the
@@ -23,60 +23,67 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 	}
 	ctx.Response.Header.SetBytesV("X-Request-Id", rid)
 
-	r := routeOther
+	g.forgetOversize(ctx)
 	path := ctx.Path()
-	switch string(path) {
-	case "/v1/chat/completions":
-		r = routeChat
-		g.inference(ctx, catalog.Chat, rid, host, start)
+	r := routeOf(path)
+	// fasthttp does not recover a handler's panic: the process would die.
+	// The guard answers 500 internal_error instead (panic.go).
+	defer func() {
+		if p := recover(); p != nil {
+			g.handlerPanic(ctx, r, rid, start, p)
+		}
+	}()
+	probePanic("handler")
+	if !g.guardBrowser(ctx, r, rid) {
+		g.metrics.finish(r, ctx.Response.StatusCode(), start)
+		return
+	}
+	switch r {
+	case routeChat, routeMessages, routeResponses:
+		g.inference(ctx, r, rid, host, start)
 		return // inference records its own metrics (streams finish later)
-	case "/v1/messages":
-		r = routeMessages
-		g.inference(ctx, catalog.Messages, rid, host, start)
-		return
-	case "/v1/responses":
-		r = routeResponses
-		g.inference(ctx, catalog.Responses, rid, host, start)
-		return
-	case "/v1/models":
-		r = routeModels
-		g.models(ctx, rid)
-	case "/api/monitoring/health":
-		r = routeHealth
-		g.healthHandler(ctx)
-	case "/api/v1/relay/chat/completions":
+	case routeRelay:
 		g.relayChat(ctx, rid, host, start)
 		return // finished like an inference call
-	case "/api/omniroute/route/preview":
-		r = routeManagement
-		g.routePreview(ctx, string(rid))
-	case "/api/omniroute/quota":
-		r = routeManagement
-		g.quotaReport(ctx, string(rid))
-	case "/metrics":
-		r = routeMetrics
+	case routeModels:
+		g.models(ctx, rid)
+	case routeHealth:
+		g.healthHandler(ctx)
+	case routeMetrics:
 		if !ctx.IsGet() {
 			writeError(ctx, apierror.OpenAI, string(rid), errMethod("GET"))
 			break
 		}
 		ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 		g.metrics.write(ctx)
-	default:
-		if g.managementRoute(ctx, path, rid, host) {
-			r = routeManagement
-			break
+	case routeManagement:
+		switch string(path) {
+		case "/api/omniroute/route/preview":
+			g.routePreview(ctx, string(rid))
+		case "/api/omniroute/quota":
+			g.quotaReport(ctx, string(rid))
+		default:
+			g.managementRoute(ctx, path, rid, host)
 		}
+	default:
 		writeError(ctx, apierror.OpenAI, string(rid), errNotFound(string(path)))
 	}
-	g.metrics.request(r, ctx.Response.StatusCode())
-	g.metrics.duration[r].UpdateDuration(start)
+	g.metrics.finish(r, ctx.Response.StatusCode(), start)
 }
 
 // expect decides an Expect: 100-continue upload before its body is sent:
 // chat-shaped routes run their admission checks (which include the hard
 // cap), other routes only the hard cap, so a rejected body never crosses
 // the network.
-func (g *Gateway) expect(ctx *fasthttp.RequestCtx) int {
+func (g *Gateway) expect(ctx *fasthttp.RequestCtx) (status int) {
+	defer func() {
+		if p := recover(); p != nil {
+			g.notePanic(routeOf(ctx.Path()), string(ctx.Request.Header.Peek("X-Request-Id")), "expect", p)
+			ctx.SetConnectionClose()
+			status = fasthttp.StatusInternalServerError
+		}
+	}()
+	g.forgetOversize(ctx)
 	if g.draining.Load() {
 		return fasthttp.StatusServiceUnavailable
 	}
@@ -89,16 +96,22 @@ func (g *Gateway) expect(ctx *fasthttp.RequestCtx) int {
 	return fasthttp.StatusContinue
 }
 
-// serverError renders fasthttp's own parse errors (malformed requests,
-// header timeouts) as JSON instead of plain text.
+// serverError renders fasthttp's own errors (malformed requests, header
+// timeouts, a declared body over the hard cap) as JSON instead of plain
+// text.
 func (g *Gateway) serverError(ctx *fasthttp.RequestCtx, err error) {
-	status := fasthttp.StatusBadRequest
-	code := "bad_request"
-	msg := "malformed HTTP request"
-	if _, ok := err.(*fasthttp.ErrSmallBuffer); ok {
-		status, code, msg = fasthttp.StatusRequestHeaderFieldsTooLarge, "headers_too_large", "request headers are too large"
-	} else if netErr, ok := err.(interface{ Timeout() bool }); ok && netErr.Timeout() {
-		status, code, msg = fasthttp.StatusRequestTimeout, "request_timeout", "request headers or body were not received in time"
+	e := &apierror.Error{Status: fasthttp.StatusBadRequest, Type: "invalid_request_error", Code: "bad_request",
+		Message: "malformed HTTP request; check the request line and headers"}
+	var small *fasthttp.ErrSmallBuffer
+	if _, over := g.oversize.LoadAndDelete(&ctx.Request.Header); over {
+		e = errBodyTooLarge(int64(g.opts.Env.Ingest.HardMaxBodyBytes))
+	} else if errors.As(err, &small) {
+		e = &apierror.Error{Status: fasthttp.StatusRequestHeaderFieldsTooLarge, Type: "invalid_request_error", Code: "headers_too_large",
+			Message: "request headers are too large; send fewer or shorter headers"}
+	} else if isTimeout(err) {
+		e = &apierror.Error{Status: fasthttp.StatusRequestTimeout, Type: "invalid_request_error", Code: "request_timeout",
+			Message: "the request headers were not received within OMNIROUTE_HEADER_TIMEOUT_MS; resend the request"}
 	}
-	writeError(ctx, apierror.OpenAI, "", &apierror.Error{Status: status, Code: code, Message: msg})
+	ctx.SetConnectionClose()
+	writeError(ctx, apierror.OpenAI, "", e)
 }

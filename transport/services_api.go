@@ -34,14 +34,22 @@ const (
 // logsHeartbeat is the interval of heartbeat events on the logs stream.
 var logsHeartbeat = 15 * time.Second
 
-// managementRoute serves /api/services... and /api/engines. It reports
-// false for any other path.
+const servicesPrefix = "/api/services"
+
+// isManagementPath reports the paths of the services and engines API.
+func isManagementPath(path []byte) bool {
+	return bytes.Equal(path, []byte(servicesPrefix)) || bytes.HasPrefix(path, []byte(servicesPrefix+"/")) ||
+		bytes.Equal(path, []byte("/api/engines"))
+}
+
+// managementRoute serves /api/services... and /api/engines (see
+// isManagementPath). It reports false for any other path.
 func (g *Gateway) managementRoute(ctx *fasthttp.RequestCtx, path []byte, rid []byte, host context.Context) bool {
-	const prefix = "/api/services"
-	isServices := bytes.Equal(path, []byte(prefix)) || bytes.HasPrefix(path, []byte(prefix+"/"))
-	if !isServices && !bytes.Equal(path, []byte("/api/engines")) {
+	const prefix = servicesPrefix
+	if !isManagementPath(path) {
 		return false
 	}
+	isServices := !bytes.Equal(path, []byte("/api/engines"))
 	if !g.managementAccess(ctx, rid) {
 		return true
 	}
@@ -84,6 +92,10 @@ func (g *Gateway) managementRoute(ctx *fasthttp.RequestCtx, path []byte, rid []b
 	}
 	if string(ctx.Method()) != want {
 		g.mgmtMethod(ctx, rid, want)
+		return true
+	}
+	if want == "POST" && !managementBodyOK(ctx) {
+		g.refuse(ctx, routeManagement, rid, errMgmtMediaType)
 		return true
 	}
 	switch action {
@@ -214,7 +226,7 @@ func (g *Gateway) serviceLogs(ctx *fasthttp.RequestCtx, rid []byte, h *services.
 		return
 	}
 	snap, sub := h.Logs().Subscribe(tail, filter, logsBuffer)
-	ls := &logStream{g: g, snap: snap, sub: sub}
+	ls := &logStream{g: g, rid: string(rid), ctx: ctx, host: host != nil, snap: snap, sub: sub}
 	var conn net.Conn
 	if host == nil {
 		conn = ctx.Conn()
@@ -233,6 +245,9 @@ func (g *Gateway) serviceLogs(ctx *fasthttp.RequestCtx, rid []byte, h *services.
 // logStream is the body of a logs response.
 type logStream struct {
 	g       *Gateway
+	rid     string
+	ctx     *fasthttp.RequestCtx // valid while fasthttp writes the body
+	host    bool                 // behind net/http: no connection deadlines
 	snap    []ringbuf.Line
 	sub     *ringbuf.Sub
 	cancel  upstream.Cancel // cancelled by the hang-up watcher or shutdown
@@ -249,7 +264,17 @@ func (l *logStream) SupportsBodyWriteTo() bool { return true }
 // logsPoll is how often the stream checks for a hang-up or shutdown.
 const logsPoll = 200 * time.Millisecond
 
-func (l *logStream) WriteTo(w io.Writer) (int64, error) {
+func (l *logStream) WriteTo(w io.Writer) (n int64, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			l.g.notePanic(routeManagement, l.rid, "stream", p)
+			err = errStreamPanic
+		}
+	}()
+	return l.stream(l.g.streamWriter(&deadlineWriter{}, l.ctx, l.host, w, time.Time{}))
+}
+
+func (l *logStream) stream(w io.Writer) (int64, error) {
 	var total int64
 	send := func(event string, v any) error {
 		b, _ := json.Marshal(v)

@@ -62,7 +62,7 @@ func (g *Gateway) startSidecars(system *actor.ActorSystem) error {
 	s := g.side
 	s.engines = engines.Build(g.opts.File, g.opts.Env.Relay.BifrostURL())
 	mgr, err := services.Start(system, s.specs, services.Options{
-		DataDir: g.opts.Env.ResolvedDataDir(), Clock: g.clk, Logger: g.log.With("component", "services")})
+		DataDir: g.opts.Env.ResolvedDataDir(), Clock: g.clk, Logger: g.log.With("component", "services"), Redact: g.redact.String})
 	if err != nil {
 		return err
 	}
@@ -70,8 +70,9 @@ func (g *Gateway) startSidecars(system *actor.ActorSystem) error {
 	if s.relay, err = g.newRelayRoute(); err != nil {
 		return err
 	}
-	g.health = append(g.health, healthSection{"services", g.servicesHealth}, healthSection{"engines", g.enginesHealth},
-		healthSection{"relay", g.relayHealth})
+	g.health = append(g.health, healthSection{name: "services", fn: g.servicesHealth, brief: briefServices},
+		healthSection{name: "engines", fn: g.enginesHealth, brief: briefEngines},
+		healthSection{name: "relay", fn: g.relayHealth, brief: briefRelay})
 	g.sidecarMetrics(g.metrics.set)
 	ctx, cancel := context.WithTimeout(context.Background(), autoStartWait)
 	defer cancel()
@@ -122,6 +123,38 @@ func (g *Gateway) servicesHealth() (any, string) {
 	}
 	return map[string]any{"services": list}, status
 }
+
+// briefServices is the services section for callers the management
+// routes refuse: each service's state and health, no pid, port or error.
+func briefServices(body any) any {
+	full, _ := body.(map[string]any)
+	list, _ := full["services"].([]services.Status)
+	out := make([]map[string]string, 0, len(list))
+	for _, st := range list {
+		out = append(out, map[string]string{"tool": st.Tool, "state": string(st.State), "health": string(st.Health)})
+	}
+	return map[string]any{"services": out, "detail": detailHint}
+}
+
+// briefEngines keeps each engine's id and state.
+func briefEngines(body any) any {
+	full, _ := body.(map[string]any)
+	list, _ := full["engines"].([]engineView)
+	out := make([]map[string]string, 0, len(list))
+	for _, e := range list {
+		out = append(out, map[string]string{"id": e.ID, "state": e.State})
+	}
+	return map[string]any{"engines": out, "detail": detailHint}
+}
+
+// briefRelay keeps the backend choice, not the endpoint or why it is
+// unavailable.
+func briefRelay(body any) any {
+	full, _ := body.(map[string]any)
+	return map[string]any{"backend": full["backend"], "configuredBackend": full["configuredBackend"], "detail": detailHint}
+}
+
+const detailHint = "pids, ports, endpoints and errors are shown to callers allowed on the management routes (loopback, or the management key)"
 
 // engineView is an engine with the live state of its service.
 type engineView struct {

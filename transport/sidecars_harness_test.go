@@ -2,7 +2,6 @@ package transport_test
 
 import (
 	"bufio"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -79,33 +78,13 @@ func startGW(t *testing.T, f *config.File, o gwOpts) *gwEnv {
 	return g
 }
 
-// do sends any request.
+// do sends any request: a body goes as JSON (send sets headers exactly).
 func (g *gwEnv) do(method, path, body string, headers ...string) response {
 	g.t.Helper()
-	var rd io.Reader
 	if body != "" {
-		rd = strings.NewReader(body)
+		headers = append([]string{"Content-Type", "application/json"}, headers...)
 	}
-	req, err := http.NewRequest(method, g.base+path, rd)
-	if err != nil {
-		g.t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := g.hc.Do(req)
-	if err != nil {
-		g.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		g.t.Fatalf("%s %s: reading body: %v", method, path, err)
-	}
-	return response{resp.StatusCode, resp.Header, b}
+	return g.send(method, path, body, headers...)
 }
 
 // svcConfig is a helper service (this test binary in svctest mode).

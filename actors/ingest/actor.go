@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
+	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/messages"
 )
@@ -28,12 +29,27 @@ type tick struct{}
 
 var tickMsg = &tick{}
 
+// newIngestActor builds a fresh actor for h: at spawn and at every restart.
+func newIngestActor(h *Handle) *ingestActor {
+	return &ingestActor{h: h, q: newFairQueue(h.cfg.Quantum, h.cfg.StarveAfter, h.cfg.Weight), waiters: map[*messages.AcquireBytes]*waiter{}}
+}
+
 func (a *ingestActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case supervise.Crash:
+		m.Panic()
 	case *actor.Started:
 		a.sched = scheduler.NewTimerScheduler(ctx)
+		// After a restart: the failed actor's pending wake may be lost, and
+		// its queue is gone.
+		a.h.wakePending.Store(false)
+		a.publish()
+	case *actor.Restarting:
+		// The queue dies with this object: its waiters are told to retry
+		// (a shed, with Retry-After), not left waiting for an answer.
+		a.stop(messages.ShedQueueTimeout)
 	case *actor.Stopping:
-		a.stop()
+		a.stop(messages.IngestStopped)
 	case *messages.AcquireBytes:
 		a.enqueue(ctx, m)
 	case *messages.CancelAcquire:
@@ -168,15 +184,20 @@ func (a *ingestActor) publish() {
 	h.lanes.Store(&lanes)
 }
 
-// stop answers every waiter: the gateway is going away.
-func (a *ingestActor) stop() {
+// stop cancels the timer and answers every waiter with o: the gateway
+// is going away (IngestStopped), or this actor is being restarted.
+func (a *ingestActor) stop(o messages.IngestOutcome) {
 	if a.timer != nil {
 		a.timer()
+		a.timer = nil
 	}
 	for m, w := range a.waiters {
 		a.q.remove(w)
 		delete(a.waiters, m)
-		m.Reply <- messages.IngestStopped
+		if o.IsShed() {
+			a.h.Shed(o)
+		}
+		m.Reply <- o
 	}
 	a.publish()
 }

@@ -33,6 +33,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/budget"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/pressure"
@@ -123,6 +124,13 @@ type Handle struct {
 	slowPath atomic.Uint64 // AcquireBytes messages sent
 }
 
+// strategy restarts the ingest actor after a panic: every heavy upload's
+// admission goes through it, so it must come back. What must survive
+// (bytes and slots reserved, shed counts) lives in the Handle; the fresh
+// actor starts with an empty queue, the failed one having answered its
+// waiters (see Restarting).
+var strategy = supervise.Restart("ingest")
+
 var wakeMsg = &wake{}
 
 type wake struct{}
@@ -154,8 +162,8 @@ func Spawn(system *actor.ActorSystem, cfg Config) (*Handle, error) {
 	h.reqPool.New = func() any { return &messages.AcquireBytes{Reply: make(chan messages.IngestOutcome, 1)} }
 	empty := []LaneView{}
 	h.lanes.Store(&empty)
-	a := &ingestActor{h: h, q: newFairQueue(cfg.Quantum, cfg.StarveAfter, cfg.Weight), waiters: map[*messages.AcquireBytes]*waiter{}}
-	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), fmt.Sprintf("ingest-%p", h))
+	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newIngestActor(h) }, actor.WithGuardian(strategy)),
+		fmt.Sprintf("ingest-%p", h))
 	if err != nil {
 		return nil, fmt.Errorf("spawning ingest actor: %w", err)
 	}

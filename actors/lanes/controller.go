@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
+	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/admission"
 	"github.com/omniroute/gateway/internal/repeat"
 	"github.com/omniroute/gateway/internal/tenant"
@@ -21,11 +22,13 @@ import (
 // limit to the upstream's gate and a view for lanes and snapshots;
 // nothing reads its fields.
 //
-// Supervision: the controller is a top-level actor whose lanes are its
-// children; a lane that panics is restarted from a fresh, empty object by
-// the default one-for-one strategy (its waiters time out on their own
-// grace timer), which loses at most the lane's queue, never capacity: the
-// gate counts capacity, not the actors.
+// Supervision (controllerStrategy, laneStrategy): the controller is a
+// top-level actor whose tenant lanes are its children; either restarts
+// from a fresh object. A failed lane answers its queue
+// admission_unavailable and reports itself empty; a restarted controller
+// starts from the initial limit with no tenant lane, and re-learns the
+// shared lane's queue from the lane. Capacity held by admitted requests
+// lives in the gate and survives both.
 type controller struct {
 	u      *upstream
 	cfg    admission.Config
@@ -112,8 +115,25 @@ const tickEvery = 10 * time.Millisecond
 
 func (c *controller) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case supervise.Crash:
+		m.Panic()
 	case *actor.Started:
 		c.self, c.root = ctx.Self(), ctx.ActorSystem().Root
+		if pid := c.u.shared; pid != nil {
+			c.shared = &laneInfo{id: sharedLaneID, pid: pid}
+			c.byID[sharedLaneID] = c.shared
+			c.sched.AddLane(sharedLaneID, 1)
+		}
+		if c.u.incarnations.Add(1) > 1 {
+			// A restart: no tenant lane survived (they were this actor's
+			// children), the shared lane may hold a queue, and the gate
+			// follows this incarnation's limit.
+			if c.shared != nil {
+				ctx.Send(c.shared.pid, resync{})
+			}
+			c.publishLanes()
+			c.publishLimit()
+		}
 		if !c.manual {
 			w := c.cfg.Window()
 			c.cancels = append(c.cancels, repeat.Send(c.root, w, w, ctx.Self(), windowTick{}))
@@ -124,14 +144,11 @@ func (c *controller) Receive(ctx actor.Context) {
 		for _, cancel := range c.cancels {
 			cancel()
 		}
+		c.cancels = nil
 		if c.sub != nil {
 			c.sub()
 			c.sub = nil
 		}
-	case *sharedLane:
-		c.shared = &laneInfo{id: sharedLaneID, pid: m.pid}
-		c.byID[sharedLaneID] = c.shared
-		c.sched.AddLane(sharedLaneID, 1)
 	case *waiter:
 		c.wake()
 		c.route(ctx, m)
@@ -337,7 +354,13 @@ func (c *controller) drainReleases() bool {
 
 // dispatch grants freed capacity to lane heads, interactive first, each
 // class in fair order, until nothing more fits.
+//
+// It folds the released leases first, whatever message woke it: a
+// release frees the gate before its kick arrives, and capacity granted on
+// holdings that predate the release would go to the wrong lane (a light
+// lane's reserved room to a backlogged one).
 func (c *controller) dispatch(ctx actor.Context) {
+	c.drainReleases()
 	now := c.u.h.clk.Now()
 	c.nowNs = now.UnixNano()
 	for cl := range c.extra {

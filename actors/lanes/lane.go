@@ -6,6 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
+	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/admission"
 	"github.com/omniroute/gateway/internal/tenant"
 )
@@ -45,14 +46,30 @@ type laneActor struct {
 
 func (l *laneActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case supervise.Crash:
+		m.Panic()
 	case *actor.Started:
 		l.timers = scheduler.NewTimerScheduler(ctx)
 		l.me = ctx.Self()
+	case *actor.Restarting:
+		// The queue dies with this object: its waiters may retry, and the
+		// controller learns the lane is empty.
+		if l.cancel != nil {
+			l.cancel()
+		}
+		l.rejectAll(Unavailable)
+		l.report(ctx, false, nil)
 	case *actor.Stopping:
 		if l.cancel != nil {
 			l.cancel()
 		}
-		l.rejectAll(Shutdown)
+		if l.u.h.stopped.Load() {
+			l.rejectAll(Shutdown)
+		} else {
+			l.rejectAll(Unavailable) // stopped by a restarting controller, not by shutdown
+		}
+	case resync:
+		l.report(ctx, false, nil)
 	case *waiter:
 		l.enqueue(ctx, m)
 	case *grant:

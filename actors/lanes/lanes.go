@@ -34,6 +34,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
 
+	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/admission"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/tenant"
@@ -42,7 +43,7 @@ import (
 // Reason is why a request was not admitted (None: it was).
 type Reason uint8
 
-// Reasons; their codes, statuses and Retry-After are in reasons.
+// Reasons; what the caller is told for each is in reasons.
 const (
 	None Reason = iota
 	QueueFull
@@ -58,28 +59,40 @@ const (
 	// Aborted: the caller left while queued. Not a shed: it is not counted
 	// as a rejection.
 	Aborted
-	numReasons
+	// NumReasons sizes tables indexed by Reason.
+	NumReasons
 )
 
-// reasons is the one table of admission outcomes: machine code, the
-// default Retry-After in seconds (0 = none), and whether the outcome is a
-// rejection the caller is told about. A test checks every reason has an
-// entry.
-var reasons = [numReasons]struct {
-	code       string
-	retryAfter int
-	rejection  bool
-}{
-	None:        {"", 0, false},
-	QueueFull:   {"admission_queue_full", 1, true},
-	Deadline:    {"admission_deadline", 1, true},
-	Overloaded:  {"admission_overloaded", 1, true},
-	LaneEvicted: {"admission_lane_evicted", 1, true},
-	Shutdown:    {"admission_shutdown", 0, true},
-	Unavailable: {"admission_unavailable", 1, true},
-	GlobalFull:  {"admission_global_limit", 1, true},
-	Busy:        {"admission_busy", 0, false},
-	Aborted:     {"admission_aborted", 0, false},
+// reasonInfo is what a caller is told about a reason.
+type reasonInfo struct {
+	code       string // machine-readable error code
+	status     int    // HTTP status of a refusal
+	retryAfter int    // default Retry-After seconds (0 = none)
+	rejection  bool   // a refusal the caller is answered with
+	message    string // what happened and what to do
+}
+
+// reasons is the one table of admission outcomes: every Reason has its
+// code, status, Retry-After and message here (TestReasonTableComplete), so
+// a reason cannot be added without what the caller is told.
+var reasons = [NumReasons]reasonInfo{
+	None: {code: "", status: 200},
+	QueueFull: {code: "admission_queue_full", status: 503, retryAfter: 1, rejection: true,
+		message: "the admission queue of this model's provider is full; retry after the Retry-After delay"},
+	Deadline: {code: "admission_deadline", status: 503, retryAfter: 1, rejection: true,
+		message: "the request could not be admitted in time for its deadline (ADAPTIVE_ADMISSION_MAX_WAIT_MS, X-Stainless-Timeout or x-omniroute-timeout-ms); retry with a longer timeout or later"},
+	Overloaded: {code: "admission_overloaded", status: 503, retryAfter: 1, rejection: true,
+		message: "the provider of this model is at its capacity and its queue would not drain within the queueing target; retry after the Retry-After delay (the measured drain time)"},
+	LaneEvicted: {code: "admission_lane_evicted", status: 503, retryAfter: 1, rejection: true,
+		message: "the request's admission lane was evicted while it waited; retry after the Retry-After delay"},
+	Shutdown: {code: "admission_shutdown", status: 503, rejection: true,
+		message: "the gateway is shutting down; retry against another instance"},
+	Unavailable: {code: "admission_unavailable", status: 503, retryAfter: 1, rejection: true,
+		message: "admission did not answer in time; retry after the Retry-After delay"},
+	GlobalFull: {code: "admission_global_limit", status: 503, retryAfter: 1, rejection: true,
+		message: "the gateway holds as much work as ADAPTIVE_ADMISSION_GLOBAL_LIMIT allows; retry after the Retry-After delay or raise the limit"},
+	Busy:    {code: "admission_busy", status: 503, message: "no room on this upstream now"},
+	Aborted: {code: "admission_aborted", status: 499, message: "the caller left while its request was queued"},
 }
 
 // Code is the machine-readable error code.
@@ -89,19 +102,39 @@ func (r Reason) Code() string { return reasons[r].code }
 // may carry a measured one (Lease.RetryAfter).
 func (r Reason) RetryAfter() int { return reasons[r].retryAfter }
 
+// Status is the HTTP status of a request refused for r.
+func (r Reason) Status() int { return reasons[r].status }
+
+// Message says what happened and what to do.
+func (r Reason) Message() string { return reasons[r].message }
+
 // Rejection reports whether r is a refusal the caller is answered with.
 func (r Reason) Rejection() bool { return reasons[r].rejection }
 
-// Reasons lists every rejection, for tables built from this one.
-func Reasons() []Reason {
+// Rejections lists every refusal, in table order, for tables built from
+// this one.
+func Rejections() []Reason {
 	var out []Reason
-	for r := Reason(0); r < numReasons; r++ {
+	for r := Reason(0); r < NumReasons; r++ {
 		if reasons[r].rejection {
 			out = append(out, r)
 		}
 	}
 	return out
 }
+
+// controllerStrategy restarts an upstream's controller after a panic:
+// every queued request of the upstream waits on it. The restart stops its
+// tenant lanes (their waiters are told admission_unavailable, Retry-After
+// 1); capacity held by admitted requests lives in the gate and survives;
+// the fresh controller starts with the initial adaptive limit and
+// re-learns the shared lane's queue from the lane itself.
+var controllerStrategy = supervise.Restart("admission-controller")
+
+// laneStrategy restarts a failed lane (tenant or shared) from a fresh
+// object; the failed one rejects its queue as admission_unavailable and
+// reports itself empty to the controller first.
+var laneStrategy = supervise.Restart("admission-lane")
 
 // UpstreamSpec names an upstream and its concurrency cap (0 = none).
 type UpstreamSpec struct {
@@ -136,7 +169,7 @@ type Handle struct {
 	stop    sync.Once
 
 	admitted    [admission.NumClasses]atomic.Int64
-	rejected    [admission.NumClasses][numReasons]atomic.Int64
+	rejected    [admission.NumClasses][NumReasons]atomic.Int64
 	wouldAdmit  atomic.Int64
 	wouldQueue  atomic.Int64
 	wouldReject atomic.Int64

@@ -157,7 +157,7 @@ func (h *Handle) Snapshot() *Snapshot {
 	for c := admission.Class(0); c < admission.NumClasses; c++ {
 		f := ClassFigures{SharePercent: h.cfg.ClassShares[c], ActiveCost: classActive[c], ActiveCount: classCount[c],
 			WaitingCount: classWaiting[c], AdmittedCount: h.admitted[c].Load()}
-		for r := Reason(0); r < numReasons; r++ {
+		for r := Reason(0); r < NumReasons; r++ {
 			n := h.rejected[c][r].Load()
 			if n == 0 {
 				continue

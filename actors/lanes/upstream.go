@@ -2,6 +2,7 @@ package lanes
 
 import (
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -20,6 +21,9 @@ type upstream struct {
 	virt   *admission.Gate // shadow mode's would-be accounting
 	ctrl   *actor.PID
 	shared *actor.PID
+	// incarnations counts the controller's starts (restarts after the
+	// first).
+	incarnations atomic.Int32
 	lanes  atomicLanes
 	view   atomicView
 	done   doneLog
@@ -38,15 +42,17 @@ func newUpstream(h *Handle, idx int, spec UpstreamSpec, o Options) *upstream {
 	empty := map[tenant.ID]*actor.PID{}
 	u.lanes.Store(&empty)
 	u.view.Store(&view{limit: limit})
-	// The controller is the upstream's supervisor: its lanes are its
-	// children. Props build a fresh controller on every (re)start.
-	u.ctrl = h.root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newController(u, o) }))
 	if !cfg.VirtualLanes {
+		// Before the controller, whose Started registers it (every
+		// controller incarnation does).
 		u.shared = h.root.Spawn(actor.PropsFromProducer(func() actor.Actor {
 			return &laneActor{u: u, id: sharedLaneID, shared: true}
-		}))
-		h.root.Send(u.ctrl, &sharedLane{pid: u.shared})
+		}, actor.WithGuardian(laneStrategy)))
 	}
+	// The controller is the supervisor of the upstream's tenant lanes.
+	// Props build a fresh controller on every (re)start.
+	u.ctrl = h.root.Spawn(actor.PropsFromProducer(func() actor.Actor { return newController(u, o) },
+		actor.WithGuardian(controllerStrategy), actor.WithSupervisor(laneStrategy)))
 	return u
 }
 

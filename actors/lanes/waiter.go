@@ -183,7 +183,7 @@ type (
 		deadline time.Time
 	}
 	releaseKick struct{}
-	sharedLane  struct{ pid *actor.PID }
+	resync      struct{} // a lane reports its queue to a fresh controller
 	pressureMsg struct{ sev admission.Pressure }
 	manualTick  struct{}
 	windowTick  struct{}

@@ -18,7 +18,9 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/omniroute/gateway/actors/supervise"
 
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/ledger"
@@ -63,6 +65,8 @@ type Handle struct {
 	clk   clock.Clock
 	slots []slot
 	snap  atomic.Pointer[Snapshot]
+	// stopped makes Stop idempotent (a second Poison would be a dead letter).
+	stopped atomic.Bool
 }
 
 // Reservation is what Reserve held; settle it exactly once.
@@ -108,9 +112,9 @@ func Spawn(system *actor.ActorSystem, slots []SlotSpec, clk clock.Clock) (*Handl
 		}
 		h.slots[i].limits.Store(l)
 	}
-	a := &ledgerActor{h: h, acct: make([]account, len(slots)), headerTok: make([]uint64, len(slots)), headerReq: make([]uint64, len(slots))}
-	a.publish()
-	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), fmt.Sprintf("ledger-%p", h))
+	newLedgerActor(h).publish()
+	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newLedgerActor(h) }, actor.WithGuardian(strategy)),
+		fmt.Sprintf("ledger-%p", h))
 	if err != nil {
 		return nil, fmt.Errorf("spawning ledger actor: %w", err)
 	}
@@ -118,8 +122,12 @@ func Spawn(system *actor.ActorSystem, slots []SlotSpec, clk clock.Clock) (*Handl
 	return h, nil
 }
 
-// Stop stops the actor and waits for it.
-func (h *Handle) Stop() { _ = h.root.PoisonFuture(h.pid).Wait() }
+// Stop stops the actor and waits for it. It is idempotent.
+func (h *Handle) Stop() {
+	if h.stopped.CompareAndSwap(false, true) {
+		_ = h.root.PoisonFuture(h.pid).Wait()
+	}
+}
 
 // Snapshot returns the latest published view.
 func (h *Handle) Snapshot() *Snapshot { return h.snap.Load() }
@@ -277,11 +285,30 @@ type ledgerActor struct {
 // PublishInterval is how often a changed ledger is republished.
 const PublishInterval = 250 * time.Millisecond
 
+// strategy restarts the ledger actor after a panic: budgets are enforced
+// by the handle's counters, which survive; the fresh actor re-learns the
+// header limits from the handle and only its per-window report counts
+// start over.
+var strategy = supervise.Restart("ledger")
+
+// newLedgerActor builds a fresh actor for h, knowing the header limits
+// the handle has seen (so a later observation of one dimension does not
+// forget the other's).
+func newLedgerActor(h *Handle) *ledgerActor {
+	a := &ledgerActor{h: h, acct: make([]account, len(h.slots)), headerTok: make([]uint64, len(h.slots)), headerReq: make([]uint64, len(h.slots))}
+	for i := range h.slots {
+		a.headerTok[i], a.headerReq[i] = h.slots[i].seenTok.Load(), h.slots[i].seenReq.Load()
+	}
+	return a
+}
+
 func (a *ledgerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case supervise.Crash:
+		m.Panic()
 	case *actor.Started:
 		a.cancel = repeat.Send(ctx.ActorSystem().Root, PublishInterval, PublishInterval, ctx.Self(), tick{})
-	case *actor.Stopping:
+	case *actor.Restarting, *actor.Stopping:
 		if a.cancel != nil {
 			a.cancel()
 		}

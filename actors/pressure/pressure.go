@@ -18,7 +18,9 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/omniroute/gateway/actors/supervise"
 
 	"github.com/omniroute/gateway/internal/clock"
 	mem "github.com/omniroute/gateway/internal/pressure"
@@ -55,6 +57,8 @@ type Handle struct {
 	pid   *actor.PID
 	state atomic.Pointer[mem.State]
 	subs  atomic.Pointer[[]func(*mem.State)]
+	// stopped makes Stop idempotent (a second Poison would be a dead letter).
+	stopped atomic.Bool
 }
 
 // State returns the latest state; never nil after Spawn.
@@ -78,8 +82,12 @@ func (h *Handle) Tick() { h.root.Send(h.pid, tickMsg) }
 // Observe feeds an externally taken sample, as if the actor had read it.
 func (h *Handle) Observe(s mem.Sample) { h.root.Send(h.pid, &observe{s}) }
 
-// Stop stops the actor and waits for it.
-func (h *Handle) Stop() { _ = h.root.PoisonFuture(h.pid).Wait() }
+// Stop stops the actor and waits for it. It is idempotent.
+func (h *Handle) Stop() {
+	if h.stopped.CompareAndSwap(false, true) {
+		_ = h.root.PoisonFuture(h.pid).Wait()
+	}
+}
 
 type tick struct{}
 
@@ -127,9 +135,14 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	h := &Handle{root: system.Root}
 	none := []func(*mem.State){}
 	h.subs.Store(&none)
-	a := &pressureActor{h: h, opts: o, tracker: mem.NewTracker(o.Config)}
-	a.observe(o.Sample())
-	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), fmt.Sprintf("pressure-%p", h))
+	first := &pressureActor{h: h, opts: o, tracker: mem.NewTracker(o.Config)}
+	first.observe(o.Sample()) // published before anyone reads it
+	// Every incarnation, the first included, resumes from the published
+	// state: a restart keeps the severity and only starts its streaks over.
+	produce := func() actor.Actor {
+		return &pressureActor{h: h, opts: o, tracker: mem.ResumeTracker(o.Config, *h.state.Load())}
+	}
+	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(produce, actor.WithGuardian(strategy)), fmt.Sprintf("pressure-%p", h))
 	if err != nil {
 		return nil, fmt.Errorf("spawning resource-pressure actor: %w", err)
 	}
@@ -137,13 +150,20 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	return h, nil
 }
 
+// strategy restarts the pressure actor after a panic: admission reads the
+// severity it publishes, so it must keep sampling. The fresh actor
+// resumes the published state.
+var strategy = supervise.Restart("pressure")
+
 func (a *pressureActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case supervise.Crash:
+		m.Panic()
 	case *actor.Started:
 		if !a.opts.Manual {
 			a.cancel = repeat.Send(ctx.ActorSystem().Root, a.opts.Interval, a.opts.Interval, ctx.Self(), tickMsg)
 		}
-	case *actor.Stopping:
+	case *actor.Restarting, *actor.Stopping:
 		if a.cancel != nil {
 			a.cancel()
 		}

@@ -1,7 +1,6 @@
 package pressure
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
 	"sync"
@@ -26,13 +25,7 @@ func sample(goRatio float64) mem.Sample {
 	return mem.Sample{GoUsed: int64(goRatio * 1000), GoLimit: 1000, CgroupCurrent: -1, CgroupFile: -1, CgroupMax: -1, CgroupHigh: -1, OOM: -1, OOMKill: -1, PSISome: -1, PSIFull: -1}
 }
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+type syncBuf = testutil.SyncBuffer
 
 func waitState(t *testing.T, h *Handle, cond func(*mem.State) bool) *mem.State {
 	t.Helper()

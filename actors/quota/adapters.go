@@ -6,6 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
+	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/quota"
 	"github.com/omniroute/gateway/internal/repeat"
 )
@@ -32,9 +33,11 @@ type flush struct{}
 
 func (a *headerAdapter) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case supervise.Crash:
+		m.Panic()
 	case *actor.Started:
 		a.cancel = repeat.Send(ctx.ActorSystem().Root, HeaderFlushInterval, HeaderFlushInterval, ctx.Self(), flush{})
-	case *actor.Stopping:
+	case *actor.Restarting, *actor.Stopping:
 		if a.cancel != nil {
 			a.cancel()
 		}
@@ -102,7 +105,10 @@ type configuredAdapter struct {
 }
 
 func (a *configuredAdapter) Receive(ctx actor.Context) {
-	if _, ok := ctx.Message().(*actor.Started); ok {
+	switch m := ctx.Message().(type) {
+	case supervise.Crash:
+		m.Panic()
+	case *actor.Started:
 		ctx.Send(a.parent, &readingUpdate{source: quota.SourceConfigured, reading: quota.Reading{Source: quota.SourceConfigured, Supported: true, Values: a.values}})
 	}
 }
@@ -124,10 +130,12 @@ const EstimateInterval = time.Second
 type readLedger struct{}
 
 func (a *estimateAdapter) Receive(ctx actor.Context) {
-	switch ctx.Message().(type) {
+	switch m := ctx.Message().(type) {
+	case supervise.Crash:
+		m.Panic()
 	case *actor.Started:
 		a.cancel = repeat.Send(ctx.ActorSystem().Root, EstimateInterval, EstimateInterval, ctx.Self(), readLedger{})
-	case *actor.Stopping:
+	case *actor.Restarting, *actor.Stopping:
 		if a.cancel != nil {
 			a.cancel()
 		}

@@ -6,6 +6,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
+	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/quota"
 )
 
@@ -25,19 +26,34 @@ type aggregator struct {
 	c        *conn
 	clk      interface{ Now() time.Time }
 	opts     Options
-	ready    chan *actor.PID
+	ready    chan struct{} // closed by the first incarnation's Started
 	readings [quota.SourceUnknown]quota.Reading
 	timer    scheduler.CancelFunc
 	timerAt  time.Time
 }
 
+// aggregatorStrategy restarts an aggregator after a panic: routing reads
+// the state it publishes. The fresh one spawns fresh adapters (a restart
+// stops the old ones) and publishes the new header adapter's PID; until
+// the adapters report again the last published state stands.
+var aggregatorStrategy = supervise.Restart("quota-aggregator")
+
+// adapterStrategy restarts a failed adapter or poller on its own: each
+// only feeds readings, and a fresh one reports again (the poller polls at
+// once, the crash-loop delay keeping a failing one from hammering the
+// provider).
+var adapterStrategy = supervise.Restart("quota-adapter")
+
 func (a *aggregator) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case supervise.Crash:
+		m.Panic()
 	case *actor.Started:
 		a.start(ctx)
-	case *actor.Stopping:
+	case *actor.Restarting, *actor.Stopping:
 		if a.timer != nil {
 			a.timer()
+			a.timer = nil
 		}
 	case *readingUpdate:
 		if m.source < quota.SourceUnknown {
@@ -75,7 +91,12 @@ func (a *aggregator) start(ctx actor.Context) {
 			return &estimateAdapter{parent: self, read: func() []quota.Value { return read(id) }}
 		}))
 	}
-	a.ready <- header
+	a.c.header.Store(header)
+	select {
+	case <-a.ready:
+	default:
+		close(a.ready) // the first start: Spawn waits for it
+	}
 }
 
 func (a *aggregator) update(ctx actor.Context) {

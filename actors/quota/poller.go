@@ -15,6 +15,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
+	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/quota"
 )
 
@@ -30,6 +31,7 @@ type poller struct {
 	onPoll   func(ok bool)
 	failures int
 	cancel   context.CancelFunc
+	running  *pollResult // the result slot of the poll in flight (nil: none)
 	timer    scheduler.CancelFunc
 	wg       sync.WaitGroup
 	last     []quota.Value
@@ -47,9 +49,11 @@ type pollResult struct {
 
 func (p *poller) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case supervise.Crash:
+		m.Panic()
 	case *actor.Started:
 		ctx.Send(ctx.Self(), pollNow{})
-	case *actor.Stopping:
+	case *actor.Restarting, *actor.Stopping:
 		if p.timer != nil {
 			p.timer()
 		}
@@ -60,7 +64,10 @@ func (p *poller) Receive(ctx actor.Context) {
 	case pollNow:
 		p.start(ctx)
 	case *pollResult:
-		p.cancel = nil
+		if m != p.running {
+			return // the answer of a poll an earlier incarnation started
+		}
+		p.cancel, p.running = nil, nil
 		p.done(ctx, m)
 	}
 }
@@ -78,12 +85,14 @@ func (p *poller) start(ctx actor.Context) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	spec, client, now := p.spec, p.client, p.clk.Now()
 	expires := now.Add(2*spec.Interval + timeout)
+	res := &pollResult{}
+	p.running = res
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
 		defer cancel()
-		vals, err := Fetch(c, client, spec, now, expires)
-		root.Send(self, &pollResult{values: vals, err: err})
+		res.values, res.err = Fetch(c, client, spec, now, expires)
+		root.Send(self, res)
 	}()
 }
 

@@ -108,8 +108,11 @@ type Handle struct {
 }
 
 type conn struct {
-	agg    *actor.PID
-	header *actor.PID
+	agg *actor.PID
+	// header is the live header adapter: each aggregator incarnation
+	// spawns a new one (a restart stops the children), so Observe reads it
+	// here instead of keeping the first one's PID.
+	header atomic.Pointer[actor.PID]
 	snap   atomic.Pointer[ConnState]
 }
 
@@ -125,17 +128,21 @@ func Spawn(system *actor.ActorSystem, specs []ConnSpec, clk clock.Clock, o Optio
 	for i := range specs {
 		c := &conn{}
 		h.conns = append(h.conns, c)
-		agg := &aggregator{id: i, spec: specs[i], c: c, clk: clk, opts: o, ready: make(chan *actor.PID, 1)}
-		agg.publish(clk.Now())
-		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return agg }), fmt.Sprintf("quota-%p-%d", h, i))
+		ready := make(chan struct{})
+		(&aggregator{id: i, spec: specs[i], c: c, clk: clk, opts: o}).publish(clk.Now())
+		produce := func() actor.Actor {
+			return &aggregator{id: i, spec: specs[i], c: c, clk: clk, opts: o, ready: ready}
+		}
+		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(produce, actor.WithGuardian(aggregatorStrategy),
+			actor.WithSupervisor(adapterStrategy)), fmt.Sprintf("quota-%p-%d", h, i))
 		if err != nil {
 			h.Stop()
 			return nil, fmt.Errorf("spawning quota actor for %s: %w", specs[i].Name, err)
 		}
 		c.agg = pid
 		// The aggregator spawns its children in Started; wait for the
-		// header adapter's pid so Observe never races the start.
-		c.header = <-agg.ready
+		// header adapter so Observe never races the start.
+		<-ready
 	}
 	return h, nil
 }
@@ -161,7 +168,7 @@ func (h *Handle) Observe(conn int, model string, obs *messages.QuotaObservation)
 	if conn < 0 || conn >= len(h.conns) || obs == nil || obs.N == 0 {
 		return
 	}
-	h.root.Send(h.conns[conn].header, &HeaderObserved{Model: model, Obs: obs})
+	h.root.Send(h.conns[conn].header.Load(), &HeaderObserved{Model: model, Obs: obs})
 }
 
 // State returns a connection's published state.

@@ -28,7 +28,8 @@ func TestMain(m *testing.M) {
 }
 
 // svc returns the config of a helper service in mode, with short health
-// intervals; mutate adjusts it.
+// intervals; mutate adjusts it. newEnv gives each service its own name as
+// identity, so one service can never pass for another.
 func svc(mode string, mutate func(*config.ServiceConfig)) config.ServiceConfig {
 	c := config.ServiceConfig{
 		Command: config.SelfCommand,
@@ -58,6 +59,16 @@ func newEnv(t *testing.T, services map[string]config.ServiceConfig, o Options) *
 	t.Helper()
 	if o.DataDir == "" {
 		o.DataDir = t.TempDir()
+	}
+	for name, c := range services {
+		if c.Identity == "svctest" {
+			env := map[string]string{}
+			for k, v := range c.Env {
+				env[k] = v
+			}
+			env[svctest.NameEnv], c.Identity, c.Env = name, name, env
+			services[name] = c
+		}
 	}
 	specs, err := FromConfig(services, BuildOptions{DataDir: o.DataDir})
 	if err != nil {
@@ -98,10 +109,15 @@ func ctx10(t *testing.T) context.Context {
 	return c
 }
 
-// waitStatus polls until cond holds for h's status (5 s).
+// waitLimit bounds every wait of these tests. It is generous on purpose:
+// it is not a speed requirement, and a -race child on a loaded two-core
+// machine can take seconds to start or to answer one health check.
+const waitLimit = 30 * time.Second
+
+// waitStatus polls until cond holds for h's status (waitLimit).
 func waitStatus(t *testing.T, h *Handle, what string, cond func(Status) bool) Status {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for {
 		st := h.Status()
 		if cond(st) {
@@ -117,7 +133,7 @@ func waitStatus(t *testing.T, h *Handle, what string, cond func(Status) bool) St
 // waitLog waits for a log line starting with s and returns it.
 func waitLog(t *testing.T, h *Handle, s string) string {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for time.Now().Before(deadline) {
 		for _, l := range h.Logs().Tail(1000, s) {
 			if strings.HasPrefix(l.Line, s) {
@@ -189,10 +205,10 @@ func (ft *fakeTimers) Advance(d time.Duration) {
 	}
 }
 
-// drive advances in steps until cond holds for h (5 s of wall time).
+// drive advances in steps until cond holds for h (waitLimit of wall time).
 func (ft *fakeTimers) drive(t *testing.T, h *Handle, step time.Duration, what string, cond func(Status) bool) Status {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(waitLimit)
 	for {
 		st := h.Status()
 		if cond(st) {

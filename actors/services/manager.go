@@ -3,10 +3,12 @@
 // and publishes an immutable Status that readers load without asking the
 // actor.
 //
-// A start probes the port first: an instance that answers the health
-// check and proves its identity is adopted instead of spawning a second
-// copy that would fail to bind; anything else on the port is reported as
-// a port conflict. A spawned child runs in its own process group with its
+// A start probes the port first: anything already on it is a port
+// conflict, never adopted (a process that took a crashed child's port and
+// copied its health answer would otherwise receive every prompt). Each
+// spawn gets a fresh nonce (config.ServiceNonceEnv); a health answer must
+// echo it when it carries one and, on Linux, come from a socket of the
+// child's process group (provesOwn). A spawned child runs in its own process group with its
 // output in a byte-bounded ring; it is healthy after its health check
 // passes (within three health intervals, or it is killed and counts as a
 // crash). A stop sends SIGTERM to the whole group, waits the grace period,
@@ -30,8 +32,10 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/ringbuf"
+	"github.com/omniroute/gateway/internal/sanitize"
 )
 
 // Options configures a Manager.
@@ -43,6 +47,9 @@ type Options struct {
 	Logger  *slog.Logger // nil = discard
 	// Rand returns a float in [0,1) for backoff jitter (nil = math/rand).
 	Rand func() float64
+	// Redact cleans each line of a child's output before it is kept and
+	// served by the logs API (nil = sanitize.Secrets).
+	Redact func(string) string
 }
 
 // Manager owns the supervisors of every configured service.
@@ -52,6 +59,7 @@ type Manager struct {
 	timers  Timers
 	log     *slog.Logger
 	rand    func() float64
+	redact  func(string) string
 	store   *stateStore
 	spawner *spawner
 	hc      *http.Client
@@ -71,6 +79,46 @@ type Handle struct {
 	spec Spec
 	snap atomic.Pointer[Status]
 	logs *ringbuf.Buffer
+	// gen is the supervisor's attempt generation, kept across its
+	// restarts so a fresh supervisor ignores its predecessor's late
+	// events; resume tells it the service was wanted running.
+	gen    atomic.Uint64
+	resume atomic.Bool
+}
+
+// strategy restarts a service's supervisor after a panic. The failed one
+// kills its child's process group first (a fresh supervisor could not
+// know it) and answers pending commands; the fresh one rebuilds from the
+// spec, the state file and the last status, and starts the service again
+// when it was wanted running (as after a crash, with the same backoff on
+// a conflict).
+var strategy = supervise.Restart("service-supervisor")
+
+// newSupervisor builds a supervisor for h: at start-up and after every
+// restart of the actor.
+func newSupervisor(m *Manager, h *Handle) *supervisor {
+	sp := &h.spec
+	s := &supervisor{m: m, h: h, spec: sp, state: Stopped, health: Unknown, installed: true, autoStart: sp.AutoStart, gen: h.gen.Load()}
+	saved := m.store.get(sp.Name)
+	if saved.AutoStart != nil {
+		s.autoStart = *saved.AutoStart
+	}
+	switch {
+	case saved.Installed != nil:
+		s.installed = *saved.Installed
+	default:
+		if _, err := h.spec.resolveCommand(); err != nil {
+			s.installed = false
+			s.lastError = err.Error() + "; install the program, then POST /api/services/" + sp.Name + "/install"
+		}
+	}
+	if !s.installed {
+		s.state = NotInstalled
+	}
+	if last := h.snap.Load(); last != nil {
+		s.restarts, s.lastExit = last.Restarts, last.LastExit
+	}
+	return s
 }
 
 // Start creates one supervisor actor per spec on system. It does not start
@@ -88,12 +136,15 @@ func Start(system *actor.ActorSystem, specs []Spec, o Options) (*Manager, error)
 	if o.Rand == nil {
 		o.Rand = rand.Float64
 	}
+	if o.Redact == nil {
+		o.Redact = sanitize.Secrets
+	}
 	store, err := loadState(o.DataDir)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{root: system.Root, clk: o.Clock, timers: o.Timers, log: o.Logger, rand: o.Rand, store: store,
+	m := &Manager{root: system.Root, clk: o.Clock, timers: o.Timers, log: o.Logger, rand: o.Rand, redact: o.Redact, store: store,
 		hc:  &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}},
 		ctx: ctx, cancel: cancel, byName: map[string]*Handle{}}
 	if len(specs) > 0 {
@@ -102,25 +153,9 @@ func Start(system *actor.ActorSystem, specs []Spec, o Options) (*Manager, error)
 	for i := range specs {
 		sp := specs[i]
 		h := &Handle{m: m, spec: sp, logs: ringbuf.New(sp.LogBufferBytes)}
-		s := &supervisor{m: m, h: h, spec: &h.spec, state: Stopped, health: Unknown, installed: true, autoStart: sp.AutoStart}
-		saved := store.get(sp.Name)
-		if saved.AutoStart != nil {
-			s.autoStart = *saved.AutoStart
-		}
-		switch {
-		case saved.Installed != nil:
-			s.installed = *saved.Installed
-		default:
-			if _, err := h.spec.resolveCommand(); err != nil {
-				s.installed = false
-				s.lastError = err.Error() + "; install the program, then POST /api/services/" + sp.Name + "/install"
-			}
-		}
-		if !s.installed {
-			s.state = NotInstalled
-		}
-		s.publish()
-		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return s }), fmt.Sprintf("service-%s-%p", sp.Name, h))
+		newSupervisor(m, h).publish()
+		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newSupervisor(m, h) }, actor.WithGuardian(strategy)),
+			fmt.Sprintf("service-%s-%p", sp.Name, h))
 		if err != nil {
 			m.Close(context.Background())
 			return nil, fmt.Errorf("spawning the supervisor of %s: %w", sp.Name, err)
@@ -227,11 +262,14 @@ func (m *Manager) Close(ctx context.Context) {
 		}(h)
 	}
 	wg.Wait()
+	// Probes, output readers and exit waiters end first (their context is
+	// cancelled, every child is gone): what they still report then reaches
+	// a live supervisor instead of dead letters.
 	m.cancel()
+	m.wg.Wait()
 	for _, h := range m.handles {
 		_ = m.root.PoisonFuture(h.pid).Wait()
 	}
-	m.wg.Wait()
 	if m.spawner != nil {
 		m.spawner.close()
 	}
@@ -270,8 +308,8 @@ func (h *Handle) ask(ctx context.Context, msg any, ch chan result) (Status, erro
 	}
 }
 
-// Start starts the service and waits until it is running (healthy or
-// adopted) or the attempt failed. An explicit start clears a give-up.
+// Start starts the service and waits until it is running (healthy) or
+// the attempt failed. An explicit start clears a give-up.
 func (h *Handle) Start(ctx context.Context) (Status, error) {
 	ch := make(chan result, 1)
 	return h.ask(ctx, startCmd{reply: ch, explicit: true}, ch)

@@ -2,6 +2,8 @@ package services
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,7 +20,11 @@ type probeResult struct {
 	inUse    bool   // something accepted a TCP connection on the port
 	instance string // "instance" of the health JSON, if any
 	service  string // "service" of the health JSON, if any
+	nonce    string // "nonce" of the health JSON, if any
 	detail   string // why it failed, for lastError
+	// stranger: the answer came from a process the gateway did not start
+	// (provesOwn).
+	stranger bool
 }
 
 // healthIdentity is what a health answer may say about itself (the mock
@@ -26,6 +32,7 @@ type probeResult struct {
 type healthIdentity struct {
 	Service  string `json:"service"`
 	Instance string `json:"instance"`
+	Nonce    string `json:"nonce"`
 }
 
 // probe sends GET http://127.0.0.1:<port><path> with timeout. With
@@ -52,7 +59,7 @@ func probe(ctx context.Context, hc *http.Client, s *Spec, timeout time.Duration)
 	r := probeResult{inUse: true}
 	var id healthIdentity
 	if json.Unmarshal(body, &id) == nil {
-		r.service, r.instance = id.Service, id.Instance
+		r.service, r.instance, r.nonce = id.Service, id.Instance, id.Nonce
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		r.detail = "health check answered HTTP " + strconv.Itoa(resp.StatusCode)
@@ -90,4 +97,35 @@ func errText(err error) string {
 		return ue.Unwrap().Error()
 	}
 	return err.Error()
+}
+
+// provesOwn checks that a healthy answer came from the process this start
+// spawned, not from another process that took the port: an answer that
+// carries a nonce must carry this start's (config.ServiceNonceEnv), and,
+// where the system tells (Linux), the listening socket must belong to the
+// child's process group. A child that echoes no nonce is judged by the
+// socket alone; where neither can be checked the answer is taken on trust
+// while the child runs.
+func provesOwn(r probeResult, s *Spec, nonce string, pgid int) probeResult {
+	switch {
+	case r.nonce != "" && r.nonce != nonce:
+		r.detail = "the health answer carries another start's nonce: a process this gateway did not start serves the port"
+	case pgid > 0:
+		owned, known := listenerOwnedByGroup(s.Port, pgid)
+		if !known || owned {
+			return r
+		}
+		r.detail = fmt.Sprintf("port %d is served by a process outside the service's process group (this gateway did not start it)", s.Port)
+	default:
+		return r
+	}
+	r.ok, r.stranger = false, true
+	return r
+}
+
+// newNonce returns a fresh random nonce for one start.
+func newNonce() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

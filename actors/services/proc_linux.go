@@ -4,6 +4,7 @@ package services
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"strconv"
 	"syscall"
@@ -73,3 +74,65 @@ func processAlive(pid int) bool {
 
 // killGroup SIGKILLs process group pgid (last resort at shutdown).
 func killGroup(pgid int) { _ = syscall.Kill(-pgid, syscall.SIGKILL) }
+
+// listenerOwnedByGroup reports whether a socket listening on TCP port
+// belongs to a member of process group pgid: the sockets in LISTEN state
+// on that port are read from /proc/net/tcp and tcp6, and each member's
+// file descriptors are looked up for them. known is false when /proc
+// cannot tell (no listener found, or nothing readable).
+func listenerOwnedByGroup(port, pgid int) (owned, known bool) {
+	inodes := listeningInodes(port)
+	if len(inodes) == 0 {
+		return false, false
+	}
+	d, err := os.Open("/proc")
+	if err != nil {
+		return false, false
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return false, false
+	}
+	for _, n := range names {
+		if n[0] < '0' || n[0] > '9' {
+			continue
+		}
+		if _, pg, ok := procStat(n); !ok || pg != pgid {
+			continue
+		}
+		fds, err := os.ReadDir("/proc/" + n + "/fd")
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			link, err := os.Readlink("/proc/" + n + "/fd/" + fd.Name())
+			if err == nil && inodes[link] {
+				return true, true
+			}
+		}
+	}
+	return false, true
+}
+
+// listeningInodes returns "socket:[inode]" for every socket in LISTEN
+// state on port, IPv4 and IPv6.
+func listeningInodes(port int) map[string]bool {
+	out := map[string]bool{}
+	want := []byte(fmt.Sprintf(":%04X", port))
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range bytes.Split(b, []byte("\n"))[1:] {
+			// sl local rem st tx:rx tr:when retr uid timeout inode ...
+			fields := bytes.Fields(line)
+			if len(fields) < 10 || !bytes.HasSuffix(fields[1], want) || string(fields[3]) != "0A" {
+				continue
+			}
+			out["socket:["+string(fields[9])+"]"] = true
+		}
+	}
+	return out
+}

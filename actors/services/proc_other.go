@@ -17,3 +17,6 @@ func processAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
 // killGroup SIGKILLs process group pgid (last resort at shutdown).
 func killGroup(pgid int) { _ = syscall.Kill(-pgid, syscall.SIGKILL) }
+
+// listenerOwnedByGroup cannot tell without /proc: unknown.
+func listenerOwnedByGroup(port, pgid int) (owned, known bool) { return false, false }

@@ -80,9 +80,10 @@ func (s *spawner) close() {
 }
 
 // startChild spawns argv in its own process group with the given
-// environment and working directory; output lines go into ring. onExit
+// environment and working directory; output lines go into ring, each
+// through redact (a sidecar may print the keys it was given). onExit
 // runs once, from a goroutine, when the child has exited and been reaped.
-func startChild(sp *spawner, path string, args, env []string, dir string, ring *ringbuf.Buffer, clk clock.Clock, wg *sync.WaitGroup, onExit func(Exit)) (*child, error) {
+func startChild(sp *spawner, path string, args, env []string, dir string, ring *ringbuf.Buffer, redact func(string) string, clk clock.Clock, wg *sync.WaitGroup, onExit func(Exit)) (*child, error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("create stdout pipe: %w", err)
@@ -119,7 +120,7 @@ func startChild(sp *spawner, path string, args, env []string, dir string, ring *
 		go func(f *os.File, s ringbuf.Stream) {
 			defer wg.Done()
 			defer c.readers.Done()
-			readLines(f, s, ring, clk)
+			readLines(f, s, ring, redact, clk)
 			f.Close()
 		}(r.f, r.s)
 	}
@@ -134,14 +135,14 @@ func startChild(sp *spawner, path string, args, env []string, dir string, ring *
 
 // readLines copies lines from r into ring until EOF or a read error (such
 // as the deadline set by closeReadersAfter).
-func readLines(r io.Reader, s ringbuf.Stream, ring *ringbuf.Buffer, clk clock.Clock) {
+func readLines(r io.Reader, s ringbuf.Stream, ring *ringbuf.Buffer, redact func(string) string, clk clock.Clock) {
 	br := bufio.NewReaderSize(r, maxLineBytes)
 	for {
 		line, err := br.ReadSlice('\n')
 		if len(line) > 0 {
 			l := trimEOL(line)
 			if len(l) > 0 {
-				ring.Push(s, string(l), clk.Now())
+				ring.Push(s, redact(string(l)), clk.Now())
 			}
 		}
 		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {

@@ -122,6 +122,14 @@ func FromConfig(services map[string]config.ServiceConfig, o BuildOptions) ([]Spe
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	// Ports are chosen for every service before any is released, so two
+	// services never get the same free port.
+	held := map[string]net.Listener{}
+	defer func() {
+		for _, ln := range held {
+			ln.Close()
+		}
+	}()
 	var out []Spec
 	for _, name := range names {
 		c := services[name]
@@ -147,11 +155,12 @@ func FromConfig(services map[string]config.ServiceConfig, o BuildOptions) ([]Spe
 			s.Restart.Max = s.Restart.Initial
 		}
 		if s.Port == 0 {
-			p, err := FreePort()
+			ln, err := listenFree()
 			if err != nil {
 				return nil, fmt.Errorf("services.%s: %w", name, err)
 			}
-			s.Port = p
+			held[name] = ln
+			s.Port = ln.Addr().(*net.TCPAddr).Port
 		}
 		repl := strings.NewReplacer("{port}", strconv.Itoa(s.Port), "{host}", "127.0.0.1", "{addr}", s.Addr(), "{data_dir}", s.Dir)
 		for _, a := range c.Args {
@@ -191,12 +200,21 @@ func orDefault(ms int, d time.Duration) time.Duration {
 // take it before the service binds; the probe before spawning then reports
 // a port conflict instead of a bind error.
 func FreePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := listenFree()
 	if err != nil {
-		return 0, fmt.Errorf("cannot pick a free loopback port: %w", err)
+		return 0, err
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// listenFree holds a free loopback port until the listener is closed.
+func listenFree() (net.Listener, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("cannot pick a free loopback port: %w", err)
+	}
+	return ln, nil
 }
 
 // errCommandNotFound says the service's program is not on this machine.

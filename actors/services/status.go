@@ -52,9 +52,9 @@ type Status struct {
 	Port      int        `json:"port"`
 	StartedAt *time.Time `json:"startedAt"`
 	LastError *string    `json:"lastError"`
-	// Adopted is true when the running instance was found on the port and
-	// proved its identity instead of being spawned; stop releases it
-	// without signalling it, and its output is not in the logs.
+	// Adopted is always false: the gateway adopts no process it did not
+	// start (a look-alike on the port is a conflict). It is kept because
+	// the reference's status has it.
 	Adopted   bool   `json:"adopted"`
 	Instance  string `json:"instance,omitempty"`
 	Installed bool   `json:"installed"`

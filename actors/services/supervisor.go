@@ -10,6 +10,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/omniroute/gateway/actors/supervise"
+	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/ringbuf"
 	"github.com/omniroute/gateway/internal/sanitize"
 )
@@ -101,8 +103,9 @@ type supervisor struct {
 	proc      *child
 	spawnedAt time.Time
 	startedAt time.Time
-	adopted   bool
 	instance  string
+	nonce     string // this start's nonce (config.ServiceNonceEnv); "" before the first spawn
+	automatic bool   // the attempt is an automatic restart after a crash
 	lastError string
 	installed bool
 	autoStart bool
@@ -136,8 +139,17 @@ type supervisor struct {
 
 func (s *supervisor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case supervise.Crash:
+		m.Panic()
 	case *actor.Started:
 		s.self = ctx.Self()
+		if s.h.resume.Swap(false) && s.installed && !s.m.closed.Load() {
+			s.event("the supervisor was restarted after a failure; starting the service again")
+			s.automatic = true
+			s.begin()
+		}
+	case *actor.Restarting:
+		s.abandon()
 	case *actor.Stopping:
 		s.stopTimers()
 	case startCmd:
@@ -190,6 +202,38 @@ func (s *supervisor) stopTimers() {
 
 func (s *supervisor) now() time.Time { return s.m.clk.Now() }
 
+// bump starts a new attempt generation: events of earlier attempts (and
+// of an earlier incarnation of this actor) are ignored from now on.
+func (s *supervisor) bump() {
+	s.gen++
+	s.h.gen.Store(s.gen)
+}
+
+// abandon runs when this supervisor failed and is about to be replaced:
+// the replacement cannot know the child, so the child's process group is
+// killed now, timers are cancelled and every pending command is answered.
+// Whether the service was wanted running is left in the handle.
+func (s *supervisor) abandon() {
+	s.stopTimers()
+	s.bump() // the killed child's exit, and probes in flight, are now stale
+	wanted := s.pendingStart || s.state == Starting || s.state == Running || (s.state == Error && !s.nextRestart.IsZero())
+	if p := s.proc; p != nil {
+		p.signalGroup(syscall.SIGKILL)
+		p.closeReadersAfter(readerGrace)
+		s.proc = nil
+	}
+	s.h.resume.Store(wanted && !s.closing)
+	s.event("the supervisor failed; killed the service's process group, a fresh supervisor takes over")
+	if s.state != NotInstalled {
+		s.state, s.health, s.startedAt, s.nextRestart = Stopped, Unknown, time.Time{}, time.Time{}
+	}
+	s.publish()
+	failed := errors.New("the service's supervisor failed and was restarted; retry the command")
+	s.replyAll(&s.startWaiters, failed)
+	s.replyAll(&s.afterStop, failed)
+	s.replyAll(&s.stopWaiters, nil) // the process is gone, as asked
+}
+
 // event records a supervisor line in the service's log, so the logs
 // stream shows starts, exits and restarts next to the output.
 func (s *supervisor) event(format string, args ...any) {
@@ -197,7 +241,7 @@ func (s *supervisor) event(format string, args ...any) {
 }
 
 func (s *supervisor) status() Status {
-	st := Status{Tool: s.spec.Name, State: s.state, Health: s.health, Port: s.spec.Port, Adopted: s.adopted,
+	st := Status{Tool: s.spec.Name, State: s.state, Health: s.health, Port: s.spec.Port,
 		Instance: s.instance, Installed: s.installed, AutoStart: s.autoStart, Restarts: s.restarts,
 		Crashes: len(s.crashTimes), ConsecutiveCrashes: s.consecutive, GaveUp: s.gaveUp, HealthFailures: s.healthFails, LastExit: s.lastExit}
 	if s.proc != nil {
@@ -246,6 +290,7 @@ func (s *supervisor) replyAll(list *[]chan result, err error) {
 // --- commands ---
 
 func (s *supervisor) onStart(m startCmd) {
+	s.automatic = false
 	switch {
 	case s.closing:
 		reply(m.reply, s.status(), ErrClosed)
@@ -284,6 +329,7 @@ func (s *supervisor) clearCrashes() {
 }
 
 func (s *supervisor) onRestart(m restartCmd) {
+	s.automatic = false
 	switch {
 	case s.closing:
 		reply(m.reply, s.status(), ErrClosed)
@@ -303,8 +349,7 @@ func (s *supervisor) onRestart(m restartCmd) {
 		s.replyAll(&s.startWaiters, errors.New("start superseded by restart"))
 		s.beginStop()
 	default:
-		// Nothing of ours runs (stopped, error, adopted or probing): a
-		// fresh start; an adopted instance is probed and adopted again.
+		// Nothing of ours runs (stopped, error or probing): a fresh start.
 		cancelTimer(&s.tRestart)
 		s.nextRestart, s.backoff = time.Time{}, 0
 		s.replyAll(&s.startWaiters, errors.New("start superseded by restart"))
@@ -325,16 +370,12 @@ func (s *supervisor) onStop(m stopCmd) {
 		s.replyAll(&s.startWaiters, errors.New("start cancelled by stop"))
 		s.beginStop()
 	default:
-		// Nothing of ours runs: a probe in flight is invalidated, an
-		// adopted instance is released without a signal, a pending
-		// restart is cancelled.
-		s.gen++
+		// Nothing of ours runs: a probe in flight is invalidated, a
+		// pending restart is cancelled.
+		s.bump()
 		s.stopTimers()
 		s.probing = false
-		if s.adopted {
-			s.event("released adopted instance %s on port %d (not signalled: the gateway did not start it)", s.instance, s.spec.Port)
-		}
-		s.adopted, s.instance = false, ""
+		s.instance = ""
 		s.startedAt, s.nextRestart, s.backoff = time.Time{}, time.Time{}, 0
 		s.health, s.healthFails = Unknown, 0
 		if s.state != NotInstalled {
@@ -369,7 +410,7 @@ func (s *supervisor) onInstall(m installCmd) {
 			reply(m.reply, s.status(), err)
 			return
 		}
-		s.gen++
+		s.bump()
 		s.stopTimers()
 		s.installed, s.state, s.nextRestart, s.backoff = false, NotInstalled, time.Time{}, 0
 		s.clearCrashes()
@@ -396,11 +437,12 @@ func (s *supervisor) onInstall(m installCmd) {
 
 // --- start ---
 
-// begin starts an attempt: probe the port first, then adopt or spawn.
+// begin starts an attempt: probe the port first, then spawn (or report a
+// conflict).
 func (s *supervisor) begin() {
-	s.gen++
+	s.bump()
 	s.state, s.health, s.lastError = Starting, Unknown, ""
-	s.adopted, s.instance, s.healthFails, s.startedAt = false, "", 0, time.Time{}
+	s.instance, s.healthFails, s.startedAt = "", 0, time.Time{}
 	s.publish()
 	gen, spec, hc, root, pid := s.gen, s.spec, s.m.hc, s.m.root, s.self
 	s.m.goProbe(func() {
@@ -418,25 +460,29 @@ func (s *supervisor) onPrespawn(m prespawnDone) {
 		return
 	}
 	r := m.res
+	if !r.ok && !r.inUse {
+		s.spawn()
+		return
+	}
+	// Whatever holds the port, the gateway did not start it in this
+	// attempt: it is never adopted, however well it answers (a stranger
+	// that binds a freed port and copies the health answer would receive
+	// every prompt).
+	msg := fmt.Sprintf("port conflict: 127.0.0.1:%d is already in use by a process this gateway did not start", s.spec.Port)
 	switch {
 	case r.ok:
-		s.adopted, s.instance = true, r.instance
-		s.startedAt = s.now()
-		s.state, s.health = Running, Healthy
-		s.event("adopted the instance already serving port %d (instance %q)", s.spec.Port, r.instance)
-		s.tHealth = s.after(s.spec.HealthInterval, healthTick{s.gen})
-		s.publish()
-		s.replyAll(&s.startWaiters, nil)
-	case r.inUse:
-		msg := fmt.Sprintf("port conflict: 127.0.0.1:%d is already in use by a process that did not prove it is %s", s.spec.Port, s.spec.Name)
-		if r.detail != "" {
-			msg += " (" + r.detail + ")"
-		}
-		msg += "; stop that process or set services." + s.spec.Name + ".port to a free port, then start again"
-		s.fail(msg)
-	default:
-		s.spawn()
+		msg += fmt.Sprintf(" (it answers the health check as %s; the gateway adopts no process)", s.spec.Name)
+	case r.detail != "":
+		msg += " (" + r.detail + ")"
 	}
+	msg += "; stop that process or set services." + s.spec.Name + ".port to a free port, then start again"
+	if s.automatic {
+		// A restart after a crash: keep trying with backoff, the port may
+		// come free again; the crash count still bounds it.
+		s.crash(msg, 0)
+		return
+	}
+	s.fail(msg)
 }
 
 // fail ends an attempt in Error without a restart (a problem a restart
@@ -459,7 +505,9 @@ func (s *supervisor) spawn() {
 		return
 	}
 	gen, root, pid := s.gen, s.m.root, s.self
-	c, err := startChild(s.m.spawner, path, s.spec.Args, s.spec.Env, s.spec.Dir, s.h.logs, s.m.clk, &s.m.wg,
+	s.nonce = newNonce()
+	env := append(append(make([]string, 0, len(s.spec.Env)+1), s.spec.Env...), config.ServiceNonceEnv+"="+s.nonce)
+	c, err := startChild(s.m.spawner, path, s.spec.Args, env, s.spec.Dir, s.h.logs, s.m.redact, s.m.clk, &s.m.wg,
 		func(e Exit) { root.Send(pid, exited{gen, e}) })
 	if err != nil {
 		s.fail("cannot start " + s.spec.Name + ": " + sanitize.Message(err.Error(), "exec failed"))
@@ -484,8 +532,16 @@ func (s *supervisor) onHealthTick(m healthTick) {
 	}
 	s.probing = true
 	gen, spec, hc, root, pid := s.gen, s.spec, s.m.hc, s.m.root, s.self
+	nonce, pgid := s.nonce, 0
+	if s.proc != nil {
+		pgid = s.proc.pid
+	}
 	s.m.goProbe(func() {
-		root.Send(pid, healthDone{gen, probe(s.m.ctx, hc, spec, spec.HealthTimeout)})
+		r := probe(s.m.ctx, hc, spec, spec.HealthTimeout)
+		if r.ok {
+			r = provesOwn(r, spec, nonce, pgid)
+		}
+		root.Send(pid, healthDone{gen, r})
 	})
 }
 
@@ -514,16 +570,16 @@ func (s *supervisor) onHealthDone(m healthDone) {
 			s.publish()
 		} else {
 			s.healthFails++
+			if r.stranger {
+				// Another process answers on the port: our child does not
+				// serve it, and nothing may be sent there a moment longer.
+				s.healthFails = max(s.healthFails, s.spec.HealthFailures)
+			}
 			if s.healthFails >= s.spec.HealthFailures && s.health != Unhealthy {
 				s.health = Unhealthy
 				s.lastError = fmt.Sprintf("health check failed %d times in a row: %s", s.healthFails, r.detail)
 				s.event("%s", s.lastError)
 				switch {
-				case s.adopted:
-					// Not ours to restart: report it and stop watching.
-					s.state = Error
-					s.publish()
-					return
 				case s.proc != nil && s.spec.Restart.Enabled:
 					s.killReason = s.lastError
 					s.proc.signalGroup(syscall.SIGKILL)
@@ -655,6 +711,7 @@ func (s *supervisor) onRestartDue(m restartDue) {
 	}
 	s.restarts++
 	s.nextRestart, s.backoff = time.Time{}, 0
+	s.automatic = true
 	s.begin()
 }
 
@@ -712,7 +769,7 @@ func (s *supervisor) checkStopped() {
 	cancelTimer(&s.tGrace)
 	cancelTimer(&s.tPoll)
 	s.state, s.health, s.healthFails = Stopped, Unknown, 0
-	s.startedAt, s.adopted, s.instance = time.Time{}, false, ""
+	s.startedAt, s.instance = time.Time{}, ""
 	if s.killed {
 		s.lastError = fmt.Sprintf("did not stop within %dms of SIGTERM and was killed", s.spec.StopTimeout.Milliseconds())
 	}

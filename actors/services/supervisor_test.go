@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -140,6 +142,10 @@ func TestStableRunResetsBackoff(t *testing.T) {
 	ft := newFakeTimers()
 	e := newEnv(t, map[string]config.ServiceConfig{"api": svc(svctest.Serve, func(c *config.ServiceConfig) {
 		c.HealthIntervalMs = 20_000
+		// The fake clock runs far faster than the wall clock: a start
+		// deadline it could reach while a -race child is still starting
+		// would count a crash the test did not cause.
+		c.StartTimeoutMs = 3_600_000
 		c.Restart = config.RestartConfig{InitialBackoffMs: 100, MaxBackoffMs: 10_000, StableAfterMs: 60_000, MaxCrashes: 10, CrashWindowMs: 600_000}
 	})}, Options{Clock: ft.clk, Timers: ft, Rand: func() float64 { return 0 }})
 	h := e.get("api")
@@ -214,26 +220,151 @@ func TestStopEscalatesToSIGKILL(t *testing.T) {
 	}
 }
 
-func TestAdoptsHealthyLookalike(t *testing.T) {
+// TestLookalikeIsNeverAdopted is finding 4: a process that answers the
+// health check with the right identity was adopted and sent every prompt.
+// Anything the gateway did not start itself is a port conflict, and it is
+// not signalled.
+func TestLookalikeIsNeverAdopted(t *testing.T) {
 	port, err := FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, instance := startHelper(t, svctest.Serve, "127.0.0.1:"+strconv.Itoa(port), "svctest")
+	other, _ := startHelper(t, svctest.Serve, "127.0.0.1:"+strconv.Itoa(port), "api")
 	e := newEnv(t, map[string]config.ServiceConfig{"api": svc(svctest.Serve, func(c *config.ServiceConfig) { c.Port = port })}, Options{})
 	h := e.get("api")
 	st, err := h.Start(ctx10(t))
-	if err != nil || st.State != Running || !st.Adopted || st.PID != nil || st.Instance != instance || st.Health != Healthy {
-		t.Fatalf("start over a look-alike: %v %+v", err, st)
+	if err != nil || st.State != Error || st.Adopted || st.PID != nil || st.LastError == nil ||
+		!strings.Contains(*st.LastError, "already in use by a process this gateway did not start") || !strings.Contains(*st.LastError, "adopts no process") {
+		t.Fatalf("start over a look-alike: %v %+v %v", err, st, st.LastError)
 	}
-	// Stop releases it without a signal: the gateway did not start it.
-	if st, err := h.Stop(ctx10(t)); err != nil || st.State != Stopped || st.Adopted {
-		t.Fatalf("stop: %v %+v", err, st)
+	if st.NextRestartAt != nil {
+		t.Fatal("an explicit start's conflict must not be retried automatically")
 	}
 	if !processAlive(other.Process.Pid) {
-		t.Fatal("stop signalled an instance it had only adopted")
+		t.Fatal("the supervisor signalled a process it did not start")
 	}
-	waitLog(t, h, "released adopted instance")
+}
+
+// TestStrangerAfterCrashIsNotAdopted is finding 4's attack: after the
+// supervised child crashed, a local process bound the freed port,
+// answered the identity string, was adopted and received every prompt;
+// when it exited the service stayed in error for good. Now the restart
+// meets a port conflict, counts it as a failed restart and keeps trying
+// with backoff; once the port is free the supervisor's own child runs
+// again.
+func TestStrangerAfterCrashIsNotAdopted(t *testing.T) {
+	e := newEnv(t, map[string]config.ServiceConfig{"api": svc(svctest.Serve, func(c *config.ServiceConfig) {
+		c.Restart.InitialBackoffMs = 200
+		c.Restart.MaxBackoffMs = 200
+		c.Restart.MaxCrashes = 50
+	})}, Options{})
+	h := e.get("api")
+	st, err := h.Start(ctx10(t))
+	if err != nil || st.State != Running || st.PID == nil {
+		t.Fatalf("start: %v %+v", err, st)
+	}
+	first := *st.PID
+	addr := h.Addr()
+	_ = syscall.Kill(first, syscall.SIGKILL) // the crash
+	// The stranger takes the port as soon as it is free, and answers as
+	// the service would (its identity, an instance, a made-up nonce).
+	var ln net.Listener
+	deadline := time.Now().Add(5 * time.Second)
+	for ln == nil {
+		if l, err := net.Listen("tcp", addr); err == nil {
+			ln = l
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the port never came free: %v", err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	var prompts atomic.Int32
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/health" {
+			prompts.Add(1)
+		}
+		_ = json.NewEncoder(w).Encode(map[string]string{"service": "api", "instance": "stranger", "nonce": "guessed"})
+	})}
+	go srv.Serve(ln) //nolint:errcheck
+	st = waitStatus(t, h, "a restart to meet the stranger", func(st Status) bool {
+		return st.Restarts >= 2 && st.LastError != nil && strings.Contains(*st.LastError, "port conflict")
+	})
+	if st.State == Running || st.Adopted || st.PID != nil || st.NextRestartAt == nil {
+		t.Fatalf("the stranger was taken for the service: %+v", st)
+	}
+	srv.Close()
+	st = waitStatus(t, h, "the supervisor's own child to run again", func(st Status) bool { return st.State == Running })
+	if st.PID == nil || *st.PID == first || st.Instance == "stranger" || prompts.Load() != 0 {
+		t.Fatalf("after the port came free: %+v (the stranger got %d requests)", st, prompts.Load())
+	}
+}
+
+// TestChildWithoutNonceProvesItselfBySocket: a sidecar that does not echo
+// the nonce (a third-party program) is still recognised as the child the
+// supervisor spawned, because the listening socket belongs to its process
+// group; a listener of another process group is not.
+func TestChildWithoutNonceProvesItselfBySocket(t *testing.T) {
+	e := newEnv(t, map[string]config.ServiceConfig{"plain": svc(svctest.Serve, func(c *config.ServiceConfig) { c.Env[svctest.HideNonceEnv] = "1" })}, Options{})
+	st, err := e.get("plain").Start(ctx10(t))
+	if err != nil || st.State != Running || st.PID == nil {
+		t.Fatalf("start: %v %+v %v", err, st, st.LastError)
+	}
+	port := e.get("plain").Spec().Port
+	if owned, known := listenerOwnedByGroup(port, *st.PID); !known || !owned {
+		t.Fatalf("the child's own listener: owned %v known %v", owned, known)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if owned, known := listenerOwnedByGroup(ln.Addr().(*net.TCPAddr).Port, *st.PID); !known || owned {
+		t.Fatalf("the test's listener counted as the child's: owned %v known %v", owned, known)
+	}
+	r := provesOwn(probeResult{ok: true, nonce: "someone-else"}, &Spec{Port: port}, "ours", *st.PID)
+	if r.ok || !r.stranger {
+		t.Fatalf("a foreign nonce was accepted: %+v", r)
+	}
+}
+
+// TestChildOutputIsRedacted: a sidecar that prints a key does not put it
+// in the log ring the logs API serves.
+func TestChildOutputIsRedacted(t *testing.T) {
+	e := newEnv(t, map[string]config.ServiceConfig{"api": svc(svctest.Serve, nil)}, Options{})
+	h := e.get("api")
+	if st, err := h.Start(ctx10(t)); err != nil || st.State != Running {
+		t.Fatalf("start: %v %+v", err, st)
+	}
+	resp, err := http.Post("http://"+h.Addr()+"/emit?line="+url.QueryEscape("using Authorization: Bearer sk-live-0123456789abcdef"), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	line := waitLog(t, h, "using Authorization")
+	if strings.Contains(line, "0123456789abcdef") || !strings.Contains(line, "[REDACTED]") {
+		t.Fatalf("log line %q", line)
+	}
+}
+
+// TestFromConfigPicksDistinctPorts: services with port 0 never share a
+// port (each was freed before the next was picked, so the kernel could
+// hand the same one out twice).
+func TestFromConfigPicksDistinctPorts(t *testing.T) {
+	cfg := map[string]config.ServiceConfig{}
+	for i := 0; i < 64; i++ {
+		cfg["s"+strconv.Itoa(i)] = svc(svctest.Serve, nil)
+	}
+	specs, err := FromConfig(cfg, BuildOptions{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]string{}
+	for _, sp := range specs {
+		if o, dup := seen[sp.Port]; dup {
+			t.Fatalf("%s and %s share port %d", o, sp.Name, sp.Port)
+		}
+		seen[sp.Port] = sp.Name
+	}
 }
 
 func TestStrangerOnPortIsConflict(t *testing.T) {
@@ -255,7 +386,7 @@ func TestStrangerOnPortIsConflict(t *testing.T) {
 			_ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				_ = json.NewEncoder(w).Encode(map[string]string{"service": "someone-else"})
 			}))
-		}, `identifies itself as "someone-else", not "svctest"`},
+		}, `identifies itself as "someone-else", not "api"`},
 		{"http error", func(ln net.Listener) {
 			_ = http.Serve(ln, http.NotFoundHandler())
 		}, "health check answered HTTP 404"},

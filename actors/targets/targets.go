@@ -26,6 +26,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
+	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/repeat"
 	"github.com/omniroute/gateway/messages"
@@ -200,9 +201,12 @@ func SpawnWith(system *actor.ActorSystem, names []string, clk clock.Clock, o Opt
 	h := &Handle{root: system.Root, probes: make([]atomic.Int64, len(names)), opts: o, acc: make([]successAcc, len(names))}
 	ch := make(chan struct{})
 	h.changed.Store(&ch)
-	a := &targetsActor{h: h, clk: clk, names: names, st: make([]state, len(names))}
-	a.publish()
-	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), fmt.Sprintf("targets-%p", h))
+	(&targetsActor{h: h, clk: clk, names: names, st: make([]state, len(names))}).publish()
+	// Each incarnation starts from the published snapshot (restart.go).
+	produce := func() actor.Actor {
+		return &targetsActor{h: h, clk: clk, names: names, st: restoreState(h.snap.Load(), len(names))}
+	}
+	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(produce, actor.WithGuardian(strategy)), fmt.Sprintf("targets-%p", h))
 	if err != nil {
 		return nil, fmt.Errorf("spawning targets actor: %w", err)
 	}
@@ -212,15 +216,17 @@ func SpawnWith(system *actor.ActorSystem, names []string, clk clock.Clock, o Opt
 
 func (a *targetsActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case supervise.Crash:
+		m.Panic()
 	case *actor.Started:
+		a.h.flushPending.Store(false) // a flush the failed incarnation scheduled is gone
 		a.cancel = repeat.Send(ctx.ActorSystem().Root, PublishInterval, PublishInterval, ctx.Self(), tick{})
+	case *actor.Restarting:
+		// Only the timers: the fresh actor drains the accumulators (the
+		// panic may have come from draining them).
+		a.stopTimers()
 	case *actor.Stopping:
-		if a.cancel != nil {
-			a.cancel()
-		}
-		if a.flushTimer != nil {
-			a.flushTimer()
-		}
+		a.stopTimers()
 		a.drain()
 	case *messages.AttemptFinished:
 		a.drain() // earlier fast-path successes first, to keep the order
@@ -236,6 +242,15 @@ func (a *targetsActor) Receive(ctx actor.Context) {
 		if a.dirty || (!a.nextExpiry.IsZero() && !now.Before(a.nextExpiry)) {
 			a.publish()
 		}
+	}
+}
+
+func (a *targetsActor) stopTimers() {
+	if a.cancel != nil {
+		a.cancel()
+	}
+	if a.flushTimer != nil {
+		a.flushTimer()
 	}
 }
 

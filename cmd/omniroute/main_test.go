@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,22 +32,7 @@ func TestMain(m *testing.M) {
 }
 
 // syncBuffer is an io.Writer safe to read while run writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testutil.SyncBuffer
 
 func baseEnv(t *testing.T) map[string]string {
 	return map[string]string{"OMNIROUTE_LISTEN": "127.0.0.1:0", "OMNIROUTE_DATA_DIR": t.TempDir(), "OMNIROUTE_LOG_LEVEL": "warn"}
@@ -223,5 +207,39 @@ func TestSIGTERMLetsOpenStreamFinish(t *testing.T) {
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("exit: %v; stderr %s", err, stderr.String())
+	}
+}
+
+// TestSecondGatewayOnOneDataDirRefused is part of finding 9: two gateways
+// on one data directory both started and overwrote each other's
+// services-state.json. The second now stops at once, naming the first.
+func TestSecondGatewayOnOneDataDirRefused(t *testing.T) {
+	env := baseEnv(t)
+	var out, errOut syncBuffer
+	sig := make(chan os.Signal, 1)
+	code := make(chan int, 1)
+	go func() { code <- run(nil, env, &out, &errOut, sig) }()
+	waitListening(t, &out, code)
+	defer func() {
+		sig <- syscall.SIGTERM
+		if c := <-code; c != 0 {
+			t.Errorf("first gateway exited %d: %s", c, errOut.String())
+		}
+	}()
+
+	var out2, err2 syncBuffer
+	sig2 := make(chan os.Signal, 1)
+	code2 := make(chan int, 1)
+	go func() { code2 <- run(nil, env, &out2, &err2, sig2) }()
+	select {
+	case c := <-code2:
+		if c != 2 || !strings.Contains(err2.String(), "in use by another gateway (pid "+strconv.Itoa(os.Getpid())+")") ||
+			!strings.Contains(err2.String(), "OMNIROUTE_DATA_DIR") {
+			t.Fatalf("second gateway: exit %d stderr %q", c, err2.String())
+		}
+	case <-time.After(20 * time.Second):
+		sig2 <- syscall.SIGTERM
+		<-code2
+		t.Fatalf("a second gateway started on the same data directory: %s", out2.String())
 	}
 }

@@ -66,6 +66,14 @@ func TestLoadEnvErrorsNameVariableAndValue(t *testing.T) {
 		{map[string]string{"OMNIROUTE_LOG_LEVEL": "verbose"}, []string{`OMNIROUTE_LOG_LEVEL="verbose"`, "debug, info, warn or error"}},
 		{map[string]string{"OMNIROUTE_CHAT_HARD_MAX_BODY_BYTES": "-5"}, []string{`OMNIROUTE_CHAT_HARD_MAX_BODY_BYTES="-5"`, "byte count"}},
 		{map[string]string{"OMNIROUTE_LISTEN": "nonsense"}, []string{"OMNIROUTE_LISTEN", "host:port"}},
+		// Finding 9: a port beyond 65535 passed validation and failed only at listen.
+		{map[string]string{"OMNIROUTE_LISTEN": "127.0.0.1:99999"}, []string{`OMNIROUTE_LISTEN="127.0.0.1:99999" has no valid port`}},
+		{map[string]string{"OMNIROUTE_LISTEN": "127.0.0.1:http"}, []string{`OMNIROUTE_LISTEN="127.0.0.1:http" has no valid port`}},
+		{map[string]string{"OMNIROUTE_ALLOWED_HOSTS": "https://gw.example"}, []string{"OMNIROUTE_ALLOWED_HOSTS", "without scheme"}},
+		{map[string]string{"OMNIROUTE_CORS_ORIGINS": "https://app.example/path"}, []string{"OMNIROUTE_CORS_ORIGINS", "no path"}},
+		{map[string]string{"OMNIROUTE_CORS_ORIGINS": "*"}, []string{"OMNIROUTE_CORS_ORIGINS", "no wildcard"}},
+		{map[string]string{"OMNIROUTE_UPLOAD_MIN_BYTES_PER_SEC": "10"}, []string{"OMNIROUTE_UPLOAD_MIN_BYTES_PER_SEC=10 is too small"}},
+		{map[string]string{"OMNIROUTE_WRITE_TIMEOUT_MS": "0"}, []string{"OMNIROUTE_WRITE_TIMEOUT_MS must be greater than 0"}},
 		{map[string]string{"OMNIROUTE_UPSTREAM_TTFB_TIMEOUT_MS": "10", "OMNIROUTE_UPSTREAM_TOTAL_TIMEOUT_MS": "5"}, []string{"must not exceed OMNIROUTE_UPSTREAM_TOTAL_TIMEOUT_MS"}},
 		{map[string]string{"OMNIROUTE_UPSTREAM_CONNECT_TIMEOUT_MS": "0"}, []string{"OMNIROUTE_UPSTREAM_CONNECT_TIMEOUT_MS must be greater than 0"}},
 		{map[string]string{"OMNIROUTE_TENANT_SECRET": "short"}, []string{"OMNIROUTE_TENANT_SECRET is too short"}},
@@ -164,7 +172,13 @@ func TestDecodeFileErrors(t *testing.T) {
 	}{
 		{"unknown field", `{"providers":{},"models":{},"extra":1}`, []string{`unknown field "extra"`}},
 		{"unknown nested field", strings.Replace(validFile, `"apis": ["messages"]`, `"apis": ["messages"], "api": "x"`, 1), []string{`unknown field "api"`}},
-		{"trailing data", validFile + ` {}`, []string{"unexpected data after the top-level JSON object"}},
+		{"trailing data", validFile + ` {}`, []string{"unexpected data after the top-level JSON object near line 16"}},
+		// Finding 9: README promised line, column and JSON path for an
+		// unknown field; the error named the key only.
+		{"unknown field position and path", "{\n  \"providers\": {\"p\": {\"base_url\": \"http://127.0.0.1:1/v1\", \"apis\": [\"chat\"],\n    \"connections\": {\"c\": {\"max_conn\": 2}}}},\n  \"models\": {}\n}",
+			[]string{`line 3 column 27: unknown field "max_conn" at providers.p.connections.c.max_conn`}},
+		{"unknown field in a list", strings.Replace(validFile, `{"connection": "anthropic", "model": "claude-sonnet-4-5"}`, `{"connection": "anthropic", "modle": "claude-sonnet-4-5"}`, 1),
+			[]string{`unknown field "modle" at models.claude.targets[0].modle`}},
 		{"syntax", `{"providers": {,}}`, []string{"invalid JSON at line 1 column"}},
 		{"wrong type", `{"providers": {"x": {"base_url": 5}}}`, []string{"wrong type", "base_url"}},
 		{"empty", ``, []string{"config is empty"}},

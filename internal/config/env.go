@@ -26,6 +26,7 @@ import (
 // embedded struct in its own file so that its variables read together.
 type Env struct {
 	Server    ServerEnv
+	HTTP      HTTPEnv
 	Upstream  UpstreamEnv
 	Ingest    IngestEnv
 	Relay     RelayEnv
@@ -85,8 +86,10 @@ func LoadEnv(environ map[string]string) (Env, error) {
 
 func (e *Env) validate() error {
 	var errs []string
-	if _, _, err := net.SplitHostPort(e.Server.Listen); err != nil {
+	if _, port, err := net.SplitHostPort(e.Server.Listen); err != nil {
 		errs = append(errs, fmt.Sprintf("cannot parse OMNIROUTE_LISTEN=%q: want host:port such as 127.0.0.1:20128", e.Server.Listen))
+	} else if n, err := parseNonNegative(port); err != nil || n > 65535 {
+		errs = append(errs, fmt.Sprintf("OMNIROUTE_LISTEN=%q has no valid port: want host:port with a port from 0 (any free port) to 65535, such as 127.0.0.1:20128", e.Server.Listen))
 	}
 	if s := e.Server.TenantSecret; s != "" && len(s) < 16 {
 		errs = append(errs, "OMNIROUTE_TENANT_SECRET is too short: want at least 16 characters of random data (or unset it to generate one in the data directory)")

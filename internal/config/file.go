@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -176,7 +177,8 @@ func DecodeFile(r io.Reader) (*File, error) {
 		return nil, describeJSONError(err, data)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("unexpected data after the top-level JSON object; the file must hold exactly one object")
+		line, col := position(data, dec.InputOffset())
+		return nil, fmt.Errorf("unexpected data after the top-level JSON object near line %d column %d; the file must hold exactly one object", line, col)
 	}
 	if err := f.Validate(); err != nil {
 		return nil, err
@@ -195,6 +197,11 @@ func describeJSONError(err error, data []byte) error {
 		line, col := position(data, te.Offset)
 		return fmt.Errorf("wrong type at line %d column %d: field %q wants %v, got JSON %s", line, col, te.Field, te.Type, te.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		if path, off, ok := unknownField(data, reflect.TypeOf(File{})); ok {
+			line, col := position(data, off)
+			key := path[strings.LastIndexAny(path, ".]")+1:]
+			return fmt.Errorf("line %d column %d: unknown field %q at %s; check the spelling against the schema in README.md", line, col, key, path)
+		}
 		return fmt.Errorf("%s; check the spelling against the schema in README.md", strings.TrimPrefix(err.Error(), "json: "))
 	case errors.Is(err, io.EOF):
 		return errors.New("config is empty; want a JSON object with providers and models")

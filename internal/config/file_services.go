@@ -151,6 +151,12 @@ const (
 	RestartNever        = "never"
 	// SelfCommand as a service command means the gateway's own executable.
 	SelfCommand = "{self}"
+	// ServiceNonceEnv is set in a supervised child's environment to a
+	// random value, new at every start. A child whose health answer
+	// echoes it as "nonce" proves it is the process this start spawned
+	// (the bundled mock provider does): the supervisor accepts no other
+	// answer as its child's.
+	ServiceNonceEnv = "OMNIROUTE_SERVICE_NONCE"
 )
 
 // EngineCapabilities is the capability vocabulary of the registry.

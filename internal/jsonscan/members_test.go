@@ -2,6 +2,7 @@ package jsonscan
 
 import (
 	"encoding/json"
+	"errors"
 	"reflect"
 	"testing"
 )
@@ -36,8 +37,9 @@ func TestScanRequestN(t *testing.T) {
 	if err := ScanRequest([]byte(`{"model":"m","n":3}`), &r); err != nil || r.N != 3 {
 		t.Fatalf("n = %d, %v", r.N, err)
 	}
-	if err := ScanRequest([]byte(`{"model":"m","n":"3"}`), &r); err != nil || r.N != 0 {
-		t.Fatalf("non-numeric n = %d, %v", r.N, err)
+	var fe *FieldValueError
+	if err := ScanRequest([]byte(`{"model":"m","n":"3"}`), &r); !errors.As(err, &fe) || fe.Field != "n" {
+		t.Fatalf("non-numeric n: %v", err)
 	}
 }
 

@@ -37,8 +37,9 @@ type Request struct {
 	IncludeUsage bool
 	// StreamOptionsStart/End delimit the stream_options value; -1 if absent.
 	StreamOptionsStart, StreamOptionsEnd int
-	// MaxTokens is max_tokens, max_completion_tokens or max_output_tokens
-	// (the first present), or -1.
+	// MaxTokens is the largest of max_tokens, max_completion_tokens and
+	// max_output_tokens present (a provider may honour any of them), or -1.
+	// Each is a whole number from 0 to MaxTokensLimit, or null.
 	MaxTokens int64
 	// Messages counts entries of "messages", or of "input" when it is an
 	// array (1 for a string input).
@@ -68,6 +69,26 @@ func (e *SyntaxError) Error() string { return fmt.Sprintf("%s at byte %d", e.Msg
 // ErrNotObject is returned when the body is valid JSON but not an object.
 var ErrNotObject = errors.New("request body must be a JSON object")
 
+// MaxTokensLimit bounds max_tokens and its siblings: far above any
+// model's output limit, far below what would overflow the token
+// arithmetic of budgets and admission costs.
+const MaxTokensLimit = 1 << 24
+
+// MaxN bounds "n", the number of answers asked for (OpenAI's maximum).
+const MaxN = 128
+
+// FieldValueError is returned when a field the gateway prices or budgets
+// on has a value it cannot use: the provider would read it differently
+// from the gateway, or not at all.
+type FieldValueError struct {
+	Field string
+	Want  string
+}
+
+func (e *FieldValueError) Error() string {
+	return fmt.Sprintf("field %q must be %s", e.Field, e.Want)
+}
+
 // DuplicateFieldError is returned when a routed field appears twice.
 type DuplicateFieldError struct{ Field string }
 
@@ -92,7 +113,7 @@ func ScanRequest(body []byte, r *Request) error {
 		}
 		return ErrNotObject
 	}
-	var seen uint8
+	var seen uint16
 	err := s.object(0, func(key []byte, keyEscaped bool) error {
 		if keyEscaped {
 			k, err := unescape(r.scratch[:0], key)
@@ -119,18 +140,42 @@ const (
 	seenStreamOptions
 	seenMessages
 	seenInput
+	seenMaxTokens
+	seenMaxCompletionTokens
+	seenMaxOutputTokens
+	seenN
 )
 
+// isRouted lists the fields that may appear only once and only in plain
+// spelling: the gateway routes, prices or budgets on them.
 func isRouted(k []byte) bool {
 	switch string(k) {
-	case "model", "stream", "stream_options", "messages", "input":
+	case "model", "stream", "stream_options", "messages", "input", "max_tokens", "max_completion_tokens", "max_output_tokens", "n":
 		return true
 	}
 	return false
 }
 
-func (r *Request) field(s *scanner, key []byte, seen *uint8) error {
-	once := func(bit uint8, name string) error {
+// wholeNumber reads a value that must be null or a JSON integer from 0 to
+// limit: -1 for null.
+func (s *scanner) wholeNumber(field string, limit int64, want string) (int64, error) {
+	start := s.i
+	if err := s.value(1); err != nil {
+		return 0, err
+	}
+	raw := s.b[start:s.i]
+	if bytes.Equal(raw, litNull) {
+		return -1, nil
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil || n < 0 || n > limit {
+		return 0, &FieldValueError{Field: field, Want: want}
+	}
+	return n, nil
+}
+
+func (r *Request) field(s *scanner, key []byte, seen *uint16) error {
+	once := func(bit uint16, name string) error {
 		if *seen&bit != 0 {
 			return &DuplicateFieldError{Field: name}
 		}
@@ -192,15 +237,21 @@ func (r *Request) field(s *scanner, key []byte, seen *uint8) error {
 		r.StreamOptionsEnd = s.i
 		return err
 	case "max_tokens", "max_completion_tokens", "max_output_tokens":
-		start := s.i
-		if err := s.value(1); err != nil {
+		bit, name := uint16(seenMaxTokens), "max_tokens"
+		switch string(key) {
+		case "max_completion_tokens":
+			bit, name = seenMaxCompletionTokens, "max_completion_tokens"
+		case "max_output_tokens":
+			bit, name = seenMaxOutputTokens, "max_output_tokens"
+		}
+		if err := once(bit, name); err != nil {
 			return err
 		}
-		if r.MaxTokens < 0 {
-			if n, err := strconv.ParseInt(string(s.b[start:s.i]), 10, 64); err == nil && n >= 0 {
-				r.MaxTokens = n
-			}
+		n, err := s.wholeNumber(name, MaxTokensLimit, tokensWant)
+		if err != nil {
+			return err
 		}
+		r.MaxTokens = max(r.MaxTokens, n)
 		return nil
 	case "messages":
 		if err := once(seenMessages, "messages"); err != nil {
@@ -225,17 +276,23 @@ func (r *Request) field(s *scanner, key []byte, seen *uint8) error {
 		r.Tools += n
 		return err
 	case "n":
-		start := s.i
-		if err := s.value(1); err != nil {
+		if err := once(seenN, "n"); err != nil {
 			return err
 		}
-		if n, err := strconv.ParseInt(string(s.b[start:s.i]), 10, 64); err == nil && n > 0 {
-			r.N = n
+		n, err := s.wholeNumber("n", MaxN, nWant)
+		if err != nil {
+			return err
 		}
+		r.N = max(n, 0)
 		return nil
 	}
 	return s.value(1)
 }
+
+var (
+	tokensWant = fmt.Sprintf("a whole number from 0 to %d, or null", MaxTokensLimit)
+	nWant      = fmt.Sprintf("a whole number from 0 to %d, or null", MaxN)
+)
 
 // AppendWithModel appends body to dst with the model value replaced by the
 // JSON string of model. model must need no escaping (config validation

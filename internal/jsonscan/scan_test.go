@@ -174,5 +174,56 @@ func FuzzScanRequest(f *testing.F) {
 				t.Fatalf("stream %v, raw %s", r.Stream, raw)
 			}
 		}
+		// An accepted body's token limit is the largest the provider could
+		// read, within the bound the ledger's arithmetic needs.
+		want := int64(-1)
+		for _, k := range []string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
+			var n *int64
+			if raw, ok := m[k]; ok && json.Unmarshal(raw, &n) == nil && n != nil {
+				want = max(want, *n)
+			}
+		}
+		if r.MaxTokens != want || r.MaxTokens > MaxTokensLimit {
+			t.Fatalf("max tokens %d, encoding/json says %d (%s)", r.MaxTokens, want, body)
+		}
 	})
+}
+
+// TestTokenLimitsCannotBeSmuggled is finding 7: the gateway read the
+// first max_tokens and the provider the last, and 2^63-1 overflowed the
+// ledger's estimate to a reservation of 0; both let streams through a
+// token budget. Each limit field is now read once, as a bounded whole
+// number, and the largest of them counts.
+func TestTokenLimitsCannotBeSmuggled(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want int64  // MaxTokens when accepted
+		err  string // error substring when refused
+	}{
+		{`{"model":"m","max_tokens":10,"max_tokens":100000}`, 0, `"max_tokens" appears more than once`},
+		{`{"model":"m","max_completion_tokens":1,"max_completion_tokens":9}`, 0, `"max_completion_tokens" appears more than once`},
+		{`{"model":"m","max_output_tokens":1,"max_output_tokens":9}`, 0, `"max_output_tokens" appears more than once`},
+		{`{"model":"m","n":1,"n":100}`, 0, `"n" appears more than once`},
+		{`{"model":"m","max_tokens":9223372036854775807}`, 0, `"max_tokens" must be a whole number from 0 to 16777216`},
+		{`{"model":"m","max_tokens":99999999999999999999}`, 0, `must be a whole number`},
+		{`{"model":"m","max_tokens":-1}`, 0, `must be a whole number`},
+		{`{"model":"m","max_tokens":1e9}`, 0, `must be a whole number`},
+		{`{"model":"m","max_tokens":100.5}`, 0, `must be a whole number`},
+		{`{"model":"m","max_tokens":"100"}`, 0, `must be a whole number`},
+		{`{"model":"m","n":1000}`, 0, `"n" must be a whole number from 0 to 128`},
+		{`{"model":"m","max_t\u006fkens":5}`, 0, "escape sequences"},
+		{`{"model":"m","max_tokens":16777216}`, 16777216, ""},
+		{`{"model":"m","max_tokens":null}`, -1, ""},
+		{`{"model":"m","max_tokens":10,"max_completion_tokens":900}`, 900, ""},
+		{`{"model":"m","max_completion_tokens":900,"max_tokens":10}`, 900, ""},
+	} {
+		var r Request
+		err := ScanRequest([]byte(tc.body), &r)
+		switch {
+		case tc.err == "" && (err != nil || r.MaxTokens != tc.want):
+			t.Errorf("%s: %v, max tokens %d; want %d", tc.body, err, r.MaxTokens, tc.want)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: %v; want an error with %q", tc.body, err, tc.err)
+		}
+	}
 }

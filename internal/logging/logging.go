@@ -1,5 +1,6 @@
 // Package logging builds the gateway's slog logger from the environment
-// settings and adapts other libraries' logging into it.
+// settings and adapts other libraries' logging into it. Every logger it
+// builds redacts secrets (internal/sanitize) from every record.
 package logging
 
 import (
@@ -8,13 +9,14 @@ import (
 	"log/slog"
 )
 
-// New returns a logger writing text or JSON at level to w.
+// New returns a logger writing text or JSON at level to w. Every record
+// is redacted (Redacting) before it is written.
 func New(format, level string, w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: ParseLevel(level)}
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return Redacting(slog.New(slog.NewJSONHandler(w, opts)), nil)
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return Redacting(slog.New(slog.NewTextHandler(w, opts)), nil)
 }
 
 // ParseLevel maps debug|info|warn|error (default info).

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/omniroute/gateway/internal/config"
 )
 
 // ServiceName identifies the mock in /_mock/health.
@@ -34,13 +36,20 @@ type Health struct {
 	PID      int    `json:"pid"`
 	Instance string `json:"instance"`
 	Addr     string `json:"addr,omitempty"`
+	// Nonce echoes the supervisor's per-start nonce
+	// (config.ServiceNonceEnv), so the gateway that spawned this process
+	// can tell it from any other process on the port.
+	Nonce string `json:"nonce,omitempty"`
 }
+
+// startNonce is the nonce this process was started with, if any.
+var startNonce = os.Getenv(config.ServiceNonceEnv)
 
 func (s *Server) admin(ctx *fasthttp.RequestCtx, op string) {
 	switch {
 	case op == "health" && ctx.IsGet():
 		writeJSON(ctx, fasthttp.StatusOK, Health{Service: ServiceName, Status: "ok", PID: os.Getpid(),
-			Instance: instanceID, Addr: s.Addr()})
+			Instance: instanceID, Addr: s.Addr(), Nonce: startNonce})
 	case op == "stats" && ctx.IsGet():
 		writeJSON(ctx, fasthttp.StatusOK, s.stats())
 	case op == "behavior" && ctx.IsGet():

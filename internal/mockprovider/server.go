@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/omniroute/gateway/internal/sanitize"
 )
 
 // Options configures a Server.
@@ -93,6 +95,8 @@ func New(opts Options) *Server {
 		// goroutine behind for long.
 		MaxIdleWorkerDuration: 50 * time.Millisecond,
 		Logger:                fasthttpLogger{s},
+		// No request bytes in error logs: they carry the provider key.
+		SecureErrorLogMessage: true,
 		ConnState:             s.connState,
 	}
 	return s
@@ -102,9 +106,11 @@ type fasthttpLogger struct{ s *Server }
 
 func (l fasthttpLogger) Printf(format string, args ...any) { l.s.log("fasthttp: "+format, args...) }
 
+// log writes one line, redacted: the mock's output is a supervised
+// service's log, which the gateway serves over its logs API.
 func (s *Server) log(format string, args ...any) {
 	if s.logf != nil {
-		s.logf(format, args...)
+		s.logf("%s", sanitize.Secrets(fmt.Sprintf(format, args...)))
 	}
 }
 

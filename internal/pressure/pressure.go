@@ -183,6 +183,13 @@ func NewTracker(cfg Config) *Tracker {
 	return &Tracker{cfg: cfg, state: State{Severity: Normal, Reason: ReasonNone}}
 }
 
+// ResumeTracker starts at st, a state a previous tracker published (its
+// streaks start over, and the next sample sets the OOM baseline): a
+// restarted pressure actor keeps the severity it had.
+func ResumeTracker(cfg Config, st State) *Tracker {
+	return &Tracker{cfg: cfg, state: st}
+}
+
 // State returns the current state.
 func (t *Tracker) State() State { return t.state }
 

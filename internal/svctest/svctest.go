@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/omniroute/gateway/internal/config"
 )
 
 // Environment variables the child reads.
@@ -33,11 +35,16 @@ const (
 	// ExitAfterEnv makes a serving child exit with code 7 after that many
 	// milliseconds.
 	ExitAfterEnv = "OMNIROUTE_SVCTEST_EXIT_AFTER_MS"
+	// HideNonceEnv (any value) makes /health leave out the supervisor's
+	// nonce, as a third-party sidecar would: the supervisor must then prove
+	// ownership another way.
+	HideNonceEnv = "OMNIROUTE_SVCTEST_HIDE_NONCE"
 )
 
 // The modes.
 const (
-	// Serve answers GET /health with {"service":<name>,"instance":<random>}
+	// Serve answers GET /health with {"service":<name>,"instance":<random>,
+	// "nonce":<the supervisor's nonce, config.ServiceNonceEnv>}
 	// and POST /emit?line=x by printing x to stdout; POST /sick makes /health
 	// answer 503 from then on; exits 0 on SIGTERM.
 	Serve = "serve"
@@ -74,6 +81,10 @@ func run(mode string) int {
 	var raw [8]byte
 	_, _ = rand.Read(raw[:])
 	instance := hex.EncodeToString(raw[:])
+	nonce := os.Getenv(config.ServiceNonceEnv)
+	if os.Getenv(HideNonceEnv) != "" {
+		nonce = ""
+	}
 	ln, err := net.Listen("tcp", os.Getenv(AddrEnv))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "svctest listen:", err)
@@ -91,7 +102,7 @@ func run(mode string) int {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"service":%q,"instance":%q,"pid":%d}`, name, instance, os.Getpid())
+		fmt.Fprintf(w, `{"service":%q,"instance":%q,"pid":%d,"nonce":%q}`, name, instance, os.Getpid(), nonce)
 	})
 	mux.HandleFunc("/emit", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(os.Stdout, r.URL.Query().Get("line"))

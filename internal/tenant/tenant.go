@@ -15,6 +15,7 @@ import (
 	"hash"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 )
@@ -168,13 +169,17 @@ func (r *Resolver) Tenants() []*Tenant {
 
 // LoadOrCreateSecret returns the install secret: from value when set, else
 // from <dir>/tenant-secret, creating it (32 random bytes, hex, mode 0600) on
-// first start.
+// first start. An existing file that other users may read or write is
+// refused: with the secret, anyone can compute every tenant's id.
 func LoadOrCreateSecret(value, dir string) ([]byte, error) {
 	if value != "" {
 		return []byte(value), nil
 	}
 	path := filepath.Join(dir, "tenant-secret")
 	if b, err := os.ReadFile(path); err == nil {
+		if err := checkPrivate(path); err != nil {
+			return nil, err
+		}
 		s := strings.TrimSpace(string(b))
 		if len(s) < 16 {
 			return nil, fmt.Errorf("install secret %s is shorter than 16 characters; delete it to have a new one generated (tenant ids will change)", path)
@@ -206,4 +211,20 @@ func LoadOrCreateSecret(value, dir string) ([]byte, error) {
 		return nil, fmt.Errorf("cannot write install secret: %w", err)
 	}
 	return []byte(s), nil
+}
+
+// checkPrivate refuses a secret file whose mode lets other users read or
+// write it (anything beyond 0600), naming the fix.
+func checkPrivate(path string) error {
+	if runtime.GOOS == "windows" {
+		return nil // no Unix modes: the ACLs of the data directory apply
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("cannot check the install secret: %w", err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("install secret %s has mode %04o: other users can read or change it, and with it compute every tenant id; run chmod 600 %s (or set OMNIROUTE_TENANT_SECRET) and start again", path, perm, path)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package tenant
 
 import (
 	"crypto/sha256"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -103,5 +104,31 @@ func TestLoadOrCreateSecret(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "tenant-secret"), []byte("short\n"), 0o600)
 	if _, err := LoadOrCreateSecret("", dir); err == nil {
 		t.Fatal("short secret file accepted")
+	}
+}
+
+// TestLooseSecretFileRefused is part of finding 9: a tenant secret file at
+// mode 0644 was accepted silently, though any local user could read it
+// and compute every tenant's id.
+func TestLooseSecretFileRefused(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tenant-secret")
+	if err := os.WriteFile(path, []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []os.FileMode{0o644, 0o640, 0o602} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		_, err := LoadOrCreateSecret("", dir)
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("has mode %04o", mode)) || !strings.Contains(err.Error(), "chmod 600") {
+			t.Fatalf("mode %04o: %v", mode, err)
+		}
+	}
+	for _, mode := range []os.FileMode{0o600, 0o400} {
+		os.Chmod(path, mode)
+		if _, err := LoadOrCreateSecret("", dir); err != nil {
+			t.Fatalf("mode %04o refused: %v", mode, err)
+		}
 	}
 }

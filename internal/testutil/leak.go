@@ -1,7 +1,12 @@
 // Package testutil holds helpers shared by the project's tests.
 package testutil
 
-import "go.uber.org/goleak"
+import (
+	"bytes"
+	"sync"
+
+	"go.uber.org/goleak"
+)
 
 // LeakOptions are the goleak options every package's TestMain uses. They
 // ignore only goroutines that fasthttp owns and ends on its own schedule,
@@ -20,4 +25,24 @@ func LeakOptions(extra ...goleak.Option) []goleak.Option {
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*HostClient).connsCleaner"),
 	}, extra...)
+}
+
+// SyncBuffer is a log sink that many goroutines write while a test reads
+// it.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns everything written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -341,6 +341,11 @@ func (x *Exchange) SetReadDeadline(t time.Time) {
 	}
 }
 
+// Deadline is when the whole exchange must be over
+// (OMNIROUTE_UPSTREAM_TOTAL_TIMEOUT_MS after it started): a relay writing
+// the stream to a slow caller stops there too.
+func (x *Exchange) Deadline() time.Time { return x.deadline }
+
 // MarkEOF records that the body was read to its end, so the connection can
 // be reused.
 func (x *Exchange) MarkEOF() { x.eof = true }

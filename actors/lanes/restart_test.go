@@ -1,0 +1,77 @@
+package lanes
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/omniroute/gateway/actors/supervise"
+	"github.com/omniroute/gateway/internal/admission"
+	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/testutil"
+)
+
+// TestRestartAfterPanic is finding 8 for the admission actors: a panic
+// in the controller, in a tenant lane or in the shared lane restarts it
+// from a fresh object. The requests the failed actor held are answered
+// admission_unavailable (Retry-After 1), capacity held by admitted
+// requests stays accounted in the gate, queueing works again, and after
+// Stop no window or sub-window tick of any incarnation is left.
+func TestRestartAfterPanic(t *testing.T) {
+	for _, virtual := range []bool{true, false} {
+		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+		cfg := admission.DefaultConfig()
+		cfg.Mode, cfg.VirtualLanes = admission.ModeEnforce, virtual
+		cfg.MinLimit, cfg.InitialLimit, cfg.MaxLimit, cfg.WindowMs = 20, 20, 20, 50
+		h, err := Spawn(sys, Options{Config: cfg, Clock: clock.Real{}, Upstreams: []UpstreamSpec{{Name: "u0"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := &env{t: t, h: h, sys: sys}
+		u := h.ups[0]
+		watch := testutil.WatchActors(t, sys, u.ctrl.Id)
+		if u.shared != nil {
+			watch = testutil.WatchActors(t, sys, u.ctrl.Id, u.shared.Id)
+		}
+		held := e.hold("a", 20)
+		queued := e.acquireAsync("b", admission.Interactive, 5, nil)
+		e.until("queued", func(s *Snapshot) bool { return s.QueuedCount == 1 })
+
+		// The lane that holds the waiter fails.
+		lane := u.shared
+		if virtual {
+			lane = (*u.lanes.Load())[id("b")]
+		}
+		h.root.Send(lane, supervise.Crash{Reason: "lane"})
+		if r := queued.wait(t); r != Unavailable {
+			t.Fatalf("virtual %v: the failed lane's waiter got %q", virtual, r.Code())
+		}
+		watch.WaitRestarts(t, 1)
+		// Then the controller, with a waiter queued again.
+		queued = e.acquireAsync("b", admission.Interactive, 5, nil)
+		e.until("queued again", func(s *Snapshot) bool { return s.QueuedCount == 1 })
+		h.root.Send(u.ctrl, supervise.Crash{Reason: "controller"})
+		watch.WaitRestarts(t, 2)
+		if virtual { // its tenant lanes stopped with it
+			if r := queued.wait(t); r != Unavailable {
+				t.Fatalf("the restarted controller's lane waiter got %q", r.Code())
+			}
+			queued = e.acquireAsync("b", admission.Interactive, 5, nil)
+		}
+		if st := u.gate.Stats(); st.ActiveCost() != 20 {
+			t.Fatalf("virtual %v: the admitted request's capacity was lost: %+v", virtual, st)
+		}
+		// Serving again: the waiter is granted when the capacity frees.
+		held.release()
+		if r := queued.wait(t); r != None {
+			t.Fatalf("virtual %v: after the restarts: %q", virtual, r.Code())
+		}
+		h.Release(&queued.lease, success)
+		e.until("idle", func(s *Snapshot) bool { return s.ActiveCost == 0 })
+		h.Stop()
+		watch.NoDeadLettersFor(t, 4*time.Duration(cfg.WindowMs)*time.Millisecond)
+		sys.Shutdown()
+	}
+}

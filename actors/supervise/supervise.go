@@ -1,0 +1,71 @@
+// Package supervise is how the gateway's actors are restarted after a
+// panic, and the message tests send to make one panic.
+//
+// Every actor kind chooses its strategy where it spawns (with the reason
+// next to it); all of them restart the failed actor from a fresh object
+// built by its props producer, never resume it on half-changed state. An
+// actor that owns what must survive its restart keeps it in its handle
+// (atomics, published snapshots) and rebuilds from there in Started; what
+// it cannot rebuild (waiters, timers) it settles in Restarting.
+package supervise
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// Crash makes the actor that receives it panic inside Receive. Tests send
+// it (every actor handles it first in its message switch) to check that
+// the actor restarts cleanly; nothing in the gateway sends it.
+type Crash struct{ Reason string }
+
+// Panic panics with c (called from an actor's Receive).
+func (c Crash) Panic() { panic("supervise.Crash: " + c.Reason) }
+
+// Restart returns a strategy that always restarts a failed actor from a
+// fresh object, for actors the gateway cannot work without: stopping one
+// would leave its handle pointing at a dead actor, and every caller
+// waiting on it would hang or fail. A failure is logged at error level
+// with the actor kind, the panic value and the message that caused it
+// (that message is dropped). A panic loop does not spin: after burst
+// failures within window, each restart waits a little longer (up to
+// maxDelay), so a poison message cannot eat a core. kind names the actor
+// in logs.
+//
+// One value per actor kind (package-level): protoactor caches a guardian
+// per strategy instance.
+func Restart(kind string) actor.SupervisorStrategy {
+	return &restart{kind: kind, window: 10 * time.Second, burst: 3, step: 100 * time.Millisecond, maxDelay: 5 * time.Second}
+}
+
+type restart struct {
+	kind     string
+	window   time.Duration
+	burst    int
+	step     time.Duration
+	maxDelay time.Duration
+}
+
+func (s *restart) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, message any) {
+	if rs.NumberOfFailures(s.window) == 0 {
+		rs.Reset() // keep the history bounded: only the window counts
+	}
+	rs.Fail()
+	n := rs.NumberOfFailures(s.window)
+	delay := time.Duration(0)
+	if n > s.burst {
+		delay = min(time.Duration(n-s.burst)*s.step, s.maxDelay)
+	}
+	sys.Logger().Error("actor failed; restarting it from a fresh object", slog.String("actor", s.kind), slog.String("pid", child.Id),
+		slog.String("panic", fmt.Sprint(reason)), slog.String("message", fmt.Sprintf("%T", message)),
+		slog.Int("failuresInWindow", n), slog.Duration("delay", delay))
+	sys.EventStream.Publish(&actor.SupervisorEvent{Child: child, Reason: reason, Directive: actor.RestartDirective})
+	if delay == 0 {
+		sup.RestartChildren(child)
+		return
+	}
+	time.AfterFunc(delay, func() { sup.RestartChildren(child) })
+}

@@ -1,0 +1,231 @@
+package transport
+
+import (
+	"bytes"
+	"net/netip"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/internal/config"
+)
+
+// The browser policy. The gateway's callers are programs (SDKs, agents,
+// curl); a web page the operator happens to visit is not one, yet a
+// browser will send it requests to 127.0.0.1: a "simple" cross-origin
+// POST (text/plain, no preflight, response unreadable but the side effect
+// happens), or, through DNS rebinding, same-origin requests whose Host is
+// the attacker's name. So, on every route:
+//
+//   - Host must be an IP literal, localhost, the host of OMNIROUTE_LISTEN
+//     or a name in OMNIROUTE_ALLOWED_HOSTS: a rebinding page always sends
+//     its own name (403 host_not_allowed).
+//   - Origin, when a browser sends it, must be the gateway's own origin or
+//     one in OMNIROUTE_CORS_ORIGINS (403 origin_not_allowed); management
+//     routes also refuse Sec-Fetch-Site: cross-site without an allowed
+//     Origin. Allowed cross-origin requests get CORS headers, and their
+//     preflight (OPTIONS) is answered here.
+//   - Inference needs a JSON body (a simple request cannot send one), and
+//     a management request that changes state may carry only a JSON body,
+//     or no body and no Content-Type (checked by the routes).
+type browserPolicy struct {
+	hosts   []string // lower-case names accepted besides IP literals and localhost
+	origins []string // lower-case allowed cross-origin origins
+}
+
+func newBrowserPolicy(e *config.Env) browserPolicy {
+	p := browserPolicy{hosts: append([]string(nil), e.HTTP.AllowedHosts...), origins: append([]string(nil), e.HTTP.CORSOrigins...)}
+	if h := e.ListenHost(); h != "" {
+		if _, err := netip.ParseAddr(h); err != nil {
+			p.hosts = append(p.hosts, h) // a name to listen on is a name to be called by
+		}
+	}
+	return p
+}
+
+// hostAllowed judges a Host header value. An empty Host (HTTP/1.0) is
+// allowed: browsers always send one.
+func (p *browserPolicy) hostAllowed(host []byte) bool {
+	if len(host) == 0 {
+		return true
+	}
+	name := hostName(host)
+	if len(name) == 0 {
+		return false
+	}
+	if name[0] == '[' { // [v6]
+		if name[len(name)-1] != ']' {
+			return false
+		}
+		_, err := netip.ParseAddr(string(name[1 : len(name)-1]))
+		return err == nil
+	}
+	if isIPv4Literal(name) || bytes.EqualFold(name, []byte("localhost")) {
+		return true
+	}
+	for _, h := range p.hosts {
+		if bytes.EqualFold(name, []byte(h)) {
+			return true
+		}
+	}
+	return false
+}
+
+// hostName strips the port from a Host value ("[::1]:80" → "[::1]").
+func hostName(host []byte) []byte {
+	if i := bytes.LastIndexByte(host, ':'); i >= 0 && !bytes.Contains(host[i:], []byte("]")) {
+		if bytes.Count(host, []byte(":")) == 1 || host[0] == '[' {
+			return host[:i]
+		}
+	}
+	return host
+}
+
+// isIPv4Literal accepts four dot-separated decimal octets (no
+// allocation: it runs for every request).
+func isIPv4Literal(b []byte) bool {
+	parts, n, digits := 0, 0, 0
+	for i := 0; i <= len(b); i++ {
+		if i == len(b) || b[i] == '.' {
+			if digits == 0 || digits > 3 || n > 255 {
+				return false
+			}
+			parts++
+			n, digits = 0, 0
+			continue
+		}
+		c := b[i]
+		if c < '0' || c > '9' {
+			return false
+		}
+		n = n*10 + int(c-'0')
+		digits++
+	}
+	return parts == 4
+}
+
+// originAllowed reports whether origin may call: it is the gateway's own
+// origin (its host:port is the request's Host), or it is listed. cors is
+// true for a listed cross-origin caller, which gets CORS headers.
+func (p *browserPolicy) originAllowed(origin, host []byte) (ok, cors bool) {
+	o := bytes.TrimSuffix(origin, []byte("/"))
+	if i := bytes.Index(o, []byte("://")); i > 0 && len(host) > 0 && bytes.EqualFold(o[i+3:], host) {
+		return true, false
+	}
+	for _, a := range p.origins {
+		if bytes.EqualFold(o, []byte(a)) {
+			return true, true
+		}
+	}
+	return false, false
+}
+
+// exposedHeaders are the response headers a cross-origin caller may read.
+const exposedHeaders = "X-Request-Id, X-OmniRoute-Target, X-OmniRoute-Fallbacks, X-Upstream-Request-Id, X-Should-Retry, " +
+	"X-OmniRoute-Priority, X-OmniRoute-Admission-Wait-Ms, X-OmniRoute-Skipped-Targets, X-Omniroute-Admission-Reason, Retry-After"
+
+// guardBrowser applies the policy before a request is routed. It writes
+// the refusal (or the preflight answer) and returns false when the request
+// goes no further.
+func (g *Gateway) guardBrowser(ctx *fasthttp.RequestCtx, r route, rid []byte) bool {
+	p := &g.browser
+	h := &ctx.Request.Header
+	if !p.hostAllowed(h.Host()) {
+		g.refuse(ctx, r, rid, &apierror.Error{Status: 403, Type: "permission_error", Code: "host_not_allowed",
+			Message: "the Host header " + quoteHeader(h.Host()) + " is not a name of this gateway (DNS rebinding defence); call it by IP address or localhost, or add the name to OMNIROUTE_ALLOWED_HOSTS"})
+		return false
+	}
+	origin := h.Peek("Origin")
+	if len(origin) == 0 {
+		if r == routeManagement && bytes.EqualFold(h.Peek("Sec-Fetch-Site"), []byte("cross-site")) {
+			g.refuse(ctx, r, rid, errOrigin("a cross-site page"))
+			return false
+		}
+		return true
+	}
+	ok, cors := p.originAllowed(origin, h.Host())
+	if !ok {
+		g.refuse(ctx, r, rid, errOrigin(quoteHeader(origin)))
+		return false
+	}
+	if !cors {
+		return true
+	}
+	rh := &ctx.Response.Header
+	rh.SetBytesV("Access-Control-Allow-Origin", origin)
+	rh.Add("Vary", "Origin")
+	if ctx.IsOptions() && len(h.Peek("Access-Control-Request-Method")) > 0 {
+		// A preflight: say what the real request may carry.
+		rh.Set("Access-Control-Allow-Methods", "GET, POST")
+		if req := h.Peek("Access-Control-Request-Headers"); len(req) > 0 && validHeaderList(req) {
+			rh.SetBytesV("Access-Control-Allow-Headers", req)
+		}
+		rh.Set("Access-Control-Max-Age", "600")
+		ctx.SetStatusCode(fasthttp.StatusNoContent)
+		return false
+	}
+	rh.Set("Access-Control-Expose-Headers", exposedHeaders)
+	return true
+}
+
+// validHeaderList accepts a comma-separated list of header names (token
+// characters), so a preflight echo cannot inject anything.
+func validHeaderList(b []byte) bool {
+	if len(b) > 1024 {
+		return false
+	}
+	for _, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == ',' || c == ' ') {
+			return false
+		}
+	}
+	return true
+}
+
+func errOrigin(who string) *apierror.Error {
+	return &apierror.Error{Status: 403, Type: "permission_error", Code: "origin_not_allowed",
+		Message: "requests from " + who + " are not allowed (browser request forgery defence); add the origin to OMNIROUTE_CORS_ORIGINS to let a browser app call the gateway"}
+}
+
+// quoteHeader quotes a header value for a message, bounded.
+func quoteHeader(b []byte) string {
+	if len(b) > 100 {
+		b = b[:100]
+	}
+	var sb strings.Builder
+	sb.WriteByte('"')
+	for _, c := range b {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			c = '?'
+		}
+		sb.WriteByte(c)
+	}
+	sb.WriteByte('"')
+	return sb.String()
+}
+
+// refuse writes e in the route's dialect.
+func (g *Gateway) refuse(ctx *fasthttp.RequestCtx, r route, rid []byte, e *apierror.Error) {
+	if routes[r].dialect == dialectManagement {
+		writeMgmtError(ctx, rid, e.Status, e.Type, e.Code, e.Message)
+		return
+	}
+	writeError(ctx, r.format(), string(rid), e)
+}
+
+// managementBodyOK enforces the content rule for a management request
+// that changes state: a JSON body, or no body and no Content-Type. A
+// text/plain or form body is what a cross-origin page can send without a
+// preflight, so it is refused even when empty.
+func managementBodyOK(ctx *fasthttp.RequestCtx) bool {
+	ct := ctx.Request.Header.ContentType()
+	if len(ct) > 0 {
+		return isJSONMediaType(ct)
+	}
+	cl := ctx.Request.Header.ContentLength()
+	return cl == 0 || cl == -2 // no body declared (-2: no Content-Length, no chunking)
+}
+
+var errMgmtMediaType = &apierror.Error{Status: 415, Type: "invalid_request_error", Code: "unsupported_media_type",
+	Message: "a management request that changes state takes a JSON body (Content-Type: application/json) or no body and no Content-Type"}

@@ -1,0 +1,114 @@
+package transport
+
+import (
+	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/internal/catalog"
+)
+
+// route is an index into the route table.
+type route uint8
+
+// The routes, in table order.
+const (
+	routeOther route = iota
+	routeChat
+	routeMessages
+	routeResponses
+	routeModels
+	routeHealth
+	routeMetrics
+	routeManagement
+	routeRelay
+	numRoutes
+)
+
+// dialect is how a route renders the gateway's own errors.
+type dialect uint8
+
+const (
+	// dialectOpenAI: {"error":{"message","type","param","code"}}.
+	dialectOpenAI dialect = iota
+	// dialectAnthropic: {"type":"error","error":{...},"request_id"}.
+	dialectAnthropic
+	// dialectManagement: {"error":{"message","type","code"},"requestId"}.
+	dialectManagement
+)
+
+// routeSpec is everything the gateway knows about one route. It is the
+// one list of routes: request metrics, error rendering and the panic
+// guard all read it, and every per-route metric is created for every
+// entry (routeSeries), so a route cannot be half registered: a route
+// added here has all of its handles, and a route not added here has no
+// index to be used with. TestRouteTableComplete checks the entries.
+type routeSpec struct {
+	// label is the route's value of the metrics' route label.
+	label string
+	// paths are the exact request paths that select the route (none for
+	// the fallback and for routes chosen by prefix or by another route).
+	paths []string
+	// dialect renders the gateway's errors on this route.
+	dialect dialect
+	// surface is the inference API a call on this route speaks (0 for
+	// routes that never make a call).
+	surface catalog.Surface
+}
+
+var routes = [numRoutes]routeSpec{
+	routeOther:      {label: "other", dialect: dialectOpenAI},
+	routeChat:       {label: "chat", paths: []string{"/v1/chat/completions"}, dialect: dialectOpenAI, surface: catalog.Chat},
+	routeMessages:   {label: "messages", paths: []string{"/v1/messages"}, dialect: dialectAnthropic, surface: catalog.Messages},
+	routeResponses:  {label: "responses", paths: []string{"/v1/responses"}, dialect: dialectOpenAI, surface: catalog.Responses},
+	routeModels:     {label: "models", paths: []string{"/v1/models"}, dialect: dialectOpenAI},
+	routeHealth:     {label: "health", paths: []string{"/api/monitoring/health"}, dialect: dialectOpenAI},
+	routeMetrics:    {label: "metrics", paths: []string{"/metrics"}, dialect: dialectOpenAI},
+	routeManagement: {label: "management", paths: []string{"/api/omniroute/route/preview", "/api/omniroute/quota"}, dialect: dialectManagement},
+	routeRelay:      {label: "relay", paths: []string{"/api/v1/relay/chat/completions"}, dialect: dialectOpenAI, surface: catalog.Chat},
+}
+
+// routeOf maps a request path to its route: the exact paths of the table,
+// then the management prefixes, else routeOther.
+func routeOf(path []byte) route {
+	switch string(path) {
+	case "/v1/chat/completions":
+		return routeChat
+	case "/v1/messages":
+		return routeMessages
+	case "/v1/responses":
+		return routeResponses
+	case "/v1/models":
+		return routeModels
+	case "/api/monitoring/health":
+		return routeHealth
+	case "/metrics":
+		return routeMetrics
+	case "/api/omniroute/route/preview", "/api/omniroute/quota":
+		return routeManagement
+	case "/api/v1/relay/chat/completions":
+		return routeRelay
+	}
+	if isManagementPath(path) {
+		return routeManagement
+	}
+	return routeOther
+}
+
+// surfaceRoute is the route of an inference surface.
+func surfaceRoute(s catalog.Surface) route {
+	for r := route(0); r < numRoutes; r++ {
+		if routes[r].surface == s && r != routeRelay {
+			return r
+		}
+	}
+	return routeOther
+}
+
+// format is the route's error format for apierror (the management dialect
+// has its own writer).
+func (r route) format() apierror.Format {
+	if routes[r].dialect == dialectAnthropic {
+		return apierror.Anthropic
+	}
+	return apierror.OpenAI
+}
+
+func (r route) String() string { return routes[r].label }
