@@ -35,8 +35,14 @@ type laneActor struct {
 	cost   [admission.NumClasses]int64
 	// busySince is when each class's queue last went from empty to
 	// queued (zero while empty): a queue that has not emptied for an
-	// interval is a standing one, CoDel's bad queue.
+	// interval is a standing one, CoDel's bad queue. markCost is the
+	// queue's cost at markAt, sampled once an interval: a standing queue
+	// that holds its length is a closed loop of callers (each sends again
+	// when answered) and waits; one that grows is demand beyond its
+	// share, and sheds.
 	busySince [admission.NumClasses]time.Time
+	markAt    [admission.NumClasses]time.Time
+	markCost  [admission.NumClasses]int64
 	evicted   bool
 	armed     time.Time
 	cancel    scheduler.CancelFunc
@@ -150,6 +156,7 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 	}
 	if len(l.q[c]) == 0 {
 		l.busySince[c] = l.u.h.clk.Now()
+		l.markAt[c], l.markCost[c] = l.busySince[c], 0
 	}
 	l.q[c] = append(l.q[c], w)
 	l.cost[c] += w.cost
@@ -163,35 +170,53 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 // itself, and fit the lane's allowance. CoDel's good queue and bad
 // queue: a lane that emptied within the last burst interval (a tenant
 // within its fair share, whose bursts drain) may queue up to the
-// interval's worth of wait; a lane that has not emptied for that long is
-// a standing queue, demand beyond its share, and sheds whatever would
-// wait past the upstream's queueing target, at once and with a
-// Retry-After of its drain time. Until the upstream's controller has
-// found a knee, its limit is a lower bound of the capacity and the drain
-// rate unknown: only the deadline and the max wait apply.
+// interval's worth of wait. A lane that has stayed non-empty that long is
+// a standing queue; while it keeps growing (demand beyond its share) it
+// sheds whatever would wait past the upstream's queueing target, at once
+// and with a Retry-After of its drain time. A standing queue that holds
+// its length is a closed loop of callers, each sending again only when
+// answered: shedding would only make them retry, so it waits (bounded by
+// the caps, the max wait and the callers' deadlines). Until the upstream
+// has answered, its drain rate is unknown and only those bounds apply.
 func (l *laneActor) admissible(w *waiter) (Reason, int) {
 	v := l.u.view.Load()
 	now := l.u.h.clk.Now()
+	c := w.class
 	backlogged := v.backlogged
-	if len(l.q[w.class]) == 0 {
+	if len(l.q[c]) == 0 {
 		backlogged++ // this lane joins them
 	}
-	ew, known := v.expectedWait(l.cost[w.class], w.cost, backlogged)
+	ew, known := v.expectedWait(l.cost[c], w.cost, backlogged)
 	if !w.callerDeadline.IsZero() {
 		left := w.callerDeadline.Sub(now) - v.baselineFor(w.stream)
 		if left <= 0 || (known && ew > left) {
 			return Deadline, retrySeconds(ew)
 		}
 	}
-	allowance := burstIntervals * v.target
-	if since := l.busySince[w.class]; !since.IsZero() && now.Sub(since) >= allowance {
-		allowance = v.target // a standing queue
+	if !known {
+		return None, 0
 	}
-	if known && ew > allowance {
+	interval := burstIntervals * v.target
+	since := l.busySince[c]
+	if since.IsZero() || now.Sub(since) < interval {
+		if ew > interval {
+			return Overloaded, retrySeconds(ew)
+		}
+		return None, 0
+	}
+	if now.Sub(l.markAt[c]) >= interval {
+		l.markAt[c], l.markCost[c] = now, l.cost[c]
+	}
+	growing := float64(l.cost[c]) > float64(l.markCost[c])*(1+growShare)+1
+	if ew > v.target && growing {
 		return Overloaded, retrySeconds(ew)
 	}
 	return None, 0
 }
+
+// growShare is how much a standing queue must have grown since its last
+// mark to count as growing, beyond the noise of a closed loop's length.
+const growShare = 0.1
 
 func (l *laneActor) grant(ctx actor.Context, m *grant) {
 	bounce := true

@@ -625,11 +625,12 @@ func TestLightLaneKeepsItsRecentDemand(t *testing.T) {
 	}
 }
 
-// TestStandingQueueSheds: once the controller knows the drain rate, a
-// lane's burst may queue up to the burst interval's worth of wait; a lane
-// that has not emptied for that interval is a standing queue and sheds
-// what would wait past the queueing target, while another tenant's lane,
-// empty until now, still queues.
+// TestStandingQueueSheds: once the drain rate is known, a lane's burst
+// may queue up to the burst interval's worth of wait. A lane that has not
+// emptied for that interval is a standing queue: it keeps waiting while
+// it holds its length (a closed loop of callers), and sheds what would
+// wait past the queueing target once it grows, while another tenant's
+// lane, empty until now, still queues.
 func TestStandingQueueSheds(t *testing.T) {
 	e := start(t, func(c *admission.Config) { c.MinLimit, c.InitialLimit, c.MaxLimit = 1, 16, 4096; c.VirtualLanes = true })
 	// Converge on an upstream whose answers queue past 8 in flight.
@@ -675,18 +676,58 @@ func TestStandingQueueSheds(t *testing.T) {
 		t.Fatalf("test setup: a burst of %d does not fit the interval (%+v)", burst, up)
 	}
 	var xs []*pending
+	queue := func(tn string) *pending {
+		t.Helper()
+		n := e.h.Snapshot().QueuedCount
+		p := e.acquireAsync(tn, admission.Interactive, 1, nil)
+		e.until(tn+" queued", func(s *Snapshot) bool { return s.QueuedCount == n+1 })
+		return p
+	}
 	for i := 0; i < burst; i++ {
-		xs = append(xs, e.acquireAsync("x", admission.Interactive, 1, nil))
-		e.until("x queued", func(s *Snapshot) bool { return s.QueuedCount == int64(i+1) })
+		xs = append(xs, queue("x"))
 	}
-	// x's queue has not emptied for the interval: it stands, and sheds.
+	// x's queue has not emptied for the interval: it stands. Holding its
+	// length it waits; growing by more than a tenth (and one), it sheds.
 	e.clk.Advance(burstIntervals*target + time.Millisecond) // the snapshot rounds the target
-	if _, r := e.acquire("x", admission.Interactive, 1); r != Overloaded {
-		t.Fatalf("standing queue: %q, want %q (%+v)", r.Code(), Overloaded.Code(), e.h.Snapshot())
+	grown := 0
+	for {
+		p := &pending{done: make(chan Reason, 1)}
+		done := make(chan Reason, 1)
+		go func() { done <- e.h.Acquire(Ticket{Tenant: id("x"), Class: admission.Interactive, Cost: 1}, &p.lease) }()
+		n := e.h.Snapshot().QueuedCount
+		shed := false
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			select {
+			case r := <-done:
+				if r != Overloaded {
+					t.Fatalf("growing standing queue: %q, want %q", r.Code(), Overloaded.Code())
+				}
+				shed = true
+			default:
+			}
+			if shed || e.h.Snapshot().QueuedCount > n {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the request was neither queued nor shed")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if shed {
+			break
+		}
+		p.done = done
+		xs = append(xs, p)
+		grown++
+		if grown > burst {
+			t.Fatalf("the standing queue grew from %d by %d without shedding", burst, grown)
+		}
 	}
-	// y's lane was empty: its request queues behind x's burst.
-	y := e.acquireAsync("y", admission.Interactive, 1, nil)
-	e.until("y queued", func(s *Snapshot) bool { return s.QueuedCount == int64(burst+1) })
+	if want := int(float64(burst)*growShare) + 1; grown < want {
+		t.Fatalf("shed after growing by %d, want it to wait while it grew by no more than %d", grown, want)
+	}
+	// y's lane was empty: its request queues behind x's.
+	y := queue("y")
 	for _, l := range leases {
 		e.h.Release(l, success)
 	}

@@ -24,9 +24,9 @@ type upstream struct {
 	// incarnations counts the controller's starts (restarts after the
 	// first).
 	incarnations atomic.Int32
-	lanes  atomicLanes
-	view   atomicView
-	done   doneLog
+	lanes        atomicLanes
+	view         atomicView
+	done         doneLog
 }
 
 func newUpstream(h *Handle, idx int, spec UpstreamSpec, o Options) *upstream {
@@ -198,9 +198,11 @@ func (v *view) baselineFor(stream bool) time.Duration {
 
 // expectedWait is how long cost more queued behind queued in a lane would
 // wait for its turn, with backlogged lanes sharing the drain; ok is false
-// when the drain rate is not known yet.
+// when the drain rate is not known yet (no answer seen). Before the
+// controller has found a knee the rate is the current limit's, a lower
+// bound while it still grows.
 func (v *view) expectedWait(queued, cost int64, backlogged int) (time.Duration, bool) {
-	if !v.converged || v.drainRate <= 0 {
+	if v.drainRate <= 0 {
 		return 0, false
 	}
 	share := v.drainRate / float64(max(backlogged, 1))

@@ -163,7 +163,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Mode: ModeEnforce, MinLimit: 1, InitialLimit: 16, MaxLimit: 4096, GlobalLimit: 65536,
-		MaxQueueCount: 128, MaxQueueCost: 1024, WindowMs: 1000, DefaultMaxWaitMs: 5000, Cost: DefaultCost(),
+		MaxQueueCount: 512, MaxQueueCost: 1024, WindowMs: 1000, DefaultMaxWaitMs: 5000, Cost: DefaultCost(),
 		VirtualLanes: true, ClassShares: [NumClasses]int64{75, 25}, ClassIdleMs: 1000,
 		MaxLanes: 1000, LaneIdleMs: 60_000, HistoryHalfLifeMs: 1000,
 	}

@@ -11,7 +11,7 @@ func TestDefaultConfigIsValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Mode != ModeEnforce || !c.VirtualLanes || c.MinLimit != 1 || c.InitialLimit != 16 || c.MaxLimit != 4096 || c.GlobalLimit != 65536 ||
-		c.MaxQueueCount != 128 || c.MaxQueueCost != 1024 || c.DefaultMaxWaitMs != 5000 || c.WindowMs != 1000 || c.QueueTargetMs != 0 {
+		c.MaxQueueCount != 512 || c.MaxQueueCost != 1024 || c.DefaultMaxWaitMs != 5000 || c.WindowMs != 1000 || c.QueueTargetMs != 0 {
 		t.Fatalf("runtime defaults differ from the documented ones: %+v", c)
 	}
 }

@@ -23,9 +23,10 @@ import (
 // but demand exceeds the limit, the limit was too low: it grows ×1.25 per
 // phase until a queue first shows (cold start, after measuring the
 // no-queue latency at 4), ×1.5 back toward a knee it knew, and at a known
-// knee it probes ×1.25 every 6 to 24 phases (less often while the knee
-// stays put), which finds restored capacity within seconds and shows an
-// overshoot as a queue one phase later.
+// knee it probes ×1.15 every 6 to 12 phases (less often while the knee
+// stays put), judged against the phase before it and by Little's law,
+// which finds restored capacity within seconds and keeps the limit within
+// a fifth of the knee.
 //
 // Slower is not congested: when the answers at the limit queue with no
 // probe before it, the next phase is a test at three quarters of the
@@ -78,9 +79,18 @@ type Controller struct {
 	// knee is the last level at which answers queued (0: never), and
 	// kneeAt when; cruiseLeft counts phases at the limit before the next
 	// probe.
-	knee       float64
-	kneeAt     time.Time
-	cruiseLeft int
+	knee   float64
+	kneeAt time.Time
+	// prevKnee is the knee before it last fell, while the fall is not
+	// yet confirmed (0: none).
+	prevKnee float64
+	// lastFull is the last judged phase if it was a cruise or a probe
+	// full with demand waiting: what a probe is compared with (an unsure
+	// probe is compared with the same phase again); probeUnsure counts
+	// the repeats of an unsure probe.
+	lastFull    phaseMeasure
+	probeUnsure int
+	cruiseLeft  int
 	// cruiseEvery is the number of cruise phases between probes: it
 	// doubles (up to maxCruisePhases) each time a probe finds the knee
 	// where it was, since every probe queues answers for a phase, and
@@ -104,6 +114,11 @@ type Controller struct {
 	chain   []phaseMeasure // the phase that queued, then each drain above the current one
 	// drainLevel is the in-flight level the current drain phase keeps to.
 	drainLevel float64
+
+	// hangFrom is the knee estimate when a hang began (0: no hang);
+	// hangOver: the last phase hung.
+	hangFrom float64
+	hangOver bool
 
 	pressure     Pressure
 	criticalAt   time.Time
@@ -142,7 +157,7 @@ const (
 	phaseStartup phaseKind = iota // ×1.25 while demand exceeds the limit, until a queue shows
 	phaseCruise                   // at the knee estimate
 	phaseGrow                     // ×1.5 back toward a known knee well above the limit
-	phaseProbe                    // ×1.25 past the knee, every cruisePhases phases
+	phaseProbe                    // ×1.15 past the knee, every cruisePhases phases
 	phaseDrain                    // ×0.75: is the queue the load's, or is the provider slower?
 )
 
@@ -176,13 +191,18 @@ const (
 	// judgement compares with that latency, and one measured at a level
 	// past the knee would hide the queue for good.
 	calibrateLevel = 4
-	probeGain      = 1.25
-	drainGain      = 0.75
-	cruisePhases   = 6
+	// probeGain is the step past a known knee (and on up while each step
+	// shows more capacity): small enough that a probe (rounded down)
+	// keeps the limit within a fifth of the knee, and its verdict comes
+	// from comparing it with the phase before rather than from its
+	// latency clearing the queue bar.
+	probeGain    = 1.15
+	drainGain    = 0.75
+	cruisePhases = 6
 	// maxCruisePhases bounds the interval between probes of a steady knee
-	// (about 5 s at 100 ms answers), which bounds how long restored
+	// (about 2.5 s at 100 ms answers), which bounds how long restored
 	// capacity goes unnoticed.
-	maxCruisePhases = 24
+	maxCruisePhases = 12
 	// kneeMemory is how long a knee is trusted: providers change.
 	kneeMemory = 30 * time.Second
 	// elastic: a drain test whose latency fell by less than this share of
@@ -365,7 +385,11 @@ func (c *Controller) begin(now time.Time) {
 // the phase's measurement begins were admitted under the previous limit
 // and only update the time answers hold their slot.
 func (c *Controller) Observe(now time.Time, s Sample) {
-	if s.Held > 0 && (s.OK || s.Censored) {
+	if s.Held > 0 && s.OK {
+		// Answers only: a timed-out or abandoned attempt's time says how
+		// long it waited, not how long an answer holds its place, and
+		// would slow every phase (and the drain rate) long after the
+		// timeouts ended.
 		h := s.Held.Seconds()
 		if c.heldEWMA <= 0 {
 			c.heldEWMA = h
@@ -451,7 +475,11 @@ func (c *Controller) Tick(r Reading) bool {
 		return false
 	}
 	n := c.m.n[kindStream] + c.m.n[kindPlain]
-	if n < c.cfg.MinSamples && now.Sub(c.phaseStart) < 2*c.cfg.Window && !c.hanging(r) {
+	need := c.cfg.MinSamples
+	if c.kind == phaseProbe {
+		need *= 3 // a probe is judged against the phase before, on a small step: more answers, less noise
+	}
+	if n < need && now.Sub(c.phaseStart) < 2*c.cfg.Window && !c.hanging(r) {
 		return false
 	}
 	return c.judge(r, span)
@@ -508,6 +536,32 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		c.markKnee(now)
 		c.testing = false
 		next, rule = c.drain(c.base), "loss"
+	case c.hangOver && !c.hanging(r):
+		// The first phase after a hang: its answers are the hung requests
+		// let go, whose latency is the hang's, not a queue's. Measure
+		// again before judging.
+		rule = "hang_over"
+	case queued && c.hanging(r) && m.ok*4 < c.cfg.MinSamples && !c.cfg.Shadow:
+		// The provider holds requests far past their time and hardly
+		// answers: a hang, or an outage that does not refuse. One such
+		// phase may also be a latency step whose first answers have not
+		// come yet: it is only suspected. From the second, stop feeding
+		// the provider (half the limit a phase, down to a quarter of the
+		// knee it had); but this is no knee: the knee stays what it was,
+		// so once answers flow again the limit grows back to it at ×1.5 a
+		// phase. The breaker keeps the target out meanwhile.
+		c.testing, c.verify, c.suspect = false, false, false
+		if c.hangFrom == 0 {
+			c.hangFrom = max(c.base, minL)
+			next, rule = c.kind, "hang_suspect"
+			break
+		}
+		c.base = max(minL, c.hangFrom/4, c.base/2)
+		if c.knee <= 0 {
+			c.knee = c.hangFrom
+		}
+		c.kneeAt, c.queueSeen = now, true
+		rule = "hang"
 	case c.kind == phaseDrain && c.testing:
 		next, rule = c.judgeTest(now, inflight, samples, queued, knee)
 	case c.kind == phaseDrain:
@@ -527,13 +581,18 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		c.base = max(minL, knee)
 		c.markKnee(now)
 		rule = "knee"
-	case queued && c.kind == phaseProbe && c.knee > 0 && math.Abs(knee-c.base) <= kneeAgree*c.base:
-		// A probe past the known knee queued, and Little's law puts the
-		// knee where it was: the queue is the probe's own (a slower
-		// provider would have queued at the knee, before the probe). Back
-		// to the knee, refined by this estimate; the probe's excess drains
-		// as its answers finish (nothing is admitted until the load is
-		// under the knee again), so no drain test is needed.
+	case c.kind == phaseProbe && limited && c.probeVerdict(inflight, knee) == probeUnsure:
+		c.probeUnsure++
+		next, rule = phaseProbe, "probe_unsure"
+	case c.kind == phaseProbe && limited && c.probeVerdict(inflight, knee) == probeKnee:
+		// A probe past the knee put more in flight, and its answers
+		// did not come back faster than a knee where it was would let
+		// them, nor Little's law put the knee well below: the extra load
+		// only waited. Back to the knee, refined by this
+		// estimate; the probe's excess drains as its answers finish
+		// (nothing is admitted until the load is under the knee again),
+		// so no drain test is needed. A knee found well above is more
+		// capacity (grow, below); well below, lost capacity (queue).
 		c.suspect = false
 		c.base = max(minL, (c.base+knee)/2)
 		c.markKnee(now)
@@ -575,13 +634,26 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		// Demand exceeds the limit and the provider does not queue: the
 		// level is proven; go higher. A step up that queued a little, too
 		// little to tell from noise, proves only what Little's law says.
-		c.base = max(c.base, min(float64(c.limit), knee))
+		if c.kind != phaseCruise || !c.queueSeen {
+			// A step up that did not queue proves its level. A cruise at
+			// the knee proves nothing new: its limit is the knee rounded,
+			// and taking that for the knee would creep it up a unit at a
+			// time until the queue cleared the bar. Probes move it.
+			c.base = max(c.base, min(float64(c.limit), knee))
+		}
 		next, rule = c.growth(now), "grow"
 	case c.kind == phaseStartup:
 		next = phaseStartup
 	}
 	if c.kind == phaseStartup && !queued && !c.queueSeen {
 		c.accumulate()
+	}
+	if rule != "probe_unsure" {
+		c.probeUnsure = 0
+	}
+	c.hangOver = rule == "hang"
+	if rule != "hang" && rule != "hang_suspect" {
+		c.hangFrom = 0
 	}
 	switch {
 	case rule == "no_gain_suspect":
@@ -595,14 +667,14 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 	}
 	var changed bool
 	switch {
-	case (rule == "hold" || rule == "suspect" || rule == "no_gain_suspect") && c.kind != phaseDrain:
+	case (rule == "hold" || rule == "suspect" || rule == "no_gain_suspect" || rule == "hang_suspect" || rule == "hang_over" || rule == "probe_unsure") && c.kind != phaseDrain:
 		// Demand stayed below the limit and nothing queued: nothing was
 		// learnt, so the limit stays where it is (a probe that found no
 		// demand keeps its level until demand tests it).
 	case next == phaseDrain:
 		changed = c.setLevel(c.drainLevel)
 	case next == phaseGrow:
-		changed = c.setLevel(min(c.base*growGain, max(c.knee, c.base)))
+		changed = c.setLevel(min(c.base*growGain, max(c.knee, c.prevKnee, c.base)))
 	case c.calibrating:
 		// Calibrated: go to the configured initial limit.
 		c.calibrating = false
@@ -610,6 +682,13 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		changed = c.setLimit(1)
 	default:
 		changed = c.setLimit(next.gain())
+	}
+	if rule == "probe_unsure" {
+		// compared with the same phase before it again
+	} else if limited && full && (c.kind == phaseCruise || c.kind == phaseProbe) && samples > 0 {
+		c.lastFull = phaseMeasure{inflight: inflight, m: *m}
+	} else {
+		c.lastFull = phaseMeasure{}
 	}
 	c.kind = next
 	rep.Rule, rep.LimitAfter = rule, c.limit
@@ -621,13 +700,15 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 }
 
 // testDrain prepares the next drain of a test from a phase at load
-// inflight that queued: to the knee Little's law gives for it (against
-// the current no-queue latency), but no lower than half the load and no
+// inflight that queued: to just under the knee Little's law gives for it
+// (against the current no-queue latency; the drain must be below the knee
+// for its answers to be the no-queue latency), but no lower than half the
+// load and no
 // higher than three quarters of it, so a provider far past its knee is
 // tested near the knee at once and a slower one (whose "knee" reads
 // low) only down by halves.
 func (c *Controller) testDrain(inflight, knee float64) phaseKind {
-	c.drainLevel = max(float64(c.cfg.MinLimit), max(0.5*inflight, min(drainGain*inflight, knee)))
+	c.drainLevel = max(float64(c.cfg.MinLimit), max(0.5*inflight, min(drainGain*inflight, 0.9*knee)))
 	return phaseDrain
 }
 
@@ -717,9 +798,64 @@ func (c *Controller) judgeTest(now time.Time, inflight float64, samples int, que
 // of the load that queued before flat latency counts as a slower provider.
 const slowSpan = 0.5
 
-// kneeAgree: a probe's knee estimate within this share of the known
-// knee confirms it.
-const kneeAgree = 0.15
+// probeVerdict judges a probe phase at load inflight with Little's-law
+// knee knee against the known knee (c.base). Lost capacity (a knee well
+// below) is left to the queue rules; a probe that put too little more in
+// flight to tell proves nothing.
+func (c *Controller) probeVerdict(inflight, knee float64) probeResult {
+	prev := &c.lastFull
+	if prev.inflight <= 0 || inflight <= prev.inflight*(1+probeSpan/2) || knee < c.base*(1-kneeAgree) {
+		return probeNone
+	}
+	// Two views of one question. Against the full phase just before, at
+	// the knee: a knee where it was makes latency grow with the load (by
+	// rI), more capacity leaves it where it was (1); this comparison is
+	// paired (same provider, moments apart), so a no-queue latency learnt
+	// a little low or high does not tip it. And Little's law against the
+	// no-queue latency: a knee within the probe's half step above the
+	// known one. A step this small is a few standard errors of a phase:
+	// when the two disagree the probe is measured again.
+	rI := inflight / prev.inflight
+	rQ := c.m.meanLatency() / max(prev.m.meanLatency(), 1e-12)
+	pairedKnee := rQ >= 1+(rI-1)/2
+	littleKnee := knee <= c.base*(1+probeSpan)
+	switch {
+	case pairedKnee && littleKnee:
+		return probeKnee
+	case !pairedKnee && !littleKnee:
+		return probeMore
+	case c.probeUnsure < maxProbeRepeats:
+		return probeUnsure
+	case littleKnee:
+		// Measured again and still split: the phase before may have been
+		// the odd one; the probe's own answers decide.
+		return probeKnee
+	}
+	return probeMore
+}
+
+// probeResult is a probe phase's verdict.
+type probeResult uint8
+
+const (
+	probeNone   probeResult = iota // not a probe that can be judged
+	probeKnee                      // the knee is where it was
+	probeMore                      // more capacity
+	probeUnsure                    // measure again
+)
+
+// maxProbeRepeats bounds how often an unsure probe is measured again
+// before its own answers decide.
+const maxProbeRepeats = 2
+
+// kneeAgree: a probe's knee estimate down to this share below the known
+// knee confirms it; probeSpan: a probe must have put this share more in
+// flight than the knee to be judged, and a knee estimate this share
+// above the known one is more capacity (the probe's half step).
+const (
+	kneeAgree = 0.15
+	probeSpan = (probeGain - 1) / 2
+)
 
 // blockedShare: a test whose drains kept at least this share of the load
 // that queued did not drain and proves nothing about the provider.
@@ -804,7 +940,7 @@ func (c *Controller) stepped(inflight float64) bool {
 // and is past the knee when delivery rose by less than gainShare: half of
 // a ×1.25 step, well clear of the noise of a phase's count of answers.
 const (
-	stepShare = 0.15
+	stepShare = 0.1
 	gainShare = 0.05
 	// blindShare: one answer in five cut short makes a phase blind.
 	blindShare = 5
@@ -821,6 +957,8 @@ func (c *Controller) growth(now time.Time) phaseKind {
 		return phaseProbe
 	case c.base < 0.9*c.knee:
 		return phaseGrow // well below the known knee: back to it quickly
+	case c.prevKnee > 0 && c.base < 0.9*c.prevKnee && now.Sub(c.kneeAt) <= kneeMemory:
+		return phaseGrow // once back toward the knee before a fall
 	case c.cruiseLeft > 0:
 		c.cruiseLeft--
 		return phaseCruise
@@ -841,9 +979,21 @@ func (c *Controller) markKnee(now time.Time) {
 	case c.knee > 0 && c.base >= 0.9*c.knee && c.base <= 1.1*c.knee:
 		c.cruiseEvery = min(max(c.cruiseEvery, cruisePhases)*2, maxCruisePhases)
 		c.cruiseLeft = c.cruiseEvery
+		if c.prevKnee > 0 && c.base < 0.9*c.prevKnee {
+			c.prevKnee = 0 // the fall is confirmed
+		}
 	case c.knee > 0 && c.base < 0.9*c.knee:
+		// The knee fell: go back once toward where it was (×1.5 a
+		// phase), which undoes a cut that rested on a stall at the cost
+		// of one overshoot when the capacity really went. A second fall
+		// in a row is believed.
 		c.cruiseEvery = cruisePhases
 		c.cruiseLeft = 1
+		if c.prevKnee == 0 {
+			c.prevKnee = c.knee
+		} else {
+			c.prevKnee = 0
+		}
 	default:
 		c.cruiseEvery = cruisePhases
 		c.cruiseLeft = c.cruiseEvery
@@ -993,8 +1143,14 @@ func (c *Controller) setLevel(level float64) bool {
 func (c *Controller) setLimit(gain float64) bool {
 	c.base = min(max(c.base, float64(c.cfg.MinLimit)), float64(c.cfg.MaxLimit))
 	l := roundLimit(c.base * gain)
-	if gain > 1 && l <= int64(c.base) {
-		l = int64(c.base) + 1 // a step up is at least one unit
+	if gain == probeGain {
+		// Rounded down, to stay within the step; but at least two units
+		// over the knee's limit, or a probe of a small knee changes the
+		// load too little to be told from noise.
+		l = max(int64(math.Floor(c.base*gain)), roundLimit(c.base)+2)
+	}
+	if gain > 1 && l <= roundLimit(c.base) {
+		l = roundLimit(c.base) + 1 // a step up is at least one unit
 	}
 	l = clamp(l, c.cfg.MinLimit, c.cfg.MaxLimit)
 	changed := l != c.limit

@@ -266,12 +266,14 @@ func (s *ctlSim) within(d time.Duration, cond func() bool) time.Duration {
 	return at
 }
 
-// limitRange returns the lowest and highest knee estimate over d.
-func (s *ctlSim) kneeRange(d time.Duration) (lo, hi float64) {
+// kneeRange returns the lowest and highest knee estimate over d, and
+// raises *top to the highest limit.
+func (s *ctlSim) kneeRange(d time.Duration, top *int64) (lo, hi float64) {
 	lo = 1e18
 	s.run(d, func() {
 		k := s.c.Knee()
 		lo, hi = min(lo, k), max(hi, k)
+		*top = max(*top, s.c.Limit())
 	})
 	return lo, hi
 }
@@ -308,7 +310,7 @@ func TestControlColdStartReachesCapacityInTwoWindows(t *testing.T) {
 			// settling period, the estimate stays within [0.8, 1.2] × the
 			// knee, or within one unit where a unit is a large share of it.
 			s.run(10*time.Second, nil)
-			lo, hi := s.kneeRange(10 * time.Second)
+			lo, hi := s.kneeRange(10*time.Second, new(int64))
 			slack := max(0.2*float64(tc.slots), 1)
 			if lo < float64(tc.slots)-slack || hi > float64(tc.slots)+slack {
 				t.Errorf("seed %d: %d slots × %v: knee estimate in [%.1f, %.1f], want within %d ± %.1f", seed, tc.slots, tc.service, lo, hi, tc.slots, slack)
@@ -334,8 +336,9 @@ func TestControlCapacityHalvesAndReturns(t *testing.T) {
 			t.Fatalf("seed %d: "+"capacity halved: knee %.1f after 5 s, want ≤ 19.2 (%+v)", seed, s.c.Knee(), s.c.Last())
 		}
 		t.Logf("seed %d: "+"capacity halved: within 1.2x after %v", seed, at)
-		if lo, hi := s.kneeRange(20 * time.Second); hi > 1.2*16 || lo < 0.7*16 {
-			t.Fatalf("seed %d: "+"after halving the knee moved in [%.1f, %.1f], want within [0.7, 1.2] × 16", seed, lo, hi)
+		var top int64
+		if lo, hi := s.kneeRange(20*time.Second, &top); hi > 1.2*16 || lo < 0.7*16 || float64(top) > 1.2*16 {
+			t.Fatalf("seed %d: "+"after halving the knee moved in [%.1f, %.1f] and the limit reached %d, want both within [0.7, 1.2] × 16", seed, lo, hi, top)
 		}
 		s.slots = 32
 		at = s.within(10*time.Second, func() bool { return s.c.Knee() >= 0.9*32 })
@@ -409,7 +412,7 @@ func TestControlMixOfStreamsIsNotCongestion(t *testing.T) {
 		s.run(10*time.Second, nil)
 		s.stream = 1
 		s.run(5*time.Second, nil)
-		if lo, hi := s.kneeRange(10 * time.Second); lo < 0.8*16 || hi > 1.2*16 {
+		if lo, hi := s.kneeRange(10*time.Second, new(int64)); lo < 0.8*16 || hi > 1.2*16 {
 			t.Errorf("seed %d: after the switch to streams the knee moved in [%.1f, %.1f], want within [0.8, 1.2] × 16", seed, lo, hi)
 		}
 		s.stream = 0.5
@@ -425,7 +428,7 @@ func TestControlRefusalsAreLoss(t *testing.T) {
 		s.reject = true
 		s.saturate = 64
 		s.run(5*time.Second, nil)
-		if lo, hi := s.kneeRange(10 * time.Second); lo < 0.7*16 || hi > 1.3*16 {
+		if lo, hi := s.kneeRange(10*time.Second, new(int64)); lo < 0.7*16 || hi > 1.3*16 {
 			t.Fatalf("seed %d: "+"a provider that refuses beyond 16 slots: knee in [%.1f, %.1f]", seed, lo, hi)
 		}
 	}

@@ -17,7 +17,7 @@ type LanesEnv struct {
 	AdmissionInitialLimit  SafeInt       `env:"ADAPTIVE_ADMISSION_INITIAL_LIMIT" envDefault:"16"`
 	AdmissionMaxLimit      SafeInt       `env:"ADAPTIVE_ADMISSION_MAX_LIMIT" envDefault:"4096"`
 	AdmissionGlobalLimit   Count         `env:"ADAPTIVE_ADMISSION_GLOBAL_LIMIT" envDefault:"65536"`
-	AdmissionMaxQueueCount SafeInt       `env:"ADAPTIVE_ADMISSION_MAX_QUEUE_COUNT" envDefault:"128"`
+	AdmissionMaxQueueCount SafeInt       `env:"ADAPTIVE_ADMISSION_MAX_QUEUE_COUNT" envDefault:"512"`
 	AdmissionMaxQueueCost  SafeInt       `env:"ADAPTIVE_ADMISSION_MAX_QUEUE_COST" envDefault:"1024"`
 	AdmissionMaxWaitMs     SafeInt       `env:"ADAPTIVE_ADMISSION_MAX_WAIT_MS" envDefault:"5000"`
 	AdmissionWindowMs      SafeInt       `env:"ADAPTIVE_ADMISSION_WINDOW_MS" envDefault:"1000"`
