@@ -126,8 +126,10 @@ func openAIType(status int) string {
 }
 
 // AppendString appends s as a JSON string literal. Invalid UTF-8 becomes
-// U+FFFD so the output is always valid JSON.
-func AppendString(dst []byte, s string) []byte {
+// U+FFFD so the output is always valid JSON. It takes bytes as well as
+// strings so a caller holding []byte (a tool call's argument JSON, say)
+// escapes it without converting, which would copy.
+func AppendString[S ~string | ~[]byte](dst []byte, s S) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
@@ -155,7 +157,7 @@ func AppendString(dst []byte, s string) []byte {
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		r, size := decodeRune(s[i:])
 		if r == utf8.RuneError && size == 1 {
 			dst = append(dst, s[start:i]...)
 			dst = append(dst, `\ufffd`...)
@@ -175,6 +177,14 @@ func AppendString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// decodeRune is utf8.DecodeRune for either byte form; the bytes of one rune
+// are copied to the stack so neither form is converted.
+func decodeRune[S ~string | ~[]byte](s S) (rune, int) {
+	var b [utf8.UTFMax]byte
+	n := copy(b[:], s[:min(len(s), utf8.UTFMax)])
+	return utf8.DecodeRune(b[:n])
 }
 
 // AppendInt appends n in decimal.
