@@ -71,10 +71,10 @@ var bodyExamples = map[ID]struct {
 
 // errorExamples are documented error bodies of each dialect.
 var errorExamples = map[ID]struct {
-	status              int
-	body                string
+	status               int
+	body                 string
 	typ, anthropic, code string
-	msg                 string
+	msg                  string
 }{
 	Chat: {429, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`,
 		"insufficient_quota", "", "insufficient_quota", "You exceeded your current quota"},

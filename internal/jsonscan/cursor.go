@@ -259,12 +259,13 @@ func (c *Cursor) Text() (text []byte, ok bool) {
 	return u, true
 }
 
-// Int consumes the next value when it is a number and returns it as an
-// integer; ok is false (the value still consumed) for a number that is not
-// an integer in int64 range. A non-number is not consumed.
+// Int consumes the next value and returns it as an integer; ok is false
+// for anything but an integer in int64 range (the value is consumed all
+// the same, so a caller never has to skip it).
 func (c *Cursor) Int() (n int64, ok bool) {
 	p := c.Peek()
 	if p != '-' && (p < '0' || p > '9') {
+		c.Skip()
 		return 0, false
 	}
 	start := c.s.i
@@ -333,3 +334,7 @@ func (c *Cursor) End() error {
 	}
 	return c.s.end()
 }
+
+// Unescape appends the value of a JSON string to dst, given the string's
+// contents between the quotes as written (escapes intact).
+func Unescape(dst, contents []byte) ([]byte, error) { return unescape(dst, contents) }
