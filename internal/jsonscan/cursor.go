@@ -73,11 +73,13 @@ func (c *Cursor) Peek() byte {
 	return c.s.b[c.s.i]
 }
 
-// Object enters the object at the cursor. It reports false, recording an
-// error, when the next value is not an object.
+// Object enters the object at the cursor. It reports false when the next
+// value is not an object, consuming nothing: a value of another type is
+// the caller's to judge, while a byte that starts no value is recorded as
+// a syntax error.
 func (c *Cursor) Object() bool {
-	if c.Peek() != '{' {
-		c.fail("expected an object")
+	if p := c.Peek(); p != '{' {
+		c.notValue(p)
 		return false
 	}
 	if c.depth >= MaxDepth {
@@ -89,11 +91,11 @@ func (c *Cursor) Object() bool {
 	return true
 }
 
-// Array enters the array at the cursor. It reports false, recording an
-// error, when the next value is not an array.
+// Array enters the array at the cursor; like Object it reports false for
+// a value of another type.
 func (c *Cursor) Array() bool {
-	if c.Peek() != '[' {
-		c.fail("expected an array")
+	if p := c.Peek(); p != '[' {
+		c.notValue(p)
 		return false
 	}
 	if c.depth >= MaxDepth {
@@ -103,6 +105,17 @@ func (c *Cursor) Array() bool {
 	c.depth++
 	c.s.i++
 	return true
+}
+
+// notValue records a syntax error unless p starts a JSON value.
+func (c *Cursor) notValue(p byte) {
+	switch {
+	case p == '{', p == '[', p == '"', p == 't', p == 'f', p == 'n', p == '-', p >= '0' && p <= '9':
+	case c.err == nil && c.s.i >= len(c.s.b):
+		c.fail("unexpected end of JSON")
+	default:
+		c.fail("invalid character looking for a value")
+	}
 }
 
 // first reports whether the cursor sits right after the opening bracket of

@@ -119,8 +119,12 @@ func TestCursorScalars(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Reset([]byte(`[1]`))
+	if c.Object() || c.Err() != nil || c.Peek() != '[' {
+		t.Fatal("Object on an array must report false and leave the array")
+	}
+	c.Reset([]byte(`}`))
 	if c.Object() || c.Err() == nil {
-		t.Fatal("Object on an array must fail")
+		t.Fatal("Object on a stray byte must record a syntax error")
 	}
 	c.Reset([]byte(strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1)))
 	var b strings.Builder

@@ -1,8 +1,11 @@
 package translate
 
 import (
+	"errors"
+
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/dialect"
+	"github.com/omniroute/gateway/internal/jsonscan"
 )
 
 // Response converts a non-stream upstream answer into the caller's
@@ -52,11 +55,22 @@ func (t *Translator) MapError(status int, body []byte) *apierror.Error {
 
 // Readers of non-stream answers.
 
+var errShape = errors.New("a value has the wrong JSON type")
+
+// shapeErr is the error for a value of the wrong type where an object or
+// array must be: the syntax error the cursor met, if any.
+func shapeErr(c *jsonscan.Cursor) error {
+	if err := c.Err(); err != nil {
+		return err
+	}
+	return errShape
+}
+
 func (t *Translator) readChatResponse() error {
 	c := &t.cur
 	rp := &t.resp
 	if !c.Object() {
-		return c.Err()
+		return shapeErr(c)
 	}
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
 		switch string(k) {
@@ -73,7 +87,7 @@ func (t *Translator) readChatResponse() error {
 			continue
 		case "choices":
 			if !c.Array() {
-				return c.Err()
+				return shapeErr(c)
 			}
 			for i := 0; c.Next(); i++ {
 				if i > 0 {
@@ -100,7 +114,7 @@ func (t *Translator) chatChoice() error {
 	c := &t.cur
 	rp := &t.resp
 	if !c.Object() {
-		return c.Err()
+		return shapeErr(c)
 	}
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
 		switch string(k) {
@@ -152,7 +166,7 @@ func (t *Translator) chatResponseCalls() error {
 	c.Array()
 	for c.Next() {
 		if !c.Object() {
-			return c.Err()
+			return shapeErr(c)
 		}
 		p := Part{Kind: KindToolCall, ArgsEscaped: true}
 		for k, ok := c.Key(); ok; k, ok = c.Key() {
@@ -212,7 +226,7 @@ func (t *Translator) readMessagesResponse() error {
 	c := &t.cur
 	rp := &t.resp
 	if !c.Object() {
-		return c.Err()
+		return shapeErr(c)
 	}
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
 		switch string(k) {
@@ -261,7 +275,7 @@ func (t *Translator) anthropicOutBlock() error {
 	c := &t.cur
 	rp := &t.resp
 	if !c.Object() {
-		return c.Err()
+		return shapeErr(c)
 	}
 	var typ []byte
 	p := Part{}
@@ -336,7 +350,7 @@ func (t *Translator) readResponsesResponse() error {
 	c := &t.cur
 	rp := &t.resp
 	if !c.Object() {
-		return c.Err()
+		return shapeErr(c)
 	}
 	status := []byte(nil)
 	incomplete := []byte(nil)
@@ -414,7 +428,7 @@ func (t *Translator) respOutItem() error {
 	c := &t.cur
 	rp := &t.resp
 	if !c.Object() {
-		return c.Err()
+		return shapeErr(c)
 	}
 	var typ, callID, name, args, id, enc []byte
 	lo := len(rp.Parts)
@@ -450,7 +464,7 @@ func (t *Translator) respOutItem() error {
 				c.Array()
 				for c.Next() {
 					if !c.Object() {
-						return c.Err()
+						return shapeErr(c)
 					}
 					for k2, ok := c.Key(); ok; k2, ok = c.Key() {
 						if string(k2) == "text" || string(k2) == "refusal" {
@@ -471,7 +485,7 @@ func (t *Translator) respOutItem() error {
 				c.Array()
 				for c.Next() {
 					if !c.Object() {
-						return c.Err()
+						return shapeErr(c)
 					}
 					for k2, ok := c.Key(); ok; k2, ok = c.Key() {
 						if string(k2) == "text" {

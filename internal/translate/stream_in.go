@@ -64,7 +64,7 @@ func (t *Translator) decodeChat(w *writer, ev *sse.Event) error {
 	c := &t.cur
 	c.Reset(data)
 	if !c.Object() {
-		return c.Err()
+		return shapeErr(c)
 	}
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
 		switch string(k) {
@@ -118,7 +118,7 @@ func (t *Translator) chatStreamChoices(w *writer) error {
 	c.Array()
 	for c.Next() {
 		if !c.Object() {
-			return c.Err()
+			return shapeErr(c)
 		}
 		var finish []byte
 		first := true
@@ -188,7 +188,7 @@ func (t *Translator) chatStreamCall(w *writer) error {
 	c := &t.cur
 	s := &t.st
 	if !c.Object() {
-		return c.Err()
+		return shapeErr(c)
 	}
 	idx := -1
 	var id, name, args []byte
@@ -264,7 +264,7 @@ func (t *Translator) decodeMessages(w *writer, ev *sse.Event) error {
 	switch string(eventType(ev)) {
 	case "message_start":
 		if !c.Object() {
-			return c.Err()
+			return shapeErr(c)
 		}
 		for k, ok := c.Key(); ok; k, ok = c.Key() {
 			if string(k) != "message" || c.Peek() != '{' {
@@ -306,7 +306,7 @@ func (t *Translator) decodeMessages(w *writer, ev *sse.Event) error {
 		t.partStop(w)
 	case "message_delta":
 		if !c.Object() {
-			return c.Err()
+			return shapeErr(c)
 		}
 		var stop, seq []byte
 		for k, ok := c.Key(); ok; k, ok = c.Key() {
@@ -354,7 +354,7 @@ func (t *Translator) anthropicStreamBlock(w *writer) error {
 	c := &t.cur
 	s := &t.st
 	if !c.Object() {
-		return c.Err()
+		return shapeErr(c)
 	}
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
 		if string(k) != "content_block" || c.Peek() != '{' {
@@ -414,7 +414,7 @@ func (t *Translator) anthropicStreamDelta(w *writer) error {
 		return nil
 	}
 	if !c.Object() {
-		return c.Err()
+		return shapeErr(c)
 	}
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
 		if string(k) != "delta" || c.Peek() != '{' {
@@ -522,7 +522,7 @@ func (t *Translator) decodeResponses(w *writer, ev *sse.Event) error {
 	c.Reset(ev.Data)
 	typ := eventType(ev)
 	if !c.Object() {
-		return c.Err()
+		return shapeErr(c)
 	}
 	var status, reason, code, msg, itemType, id, callID, name, enc, d []byte
 	for k, ok := c.Key(); ok; k, ok = c.Key() {

@@ -201,13 +201,15 @@ func (t *Translator) Request(dst, body []byte) ([]byte, error) {
 	case dialect.Responses:
 		err = t.readResponses()
 	}
-	if err == nil {
-		err = t.cur.End()
+	if cerr := t.cur.Err(); cerr != nil {
+		return dst, t.syntax(cerr) // a broken body, whatever the reader made of it
 	}
-	if err != nil {
-		if _, ok := err.(*Error); !ok {
+	if err == nil {
+		if err = t.cur.End(); err != nil {
 			err = t.syntax(err)
 		}
+	}
+	if err != nil {
 		return dst, err
 	}
 	t.req.normalize()

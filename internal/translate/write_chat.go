@@ -122,6 +122,9 @@ func (t *Translator) writeChat(dst []byte) ([]byte, error) {
 		w.key("reasoning_effort")
 		w.str(e.String())
 	}
+	if r.Reasoning.Summary != nil {
+		t.drop("reasoning.summary")
+	}
 	t.openAIExtras(&w)
 	w.end('}')
 	return w.b, nil

@@ -33,7 +33,13 @@ func (t *Translator) planThinking() thinkingPlan {
 		e = r.Reasoning.Effort
 	}
 	budget := int64(0)
-	if e >= EffortMinimal && int(e) < len(effortBudget) {
+	switch {
+	case r.Reasoning.Disabled:
+	case r.Reasoning.Budget > 0:
+		budget = r.Reasoning.Budget // an Anthropic caller's own budget
+	case r.Reasoning.Adaptive && e == EffortUnset:
+		budget = effortBudget[EffortMedium]
+	case e >= EffortMinimal && int(e) < len(effortBudget):
 		budget = effortBudget[e]
 	}
 	if budget > 0 && (r.Choice.Mode == ChoiceRequired || r.Choice.Mode == ChoiceTool || !t.thinkingContinues()) {
