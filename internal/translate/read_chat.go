@@ -7,7 +7,7 @@ func (t *Translator) readChat() error {
 	c := &t.cur
 	r := &t.req
 	if !c.Object() {
-		return t.invalid("body", "must be a JSON object")
+		return t.invalid(at("body"), "must be a JSON object")
 	}
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
 		if c.Null() {
@@ -26,57 +26,57 @@ func (t *Translator) readChat() error {
 		case "parallel_tool_calls":
 			r.Parallel = t.readTri()
 		case "max_tokens", "max_completion_tokens":
-			r.MaxTokens, err = t.readInt(string(k))
+			r.MaxTokens, err = t.readInt(loc{}.atKey(k))
 		case "temperature":
-			r.Temperature, err = t.readNumber("temperature")
+			r.Temperature, err = t.readNumber(at("temperature"))
 		case "top_p":
-			r.TopP, err = t.readNumber("top_p")
+			r.TopP, err = t.readNumber(at("top_p"))
 		case "top_k":
-			r.TopK, err = t.readNumber("top_k")
+			r.TopK, err = t.readNumber(at("top_k"))
 		case "stop":
-			err = t.readStops("stop")
+			err = t.readStops(at("stop"))
 		case "stream":
 			r.Stream = t.readTri() == True
 		case "stream_options":
 			err = t.chatStreamOptions()
 		case "n":
 			var n int64
-			if n, err = t.readInt("n"); err == nil && n > 1 && t.to != dialect.Chat {
-				err = t.unsupported("n", "more than one choice (n > 1)")
+			if n, err = t.readInt(at("n")); err == nil && n > 1 && t.to != dialect.Chat {
+				err = t.unsupported(at("n"), "more than one choice (n > 1)")
 			}
 		case "response_format":
 			err = t.chatResponseFormat()
 		case "reasoning_effort":
 			var s []byte
-			if s, err = t.readRS("reasoning_effort"); err == nil {
+			if s, err = t.readRS(at("reasoning_effort")); err == nil {
 				if r.Reasoning.Effort = parseEffort(s); r.Reasoning.Effort == EffortUnset {
-					err = t.invalid("reasoning_effort", "unknown effort %q; use none, minimal, low, medium, high or xhigh", s)
+					err = t.invalid(at("reasoning_effort"), "unknown effort %q; use none, minimal, low, medium, high or xhigh", s)
 				}
 			}
 		case "user":
-			r.User, err = t.readRS("user")
+			r.User, err = t.readRS(at("user"))
 		case "safety_identifier":
-			r.SafetyID, err = t.readRS("safety_identifier")
+			r.SafetyID, err = t.readRS(at("safety_identifier"))
 		case "prompt_cache_key":
-			r.PromptCacheKey, err = t.readRS("prompt_cache_key")
+			r.PromptCacheKey, err = t.readRS(at("prompt_cache_key"))
 		case "metadata":
-			r.Metadata, err = t.readObjectRaw("metadata")
+			r.Metadata, err = t.readObjectRaw(at("metadata"))
 		case "service_tier":
-			r.ServiceTier, err = t.readRS("service_tier")
+			r.ServiceTier, err = t.readRS(at("service_tier"))
 		case "verbosity":
-			r.Verbosity, err = t.readRS("verbosity")
+			r.Verbosity, err = t.readRS(at("verbosity"))
 		case "logprobs":
 			if t.readTri() == True {
-				err = t.unsupported("logprobs", "logprobs")
+				err = t.unsupported(at("logprobs"), "logprobs")
 			}
 		case "audio":
 			c.Skip()
-			err = t.unsupported("audio", "audio output")
+			err = t.unsupported(at("audio"), "audio output")
 		case "modalities":
 			err = t.chatModalities()
 		case "functions", "function_call":
 			c.Skip()
-			err = t.unsupported(string(k), "the legacy functions API (use tools and tool_choice)")
+			err = t.unsupported(loc{}.atKey(k), "the legacy functions API (use tools and tool_choice)")
 		case "store":
 			if t.readTri() == True {
 				t.drop("store")
@@ -98,7 +98,7 @@ func (t *Translator) readChat() error {
 func (t *Translator) chatStreamOptions() error {
 	c := &t.cur
 	if !c.Object() {
-		return t.invalid("stream_options", "must be an object")
+		return t.invalid(at("stream_options"), "must be an object")
 	}
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
 		if string(k) == "include_usage" {
@@ -113,11 +113,11 @@ func (t *Translator) chatStreamOptions() error {
 func (t *Translator) chatModalities() error {
 	c := &t.cur
 	if !c.Array() {
-		return t.invalid("modalities", "must be an array")
+		return t.invalid(at("modalities"), "must be an array")
 	}
 	for c.Next() {
 		if s := strRS(c); rsEquals(s, "audio") {
-			return t.unsupported("modalities", "audio output")
+			return t.unsupported(at("modalities"), "audio output")
 		} else if s == nil {
 			c.Skip()
 		}
@@ -128,7 +128,7 @@ func (t *Translator) chatModalities() error {
 func (t *Translator) chatMessages() error {
 	c := &t.cur
 	if !c.Array() {
-		return t.invalid("messages", "must be an array")
+		return t.invalid(at("messages"), "must be an array")
 	}
 	for i := 0; c.Next(); i++ {
 		if err := t.chatMessage(i); err != nil {
@@ -145,7 +145,7 @@ func (t *Translator) chatMessages() error {
 func (t *Translator) chatMessage(i int) error {
 	c := &t.cur
 	r := &t.req
-	field := path("messages", i)
+	field := at("messages").index(i)
 	if !c.Object() {
 		return t.invalid(field, "must be an object")
 	}
@@ -158,16 +158,16 @@ func (t *Translator) chatMessage(i int) error {
 		var err error
 		switch string(k) {
 		case "role":
-			role, err = t.readRS(field + ".role")
+			role, err = t.readRS(field.at("role"))
 		case "content":
-			err = t.chatContent(field + ".content")
+			err = t.chatContent(field.at("content"))
 		case "tool_calls":
-			err = t.chatToolCalls(field + ".tool_calls")
+			err = t.chatToolCalls(field.at("tool_calls"))
 		case "tool_call_id":
-			callID, err = t.readRS(field + ".tool_call_id")
+			callID, err = t.readRS(field.at("tool_call_id"))
 		case "refusal":
 			var s []byte
-			if s, err = t.readRS(field + ".refusal"); err == nil {
+			if s, err = t.readRS(field.at("refusal")); err == nil {
 				r.add(Part{Kind: KindText, Text: s})
 			}
 		case "reasoning_content", "reasoning":
@@ -188,7 +188,7 @@ func (t *Translator) chatMessage(i int) error {
 	case "system", "developer":
 		for _, p := range r.Parts[lo:] {
 			if p.Kind != KindText {
-				return t.invalid(field+".content", "a %s message may hold only text", role)
+				return t.invalid(field.at("content"), "a %s message may hold only text", role)
 			}
 			r.System = append(r.System, p)
 		}
@@ -199,20 +199,20 @@ func (t *Translator) chatMessage(i int) error {
 		r.push(RoleAssistant, lo)
 	case "tool":
 		if callID == nil {
-			return t.invalid(field+".tool_call_id", "a tool message needs the tool_call_id it answers")
+			return t.invalid(field.at("tool_call_id"), "a tool message needs the tool_call_id it answers")
 		}
 		r.add(Part{Kind: KindToolResult, ID: callID, Result: r.moveInner(lo)})
 		r.push(RoleUser, lo)
 	case "":
-		return t.invalid(field+".role", "is missing")
+		return t.invalid(field.at("role"), "is missing")
 	default:
-		return t.invalid(field+".role", "unknown role %q (use system, developer, user, assistant or tool)", role)
+		return t.invalid(field.at("role"), "unknown role %q (use system, developer, user, assistant or tool)", role)
 	}
 	return nil
 }
 
 // chatContent reads a content value (string or array of parts) into parts.
-func (t *Translator) chatContent(field string) error {
+func (t *Translator) chatContent(field loc) error {
 	c := &t.cur
 	if s := strRS(c); s != nil {
 		t.req.add(Part{Kind: KindText, Text: s})
@@ -222,7 +222,7 @@ func (t *Translator) chatContent(field string) error {
 		return t.invalid(field, "must be a string or an array of content parts")
 	}
 	for j := 0; c.Next(); j++ {
-		if err := t.chatPart(path(field, j)); err != nil {
+		if err := t.chatPart(field.index(j)); err != nil {
 			return err
 		}
 	}
@@ -231,7 +231,7 @@ func (t *Translator) chatContent(field string) error {
 
 // chatPart reads one content part. Members may come in any order, so the
 // candidates are collected and the type decides at the end.
-func (t *Translator) chatPart(field string) error {
+func (t *Translator) chatPart(field loc) error {
 	c := &t.cur
 	if !c.Object() {
 		return t.invalid(field, "must be an object")
@@ -241,21 +241,21 @@ func (t *Translator) chatPart(field string) error {
 		var err error
 		switch string(k) {
 		case "type":
-			typ, err = t.readRS(field + ".type")
+			typ, err = t.readRS(field.at("type"))
 		case "text", "refusal":
-			text, err = t.readRS(field + "." + string(k))
+			text, err = t.readRS(field.atKey(k))
 		case "image_url":
 			if s := strRS(c); s != nil {
 				url = s // some clients send the URL itself
 				break
 			}
 			if !c.Object() {
-				return t.invalid(field+".image_url", "must be an object with url")
+				return t.invalid(field.at("image_url"), "must be an object with url")
 			}
 			for k2, ok := c.Key(); ok; k2, ok = c.Key() {
 				switch string(k2) {
 				case "url":
-					url, err = t.readRS(field + ".image_url.url")
+					url, err = t.readRS(field.at("image_url.url"))
 				case "detail":
 					detail = strRS(c)
 					if detail == nil {
@@ -270,16 +270,16 @@ func (t *Translator) chatPart(field string) error {
 			}
 		case "file":
 			if !c.Object() {
-				return t.invalid(field+".file", "must be an object")
+				return t.invalid(field.at("file"), "must be an object")
 			}
 			for k2, ok := c.Key(); ok; k2, ok = c.Key() {
 				switch string(k2) {
 				case "file_data":
-					fileData, err = t.readRS(field + ".file.file_data")
+					fileData, err = t.readRS(field.at("file.file_data"))
 				case "file_id":
-					fileID, err = t.readRS(field + ".file.file_id")
+					fileID, err = t.readRS(field.at("file.file_id"))
 				case "filename":
-					filename, err = t.readRS(field + ".file.filename")
+					filename, err = t.readRS(field.at("file.filename"))
 				default:
 					c.Skip()
 				}
@@ -304,10 +304,10 @@ func (t *Translator) chatPart(field string) error {
 		t.req.add(Part{Kind: KindText, Text: text, Cache: cache})
 	case "image_url":
 		if url == nil {
-			return t.invalid(field+".image_url.url", "is missing")
+			return t.invalid(field.at("image_url.url"), "is missing")
 		}
 		p := Part{Kind: KindImage, Detail: detail, Cache: cache}
-		if err := t.mediaFromURL(&p, url, field+".image_url.url"); err != nil {
+		if err := t.mediaFromURL(&p, url, field.at("image_url.url")); err != nil {
 			return err
 		}
 		t.req.add(p)
@@ -315,33 +315,33 @@ func (t *Translator) chatPart(field string) error {
 		p := Part{Kind: KindDocument, Filename: filename, Cache: cache}
 		switch {
 		case fileData != nil:
-			if err := t.mediaFromURL(&p, fileData, field+".file.file_data"); err != nil {
+			if err := t.mediaFromURL(&p, fileData, field.at("file.file_data")); err != nil {
 				return err
 			}
 			if p.Src != SrcBase64 {
-				return t.invalid(field+".file.file_data", "must be a base64 data URL")
+				return t.invalid(field.at("file.file_data"), "must be a base64 data URL")
 			}
 		case fileID != nil:
 			p.Src, p.Data = SrcFile, fileID
 		default:
-			return t.invalid(field+".file", "needs file_data or file_id")
+			return t.invalid(field.at("file"), "needs file_data or file_id")
 		}
 		t.req.add(p)
 	case "input_audio":
-		return t.unsupported(field+".type", "audio input")
+		return t.unsupported(field.at("type"), "audio input")
 	default:
-		return t.invalid(field+".type", "unknown content part type %q", typ)
+		return t.invalid(field.at("type"), "unknown content part type %q", typ)
 	}
 	return nil
 }
 
-func (t *Translator) chatToolCalls(field string) error {
+func (t *Translator) chatToolCalls(field loc) error {
 	c := &t.cur
 	if !c.Array() {
 		return t.invalid(field, "must be an array")
 	}
 	for j := 0; c.Next(); j++ {
-		f := path(field, j)
+		f := field.index(j)
 		if !c.Object() {
 			return t.invalid(f, "must be an object")
 		}
@@ -350,23 +350,23 @@ func (t *Translator) chatToolCalls(field string) error {
 			var err error
 			switch string(k) {
 			case "id":
-				p.ID, err = t.readRS(f + ".id")
+				p.ID, err = t.readRS(f.at("id"))
 			case "type":
 				var s []byte
-				if s, err = t.readRS(f + ".type"); err == nil && !rsEquals(s, "function") && !rsEquals(s, "custom") {
-					err = t.invalid(f+".type", "unknown tool call type %q", s)
+				if s, err = t.readRS(f.at("type")); err == nil && !rsEquals(s, "function") && !rsEquals(s, "custom") {
+					err = t.invalid(f.at("type"), "unknown tool call type %q", s)
 				}
 			case "function", "custom":
 				p.Custom = string(k) == "custom"
 				if !c.Object() {
-					return t.invalid(f+"."+string(k), "must be an object")
+					return t.invalid(f.atKey(k), "must be an object")
 				}
 				for k2, ok := c.Key(); ok; k2, ok = c.Key() {
 					switch string(k2) {
 					case "name":
-						p.Name, err = t.readRS(f + ".function.name")
+						p.Name, err = t.readRS(f.at("function.name"))
 					case "arguments", "input":
-						p.Args, err = t.readRS(f + ".function.arguments")
+						p.Args, err = t.readRS(f.at("function.arguments"))
 					default:
 						c.Skip()
 					}
@@ -395,10 +395,10 @@ func (t *Translator) chatToolCalls(field string) error {
 func (t *Translator) chatTools() error {
 	c := &t.cur
 	if !c.Array() {
-		return t.invalid("tools", "must be an array")
+		return t.invalid(at("tools"), "must be an array")
 	}
 	for i := 0; c.Next(); i++ {
-		f := path("tools", i)
+		f := at("tools").index(i)
 		if !c.Object() {
 			return t.invalid(f, "must be an object")
 		}
@@ -408,9 +408,9 @@ func (t *Translator) chatTools() error {
 			var err error
 			switch string(k) {
 			case "type":
-				typ, err = t.readRS(f + ".type")
+				typ, err = t.readRS(f.at("type"))
 			case "function", "custom":
-				err = t.toolBody(&tl, f+"."+string(k), nil)
+				err = t.toolBody(&tl, f.atKey(k), nil)
 			case "cache_control":
 				tl.Cache = c.Skip()
 			default:
@@ -430,7 +430,7 @@ func (t *Translator) chatTools() error {
 			continue
 		}
 		if tl.Name == nil {
-			return t.invalid(f+".function.name", "is missing")
+			return t.invalid(f.at("function.name"), "is missing")
 		}
 		t.req.Tools = append(t.req.Tools, tl)
 	}
@@ -440,7 +440,7 @@ func (t *Translator) chatTools() error {
 // toolBody reads the inner object of an OpenAI tool definition (chat's
 // "function"/"custom" object, or a Responses tool itself, whose type goes
 // to typ).
-func (t *Translator) toolBody(tl *Tool, field string, typ *[]byte) error {
+func (t *Translator) toolBody(tl *Tool, field loc, typ *[]byte) error {
 	c := &t.cur
 	if !c.Object() {
 		return t.invalid(field, "must be an object")
@@ -452,11 +452,11 @@ func (t *Translator) toolBody(tl *Tool, field string, typ *[]byte) error {
 		var err error
 		switch string(k) {
 		case "name":
-			tl.Name, err = t.readRS(field + ".name")
+			tl.Name, err = t.readRS(field.at("name"))
 		case "description":
-			tl.Description, err = t.readRS(field + ".description")
+			tl.Description, err = t.readRS(field.at("description"))
 		case "parameters":
-			tl.Schema, err = t.readObjectRaw(field + ".parameters")
+			tl.Schema, err = t.readObjectRaw(field.at("parameters"))
 		case "strict":
 			tl.Strict = c.Skip()
 		case "format":
@@ -467,7 +467,7 @@ func (t *Translator) toolBody(tl *Tool, field string, typ *[]byte) error {
 				c.Skip()
 				break
 			}
-			*typ, err = t.readRS(field + ".type")
+			*typ, err = t.readRS(field.at("type"))
 		default:
 			c.Skip()
 		}
@@ -481,24 +481,24 @@ func (t *Translator) toolBody(tl *Tool, field string, typ *[]byte) error {
 func (t *Translator) chatToolChoice() error {
 	c := &t.cur
 	if s := strRS(c); s != nil {
-		return t.choiceWord(s, "tool_choice")
+		return t.choiceWord(s, at("tool_choice"))
 	}
 	if !c.Object() {
-		return t.invalid("tool_choice", "must be a string or an object")
+		return t.invalid(at("tool_choice"), "must be a string or an object")
 	}
 	var typ, name []byte
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
 		var err error
 		switch string(k) {
 		case "type":
-			typ, err = t.readRS("tool_choice.type")
+			typ, err = t.readRS(at("tool_choice.type"))
 		case "function", "custom":
 			if !c.Object() {
-				return t.invalid("tool_choice."+string(k), "must be an object")
+				return t.invalid(at("tool_choice").atKey(k), "must be an object")
 			}
 			for k2, ok := c.Key(); ok; k2, ok = c.Key() {
 				if string(k2) == "name" {
-					name, err = t.readRS("tool_choice.function.name")
+					name, err = t.readRS(at("tool_choice.function.name"))
 				} else {
 					c.Skip()
 				}
@@ -514,11 +514,11 @@ func (t *Translator) chatToolChoice() error {
 		t.req.Choice = ToolChoice{Mode: ChoiceTool, Name: name}
 		return nil
 	}
-	return t.unsupported("tool_choice.type", "tool_choice of type \""+string(typ)+"\"")
+	return t.unsupported(at("tool_choice.type"), "tool_choice of type \""+string(typ)+"\"")
 }
 
 // choiceWord reads the OpenAI tool_choice words.
-func (t *Translator) choiceWord(s []byte, field string) error {
+func (t *Translator) choiceWord(s []byte, field loc) error {
 	switch string(s) {
 	case "auto":
 		t.req.Choice.Mode = ChoiceAuto
@@ -535,7 +535,7 @@ func (t *Translator) choiceWord(s []byte, field string) error {
 func (t *Translator) chatResponseFormat() error {
 	c := &t.cur
 	if !c.Object() {
-		return t.invalid("response_format", "must be an object")
+		return t.invalid(at("response_format"), "must be an object")
 	}
 	f := &t.req.Format
 	var typ []byte
@@ -543,9 +543,9 @@ func (t *Translator) chatResponseFormat() error {
 		var err error
 		switch string(k) {
 		case "type":
-			typ, err = t.readRS("response_format.type")
+			typ, err = t.readRS(at("response_format.type"))
 		case "json_schema":
-			err = t.schemaBody(f, "response_format.json_schema", nil)
+			err = t.schemaBody(f, at("response_format.json_schema"), nil)
 		default:
 			c.Skip()
 		}
@@ -553,12 +553,12 @@ func (t *Translator) chatResponseFormat() error {
 			return err
 		}
 	}
-	return t.formatType(typ, "response_format.type")
+	return t.formatType(typ, at("response_format.type"))
 }
 
 // schemaBody reads {name, description, schema, strict} (chat's json_schema
 // object, or a Responses text.format itself, whose type goes to typ).
-func (t *Translator) schemaBody(f *OutputFormat, field string, typ *[]byte) error {
+func (t *Translator) schemaBody(f *OutputFormat, field loc, typ *[]byte) error {
 	c := &t.cur
 	if !c.Object() {
 		return t.invalid(field, "must be an object")
@@ -570,11 +570,11 @@ func (t *Translator) schemaBody(f *OutputFormat, field string, typ *[]byte) erro
 		var err error
 		switch string(k) {
 		case "name":
-			f.Name, err = t.readRS(field + ".name")
+			f.Name, err = t.readRS(field.at("name"))
 		case "description":
-			f.Description, err = t.readRS(field + ".description")
+			f.Description, err = t.readRS(field.at("description"))
 		case "schema":
-			f.Schema, err = t.readObjectRaw(field + ".schema")
+			f.Schema, err = t.readObjectRaw(field.at("schema"))
 		case "strict":
 			f.Strict = c.Skip()
 		case "type":
@@ -582,7 +582,7 @@ func (t *Translator) schemaBody(f *OutputFormat, field string, typ *[]byte) erro
 				c.Skip()
 				break
 			}
-			*typ, err = t.readRS(field + ".type")
+			*typ, err = t.readRS(field.at("type"))
 		default:
 			c.Skip()
 		}
@@ -593,7 +593,7 @@ func (t *Translator) schemaBody(f *OutputFormat, field string, typ *[]byte) erro
 	return nil
 }
 
-func (t *Translator) formatType(typ []byte, field string) error {
+func (t *Translator) formatType(typ []byte, field loc) error {
 	f := &t.req.Format
 	switch string(typ) {
 	case "text":

@@ -7,8 +7,72 @@ import (
 
 // Helpers shared by the request readers.
 
-// path renders a JSON path element for error messages.
-func path(base string, i int) string { return base + "[" + strconv.Itoa(i) + "]" }
+// loc names a field of the caller's body, such as
+// messages[3].content[0].type, for an error message. It is a value built
+// as the readers descend and rendered only when an error is made, so
+// naming fields costs a successful translation nothing.
+type loc struct {
+	seg [6]string
+	idx [6]int32 // index after seg[i], -1 for none
+	n   int
+}
+
+// at starts a path at a top-level field.
+func at(key string) loc { return loc{}.at(key) }
+
+// at descends into member key (a constant; see atKey for a key read from
+// the body). Past the depth bound the last segment is replaced.
+func (l loc) at(key string) loc {
+	if l.n == len(l.seg) {
+		l.n--
+	}
+	l.seg[l.n], l.idx[l.n] = key, -1
+	l.n++
+	return l
+}
+
+// atKey descends into a member whose key came from the body; keys outside
+// the converters' vocabulary render as "…".
+func (l loc) atKey(k []byte) loc { return l.at(vocabulary(k)) }
+
+// index descends into element i of the array at l.
+func (l loc) index(i int) loc {
+	if l.n > 0 {
+		l.idx[l.n-1] = int32(i)
+	}
+	return l
+}
+
+func (l loc) String() string {
+	var b []byte
+	for i := 0; i < l.n; i++ {
+		if i > 0 {
+			b = append(b, '.')
+		}
+		b = append(b, l.seg[i]...)
+		if l.idx[i] >= 0 {
+			b = append(b, '[')
+			b = strconv.AppendInt(b, int64(l.idx[i]), 10)
+			b = append(b, ']')
+		}
+	}
+	return string(b)
+}
+
+// vocabulary returns the constant spelling of a key the readers name in
+// errors, so naming it does not copy the body's bytes.
+func vocabulary(k []byte) string {
+	for _, v := range keyWords {
+		if v == string(k) {
+			return v
+		}
+	}
+	return "…"
+}
+
+var keyWords = [...]string{"function", "custom", "text", "refusal", "arguments", "input", "data", "url", "file_id",
+	"summary", "generate_summary", "max_tokens", "max_completion_tokens", "previous_response_id", "conversation",
+	"background", "prompt", "functions", "function_call", "effort"}
 
 // readTri consumes a boolean (anything else is left as Unset and skipped).
 func (t *Translator) readTri() Tri {
@@ -25,7 +89,7 @@ func (t *Translator) readTri() Tri {
 
 // readNumber consumes a number; field names the caller's field for the
 // error when the value is not a number.
-func (t *Translator) readNumber(field string) ([]byte, error) {
+func (t *Translator) readNumber(field loc) ([]byte, error) {
 	if n := t.cur.Number(); n != nil {
 		return n, nil
 	}
@@ -33,7 +97,7 @@ func (t *Translator) readNumber(field string) ([]byte, error) {
 }
 
 // readInt consumes a non-negative integer.
-func (t *Translator) readInt(field string) (int64, error) {
+func (t *Translator) readInt(field loc) (int64, error) {
 	n, ok := t.cur.Int()
 	if !ok || n < 0 {
 		return 0, t.invalid(field, "must be a non-negative integer")
@@ -42,7 +106,7 @@ func (t *Translator) readInt(field string) (int64, error) {
 }
 
 // readRS consumes a string value as a raw string.
-func (t *Translator) readRS(field string) ([]byte, error) {
+func (t *Translator) readRS(field loc) ([]byte, error) {
 	if s := strRS(&t.cur); s != nil {
 		return s, nil
 	}
@@ -50,7 +114,7 @@ func (t *Translator) readRS(field string) ([]byte, error) {
 }
 
 // readStops reads a stop value: a string or an array of strings.
-func (t *Translator) readStops(field string) error {
+func (t *Translator) readStops(field loc) error {
 	c := &t.cur
 	if s := strRS(c); s != nil {
 		t.req.Stop = append(t.req.Stop, s)
@@ -63,7 +127,7 @@ func (t *Translator) readStops(field string) error {
 	for i := 0; c.Next(); i++ {
 		s := strRS(c)
 		if s == nil {
-			return t.invalid(path(field, i), "must be a string")
+			return t.invalid(field.index(i), "must be a string")
 		}
 		t.req.Stop = append(t.req.Stop, s)
 	}
@@ -76,7 +140,7 @@ var base64Marker = []byte(";base64,")
 // a base64 data URL becomes SrcBase64 with its media type, anything else
 // SrcURL. A data URL that is not base64 is refused: no other dialect can
 // carry it.
-func (t *Translator) mediaFromURL(p *Part, url []byte, field string) error {
+func (t *Translator) mediaFromURL(p *Part, url []byte, field loc) error {
 	if !bytes.HasPrefix(url, []byte("data:")) {
 		p.Src, p.Data = SrcURL, url
 		return nil
@@ -90,7 +154,7 @@ func (t *Translator) mediaFromURL(p *Part, url []byte, field string) error {
 }
 
 // readObjectRaw consumes an object and returns its bytes.
-func (t *Translator) readObjectRaw(field string) ([]byte, error) {
+func (t *Translator) readObjectRaw(field loc) ([]byte, error) {
 	if t.cur.Peek() != '{' {
 		return nil, t.invalid(field, "must be an object")
 	}

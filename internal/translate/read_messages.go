@@ -22,7 +22,7 @@ func (t *Translator) readMessages() error {
 	c := &t.cur
 	r := &t.req
 	if !c.Object() {
-		return t.invalid("body", "must be a JSON object")
+		return t.invalid(at("body"), "must be a JSON object")
 	}
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
 		if c.Null() {
@@ -33,7 +33,7 @@ func (t *Translator) readMessages() error {
 		case "model":
 			c.Skip()
 		case "max_tokens":
-			r.MaxTokens, err = t.readInt("max_tokens")
+			r.MaxTokens, err = t.readInt(at("max_tokens"))
 		case "messages":
 			err = t.anthropicMessages()
 		case "system":
@@ -43,13 +43,13 @@ func (t *Translator) readMessages() error {
 		case "tool_choice":
 			err = t.anthropicToolChoice()
 		case "temperature":
-			r.Temperature, err = t.readNumber("temperature")
+			r.Temperature, err = t.readNumber(at("temperature"))
 		case "top_p":
-			r.TopP, err = t.readNumber("top_p")
+			r.TopP, err = t.readNumber(at("top_p"))
 		case "top_k":
-			r.TopK, err = t.readNumber("top_k")
+			r.TopK, err = t.readNumber(at("top_k"))
 		case "stop_sequences":
-			err = t.readStops("stop_sequences")
+			err = t.readStops(at("stop_sequences"))
 		case "stream":
 			r.Stream = t.readTri() == True
 		case "thinking":
@@ -58,7 +58,7 @@ func (t *Translator) readMessages() error {
 			err = t.anthropicOutputConfig()
 		case "mcp_servers":
 			c.Skip()
-			err = t.unsupported("mcp_servers", "server-side MCP connectors")
+			err = t.unsupported(at("mcp_servers"), "server-side MCP connectors")
 		default:
 			// metadata, service_tier, context_management, container,
 			// inference_geo, speed and newer fields: Anthropic-side
@@ -81,17 +81,17 @@ func (t *Translator) anthropicSystem() error {
 		return nil
 	}
 	if !c.Array() {
-		return t.invalid("system", "must be a string or an array of text blocks")
+		return t.invalid(at("system"), "must be a string or an array of text blocks")
 	}
 	lo := int32(len(r.Parts))
 	for i := 0; c.Next(); i++ {
-		if err := t.anthropicBlock(path("system", i), false); err != nil {
+		if err := t.anthropicBlock(at("system").index(i), false); err != nil {
 			return err
 		}
 	}
 	for _, p := range r.Parts[lo:] {
 		if p.Kind != KindText {
-			return t.invalid("system", "may hold only text blocks")
+			return t.invalid(at("system"), "may hold only text blocks")
 		}
 		r.System = append(r.System, p)
 	}
@@ -103,10 +103,10 @@ func (t *Translator) anthropicMessages() error {
 	c := &t.cur
 	r := &t.req
 	if !c.Array() {
-		return t.invalid("messages", "must be an array")
+		return t.invalid(at("messages"), "must be an array")
 	}
 	for i := 0; c.Next(); i++ {
-		field := path("messages", i)
+		field := at("messages").index(i)
 		if !c.Object() {
 			return t.invalid(field, "must be an object")
 		}
@@ -117,18 +117,18 @@ func (t *Translator) anthropicMessages() error {
 			switch string(k) {
 			case "role":
 				var s []byte
-				if s, err = t.readRS(field + ".role"); err == nil {
+				if s, err = t.readRS(field.at("role")); err == nil {
 					switch string(s) {
 					case "user":
 						role = RoleUser
 					case "assistant":
 						role = RoleAssistant
 					default:
-						err = t.invalid(field+".role", "unknown role %q (use user or assistant)", s)
+						err = t.invalid(field.at("role"), "unknown role %q (use user or assistant)", s)
 					}
 				}
 			case "content":
-				err = t.anthropicContent(field + ".content")
+				err = t.anthropicContent(field.at("content"))
 			default:
 				c.Skip()
 			}
@@ -137,14 +137,14 @@ func (t *Translator) anthropicMessages() error {
 			}
 		}
 		if role == 0 {
-			return t.invalid(field+".role", "is missing")
+			return t.invalid(field.at("role"), "is missing")
 		}
 		r.push(role, lo)
 	}
 	return nil
 }
 
-func (t *Translator) anthropicContent(field string) error {
+func (t *Translator) anthropicContent(field loc) error {
 	c := &t.cur
 	if s := strRS(c); s != nil {
 		t.req.add(Part{Kind: KindText, Text: s})
@@ -154,7 +154,7 @@ func (t *Translator) anthropicContent(field string) error {
 		return t.invalid(field, "must be a string or an array of content blocks")
 	}
 	for j := 0; c.Next(); j++ {
-		if err := t.anthropicBlock(path(field, j), true); err != nil {
+		if err := t.anthropicBlock(field.index(j), true); err != nil {
 			return err
 		}
 	}
@@ -163,7 +163,7 @@ func (t *Translator) anthropicContent(field string) error {
 
 // anthropicBlock reads one content block into parts. nested is false for
 // the blocks of a tool result and of system, which cannot hold tool use.
-func (t *Translator) anthropicBlock(field string, topLevel bool) error {
+func (t *Translator) anthropicBlock(field loc, topLevel bool) error {
 	c := &t.cur
 	r := &t.req
 	if !c.Object() {
@@ -180,28 +180,28 @@ func (t *Translator) anthropicBlock(field string, topLevel bool) error {
 		var err error
 		switch string(k) {
 		case "type":
-			typ, err = t.readRS(field + ".type")
+			typ, err = t.readRS(field.at("type"))
 		case "text":
-			p.Text, err = t.readRS(field + ".text")
+			p.Text, err = t.readRS(field.at("text"))
 		case "cache_control":
 			p.Cache = c.Skip()
 		case "source":
-			err = t.anthropicSource(&p, field+".source")
+			err = t.anthropicSource(&p, field.at("source"))
 		case "title":
-			p.Filename, err = t.readRS(field + ".title")
+			p.Filename, err = t.readRS(field.at("title"))
 		case "id":
-			p.ID, err = t.readRS(field + ".id")
+			p.ID, err = t.readRS(field.at("id"))
 		case "name":
-			p.Name, err = t.readRS(field + ".name")
+			p.Name, err = t.readRS(field.at("name"))
 		case "input":
-			p.Args, err = t.readObjectRaw(field + ".input")
+			p.Args, err = t.readObjectRaw(field.at("input"))
 		case "tool_use_id":
-			p.ID, err = t.readRS(field + ".tool_use_id")
+			p.ID, err = t.readRS(field.at("tool_use_id"))
 		case "is_error":
 			p.IsError = t.readTri() == True
 		case "content":
 			if !topLevel {
-				return t.invalid(field+".content", "nested tool results are not allowed")
+				return t.invalid(field.at("content"), "nested tool results are not allowed")
 			}
 			hasContent = true
 			lo := int32(len(r.Parts))
@@ -209,20 +209,20 @@ func (t *Translator) anthropicBlock(field string, topLevel bool) error {
 				r.add(Part{Kind: KindText, Text: s})
 			} else if c.Array() {
 				for j := 0; c.Next(); j++ {
-					if err := t.anthropicBlock(path(field+".content", j), false); err != nil {
+					if err := t.anthropicBlock(field.at("content").index(j), false); err != nil {
 						return err
 					}
 				}
 			} else {
-				return t.invalid(field+".content", "must be a string or an array of blocks")
+				return t.invalid(field.at("content"), "must be a string or an array of blocks")
 			}
 			content = r.moveInner(lo)
 		case "thinking":
-			p.Text, err = t.readRS(field + ".thinking")
+			p.Text, err = t.readRS(field.at("thinking"))
 		case "signature":
-			p.Sig, err = t.readRS(field + ".signature")
+			p.Sig, err = t.readRS(field.at("signature"))
 		case "data":
-			p.Sig, err = t.readRS(field + ".data")
+			p.Sig, err = t.readRS(field.at("data"))
 		default:
 			c.Skip() // citations, context, …
 		}
@@ -233,22 +233,22 @@ func (t *Translator) anthropicBlock(field string, topLevel bool) error {
 	switch string(typ) {
 	case "text":
 		if p.Text == nil {
-			return t.invalid(field+".text", "is missing")
+			return t.invalid(field.at("text"), "is missing")
 		}
 		p.Kind = KindText
 	case "image", "document":
 		if p.Src == 0 {
-			return t.invalid(field+".source", "is missing")
+			return t.invalid(field.at("source"), "is missing")
 		}
 		p.Kind = KindImage
 		if typ[0] == 'd' {
 			p.Kind = KindDocument
 		} else if p.Src == SrcText {
-			return t.invalid(field+".source.type", "an image cannot have a text source")
+			return t.invalid(field.at("source.type"), "an image cannot have a text source")
 		}
 	case "tool_use":
 		if !topLevel {
-			return t.invalid(field+".type", "tool_use cannot appear here")
+			return t.invalid(field.at("type"), "tool_use cannot appear here")
 		}
 		if p.ID == nil || p.Name == nil {
 			return t.invalid(field, "tool_use needs id and name")
@@ -259,10 +259,10 @@ func (t *Translator) anthropicBlock(field string, topLevel bool) error {
 		p.Kind = KindToolCall
 	case "tool_result":
 		if !topLevel {
-			return t.invalid(field+".type", "tool_result cannot appear here")
+			return t.invalid(field.at("type"), "tool_result cannot appear here")
 		}
 		if p.ID == nil {
-			return t.invalid(field+".tool_use_id", "is missing")
+			return t.invalid(field.at("tool_use_id"), "is missing")
 		}
 		p.Kind, p.Text = KindToolResult, nil
 		if hasContent {
@@ -272,7 +272,7 @@ func (t *Translator) anthropicBlock(field string, topLevel bool) error {
 		}
 	case "thinking", "redacted_thinking":
 		if !topLevel {
-			return t.invalid(field+".type", "%s cannot appear here", typ)
+			return t.invalid(field.at("type"), "%s cannot appear here", typ)
 		}
 		p.Kind, p.Redacted, p.Origin = KindReasoning, typ[0] == 'r', dialect.Messages
 		if !p.Redacted && bytes.HasPrefix(p.Sig, []byte(envResponses)) {
@@ -283,13 +283,13 @@ func (t *Translator) anthropicBlock(field string, topLevel bool) error {
 			}
 		}
 	default:
-		return t.unsupported(field+".type", "the content block type \""+string(typ)+"\"")
+		return t.unsupported(field.at("type"), "the content block type \""+string(typ)+"\"")
 	}
 	r.add(p)
 	return nil
 }
 
-func (t *Translator) anthropicSource(p *Part, field string) error {
+func (t *Translator) anthropicSource(p *Part, field loc) error {
 	c := &t.cur
 	if !c.Object() {
 		return t.invalid(field, "must be an object")
@@ -299,11 +299,11 @@ func (t *Translator) anthropicSource(p *Part, field string) error {
 		var err error
 		switch string(k) {
 		case "type":
-			typ, err = t.readRS(field + ".type")
+			typ, err = t.readRS(field.at("type"))
 		case "media_type":
-			p.MediaType, err = t.readRS(field + ".media_type")
+			p.MediaType, err = t.readRS(field.at("media_type"))
 		case "data", "url", "file_id":
-			p.Data, err = t.readRS(field + "." + string(k))
+			p.Data, err = t.readRS(field.atKey(k))
 		default:
 			c.Skip()
 		}
@@ -324,7 +324,7 @@ func (t *Translator) anthropicSource(p *Part, field string) error {
 	case "text":
 		p.Src = SrcText
 	default:
-		return t.unsupported(field+".type", "the source type \""+string(typ)+"\"")
+		return t.unsupported(field.at("type"), "the source type \""+string(typ)+"\"")
 	}
 	if p.Data == nil {
 		return t.invalid(field, "has no data, url or file_id")
@@ -335,10 +335,10 @@ func (t *Translator) anthropicSource(p *Part, field string) error {
 func (t *Translator) anthropicTools() error {
 	c := &t.cur
 	if !c.Array() {
-		return t.invalid("tools", "must be an array")
+		return t.invalid(at("tools"), "must be an array")
 	}
 	for i := 0; c.Next(); i++ {
-		f := path("tools", i)
+		f := at("tools").index(i)
 		if !c.Object() {
 			return t.invalid(f, "must be an object")
 		}
@@ -351,13 +351,13 @@ func (t *Translator) anthropicTools() error {
 			var err error
 			switch string(k) {
 			case "type":
-				typ, err = t.readRS(f + ".type")
+				typ, err = t.readRS(f.at("type"))
 			case "name":
-				tl.Name, err = t.readRS(f + ".name")
+				tl.Name, err = t.readRS(f.at("name"))
 			case "description":
-				tl.Description, err = t.readRS(f + ".description")
+				tl.Description, err = t.readRS(f.at("description"))
 			case "input_schema":
-				tl.Schema, err = t.readObjectRaw(f + ".input_schema")
+				tl.Schema, err = t.readObjectRaw(f.at("input_schema"))
 			case "cache_control":
 				tl.Cache = c.Skip()
 			case "strict":
@@ -376,7 +376,7 @@ func (t *Translator) anthropicTools() error {
 			continue
 		}
 		if tl.Name == nil {
-			return t.invalid(f+".name", "is missing")
+			return t.invalid(f.at("name"), "is missing")
 		}
 		t.req.Tools = append(t.req.Tools, tl)
 	}
@@ -386,16 +386,16 @@ func (t *Translator) anthropicTools() error {
 func (t *Translator) anthropicToolChoice() error {
 	c := &t.cur
 	if !c.Object() {
-		return t.invalid("tool_choice", "must be an object")
+		return t.invalid(at("tool_choice"), "must be an object")
 	}
 	var typ, name []byte
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
 		var err error
 		switch string(k) {
 		case "type":
-			typ, err = t.readRS("tool_choice.type")
+			typ, err = t.readRS(at("tool_choice.type"))
 		case "name":
-			name, err = t.readRS("tool_choice.name")
+			name, err = t.readRS(at("tool_choice.name"))
 		case "disable_parallel_tool_use":
 			if t.readTri() == True {
 				t.req.Parallel = False
@@ -417,11 +417,11 @@ func (t *Translator) anthropicToolChoice() error {
 		ch.Mode = ChoiceNone
 	case "tool":
 		if name == nil {
-			return t.invalid("tool_choice.name", "is missing")
+			return t.invalid(at("tool_choice.name"), "is missing")
 		}
 		ch.Mode, ch.Name = ChoiceTool, name
 	default:
-		return t.invalid("tool_choice.type", "unknown tool_choice type %q (use auto, any, tool or none)", typ)
+		return t.invalid(at("tool_choice.type"), "unknown tool_choice type %q (use auto, any, tool or none)", typ)
 	}
 	return nil
 }
@@ -429,7 +429,7 @@ func (t *Translator) anthropicToolChoice() error {
 func (t *Translator) anthropicThinking() error {
 	c := &t.cur
 	if !c.Object() {
-		return t.invalid("thinking", "must be an object")
+		return t.invalid(at("thinking"), "must be an object")
 	}
 	rz := &t.req.Reasoning
 	var typ []byte
@@ -437,9 +437,9 @@ func (t *Translator) anthropicThinking() error {
 		var err error
 		switch string(k) {
 		case "type":
-			typ, err = t.readRS("thinking.type")
+			typ, err = t.readRS(at("thinking.type"))
 		case "budget_tokens":
-			rz.Budget, err = t.readInt("thinking.budget_tokens")
+			rz.Budget, err = t.readInt(at("thinking.budget_tokens"))
 		default:
 			c.Skip()
 		}
@@ -450,14 +450,14 @@ func (t *Translator) anthropicThinking() error {
 	switch string(typ) {
 	case "enabled":
 		if rz.Budget == 0 {
-			return t.invalid("thinking.budget_tokens", "is required when thinking is enabled")
+			return t.invalid(at("thinking.budget_tokens"), "is required when thinking is enabled")
 		}
 	case "adaptive":
 		rz.Adaptive = true
 	case "disabled":
 		rz.Disabled, rz.Budget = true, 0
 	default:
-		return t.invalid("thinking.type", "unknown thinking type %q (use enabled, adaptive or disabled)", typ)
+		return t.invalid(at("thinking.type"), "unknown thinking type %q (use enabled, adaptive or disabled)", typ)
 	}
 	return nil
 }
@@ -465,7 +465,7 @@ func (t *Translator) anthropicThinking() error {
 func (t *Translator) anthropicOutputConfig() error {
 	c := &t.cur
 	if !c.Object() {
-		return t.invalid("output_config", "must be an object")
+		return t.invalid(at("output_config"), "must be an object")
 	}
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
 		if c.Null() {
@@ -475,22 +475,22 @@ func (t *Translator) anthropicOutputConfig() error {
 		switch string(k) {
 		case "effort":
 			var s []byte
-			if s, err = t.readRS("output_config.effort"); err == nil {
+			if s, err = t.readRS(at("output_config.effort")); err == nil {
 				if t.req.Reasoning.Effort = parseEffort(s); t.req.Reasoning.Effort < EffortLow {
-					err = t.invalid("output_config.effort", "unknown effort %q (use low, medium, high, xhigh or max)", s)
+					err = t.invalid(at("output_config.effort"), "unknown effort %q (use low, medium, high, xhigh or max)", s)
 				}
 			}
 		case "format":
 			var typ []byte
 			if !c.Object() {
-				return t.invalid("output_config.format", "must be an object")
+				return t.invalid(at("output_config.format"), "must be an object")
 			}
 			for k2, ok := c.Key(); ok; k2, ok = c.Key() {
 				switch string(k2) {
 				case "type":
-					typ, err = t.readRS("output_config.format.type")
+					typ, err = t.readRS(at("output_config.format.type"))
 				case "schema":
-					t.req.Format.Schema, err = t.readObjectRaw("output_config.format.schema")
+					t.req.Format.Schema, err = t.readObjectRaw(at("output_config.format.schema"))
 				default:
 					c.Skip()
 				}
@@ -499,9 +499,9 @@ func (t *Translator) anthropicOutputConfig() error {
 				}
 			}
 			if !rsEquals(typ, "json_schema") {
-				return t.invalid("output_config.format.type", "unknown format type %q (use json_schema)", typ)
+				return t.invalid(at("output_config.format.type"), "unknown format type %q (use json_schema)", typ)
 			}
-			err = t.formatType(typ, "output_config.format")
+			err = t.formatType(typ, at("output_config.format"))
 		default:
 			c.Skip()
 			t.drop("output_config." + string(k))

@@ -13,7 +13,7 @@ func (t *Translator) readResponses() error {
 	c := &t.cur
 	r := &t.req
 	if !c.Object() {
-		return t.invalid("body", "must be a JSON object")
+		return t.invalid(at("body"), "must be a JSON object")
 	}
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
 		if c.Null() {
@@ -27,7 +27,7 @@ func (t *Translator) readResponses() error {
 			err = t.respInput()
 		case "instructions":
 			var s []byte
-			if s, err = t.readRS("instructions"); err == nil {
+			if s, err = t.readRS(at("instructions")); err == nil {
 				// Instructions come before any system item of the input.
 				r.System = append(r.System, Part{})
 				copy(r.System[1:], r.System)
@@ -40,11 +40,11 @@ func (t *Translator) readResponses() error {
 		case "parallel_tool_calls":
 			r.Parallel = t.readTri()
 		case "max_output_tokens":
-			r.MaxTokens, err = t.readInt("max_output_tokens")
+			r.MaxTokens, err = t.readInt(at("max_output_tokens"))
 		case "temperature":
-			r.Temperature, err = t.readNumber("temperature")
+			r.Temperature, err = t.readNumber(at("temperature"))
 		case "top_p":
-			r.TopP, err = t.readNumber("top_p")
+			r.TopP, err = t.readNumber(at("top_p"))
 		case "stream":
 			r.Stream = t.readTri() == True
 		case "include":
@@ -54,26 +54,26 @@ func (t *Translator) readResponses() error {
 		case "text":
 			err = t.respText()
 		case "prompt_cache_key":
-			r.PromptCacheKey, err = t.readRS("prompt_cache_key")
+			r.PromptCacheKey, err = t.readRS(at("prompt_cache_key"))
 		case "metadata":
-			r.Metadata, err = t.readObjectRaw("metadata")
+			r.Metadata, err = t.readObjectRaw(at("metadata"))
 		case "user":
-			r.User, err = t.readRS("user")
+			r.User, err = t.readRS(at("user"))
 		case "safety_identifier":
-			r.SafetyID, err = t.readRS("safety_identifier")
+			r.SafetyID, err = t.readRS(at("safety_identifier"))
 		case "service_tier":
-			r.ServiceTier, err = t.readRS("service_tier")
+			r.ServiceTier, err = t.readRS(at("service_tier"))
 		case "store":
 			if t.readTri() == True {
 				t.drop("store")
 			}
 		case "previous_response_id", "conversation":
 			c.Skip()
-			err = t.refuse(CodePreviousResponse, string(k),
+			err = t.refuse(CodePreviousResponse, loc{}.atKey(k),
 				"continuing a stored response needs a Responses API upstream, and this model's upstream speaks %s; send the whole conversation in input with store: false instead", t.to)
 		case "background", "prompt":
 			c.Skip()
-			err = t.unsupported(string(k), string(k))
+			err = t.unsupported(loc{}.atKey(k), string(k))
 		default:
 			// truncation, max_tool_calls, top_logprobs, stream_options and
 			// newer fields.
@@ -90,7 +90,7 @@ func (t *Translator) readResponses() error {
 func (t *Translator) respInclude() error {
 	c := &t.cur
 	if !c.Array() {
-		return t.invalid("include", "must be an array")
+		return t.invalid(at("include"), "must be an array")
 	}
 	for c.Next() {
 		s := strRS(c)
@@ -109,7 +109,7 @@ func (t *Translator) respInclude() error {
 func (t *Translator) respReasoning() error {
 	c := &t.cur
 	if !c.Object() {
-		return t.invalid("reasoning", "must be an object")
+		return t.invalid(at("reasoning"), "must be an object")
 	}
 	rz := &t.req.Reasoning
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
@@ -120,13 +120,13 @@ func (t *Translator) respReasoning() error {
 		switch string(k) {
 		case "effort":
 			var s []byte
-			if s, err = t.readRS("reasoning.effort"); err == nil {
+			if s, err = t.readRS(at("reasoning.effort")); err == nil {
 				if rz.Effort = parseEffort(s); rz.Effort == EffortUnset {
-					err = t.invalid("reasoning.effort", "unknown effort %q; use none, minimal, low, medium, high or xhigh", s)
+					err = t.invalid(at("reasoning.effort"), "unknown effort %q; use none, minimal, low, medium, high or xhigh", s)
 				}
 			}
 		case "summary", "generate_summary":
-			rz.Summary, err = t.readRS("reasoning." + string(k))
+			rz.Summary, err = t.readRS(at("reasoning").atKey(k))
 		default:
 			c.Skip()
 		}
@@ -140,7 +140,7 @@ func (t *Translator) respReasoning() error {
 func (t *Translator) respText() error {
 	c := &t.cur
 	if !c.Object() {
-		return t.invalid("text", "must be an object")
+		return t.invalid(at("text"), "must be an object")
 	}
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
 		if c.Null() {
@@ -150,11 +150,11 @@ func (t *Translator) respText() error {
 		switch string(k) {
 		case "format":
 			var typ []byte
-			if err = t.schemaBody(&t.req.Format, "text.format", &typ); err == nil {
-				err = t.formatType(typ, "text.format.type")
+			if err = t.schemaBody(&t.req.Format, at("text.format"), &typ); err == nil {
+				err = t.formatType(typ, at("text.format.type"))
 			}
 		case "verbosity":
-			t.req.Verbosity, err = t.readRS("text.verbosity")
+			t.req.Verbosity, err = t.readRS(at("text.verbosity"))
 		default:
 			c.Skip()
 		}
@@ -175,7 +175,7 @@ func (t *Translator) respInput() error {
 		return nil
 	}
 	if !c.Array() {
-		return t.invalid("input", "must be a string or an array of items")
+		return t.invalid(at("input"), "must be a string or an array of items")
 	}
 	for i := 0; c.Next(); i++ {
 		if err := t.respItem(i); err != nil {
@@ -191,7 +191,7 @@ func (t *Translator) respInput() error {
 func (t *Translator) respItem(i int) error {
 	c := &t.cur
 	r := &t.req
-	field := path("input", i)
+	field := at("input").index(i)
 	if !c.Object() {
 		return t.invalid(field, "must be an object")
 	}
@@ -206,32 +206,32 @@ func (t *Translator) respItem(i int) error {
 		var err error
 		switch string(k) {
 		case "type":
-			typ, err = t.readRS(field + ".type")
+			typ, err = t.readRS(field.at("type"))
 		case "role":
-			role, err = t.readRS(field + ".role")
+			role, err = t.readRS(field.at("role"))
 		case "content":
 			hasContent = true
-			err = t.respContent(field + ".content")
+			err = t.respContent(field.at("content"))
 		case "call_id":
-			callID, err = t.readRS(field + ".call_id")
+			callID, err = t.readRS(field.at("call_id"))
 		case "name":
-			name, err = t.readRS(field + ".name")
+			name, err = t.readRS(field.at("name"))
 		case "arguments", "input":
 			hasArgs = true
-			args, err = t.readRS(field + "." + string(k))
+			args, err = t.readRS(field.atKey(k))
 		case "output":
 			hasOutput = true
 			if s := strRS(c); s != nil {
 				r.add(Part{Kind: KindText, Text: s})
 			} else {
-				err = t.respContent(field + ".output")
+				err = t.respContent(field.at("output"))
 			}
 		case "id":
-			id, err = t.readRS(field + ".id")
+			id, err = t.readRS(field.at("id"))
 		case "summary":
-			summary, err = t.respSummary(field + ".summary")
+			summary, err = t.respSummary(field.at("summary"))
 		case "encrypted_content":
-			enc, err = t.readRS(field + ".encrypted_content")
+			enc, err = t.readRS(field.at("encrypted_content"))
 		default:
 			c.Skip() // status, annotations, …
 		}
@@ -245,7 +245,7 @@ func (t *Translator) respItem(i int) error {
 	switch string(typ) {
 	case "message":
 		if !hasContent {
-			return t.invalid(field+".content", "is missing")
+			return t.invalid(field.at("content"), "is missing")
 		}
 		switch string(role) {
 		case "user":
@@ -255,13 +255,13 @@ func (t *Translator) respItem(i int) error {
 		case "system", "developer":
 			for _, p := range r.Parts[lo:] {
 				if p.Kind != KindText {
-					return t.invalid(field+".content", "a %s message may hold only text", role)
+					return t.invalid(field.at("content"), "a %s message may hold only text", role)
 				}
 				r.System = append(r.System, p)
 			}
 			r.Parts = r.Parts[:lo]
 		default:
-			return t.invalid(field+".role", "unknown role %q (use user, assistant, system or developer)", role)
+			return t.invalid(field.at("role"), "unknown role %q (use user, assistant, system or developer)", role)
 		}
 	case "function_call", "custom_tool_call":
 		if callID == nil || name == nil || !hasArgs {
@@ -288,16 +288,16 @@ func (t *Translator) respItem(i int) error {
 		r.add(p)
 		r.push(RoleAssistant, lo)
 	case "item_reference":
-		return t.refuse(CodePreviousResponse, field+".type",
+		return t.refuse(CodePreviousResponse, field.at("type"),
 			"an item_reference needs the provider's stored items, and this model's upstream speaks %s; send the item itself", t.to)
 	default:
-		return t.unsupported(field+".type", "the input item type \""+string(typ)+"\"")
+		return t.unsupported(field.at("type"), "the input item type \""+string(typ)+"\"")
 	}
 	return nil
 }
 
 // respSummary joins a reasoning item's summary texts with blank lines.
-func (t *Translator) respSummary(field string) ([]byte, error) {
+func (t *Translator) respSummary(field loc) ([]byte, error) {
 	c := &t.cur
 	if !c.Array() {
 		return nil, t.invalid(field, "must be an array")
@@ -306,14 +306,14 @@ func (t *Translator) respSummary(field string) ([]byte, error) {
 	n := 0
 	for j := 0; c.Next(); j++ {
 		if !c.Object() {
-			return nil, t.invalid(path(field, j), "must be an object")
+			return nil, t.invalid(field.index(j), "must be an object")
 		}
 		for k, ok := c.Key(); ok; k, ok = c.Key() {
 			if string(k) != "text" {
 				c.Skip()
 				continue
 			}
-			s, err := t.readRS(path(field, j) + ".text")
+			s, err := t.readRS(field.index(j).at("text"))
 			if err != nil {
 				return nil, err
 			}
@@ -332,7 +332,7 @@ func (t *Translator) respSummary(field string) ([]byte, error) {
 
 // respContent reads message content or a tool output: a string or an
 // array of input/output parts.
-func (t *Translator) respContent(field string) error {
+func (t *Translator) respContent(field loc) error {
 	c := &t.cur
 	if s := strRS(c); s != nil {
 		t.req.add(Part{Kind: KindText, Text: s})
@@ -342,14 +342,14 @@ func (t *Translator) respContent(field string) error {
 		return t.invalid(field, "must be a string or an array of content parts")
 	}
 	for j := 0; c.Next(); j++ {
-		if err := t.respPart(path(field, j)); err != nil {
+		if err := t.respPart(field.index(j)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (t *Translator) respPart(field string) error {
+func (t *Translator) respPart(field loc) error {
 	c := &t.cur
 	if !c.Object() {
 		return t.invalid(field, "must be an object")
@@ -362,21 +362,21 @@ func (t *Translator) respPart(field string) error {
 		var err error
 		switch string(k) {
 		case "type":
-			typ, err = t.readRS(field + ".type")
+			typ, err = t.readRS(field.at("type"))
 		case "text", "refusal":
-			text, err = t.readRS(field + "." + string(k))
+			text, err = t.readRS(field.atKey(k))
 		case "image_url":
-			url, err = t.readRS(field + ".image_url")
+			url, err = t.readRS(field.at("image_url"))
 		case "file_id":
-			fileID, err = t.readRS(field + ".file_id")
+			fileID, err = t.readRS(field.at("file_id"))
 		case "file_data":
-			fileData, err = t.readRS(field + ".file_data")
+			fileData, err = t.readRS(field.at("file_data"))
 		case "file_url":
-			fileURL, err = t.readRS(field + ".file_url")
+			fileURL, err = t.readRS(field.at("file_url"))
 		case "filename":
-			filename, err = t.readRS(field + ".filename")
+			filename, err = t.readRS(field.at("filename"))
 		case "detail":
-			detail, err = t.readRS(field + ".detail")
+			detail, err = t.readRS(field.at("detail"))
 		default:
 			c.Skip()
 		}
@@ -387,14 +387,14 @@ func (t *Translator) respPart(field string) error {
 	switch string(typ) {
 	case "input_text", "output_text", "refusal", "summary_text", "reasoning_text":
 		if text == nil {
-			return t.invalid(field+".text", "is missing")
+			return t.invalid(field.at("text"), "is missing")
 		}
 		t.req.add(Part{Kind: KindText, Text: text})
 	case "input_image":
 		p := Part{Kind: KindImage, Detail: detail}
 		switch {
 		case url != nil:
-			if err := t.mediaFromURL(&p, url, field+".image_url"); err != nil {
+			if err := t.mediaFromURL(&p, url, field.at("image_url")); err != nil {
 				return err
 			}
 		case fileID != nil:
@@ -407,11 +407,11 @@ func (t *Translator) respPart(field string) error {
 		p := Part{Kind: KindDocument, Filename: filename}
 		switch {
 		case fileData != nil:
-			if err := t.mediaFromURL(&p, fileData, field+".file_data"); err != nil {
+			if err := t.mediaFromURL(&p, fileData, field.at("file_data")); err != nil {
 				return err
 			}
 			if p.Src != SrcBase64 {
-				return t.invalid(field+".file_data", "must be a base64 data URL")
+				return t.invalid(field.at("file_data"), "must be a base64 data URL")
 			}
 		case fileURL != nil:
 			p.Src, p.Data = SrcURL, fileURL
@@ -422,9 +422,9 @@ func (t *Translator) respPart(field string) error {
 		}
 		t.req.add(p)
 	case "input_audio":
-		return t.unsupported(field+".type", "audio input")
+		return t.unsupported(field.at("type"), "audio input")
 	default:
-		return t.invalid(field+".type", "unknown content part type %q", typ)
+		return t.invalid(field.at("type"), "unknown content part type %q", typ)
 	}
 	return nil
 }
@@ -432,10 +432,10 @@ func (t *Translator) respPart(field string) error {
 func (t *Translator) respTools() error {
 	c := &t.cur
 	if !c.Array() {
-		return t.invalid("tools", "must be an array")
+		return t.invalid(at("tools"), "must be an array")
 	}
 	for i := 0; c.Next(); i++ {
-		f := path("tools", i)
+		f := at("tools").index(i)
 		var typ []byte
 		var tl Tool
 		if err := t.toolBody(&tl, f, &typ); err != nil {
@@ -454,7 +454,7 @@ func (t *Translator) respTools() error {
 			continue
 		}
 		if tl.Name == nil {
-			return t.invalid(f+".name", "is missing")
+			return t.invalid(f.at("name"), "is missing")
 		}
 		t.req.Tools = append(t.req.Tools, tl)
 	}
@@ -464,19 +464,19 @@ func (t *Translator) respTools() error {
 func (t *Translator) respToolChoice() error {
 	c := &t.cur
 	if s := strRS(c); s != nil {
-		return t.choiceWord(s, "tool_choice")
+		return t.choiceWord(s, at("tool_choice"))
 	}
 	if !c.Object() {
-		return t.invalid("tool_choice", "must be a string or an object")
+		return t.invalid(at("tool_choice"), "must be a string or an object")
 	}
 	var typ, name []byte
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
 		var err error
 		switch string(k) {
 		case "type":
-			typ, err = t.readRS("tool_choice.type")
+			typ, err = t.readRS(at("tool_choice.type"))
 		case "name":
-			name, err = t.readRS("tool_choice.name")
+			name, err = t.readRS(at("tool_choice.name"))
 		default:
 			c.Skip()
 		}
@@ -488,5 +488,5 @@ func (t *Translator) respToolChoice() error {
 		t.req.Choice = ToolChoice{Mode: ChoiceTool, Name: name}
 		return nil
 	}
-	return t.unsupported("tool_choice.type", "tool_choice of type \""+string(typ)+"\"")
+	return t.unsupported(at("tool_choice.type"), "tool_choice of type \""+string(typ)+"\"")
 }

@@ -164,17 +164,17 @@ func (t *Translator) drop(field string) {
 	t.dropped = append(t.dropped, field)
 }
 
-func (t *Translator) refuse(code, field, format string, args ...any) error {
-	return &Error{Field: field, Code: code, Message: fmt.Sprintf(format, args...)}
+func (t *Translator) refuse(code string, field loc, format string, args ...any) error {
+	return &Error{Field: field.String(), Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
 // unsupported refuses a field the upstream dialect has no equivalent for.
-func (t *Translator) unsupported(field, what string) error {
+func (t *Translator) unsupported(field loc, what string) error {
 	return t.refuse(CodeUnsupported, field, "%s cannot be sent to this model's provider, which speaks the %s API; remove it, or use a model whose provider speaks %s",
 		what, t.to, t.from)
 }
 
-func (t *Translator) invalid(field, format string, args ...any) error {
+func (t *Translator) invalid(field loc, format string, args ...any) error {
 	return t.refuse(CodeInvalid, field, format, args...)
 }
 

@@ -228,7 +228,7 @@ func (t *Translator) chatUser(w *writer, parts []Part, mi int) error {
 		if p.Kind == KindToolResult {
 			continue
 		}
-		if err := t.chatPartOut(w, p, path("messages", mi)); err != nil {
+		if err := t.chatPartOut(w, p, at("messages").index(mi)); err != nil {
 			return err
 		}
 	}
@@ -239,7 +239,7 @@ func (t *Translator) chatUser(w *writer, parts []Part, mi int) error {
 		res := r.ResultParts(&parts[i])
 		for j := range res {
 			if res[j].Kind != KindText {
-				if err := t.chatPartOut(w, &res[j], path("messages", mi)); err != nil {
+				if err := t.chatPartOut(w, &res[j], at("messages").index(mi)); err != nil {
 					return err
 				}
 			}
@@ -251,7 +251,7 @@ func (t *Translator) chatUser(w *writer, parts []Part, mi int) error {
 }
 
 // chatPartOut writes one user content part.
-func (t *Translator) chatPartOut(w *writer, p *Part, field string) error {
+func (t *Translator) chatPartOut(w *writer, p *Part, field loc) error {
 	t.dropCache(p)
 	switch p.Kind {
 	case KindText:
@@ -263,7 +263,7 @@ func (t *Translator) chatPartOut(w *writer, p *Part, field string) error {
 		w.end('}')
 	case KindImage:
 		if p.Src == SrcFile {
-			return t.unsupported(field+".content", "an image given by file id")
+			return t.unsupported(field.at("content"), "an image given by file id")
 		}
 		w.obj()
 		w.key("type")
@@ -286,9 +286,9 @@ func (t *Translator) chatPartOut(w *writer, p *Part, field string) error {
 			w.end('}')
 			return nil
 		case SrcURL:
-			return t.unsupported(field+".content", "a document given by URL")
+			return t.unsupported(field.at("content"), "a document given by URL")
 		}
-		if err := t.fileIDCrossing(p, field+".content"); err != nil {
+		if err := t.fileIDCrossing(p, field.at("content")); err != nil {
 			return err
 		}
 		w.obj()
@@ -325,7 +325,7 @@ func (t *Translator) chatAssistant(w *writer, parts []Part, mi int) error {
 		case KindReasoning:
 			t.drop("reasoning")
 		default:
-			return t.invalid(path("messages", mi), "an assistant message can hold only text, reasoning and tool calls for a %s upstream", t.to)
+			return t.invalid(at("messages").index(mi), "an assistant message can hold only text, reasoning and tool calls for a %s upstream", t.to)
 		}
 		t.dropCache(&parts[i])
 	}

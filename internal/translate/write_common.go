@@ -76,7 +76,7 @@ func mediaURL(w *writer, p *Part) {
 
 // fileIDCrossing refuses a provider file id sent to another vendor, whose
 // file store does not have it.
-func (t *Translator) fileIDCrossing(p *Part, field string) error {
+func (t *Translator) fileIDCrossing(p *Part, field loc) error {
 	if p.Src == SrcFile && !dialect.SameFamily(t.from, t.to) {
 		return t.unsupported(field, "a file_id of the caller's provider")
 	}
@@ -114,7 +114,7 @@ func (t *Translator) argsString(w *writer, p *Part) {
 // argsObject writes a tool call's arguments as an Anthropic input object.
 // OpenAI arguments are a string the model wrote; one that is not a JSON
 // object is refused rather than guessed at.
-func (t *Translator) argsObject(w *writer, p *Part, field string) error {
+func (t *Translator) argsObject(w *writer, p *Part, field loc) error {
 	switch {
 	case p.Custom:
 		w.raw(t.customArgs(p))

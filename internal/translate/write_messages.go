@@ -227,7 +227,7 @@ func (t *Translator) writeMessages(dst []byte) ([]byte, error) {
 	} else {
 		if r.Temperature != nil {
 			if v, err := strconv.ParseFloat(string(r.Temperature), 64); err == nil && v > 1 {
-				return dst, t.invalid("temperature", "is %s, above 1, the highest temperature of the Anthropic Messages upstream; send 0 to 1", r.Temperature)
+				return dst, t.invalid(at("temperature"), "is %s, above 1, the highest temperature of the Anthropic Messages upstream; send 0 to 1", r.Temperature)
 			}
 		}
 		w.rawField("temperature", r.Temperature)
@@ -259,7 +259,7 @@ func (t *Translator) writeMessages(dst []byte) ([]byte, error) {
 		w.end('}')
 		w.end('}')
 	case FormatJSONObject:
-		return dst, t.unsupported("response_format", "JSON mode without a schema (json_object; Anthropic needs json_schema)")
+		return dst, t.unsupported(at("response_format"), "JSON mode without a schema (json_object; Anthropic needs json_schema)")
 	}
 	if user := r.User; user != nil || r.SafetyID != nil {
 		if user == nil {
@@ -361,7 +361,7 @@ func (t *Translator) anthropicMessage(w *writer, m *Message, mi int, spots [2]ca
 		}
 		pi := int(m.Parts.Lo) + i
 		auto := (spots[0].msg == mi && spots[0].part == pi) || (spots[1].msg == mi && spots[1].part == pi)
-		if err := t.anthropicBlockOut(w, p, path("messages", mi), auto); err != nil {
+		if err := t.anthropicBlockOut(w, p, at("messages").index(mi), auto); err != nil {
 			return err
 		}
 	}
@@ -385,7 +385,7 @@ func (t *Translator) anthropicWritable(p *Part) bool {
 	return true
 }
 
-func (t *Translator) anthropicBlockOut(w *writer, p *Part, field string, auto bool) error {
+func (t *Translator) anthropicBlockOut(w *writer, p *Part, field loc, auto bool) error {
 	r := &t.req
 	w.obj()
 	w.key("type")
@@ -416,7 +416,7 @@ func (t *Translator) anthropicBlockOut(w *writer, p *Part, field string, auto bo
 		w.key("name")
 		w.rs(p.Name)
 		w.key("input")
-		if err := t.argsObject(w, p, field+".tool_calls.arguments"); err != nil {
+		if err := t.argsObject(w, p, field.at("tool_calls.arguments")); err != nil {
 			return err
 		}
 	case KindToolResult:
@@ -476,7 +476,7 @@ func (t *Translator) anthropicBlockOut(w *writer, p *Part, field string, auto bo
 	return nil
 }
 
-func (t *Translator) anthropicSourceOut(w *writer, p *Part, field string) error {
+func (t *Translator) anthropicSourceOut(w *writer, p *Part, field loc) error {
 	w.key("source")
 	w.obj()
 	w.key("type")
@@ -498,7 +498,7 @@ func (t *Translator) anthropicSourceOut(w *writer, p *Part, field string) error 
 		w.key("data")
 		w.rs(p.Data)
 	case SrcFile:
-		if err := t.fileIDCrossing(p, field+".content"); err != nil {
+		if err := t.fileIDCrossing(p, field.at("content")); err != nil {
 			return err
 		}
 		w.lit(`"file"`)

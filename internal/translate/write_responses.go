@@ -104,9 +104,9 @@ func (t *Translator) writeResponses(dst []byte) ([]byte, error) {
 		t.drop("top_k")
 	}
 	if len(r.Stop) > 0 {
-		field := "stop"
+		field := at("stop")
 		if t.from == dialect.Messages {
-			field = "stop_sequences"
+			field = at("stop_sequences")
 		}
 		return dst, t.unsupported(field, "stop sequences")
 	}
@@ -182,7 +182,7 @@ func (t *Translator) responsesFormat(w *writer) {
 func (t *Translator) responsesMessage(w *writer, m *Message, mi int) error {
 	r := &t.req
 	parts := r.Parts[m.Parts.Lo:m.Parts.Hi]
-	field := path("messages", mi)
+	field := at("messages").index(mi)
 	open := false
 	closeMsg := func() {
 		if open {
@@ -297,7 +297,7 @@ func (t *Translator) responsesMessage(w *writer, m *Message, mi int) error {
 }
 
 // responsesPart writes one content part of a message item or tool output.
-func (t *Translator) responsesPart(w *writer, p *Part, assistant bool, field string) error {
+func (t *Translator) responsesPart(w *writer, p *Part, assistant bool, field loc) error {
 	w.obj()
 	w.key("type")
 	switch p.Kind {
@@ -315,7 +315,7 @@ func (t *Translator) responsesPart(w *writer, p *Part, assistant bool, field str
 		}
 		w.lit(`"input_image"`)
 		if p.Src == SrcFile {
-			if err := t.fileIDCrossing(p, field+".content"); err != nil {
+			if err := t.fileIDCrossing(p, field.at("content")); err != nil {
 				return err
 			}
 			w.key("file_id")
@@ -343,7 +343,7 @@ func (t *Translator) responsesPart(w *writer, p *Part, assistant bool, field str
 			w.key("file_url")
 			w.rs(p.Data)
 		case SrcFile:
-			if err := t.fileIDCrossing(p, field+".content"); err != nil {
+			if err := t.fileIDCrossing(p, field.at("content")); err != nil {
 				return err
 			}
 			w.key("file_id")
