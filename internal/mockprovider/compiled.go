@@ -27,6 +27,7 @@ type compiled struct {
 	chunkJSON  [][]byte // JSON string literal of each chunk
 	rl         rateConf
 	failCount  atomic.Int64
+	tool       *compiledTool
 }
 
 func compile(b Behavior) *compiled {
@@ -52,6 +53,7 @@ func compile(b Behavior) *compiled {
 		c.chunkJSON[i] = jsonString(string(runes[lo:hi]))
 	}
 	c.rl = newRateConf(b.RateLimit)
+	c.tool = compileTool(b.Tool, c.chunks)
 	return c
 }
 

@@ -16,7 +16,11 @@ func (r *render) appendMessage(dst []byte, final bool) []byte {
 	dst = r.appendMessageID(dst)
 	dst = append(dst, `,"type":"message","role":"assistant","model":`...)
 	dst = append(dst, r.modelRaw...)
-	if final {
+	if final && r.tool != nil {
+		dst = append(dst, `,"content":[`...)
+		dst = r.appendAnthropicToolUse(dst, true)
+		dst = append(dst, `],"stop_reason":"tool_use","stop_sequence":null`...)
+	} else if final {
 		dst = append(dst, `,"content":[{"type":"text","text":`...)
 		dst = append(dst, r.beh.textJSON...)
 		dst = append(dst, `}],"stop_reason":"end_turn","stop_sequence":null`...)

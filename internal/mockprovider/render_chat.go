@@ -27,9 +27,15 @@ func (r *render) appendChatCompletion(dst []byte) []byte {
 	dst = appendInt(dst, r.created)
 	dst = append(dst, `,"model":`...)
 	dst = append(dst, r.modelRaw...)
-	dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
-	dst = append(dst, r.beh.textJSON...)
-	dst = append(dst, `,"refusal":null},"finish_reason":"stop","logprobs":null}],"usage":`...)
+	dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant",`...)
+	if r.tool != nil {
+		dst = r.appendChatToolCalls(dst)
+		dst = append(dst, `},"finish_reason":"tool_calls","logprobs":null}],"usage":`...)
+	} else {
+		dst = append(dst, `"content":`...)
+		dst = append(dst, r.beh.textJSON...)
+		dst = append(dst, `,"refusal":null},"finish_reason":"stop","logprobs":null}],"usage":`...)
+	}
 	dst = r.appendChatUsage(dst)
 	return append(dst, '}')
 }

@@ -58,7 +58,10 @@ func (r *render) appendResponse(dst []byte, completed bool) []byte {
 	dst = append(dst, `,"error":null,"incomplete_details":null,"instructions":null,"model":`...)
 	dst = append(dst, r.modelRaw...)
 	dst = append(dst, `,"output":[`...)
-	if completed {
+	switch {
+	case completed && r.tool != nil:
+		dst = r.appendRespToolItem(dst, true)
+	case completed:
 		dst = r.appendRespItem(dst, true)
 	}
 	dst = append(dst, `],"parallel_tool_calls":true,"tool_choice":"auto","tools":[],"usage":`...)

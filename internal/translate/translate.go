@@ -186,6 +186,25 @@ func (t *Translator) syntax(err error) error {
 // Request converts the caller's request body into the upstream dialect,
 // appending it to dst. A refusal is an *Error (400).
 func (t *Translator) Request(dst, body []byte) ([]byte, error) {
+	if err := t.Read(body); err != nil {
+		return dst, err
+	}
+	switch t.to {
+	case dialect.Chat:
+		return t.writeChat(dst)
+	case dialect.Messages:
+		return t.writeMessages(dst)
+	default:
+		return t.writeResponses(dst)
+	}
+}
+
+// Read parses a request of the caller's dialect into the IR (see IR)
+// without writing anything: for callers that need to know what a request
+// asks (a token estimate, the mock provider's scripts). A refusal of the
+// body itself is an *Error; refusals that depend on the upstream dialect
+// come from Request.
+func (t *Translator) Read(body []byte) error {
 	t.req.reset()
 	t.dropped = t.dropped[:0]
 	t.custom = t.custom[:0]
@@ -202,7 +221,7 @@ func (t *Translator) Request(dst, body []byte) ([]byte, error) {
 		err = t.readResponses()
 	}
 	if cerr := t.cur.Err(); cerr != nil {
-		return dst, t.syntax(cerr) // a broken body, whatever the reader made of it
+		return t.syntax(cerr) // a broken body, whatever the reader made of it
 	}
 	if err == nil {
 		if err = t.cur.End(); err != nil {
@@ -210,20 +229,13 @@ func (t *Translator) Request(dst, body []byte) ([]byte, error) {
 		}
 	}
 	if err != nil {
-		return dst, err
+		return err
 	}
 	t.req.normalize()
 	t.noteCustomTools()
 	t.st.callerStream = t.req.Stream
 	t.st.includeUsage = t.req.IncludeUsage
-	switch t.to {
-	case dialect.Chat:
-		return t.writeChat(dst)
-	case dialect.Messages:
-		return t.writeMessages(dst)
-	default:
-		return t.writeResponses(dst)
-	}
+	return nil
 }
 
 // noteCustomTools copies the custom tools' names, which the answer needs
