@@ -42,25 +42,35 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
-// anthropicType maps a status to the Anthropic error type vocabulary.
 func (e *Error) anthropicType() string {
 	if e.AnthropicType != "" {
 		return e.AnthropicType
 	}
+	return AnthropicType(e.Status)
+}
+
+// AnthropicType maps a status to the Anthropic error type vocabulary
+// (the one table of it: gateway errors, translated upstream errors and the
+// mock provider all use it).
+func AnthropicType(status int) string {
 	switch {
-	case e.Status == 401:
+	case status == 401:
 		return "authentication_error"
-	case e.Status == 403:
+	case status == 402:
+		return "billing_error"
+	case status == 403:
 		return "permission_error"
-	case e.Status == 404:
+	case status == 404:
 		return "not_found_error"
-	case e.Status == 413:
+	case status == 413:
 		return "request_too_large"
-	case e.Status == 429:
+	case status == 429:
 		return "rate_limit_error"
-	case e.Status == 503 || e.Status == 529:
+	case status == 504:
+		return "timeout_error"
+	case status == 503 || status == 529:
 		return "overloaded_error"
-	case e.Status >= 500:
+	case status >= 500:
 		return "api_error"
 	}
 	return "invalid_request_error"

@@ -69,34 +69,6 @@ func textMember(doc []byte, key string) ([]byte, bool) {
 	return jsonscan.AppendString(nil, raw)
 }
 
-// anthropicTypes maps a status to the Anthropic error type vocabulary,
-// which is wider than apierror's gateway defaults (billing, timeout).
-func anthropicType(status int) string {
-	switch {
-	case status == 400:
-		return "invalid_request_error"
-	case status == 401:
-		return "authentication_error"
-	case status == 402:
-		return "billing_error"
-	case status == 403:
-		return "permission_error"
-	case status == 404:
-		return "not_found_error"
-	case status == 413:
-		return "request_too_large"
-	case status == 429:
-		return "rate_limit_error"
-	case status == 504:
-		return "timeout_error"
-	case status == 503 || status == 529:
-		return "overloaded_error"
-	case status >= 500:
-		return "api_error"
-	}
-	return "invalid_request_error"
-}
-
 // MapError turns an error parsed from upstream dialect `from` into one the
 // caller of dialect d understands. Within a family the provider's type and
 // code pass unchanged. Across families the type comes from the status in
@@ -114,7 +86,7 @@ func (d *Dialect) MapError(from ID, e *apierror.Error) *apierror.Error {
 			out.Code = out.Type
 		}
 		out.Type = ""
-		out.AnthropicType = anthropicType(out.Status)
+		out.AnthropicType = apierror.AnthropicType(out.Status)
 		return &out
 	}
 	if out.Code == "" {

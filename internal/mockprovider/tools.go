@@ -247,7 +247,6 @@ func (r *render) toolStream(ep endpoint) *streamPlan {
 }
 
 func (r *render) toolChatStream() *streamPlan {
-	plan := r.chatStream() // for its error frame
 	ct := r.tool.ct
 	b := &planBuilder{buf: make([]byte, 0, 1024+len(ct.pieces)*256)}
 	r.chatChunk(b)
@@ -264,30 +263,14 @@ func (r *render) toolChatStream() *streamPlan {
 		b.buf = append(b.buf, `}}]},"finish_reason":null,"logprobs":null}]`...)
 		r.chatChunkEnd(b)
 	}
-	r.chatChunk(b)
-	b.buf = append(b.buf, `[{"index":0,"delta":{},"finish_reason":"tool_calls","logprobs":null}]`...)
-	r.chatChunkEnd(b)
-	if r.includeUsage {
-		r.chatChunk(b)
-		b.buf = append(b.buf, `[],"usage":`...)
-		b.buf = r.appendChatUsage(b.buf)
-		b.buf = append(b.buf, "}\n\n"...)
-		b.end()
-	}
-	b.buf = append(b.buf, "data: [DONE]\n\n"...)
-	b.end()
-	return &streamPlan{frames: b.frames(), contentStart: 1, contentCount: len(ct.pieces), errFrame: plan.errFrame}
+	r.chatClose(b, "tool_calls")
+	return &streamPlan{frames: b.frames(), contentStart: 1, contentCount: len(ct.pieces), errFrame: chatErrFrame(r.beh.b.Fail)}
 }
 
 func (r *render) toolMessagesStream() *streamPlan {
-	plan := r.messagesStream()
 	ct := r.tool.ct
 	b := &planBuilder{buf: make([]byte, 0, 1024+len(ct.pieces)*192)}
-	b.sseEvent("message_start")
-	b.buf = append(b.buf, `{"type":"message_start","message":`...)
-	b.buf = r.appendMessage(b.buf, false)
-	b.buf = append(b.buf, '}')
-	b.closeFrame()
+	r.messagesOpen(b)
 	b.sseEvent("content_block_start")
 	b.buf = append(b.buf, `{"type":"content_block_start","index":0,"content_block":`...)
 	b.buf = r.appendAnthropicToolUse(b.buf, false)
@@ -300,31 +283,14 @@ func (r *render) toolMessagesStream() *streamPlan {
 		b.buf = append(b.buf, `}}`...)
 		b.closeFrame()
 	}
-	b.sseEvent("content_block_stop")
-	b.buf = append(b.buf, `{"type":"content_block_stop","index":0}`...)
-	b.closeFrame()
-	b.sseEvent("message_delta")
-	b.buf = append(b.buf, `{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":`...)
-	b.buf = appendInt(b.buf, int64(r.c))
-	b.buf = append(b.buf, `}}`...)
-	b.closeFrame()
-	b.sseEvent("message_stop")
-	b.buf = append(b.buf, `{"type":"message_stop"}`...)
-	b.closeFrame()
-	return &streamPlan{frames: b.frames(), contentStart: 2, contentCount: len(ct.pieces), errFrame: plan.errFrame}
+	r.messagesClose(b, "tool_use")
+	return &streamPlan{frames: b.frames(), contentStart: 2, contentCount: len(ct.pieces), errFrame: anthropicErrFrame(r.beh.b.Fail)}
 }
 
 func (r *render) toolResponsesStream() *streamPlan {
-	plan := r.responsesStream()
 	ct := r.tool.ct
 	b := &planBuilder{buf: make([]byte, 0, 2048+len(ct.pieces)*192)}
-	for _, typ := range [...]string{"response.created", "response.in_progress"} {
-		respEvent(b, typ)
-		b.buf = append(b.buf, `,"response":`...)
-		b.buf = r.appendResponse(b.buf, false)
-		b.buf = append(b.buf, '}')
-		b.closeFrame()
-	}
+	r.responsesOpen(b)
 	respEvent(b, "response.output_item.added")
 	b.buf = append(b.buf, `,"output_index":0,"item":`...)
 	b.buf = r.appendRespToolItem(b.buf, false)
@@ -356,10 +322,6 @@ func (r *render) toolResponsesStream() *streamPlan {
 	b.buf = r.appendRespToolItem(b.buf, true)
 	b.buf = append(b.buf, '}')
 	b.closeFrame()
-	respEvent(b, "response.completed")
-	b.buf = append(b.buf, `,"response":`...)
-	b.buf = r.appendResponse(b.buf, true)
-	b.buf = append(b.buf, '}')
-	b.closeFrame()
-	return &streamPlan{frames: b.frames(), contentStart: 3, contentCount: len(ct.pieces), errFrame: plan.errFrame}
+	r.responsesClose(b)
+	return &streamPlan{frames: b.frames(), contentStart: 3, contentCount: len(ct.pieces), errFrame: responsesErrFrame(r.beh.b.Fail)}
 }
