@@ -47,12 +47,7 @@ func (t *Translator) readChat() error {
 		case "response_format":
 			err = t.chatResponseFormat()
 		case "reasoning_effort":
-			var s []byte
-			if s, err = t.readRS(at("reasoning_effort")); err == nil {
-				if r.Reasoning.Effort = parseEffort(s); r.Reasoning.Effort == EffortUnset {
-					err = t.invalid(at("reasoning_effort"), "unknown effort %q; use none, minimal, low, medium, high or xhigh", s)
-				}
-			}
+			err = t.readEffort(at("reasoning_effort"), EffortNone, EffortXHigh)
 		case "user":
 			r.User, err = t.readRS(at("user"))
 		case "safety_identifier":
@@ -213,20 +208,7 @@ func (t *Translator) chatMessage(i int) error {
 
 // chatContent reads a content value (string or array of parts) into parts.
 func (t *Translator) chatContent(field loc) error {
-	c := &t.cur
-	if s := strRS(c); s != nil {
-		t.req.add(Part{Kind: KindText, Text: s})
-		return nil
-	}
-	if !c.Array() {
-		return t.invalid(field, "must be a string or an array of content parts")
-	}
-	for j := 0; c.Next(); j++ {
-		if err := t.chatPart(field.index(j)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return t.contentList(field, (*Translator).chatPart)
 }
 
 // chatPart reads one content part. Members may come in any order, so the

@@ -3,6 +3,7 @@ package translate
 import (
 	"bytes"
 	"strconv"
+	"strings"
 )
 
 // Helpers shared by the request readers.
@@ -151,6 +152,39 @@ func (t *Translator) mediaFromURL(p *Part, url []byte, field loc) error {
 	}
 	p.Src, p.MediaType, p.Data = SrcBase64, url[len("data:"):i], url[i+len(base64Marker):]
 	return nil
+}
+
+// contentList reads a content value that is a string (one text part) or
+// an array whose elements part reads.
+func (t *Translator) contentList(field loc, part func(*Translator, loc) error) error {
+	c := &t.cur
+	if s := strRS(c); s != nil {
+		t.req.add(Part{Kind: KindText, Text: s})
+		return nil
+	}
+	if !c.Array() {
+		return t.invalid(field, "must be a string or an array of content parts")
+	}
+	for j := 0; c.Next(); j++ {
+		if err := part(t, field.index(j)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readEffort reads a reasoning effort word of the caller's scale, least
+// to most.
+func (t *Translator) readEffort(field loc, least, most Effort) error {
+	s, err := t.readRS(field)
+	if err != nil {
+		return err
+	}
+	if e := parseEffort(s); e >= least && e <= most {
+		t.req.Reasoning.Effort = e
+		return nil
+	}
+	return t.invalid(field, "unknown effort %q; use one of %s", s, strings.Join(effortNames[least:most+1], ", "))
 }
 
 // readObjectRaw consumes an object and returns its bytes.

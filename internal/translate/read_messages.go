@@ -145,21 +145,10 @@ func (t *Translator) anthropicMessages() error {
 }
 
 func (t *Translator) anthropicContent(field loc) error {
-	c := &t.cur
-	if s := strRS(c); s != nil {
-		t.req.add(Part{Kind: KindText, Text: s})
-		return nil
-	}
-	if !c.Array() {
-		return t.invalid(field, "must be a string or an array of content blocks")
-	}
-	for j := 0; c.Next(); j++ {
-		if err := t.anthropicBlock(field.index(j), true); err != nil {
-			return err
-		}
-	}
-	return nil
+	return t.contentList(field, (*Translator).anthropicTopBlock)
 }
+
+func (t *Translator) anthropicTopBlock(field loc) error { return t.anthropicBlock(field, true) }
 
 // anthropicBlock reads one content block into parts. nested is false for
 // the blocks of a tool result and of system, which cannot hold tool use.
@@ -474,12 +463,7 @@ func (t *Translator) anthropicOutputConfig() error {
 		var err error
 		switch string(k) {
 		case "effort":
-			var s []byte
-			if s, err = t.readRS(at("output_config.effort")); err == nil {
-				if t.req.Reasoning.Effort = parseEffort(s); t.req.Reasoning.Effort < EffortLow {
-					err = t.invalid(at("output_config.effort"), "unknown effort %q (use low, medium, high, xhigh or max)", s)
-				}
-			}
+			err = t.readEffort(at("output_config.effort"), EffortLow, EffortMax)
 		case "format":
 			var typ []byte
 			if !c.Object() {

@@ -119,12 +119,7 @@ func (t *Translator) respReasoning() error {
 		var err error
 		switch string(k) {
 		case "effort":
-			var s []byte
-			if s, err = t.readRS(at("reasoning.effort")); err == nil {
-				if rz.Effort = parseEffort(s); rz.Effort == EffortUnset {
-					err = t.invalid(at("reasoning.effort"), "unknown effort %q; use none, minimal, low, medium, high or xhigh", s)
-				}
-			}
+			err = t.readEffort(at("reasoning.effort"), EffortNone, EffortXHigh)
 		case "summary", "generate_summary":
 			rz.Summary, err = t.readRS(at("reasoning").atKey(k))
 		default:
@@ -333,20 +328,7 @@ func (t *Translator) respSummary(field loc) ([]byte, error) {
 // respContent reads message content or a tool output: a string or an
 // array of input/output parts.
 func (t *Translator) respContent(field loc) error {
-	c := &t.cur
-	if s := strRS(c); s != nil {
-		t.req.add(Part{Kind: KindText, Text: s})
-		return nil
-	}
-	if !c.Array() {
-		return t.invalid(field, "must be a string or an array of content parts")
-	}
-	for j := 0; c.Next(); j++ {
-		if err := t.respPart(field.index(j)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return t.contentList(field, (*Translator).respPart)
 }
 
 func (t *Translator) respPart(field loc) error {

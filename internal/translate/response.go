@@ -55,6 +55,58 @@ func (t *Translator) MapError(status int, body []byte) *apierror.Error {
 
 // Readers of non-stream answers.
 
+// members are the string members of an answer's objects (blocks, items,
+// tool calls) that the answer and stream readers look at. strMember fills
+// one when k names it and the value is a string.
+type members struct {
+	typ, id, callID, name, args, text, sig, enc []byte
+}
+
+func (t *Translator) strMember(k []byte, m *members) bool {
+	var dst *[]byte
+	switch string(k) {
+	case "type":
+		dst = &m.typ
+	case "id":
+		dst = &m.id
+	case "call_id":
+		dst = &m.callID
+	case "name":
+		dst = &m.name
+	case "arguments", "input", "partial_json":
+		dst = &m.args
+	case "text", "thinking", "refusal":
+		dst = &m.text
+	case "signature", "data":
+		dst = &m.sig
+	case "encrypted_content":
+		dst = &m.enc
+	default:
+		return false
+	}
+	*dst = strRS(&t.cur)
+	return *dst != nil
+}
+
+// answerMeta reads the answer's id, model and creation time when k names
+// one of them, reporting whether it consumed the value.
+func (t *Translator) answerMeta(k []byte) bool {
+	c := &t.cur
+	rp := &t.resp
+	switch string(k) {
+	case "id":
+		rp.ID = strRS(c)
+		return rp.ID != nil
+	case "model":
+		rp.Model = strRS(c)
+		return rp.Model != nil
+	case "created", "created_at":
+		rp.Created, _ = c.Int()
+		return true
+	}
+	return false
+}
+
 var errShape = errors.New("a value has the wrong JSON type")
 
 // shapeErr is the error for a value of the wrong type where an object or
@@ -73,18 +125,10 @@ func (t *Translator) readChatResponse() error {
 		return shapeErr(c)
 	}
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		switch string(k) {
-		case "id":
-			if rp.ID = strRS(c); rp.ID != nil {
-				continue
-			}
-		case "model":
-			if rp.Model = strRS(c); rp.Model != nil {
-				continue
-			}
-		case "created":
-			rp.Created, _ = c.Int()
+		if t.answerMeta(k) {
 			continue
+		}
+		switch string(k) {
 		case "choices":
 			if !c.Array() {
 				return shapeErr(c)
@@ -168,35 +212,9 @@ func (t *Translator) chatResponseCalls() error {
 		if !c.Object() {
 			return shapeErr(c)
 		}
-		p := Part{Kind: KindToolCall, ArgsEscaped: true}
-		for k, ok := c.Key(); ok; k, ok = c.Key() {
-			switch string(k) {
-			case "id":
-				if p.ID = strRS(c); p.ID != nil {
-					continue
-				}
-			case "function", "custom":
-				if c.Peek() != '{' {
-					break
-				}
-				c.Object()
-				for k2, ok := c.Key(); ok; k2, ok = c.Key() {
-					switch string(k2) {
-					case "name":
-						if p.Name = strRS(c); p.Name != nil {
-							continue
-						}
-					case "arguments", "input":
-						if p.Args = strRS(c); p.Args != nil {
-							continue
-						}
-					}
-					c.Skip()
-				}
-				continue
-			}
-			c.Skip()
-		}
+		var m members
+		t.chatCallMembers(&m)
+		p := Part{Kind: KindToolCall, ArgsEscaped: true, ID: m.id, Name: m.name, Args: m.args}
 		if p.Name == nil {
 			continue
 		}
@@ -206,6 +224,43 @@ func (t *Translator) chatResponseCalls() error {
 		rp.Parts = append(rp.Parts, p)
 	}
 	return nil
+}
+
+// chatCallMembers reads a chat tool call object (an answer's or a stream
+// delta's): its id and index, and the name and arguments of its function
+// (or custom input); m.typ is set to "custom" for a custom call. It
+// returns the index, -1 when absent.
+func (t *Translator) chatCallMembers(m *members) int {
+	c := &t.cur
+	idx := -1
+	for k, ok := c.Key(); ok; k, ok = c.Key() {
+		switch string(k) {
+		case "index":
+			if n, ok := c.Int(); ok {
+				idx = int(n)
+			}
+			continue
+		case "id":
+			if m.id = strRS(c); m.id != nil {
+				continue
+			}
+		case "function", "custom":
+			if c.Peek() == '{' {
+				if k[0] == 'c' {
+					m.typ = k
+				}
+				c.Object()
+				for k2, ok := c.Key(); ok; k2, ok = c.Key() {
+					if !t.strMember(k2, m) {
+						c.Skip()
+					}
+				}
+				continue
+			}
+		}
+		c.Skip()
+	}
+	return idx
 }
 
 func chatStop(s []byte) StopReason {
@@ -229,15 +284,10 @@ func (t *Translator) readMessagesResponse() error {
 		return shapeErr(c)
 	}
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
+		if t.answerMeta(k) {
+			continue
+		}
 		switch string(k) {
-		case "id":
-			if rp.ID = strRS(c); rp.ID != nil {
-				continue
-			}
-		case "model":
-			if rp.Model = strRS(c); rp.Model != nil {
-				continue
-			}
 		case "content":
 			if c.Peek() == '[' {
 				c.Array()
@@ -277,38 +327,19 @@ func (t *Translator) anthropicOutBlock() error {
 	if !c.Object() {
 		return shapeErr(c)
 	}
-	var typ []byte
-	p := Part{}
+	var m members
+	var input []byte
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		switch string(k) {
-		case "type":
-			if typ = strRS(c); typ != nil {
-				continue
-			}
-		case "text", "thinking":
-			if p.Text = strRS(c); p.Text != nil {
-				continue
-			}
-		case "id":
-			if p.ID = strRS(c); p.ID != nil {
-				continue
-			}
-		case "name":
-			if p.Name = strRS(c); p.Name != nil {
-				continue
-			}
-		case "input":
-			if c.Peek() == '{' {
-				p.Args = c.Skip()
-				continue
-			}
-		case "signature", "data":
-			if p.Sig = strRS(c); p.Sig != nil {
-				continue
-			}
+		switch {
+		case t.strMember(k, &m):
+		case string(k) == "input" && c.Peek() == '{':
+			input = c.Skip()
+		default:
+			c.Skip()
 		}
-		c.Skip()
 	}
+	typ := m.typ
+	p := Part{Text: m.text, ID: m.id, Name: m.name, Sig: m.sig, Args: input}
 	switch string(typ) {
 	case "text":
 		p.Kind = KindText
@@ -355,18 +386,10 @@ func (t *Translator) readResponsesResponse() error {
 	status := []byte(nil)
 	incomplete := []byte(nil)
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		switch string(k) {
-		case "id":
-			if rp.ID = strRS(c); rp.ID != nil {
-				continue
-			}
-		case "model":
-			if rp.Model = strRS(c); rp.Model != nil {
-				continue
-			}
-		case "created_at":
-			rp.Created, _ = c.Int()
+		if t.answerMeta(k) {
 			continue
+		}
+		switch string(k) {
 		case "status":
 			if status = strRS(c); status != nil {
 				continue
@@ -430,35 +453,14 @@ func (t *Translator) respOutItem() error {
 	if !c.Object() {
 		return shapeErr(c)
 	}
-	var typ, callID, name, args, id, enc []byte
+	var m members
 	lo := len(rp.Parts)
 	summary := []byte(nil)
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
+		if t.strMember(k, &m) {
+			continue
+		}
 		switch string(k) {
-		case "type":
-			if typ = strRS(c); typ != nil {
-				continue
-			}
-		case "call_id":
-			if callID = strRS(c); callID != nil {
-				continue
-			}
-		case "name":
-			if name = strRS(c); name != nil {
-				continue
-			}
-		case "arguments", "input":
-			if args = strRS(c); args != nil {
-				continue
-			}
-		case "id":
-			if id = strRS(c); id != nil {
-				continue
-			}
-		case "encrypted_content":
-			if enc = strRS(c); enc != nil {
-				continue
-			}
 		case "content":
 			if c.Peek() == '[' {
 				c.Array()
@@ -509,12 +511,12 @@ func (t *Translator) respOutItem() error {
 		}
 		c.Skip()
 	}
-	switch string(typ) {
+	switch string(m.typ) {
 	case "message":
 	case "function_call", "custom_tool_call":
-		rp.Parts = append(rp.Parts[:lo], Part{Kind: KindToolCall, ID: callID, Name: name, Args: args, ArgsEscaped: true, Custom: typ[0] == 'c'})
+		rp.Parts = append(rp.Parts[:lo], Part{Kind: KindToolCall, ID: m.callID, Name: m.name, Args: m.args, ArgsEscaped: true, Custom: m.typ[0] == 'c'})
 	case "reasoning":
-		rp.Parts = append(rp.Parts[:lo], Part{Kind: KindReasoning, ID: id, Text: summary, Sig: enc, Origin: dialect.Responses})
+		rp.Parts = append(rp.Parts[:lo], Part{Kind: KindReasoning, ID: m.id, Text: summary, Sig: m.enc, Origin: dialect.Responses})
 	default:
 		rp.Parts = rp.Parts[:lo]
 	}

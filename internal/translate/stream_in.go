@@ -52,6 +52,35 @@ func eventType(ev *sse.Event) []byte {
 	return rawString(jsonscan.Get(ev.Data, "type"))
 }
 
+// streamMeta reads the upstream answer's id, model and creation time
+// (kept from before the caller's stream starts, which announces them)
+// when k names one, reporting whether it consumed the value.
+func (t *Translator) streamMeta(k []byte) bool {
+	c := &t.cur
+	s := &t.st
+	switch string(k) {
+	case "id", "model":
+		v := strRS(c)
+		if v == nil {
+			return false
+		}
+		if !s.started {
+			if k[0] == 'i' {
+				s.id = append(s.id[:0], v...)
+			} else {
+				s.model = append(s.model[:0], v...)
+			}
+		}
+		return true
+	case "created", "created_at":
+		if n, _ := c.Int(); !s.started {
+			s.created = n
+		}
+		return true
+	}
+	return false
+}
+
 // Chat Completions upstream.
 
 func (t *Translator) decodeChat(w *writer, ev *sse.Event) error {
@@ -67,26 +96,10 @@ func (t *Translator) decodeChat(w *writer, ev *sse.Event) error {
 		return shapeErr(c)
 	}
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		switch string(k) {
-		case "id":
-			if v := strRS(c); v != nil {
-				if !s.started {
-					s.id = append(s.id[:0], v...)
-				}
-				continue
-			}
-		case "model":
-			if v := strRS(c); v != nil {
-				if !s.started {
-					s.model = append(s.model[:0], v...)
-				}
-				continue
-			}
-		case "created":
-			if n, _ := c.Int(); !s.started {
-				s.created = n
-			}
+		if t.streamMeta(k) {
 			continue
+		}
+		switch string(k) {
 		case "choices":
 			if c.Peek() == '[' {
 				if err := t.chatStreamChoices(w); err != nil {
@@ -190,42 +203,9 @@ func (t *Translator) chatStreamCall(w *writer) error {
 	if !c.Object() {
 		return shapeErr(c)
 	}
-	idx := -1
-	var id, name, args []byte
-	custom := false
-	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		switch string(k) {
-		case "index":
-			if n, ok := c.Int(); ok {
-				idx = int(n)
-			}
-			continue
-		case "id":
-			if id = strRS(c); id != nil {
-				continue
-			}
-		case "function", "custom":
-			if c.Peek() == '{' {
-				custom = string(k) == "custom"
-				c.Object()
-				for k2, ok := c.Key(); ok; k2, ok = c.Key() {
-					switch string(k2) {
-					case "name":
-						if name = strRS(c); name != nil {
-							continue
-						}
-					case "arguments", "input":
-						if args = strRS(c); args != nil {
-							continue
-						}
-					}
-					c.Skip()
-				}
-				continue
-			}
-		}
-		c.Skip()
-	}
+	var m members
+	idx := t.chatCallMembers(&m)
+	id, name, args, custom := m.id, m.name, m.args, m.typ != nil
 	open := s.open == KindToolCall
 	switch {
 	case id != nil && (!open || !bytes.Equal(id, s.callID)):
@@ -273,17 +253,10 @@ func (t *Translator) decodeMessages(w *writer, ev *sse.Event) error {
 			}
 			c.Object()
 			for k2, ok := c.Key(); ok; k2, ok = c.Key() {
+				if t.streamMeta(k2) {
+					continue
+				}
 				switch string(k2) {
-				case "id":
-					if v := strRS(c); v != nil {
-						s.id = append(s.id[:0], v...)
-						continue
-					}
-				case "model":
-					if v := strRS(c); v != nil {
-						s.model = append(s.model[:0], v...)
-						continue
-					}
 				case "usage":
 					if c.Peek() == '{' {
 						dialect.Of(dialect.Messages).ParseUsage(c.Skip(), &s.usage)
@@ -361,33 +334,14 @@ func (t *Translator) anthropicStreamBlock(w *writer) error {
 			c.Skip()
 			continue
 		}
-		var typ, id, name, text, sig []byte
+		var m members
 		c.Object()
 		for k2, ok := c.Key(); ok; k2, ok = c.Key() {
-			switch string(k2) {
-			case "type":
-				if typ = strRS(c); typ != nil {
-					continue
-				}
-			case "id":
-				if id = strRS(c); id != nil {
-					continue
-				}
-			case "name":
-				if name = strRS(c); name != nil {
-					continue
-				}
-			case "text", "thinking":
-				if text = strRS(c); text != nil {
-					continue
-				}
-			case "signature", "data":
-				if sig = strRS(c); sig != nil {
-					continue
-				}
+			if !t.strMember(k2, &m) {
+				c.Skip()
 			}
-			c.Skip()
 		}
+		typ, id, name, text, sig := m.typ, m.id, m.name, m.text, m.sig
 		switch string(typ) {
 		case "text":
 			t.partStart(w, KindText, nil, nil, false)
@@ -459,26 +413,10 @@ func (t *Translator) respStreamObject(status, reason, code, msg *[]byte) {
 	s := &t.st
 	c.Object()
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		switch string(k) {
-		case "id":
-			if v := strRS(c); v != nil {
-				if !s.started {
-					s.id = append(s.id[:0], v...)
-				}
-				continue
-			}
-		case "model":
-			if v := strRS(c); v != nil {
-				if !s.started {
-					s.model = append(s.model[:0], v...)
-				}
-				continue
-			}
-		case "created_at":
-			if n, _ := c.Int(); !s.started {
-				s.created = n
-			}
+		if t.streamMeta(k) {
 			continue
+		}
+		switch string(k) {
 		case "status":
 			if *status = strRS(c); *status != nil {
 				continue
@@ -524,7 +462,8 @@ func (t *Translator) decodeResponses(w *writer, ev *sse.Event) error {
 	if !c.Object() {
 		return shapeErr(c)
 	}
-	var status, reason, code, msg, itemType, id, callID, name, enc, d []byte
+	var status, reason, code, msg, d []byte
+	var item members
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
 		switch string(k) {
 		case "response":
@@ -536,29 +475,9 @@ func (t *Translator) decodeResponses(w *writer, ev *sse.Event) error {
 			if c.Peek() == '{' {
 				c.Object()
 				for k2, ok := c.Key(); ok; k2, ok = c.Key() {
-					switch string(k2) {
-					case "type":
-						if itemType = strRS(c); itemType != nil {
-							continue
-						}
-					case "id":
-						if id = strRS(c); id != nil {
-							continue
-						}
-					case "call_id":
-						if callID = strRS(c); callID != nil {
-							continue
-						}
-					case "name":
-						if name = strRS(c); name != nil {
-							continue
-						}
-					case "encrypted_content":
-						if enc = strRS(c); enc != nil {
-							continue
-						}
+					if !t.strMember(k2, &item) {
+						c.Skip()
 					}
-					c.Skip()
 				}
 				continue
 			}
@@ -580,6 +499,7 @@ func (t *Translator) decodeResponses(w *writer, ev *sse.Event) error {
 	if err := c.Err(); err != nil {
 		return err
 	}
+	itemType, id, callID, name, enc := item.typ, item.id, item.callID, item.name, item.enc
 	switch string(typ) {
 	case "response.created", "response.in_progress", "response.queued":
 		t.start(w)

@@ -463,14 +463,7 @@ func (t *Translator) streamItem(w *writer, done bool) {
 		w.key("content")
 		w.arr()
 		if done {
-			w.obj()
-			w.key("type")
-			w.lit(`"output_text"`)
-			w.key("text")
-			w.rs(s.acc)
-			w.key("annotations")
-			w.lit("[]")
-			w.end('}')
+			outputText(w, s.acc)
 		}
 		w.end(']')
 	case KindToolCall:
@@ -504,17 +497,11 @@ func (t *Translator) streamItem(w *writer, done bool) {
 	case KindReasoning:
 		w.key("type")
 		w.lit(`"reasoning"`)
-		w.key("summary")
-		w.arr()
-		if done && len(s.acc) > 0 {
-			w.obj()
-			w.key("type")
-			w.lit(`"summary_text"`)
-			w.key("text")
-			w.rs(s.acc)
-			w.end('}')
+		if done {
+			summary(w, s.acc)
+		} else {
+			summary(w, nil)
 		}
-		w.end(']')
 		if done && len(s.sig) > 0 {
 			encryptedContent(w, &Part{Sig: s.sig, Origin: dialect.Messages, Redacted: s.redacted})
 		}
@@ -609,14 +596,7 @@ func (t *Translator) responsesPartStop(w *writer) {
 		w.key("content_index")
 		w.lit("0")
 		w.key("part")
-		w.obj()
-		w.key("type")
-		w.lit(`"output_text"`)
-		w.key("text")
-		w.rs(s.acc)
-		w.key("annotations")
-		w.lit("[]")
-		w.end('}')
+		outputText(w, s.acc)
 		endEvent(w)
 	case KindToolCall:
 		if s.custom {

@@ -66,17 +66,7 @@ func (t *Translator) writeChat(dst []byte) ([]byte, error) {
 			w.bool(r.Parallel == True)
 		}
 	}
-	switch r.Choice.Mode {
-	case ChoiceAuto:
-		w.key("tool_choice")
-		w.lit(`"auto"`)
-	case ChoiceNone:
-		w.key("tool_choice")
-		w.lit(`"none"`)
-	case ChoiceRequired:
-		w.key("tool_choice")
-		w.lit(`"required"`)
-	case ChoiceTool:
+	if !openAIChoiceWord(&w, r.Choice.Mode) && r.Choice.Mode == ChoiceTool {
 		w.key("tool_choice")
 		w.obj()
 		w.key("type")
@@ -128,6 +118,25 @@ func (t *Translator) writeChat(dst []byte) ([]byte, error) {
 	t.openAIExtras(&w)
 	w.end('}')
 	return w.b, nil
+}
+
+// openAIChoiceWord writes tool_choice for the modes OpenAI spells as a
+// word (chat and responses alike) and reports whether it did.
+func openAIChoiceWord(w *writer, m ChoiceMode) bool {
+	var word string
+	switch m {
+	case ChoiceAuto:
+		word = `"auto"`
+	case ChoiceNone:
+		word = `"none"`
+	case ChoiceRequired:
+		word = `"required"`
+	default:
+		return false
+	}
+	w.key("tool_choice")
+	w.lit(word)
+	return true
 }
 
 // openAIExtras writes the fields chat and responses share by name, and

@@ -118,6 +118,34 @@ func responsesStatus(s StopReason) (status, reason string) {
 	return `"completed"`, ""
 }
 
+// outputText writes a Responses output_text content part.
+func outputText(w *writer, text []byte) {
+	w.obj()
+	w.key("type")
+	w.lit(`"output_text"`)
+	w.key("text")
+	w.rs(text)
+	w.key("annotations")
+	w.lit("[]")
+	w.end('}')
+}
+
+// summary writes a Responses reasoning item's summary: one summary_text
+// part holding text, or none.
+func summary(w *writer, text []byte) {
+	w.key("summary")
+	w.arr()
+	if len(text) > 0 {
+		w.obj()
+		w.key("type")
+		w.lit(`"summary_text"`)
+		w.key("text")
+		w.rs(text)
+		w.end('}')
+	}
+	w.end(']')
+}
+
 // envelope writes the string prefix+a[+":"+b]: reasoning state tagged
 // with the dialect that can read it (see read_messages.go).
 func envelope(w *writer, prefix string, a, b []byte) {
@@ -540,15 +568,8 @@ func (t *Translator) responsesMessageItem(w *writer, base []byte, n int, texts [
 	w.lit(`"assistant"`)
 	w.key("content")
 	w.arr()
-	if done {
-		w.obj()
-		w.key("type")
-		w.lit(`"output_text"`)
-		w.key("text")
-		joinText(w, texts)
-		w.key("annotations")
-		w.lit("[]")
-		w.end('}')
+	for i := 0; done && i < len(texts); i++ {
+		outputText(w, texts[i].Text)
 	}
 	w.end(']')
 	w.end('}')
@@ -594,17 +615,7 @@ func (t *Translator) responsesItem(w *writer, base []byte, n int, p *Part) {
 		}
 		w.key("type")
 		w.lit(`"reasoning"`)
-		w.key("summary")
-		w.arr()
-		if len(p.Text) > 0 {
-			w.obj()
-			w.key("type")
-			w.lit(`"summary_text"`)
-			w.key("text")
-			w.rs(p.Text)
-			w.end('}')
-		}
-		w.end(']')
+		summary(w, p.Text)
 		encryptedContent(w, p)
 	}
 	w.end('}')

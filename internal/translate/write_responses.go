@@ -71,17 +71,7 @@ func (t *Translator) writeResponses(dst []byte) ([]byte, error) {
 			w.bool(r.Parallel == True)
 		}
 	}
-	switch r.Choice.Mode {
-	case ChoiceAuto:
-		w.key("tool_choice")
-		w.lit(`"auto"`)
-	case ChoiceNone:
-		w.key("tool_choice")
-		w.lit(`"none"`)
-	case ChoiceRequired:
-		w.key("tool_choice")
-		w.lit(`"required"`)
-	case ChoiceTool:
+	if !openAIChoiceWord(&w, r.Choice.Mode) && r.Choice.Mode == ChoiceTool {
 		w.key("tool_choice")
 		w.obj()
 		w.key("type")
@@ -277,17 +267,7 @@ func (t *Translator) responsesMessage(w *writer, m *Message, mi int) error {
 			w.lit(`"reasoning"`)
 			w.key("id")
 			w.rs(p.ID)
-			w.key("summary")
-			w.arr()
-			if len(p.Text) > 0 {
-				w.obj()
-				w.key("type")
-				w.lit(`"summary_text"`)
-				w.key("text")
-				w.rs(p.Text)
-				w.end('}')
-			}
-			w.end(']')
+			summary(w, p.Text)
 			w.rsField("encrypted_content", p.Sig)
 			w.end('}')
 		}
