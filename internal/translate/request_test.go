@@ -186,6 +186,26 @@ var reqCases = []reqCase{
 	},
 }
 
+func init() {
+	reqCases = append(reqCases, reqCase{
+		name: "chat closing turn with tool history and no tools", from: dialect.Chat,
+		body: `{"model":"m","max_tokens":50,"tool_choice":"auto","messages":[{"role":"user","content":"hi"},{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"ok"},{"role":"user","content":"summarise"}]}`,
+		want: map[dialect.ID]reqWant{
+			dialect.Messages: {body: `{"model":"up","max_tokens":50,"messages":[
+					{"role":"user","content":[{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}}]},
+					{"role":"assistant","content":[{"type":"tool_use","id":"c1","name":"f","input":{}}]},
+					{"role":"user","content":[{"type":"tool_result","tool_use_id":"c1","content":"ok"},{"type":"text","text":"summarise","cache_control":{"type":"ephemeral"}}]}],
+				"tools":` + noToolsPlaceholder + `,"tool_choice":{"type":"none"}}`},
+			dialect.Responses: {body: `{"model":"up","input":[
+					{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]},
+					{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},
+					{"type":"function_call_output","call_id":"c1","output":"ok"},
+					{"type":"message","role":"user","content":[{"type":"input_text","text":"summarise"}]}],
+				"max_output_tokens":50,"store":false}`},
+		},
+	})
+}
+
 // refusals are requests a target cannot carry: the field is named.
 var refusals = []struct {
 	from   dialect.ID

@@ -66,7 +66,7 @@ func (t *Translator) writeChat(dst []byte) ([]byte, error) {
 			w.bool(r.Parallel == True)
 		}
 	}
-	if !openAIChoiceWord(&w, r.Choice.Mode) && r.Choice.Mode == ChoiceTool {
+	if len(r.Tools) > 0 && !openAIChoiceWord(&w, r.Choice.Mode) && r.Choice.Mode == ChoiceTool {
 		w.key("tool_choice")
 		w.obj()
 		w.key("type")

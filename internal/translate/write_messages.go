@@ -95,6 +95,20 @@ func (t *Translator) thinkingContinues() bool {
 	return true
 }
 
+// noToolsPlaceholder is the tool list sent to Anthropic for a
+// conversation with tool history but no tools.
+const noToolsPlaceholder = `[{"name":"omniroute_no_tools","description":"No tools are available in this turn; do not call this.","input_schema":{"type":"object","properties":{}}}]`
+
+// hasToolHistory reports tool calls or results in the conversation.
+func (t *Translator) hasToolHistory() bool {
+	for i := range t.req.Parts {
+		if k := t.req.Parts[i].Kind; k == KindToolCall || k == KindToolResult {
+			return true
+		}
+	}
+	return false
+}
+
 // cacheSpot is a part that gets an automatic cache breakpoint.
 type cacheSpot struct{ msg, part int }
 
@@ -206,6 +220,15 @@ func (t *Translator) writeMessages(dst []byte) ([]byte, error) {
 		}
 		w.end(']')
 	}
+	if len(r.Tools) == 0 && t.hasToolHistory() {
+		// Anthropic refuses tool_use and tool_result blocks in a request
+		// that defines no tools (an OpenAI caller's closing turn often has
+		// none): a tool the model is told not to call, and may not.
+		w.key("tools")
+		w.lit(noToolsPlaceholder)
+		w.key("tool_choice")
+		w.lit(`{"type":"none"}`)
+	}
 	t.anthropicChoice(&w)
 	if plan.budget > 0 {
 		w.key("thinking")
@@ -297,12 +320,10 @@ func (t *Translator) cacheField(w *writer, cache []byte, auto bool) {
 func (t *Translator) anthropicChoice(w *writer) {
 	r := &t.req
 	if len(r.Tools) == 0 {
-		if r.Choice.Mode == ChoiceNone || r.Choice.Mode == ChoiceUnset {
-			return
-		}
+		return // Anthropic refuses a tool_choice without tools
 	}
 	mode := r.Choice.Mode
-	if mode == ChoiceUnset && r.Parallel == False && len(r.Tools) > 0 {
+	if mode == ChoiceUnset && r.Parallel == False {
 		mode = ChoiceAuto
 	}
 	if mode == ChoiceUnset {
