@@ -18,8 +18,7 @@ import (
 
 // stream is a Translator's per-stream state.
 type stream struct {
-	callerStream bool
-	includeUsage bool
+	includeUsage bool // the chat caller asked for the usage chunk
 
 	started, done, failed bool
 	id, model             []byte // the upstream answer's, copied
@@ -199,15 +198,12 @@ func (t *Translator) delta(w *writer, k Kind, d []byte) {
 }
 
 // signature adds opaque reasoning state (raw string) to the open
-// reasoning part.
-func (t *Translator) signature(w *writer, sig []byte) {
+// reasoning part. It is written when the part ends, wrapped for the
+// caller's dialect (see envelope).
+func (t *Translator) signature(sig []byte) {
 	s := &t.st
-	if s.open != KindReasoning || len(sig) == 0 {
-		return
-	}
-	s.sig = append(s.sig, sig...)
-	if t.from == dialect.Messages {
-		t.anthropicSignature(w, sig)
+	if s.open == KindReasoning {
+		s.sig = append(s.sig, sig...)
 	}
 }
 

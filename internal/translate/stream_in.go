@@ -352,7 +352,7 @@ func (t *Translator) anthropicStreamBlock(w *writer) error {
 			t.partStart(w, KindReasoning, nil, nil, false)
 			s.redacted = typ[0] == 'r'
 			t.delta(w, KindReasoning, text)
-			t.signature(w, sig)
+			t.signature(sig)
 		default:
 			// Server tool use and results run on Anthropic's side; the
 			// caller's dialect has no block for them.
@@ -395,7 +395,7 @@ func (t *Translator) anthropicStreamDelta(w *writer) error {
 				}
 			case "signature":
 				if v := strRS(c); v != nil {
-					t.signature(w, v)
+					t.signature(v)
 					continue
 				}
 			}
@@ -547,7 +547,7 @@ func (t *Translator) decodeResponses(w *writer, ev *sse.Event) error {
 			return nil
 		}
 		if s.open == KindReasoning {
-			t.signature(w, enc)
+			t.signature(enc)
 		}
 		t.partStop(w)
 	case "response.completed", "response.incomplete":

@@ -302,10 +302,6 @@ func (t *Translator) anthropicDelta(w *writer, d []byte) {
 	s.seq++
 }
 
-// anthropicSignature is a no-op: an Anthropic caller's upstream is never
-// Anthropic, so reasoning state is wrapped whole at the part's end.
-func (t *Translator) anthropicSignature(*writer, []byte) {}
-
 func (t *Translator) anthropicPartStop(w *writer) {
 	s := &t.st
 	switch {

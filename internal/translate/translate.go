@@ -233,7 +233,6 @@ func (t *Translator) Read(body []byte) error {
 	}
 	t.req.normalize()
 	t.noteCustomTools()
-	t.st.callerStream = t.req.Stream
 	t.st.includeUsage = t.req.IncludeUsage
 	return nil
 }
