@@ -42,25 +42,35 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
-// anthropicType maps a status to the Anthropic error type vocabulary.
 func (e *Error) anthropicType() string {
 	if e.AnthropicType != "" {
 		return e.AnthropicType
 	}
+	return AnthropicType(e.Status)
+}
+
+// AnthropicType maps a status to the Anthropic error type vocabulary
+// (the one table of it: gateway errors, translated upstream errors and the
+// mock provider all use it).
+func AnthropicType(status int) string {
 	switch {
-	case e.Status == 401:
+	case status == 401:
 		return "authentication_error"
-	case e.Status == 403:
+	case status == 402:
+		return "billing_error"
+	case status == 403:
 		return "permission_error"
-	case e.Status == 404:
+	case status == 404:
 		return "not_found_error"
-	case e.Status == 413:
+	case status == 413:
 		return "request_too_large"
-	case e.Status == 429:
+	case status == 429:
 		return "rate_limit_error"
-	case e.Status == 503 || e.Status == 529:
+	case status == 504:
+		return "timeout_error"
+	case status == 503 || status == 529:
 		return "overloaded_error"
-	case e.Status >= 500:
+	case status >= 500:
 		return "api_error"
 	}
 	return "invalid_request_error"
@@ -126,8 +136,10 @@ func openAIType(status int) string {
 }
 
 // AppendString appends s as a JSON string literal. Invalid UTF-8 becomes
-// U+FFFD so the output is always valid JSON.
-func AppendString(dst []byte, s string) []byte {
+// U+FFFD so the output is always valid JSON. It takes bytes as well as
+// strings so a caller holding []byte (a tool call's argument JSON, say)
+// escapes it without converting, which would copy.
+func AppendString[S ~string | ~[]byte](dst []byte, s S) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	start := 0
@@ -155,7 +167,7 @@ func AppendString(dst []byte, s string) []byte {
 			start = i
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		r, size := decodeRune(s[i:])
 		if r == utf8.RuneError && size == 1 {
 			dst = append(dst, s[start:i]...)
 			dst = append(dst, `\ufffd`...)
@@ -175,6 +187,14 @@ func AppendString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// decodeRune is utf8.DecodeRune for either byte form; the bytes of one rune
+// are copied to the stack so neither form is converted.
+func decodeRune[S ~string | ~[]byte](s S) (rune, int) {
+	var b [utf8.UTFMax]byte
+	n := copy(b[:], s[:min(len(s), utf8.UTFMax)])
+	return utf8.DecodeRune(b[:n])
 }
 
 // AppendInt appends n in decimal.

@@ -38,6 +38,9 @@ type Behavior struct {
 	// request's latency, so completions of a saturated model spread out as
 	// real answers of varying length do, instead of arriving in lockstep.
 	LatencyJitterMS int `json:"latency_jitter_ms,omitempty"`
+	// Tool scripts a tool loop (tools.go): a call to the named tool, then
+	// a reply quoting its result.
+	Tool *ToolScript `json:"tool,omitempty"`
 }
 
 // Fail modes. The stream-only modes answer a non-stream request as Mode
@@ -178,6 +181,9 @@ func (b Behavior) Validate() error {
 	}
 	if b.RateLimit.LimitRequests < 0 || b.RateLimit.LimitTokens < 0 || b.RateLimit.WindowMS < 0 {
 		return fmt.Errorf("invalid behavior: rate_limit limits and window_ms must not be negative")
+	}
+	if b.Tool != nil {
+		return b.Tool.validate()
 	}
 	return nil
 }

@@ -32,6 +32,7 @@ type compiled struct {
 	// requests it holds in a hang are then released.
 	retired    chan struct{}
 	retireOnce sync.Once
+	tool       *compiledTool
 }
 
 func compile(b Behavior) *compiled {
@@ -57,6 +58,7 @@ func compile(b Behavior) *compiled {
 		c.chunkJSON[i] = jsonString(string(runes[lo:hi]))
 	}
 	c.rl = newRateConf(b.RateLimit)
+	c.tool = compileTool(b.Tool, c.chunks)
 	return c
 }
 

@@ -2,6 +2,8 @@ package mockprovider
 
 import (
 	"strconv"
+
+	"github.com/omniroute/gateway/internal/apierror"
 )
 
 // family is the wire dialect of an endpoint; it decides error shapes.
@@ -51,26 +53,7 @@ func anthropicErrorType(status int, code string) string {
 	if code != "" {
 		return code
 	}
-	switch {
-	case status == 400:
-		return "invalid_request_error"
-	case status == 401:
-		return "authentication_error"
-	case status == 403:
-		return "permission_error"
-	case status == 404:
-		return "not_found_error"
-	case status == 413:
-		return "request_too_large"
-	case status == 429:
-		return "rate_limit_error"
-	case status == 503, status == 529:
-		return "overloaded_error"
-	case status >= 500:
-		return "api_error"
-	default:
-		return "invalid_request_error"
-	}
+	return apierror.AnthropicType(status)
 }
 
 // appendOpenAIErrorObject renders {"message":…,"type":…,"code":…,"param":null}.

@@ -101,6 +101,9 @@ func (s *Server) serveModel(ctx *fasthttp.RequestCtx, ep endpoint) {
 	q.fail = beh.failing()
 	q.r = render{n: seq, created: time.Now().Unix(), modelRaw: info.modelRaw, p: (len(body) + 3) / 4,
 		c: beh.completion, beh: beh, includeUsage: info.stream && info.includeUsage}
+	if beh.tool != nil {
+		q.scriptTool(body)
+	}
 
 	if beh.rl.family != "" || beh.rl.enforce {
 		out := int64(q.r.c)

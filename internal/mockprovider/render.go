@@ -9,6 +9,7 @@ type render struct {
 	p, c         int    // prompt and completion tokens
 	beh          *compiled
 	includeUsage bool
+	tool         *toolCall // answer with this tool call (tools.go)
 }
 
 // streamPlan is a fully rendered stream: frames are written one per HTTP

@@ -16,7 +16,11 @@ func (r *render) appendMessage(dst []byte, final bool) []byte {
 	dst = r.appendMessageID(dst)
 	dst = append(dst, `,"type":"message","role":"assistant","model":`...)
 	dst = append(dst, r.modelRaw...)
-	if final {
+	if final && r.tool != nil {
+		dst = append(dst, `,"content":[`...)
+		dst = r.appendAnthropicToolUse(dst, true)
+		dst = append(dst, `],"stop_reason":"tool_use","stop_sequence":null`...)
+	} else if final {
 		dst = append(dst, `,"content":[{"type":"text","text":`...)
 		dst = append(dst, r.beh.textJSON...)
 		dst = append(dst, `}],"stop_reason":"end_turn","stop_sequence":null`...)
@@ -39,11 +43,7 @@ func (r *render) appendMessage(dst []byte, final bool) []byte {
 // and message_stop.
 func (r *render) messagesStream() *streamPlan {
 	b := &planBuilder{buf: make([]byte, 0, 1024+r.beh.chunks*160)}
-	b.sseEvent("message_start")
-	b.buf = append(b.buf, `{"type":"message_start","message":`...)
-	b.buf = r.appendMessage(b.buf, false)
-	b.buf = append(b.buf, '}')
-	b.closeFrame()
+	r.messagesOpen(b)
 	b.sseEvent("content_block_start")
 	b.buf = append(b.buf, `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`...)
 	b.closeFrame()
@@ -57,26 +57,41 @@ func (r *render) messagesStream() *streamPlan {
 		b.buf = append(b.buf, `}}`...)
 		b.closeFrame()
 	}
+	r.messagesClose(b, "end_turn")
+	return &streamPlan{frames: b.frames(), contentStart: 3, contentCount: r.beh.chunks, errFrame: anthropicErrFrame(r.beh.b.Fail)}
+}
+
+// messagesOpen renders message_start.
+func (r *render) messagesOpen(b *planBuilder) {
+	b.sseEvent("message_start")
+	b.buf = append(b.buf, `{"type":"message_start","message":`...)
+	b.buf = r.appendMessage(b.buf, false)
+	b.buf = append(b.buf, '}')
+	b.closeFrame()
+}
+
+// messagesClose renders content_block_stop, message_delta (cumulative
+// output usage) and message_stop.
+func (r *render) messagesClose(b *planBuilder, stop string) {
 	b.sseEvent("content_block_stop")
 	b.buf = append(b.buf, `{"type":"content_block_stop","index":0}`...)
 	b.closeFrame()
 	b.sseEvent("message_delta")
-	b.buf = append(b.buf, `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":`...)
+	b.buf = append(b.buf, `{"type":"message_delta","delta":{"stop_reason":"`...)
+	b.buf = append(b.buf, stop...)
+	b.buf = append(b.buf, `","stop_sequence":null},"usage":{"output_tokens":`...)
 	b.buf = appendInt(b.buf, int64(r.c))
 	b.buf = append(b.buf, `}}`...)
 	b.closeFrame()
 	b.sseEvent("message_stop")
 	b.buf = append(b.buf, `{"type":"message_stop"}`...)
 	b.closeFrame()
-	fail := r.beh.b.Fail
-	return &streamPlan{
-		frames:       b.frames(),
-		contentStart: 3,
-		contentCount: r.beh.chunks,
-		errFrame: func(int) []byte {
-			out := append([]byte(nil), "event: error\ndata: "...)
-			out = appendAnthropicError(out, streamErrInfo(fail))
-			return append(out, "\n\n"...)
-		},
+}
+
+func anthropicErrFrame(fail FailSpec) func(int) []byte {
+	return func(int) []byte {
+		out := append([]byte(nil), "event: error\ndata: "...)
+		out = appendAnthropicError(out, streamErrInfo(fail))
+		return append(out, "\n\n"...)
 	}
 }

@@ -27,9 +27,15 @@ func (r *render) appendChatCompletion(dst []byte) []byte {
 	dst = appendInt(dst, r.created)
 	dst = append(dst, `,"model":`...)
 	dst = append(dst, r.modelRaw...)
-	dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
-	dst = append(dst, r.beh.textJSON...)
-	dst = append(dst, `,"refusal":null},"finish_reason":"stop","logprobs":null}],"usage":`...)
+	dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant",`...)
+	if r.tool != nil {
+		dst = r.appendChatToolCalls(dst)
+		dst = append(dst, `},"finish_reason":"tool_calls","logprobs":null}],"usage":`...)
+	} else {
+		dst = append(dst, `"content":`...)
+		dst = append(dst, r.beh.textJSON...)
+		dst = append(dst, `,"refusal":null},"finish_reason":"stop","logprobs":null}],"usage":`...)
+	}
 	dst = r.appendChatUsage(dst)
 	return append(dst, '}')
 }
@@ -69,8 +75,17 @@ func (r *render) chatStream() *streamPlan {
 		b.buf = append(b.buf, `},"finish_reason":null,"logprobs":null}]`...)
 		r.chatChunkEnd(b)
 	}
+	r.chatClose(b, "stop")
+	return &streamPlan{frames: b.frames(), contentStart: 1, contentCount: r.beh.chunks, errFrame: chatErrFrame(r.beh.b.Fail)}
+}
+
+// chatClose renders the finish chunk, the usage chunk (include_usage
+// only) and [DONE].
+func (r *render) chatClose(b *planBuilder, finish string) {
 	r.chatChunk(b)
-	b.buf = append(b.buf, `[{"index":0,"delta":{},"finish_reason":"stop","logprobs":null}]`...)
+	b.buf = append(b.buf, `[{"index":0,"delta":{},"finish_reason":"`...)
+	b.buf = append(b.buf, finish...)
+	b.buf = append(b.buf, `","logprobs":null}]`...)
 	r.chatChunkEnd(b)
 	if r.includeUsage {
 		r.chatChunk(b)
@@ -81,18 +96,16 @@ func (r *render) chatStream() *streamPlan {
 	}
 	b.buf = append(b.buf, "data: [DONE]\n\n"...)
 	b.end()
-	fail := r.beh.b.Fail
-	return &streamPlan{
-		frames:       b.frames(),
-		contentStart: 1,
-		contentCount: r.beh.chunks,
-		// openai-go ends a stream with an error on a data object whose
-		// top-level key is "error"; there is no [DONE] after it.
-		errFrame: func(int) []byte {
-			out := append([]byte(nil), `data: {"error":`...)
-			out = appendOpenAIErrorObject(out, streamErrInfo(fail))
-			return append(out, "}\n\n"...)
-		},
+}
+
+// chatErrFrame renders the in-band error of error_event mode: openai-go
+// ends a stream with an error on a data object whose top-level key is
+// "error"; there is no [DONE] after it.
+func chatErrFrame(fail FailSpec) func(int) []byte {
+	return func(int) []byte {
+		out := append([]byte(nil), `data: {"error":`...)
+		out = appendOpenAIErrorObject(out, streamErrInfo(fail))
+		return append(out, "}\n\n"...)
 	}
 }
 

@@ -58,7 +58,10 @@ func (r *render) appendResponse(dst []byte, completed bool) []byte {
 	dst = append(dst, `,"error":null,"incomplete_details":null,"instructions":null,"model":`...)
 	dst = append(dst, r.modelRaw...)
 	dst = append(dst, `,"output":[`...)
-	if completed {
+	switch {
+	case completed && r.tool != nil:
+		dst = r.appendRespToolItem(dst, true)
+	case completed:
 		dst = r.appendRespItem(dst, true)
 	}
 	dst = append(dst, `],"parallel_tool_calls":true,"tool_choice":"auto","tools":[],"usage":`...)
@@ -89,13 +92,7 @@ func (r *render) respPartRef(b *planBuilder) {
 
 func (r *render) responsesStream() *streamPlan {
 	b := &planBuilder{buf: make([]byte, 0, 2048+r.beh.chunks*192)}
-	for _, typ := range [...]string{"response.created", "response.in_progress"} {
-		respEvent(b, typ)
-		b.buf = append(b.buf, `,"response":`...)
-		b.buf = r.appendResponse(b.buf, false)
-		b.buf = append(b.buf, '}')
-		b.closeFrame()
-	}
+	r.responsesOpen(b)
 	respEvent(b, "response.output_item.added")
 	b.buf = append(b.buf, `,"output_index":0,"item":`...)
 	b.buf = r.appendRespItem(b.buf, false)
@@ -132,26 +129,40 @@ func (r *render) responsesStream() *streamPlan {
 	b.buf = r.appendRespItem(b.buf, true)
 	b.buf = append(b.buf, '}')
 	b.closeFrame()
+	r.responsesClose(b)
+	return &streamPlan{frames: b.frames(), contentStart: 4, contentCount: r.beh.chunks, errFrame: responsesErrFrame(r.beh.b.Fail)}
+}
+
+// responsesOpen renders response.created and response.in_progress.
+func (r *render) responsesOpen(b *planBuilder) {
+	for _, typ := range [...]string{"response.created", "response.in_progress"} {
+		respEvent(b, typ)
+		b.buf = append(b.buf, `,"response":`...)
+		b.buf = r.appendResponse(b.buf, false)
+		b.buf = append(b.buf, '}')
+		b.closeFrame()
+	}
+}
+
+// responsesClose renders response.completed.
+func (r *render) responsesClose(b *planBuilder) {
 	respEvent(b, "response.completed")
 	b.buf = append(b.buf, `,"response":`...)
 	b.buf = r.appendResponse(b.buf, true)
 	b.buf = append(b.buf, '}')
 	b.closeFrame()
-	fail := r.beh.b.Fail
-	return &streamPlan{
-		frames:       b.frames(),
-		contentStart: 4,
-		contentCount: r.beh.chunks,
-		errFrame: func(sent int) []byte {
-			e := streamErrInfo(fail)
-			_, code := openAIErrorKind(e.status, e.code)
-			out := append([]byte(nil), `event: error`+"\n"+`data: {"type":"error","sequence_number":`...)
-			out = appendInt(out, int64(sent))
-			out = append(out, `,"code":`...)
-			out = appendJSONString(out, code)
-			out = append(out, `,"message":`...)
-			out = appendJSONString(out, e.msg)
-			return append(out, ",\"param\":null}\n\n"...)
-		},
+}
+
+func responsesErrFrame(fail FailSpec) func(int) []byte {
+	return func(sent int) []byte {
+		e := streamErrInfo(fail)
+		_, code := openAIErrorKind(e.status, e.code)
+		out := append([]byte(nil), `event: error`+"\n"+`data: {"type":"error","sequence_number":`...)
+		out = appendInt(out, int64(sent))
+		out = append(out, `,"code":`...)
+		out = appendJSONString(out, code)
+		out = append(out, `,"message":`...)
+		out = appendJSONString(out, e.msg)
+		return append(out, ",\"param\":null}\n\n"...)
 	}
 }

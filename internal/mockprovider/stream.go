@@ -17,10 +17,12 @@ var (
 // inject (FailNone for a complete stream).
 func (q *request) startStream(ctx *fasthttp.RequestCtx, mode string) {
 	var plan *streamPlan
-	switch q.ep {
-	case endpointMessages:
+	switch {
+	case q.r.tool != nil:
+		plan = q.r.toolStream(q.ep)
+	case q.ep == endpointMessages:
 		plan = q.r.messagesStream()
-	case endpointResponses:
+	case q.ep == endpointResponses:
 		plan = q.r.responsesStream()
 	default:
 		plan = q.r.chatStream()

@@ -1,0 +1,224 @@
+package translate
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/omniroute/gateway/internal/dialect"
+)
+
+// decodeBody reads a caller-dialect answer body into the SDK's own type
+// and reports what it means.
+func decodeBody(t *testing.T, from dialect.ID, b []byte) answer {
+	t.Helper()
+	var got answer
+	switch from {
+	case dialect.Chat:
+		var cc openai.ChatCompletion
+		if err := json.Unmarshal(b, &cc); err != nil {
+			t.Fatalf("openai.ChatCompletion: %v\n%s", err, b)
+		}
+		if cc.Object != "chat.completion" || len(cc.Choices) != 1 {
+			t.Fatalf("not a chat completion: %s", b)
+		}
+		m := cc.Choices[0].Message
+		got.text = m.Content
+		for _, tc := range m.ToolCalls {
+			got.calls = append(got.calls, call{tc.ID, tc.Function.Name, tc.Function.Arguments})
+		}
+		var extra struct {
+			Choices []struct {
+				Message struct {
+					Reasoning string `json:"reasoning_content"`
+				} `json:"message"`
+			} `json:"choices"`
+		}
+		_ = json.Unmarshal(b, &extra)
+		got.thinking = extra.Choices[0].Message.Reasoning
+		got.stop = map[string]StopReason{"stop": StopEnd, "length": StopMaxTokens, "tool_calls": StopToolUse}[cc.Choices[0].FinishReason]
+		u := cc.Usage
+		got.usage = dialect.Usage{Input: u.PromptTokens, Output: u.CompletionTokens, CacheRead: u.PromptTokensDetails.CachedTokens, Reasoning: u.CompletionTokensDetails.ReasoningTokens}
+	case dialect.Messages:
+		var msg anthropic.Message
+		if err := json.Unmarshal(b, &msg); err != nil {
+			t.Fatalf("anthropic.Message: %v\n%s", err, b)
+		}
+		if msg.Type != "message" || msg.Role != "assistant" {
+			t.Fatalf("not a message: %s", b)
+		}
+		for _, blk := range msg.Content {
+			switch blk.Type {
+			case "text":
+				got.text += blk.Text
+			case "thinking":
+				got.thinking += blk.Thinking
+			case "tool_use":
+				got.calls = append(got.calls, call{blk.ID, blk.Name, string(blk.Input)})
+			}
+		}
+		got.stop = map[anthropic.StopReason]StopReason{"end_turn": StopEnd, "max_tokens": StopMaxTokens, "tool_use": StopToolUse}[msg.StopReason]
+		u := msg.Usage
+		got.usage = dialect.Usage{Input: u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens, Output: u.OutputTokens, CacheRead: u.CacheReadInputTokens}
+	default:
+		var r responses.Response
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatalf("responses.Response: %v\n%s", err, b)
+		}
+		if r.Object != "response" || !strings.HasPrefix(r.ID, "resp_") {
+			t.Fatalf("not a response: %s", b)
+		}
+		for _, item := range r.Output {
+			switch item.Type {
+			case "message":
+				got.text += r.OutputText()
+			case "function_call":
+				got.calls = append(got.calls, call{item.CallID, item.Name, item.Arguments.OfString})
+			case "reasoning":
+				for _, s := range item.Summary {
+					got.thinking += s.Text
+				}
+			}
+		}
+		switch {
+		case r.Status == "incomplete":
+			got.stop = StopMaxTokens
+		case len(got.calls) > 0:
+			got.stop = StopToolUse
+		default:
+			got.stop = StopEnd
+		}
+		u := r.Usage
+		got.usage = dialect.Usage{Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.InputTokensDetails.CachedTokens, Reasoning: u.OutputTokensDetails.ReasoningTokens}
+	}
+	return got
+}
+
+// TestResponsesThroughSDKTypes translates every documented answer into
+// every caller dialect and decodes it into the official SDK's type.
+func TestResponsesThroughSDKTypes(t *testing.T) {
+	for _, fx := range bodyFixtures {
+		for _, from := range dialect.All {
+			t.Run(fx.name+" to "+from.String(), func(t *testing.T) {
+				tr := New(from, fx.upstream, Options{Model: "up", Created: 1700000000})
+				out, err := tr.Response(nil, []byte(fx.body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkAnswer(t, from, fx.upstream, decodeBody(t, from, out), fx.want, true)
+				if t.Failed() {
+					t.Logf("body: %s", out)
+				}
+			})
+		}
+	}
+}
+
+// TestReasoningSurvivesTheCaller: reasoning state an upstream made comes
+// back to it, byte for byte, through a caller of another dialect: an
+// Anthropic signature through a Responses caller's encrypted_content, an
+// OpenAI encrypted reasoning item through an Anthropic caller's thinking
+// signature. This is what keeps a tool loop with reasoning working.
+func TestReasoningSurvivesTheCaller(t *testing.T) {
+	// Anthropic upstream, Responses caller (Codex on Claude).
+	tr := New(dialect.Responses, dialect.Messages, Options{Model: "claude"})
+	out, err := tr.Response(nil, []byte(bodyFixtures[3].body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r responses.Response
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatal(err)
+	}
+	var items []json.RawMessage
+	for _, it := range r.Output {
+		items = append(items, json.RawMessage(it.RawJSON()))
+	}
+	next, _ := json.Marshal(map[string]any{"model": "m", "input": items, "reasoning": map[string]any{"effort": "high"}})
+	tr.Reset(dialect.Responses, dialect.Messages, Options{Model: "claude"})
+	req, err := tr.Request(nil, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Messages []struct {
+			Content []map[string]any `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(req, &back); err != nil {
+		t.Fatal(err)
+	}
+	first := back.Messages[0].Content[0]
+	if first["type"] != "thinking" || first["signature"] != "WaUjzkypQ2mUEVM36O2TxuC06KN8xyfbJwyem2dw3URve" || first["thinking"] != "I should look up the weather." {
+		t.Errorf("thinking block not restored: %s", req)
+	}
+	if !strings.Contains(string(req), `"thinking":{"type":"enabled"`) {
+		t.Errorf("thinking should stay on: the tool loop continues from a real thinking block: %s", req)
+	}
+
+	// Responses upstream, Anthropic caller (Claude Code on GPT).
+	tr.Reset(dialect.Messages, dialect.Responses, Options{Model: "gpt"})
+	out, err = tr.Response(nil, []byte(bodyFixtures[6].body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg anthropic.Message
+	if err := json.Unmarshal(out, &msg); err != nil {
+		t.Fatal(err)
+	}
+	var blocks []json.RawMessage
+	for _, b := range msg.Content {
+		blocks = append(blocks, json.RawMessage(b.RawJSON()))
+	}
+	content, _ := json.Marshal(blocks)
+	next = []byte(`{"model":"m","max_tokens":2000,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"weather?"},{"role":"assistant","content":` + string(content) + `},{"role":"user","content":[{"type":"tool_result","tool_use_id":"call_1","content":"sunny"}]}]}`)
+	tr.Reset(dialect.Messages, dialect.Responses, Options{Model: "gpt"})
+	req, err = tr.Request(nil, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rreq struct {
+		Input []map[string]any `json:"input"`
+	}
+	if err := json.Unmarshal(req, &rreq); err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, it := range rreq.Input {
+		if it["type"] == "reasoning" {
+			found = it["id"] == "rs_1" && it["encrypted_content"] == "gAAAAB=="
+		}
+	}
+	if !found || !strings.Contains(string(req), `"include":["reasoning.encrypted_content"]`) {
+		t.Errorf("reasoning item not restored: %s", req)
+	}
+}
+
+func TestUpstreamErrorsInCallerDialect(t *testing.T) {
+	for _, tc := range []struct {
+		from, to   dialect.ID
+		status     int
+		body       string
+		wantStatus int
+		want       string // a fragment of the caller's body
+	}{
+		{dialect.Messages, dialect.Chat, 429, `{"error":{"message":"Rate limit reached for gpt-4o","type":"requests","param":null,"code":"rate_limit_exceeded"}}`,
+			429, `{"type":"error","error":{"type":"rate_limit_error","message":"Rate limit reached for gpt-4o","code":"rate_limit_exceeded"}`},
+		{dialect.Chat, dialect.Messages, 529, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,
+			503, `{"error":{"message":"Overloaded","type":"server_error","param":null,"code":"overloaded_error"}}`},
+		{dialect.Responses, dialect.Messages, 400, `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}`,
+			400, `"code":"invalid_request_error"`},
+		{dialect.Messages, dialect.Responses, 401, `{"error":{"message":"Incorrect API key provided: sk-abc12345678.","type":"invalid_request_error","code":"invalid_api_key"}}`,
+			401, `"message":"Incorrect API key provided: [REDACTED]."`},
+	} {
+		tr := New(tc.from, tc.to, Options{})
+		status, body := tr.Error(nil, tc.status, []byte(tc.body), "req_9")
+		if status != tc.wantStatus || !strings.Contains(string(body), tc.want) || !json.Valid(body) {
+			t.Errorf("%s←%s %d: got %d %s, want %d containing %s", tc.from, tc.to, tc.status, status, body, tc.wantStatus, tc.want)
+		}
+	}
+}

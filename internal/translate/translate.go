@@ -1,0 +1,274 @@
+// Package translate converts requests, answers and streams between the
+// gateway's API dialects (internal/dialect) through one internal
+// representation (ir.go): each dialect has a reader into the IR and a
+// writer out of it, for requests, non-stream answers and stream events.
+//
+// A Translator serves one request: Request converts the caller's body for
+// the upstream, then Response (a non-stream answer), Event and End (a
+// stream) or Error (an upstream error answer) convert what comes back.
+// Translators are pooled (Get, Put) and keep their buffers, so a stream
+// event costs a constant handful of allocations or none.
+//
+// What maps how, and what is dropped or refused, is in docs/translation.md;
+// the rules are implemented here and held by the tests.
+package translate
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/internal/dialect"
+	"github.com/omniroute/gateway/internal/jsonscan"
+)
+
+// DefaultMaxTokens is the max_tokens written to an Anthropic upstream,
+// which requires one, when the caller set no limit and Options.MaxTokens
+// is 0.
+const DefaultMaxTokens = 4096
+
+// Options configure a translation.
+type Options struct {
+	// Model is the upstream model name written into the request.
+	Model string
+	// MaxTokens is the output limit sent to an Anthropic upstream when the
+	// caller set none; 0 means DefaultMaxTokens.
+	MaxTokens int64
+	// MaxTokensCap, when > 0, caps the output limit of every translated
+	// request (for providers that reject limits above their model's).
+	MaxTokensCap int64
+	// NoAutoCache turns off the cache_control breakpoints added to a
+	// request translated to an Anthropic upstream (see docs).
+	NoAutoCache bool
+	// ChatMaxCompletionTokens writes max_completion_tokens instead of
+	// max_tokens to a chat upstream (OpenAI's reasoning models want it;
+	// most OpenAI-compatible servers know only max_tokens).
+	ChatMaxCompletionTokens bool
+	// Created is the Unix time written where the caller's dialect needs a
+	// creation time the upstream did not give (chat chunks, Responses
+	// objects). The caller injects its clock here.
+	Created int64
+}
+
+// Error codes of translation refusals.
+const (
+	CodeUnsupported      = "unsupported_field"
+	CodeInvalid          = "invalid_field"
+	CodePreviousResponse = "previous_response_not_supported"
+	CodeInvalidJSON      = "invalid_json"
+)
+
+// Error is a request the translator refuses: a field the upstream dialect
+// cannot carry, or a value it cannot map. The HTTP layer answers it with
+// 400 (APIError) in the caller's dialect.
+type Error struct {
+	Field   string // JSON path in the caller's body, e.g. "messages[2].content[0].type"
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Field + ": " + e.Message }
+
+// APIError renders the refusal as the gateway's 400.
+func (e *Error) APIError() *apierror.Error {
+	return &apierror.Error{Status: 400, Type: "invalid_request_error", Code: e.Code, Message: e.Error()}
+}
+
+// UpstreamError is an upstream answer the translator cannot read (not the
+// upstream dialect's shape). The HTTP layer answers it with 502.
+type UpstreamError struct{ Msg string }
+
+func (e *UpstreamError) Error() string { return e.Msg }
+
+// APIError renders it as the gateway's 502.
+func (e *UpstreamError) APIError() *apierror.Error {
+	return &apierror.Error{Status: 502, Type: "server_error", Code: "upstream_protocol_error", Message: e.Msg}
+}
+
+// Translator converts one request and its answer. The zero value is not
+// usable; use New or Get.
+type Translator struct {
+	from, to dialect.ID
+	opts     Options
+
+	req  Request
+	resp Response
+	cur  jsonscan.Cursor
+	// dropped lists the caller's fields dropped by a documented rule.
+	dropped []string
+	// arena holds text the readers build (joined summaries); IR values
+	// may point into it. tmp is the writers' scratch.
+	arena []byte
+	tmp   []byte
+	// custom holds the names of the caller's custom (free-form) tools,
+	// which an upstream without them sees as functions.
+	custom  [][]byte
+	nameBuf []byte
+
+	st stream
+}
+
+// New returns a translator from caller dialect from to upstream dialect to.
+func New(from, to dialect.ID, opts Options) *Translator {
+	t := &Translator{}
+	t.Reset(from, to, opts)
+	return t
+}
+
+var pool = sync.Pool{New: func() any { return &Translator{} }}
+
+// Get returns a pooled translator, reset for the pair.
+func Get(from, to dialect.ID, opts Options) *Translator {
+	t := pool.Get().(*Translator)
+	t.Reset(from, to, opts)
+	return t
+}
+
+// Put returns t to the pool; nothing it returned may be used afterwards.
+func Put(t *Translator) { pool.Put(t) }
+
+// Reset prepares t for a new request, keeping its buffers.
+func (t *Translator) Reset(from, to dialect.ID, opts Options) {
+	if !from.Valid() || !to.Valid() {
+		panic("translate: unknown dialect")
+	}
+	t.from, t.to, t.opts = from, to, opts
+	t.req.reset()
+	t.resp.reset()
+	t.dropped = t.dropped[:0]
+	t.custom = t.custom[:0]
+	t.nameBuf = t.nameBuf[:0]
+	t.st.reset(t)
+}
+
+// From and To are the caller's and the upstream's dialects.
+func (t *Translator) From() dialect.ID { return t.from }
+
+// To is the upstream dialect.
+func (t *Translator) To() dialect.ID { return t.to }
+
+// Dropped lists the caller's fields the last Request dropped by a
+// documented rule (so the HTTP layer can tell the caller in a header).
+func (t *Translator) Dropped() []string { return t.dropped }
+
+// IR returns the request as last read (valid until the next Request; its
+// raw values alias the caller's body).
+func (t *Translator) IR() *Request { return &t.req }
+
+func (t *Translator) drop(field string) {
+	for _, f := range t.dropped {
+		if f == field {
+			return
+		}
+	}
+	t.dropped = append(t.dropped, field)
+}
+
+func (t *Translator) refuse(code string, field loc, format string, args ...any) error {
+	return &Error{Field: field.String(), Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// unsupported refuses a field the upstream dialect has no equivalent for.
+func (t *Translator) unsupported(field loc, what string) error {
+	return t.refuse(CodeUnsupported, field, "%s cannot be sent to this model's provider, which speaks the %s API; remove it, or use a model whose provider speaks %s",
+		what, t.to, t.from)
+}
+
+func (t *Translator) invalid(field loc, format string, args ...any) error {
+	return t.refuse(CodeInvalid, field, format, args...)
+}
+
+// syntax wraps a JSON error of the caller's body.
+func (t *Translator) syntax(err error) error {
+	return &Error{Field: "body", Code: CodeInvalidJSON, Message: "request body is not valid JSON: " + err.Error()}
+}
+
+// Request converts the caller's request body into the upstream dialect,
+// appending it to dst. A refusal is an *Error (400).
+func (t *Translator) Request(dst, body []byte) ([]byte, error) {
+	if err := t.Read(body); err != nil {
+		return dst, err
+	}
+	switch t.to {
+	case dialect.Chat:
+		return t.writeChat(dst)
+	case dialect.Messages:
+		return t.writeMessages(dst)
+	default:
+		return t.writeResponses(dst)
+	}
+}
+
+// Read parses a request of the caller's dialect into the IR (see IR)
+// without writing anything: for callers that need to know what a request
+// asks (a token estimate, the mock provider's scripts). A refusal of the
+// body itself is an *Error; refusals that depend on the upstream dialect
+// come from Request.
+func (t *Translator) Read(body []byte) error {
+	t.req.reset()
+	t.dropped = t.dropped[:0]
+	t.custom = t.custom[:0]
+	t.nameBuf = t.nameBuf[:0]
+	t.arena = t.arena[:0]
+	t.cur.Reset(body)
+	var err error
+	switch t.from {
+	case dialect.Chat:
+		err = t.readChat()
+	case dialect.Messages:
+		err = t.readMessages()
+	case dialect.Responses:
+		err = t.readResponses()
+	}
+	if cerr := t.cur.Err(); cerr != nil {
+		return t.syntax(cerr) // a broken body, whatever the reader made of it
+	}
+	if err == nil {
+		if err = t.cur.End(); err != nil {
+			err = t.syntax(err)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	t.req.normalize()
+	t.noteCustomTools()
+	t.st.includeUsage = t.req.IncludeUsage
+	return nil
+}
+
+// noteCustomTools copies the custom tools' names, which the answer needs
+// after the caller's body may be gone.
+func (t *Translator) noteCustomTools() {
+	for i := range t.req.Tools {
+		if tl := &t.req.Tools[i]; tl.Kind == ToolCustom {
+			start := len(t.nameBuf)
+			t.nameBuf = append(t.nameBuf, tl.Name...)
+			t.custom = append(t.custom, t.nameBuf[start:len(t.nameBuf):len(t.nameBuf)])
+		}
+	}
+}
+
+// isCustom reports whether name (a raw string) is one of the caller's
+// custom tools.
+func (t *Translator) isCustom(name []byte) bool {
+	for _, n := range t.custom {
+		if string(n) == string(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxTokens is the output limit to write, with the cap applied; def is
+// used when the caller set none (≤ 0: write none).
+func (t *Translator) maxTokens(def int64) int64 {
+	n := t.req.MaxTokens
+	if n < 0 {
+		n = def
+	}
+	if c := t.opts.MaxTokensCap; c > 0 && n > c {
+		n = c
+	}
+	return n
+}
