@@ -112,7 +112,7 @@ func (st *State) Reserve(now time.Time, lim *Limits, req *Request) (Reservation,
 		return Reservation{}, res
 	}
 	n := now.UnixNano()
-	day, month := DayIndex(now), MonthIndex(now)
+	day, month := DayIndex(now), int64(-1) // month: computed when the day changed
 	reqDur := gcraDur(1, lim.RequestsPerMinute)
 	tokens := max(min(req.Tokens, maxCost), 0)
 	tokDur := gcraDur(tokens, lim.TokensPerMinute)
@@ -128,8 +128,11 @@ func (st *State) Reserve(now time.Time, lim *Limits, req *Request) (Reservation,
 		// previous period is charged to the counter's current one.
 		if c.day < day {
 			c.day, c.daySpent, c.dayHeld = day, 0, 0
+			if month < 0 {
+				month = MonthIndex(now)
+			}
 		}
-		if c.month < month {
+		if c.month < month { // a day of the counter's own day is in its month
 			c.month, c.monSpent, c.monHeld = month, 0, 0
 		}
 		kind, retryAt := check(&c, lim, n, reqDur, tokDur, cost)
@@ -355,3 +358,28 @@ func (st *State) View(now time.Time, lim *Limits) View {
 // state, before anyone else uses it (the limiter's owner reads it from the
 // request log's usage at start-up, so a restart does not reset budgets).
 func (st *State) Seed(now time.Time, daySpent, monthSpent int64) { st.seed(now, daySpent, monthSpent) }
+
+// Rescale converts the per-minute buckets from limits from to limits to
+// when a tenant's policy changes. A bucket's debt is kept in nanoseconds
+// of its limit's rate, so without rescaling a raised limit would give no
+// room until the old debt drained; with it, the tokens and requests used
+// stay used and the rest of the new limit is free at once.
+func (st *State) Rescale(now time.Time, from, to *Limits) {
+	n := now.UnixNano()
+	scale := func(tat, old, nw int64) int64 {
+		if old <= 0 || nw <= 0 || old == nw || tat <= n {
+			return tat
+		}
+		debt := float64(tat-n) * float64(old) / float64(nw)
+		return n + int64(math.Ceil(debt))
+	}
+	var c counters
+	for {
+		w := st.read(&c)
+		c.reqTAT = scale(c.reqTAT, from.RequestsPerMinute, to.RequestsPerMinute)
+		c.tokTAT = scale(c.tokTAT, from.TokensPerMinute, to.TokensPerMinute)
+		if st.commit(w, &c) {
+			return
+		}
+	}
+}

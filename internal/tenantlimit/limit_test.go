@@ -388,3 +388,31 @@ func TestConcurrentReservationsAreAtomic(t *testing.T) {
 		t.Fatalf("settled tokens %d, want %d", v.SettledTokens, want)
 	}
 }
+
+func TestRescaleOnPolicyChange(t *testing.T) {
+	var st State
+	two := limits(tenantpolicy.Policy{RequestsPerMinute: 2, TokensPerMinute: 1000})
+	for i := 0; i < 2; i++ {
+		if _, res := st.Reserve(t0, two, &Request{Tokens: 500}); !res.Allowed {
+			t.Fatal(res.Kind)
+		}
+	}
+	four := limits(tenantpolicy.Policy{RequestsPerMinute: 4, TokensPerMinute: 2000})
+	st.Rescale(t0, two, four)
+	// Two requests and 1000 tokens are used; the other half of the new
+	// limits is free at once.
+	for i := 0; i < 2; i++ {
+		if _, res := st.Reserve(t0, four, &Request{Tokens: 500}); !res.Allowed || (i == 1 && (res.Requests.Remaining != 0 || res.Tokens.Remaining != 0)) {
+			t.Fatalf("after raising: %+v", res)
+		}
+	}
+	if _, res := st.Reserve(t0, four, &Request{}); res.Kind != KindRequests {
+		t.Fatalf("fifth request: %v", res.Kind)
+	}
+	// Lowering keeps the used part used: nothing is free.
+	one := limits(tenantpolicy.Policy{RequestsPerMinute: 1, TokensPerMinute: 500})
+	st.Rescale(t0, four, one)
+	if _, res := st.Reserve(t0.Add(59*time.Second), one, &Request{}); res.Kind != KindRequests {
+		t.Fatalf("after lowering: %v", res.Kind)
+	}
+}
