@@ -105,3 +105,10 @@ func TestLoadOrCreateSecret(t *testing.T) {
 		t.Fatal("short secret file accepted")
 	}
 }
+
+func TestIDForDigestIsTheKeysID(t *testing.T) {
+	r, _ := NewResolver(secret, ModeKeys, false, nil)
+	if r.IDForDigest(sha256.Sum256([]byte("k"))) != r.IDForKey([]byte("k")) {
+		t.Fatal("digest and key give different ids")
+	}
+}

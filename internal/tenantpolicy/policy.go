@@ -223,12 +223,23 @@ func DecodeStrict(data []byte, v any) error {
 	return nil
 }
 
+// JSONPath removes the name of the embedded Policy struct that
+// encoding/json puts in a type error's field path ("Policy.weight"), so the
+// path is the one the user wrote.
+func JSONPath(field string) string {
+	if field == "Policy" {
+		return ""
+	}
+	field = strings.TrimPrefix(field, "Policy.")
+	return strings.ReplaceAll(field, ".Policy.", ".")
+}
+
 func describe(err error) error {
 	var te *json.UnmarshalTypeError
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &te):
-		return FieldError{Path: te.Field, Message: fmt.Sprintf("wants %v, got JSON %s", te.Type, te.Value)}
+		return FieldError{Path: JSONPath(te.Field), Message: fmt.Sprintf("wants %v, got JSON %s", te.Type, te.Value)}
 	case errors.As(err, &se):
 		return fmt.Errorf("invalid JSON at byte %d: %v", se.Offset, se)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
