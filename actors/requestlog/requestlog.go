@@ -260,12 +260,15 @@ func (w *writer) flush(now time.Time) {
 
 // fail pauses store writes: 1s after the first error, doubling to a
 // minute.
+//
+// The error is published before it is counted, so a reader that sees the
+// count also sees this error.
 func (w *writer) fail(now time.Time, err error) {
-	w.h.errors.Add(1)
 	w.backoff = min(max(2*w.backoff, time.Second), maxBackoff)
 	w.retryAt = now.Add(w.backoff)
 	w.h.lastErr.Store(&errState{msg: sanitize.Message(err.Error(), "write failed"), at: now, retryAt: w.retryAt})
 	w.h.failing.Store(true)
+	w.h.errors.Add(1)
 }
 
 func (w *writer) retain(now time.Time) {
