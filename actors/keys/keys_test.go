@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 	"github.com/omniroute/gateway/internal/store/sqlite"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
+	"github.com/omniroute/gateway/internal/testutil"
 )
 
 var resolver, _ = tenant.NewResolver([]byte("0123456789abcdef0123"), tenant.ModeKeys, false, nil)
@@ -35,7 +35,7 @@ func spawn(t *testing.T, path string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{db: db, sys: actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))}
+	f := &fixture{db: db, sys: testutil.ActorSystem(t)}
 	h, err := Spawn(f.sys, Options{Store: db, Resolver: resolver, Clock: clock.NewFake(time.Date(2026, 3, 14, 10, 0, 0, 0, time.UTC)),
 		Config:   []ConfigTenant{{Name: "ops", KeySHA256: sha256.Sum256([]byte("ops-key")), Policy: tenantpolicy.Policy{Class: "batch"}}},
 		OnChange: func(*keys.Snapshot) { f.changes.Add(1) }})
@@ -50,7 +50,6 @@ func spawn(t *testing.T, path string) *fixture {
 func (f *fixture) stop() {
 	if f.h != nil {
 		f.h.Stop()
-		f.sys.Shutdown()
 		f.db.Close()
 		f.h = nil
 	}

@@ -17,15 +17,12 @@ import (
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/store"
 	"github.com/omniroute/gateway/internal/store/sqlite"
+	"github.com/omniroute/gateway/internal/testutil"
 )
 
 var t0 = time.Date(2026, 3, 14, 10, 0, 0, 0, time.UTC)
 
-func system(t *testing.T) *actor.ActorSystem {
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	t.Cleanup(sys.Shutdown)
-	return sys
-}
+func system(t *testing.T) *actor.ActorSystem { return testutil.ActorSystem(t) }
 
 func db(t *testing.T, o sqlite.Options) *sqlite.DB {
 	d, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), o)
@@ -42,16 +39,7 @@ func rec(i int) *store.Record {
 		CostNano: 2500, ClientIP: store.IPLoopback}
 }
 
-func until(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("never: %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
+func until(t *testing.T, what string, cond func() bool) { t.Helper(); testutil.Until(t, what, cond) }
 
 func count(t *testing.T, d store.LogStore) int {
 	p, err := d.Requests(context.Background(), store.Filter{Limit: 1000})

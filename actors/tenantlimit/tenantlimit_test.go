@@ -1,20 +1,18 @@
 package tenantlimit
 
 import (
-	"log/slog"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantlimit"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
+	"github.com/omniroute/gateway/internal/testutil"
 )
 
 var t0 = time.Date(2026, 3, 14, 10, 0, 0, 0, time.UTC)
@@ -27,28 +25,19 @@ func id(s string) tenant.ID {
 
 func start(t testing.TB, specs ...TenantSpec) (*Handle, *clock.Fake) {
 	t.Helper()
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	clk := clock.NewFake(t0)
-	h, err := Spawn(sys, Options{Clock: clk, Tenants: specs, PublishInterval: 5 * time.Millisecond})
+	h, err := Spawn(testutil.ActorSystem(t), Options{Clock: clk, Tenants: specs, PublishInterval: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { h.Stop(); sys.Shutdown() })
+	t.Cleanup(h.Stop)
 	return h, clk
 }
 
 func waitSnap(t *testing.T, h *Handle, cond func(*Snapshot) bool) *Snapshot {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if s := h.Snapshot(); cond(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("snapshot never matched: %+v", h.Snapshot())
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testutil.Until(t, "the snapshot matches", func() bool { return cond(h.Snapshot()) })
+	return h.Snapshot()
 }
 
 func TestReserveThroughTheTable(t *testing.T) {
