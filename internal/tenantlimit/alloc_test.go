@@ -18,7 +18,7 @@ func TestReserveAllocAllocatesNothing(t *testing.T) {
 		r, res := st.Reserve(t0, lim, req)
 		h := res.Headers(OpenAI)
 		_ = h.Value(h.Len() - 1)
-		e := res.Error()
+		e := res.APIError()
 		_ = e
 		r.Settle(t0, Usage{Tokens: 100, Cost: 10, Known: true})
 	}); a != 0 {

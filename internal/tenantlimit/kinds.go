@@ -76,10 +76,10 @@ func Kinds() []Kind {
 // Budget reports whether the refusal is budget_exceeded (spend), not a rate.
 func (k Kind) Budget() bool { return k == KindDailyBudget || k == KindMonthlyBudget }
 
-// Error is the gateway error for a refused result, in either dialect via
+// APIError is the gateway error for a refused result, in either dialect via
 // apierror: status, code, the limit as reason, and Retry-After in whole
 // seconds. The message is a constant, so building it does not allocate.
-func (r *Result) Error() apierror.Error {
+func (r *Result) APIError() apierror.Error {
 	k := kinds[r.Kind]
 	e := apierror.Error{Status: k.Status, Type: k.Type, AnthropicType: k.AnthropicType, Code: k.Code, Message: k.Message, Reason: k.Name}
 	if r.Kind != KindModel {

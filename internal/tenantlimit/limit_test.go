@@ -201,7 +201,7 @@ func TestModelNotAllowed(t *testing.T) {
 	if !res.Allowed || !r.Active() {
 		t.Fatalf("%+v", res)
 	}
-	e := (&Result{Kind: KindModel, Now: t0}).Error()
+	e := (&Result{Kind: KindModel, Now: t0}).APIError()
 	if e.Status != 403 || e.Code != "model_not_allowed" || e.RetryAfter != 0 {
 		t.Fatalf("%+v", e)
 	}
@@ -209,11 +209,11 @@ func TestModelNotAllowed(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	res := Result{Kind: KindTokens, Now: t0, RetryAt: t0.Add(1500 * time.Millisecond).UnixNano()}
-	e := res.Error()
+	e := res.APIError()
 	if e.Status != 429 || e.Code != "rate_limit_exceeded" || e.Reason != "tokens_per_minute" || e.RetryAfter != 2 {
 		t.Fatalf("%+v", e)
 	}
-	b := (&Result{Kind: KindMonthlyBudget, Now: t0, RetryAt: t0.Add(time.Hour).UnixNano()}).Error()
+	b := (&Result{Kind: KindMonthlyBudget, Now: t0, RetryAt: t0.Add(time.Hour).UnixNano()}).APIError()
 	if b.Status != 402 || b.Code != "budget_exceeded" || b.Reason != "monthly_budget_usd" || b.RetryAfter != 3600 {
 		t.Fatalf("%+v", b)
 	}
