@@ -34,6 +34,8 @@ type Env struct {
 	Pressure  PressureEnv
 	Quota     QuotaEnv
 	Lanes     LanesEnv
+	// RequestLog configures the request log and its database.
+	RequestLog RequestLogEnv
 }
 
 // ServerEnv configures the listener, logging, identity and shutdown.

@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/omniroute/gateway/internal/tenantpolicy"
 )
 
 // File is the JSON configuration named by OMNIROUTE_CONFIG. It holds no
@@ -21,7 +23,7 @@ import (
 type File struct {
 	Providers map[string]Provider `json:"providers"`
 	Models    map[string]Model    `json:"models"`
-	Tenants   []Tenant            `json:"tenants,omitempty"`
+	Tenants   TenantList          `json:"tenants,omitempty"`
 	Auth      Auth                `json:"auth,omitempty"`
 	// Services are supervised sidecar processes (see file_services.go).
 	Services map[string]ServiceConfig `json:"services,omitempty"`
@@ -29,6 +31,9 @@ type File struct {
 	Engines map[string]EngineConfig `json:"engines,omitempty"`
 	// Relay configures POST /api/v1/relay/chat/completions.
 	Relay *RelayConfig `json:"relay,omitempty"`
+	// Prices override the shipped price table (internal/pricing): model
+	// name or glob → US dollars per million tokens.
+	Prices PriceTable `json:"prices,omitempty"`
 }
 
 // Provider is one upstream API endpoint family, e.g. OpenAI or a local sidecar.
@@ -100,13 +105,14 @@ type Target struct {
 }
 
 // Tenant is a caller identity. The key itself never appears in the file.
+// Its policy fields (limits, budgets, allowed models, class, weight) sit
+// beside name and key, as in the management API's key bodies; see
+// internal/tenantpolicy and docs/tenants.md.
 type Tenant struct {
 	Name      string `json:"name"`
 	KeyEnv    string `json:"key_env,omitempty"`
 	KeySHA256 string `json:"key_sha256,omitempty"`
-	// Class is the tenant's priority class: interactive or batch (default
-	// OMNIROUTE_PRIORITY_DEFAULT_CLASS).
-	Class string `json:"class,omitempty"`
+	tenantpolicy.Policy
 }
 
 // Auth decides who may call the gateway.
@@ -205,6 +211,10 @@ func describeJSONError(err error, data []byte) error {
 		return fmt.Errorf("%s; check the spelling against the schema in README.md", strings.TrimPrefix(err.Error(), "json: "))
 	case errors.Is(err, io.EOF):
 		return errors.New("config is empty; want a JSON object with providers and models")
+	}
+	var fe tenantpolicy.FieldError
+	if errors.As(err, &fe) { // from a section decoded entry by entry
+		return fe
 	}
 	return fmt.Errorf("invalid config: %w", err)
 }

@@ -3,8 +3,6 @@ package config
 import (
 	"fmt"
 	"strings"
-
-	"github.com/omniroute/gateway/internal/admission"
 )
 
 // Fusion configures a fusion model: its targets are the panel, asked in
@@ -71,13 +69,8 @@ func init() {
 func validateAdmissionSections(f *File) []string {
 	var errs []string
 	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
-	for i, t := range f.Tenants {
-		switch t.Class {
-		case "", admission.Interactive.String(), admission.Batch.String():
-		default:
-			add("tenants[%d].class: %q is not a priority class; want interactive or batch", i, t.Class)
-		}
-	}
+	// tenants[].class is checked with the rest of the policy
+	// (file_tenants.go); a test holds its names to admission's.
 	for _, name := range sortedKeys(f.Models) {
 		m := f.Models[name]
 		path := "models." + name

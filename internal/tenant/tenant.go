@@ -134,6 +134,11 @@ func (r *Resolver) idFromDigest(d [32]byte) ID {
 	return id
 }
 
+// IDForDigest returns the id of the key whose SHA-256 is d: the same
+// derivation as configured tenants', so keys issued at run time (stored as
+// their SHA-256) and config-file tenants share one id space.
+func (r *Resolver) IDForDigest(d [32]byte) ID { return r.idFromDigest(d) }
+
 // IDForKey returns the id a key maps to (whether or not it is configured).
 func (r *Resolver) IDForKey(key []byte) ID { return r.idFromDigest(sha256.Sum256(key)) }
 

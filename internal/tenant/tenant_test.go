@@ -132,3 +132,10 @@ func TestLooseSecretFileRefused(t *testing.T) {
 		}
 	}
 }
+
+func TestIDForDigestIsTheKeysID(t *testing.T) {
+	r, _ := NewResolver(secret, ModeKeys, false, nil)
+	if r.IDForDigest(sha256.Sum256([]byte("k"))) != r.IDForKey([]byte("k")) {
+		t.Fatal("digest and key give different ids")
+	}
+}

@@ -1,0 +1,354 @@
+// Package keys owns the API keys issued at run time. The actor is the only
+// writer: it creates, re-policies, rotates and revokes keys in the store
+// and then publishes a new immutable snapshot (internal/keys.Snapshot) that
+// the request path reads with one atomic load, so a revoked or rotated key
+// stops working on the very next request on every connection, and no
+// request sends a message to authenticate.
+//
+// Management operations are rare and need an answer (the new secret, or
+// why not), so they are the one place that asks the actor and waits
+// (RequestFuture with a timeout); the request path never does.
+//
+// Config-file tenants are part of the snapshot, read-only: operations on
+// them are refused, and key names may not reuse theirs.
+package keys
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/keys"
+	"github.com/omniroute/gateway/internal/store"
+	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/internal/tenantpolicy"
+)
+
+// ConfigTenant is a config-file tenant: its name, its key's SHA-256 and
+// its policy.
+type ConfigTenant struct {
+	Name      string
+	KeySHA256 [32]byte
+	Policy    tenantpolicy.Policy
+}
+
+// Options configure Spawn.
+type Options struct {
+	Store    store.KeyStore
+	Resolver *tenant.Resolver // derives tenant ids
+	Config   []ConfigTenant
+	Clock    clock.Clock
+	// OnChange is called with every new snapshot, from the actor (and once
+	// from Spawn); the composition root hands the active tenants and their
+	// policies to the limiter and the admission weights from it. It must
+	// not block.
+	OnChange func(*keys.Snapshot)
+	// Timeout bounds one management operation (default 10s).
+	Timeout time.Duration
+}
+
+// Handle is what the transport holds.
+type Handle struct {
+	root *actor.RootContext
+	pid  *actor.PID
+	o    Options
+	snap atomic.Pointer[keys.Snapshot]
+}
+
+// Messages. Each carries its answer back through ctx.Respond.
+type (
+	createKey struct {
+		name   string
+		policy tenantpolicy.Policy
+	}
+	updateKey struct {
+		name   string
+		policy tenantpolicy.Policy
+	}
+	rotateKey struct{ name string }
+	revokeKey struct{ name string }
+	result    struct {
+		info   keys.Info
+		secret string
+		err    error
+	}
+	crash struct{}
+)
+
+// supervisor restarts the actor after a panic from a fresh object that
+// reloads the keys from the store (their state of record); the operation
+// that panicked gets no answer and times out. The published snapshot keeps
+// serving meanwhile.
+var supervisor = actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)
+
+// Spawn loads the keys from the store, publishes the first snapshot and
+// starts the actor. A store that cannot be read stops start-up.
+func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.OnChange == nil {
+		o.OnChange = func(*keys.Snapshot) {}
+	}
+	h := &Handle{root: system.Root, o: o}
+	names := map[string]bool{}
+	for _, c := range o.Config {
+		if names[c.Name] {
+			return nil, fmt.Errorf("config tenant %q is listed twice", c.Name)
+		}
+		names[c.Name] = true
+	}
+	a := &keysActor{h: h}
+	if err := a.load(); err != nil {
+		return nil, err
+	}
+	a.publish()
+	props := actor.PropsFromProducer(func() actor.Actor { return &keysActor{h: h} }, actor.WithGuardian(supervisor))
+	pid, err := system.Root.SpawnNamed(props, fmt.Sprintf("keys-%p", h))
+	if err != nil {
+		return nil, fmt.Errorf("spawning the keys actor: %w", err)
+	}
+	h.pid = pid
+	return h, nil
+}
+
+// Stop stops the actor and waits for it.
+func (h *Handle) Stop() { _ = h.root.PoisonFuture(h.pid).Wait() }
+
+// Snapshot returns the published key set.
+func (h *Handle) Snapshot() *keys.Snapshot { return h.snap.Load() }
+
+// Lookup authenticates a caller's key against the published set (config
+// tenants and active keys). It does not allocate and sends no message.
+func (h *Handle) Lookup(key []byte) (*keys.Entry, bool) { return h.snap.Load().Lookup(key) }
+
+// Create issues a key and returns its description and its secret, which is
+// never shown again.
+func (h *Handle) Create(name string, p tenantpolicy.Policy) (keys.Info, string, error) {
+	return h.ask(&createKey{name: name, policy: p})
+}
+
+// UpdatePolicy replaces a key's policy.
+func (h *Handle) UpdatePolicy(name string, p tenantpolicy.Policy) (keys.Info, error) {
+	i, _, err := h.ask(&updateKey{name: name, policy: p})
+	return i, err
+}
+
+// Rotate gives a key a new secret (returned once); the old one stops
+// working at once. The tenant id, policy and usage stay.
+func (h *Handle) Rotate(name string) (keys.Info, string, error) { return h.ask(&rotateKey{name: name}) }
+
+// Revoke stops a key from working, at once and for good.
+func (h *Handle) Revoke(name string) (keys.Info, error) {
+	i, _, err := h.ask(&revokeKey{name: name})
+	return i, err
+}
+
+func (h *Handle) ask(m any) (keys.Info, string, error) {
+	v, err := h.root.RequestFuture(h.pid, m, h.o.Timeout).Result()
+	if err != nil {
+		return keys.Info{}, "", &keys.Error{Status: 503, Code: "key_store_unavailable", Message: fmt.Sprintf("the key store did not answer (%v); retry", err)}
+	}
+	r := v.(*result)
+	return r.info, r.secret, r.err
+}
+
+type keysActor struct {
+	h *Handle
+	// list is every key: config tenants first (read-only), then the store's.
+	list []keys.Key
+}
+
+func (a *keysActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		if a.list == nil {
+			// A restarted actor: reload the state of record. If the store
+			// cannot be read, the published snapshot stays in force and the
+			// next operation reports the error.
+			_ = a.load()
+		}
+	case *createKey:
+		ctx.Respond(a.create(m))
+	case *updateKey:
+		ctx.Respond(a.change(m.name, func(k *keys.Key) error {
+			if err := a.h.o.Store.UpdatePolicy(context.Background(), m.name, m.policy); err != nil {
+				return err
+			}
+			k.Policy = m.policy
+			return nil
+		}, false))
+	case *rotateKey:
+		ctx.Respond(a.change(m.name, nil, true))
+	case *revokeKey:
+		ctx.Respond(a.change(m.name, func(k *keys.Key) error {
+			at := a.h.o.Clock.Now().UTC()
+			if err := a.h.o.Store.RevokeKey(context.Background(), m.name, at); err != nil {
+				return err
+			}
+			k.RevokedAt = &at
+			return nil
+		}, false))
+	case crash:
+		panic("keys: crash requested by a test")
+	}
+}
+
+// load reads the store and merges the config tenants.
+func (a *keysActor) load() error {
+	o := a.h.o
+	stored, err := o.Store.Keys(context.Background())
+	if err != nil {
+		return fmt.Errorf("loading API keys: %w", err)
+	}
+	list := make([]keys.Key, 0, len(o.Config)+len(stored))
+	for _, c := range o.Config {
+		id := o.Resolver.IDForDigest(c.KeySHA256)
+		list = append(list, keys.Key{Info: keys.Info{Name: c.Name, TenantID: id.String(), Source: keys.FromConfig, Policy: c.Policy,
+			KeySHA256Prefix: keys.HashHex(c.KeySHA256)[:8]}, Digest: c.KeySHA256, ID: id})
+	}
+	for _, s := range stored {
+		k, err := fromStore(s)
+		if err != nil {
+			return err
+		}
+		list = append(list, k)
+	}
+	a.list = list
+	return nil
+}
+
+func fromStore(s store.Key) (keys.Key, error) {
+	var d [32]byte
+	b, err := hex.DecodeString(s.KeyHash)
+	if err != nil || len(b) != len(d) {
+		return keys.Key{}, fmt.Errorf("key %q in the store has a malformed hash; revoke it in the database or restore a backup", s.Name)
+	}
+	copy(d[:], b)
+	var id tenant.ID
+	if len(s.TenantID) != tenant.IDLen {
+		return keys.Key{}, fmt.Errorf("key %q in the store has a malformed tenant id %q", s.Name, s.TenantID)
+	}
+	copy(id[:], s.TenantID)
+	k := keys.Key{Info: keys.Info{Name: s.Name, TenantID: s.TenantID, Source: keys.FromStore, Policy: s.Policy, KeySHA256Prefix: s.KeyHash[:8]}, Digest: d, ID: id}
+	k.CreatedAt = timePtr(s.CreatedAt)
+	k.RotatedAt = timePtr(s.RotatedAt)
+	k.RevokedAt = timePtr(s.RevokedAt)
+	return k, nil
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC()
+	return &t
+}
+
+func (a *keysActor) publish() {
+	s := keys.Build(a.list)
+	a.h.snap.Store(s)
+	a.h.o.OnChange(s)
+}
+
+func (a *keysActor) find(name string) *keys.Key {
+	for i := range a.list {
+		if a.list[i].Name == name {
+			return &a.list[i]
+		}
+	}
+	return nil
+}
+
+func (a *keysActor) create(m *createKey) *result {
+	if err := keys.ValidateName(m.name); err != nil {
+		return &result{err: err}
+	}
+	if err := m.policy.Validate(""); err != nil {
+		return &result{err: &keys.Error{Status: 400, Code: "invalid_policy", Field: firstField(err), Message: err.Error()}}
+	}
+	if k := a.find(m.name); k != nil {
+		why := "an existing key"
+		if k.Source == keys.FromConfig {
+			why = "a config-file tenant"
+		} else if k.RevokedAt != nil {
+			why = "a revoked key (names are never reused)"
+		}
+		return &result{err: &keys.Error{Status: 400, Code: "duplicate_key_name", Field: "name", Message: fmt.Sprintf("name %q is used by %s; choose another name", m.name, why)}}
+	}
+	secret, err := keys.GenerateSecret()
+	if err != nil {
+		return &result{err: err}
+	}
+	d := keys.Digest([]byte(secret))
+	id := a.h.o.Resolver.IDForDigest(d)
+	now := a.h.o.Clock.Now().UTC()
+	sk := store.Key{Name: m.name, TenantID: id.String(), KeyHash: keys.HashHex(d), Policy: m.policy, CreatedAt: now}
+	if err := a.h.o.Store.CreateKey(context.Background(), sk); err != nil {
+		return &result{err: storeError(m.name, err)}
+	}
+	k, _ := fromStore(sk)
+	a.list = append(a.list, k)
+	a.publish()
+	return &result{info: k.Info, secret: secret}
+}
+
+// change applies an operation to an active stored key: apply for policy
+// and revocation, or a rotation.
+func (a *keysActor) change(name string, apply func(*keys.Key) error, rotate bool) *result {
+	k := a.find(name)
+	switch {
+	case k == nil:
+		return &result{err: &keys.Error{Status: 404, Code: "key_not_found", Field: "name", Message: fmt.Sprintf("no key named %q", name)}}
+	case k.Source == keys.FromConfig:
+		return &result{err: &keys.Error{Status: 409, Code: "read_only_tenant", Field: "name", Message: fmt.Sprintf("%q is a config-file tenant; change it in the config file and restart", name)}}
+	case k.RevokedAt != nil:
+		return &result{err: &keys.Error{Status: 409, Code: "key_revoked", Field: "name", Message: fmt.Sprintf("key %q is revoked; create a new key", name)}}
+	}
+	var secret string
+	if rotate {
+		s, err := keys.GenerateSecret()
+		if err != nil {
+			return &result{err: err}
+		}
+		d := keys.Digest([]byte(s))
+		at := a.h.o.Clock.Now().UTC()
+		if err := a.h.o.Store.RotateKey(context.Background(), name, keys.HashHex(d), at); err != nil {
+			return &result{err: storeError(name, err)}
+		}
+		k.Digest, k.KeySHA256Prefix, k.RotatedAt, secret = d, keys.HashHex(d)[:8], &at, s
+	} else if err := apply(k); err != nil {
+		return &result{err: storeError(name, err)}
+	}
+	a.publish()
+	return &result{info: k.Info, secret: secret}
+}
+
+func firstField(err error) string {
+	var es tenantpolicy.Errors
+	if errors.As(err, &es) && len(es) > 0 {
+		return es[0].Path
+	}
+	return ""
+}
+
+func storeError(name string, err error) error {
+	switch {
+	case errors.Is(err, store.ErrDuplicateName):
+		return &keys.Error{Status: 400, Code: "duplicate_key_name", Field: "name", Message: fmt.Sprintf("name %q is already used; choose another name", name)}
+	case errors.Is(err, store.ErrNotFound):
+		return &keys.Error{Status: 404, Code: "key_not_found", Field: "name", Message: fmt.Sprintf("no key named %q", name)}
+	case errors.Is(err, store.ErrRevoked):
+		return &keys.Error{Status: 409, Code: "key_revoked", Field: "name", Message: fmt.Sprintf("key %q is revoked", name)}
+	}
+	return &keys.Error{Status: 503, Code: "key_store_unavailable", Message: fmt.Sprintf("the key store failed (%v); retry", err)}
+}

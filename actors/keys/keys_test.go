@@ -1,0 +1,178 @@
+package keys
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/keys"
+	"github.com/omniroute/gateway/internal/store/sqlite"
+	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/internal/tenantpolicy"
+	"github.com/omniroute/gateway/internal/testutil"
+)
+
+var resolver, _ = tenant.NewResolver([]byte("0123456789abcdef0123"), tenant.ModeKeys, false, nil)
+
+type fixture struct {
+	h       *Handle
+	db      *sqlite.DB
+	changes atomic.Int64
+	sys     *actor.ActorSystem
+}
+
+func spawn(t *testing.T, path string) *fixture {
+	t.Helper()
+	db, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{db: db, sys: testutil.ActorSystem(t)}
+	h, err := Spawn(f.sys, Options{Store: db, Resolver: resolver, Clock: clock.NewFake(time.Date(2026, 3, 14, 10, 0, 0, 0, time.UTC)),
+		Config:   []ConfigTenant{{Name: "ops", KeySHA256: sha256.Sum256([]byte("ops-key")), Policy: tenantpolicy.Policy{Class: "batch"}}},
+		OnChange: func(*keys.Snapshot) { f.changes.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.h = h
+	t.Cleanup(f.stop)
+	return f
+}
+
+func (f *fixture) stop() {
+	if f.h != nil {
+		f.h.Stop()
+		f.db.Close()
+		f.h = nil
+	}
+}
+
+func code(err error) string {
+	var e *keys.Error
+	if errors.As(err, &e) {
+		return e.Code + "/" + e.Field
+	}
+	return "not a keys.Error: " + errFmt(err)
+}
+
+func errFmt(err error) string {
+	if err == nil {
+		return "nil"
+	}
+	return err.Error()
+}
+
+func TestKeyLifecycle(t *testing.T) {
+	path := filepath.Join(t.TempDir(), sqlite.FileName)
+	f := spawn(t, path)
+	h := f.h
+	// The config tenant authenticates and is listed, read-only.
+	if e, ok := h.Lookup([]byte("ops-key")); !ok || e.Source != keys.FromConfig || e.TenantID != resolver.IDForKey([]byte("ops-key")) {
+		t.Fatalf("config tenant: %+v %v", e, ok)
+	}
+	info, secret, err := h.Create("ci", tenantpolicy.Policy{RequestsPerMinute: 60})
+	if err != nil || !strings.HasPrefix(secret, keys.SecretPrefix) || info.Name != "ci" || info.Source != keys.FromStore {
+		t.Fatalf("create: %+v %q %v", info, secret, err)
+	}
+	e, ok := h.Lookup([]byte(secret))
+	if !ok || e.TenantID != resolver.IDForKey([]byte(secret)) || e.Policy.RequestsPerMinute != 60 || e.TenantID.String() != info.TenantID {
+		t.Fatalf("new key does not authenticate as its tenant: %+v %v", e, ok)
+	}
+	// Listing never shows a secret.
+	b, _ := json.Marshal(h.Snapshot().Infos())
+	if strings.Contains(string(b), secret) || strings.Contains(string(b), secret[len(keys.SecretPrefix):]) {
+		t.Fatalf("listing leaks the secret: %s", b)
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"duplicate name", second(h.Create("ci", tenantpolicy.Policy{})), "duplicate_key_name/name"},
+		{"config tenant's name", second(h.Create("ops", tenantpolicy.Policy{})), "duplicate_key_name/name"},
+		{"bad name", second(h.Create("has space", tenantpolicy.Policy{})), "invalid_key_name/name"},
+		{"bad policy", second(h.Create("x", tenantpolicy.Policy{MaxConcurrent: -1})), "invalid_policy/max_concurrent"},
+		{"config tenant is read-only", first(h.Revoke("ops")), "read_only_tenant/name"},
+		{"unknown key", first(h.UpdatePolicy("nope", tenantpolicy.Policy{})), "key_not_found/name"},
+	} {
+		if got := code(c.err); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+	// A new policy is in force on the next lookup.
+	if _, err := h.UpdatePolicy("ci", tenantpolicy.Policy{RequestsPerMinute: 5, MaxConcurrent: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := h.Lookup([]byte(secret)); e.Policy.RequestsPerMinute != 5 || e.Policy.MaxConcurrent != 2 {
+		t.Fatalf("policy not updated: %+v", e.Policy)
+	}
+	// Rotation: the old secret stops at once, the tenant stays.
+	_, secret2, err := h.Rotate("ci")
+	if err != nil || secret2 == secret {
+		t.Fatal(err)
+	}
+	if _, ok := h.Lookup([]byte(secret)); ok {
+		t.Fatal("the old secret still works after rotation")
+	}
+	if e2, ok := h.Lookup([]byte(secret2)); !ok || e2.TenantID != e.TenantID {
+		t.Fatalf("rotated key changed tenant: %+v", e2)
+	}
+	// Revocation: effective on the next lookup.
+	if _, err := h.Revoke("ci"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := h.Lookup([]byte(secret2)); ok {
+		t.Fatal("revoked key still works")
+	}
+	if got := code(second(h.Rotate("ci"))); got != "key_revoked/name" {
+		t.Fatalf("rotate a revoked key: %s", got)
+	}
+	if f.changes.Load() != 5 { // spawn, create, update, rotate, revoke
+		t.Fatalf("OnChange called %d times", f.changes.Load())
+	}
+	_, live, _ := h.Create("live", tenantpolicy.Policy{DailyBudgetUSD: 3})
+	// A restart finds everything as it was.
+	f.stop()
+	g := spawn(t, path)
+	if _, ok := g.h.Lookup([]byte(secret2)); ok {
+		t.Fatal("revoked key works after a restart")
+	}
+	if e, ok := g.h.Lookup([]byte(live)); !ok || e.Policy.DailyBudgetUSD != 3 {
+		t.Fatalf("live key after a restart: %+v %v", e, ok)
+	}
+	if i, ok := g.h.Snapshot().Info("ci"); !ok || i.RevokedAt == nil || i.RotatedAt == nil || i.CreatedAt == nil || i.Policy.MaxConcurrent != 2 {
+		t.Fatalf("ci after a restart: %+v", i)
+	}
+}
+
+func TestRestartReloadsFromTheStore(t *testing.T) {
+	f := spawn(t, filepath.Join(t.TempDir(), sqlite.FileName))
+	_, s1, _ := f.h.Create("a", tenantpolicy.Policy{})
+	f.h.root.Send(f.h.pid, crash{})
+	// The fresh actor reloaded "a" from the store: its name is taken, and
+	// new keys work.
+	if got := code(second(f.h.Create("a", tenantpolicy.Policy{}))); got != "duplicate_key_name/name" {
+		t.Fatalf("after restart: %s", got)
+	}
+	_, s2, err := f.h.Create("b", tenantpolicy.Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{s1, s2} {
+		if _, ok := f.h.Lookup([]byte(s)); !ok {
+			t.Fatal("key lost in the restart")
+		}
+	}
+}
+
+func first(_ keys.Info, err error) error { return err }
+
+func second[T any](_ keys.Info, _ T, err error) error { return err }

@@ -1,0 +1,240 @@
+package requestlog
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/store"
+	"github.com/omniroute/gateway/internal/store/sqlite"
+	"github.com/omniroute/gateway/internal/testutil"
+)
+
+var t0 = time.Date(2026, 3, 14, 10, 0, 0, 0, time.UTC)
+
+func system(t *testing.T) *actor.ActorSystem { return testutil.ActorSystem(t) }
+
+func db(t *testing.T, o sqlite.Options) *sqlite.DB {
+	d, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func rec(i int) *store.Record {
+	return &store.Record{Time: t0, RequestID: fmt.Sprintf("req_%d", i), TenantID: "key_a", TenantName: "a", Model: "m", Target: "p/c/m",
+		CallerDialect: "openai", UpstreamDialect: "openai", Status: 200, Attempts: 1, Latency: time.Second, TokensIn: 10, TokensOut: 5,
+		CostNano: 2500, ClientIP: store.IPLoopback}
+}
+
+func until(t *testing.T, what string, cond func() bool) { t.Helper(); testutil.Until(t, what, cond) }
+
+func count(t *testing.T, d store.LogStore) int {
+	p, err := d.Requests(context.Background(), store.Filter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(p.Records)
+}
+
+func TestBatchesBySizeAndByTime(t *testing.T) {
+	d := db(t, sqlite.Options{})
+	clk := clock.NewFake(t0)
+	h, err := Spawn(system(t), Options{Store: d, Clock: clk, BatchSize: 5, FlushInterval: time.Second, Tick: 2 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	for i := 0; i < 12; i++ {
+		if !h.Log(rec(i)) {
+			t.Fatal("dropped with an empty queue")
+		}
+	}
+	until(t, "two full batches written", func() bool { return h.Health().Written == 10 && h.Health().Queued == 0 })
+	if n := count(t, d); n != 10 {
+		t.Fatalf("%d rows after two batches", n)
+	}
+	// The last two wait for the flush interval on the injected clock.
+	time.Sleep(20 * time.Millisecond)
+	if h.Health().Written != 10 {
+		t.Fatal("flushed before the interval")
+	}
+	clk.Advance(time.Second)
+	until(t, "the partial batch flushed by time", func() bool { return h.Health().Written == 12 })
+	if n := count(t, d); n != 12 {
+		t.Fatalf("%d rows", n)
+	}
+	if u, _ := d.Usage(context.Background(), store.UsageQuery{}); len(u) != 1 || u[0].Requests != 12 || u[0].CostNano != 12*2500 {
+		t.Fatalf("usage %+v", u)
+	}
+}
+
+// blockingStore holds every insert until released.
+type blockingStore struct {
+	store.LogStore
+	release chan struct{}
+	mu      sync.Mutex
+	got     int
+}
+
+func (b *blockingStore) InsertRequests(_ context.Context, recs []store.Record) error {
+	<-b.release
+	b.mu.Lock()
+	b.got += len(recs)
+	b.mu.Unlock()
+	return nil
+}
+
+func TestFullQueueDropsAndNeverBlocks(t *testing.T) {
+	bs := &blockingStore{release: make(chan struct{})}
+	h, err := Spawn(system(t), Options{Store: bs, Clock: clock.NewFake(t0), BatchSize: 1, QueueSize: 4, Tick: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted, dropped := 0, 0
+	// The writer is stuck in its first insert; Log must keep returning.
+	for i := 0; i < 100; i++ {
+		if h.Log(rec(i)) {
+			accepted++
+		} else {
+			dropped++
+		}
+	}
+	if dropped == 0 || accepted > 4+1 || h.Health().Dropped != int64(dropped) {
+		t.Fatalf("accepted %d, dropped %d, health %+v", accepted, dropped, h.Health())
+	}
+	close(bs.release)
+	until(t, "accepted records written", func() bool { return h.Health().Written == int64(accepted) })
+	h.Stop()
+	if bs.got != accepted {
+		t.Fatalf("store got %d of %d", bs.got, accepted)
+	}
+}
+
+func TestFullDiskStopsLoggingNotServing(t *testing.T) {
+	d := db(t, sqlite.Options{MaxPages: 16})
+	clk := clock.NewFake(t0)
+	h, err := Spawn(system(t), Options{Store: d, Clock: clk, BatchSize: 2000, Tick: 2 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	for i := 0; i < 2000; i++ {
+		if !h.Log(rec(i)) {
+			t.Fatal("Log refused while the disk is full")
+		}
+	}
+	until(t, "the write error reported", func() bool { return h.Health().Errors == 1 })
+	hl := h.Health()
+	if !hl.Failing || hl.Failed != 2000 || hl.Written != 0 || !strings.Contains(hl.LastError, "full") || hl.RetryAt == nil || !hl.RetryAt.Equal(t0.Add(time.Second)) {
+		t.Fatalf("health %+v", hl)
+	}
+	// Paused: records are counted, not written, and Log still returns.
+	for i := 0; i < 10; i++ {
+		if !h.Log(rec(1000 + i)) {
+			t.Fatal("Log refused while paused")
+		}
+	}
+	until(t, "paused records counted", func() bool { return h.Health().Failed == 2010 })
+	// After the backoff the next batch is tried again, and fails again
+	// with a doubled backoff.
+	clk.Advance(time.Second)
+	for i := 0; i < 2000; i++ {
+		h.Log(rec(5000 + i))
+	}
+	until(t, "the second attempt failed", func() bool { return h.Health().Errors == 2 })
+	if hl := h.Health(); !hl.RetryAt.Equal(t0.Add(3*time.Second)) || hl.Written != 0 {
+		t.Fatalf("health %+v", hl)
+	}
+}
+
+func TestStdoutLines(t *testing.T) {
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	w := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return buf.Write(p) })
+	h, err := Spawn(system(t), Options{Lines: slog.New(slog.NewJSONHandler(w, nil)), Clock: clock.NewFake(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		h.Log(rec(i))
+	}
+	h.Stop()
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines: %s", len(lines), buf.String())
+	}
+	var v map[string]any
+	if err := json.Unmarshal([]byte(lines[2]), &v); err != nil || v["msg"] != "request" || v["request_id"] != "req_2" || v["cost_usd"] != 2.5e-6 || v["status"] != 200.0 || v["client_ip"] != "loopback" {
+		t.Fatalf("%v %v", v, err)
+	}
+	if hl := h.Health(); hl.DB || !hl.Stdout {
+		t.Fatalf("%+v", hl)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func TestRestartCountsTheLostBatchAndGoesOn(t *testing.T) {
+	d := db(t, sqlite.Options{})
+	clk := clock.NewFake(t0)
+	h, err := Spawn(system(t), Options{Store: d, Clock: clk, BatchSize: 100, Tick: 2 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	for i := 0; i < 3; i++ {
+		h.Log(rec(i))
+	}
+	until(t, "records taken", func() bool { return h.Health().Queued == 0 })
+	h.root.Send(h.pid, crash{})
+	until(t, "the lost batch counted", func() bool { return h.Health().Failed == 3 })
+	h.Log(rec(10))
+	until(t, "taken by the fresh writer", func() bool { return h.Health().Queued == 0 })
+	clk.Advance(2 * time.Second)
+	until(t, "written after the restart", func() bool { return h.Health().Written == 1 })
+}
+
+func TestStopFlushesAndRetentionDeletes(t *testing.T) {
+	d := db(t, sqlite.Options{})
+	old := rec(1)
+	old.Time = t0.Add(-48 * time.Hour)
+	if err := d.InsertRequests(context.Background(), []store.Record{*old}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := Spawn(system(t), Options{Store: d, Clock: clock.NewFake(t0), BatchSize: 100, Tick: 2 * time.Millisecond, Retention: 24 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	until(t, "retention applied", func() bool { return h.Health().Deleted == 1 })
+	h.Log(rec(2))
+	h.Stop()
+	if n := count(t, d); n != 1 || h.Health().Written != 1 {
+		t.Fatalf("%d rows after stop, health %+v", n, h.Health())
+	}
+}
+
+func TestOffLogsNothing(t *testing.T) {
+	h, err := Spawn(system(t), Options{})
+	if err != nil || !h.Log(rec(1)) {
+		t.Fatal(err)
+	}
+	h.Stop()
+	if hl := h.Health(); hl.Queued != 0 || hl.DB || hl.Stdout {
+		t.Fatalf("%+v", hl)
+	}
+}

@@ -1,0 +1,209 @@
+// Package keys holds the pure parts of API keys issued at run time:
+// generating a secret, hashing it, validating names and create bodies, and
+// the published snapshot the request path authenticates against.
+//
+// A secret is shown once, when it is created or rotated; only its SHA-256
+// is kept (the same form as a config-file tenant's key_sha256). A key's
+// tenant id is derived from its first secret by internal/tenant, as for
+// config-file tenants, and stays the same across rotations so its usage and
+// limits carry on.
+package keys
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"sort"
+	"time"
+
+	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/internal/tenantpolicy"
+)
+
+// SecretPrefix starts every generated secret, so a leaked one is easy to
+// recognise (and to scan for).
+const SecretPrefix = "sk-omni-"
+
+// GenerateSecret returns a new secret: SecretPrefix and 32 random bytes
+// in hex.
+func GenerateSecret() (string, error) {
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", fmt.Errorf("cannot generate a key secret: %w", err)
+	}
+	return SecretPrefix + hex.EncodeToString(raw[:]), nil
+}
+
+// Digest is a secret's SHA-256.
+func Digest(secret []byte) [32]byte { return sha256.Sum256(secret) }
+
+// HashHex is the stored form of a secret's digest.
+func HashHex(d [32]byte) string { return hex.EncodeToString(d[:]) }
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// ValidateName checks a key name (the same rule as config tenant names).
+func ValidateName(name string) error {
+	if !nameRE.MatchString(name) {
+		return &Error{Status: 400, Code: "invalid_key_name", Field: "name",
+			Message: fmt.Sprintf("name %q: want 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", name)}
+	}
+	return nil
+}
+
+// Error is a refused key operation, for the management API: a status, a
+// machine-readable code and the field to blame (when one is).
+type Error struct {
+	Status  int
+	Code    string
+	Field   string
+	Message string
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return e.Field + ": " + e.Message
+	}
+	return e.Message
+}
+
+// CreateBody is POST /api/keys: a name and the policy fields, flat, as a
+// config-file tenant entry has them.
+type CreateBody struct {
+	Name string `json:"name"`
+	tenantpolicy.Policy
+}
+
+// DecodeCreate reads a create body strictly. Errors are *Error naming the
+// field.
+func DecodeCreate(body []byte) (string, tenantpolicy.Policy, error) {
+	var b CreateBody
+	if err := tenantpolicy.DecodeStrict(body, &b); err != nil {
+		return "", tenantpolicy.Policy{}, policyError(err)
+	}
+	if err := ValidateName(b.Name); err != nil {
+		return "", tenantpolicy.Policy{}, err
+	}
+	if err := b.Policy.Validate(""); err != nil {
+		return "", tenantpolicy.Policy{}, policyError(err)
+	}
+	return b.Name, b.Policy, nil
+}
+
+// DecodePolicy reads a policy body (PUT /api/keys/{name}/policy) strictly.
+func DecodePolicy(body []byte) (tenantpolicy.Policy, error) {
+	p, err := tenantpolicy.Decode(body)
+	if err != nil {
+		return p, policyError(err)
+	}
+	return p, nil
+}
+
+// policyError turns a tenantpolicy error into a 400 naming the first field.
+func policyError(err error) error {
+	e := &Error{Status: 400, Code: "invalid_policy", Message: err.Error()}
+	switch v := err.(type) {
+	case tenantpolicy.FieldError:
+		e.Field = v.Path
+	case tenantpolicy.Errors:
+		e.Field = v[0].Path
+	}
+	return e
+}
+
+// Source says where a tenant comes from.
+type Source string
+
+// Sources.
+const (
+	FromConfig Source = "config" // read-only: edit the config file
+	FromStore  Source = "store"
+)
+
+// Entry is an active key as the request path sees it.
+type Entry struct {
+	Name     string
+	TenantID tenant.ID
+	Policy   *tenantpolicy.Policy
+	Source   Source
+}
+
+// Info describes a key for listing; it never holds a secret.
+type Info struct {
+	Name      string              `json:"name"`
+	TenantID  string              `json:"tenantId"`
+	Source    Source              `json:"source"`
+	Policy    tenantpolicy.Policy `json:"policy"`
+	CreatedAt *time.Time          `json:"createdAt,omitempty"`
+	RotatedAt *time.Time          `json:"rotatedAt,omitempty"`
+	RevokedAt *time.Time          `json:"revokedAt,omitempty"`
+	// KeySHA256Prefix is the first 8 hex digits of the current secret's
+	// hash, enough to tell keys apart and useless to an attacker.
+	KeySHA256Prefix string `json:"keySha256Prefix"`
+}
+
+// Snapshot is the immutable published key set: active keys by digest for
+// the request path, and every key's description for listing.
+type Snapshot struct {
+	byDigest map[[32]byte]*Entry
+	infos    []Info
+}
+
+// Key is one key for Build.
+type Key struct {
+	Info
+	Digest [32]byte
+	ID     tenant.ID
+}
+
+// Build makes a snapshot. Revoked keys are listed but do not authenticate.
+func Build(keys []Key) *Snapshot {
+	s := &Snapshot{byDigest: make(map[[32]byte]*Entry, len(keys)), infos: make([]Info, 0, len(keys))}
+	for i := range keys {
+		k := &keys[i]
+		s.infos = append(s.infos, k.Info)
+		if k.RevokedAt != nil {
+			continue
+		}
+		p := k.Policy
+		s.byDigest[k.Digest] = &Entry{Name: k.Name, TenantID: k.ID, Policy: &p, Source: k.Source}
+	}
+	sort.Slice(s.infos, func(i, j int) bool { return s.infos[i].Name < s.infos[j].Name })
+	return s
+}
+
+// Lookup finds the active key a caller sent. It hashes the key once and
+// does not allocate; a miss means the key is unknown or revoked.
+func (s *Snapshot) Lookup(key []byte) (*Entry, bool) {
+	return s.LookupDigest(sha256.Sum256(key))
+}
+
+// LookupDigest is Lookup for an already computed digest.
+func (s *Snapshot) LookupDigest(d [32]byte) (*Entry, bool) {
+	e, ok := s.byDigest[d]
+	return e, ok
+}
+
+// Infos lists every key, sorted by name.
+func (s *Snapshot) Infos() []Info { return append([]Info(nil), s.infos...) }
+
+// Info returns the description of the key named name.
+func (s *Snapshot) Info(name string) (Info, bool) {
+	i := sort.Search(len(s.infos), func(i int) bool { return s.infos[i].Name >= name })
+	if i < len(s.infos) && s.infos[i].Name == name {
+		return s.infos[i], true
+	}
+	return Info{}, false
+}
+
+// Active lists the active keys' tenants (for the limiter's tenant set).
+func (s *Snapshot) Active() []*Entry {
+	out := make([]*Entry, 0, len(s.byDigest))
+	for _, e := range s.byDigest {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

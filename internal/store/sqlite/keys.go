@@ -1,0 +1,127 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/omniroute/gateway/internal/store"
+	"github.com/omniroute/gateway/internal/tenantpolicy"
+)
+
+// codeConstraint is SQLite's constraint violation.
+const codeConstraint = 19
+
+func millis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromMillis(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// CreateKey implements store.KeyStore.
+func (d *DB) CreateKey(ctx context.Context, k store.Key) error {
+	pol, err := json.Marshal(k.Policy)
+	if err != nil {
+		return fmt.Errorf("encoding the policy of key %q: %w", k.Name, err)
+	}
+	_, err = d.db.ExecContext(ctx, `INSERT INTO keys(name, tenant_id, key_hash, policy, created_at) VALUES(?,?,?,?,?)`,
+		k.Name, k.TenantID, k.KeyHash, string(pol), millis(k.CreatedAt))
+	if Code(err) == codeConstraint {
+		var taken int
+		if d.db.QueryRowContext(ctx, `SELECT count(*) FROM keys WHERE name = ?`, k.Name).Scan(&taken) == nil && taken > 0 {
+			return store.ErrDuplicateName
+		}
+		return fmt.Errorf("key %q collides with another key's hash or tenant id; generate a new secret: %w", k.Name, err)
+	}
+	if err != nil {
+		return describe(d.path, "write a key to", err)
+	}
+	return nil
+}
+
+// Keys implements store.KeyStore.
+func (d *DB) Keys(ctx context.Context) ([]store.Key, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT name, tenant_id, key_hash, policy, created_at, rotated_at, revoked_at FROM keys ORDER BY name`)
+	if err != nil {
+		return nil, describe(d.path, "read keys from", err)
+	}
+	defer rows.Close()
+	var out []store.Key
+	for rows.Next() {
+		var k store.Key
+		var pol string
+		var created, rotated, revoked int64
+		if err := rows.Scan(&k.Name, &k.TenantID, &k.KeyHash, &pol, &created, &rotated, &revoked); err != nil {
+			return nil, describe(d.path, "read keys from", err)
+		}
+		p, err := tenantpolicy.Decode([]byte(pol))
+		if err != nil {
+			return nil, fmt.Errorf("database %s: key %q has an invalid policy (%v); fix it with the key API or in the database", d.path, k.Name, err)
+		}
+		k.Policy = p
+		k.CreatedAt, k.RotatedAt, k.RevokedAt = fromMillis(created), fromMillis(rotated), fromMillis(revoked)
+		out = append(out, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, describe(d.path, "read keys from", err)
+	}
+	return out, nil
+}
+
+// change runs an update of one active key.
+func (d *DB) change(ctx context.Context, name, query string, args ...any) error {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return describe(d.path, "change a key in", err)
+	}
+	defer tx.Rollback()
+	var revoked int64
+	switch err := tx.QueryRowContext(ctx, `SELECT revoked_at FROM keys WHERE name = ?`, name).Scan(&revoked); {
+	case errors.Is(err, sql.ErrNoRows):
+		return store.ErrNotFound
+	case err != nil:
+		return describe(d.path, "change a key in", err)
+	case revoked != 0:
+		return store.ErrRevoked
+	}
+	if _, err := tx.ExecContext(ctx, query, append(args, name)...); err != nil {
+		if Code(err) == codeConstraint {
+			return fmt.Errorf("key %q: the new hash collides with another key's; generate a new secret: %w", name, err)
+		}
+		return describe(d.path, "change a key in", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return describe(d.path, "change a key in", err)
+	}
+	return nil
+}
+
+// UpdatePolicy implements store.KeyStore.
+func (d *DB) UpdatePolicy(ctx context.Context, name string, p tenantpolicy.Policy) error {
+	pol, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("encoding the policy of key %q: %w", name, err)
+	}
+	return d.change(ctx, name, `UPDATE keys SET policy = ? WHERE name = ?`, string(pol))
+}
+
+// RotateKey implements store.KeyStore.
+func (d *DB) RotateKey(ctx context.Context, name, keyHash string, at time.Time) error {
+	return d.change(ctx, name, `UPDATE keys SET key_hash = ?, rotated_at = ? WHERE name = ?`, keyHash, millis(at))
+}
+
+// RevokeKey implements store.KeyStore.
+func (d *DB) RevokeKey(ctx context.Context, name string, at time.Time) error {
+	return d.change(ctx, name, `UPDATE keys SET revoked_at = ? WHERE name = ?`, max(millis(at), 1))
+}

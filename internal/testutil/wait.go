@@ -1,0 +1,31 @@
+package testutil
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+)
+
+// Until polls cond every 2 ms until it holds, failing the test with what
+// after 10 s. It is for conditions another goroutine (an actor) makes true,
+// never for timing: the deadline only stops a test that would hang.
+func Until(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// ActorSystem returns an actor system that logs nothing, shut down when
+// the test ends.
+func ActorSystem(t testing.TB) *actor.ActorSystem {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	return sys
+}
