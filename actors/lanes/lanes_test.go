@@ -519,9 +519,7 @@ func TestAnswersDriveEachUpstreamsLimit(t *testing.T) {
 		l0 = step(0, l0, func(int) time.Duration { return 100 * time.Millisecond })
 		l1 = step(1, l1, func(n int) time.Duration { return 100 * time.Millisecond * time.Duration(max(n, 8)) / 8 })
 		e.h.Tick()
-		if i%20 == 0 {
-			e.h.Sync()
-		}
+		e.h.Sync() // the controllers judge each step at the clock it was sent on
 	}
 	e.h.Sync()
 	s := e.h.Snapshot()
@@ -655,8 +653,8 @@ func TestStandingQueueSheds(t *testing.T) {
 		}
 		leases = keep
 		e.h.Tick()
+		e.h.Sync() // the controller judges each step at the clock it was sent on
 	}
-	e.h.Sync()
 	up := e.h.Snapshot().Upstreams[0]
 	if !up.Converged || up.DrainPerSecond <= 0 || up.QueueTargetMs <= 0 {
 		t.Fatalf("controller did not converge: %+v", up)
