@@ -691,8 +691,8 @@ func TestStandingQueueSheds(t *testing.T) {
 	for {
 		p := &pending{done: make(chan Reason, 1)}
 		done := make(chan Reason, 1)
-		go func() { done <- e.h.Acquire(Ticket{Tenant: id("x"), Class: admission.Interactive, Cost: 1}, &p.lease) }()
 		n := e.h.Snapshot().QueuedCount
+		go func() { done <- e.h.Acquire(Ticket{Tenant: id("x"), Class: admission.Interactive, Cost: 1}, &p.lease) }()
 		shed := false
 		for deadline := time.Now().Add(5 * time.Second); ; {
 			select {
