@@ -104,10 +104,13 @@ func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bo
 			return false
 		case attemptBusy:
 			busy++
-			c.releaseLease(lanes.LocalReject, false)
-			c.releaseAttempt(messages.Request) // the provider was not asked: refund
+			c.abandonAttempt()
 			c.fallbacks++
 			continue
+		case attemptExpired:
+			c.abandonAttempt()
+			c.fail(errDeadline("its deadline passed while it waited for its turn"))
+			return false
 		}
 		o, drop := outcomeOf(lastClass, c.attemptReason)
 		c.releaseLease(o, drop)
@@ -153,6 +156,9 @@ const (
 	attemptDone attemptOutcome = iota
 	attemptFailover
 	attemptCanceled
+	// attemptExpired: the caller's deadline passed before the request
+	// could be sent; the provider was not asked.
+	attemptExpired
 	// attemptBusy: the local pool had no free connection; the provider
 	// was not asked, so nothing is reported against the target.
 	attemptBusy
@@ -167,6 +173,12 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 	c.buildRequest(x, t)
 	c.attemptStart = g.clk.Now()
 	if left, ok := c.remaining(c.attemptStart); ok {
+		if left <= 0 {
+			// Its turn came (admission, a pooled connection) after the
+			// caller's deadline: the caller is gone, never send it.
+			x.Release()
+			return attemptExpired, false
+		}
 		x.Limit = time.Now().Add(left) // the caller is gone by then
 	}
 	err := client.Do(x, &c.cancel, c.scan.Stream)

@@ -329,6 +329,18 @@ func (p *plan) annotate(m *messages.AttemptFinished, now time.Time) {
 // serve the request: a refund when the provider refused or was never
 // reached, the input estimate when it may have started working (timeout,
 // caller gone).
+// abandonAttempt gives back what the current attempt took when it was
+// never sent: its admission, its token reservation (refunded) and its
+// half-open probe.
+func (c *call) abandonAttempt() {
+	c.releaseLease(lanes.LocalReject, false)
+	c.releaseAttempt(messages.Request)
+	if p := &c.plan; p.probeID >= 0 {
+		c.g.targets.ReleaseProbe(p.probeID)
+		p.probeID = -1
+	}
+}
+
 func (c *call) releaseAttempt(class messages.FailureClass) {
 	p := &c.plan
 	switch class {

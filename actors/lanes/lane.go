@@ -35,14 +35,14 @@ type laneActor struct {
 	cost   [admission.NumClasses]int64
 	// busySince is when each class's queue last went from empty to
 	// queued (zero while empty): a queue that has not emptied for an
-	// interval is a standing one, CoDel's bad queue. markCost is the
-	// queue's cost at markAt, sampled once an interval: a standing queue
-	// that holds its length is a closed loop of callers (each sends again
-	// when answered) and waits; one that grows is demand beyond its
-	// share, and sheds.
+	// interval is a standing one, CoDel's bad queue.
 	busySince [admission.NumClasses]time.Time
-	markAt    [admission.NumClasses]time.Time
-	markCost  [admission.NumClasses]int64
+	// flow counts, per class, the cost that arrived at the lane (queued
+	// or refused) and the cost it was granted: a standing queue whose
+	// arrivals keep pace with its grants is a closed loop of callers
+	// (each sends again when answered) and waits; one whose arrivals
+	// outrun its grants is demand beyond its share, and sheds.
+	flow [admission.NumClasses]laneFlow
 	evicted   bool
 	armed     time.Time
 	cancel    scheduler.CancelFunc
@@ -141,6 +141,7 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 	}
 	c := w.class
 	cfg := &l.u.h.cfg
+	l.flow[c].in += w.cost
 	if int64(len(l.q[c])) >= cfg.MaxQueueCount || l.cost[c]+w.cost > cfg.MaxQueueCost {
 		w.resolveCurrent(QueueFull)
 		w.unref()
@@ -156,7 +157,7 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 	}
 	if len(l.q[c]) == 0 {
 		l.busySince[c] = l.u.h.clk.Now()
-		l.markAt[c], l.markCost[c] = l.busySince[c], 0
+		l.flow[c].restart(l.busySince[c])
 	}
 	l.q[c] = append(l.q[c], w)
 	l.cost[c] += w.cost
@@ -171,12 +172,13 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 // queue: a lane that emptied within the last burst interval (a tenant
 // within its fair share, whose bursts drain) may queue up to the
 // interval's worth of wait. A lane that has stayed non-empty that long is
-// a standing queue; while it keeps growing (demand beyond its share) it
-// sheds whatever would wait past the upstream's queueing target, at once
-// and with a Retry-After of its drain time. A standing queue that holds
-// its length is a closed loop of callers, each sending again only when
-// answered: shedding would only make them retry, so it waits (bounded by
-// the caps, the max wait and the callers' deadlines). Until the upstream
+// a standing queue; while its arrivals outrun its grants (demand beyond
+// its share) it sheds whatever would wait past the upstream's queueing
+// target, at once and with a Retry-After of its drain time. A standing
+// queue whose arrivals keep pace with its grants is a closed loop of
+// callers, each sending again only when answered: shedding would only
+// make them retry, so it waits (bounded by the caps, the max wait and the
+// callers' deadlines). Until the upstream
 // has answered, its drain rate is unknown and only those bounds apply.
 func (l *laneActor) admissible(w *waiter) (Reason, int) {
 	v := l.u.view.Load()
@@ -204,24 +206,49 @@ func (l *laneActor) admissible(w *waiter) (Reason, int) {
 		}
 		return None, 0
 	}
-	if now.Sub(l.markAt[c]) >= interval {
-		l.markAt[c], l.markCost[c] = now, l.cost[c]
-	}
-	growing := float64(l.cost[c]) > float64(l.markCost[c])*(1+growShare)+1
-	if ew > v.target && growing {
+	if ew > v.target && l.flow[c].outrun(now, l.u.h.cfg.Window()) {
 		return Overloaded, retrySeconds(ew)
 	}
 	return None, 0
 }
 
-// growShare is how much a standing queue must have grown since its last
-// mark to count as growing, beyond the noise of a closed loop's length.
-const growShare = 0.1
+// laneFlow measures whether a lane's arrivals outrun its grants, over
+// the last whole window (or, in the first window of a busy period, since
+// it began).
+type laneFlow struct {
+	in, out         int64 // cost arrived and granted, cumulative
+	markAt          time.Time
+	markIn, markOut int64
+	lastIn, lastOut int64 // over the last whole window; -1: none yet
+}
+
+func (f *laneFlow) restart(now time.Time) {
+	f.markAt, f.markIn, f.markOut, f.lastIn, f.lastOut = now, f.in, f.out, -1, -1
+}
+
+// outrun reports whether arrivals exceeded grants by more than a tenth
+// (and two requests' worth, the noise of a closed loop's timing).
+func (f *laneFlow) outrun(now time.Time, window time.Duration) bool {
+	if now.Sub(f.markAt) >= window {
+		f.lastIn, f.lastOut = f.in-f.markIn, f.out-f.markOut
+		f.markAt, f.markIn, f.markOut = now, f.in, f.out
+	}
+	in, out := f.lastIn, f.lastOut
+	if in < 0 {
+		in, out = f.in-f.markIn, f.out-f.markOut
+	}
+	return float64(in) > float64(out)*(1+outrunShare)+2
+}
+
+// outrunShare is how much more must arrive than is granted for a standing
+// queue to count as demand beyond its share.
+const outrunShare = 0.1
 
 func (l *laneActor) grant(ctx actor.Context, m *grant) {
 	bounce := true
 	if w := l.head(m.class); w != nil && w.seq == m.seq {
 		l.pop(m.class)
+		l.flow[m.class].out += w.cost
 		w.grantedAt = m.at
 		if w.resolveCurrent(None) {
 			bounce = false

@@ -630,34 +630,29 @@ func TestLightLaneKeepsItsRecentDemand(t *testing.T) {
 // wait past the queueing target once it grows, while another tenant's
 // lane, empty until now, still queues.
 func TestStandingQueueSheds(t *testing.T) {
-	e := start(t, func(c *admission.Config) { c.MinLimit, c.InitialLimit, c.MaxLimit = 1, 16, 4096; c.VirtualLanes = true })
-	// Converge on an upstream whose answers queue past 8 in flight.
+	// A fixed limit of 8 (the lane mechanics apart from the controller),
+	// and answers of 100 ms: the drain rate is 80 a second.
+	e := start(t, func(c *admission.Config) { c.MinLimit, c.InitialLimit, c.MaxLimit = 8, 8, 8; c.VirtualLanes = true })
 	var leases []*Lease
-	for i := 0; i < 3000; i++ {
-		e.clk.Advance(5 * time.Millisecond)
-		for len(leases) < 24 {
+	for i := 0; i < 40; i++ {
+		for j := 0; j < 8; j++ {
 			var l Lease
-			if e.h.TryAcquire(Ticket{Tenant: id("w"), Cost: 1}, &l) != None {
-				break
+			if r := e.h.TryAcquire(Ticket{Tenant: id("w"), Cost: 1}, &l); r != None {
+				t.Fatalf("warm-up: %q", r.Code())
 			}
 			leases = append(leases, &l)
 		}
-		lat := 100 * time.Millisecond * time.Duration(max(len(leases), 8)) / 8
-		keep := leases[:0]
+		e.clk.Advance(100 * time.Millisecond)
 		for _, l := range leases {
-			if e.clk.Now().Sub(l.AdmittedAt) >= lat {
-				e.h.Release(l, success)
-				continue
-			}
-			keep = append(keep, l)
+			e.h.Release(l, success)
 		}
-		leases = keep
+		leases = leases[:0]
 		e.h.Tick()
-		e.h.Sync() // the controller judges each step at the clock it was sent on
+		e.h.Sync()
 	}
 	up := e.h.Snapshot().Upstreams[0]
-	if !up.Converged || up.DrainPerSecond <= 0 || up.QueueTargetMs <= 0 {
-		t.Fatalf("controller did not converge: %+v", up)
+	if up.DrainPerSecond <= 0 || up.QueueTargetMs <= 0 {
+		t.Fatalf("no drain rate after the warm-up: %+v", up)
 	}
 	// Fill the limit so that everything else queues.
 	for {
@@ -684,45 +679,55 @@ func TestStandingQueueSheds(t *testing.T) {
 	for i := 0; i < burst; i++ {
 		xs = append(xs, queue("x"))
 	}
-	// x's queue has not emptied for the interval: it stands. Holding its
-	// length it waits; growing by more than a tenth (and one), it sheds.
+	// x's queue has not emptied for the interval: it stands, and its
+	// arrivals outrun its grants (none): the next request is shed.
 	e.clk.Advance(burstIntervals*target + time.Millisecond) // the snapshot rounds the target
-	grown := 0
-	for {
-		p := &pending{done: make(chan Reason, 1)}
-		done := make(chan Reason, 1)
-		n := e.h.Snapshot().QueuedCount
-		go func() { done <- e.h.Acquire(Ticket{Tenant: id("x"), Class: admission.Interactive, Cost: 1}, &p.lease) }()
-		shed := false
-		for deadline := time.Now().Add(5 * time.Second); ; {
+	if _, r := e.acquire("x", admission.Interactive, 1); r != Overloaded {
+		t.Fatalf("standing queue outrunning its grants: %q, want %q", r.Code(), Overloaded.Code())
+	}
+	// A closed loop: each answer brings one new request. After a whole
+	// window in which arrivals kept pace with grants, the standing queue
+	// waits although its wait exceeds the target.
+	cfg := e.h.Config()
+	window := cfg.Window()
+	step := window / 10
+	var lastShed time.Duration
+	for elapsed := time.Duration(0); elapsed < 3*window; elapsed += step {
+		e.clk.Advance(step)
+		e.h.Release(leases[0], success)
+		leases = leases[1:]
+		if r := xs[0].wait(t); r != None {
+			t.Fatalf("queued request: %q", r.Code())
+		}
+		leases = append(leases, &xs[0].lease) // it holds the freed place
+		xs = xs[1:]
+		n := int64(len(xs))
+		e.until("the grant counted", func(s *Snapshot) bool { return s.QueuedCount == n })
+		p := e.acquireAsync("x", admission.Interactive, 1, nil)
+		queued := false
+		for deadline := time.Now().Add(5 * time.Second); !queued; {
 			select {
-			case r := <-done:
+			case r := <-p.done:
 				if r != Overloaded {
-					t.Fatalf("growing standing queue: %q, want %q", r.Code(), Overloaded.Code())
+					t.Fatalf("closed loop: %q", r.Code())
 				}
-				shed = true
+				lastShed = elapsed
+				queued = true // answered: nothing queued
+				continue
 			default:
 			}
-			if shed || e.h.Snapshot().QueuedCount > n {
-				break
+			if e.h.Snapshot().QueuedCount > n {
+				xs = append(xs, p)
+				queued = true
 			}
 			if time.Now().After(deadline) {
 				t.Fatal("the request was neither queued nor shed")
 			}
 			time.Sleep(time.Millisecond)
 		}
-		if shed {
-			break
-		}
-		p.done = done
-		xs = append(xs, p)
-		grown++
-		if grown > burst {
-			t.Fatalf("the standing queue grew from %d by %d without shedding", burst, grown)
-		}
 	}
-	if want := int(float64(burst)*growShare) + 1; grown < want {
-		t.Fatalf("shed after growing by %d, want it to wait while it grew by no more than %d", grown, want)
+	if lastShed >= 2*window {
+		t.Fatalf("a closed loop was still shed %v into it (windows of %v)", lastShed, window)
 	}
 	// y's lane was empty: its request queues behind x's.
 	y := queue("y")

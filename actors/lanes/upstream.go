@@ -72,8 +72,12 @@ func (u *upstream) wait(t Ticket, cost int64, now time.Time) (Reason, int, int64
 	w.arrived = now
 	w.deadline = now.Add(h.cfg.MaxWait())
 	w.callerDeadline = t.Deadline
-	if !t.Deadline.IsZero() && t.Deadline.Before(w.deadline) {
-		w.deadline = t.Deadline
+	if !t.Deadline.IsZero() {
+		// A grant later than the deadline less an unqueued answer's time
+		// cannot be answered in time: the wait ends there.
+		if d := t.Deadline.Add(-u.view.Load().baselineFor(t.Stream)); d.Before(w.deadline) {
+			w.deadline = d
+		}
 	}
 	if t.Abort != nil && !t.Abort.Notify(func() { w.resolve(gen, Aborted) }) {
 		w.resolve(gen, Aborted)
