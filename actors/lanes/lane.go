@@ -42,12 +42,12 @@ type laneActor struct {
 	// arrivals keep pace with its grants is a closed loop of callers
 	// (each sends again when answered) and waits; one whose arrivals
 	// outrun its grants is demand beyond its share, and sheds.
-	flow [admission.NumClasses]laneFlow
-	evicted   bool
-	armed     time.Time
-	cancel    scheduler.CancelFunc
-	timers    *scheduler.TimerScheduler
-	me        *actor.PID
+	flow    [admission.NumClasses]laneFlow
+	evicted bool
+	armed   time.Time
+	cancel  scheduler.CancelFunc
+	timers  *scheduler.TimerScheduler
+	me      *actor.PID
 }
 
 func (l *laneActor) Receive(ctx actor.Context) {
