@@ -28,7 +28,7 @@ func TestConfigValidationMessages(t *testing.T) {
 		{"min over max", func(c *Config) { c.MinLimit, c.MaxLimit = 100, 10 }, []string{"minLimit must be <= maxLimit"}},
 		{"window", func(c *Config) { c.WindowMs = MaxWindowMs + 1 }, []string{"windowMs must be <= 86400000"}},
 		{"wait zero", func(c *Config) { c.DefaultMaxWaitMs = 0 }, []string{"defaultMaxWaitMs must be a positive safe integer"}},
-		{"cost quantum", func(c *Config) { c.Cost.TokensPerUnit = 0 }, []string{"cost.tokensPerUnit must be a positive safe integer"}},
+		{"cost quantum", func(c *Config) { c.Cost.TokensPerUnit = -1 }, []string{"cost.tokensPerUnit must be 0 (off) or a positive safe integer"}},
 		{"mode", func(c *Config) { c.Mode = 7 }, []string{"mode must be off|shadow|enforce"}},
 		{"global", func(c *Config) { c.GlobalLimit = -1 }, []string{"globalLimit must be 0 (none) or a positive integer"}},
 		{"queue target", func(c *Config) { c.QueueTargetMs = -1 }, []string{"queueTargetMs must be 0 (automatic)"}},

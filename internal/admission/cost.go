@@ -4,16 +4,19 @@ import "fmt"
 
 // CostConfig turns request features into a cost: what the request holds
 // at the provider, in units of one small request. A request holds one
-// place (a slot) for as long as it runs, however many tokens it may
-// generate: max_tokens is a cap, not an occupancy, and the token ledgers
-// budget tokens. A long context holds more (prefill work and cache memory
-// on the provider), one unit more per TokensPerUnit estimated input
-// tokens. An answer asked for n times (OpenAI "n") holds n places.
+// place (a slot) for as long as it runs, however long its context and
+// however many tokens it may generate: providers limit concurrent
+// requests, their token limits are budgeted by the token ledgers, and a
+// long prefill shows as a longer time held, which the controller
+// measures. An answer asked for n times (OpenAI "n") holds n places.
+// TokensPerUnit (0 by default: off) adds a unit per that many estimated
+// input tokens, for an embedder whose provider is bound by cache memory
+// (a self-hosted server) rather than by requests.
 //
 // OmniRoute's quanta priced an 80 KB Claude Code request with 25 tools and
 // max_tokens 32000 at 65 units, more than its default limit of 64, so it
-// was admitted only on an idle gateway; here it costs 1, and a 500 KB
-// context 4. However large, a request is charged at most a quarter of its
+// was admitted only on an idle gateway; here it costs 1, as a 2 MiB one
+// does. However large, a request is charged at most a quarter of its
 // upstream's limit (see Gate.Charge), so it is admitted in its fair turn.
 type CostConfig struct {
 	Base          int64
@@ -29,6 +32,9 @@ func (c CostConfig) validate() Errors {
 		v    int64
 	}{{"cost.base", c.Base}, {"cost.tokensPerUnit", c.TokensPerUnit}, {"cost.maxRequestCost", c.MaxRequestCost}} {
 		switch {
+		case f.name == "cost.tokensPerUnit" && f.v == 0: // off
+		case f.name == "cost.tokensPerUnit" && f.v < 0:
+			errs = append(errs, &FieldError{Field: f.name, Msg: f.name + " must be 0 (off) or a positive safe integer"})
 		case f.v <= 0 || f.v > MaxSafeInteger:
 			errs = append(errs, &FieldError{Field: f.name, Msg: f.name + " must be a positive safe integer"})
 		case f.v > MaxCostOrLimit:
@@ -38,10 +44,9 @@ func (c CostConfig) validate() Errors {
 	return errs
 }
 
-// DefaultCost returns the default quanta: 1 per request, plus 1 per
-// 32 768 estimated input tokens (about 128 KiB of body).
+// DefaultCost returns the default quanta: 1 per answer asked for.
 func DefaultCost() CostConfig {
-	return CostConfig{Base: 1, TokensPerUnit: 32768, MaxRequestCost: 1024}
+	return CostConfig{Base: 1, MaxRequestCost: 1024}
 }
 
 // Features describe a request for pricing. Negative values count as 0;

@@ -10,6 +10,23 @@ func TestCostVectors(t *testing.T) {
 		want int64
 	}{
 		{"nothing", Features{}, 1},
+		{"a Claude Code turn: 80 KB, 25 tools", Features{InputTokens: 80_000 / 4}, 1},
+		{"2 MiB", Features{InputTokens: 2 << 20 / 4}, 1},
+		{"n = 3", Features{Fanout: 3}, 3},
+		{"saturates by fan-out", Features{Fanout: 1 << 40}, 1024},
+	} {
+		if got := c.Cost(tc.f); got != tc.want {
+			t.Errorf("default: %s: cost %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	// Priced by context, for a provider bound by cache memory.
+	c.TokensPerUnit = 32768
+	for _, tc := range []struct {
+		name string
+		f    Features
+		want int64
+	}{
+		{"nothing", Features{}, 1},
 		{"a small chat", Features{InputTokens: 500}, 1},
 		{"a Claude Code turn: 80 KB, 25 tools", Features{InputTokens: 80_000 / 4}, 1},
 		{"just under a unit of context", Features{InputTokens: 32767}, 1},
@@ -30,7 +47,7 @@ func TestCostVectors(t *testing.T) {
 	}
 	small := c
 	small.MaxRequestCost = 2
-	if got := small.Cost(Features{InputTokens: 1 << 20}); got != 2 {
+	if got := small.Cost(Features{InputTokens: 1 << 40}); got != 2 {
 		t.Errorf("over max: %d, want 2", got)
 	}
 }
