@@ -33,6 +33,13 @@ type controller struct {
 	u      *upstream
 	cfg    admission.Config
 	manual bool
+	// flow is the upstream's arrivals against grants, window by window.
+	flow struct {
+		markAt          time.Time
+		markIn, markOut int64
+		lastIn, lastOut int64 // over the last whole window; lastIn -1: none yet
+		overloaded      bool
+	}
 	ctl    *admission.Controller
 	sched  *admission.Scheduler
 	lanes  map[tenant.ID]*laneInfo
@@ -215,6 +222,7 @@ func (c *controller) sleepIfIdle() {
 func (c *controller) step(ctx actor.Context) {
 	now := c.u.h.clk.Now()
 	changed := c.drainReleases()
+	c.rollFlow(now)
 	phases := c.ctl.Phases()
 	if c.ctl.Tick(c.u.gate.Reading(now)) {
 		changed = true
@@ -233,6 +241,26 @@ func (c *controller) step(ctx actor.Context) {
 	}
 	c.dispatch(ctx)
 	c.publish(false)
+}
+
+// rollFlow closes the flow window once a window has passed: the upstream
+// is overloaded when, over the window so far or the last whole one, more
+// cost came to its lanes than they were granted, by a tenth and two
+// requests (a closed loop's timing noise).
+func (c *controller) rollFlow(now time.Time) {
+	f := &c.flow
+	in, out := c.u.flowIn.Load(), c.u.flowOut.Load()
+	if f.markAt.IsZero() {
+		f.markAt, f.lastIn = now, -1
+	}
+	if now.Sub(f.markAt) >= c.cfg.Window() {
+		f.lastIn, f.lastOut = in-f.markIn, out-f.markOut
+		f.markAt, f.markIn, f.markOut = now, in, out
+	}
+	outrun := func(in, out int64) bool { return float64(in) > float64(out)*(1+outrunShare)+2 }
+	// The window so far tells at once (an overload's first second fills
+	// a queue); the last whole one keeps the verdict across the roll.
+	f.overloaded = outrun(in-f.markIn, out-f.markOut) || (f.lastIn >= 0 && outrun(f.lastIn, f.lastOut))
 }
 
 func (c *controller) laneOf(key tenant.ID) *laneInfo {
@@ -544,11 +572,23 @@ func (c *controller) publish(full bool) {
 	c.u.view.Store(c.buildView())
 }
 
+// queueTarget is the upstream's queueing target: the configured one, or
+// half the no-queue latency, but never less than two turnovers of a
+// place (the time held ÷ the limit): long streams free a place only so
+// often, and a wait for the next one is no standing queue.
+func (c *controller) queueTarget() time.Duration {
+	t := c.cfg.QueueTarget(c.ctl.Baseline())
+	if c.cfg.QueueTargetMs == 0 && c.ctl.Limit() > 0 {
+		t = min(max(t, 2*c.ctl.Held()/time.Duration(c.ctl.Limit())), c.cfg.MaxWait())
+	}
+	return t
+}
+
 func (c *controller) buildView() *view {
 	ctl := c.ctl
 	v := &view{limit: ctl.Limit(), knee: ctl.Knee(), phase: ctl.Phase(), converged: ctl.Converged(),
 		baseline: [2]time.Duration{ctl.BaselineOf(true), ctl.BaselineOf(false)}, held: ctl.Held(),
-		drainRate: ctl.DrainRate(), target: c.cfg.QueueTarget(ctl.Baseline()), pressure: ctl.Pressure(),
+		drainRate: ctl.DrainRate(), target: c.queueTarget(), pressure: ctl.Pressure(), overloaded: c.flow.overloaded,
 		last: ctl.Last(), window: c.window, virtQueuedCount: c.virtN, virtQueuedCost: c.virtCost, laneCount: len(c.lanes),
 		laneTenants: c.tenants}
 	if c.shared != nil {

@@ -142,6 +142,7 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 	c := w.class
 	cfg := &l.u.h.cfg
 	l.flow[c].in += w.cost
+	l.u.flowIn.Add(w.cost)
 	if int64(len(l.q[c])) >= cfg.MaxQueueCount || l.cost[c]+w.cost > cfg.MaxQueueCost {
 		w.resolveCurrent(QueueFull)
 		w.unref()
@@ -168,8 +169,10 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 // admissible decides whether w may queue here: its expected wait, from
 // the upstream's measured drain rate shared among the lanes with a
 // backlog, must leave time before the caller's deadline for the answer
-// itself, and fit the lane's allowance. CoDel's good queue and bad
-// queue: a lane that emptied within the last burst interval (a tenant
+// itself. Shedding for delay applies only while the upstream is
+// overloaded (over the last window more came to its lanes than they were
+// granted): a closed loop of callers, however long it waits, keeps pace.
+// Then each lane has an allowance, CoDel's good queue and bad queue: a lane that emptied within the last burst interval (a tenant
 // within its fair share, whose bursts drain) may queue up to the
 // interval's worth of wait. A lane that has stayed non-empty that long is
 // a standing queue; while its arrivals outrun its grants (demand beyond
@@ -195,7 +198,9 @@ func (l *laneActor) admissible(w *waiter) (Reason, int) {
 			return Deadline, retrySeconds(ew)
 		}
 	}
-	if !known {
+	if !known || !v.overloaded {
+		// Demand the upstream keeps pace with (a closed loop of callers,
+		// a burst being served) waits its turn.
 		return None, 0
 	}
 	interval := burstIntervals * v.target
@@ -249,6 +254,7 @@ func (l *laneActor) grant(ctx actor.Context, m *grant) {
 	if w := l.head(m.class); w != nil && w.seq == m.seq {
 		l.pop(m.class)
 		l.flow[m.class].out += w.cost
+		l.u.flowOut.Add(w.cost)
 		w.grantedAt = m.at
 		if w.resolveCurrent(None) {
 			bounce = false

@@ -623,8 +623,9 @@ func TestLightLaneKeepsItsRecentDemand(t *testing.T) {
 	}
 }
 
-// TestStandingQueueSheds: once the drain rate is known, a lane's burst
-// may queue up to the burst interval's worth of wait. A lane that has not
+// TestStandingQueueSheds: once the drain rate is known and the upstream
+// is overloaded (arrivals outrun grants), a lane's burst may queue up to
+// the burst interval's worth of wait. A lane that has not
 // emptied for that interval is a standing queue: it keeps waiting while
 // it holds its length (a closed loop of callers), and sheds what would
 // wait past the queueing target once it grows, while another tenant's
@@ -682,6 +683,8 @@ func TestStandingQueueSheds(t *testing.T) {
 	// x's queue has not emptied for the interval: it stands, and its
 	// arrivals outrun its grants (none): the next request is shed.
 	e.clk.Advance(burstIntervals*target + time.Millisecond) // the snapshot rounds the target
+	e.h.Tick()
+	e.h.Sync() // the controller sees the flow: arrivals, no grants
 	if _, r := e.acquire("x", admission.Interactive, 1); r != Overloaded {
 		t.Fatalf("standing queue outrunning its grants: %q, want %q", r.Code(), Overloaded.Code())
 	}

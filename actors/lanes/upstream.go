@@ -24,9 +24,14 @@ type upstream struct {
 	// incarnations counts the controller's starts (restarts after the
 	// first).
 	incarnations atomic.Int32
-	lanes        atomicLanes
-	view         atomicView
-	done         doneLog
+	// flowIn and flowOut count the cost that came to the upstream's lanes
+	// (queued or refused) and the cost they were granted: the controller
+	// compares them each window to tell an overload (arrivals outrun
+	// grants) from a closed loop of callers that waits its turn.
+	flowIn, flowOut atomic.Int64
+	lanes           atomicLanes
+	view            atomicView
+	done            doneLog
 }
 
 func newUpstream(h *Handle, idx int, spec UpstreamSpec, o Options) *upstream {
@@ -179,6 +184,9 @@ type view struct {
 	drainRate  float64 // cost per second
 	target     time.Duration
 	backlogged int // lanes with queued work
+	// overloaded: over the last window, more came to the lanes than they
+	// were granted (see controller.rollFlow).
+	overloaded bool
 	pressure   admission.Pressure
 	last       admission.PhaseReport
 	window     Window
