@@ -67,7 +67,6 @@ type controller struct {
 	tenants    []LaneTenant
 	sinceLanes int
 	nowNs      int64
-	extra      [admission.NumClasses]int64
 	decide     [admission.NumClasses]func(int64) admission.Decision
 }
 
@@ -80,12 +79,6 @@ type laneInfo struct {
 	lastUse  time.Time
 	elem     *list.Element
 	inflight [admission.NumClasses]uint64 // head seq granted or rejected, not yet acknowledged
-
-	// What the lane holds from grants, for the reserve of light lanes.
-	flight    [admission.NumClasses]int64
-	peak      [admission.NumClasses]int64
-	peakAt    [admission.NumClasses]time.Time
-	lastGrant [admission.NumClasses]time.Time
 }
 
 type virtEntry struct {
@@ -106,7 +99,7 @@ func newController(u *upstream, o Options) *controller {
 	for cl := range c.decide {
 		cl := admission.Class(cl)
 		c.decide[cl] = func(cost int64) admission.Decision {
-			if c.u.gate.Grant(cl, cost, c.nowNs, c.extra[cl]) == admission.Granted {
+			if c.u.gate.Grant(cl, cost, c.nowNs, 0) == admission.Granted {
 				return admission.Take
 			}
 			return admission.Skip
@@ -334,9 +327,6 @@ func (c *controller) onLaneState(ctx actor.Context, m *laneState) {
 	}
 	now := c.u.h.clk.Now()
 	info.count, info.cost, info.lastUse = m.count, m.cost, now
-	if m.bounce {
-		info.flight[m.bounced.class] = max(0, info.flight[m.bounced.class]-m.bounced.cost)
-	}
 	if info.elem != nil {
 		c.lru.MoveToFront(info.elem)
 	}
@@ -359,11 +349,6 @@ func (c *controller) drainReleases() bool {
 	for i := range batch {
 		m := &batch[i]
 		c.ctl.Observe(m.at, m.s)
-		if m.queued && c.cfg.VirtualLanes {
-			if info := c.lanes[m.tenant]; info != nil {
-				info.flight[m.class] = max(0, info.flight[m.class]-m.cost)
-			}
-		}
 		if m.virtID != 0 {
 			if e := c.virtIdx[m.virtID]; e != nil {
 				delete(c.virtIdx, m.virtID)
@@ -383,17 +368,17 @@ func (c *controller) drainReleases() bool {
 // dispatch grants freed capacity to lane heads, interactive first, each
 // class in fair order, until nothing more fits.
 //
-// It folds the released leases first, whatever message woke it: a
-// release frees the gate before its kick arrives, and capacity granted on
-// holdings that predate the release would go to the wrong lane (a light
-// lane's reserved room to a backlogged one).
+// There is no reserve for light lanes: a lane with a waiter is served
+// next by the fair scheduler, so a light tenant waits at most for the
+// next place to free (time held ÷ limit), while room kept for its recent
+// peak stood idle and cost the busy tenant a fifth of the capacity.
+//
+// It folds the released leases first, whatever message woke it, so their
+// samples reach the controller before it grants on their capacity.
 func (c *controller) dispatch(ctx actor.Context) {
 	c.drainReleases()
 	now := c.u.h.clk.Now()
 	c.nowNs = now.UnixNano()
-	for cl := range c.extra {
-		c.extra[cl] = c.laneReserve(admission.Class(cl), now)
-	}
 	for progress := true; progress; {
 		progress = false
 		for cl := admission.Class(0); cl < admission.NumClasses; cl++ {
@@ -405,8 +390,6 @@ func (c *controller) dispatch(ctx actor.Context) {
 			info := c.byID[id]
 			info.inflight[cl] = seq
 			if d == admission.Take {
-				c.charge(info, cl, cost, now)
-				c.extra[cl] = c.laneReserve(cl, now) // the lane may just have become light
 				ctx.Send(info.pid, &grant{class: cl, seq: seq, cost: cost, at: c.nowNs})
 			} else {
 				ctx.Send(info.pid, &rejectHead{class: cl, seq: seq, reason: Unavailable})
@@ -416,71 +399,6 @@ func (c *controller) dispatch(ctx actor.Context) {
 	if c.u.virt != nil {
 		c.promoteVirtual(now)
 	}
-}
-
-// charge records a grant to a lane: what it holds, its recent peak, and
-// when it was last served.
-func (c *controller) charge(info *laneInfo, cl admission.Class, cost int64, now time.Time) {
-	info.flight[cl] += cost
-	if info.flight[cl] >= info.peak[cl] || now.Sub(info.peakAt[cl]) >= c.classIdle() {
-		info.peak[cl], info.peakAt[cl] = info.flight[cl], now
-	}
-	info.lastGrant[cl] = now
-}
-
-func (c *controller) classIdle() time.Duration {
-	return time.Duration(c.cfg.ClassIdleMs) * time.Millisecond
-}
-
-// laneReserve is the room a grant must leave free for the light lanes of
-// class cl: lanes served in the last ClassIdle that have nothing queued now
-// keep, up to their fair share, the most they held recently, so that a
-// tenant's steady traffic is not made to wait behind another tenant's
-// backlog for the next completion. Lanes with queued work need no reserve:
-// the fair scheduler serves them in order. This is the noisy-neighbour
-// protection; it lends the rest of every share.
-func (c *controller) laneReserve(cl admission.Class, now time.Time) int64 {
-	if !c.cfg.VirtualLanes || len(c.lanes) < 2 {
-		return 0
-	}
-	idle := c.classIdle()
-	active := int64(0)
-	for _, info := range c.lanes {
-		if info.flight[cl] > 0 || c.queued(info, cl) > 0 || now.Sub(info.lastGrant[cl]) < idle {
-			active++
-		}
-	}
-	if active < 2 {
-		return 0
-	}
-	share := c.ctl.Limit() / active
-	var sum int64
-	for _, info := range c.lanes {
-		if c.queued(info, cl) > 0 {
-			continue // contending: the scheduler serves it in fair order
-		}
-		if info.flight[cl] == 0 && now.Sub(info.lastGrant[cl]) >= idle {
-			continue
-		}
-		peak := info.flight[cl]
-		if now.Sub(info.peakAt[cl]) < idle {
-			peak = max(peak, info.peak[cl])
-		}
-		if r := min(share, peak) - info.flight[cl]; r > 0 {
-			sum += r
-		}
-	}
-	return sum
-}
-
-// queued is what a lane still has waiting in class cl: its last report
-// less a head granted or rejected since.
-func (c *controller) queued(info *laneInfo, cl admission.Class) int64 {
-	n := info.count[cl]
-	if info.inflight[cl] != 0 {
-		n--
-	}
-	return n
 }
 
 func (c *controller) onShadow(m *shadowQueue) {

@@ -391,7 +391,7 @@ func (h *Handle) Release(l *Lease, c Completion) {
 	s := sample(l, c, now)
 	// Log first, free second: a dispatch that sees the freed capacity then
 	// also finds this record and knows whose capacity it was.
-	kick := u.done.add(release{class: l.Class, cost: l.Cost, virtID: l.virtID, tenant: l.tenant, queued: l.queued, s: s, at: now})
+	kick := u.done.add(release{class: l.Class, cost: l.Cost, virtID: l.virtID, s: s, at: now})
 	if l.mode == admission.ModeEnforce {
 		u.gate.Release(l.Class, l.Cost, now.UnixNano(), l.pending, l.AdmittedAt.UnixNano())
 	} else if l.mode == admission.ModeShadow {

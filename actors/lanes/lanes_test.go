@@ -575,52 +575,50 @@ func TestBatchBorrowsAndInteractiveRegainsItsFloor(t *testing.T) {
 	e.h.Release(&pb.lease, success)
 }
 
-// TestLightLaneKeepsItsRecentDemand: a tenant with a backlog may not take
-// the room a light tenant used in the last ClassIdle (up to its fair
-// share), so the light tenant's next request is admitted at once.
-func TestLightLaneKeepsItsRecentDemand(t *testing.T) {
+// TestLightLaneIsServedNext: a tenant that arrives while another, already
+// served, has a backlog is granted the next place that frees, ahead of
+// the backlog that queued before it (fair queuing on cost with history),
+// and nothing is held idle for it while it has nothing queued.
+func TestLightLaneIsServedNext(t *testing.T) {
 	e := start(t, func(c *admission.Config) { c.VirtualLanes = true })
-	x1 := e.hold("x", 10)
-	x2 := e.hold("x", 10)
+	x := e.hold("x", 20)
 	var as []*pending
-	for i := 0; i < 4; i++ {
+	for i := 0; i < 6; i++ {
 		as = append(as, e.acquireAsync("a", admission.Interactive, 5, nil))
 		e.until("a queued", func(s *Snapshot) bool { return s.QueuedCount == int64(i+1) })
 	}
+	// a is served twice: it has a history now.
+	for i := 0; i < 2; i++ {
+		e.h.Release(x.ls[i], success)
+		if r := as[i].wait(t); r != None {
+			t.Fatalf("a: %q", r.Code())
+		}
+	}
 	b := e.acquireAsync("b", admission.Interactive, 5, nil)
 	e.until("b queued", func(s *Snapshot) bool { return s.QueuedCount == 5 })
-	x1.release()
-	for _, p := range []*pending{as[0], b} {
-		if r := p.wait(t); r != None {
-			t.Fatalf("%q", r.Code())
-		}
-	}
-	x2.release()
-	for _, p := range as[1:3] {
-		if r := p.wait(t); r != None {
-			t.Fatalf("%q", r.Code())
-		}
-	}
-	// B's request ends: its 5 stay free for B although A waits.
-	e.h.Release(&b.lease, success)
-	e.until("b released", func(s *Snapshot) bool { return s.ActiveCost == 15 })
-	as[3].still(t)
-	b2 := e.acquireAsync("b", admission.Interactive, 5, nil)
-	if r := b2.wait(t); r != None {
+	e.h.Release(x.ls[2], success) // 5 free: one grant
+	if r := b.wait(t); r != None {
 		t.Fatalf("light tenant: %q", r.Code())
 	}
-	as[3].still(t)
-	e.h.Release(&b2.lease, success)
-	e.until("b2 released", func(s *Snapshot) bool { return s.ActiveCost == 15 })
-	// Once B has been idle for ClassIdle, A may use the room.
-	e.clk.Advance(1100 * time.Millisecond)
-	e.h.Tick()
-	if r := as[3].wait(t); r != None {
-		t.Fatalf("a after b went idle: %q", r.Code())
+	for _, p := range as[2:] {
+		p.still(t)
 	}
-	for _, p := range as {
+	// b's place freed while b has nothing queued: it goes to a at once.
+	e.h.Release(&b.lease, success)
+	if r := as[2].wait(t); r != None {
+		t.Fatalf("backlogged tenant: %q", r.Code())
+	}
+	e.h.Release(x.ls[3], success)
+	for _, p := range as[:3] {
 		e.h.Release(&p.lease, success)
 	}
+	for _, p := range as[3:] {
+		if r := p.wait(t); r != None {
+			t.Fatalf("%q", r.Code())
+		}
+		e.h.Release(&p.lease, success)
+	}
+	e.until("idle", func(s *Snapshot) bool { return s.ActiveCost == 0 })
 }
 
 // TestStandingQueueSheds: once the drain rate is known and the upstream

@@ -109,8 +109,6 @@ type release struct {
 	class  admission.Class
 	cost   int64
 	virtID uint64
-	tenant tenant.ID
-	queued bool // admitted by a grant (the controller counts it in its lane)
 	s      admission.Sample
 	at     time.Time
 }
