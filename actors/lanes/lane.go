@@ -151,8 +151,7 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 	if r, retry := l.admissible(w); r != None {
 		// Refused at once rather than parked: the queue would not drain
 		// within its target delay, or before the caller's deadline.
-		w.retryAfter = retry
-		w.resolveCurrent(r)
+		w.settle(r, retry, 0)
 		w.unref()
 		return
 	}
@@ -253,11 +252,10 @@ func (l *laneActor) grant(ctx actor.Context, m *grant) {
 	bounce := true
 	if w := l.head(m.class); w != nil && w.seq == m.seq {
 		l.pop(m.class)
-		l.flow[m.class].out += w.cost
-		l.u.flowOut.Add(w.cost)
-		w.grantedAt = m.at
-		if w.resolveCurrent(None) {
+		if w.settle(None, 0, m.at) {
 			bounce = false
+			l.flow[m.class].out += w.cost
+			l.u.flowOut.Add(w.cost)
 		}
 		w.unref()
 	}

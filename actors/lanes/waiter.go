@@ -84,6 +84,22 @@ func (w *waiter) resolve(gen uint64, r Reason) bool {
 // reference may call it.
 func (w *waiter) resolveCurrent(r Reason) bool { return w.resolve(w.state.Load()>>1, r) }
 
+// settle resolves the current generation with what the handler reads
+// after it: the Retry-After of a refusal, or when a grant took the cost.
+// The fields are written only by the winner of the resolution, before the
+// reply that publishes them; a waiter its handler already settled (it
+// gave up) is not touched.
+func (w *waiter) settle(r Reason, retry int, grantedAt int64) bool {
+	gen := w.state.Load() >> 1
+	if !w.state.CompareAndSwap(gen<<1, gen<<1|1) {
+		return false
+	}
+	w.retryAfter, w.grantedAt = retry, grantedAt
+	w.u.gate.Unwait(w.class)
+	w.ch <- r
+	return true
+}
+
 // resolved reports whether the current generation is settled.
 func (w *waiter) resolved() bool { return w.state.Load()&1 == 1 }
 
