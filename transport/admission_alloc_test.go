@@ -18,7 +18,7 @@ import (
 
 // allocGateway is a gateway with one model whose provider is never
 // called, and the environment variables given as name, value pairs.
-func allocGateway(t *testing.T, vars ...string) *Gateway {
+func allocGateway(t testing.TB, vars ...string) *Gateway {
 	t.Helper()
 	f, err := config.DecodeFile(strings.NewReader(`{"providers":{"p":{"base_url":"http://127.0.0.1:9/v1","apis":["chat"],"auth":"none","connections":{"c":{}}}},
 		"models":{"m":{"targets":[{"connection":"p/c"}]}},"auth":{"mode":"open","allow_anonymous":true}}`))

@@ -74,7 +74,7 @@ type call struct {
 	bypass bool
 	host   context.Context
 
-	plan plan // routing, token reservation and usage metering (route.go)
+	plan plan       // routing, token reservation and usage metering (route.go)
 	ten  tenantCall // the caller's key, limits reservation, log (tenants.go)
 
 	// admission (lanes.go): the current attempt's lease on its upstream,

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/omniroute/gateway/actors/keys"
 	"github.com/omniroute/gateway/actors/requestlog"
 	tenantlimitactor "github.com/omniroute/gateway/actors/tenantlimit"
@@ -288,7 +290,10 @@ func (ts *tenantSys) keysChanged(s *ikeys.Snapshot, apply bool) {
 		// than the change being lost.
 		specs = ts.specsNoSpend(s)
 	}
-	ts.limits.SetTenants(specs)
+	// Waited for, so the change is in force when the key API answers.
+	if err := ts.limits.ApplyTenants(specs, 5*time.Second); err != nil {
+		ts.limits.SetTenants(specs)
+	}
 }
 
 // specsNoSpend is specs without spend seeds, when the store cannot be read.
@@ -405,15 +410,50 @@ func (c *call) applyTenantHeaders() {
 		return
 	}
 	h := &c.ctx.Response.Header
-	for f := tenantlimit.OpenAI; f <= tenantlimit.Anthropic; f++ {
-		for _, n := range tenantlimit.FamilyHeaderNames(f) {
-			h.Del(n)
+	if c.target != nil && hasRateLimitHeader(h) { // only a provider's answer brings its own
+		for n, canon := range tenantHeaderCanon {
+			if n != tenantlimit.RetryAfterMsHeader { // the provider's retry hint stays
+				h.DelBytes(canon)
+			}
 		}
 	}
 	for i := 0; i < tc.hdr.Len(); i++ {
-		h.SetBytesV(tc.hdr.Name(i), tc.hdr.Value(i))
+		h.SetCanonical(tenantHeaderCanon[tc.hdr.Name(i)], tc.hdr.Value(i))
 	}
 }
+
+// hasRateLimitHeader reports a header of either rate-limit family.
+func hasRateLimitHeader(h *fasthttp.ResponseHeader) bool {
+	for k := range h.All() {
+		if hasPrefixFold(k, "x-ratelimit-") || hasPrefixFold(k, "anthropic-ratelimit-") {
+			return true
+		}
+	}
+	return false
+}
+
+func hasPrefixFold(b []byte, prefix string) bool {
+	return len(b) >= len(prefix) && equalFoldASCII(b[:len(prefix)], prefix)
+}
+
+// tenantHeaderCanon maps every rate-limit header name to its canonical
+// spelling, so setting the headers skips fasthttp's normalising (the most
+// expensive part of the fast path otherwise).
+var tenantHeaderCanon = func() map[string][]byte {
+	m := map[string][]byte{}
+	for _, n := range tenantlimit.HeaderNames() {
+		b := []byte(n)
+		up := true
+		for i, ch := range b {
+			if up && ch >= 'a' && ch <= 'z' {
+				b[i] = ch - 'a' + 'A'
+			}
+			up = ch == '-'
+		}
+		m[n] = b
+	}
+	return m
+}()
 
 // noteError remembers the code of the gateway's own error for the log.
 func (c *call) noteError(e *apierror.Error) { c.ten.errCode = e.Code }
