@@ -336,3 +336,202 @@ func TestBudgetsRollOverAndAllowedModels(t *testing.T) {
 		t.Fatalf("bad policy update: %d %s", r.status, r.body)
 	}
 }
+
+// probeBody is the request that reads a tenant's token bucket back: its
+// reservation is ceil(len/4) + max_tokens tokens (internal/ledger.Estimate).
+const probeBody = `{"model":"ten-gpt","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`
+
+func estimate(body string, maxTokens int64) int64 { return (int64(len(body))+3)/4 + maxTokens }
+
+// charged reads what a tenant with tokens_per_minute 60000 (one token per
+// millisecond of its bucket, so the numbers are exact) and max_concurrent
+// 1 has been charged on a frozen clock: a probe is admitted once the
+// earlier request settled, and its remaining tokens are what is left
+// after the earlier charges and its own reservation.
+func (g *gwEnv) charged(secret string) int64 {
+	g.t.Helper()
+	var r response
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r = g.post("/v1/chat/completions", probeBody, "Authorization", "Bearer "+secret)
+		if r.status == 200 {
+			break
+		}
+		if r.status != 429 || time.Now().After(deadline) {
+			g.t.Fatalf("probe: %d %s", r.status, r.body)
+		}
+		time.Sleep(5 * time.Millisecond) // the earlier request still holds the slot
+	}
+	left, err := strconv.ParseInt(r.header.Get("x-ratelimit-remaining-tokens"), 10, 64)
+	if err != nil {
+		g.t.Fatalf("probe headers %v", r.header)
+	}
+	return 60000 - left - estimate(probeBody, 10)
+}
+
+func usageTotal(t *testing.T, body []byte) int64 {
+	p, _ := jsonField(t, body, "usage", "prompt_tokens").(float64)
+	c, _ := jsonField(t, body, "usage", "completion_tokens").(float64)
+	return int64(p + c)
+}
+
+// TestTenantSettlesFromRealUsage: the tokens a tenant is charged, read
+// back from its bucket: a whole answer's usage; a stream that ended early
+// frees what it did not use; a stream the caller left keeps its
+// reservation; after a fail-over only the serving attempt's usage counts;
+// a provider's refusal (4xx) costs nothing.
+func TestTenantSettlesFromRealUsage(t *testing.T) {
+	resetMock(t)
+	setBehavior(t, map[string]mockprovider.Behavior{
+		"m-ten-gpt":    {ChunkCount: 3, CompletionTokens: 3},
+		"m-ten-long":   {ChunkCount: 40, ChunkGapMS: 25},
+		"m-ten-first":  {Fail: mockprovider.FailSpec{Mode: "status", Status: 500}},
+		"m-ten-second": {CompletionTokens: 11},
+		"m-ten-bad":    {Fail: mockprovider.FailSpec{Mode: "status", Status: 400}},
+	})
+	f := tenantsFile(t)
+	clk := clock.NewFake(time.Date(2025, 11, 25, 10, 0, 0, 0, time.UTC))
+	g := startGatewayWith(t, withModels(t, f, `{"ten-long": {"targets": [{"connection": "mock/a", "model": "m-ten-long"}]},
+		"ten-bad": {"targets": [{"connection": "mock/a", "model": "m-ten-bad"}]}}`), nil, transport.Options{Clock: clk})
+	policy := `"tokens_per_minute":60000,"max_concurrent":1}`
+	n := 0
+	key := func() string {
+		n++
+		return g.createKey(`{"name":"settle` + strconv.Itoa(n) + `",` + policy).Secret
+	}
+
+	t.Run("whole answer", func(t *testing.T) {
+		k := key()
+		body := `{"model":"ten-gpt","max_tokens":4000,"messages":[{"role":"user","content":"hi"}]}`
+		r := g.post("/v1/chat/completions", body, "Authorization", "Bearer "+k)
+		if got, want := g.charged(k), usageTotal(t, r.body); r.status != 200 || got != want {
+			t.Fatalf("charged %d, want the usage %d (%d %s)", got, want, r.status, r.body)
+		}
+	})
+	t.Run("stream that ends early", func(t *testing.T) {
+		k := key()
+		body := `{"model":"ten-gpt","max_tokens":4000,"stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
+		r := g.post("/v1/chat/completions", body, "Authorization", "Bearer "+k)
+		var want int64
+		for _, ev := range sseEvents(r.body) {
+			if strings.Contains(ev[1], `"usage":{`) {
+				want = usageTotal(t, []byte(ev[1]))
+			}
+		}
+		if got := g.charged(k); want == 0 || got != want || got > estimate(body, 4000)-3900 {
+			t.Fatalf("charged %d, want the stream's usage %d", got, want)
+		}
+	})
+	t.Run("stream the caller leaves", func(t *testing.T) {
+		k := key()
+		body := `{"model":"ten-long","max_tokens":3000,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.base+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+k)
+		resp, err := g.hc.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("stream: %v", err)
+		}
+		buf := make([]byte, 64)
+		if _, err := resp.Body.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		resp.Body.Close()
+		if got, want := g.charged(k), estimate(body, 3000); got != want {
+			t.Fatalf("charged %d, want the reservation %d", got, want)
+		}
+	})
+	t.Run("fail over", func(t *testing.T) {
+		k := key()
+		body := `{"model":"ten-fail","max_tokens":2000,"messages":[{"role":"user","content":"hi"}]}`
+		r := g.post("/v1/chat/completions", body, "Authorization", "Bearer "+k)
+		if r.status != 200 || r.header.Get("X-OmniRoute-Fallbacks") != "1" {
+			t.Fatalf("fail over: %d %v %s", r.status, r.header, r.body)
+		}
+		if got, want := g.charged(k), usageTotal(t, r.body); got != want {
+			t.Fatalf("charged %d, want the serving attempt's usage %d", got, want)
+		}
+	})
+	t.Run("provider refusal", func(t *testing.T) {
+		k := key()
+		body := `{"model":"ten-bad","max_tokens":2000,"messages":[{"role":"user","content":"hi"}]}`
+		if r := g.post("/v1/chat/completions", body, "Authorization", "Bearer "+k); r.status != 400 {
+			t.Fatalf("want the provider's 400, got %d %s", r.status, r.body)
+		}
+		if got := g.charged(k); got != 0 {
+			t.Fatalf("charged %d for a request the provider refused", got)
+		}
+	})
+}
+
+// withModels adds models (a JSON object of name → model) to f.
+func withModels(t *testing.T, f *config.File, models string) *config.File {
+	t.Helper()
+	var m map[string]config.Model
+	if err := json.Unmarshal([]byte(models), &m); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range m {
+		f.Models[k] = v
+	}
+	return f
+}
+
+// TestSixtyFourConcurrentRequestsAgainstACapOfTen: 64 callers with one
+// key (max_concurrent 10, a tight tokens_per_minute) keep sending until
+// the token limit refuses them. The provider (the mock's ground truth)
+// never has more than 10 of them at once, and the tokens really used
+// exceed the limit by at most one request's max_tokens.
+func TestSixtyFourConcurrentRequestsAgainstACapOfTen(t *testing.T) {
+	resetMock(t)
+	setBehavior(t, map[string]mockprovider.Behavior{"m-ten-conc": {LatencyMS: 40, CompletionTokens: 30}})
+	clk := clock.NewFake(time.Date(2025, 11, 25, 10, 0, 0, 0, time.UTC))
+	g := startGatewayWith(t, withModels(t, tenantsFile(t), `{"ten-conc": {"targets": [{"connection": "mock/a", "model": "m-ten-conc"}]}}`),
+		nil, transport.Options{Clock: clk})
+	const limit, maxTokens = 3000, 60
+	k := g.createKey(`{"name":"conc","max_concurrent":10,"tokens_per_minute":` + strconv.Itoa(limit) + `}`)
+	body := `{"model":"ten-conc","max_tokens":` + strconv.Itoa(maxTokens) + `,"messages":[{"role":"user","content":"count to three"}]}`
+	type result struct{ used, capped, rated int64 }
+	out := make(chan result, 64)
+	for i := 0; i < 64; i++ {
+		go func() {
+			var res result
+			for j := 0; j < 50; j++ {
+				r := g.post("/v1/chat/completions", body, "Authorization", "Bearer "+k.Secret)
+				if r.status == 200 {
+					res.used += usageTotal(t, r.body)
+					continue
+				}
+				reason, _ := jsonField(t, r.body, "error", "reason").(string)
+				if r.status != 429 {
+					t.Errorf("%d %s", r.status, r.body)
+					break
+				}
+				if reason == "tokens_per_minute" {
+					res.rated++
+					break
+				}
+				res.capped++
+				time.Sleep(2 * time.Millisecond)
+			}
+			out <- res
+		}()
+	}
+	var total result
+	for i := 0; i < 64; i++ {
+		r := <-out
+		total.used, total.capped, total.rated = total.used+r.used, total.capped+r.capped, total.rated+r.rated
+	}
+	peak := mockStats(t).Models["m-ten-conc"].MaxInflight
+	if peak > 10 || peak < 2 {
+		t.Fatalf("the provider saw %d at once; want 2..10", peak)
+	}
+	if total.used > limit+maxTokens || total.used < limit/2 {
+		t.Fatalf("%d tokens used against a limit of %d (max_tokens %d)", total.used, limit, maxTokens)
+	}
+	if total.capped == 0 || total.rated == 0 {
+		t.Fatalf("refusals: %d by the concurrency cap, %d by the token limit; want both", total.capped, total.rated)
+	}
+}
