@@ -1,10 +1,15 @@
 package transport_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,6 +17,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
@@ -19,6 +25,7 @@ import (
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/pricing"
+	"github.com/omniroute/gateway/internal/store/sqlite"
 	"github.com/omniroute/gateway/transport"
 )
 
@@ -533,5 +540,58 @@ func TestSixtyFourConcurrentRequestsAgainstACapOfTen(t *testing.T) {
 	}
 	if total.capped == 0 || total.rated == 0 {
 		t.Fatalf("refusals: %d by the concurrency cap, %d by the token limit; want both", total.capped, total.rated)
+	}
+}
+
+// TestDatabaseFailures: a corrupt database stops start-up with a message
+// that says what to do; a full one stops the request log (counted, shown
+// in health) but never stops serving.
+func TestDatabaseFailures(t *testing.T) {
+	resetMock(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, sqlite.FileName), bytes.Repeat([]byte("not a database "), 500), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, err := config.LoadEnv(map[string]string{"OMNIROUTE_DATA_DIR": dir, "OMNIROUTE_TENANT_SECRET": "test-secret-0123456789"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer system.Shutdown()
+	if _, err := transport.New(system, transport.Options{Env: e, File: tenantsFile(t), Getenv: testGetenv}); err == nil ||
+		!strings.Contains(err.Error(), "corrupt or not a SQLite database") || !strings.Contains(err.Error(), "restore a backup") {
+		t.Fatalf("start-up on a corrupt database: %v", err)
+	}
+
+	full, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), sqlite.Options{MaxPages: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Close()
+	g := startGatewayWith(t, tenantsFile(t), nil, transport.Options{Store: full})
+	k := g.createKey(`{"name":"filler","requests_per_minute":100000}`)
+	failing := func() bool {
+		v, _ := jsonField(t, g.get("/api/monitoring/health").body, "tenants", "requestLog", "failing").(bool)
+		return v
+	}
+	long := `{"model":"ten-gpt","messages":[{"role":"user","content":"` + strings.Repeat("padding ", 200) + `"}]}`
+	for i := 0; !failing(); i++ {
+		if i == 400 {
+			t.Fatal("the request log never reported a full database")
+		}
+		if r := g.post("/v1/chat/completions", long, "Authorization", "Bearer "+k.Secret); r.status != 200 {
+			t.Fatalf("request %d while the log fills: %d %s", i, r.status, r.body)
+		}
+		if i%20 == 19 {
+			time.Sleep(300 * time.Millisecond) // a flush
+		}
+	}
+	if r := g.post("/v1/chat/completions", chatBody("ten-gpt", false), "Authorization", "Bearer "+k.Secret); r.status != 200 {
+		t.Fatalf("serving with a full database: %d %s", r.status, r.body)
+	}
+	h := g.get("/api/monitoring/health").body
+	if jsonField(t, h, "tenants", "requestLog", "writeErrors").(float64) < 1 || !strings.Contains(fmt.Sprint(jsonField(t, h, "tenants", "requestLog", "lastError")), "full") ||
+		jsonField(t, h, "status") != "degraded" {
+		t.Fatalf("health with a full database: %s", h)
 	}
 }
