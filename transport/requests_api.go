@@ -133,17 +133,28 @@ func timeRange(ctx *fasthttp.RequestCtx, rid []byte, q map[string]string) (since
 
 const mgmtQueryTimeout = 10 * time.Second
 
-func (g *Gateway) requestsAPI(ctx *fasthttp.RequestCtx, rid []byte) {
+// getQuery starts a query route: GET only, the management guard, strict
+// parameters. It answers and reports false when the request goes no
+// further.
+func (g *Gateway) getQuery(ctx *fasthttp.RequestCtx, rid []byte, allowed ...string) (map[string]string, bool) {
 	if !ctx.IsGet() {
 		g.mgmtMethod(ctx, rid, "GET")
-		return
+		return nil, false
 	}
 	if !g.management(ctx, string(rid)) {
-		return
+		return nil, false
 	}
-	q, bad, why := queryParams(ctx, "tenant", "model", "status", "since", "until", "cursor", "limit")
+	q, bad, why := queryParams(ctx, allowed...)
 	if bad != "" {
 		badParam(ctx, rid, bad, why)
+		return nil, false
+	}
+	return q, true
+}
+
+func (g *Gateway) requestsAPI(ctx *fasthttp.RequestCtx, rid []byte) {
+	q, ok := g.getQuery(ctx, rid, "tenant", "model", "status", "since", "until", "cursor", "limit")
+	if !ok {
 		return
 	}
 	f := store.Filter{Tenant: q["tenant"], Model: q["model"], Cursor: q["cursor"]}
@@ -164,7 +175,6 @@ func (g *Gateway) requestsAPI(ctx *fasthttp.RequestCtx, rid []byte) {
 		}
 		f.Limit = n
 	}
-	var ok bool
 	if f.Since, f.Until, ok = timeRange(ctx, rid, q); !ok {
 		return
 	}
@@ -194,16 +204,8 @@ func (g *Gateway) requestsAPI(ctx *fasthttp.RequestCtx, rid []byte) {
 }
 
 func (g *Gateway) usageAPI(ctx *fasthttp.RequestCtx, rid []byte) {
-	if !ctx.IsGet() {
-		g.mgmtMethod(ctx, rid, "GET")
-		return
-	}
-	if !g.management(ctx, string(rid)) {
-		return
-	}
-	q, bad, why := queryParams(ctx, "tenant", "model", "since", "until", "bucket")
-	if bad != "" {
-		badParam(ctx, rid, bad, why)
+	q, ok := g.getQuery(ctx, rid, "tenant", "model", "since", "until", "bucket")
+	if !ok {
 		return
 	}
 	uq := store.UsageQuery{Tenant: q["tenant"], Bucket: store.Day}
@@ -215,7 +217,6 @@ func (g *Gateway) usageAPI(ctx *fasthttp.RequestCtx, rid []byte) {
 		badParam(ctx, rid, "bucket", "want hour or day")
 		return
 	}
-	var ok bool
 	if uq.Since, uq.Until, ok = timeRange(ctx, rid, q); !ok {
 		return
 	}

@@ -71,3 +71,27 @@ func BenchmarkTenantLimitFastPath(b *testing.B) {
 		tenantRequest(b, g, c, key)
 	}
 }
+
+// TestTenantWeightsReachAdmission: a key's weight is what the ingest
+// queue and the lanes' schedulers are given for its tenant; other tenants
+// get the default share.
+func TestTenantWeightsReachAdmission(t *testing.T) {
+	g, _, key := tenantFastPath(t)
+	id, _, _ := g.identifyCaller(key, true)
+	if w := g.tenantWeight(id); w != 2 {
+		t.Fatalf("ingest weight %d, want 2", w)
+	}
+	if w := g.laneWeight(id); w != 2 {
+		t.Fatalf("lane weight %v, want 2", w)
+	}
+	other, _, _ := g.identifyCaller([]byte("someone-else"), true)
+	if w := g.tenantWeight(other); w != 1 {
+		t.Fatalf("default weight %d, want 1", w)
+	}
+	if _, err := g.ten.keys.UpdatePolicy("fast", tenantpolicy.Policy{Weight: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if w := g.tenantWeight(id); w != 5 {
+		t.Fatalf("weight after a policy update %d, want 5", w)
+	}
+}

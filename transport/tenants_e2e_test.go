@@ -26,6 +26,7 @@ import (
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/store/sqlite"
+	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/transport"
 )
 
@@ -593,5 +594,37 @@ func TestDatabaseFailures(t *testing.T) {
 	if jsonField(t, h, "tenants", "requestLog", "writeErrors").(float64) < 1 || !strings.Contains(fmt.Sprint(jsonField(t, h, "tenants", "requestLog", "lastError")), "full") ||
 		jsonField(t, h, "status") != "degraded" {
 		t.Fatalf("health with a full database: %s", h)
+	}
+}
+
+// TestRequestLogToStdout: OMNIROUTE_REQUEST_LOG=stdout writes one line
+// per request, with the record's fields and no secret.
+func TestRequestLogToStdout(t *testing.T) {
+	resetMock(t)
+	var out testutil.SyncBuffer
+	g := startGatewayWith(t, tenantsFile(t), map[string]string{"OMNIROUTE_REQUEST_LOG": "stdout", "OMNIROUTE_LOG_FORMAT": "json"},
+		transport.Options{RequestLogOutput: &out})
+	k := g.createKey(`{"name":"lines","requests_per_minute":10}`)
+	for _, m := range []string{"ten-gpt", "nope"} {
+		g.post("/v1/chat/completions", chatBody(m, false), "Authorization", "Bearer "+k.Secret)
+	}
+	g.stop()
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want 2:\n%s", len(lines), out.String())
+	}
+	var first, second map[string]any
+	if json.Unmarshal([]byte(lines[0]), &first) != nil || json.Unmarshal([]byte(lines[1]), &second) != nil {
+		t.Fatalf("not JSON lines:\n%s", out.String())
+	}
+	if first["msg"] != "request" || first["tenant"] != "lines" || first["model"] != "ten-gpt" || first["status"] != float64(200) ||
+		first["target"] != "mock/a/m-ten-gpt" || first["client_ip"] != "loopback" || first["cost_usd"].(float64) <= 0 {
+		t.Fatalf("first line %v", first)
+	}
+	if second["status"] != float64(404) || second["error_code"] != "model_not_found" || second["model"] != "nope" {
+		t.Fatalf("second line %v", second)
+	}
+	if strings.Contains(out.String(), k.Secret) || strings.Contains(out.String(), "upstream-key") {
+		t.Fatal("a secret reached the request log lines")
 	}
 }
