@@ -210,6 +210,22 @@ func TestGatewayConfigIsValid(t *testing.T) {
 	}
 }
 
+// TestVariantsNamed: --variants picks default and optional variants by
+// name, and request-log-off differs from admission-off only in the log.
+func TestVariantsNamed(t *testing.T) {
+	vs, err := VariantsNamed([]string{"admission-off", "request-log-off"})
+	if err != nil || len(vs) != 2 || vs[0].Name != "admission-off" || vs[1].Name != "request-log-off" {
+		t.Fatalf("%v %v", vs, err)
+	}
+	off := vs[1].Env
+	if off["OMNIROUTE_REQUEST_LOG"] != "off" || off["ADAPTIVE_ADMISSION_MODE"] != vs[0].Env["ADAPTIVE_ADMISSION_MODE"] || len(off) != len(vs[0].Env)+1 {
+		t.Fatalf("request-log-off %v against admission-off %v", off, vs[0].Env)
+	}
+	if _, err := VariantsNamed([]string{"nope"}); err == nil {
+		t.Fatal("unknown variant accepted")
+	}
+}
+
 func TestVariantsDefineAdmission(t *testing.T) {
 	names := map[string]bool{}
 	for _, v := range Variants {
@@ -225,8 +241,8 @@ func TestVariantsDefineAdmission(t *testing.T) {
 	if on.Env["ADAPTIVE_ADMISSION_MODE"] != "enforce" || on.Env["OMNIROUTE_CHAT_VIRTUAL_LANES"] != "true" {
 		t.Fatalf("admission-on: %v", on.Env)
 	}
-	// Both values must be accepted by the gateway's own parser.
-	for _, v := range Variants {
+	// Every value must be accepted by the gateway's own parser.
+	for _, v := range append(append([]Variant(nil), Variants...), OptionalVariants...) {
 		vars := map[string]string{"OMNIROUTE_TENANT_SECRET": "omniroute-bench-tenant-secret-0123456789"}
 		for k, val := range v.Env {
 			vars[k] = val

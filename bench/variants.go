@@ -1,5 +1,7 @@
 package bench
 
+import "fmt"
+
 // Variant is one configuration of the gateway under test: the environment
 // variables added to its process. Every scenario runs each variant as its
 // own gateway process.
@@ -34,11 +36,44 @@ var Variants = []Variant{
 	}, Description: "both admission systems on: the adaptive controller enforcing (default limits) with virtual lanes, and the ingest byte budget at its default"},
 }
 
+// OptionalVariants run only when named with --variants. request-log-off
+// is admission-off without the request log: run against admission-off
+// (whose request log writes to the database, the gateway's default), it
+// measures what the log costs (issue 14: passthrough with the log on at
+// least 0.95× the log off).
+var OptionalVariants = []Variant{
+	{Name: "request-log-off", Env: map[string]string{
+		"ADAPTIVE_ADMISSION_MODE": "off",
+		"OMNIROUTE_REQUEST_LOG":   "off",
+	}, Description: "admission-off with the request log off (OMNIROUTE_REQUEST_LOG=off); admission-off logs every request to the database, the default"},
+}
+
+// VariantsNamed returns the variants with the given names, from Variants
+// and OptionalVariants, in the order given.
+func VariantsNamed(names []string) ([]Variant, error) {
+	var out []Variant
+	for _, n := range names {
+		found := false
+		for _, v := range append(append([]Variant(nil), Variants...), OptionalVariants...) {
+			if v.Name == n {
+				out, found = append(out, v), true
+				break
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("unknown variant %q; the variants are admission-off, admission-on and request-log-off", n)
+		}
+	}
+	return out, nil
+}
+
 // throughputGoal is the issue's closed-loop throughput goal (× the
 // reference proxy) per variant; variants not listed use the strictest.
 var throughputGoal = map[string]float64{
 	"admission-off": 0.60,
 	"admission-on":  0.55,
+	// request-log-off: admission-off less the request log.
+	"request-log-off": 0.60,
 }
 
 func throughputGoalOf(variant string) float64 {

@@ -97,6 +97,7 @@ func (g *Gateway) startAdmission() error {
 		CountCap: countCap, Headroom: a.Headroom(), HeapShedRatio: float64(a.HeapShedRatio),
 		QueueWait: a.QueueWait.Duration(), MaxQueuedBytes: int64(a.MaxQueuedBytes),
 		Clock: g.clk, Pressure: ph, Log: g.log.With("component", "ingest"),
+		Weight: g.tenantWeight, // the tenants' policies (tenants.go)
 	})
 	if err != nil {
 		ph.Stop()
@@ -528,12 +529,14 @@ func (g *Gateway) expectAdmission(ctx *fasthttp.RequestCtx) (int, bool) {
 		e = errMediaType
 	}
 	if e == nil {
-		id, _, decision := g.tenants.Identify(credential(&ctx.Request.Header), isLoopback(ctx))
+		id, _, decision := g.identifyCaller(credential(&ctx.Request.Header), isLoopback(ctx))
 		switch decision {
 		case tenantMissing:
 			e = errMissingKey
 		case tenantInvalid:
 			e = errInvalidKey
+		case tenant.Retired:
+			e = errRetiredKey
 		default:
 			var l *ingest.Lease
 			var bypass bool

@@ -3,45 +3,14 @@
 package transport
 
 import (
-	"log/slog"
-	"strings"
 	"testing"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/valyala/fasthttp"
 
-	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/tenant"
 )
 
 // Allocation tests run without -race (CI reruns -run Alloc without it).
-
-// allocGateway is a gateway with one model whose provider is never
-// called, and the environment variables given as name, value pairs.
-func allocGateway(t *testing.T, vars ...string) *Gateway {
-	t.Helper()
-	f, err := config.DecodeFile(strings.NewReader(`{"providers":{"p":{"base_url":"http://127.0.0.1:9/v1","apis":["chat"],"auth":"none","connections":{"c":{}}}},
-		"models":{"m":{"targets":[{"connection":"p/c"}]}},"auth":{"mode":"open","allow_anonymous":true}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := map[string]string{"OMNIROUTE_DATA_DIR": t.TempDir(), "OMNIROUTE_TENANT_SECRET": "test-secret-0123456789"}
-	for i := 0; i+1 < len(vars); i += 2 {
-		m[vars[i]] = vars[i+1]
-	}
-	env, err := config.LoadEnv(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	g, err := New(system, Options{Env: env, File: f})
-	if err != nil {
-		system.Shutdown()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { g.Close(); system.Shutdown() })
-	return g
-}
 
 // TestAdmissionDecisionForSmallBodyAllocatesNothing: the byte stage for a
 // body under the heavy threshold (and the check for a decision the

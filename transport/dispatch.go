@@ -220,6 +220,7 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 	}
 	if !c.scan.Stream || !isEventStream(x.Resp.Header.ContentType()) {
 		c.report(t, messages.OK, status, x.TTFB)
+		c.markFirstToken()
 		c.target = t
 		c.meterBody(x)
 		if c.scan.Stream {
@@ -247,6 +248,7 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 	}
 	c.report(t, messages.OK, status, x.TTFB)
 	c.g.adm.lanes.FirstByte(&c.laneLease) // first token read: the stream's latency sample
+	c.markFirstToken()
 	c.target = t
 	c.x = x
 	c.commitStream(x)

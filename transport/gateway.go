@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -58,6 +59,13 @@ type Options struct {
 	// process's real memory figures); tests and embedders with their own
 	// signals use it.
 	PressureSample func() pressure.Sample
+	// Store keeps API keys, the request log and usage; nil opens the
+	// SQLite database <data dir>/omniroute.db (docs/tenants.md). The
+	// gateway closes only a database it opened.
+	Store Store
+	// RequestLogOutput receives the request log's lines when
+	// OMNIROUTE_REQUEST_LOG is stdout or both; nil means os.Stdout.
+	RequestLogOutput io.Writer
 }
 
 // Gateway is one running gateway instance.
@@ -99,6 +107,8 @@ type Gateway struct {
 	redact *sanitize.Redactor
 
 	adm admissionState
+
+	ten *tenantSys // keys, tenant limits, request log (tenants.go)
 
 	browser browserPolicy // Host, Origin and CORS rules (browser.go)
 	// oversize marks requests whose declared length is over the hard cap
@@ -170,6 +180,13 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 		{name: "server", fn: g.serverHealth},
 		{name: "targets", fn: g.targetsHealth},
 		{name: "quota", fn: g.quotaHealth},
+	}
+	// The tenant layer (issue 14): keys, per-tenant limits, the request
+	// log. Before admission, whose ingest queue and lanes read the
+	// tenants' weights.
+	if err := g.startTenants(); err != nil {
+		g.Close()
+		return nil, err
 	}
 	if err := g.startAdmission(); err != nil {
 		g.Close()
@@ -332,6 +349,7 @@ func (g *Gateway) Close() {
 	g.closeSidecars()
 	g.stopAdmission()
 	g.qs.stop()
+	g.stopTenants()
 	for _, c := range g.clients {
 		c.Close()
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/tenant"
 )
 
@@ -21,23 +22,34 @@ func buildTenants(o Options) (*tenant.Resolver, error) {
 	}
 	var specs []tenant.Spec
 	for i, t := range f.Tenants {
-		s := tenant.Spec{Name: t.Name}
-		if t.KeyEnv != "" {
-			v, ok := o.Getenv(t.KeyEnv)
-			if !ok || v == "" {
-				return nil, fmt.Errorf("tenants[%d].key_env: environment variable %s is not set; export the tenant's API key there", i, t.KeyEnv)
-			}
-			s.KeySHA256 = sha256.Sum256([]byte(v))
-		} else if _, err := hex.Decode(s.KeySHA256[:], []byte(t.KeySHA256)); err != nil {
-			return nil, fmt.Errorf("tenants[%d].key_sha256: %v", i, err)
+		d, err := tenantDigest(o, i, t)
+		if err != nil {
+			return nil, err
 		}
-		specs = append(specs, s)
+		specs = append(specs, tenant.Spec{Name: t.Name, KeySHA256: d})
 	}
 	secret, err := tenant.LoadOrCreateSecret(o.Env.Server.TenantSecret, o.Env.ResolvedDataDir())
 	if err != nil {
 		return nil, err
 	}
 	return tenant.NewResolver(secret, mode, f.Auth.AllowAnonymous, specs)
+}
+
+// tenantDigest is the SHA-256 of config tenant i's key: from the
+// variable key_env names, or key_sha256.
+func tenantDigest(o Options, i int, t config.Tenant) ([32]byte, error) {
+	var d [32]byte
+	if t.KeyEnv != "" {
+		v, ok := o.Getenv(t.KeyEnv)
+		if !ok || v == "" {
+			return d, fmt.Errorf("tenants[%d].key_env: environment variable %s is not set; export the tenant's API key there", i, t.KeyEnv)
+		}
+		return sha256.Sum256([]byte(v)), nil
+	}
+	if _, err := hex.Decode(d[:], []byte(t.KeySHA256)); err != nil {
+		return d, fmt.Errorf("tenants[%d].key_sha256: %v", i, err)
+	}
+	return d, nil
 }
 
 // credential returns the caller's API key from Authorization: Bearer,

@@ -74,7 +74,8 @@ type call struct {
 	bypass bool
 	host   context.Context
 
-	plan plan // routing, token reservation and usage metering (route.go)
+	plan plan       // routing, token reservation and usage metering (route.go)
+	ten  tenantCall // the caller's key, limits reservation, log (tenants.go)
 
 	// admission (lanes.go): the current attempt's lease on its upstream,
 	// the priority class, and why admission refused, if it did.
@@ -121,6 +122,7 @@ func (c *call) release() {
 }
 
 func (c *call) fail(e *apierror.Error) {
+	c.noteError(e)
 	writeError(c.ctx, c.format, string(c.rid), e)
 }
 
@@ -130,7 +132,9 @@ func (g *Gateway) inference(ctx *fasthttp.RequestCtx, r route, rid []byte, host 
 	g.metrics.inflight.Add(1)
 	g.active.Add(1)
 	defer c.abandonOnPanic()
-	if streaming := c.handle(host); streaming {
+	streaming := c.handle(host)
+	c.applyTenantHeaders()
+	if streaming {
 		return // the relay finishes the call
 	}
 	c.finish()
@@ -154,6 +158,7 @@ func (c *call) settle() {
 	c.settled = true
 	g := c.g
 	c.settleUsage()
+	c.finishTenant() // the tenant's limits and the request log (tenants.go)
 	c.releaseAdmission()
 	if c.token != (regToken{}) {
 		g.inflight.unregister(c.token)
@@ -195,6 +200,9 @@ func (c *call) handle(host context.Context) bool {
 	case tenantInvalid:
 		c.fail(errInvalidKey)
 		return false
+	case tenant.Retired:
+		c.fail(errRetiredKey)
+		return false
 	}
 	c.tenant = id
 	if !c.readDeadline() {
@@ -224,6 +232,9 @@ func (c *call) handle(host context.Context) bool {
 	}
 	if len(c.model.TargetsFor(c.surface)) == 0 {
 		c.fail(errWrongSurface(c.model, c.surface))
+		return false
+	}
+	if !c.reserveTenant() { // tenant limits, before admission (tenants.go)
 		return false
 	}
 	c.track(host)

@@ -13,7 +13,6 @@ import (
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/pressure"
-	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/messages"
 )
 
@@ -27,7 +26,6 @@ const maxSkipNames = 16
 type admissionState struct {
 	lanes        *lanes.Handle
 	defaultClass admission.Class
-	tenantClass  map[tenant.ID]admission.Class
 	upstream     []int          // target id → upstream (shared by targets with the same connection and model)
 	fusion       []*fusionModel // by model index
 	metrics      admissionMetrics
@@ -63,7 +61,7 @@ func (g *Gateway) startLanes() error {
 		}
 	}
 	h, err := lanes.Spawn(g.system, lanes.Options{Config: g.opts.Env.Lanes.Config(), Clock: g.clk, Upstreams: specs,
-		Logger: g.log.With("component", "admission")})
+		Logger: g.log.With("component", "admission"), Weight: g.laneWeight})
 	if err != nil {
 		return err
 	}
@@ -81,16 +79,6 @@ func (g *Gateway) startLanes() error {
 		})
 	}
 	a.defaultClass = admission.Class(g.opts.Env.Lanes.DefaultClass)
-	a.tenantClass = map[tenant.ID]admission.Class{}
-	byName := map[string]string{}
-	for _, t := range g.opts.File.Tenants {
-		byName[t.Name] = t.Class
-	}
-	for _, t := range g.tenants.Tenants() {
-		if cl, ok := admission.ParseClass(byName[t.Name]); ok && byName[t.Name] != "" {
-			a.tenantClass[t.ID] = cl
-		}
-	}
 	if err := g.buildFusion(); err != nil {
 		h.Stop()
 		return err
@@ -103,14 +91,14 @@ func (g *Gateway) startLanes() error {
 // Lanes returns the admission handle.
 func (g *Gateway) Lanes() *lanes.Handle { return g.adm.lanes }
 
-// priority decides the request's class: the tenant's configured class, else
+// priority decides the request's class: the tenant's policy's class, else
 // OMNIROUTE_PRIORITY_DEFAULT_CLASS; the header may choose either class,
 // except that a tenant configured as batch cannot raise itself. It writes
 // the class header, or the error for a bad header value.
 func (c *call) priority() bool {
 	a := &c.g.adm
 	base, fixed := a.defaultClass, false
-	if cl, ok := a.tenantClass[c.tenant]; ok {
+	if cl, ok := c.tenantClass(); ok {
 		base, fixed = cl, true
 	}
 	c.class = base

@@ -128,7 +128,9 @@ func (g *Gateway) relayChat(ctx *fasthttp.RequestCtx, rid []byte, host context.C
 	g.metrics.inflight.Add(1)
 	g.active.Add(1)
 	defer c.abandonOnPanic()
-	if streaming := c.relayHandle(host); streaming {
+	streaming := c.relayHandle(host)
+	c.applyTenantHeaders()
+	if streaming {
 		return
 	}
 	c.finish()
@@ -306,7 +308,8 @@ func (c *call) identify() (tenant.ID, tenant.Decision) {
 	if c.relayed {
 		return c.tenant, tenantAllowed
 	}
-	id, _, decision := c.g.tenants.Identify(credential(&c.ctx.Request.Header), isLoopback(c.ctx))
+	id, e, decision := c.g.identifyCaller(credential(&c.ctx.Request.Header), isLoopback(c.ctx))
+	c.ten.entry = e
 	return id, decision
 }
 

@@ -254,9 +254,9 @@ func (c *call) claim(list []*catalog.Target, i int, probe bool) bool {
 	p.tried[i] = true
 	p.last = i
 	p.attempts++
-	// Read the provider's usage only when a budget needs it; ask for
-	// the stream's usage chunk then, too.
-	p.metering, p.injected, p.usage = p.res.Active, false, ledger.Usage{}
+	// Read the provider's usage only when a budget, a tenant's limits or
+	// the request log needs it; ask for the stream's usage chunk then, too.
+	p.metering, p.injected, p.usage = p.res.Active || c.ten.meter, false, ledger.Usage{}
 	return true
 }
 
@@ -342,6 +342,7 @@ func (c *call) abandonAttempt() {
 }
 
 func (c *call) releaseAttempt(class messages.FailureClass) {
+	c.tenantAttemptEnded(class) // what it cost the tenant (tenants.go)
 	p := &c.plan
 	switch class {
 	case messages.Timeout, messages.Canceled:

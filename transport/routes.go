@@ -61,12 +61,13 @@ var routes = [numRoutes]routeSpec{
 	routeModels:     {label: "models", paths: []string{"/v1/models"}, dialect: dialectOpenAI},
 	routeHealth:     {label: "health", paths: []string{"/api/monitoring/health"}, dialect: dialectOpenAI},
 	routeMetrics:    {label: "metrics", paths: []string{"/metrics"}, dialect: dialectOpenAI},
-	routeManagement: {label: "management", paths: []string{"/api/omniroute/route/preview", "/api/omniroute/quota"}, dialect: dialectManagement},
+	routeManagement: {label: "management", paths: []string{"/api/omniroute/route/preview", "/api/omniroute/quota", keysPath, requestsPath, usagePath}, dialect: dialectManagement},
 	routeRelay:      {label: "relay", paths: []string{"/api/v1/relay/chat/completions"}, dialect: dialectOpenAI, surface: catalog.Chat},
 }
 
 // routeOf maps a request path to its route: the exact paths of the table,
-// then the management prefixes, else routeOther.
+// then the management prefixes (/api/services/, /api/keys/), else
+// routeOther.
 func routeOf(path []byte) route {
 	switch string(path) {
 	case "/v1/chat/completions":
@@ -81,12 +82,12 @@ func routeOf(path []byte) route {
 		return routeHealth
 	case "/metrics":
 		return routeMetrics
-	case "/api/omniroute/route/preview", "/api/omniroute/quota":
+	case "/api/omniroute/route/preview", "/api/omniroute/quota", keysPath, requestsPath, usagePath:
 		return routeManagement
 	case "/api/v1/relay/chat/completions":
 		return routeRelay
 	}
-	if isManagementPath(path) {
+	if isManagementPath(path) || isKeysPath(path) {
 		return routeManagement
 	}
 	return routeOther

@@ -43,7 +43,7 @@ func TestRouteTableComplete(t *testing.T) {
 			t.Errorf("surface %s has no route", s)
 		}
 	}
-	for _, p := range []string{"/api/services", "/api/services/x/start", "/api/engines"} {
+	for _, p := range []string{"/api/services", "/api/services/x/start", "/api/engines", "/api/keys", "/api/keys/agents/rotate", "/api/requests", "/api/usage"} {
 		if routeOf([]byte(p)) != routeManagement {
 			t.Errorf("%s is not a management route", p)
 		}

@@ -62,7 +62,15 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 			g.routePreview(ctx, string(rid))
 		case "/api/omniroute/quota":
 			g.quotaReport(ctx, string(rid))
+		case requestsPath:
+			g.requestsAPI(ctx, rid)
+		case usagePath:
+			g.usageAPI(ctx, rid)
 		default:
+			if isKeysPath(path) {
+				g.keysAPI(ctx, rid)
+				break
+			}
 			g.managementRoute(ctx, path, rid, host)
 		}
 	default:

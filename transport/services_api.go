@@ -344,6 +344,12 @@ func (l *logStream) Close() error {
 // reference: given, else server_error (5xx), not_found (404), conflict
 // (409), invalid_request (others).
 func writeMgmtError(ctx *fasthttp.RequestCtx, rid []byte, status int, typ, code, msg string) {
+	writeMgmtFieldError(ctx, rid, status, typ, code, "", msg)
+}
+
+// writeMgmtFieldError is writeMgmtError naming the field to blame (as
+// "field", when not empty) for a body that failed validation.
+func writeMgmtFieldError(ctx *fasthttp.RequestCtx, rid []byte, status int, typ, code, field, msg string) {
 	if typ == "" {
 		switch {
 		case status >= 500:
@@ -365,6 +371,10 @@ func writeMgmtError(ctx *fasthttp.RequestCtx, rid []byte, status int, typ, code,
 	b = apierror.AppendString(b, typ)
 	b = append(b, `,"code":`...)
 	b = apierror.AppendString(b, code)
+	if field != "" {
+		b = append(b, `,"field":`...)
+		b = apierror.AppendString(b, field)
+	}
 	b = append(b, `},"requestId":`...)
 	b = apierror.AppendString(b, string(rid))
 	ctx.SetBody(append(b, '}'))

@@ -291,7 +291,11 @@ func (c *controller) createLane(ctx actor.Context, key tenant.ID) *laneInfo {
 	info := &laneInfo{id: id, key: key, pid: pid, lastUse: c.u.h.clk.Now()}
 	info.elem = c.lru.PushFront(info)
 	c.lanes[key], c.byID[id] = info, info
-	c.sched.AddLane(id, 1)
+	weight := 1.0
+	if f := c.u.h.weight; f != nil {
+		weight = f(key)
+	}
+	c.sched.AddLane(id, weight) // AddLane takes <= 0 as 1
 	c.publishLanes()
 	c.sinceLanes = tenantsEvery // list it at the next publish
 	return info

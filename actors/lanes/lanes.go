@@ -153,6 +153,10 @@ type Options struct {
 	// with Tick and CloseWindow.
 	ManualTicks bool
 	Logger      *slog.Logger
+	// Weight is a tenant's fair share in its upstreams' schedulers (nil or
+	// a value <= 0: 1). It is read when the tenant's lane is created, so a
+	// changed weight applies once the lane is next created.
+	Weight func(tenant.ID) float64
 }
 
 // Handle is what the transport holds.
@@ -174,6 +178,7 @@ type Handle struct {
 	wouldQueue  atomic.Int64
 	wouldReject atomic.Int64
 	busy        atomic.Int64
+	weight      func(tenant.ID) float64 // Options.Weight
 	pressure    atomic.Pointer[pressureObs]
 }
 
@@ -195,7 +200,7 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handle{cfg: o.Config, clk: o.Clock, log: o.Logger, root: system.Root, global: admission.NewGlobal(o.Config.GlobalLimit)}
+	h := &Handle{cfg: o.Config, clk: o.Clock, log: o.Logger, root: system.Root, global: admission.NewGlobal(o.Config.GlobalLimit), weight: o.Weight}
 	for i, spec := range o.Upstreams {
 		h.ups = append(h.ups, newUpstream(h, i, spec, o))
 	}

@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -145,16 +146,30 @@ func (h *Handle) Stop() {
 	}
 }
 
+// records recycles the records handed to Log: the writer copies each into
+// its batch, so the request path does not allocate one per request.
+var records = sync.Pool{New: func() any { return new(store.Record) }}
+
+// NewRecord returns an empty record to fill and hand to Log.
+func NewRecord() *store.Record { return records.Get().(*store.Record) }
+
+func recycle(r *store.Record) {
+	*r = store.Record{}
+	records.Put(r)
+}
+
 // Log hands r to the writer without blocking; false means the queue was
 // full and r was dropped (and counted). The writer owns r afterwards: do
 // not reuse it.
 func (h *Handle) Log(r *store.Record) bool {
 	if h.off {
+		recycle(r)
 		return true
 	}
 	if h.queued.Add(1) > int64(h.o.QueueSize) {
 		h.queued.Add(-1)
 		h.dropped.Add(1)
+		recycle(r)
 		return false
 	}
 	h.root.Send(h.pid, r)
@@ -193,6 +208,7 @@ func (w *writer) Receive(ctx actor.Context) {
 	case *store.Record:
 		w.h.queued.Add(-1)
 		w.record(m)
+		recycle(m)
 	case tick:
 		now := w.h.o.Clock.Now()
 		if len(w.batch) > 0 && now.Sub(w.oldest) >= w.h.o.FlushInterval {

@@ -132,6 +132,18 @@ func (h *Handle) SetTenants(specs []TenantSpec) {
 	h.root.Send(h.pid, &setTenants{specs: append([]TenantSpec(nil), specs...)})
 }
 
+// ApplyTenants is SetTenants that waits until the new set is in force, so
+// a management operation (a key created, re-policied) answers only once
+// the very next request is limited by it. It is for management paths; the
+// request path never waits for the actor.
+func (h *Handle) ApplyTenants(specs []TenantSpec, timeout time.Duration) error {
+	_, err := h.root.RequestFuture(h.pid, &setTenants{specs: append([]TenantSpec(nil), specs...)}, timeout).Result()
+	if err != nil {
+		return fmt.Errorf("the tenant limiter did not take the new tenant set: %w", err)
+	}
+	return nil
+}
+
 // Snapshot returns the latest published view.
 func (h *Handle) Snapshot() *Snapshot { return h.snap.Load() }
 
@@ -181,6 +193,9 @@ func (a *limiterActor) Receive(ctx actor.Context) {
 	case *setTenants:
 		a.h.apply(m.specs)
 		a.h.publish()
+		if ctx.Sender() != nil {
+			ctx.Respond(true)
+		}
 	case tick:
 		a.h.publish()
 	case crash:

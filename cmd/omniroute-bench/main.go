@@ -110,6 +110,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.LargeBodyMiB, "largebody-mib", cfg.LargeBodyMiB, "largebody: size of each upload in MiB")
 	fs.StringVar(&cfg.LargeBodyMemLimit, "largebody-memlimit", cfg.LargeBodyMemLimit, "largebody: the gateway's GOMEMLIMIT (it sets the ingest byte budget)")
 	fs.BoolVar(&cfg.CPUProfile, "cpuprofile", false, "build the gateway with the benchpprof tag and save a CPU profile (and its top functions) of each variant during the first closed-loop passthrough cell")
+	variants := fs.String("variants", "", "comma-separated gateway variants to run instead of admission-off,admission-on (also: request-log-off, admission-off without the request log)")
 	scaling := fs.Bool("gomaxprocs-scaling", true, "include the gomaxprocs scenario (GOMAXPROCS=1 vs 2) in a default run")
 	quiet := fs.Bool("quiet", false, "no progress lines")
 	list := fs.Bool("list", false, "list the scenarios and exit")
@@ -130,6 +131,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	cfg.Rates = rates
+	if *variants != "" {
+		vs, err := bench.VariantsNamed(strings.Split(*variants, ","))
+		if err != nil {
+			fmt.Fprintf(stderr, "omniroute-bench: --variants: %v\n", err)
+			return 2
+		}
+		cfg.Variants = vs
+	}
 	if cfg.Out == "" {
 		cfg.Out = defaultOut
 	}

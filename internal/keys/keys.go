@@ -149,6 +149,11 @@ type Info struct {
 type Snapshot struct {
 	byDigest map[[32]byte]*Entry
 	infos    []Info
+	// retired are the tenant ids of every stored key: a secret that is not
+	// active but maps to one of them is a rotated-away or revoked secret
+	// of that key, refused even where unknown keys are let in (auth modes
+	// loopback and open).
+	retired map[tenant.ID]string
 }
 
 // Key is one key for Build.
@@ -160,11 +165,15 @@ type Key struct {
 
 // Build makes a snapshot. Revoked keys are listed but do not authenticate.
 func Build(keys []Key) *Snapshot {
-	s := &Snapshot{byDigest: make(map[[32]byte]*Entry, len(keys)), infos: make([]Info, 0, len(keys))}
+	s := &Snapshot{byDigest: make(map[[32]byte]*Entry, len(keys)), infos: make([]Info, 0, len(keys)), retired: map[tenant.ID]string{}}
 	for i := range keys {
 		k := &keys[i]
 		s.infos = append(s.infos, k.Info)
+		if k.Source == FromStore {
+			s.retired[k.ID] = k.Name
+		}
 		if k.RevokedAt != nil {
+			s.revoked(k.Digest)
 			continue
 		}
 		p := k.Policy
@@ -180,10 +189,32 @@ func (s *Snapshot) Lookup(key []byte) (*Entry, bool) {
 	return s.LookupDigest(sha256.Sum256(key))
 }
 
+// revoked marks a revoked key's current secret: its digest maps to no
+// entry, and Retired reports it.
+func (s *Snapshot) revoked(d [32]byte) {
+	if _, ok := s.byDigest[d]; !ok {
+		s.byDigest[d] = nil
+	}
+}
+
+// Retired reports whether a secret that Lookup did not find belongs to a
+// stored key all the same: it is the current secret of a revoked key (d),
+// or a secret whose tenant id (id, derived from it as for every key) is a
+// stored key's, that is the key's first secret after a rotation. The
+// request path refuses such a secret with 401 whatever the auth mode. It
+// does not allocate.
+func (s *Snapshot) Retired(d [32]byte, id tenant.ID) bool {
+	if e, ok := s.byDigest[d]; ok && e == nil {
+		return true
+	}
+	_, ok := s.retired[id]
+	return ok
+}
+
 // LookupDigest is Lookup for an already computed digest.
 func (s *Snapshot) LookupDigest(d [32]byte) (*Entry, bool) {
-	e, ok := s.byDigest[d]
-	return e, ok
+	e := s.byDigest[d]
+	return e, e != nil
 }
 
 // Infos lists every key, sorted by name.
@@ -202,7 +233,9 @@ func (s *Snapshot) Info(name string) (Info, bool) {
 func (s *Snapshot) Active() []*Entry {
 	out := make([]*Entry, 0, len(s.byDigest))
 	for _, e := range s.byDigest {
-		out = append(out, e)
+		if e != nil {
+			out = append(out, e)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

@@ -78,6 +78,23 @@ func TestSnapshotLookup(t *testing.T) {
 	if _, ok := s.Lookup([]byte("sk-unknown")); ok {
 		t.Fatal("unknown key authenticates")
 	}
+	// Retired secrets: a revoked key's, and a stored key's first secret
+	// after a rotation (its digest is no longer stored, its id still is).
+	rotated := mk("rot", "sk-first", false, FromStore)
+	rotated.Digest = Digest([]byte("sk-second"))
+	s2 := Build([]Key{rotated, mk("gone", "sk-gone", true, FromStore), mk("cfg", "sk-cfg", false, FromConfig)})
+	for _, c := range []struct {
+		secret string
+		want   bool
+	}{{"sk-gone", true}, {"sk-first", true}, {"sk-second", false}, {"sk-cfg", false}, {"sk-unknown", false}} {
+		d := Digest([]byte(c.secret))
+		if got := s2.Retired(d, r.IDForDigest(d)); got != c.want {
+			t.Errorf("Retired(%s) = %v, want %v", c.secret, got, c.want)
+		}
+	}
+	if _, ok := s2.Lookup([]byte("sk-second")); !ok {
+		t.Fatal("the rotated key's new secret does not authenticate")
+	}
 	if infos := s.Infos(); len(infos) != 3 || infos[0].Name != "a" || infos[2].Name != "gone" {
 		t.Fatalf("%+v", infos)
 	}

@@ -57,7 +57,12 @@ type Usage struct {
 	Output        int64
 	CacheRead     int64
 	CacheCreation int64
-	Seen          bool
+	// InputCached is OpenAI's prompt_tokens_details.cached_tokens (Chat)
+	// or input_tokens_details.cached_tokens (Responses): cache reads that
+	// Input already counts, unlike Anthropic's CacheRead, which it does
+	// not. Total leaves it out for that reason.
+	InputCached int64
+	Seen        bool
 }
 
 // Total is what the request consumed against a token budget.
@@ -67,8 +72,8 @@ func (u *Usage) Total() int64 { return u.Input + u.CacheRead + u.CacheCreation +
 // SSE event) and merges its token counts into u. It reports whether a usage
 // object with at least one count was found. OpenAI's prompt_tokens and
 // completion_tokens and Anthropic's and the Responses API's input_tokens,
-// output_tokens and cache fields are understood; nested detail objects are
-// skipped.
+// output_tokens and cache fields are understood; of the nested detail
+// objects only OpenAI's cached_tokens is read (into InputCached).
 func ParseUsage(data []byte, u *Usage) bool {
 	obj := lastUsageObject(data)
 	if obj == nil {
@@ -102,6 +107,12 @@ func ParseUsage(data []byte, u *Usage) bool {
 		if vEnd < 0 {
 			return found
 		}
+		switch string(key) {
+		case "prompt_tokens_details", "input_tokens_details":
+			if n, ok := memberInt(obj[i:vEnd], "cached_tokens"); ok {
+				u.InputCached = n
+			}
+		}
 		if n, ok := integer(obj[i:vEnd]); ok {
 			switch string(key) {
 			case "prompt_tokens", "input_tokens":
@@ -120,6 +131,43 @@ func ParseUsage(data []byte, u *Usage) bool {
 		u.Seen = true
 	}
 	return found
+}
+
+// memberInt returns the integer member name of the JSON object obj (a
+// top-level member: nested objects are skipped whole).
+func memberInt(obj []byte, name string) (int64, bool) {
+	if len(obj) < 2 || obj[0] != '{' {
+		return 0, false
+	}
+	for i := 1; i < len(obj); {
+		i = skipWS(obj, i)
+		if i >= len(obj) || obj[i] == '}' {
+			return 0, false
+		}
+		if obj[i] == ',' {
+			i++
+			continue
+		}
+		kEnd := stringEnd(obj, i)
+		if obj[i] != '"' || kEnd < 0 {
+			return 0, false
+		}
+		key := obj[i+1 : kEnd-1]
+		i = skipWS(obj, kEnd)
+		if i >= len(obj) || obj[i] != ':' {
+			return 0, false
+		}
+		i = skipWS(obj, i+1)
+		vEnd := valueEnd(obj, i)
+		if vEnd < 0 {
+			return 0, false
+		}
+		if string(key) == name {
+			return integer(obj[i:vEnd])
+		}
+		i = vEnd
+	}
+	return 0, false
 }
 
 // lastUsageObject returns the last `"usage": {…}` object that is a member

@@ -24,6 +24,11 @@ type Behavior struct {
 	Text string `json:"text,omitempty"`
 	// CompletionTokens is the reported completion usage; 0 means ChunkCount.
 	CompletionTokens int `json:"completion_tokens,omitempty"`
+	// CachedTokens is how many of the prompt tokens the OpenAI answers
+	// report as cached (prompt_tokens_details.cached_tokens, or the
+	// Responses API's input_tokens_details.cached_tokens); at most the
+	// prompt tokens.
+	CachedTokens int `json:"cached_tokens,omitempty"`
 	// Slots caps the requests of one model served at once; 0 is unlimited.
 	Slots int `json:"slots,omitempty"`
 	// OverSlots is what happens to a request that finds every slot taken:
@@ -153,7 +158,7 @@ func strictUnmarshal(data []byte, v any) error {
 // Validate reports the first setting the mock cannot honour.
 func (b Behavior) Validate() error {
 	switch {
-	case b.LatencyMS < 0, b.ChunkCount < 0, b.ChunkGapMS < 0, b.CompletionTokens < 0, b.Slots < 0, b.LatencyJitterMS < 0:
+	case b.LatencyMS < 0, b.ChunkCount < 0, b.ChunkGapMS < 0, b.CompletionTokens < 0, b.CachedTokens < 0, b.Slots < 0, b.LatencyJitterMS < 0:
 		return fmt.Errorf("invalid behavior: latency_ms, latency_jitter_ms, chunk_count, chunk_gap_ms, completion_tokens and slots must not be negative")
 	case b.ChunkCount > 100000:
 		return fmt.Errorf("invalid behavior: chunk_count %d exceeds 100000", b.ChunkCount)

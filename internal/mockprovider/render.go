@@ -57,3 +57,12 @@ func (b *planBuilder) closeFrame() {
 	b.buf = append(b.buf, "\n\n"...)
 	b.end()
 }
+
+// cached is how many prompt tokens the answer reports as cached
+// (Behavior.CachedTokens, at most the prompt).
+func (r *render) cached() int {
+	if r.beh == nil {
+		return 0
+	}
+	return min(r.beh.b.CachedTokens, r.p)
+}

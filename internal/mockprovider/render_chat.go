@@ -16,6 +16,11 @@ func (r *render) appendChatUsage(dst []byte) []byte {
 	dst = appendInt(dst, int64(r.c))
 	dst = append(dst, `,"total_tokens":`...)
 	dst = appendInt(dst, int64(r.p+r.c))
+	if n := r.cached(); n > 0 {
+		dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
+		dst = appendInt(dst, int64(n))
+		dst = append(dst, '}')
+	}
 	return append(dst, '}')
 }
 

@@ -12,7 +12,9 @@ func (r *render) appendRespID(dst []byte) []byte {
 func (r *render) appendRespUsage(dst []byte) []byte {
 	dst = append(dst, `{"input_tokens":`...)
 	dst = appendInt(dst, int64(r.p))
-	dst = append(dst, `,"input_tokens_details":{"cached_tokens":0},"output_tokens":`...)
+	dst = append(dst, `,"input_tokens_details":{"cached_tokens":`...)
+	dst = appendInt(dst, int64(r.cached()))
+	dst = append(dst, `},"output_tokens":`...)
 	dst = appendInt(dst, int64(r.c))
 	dst = append(dst, `,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":`...)
 	dst = appendInt(dst, int64(r.p+r.c))

@@ -52,11 +52,10 @@ type Usage struct {
 }
 
 // FromLedger normalises a usage report parsed by internal/ledger, whose
-// Input excludes Anthropic's cache reads and writes (OpenAI's
-// prompt_tokens already includes its cached tokens, which ledger does not
-// break out, so they are priced as input).
+// Input excludes Anthropic's cache reads and writes but includes OpenAI's
+// cached tokens (reported apart as InputCached).
 func FromLedger(u ledger.Usage) Usage {
-	return Usage{Input: u.Input + u.CacheRead + u.CacheCreation, Cached: u.CacheRead, CacheWrite: u.CacheCreation, Output: u.Output}
+	return Usage{Input: u.Input + u.CacheRead + u.CacheCreation, Cached: u.CacheRead + u.InputCached, CacheWrite: u.CacheCreation, Output: u.Output}
 }
 
 // Tokens is the usage's total, the amount a tokens-per-minute limit counts.

@@ -100,6 +100,15 @@ func TestCost(t *testing.T) {
 	if got := claude.Cost(u); got != 25*3000+100*300+10*3750+40*15000 {
 		t.Fatalf("anthropic cost %d", got)
 	}
+	// An OpenAI answer: prompt_tokens counts its cached tokens.
+	gpt4o := Price{Input: 2.5, CachedInput: 1.25, Output: 10}
+	o := FromLedger(ledger.Usage{Input: 2000, InputCached: 1500, Output: 100})
+	if o.Input != 2000 || o.Cached != 1500 || o.Tokens() != 2100 {
+		t.Fatalf("FromLedger (OpenAI): %+v", o)
+	}
+	if got := gpt4o.Cost(o); got != 500*2500+1500*1250+100*10000 {
+		t.Fatalf("openai cost %d", got)
+	}
 	if USD(Nano(12.34)) != 12.34 {
 		t.Fatal("dollar round trip")
 	}

@@ -79,6 +79,10 @@ const (
 	Allowed Decision = iota
 	MissingKey
 	InvalidKey
+	// Retired: the key was issued at run time and has since been revoked
+	// or rotated away. The resolver never decides it; the key snapshot
+	// (internal/keys) does, before the resolver is asked.
+	Retired
 )
 
 // Resolver identifies callers. It is safe for concurrent use.
@@ -152,7 +156,12 @@ func (r *Resolver) Identify(key []byte, loopback bool) (ID, *Tenant, Decision) {
 		}
 		return ID{}, nil, MissingKey
 	}
-	id := r.IDForKey(key)
+	return r.IdentifyID(r.IDForKey(key), loopback)
+}
+
+// IdentifyID is Identify for a caller that sent a key whose id is already
+// known (IDForDigest of its SHA-256).
+func (r *Resolver) IdentifyID(id ID, loopback bool) (ID, *Tenant, Decision) {
 	if t := r.known[id]; t != nil {
 		return id, t, Allowed
 	}

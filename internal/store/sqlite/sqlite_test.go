@@ -17,7 +17,7 @@ import (
 
 var ctx = context.Background()
 
-func open(t *testing.T, path string) *DB {
+func open(t testing.TB, path string) *DB {
 	t.Helper()
 	d, err := Open(path, Options{})
 	if err != nil {

@@ -1,0 +1,182 @@
+package transport
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/omniroute/gateway/internal/apierror"
+	ikeys "github.com/omniroute/gateway/internal/keys"
+	"github.com/omniroute/gateway/internal/sanitize"
+	"github.com/omniroute/gateway/internal/tenantpolicy"
+)
+
+// The key API (docs/tenants.md, "Key lifecycle"):
+//
+//	GET  /api/keys                  every key, config-file tenants included; never a secret
+//	POST /api/keys                  {"name", policy fields…} → 201, the secret shown once
+//	GET  /api/keys/{name}           one key
+//	POST /api/keys/{name}/policy    {policy fields…}: the new policy, in force on the next request
+//	POST /api/keys/{name}/rotate    a new secret, shown once; the old one stops working
+//	POST /api/keys/{name}/revoke    the key stops working, for good
+//
+// Every route is behind the management guard (management.go) and the
+// browser policy (browser.go); bodies are strict JSON: unknown fields,
+// wrong types, negative limits, model patterns that match no model and
+// duplicate names are 400 with the field named.
+
+const (
+	keysPath   = "/api/keys"
+	keysPrefix = keysPath + "/"
+	// maxKeyBody bounds a key body (a policy lists at most 256 models).
+	maxKeyBody = 64 << 10
+)
+
+// isKeysPath reports the key API's paths.
+func isKeysPath(path []byte) bool {
+	return bytes.Equal(path, []byte(keysPath)) || bytes.HasPrefix(path, []byte(keysPrefix))
+}
+
+// keyView is a key as the API shows it, with the secret only when it was
+// just made.
+type keyView struct {
+	Key    ikeys.Info `json:"key"`
+	Secret string     `json:"secret,omitempty"`
+}
+
+func (g *Gateway) keysAPI(ctx *fasthttp.RequestCtx, rid []byte) {
+	if !g.management(ctx, string(rid)) {
+		return
+	}
+	kh := g.ten.keys
+	path := string(ctx.Path())
+	if path == keysPath {
+		switch {
+		case ctx.IsGet():
+			writeJSON(ctx, 200, map[string]any{"keys": kh.Snapshot().Infos()})
+		case ctx.IsPost():
+			body, ok := g.keyBody(ctx, rid)
+			if !ok {
+				return
+			}
+			name, p, err := ikeys.DecodeCreate(body)
+			if err == nil {
+				err = g.checkPolicyModels(p)
+			}
+			if err != nil {
+				writeKeyError(ctx, rid, err)
+				return
+			}
+			info, secret, err := kh.Create(name, p)
+			if err != nil {
+				writeKeyError(ctx, rid, err)
+				return
+			}
+			writeJSON(ctx, 201, keyView{Key: info, Secret: secret})
+		default:
+			g.mgmtMethod(ctx, rid, "GET, POST")
+		}
+		return
+	}
+	name, action, _ := strings.Cut(path[len(keysPrefix):], "/")
+	if name == "" {
+		writeMgmtError(ctx, rid, 404, "", "not_found", "no key name in the path; use /api/keys/{name}")
+		return
+	}
+	if err := ikeys.ValidateName(name); err != nil {
+		writeMgmtError(ctx, rid, 404, "", "key_not_found", "no key named "+sanitize.Message(name, "?")+"; GET /api/keys lists the keys")
+		return
+	}
+	switch action {
+	case "":
+		if !ctx.IsGet() {
+			g.mgmtMethod(ctx, rid, "GET")
+			return
+		}
+		info, ok := kh.Snapshot().Info(name)
+		if !ok {
+			writeMgmtError(ctx, rid, 404, "", "key_not_found", "no key named "+name+"; GET /api/keys lists the keys")
+			return
+		}
+		writeJSON(ctx, 200, keyView{Key: info})
+		return
+	case "policy", "rotate", "revoke":
+	default:
+		writeMgmtError(ctx, rid, 404, "", "not_found", "no action "+sanitize.Message(action, "?")+" for a key; use policy, rotate or revoke")
+		return
+	}
+	if !ctx.IsPost() {
+		g.mgmtMethod(ctx, rid, "POST")
+		return
+	}
+	var info ikeys.Info
+	var secret string
+	var err error
+	switch action {
+	case "policy":
+		body, ok := g.keyBody(ctx, rid)
+		if !ok {
+			return
+		}
+		var p tenantpolicy.Policy
+		if p, err = ikeys.DecodePolicy(body); err == nil {
+			if err = g.checkPolicyModels(p); err == nil {
+				info, err = kh.UpdatePolicy(name, p)
+			}
+		}
+	case "rotate", "revoke":
+		if !managementBodyOK(ctx) {
+			g.refuse(ctx, routeManagement, rid, errMgmtMediaType)
+			return
+		}
+		if action == "rotate" {
+			info, secret, err = kh.Rotate(name)
+		} else {
+			info, err = kh.Revoke(name)
+		}
+	}
+	if err != nil {
+		writeKeyError(ctx, rid, err)
+		return
+	}
+	writeJSON(ctx, 200, keyView{Key: info, Secret: secret})
+}
+
+// keyBody reads a key body: JSON, at most maxKeyBody.
+func (g *Gateway) keyBody(ctx *fasthttp.RequestCtx, rid []byte) ([]byte, bool) {
+	if !isJSONMediaType(ctx.Request.Header.ContentType()) {
+		g.refuse(ctx, routeManagement, rid, &apierror.Error{Status: 415, Type: "invalid_request_error", Code: "unsupported_media_type",
+			Message: "a key body is JSON: send Content-Type: application/json"})
+		return nil, false
+	}
+	body, tooLarge := readLimited(ctx, maxKeyBody)
+	if tooLarge {
+		ctx.SetConnectionClose()
+		writeMgmtError(ctx, rid, 413, "", "payload_too_large", "a key body may not exceed 64 KiB")
+		return nil, false
+	}
+	return body, true
+}
+
+// checkPolicyModels refuses allowed_models entries that match none of the
+// gateway's models.
+func (g *Gateway) checkPolicyModels(p tenantpolicy.Policy) error {
+	if err := g.checkModels("", p.AllowedModels); err != nil {
+		var fe tenantpolicy.FieldError
+		errors.As(err, &fe)
+		return &ikeys.Error{Status: 400, Code: "invalid_policy", Field: fe.Path, Message: fe.Error()}
+	}
+	return nil
+}
+
+// writeKeyError answers a refused key operation: the management error
+// body with the field to blame, {"error":{"message","type","code","field"},"requestId"}.
+func writeKeyError(ctx *fasthttp.RequestCtx, rid []byte, err error) {
+	var ke *ikeys.Error
+	if !errors.As(err, &ke) {
+		ke = &ikeys.Error{Status: 500, Code: "internal_error", Message: sanitize.Message(err.Error(), "the key operation failed")}
+	}
+	writeMgmtFieldError(ctx, rid, ke.Status, "", ke.Code, ke.Field, ke.Message)
+}

@@ -1,0 +1,633 @@
+package transport
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/omniroute/gateway/actors/keys"
+	"github.com/omniroute/gateway/actors/requestlog"
+	tenantlimitactor "github.com/omniroute/gateway/actors/tenantlimit"
+	"github.com/omniroute/gateway/internal/admission"
+	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/internal/config"
+	ikeys "github.com/omniroute/gateway/internal/keys"
+	"github.com/omniroute/gateway/internal/ledger"
+	"github.com/omniroute/gateway/internal/logging"
+	"github.com/omniroute/gateway/internal/pricing"
+	"github.com/omniroute/gateway/internal/store"
+	"github.com/omniroute/gateway/internal/store/sqlite"
+	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/internal/tenantlimit"
+	"github.com/omniroute/gateway/internal/tenantpolicy"
+	"github.com/omniroute/gateway/messages"
+)
+
+// The tenant layer in the request path (docs/tenants.md):
+//
+//	authentication (identifyCaller: the key snapshot, then the resolver)
+//	→ tenant limits (reserveTenant: every counter in one step, no message)
+//	→ admission → provider
+//	→ settle (finishTenant: the limiter from the real usage, once; one
+//	  record to the request log, handed over without waiting).
+//
+// The composition root builds its actors in startTenants; the management
+// routes are in keys_api.go and requests_api.go.
+
+// Store is the persistence the tenant layer uses (keys, request log,
+// usage), re-exported for hosts that back it with their own store.
+type Store = store.Store
+
+// tenantSys is the tenant layer's wiring, built by startTenants.
+type tenantSys struct {
+	db     store.Store
+	ownDB  bool // opened here (SQLite in the data dir): closed by stopTenants
+	keys   *keys.Handle
+	limits *tenantlimitactor.Handle
+	log    *requestlog.Handle
+	prices *pricing.Table
+	// price is each target's price (by target id): its upstream model's,
+	// else the gateway model's name.
+	price []targetPrice
+	// logOn: the request log takes records; then every request reads the
+	// provider's usage report, so its tokens and cost can be logged.
+	logOn bool
+	// weights are the tenants' fair shares (only those other than 1),
+	// published on every key change for the ingest queue and the lanes.
+	weights atomic.Pointer[map[tenant.ID]int64]
+	clk     func() time.Time
+}
+
+type targetPrice struct {
+	p  pricing.Price
+	ok bool
+}
+
+// tenantCall is one request's part of the tenant layer; it lives in the
+// pooled call and is zeroed with it.
+type tenantCall struct {
+	// entry is the caller's key (config-file tenant or run-time key);
+	// nil for anonymous callers and unconfigured keys let in by the auth
+	// mode.
+	entry *ikeys.Entry
+	res   tenantlimit.Reservation
+	// hdr are the rate-limit headers, rendered at the reservation and set
+	// on the answer whatever it is (applyTenantHeaders).
+	hdr    tenantlimit.Headers
+	hasHdr bool
+	// meter: the provider's usage report is read (a limited tenant, or the
+	// request log is on).
+	meter bool
+	// The reservation's estimate: tokens and nano-dollars, and the part of
+	// the cost that is input (charged for an attempt the provider may have
+	// started on, as the provider ledger charges it).
+	est, estCost, inCost int64
+	// What attempts that did not serve the request cost (summed), and the
+	// tokens every usage report said.
+	tokens, cost    int64
+	in, out, cached int64
+	errCode         string
+	ttft            time.Duration
+}
+
+// startTenants opens the store, loads the keys, starts the limiter and the
+// request log writer. It runs before admission starts, whose ingest queue
+// and lanes read the tenants' weights.
+func (g *Gateway) startTenants() error {
+	o := &g.opts
+	ts := &tenantSys{prices: pricing.New(o.File.Prices), clk: g.clk.Now}
+	g.ten = ts
+	ts.price = make([]targetPrice, len(g.cat.Targets))
+	for _, m := range g.cat.Models {
+		for _, t := range m.Targets {
+			name := t.UpstreamModel
+			if name == "" {
+				name = m.Name
+			}
+			p, _, ok := ts.prices.LookupString(name)
+			if !ok {
+				p, _, ok = ts.prices.LookupString(m.Name)
+			}
+			ts.price[t.ID] = targetPrice{p, ok}
+		}
+	}
+	cfg, err := g.configTenants()
+	if err != nil {
+		return err
+	}
+	if o.Store != nil {
+		ts.db = o.Store
+	} else {
+		db, err := sqlite.Open(filepath.Join(o.Env.ResolvedDataDir(), sqlite.FileName), sqlite.Options{})
+		if err != nil {
+			return fmt.Errorf("cannot start: %w", err)
+		}
+		ts.db, ts.ownDB = db, true
+	}
+	kh, err := keys.Spawn(g.system, keys.Options{Store: ts.db, Resolver: g.tenants, Config: cfg, Clock: g.clk,
+		OnChange: func(s *ikeys.Snapshot) { ts.keysChanged(s, true) }})
+	if err != nil {
+		return fmt.Errorf("cannot start: %w", err)
+	}
+	ts.keys = kh
+	specs, err := ts.specs(kh.Snapshot())
+	if err != nil {
+		return fmt.Errorf("cannot start: %w", err)
+	}
+	lh, err := tenantlimitactor.Spawn(g.system, tenantlimitactor.Options{Clock: g.clk, Tenants: specs})
+	if err != nil {
+		return err
+	}
+	ts.limits = lh
+	mode := o.Env.RequestLog.Mode
+	var lines *slog.Logger
+	if mode.Stdout() {
+		out := o.RequestLogOutput
+		if out == nil {
+			out = os.Stdout
+		}
+		lines = logging.Redacting(logging.New(string(o.Env.Server.LogFormat), "info", out), g.redact).With("component", "requestlog")
+	}
+	var ls store.LogStore
+	if mode.DB() {
+		ls = ts.db
+	}
+	lg, err := requestlog.Spawn(g.system, requestlog.Options{Store: ls, Lines: lines, Clock: g.clk,
+		Retention: o.Env.RequestLog.RetentionDays.Duration()})
+	if err != nil {
+		return err
+	}
+	ts.log, ts.logOn = lg, ls != nil || lines != nil
+	g.health = append(g.health, healthSection{name: "tenants", fn: g.tenantsHealth})
+	return nil
+}
+
+// stopTenants flushes the request log and stops the tenant actors, then
+// closes the database it opened.
+func (g *Gateway) stopTenants() {
+	ts := g.ten
+	if ts == nil {
+		return
+	}
+	if ts.log != nil {
+		ts.log.Stop()
+	}
+	if ts.keys != nil {
+		ts.keys.Stop()
+	}
+	if ts.limits != nil {
+		ts.limits.Stop()
+	}
+	if ts.ownDB && ts.db != nil {
+		if err := ts.db.Close(); err != nil {
+			g.log.Warn("closing the database failed; the last request log batch may be lost", "err", err)
+		}
+	}
+}
+
+// configTenants reads the config file's tenants for the keys actor, and
+// checks their allowed models against the catalog.
+func (g *Gateway) configTenants() ([]keys.ConfigTenant, error) {
+	var out []keys.ConfigTenant
+	for i, t := range g.opts.File.Tenants {
+		d, err := tenantDigest(g.opts, i, t)
+		if err != nil {
+			return nil, err
+		}
+		if err := g.checkModels(fmt.Sprintf("tenants[%d].", i), t.Policy.AllowedModels); err != nil {
+			return nil, err
+		}
+		out = append(out, keys.ConfigTenant{Name: t.Name, KeySHA256: d, Policy: t.Policy})
+	}
+	return out, nil
+}
+
+// checkModels refuses an allowed_models entry that names or matches none
+// of the gateway's models: it could only refuse the tenant's requests.
+func (g *Gateway) checkModels(prefix string, patterns []string) error {
+	for i, pat := range patterns {
+		found := false
+		for _, m := range g.cat.Models {
+			if tenantpolicy.MatchString(pat, m.Name) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return tenantpolicy.FieldError{Path: fmt.Sprintf("%sallowed_models[%d]", prefix, i),
+				Message: fmt.Sprintf("%q matches none of this gateway's models (GET /v1/models lists them); fix the name or pattern", pat)}
+		}
+	}
+	return nil
+}
+
+// specs are the limiter's tenants: every active key with its policy, and
+// for those with budgets, what they spent today and this month (from the
+// usage aggregates), so that a restart or a new budget does not forget
+// spend.
+func (ts *tenantSys) specs(s *ikeys.Snapshot) ([]tenantlimitactor.TenantSpec, error) {
+	act := s.Active()
+	out := make([]tenantlimitactor.TenantSpec, 0, len(act))
+	var day, month map[string]int64
+	for _, e := range act {
+		sp := tenantlimitactor.TenantSpec{ID: e.TenantID, Name: e.Name, Policy: *e.Policy}
+		if e.Policy.DailyBudgetUSD > 0 || e.Policy.MonthlyBudgetUSD > 0 {
+			if day == nil {
+				var err error
+				if day, month, err = ts.spend(); err != nil {
+					return nil, err
+				}
+			}
+			id := e.TenantID.String()
+			sp.DaySpent, sp.MonthSpent = day[id], month[id]
+		}
+		out = append(out, sp)
+	}
+	return out, nil
+}
+
+func (ts *tenantSys) spend() (day, month map[string]int64, err error) {
+	now := ts.clk().UTC()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if day, err = ts.db.Spend(ctx, tenantlimit.DayEnd(tenantlimit.DayIndex(now)-1)); err != nil {
+		return nil, nil, fmt.Errorf("reading today's spend for the budgets: %w", err)
+	}
+	if month, err = ts.db.Spend(ctx, time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		return nil, nil, fmt.Errorf("reading this month's spend for the budgets: %w", err)
+	}
+	return day, month, nil
+}
+
+// keysChanged runs on the keys actor after every change: the limiter gets
+// the new tenant set (it keeps the counters of tenants that stay) and the
+// weights are published. At start-up (before the limiter exists) only the
+// weights are.
+func (ts *tenantSys) keysChanged(s *ikeys.Snapshot, apply bool) {
+	w := map[tenant.ID]int64{}
+	for _, e := range s.Active() {
+		if v := e.Policy.EffectiveWeight(); v != tenantpolicy.DefaultWeight {
+			w[e.TenantID] = v
+		}
+	}
+	ts.weights.Store(&w)
+	if !apply || ts.limits == nil {
+		return
+	}
+	specs, err := ts.specs(s)
+	if err != nil {
+		// The spend could not be read: new tenants start from zero rather
+		// than the change being lost.
+		specs = ts.specsNoSpend(s)
+	}
+	// Waited for, so the change is in force when the key API answers.
+	if err := ts.limits.ApplyTenants(specs, 5*time.Second); err != nil {
+		ts.limits.SetTenants(specs)
+	}
+}
+
+// specsNoSpend is specs without spend seeds, when the store cannot be read.
+func (*tenantSys) specsNoSpend(s *ikeys.Snapshot) []tenantlimitactor.TenantSpec {
+	act := s.Active()
+	out := make([]tenantlimitactor.TenantSpec, 0, len(act))
+	for _, e := range act {
+		out = append(out, tenantlimitactor.TenantSpec{ID: e.TenantID, Name: e.Name, Policy: *e.Policy})
+	}
+	return out
+}
+
+// tenantWeight is a tenant's fair share for the ingest queue.
+func (g *Gateway) tenantWeight(id [20]byte) int64 {
+	if ts := g.ten; ts != nil {
+		if w := ts.weights.Load(); w != nil {
+			if v, ok := (*w)[tenant.ID(id)]; ok {
+				return v
+			}
+		}
+	}
+	return tenantpolicy.DefaultWeight
+}
+
+// laneWeight is a tenant's fair share for the admission lanes.
+func (g *Gateway) laneWeight(id tenant.ID) float64 { return float64(g.tenantWeight(id)) }
+
+// identifyCaller authenticates a caller's key: against the key snapshot
+// first (config-file tenants and run-time keys, one hash and a map read,
+// no message), so a revoked or rotated key is refused on the very next
+// request on every connection; then by the resolver's rules (anonymous
+// callers, and unconfigured keys in the loopback and open auth modes).
+func (g *Gateway) identifyCaller(key []byte, loopback bool) (tenant.ID, *ikeys.Entry, tenant.Decision) {
+	if len(key) == 0 || g.ten == nil {
+		id, _, d := g.tenants.Identify(key, loopback)
+		return id, nil, d
+	}
+	snap := g.ten.keys.Snapshot()
+	d := sha256.Sum256(key)
+	if e, ok := snap.LookupDigest(d); ok {
+		return e.TenantID, e, tenant.Allowed
+	}
+	id := g.tenants.IDForDigest(d)
+	if snap.Retired(d, id) {
+		return tenant.ID{}, nil, tenant.Retired
+	}
+	id, _, dec := g.tenants.IdentifyID(id, loopback)
+	return id, nil, dec
+}
+
+var errRetiredKey = &apierror.Error{Status: 401, Type: "authentication_error", Code: "invalid_api_key",
+	Message: "the API key was revoked or rotated; use the key's current secret or ask the gateway operator for a new key"}
+
+// tenantClass is the priority class of the caller's policy, if it sets one.
+func (c *call) tenantClass() (admission.Class, bool) {
+	if e := c.ten.entry; e != nil && e.Policy.Class != "" {
+		return admission.ParseClass(e.Policy.Class)
+	}
+	return 0, false
+}
+
+// reserveTenant checks the caller's limits and reserves all of its
+// counters in one step before admission (no message, no allocation when
+// it passes); a refusal is answered here. It reports whether the request
+// goes on.
+func (c *call) reserveTenant() bool {
+	g, tc := c.g, &c.ten
+	ts := g.ten
+	if ts == nil {
+		return true
+	}
+	e := tc.entry
+	tc.meter = ts.logOn
+	if e == nil || !e.Policy.Limited() {
+		return true
+	}
+	tc.meter = true
+	in, out := ledger.Estimate(c.body.B, c.scan.MaxTokens, g.qs.defOut)
+	tc.est = in + out
+	// The dearest target of the model prices the reservation, so a
+	// fail-over cannot overshoot a budget by more than the estimate.
+	for _, t := range c.model.TargetsFor(c.surface) {
+		if tp := &ts.price[t.ID]; tp.ok {
+			if v := tp.p.Cost(pricing.Usage{Input: in, Output: out}); v > tc.estCost {
+				tc.estCost, tc.inCost = v, tp.p.Cost(pricing.Usage{Input: in})
+			}
+		}
+	}
+	req := tenantlimit.Request{Model: c.scan.Model, Tokens: tc.est, Cost: tc.estCost}
+	res, r := ts.limits.Reserve(e.TenantID, &req, g.clk.Now())
+	tc.res = res
+	if r.Limited() || !r.Allowed {
+		fam := tenantlimit.OpenAI
+		if c.format == apierror.Anthropic {
+			fam = tenantlimit.Anthropic
+		}
+		tc.hdr, tc.hasHdr = r.Headers(fam), true
+	}
+	if !r.Allowed {
+		ae := r.APIError()
+		c.fail(&ae)
+		return false
+	}
+	return true
+}
+
+// applyTenantHeaders sets the tenant's rate-limit headers on the answer,
+// whatever it is. The provider's own headers of these names describe the
+// gateway's account with the provider, not the tenant's limits: they are
+// removed first.
+func (c *call) applyTenantHeaders() {
+	tc := &c.ten
+	if !tc.hasHdr {
+		return
+	}
+	h := &c.ctx.Response.Header
+	if c.target != nil && hasRateLimitHeader(h) { // only a provider's answer brings its own
+		for n, canon := range tenantHeaderCanon {
+			if n != tenantlimit.RetryAfterMsHeader { // the provider's retry hint stays
+				h.DelBytes(canon)
+			}
+		}
+	}
+	for i := 0; i < tc.hdr.Len(); i++ {
+		h.SetCanonical(tenantHeaderCanon[tc.hdr.Name(i)], tc.hdr.Value(i))
+	}
+}
+
+// hasRateLimitHeader reports a header of either rate-limit family.
+func hasRateLimitHeader(h *fasthttp.ResponseHeader) bool {
+	for k := range h.All() {
+		if hasPrefixFold(k, "x-ratelimit-") || hasPrefixFold(k, "anthropic-ratelimit-") {
+			return true
+		}
+	}
+	return false
+}
+
+func hasPrefixFold(b []byte, prefix string) bool {
+	return len(b) >= len(prefix) && equalFoldASCII(b[:len(prefix)], prefix)
+}
+
+// tenantHeaderCanon maps every rate-limit header name to its canonical
+// spelling, so setting the headers skips fasthttp's normalising (the most
+// expensive part of the fast path otherwise).
+var tenantHeaderCanon = func() map[string][]byte {
+	m := map[string][]byte{}
+	for _, n := range tenantlimit.HeaderNames() {
+		b := []byte(n)
+		up := true
+		for i, ch := range b {
+			if up && ch >= 'a' && ch <= 'z' {
+				b[i] = ch - 'a' + 'A'
+			}
+			up = ch == '-'
+		}
+		m[n] = b
+	}
+	return m
+}()
+
+// noteError remembers the code of the gateway's own error for the log.
+func (c *call) noteError(e *apierror.Error) { c.ten.errCode = e.Code }
+
+// markFirstToken records the time to the first token: a stream's first
+// content event, or a whole answer's arrival.
+func (c *call) markFirstToken() { c.ten.ttft = time.Since(c.start) }
+
+// tenantAttemptEnded adds the cost of an attempt that did not serve the
+// request, as the provider ledger settles it: its usage report if it sent
+// one, else the input estimate when the provider may have started on it
+// (a timeout, the caller gone), else nothing. The attempt's usage is then
+// cleared, so the next attempt starts from zero.
+func (c *call) tenantAttemptEnded(class messages.FailureClass) {
+	p, tc := &c.plan, &c.ten
+	if !tc.meter {
+		return
+	}
+	if p.usage.Seen {
+		u := pricing.FromLedger(p.usage)
+		tc.addUsage(u)
+		tc.tokens += u.Tokens()
+		tc.cost += c.costOf(nil, u)
+	} else if class == messages.Timeout || class == messages.Canceled {
+		tc.tokens += p.input
+		tc.cost += tc.inCost
+	}
+	p.usage = ledger.Usage{}
+}
+
+func (tc *tenantCall) addUsage(u pricing.Usage) {
+	tc.in += u.Input
+	tc.out += u.Output
+	tc.cached += u.Cached
+}
+
+// costOf prices u at target t's price (nil: the estimate's price ratio).
+func (c *call) costOf(t *catalog.Target, u pricing.Usage) int64 {
+	ts := c.g.ten
+	if t != nil && ts.price[t.ID].ok {
+		return ts.price[t.ID].p.Cost(u)
+	}
+	if c.model != nil {
+		for _, t := range c.model.TargetsFor(c.surface) {
+			if tp := &ts.price[t.ID]; tp.ok {
+				return tp.p.Cost(u)
+			}
+		}
+	}
+	return 0
+}
+
+// finishTenant settles the tenant's reservation and logs the request. It
+// runs once, from settle, with everything the request used known.
+//
+// The serving attempt's usage report settles it when the report is final
+// (a whole answer's, a stream's usage chunk or terminal event; an
+// Anthropic stream's counts are final only at message_stop). A stream
+// that ended without one (the caller left, the provider broke off) keeps
+// what was reserved, or what was reported so far if that is more: the
+// provider may have generated the whole answer. Attempts that failed over
+// add what tenantAttemptEnded counted. A request that never reached a
+// provider gives everything back.
+func (c *call) finishTenant() {
+	g, tc, p := c.g, &c.ten, &c.plan
+	ts := g.ten
+	if ts == nil || (!tc.meter && !ts.logOn) {
+		return
+	}
+	reached := p.attempts > 0 || (c.model != nil && c.model.Strategy == config.StrategyFusion && c.target != nil)
+	if tc.meter && p.metering && p.attempts > 0 { // the serving attempt is still open
+		seen := pricing.FromLedger(p.usage)
+		seenCost := c.costOf(c.target, seen)
+		final := p.usage.Seen && (!c.scan.Stream || c.surface != catalog.Messages || c.terminal)
+		if p.usage.Seen {
+			tc.addUsage(seen)
+		}
+		if final {
+			tc.tokens += seen.Tokens()
+			tc.cost += seenCost
+		} else {
+			tc.tokens += max(seen.Tokens(), tc.est)
+			tc.cost += max(seenCost, tc.estCost)
+		}
+	} else if !reached {
+		tc.tokens, tc.cost = 0, 0
+	}
+	if c.model != nil && c.model.Strategy == config.StrategyFusion && reached {
+		// The panel's answers are not metered: the reservation stands.
+		tc.tokens, tc.cost = max(tc.tokens, tc.est), max(tc.cost, tc.estCost)
+	}
+	if tc.res.Active() {
+		ts.limits.Settle(&tc.res, tenantlimit.Usage{Tokens: tc.tokens, Cost: tc.cost, Known: reached, Refund: !reached}, g.clk.Now())
+	}
+	if ts.logOn {
+		c.logRequest(reached)
+	}
+}
+
+// maxLoggedModel bounds the model name a record keeps for a request whose
+// model is not configured (it is the caller's text).
+const maxLoggedModel = 128
+
+// logRequest hands the request's record to the writer, which never
+// blocks. Nothing secret is in it: ids, names, numbers, the address class.
+func (c *call) logRequest(reached bool) {
+	g, tc, ctx := c.g, &c.ten, c.ctx
+	r := requestlog.NewRecord()
+	lat := time.Since(c.start)
+	r.Time = g.clk.Now().Add(-lat)
+	r.RequestID = string(c.rid)
+	switch {
+	case tc.entry != nil:
+		r.TenantID, r.TenantName = tc.entry.TenantID.String(), tc.entry.Name
+	case c.tenant == tenant.Anonymous:
+		r.TenantID, r.TenantName = "anonymous", "anonymous"
+	case !c.tenant.IsZero():
+		r.TenantID = c.tenant.String()
+	}
+	if c.model != nil {
+		r.Model = c.model.Name
+	} else if len(c.scan.Model) > 0 {
+		r.Model = strings.ToValidUTF8(string(c.scan.Model[:min(len(c.scan.Model), maxLoggedModel)]), "?")
+	}
+	// Caller and upstream dialect: the route's API surface, and the API
+	// of the target that served (targets are chosen for the caller's
+	// surface, so they are the same until translation is wired).
+	r.CallerDialect = c.surface.String()
+	if c.target != nil {
+		r.Target, r.UpstreamDialect = c.target.Name, c.surface.String()
+	}
+	r.Status = ctx.Response.StatusCode()
+	switch {
+	case c.streamCut:
+		r.ErrorCode = "stream_interrupted"
+	case r.Status == 499:
+		r.ErrorCode = "client_closed_request"
+	case r.Status < 400:
+	case tc.errCode != "":
+		r.ErrorCode = tc.errCode
+	case c.attemptReason != "":
+		r.ErrorCode = c.attemptReason
+	default:
+		r.ErrorCode = "upstream_error"
+	}
+	r.Attempts, r.Fallbacks = c.plan.attempts, c.fallbacks
+	r.AdmissionWait, r.TTFT, r.Latency = c.waited, tc.ttft, lat
+	r.TokensIn, r.TokensOut, r.TokensCached = tc.in, tc.out, tc.cached
+	if reached {
+		r.CostNano = tc.cost
+	}
+	r.ClientIP = clientIPClass(ctx.RemoteIP())
+	g.ten.log.Log(r)
+}
+
+func clientIPClass(ip []byte) store.IPClass {
+	a, _ := netip.AddrFromSlice(ip)
+	return store.ClassifyIP(a)
+}
+
+// tenantsHealth is the tenants section of the health report: keys, the
+// limiter's tenants, and the request log writer (degraded while writes
+// fail: serving goes on, records are counted as failed).
+func (g *Gateway) tenantsHealth() (any, string) {
+	ts := g.ten
+	h := ts.log.Health()
+	status := "ok"
+	if h.Failing {
+		status = "degraded"
+	}
+	active := len(ts.keys.Snapshot().Active())
+	limited := 0
+	if s := ts.limits.Snapshot(); s != nil {
+		limited = len(s.Tenants)
+	}
+	return map[string]any{"activeKeys": active, "limitedTenants": limited, "requestLog": h}, status
+}
