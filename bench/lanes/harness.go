@@ -447,9 +447,23 @@ func errorCode(b []byte) string {
 // summary describes a set of samples.
 type summary struct {
 	n, ok         int
+	uncoded       int // non-200 answers without an error code
 	byStatus      map[int]int
 	byCode        map[string]int
 	p50, p95, p99 time.Duration
+}
+
+// answered counts the requests the gateway answered: a 200, or a refusal
+// carrying a machine-readable code. A request with no answer (timeout,
+// connection error) or an uncoded failure is not answered.
+func (s summary) answered() int {
+	n := s.ok
+	for st, c := range s.byStatus {
+		if st != 200 && st > 0 {
+			n += c
+		}
+	}
+	return n - s.uncoded
 }
 
 func summarize(ss []sample, keep func(sample) bool) summary {
@@ -463,6 +477,8 @@ func summarize(ss []sample, keep func(sample) bool) summary {
 		s.byStatus[x.status]++
 		if x.code != "" {
 			s.byCode[x.code]++
+		} else if x.status > 0 && x.status != 200 {
+			s.uncoded++
 		}
 		if x.status == 200 {
 			s.ok++
