@@ -191,15 +191,21 @@ func (a *ingestActor) stop(o messages.IngestOutcome) {
 		a.timer()
 		a.timer = nil
 	}
+	replies := make([]chan<- messages.IngestOutcome, 0, len(a.waiters))
 	for m, w := range a.waiters {
 		a.q.remove(w)
 		delete(a.waiters, m)
 		if o.IsShed() {
 			a.h.Shed(o)
 		}
-		m.Reply <- o
+		replies = append(replies, m.Reply)
 	}
+	// Publish the empty queue before anyone hears of it, so a caller that
+	// was answered never reads a snapshot that still counts it waiting.
 	a.publish()
+	for _, r := range replies {
+		r <- o
+	}
 }
 
 // abortLargest aborts uploads still being read, largest first, until at
