@@ -250,11 +250,25 @@ func (c *controller) rollFlow(now time.Time) {
 		f.lastIn, f.lastOut = in-f.markIn, out-f.markOut
 		f.markAt, f.markIn, f.markOut = now, in, out
 	}
-	outrun := func(in, out int64) bool { return float64(in) > float64(out)*(1+outrunShare)+2 }
 	// The window so far tells at once (an overload's first second fills
 	// a queue); the last whole one keeps the verdict across the roll.
-	f.overloaded = outrun(in-f.markIn, out-f.markOut) || (f.lastIn >= 0 && outrun(f.lastIn, f.lastOut))
+	// Early in a window its counts are a handful, and a closed loop's
+	// timing alone puts a few more arrivals than grants in them, so the
+	// excess so far is judged against a whole window's grants when one
+	// is known: an overload's excess grows past a tenth of them within a
+	// fraction of the window, a closed loop's never does.
+	inNow, outNow := in-f.markIn, out-f.markOut
+	scale := outNow
+	if f.lastIn >= 0 {
+		scale = max(scale, f.lastOut)
+	}
+	f.overloaded = float64(inNow-outNow) > float64(scale)*outrunShare+2 ||
+		(f.lastIn >= 0 && outrun(f.lastIn, f.lastOut))
 }
+
+// outrun reports whether in exceeds out by more than a tenth and two
+// requests' worth (a closed loop's timing noise).
+func outrun(in, out int64) bool { return float64(in) > float64(out)*(1+outrunShare)+2 }
 
 func (c *controller) laneOf(key tenant.ID) *laneInfo {
 	if !c.cfg.VirtualLanes {
@@ -508,7 +522,7 @@ func (c *controller) queueTarget() time.Duration {
 
 func (c *controller) buildView() *view {
 	ctl := c.ctl
-	v := &view{limit: ctl.Limit(), knee: ctl.Knee(), phase: ctl.Phase(), converged: ctl.Converged(),
+	v := &view{limit: ctl.Limit(), knee: ctl.Knee(), phase: ctl.Phase(), converged: ctl.Converged(), bounded: ctl.Bounded(),
 		baseline: [2]time.Duration{ctl.BaselineOf(true), ctl.BaselineOf(false)}, held: ctl.Held(),
 		drainRate: ctl.DrainRate(), target: c.queueTarget(), pressure: ctl.Pressure(), overloaded: c.flow.overloaded,
 		last: ctl.Last(), window: c.window, virtQueuedCount: c.virtN, virtQueuedCost: c.virtCost, laneCount: len(c.lanes),

@@ -1,6 +1,8 @@
 package lanes
 
 import (
+	"context"
+	"log/slog"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -181,7 +183,9 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 // callers, each sending again only when answered: shedding would only
 // make them retry, so it waits (bounded by the caps, the max wait and the
 // callers' deadlines). Until the upstream
-// has answered, its drain rate is unknown and only those bounds apply.
+// has answered, its drain rate is unknown, and until its limit is a
+// measured bound (Controller.Bounded) it is only a lower bound: then only
+// those bounds apply.
 func (l *laneActor) admissible(w *waiter) (Reason, int) {
 	v := l.u.view.Load()
 	now := l.u.h.clk.Now()
@@ -197,23 +201,39 @@ func (l *laneActor) admissible(w *waiter) (Reason, int) {
 			return Deadline, retrySeconds(ew)
 		}
 	}
-	if !known || !v.overloaded {
+	if !known || !v.overloaded || !v.bounded {
 		// Demand the upstream keeps pace with (a closed loop of callers,
-		// a burst being served) waits its turn.
+		// a burst being served) waits its turn; so does demand met while
+		// the controller is still calibrating its limit (a cold start),
+		// whose drain rate says only what the calibration level lets
+		// through, not what the provider can take.
 		return None, 0
 	}
 	interval := burstIntervals * v.target
 	since := l.busySince[c]
 	if since.IsZero() || now.Sub(since) < interval {
 		if ew > interval {
+			l.logShed("burst", w, ew, v, len(l.q[c]))
 			return Overloaded, retrySeconds(ew)
 		}
 		return None, 0
 	}
 	if ew > v.target && l.flow[c].outrun(now, l.u.h.cfg.Window()) {
+		l.logShed("standing", w, ew, v, len(l.q[c]))
 		return Overloaded, retrySeconds(ew)
 	}
 	return None, 0
+}
+
+// logShed says at debug level why a request was shed for delay: the
+// figures an operator needs to tell an overload from a misjudged one.
+func (l *laneActor) logShed(kind string, w *waiter, ew time.Duration, v *view, queued int) {
+	if !l.u.h.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	l.u.h.log.Debug("admission shed", "upstream", l.u.name, "lane", kind, "class", w.class, "queued", queued,
+		"expectedWaitMs", ew.Milliseconds(), "targetMs", v.target.Milliseconds(), "drainPerSecond", int64(v.drainRate),
+		"backlogged", v.backlogged)
 }
 
 // laneFlow measures whether a lane's arrivals outrun its grants, over
@@ -241,7 +261,7 @@ func (f *laneFlow) outrun(now time.Time, window time.Duration) bool {
 	if in < 0 {
 		in, out = f.in-f.markIn, f.out-f.markOut
 	}
-	return float64(in) > float64(out)*(1+outrunShare)+2
+	return outrun(in, out)
 }
 
 // outrunShare is how much more must arrive than is granted for a standing

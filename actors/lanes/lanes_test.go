@@ -742,3 +742,88 @@ func TestStandingQueueSheds(t *testing.T) {
 		e.h.Release(&p.lease, success)
 	}
 }
+
+// TestColdStartQueuesInsteadOfShedding: at a cold start the controller
+// holds its limit at a calibration level, so the drain rate it implies
+// says what that level lets through, not what the provider can take. A
+// burst far beyond it, arriving while the upstream is overloaded by every
+// flow measure, waits (bounded by the queue caps and the callers'
+// deadlines) rather than being shed for a delay computed from that rate.
+// The same burst against a limit at its configured maximum (a measured
+// bound) is shed: TestStandingQueueSheds.
+func TestColdStartQueuesInsteadOfShedding(t *testing.T) {
+	e := start(t, func(c *admission.Config) {
+		c.MinLimit, c.InitialLimit, c.MaxLimit = 1, 64, 1024
+		c.VirtualLanes = true
+	})
+	// One round of answers at the calibration level: the drain rate is
+	// known (limit ÷ 20 ms), and it is far below the burst.
+	var leases []*Lease
+	for {
+		var l Lease
+		if e.h.TryAcquire(Ticket{Tenant: id("w"), Cost: 1}, &l) != None {
+			break
+		}
+		leases = append(leases, &l)
+	}
+	if len(leases) == 0 || len(leases) > 8 {
+		t.Fatalf("cold limit admitted %d", len(leases))
+	}
+	e.clk.Advance(20 * time.Millisecond)
+	for _, l := range leases[1:] {
+		e.h.Release(l, success)
+	}
+	leases = leases[:1]
+	e.h.Sync()
+	// Refill the limit, so what follows queues.
+	for {
+		var l Lease
+		if e.h.TryAcquire(Ticket{Tenant: id("w"), Cost: 1}, &l) != None {
+			break
+		}
+		leases = append(leases, &l)
+	}
+	up := e.h.Snapshot().Upstreams[0]
+	if up.DrainPerSecond <= 0 || up.DrainPerSecond > 1000 {
+		t.Fatalf("drain rate after one round: %+v", up)
+	}
+	burst := int(up.DrainPerSecond) // a second's worth: far past any queueing target
+	var ps []*pending
+	for i := 0; i < burst; i++ {
+		ps = append(ps, e.acquireAsync("x", admission.Interactive, 1, nil))
+	}
+	e.until("the burst queued", func(s *Snapshot) bool { return s.QueuedCount == int64(burst) })
+	e.h.Tick()
+	e.h.Sync()
+	p := e.acquireAsync("x", admission.Interactive, 1, nil)
+	e.until("one more queued", func(s *Snapshot) bool { return s.QueuedCount == int64(burst+1) })
+	ps = append(ps, p)
+	for _, p := range ps[:3] {
+		p.still(t)
+	}
+	for _, l := range leases {
+		e.h.Release(l, success)
+	}
+	// The queue drains as places free (in its own order: the burst's
+	// goroutines queued in theirs), and nothing in it is shed.
+	left := ps
+	for deadline := time.Now().Add(10 * time.Second); len(left) > 0; {
+		rest := left[:0]
+		for _, p := range left {
+			select {
+			case r := <-p.done:
+				if r != None {
+					t.Fatalf("queued at a cold start: %q", r.Code())
+				}
+				e.h.Release(&p.lease, success)
+			default:
+				rest = append(rest, p)
+			}
+		}
+		left = rest
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d not granted: %+v", len(left), len(ps), e.h.Snapshot().Upstreams[0])
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -17,6 +17,7 @@ type fanInVariant struct {
 	throughput float64 // req/s
 	notOK      int     // answers other than 200, and failures
 	statuses   map[string]int
+	codes      map[string]int
 	cores      float64 // CPU of this process (generator + gateway + mock) ÷ wall time
 	limit      float64 // the tightest limit health reports at the end (NaN: none)
 	seedRun
@@ -60,7 +61,7 @@ func RunFanIn(ctx context.Context, o Options) (Report, error) {
 	rep.figureSeeds("admission off: cores used (whole process)", colOf(runs, func(r fanInRun) float64 { return r.off.cores }), "")
 	rep.figureSeeds("enforce: cores used (whole process)", colOf(runs, func(r fanInRun) float64 { return r.on.cores }), "")
 	rep.figureSeeds("enforce: limit at the end", colOf(runs, func(r fanInRun) float64 { return r.on.limit }), "cost")
-	rep.note("statuses, first seed: off %v, enforce %v", runs[0].off.statuses, runs[0].on.statuses)
+	rep.note("statuses, first seed: off %v %v, enforce %v %v", runs[0].off.statuses, runs[0].off.codes, runs[0].on.statuses, runs[0].on.codes)
 	rep.gate("256 connections: enforce throughput ÷ admission-off throughput", aggMedian,
 		colOf(runs, func(r fanInRun) float64 { return r.on.throughput / r.off.throughput }), "≥ 0.95", "×",
 		func(v float64) bool { return v >= 0.95 }, "same load, same machine, alternating order")
@@ -97,7 +98,7 @@ func runFanIn(ctx context.Context, o Options, seed int64, env map[string]string,
 	lims, _ := r.readHealth()
 	out.limit = point{limits: lims}.effectiveLimit()
 	sum := loadgen.Summarize(res, false)
-	out.throughput, out.notOK, out.statuses = sum.Throughput, sum.Arrivals-sum.OK, sum.Statuses
+	out.throughput, out.notOK, out.statuses, out.codes = sum.Throughput, sum.Arrivals-sum.OK, sum.Statuses, sum.Codes
 	out.settle(r, recordSamples(res.Records), nil, 5*time.Second)
 	return out, nil
 }
