@@ -522,7 +522,7 @@ func (c *controller) queueTarget() time.Duration {
 
 func (c *controller) buildView() *view {
 	ctl := c.ctl
-	v := &view{limit: ctl.Limit(), knee: ctl.Knee(), phase: ctl.Phase(), converged: ctl.Converged(), bounded: ctl.Bounded(),
+	v := &view{limit: ctl.Limit(), knee: ctl.Knee(), phase: ctl.Phase(), converged: ctl.Converged(),
 		baseline: [2]time.Duration{ctl.BaselineOf(true), ctl.BaselineOf(false)}, held: ctl.Held(),
 		drainRate: ctl.DrainRate(), target: c.queueTarget(), pressure: ctl.Pressure(), overloaded: c.flow.overloaded,
 		last: ctl.Last(), window: c.window, virtQueuedCount: c.virtN, virtQueuedCost: c.virtCost, laneCount: len(c.lanes),

@@ -183,9 +183,7 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 // callers, each sending again only when answered: shedding would only
 // make them retry, so it waits (bounded by the caps, the max wait and the
 // callers' deadlines). Until the upstream
-// has answered, its drain rate is unknown, and until its limit is a
-// measured bound (Controller.Bounded) it is only a lower bound: then only
-// those bounds apply.
+// has answered, its drain rate is unknown and only those bounds apply.
 func (l *laneActor) admissible(w *waiter) (Reason, int) {
 	v := l.u.view.Load()
 	now := l.u.h.clk.Now()
@@ -201,12 +199,9 @@ func (l *laneActor) admissible(w *waiter) (Reason, int) {
 			return Deadline, retrySeconds(ew)
 		}
 	}
-	if !known || !v.overloaded || !v.bounded {
+	if !known || !v.overloaded {
 		// Demand the upstream keeps pace with (a closed loop of callers,
-		// a burst being served) waits its turn; so does demand met while
-		// the controller is still calibrating its limit (a cold start),
-		// whose drain rate says only what the calibration level lets
-		// through, not what the provider can take.
+		// a burst being served) waits its turn.
 		return None, 0
 	}
 	interval := burstIntervals * v.target

@@ -175,16 +175,13 @@ func (u *upstream) stop() {
 // cares to show; Snapshot adds the live counters. Lanes read it to decide
 // whether a newcomer's queueing fits.
 type view struct {
-	limit     int64
-	knee      float64
-	phase     string
-	converged bool
-	baseline  [2]time.Duration // stream, plain
-	held      time.Duration
-	drainRate float64 // cost per second
-	// bounded: the limit is a measured bound (see Controller.Bounded);
-	// before, the drain rate is a lower bound and nothing sheds for delay.
-	bounded    bool
+	limit      int64
+	knee       float64
+	phase      string
+	converged  bool
+	baseline   [2]time.Duration // stream, plain
+	held       time.Duration
+	drainRate  float64 // cost per second
 	target     time.Duration
 	backlogged int // lanes with queued work
 	// overloaded: over the last window, more came to the lanes than they

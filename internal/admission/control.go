@@ -326,13 +326,6 @@ func (c *Controller) Phases() uint64 { return c.phases }
 // would refuse work the provider can take.
 func (c *Controller) Converged() bool { return c.queueSeen }
 
-// Bounded reports whether the limit in effect is a measured bound on the
-// provider (a knee was seen, or the limit is at its configured maximum)
-// rather than a level the controller is still calibrating or growing
-// from: only then is the drain rate it implies a measure of what the
-// provider can take, and not a lower bound of it.
-func (c *Controller) Bounded() bool { return c.queueSeen || c.limit >= c.cfg.MaxLimit }
-
 // Baseline is the no-queue latency of the slower kind of answer (0 when
 // unknown).
 func (c *Controller) Baseline() time.Duration {
