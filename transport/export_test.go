@@ -26,3 +26,12 @@ func (g *Gateway) Panics() uint64 {
 	}
 	return n
 }
+
+// MetricKinds maps every family of the metric table to its type.
+func MetricKinds() map[string]string {
+	m := make(map[string]string, len(metricTable))
+	for _, d := range metricTable {
+		m[d.name] = d.kind.String()
+	}
+	return m
+}
