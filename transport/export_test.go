@@ -35,3 +35,7 @@ func MetricKinds() map[string]string {
 	}
 	return m
 }
+
+// MarkDraining sets the flag Shutdown sets first, without closing the
+// listeners, so a test can read what a draining gateway answers.
+func (g *Gateway) MarkDraining() { g.draining.Store(true) }

@@ -46,7 +46,7 @@ func run(args []string, environ map[string]string, stdout, stderr io.Writer, sig
 	defer system.Shutdown()
 
 	gw, err := transport.New(system, transport.Options{
-		Env: env, File: file, Logger: log, Getenv: getenv, Version: version,
+		Env: env, File: file, Logger: log, Getenv: getenv, Version: releaseVersion(),
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "omniroute: %v\n", err)
@@ -62,7 +62,7 @@ func run(args []string, environ map[string]string, stdout, stderr io.Writer, sig
 		}
 		return 1
 	}
-	log.Info("omniroute listening", "addr", "http://"+ln.Addr().String(), "config", source, "models", len(gw.Catalog().Models), "version", version)
+	log.Info("omniroute listening", "addr", "http://"+ln.Addr().String(), "config", source, "models", len(gw.Catalog().Models), "version", releaseVersion())
 	fmt.Fprintf(stdout, "omniroute listening on http://%s\n", ln.Addr())
 
 	served := make(chan error, 1)
