@@ -26,6 +26,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/valyala/fasthttp"
 
+	"github.com/omniroute/gateway/actors/history"
 	"github.com/omniroute/gateway/actors/ingest"
 	pressureactor "github.com/omniroute/gateway/actors/pressure"
 	"github.com/omniroute/gateway/actors/targets"
@@ -114,7 +115,8 @@ type Gateway struct {
 	// oversize marks requests whose declared length is over the hard cap
 	// between headerReceived and their answer (deadlines.go).
 	oversize sync.Map
-	dirLock  *lockfile.Lock // the data directory, held until Close
+	dirLock  *lockfile.Lock  // the data directory, held until Close
+	hist     *history.Handle // the dashboard's one-second history (dashboard.go)
 }
 
 // New builds a gateway on system: it resolves the catalog, creates the
@@ -197,6 +199,10 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	if err := g.startSidecars(system); err != nil {
+		g.Close()
+		return nil, err
+	}
+	if err := g.startDashboard(); err != nil {
 		g.Close()
 		return nil, err
 	}
@@ -342,6 +348,7 @@ func (g *Gateway) Close() {
 	}
 	g.inflight.cancelAll()
 	g.hangups.Close()
+	g.stopDashboard() // before the actors its sampler reads
 	if g.adm.lanes != nil {
 		g.adm.lanes.Stop()
 	}

@@ -135,7 +135,9 @@ var metricTable = []metricDef{
 
 // durationBuckets are the le bounds of the duration histograms: model
 // calls run from milliseconds (a refusal) to minutes (a long stream).
-var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900}
+var durationBuckets = durationBounds[:]
+
+var durationBounds = [...]float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900}
 
 var metricIndex = func() map[string]*metricDef {
 	m := make(map[string]*metricDef, len(metricTable))

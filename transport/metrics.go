@@ -25,6 +25,29 @@ type gwMetrics struct {
 	statuses []atomic.Pointer[[600]atomic.Pointer[metrics.Counter]] // by target, lazily per status
 	names    []string
 	ttfb     []*metrics.PrometheusHistogram // by target
+	dash     dashCounters
+}
+
+// dashCounters are the inference figures the dashboard's history samples
+// each second: requests, errors (status 400 and above) and the duration
+// buckets of the inference routes together, as plain atomics so the
+// sampler needs no lock and the request path pays a few atomic adds.
+type dashCounters struct {
+	requests atomic.Uint64
+	errors   atomic.Uint64
+	buckets  [len(durationBounds) + 1]atomic.Uint64 // per bucket, not cumulative; the last is +Inf
+}
+
+func (d *dashCounters) observe(status int, seconds float64) {
+	d.requests.Add(1)
+	if status >= 400 {
+		d.errors.Add(1)
+	}
+	i := 0
+	for i < len(durationBuckets) && seconds > durationBuckets[i] {
+		i++
+	}
+	d.buckets[i].Add(1)
 }
 
 // routeSeries are one route's handles. Every route of the table gets all
@@ -82,7 +105,11 @@ func newMetrics(cat *catalog.Catalog) *gwMetrics {
 // finish counts a finished request and its duration.
 func (m *gwMetrics) finish(r route, status int, start time.Time) {
 	m.request(r, status)
-	m.routes[r].duration.UpdateDuration(start)
+	d := time.Since(start).Seconds()
+	m.routes[r].duration.Update(d)
+	if routes[r].surface != 0 {
+		m.dash.observe(status, d)
+	}
 }
 
 func (m *gwMetrics) unregister() { metrics.UnregisterSet(m.set, true) }

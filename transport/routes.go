@@ -87,7 +87,7 @@ func routeOf(path []byte) route {
 	case "/api/v1/relay/chat/completions":
 		return routeRelay
 	}
-	if isManagementPath(path) || isKeysPath(path) {
+	if isManagementPath(path) || isKeysPath(path) || isDashboardPath(path) {
 		return routeManagement
 	}
 	return routeOther

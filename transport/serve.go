@@ -71,6 +71,10 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 		case usagePath:
 			g.usageAPI(ctx, rid)
 		default:
+			if isDashboardPath(path) {
+				g.dashboard(ctx, path, rid)
+				break
+			}
 			if isKeysPath(path) {
 				g.keysAPI(ctx, rid)
 				break
