@@ -39,6 +39,7 @@ const (
 	// and says how many it left out.
 	dashMaxLanes     = 50
 	dashMaxProviders = 100
+	dashMaxRates     = 20
 )
 
 var dashAssets = map[string]string{ // file → content type
@@ -122,6 +123,12 @@ func (g *Gateway) dashSample(now time.Time) history.Point {
 	for i := range g.metrics.dash.buckets {
 		cum += g.metrics.dash.buckets[i].Load()
 		p.Buckets[i] = cum
+	}
+	if ts := g.targets.Snapshot(); ts != nil {
+		p.Targets = make([]history.TargetCount, len(ts.Targets))
+		for i := range ts.Targets {
+			p.Targets[i] = history.TargetCount{Attempts: ts.Targets[i].Attempts, Successes: ts.Targets[i].Successes}
+		}
 	}
 	if s := g.adm.lanes.Snapshot(); s != nil {
 		p.Limit, p.ActiveCost, p.QueuedCost, p.QueuedRequests = s.CurrentLimit, s.ActiveCost, s.QueuedCost, s.QueuedCount
@@ -215,6 +222,7 @@ func (g *Gateway) dashboardSnapshot() map[string]any {
 		if q := bucketQuantile(0.99, delta); !math.IsNaN(q) {
 			overview["p99Seconds"] = round2(q)
 		}
+		overview["byTarget"], overview["byModel"] = g.dashRates(prev, last)
 	}
 	hist := dashHistory{}
 	for _, p := range pts {
@@ -330,6 +338,57 @@ func (g *Gateway) dashProviders(now time.Time) ([]dashProvider, int) {
 		out = out[:dashMaxProviders]
 	}
 	return out, troubled
+}
+
+// dashRate is one target's or model's upstream attempts per second and the
+// share of them that failed, over the last ten seconds.
+type dashRate struct {
+	Name              string  `json:"name"`
+	AttemptsPerSecond float64 `json:"attemptsPerSecond"`
+	ErrorRate         float64 `json:"errorRate"`
+}
+
+// dashRates are the busiest targets and models (a model's figures are
+// its targets' together), at most dashMaxRates of each.
+func (g *Gateway) dashRates(prev, last history.Point) (byTarget, byModel []dashRate) {
+	dt := last.At.Sub(prev.At).Seconds()
+	byTarget, byModel = []dashRate{}, []dashRate{}
+	if dt <= 0 || len(prev.Targets) != len(last.Targets) {
+		return
+	}
+	rate := func(name string, att, ok uint64) dashRate {
+		r := dashRate{Name: name, AttemptsPerSecond: round2(float64(att) / dt)}
+		if att > 0 && ok <= att {
+			r.ErrorRate = round2(float64(att-ok) / float64(att))
+		}
+		return r
+	}
+	for _, t := range g.cat.Targets {
+		if t.ID >= len(last.Targets) {
+			continue
+		}
+		att, ok := last.Targets[t.ID].Attempts-prev.Targets[t.ID].Attempts, last.Targets[t.ID].Successes-prev.Targets[t.ID].Successes
+		if att > 0 {
+			byTarget = append(byTarget, rate(t.Name, att, ok))
+		}
+	}
+	for _, m := range g.cat.Models {
+		var att, ok uint64
+		for _, t := range m.Targets {
+			if t.ID < len(last.Targets) {
+				att += last.Targets[t.ID].Attempts - prev.Targets[t.ID].Attempts
+				ok += last.Targets[t.ID].Successes - prev.Targets[t.ID].Successes
+			}
+		}
+		if att > 0 {
+			byModel = append(byModel, rate(m.Name, att, ok))
+		}
+	}
+	busiest := func(s []dashRate) []dashRate {
+		sort.Slice(s, func(i, j int) bool { return s[i].AttemptsPerSecond > s[j].AttemptsPerSecond })
+		return s[:min(len(s), dashMaxRates)]
+	}
+	return busiest(byTarget), busiest(byModel)
 }
 
 // bucketQuantile estimates the q-quantile from per-bound cumulative counts

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 type dashSnap struct {
@@ -13,6 +14,13 @@ type dashSnap struct {
 		RequestsPerSecond *float64 `json:"requestsPerSecond"`
 		P99Seconds        *float64 `json:"p99Seconds"`
 		Inflight          int64    `json:"inflight"`
+		ByTarget          []struct {
+			Name              string  `json:"name"`
+			AttemptsPerSecond float64 `json:"attemptsPerSecond"`
+		} `json:"byTarget"`
+		ByModel []struct {
+			Name string `json:"name"`
+		} `json:"byModel"`
 	} `json:"overview"`
 	Admission struct {
 		Mode    string `json:"mode"`
@@ -77,14 +85,27 @@ func TestDashboardAssetsAndSnapshot(t *testing.T) {
 	if r := g.post("/api/dashboard/snapshot", `{}`); r.status != 405 {
 		t.Fatalf("POST snapshot: %d", r.status)
 	}
-	for i := 0; i < 3; i++ {
-		g.post("/v1/chat/completions", `{"model":"echo","messages":[{"role":"user","content":"hi"}]}`)
-	}
+	// Traffic goes on while the test polls: the rates cover the last ten
+	// seconds, however slow the machine is.
 	var s dashSnap
-	waitFor(t, "two history points and a rate", func() bool {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if r := g.post("/v1/chat/completions", `{"model":"echo","messages":[{"role":"user","content":"hi"}]}`); r.status != 200 {
+			t.Fatalf("chat: %d %s", r.status, r.body)
+		}
 		s = snapshot(t, g)
-		return len(s.Admission.History.T) >= 2 && s.Overview.RequestsPerSecond != nil && *s.Overview.RequestsPerSecond > 0
-	})
+		if len(s.Admission.History.T) >= 2 && s.Overview.RequestsPerSecond != nil && *s.Overview.RequestsPerSecond > 0 &&
+			len(s.Overview.ByTarget) > 0 && len(s.Overview.ByModel) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no history and rates after 30 s of traffic: %+v", s)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if s.Overview.ByTarget[0].Name != "mock/a/m-echo" || s.Overview.ByTarget[0].AttemptsPerSecond <= 0 || s.Overview.ByModel[0].Name != "echo" {
+		t.Fatalf("by target %+v, by model %+v", s.Overview.ByTarget, s.Overview.ByModel)
+	}
 	if s.Status != "ok" || s.Admission.Mode != "enforce" || s.Admission.Ingest.MaxInflightBytes <= 0 || s.Overview.P99Seconds == nil {
 		t.Fatalf("snapshot %+v", s)
 	}
@@ -132,4 +153,28 @@ func TestDashboardCapsProviders(t *testing.T) {
 	if len(s.Providers) != 100 || s.ProviderCount < 120 {
 		t.Fatalf("providers %d of %d; want 100 listed", len(s.Providers), s.ProviderCount)
 	}
+}
+
+// BenchmarkDashboardSnapshot measures one poll of the dashboard over HTTP
+// with 120 targets (100 listed) after traffic.
+func BenchmarkDashboardSnapshot(b *testing.B) {
+	var models strings.Builder
+	for i := 0; i < 120; i++ {
+		fmt.Fprintf(&models, `, "cap-%d": {"targets": [{"connection": "mock/a", "model": "m-cap-%d"}]}`, i, i)
+	}
+	g := startGatewayTB(b, testFile(b, models.String()), nil)
+	for i := 0; i < 20; i++ {
+		g.post("/v1/chat/completions", fmt.Sprintf(`{"model":"cap-%d","messages":[]}`, i))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	var n int
+	for i := 0; i < b.N; i++ {
+		r := g.get("/api/dashboard/snapshot")
+		if r.status != 200 {
+			b.Fatalf("snapshot %d", r.status)
+		}
+		n = len(r.body)
+	}
+	b.ReportMetric(float64(n), "bytes/snapshot")
 }

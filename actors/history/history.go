@@ -33,7 +33,13 @@ type Point struct {
 	// Buckets are the cumulative counts of the request-duration buckets
 	// (the last is +Inf).
 	Buckets []uint64 `json:"-"`
+	// Targets are the cumulative attempts and successes of each target,
+	// by target id.
+	Targets []TargetCount `json:"-"`
 }
+
+// TargetCount is one target's cumulative attempts and successes.
+type TargetCount struct{ Attempts, Successes uint64 }
 
 // Options configures the actor.
 type Options struct {

@@ -110,6 +110,9 @@ function render(s) {
   $("p50").textContent = fmtSec(o.p50Seconds);
   $("p99").textContent = fmtSec(o.p99Seconds);
   $("inflight").textContent = fmtNum(o.inflight);
+  const rateRow = (tr, x) => { tr.dataset.name = x.name; cell(tr, x.name); cell(tr, fmtNum(x.attemptsPerSecond, 2), "rate"); cell(tr, (x.errorRate * 100).toFixed(1) + " %"); };
+  fill("by-model", o.byModel || [], rateRow);
+  fill("by-target", o.byTarget || [], rateRow);
 
   const a = s.admission || {};
   $("adm-mode").textContent = a.mode || "–";
