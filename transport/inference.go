@@ -121,6 +121,12 @@ func (c *call) release() {
 	}
 	c.cancel.Reset()
 	pending, offs, rd, scan, altScan, pl, wake, timer := c.pending[:0], c.pendOff[:0], c.rd, c.scan, c.altScan, c.plan.reset(), c.wake, c.timer
+	// The scans keep their scratch space but not their results: Model
+	// aliases this request's body, which goes back to its pool now, and a
+	// later call refused before it scans (the request log reads the model)
+	// must not see it.
+	scan.Reset()
+	altScan.Reset()
 	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan, altScan: altScan, plan: pl, wake: wake, timer: timer}
 	callPool.Put(c)
 }
