@@ -172,6 +172,8 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 	x := upstream.AcquireExchange()
 	c.buildRequest(x, t)
 	c.attemptStart = g.clk.Now()
+	c.traceAttemptStart(t)
+	defer c.traceAttemptEnd()
 	if left, ok := c.remaining(c.attemptStart); ok {
 		if left <= 0 {
 			// Its turn came (admission, a pooled connection) after the
@@ -264,6 +266,7 @@ func (c *call) report(t *catalog.Target, class messages.FailureClass, status int
 	if class == messages.OK {
 		g.metrics.ttfb[t.ID].Update(ttfb.Seconds())
 	}
+	c.traceAttemptOutcome(class, status, ttfb)
 	m := &messages.AttemptFinished{Target: t.ID, Class: class, Status: status, TTFB: ttfb, Started: c.attemptStart, At: g.clk.Now()}
 	c.plan.annotate(m, m.At)
 	g.targets.Report(m)

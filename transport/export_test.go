@@ -26,3 +26,16 @@ func (g *Gateway) Panics() uint64 {
 	}
 	return n
 }
+
+// MetricKinds maps every family of the metric table to its type.
+func MetricKinds() map[string]string {
+	m := make(map[string]string, len(metricTable))
+	for _, d := range metricTable {
+		m[d.name] = d.kind.String()
+	}
+	return m
+}
+
+// MarkDraining sets the flag Shutdown sets first, without closing the
+// listeners, so a test can read what a draining gateway answers.
+func (g *Gateway) MarkDraining() { g.draining.Store(true) }

@@ -25,7 +25,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/omniroute/gateway/actors/history"
 	"github.com/omniroute/gateway/actors/ingest"
 	pressureactor "github.com/omniroute/gateway/actors/pressure"
 	"github.com/omniroute/gateway/actors/targets"
@@ -66,6 +68,10 @@ type Options struct {
 	// RequestLogOutput receives the request log's lines when
 	// OMNIROUTE_REQUEST_LOG is stdout or both; nil means os.Stdout.
 	RequestLogOutput io.Writer
+	// TracerProvider receives request traces (tracing.go); nil turns
+	// tracing off at no cost on the request path. cmd/omniroute sets it
+	// when an OTLP endpoint is configured (internal/tracing).
+	TracerProvider trace.TracerProvider
 }
 
 // Gateway is one running gateway instance.
@@ -114,7 +120,9 @@ type Gateway struct {
 	// oversize marks requests whose declared length is over the hard cap
 	// between headerReceived and their answer (deadlines.go).
 	oversize sync.Map
-	dirLock  *lockfile.Lock // the data directory, held until Close
+	dirLock  *lockfile.Lock  // the data directory, held until Close
+	hist     *history.Handle // the dashboard's one-second history (dashboard.go)
+	tracer   trace.Tracer    // nil: tracing off
 }
 
 // New builds a gateway on system: it resolves the catalog, creates the
@@ -137,6 +145,9 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{opts: o, clk: o.Clock, system: system, cat: cat, started: o.Clock.Now()}
+	if o.TracerProvider != nil {
+		g.tracer = o.TracerProvider.Tracer("github.com/omniroute/gateway/transport")
+	}
 	g.redact = g.buildRedactor()
 	g.browser = newBrowserPolicy(&o.Env)
 	g.log = logging.Redacting(o.Logger, g.redact)
@@ -197,6 +208,10 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	if err := g.startSidecars(system); err != nil {
+		g.Close()
+		return nil, err
+	}
+	if err := g.startDashboard(); err != nil {
 		g.Close()
 		return nil, err
 	}
@@ -342,6 +357,7 @@ func (g *Gateway) Close() {
 	}
 	g.inflight.cancelAll()
 	g.hangups.Close()
+	g.stopDashboard() // before the actors its sampler reads
 	if g.adm.lanes != nil {
 		g.adm.lanes.Stop()
 	}

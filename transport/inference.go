@@ -12,6 +12,7 @@ import (
 
 	"github.com/valyala/bytebufferpool"
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/omniroute/gateway/actors/ingest"
 	"github.com/omniroute/gateway/actors/lanes"
@@ -91,6 +92,9 @@ type call struct {
 	skipped       [maxSkipNames]int32 // target ids skipped, for the header
 	alt           *bytebufferpool.ByteBuffer
 	altScan       jsonscan.Request
+
+	// tracing (tracing.go): nil unless a tracer provider is configured
+	span, attemptSpan trace.Span
 }
 
 var callPool = sync.Pool{New: func() any { return &call{} }}
@@ -117,6 +121,12 @@ func (c *call) release() {
 	}
 	c.cancel.Reset()
 	pending, offs, rd, scan, altScan, pl, wake, timer := c.pending[:0], c.pendOff[:0], c.rd, c.scan, c.altScan, c.plan.reset(), c.wake, c.timer
+	// The scans keep their scratch space but not their results: Model
+	// aliases this request's body, which goes back to its pool now, and a
+	// later call refused before it scans (the request log reads the model)
+	// must not see it.
+	scan.Reset()
+	altScan.Reset()
 	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan, altScan: altScan, plan: pl, wake: wake, timer: timer}
 	callPool.Put(c)
 }
@@ -158,7 +168,8 @@ func (c *call) settle() {
 	c.settled = true
 	g := c.g
 	c.settleUsage()
-	c.finishTenant() // the tenant's limits and the request log (tenants.go)
+	defer c.traceEnd() // after the outcome below is recorded
+	c.finishTenant()   // the tenant's limits and the request log (tenants.go)
 	c.releaseAdmission()
 	if c.token != (regToken{}) {
 		g.inflight.unregister(c.token)
@@ -226,6 +237,7 @@ func (c *call) handle(host context.Context) bool {
 		return false
 	}
 	c.model = g.cat.Model(c.scan.Model)
+	c.traceStart()
 	if c.model == nil {
 		c.fail(errUnknownModel(c.scan.Model))
 		return false

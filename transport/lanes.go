@@ -138,6 +138,7 @@ func (c *call) tryAdmit(t *catalog.Target, l *lanes.Lease) bool {
 func (c *call) admit(t *catalog.Target, l *lanes.Lease) lanes.Reason {
 	r := c.g.adm.lanes.Acquire(c.ticket(t), l)
 	if r == lanes.None && l.Waited > 0 {
+		c.traceAdmissionWait(t, l.Waited)
 		c.waited += l.Waited
 		var b [20]byte
 		c.ctx.Response.Header.SetBytesV("X-OmniRoute-Admission-Wait-Ms", strconv.AppendInt(b[:0], c.waited.Milliseconds(), 10))

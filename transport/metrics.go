@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strconv"
@@ -23,7 +24,30 @@ type gwMetrics struct {
 	attempts [][messages.NumFailureClasses]*metrics.Counter         // by target, class
 	statuses []atomic.Pointer[[600]atomic.Pointer[metrics.Counter]] // by target, lazily per status
 	names    []string
-	ttfb     []*metrics.Histogram // by target
+	ttfb     []*metrics.PrometheusHistogram // by target
+	dash     dashCounters
+}
+
+// dashCounters are the inference figures the dashboard's history samples
+// each second: requests, errors (status 400 and above) and the duration
+// buckets of the inference routes together, as plain atomics so the
+// sampler needs no lock and the request path pays a few atomic adds.
+type dashCounters struct {
+	requests atomic.Uint64
+	errors   atomic.Uint64
+	buckets  [len(durationBounds) + 1]atomic.Uint64 // per bucket, not cumulative; the last is +Inf
+}
+
+func (d *dashCounters) observe(status int, seconds float64) {
+	d.requests.Add(1)
+	if status >= 400 {
+		d.errors.Add(1)
+	}
+	i := 0
+	for i < len(durationBuckets) && seconds > durationBuckets[i] {
+		i++
+	}
+	d.buckets[i].Add(1)
 }
 
 // routeSeries are one route's handles. Every route of the table gets all
@@ -31,7 +55,7 @@ type gwMetrics struct {
 // route it runs on.
 type routeSeries struct {
 	requests [600]atomic.Pointer[metrics.Counter] // by status, created on first use
-	duration *metrics.Histogram
+	duration *metrics.PrometheusHistogram
 	events   *metrics.Counter // SSE events relayed
 	cut      *metrics.Counter // streams ended by an in-band error
 	fallback *metrics.Counter // failed attempts before the answer
@@ -42,11 +66,15 @@ type routeSeries struct {
 }
 
 func newMetrics(cat *catalog.Catalog) *gwMetrics {
+	// Every family gets # HELP and # TYPE lines; writeExposition fills in
+	// the help text from metricTable. The switch is process-wide and this
+	// package is the only writer of metrics.
+	metrics.ExposeMetadata(true)
 	m := &gwMetrics{set: metrics.NewSet()}
 	for r := route(0); r < numRoutes; r++ {
 		n := routes[r].label
 		rm := &m.routes[r]
-		rm.duration = m.set.NewHistogram(fmt.Sprintf(`omniroute_request_duration_seconds{route=%q}`, n))
+		rm.duration = m.set.NewPrometheusHistogramExt(fmt.Sprintf(`omniroute_request_duration_seconds{route=%q}`, n), durationBuckets)
 		rm.events = m.set.NewCounter(fmt.Sprintf(`omniroute_stream_events_total{route=%q}`, n))
 		rm.cut = m.set.NewCounter(fmt.Sprintf(`omniroute_stream_interrupted_total{route=%q}`, n))
 		rm.fallback = m.set.NewCounter(fmt.Sprintf(`omniroute_fallbacks_total{route=%q}`, n))
@@ -58,7 +86,7 @@ func newMetrics(cat *catalog.Catalog) *gwMetrics {
 	m.attempts = make([][messages.NumFailureClasses]*metrics.Counter, len(cat.Targets))
 	m.statuses = make([]atomic.Pointer[[600]atomic.Pointer[metrics.Counter]], len(cat.Targets))
 	m.names = make([]string, len(cat.Targets))
-	m.ttfb = make([]*metrics.Histogram, len(cat.Targets))
+	m.ttfb = make([]*metrics.PrometheusHistogram, len(cat.Targets))
 	for i, t := range cat.Targets {
 		m.names[i] = t.Name
 		// GetOrCreate: two models may share a target (same connection and
@@ -67,7 +95,7 @@ func newMetrics(cat *catalog.Catalog) *gwMetrics {
 			// GetOrCreate: two models may list the same upstream target.
 			m.attempts[i][c] = m.set.GetOrCreateCounter(fmt.Sprintf(`omniroute_upstream_attempts_total{target=%q,outcome=%q}`, t.Name, c.String()))
 		}
-		m.ttfb[i] = m.set.GetOrCreateHistogram(fmt.Sprintf(`omniroute_upstream_ttfb_seconds{target=%q}`, t.Name))
+		m.ttfb[i] = m.set.GetOrCreatePrometheusHistogramExt(fmt.Sprintf(`omniroute_upstream_ttfb_seconds{target=%q}`, t.Name), durationBuckets)
 	}
 	m.set.NewGauge(`omniroute_requests_inflight`, func() float64 { return float64(m.inflight.Load()) })
 	metrics.RegisterSet(m.set)
@@ -77,7 +105,11 @@ func newMetrics(cat *catalog.Catalog) *gwMetrics {
 // finish counts a finished request and its duration.
 func (m *gwMetrics) finish(r route, status int, start time.Time) {
 	m.request(r, status)
-	m.routes[r].duration.UpdateDuration(start)
+	d := time.Since(start).Seconds()
+	m.routes[r].duration.Update(d)
+	if routes[r].surface != 0 {
+		m.dash.observe(status, d)
+	}
 }
 
 func (m *gwMetrics) unregister() { metrics.UnregisterSet(m.set, true) }
@@ -114,8 +146,11 @@ func (m *gwMetrics) upstreamStatus(target, status int) {
 	c.Inc()
 }
 
-// write renders this gateway's metrics and the process metrics.
+// write renders this gateway's metrics and the process metrics in the
+// Prometheus text format, every family with its help and type.
 func (m *gwMetrics) write(w io.Writer) {
-	m.set.WritePrometheus(w)
-	metrics.WriteProcessMetrics(w)
+	var b bytes.Buffer
+	m.set.WritePrometheus(&b)
+	metrics.WriteProcessMetrics(&b)
+	writeExposition(w, b.Bytes())
 }

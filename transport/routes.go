@@ -59,7 +59,7 @@ var routes = [numRoutes]routeSpec{
 	routeMessages:   {label: "messages", paths: []string{"/v1/messages"}, dialect: dialectAnthropic, surface: catalog.Messages},
 	routeResponses:  {label: "responses", paths: []string{"/v1/responses"}, dialect: dialectOpenAI, surface: catalog.Responses},
 	routeModels:     {label: "models", paths: []string{"/v1/models"}, dialect: dialectOpenAI},
-	routeHealth:     {label: "health", paths: []string{"/api/monitoring/health"}, dialect: dialectOpenAI},
+	routeHealth:     {label: "health", paths: []string{"/api/monitoring/health", healthzPath, readyzPath}, dialect: dialectOpenAI},
 	routeMetrics:    {label: "metrics", paths: []string{"/metrics"}, dialect: dialectOpenAI},
 	routeManagement: {label: "management", paths: []string{"/api/omniroute/route/preview", "/api/omniroute/quota", keysPath, requestsPath, usagePath}, dialect: dialectManagement},
 	routeRelay:      {label: "relay", paths: []string{"/api/v1/relay/chat/completions"}, dialect: dialectOpenAI, surface: catalog.Chat},
@@ -78,7 +78,7 @@ func routeOf(path []byte) route {
 		return routeResponses
 	case "/v1/models":
 		return routeModels
-	case "/api/monitoring/health":
+	case "/api/monitoring/health", healthzPath, readyzPath:
 		return routeHealth
 	case "/metrics":
 		return routeMetrics
@@ -87,7 +87,7 @@ func routeOf(path []byte) route {
 	case "/api/v1/relay/chat/completions":
 		return routeRelay
 	}
-	if isManagementPath(path) || isKeysPath(path) {
+	if isManagementPath(path) || isKeysPath(path) || isDashboardPath(path) {
 		return routeManagement
 	}
 	return routeOther

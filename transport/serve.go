@@ -48,6 +48,10 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 	case routeModels:
 		g.models(ctx, rid)
 	case routeHealth:
+		if p := string(path); p == healthzPath || p == readyzPath {
+			g.probe(ctx, rid)
+			break
+		}
 		g.healthHandler(ctx)
 	case routeMetrics:
 		if !ctx.IsGet() {
@@ -67,6 +71,10 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 		case usagePath:
 			g.usageAPI(ctx, rid)
 		default:
+			if isDashboardPath(path) {
+				g.dashboard(ctx, path, rid)
+				break
+			}
 			if isKeysPath(path) {
 				g.keysAPI(ctx, rid)
 				break

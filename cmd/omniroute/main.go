@@ -5,7 +5,7 @@
 //
 //	omniroute [serve]        run the gateway (default)
 //	omniroute mockprovider   run the bundled mock provider
-//	omniroute version        print the version
+//	omniroute version        print the version, module and VCS revision
 package main
 
 import (
@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/omniroute/gateway/internal/mockprovider"
@@ -39,7 +40,8 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	case "mockprovider":
 		return mockprovider.Main(args)
 	case "version", "--version", "-v":
-		fmt.Fprintln(stdout, "omniroute", version)
+		bi, ok := debug.ReadBuildInfo()
+		fmt.Fprint(stdout, versionText(bi, ok, version))
 		return 0
 	case "help", "--help", "-h":
 		fmt.Fprintln(stdout, usage)
@@ -54,4 +56,4 @@ const usage = `usage: omniroute [serve|mockprovider|version|help]
   serve         run the gateway (default); settings come from OMNIROUTE_* environment
                 variables and the JSON file named by OMNIROUTE_CONFIG (see README.md)
   mockprovider  run the bundled mock LLM provider (--listen, --behavior)
-  version       print the version`
+  version       print the version, module and VCS revision`

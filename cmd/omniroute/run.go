@@ -1,9 +1,15 @@
 package main
 
 import (
+	"strings"
+
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"context"
 	"errors"
 	"fmt"
+	"github.com/omniroute/gateway/internal/tracing"
 	"io"
 	"log/slog"
 	"net"
@@ -45,9 +51,34 @@ func run(args []string, environ map[string]string, stdout, stderr io.Writer, sig
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLog }))
 	defer system.Shutdown()
 
-	gw, err := transport.New(system, transport.Options{
-		Env: env, File: file, Logger: log, Getenv: getenv, Version: version,
-	})
+	var tp *sdktrace.TracerProvider
+	if tracing.Enabled(getenv) {
+		var opts []otlptracehttp.Option
+		if environ != nil { // the exporter reads the process environment; tests pass theirs
+			if v := environ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]; v != "" {
+				opts = append(opts, otlptracehttp.WithEndpointURL(v))
+			} else if v := environ["OTEL_EXPORTER_OTLP_ENDPOINT"]; v != "" {
+				opts = append(opts, otlptracehttp.WithEndpointURL(strings.TrimSuffix(v, "/")+"/v1/traces"))
+			}
+		}
+		if tp, err = tracing.New(context.Background(), releaseVersion(), opts...); err != nil {
+			fmt.Fprintf(stderr, "omniroute: %v\n", err)
+			return 2
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(ctx); err != nil {
+				log.Warn("flushing traces at shutdown failed", "err", err)
+			}
+		}()
+		log.Info("exporting traces over OTLP/HTTP")
+	}
+	o := transport.Options{Env: env, File: file, Logger: log, Getenv: getenv, Version: releaseVersion()}
+	if tp != nil {
+		o.TracerProvider = tp
+	}
+	gw, err := transport.New(system, o)
 	if err != nil {
 		fmt.Fprintf(stderr, "omniroute: %v\n", err)
 		return 2
@@ -62,7 +93,7 @@ func run(args []string, environ map[string]string, stdout, stderr io.Writer, sig
 		}
 		return 1
 	}
-	log.Info("omniroute listening", "addr", "http://"+ln.Addr().String(), "config", source, "models", len(gw.Catalog().Models), "version", version)
+	log.Info("omniroute listening", "addr", "http://"+ln.Addr().String(), "config", source, "models", len(gw.Catalog().Models), "version", releaseVersion())
 	fmt.Fprintf(stdout, "omniroute listening on http://%s\n", ln.Addr())
 
 	served := make(chan error, 1)

@@ -1,0 +1,233 @@
+package transport
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"strings"
+)
+
+// metricKind is a metric family's Prometheus type.
+type metricKind uint8
+
+const (
+	kindCounter metricKind = iota
+	kindGauge
+	kindHistogram
+)
+
+func (k metricKind) String() string {
+	switch k {
+	case kindCounter:
+		return "counter"
+	case kindHistogram:
+		return "histogram"
+	}
+	return "gauge"
+}
+
+// metricDef describes one metric family of the gateway.
+type metricDef struct {
+	name   string
+	kind   metricKind
+	labels string // the labels, as documented ("" for none)
+	help   string // one line: the HELP text and the docs' meaning column
+}
+
+// metricTable is the one list of the gateway's metric families. /metrics
+// takes each family's # HELP and # TYPE from it (writeExposition), and
+// docs/metrics.md holds its rendering (TestMetricTableDocs), so a family
+// cannot be exposed without its help text or documented without existing:
+// TestMetricsPromtool fails on any omniroute_ family missing here.
+//
+// Some series are registered as VictoriaMetrics gauges whose callback
+// reads a monotonic count from an actor's snapshot; their kind here is
+// counter, which is what they are.
+var metricTable = []metricDef{
+	// Requests.
+	{"omniroute_requests_total", kindCounter, "`route`, `status`", "Finished requests by route (chat, messages, responses, models, health (with /healthz and /readyz), metrics, management (with the dashboard), relay, other) and HTTP status; a caller that left before the answer counts as status 499."},
+	{"omniroute_request_duration_seconds", kindHistogram, "`route`", "Time from request start to the end of the response (for streams: to the end of the stream)."},
+	{"omniroute_requests_inflight", kindGauge, "", "Requests being handled, streams included."},
+	{"omniroute_upstream_attempts_total", kindCounter, "`target`, `outcome`", "Upstream attempts by target (provider/connection/model) and outcome: ok, connect, timeout, rate_limit, quota, capacity, auth, request, protocol, canceled."},
+	{"omniroute_upstream_responses_total", kindCounter, "`target`, `status`", "HTTP statuses providers answered with, by target."},
+	{"omniroute_upstream_ttfb_seconds", kindHistogram, "`target`", "Time to response headers of successful upstream attempts."},
+	{"omniroute_fallbacks_total", kindCounter, "`route`", "Failed upstream attempts before the one that answered."},
+	{"omniroute_stream_events_total", kindCounter, "`route`", "SSE events relayed to callers."},
+	{"omniroute_stream_interrupted_total", kindCounter, "`route`", "Streams ended by an upstream failure after the first byte (an in-band error was sent)."},
+	{"omniroute_routing_waits_total", kindCounter, "`route`, `outcome`", "Requests that found every target out: recovered (waited, then routed) or refused (429 targets_exhausted)."},
+	{"omniroute_routing_retries_total", kindCounter, "`route`", "Requests whose only target was retried once (as its circuit's probe) after a transient failure."},
+	{"omniroute_request_panics_total", kindCounter, "`route`", "Requests whose handling panicked (answered 500 internal_error, or a stream cut off); the gateway keeps serving."},
+
+	// Supervised services and the relay.
+	{"omniroute_service_state", kindGauge, "`service`, `state`", "1 for the service's current state (not_installed, stopped, starting, running, stopping, error), 0 for the others."},
+	{"omniroute_service_health", kindGauge, "`service`, `health`", "1 for the service's current health (healthy, unhealthy, unknown), 0 for the others."},
+	{"omniroute_service_restarts_total", kindCounter, "`service`", "Automatic restarts of the service since the gateway started."},
+	{"omniroute_service_crashes", kindGauge, "`service`", "Crashes of the service inside the current crash window."},
+	{"omniroute_service_gave_up", kindGauge, "`service`", "1 while the supervisor has given up restarting the service (cleared by an explicit start)."},
+	{"omniroute_service_log_bytes", kindGauge, "`service`", "Bytes held by the service's log ring."},
+	{"omniroute_relay_requests_total", kindCounter, "`backend`", "Relay requests sent to bifrost or served by native."},
+	{"omniroute_relay_fallbacks_total", kindCounter, "`reason`", "Relay requests that fell back to native: bifrost-cooldown, bifrost-error, bifrost-ineligible, bifrost-provider-unknown."},
+	{"omniroute_relay_bifrost_failures_total", kindCounter, "", "Relay failures of Bifrost (connect, timeout, 5xx without a provider error body, stream broken before its first content event)."},
+	{"omniroute_relay_rejected_total", kindCounter, "`reason`", "Relay requests refused: missing_token, invalid_token, expired_token, rate_limited, model_not_allowed."},
+	{"omniroute_relay_bifrost_cooldown_seconds", kindGauge, "", "Time left on the cooldown of the current Bifrost endpoint."},
+
+	// Ingest byte budget (chatAdmission) and memory pressure.
+	{"omniroute_chat_admission_inflight_bytes", kindGauge, "", "Request-body bytes reserved from the ingest budget now."},
+	{"omniroute_chat_admission_max_inflight_bytes", kindGauge, "", "The ingest byte budget."},
+	{"omniroute_chat_admission_budget_info", kindGauge, "`source`", "Always 1; source is where the ingest budget came from: go_memlimit, cgroup, physical, override."},
+	{"omniroute_chat_admission_active_heavy", kindGauge, "", "Heavy requests in flight (a reservation's count slot, held until the request ends)."},
+	{"omniroute_chat_admission_active_healthy_headroom", kindGauge, "", "Heavy requests admitted through the healthy headroom."},
+	{"omniroute_chat_admission_count_cap", kindGauge, "", "OMNIROUTE_CHAT_MAX_HEAVY_IN_FLIGHT, 0 when no count cap is set."},
+	{"omniroute_chat_admission_waiting", kindGauge, "", "Requests queued for ingest admission."},
+	{"omniroute_chat_admission_queued_bytes", kindGauge, "", "Bytes the queued requests wait for."},
+	{"omniroute_chat_admission_lanes", kindGauge, "", "Callers with requests queued for ingest admission (callers are not labels: keys are unbounded)."},
+	{"omniroute_chat_admission_queued_requests_total", kindCounter, "", "Reservations that went through the queue instead of the lock-free fast path."},
+	{"omniroute_chat_admission_sheds_total", kindCounter, "`reason` (and a total without it)", "Requests refused by ingest admission: queue_timeout, queued_bytes_budget, body_exceeds_budget, inflight_bytes_budget, resource_pressure; clients that left while queued are not counted."},
+	{"omniroute_resource_pressure_severity", kindGauge, "", "Memory pressure: 0 normal, 1 high, 2 critical."},
+	{"omniroute_resource_pressure_reason", kindGauge, "`reason`", "1 for the signal behind the current pressure severity (none, go_heap_ratio, cgroup_ratio, cgroup_high, psi_some, psi_full, oom_event), else 0."},
+
+	// Quota, cooldowns, circuits, ledger.
+	{"omniroute_quota_models", kindGauge, "`connection`, `state`", "Models served through the connection in each quota state (healthy, approaching_limit, exhausted, unavailable, unknown)."},
+	{"omniroute_quota_polls_total", kindCounter, "`connection`, `outcome`", "Usage-API polls of the connection (ok, error)."},
+	{"omniroute_circuit_state", kindGauge, "`target`, `state`", "1 for the target's current circuit state (closed, open, half_open), else 0."},
+	{"omniroute_target_cooldown_seconds", kindGauge, "`target`", "Seconds until the target may be tried again (0 when not cooling)."},
+	{"omniroute_routing_skips_total", kindCounter, "`target`, `reason`", "Requests that skipped the target: cooling, circuit_open, quota_exhausted, token_budget."},
+	{"omniroute_ledger_reserved_tokens", kindGauge, "", "Tokens held or used in the current ledger windows, all budgets together."},
+
+	// Adaptive admission (adaptiveAdmission).
+	{"omniroute_admission_limit", kindGauge, "", "Sum of the upstreams' admission limits (cost units)."},
+	{"omniroute_admission_min_limit", kindGauge, "", "Lowest admission limit of each upstream (ADAPTIVE_ADMISSION_MIN_LIMIT)."},
+	{"omniroute_admission_max_limit", kindGauge, "", "Highest admission limit of each upstream (ADAPTIVE_ADMISSION_MAX_LIMIT)."},
+	{"omniroute_admission_global_limit", kindGauge, "", "Process-wide bound on in-flight cost (ADAPTIVE_ADMISSION_GLOBAL_LIMIT)."},
+	{"omniroute_admission_global_active_cost", kindGauge, "", "Cost held under the process-wide bound."},
+	{"omniroute_admission_active_cost", kindGauge, "", "Cost of the held admission leases over all upstreams."},
+	{"omniroute_admission_active_requests", kindGauge, "", "Held admission leases over all upstreams."},
+	{"omniroute_admission_queued_cost", kindGauge, "", "Cost waiting for admission over all upstreams."},
+	{"omniroute_admission_queued_requests", kindGauge, "", "Requests waiting for admission over all upstreams."},
+	{"omniroute_admission_lanes", kindGauge, "", "Tenant lanes."},
+	{"omniroute_admission_virtual_lanes_enabled", kindGauge, "", "1 with OMNIROUTE_CHAT_VIRTUAL_LANES."},
+	{"omniroute_admission_virtual_active_cost", kindGauge, "", "Shadow mode: cost enforce would hold."},
+	{"omniroute_admission_virtual_active_requests", kindGauge, "", "Shadow mode: leases enforce would hold."},
+	{"omniroute_admission_virtual_queued_cost", kindGauge, "", "Shadow mode: cost enforce would queue."},
+	{"omniroute_admission_virtual_queued_requests", kindGauge, "", "Shadow mode: requests enforce would queue."},
+	{"omniroute_admission_admitted_total", kindCounter, "", "Admission grants."},
+	{"omniroute_admission_rejected_total", kindCounter, "", "Admission rejections."},
+	{"omniroute_admission_aborted_total", kindCounter, "", "Callers that left while waiting for admission."},
+	{"omniroute_admission_busy_total", kindCounter, "", "Try-acquires that found no room (a target skipped for another)."},
+	{"omniroute_admission_would_admit_total", kindCounter, "", "Shadow mode: requests enforce would have admitted at once."},
+	{"omniroute_admission_would_queue_total", kindCounter, "", "Shadow mode: requests enforce would have queued."},
+	{"omniroute_admission_would_reject_total", kindCounter, "", "Shadow mode: requests enforce would have rejected."},
+	{"omniroute_admission_mode", kindGauge, "`mode`", "1 for the configured admission mode (off, shadow, enforce)."},
+	{"omniroute_admission_shutdown", kindGauge, "", "1 after admission stopped."},
+	{"omniroute_admission_class_active_cost", kindGauge, "`class`", "Cost held by the priority class."},
+	{"omniroute_admission_class_active_requests", kindGauge, "`class`", "Leases held by the priority class."},
+	{"omniroute_admission_class_waiting_requests", kindGauge, "`class`", "Requests of the priority class waiting for admission."},
+	{"omniroute_admission_class_admitted_total", kindCounter, "`class`", "Admission grants of the priority class."},
+	{"omniroute_admission_class_rejected_total", kindCounter, "`class`, `reason`", "Admission rejections by priority class and error code."},
+	{"omniroute_admission_upstream_limit", kindGauge, "`upstream`", "The upstream's admission limit (cost units)."},
+	{"omniroute_admission_upstream_knee_estimate", kindGauge, "`upstream`", "The upstream controller's estimate of the provider's knee (cost units)."},
+	{"omniroute_admission_upstream_active_cost", kindGauge, "`upstream`", "Cost held on the upstream."},
+	{"omniroute_admission_upstream_active_requests", kindGauge, "`upstream`", "Leases held on the upstream."},
+	{"omniroute_admission_upstream_queued_requests", kindGauge, "`upstream`", "Requests waiting for the upstream."},
+	{"omniroute_admission_upstream_baseline_seconds", kindGauge, "`upstream`, `kind` (`stream`, `plain`)", "The upstream's no-queue latency (a stream's is its time to first token)."},
+	{"omniroute_admission_upstream_drain_per_second", kindGauge, "`upstream`", "The upstream's measured drain rate (cost per second) the shedding decisions use."},
+}
+
+// durationBuckets are the le bounds of the duration histograms: model
+// calls run from milliseconds (a refusal) to minutes (a long stream).
+var durationBuckets = durationBounds[:]
+
+var durationBounds = [...]float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900}
+
+var metricIndex = func() map[string]*metricDef {
+	m := make(map[string]*metricDef, len(metricTable))
+	for i := range metricTable {
+		m[metricTable[i].name] = &metricTable[i]
+	}
+	return m
+}()
+
+// runtimeRenames are the VictoriaMetrics runtime families whose names
+// break Prometheus' naming rules (a _count suffix outside a histogram or
+// summary); /metrics serves them under these names instead.
+var runtimeRenames = map[string]string{
+	"go_cgo_calls_count": "go_cgo_calls_total",
+	"go_gc_forced_count": "go_gc_forced_total",
+	"go_cpu_count":       "go_cpus",
+}
+
+// writeExposition copies VictoriaMetrics' text output (written with
+// ExposeMetadata on, so every family has its # HELP and # TYPE lines) to
+// w, filling in the help text and the type from metricTable. Families not
+// in the table (the go_* and process_* figures) keep their type and get a
+// help line naming where they come from, with runtimeRenames applied and a
+// _total family typed as the counter it is.
+func writeExposition(w io.Writer, src []byte) {
+	bw := bufio.NewWriterSize(w, 32<<10)
+	for len(src) > 0 {
+		line := src
+		if i := bytes.IndexByte(src, '\n'); i >= 0 {
+			line, src = src[:i+1], src[i+1:]
+		} else {
+			src = nil
+		}
+		switch {
+		case bytes.HasPrefix(line, []byte("# HELP ")):
+			fam := strings.TrimSpace(string(line[len("# HELP "):]))
+			if f := strings.IndexByte(fam, ' '); f >= 0 {
+				fam = fam[:f]
+			}
+			if to, ok := runtimeRenames[fam]; ok {
+				fam = to
+			}
+			bw.WriteString("# HELP " + fam + " " + helpOf(fam) + "\n")
+		case bytes.HasPrefix(line, []byte("# TYPE ")):
+			fields := strings.Fields(string(line[len("# TYPE "):]))
+			if len(fields) == 2 {
+				if to, ok := runtimeRenames[fields[0]]; ok {
+					fields[0] = to
+				}
+				if d := metricIndex[fields[0]]; d != nil {
+					fields[1] = d.kind.String()
+				} else if strings.HasSuffix(fields[0], "_total") {
+					fields[1] = "counter"
+				}
+				bw.WriteString("# TYPE " + fields[0] + " " + fields[1] + "\n")
+				continue
+			}
+			bw.Write(line)
+		default:
+			if line[0] == 'g' {
+				if old, to, ok := renamedSample(line); ok {
+					bw.WriteString(to)
+					line = line[len(old):]
+				}
+			}
+			bw.Write(line)
+		}
+	}
+	bw.Flush()
+}
+
+// renamedSample reports whether a sample line belongs to a renamed family.
+func renamedSample(line []byte) (old, to string, ok bool) {
+	for old, to := range runtimeRenames {
+		if len(line) > len(old) && string(line[:len(old)]) == old && (line[len(old)] == ' ' || line[len(old)] == '{') {
+			return old, to, true
+		}
+	}
+	return "", "", false
+}
+
+func helpOf(fam string) string {
+	if d := metricIndex[fam]; d != nil {
+		return d.help
+	}
+	switch {
+	case strings.HasPrefix(fam, "go_"):
+		return "Go runtime figure " + fam + " (VictoriaMetrics/metrics; see https://pkg.go.dev/runtime/metrics)."
+	case strings.HasPrefix(fam, "process_"):
+		return "Process figure " + fam + " of the gateway (VictoriaMetrics/metrics, read from /proc)."
+	}
+	return "Metric " + fam + " (not in the gateway's metric table)."
+}

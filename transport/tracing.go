@@ -1,0 +1,115 @@
+package transport
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/messages"
+)
+
+// Request traces (OpenTelemetry, GenAI semantic conventions): one root
+// span per inference request, a child span for the time queued for
+// admission and one per upstream attempt. Options.TracerProvider nil (no
+// OTLP endpoint configured) leaves c.span nil, and every hook below
+// returns at its first line: no allocation, no clock read.
+
+// genAIOperation is gen_ai.operation.name for each inference surface.
+func genAIOperation(s catalog.Surface) string {
+	if s == catalog.Chat || s == catalog.Messages {
+		return "chat"
+	}
+	return "generate_content"
+}
+
+// traceStart opens the request's root span once its model is known.
+func (c *call) traceStart() {
+	tr := c.g.tracer
+	if tr == nil {
+		return
+	}
+	op := genAIOperation(c.surface)
+	_, c.span = tr.Start(context.Background(), op+" "+string(c.scan.Model), trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(c.start),
+		trace.WithAttributes(
+			attribute.String("gen_ai.operation.name", op),
+			attribute.String("gen_ai.request.model", string(c.scan.Model)),
+			attribute.Bool("gen_ai.request.stream", c.scan.Stream),
+			attribute.String("http.route", string(c.ctx.Path())),
+			attribute.String("omniroute.request_id", string(c.rid)),
+		))
+}
+
+// traceEnd closes the root span with the answer's status and usage.
+func (c *call) traceEnd() {
+	if c.span == nil {
+		return
+	}
+	status := c.ctx.Response.StatusCode()
+	attrs := []attribute.KeyValue{attribute.Int("http.response.status_code", status), attribute.Int("omniroute.fallbacks", c.fallbacks)}
+	if u := &c.plan.usage; u.Seen {
+		attrs = append(attrs, attribute.Int64("gen_ai.usage.input_tokens", u.Input+u.CacheRead+u.CacheCreation),
+			attribute.Int64("gen_ai.usage.output_tokens", u.Output))
+	}
+	if c.target != nil {
+		attrs = append(attrs, attribute.String("gen_ai.provider.name", c.target.Conn.Provider.ID),
+			attribute.String("gen_ai.response.model", c.target.UpstreamModel), attribute.String("omniroute.target", c.target.Name))
+	}
+	if c.waited > 0 {
+		attrs = append(attrs, attribute.Int64("omniroute.admission_wait_ms", c.waited.Milliseconds()))
+	}
+	c.span.SetAttributes(attrs...)
+	if status >= 500 || c.streamCut {
+		c.span.SetStatus(codes.Error, "HTTP "+strconv.Itoa(status))
+	}
+	c.span.End()
+	c.span = nil
+}
+
+// traceAdmissionWait records a finished admission wait as a child span.
+func (c *call) traceAdmissionWait(t *catalog.Target, waited time.Duration) {
+	if c.span == nil || waited <= 0 {
+		return
+	}
+	now := time.Now()
+	_, sp := c.g.tracer.Start(trace.ContextWithSpan(context.Background(), c.span), "admission wait", trace.WithTimestamp(now.Add(-waited)),
+		trace.WithAttributes(attribute.String("omniroute.target", t.Name), attribute.String("omniroute.priority", c.class.String())))
+	sp.End(trace.WithTimestamp(now))
+}
+
+// traceAttemptStart opens the span of one upstream attempt; its outcome is
+// set by traceAttemptOutcome (report) and it ends with the attempt.
+func (c *call) traceAttemptStart(t *catalog.Target) {
+	if c.span == nil {
+		return
+	}
+	_, c.attemptSpan = c.g.tracer.Start(trace.ContextWithSpan(context.Background(), c.span), "attempt "+t.Name, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("gen_ai.operation.name", genAIOperation(c.surface)),
+			attribute.String("gen_ai.provider.name", t.Conn.Provider.ID), attribute.String("gen_ai.request.model", t.UpstreamModel),
+			attribute.String("omniroute.target", t.Name)))
+}
+
+func (c *call) traceAttemptOutcome(class messages.FailureClass, status int, ttfb time.Duration) {
+	if c.attemptSpan == nil {
+		return
+	}
+	c.attemptSpan.SetAttributes(attribute.String("omniroute.outcome", class.String()), attribute.Int64("omniroute.ttfb_ms", ttfb.Milliseconds()))
+	if status != 0 {
+		c.attemptSpan.SetAttributes(attribute.Int("http.response.status_code", status))
+	}
+	if class != messages.OK {
+		c.attemptSpan.SetStatus(codes.Error, class.String())
+	}
+}
+
+func (c *call) traceAttemptEnd() {
+	if c.attemptSpan == nil {
+		return
+	}
+	c.attemptSpan.End()
+	c.attemptSpan = nil
+}
