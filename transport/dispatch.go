@@ -445,13 +445,34 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 	if c.alt != nil { // a fusion judge: the caller's request plus the panel's answers
 		body, scan = c.alt.B, &c.altScan
 	}
-	if t.UpstreamModel == "" || t.UpstreamModel == string(scan.Model) {
+	up := c.upstreamModel(t)
+	if up == "" {
 		req.SetBodyRaw(body)
 		return
 	}
 	if c.out == nil {
 		c.out = bytebufferpool.Get()
 	}
-	c.out.B = jsonscan.AppendWithModel(c.out.B[:0], body, scan, t.UpstreamModel)
+	c.out.B = jsonscan.AppendWithModel(c.out.B[:0], body, scan, up)
 	req.SetBodyRaw(c.out.B)
+}
+
+// upstreamModel is the model name to write into the body sent to t, or ""
+// when the caller's body already names it. A name resolved through an
+// alias, pattern or the default model is replaced by the configured
+// model's (or the target's upstream) name, so the provider never sees the
+// alias.
+func (c *call) upstreamModel(t *catalog.Target) string {
+	scan := &c.scan
+	if c.alt != nil {
+		scan = &c.altScan
+		if t.UpstreamModel == "" || t.UpstreamModel == string(scan.Model) {
+			return ""
+		}
+		return t.UpstreamModel
+	}
+	if up := upstreamName(t); up != string(scan.Model) {
+		return up
+	}
+	return ""
 }

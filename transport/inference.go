@@ -225,7 +225,7 @@ func (c *call) handle(host context.Context) bool {
 	if !c.admitStructure() {
 		return false
 	}
-	c.model = g.cat.Model(c.scan.Model)
+	c.model = g.cat.Resolve(c.scan.Model)
 	if c.model == nil {
 		c.fail(errUnknownModel(c.scan.Model))
 		return false

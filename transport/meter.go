@@ -85,10 +85,7 @@ func (c *call) injectUsage(req *fasthttp.Request, t *catalog.Target) bool {
 	if c.surface != catalog.Chat || !c.scan.Stream || c.scan.IncludeUsage || !c.plan.metering {
 		return false
 	}
-	model := ""
-	if t.UpstreamModel != "" && t.UpstreamModel != string(c.scan.Model) {
-		model = t.UpstreamModel
-	}
+	model := c.upstreamModel(t)
 	if c.out == nil {
 		c.out = bytebufferpool.Get()
 	}

@@ -26,6 +26,12 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 	g.forgetOversize(ctx)
 	path := ctx.Path()
 	r := routeOf(path)
+	switch r {
+	case routeMessages:
+		setAnthropicRequestID(&ctx.Response.Header, apierror.Anthropic, rid)
+	case routeModels, routeOther:
+		setAnthropicRequestID(&ctx.Response.Header, otherFormat(path, &ctx.Request.Header), rid)
+	}
 	// fasthttp does not recover a handler's panic: the process would die.
 	// The guard answers 500 internal_error instead (panic.go).
 	defer func() {
@@ -74,7 +80,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 			g.managementRoute(ctx, path, rid, host)
 		}
 	default:
-		writeError(ctx, apierror.OpenAI, string(rid), errNotFound(string(path)))
+		writeError(ctx, otherFormat(path, &ctx.Request.Header), string(rid), errNotFound(string(path)))
 	}
 	g.metrics.finish(r, ctx.Response.StatusCode(), start)
 }

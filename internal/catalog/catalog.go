@@ -13,6 +13,7 @@ import (
 
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/routing"
+	"github.com/omniroute/gateway/internal/tenantpolicy"
 )
 
 // Surface is an inference API the gateway serves.
@@ -180,11 +181,48 @@ type Catalog struct {
 	Targets     []*Target
 	Providers   []*Provider
 	byName      map[string]*Model
+	aliases     map[string]*Model
+	// Aliases are the configured aliases, sorted by name, for listings.
+	Aliases  []Alias
+	patterns []pattern
+	// Default serves names nothing else matches; nil: none.
+	Default *Model
+}
+
+// Alias is another name of a model.
+type Alias struct {
+	Name  string
+	Model *Model
+}
+
+type pattern struct {
+	glob  string
+	model *Model
 }
 
 // Model looks a model up by name; the []byte form lets callers avoid a
 // string allocation (the compiler optimises the map index conversion).
 func (c *Catalog) Model(name []byte) *Model { return c.byName[string(name)] }
+
+// Resolve finds the model a request's name asks for: a model of that
+// name, else an alias, else the first matching pattern, else the default
+// model; nil when none applies. Patterns use allowed_models' glob: * is
+// any run of characters ('/' included), ? one character. The exact lookup comes first and costs
+// what Model costs, so configured names stay on the fast path.
+func (c *Catalog) Resolve(name []byte) *Model {
+	if m := c.byName[string(name)]; m != nil {
+		return m
+	}
+	if m := c.aliases[string(name)]; m != nil {
+		return m
+	}
+	for _, p := range c.patterns {
+		if tenantpolicy.Match(p.glob, name) {
+			return p.model
+		}
+	}
+	return c.Default
+}
 
 // Build resolves f. getenv looks up credential variables; a variable that
 // is referenced but unset is an error naming it.
@@ -282,6 +320,27 @@ func Build(f *config.File, getenv func(string) (string, bool)) (*Catalog, error)
 		rm.Index = len(c.Models)
 		c.byName[name] = rm
 		c.Models = append(c.Models, rm)
+	}
+	c.aliases = map[string]*Model{}
+	for _, a := range sortedKeys(f.Aliases) {
+		if m := c.byName[f.Aliases[a]]; m != nil && c.byName[a] == nil {
+			c.aliases[a] = m
+			c.Aliases = append(c.Aliases, Alias{Name: a, Model: m})
+		} else {
+			errs = append(errs, fmt.Sprintf("aliases.%s: %q is not a configured model", a, f.Aliases[a]))
+		}
+	}
+	for i, p := range f.ModelPatterns {
+		if m := c.byName[p.Model]; m != nil {
+			c.patterns = append(c.patterns, pattern{glob: p.Match, model: m})
+		} else {
+			errs = append(errs, fmt.Sprintf("model_patterns[%d].model: %q is not a configured model", i, p.Model))
+		}
+	}
+	if f.DefaultModel != "" {
+		if c.Default = c.byName[f.DefaultModel]; c.Default == nil {
+			errs = append(errs, fmt.Sprintf("default_model: %q is not a configured model", f.DefaultModel))
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.New(strings.Join(errs, "; "))

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -53,5 +54,75 @@ func TestBuildMissingCredential(t *testing.T) {
 	_, err := build(t, twoModels, map[string]string{"OA": "sk-oa"})
 	if err == nil || !strings.Contains(err.Error(), "environment variable AN is not set") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestResolveOrder(t *testing.T) {
+	f, err := config.DecodeFile(strings.NewReader(twoModels))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Aliases = map[string]string{"claude-opus-4-8": "alias"}
+	f.ModelPatterns = []config.ModelPattern{{Match: "claude-*", Model: "fast"}, {Match: "claude-o*", Model: "alias"}, {Match: "g?t-*", Model: "alias"}}
+	f.DefaultModel = "fast"
+	c, err := Build(f, func(string) (string, bool) { return "k", true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, want string }{
+		{"fast", "fast"},             // a model's own name first
+		{"claude-opus-4-8", "alias"}, // then an alias
+		{"claude-opus-5", "fast"},    // then the first matching pattern
+		{"gpt-6.2-sol", "alias"},     // ? is one character
+		{"gpt", "fast"},              // no pattern: the default
+		{"", "fast"},                 // the default takes any name
+		{"models/claude-x", "fast"},  // patterns anchor at the start
+	} {
+		if m := c.Resolve([]byte(tc.name)); m == nil || m.Name != tc.want {
+			t.Errorf("Resolve(%q) = %v, want %s", tc.name, m, tc.want)
+		}
+	}
+	if len(c.Aliases) != 1 || c.Aliases[0].Model.Name != "alias" {
+		t.Fatalf("aliases %v", c.Aliases)
+	}
+	f.DefaultModel = ""
+	c, _ = Build(f, func(string) (string, bool) { return "k", true })
+	if m := c.Resolve([]byte("other")); m != nil {
+		t.Fatalf("no default: Resolve = %s", m.Name)
+	}
+}
+
+// TestREADMEExampleRoutesAgentDefaults: the README's example config is
+// valid and sends Claude Code's and Codex's default model names (and any
+// claude-* / gpt-* name) to a model that speaks their API.
+func TestREADMEExampleRoutesAgentDefaults(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "```json\n{\n  \"providers\"")
+	js, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("README has no example config block")
+	}
+	f, err := config.DecodeFile(strings.NewReader("{\n  \"providers\"" + js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Build(f, func(string) (string, bool) { return "k", true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		api  Surface
+	}{{"claude-opus-4-8", Messages}, {"claude-haiku-4-5", Messages}, {"gpt-6.2-sol", Responses}, {"gpt-5-codex", Responses}} {
+		m := c.Resolve([]byte(tc.name))
+		if m == nil || len(m.TargetsFor(tc.api)) == 0 {
+			t.Errorf("%s does not reach a model serving %s (got %v)", tc.name, tc.api, m)
+		}
 	}
 }

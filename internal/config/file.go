@@ -34,6 +34,23 @@ type File struct {
 	// Prices override the shipped price table (internal/pricing): model
 	// name or glob → US dollars per million tokens.
 	Prices PriceTable `json:"prices,omitempty"`
+	// Aliases map another name to a configured model (exact match), e.g.
+	// "claude-opus-4-8" → "smart", so clients with fixed default model
+	// names need no model entry of their own.
+	Aliases map[string]string `json:"aliases,omitempty"`
+	// ModelPatterns map glob patterns ("claude-*", "gpt-*"; * is any run
+	// of characters, ? one, as in allowed_models) to a configured model; the first pattern in list order that
+	// matches a name that is neither a model nor an alias wins.
+	ModelPatterns []ModelPattern `json:"model_patterns,omitempty"`
+	// DefaultModel serves a request whose model matches nothing above;
+	// empty: such a request answers 404 model_not_found.
+	DefaultModel string `json:"default_model,omitempty"`
+}
+
+// ModelPattern is one entry of File.ModelPatterns.
+type ModelPattern struct {
+	Match string `json:"match"`
+	Model string `json:"model"`
 }
 
 // Provider is one upstream API endpoint family, e.g. OpenAI or a local sidecar.
@@ -326,6 +343,7 @@ func (f *File) Validate() error {
 			}
 		}
 	}
+	f.validateModelRouting(add)
 	names := map[string]bool{}
 	for i, t := range f.Tenants {
 		path := fmt.Sprintf("tenants[%d]", i)
@@ -450,4 +468,35 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// validateModelRouting checks aliases, model patterns and the default
+// model: each must name a configured model, an alias must not shadow a
+// model, and a pattern must be a valid model glob.
+func (f *File) validateModelRouting(add func(string, ...any)) {
+	known := func(m string) bool { _, ok := f.Models[m]; return ok }
+	for _, a := range sortedKeys(f.Aliases) {
+		path := "aliases." + a
+		if !modelRE.MatchString(a) {
+			add("%s: alias name must be 1-128 characters of letters, digits and ._:/@+-", path)
+		}
+		if known(a) {
+			add("%s: %q is already a model; an alias may not shadow it", path, a)
+		}
+		if !known(f.Aliases[a]) {
+			add("%s: %q is not a configured model; name one of models.*", path, f.Aliases[a])
+		}
+	}
+	for i, p := range f.ModelPatterns {
+		path := fmt.Sprintf("model_patterns[%d]", i)
+		if err := tenantpolicy.ValidPattern(p.Match); err != nil {
+			add("%s.match: %v", path, err)
+		}
+		if !known(p.Model) {
+			add("%s.model: %q is not a configured model; name one of models.*", path, p.Model)
+		}
+	}
+	if f.DefaultModel != "" && !known(f.DefaultModel) {
+		add("default_model: %q is not a configured model; name one of models.*", f.DefaultModel)
+	}
 }
