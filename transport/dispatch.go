@@ -26,6 +26,7 @@ type upstreamError struct {
 	contentType []byte
 	retryAfter  []byte
 	body        []byte
+	up          catalog.Surface // the dialect of the attempt that answered it
 }
 
 // dispatch tries the model's targets in routing order until one answers,
@@ -168,6 +169,10 @@ const (
 // the answer in last and asks for failover.
 func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messages.FailureClass) (attemptOutcome, bool) {
 	g := c.g
+	if !c.prepareAttempt(t) {
+		c.target = t
+		return attemptDone, false // refused in the caller's dialect: nothing was sent
+	}
 	client := g.clients[t.Conn.ID]
 	x := upstream.AcquireExchange()
 	c.buildRequest(x, t)
@@ -210,12 +215,16 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 			last.contentType = append(last.contentType[:0], x.Resp.Header.ContentType()...)
 			last.retryAfter = append(last.retryAfter[:0], x.Resp.Header.Peek(fasthttp.HeaderRetryAfter)...)
 			last.body = append(last.body[:0], x.Resp.Body()...)
+			last.up = c.up
 			x.Release()
 			return attemptFailover, false
 		}
 		c.target = t
 		c.passThrough(x)
 		x.Release()
+		if c.translating() {
+			c.translateAnswer()
+		}
 		return attemptDone, false
 	}
 	if !c.scan.Stream || !isEventStream(x.Resp.Header.ContentType()) {
@@ -233,6 +242,9 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 		}
 		c.passThrough(x)
 		x.Release()
+		if c.translating() {
+			c.translateAnswer()
+		}
 		return attemptDone, false
 	}
 	class, ok := c.prime(x)
@@ -351,6 +363,9 @@ func (c *call) passThrough(x *upstream.Exchange) {
 		ctx.Response.Header.SetBytesV("X-Upstream-Request-Id", up)
 	}
 	c.routingHeaders()
+	if c.translating() {
+		c.setTranslatedHeaders(&ctx.Response.Header)
+	}
 	if status >= 400 {
 		c.g.redactErrorHeaders(&ctx.Response.Header)
 		ctx.Response.SetBody(c.g.redact.Bytes(x.Resp.Body()))
@@ -371,6 +386,10 @@ func (c *call) passThroughError(e *upstreamError) {
 	}
 	c.routingHeaders()
 	ctx.Response.SetBody(c.g.redact.Bytes(e.body))
+	if c.translating() && e.up == c.up {
+		c.setTranslatedHeaders(&ctx.Response.Header)
+		c.translateAnswer()
+	}
 }
 
 // routingHeaders tell the caller which target served it and how many
@@ -402,7 +421,7 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 	h.SetMethod(fasthttp.MethodPost)
 	uri := bytebufferpool.Get()
 	uri.B = append(uri.B[:0], p.BasePath...)
-	uri.B = append(uri.B, c.surface.Path()...)
+	uri.B = append(uri.B, c.up.Path()...)
 	h.SetRequestURIBytes(uri.B)
 	bytebufferpool.Put(uri)
 	h.SetHost(c.g.clients[t.Conn.ID].Addr())
@@ -414,11 +433,14 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 	}
 	h.Set(fasthttp.HeaderAcceptEncoding, "identity")
 	for _, name := range forwardedRequestHeaders {
+		if c.up != c.surface && !forwardTranslated(name, c.up) {
+			continue // another family's headers mean nothing to this provider
+		}
 		if v := c.ctx.Request.Header.Peek(name); len(v) > 0 {
 			h.SetBytesV(name, v)
 		}
 	}
-	if c.surface == catalog.Messages && len(h.Peek("Anthropic-Version")) == 0 {
+	if c.up == catalog.Messages && len(h.Peek("Anthropic-Version")) == 0 {
 		h.Set("Anthropic-Version", "2023-06-01")
 	}
 	for _, kv := range p.Headers {
@@ -438,6 +460,10 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 		}
 	}
 	h.SetBytesV("X-Request-Id", c.rid)
+	if c.translating() {
+		req.SetBodyRaw(c.tbody.B) // the translator wrote the upstream model
+		return
+	}
 	if c.alt == nil && c.injectUsage(req, t) {
 		return
 	}
@@ -475,4 +501,18 @@ func (c *call) upstreamModel(t *catalog.Target) string {
 		return up
 	}
 	return ""
+}
+
+// forwardTranslated reports whether a forwarded caller header goes to an
+// upstream of dialect up when the call is translated: Anthropic headers
+// only to a Messages upstream, OpenAI-Beta never (its values name one
+// dialect's betas), the rest always.
+func forwardTranslated(name string, up catalog.Surface) bool {
+	switch name {
+	case "Anthropic-Version", "Anthropic-Beta":
+		return up == catalog.Messages
+	case "Openai-Beta":
+		return false
+	}
+	return true
 }

@@ -166,7 +166,10 @@ func (m *Model) WeightsFor(s Surface) []int {
 	return m.weightsBy[s]
 }
 
-// TargetsFor returns the targets that speak surface s, in configured order.
+// TargetsFor returns the targets that serve surface s, in configured order:
+// those whose provider speaks s, or, when none does, every target (the
+// gateway translates). A model with native targets for s never fails over
+// to a translated one.
 func (m *Model) TargetsFor(s Surface) []*Target {
 	if int(s) >= len(m.bySurface) {
 		return nil
@@ -315,6 +318,11 @@ func Build(f *config.File, getenv func(string) (string, bool)) (*Catalog, error)
 			}
 		}
 		for _, s := range Surfaces {
+			if len(rm.bySurface[s]) == 0 {
+				// No target speaks s: a call on s is translated to
+				// whatever each target speaks (docs/translation.md).
+				rm.bySurface[s], rm.weightsBy[s] = rm.Targets, rm.Weights
+			}
 			rm.schedBy[s] = routing.SmoothSchedule(rm.weightsBy[s])
 		}
 		rm.Index = len(c.Models)

@@ -45,6 +45,10 @@ func TestBuildSharesTargetsAndKeepsWeights(t *testing.T) {
 	if !fast.Surfaces.Has(Chat) || !fast.Surfaces.Has(Messages) || alias.Surfaces.Has(Messages) {
 		t.Fatal("surfaces")
 	}
+	// No target of alias speaks messages: all its targets serve it, translated.
+	if got := alias.TargetsFor(Messages); len(got) != 1 || got[0] != alias.Targets[0] {
+		t.Fatalf("translated targets %v", got)
+	}
 	if fast.Targets[0].Conn.APIKey() != "sk-oa" || fast.Targets[1].Conn.Provider.Auth != "x-api-key" {
 		t.Fatal("credentials or default auth style")
 	}
