@@ -20,8 +20,8 @@ import (
 // The official SDKs as callers of every dialect against providers that
 // speak only one dialect each (the mock on chat, messages or responses):
 // the same-dialect pair is the raw relay, the others are translated. Each
-// pair runs a plain answer, a stream with usage, a tool round trip and an
-// upstream error, and reads them through the SDK's own types.
+// pair runs a plain answer, a stream with usage, a tool round trip, an
+// upstream error and a stream the provider cuts after its first bytes, and reads them through the SDK's own types.
 
 const (
 	pairText  = "Hello from a translated pair"
@@ -36,6 +36,8 @@ func pairGateway(t *testing.T) *gwEnv {
 	behaviors := map[string]mockprovider.Behavior{}
 	for _, api := range []string{"chat", "messages", "responses"} {
 		f.Models["e-"+api] = config.Model{Targets: []config.Target{{Connection: "only-" + api, Model: "err-" + api}}}
+		f.Models["cut-"+api] = config.Model{Targets: []config.Target{{Connection: "only-" + api, Model: "cut-" + api}}}
+		behaviors["cut-"+api] = mockprovider.Behavior{ChunkCount: 6, Fail: mockprovider.FailSpec{Mode: mockprovider.FailReset, AfterChunks: 2}}
 		behaviors["up-"+api] = mockprovider.Behavior{Text: pairText, ChunkCount: 3, CompletionTokens: pairUsage,
 			Tool: &mockprovider.ToolScript{Name: pairTool, Arguments: []byte(`{"city":"Paris"}`)}}
 		behaviors["err-"+api] = mockprovider.Behavior{Fail: mockprovider.FailSpec{Mode: mockprovider.FailStatus, Status: 400}}
@@ -104,6 +106,17 @@ func TestSDKPairsOpenAIChat(t *testing.T) {
 			var apiErr *openai.Error
 			if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Message == "" {
 				t.Fatalf("upstream error surfaced as %T %v", err, err)
+			}
+
+			cut := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "cut-" + up,
+				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
+			n := 0
+			for cut.Next() {
+				n++
+			}
+			cut.Close()
+			if cut.Err() == nil || n == 0 || !strings.Contains(cut.Err().Error(), "stream_interrupted") && !strings.Contains(cut.Err().Error(), "incomplete") {
+				t.Fatalf("mid-stream failure after %d chunks: %v", n, cut.Err())
 			}
 		})
 	}
@@ -178,6 +191,21 @@ func TestSDKPairsOpenAIResponses(t *testing.T) {
 			if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Message == "" {
 				t.Fatalf("upstream error surfaced as %T %v", err, err)
 			}
+
+			cut := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "cut-" + up, Input: input})
+			completed, failed := false, false
+			for cut.Next() {
+				switch cut.Current().Type {
+				case "response.completed":
+					completed = true
+				case "response.failed", "error":
+					failed = true
+				}
+			}
+			cut.Close()
+			if completed || (!failed && cut.Err() == nil) {
+				t.Fatalf("mid-stream failure: completed %v failed %v err %v", completed, failed, cut.Err())
+			}
 		})
 	}
 }
@@ -246,6 +274,16 @@ func TestSDKPairsAnthropic(t *testing.T) {
 			var apiErr *anthropic.Error
 			if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.RequestID == "" {
 				t.Fatalf("upstream error surfaced as %T %v", err, err)
+			}
+
+			cut := client.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: anthropic.Model("cut-" + up), MaxTokens: 64, Messages: msgs[:1]})
+			n := 0
+			for cut.Next() {
+				n++
+			}
+			cut.Close()
+			if cut.Err() == nil || n == 0 || !strings.Contains(cut.Err().Error(), "stream_interrupted") {
+				t.Fatalf("mid-stream failure after %d events: %v", n, cut.Err())
 			}
 		})
 	}
