@@ -436,7 +436,16 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 		if c.up != c.surface && !forwardTranslated(name, c.up) {
 			continue // another family's headers mean nothing to this provider
 		}
-		if v := c.ctx.Request.Header.Peek(name); len(v) > 0 {
+		v := c.ctx.Request.Header.Peek(name)
+		if len(v) > 0 && name == "Anthropic-Beta" && p.Beta != nil {
+			buf := bytebufferpool.Get()
+			if v = p.FilterBeta(buf.B[:0], v); len(v) > 0 {
+				h.SetBytesV(name, v)
+			}
+			bytebufferpool.Put(buf)
+			continue
+		}
+		if len(v) > 0 {
 			h.SetBytesV(name, v)
 		}
 	}

@@ -129,6 +129,11 @@ func (c *call) release() {
 	}
 	c.releaseTranslation()
 	c.cancel.Reset()
+	// The scans keep their scratch space, not their results: Model aliases
+	// the body just returned to the pool, and a next request refused
+	// before its scan must not log it.
+	c.scan.Reset()
+	c.altScan.Reset()
 	pending, offs, rd, scan, altScan, pl, wake, timer, evbuf := c.pending[:0], c.pendOff[:0], c.rd, c.scan, c.altScan, c.plan.reset(), c.wake, c.timer, c.evbuf[:0]
 	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan, altScan: altScan, plan: pl, wake: wake, timer: timer, evbuf: evbuf}
 	callPool.Put(c)

@@ -82,6 +82,16 @@ func TestModelRoutingConfigErrors(t *testing.T) {
 		{"bad pattern", func(f *config.File) { f.ModelPatterns = []config.ModelPattern{{Match: "x[*", Model: "echo"}} }, `model_patterns[0].match: model pattern "x[*"`},
 		{"empty pattern", func(f *config.File) { f.ModelPatterns = []config.ModelPattern{{Model: "echo"}} }, `model_patterns[0].match: empty model pattern`},
 		{"default to nothing", func(f *config.File) { f.DefaultModel = "nope" }, `default_model: "nope" is not a configured model`},
+		{"beta mode", func(f *config.File) {
+			p := f.Providers["anth"]
+			p.AnthropicBeta = &config.BetaPolicy{Mode: "some"}
+			f.Providers["anth"] = p
+		}, `providers.anth.anthropic_beta.mode: "some" is not a mode`},
+		{"beta list", func(f *config.File) {
+			p := f.Providers["anth"]
+			p.AnthropicBeta = &config.BetaPolicy{Mode: "drop", List: []string{"a,b"}}
+			f.Providers["anth"] = p
+		}, `providers.anth.anthropic_beta.list[0]: "a,b" is not one beta name`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -579,8 +579,7 @@ func (c *call) logRequest(reached bool) {
 		r.Model = strings.ToValidUTF8(string(c.scan.Model[:min(len(c.scan.Model), maxLoggedModel)]), "?")
 	}
 	// Caller and upstream dialect: the route's API surface, and the API
-	// of the target that served (targets are chosen for the caller's
-	// surface, so they are the same until translation is wired).
+	// the serving attempt spoke (they differ when it was translated).
 	r.CallerDialect = c.surface.String()
 	if c.target != nil {
 		r.Target, r.UpstreamDialect = c.target.Name, c.up.String()

@@ -240,3 +240,28 @@ func TestTranslationRefusals(t *testing.T) {
 		t.Fatalf("a refused request reached the provider (%d requests)", n)
 	}
 }
+
+// TestAnthropicBetaPolicy: a provider's anthropic_beta policy filters the
+// caller's anthropic-beta values; other providers get them unchanged, and
+// a translated call to an OpenAI-dialect provider gets none.
+func TestAnthropicBetaPolicy(t *testing.T) {
+	resetMock(t)
+	f := translatedFile(t)
+	p := f.Providers["only-messages"]
+	p.AnthropicBeta = &config.BetaPolicy{Mode: config.BetaAllow, List: []string{"tools-1"}}
+	f.Providers["only-messages"] = p
+	g := startGateway(t, f, nil)
+	for _, model := range []string{"x-messages", "claude", "x-chat"} {
+		path, body := callerBody("messages", model, false)
+		if r := g.post(path, body, "Anthropic-Beta", "tools-1, secret-beta"); r.status != 200 {
+			t.Fatalf("%s: %d %s", model, r.status, r.body)
+		}
+	}
+	got := map[string]string{}
+	for _, rec := range mockStats(t).Bodies {
+		got[rec.Model] = rec.Headers["anthropic-beta"]
+	}
+	if got["up-messages"] != "tools-1" || got["m-claude"] != "tools-1, secret-beta" || got["up-chat"] != "" {
+		t.Fatalf("anthropic-beta upstream: %q", got)
+	}
+}

@@ -5,6 +5,7 @@
 package catalog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/url"
@@ -106,6 +107,45 @@ type Provider struct {
 	// Quota is the provider's rate-limit header mapping and usage-API
 	// settings as configured.
 	Quota config.Provider
+	// Beta is the anthropic-beta policy; nil passes every value.
+	Beta *config.BetaPolicy
+}
+
+// FilterBeta appends to dst the values of a caller's anthropic-beta header
+// (comma-separated) that the provider's policy lets through, comma-joined;
+// it returns v itself when the policy passes everything.
+func (p *Provider) FilterBeta(dst, v []byte) []byte {
+	b := p.Beta
+	if b == nil || b.Mode == "" || b.Mode == config.BetaPass {
+		return v
+	}
+	for len(v) > 0 {
+		var item []byte
+		if i := bytes.IndexByte(v, ','); i >= 0 {
+			item, v = v[:i], v[i+1:]
+		} else {
+			item, v = v, nil
+		}
+		item = bytes.TrimSpace(item)
+		if len(item) == 0 {
+			continue
+		}
+		listed := false
+		for _, l := range b.List {
+			if l == string(item) {
+				listed = true
+				break
+			}
+		}
+		if listed != (b.Mode == config.BetaAllow) {
+			continue
+		}
+		if len(dst) > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, item...)
+	}
+	return dst
 }
 
 // Connection is one credential of a provider with its own connection pool.
@@ -257,6 +297,7 @@ func Build(f *config.File, getenv func(string) (string, bool)) (*Catalog, error)
 		for _, h := range sortedKeys(p.Headers) {
 			rp.Headers = append(rp.Headers, [2]string{h, p.Headers[h]})
 		}
+		rp.Beta = p.AnthropicBeta
 		rp.Quota = config.Provider{RateLimitHeaders: p.RateLimitHeaders, CustomRateLimitHeaders: p.CustomRateLimitHeaders, QuotaAPI: p.QuotaAPI}
 		providers[pid] = rp
 		c.Providers = append(c.Providers, rp)

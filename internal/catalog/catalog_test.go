@@ -130,3 +130,58 @@ func TestREADMEExampleRoutesAgentDefaults(t *testing.T) {
 		}
 	}
 }
+
+func TestFilterBeta(t *testing.T) {
+	list := []string{"a-1", "b-2"}
+	for _, tc := range []struct {
+		name string
+		pol  *config.BetaPolicy
+		in   string
+		want string
+	}{
+		{"no policy", nil, "a-1, x", "a-1, x"},
+		{"pass", &config.BetaPolicy{Mode: "pass", List: list}, "a-1,x", "a-1,x"},
+		{"drop listed", &config.BetaPolicy{Mode: "drop", List: list}, "a-1, x ,b-2,y", "x,y"},
+		{"drop all listed", &config.BetaPolicy{Mode: "drop", List: list}, "b-2", ""},
+		{"allow only listed", &config.BetaPolicy{Mode: "allow", List: list}, " x,b-2,,a-1 ", "b-2,a-1"},
+		{"allow none", &config.BetaPolicy{Mode: "allow"}, "a-1", ""},
+	} {
+		p := &Provider{Beta: tc.pol}
+		if got := string(p.FilterBeta(nil, []byte(tc.in))); got != tc.want {
+			t.Errorf("%s: FilterBeta(%q) = %q, want %q", tc.name, tc.in, got, tc.want)
+		}
+	}
+}
+
+func FuzzFilterBeta(f *testing.F) {
+	f.Add("a-1, x ,b-2,y")
+	f.Add(",,")
+	p := &Provider{Beta: &config.BetaPolicy{Mode: "drop", List: []string{"a-1"}}}
+	q := &Provider{Beta: &config.BetaPolicy{Mode: "allow", List: []string{"a-1"}}}
+	f.Fuzz(func(t *testing.T, in string) {
+		// Property: every value goes to exactly one of drop and allow, and
+		// no output value is empty or carries a comma or outer space.
+		d, a := string(p.FilterBeta(nil, []byte(in))), string(q.FilterBeta(nil, []byte(in)))
+		n := 0
+		for _, s := range []string{d, a} {
+			if s == "" {
+				continue
+			}
+			for _, v := range strings.Split(s, ",") {
+				if v == "" || strings.TrimSpace(v) != v {
+					t.Fatalf("bad value %q in %q", v, s)
+				}
+				n++
+			}
+		}
+		want := 0
+		for _, v := range strings.Split(in, ",") {
+			if strings.TrimSpace(v) != "" {
+				want++
+			}
+		}
+		if n != want {
+			t.Fatalf("%q: drop %q + allow %q hold %d values, want %d", in, d, a, n, want)
+		}
+	})
+}

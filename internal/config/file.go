@@ -77,7 +77,26 @@ type Provider struct {
 	CustomRateLimitHeaders []HeaderDimension `json:"custom_rate_limit_headers,omitempty"`
 	// QuotaAPI polls the provider's usage API for every connection.
 	QuotaAPI *QuotaAPI `json:"quota_api,omitempty"`
+	// AnthropicBeta decides which of a caller's anthropic-beta values reach
+	// this provider (some Anthropic-compatible providers reject betas they
+	// do not know); nil passes them all.
+	AnthropicBeta *BetaPolicy `json:"anthropic_beta,omitempty"`
 }
+
+// BetaPolicy filters the comma-separated anthropic-beta header.
+type BetaPolicy struct {
+	// Mode: pass (default: every value), drop (all but List) or allow
+	// (only List).
+	Mode string   `json:"mode,omitempty"`
+	List []string `json:"list,omitempty"`
+}
+
+// The beta policy modes.
+const (
+	BetaPass  = "pass"
+	BetaDrop  = "drop"
+	BetaAllow = "allow"
+)
 
 // Connection is one credential of a provider. Each gets its own upstream
 // connection pool and, later, its own quota state.
@@ -287,6 +306,18 @@ func (f *File) Validate() error {
 		case "", "bearer", "x-api-key", "x-goog-api-key", "none":
 		default:
 			add("%s.auth: %q is not an auth style; want bearer, x-api-key, x-goog-api-key or none", path, p.Auth)
+		}
+		if b := p.AnthropicBeta; b != nil {
+			switch b.Mode {
+			case "", BetaPass, BetaDrop, BetaAllow:
+			default:
+				add("%s.anthropic_beta.mode: %q is not a mode; want pass, drop or allow", path, b.Mode)
+			}
+			for i, v := range b.List {
+				if v == "" || strings.ContainsAny(v, ", \t") {
+					add("%s.anthropic_beta.list[%d]: %q is not one beta name (no commas or spaces)", path, i, v)
+				}
+			}
 		}
 		for _, h := range sortedKeys(p.Headers) {
 			if !headerRE.MatchString(h) || isReservedHeader(h) {
