@@ -455,19 +455,7 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 	for _, kv := range p.Headers {
 		h.Set(kv[0], kv[1])
 	}
-	if key := t.Conn.APIKey(); key != "" {
-		switch p.Auth {
-		case "bearer":
-			v := bytebufferpool.Get()
-			v.B = append(append(v.B[:0], "Bearer "...), key...)
-			h.SetBytesV(fasthttp.HeaderAuthorization, v.B)
-			bytebufferpool.Put(v)
-		case "x-api-key":
-			h.Set("X-Api-Key", key)
-		case "x-goog-api-key":
-			h.Set("X-Goog-Api-Key", key)
-		}
-	}
+	setUpstreamAuth(h, p.Auth, t.Conn.APIKey())
 	h.SetBytesV("X-Request-Id", c.rid)
 	if c.translating() {
 		req.SetBodyRaw(c.tbody.B) // the translator wrote the upstream model

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/mockprovider"
 )
 
 // routedFile is testFile with aliases, patterns and a default model, as
@@ -207,5 +208,66 @@ func TestDialectOfUnknownPathsAndRequestID(t *testing.T) {
 				t.Fatalf("not an OpenAI error body: %s", r.body)
 			}
 		})
+	}
+}
+
+// TestCountTokens: passed through to an Anthropic-dialect provider (the
+// mock counts a token per 4 body bytes, the upstream model name written
+// in), else a local estimate marked as such, never 0; errors in the
+// Anthropic shape.
+func TestCountTokens(t *testing.T) {
+	resetMock(t)
+	g := startGateway(t, translatedFile(t), nil)
+	body := `{"model":"claude","messages":[{"role":"user","content":"Count the tokens of this sentence, please."}]}`
+	r := g.post("/v1/messages/count_tokens", body, "Anthropic-Version", "2023-06-01")
+	if r.status != 200 || r.header.Get("X-Omniroute-Token-Count") != "" || r.header.Get("Request-Id") == "" {
+		t.Fatalf("pass-through: %d %v %s", r.status, r.header, r.body)
+	}
+	upstreamBody := strings.Replace(body, `"claude"`, `"m-claude"`, 1)
+	if got := jsonField(t, r.body, "input_tokens"); got != float64(len(upstreamBody)/4+1) {
+		t.Fatalf("input_tokens %v, want the provider's count of the rewritten body", got)
+	}
+	var rec *mockprovider.BodyRecord
+	for i, b := range mockStats(t).Bodies {
+		if b.Path == "/v1/messages/count_tokens" {
+			rec = &mockStats(t).Bodies[i]
+		}
+	}
+	if rec == nil || rec.Headers["x-api-key"] != "upstream-key-a" || rec.Headers["anthropic-version"] != "2023-06-01" {
+		t.Fatalf("upstream request %+v", rec)
+	}
+	for _, tc := range []struct {
+		name, body string
+		min        float64
+	}{
+		{"estimate", strings.Replace(body, `"claude"`, `"x-chat"`, 1), 5},
+		{"estimate of a tiny prompt is not 0", `{"model":"x-chat","messages":[{"role":"user","content":"a"}]}`, 1},
+	} {
+		r = g.post("/v1/messages/count_tokens", tc.body)
+		if r.status != 200 || r.header.Get("X-Omniroute-Token-Count") != "estimate" {
+			t.Fatalf("%s: %d %v %s", tc.name, r.status, r.header, r.body)
+		}
+		if n, _ := jsonField(t, r.body, "input_tokens").(float64); n < tc.min {
+			t.Fatalf("%s: input_tokens %v, want at least %v", tc.name, n, tc.min)
+		}
+	}
+	for _, tc := range []struct {
+		name, method, body string
+		status             int
+		errType            string
+	}{
+		{"unknown model", "POST", `{"model":"nope","messages":[]}`, 404, "not_found_error"},
+		{"no model", "POST", `{"messages":[]}`, 400, "invalid_request_error"},
+		{"bad json", "POST", `{"model":`, 400, "invalid_request_error"},
+		{"method", "GET", ``, 405, "invalid_request_error"},
+	} {
+		if tc.method == "GET" {
+			r = g.get("/v1/messages/count_tokens")
+		} else {
+			r = g.post("/v1/messages/count_tokens", tc.body)
+		}
+		if r.status != tc.status || jsonField(t, r.body, "type") != "error" || jsonField(t, r.body, "error", "type") != tc.errType {
+			t.Fatalf("%s: %d %s", tc.name, r.status, r.body)
+		}
 	}
 }

@@ -17,6 +17,7 @@ const (
 	routeMessages
 	routeResponses
 	routeModels
+	routeCountTokens
 	routeHealth
 	routeMetrics
 	routeManagement
@@ -59,15 +60,16 @@ type routeSpec struct {
 }
 
 var routes = [numRoutes]routeSpec{
-	routeOther:      {label: "other", dialect: dialectOpenAI},
-	routeChat:       {label: "chat", paths: []string{"/v1/chat/completions"}, dialect: dialectOpenAI, surface: catalog.Chat},
-	routeMessages:   {label: "messages", paths: []string{"/v1/messages"}, dialect: dialectAnthropic, surface: catalog.Messages},
-	routeResponses:  {label: "responses", paths: []string{"/v1/responses"}, dialect: dialectOpenAI, surface: catalog.Responses},
-	routeModels:     {label: "models", paths: []string{"/v1/models"}, prefix: "/v1/models/", dialect: dialectOpenAI},
-	routeHealth:     {label: "health", paths: []string{"/api/monitoring/health"}, dialect: dialectOpenAI},
-	routeMetrics:    {label: "metrics", paths: []string{"/metrics"}, dialect: dialectOpenAI},
-	routeManagement: {label: "management", paths: []string{"/api/omniroute/route/preview", "/api/omniroute/quota", keysPath, requestsPath, usagePath}, dialect: dialectManagement},
-	routeRelay:      {label: "relay", paths: []string{"/api/v1/relay/chat/completions"}, dialect: dialectOpenAI, surface: catalog.Chat},
+	routeOther:       {label: "other", dialect: dialectOpenAI},
+	routeChat:        {label: "chat", paths: []string{"/v1/chat/completions"}, dialect: dialectOpenAI, surface: catalog.Chat},
+	routeMessages:    {label: "messages", paths: []string{"/v1/messages"}, dialect: dialectAnthropic, surface: catalog.Messages},
+	routeResponses:   {label: "responses", paths: []string{"/v1/responses"}, dialect: dialectOpenAI, surface: catalog.Responses},
+	routeModels:      {label: "models", paths: []string{"/v1/models"}, prefix: "/v1/models/", dialect: dialectOpenAI},
+	routeCountTokens: {label: "count_tokens", paths: []string{countTokensPath}, dialect: dialectAnthropic},
+	routeHealth:      {label: "health", paths: []string{"/api/monitoring/health"}, dialect: dialectOpenAI},
+	routeMetrics:     {label: "metrics", paths: []string{"/metrics"}, dialect: dialectOpenAI},
+	routeManagement:  {label: "management", paths: []string{"/api/omniroute/route/preview", "/api/omniroute/quota", keysPath, requestsPath, usagePath}, dialect: dialectManagement},
+	routeRelay:       {label: "relay", paths: []string{"/api/v1/relay/chat/completions"}, dialect: dialectOpenAI, surface: catalog.Chat},
 }
 
 // routeOf maps a request path to its route: the exact paths of the table,
@@ -83,6 +85,8 @@ func routeOf(path []byte) route {
 		return routeResponses
 	case "/v1/models":
 		return routeModels
+	case countTokensPath:
+		return routeCountTokens
 	case "/api/monitoring/health":
 		return routeHealth
 	case "/metrics":

@@ -27,7 +27,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 	path := ctx.Path()
 	r := routeOf(path)
 	switch r {
-	case routeMessages:
+	case routeMessages, routeCountTokens:
 		setAnthropicRequestID(&ctx.Response.Header, apierror.Anthropic, rid)
 	case routeModels, routeOther:
 		setAnthropicRequestID(&ctx.Response.Header, otherFormat(path, &ctx.Request.Header), rid)
@@ -53,6 +53,8 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 		return // finished like an inference call
 	case routeModels:
 		g.models(ctx, rid)
+	case routeCountTokens:
+		g.countTokens(ctx, rid)
 	case routeHealth:
 		g.healthHandler(ctx)
 	case routeMetrics:
