@@ -563,6 +563,7 @@ func (g *Gateway) expectAdmission(ctx *fasthttp.RequestCtx) (int, bool) {
 		rid = g.rids.next(rid)
 	}
 	ctx.Response.Header.SetBytesV("X-Request-Id", rid)
+	setAnthropicRequestID(&ctx.Response.Header, f, rid)
 	if e.Reason != "" {
 		ctx.Response.Header.Set("X-Omniroute-Admission-Reason", e.Reason)
 	}

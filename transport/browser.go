@@ -123,7 +123,8 @@ func (p *browserPolicy) originAllowed(origin, host []byte) (ok, cors bool) {
 
 // exposedHeaders are the response headers a cross-origin caller may read.
 const exposedHeaders = "X-Request-Id, X-OmniRoute-Target, X-OmniRoute-Fallbacks, X-Upstream-Request-Id, X-Should-Retry, " +
-	"X-OmniRoute-Priority, X-OmniRoute-Admission-Wait-Ms, X-OmniRoute-Skipped-Targets, X-Omniroute-Admission-Reason, Retry-After"
+	"X-OmniRoute-Priority, X-OmniRoute-Admission-Wait-Ms, X-OmniRoute-Skipped-Targets, X-Omniroute-Admission-Reason, Retry-After, " +
+	"Request-Id, X-OmniRoute-Translated, X-OmniRoute-Dropped"
 
 // guardBrowser applies the policy before a request is routed. It writes
 // the refusal (or the preflight answer) and returns false when the request

@@ -26,6 +26,7 @@ type upstreamError struct {
 	contentType []byte
 	retryAfter  []byte
 	body        []byte
+	up          catalog.Surface // the dialect of the attempt that answered it
 }
 
 // dispatch tries the model's targets in routing order until one answers,
@@ -168,6 +169,10 @@ const (
 // the answer in last and asks for failover.
 func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messages.FailureClass) (attemptOutcome, bool) {
 	g := c.g
+	if !c.prepareAttempt(t) {
+		c.target = t
+		return attemptDone, false // refused in the caller's dialect: nothing was sent
+	}
 	client := g.clients[t.Conn.ID]
 	x := upstream.AcquireExchange()
 	c.buildRequest(x, t)
@@ -212,12 +217,16 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 			last.contentType = append(last.contentType[:0], x.Resp.Header.ContentType()...)
 			last.retryAfter = append(last.retryAfter[:0], x.Resp.Header.Peek(fasthttp.HeaderRetryAfter)...)
 			last.body = append(last.body[:0], x.Resp.Body()...)
+			last.up = c.up
 			x.Release()
 			return attemptFailover, false
 		}
 		c.target = t
 		c.passThrough(x)
 		x.Release()
+		if c.translating() {
+			c.translateAnswer()
+		}
 		return attemptDone, false
 	}
 	if !c.scan.Stream || !isEventStream(x.Resp.Header.ContentType()) {
@@ -235,6 +244,9 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 		}
 		c.passThrough(x)
 		x.Release()
+		if c.translating() {
+			c.translateAnswer()
+		}
 		return attemptDone, false
 	}
 	class, ok := c.prime(x)
@@ -354,6 +366,9 @@ func (c *call) passThrough(x *upstream.Exchange) {
 		ctx.Response.Header.SetBytesV("X-Upstream-Request-Id", up)
 	}
 	c.routingHeaders()
+	if c.translating() {
+		c.setTranslatedHeaders(&ctx.Response.Header)
+	}
 	if status >= 400 {
 		c.g.redactErrorHeaders(&ctx.Response.Header)
 		ctx.Response.SetBody(c.g.redact.Bytes(x.Resp.Body()))
@@ -374,6 +389,10 @@ func (c *call) passThroughError(e *upstreamError) {
 	}
 	c.routingHeaders()
 	ctx.Response.SetBody(c.g.redact.Bytes(e.body))
+	if c.translating() && e.up == c.up {
+		c.setTranslatedHeaders(&ctx.Response.Header)
+		c.translateAnswer()
+	}
 }
 
 // routingHeaders tell the caller which target served it and how many
@@ -405,7 +424,7 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 	h.SetMethod(fasthttp.MethodPost)
 	uri := bytebufferpool.Get()
 	uri.B = append(uri.B[:0], p.BasePath...)
-	uri.B = append(uri.B, c.surface.Path()...)
+	uri.B = append(uri.B, c.up.Path()...)
 	h.SetRequestURIBytes(uri.B)
 	bytebufferpool.Put(uri)
 	h.SetHost(c.g.clients[t.Conn.ID].Addr())
@@ -417,30 +436,34 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 	}
 	h.Set(fasthttp.HeaderAcceptEncoding, "identity")
 	for _, name := range forwardedRequestHeaders {
-		if v := c.ctx.Request.Header.Peek(name); len(v) > 0 {
+		if c.up != c.surface && !forwardTranslated(name, c.up) {
+			continue // another family's headers mean nothing to this provider
+		}
+		v := c.ctx.Request.Header.Peek(name)
+		if len(v) > 0 && name == "Anthropic-Beta" && p.Beta != nil {
+			buf := bytebufferpool.Get()
+			if v = p.FilterBeta(buf.B[:0], v); len(v) > 0 {
+				h.SetBytesV(name, v)
+			}
+			bytebufferpool.Put(buf)
+			continue
+		}
+		if len(v) > 0 {
 			h.SetBytesV(name, v)
 		}
 	}
-	if c.surface == catalog.Messages && len(h.Peek("Anthropic-Version")) == 0 {
+	if c.up == catalog.Messages && len(h.Peek("Anthropic-Version")) == 0 {
 		h.Set("Anthropic-Version", "2023-06-01")
 	}
 	for _, kv := range p.Headers {
 		h.Set(kv[0], kv[1])
 	}
-	if key := t.Conn.APIKey(); key != "" {
-		switch p.Auth {
-		case "bearer":
-			v := bytebufferpool.Get()
-			v.B = append(append(v.B[:0], "Bearer "...), key...)
-			h.SetBytesV(fasthttp.HeaderAuthorization, v.B)
-			bytebufferpool.Put(v)
-		case "x-api-key":
-			h.Set("X-Api-Key", key)
-		case "x-goog-api-key":
-			h.Set("X-Goog-Api-Key", key)
-		}
-	}
+	setUpstreamAuth(h, p.Auth, t.Conn.APIKey())
 	h.SetBytesV("X-Request-Id", c.rid)
+	if c.translating() {
+		req.SetBodyRaw(c.tbody.B) // the translator wrote the upstream model
+		return
+	}
 	if c.alt == nil && c.injectUsage(req, t) {
 		return
 	}
@@ -448,13 +471,48 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 	if c.alt != nil { // a fusion judge: the caller's request plus the panel's answers
 		body, scan = c.alt.B, &c.altScan
 	}
-	if t.UpstreamModel == "" || t.UpstreamModel == string(scan.Model) {
+	up := c.upstreamModel(t)
+	if up == "" {
 		req.SetBodyRaw(body)
 		return
 	}
 	if c.out == nil {
 		c.out = bytebufferpool.Get()
 	}
-	c.out.B = jsonscan.AppendWithModel(c.out.B[:0], body, scan, t.UpstreamModel)
+	c.out.B = jsonscan.AppendWithModel(c.out.B[:0], body, scan, up)
 	req.SetBodyRaw(c.out.B)
+}
+
+// upstreamModel is the model name to write into the body sent to t, or ""
+// when the caller's body already names it. A name resolved through an
+// alias, pattern or the default model is replaced by the configured
+// model's (or the target's upstream) name, so the provider never sees the
+// alias.
+func (c *call) upstreamModel(t *catalog.Target) string {
+	scan := &c.scan
+	if c.alt != nil {
+		scan = &c.altScan
+		if t.UpstreamModel == "" || t.UpstreamModel == string(scan.Model) {
+			return ""
+		}
+		return t.UpstreamModel
+	}
+	if up := upstreamName(t); up != string(scan.Model) {
+		return up
+	}
+	return ""
+}
+
+// forwardTranslated reports whether a forwarded caller header goes to an
+// upstream of dialect up when the call is translated: Anthropic headers
+// only to a Messages upstream, OpenAI-Beta never (its values name one
+// dialect's betas), the rest always.
+func forwardTranslated(name string, up catalog.Surface) bool {
+	switch name {
+	case "Anthropic-Version", "Anthropic-Beta":
+		return up == catalog.Messages
+	case "Openai-Beta":
+		return false
+	}
+	return true
 }

@@ -291,7 +291,7 @@ func TestGatewayErrors(t *testing.T) {
 		{"model not a string", "POST", "/v1/chat/completions", "application/json", `{"model":5}`, 400, "missing_model", false},
 		{"unknown model", "POST", "/v1/chat/completions", "application/json", `{"model":"gpt-9"}`, 404, "model_not_found", false},
 		{"unknown model anthropic", "POST", "/v1/messages", "application/json", `{"model":"gpt-9"}`, 404, "model_not_found", true},
-		{"wrong surface", "POST", "/v1/chat/completions", "application/json", `{"model":"claude"}`, 400, "unsupported_api_format", false},
+		{"untranslatable field", "POST", "/v1/chat/completions", "application/json", `{"model":"claude","n":2,"messages":[{"role":"user","content":"hi"}]}`, 400, "unsupported_field", false},
 		{"duplicate model", "POST", "/v1/chat/completions", "application/json", `{"model":"echo","model":"failover"}`, 400, "duplicate_field", false},
 		{"wrong content type", "POST", "/v1/chat/completions", "text/plain", `{"model":"echo"}`, 415, "unsupported_media_type", false},
 		{"form content type", "POST", "/v1/chat/completions", "application/x-www-form-urlencoded", `{"model":"echo"}`, 415, "unsupported_media_type", false},

@@ -36,7 +36,7 @@ func writeError(ctx *fasthttp.RequestCtx, f apierror.Format, rid string, e *apie
 var (
 	errNotFound = func(path string) *apierror.Error {
 		return &apierror.Error{Status: 404, Type: "invalid_request_error", Code: "not_found",
-			Message: "no route for " + strconv.Quote(path) + "; the gateway serves /v1/chat/completions, /v1/messages, /v1/responses and /v1/models"}
+			Message: "no route for " + strconv.Quote(path) + "; the gateway serves /v1/chat/completions, /v1/messages, /v1/messages/count_tokens, /v1/responses, /v1/models and /v1/models/{id}"}
 	}
 	errMethod = func(allow string) *apierror.Error {
 		return &apierror.Error{Status: 405, Type: "invalid_request_error", Code: "method_not_allowed",

@@ -19,9 +19,11 @@ import (
 	"github.com/omniroute/gateway/internal/admission"
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/internal/sse"
 	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/internal/translate"
 	"github.com/omniroute/gateway/transport/upstream"
 )
 
@@ -95,6 +97,15 @@ type call struct {
 
 	// tracing (tracing.go): nil unless a tracer provider is configured
 	span, attemptSpan trace.Span
+
+	// translation (translated.go): the attempt's upstream dialect, and
+	// when it is not the caller's, the translator, the translated body,
+	// the upstream model it was written for and the stream's frame buffer.
+	up      catalog.Surface
+	tr      *translate.Translator
+	tbody   *bytebufferpool.ByteBuffer
+	trModel string
+	evbuf   []byte
 }
 
 var callPool = sync.Pool{New: func() any { return &call{} }}
@@ -102,6 +113,7 @@ var callPool = sync.Pool{New: func() any { return &call{} }}
 func (g *Gateway) acquireCall(ctx *fasthttp.RequestCtx, r route, rid []byte, start time.Time) *call {
 	c := callPool.Get().(*call)
 	c.g, c.ctx, c.surface, c.format, c.route, c.start = g, ctx, routes[r].surface, r.format(), r, start
+	c.up = c.surface
 	c.rid = append(c.ridBuf[:0], rid...)
 	return c
 }
@@ -119,15 +131,16 @@ func (c *call) release() {
 	if c.x != nil {
 		c.x.Release()
 	}
+	c.releaseTranslation()
 	c.cancel.Reset()
-	pending, offs, rd, scan, altScan, pl, wake, timer := c.pending[:0], c.pendOff[:0], c.rd, c.scan, c.altScan, c.plan.reset(), c.wake, c.timer
+	pending, offs, rd, scan, altScan, pl, wake, timer, evbuf := c.pending[:0], c.pendOff[:0], c.rd, c.scan, c.altScan, c.plan.reset(), c.wake, c.timer, c.evbuf[:0]
 	// The scans keep their scratch space but not their results: Model
 	// aliases this request's body, which goes back to its pool now, and a
 	// later call refused before it scans (the request log reads the model)
 	// must not see it.
 	scan.Reset()
 	altScan.Reset()
-	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan, altScan: altScan, plan: pl, wake: wake, timer: timer}
+	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan, altScan: altScan, plan: pl, wake: wake, timer: timer, evbuf: evbuf}
 	callPool.Put(c)
 }
 
@@ -236,13 +249,13 @@ func (c *call) handle(host context.Context) bool {
 	if !c.admitStructure() {
 		return false
 	}
-	c.model = g.cat.Model(c.scan.Model)
+	c.model = g.cat.Resolve(c.scan.Model)
 	c.traceStart()
 	if c.model == nil {
 		c.fail(errUnknownModel(c.scan.Model))
 		return false
 	}
-	if len(c.model.TargetsFor(c.surface)) == 0 {
+	if len(c.model.TargetsFor(c.surface)) == 0 || (c.model.Strategy == config.StrategyFusion && !c.model.Surfaces.Has(c.surface)) {
 		c.fail(errWrongSurface(c.model, c.surface))
 		return false
 	}

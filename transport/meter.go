@@ -57,7 +57,7 @@ func (c *call) meterEvent(ev *sse.Event) bool {
 	if !p.metering {
 		return false
 	}
-	switch c.surface {
+	switch c.up {
 	case catalog.Chat:
 		if !bytes.Contains(ev.Data, usageKey) {
 			return false
@@ -82,13 +82,10 @@ func (c *call) meterEvent(ev *sse.Event) bool {
 // when a token budget needs the real usage and the caller did not ask for
 // it; the chunk is stripped again before it reaches the caller.
 func (c *call) injectUsage(req *fasthttp.Request, t *catalog.Target) bool {
-	if c.surface != catalog.Chat || !c.scan.Stream || c.scan.IncludeUsage || !c.plan.metering {
+	if c.up != catalog.Chat || !c.scan.Stream || c.scan.IncludeUsage || !c.plan.metering {
 		return false
 	}
-	model := ""
-	if t.UpstreamModel != "" && t.UpstreamModel != string(c.scan.Model) {
-		model = t.UpstreamModel
-	}
+	model := c.upstreamModel(t)
 	if c.out == nil {
 		c.out = bytebufferpool.Get()
 	}

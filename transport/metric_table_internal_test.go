@@ -135,3 +135,15 @@ func TestGrafanaDashboardNames(t *testing.T) {
 		t.Fatalf("the dashboard reads %d gateway series; want its panels built on them", used)
 	}
 }
+
+// TestRequestMetricNamesEveryRoute: the help of the per-route request
+// counter names every label of the route table, so a new route is
+// documented where operators read the metric.
+func TestRequestMetricNamesEveryRoute(t *testing.T) {
+	help := helpOf("omniroute_requests_total")
+	for r := route(0); r < numRoutes; r++ {
+		if l := routes[r].label; !strings.Contains(help, l) {
+			t.Errorf("omniroute_requests_total's help does not name route %q", l)
+		}
+	}
+}

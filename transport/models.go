@@ -1,15 +1,23 @@
 package transport
 
 import (
+	"strings"
+
 	"github.com/valyala/bytebufferpool"
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/internal/catalog"
 )
 
-// models answers GET /v1/models in the OpenAI list format, or in the
-// Anthropic format when the caller sends anthropic-version (as the
-// Anthropic SDK does).
+// modelsPrefix is the path of one model's entry: /v1/models/{id}.
+const modelsPrefix = "/v1/models/"
+
+// models answers GET /v1/models (every configured model, then every
+// alias) and GET /v1/models/{id} (the model a name resolves to through
+// the catalog's aliases, patterns and default model), in the OpenAI list
+// format, or in the Anthropic format when the caller sends
+// anthropic-version (as the Anthropic SDK does).
 func (g *Gateway) models(ctx *fasthttp.RequestCtx, rid []byte) {
 	f := apierror.OpenAI
 	anthropic := len(ctx.Request.Header.Peek("Anthropic-Version")) > 0
@@ -29,59 +37,92 @@ func (g *Gateway) models(ctx *fasthttp.RequestCtx, rid []byte) {
 		writeError(ctx, f, string(rid), e)
 		return
 	}
-	created := g.started.Unix()
 	b := bytebufferpool.Get()
 	defer bytebufferpool.Put(b)
+	if id, ok := strings.CutPrefix(string(ctx.Path()), modelsPrefix); ok {
+		m := g.cat.Resolve([]byte(id))
+		if m == nil {
+			writeError(ctx, f, string(rid), errUnknownModel([]byte(id)))
+			return
+		}
+		b.B = g.appendModel(b.B, anthropic, id, m)
+		ctx.SetContentType("application/json")
+		ctx.SetBody(b.B)
+		return
+	}
+	n := len(g.cat.Models) + len(g.cat.Aliases)
+	name := func(i int) (string, *catalog.Model) {
+		if i < len(g.cat.Models) {
+			return g.cat.Models[i].Name, g.cat.Models[i]
+		}
+		a := g.cat.Aliases[i-len(g.cat.Models)]
+		return a.Name, a.Model
+	}
 	if anthropic {
 		b.B = append(b.B, `{"data":[`...)
-		for i, m := range g.cat.Models {
-			if i > 0 {
-				b.B = append(b.B, ',')
-			}
-			b.B = append(b.B, `{"type":"model","id":`...)
-			b.B = apierror.AppendString(b.B, m.Name)
-			b.B = append(b.B, `,"display_name":`...)
-			b.B = apierror.AppendString(b.B, m.Name)
-			b.B = append(b.B, `,"created_at":`...)
-			b.B = apierror.AppendString(b.B, g.started.UTC().Format("2006-01-02T15:04:05Z"))
-			b.B = append(b.B, '}')
-		}
-		b.B = append(b.B, `],"has_more":false`...)
-		if n := len(g.cat.Models); n > 0 {
-			b.B = append(b.B, `,"first_id":`...)
-			b.B = apierror.AppendString(b.B, g.cat.Models[0].Name)
-			b.B = append(b.B, `,"last_id":`...)
-			b.B = apierror.AppendString(b.B, g.cat.Models[n-1].Name)
-		}
-		b.B = append(b.B, '}')
 	} else {
 		b.B = append(b.B, `{"object":"list","data":[`...)
-		for i, m := range g.cat.Models {
-			if i > 0 {
-				b.B = append(b.B, ',')
-			}
-			b.B = append(b.B, `{"id":`...)
-			b.B = apierror.AppendString(b.B, m.Name)
-			b.B = append(b.B, `,"object":"model","created":`...)
-			b.B = apierror.AppendInt(b.B, created)
-			b.B = append(b.B, `,"owned_by":"omniroute","strategy":`...)
-			b.B = apierror.AppendString(b.B, m.Strategy)
-			b.B = append(b.B, `,"apis":[`...)
-			for j, s := range m.Surfaces.Names() {
-				if j > 0 {
-					b.B = append(b.B, ',')
-				}
-				b.B = apierror.AppendString(b.B, s)
-			}
-			b.B = append(b.B, ']')
-			if m.Description != "" {
-				b.B = append(b.B, `,"description":`...)
-				b.B = apierror.AppendString(b.B, m.Description)
-			}
-			b.B = append(b.B, '}')
+	}
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.B = append(b.B, ',')
 		}
+		id, m := name(i)
+		b.B = g.appendModel(b.B, anthropic, id, m)
+	}
+	if !anthropic {
 		b.B = append(b.B, "]}"...)
+	} else {
+		b.B = append(b.B, `],"has_more":false`...)
+		if n > 0 {
+			first, _ := name(0)
+			last, _ := name(n - 1)
+			b.B = append(b.B, `,"first_id":`...)
+			b.B = apierror.AppendString(b.B, first)
+			b.B = append(b.B, `,"last_id":`...)
+			b.B = apierror.AppendString(b.B, last)
+		}
+		b.B = append(b.B, '}')
 	}
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b.B)
+}
+
+// appendModel writes one model object named id (a model's own name or an
+// alias or pattern-matched name of m). OpenAI entries carry the
+// gateway's extras: strategy, apis, description, and alias_of when id is
+// not m's own name.
+func (g *Gateway) appendModel(b []byte, anthropic bool, id string, m *catalog.Model) []byte {
+	if anthropic {
+		b = append(b, `{"type":"model","id":`...)
+		b = apierror.AppendString(b, id)
+		b = append(b, `,"display_name":`...)
+		b = apierror.AppendString(b, id)
+		b = append(b, `,"created_at":`...)
+		b = apierror.AppendString(b, g.started.UTC().Format("2006-01-02T15:04:05Z"))
+		return append(b, '}')
+	}
+	b = append(b, `{"id":`...)
+	b = apierror.AppendString(b, id)
+	b = append(b, `,"object":"model","created":`...)
+	b = apierror.AppendInt(b, g.started.Unix())
+	b = append(b, `,"owned_by":"omniroute","strategy":`...)
+	b = apierror.AppendString(b, m.Strategy)
+	b = append(b, `,"apis":[`...)
+	for j, s := range m.Surfaces.Names() {
+		if j > 0 {
+			b = append(b, ',')
+		}
+		b = apierror.AppendString(b, s)
+	}
+	b = append(b, ']')
+	if id != m.Name {
+		b = append(b, `,"alias_of":`...)
+		b = apierror.AppendString(b, m.Name)
+	}
+	if m.Description != "" {
+		b = append(b, `,"description":`...)
+		b = apierror.AppendString(b, m.Description)
+	}
+	return append(b, '}')
 }

@@ -55,6 +55,9 @@ func (g *Gateway) handlerPanic(ctx *fasthttp.RequestCtx, r route, rid []byte, st
 	g.notePanic(r, string(rid), "handler", p)
 	ctx.Response.Reset() // closes a body stream the handler may have set
 	ctx.Response.Header.SetBytesV("X-Request-Id", rid)
+	if r == routeMessages {
+		setAnthropicRequestID(&ctx.Response.Header, apierror.Anthropic, rid)
+	}
 	ctx.SetConnectionClose()
 	if routes[r].dialect == dialectManagement {
 		writeMgmtError(ctx, rid, 500, "", errInternal.Code, errInternal.Message)

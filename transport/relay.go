@@ -55,6 +55,13 @@ func (c *call) prime(x *upstream.Exchange) (messages.FailureClass, bool) {
 }
 
 func (c *call) hold(ev *sse.Event) {
+	if c.translating() {
+		if out := c.translateEvent(ev); len(out) > 0 {
+			c.pending = append(c.pending, out...)
+			c.pendOff = append(c.pendOff, len(c.pending))
+		}
+		return
+	}
 	raw := ev.Raw
 	if c.isErrorEvent(ev) { // the provider's own error event, passed on: redacted
 		raw = c.g.redact.Bytes(raw)
@@ -92,6 +99,9 @@ func (c *call) commitStream(x *upstream.Exchange) {
 		ctx.Response.Header.SetBytesV("X-Upstream-Request-Id", up)
 	}
 	c.routingHeaders()
+	if c.translating() {
+		c.setTranslatedHeaders(&ctx.Response.Header)
+	}
 	c.idle = c.g.opts.Env.Upstream.IdleTimeout.Duration()
 	ctx.SetBodyStream(c, -1)
 	c.bodyDone()
@@ -146,7 +156,15 @@ func (c *call) relay(w io.Writer) (int64, error) {
 		}
 		ev, err := c.rd.Next()
 		if err != nil {
-			if err == io.EOF && c.surface == catalog.Chat && sawFinish {
+			if err == io.EOF && c.translating() {
+				if out, ok := c.tr.End(c.evbuf[:0]); ok {
+					c.evbuf = out
+					n, werr := w.Write(out)
+					total += int64(n)
+					x.MarkEOF()
+					return total, werr
+				}
+			} else if err == io.EOF && c.up == catalog.Chat && sawFinish {
 				// Some OpenAI-compatible servers end without [DONE].
 				n, werr := w.Write(doneFrame)
 				total += int64(n)
@@ -161,7 +179,17 @@ func (c *call) relay(w io.Writer) (int64, error) {
 			continue // the usage-only chunk the caller did not ask for
 		}
 		raw, isErr := ev.Raw, c.isErrorEvent(ev)
-		if isErr { // the provider's own error event, passed on: redacted
+		if c.translating() {
+			if isErr {
+				ev.Data = c.g.redact.Bytes(ev.Data)
+			}
+			if raw = c.translateEvent(ev); len(raw) == 0 {
+				if isErr || c.isTerminal(ev) {
+					c.terminal = true
+				}
+				continue // nothing for the caller (an empty write would end the chunked body)
+			}
+		} else if isErr { // the provider's own error event, passed on: redacted
 			raw = c.g.redact.Bytes(raw)
 		}
 		n, werr := w.Write(raw)
@@ -171,7 +199,7 @@ func (c *call) relay(w io.Writer) (int64, error) {
 			return total, werr
 		}
 		events++
-		if c.surface == catalog.Chat && !sawFinish && bytes.Contains(ev.Data, finishReasonSet) {
+		if c.up == catalog.Chat && !sawFinish && bytes.Contains(ev.Data, finishReasonSet) {
 			sawFinish = true
 		}
 		if isErr || c.isTerminal(ev) {
@@ -234,6 +262,9 @@ func (c *call) interrupt(w io.Writer, x *upstream.Exchange, err error, seq int) 
 		msg = "the upstream provider sent an event larger than the gateway accepts; the answer is incomplete"
 	}
 	buf := make([]byte, 0, 512)
+	if c.translating() {
+		return w.Write(c.tr.Interrupt(buf, &apierror.Error{Status: 502, Type: "server_error", AnthropicType: "api_error", Code: "stream_interrupted", Message: msg}, string(c.rid)))
+	}
 	switch c.surface {
 	case catalog.Chat:
 		buf = append(buf, "data: "...)
@@ -261,7 +292,7 @@ func (c *call) interrupt(w io.Writer, x *upstream.Exchange, err error, seq int) 
 
 // isTerminal reports the event that completes a stream on the surface.
 func (c *call) isTerminal(ev *sse.Event) bool {
-	switch c.surface {
+	switch c.up {
 	case catalog.Chat:
 		return bytes.Equal(bytes.TrimSpace(ev.Data), []byte("[DONE]"))
 	case catalog.Messages:
@@ -274,7 +305,7 @@ func (c *call) isTerminal(ev *sse.Event) bool {
 
 // isErrorEvent reports an in-stream error sent by the provider.
 func (c *call) isErrorEvent(ev *sse.Event) bool {
-	switch c.surface {
+	switch c.up {
 	case catalog.Chat:
 		return bytes.Contains(ev.Data, []byte(`"error"`)) && jsonscan.HasTopLevelKey(ev.Data, "error")
 	case catalog.Messages:
@@ -287,7 +318,7 @@ func (c *call) isErrorEvent(ev *sse.Event) bool {
 
 // isStartup reports content-free events that may be held back.
 func (c *call) isStartup(ev *sse.Event) bool {
-	switch c.surface {
+	switch c.up {
 	case catalog.Chat:
 		d := ev.Data
 		return bytes.Contains(d, []byte(`"role"`)) && !bytes.Contains(d, []byte(`"tool_calls"`)) && !hasNonEmptyContent(d)

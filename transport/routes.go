@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"github.com/valyala/fasthttp"
+
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
 )
@@ -15,6 +17,7 @@ const (
 	routeMessages
 	routeResponses
 	routeModels
+	routeCountTokens
 	routeHealth
 	routeMetrics
 	routeManagement
@@ -46,6 +49,9 @@ type routeSpec struct {
 	// paths are the exact request paths that select the route (none for
 	// the fallback and for routes chosen by prefix or by another route).
 	paths []string
+	// prefix, when set, selects the route for every path under it
+	// ("/v1/models/" + id).
+	prefix string
 	// dialect renders the gateway's errors on this route.
 	dialect dialect
 	// surface is the inference API a call on this route speaks (0 for
@@ -54,15 +60,16 @@ type routeSpec struct {
 }
 
 var routes = [numRoutes]routeSpec{
-	routeOther:      {label: "other", dialect: dialectOpenAI},
-	routeChat:       {label: "chat", paths: []string{"/v1/chat/completions"}, dialect: dialectOpenAI, surface: catalog.Chat},
-	routeMessages:   {label: "messages", paths: []string{"/v1/messages"}, dialect: dialectAnthropic, surface: catalog.Messages},
-	routeResponses:  {label: "responses", paths: []string{"/v1/responses"}, dialect: dialectOpenAI, surface: catalog.Responses},
-	routeModels:     {label: "models", paths: []string{"/v1/models"}, dialect: dialectOpenAI},
-	routeHealth:     {label: "health", paths: []string{"/api/monitoring/health", healthzPath, readyzPath}, dialect: dialectOpenAI},
-	routeMetrics:    {label: "metrics", paths: []string{"/metrics"}, dialect: dialectOpenAI},
-	routeManagement: {label: "management", paths: []string{"/api/omniroute/route/preview", "/api/omniroute/quota", keysPath, requestsPath, usagePath}, dialect: dialectManagement},
-	routeRelay:      {label: "relay", paths: []string{"/api/v1/relay/chat/completions"}, dialect: dialectOpenAI, surface: catalog.Chat},
+	routeOther:       {label: "other", dialect: dialectOpenAI},
+	routeChat:        {label: "chat", paths: []string{"/v1/chat/completions"}, dialect: dialectOpenAI, surface: catalog.Chat},
+	routeMessages:    {label: "messages", paths: []string{"/v1/messages"}, dialect: dialectAnthropic, surface: catalog.Messages},
+	routeResponses:   {label: "responses", paths: []string{"/v1/responses"}, dialect: dialectOpenAI, surface: catalog.Responses},
+	routeModels:      {label: "models", paths: []string{"/v1/models"}, prefix: "/v1/models/", dialect: dialectOpenAI},
+	routeCountTokens: {label: "count_tokens", paths: []string{countTokensPath}, dialect: dialectAnthropic},
+	routeHealth:      {label: "health", paths: []string{"/api/monitoring/health", healthzPath, readyzPath}, dialect: dialectOpenAI},
+	routeMetrics:     {label: "metrics", paths: []string{"/metrics"}, dialect: dialectOpenAI},
+	routeManagement:  {label: "management", paths: []string{"/api/omniroute/route/preview", "/api/omniroute/quota", keysPath, requestsPath, usagePath}, dialect: dialectManagement},
+	routeRelay:       {label: "relay", paths: []string{"/api/v1/relay/chat/completions"}, dialect: dialectOpenAI, surface: catalog.Chat},
 }
 
 // routeOf maps a request path to its route: the exact paths of the table,
@@ -78,6 +85,8 @@ func routeOf(path []byte) route {
 		return routeResponses
 	case "/v1/models":
 		return routeModels
+	case countTokensPath:
+		return routeCountTokens
 	case "/api/monitoring/health", healthzPath, readyzPath:
 		return routeHealth
 	case "/metrics":
@@ -90,7 +99,35 @@ func routeOf(path []byte) route {
 	if isManagementPath(path) || isKeysPath(path) || isDashboardPath(path) {
 		return routeManagement
 	}
+	for r := route(0); r < numRoutes; r++ {
+		if p := routes[r].prefix; p != "" && len(path) > len(p) && string(path[:len(p)]) == p {
+			return r
+		}
+	}
 	return routeOther
+}
+
+// anthropicPrefix is the path prefix of the Anthropic dialect's routes: an
+// unknown path under it (/v1/messages/batches) answers in that dialect.
+const anthropicPrefix = "/v1/messages"
+
+// otherFormat is the error format of a path no route serves: Anthropic's
+// under /v1/messages or when the caller sends anthropic-version (as the
+// Anthropic SDK always does), else OpenAI's.
+func otherFormat(path []byte, h *fasthttp.RequestHeader) apierror.Format {
+	if (len(path) >= len(anthropicPrefix) && string(path[:len(anthropicPrefix)]) == anthropicPrefix) ||
+		len(h.Peek("Anthropic-Version")) > 0 {
+		return apierror.Anthropic
+	}
+	return apierror.OpenAI
+}
+
+// setAnthropicRequestID adds request-id, where the Anthropic SDK reads a
+// response's request id, beside X-Request-Id on Anthropic-dialect answers.
+func setAnthropicRequestID(h *fasthttp.ResponseHeader, f apierror.Format, rid []byte) {
+	if f == apierror.Anthropic {
+		h.SetBytesV("Request-Id", rid)
+	}
 }
 
 // surfaceRoute is the route of an inference surface.

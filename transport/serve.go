@@ -26,6 +26,12 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 	g.forgetOversize(ctx)
 	path := ctx.Path()
 	r := routeOf(path)
+	switch r {
+	case routeMessages, routeCountTokens:
+		setAnthropicRequestID(&ctx.Response.Header, apierror.Anthropic, rid)
+	case routeModels, routeOther:
+		setAnthropicRequestID(&ctx.Response.Header, otherFormat(path, &ctx.Request.Header), rid)
+	}
 	// fasthttp does not recover a handler's panic: the process would die.
 	// The guard answers 500 internal_error instead (panic.go).
 	defer func() {
@@ -47,6 +53,8 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 		return // finished like an inference call
 	case routeModels:
 		g.models(ctx, rid)
+	case routeCountTokens:
+		g.countTokens(ctx, rid)
 	case routeHealth:
 		if p := string(path); p == healthzPath || p == readyzPath {
 			g.probe(ctx, rid)
@@ -82,7 +90,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 			g.managementRoute(ctx, path, rid, host)
 		}
 	default:
-		writeError(ctx, apierror.OpenAI, string(rid), errNotFound(string(path)))
+		writeError(ctx, otherFormat(path, &ctx.Request.Header), string(rid), errNotFound(string(path)))
 	}
 	g.metrics.finish(r, ctx.Response.StatusCode(), start)
 }

@@ -527,7 +527,7 @@ func (c *call) finishTenant() {
 	if tc.meter && p.metering && p.attempts > 0 { // the serving attempt is still open
 		seen := pricing.FromLedger(p.usage)
 		seenCost := c.costOf(c.target, seen)
-		final := p.usage.Seen && (!c.scan.Stream || c.surface != catalog.Messages || c.terminal)
+		final := p.usage.Seen && (!c.scan.Stream || c.up != catalog.Messages || c.terminal)
 		if p.usage.Seen {
 			tc.addUsage(seen)
 		}
@@ -579,11 +579,10 @@ func (c *call) logRequest(reached bool) {
 		r.Model = strings.ToValidUTF8(string(c.scan.Model[:min(len(c.scan.Model), maxLoggedModel)]), "?")
 	}
 	// Caller and upstream dialect: the route's API surface, and the API
-	// of the target that served (targets are chosen for the caller's
-	// surface, so they are the same until translation is wired).
+	// the serving attempt spoke (they differ when it was translated).
 	r.CallerDialect = c.surface.String()
 	if c.target != nil {
-		r.Target, r.UpstreamDialect = c.target.Name, c.surface.String()
+		r.Target, r.UpstreamDialect = c.target.Name, c.up.String()
 	}
 	r.Status = ctx.Response.StatusCode()
 	switch {

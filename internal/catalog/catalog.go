@@ -5,6 +5,7 @@
 package catalog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/routing"
+	"github.com/omniroute/gateway/internal/tenantpolicy"
 )
 
 // Surface is an inference API the gateway serves.
@@ -105,6 +107,45 @@ type Provider struct {
 	// Quota is the provider's rate-limit header mapping and usage-API
 	// settings as configured.
 	Quota config.Provider
+	// Beta is the anthropic-beta policy; nil passes every value.
+	Beta *config.BetaPolicy
+}
+
+// FilterBeta appends to dst the values of a caller's anthropic-beta header
+// (comma-separated) that the provider's policy lets through, comma-joined;
+// it returns v itself when the policy passes everything.
+func (p *Provider) FilterBeta(dst, v []byte) []byte {
+	b := p.Beta
+	if b == nil || b.Mode == "" || b.Mode == config.BetaPass {
+		return v
+	}
+	for len(v) > 0 {
+		var item []byte
+		if i := bytes.IndexByte(v, ','); i >= 0 {
+			item, v = v[:i], v[i+1:]
+		} else {
+			item, v = v, nil
+		}
+		item = bytes.TrimSpace(item)
+		if len(item) == 0 {
+			continue
+		}
+		listed := false
+		for _, l := range b.List {
+			if l == string(item) {
+				listed = true
+				break
+			}
+		}
+		if listed != (b.Mode == config.BetaAllow) {
+			continue
+		}
+		if len(dst) > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, item...)
+	}
+	return dst
 }
 
 // Connection is one credential of a provider with its own connection pool.
@@ -165,7 +206,10 @@ func (m *Model) WeightsFor(s Surface) []int {
 	return m.weightsBy[s]
 }
 
-// TargetsFor returns the targets that speak surface s, in configured order.
+// TargetsFor returns the targets that serve surface s, in configured order:
+// those whose provider speaks s, or, when none does, every target (the
+// gateway translates). A model with native targets for s never fails over
+// to a translated one.
 func (m *Model) TargetsFor(s Surface) []*Target {
 	if int(s) >= len(m.bySurface) {
 		return nil
@@ -180,11 +224,48 @@ type Catalog struct {
 	Targets     []*Target
 	Providers   []*Provider
 	byName      map[string]*Model
+	aliases     map[string]*Model
+	// Aliases are the configured aliases, sorted by name, for listings.
+	Aliases  []Alias
+	patterns []pattern
+	// Default serves names nothing else matches; nil: none.
+	Default *Model
+}
+
+// Alias is another name of a model.
+type Alias struct {
+	Name  string
+	Model *Model
+}
+
+type pattern struct {
+	glob  string
+	model *Model
 }
 
 // Model looks a model up by name; the []byte form lets callers avoid a
 // string allocation (the compiler optimises the map index conversion).
 func (c *Catalog) Model(name []byte) *Model { return c.byName[string(name)] }
+
+// Resolve finds the model a request's name asks for: a model of that
+// name, else an alias, else the first matching pattern, else the default
+// model; nil when none applies. Patterns use allowed_models' glob: * is
+// any run of characters ('/' included), ? one character. The exact lookup comes first and costs
+// what Model costs, so configured names stay on the fast path.
+func (c *Catalog) Resolve(name []byte) *Model {
+	if m := c.byName[string(name)]; m != nil {
+		return m
+	}
+	if m := c.aliases[string(name)]; m != nil {
+		return m
+	}
+	for _, p := range c.patterns {
+		if tenantpolicy.Match(p.glob, name) {
+			return p.model
+		}
+	}
+	return c.Default
+}
 
 // Build resolves f. getenv looks up credential variables; a variable that
 // is referenced but unset is an error naming it.
@@ -216,6 +297,7 @@ func Build(f *config.File, getenv func(string) (string, bool)) (*Catalog, error)
 		for _, h := range sortedKeys(p.Headers) {
 			rp.Headers = append(rp.Headers, [2]string{h, p.Headers[h]})
 		}
+		rp.Beta = p.AnthropicBeta
 		rp.Quota = config.Provider{RateLimitHeaders: p.RateLimitHeaders, CustomRateLimitHeaders: p.CustomRateLimitHeaders, QuotaAPI: p.QuotaAPI}
 		providers[pid] = rp
 		c.Providers = append(c.Providers, rp)
@@ -277,11 +359,37 @@ func Build(f *config.File, getenv func(string) (string, bool)) (*Catalog, error)
 			}
 		}
 		for _, s := range Surfaces {
+			if len(rm.bySurface[s]) == 0 {
+				// No target speaks s: a call on s is translated to
+				// whatever each target speaks (docs/translation.md).
+				rm.bySurface[s], rm.weightsBy[s] = rm.Targets, rm.Weights
+			}
 			rm.schedBy[s] = routing.SmoothSchedule(rm.weightsBy[s])
 		}
 		rm.Index = len(c.Models)
 		c.byName[name] = rm
 		c.Models = append(c.Models, rm)
+	}
+	c.aliases = map[string]*Model{}
+	for _, a := range sortedKeys(f.Aliases) {
+		if m := c.byName[f.Aliases[a]]; m != nil && c.byName[a] == nil {
+			c.aliases[a] = m
+			c.Aliases = append(c.Aliases, Alias{Name: a, Model: m})
+		} else {
+			errs = append(errs, fmt.Sprintf("aliases.%s: %q is not a configured model", a, f.Aliases[a]))
+		}
+	}
+	for i, p := range f.ModelPatterns {
+		if m := c.byName[p.Model]; m != nil {
+			c.patterns = append(c.patterns, pattern{glob: p.Match, model: m})
+		} else {
+			errs = append(errs, fmt.Sprintf("model_patterns[%d].model: %q is not a configured model", i, p.Model))
+		}
+	}
+	if f.DefaultModel != "" {
+		if c.Default = c.byName[f.DefaultModel]; c.Default == nil {
+			errs = append(errs, fmt.Sprintf("default_model: %q is not a configured model", f.DefaultModel))
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.New(strings.Join(errs, "; "))

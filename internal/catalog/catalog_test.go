@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -44,6 +45,10 @@ func TestBuildSharesTargetsAndKeepsWeights(t *testing.T) {
 	if !fast.Surfaces.Has(Chat) || !fast.Surfaces.Has(Messages) || alias.Surfaces.Has(Messages) {
 		t.Fatal("surfaces")
 	}
+	// No target of alias speaks messages: all its targets serve it, translated.
+	if got := alias.TargetsFor(Messages); len(got) != 1 || got[0] != alias.Targets[0] {
+		t.Fatalf("translated targets %v", got)
+	}
 	if fast.Targets[0].Conn.APIKey() != "sk-oa" || fast.Targets[1].Conn.Provider.Auth != "x-api-key" {
 		t.Fatal("credentials or default auth style")
 	}
@@ -54,4 +59,129 @@ func TestBuildMissingCredential(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "environment variable AN is not set") {
 		t.Fatalf("err = %v", err)
 	}
+}
+
+func TestResolveOrder(t *testing.T) {
+	f, err := config.DecodeFile(strings.NewReader(twoModels))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Aliases = map[string]string{"claude-opus-4-8": "alias"}
+	f.ModelPatterns = []config.ModelPattern{{Match: "claude-*", Model: "fast"}, {Match: "claude-o*", Model: "alias"}, {Match: "g?t-*", Model: "alias"}}
+	f.DefaultModel = "fast"
+	c, err := Build(f, func(string) (string, bool) { return "k", true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, want string }{
+		{"fast", "fast"},             // a model's own name first
+		{"claude-opus-4-8", "alias"}, // then an alias
+		{"claude-opus-5", "fast"},    // then the first matching pattern
+		{"gpt-6.2-sol", "alias"},     // ? is one character
+		{"gpt", "fast"},              // no pattern: the default
+		{"", "fast"},                 // the default takes any name
+		{"models/claude-x", "fast"},  // patterns anchor at the start
+	} {
+		if m := c.Resolve([]byte(tc.name)); m == nil || m.Name != tc.want {
+			t.Errorf("Resolve(%q) = %v, want %s", tc.name, m, tc.want)
+		}
+	}
+	if len(c.Aliases) != 1 || c.Aliases[0].Model.Name != "alias" {
+		t.Fatalf("aliases %v", c.Aliases)
+	}
+	f.DefaultModel = ""
+	c, _ = Build(f, func(string) (string, bool) { return "k", true })
+	if m := c.Resolve([]byte("other")); m != nil {
+		t.Fatalf("no default: Resolve = %s", m.Name)
+	}
+}
+
+// TestREADMEExampleRoutesAgentDefaults: the README's example config is
+// valid and sends Claude Code's and Codex's default model names (and any
+// claude-* / gpt-* name) to a model that speaks their API.
+func TestREADMEExampleRoutesAgentDefaults(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "```json\n{\n  \"providers\"")
+	js, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("README has no example config block")
+	}
+	f, err := config.DecodeFile(strings.NewReader("{\n  \"providers\"" + js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Build(f, func(string) (string, bool) { return "k", true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		api  Surface
+	}{{"claude-opus-4-8", Messages}, {"claude-haiku-4-5", Messages}, {"gpt-6.2-sol", Responses}, {"gpt-5-codex", Responses}} {
+		m := c.Resolve([]byte(tc.name))
+		if m == nil || len(m.TargetsFor(tc.api)) == 0 {
+			t.Errorf("%s does not reach a model serving %s (got %v)", tc.name, tc.api, m)
+		}
+	}
+}
+
+func TestFilterBeta(t *testing.T) {
+	list := []string{"a-1", "b-2"}
+	for _, tc := range []struct {
+		name string
+		pol  *config.BetaPolicy
+		in   string
+		want string
+	}{
+		{"no policy", nil, "a-1, x", "a-1, x"},
+		{"pass", &config.BetaPolicy{Mode: "pass", List: list}, "a-1,x", "a-1,x"},
+		{"drop listed", &config.BetaPolicy{Mode: "drop", List: list}, "a-1, x ,b-2,y", "x,y"},
+		{"drop all listed", &config.BetaPolicy{Mode: "drop", List: list}, "b-2", ""},
+		{"allow only listed", &config.BetaPolicy{Mode: "allow", List: list}, " x,b-2,,a-1 ", "b-2,a-1"},
+		{"allow none", &config.BetaPolicy{Mode: "allow"}, "a-1", ""},
+	} {
+		p := &Provider{Beta: tc.pol}
+		if got := string(p.FilterBeta(nil, []byte(tc.in))); got != tc.want {
+			t.Errorf("%s: FilterBeta(%q) = %q, want %q", tc.name, tc.in, got, tc.want)
+		}
+	}
+}
+
+func FuzzFilterBeta(f *testing.F) {
+	f.Add("a-1, x ,b-2,y")
+	f.Add(",,")
+	p := &Provider{Beta: &config.BetaPolicy{Mode: "drop", List: []string{"a-1"}}}
+	q := &Provider{Beta: &config.BetaPolicy{Mode: "allow", List: []string{"a-1"}}}
+	f.Fuzz(func(t *testing.T, in string) {
+		// Property: every value goes to exactly one of drop and allow, and
+		// no output value is empty or carries a comma or outer space.
+		d, a := string(p.FilterBeta(nil, []byte(in))), string(q.FilterBeta(nil, []byte(in)))
+		n := 0
+		for _, s := range []string{d, a} {
+			if s == "" {
+				continue
+			}
+			for _, v := range strings.Split(s, ",") {
+				if v == "" || strings.TrimSpace(v) != v {
+					t.Fatalf("bad value %q in %q", v, s)
+				}
+				n++
+			}
+		}
+		want := 0
+		for _, v := range strings.Split(in, ",") {
+			if strings.TrimSpace(v) != "" {
+				want++
+			}
+		}
+		if n != want {
+			t.Fatalf("%q: drop %q + allow %q hold %d values, want %d", in, d, a, n, want)
+		}
+	})
 }

@@ -34,6 +34,23 @@ type File struct {
 	// Prices override the shipped price table (internal/pricing): model
 	// name or glob → US dollars per million tokens.
 	Prices PriceTable `json:"prices,omitempty"`
+	// Aliases map another name to a configured model (exact match), e.g.
+	// "claude-opus-4-8" → "smart", so clients with fixed default model
+	// names need no model entry of their own.
+	Aliases map[string]string `json:"aliases,omitempty"`
+	// ModelPatterns map glob patterns ("claude-*", "gpt-*"; * is any run
+	// of characters, ? one, as in allowed_models) to a configured model; the first pattern in list order that
+	// matches a name that is neither a model nor an alias wins.
+	ModelPatterns []ModelPattern `json:"model_patterns,omitempty"`
+	// DefaultModel serves a request whose model matches nothing above;
+	// empty: such a request answers 404 model_not_found.
+	DefaultModel string `json:"default_model,omitempty"`
+}
+
+// ModelPattern is one entry of File.ModelPatterns.
+type ModelPattern struct {
+	Match string `json:"match"`
+	Model string `json:"model"`
 }
 
 // Provider is one upstream API endpoint family, e.g. OpenAI or a local sidecar.
@@ -60,7 +77,26 @@ type Provider struct {
 	CustomRateLimitHeaders []HeaderDimension `json:"custom_rate_limit_headers,omitempty"`
 	// QuotaAPI polls the provider's usage API for every connection.
 	QuotaAPI *QuotaAPI `json:"quota_api,omitempty"`
+	// AnthropicBeta decides which of a caller's anthropic-beta values reach
+	// this provider (some Anthropic-compatible providers reject betas they
+	// do not know); nil passes them all.
+	AnthropicBeta *BetaPolicy `json:"anthropic_beta,omitempty"`
 }
+
+// BetaPolicy filters the comma-separated anthropic-beta header.
+type BetaPolicy struct {
+	// Mode: pass (default: every value), drop (all but List) or allow
+	// (only List).
+	Mode string   `json:"mode,omitempty"`
+	List []string `json:"list,omitempty"`
+}
+
+// The beta policy modes.
+const (
+	BetaPass  = "pass"
+	BetaDrop  = "drop"
+	BetaAllow = "allow"
+)
 
 // Connection is one credential of a provider. Each gets its own upstream
 // connection pool and, later, its own quota state.
@@ -271,6 +307,18 @@ func (f *File) Validate() error {
 		default:
 			add("%s.auth: %q is not an auth style; want bearer, x-api-key, x-goog-api-key or none", path, p.Auth)
 		}
+		if b := p.AnthropicBeta; b != nil {
+			switch b.Mode {
+			case "", BetaPass, BetaDrop, BetaAllow:
+			default:
+				add("%s.anthropic_beta.mode: %q is not a mode; want pass, drop or allow", path, b.Mode)
+			}
+			for i, v := range b.List {
+				if v == "" || strings.ContainsAny(v, ", \t") {
+					add("%s.anthropic_beta.list[%d]: %q is not one beta name (no commas or spaces)", path, i, v)
+				}
+			}
+		}
 		for _, h := range sortedKeys(p.Headers) {
 			if !headerRE.MatchString(h) || isReservedHeader(h) {
 				add("%s.headers.%s: not an allowed header name (letters, digits and '-'; not a hop-by-hop, auth or length header)", path, h)
@@ -326,6 +374,7 @@ func (f *File) Validate() error {
 			}
 		}
 	}
+	f.validateModelRouting(add)
 	names := map[string]bool{}
 	for i, t := range f.Tenants {
 		path := fmt.Sprintf("tenants[%d]", i)
@@ -450,4 +499,35 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// validateModelRouting checks aliases, model patterns and the default
+// model: each must name a configured model, an alias must not shadow a
+// model, and a pattern must be a valid model glob.
+func (f *File) validateModelRouting(add func(string, ...any)) {
+	known := func(m string) bool { _, ok := f.Models[m]; return ok }
+	for _, a := range sortedKeys(f.Aliases) {
+		path := "aliases." + a
+		if !modelRE.MatchString(a) {
+			add("%s: alias name must be 1-128 characters of letters, digits and ._:/@+-", path)
+		}
+		if known(a) {
+			add("%s: %q is already a model; an alias may not shadow it", path, a)
+		}
+		if !known(f.Aliases[a]) {
+			add("%s: %q is not a configured model; name one of models.*", path, f.Aliases[a])
+		}
+	}
+	for i, p := range f.ModelPatterns {
+		path := fmt.Sprintf("model_patterns[%d]", i)
+		if err := tenantpolicy.ValidPattern(p.Match); err != nil {
+			add("%s.match: %v", path, err)
+		}
+		if !known(p.Model) {
+			add("%s.model: %q is not a configured model; name one of models.*", path, p.Model)
+		}
+	}
+	if f.DefaultModel != "" && !known(f.DefaultModel) {
+		add("default_model: %q is not a configured model; name one of models.*", f.DefaultModel)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -54,6 +55,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.serveModel(ctx, endpointResponses)
 	case "/models":
 		s.serveModelList(ctx)
+	case "/messages/count_tokens":
+		s.serveCountTokens(ctx)
 	case "/key", "/api/v1/key":
 		s.serveQuotaAPI(ctx, "key")
 	case "/credits", "/api/v1/credits":
@@ -177,4 +180,21 @@ func (q *request) takeSlot(ctx *fasthttp.RequestCtx) bool {
 	}
 	q.slot = pool
 	return true
+}
+
+// serveCountTokens answers Anthropic's POST /v1/messages/count_tokens with
+// a deterministic count: one token per 4 bytes of the body, at least 1,
+// so a test can tell the provider's answer from the gateway's estimate.
+func (s *Server) serveCountTokens(ctx *fasthttp.RequestCtx) {
+	if !ctx.IsPost() {
+		writeError(ctx, familyAnthropic, errInfo{status: fasthttp.StatusMethodNotAllowed,
+			msg: "mockprovider: " + string(ctx.Path()) + " accepts POST only"})
+		return
+	}
+	body := ctx.PostBody()
+	sum := sha256.Sum256(body)
+	s.bodies.add(s.seq.Add(1), ctx.Path(), "", len(body), &sum, &ctx.Request.Header)
+	n := len(body)/4 + 1
+	ctx.SetContentTypeBytes(contentTypeJSON)
+	ctx.SetBodyString(`{"input_tokens":` + strconv.Itoa(n) + `}`)
 }

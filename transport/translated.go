@@ -1,0 +1,153 @@
+package transport
+
+import (
+	"errors"
+
+	"github.com/valyala/bytebufferpool"
+	"github.com/valyala/fasthttp"
+
+	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/internal/catalog"
+	dia "github.com/omniroute/gateway/internal/dialect"
+	"github.com/omniroute/gateway/internal/sse"
+	"github.com/omniroute/gateway/internal/translate"
+)
+
+// A call has a caller dialect (c.surface: the route it came in on) and, per
+// attempt, an upstream dialect (c.up: what the target's provider speaks).
+// When they match, the body and the answer are relayed raw and nothing in
+// this file runs. When they differ, c.tr (internal/translate) converts the
+// request for the upstream, and the answer, error or stream events back
+// into the caller's dialect (docs/translation.md).
+
+// upstreamSurface is the dialect an attempt on t speaks: the caller's when
+// the provider speaks it, else the provider's first of chat, messages,
+// responses.
+func (c *call) upstreamSurface(t *catalog.Target) catalog.Surface {
+	apis := t.Conn.Provider.APIs
+	if apis.Has(c.surface) {
+		return c.surface
+	}
+	for _, s := range catalog.Surfaces {
+		if apis.Has(s) {
+			return s
+		}
+	}
+	return c.surface
+}
+
+// prepareAttempt sets the attempt's upstream dialect and, when it is not
+// the caller's, translates the caller's body for it (once per upstream
+// dialect and upstream model). A refusal (a field the upstream dialect
+// cannot carry) is answered 400 in the caller's dialect: it returns false.
+func (c *call) prepareAttempt(t *catalog.Target) bool {
+	c.up = c.upstreamSurface(t)
+	if c.up == c.surface {
+		return true
+	}
+	model := upstreamName(t)
+	if c.tr != nil && c.tr.To() == dia.ID(c.up) && c.trModel == model {
+		return true
+	}
+	opts := translate.Options{Model: model, Created: c.g.clk.Now().Unix()}
+	if c.tr == nil {
+		c.tr = translate.Get(dia.ID(c.surface), dia.ID(c.up), opts)
+	} else {
+		c.tr.Reset(dia.ID(c.surface), dia.ID(c.up), opts)
+	}
+	c.trModel = model
+	if c.tbody == nil {
+		c.tbody = bytebufferpool.Get()
+	}
+	body := c.body.B
+	if c.alt != nil { // a fusion judge: the caller's request plus the panel's answers
+		body = c.alt.B
+	}
+	var err error
+	c.tbody.B, err = c.tr.Request(c.tbody.B[:0], body)
+	if err != nil {
+		var te *translate.Error
+		if errors.As(err, &te) {
+			c.fail(te.APIError())
+		} else {
+			c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: translate.CodeInvalid, Message: err.Error()})
+		}
+		return false
+	}
+	return true
+}
+
+// translating reports whether the current attempt translates.
+func (c *call) translating() bool { return c.up != c.surface && c.tr != nil }
+
+// translateAnswer rewrites a non-stream answer already set on the response
+// (passThrough) into the caller's dialect: a success through
+// Translator.Response (an unreadable one is 502 upstream_protocol_error),
+// an error through Translator.Error (status mapped, body in the caller's
+// error shape).
+func (c *call) translateAnswer() {
+	ctx := c.ctx
+	status := ctx.Response.StatusCode()
+	buf := bytebufferpool.Get()
+	defer bytebufferpool.Put(buf)
+	if status >= 300 {
+		st, b := c.tr.Error(buf.B[:0], status, ctx.Response.Body(), string(c.rid))
+		ctx.SetStatusCode(st)
+		ctx.Response.Header.SetContentType("application/json")
+		ctx.Response.SetBody(b)
+		return
+	}
+	b, err := c.tr.Response(buf.B[:0], ctx.Response.Body())
+	if err != nil {
+		var ue *translate.UpstreamError
+		if !errors.As(err, &ue) {
+			ue = &translate.UpstreamError{Msg: "the provider's answer could not be translated: " + err.Error()}
+		}
+		c.fail(ue.APIError())
+		return
+	}
+	ctx.Response.Header.SetContentType("application/json")
+	ctx.Response.SetBody(b)
+}
+
+// translateEvent converts one upstream stream event into the caller's
+// frames (none, one or several), in c.evbuf. A stream the translator cannot
+// read ends with the caller's in-band error.
+func (c *call) translateEvent(ev *sse.Event) []byte {
+	out, err := c.tr.Event(c.evbuf[:0], ev)
+	if err != nil {
+		out = c.tr.Interrupt(out, &apierror.Error{Status: 502, Type: "server_error", AnthropicType: "api_error",
+			Code: "upstream_protocol_error", Message: "the provider's stream could not be translated: " + err.Error()}, string(c.rid))
+		c.terminal = true
+	}
+	c.evbuf = out
+	return out
+}
+
+// setTranslatedHeaders marks a translated answer: X-OmniRoute-Translated
+// names the two dialects, X-OmniRoute-Dropped the caller's fields dropped
+// by a documented rule (docs/translation.md).
+func (c *call) setTranslatedHeaders(h *fasthttp.ResponseHeader) {
+	h.Set("X-OmniRoute-Translated", c.surface.String()+"->"+c.up.String())
+	if d := c.tr.Dropped(); len(d) > 0 {
+		v := bytebufferpool.Get()
+		for i, f := range d {
+			if i > 0 {
+				v.B = append(v.B, ',')
+			}
+			v.B = append(v.B, f...)
+		}
+		h.SetBytesV("X-OmniRoute-Dropped", v.B)
+		bytebufferpool.Put(v)
+	}
+}
+
+// releaseTranslation gives the translator and its buffer back.
+func (c *call) releaseTranslation() {
+	if c.tr != nil {
+		translate.Put(c.tr)
+	}
+	if c.tbody != nil {
+		bytebufferpool.Put(c.tbody)
+	}
+}
