@@ -119,6 +119,11 @@ type Controller struct {
 	// hangOver: the last phase hung.
 	hangFrom float64
 	hangOver bool
+	// hangRestore is the level to return to once a hang ends: the
+	// highest knee estimate any phase of the incident started from (its
+	// timeouts and losses lower the limit phase by phase, but an outage
+	// says nothing about the capacity behind it). 0: none.
+	hangRestore float64
 
 	pressure     Pressure
 	criticalAt   time.Time
@@ -526,6 +531,16 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 	minL := float64(c.cfg.MinLimit)
 	c.fasterBaselines()
 	switch {
+	case c.hangRestore > 0 && !c.hanging(r) && m.ok > 0 && m.ok >= m.drops:
+		// The provider answers again after a hang: back to the level the
+		// incident started from at once (TCP's undo after a spurious
+		// timeout), not ×1.5 a phase from the floor the hang left, which
+		// at a low limit takes a phase of a dozen answers each. If the
+		// provider came back smaller, the next phase's queue says so.
+		c.base = max(c.base, c.hangRestore)
+		c.hangRestore = 0
+		c.testing, c.verify, c.suspect = false, false, false
+		rule = "hang_restore"
 	case full && m.drops > 0 && float64(m.drops) >= lossShare*float64(m.completed):
 		// Loss: the provider refuses what it is sent at the limit. Keep
 		// 90 % of what was in flight (a refusal holds its place for next to
@@ -561,6 +576,7 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 			c.knee = c.hangFrom
 		}
 		c.kneeAt, c.queueSeen = now, true
+		c.hangRestore = max(c.hangRestore, c.hangFrom)
 		rule = "hang"
 	case c.kind == phaseDrain && c.testing:
 		next, rule = c.judgeTest(now, inflight, samples, queued, knee)

@@ -401,6 +401,33 @@ func TestControlHangThenRecovery(t *testing.T) {
 	}
 }
 
+// TestControlHangUndoneWhenAnswersReturn: half the capacity offered as an
+// open loop whose attempts time out after 2 s; a 10 s hang drives the
+// limit down phase by phase (timeouts, losses). Once the provider answers
+// again, the limit is back at the level it had before the hang within two
+// of the provider's answer times plus a phase, not ×1.5 a phase from the
+// floor (which at a limit of one needs a dozen answers a phase).
+func TestControlHangUndoneWhenAnswersReturn(t *testing.T) {
+	for _, seed := range seeds {
+		s := newCtlSimSeed(t, cfgFor(), 16, 100*time.Millisecond, seed)
+		s.saturate = 64
+		s.run(5*time.Second, nil)
+		before := s.c.Limit()
+		s.hang = true
+		s.run(10*time.Second, nil)
+		low := s.c.Limit()
+		if float64(low) >= 0.5*float64(before) {
+			t.Fatalf("seed %d: the hang left the limit at %d (before %d): the test tests nothing", seed, low, before)
+		}
+		s.hang = false
+		at := s.within(10*time.Second, func() bool { return float64(s.c.Limit()) >= 0.9*float64(before) })
+		t.Logf("seed %d: back from %d to %d in %v", seed, low, s.c.Limit(), at)
+		if at < 0 || at > time.Second {
+			t.Fatalf("seed %d: after the hang the limit took %v to return from %d to 0.9 × %d (now %d)", seed, at, low, before, s.c.Limit())
+		}
+	}
+}
+
 // TestControlMixOfStreamsIsNotCongestion: a stream's latency sample is
 // its time to first token, much shorter than a plain answer's; the share
 // of streams moving from none to all must not read as a latency change.
