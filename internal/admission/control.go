@@ -184,6 +184,10 @@ func (k phaseKind) gain() float64 {
 	return 1
 }
 
+// minQueueDelay is the least added latency that counts as a queue at
+// the provider (see Controller.judge).
+const minQueueDelay = 2 * time.Millisecond
+
 // Gains of the phases, and how many phases at the knee separate probes.
 const (
 	// Steps up are ×1.25: a step past the knee then overshoots it by at
@@ -522,7 +526,13 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 	// comparison, so a noisy provider (or a phase of few answers) is not
 	// read as queueing.
 	bar := c.bar(se)
-	queued := samples > 0 && q > 1+bar
+	// And by more than minQueueDelay in absolute terms: a provider that
+	// answers in a millisecond shares the machine's CPU with the gateway
+	// (or is a cache), and a fraction of a millisecond more is the
+	// gateway's own work, not a queue that a lower limit would shorten;
+	// holding such a provider below its connections only sends every
+	// request through the slow path.
+	queued := samples > 0 && q > 1+bar && (q-1)*max(c.baseline[kindStream], c.baseline[kindPlain]) > minQueueDelay.Seconds()
 	if !queued {
 		c.suspect = false
 	}
