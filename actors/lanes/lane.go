@@ -39,8 +39,8 @@ type laneActor struct {
 	// queued (zero while empty): a queue that has not emptied for an
 	// interval is a standing one, CoDel's bad queue.
 	busySince [admission.NumClasses]time.Time
-	// flow counts, per class, the cost that queued in the lane (refusals
-	// are not counted) and the cost it was granted: a standing queue whose
+	// flow counts, per class, the cost that arrived at the lane (queued
+	// or refused) and the cost it was granted: a standing queue whose
 	// arrivals keep pace with its grants is a closed loop of callers
 	// (each sends again when answered) and waits; one whose arrivals
 	// outrun its grants is demand beyond its share, and sheds.
@@ -143,6 +143,8 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 	}
 	c := w.class
 	cfg := &l.u.h.cfg
+	l.flow[c].in += w.cost
+	l.u.flowIn.Add(w.cost)
 	if int64(len(l.q[c])) >= cfg.MaxQueueCount || l.cost[c]+w.cost > cfg.MaxQueueCost {
 		w.resolveCurrent(QueueFull)
 		w.unref()
@@ -155,12 +157,6 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 		w.unref()
 		return
 	}
-	// Only what queues is an arrival of the flow that tells an overload:
-	// a refused request is not demand the queue must serve, and a client
-	// that sends again at once after a refusal would otherwise keep the
-	// overload verdict (and the refusals) going by itself.
-	l.flow[c].in += w.cost
-	l.u.flowIn.Add(w.cost)
 	if len(l.q[c]) == 0 {
 		l.busySince[c] = l.u.h.clk.Now()
 		l.flow[c].restart(l.busySince[c])

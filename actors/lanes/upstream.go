@@ -24,8 +24,8 @@ type upstream struct {
 	// incarnations counts the controller's starts (restarts after the
 	// first).
 	incarnations atomic.Int32
-	// flowIn and flowOut count the cost that queued in the upstream's
-	// lanes (refusals are not counted) and the cost they were granted: the controller
+	// flowIn and flowOut count the cost that came to the upstream's lanes
+	// (queued or refused) and the cost they were granted: the controller
 	// compares them each window to tell an overload (arrivals outrun
 	// grants) from a closed loop of callers that waits its turn.
 	flowIn, flowOut atomic.Int64
