@@ -12,7 +12,6 @@ import (
 
 	"github.com/omniroute/gateway/actors/history"
 	"github.com/omniroute/gateway/actors/ingest"
-	"github.com/omniroute/gateway/actors/targets"
 )
 
 // The dashboard is a static page (dashboard/*: plain HTML, CSS and JS, no
@@ -321,11 +320,7 @@ func (g *Gateway) dashProviders(now time.Time) ([]dashProvider, int) {
 		}
 		if tsnap != nil && t.ID < len(tsnap.Targets) {
 			s := &tsnap.Targets[t.ID]
-			p.Circuit = targets.CircuitState(s.Open, s.CoolUntil, now)
-			if s.CoolUntil.After(now) {
-				u := s.CoolUntil
-				p.CooldownUntil, p.CooldownReason = &u, s.CooldownReason
-			}
+			p.Circuit, p.CooldownUntil, p.CooldownReason = circuitOf(s, now)
 			p.Failures, p.LastFailure, p.Attempts, p.Successes = s.ConsecutiveFailures, s.LastFailureReason, s.Attempts, s.Successes
 		}
 		if rank(&p) < 2 {

@@ -162,12 +162,8 @@ func (g *Gateway) quotaReport(ctx *fasthttp.RequestCtx, rid string) {
 		cand := routing.Candidate{CapabilityScore: 1, HealthScore: 1, Quota: qs.quota.ModelStatus(in.conn, in.model, now)}
 		if tsnap != nil && t.ID < len(tsnap.Targets) {
 			s := &tsnap.Targets[t.ID]
-			v.Circuit = targets.CircuitState(s.Open, s.CoolUntil, now)
-			if s.CoolUntil.After(now) {
-				u := s.CoolUntil
-				v.CooldownUntil, v.CooldownReason = &u, s.CooldownReason
-				cand.Cooling = !s.Open
-			}
+			v.Circuit, v.CooldownUntil, v.CooldownReason = circuitOf(s, now)
+			cand.Cooling = v.CooldownUntil != nil && !s.Open
 			if v.Circuit == "open" {
 				cand.Circuit = routing.CircuitOpen
 			}
@@ -188,4 +184,15 @@ func (g *Gateway) quotaReport(ctx *fasthttp.RequestCtx, rid string) {
 		ApproachingThreshold float64         `json:"approachingThreshold"`
 		Connections          []connQuotaView `json:"connections"`
 	}{now, qs.aware, qs.threshold, conns})
+}
+
+// circuitOf is a target's circuit state and, while it cools, until when
+// and why: what the quota view and the dashboard both show.
+func circuitOf(s *targets.Stats, now time.Time) (circuit string, until *time.Time, reason string) {
+	circuit = targets.CircuitState(s.Open, s.CoolUntil, now)
+	if s.CoolUntil.After(now) {
+		u := s.CoolUntil
+		return circuit, &u, s.CooldownReason
+	}
+	return circuit, nil, ""
 }
