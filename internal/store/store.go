@@ -124,6 +124,20 @@ type Filter struct {
 	Limit int
 }
 
+// Match reports whether r passes every filter of f (the cursor aside).
+func (f *Filter) Match(r *Record) bool {
+	switch {
+	case f.Tenant != "" && r.TenantID != f.Tenant && r.TenantName != f.Tenant,
+		f.Model != "" && r.Model != f.Model,
+		f.Status >= 2 && f.Status <= 5 && r.Status/100 != f.Status,
+		f.Status != 0 && (f.Status < 2 || f.Status > 5) && r.Status != f.Status,
+		!f.Since.IsZero() && r.Time.Before(f.Since.Truncate(time.Millisecond)),
+		!f.Until.IsZero() && !r.Time.Before(f.Until.Truncate(time.Millisecond)):
+		return false
+	}
+	return true
+}
+
 // Page is one page of requests, newest first. Next is empty on the last
 // page. Paging is stable under inserts: a page never repeats or skips a
 // record because newer ones arrived.

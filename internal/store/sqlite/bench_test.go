@@ -13,7 +13,7 @@ import (
 func BenchmarkInsertRequests(b *testing.B) {
 	d := open(b, filepath.Join(b.TempDir(), FileName))
 	base := time.Now()
-	recs := make([]store.Record, 256)
+	recs := make([]store.Record, 1024)
 	for i := range recs {
 		recs[i] = rec(i, "alice", "gpt-4o", 200, base)
 	}

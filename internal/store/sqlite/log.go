@@ -2,36 +2,36 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/internal/store"
 )
 
-const insertRequest = `INSERT INTO requests(ts, request_id, tenant_id, tenant_name, model, target, caller_dialect, upstream_dialect,
-	status, error_code, attempts, fallbacks, admission_wait_us, ttft_us, latency_us, tokens_in, tokens_out, tokens_cached, cost_nano, client_ip)
-	VALUES`
-
-// requestColumns is the number of columns insertRequest names; insertChunk
-// rows of them stay well under SQLite's limit of bound variables.
-const (
-	requestColumns = 20
-	insertChunk    = 64
-)
-
-var requestRow = "(" + strings.TrimSuffix(strings.Repeat("?,", requestColumns), ",") + ")"
-
-// insertStatements are the INSERTs of 1..insertChunk rows.
-var insertStatements = func() (out [insertChunk + 1]string) {
-	for n := 1; n <= insertChunk; n++ {
-		out[n] = insertRequest + strings.TrimSuffix(strings.Repeat(requestRow+",", n), ",")
+// prepared returns *slot bound to tx, preparing query into it on first
+// use: parsing a statement again for every batch cost a third of the
+// writer's time. database/sql re-uses a prepared statement on the
+// connection a transaction holds (Tx.StmtContext), preparing it there the
+// first time.
+func (d *DB) prepared(ctx context.Context, tx *sql.Tx, slot **sql.Stmt, query string) (*sql.Stmt, error) {
+	d.mu.Lock()
+	st := *slot
+	if st == nil {
+		var err error
+		if st, err = d.db.PrepareContext(ctx, query); err != nil {
+			d.mu.Unlock()
+			return nil, err
+		}
+		*slot = st
 	}
-	return out
-}()
-
-func insertRequests(n int) string { return insertStatements[n] }
+	d.mu.Unlock()
+	return tx.StmtContext(ctx, st), nil
+}
 
 const upsertUsage = `INSERT INTO usage_hourly(hour, tenant_id, tenant_name, model, requests, errors, tokens_in, tokens_out, tokens_cached, cost_nano)
 	VALUES(?,?,?,?,?,?,?,?,?,?)
@@ -56,21 +56,12 @@ func (d *DB) InsertRequests(ctx context.Context, recs []store.Record) error {
 		return describe(d.path, "write the request log to", err)
 	}
 	defer tx.Rollback()
-	// Rows go in multi-row INSERTs of up to insertChunk: one statement
-	// per chunk instead of per record is most of the writer's cost saved.
-	args := make([]any, 0, insertChunk*requestColumns)
-	for start := 0; start < len(recs); start += insertChunk {
-		chunk := recs[start:min(start+insertChunk, len(recs))]
-		args = args[:0]
-		for i := range chunk {
-			r := &chunk[i]
-			args = append(args, r.Time.UnixMilli(), r.RequestID, r.TenantID, r.TenantName, r.Model, r.Target, r.CallerDialect, r.UpstreamDialect,
-				r.Status, r.ErrorCode, r.Attempts, r.Fallbacks, r.AdmissionWait.Microseconds(), r.TTFT.Microseconds(), r.Latency.Microseconds(),
-				r.TokensIn, r.TokensOut, r.TokensCached, r.CostNano, string(r.ClientIP))
-		}
-		if _, err := tx.ExecContext(ctx, insertRequests(len(chunk)), args...); err != nil {
-			return describe(d.path, "write the request log to", err)
-		}
+	st, err := d.batchStmts(ctx, tx)
+	if err != nil {
+		return describe(d.path, "write the request log to", err)
+	}
+	if err := insertBatches(ctx, st, recs); err != nil {
+		return describe(d.path, "write the request log to", err)
 	}
 	sums := map[usageKey]*store.UsageRow{}
 	var order []usageKey
@@ -92,9 +83,13 @@ func (d *DB) InsertRequests(ctx context.Context, recs []store.Record) error {
 		u.TokensCached += r.TokensCached
 		u.CostNano += r.CostNano
 	}
+	up, err := d.prepared(ctx, tx, &d.upsert, upsertUsage)
+	if err != nil {
+		return describe(d.path, "write usage to", err)
+	}
 	for _, k := range order {
 		u := sums[k]
-		if _, err := tx.ExecContext(ctx, upsertUsage, k.hour, k.tenant, u.TenantName, k.model, u.Requests, u.Errors,
+		if _, err := up.ExecContext(ctx, k.hour, k.tenant, u.TenantName, k.model, u.Requests, u.Errors,
 			u.TokensIn, u.TokensOut, u.TokensCached, u.CostNano); err != nil {
 			return describe(d.path, "write usage to", err)
 		}
@@ -108,9 +103,12 @@ func (d *DB) InsertRequests(ctx context.Context, recs []store.Record) error {
 // MaxPage bounds Filter.Limit.
 const MaxPage = 1000
 
-// Requests implements store.LogStore. The cursor is the sequence number of
-// the last record returned; pages are in descending sequence, so records
-// inserted meanwhile (higher numbers) never shift a later page.
+// Requests implements store.LogStore. The cursor is the position (batch
+// seq << 12 | index) of the last record returned; pages go down in
+// position, so records inserted meanwhile (higher positions) never shift
+// a later page. Batches are read newest first and filtered here; the
+// tenant and model filters skip batches without them through
+// request_batch_keys, the time filters through each batch's range.
 func (d *DB) Requests(ctx context.Context, f store.Filter) (store.Page, error) {
 	limit := f.Limit
 	if limit <= 0 {
@@ -119,61 +117,65 @@ func (d *DB) Requests(ctx context.Context, f store.Filter) (store.Page, error) {
 	limit = min(limit, MaxPage)
 	var where []string
 	var args []any
+	cseq, cidx := int64(math.MaxInt64), int64(0)
 	if f.Cursor != "" {
-		seq, err := strconv.ParseInt(f.Cursor, 10, 64)
-		if err != nil || seq <= 0 {
+		pos, err := strconv.ParseInt(f.Cursor, 10, 64)
+		if err != nil || pos>>positionBits <= 0 {
 			return store.Page{}, fmt.Errorf("cursor %q is not one this gateway returned; pass the previous page's next value", f.Cursor)
 		}
-		where, args = append(where, "seq < ?"), append(args, seq)
+		cseq, cidx = pos>>positionBits, pos&(1<<positionBits-1)
+		where, args = append(where, "seq <= ?"), append(args, cseq)
 	}
 	if f.Tenant != "" {
-		where, args = append(where, "(tenant_id = ? OR tenant_name = ?)"), append(args, f.Tenant, f.Tenant)
+		where, args = append(where, "EXISTS (SELECT 1 FROM request_batch_keys k WHERE k.kind = ? AND k.value = ? AND k.seq = b.seq)"), append(args, keyTenant, f.Tenant)
 	}
 	if f.Model != "" {
-		where, args = append(where, "model = ?"), append(args, f.Model)
+		where, args = append(where, "EXISTS (SELECT 1 FROM request_batch_keys k WHERE k.kind = ? AND k.value = ? AND k.seq = b.seq)"), append(args, keyModel, f.Model)
 	}
-	switch {
-	case f.Status >= 2 && f.Status <= 5:
-		where, args = append(where, "status >= ? AND status < ?"), append(args, f.Status*100, f.Status*100+100)
-	case f.Status != 0:
-		where, args = append(where, "status = ?"), append(args, f.Status)
-	}
+	// The unary + keeps the planner on the primary key, newest first,
+	// rather than an index it would then have to sort.
 	if !f.Since.IsZero() {
-		where, args = append(where, "ts >= ?"), append(args, f.Since.UnixMilli())
+		where = append(where, "+ts_max >= ?", "seq >= coalesce((SELECT min(seq) FROM request_batches WHERE ts_max >= ?), 0)")
+		args = append(args, f.Since.UnixMilli(), f.Since.UnixMilli())
 	}
 	if !f.Until.IsZero() {
-		where, args = append(where, "ts < ?"), append(args, f.Until.UnixMilli())
+		where, args = append(where, "+ts_min < ?"), append(args, f.Until.UnixMilli())
 	}
-	q := `SELECT seq, ts, request_id, tenant_id, tenant_name, model, target, caller_dialect, upstream_dialect, status, error_code,
-		attempts, fallbacks, admission_wait_us, ttft_us, latency_us, tokens_in, tokens_out, tokens_cached, cost_nano, client_ip FROM requests`
+	q := "SELECT seq, records FROM request_batches b"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY seq DESC LIMIT ?"
-	args = append(args, limit+1)
+	q += " ORDER BY seq DESC"
 	rows, err := d.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return store.Page{}, describe(d.path, "read the request log from", err)
 	}
 	defer rows.Close()
 	var p store.Page
+	var c jsonscan.Cursor
+	var batch []store.Record
+	var doc []byte
 	var last int64
+scan:
 	for rows.Next() {
-		if len(p.Records) == limit {
-			p.Next = strconv.FormatInt(last, 10)
-			break
-		}
-		var r store.Record
-		var ts, wait, ttft, lat int64
-		var ip string
-		if err := rows.Scan(&last, &ts, &r.RequestID, &r.TenantID, &r.TenantName, &r.Model, &r.Target, &r.CallerDialect, &r.UpstreamDialect,
-			&r.Status, &r.ErrorCode, &r.Attempts, &r.Fallbacks, &wait, &ttft, &lat, &r.TokensIn, &r.TokensOut, &r.TokensCached, &r.CostNano, &ip); err != nil {
+		var seq int64
+		if err := rows.Scan(&seq, &doc); err != nil {
 			return store.Page{}, describe(d.path, "read the request log from", err)
 		}
-		r.Time = time.UnixMilli(ts).UTC()
-		r.AdmissionWait, r.TTFT, r.Latency = time.Duration(wait)*time.Microsecond, time.Duration(ttft)*time.Microsecond, time.Duration(lat)*time.Microsecond
-		r.ClientIP = store.IPClass(ip)
-		p.Records = append(p.Records, r)
+		if batch, err = decodeRecords(&c, doc, batch[:0]); err != nil {
+			return store.Page{}, fmt.Errorf("database %s: %w; the file was changed by something other than this gateway", d.path, err)
+		}
+		for i := len(batch) - 1; i >= 0; i-- {
+			if seq == cseq && int64(i) >= cidx || !f.Match(&batch[i]) {
+				continue
+			}
+			if len(p.Records) == limit {
+				p.Next = strconv.FormatInt(last, 10)
+				break scan
+			}
+			p.Records = append(p.Records, batch[i])
+			last = seq<<positionBits | int64(i)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return store.Page{}, describe(d.path, "read the request log from", err)
@@ -253,26 +255,121 @@ func (d *DB) Spend(ctx context.Context, since time.Time) (map[string]int64, erro
 	return out, nil
 }
 
-// deleteChunk bounds one delete so the write lock is held briefly.
-const deleteChunk = 5000
+// deleteChunk bounds the batches one delete takes, so the write lock is
+// held briefly.
+const deleteChunk = 500
 
-// DeleteBefore implements store.LogStore, in chunks.
+// DeleteBefore implements store.LogStore: batches wholly older than
+// requests go, in chunks; a batch that straddles the cut keeps its newer
+// records.
 func (d *DB) DeleteBefore(ctx context.Context, requests, usage time.Time) (int64, error) {
+	cut := requests.UnixMilli()
 	var total int64
 	for {
-		res, err := d.db.ExecContext(ctx, `DELETE FROM requests WHERE seq IN (SELECT seq FROM requests WHERE ts < ? ORDER BY seq LIMIT ?)`,
-			requests.UnixMilli(), deleteChunk)
+		n, more, err := d.deleteBatches(ctx, cut)
+		total += n
 		if err != nil {
 			return total, describe(d.path, "apply retention to", err)
 		}
-		n, _ := res.RowsAffected()
-		total += n
-		if n < deleteChunk {
+		if !more {
 			break
 		}
+	}
+	n, err := d.trimStraddlers(ctx, cut)
+	total += n
+	if err != nil {
+		return total, describe(d.path, "apply retention to", err)
 	}
 	if _, err := d.db.ExecContext(ctx, `DELETE FROM usage_hourly WHERE hour < ?`, usage.Unix()); err != nil {
 		return total, describe(d.path, "apply retention to", err)
 	}
 	return total, nil
+}
+
+// deleteBatches deletes up to deleteChunk batches whose newest record is
+// older than cut; more says a full chunk went.
+func (d *DB) deleteBatches(ctx context.Context, cut int64) (records int64, more bool, err error) {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, false, err
+	}
+	defer tx.Rollback()
+	const old = `SELECT seq FROM request_batches WHERE ts_max < ? ORDER BY seq LIMIT ?`
+	if _, err := tx.ExecContext(ctx, `DELETE FROM request_batch_keys WHERE seq IN (`+old+`)`, cut, deleteChunk); err != nil {
+		return 0, false, err
+	}
+	rows, err := tx.QueryContext(ctx, `DELETE FROM request_batches WHERE seq IN (`+old+`) RETURNING n`, cut, deleteChunk)
+	if err != nil {
+		return 0, false, err
+	}
+	batches := 0
+	for rows.Next() {
+		var n int64
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return 0, false, err
+		}
+		records += n
+		batches++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, false, err
+	}
+	return records, batches == deleteChunk, tx.Commit()
+}
+
+// trimStraddlers rewrites the batches holding records on both sides of
+// cut (after deleteBatches, every batch with an older record) without
+// the older ones.
+func (d *DB) trimStraddlers(ctx context.Context, cut int64) (int64, error) {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	type straddler struct {
+		seq  int64
+		keep []store.Record
+	}
+	var todo []straddler
+	var removed int64
+	rows, err := tx.QueryContext(ctx, `SELECT seq, records FROM request_batches WHERE ts_min < ?`, cut)
+	if err != nil {
+		return 0, err
+	}
+	var c jsonscan.Cursor
+	for rows.Next() {
+		var seq int64
+		var doc []byte
+		if err := rows.Scan(&seq, &doc); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		recs, err := decodeRecords(&c, doc, nil)
+		if err != nil {
+			rows.Close()
+			return 0, err
+		}
+		keep := recs[:0]
+		for _, r := range recs {
+			if r.Time.UnixMilli() >= cut {
+				keep = append(keep, r)
+			}
+		}
+		removed += int64(len(recs) - len(keep))
+		todo = append(todo, straddler{seq, keep})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	for _, s := range todo {
+		lo, hi := batchRange(s.keep)
+		if _, err := tx.ExecContext(ctx, `UPDATE request_batches SET ts_min = ?, ts_max = ?, n = ?, records = ? WHERE seq = ?`,
+			lo, hi, len(s.keep), string(appendRecords(nil, s.keep)), s.seq); err != nil {
+			return 0, err
+		}
+	}
+	return removed, tx.Commit()
 }

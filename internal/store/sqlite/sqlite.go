@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	msqlite "modernc.org/sqlite" // registers the "sqlite" driver
@@ -42,15 +43,22 @@ type Options struct {
 type DB struct {
 	db   *sql.DB
 	path string
+
+	// mu guards the prepared statements, made on first use and closed
+	// with the database.
+	mu                       sync.Mutex
+	insBatch, insKey, upsert *sql.Stmt
 }
 
 var _ store.Store = (*DB)(nil)
 
 // migrations are applied in order; user_version is how many ran. Never
 // edit one that has shipped: add the next.
-var migrations = []string{
+//
+// A migration is SQL, or Go where it moves data between shapes.
+var migrations = []migration{
 	// 1: keys, the request log and hourly usage.
-	`CREATE TABLE keys (
+	{sql: `CREATE TABLE keys (
 		name       TEXT PRIMARY KEY,
 		tenant_id  TEXT NOT NULL UNIQUE,
 		key_hash   TEXT NOT NULL UNIQUE,
@@ -96,7 +104,15 @@ var migrations = []string{
 		tokens_cached INTEGER NOT NULL,
 		cost_nano     INTEGER NOT NULL,
 		PRIMARY KEY (hour, tenant_id, model)
-	) WITHOUT ROWID;`,
+	) WITHOUT ROWID;`},
+	// 2: the request log in batches (batch.go), the old table's rows
+	// moved over and a requests view in its place.
+	{run: migrateToBatches},
+}
+
+type migration struct {
+	sql string
+	run func(ctx context.Context, tx *sql.Tx) error
 }
 
 // SchemaVersion is the version this build writes.
@@ -137,7 +153,17 @@ func Open(path string, o Options) (*DB, error) {
 func (d *DB) Path() string { return d.path }
 
 // Close closes the database.
-func (d *DB) Close() error { return d.db.Close() }
+func (d *DB) Close() error {
+	d.mu.Lock()
+	for _, st := range []*sql.Stmt{d.insBatch, d.insKey, d.upsert} {
+		if st != nil {
+			st.Close()
+		}
+	}
+	d.insBatch, d.insKey, d.upsert = nil, nil, nil
+	d.mu.Unlock()
+	return d.db.Close()
+}
 
 func (d *DB) migrate() error {
 	ctx := context.Background()
@@ -164,7 +190,14 @@ func (d *DB) migrate() error {
 		return describe(d.path, "read the schema of", err)
 	}
 	for v := version; v < len(migrations); v++ {
-		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+		m := migrations[v]
+		var err error
+		if m.run != nil {
+			err = m.run(ctx, tx)
+		} else {
+			_, err = tx.ExecContext(ctx, m.sql)
+		}
+		if err != nil {
 			return describe(d.path, fmt.Sprintf("apply migration %d to", v+1), err)
 		}
 	}
