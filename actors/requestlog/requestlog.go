@@ -1,7 +1,10 @@
 // Package requestlog writes the request log off the request path. A
-// request hands its record over with Log, which never blocks: the handle
-// counts records in the actor's mailbox and drops (and counts) a record
-// when the queue is full. The actor writes one slog line per record
+// request hands its record over with Log, which never blocks: it appends
+// a copy to the handle's pending list and drops (and counts) the record
+// when QueueSize records are waiting. Only the record that finds the list
+// empty sends the writer a message, so under load one message carries
+// hundreds of records (a message per record cost more than the rest of
+// the log's request-path work). The actor writes one slog line per record
 // (stdout mode) and batches records into the store (db mode), flushing
 // when a batch is full or its oldest record has waited FlushInterval. It
 // applies retention once an hour.
@@ -32,7 +35,7 @@ import (
 // Defaults.
 const (
 	DefaultQueueSize     = 8192
-	DefaultBatchSize     = 256
+	DefaultBatchSize     = 1024
 	DefaultFlushInterval = time.Second
 	DefaultTick          = 250 * time.Millisecond
 	// MinUsageRetention keeps usage aggregates for at least two months,
@@ -90,7 +93,16 @@ type Handle struct {
 	queued, written, dropped, failed, errors, deleted atomic.Int64
 	failing                                           atomic.Bool
 	lastErr                                           atomic.Pointer[errState]
+
+	// mu guards pending, the records Log handed over that the writer has
+	// not taken, and woken, set while a drain message is on its way.
+	mu      sync.Mutex
+	pending []store.Record
+	woken   bool
 }
+
+// drain tells the writer that pending has records.
+type drain struct{}
 
 type errState struct {
 	msg     string
@@ -172,8 +184,26 @@ func (h *Handle) Log(r *store.Record) bool {
 		recycle(r)
 		return false
 	}
-	h.root.Send(h.pid, r)
+	h.mu.Lock()
+	h.pending = append(h.pending, *r)
+	wake := !h.woken
+	h.woken = true
+	h.mu.Unlock()
+	recycle(r)
+	if wake {
+		h.root.Send(h.pid, drain{})
+	}
 	return true
+}
+
+// take swaps the pending records for spare (emptied) and clears woken, so
+// the next Log sends a drain again.
+func (h *Handle) take(spare []store.Record) []store.Record {
+	h.mu.Lock()
+	got := h.pending
+	h.pending, h.woken = spare[:0], false
+	h.mu.Unlock()
+	return got
 }
 
 // Health reads the writer's counters; it sends no message.
@@ -192,7 +222,11 @@ func (h *Handle) Health() Health {
 }
 
 type writer struct {
-	h        *Handle
+	h *Handle
+	// inbox holds the records of the last drain; next is the first not
+	// yet recorded (a restart counts the rest as failed).
+	inbox    []store.Record
+	next     int
 	batch    []store.Record
 	oldest   time.Time
 	backoff  time.Duration
@@ -202,13 +236,17 @@ type writer struct {
 }
 
 func (w *writer) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
+	switch ctx.Message().(type) {
 	case *actor.Started:
 		w.stop = repeat.Send(ctx.ActorSystem().Root, w.h.o.Tick, w.h.o.Tick, ctx.Self(), tick{})
-	case *store.Record:
-		w.h.queued.Add(-1)
-		w.record(m)
-		recycle(m)
+	case drain:
+		w.inbox, w.next = w.h.take(w.inbox), 0
+		for w.next < len(w.inbox) {
+			r := &w.inbox[w.next]
+			w.next++
+			w.h.queued.Add(-1)
+			w.record(r)
+		}
 	case tick:
 		now := w.h.o.Clock.Now()
 		if len(w.batch) > 0 && now.Sub(w.oldest) >= w.h.o.FlushInterval {
@@ -216,9 +254,12 @@ func (w *writer) Receive(ctx actor.Context) {
 		}
 		w.retain(now)
 	case *actor.Restarting:
-		// The fresh object will not have this batch.
-		w.h.failed.Add(int64(len(w.batch)))
-		w.batch = nil
+		// The fresh object will not have this batch, nor the records of
+		// the drain that failed.
+		lost := int64(len(w.inbox) - w.next)
+		w.h.queued.Add(-lost)
+		w.h.failed.Add(int64(len(w.batch)) + lost)
+		w.batch, w.inbox = nil, nil
 		w.cancel()
 	case *actor.Stopping:
 		w.cancel()
