@@ -185,3 +185,44 @@ func FuzzFilterBeta(f *testing.F) {
 		}
 	})
 }
+
+// TestEmbeddingsNeverTranslated: embeddings go only to targets whose
+// provider lists them; a target that serves only embeddings never takes a
+// translated chat, messages or responses call.
+func TestEmbeddingsNeverTranslated(t *testing.T) {
+	c, err := build(t, `{"providers":{
+  "oa":{"base_url":"https://api.openai.com/v1","apis":["chat","embeddings"],"connections":{"k":{"api_key_env":"OA"}}},
+  "em":{"base_url":"https://embed.example/v1","apis":["embeddings"],"connections":{"k":{"api_key_env":"OA"}}},
+  "an":{"base_url":"https://api.anthropic.com/v1","apis":["messages"],"connections":{"k":{"api_key_env":"AN"}}}},
+ "models":{
+  "mixed":{"targets":[{"connection":"em","model":"e"},{"connection":"an","model":"claude"},{"connection":"oa","model":"gpt"}]},
+  "claude":{"targets":[{"connection":"an","model":"claude"}]},
+  "embed":{"targets":[{"connection":"em","model":"e"}]}}}`, map[string]string{"OA": "k", "AN": "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(ts []*Target) (out []string) {
+		for _, x := range ts {
+			out = append(out, x.Name)
+		}
+		return out
+	}
+	mixed, claude, embed := c.Model([]byte("mixed")), c.Model([]byte("claude")), c.Model([]byte("embed"))
+	if got := names(mixed.TargetsFor(Embeddings)); strings.Join(got, ",") != "em/k/e,oa/k/gpt" {
+		t.Errorf("mixed embeddings targets %v", got)
+	}
+	if got := names(mixed.TargetsFor(Responses)); strings.Join(got, ",") != "an/k/claude,oa/k/gpt" {
+		t.Errorf("mixed responses (translated) targets %v: the embeddings-only target must not be among them", got)
+	}
+	if len(claude.TargetsFor(Embeddings)) != 0 {
+		t.Errorf("an Anthropic-only model has embeddings targets %v", names(claude.TargetsFor(Embeddings)))
+	}
+	for _, s := range []Surface{Chat, Messages, Responses} {
+		if len(embed.TargetsFor(s)) != 0 {
+			t.Errorf("an embeddings-only model serves %s through %v", s, names(embed.TargetsFor(s)))
+		}
+	}
+	if Embeddings.String() != "embeddings" || Embeddings.Route() != "/v1/embeddings" || Embeddings.Translated() || !Chat.Translated() {
+		t.Errorf("Embeddings surface %s %s %v", Embeddings, Embeddings.Route(), Embeddings.Translated())
+	}
+}
