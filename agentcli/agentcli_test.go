@@ -162,16 +162,10 @@ func start(t *testing.T) *harness {
 // and auth are the README's.
 func readmeConfig(t *testing.T, root, base string) ([]byte, routing) {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	js, err := testutil.READMEExampleConfig(filepath.Join(root, "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(readme), "```json\n{\n  \"providers\"")
-	js, _, ok2 := strings.Cut(rest, "```")
-	if !ok || !ok2 {
-		t.Fatal("README.md has no example config block")
-	}
-	js = "{\n  \"providers\"" + js
 	var cfg map[string]json.RawMessage
 	var r routing
 	if err := json.Unmarshal([]byte(js), &cfg); err != nil {

@@ -1,11 +1,11 @@
 package catalog
 
 import (
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/testutil"
 )
 
 func build(t *testing.T, js string, env map[string]string) (*Catalog, error) {
@@ -100,16 +100,11 @@ func TestResolveOrder(t *testing.T) {
 // valid and sends Claude Code's and Codex's default model names (and any
 // claude-* / gpt-* name) to a model that speaks their API.
 func TestREADMEExampleRoutesAgentDefaults(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	js, err := testutil.READMEExampleConfig("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(readme), "```json\n{\n  \"providers\"")
-	js, _, ok2 := strings.Cut(rest, "```")
-	if !ok || !ok2 {
-		t.Fatal("README has no example config block")
-	}
-	f, err := config.DecodeFile(strings.NewReader("{\n  \"providers\"" + js))
+	f, err := config.DecodeFile(strings.NewReader(js))
 	if err != nil {
 		t.Fatal(err)
 	}
