@@ -19,6 +19,7 @@ import (
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/budget"
 	"github.com/omniroute/gateway/internal/catalog"
+	dia "github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tokenest"
@@ -508,17 +509,11 @@ func (c *call) releaseAdmission() {
 // reservation, which it leaves in the request's user values. It returns
 // the status for fasthttp (100 to continue), and false for other routes.
 func (g *Gateway) expectAdmission(ctx *fasthttp.RequestCtx) (int, bool) {
-	var s catalog.Surface
-	switch string(ctx.Path()) {
-	case "/v1/chat/completions":
-		s = catalog.Chat
-	case "/v1/messages":
-		s = catalog.Messages
-	case "/v1/responses":
-		s = catalog.Responses
-	default:
+	id, ok := dia.ByRoute(ctx.Path())
+	if !ok {
 		return 0, false
 	}
+	s := catalog.Surface(id)
 	f := formatFor(s)
 	var e *apierror.Error
 	switch {

@@ -72,6 +72,12 @@ func errUnknownModel(name []byte) *apierror.Error {
 }
 
 func errWrongSurface(m *catalog.Model, s catalog.Surface) *apierror.Error {
+	if !s.Translated() {
+		return &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "unsupported_api_format",
+			Message: "model " + strconv.Quote(m.Name) + " has no target whose provider serves " + s.String() + " (" + s.Route() +
+				" is passed through, never translated); use a model on a provider that lists \"" + s.String() +
+				"\" in its apis (an OpenAI-compatible endpoint; Anthropic-dialect providers have none)"}
+	}
 	msg := "model " + strconv.Quote(m.Name) + " is served only through "
 	for i, n := range m.Surfaces.Names() {
 		if i > 0 {
@@ -79,7 +85,7 @@ func errWrongSurface(m *catalog.Model, s catalog.Surface) *apierror.Error {
 		}
 		msg += (surfaceByName(n)).Route()
 	}
-	msg += "; call that endpoint, or add a target whose provider speaks " + s.String() + " (format translation is not supported yet)"
+	msg += "; call that endpoint, or add a target whose provider speaks " + s.String() + " or another translated API"
 	return &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "unsupported_api_format", Message: msg}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/config"
+	dia "github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/internal/sse"
 	"github.com/omniroute/gateway/internal/tenant"
@@ -244,6 +245,11 @@ func (c *call) handle(host context.Context) bool {
 	}
 	if c.scan.ModelStart < 0 || !c.scan.ModelIsString || len(c.scan.Model) == 0 {
 		c.fail(errMissingModel)
+		return false
+	}
+	if c.scan.Stream && !dia.Of(dia.ID(c.surface)).Streams {
+		c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_field",
+			Message: c.surface.Route() + " does not stream; remove \"stream\" from the request"})
 		return false
 	}
 	if !c.admitStructure() {

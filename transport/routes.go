@@ -16,6 +16,7 @@ const (
 	routeChat
 	routeMessages
 	routeResponses
+	routeEmbeddings
 	routeModels
 	routeCountTokens
 	routeHealth
@@ -64,6 +65,7 @@ var routes = [numRoutes]routeSpec{
 	routeChat:        {label: "chat", paths: []string{"/v1/chat/completions"}, dialect: dialectOpenAI, surface: catalog.Chat},
 	routeMessages:    {label: "messages", paths: []string{"/v1/messages"}, dialect: dialectAnthropic, surface: catalog.Messages},
 	routeResponses:   {label: "responses", paths: []string{"/v1/responses"}, dialect: dialectOpenAI, surface: catalog.Responses},
+	routeEmbeddings:  {label: "embeddings", paths: []string{"/v1/embeddings"}, dialect: dialectOpenAI, surface: catalog.Embeddings},
 	routeModels:      {label: "models", paths: []string{"/v1/models"}, prefix: "/v1/models/", dialect: dialectOpenAI},
 	routeCountTokens: {label: "count_tokens", paths: []string{countTokensPath}, dialect: dialectAnthropic},
 	routeHealth:      {label: "health", paths: []string{"/api/monitoring/health", healthzPath, readyzPath}, dialect: dialectOpenAI},
@@ -83,6 +85,8 @@ func routeOf(path []byte) route {
 		return routeMessages
 	case "/v1/responses":
 		return routeResponses
+	case "/v1/embeddings":
+		return routeEmbeddings
 	case "/v1/models":
 		return routeModels
 	case countTokensPath:

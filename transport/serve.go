@@ -45,7 +45,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 		return
 	}
 	switch r {
-	case routeChat, routeMessages, routeResponses:
+	case routeChat, routeMessages, routeResponses, routeEmbeddings:
 		g.inference(ctx, r, rid, host, start)
 		return // inference records its own metrics (streams finish later)
 	case routeRelay:

@@ -21,8 +21,11 @@ import (
 
 // genAIOperation is gen_ai.operation.name for each inference surface.
 func genAIOperation(s catalog.Surface) string {
-	if s == catalog.Chat || s == catalog.Messages {
+	switch s {
+	case catalog.Chat, catalog.Messages:
 		return "chat"
+	case catalog.Embeddings:
+		return "embeddings"
 	}
 	return "generate_content"
 }

@@ -21,15 +21,16 @@ import (
 // into the caller's dialect (docs/translation.md).
 
 // upstreamSurface is the dialect an attempt on t speaks: the caller's when
-// the provider speaks it, else the provider's first of chat, messages,
-// responses.
+// the provider speaks it, else the provider's first translated one (chat,
+// messages, responses; the catalog offers a call only targets that have
+// one).
 func (c *call) upstreamSurface(t *catalog.Target) catalog.Surface {
 	apis := t.Conn.Provider.APIs
 	if apis.Has(c.surface) {
 		return c.surface
 	}
 	for _, s := range catalog.Surfaces {
-		if apis.Has(s) {
+		if apis.Has(s) && s.Translated() {
 			return s
 		}
 	}

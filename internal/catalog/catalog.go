@@ -13,51 +13,53 @@ import (
 	"strings"
 
 	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/routing"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 )
 
-// Surface is an inference API the gateway serves.
+// Surface is an API dialect the gateway serves; its values are
+// internal/dialect's IDs, and its names and paths come from that table.
 type Surface uint8
 
 // The surfaces.
 const (
-	Chat Surface = iota + 1
-	Messages
-	Responses
+	Chat       = Surface(dialect.Chat)
+	Messages   = Surface(dialect.Messages)
+	Responses  = Surface(dialect.Responses)
+	Embeddings = Surface(dialect.Embeddings)
 )
 
-// Surfaces lists every surface in a stable order.
-var Surfaces = [...]Surface{Chat, Messages, Responses}
+// numSurfaces sizes the per-surface arrays (index 0 unused).
+const numSurfaces = len(dialect.All) + 1
+
+// Surfaces lists every surface in a stable order (the dialect table's).
+var Surfaces = func() (out [len(dialect.All)]Surface) {
+	for i, id := range dialect.All {
+		out[i] = Surface(id)
+	}
+	return out
+}()
 
 // String returns the config name of the surface.
-func (s Surface) String() string {
-	switch s {
-	case Chat:
-		return config.APIChat
-	case Messages:
-		return config.APIMessages
-	case Responses:
-		return config.APIResponses
-	}
-	return "unknown"
-}
+func (s Surface) String() string { return dialect.ID(s).String() }
 
 // Path is the path suffix appended to a provider's base URL.
 func (s Surface) Path() string {
-	switch s {
-	case Chat:
-		return "/chat/completions"
-	case Messages:
-		return "/messages"
-	case Responses:
-		return "/responses"
+	if !dialect.ID(s).Valid() {
+		return ""
 	}
-	return ""
+	return dialect.Of(dialect.ID(s)).Path
 }
 
 // Route is the gateway's own path for the surface.
 func (s Surface) Route() string { return "/v1" + s.Path() }
+
+// Translated reports whether calls on s may be translated to another
+// surface (internal/translate has its converters).
+func (s Surface) Translated() bool {
+	return dialect.ID(s).Valid() && dialect.Of(dialect.ID(s)).Translated
+}
 
 // SurfaceSet is a bit set of surfaces.
 type SurfaceSet uint8
@@ -66,6 +68,17 @@ type SurfaceSet uint8
 func (ss SurfaceSet) Has(s Surface) bool { return ss&(1<<s) != 0 }
 
 func (ss SurfaceSet) add(s Surface) SurfaceSet { return ss | 1<<s }
+
+// translatable reports whether the set holds a surface calls can be
+// translated to.
+func (ss SurfaceSet) translatable() bool {
+	for _, s := range Surfaces {
+		if ss.Has(s) && s.Translated() {
+			return true
+		}
+	}
+	return false
+}
 
 // Names lists the set's surfaces.
 func (ss SurfaceSet) Names() []string {
@@ -79,15 +92,8 @@ func (ss SurfaceSet) Names() []string {
 }
 
 func parseSurface(name string) Surface {
-	switch name {
-	case config.APIChat:
-		return Chat
-	case config.APIMessages:
-		return Messages
-	case config.APIResponses:
-		return Responses
-	}
-	return 0
+	id, _ := dialect.ByName(name)
+	return Surface(id)
 }
 
 // Provider is a resolved provider.
@@ -184,9 +190,9 @@ type Model struct {
 	// Weights are the round-robin weights of Targets (≥ 1), by position.
 	Weights   []int
 	Surfaces  SurfaceSet
-	bySurface [4][]*Target
-	weightsBy [4][]int
-	schedBy   [4][]uint16
+	bySurface [numSurfaces][]*Target
+	weightsBy [numSurfaces][]int
+	schedBy   [numSurfaces][]uint16
 }
 
 // ScheduleFor returns the smooth weighted rotation of TargetsFor(s) that a
@@ -359,10 +365,18 @@ func Build(f *config.File, getenv func(string) (string, bool)) (*Catalog, error)
 			}
 		}
 		for _, s := range Surfaces {
-			if len(rm.bySurface[s]) == 0 {
+			if len(rm.bySurface[s]) == 0 && s.Translated() {
 				// No target speaks s: a call on s is translated to
-				// whatever each target speaks (docs/translation.md).
-				rm.bySurface[s], rm.weightsBy[s] = rm.Targets, rm.Weights
+				// what each target speaks (docs/translation.md), on
+				// the targets that speak a translated surface. A
+				// surface without converters (embeddings) keeps no
+				// targets: its calls are refused.
+				for i, rt := range rm.Targets {
+					if rt.Conn.Provider.APIs.translatable() {
+						rm.bySurface[s] = append(rm.bySurface[s], rt)
+						rm.weightsBy[s] = append(rm.weightsBy[s], rm.Weights[i])
+					}
+				}
 			}
 			rm.schedBy[s] = routing.SmoothSchedule(rm.weightsBy[s])
 		}

@@ -1,11 +1,11 @@
 package catalog
 
 import (
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/testutil"
 )
 
 func build(t *testing.T, js string, env map[string]string) (*Catalog, error) {
@@ -100,16 +100,11 @@ func TestResolveOrder(t *testing.T) {
 // valid and sends Claude Code's and Codex's default model names (and any
 // claude-* / gpt-* name) to a model that speaks their API.
 func TestREADMEExampleRoutesAgentDefaults(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	js, err := testutil.READMEExampleConfig("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(readme), "```json\n{\n  \"providers\"")
-	js, _, ok2 := strings.Cut(rest, "```")
-	if !ok || !ok2 {
-		t.Fatal("README has no example config block")
-	}
-	f, err := config.DecodeFile(strings.NewReader("{\n  \"providers\"" + js))
+	f, err := config.DecodeFile(strings.NewReader(js))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,4 +179,45 @@ func FuzzFilterBeta(f *testing.F) {
 			t.Fatalf("%q: drop %q + allow %q hold %d values, want %d", in, d, a, n, want)
 		}
 	})
+}
+
+// TestEmbeddingsNeverTranslated: embeddings go only to targets whose
+// provider lists them; a target that serves only embeddings never takes a
+// translated chat, messages or responses call.
+func TestEmbeddingsNeverTranslated(t *testing.T) {
+	c, err := build(t, `{"providers":{
+  "oa":{"base_url":"https://api.openai.com/v1","apis":["chat","embeddings"],"connections":{"k":{"api_key_env":"OA"}}},
+  "em":{"base_url":"https://embed.example/v1","apis":["embeddings"],"connections":{"k":{"api_key_env":"OA"}}},
+  "an":{"base_url":"https://api.anthropic.com/v1","apis":["messages"],"connections":{"k":{"api_key_env":"AN"}}}},
+ "models":{
+  "mixed":{"targets":[{"connection":"em","model":"e"},{"connection":"an","model":"claude"},{"connection":"oa","model":"gpt"}]},
+  "claude":{"targets":[{"connection":"an","model":"claude"}]},
+  "embed":{"targets":[{"connection":"em","model":"e"}]}}}`, map[string]string{"OA": "k", "AN": "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(ts []*Target) (out []string) {
+		for _, x := range ts {
+			out = append(out, x.Name)
+		}
+		return out
+	}
+	mixed, claude, embed := c.Model([]byte("mixed")), c.Model([]byte("claude")), c.Model([]byte("embed"))
+	if got := names(mixed.TargetsFor(Embeddings)); strings.Join(got, ",") != "em/k/e,oa/k/gpt" {
+		t.Errorf("mixed embeddings targets %v", got)
+	}
+	if got := names(mixed.TargetsFor(Responses)); strings.Join(got, ",") != "an/k/claude,oa/k/gpt" {
+		t.Errorf("mixed responses (translated) targets %v: the embeddings-only target must not be among them", got)
+	}
+	if len(claude.TargetsFor(Embeddings)) != 0 {
+		t.Errorf("an Anthropic-only model has embeddings targets %v", names(claude.TargetsFor(Embeddings)))
+	}
+	for _, s := range []Surface{Chat, Messages, Responses} {
+		if len(embed.TargetsFor(s)) != 0 {
+			t.Errorf("an embeddings-only model serves %s through %v", s, names(embed.TargetsFor(s)))
+		}
+	}
+	if Embeddings.String() != "embeddings" || Embeddings.Route() != "/v1/embeddings" || Embeddings.Translated() || !Chat.Translated() {
+		t.Errorf("Embeddings surface %s %s %v", Embeddings, Embeddings.Route(), Embeddings.Translated())
+	}
 }

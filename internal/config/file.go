@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 )
 
@@ -163,11 +164,13 @@ type Auth struct {
 	AllowAnonymous bool `json:"allow_anonymous,omitempty"`
 }
 
-// Surfaces a provider may speak.
+// Surfaces a provider may speak (the names of internal/dialect's table,
+// which the validation below reads).
 const (
-	APIChat      = "chat"
-	APIMessages  = "messages"
-	APIResponses = "responses"
+	APIChat       = "chat"
+	APIMessages   = "messages"
+	APIResponses  = "responses"
+	APIEmbeddings = "embeddings"
 )
 
 // Strategies a model may use.
@@ -290,12 +293,12 @@ func (f *File) Validate() error {
 			add("%s.base_url: %v", path, err)
 		}
 		if len(p.APIs) == 0 {
-			add("%s.apis: list at least one of chat, messages, responses", path)
+			add("%s.apis: list at least one of %s", path, apiNames())
 		}
 		seen := map[string]bool{}
 		for i, a := range p.APIs {
-			if a != APIChat && a != APIMessages && a != APIResponses {
-				add("%s.apis[%d]: %q is not an API; want chat, messages or responses", path, i, a)
+			if _, ok := dialect.ByName(a); !ok {
+				add("%s.apis[%d]: %q is not an API; want one of %s", path, i, a, apiNames())
 			}
 			if seen[a] {
 				add("%s.apis[%d]: %q is listed twice", path, i, a)
@@ -530,4 +533,13 @@ func (f *File) validateModelRouting(add func(string, ...any)) {
 	if f.DefaultModel != "" && !known(f.DefaultModel) {
 		add("default_model: %q is not a configured model; name one of models.*", f.DefaultModel)
 	}
+}
+
+// apiNames lists the API names a provider may give, for error messages.
+func apiNames() string {
+	var names []string
+	for _, id := range dialect.All {
+		names = append(names, id.String())
+	}
+	return strings.Join(names, ", ")
 }

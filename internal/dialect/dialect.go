@@ -24,11 +24,24 @@ const (
 	Chat ID = iota + 1
 	Messages
 	Responses
+	Embeddings
 	numIDs
 )
 
 // All lists every dialect in table order.
-var All = [...]ID{Chat, Messages, Responses}
+var All = [...]ID{Chat, Messages, Responses, Embeddings}
+
+// Translated lists the dialects internal/translate converts between, in
+// table order (those whose entry sets Translated).
+var Translated = func() []ID {
+	var out []ID
+	for _, id := range All {
+		if table[id].Translated {
+			out = append(out, id)
+		}
+	}
+	return out
+}()
 
 // Family groups dialects of one vendor: fields such as reasoning effort
 // pass between dialects of a family unchanged.
@@ -71,6 +84,14 @@ type Dialect struct {
 	RequestIDHeader string
 	// ErrorFormat is the shape of error bodies.
 	ErrorFormat apierror.Format
+	// Translated: internal/translate converts from and to the dialect, so
+	// a call in it may go to a provider speaking another translated
+	// dialect. A dialect without converters (embeddings: no other API has
+	// them) is routed only to providers that speak it.
+	Translated bool
+	// Streams: the dialect has a streaming form, described by the grammar
+	// below (unused when false).
+	Streams bool
 
 	// Stream grammar.
 	//
@@ -94,6 +115,7 @@ var table = [numIDs]Dialect{
 		ID: Chat, Name: "chat", Family: OpenAI,
 		Path: "/chat/completions", Route: "/v1/chat/completions",
 		Auth: AuthBearer, RequestIDHeader: "x-request-id", ErrorFormat: apierror.OpenAI,
+		Translated: true, Streams: true,
 		DoneSentinel: true,
 	},
 	Messages: {
@@ -101,6 +123,7 @@ var table = [numIDs]Dialect{
 		Path: "/messages", Route: "/v1/messages", CountTokensPath: "/messages/count_tokens",
 		Auth: AuthXAPIKey, Headers: [][2]string{{"anthropic-version", "2023-06-01"}},
 		RequestIDHeader: "request-id", ErrorFormat: apierror.Anthropic,
+		Translated: true, Streams: true,
 		NamedEvents: true,
 		Terminal:    []string{"message_stop"},
 		ErrorEvents: []string{"error"},
@@ -111,12 +134,20 @@ var table = [numIDs]Dialect{
 		ID: Responses, Name: "responses", Family: OpenAI,
 		Path: "/responses", Route: "/v1/responses", CountTokensPath: "/responses/input_tokens",
 		Auth: AuthBearer, RequestIDHeader: "x-request-id", ErrorFormat: apierror.OpenAI,
+		Translated: true, Streams: true,
 		NamedEvents: true,
 		Terminal:    []string{"response.completed", "response.incomplete"},
 		ErrorEvents: []string{"error", "response.failed"},
 		Startup: []string{"response.created", "response.in_progress", "response.queued",
 			"response.output_item.added", "response.content_part.added"},
 		UsageEvents: []string{"response.completed", "response.incomplete", "response.failed"},
+	},
+	// OpenAI embeddings (POST /v1/embeddings): passed through to providers
+	// that list "embeddings" in their apis; never translated or streamed.
+	Embeddings: {
+		ID: Embeddings, Name: "embeddings", Family: OpenAI,
+		Path: "/embeddings", Route: "/v1/embeddings",
+		Auth: AuthBearer, RequestIDHeader: "x-request-id", ErrorFormat: apierror.OpenAI,
 	},
 }
 

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/omniroute/gateway/internal/apierror"
-	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/sse"
 )
 
@@ -67,6 +66,8 @@ var bodyExamples = map[ID]struct {
 		Usage{Input: 2103, Output: 50, CacheRead: 2000, CacheWrite: 100, Seen: true}},
 	Responses: {`{"id":"resp_1","object":"response","status":"completed","output":[],"usage":{"input_tokens":328,"input_tokens_details":{"cached_tokens":0},"output_tokens":52,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":380}}`,
 		Usage{Input: 328, Output: 52, Seen: true}},
+	Embeddings: {`{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.0023064255,-0.009327292]}],"model":"text-embedding-3-small","usage":{"prompt_tokens":8,"total_tokens":8}}`,
+		Usage{Input: 8, Seen: true}},
 }
 
 // errorExamples are documented error bodies of each dialect.
@@ -82,6 +83,8 @@ var errorExamples = map[ID]struct {
 		"", "overloaded_error", "", "Overloaded"},
 	Responses: {400, `{"error":{"message":"Previous response with id 'resp_x' not found.","type":"invalid_request_error","param":"previous_response_id","code":"previous_response_not_found"}}`,
 		"invalid_request_error", "", "previous_response_not_found", "Previous response with id 'resp_x' not found."},
+	Embeddings: {400, `{"error":{"message":"This model's maximum context length is 8192 tokens.","type":"invalid_request_error","param":null,"code":null}}`,
+		"invalid_request_error", "", "", "This model's maximum context length is 8192 tokens."},
 }
 
 // TestTableComplete holds every entry of the table to the same standard:
@@ -122,20 +125,33 @@ func TestTableComplete(t *testing.T) {
 		if d.RequestIDHeader == "" {
 			t.Errorf("%s: no request-id header", d.Name)
 		}
-		if !d.DoneSentinel && len(d.Terminal) == 0 {
-			t.Errorf("%s: a stream has no way to end", d.Name)
+		if d.Translated && !d.Streams {
+			t.Errorf("%s: translated but without a stream grammar: the converters translate streams", d.Name)
 		}
-		if d.NamedEvents && (len(d.ErrorEvents) == 0 || len(d.UsageEvents) == 0 || len(d.Startup) == 0) {
-			t.Errorf("%s: named-event grammar lacks error, usage or startup events", d.Name)
-		}
-		if _, ok := streamExamples[id]; !ok {
-			t.Errorf("%s: no stream example", d.Name)
+		if d.Streams {
+			if !d.DoneSentinel && len(d.Terminal) == 0 {
+				t.Errorf("%s: a stream has no way to end", d.Name)
+			}
+			if d.NamedEvents && (len(d.ErrorEvents) == 0 || len(d.UsageEvents) == 0 || len(d.Startup) == 0) {
+				t.Errorf("%s: named-event grammar lacks error, usage or startup events", d.Name)
+			}
+			if _, ok := streamExamples[id]; !ok {
+				t.Errorf("%s: no stream example", d.Name)
+			}
+		} else if d.DoneSentinel || d.NamedEvents || len(d.Terminal)+len(d.ErrorEvents)+len(d.Startup)+len(d.UsageEvents) > 0 {
+			t.Errorf("%s: a stream grammar on a dialect that does not stream", d.Name)
 		}
 		if _, ok := bodyExamples[id]; !ok {
 			t.Errorf("%s: no body example", d.Name)
 		}
 		if _, ok := errorExamples[id]; !ok {
 			t.Errorf("%s: no error example", d.Name)
+		}
+		if !d.Streams {
+			if b := d.AppendInterrupt(nil, &apierror.Error{Status: 502, Message: "x"}, "req_1", StreamPosition{}); len(b) > 0 {
+				t.Errorf("%s: an interrupt frame %q for a dialect that does not stream", d.Name, b)
+			}
+			continue
 		}
 		// The interrupt frame is an error in the dialect's own grammar.
 		frames := parseFrames(t, d.AppendInterrupt(nil, &apierror.Error{Status: 502, Code: "stream_interrupted", Message: "cut \"short\""}, "req_1", StreamPosition{Seq: 7, ResponseID: []byte("resp_9")}))
@@ -146,20 +162,6 @@ func TestTableComplete(t *testing.T) {
 			if !json.Valid(f.Data) || d.NamedEvents != (len(f.Name) > 0) {
 				t.Errorf("%s: interrupt frame data %q (event %q)", d.Name, f.Data, f.Name)
 			}
-		}
-	}
-}
-
-// TestMatchesCatalog keeps the table and catalog.Surface in step until
-// catalog reads its names and paths from here.
-func TestMatchesCatalog(t *testing.T) {
-	if len(catalog.Surfaces) != len(All) {
-		t.Fatalf("catalog has %d surfaces, dialect %d", len(catalog.Surfaces), len(All))
-	}
-	for _, s := range catalog.Surfaces {
-		d := Of(ID(s))
-		if s.String() != d.Name || s.Path() != d.Path || s.Route() != d.Route {
-			t.Errorf("surface %d: catalog (%s %s %s) vs dialect (%s %s %s)", s, s, s.Path(), s.Route(), d.Name, d.Path, d.Route)
 		}
 	}
 }

@@ -100,6 +100,9 @@ func (d *Dialect) AppendInterrupt(dst []byte, e *apierror.Error, rid string, pos
 		dst = append(dst, "event: error\ndata: "...)
 		dst = e.Append(dst, apierror.Anthropic, rid)
 		return append(dst, "\n\n"...)
+	case Responses:
+	default:
+		return dst // a dialect that does not stream has no frame
 	}
 	code := e.Code
 	if code == "" {

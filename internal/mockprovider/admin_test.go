@@ -142,7 +142,8 @@ func TestBadRequests(t *testing.T) {
 		{responsesPath, `{"model":""}`, `no string \"model\"`, 400},
 		{messagesPath, `{"model":1}`, `{"type":"error","error":{"type":"invalid_request_error"`, 400},
 		{messagesPath, `[1,2]`, `must be a JSON object`, 400},
-		{"/v1/embeddings", `{"model":"m"}`, `no route`, 404},
+		{"/v1/embeddings", `{"model":"m"}`, `input must be`, 400},
+		{"/v1/audio/speech", `{"model":"m"}`, `no route`, 404},
 		{"/_mock/nothing", `{}`, `no admin route`, 404},
 	}
 	for _, tc := range tests {
@@ -151,8 +152,8 @@ func TestBadRequests(t *testing.T) {
 			t.Errorf("%s %s: got %d %s, want %d containing %s", tc.path, tc.body, r.status, r.body, tc.status, tc.want)
 		}
 	}
-	if st := e.stats(t); st.Totals.Requests != 5 || st.Totals.Failed != 5 {
-		t.Errorf("totals %+v, want 5 failed requests", st.Totals)
+	if st := e.stats(t); st.Totals.Requests != 6 || st.Totals.Failed != 6 {
+		t.Errorf("totals %+v, want 6 failed requests", st.Totals)
 	}
 }
 

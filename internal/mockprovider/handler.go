@@ -17,6 +17,7 @@ const (
 	endpointChat endpoint = iota
 	endpointMessages
 	endpointResponses
+	endpointEmbeddings
 )
 
 func (e endpoint) family() family {
@@ -53,6 +54,8 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.serveModel(ctx, endpointMessages)
 	case "/responses":
 		s.serveModel(ctx, endpointResponses)
+	case "/embeddings":
+		s.serveModel(ctx, endpointEmbeddings)
 	case "/models":
 		s.serveModelList(ctx)
 	case "/messages/count_tokens":
@@ -97,14 +100,26 @@ func (s *Server) serveModel(ctx *fasthttp.RequestCtx, ep endpoint) {
 	}
 	m.c.requests.Add(1)
 	m.c.bytesIn.Add(int64(len(body)))
+	var emb *embeddingsRequest
+	if ep == endpointEmbeddings {
+		var err error
+		if emb, err = parseEmbeddings(body); err != nil {
+			s.totals.failed.Add(1)
+			m.c.failed.Add(1)
+			writeError(ctx, familyOpenAI, errInfo{status: fasthttp.StatusBadRequest, msg: "mockprovider: " + err.Error()})
+			return
+		}
+		info.stream = false // embeddings never stream
+	}
 
 	beh := s.table.Load().lookup(info.model)
 	q := request{s: s, m: m, ep: ep, beh: beh, stream: info.stream, watch: connWatch{conn: ctx.Conn()},
 		logIdx: s.requests.arrive(seq, ctx.Path(), name, &ctx.Request.Header)}
+	q.emb = emb
 	q.fail = beh.failing()
 	q.r = render{n: seq, created: time.Now().Unix(), modelRaw: info.modelRaw, p: (len(body) + 3) / 4,
 		c: beh.completion, beh: beh, includeUsage: info.stream && info.includeUsage}
-	if beh.tool != nil {
+	if beh.tool != nil && ep != endpointEmbeddings {
 		q.scriptTool(body)
 	}
 

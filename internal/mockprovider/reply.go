@@ -97,6 +97,8 @@ func (q *request) appendBody(dst []byte) []byte {
 		return q.r.appendMessage(dst, true)
 	case endpointResponses:
 		return q.r.appendResponse(dst, true)
+	case endpointEmbeddings:
+		return appendEmbeddings(dst, q.emb, q.r.modelRaw)
 	default:
 		return q.r.appendChatCompletion(dst)
 	}

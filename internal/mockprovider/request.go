@@ -20,6 +20,7 @@ type request struct {
 	fail   bool
 	watch  connWatch
 	r      render
+	emb    *embeddingsRequest // the parsed embeddings request (endpointEmbeddings)
 
 	rate    rateSnap
 	hasRate bool

@@ -28,6 +28,12 @@ type Counters struct {
 	// however short the requests are, where sampling Inflight would alias.
 	InflightNS int64 `json:"inflight_ns"`
 	QueuedNS   int64 `json:"queued_ns"`
+	// ToolCalls counts requests a tool script answered with its call;
+	// ToolResults those it answered with its reply because they carried
+	// that call's result: together, proof that a client's tool loop made
+	// the round trip.
+	ToolCalls   int64 `json:"tool_calls"`
+	ToolResults int64 `json:"tool_results"`
 }
 
 // Stats is the body of GET /_mock/stats.
@@ -60,6 +66,7 @@ func monoNow() int64 { return int64(time.Since(monoEpoch)) }
 type counters struct {
 	requests, inflight, maxInflight, queued atomic.Int64
 	completed, failed, cancelled, bytesIn   atomic.Int64
+	toolCalls, toolResults                  atomic.Int64
 
 	// The integrals advance under mu whenever a gauge changes, so the area
 	// always belongs to the value that held; the gauges stay atomics for
@@ -88,6 +95,7 @@ func (c *counters) snapshot() Counters {
 		Requests: c.requests.Load(), Inflight: c.inflight.Load(), MaxInflight: c.maxInflight.Load(),
 		Queued: c.queued.Load(), Completed: c.completed.Load(), Failed: c.failed.Load(),
 		Cancelled: c.cancelled.Load(), BytesIn: c.bytesIn.Load(), InflightNS: inNS, QueuedNS: qNS,
+		ToolCalls: c.toolCalls.Load(), ToolResults: c.toolResults.Load(),
 	}
 }
 
@@ -99,6 +107,8 @@ func (c *counters) reset() {
 	c.failed.Store(0)
 	c.cancelled.Store(0)
 	c.bytesIn.Store(0)
+	c.toolCalls.Store(0)
+	c.toolResults.Store(0)
 	c.maxInflight.Store(c.inflight.Load())
 	c.mu.Lock()
 	c.advanceLocked(monoNow())

@@ -129,6 +129,8 @@ func (q *request) scriptTool(body []byte) {
 		for _, id := range calls {
 			if bytes.Equal(id, p.ID) {
 				q.r.beh = q.beh.withText(strings.ReplaceAll(ct.s.reply(), "{result}", resultText(ir, &p)))
+				q.m.c.toolResults.Add(1)
+				q.s.totals.toolResults.Add(1)
 				return
 			}
 		}
@@ -139,6 +141,8 @@ func (q *request) scriptTool(body []byte) {
 	for _, tl := range ir.Tools {
 		if bytes.Equal(tl.Name, ct.nameRaw) {
 			q.r.tool = &toolCall{ct: ct}
+			q.m.c.toolCalls.Add(1)
+			q.s.totals.toolCalls.Add(1)
 			return
 		}
 	}

@@ -62,6 +62,15 @@ func TestToolScriptChat(t *testing.T) {
 	if err != nil || resp.Choices[0].Message.Content == "" || len(resp.Choices[0].Message.ToolCalls) != 0 {
 		t.Errorf("no tool offered: %v %+v", err, resp)
 	}
+	// Two loops (one per mode): each one call and one reply; the request
+	// without the tool counts in neither.
+	st := e.stats(t)
+	if m := st.Models["tool-mock"]; m.ToolCalls != 2 || m.ToolResults != 2 || m.Requests != 5 {
+		t.Errorf("tool-mock counters %+v, want 5 requests, 2 tool calls, 2 tool results", m)
+	}
+	if st.Totals.ToolCalls != 2 || st.Totals.ToolResults != 2 {
+		t.Errorf("totals %+v, want 2 tool calls and 2 tool results", st.Totals)
+	}
 }
 
 func chatTurn(t *testing.T, client openai.Client, ctx context.Context, params openai.ChatCompletionNewParams, stream bool) (openai.ChatCompletionMessage, string) {

@@ -20,7 +20,7 @@ import (
 // data in the caller's grammar that its decoder accepts).
 
 func fuzzRequest(t *testing.T, from dialect.ID, body []byte) {
-	for _, to := range dialect.All {
+	for _, to := range dialect.Translated {
 		tr := New(from, to, Options{Model: "m", MaxTokensCap: 50000})
 		out, err := tr.Request(nil, body)
 		if err != nil {
@@ -75,7 +75,7 @@ func FuzzRequestResponses(f *testing.F) {
 }
 
 func fuzzResponse(t *testing.T, upstream dialect.ID, body []byte) {
-	for _, from := range dialect.All {
+	for _, from := range dialect.Translated {
 		tr := New(from, upstream, Options{Model: "m"})
 		if _, err := tr.Request(nil, []byte(minimalRequest[from])); err != nil {
 			t.Fatal(err)
@@ -124,7 +124,7 @@ func FuzzResponseResponses(f *testing.F) {
 // fuzzStream relays stream (upstream dialect bytes) into each caller
 // dialect and checks the caller's frames.
 func fuzzStream(t *testing.T, upstream dialect.ID, stream []byte) {
-	for _, from := range dialect.All {
+	for _, from := range dialect.Translated {
 		tr := New(from, upstream, Options{Model: "m", Created: 1})
 		if _, err := tr.Request(nil, []byte(minimalRequest[from])); err != nil {
 			t.Fatal(err)

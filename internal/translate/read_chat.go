@@ -444,6 +444,14 @@ func (t *Translator) toolBody(tl *Tool, field loc, typ *[]byte) error {
 		case "format":
 			c.Skip() // a custom tool's grammar: no other dialect has one
 			t.drop("tools[].format")
+		case "tools":
+			if typ == nil {
+				c.Skip()
+				break
+			}
+			// A Responses namespace's member tools (typ is only asked
+			// for by the Responses reader).
+			err = t.respToolList(field.at("tools"))
 		case "type":
 			if typ == nil {
 				c.Skip()

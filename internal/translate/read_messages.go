@@ -112,6 +112,7 @@ func (t *Translator) anthropicMessages() error {
 		}
 		lo := int32(len(r.Parts))
 		var role Role
+		system := false
 		for k, ok := c.Key(); ok; k, ok = c.Key() {
 			var err error
 			switch string(k) {
@@ -123,8 +124,13 @@ func (t *Translator) anthropicMessages() error {
 						role = RoleUser
 					case "assistant":
 						role = RoleAssistant
+					case "system":
+						// Claude Code (2.1.x) sends mid-conversation
+						// system messages; like chat's and Responses'
+						// they are hoisted into the system prompt.
+						system = true
 					default:
-						err = t.invalid(field.at("role"), "unknown role %q (use user or assistant)", s)
+						err = t.invalid(field.at("role"), "unknown role %q (use user, assistant or system)", s)
 					}
 				}
 			case "content":
@@ -135,6 +141,16 @@ func (t *Translator) anthropicMessages() error {
 			if err != nil {
 				return err
 			}
+		}
+		if system {
+			for _, p := range r.Parts[lo:] {
+				if p.Kind != KindText {
+					return t.invalid(field.at("content"), "a system message may hold only text")
+				}
+				r.System = append(r.System, p)
+			}
+			r.Parts = r.Parts[:lo]
+			continue
 		}
 		if role == 0 {
 			return t.invalid(field.at("role"), "is missing")

@@ -227,6 +227,10 @@ func (t *Translator) respItem(i int) error {
 			summary, err = t.respSummary(field.at("summary"))
 		case "encrypted_content":
 			enc, err = t.readRS(field.at("encrypted_content"))
+		case "tools":
+			// An additional_tools item (Codex sends its tools so): they
+			// join the request's tools.
+			err = t.respToolList(field.at("tools"))
 		default:
 			c.Skip() // status, annotations, …
 		}
@@ -282,6 +286,8 @@ func (t *Translator) respItem(i int) error {
 		r.Parts = r.Parts[:lo] // reasoning_text content: the summary stands for it
 		r.add(p)
 		r.push(RoleAssistant, lo)
+	case "additional_tools":
+		r.Parts = r.Parts[:lo]
 	case "item_reference":
 		return t.refuse(CodePreviousResponse, field.at("type"),
 			"an item_reference needs the provider's stored items, and this model's upstream speaks %s; send the item itself", t.to)
@@ -411,17 +417,31 @@ func (t *Translator) respPart(field loc) error {
 	return nil
 }
 
-func (t *Translator) respTools() error {
+func (t *Translator) respTools() error { return t.respToolList(at("tools")) }
+
+// respToolList reads an array of tool definitions: the request's tools,
+// an additional_tools item's, or a namespace's members. A namespace
+// (Codex groups its tools in them) is flattened: its members become
+// tools of their own name, since no other dialect has namespaces and
+// calls name the tool alone.
+func (t *Translator) respToolList(field loc) error {
 	c := &t.cur
 	if !c.Array() {
-		return t.invalid(at("tools"), "must be an array")
+		return t.invalid(field, "must be an array")
 	}
 	for i := 0; c.Next(); i++ {
-		f := at("tools").index(i)
+		f := field.index(i)
 		var typ []byte
 		var tl Tool
+		before := len(t.req.Tools)
 		if err := t.toolBody(&tl, f, &typ); err != nil {
 			return err
+		}
+		if string(typ) == "namespace" {
+			continue
+		}
+		if len(t.req.Tools) != before {
+			return t.invalid(f.at("tools"), "is allowed only in a tool of type namespace")
 		}
 		switch string(typ) {
 		case "function":

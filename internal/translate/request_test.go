@@ -309,3 +309,56 @@ func TestRefusals(t *testing.T) {
 		}
 	}
 }
+
+// What the coding agents send as of Claude Code 2.1.197 and Codex 0.171.0:
+// a system message inside messages, and tools in an additional_tools
+// input item, grouped in namespaces.
+func init() {
+	reqCases = append(reqCases,
+		reqCase{
+			name: "messages with a system message in the conversation", from: dialect.Messages,
+			body: `{"model":"claude-opus-4-8","max_tokens":100,"system":"You are Claude Code.","messages":[
+				{"role":"user","content":[{"type":"text","text":"Run ls"}]},
+				{"role":"system","content":"Agent types: claude, Explore"}]}`,
+			want: map[dialect.ID]reqWant{
+				dialect.Chat: {body: `{"model":"up","messages":[
+						{"role":"system","content":"You are Claude Code.\n\nAgent types: claude, Explore"},
+						{"role":"user","content":"Run ls"}],"max_tokens":100}`},
+				dialect.Responses: {body: `{"model":"up","instructions":"You are Claude Code.\n\nAgent types: claude, Explore","input":[
+						{"type":"message","role":"user","content":[{"type":"input_text","text":"Run ls"}]}],"max_output_tokens":100,"store":false}`},
+			},
+		},
+		reqCase{
+			name: "messages with a system message holding an image", from: dialect.Messages,
+			body: `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"},
+				{"role":"system","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"AAAA"}}]}]}`,
+			want: map[dialect.ID]reqWant{dialect.Chat: {field: "messages[1].content", code: CodeInvalid}},
+		},
+		reqCase{
+			name: "responses with additional_tools and namespaces as Codex 0.171 sends it", from: dialect.Responses,
+			body: `{"model":"gpt-6.2-sol","stream":true,"store":false,"tool_choice":"auto","parallel_tool_calls":false,"input":[
+				{"type":"additional_tools","id":"at_1","role":"developer","tools":[
+					{"type":"namespace","name":"functions","description":"","tools":[
+						{"type":"custom","name":"exec","description":"Run JavaScript","format":{"type":"grammar","syntax":"lark","definition":"start: x"}},
+						{"type":"function","name":"wait","description":"Wait on a cell","strict":false,"parameters":{"type":"object","properties":{"cell_id":{"type":"string"}},"required":["cell_id"]}}]},
+					{"type":"namespace","name":"clock","tools":[{"type":"function","name":"sleep","parameters":{"type":"object"}}]}]},
+				{"type":"message","role":"developer","content":[{"type":"input_text","text":"Be brief."}]},
+				{"type":"message","role":"user","content":[{"type":"input_text","text":"Run it"}]}]}`,
+			want: map[dialect.ID]reqWant{
+				dialect.Chat: {body: `{"model":"up","messages":[
+						{"role":"system","content":"Be brief."},
+						{"role":"user","content":"Run it"}],
+					"tools":[{"type":"function","function":{"name":"exec","description":"Run JavaScript","parameters":` + customSchema + `}},
+						{"type":"function","function":{"name":"wait","description":"Wait on a cell","parameters":{"type":"object","properties":{"cell_id":{"type":"string"}},"required":["cell_id"]},"strict":false}},
+						{"type":"function","function":{"name":"sleep","parameters":{"type":"object"}}}],
+					"parallel_tool_calls":false,"tool_choice":"auto","stream":true,"stream_options":{"include_usage":true}}`,
+					dropped: []string{"tools[].format"}},
+			},
+		},
+		reqCase{
+			name: "responses with member tools outside a namespace", from: dialect.Responses,
+			body: `{"model":"m","input":"hi","tools":[{"type":"function","name":"f","tools":[{"type":"function","name":"g"}]}]}`,
+			want: map[dialect.ID]reqWant{dialect.Chat: {field: "tools[0].tools", code: CodeInvalid}},
+		},
+	)
+}

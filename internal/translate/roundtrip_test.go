@@ -120,7 +120,7 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatalf("%s: %v", from, err)
 			}
 			want := meaning(t, orig.IR())
-			for _, via := range dialect.All {
+			for _, via := range dialect.Translated {
 				there := New(from, via, Options{Model: "m"})
 				mid, err := there.Request(nil, []byte(body))
 				if err != nil {

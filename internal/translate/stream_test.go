@@ -40,7 +40,7 @@ func TestBrokenStreamsReachSDKsAsErrors(t *testing.T) {
 			named("response.failed", `{"type":"response.failed","sequence_number":1,"response":{"id":"resp_1","status":"failed","error":{"code":"server_error","message":"The model crashed"}}}`)), "The model crashed"},
 	}
 	for _, tc := range cuts {
-		for _, from := range dialect.All {
+		for _, from := range dialect.Translated {
 			t.Run(tc.name+" to "+from.String(), func(t *testing.T) {
 				tr, out := translateStream(t, from, tc.upstream, tc.stream)
 				if !tr.Done() {
@@ -130,7 +130,7 @@ func TestCustomToolThroughChat(t *testing.T) {
 func TestPooledTranslatorsForget(t *testing.T) {
 	fresh := map[string][]byte{}
 	for _, fx := range streamFixtures {
-		for _, from := range dialect.All {
+		for _, from := range dialect.Translated {
 			_, out := translateStream(t, from, fx.upstream, fx.stream)
 			fresh[fx.name+from.String()] = out
 		}
@@ -140,7 +140,7 @@ func TestPooledTranslatorsForget(t *testing.T) {
 	for round := 0; round < 2; round++ {
 		for i := len(streamFixtures) - 1; i >= 0; i-- {
 			fx := streamFixtures[i]
-			for _, from := range dialect.All {
+			for _, from := range dialect.Translated {
 				tr.Reset(from, fx.upstream, Options{Model: "upstream-model", Created: 1700000000})
 				if _, err := tr.Request(nil, []byte(minimalRequest[from])); err != nil {
 					t.Fatal(err)
