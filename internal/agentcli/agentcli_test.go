@@ -78,14 +78,14 @@ func (r routing) route(name string) string {
 // are written.
 func versions(t *testing.T, root string) (claude, codex string) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "agentcli", "install.sh"))
+	b, err := os.ReadFile(filepath.Join(root, "internal", "agentcli", "install.sh"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	get := func(name string) string {
 		m := regexp.MustCompile(`(?m)^` + name + `=(\S+)$`).FindSubmatch(b)
 		if m == nil {
-			t.Fatalf("agentcli/install.sh sets no %s", name)
+			t.Fatalf("internal/agentcli/install.sh sets no %s", name)
 		}
 		return string(m[1])
 	}
@@ -104,10 +104,10 @@ func start(t *testing.T) *harness {
 	for _, a := range []struct{ exe, want string }{{"claude", claudeV + " (Claude Code)"}, {"codex", "codex-cli " + codexV}} {
 		out, err := exec.Command(filepath.Join(h.bin, a.exe), "--version").Output()
 		if err != nil {
-			t.Fatalf("%s is not installed in %s (%v): run `bash agentcli/install.sh` (the README test command runs it first)", a.exe, h.bin, err)
+			t.Fatalf("%s is not installed in %s (%v): run `bash internal/agentcli/install.sh` (the README test command runs it first)", a.exe, h.bin, err)
 		}
 		if got := strings.TrimSpace(string(out)); got != a.want {
-			t.Fatalf("%s --version = %q, want %q: run `bash agentcli/install.sh` to install the pinned version", a.exe, got, a.want)
+			t.Fatalf("%s --version = %q, want %q: run `bash internal/agentcli/install.sh` to install the pinned version", a.exe, got, a.want)
 		}
 	}
 

@@ -8,7 +8,7 @@
 //
 // Run it alone with
 //
-//	bash agentcli/install.sh && go test ./agentcli
+//	bash internal/agentcli/install.sh && go test ./internal/agentcli
 //
 // The package has no non-test code; this file exists for the
 // documentation.

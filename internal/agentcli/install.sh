@@ -10,7 +10,7 @@ CLAUDE_CODE_VERSION=2.1.197
 CODEX_VERSION=0.171.0
 
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 dir=.agentcli
 want="@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION @openai/codex@$CODEX_VERSION"
 if [ -x "$dir/node_modules/.bin/claude" ] && [ -x "$dir/node_modules/.bin/codex" ] &&
@@ -18,12 +18,12 @@ if [ -x "$dir/node_modules/.bin/claude" ] && [ -x "$dir/node_modules/.bin/codex"
   exit 0
 fi
 command -v npm >/dev/null || {
-  echo "agentcli/install.sh: npm is not installed; install Node 20 and npm (Debian: apt-get install nodejs npm)" >&2
+  echo "internal/agentcli/install.sh: npm is not installed; install Node 20 and npm (Debian: apt-get install nodejs npm)" >&2
   exit 1
 }
 mkdir -p "$dir"
 rm -f "$dir/installed"
-echo "agentcli/install.sh: installing $want into $dir/"
+echo "internal/agentcli/install.sh: installing $want into $dir/"
 # --no-save and --no-package-lock: nothing is written outside node_modules,
 # so no lock file (which would name the registry) exists to be committed.
 npm install --prefix "$dir" --no-save --no-package-lock --no-audit --no-fund --loglevel=error $want
