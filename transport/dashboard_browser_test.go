@@ -95,6 +95,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	// The chart draws one point a second from the history ring.
 	waitJS("the limit chart has points", `Number(document.getElementById("limit-chart").dataset.points) >= 3`)
 	waitJS("the status badge", `document.getElementById("status").textContent === "ok"`)
+	// The config in force: version 1 (start-up), its hash and load time.
+	waitJS("the config version", `/^config v1 [0-9a-f]{12} loaded \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ$/.test(document.getElementById("config").textContent)`)
 
 	// A burst: one request holds the only place of the upstream, others
 	// from distinct tenants queue in their lanes.

@@ -104,6 +104,9 @@ function render(s) {
   $("status").className = "badge " + s.status;
   $("version").textContent = "version " + (s.version || "dev") + ", up " + s.uptimeSeconds + " s";
   $("updated").textContent = "updated " + fmtTime(s.at);
+  const cf = s.config || {};
+  $("config").textContent = "config v" + cf.version + " " + cf.hash + " loaded " + fmtTime(cf.loadedAt);
+  $("config").dataset.version = String(cf.version);
   const o = s.overview || {};
   $("rps").textContent = fmtNum(o.requestsPerSecond, 1);
   $("errrate").textContent = o.errorRate === undefined ? "–" : (o.errorRate * 100).toFixed(1) + " %";
