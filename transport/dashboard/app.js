@@ -74,6 +74,7 @@ function drawChart(h) {
   ctx.clearRect(0, 0, W, H);
   const n = h.t ? h.t.length : 0;
   c.dataset.points = String(n);
+  c.dataset.limits = (h.limit || []).join(","); // the plotted limit, for tests and curious operators
   if (n === 0) return;
   const series = [["limit", "#0969da"], ["activeCost", "#1a7f37"], ["queuedCost", "#cf222e"]];
   let top = 1;
