@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -378,5 +379,51 @@ func TestReloadGuard(t *testing.T) {
 	r := ng.post("/api/config/reload", "")
 	if r.status != 503 || !strings.Contains(string(r.body), "OMNIROUTE_CONFIG is unset") {
 		t.Fatalf("no file: %d %s", r.status, r.body)
+	}
+}
+
+// TestReloadPrices: a request after a reload that changes the model's
+// price is costed at the new price (in the request log), one before it at
+// the old.
+func TestReloadPrices(t *testing.T) {
+	resetMock(t)
+	setBehavior(t, map[string]mockprovider.Behavior{"m-rl-p": {CompletionTokens: 1000}})
+	models := `"rl-p": {"targets": [{"connection": "mock/a", "model": "m-rl-p"}]}`
+	price := func(in, out int) string {
+		return `, "prices": {"m-rl-p": {"input": ` + strconv.Itoa(in) + `, "output": ` + strconv.Itoa(out) + `}}`
+	}
+	g := startFromFile(t, reloadJSON(models, price(1, 2)), nil)
+	costs := func(n int) []float64 {
+		var out []float64
+		waitFor(t, "the request log", func() bool {
+			var body struct {
+				Requests []struct {
+					CostUSD float64 `json:"costUsd"`
+				} `json:"requests"`
+			}
+			if err := json.Unmarshal(g.get("/api/requests?model=rl-p").body, &body); err != nil || len(body.Requests) < n {
+				return false
+			}
+			out = out[:0]
+			for _, r := range body.Requests {
+				out = append(out, r.CostUSD)
+			}
+			return true
+		})
+		return out
+	}
+	if r := g.post("/v1/chat/completions", reloadChat("rl-p", false)); r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	before := costs(1)[0]
+	if status, a := g.reload(reloadJSON(models, price(10, 20))); status != 200 || !a.Applied {
+		t.Fatalf("reload: %d %+v", status, a)
+	}
+	if r := g.post("/v1/chat/completions", reloadChat("rl-p", false)); r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	c := costs(2) // newest first
+	if before <= 0 || c[1] != before || c[0] < 9.99*before || c[0] > 10.01*before {
+		t.Fatalf("costs before %v, after the reload %v: want ten times", before, c)
 	}
 }

@@ -366,7 +366,7 @@ func (a *keysActor) change(name string, apply func(*keys.Key) error, rotate bool
 	case k == nil:
 		return &result{err: &keys.Error{Status: 404, Code: "key_not_found", Field: "name", Message: fmt.Sprintf("no key named %q", name)}}
 	case k.Source == keys.FromConfig:
-		return &result{err: &keys.Error{Status: 409, Code: "read_only_tenant", Field: "name", Message: fmt.Sprintf("%q is a config-file tenant; change it in the config file and restart", name)}}
+		return &result{err: &keys.Error{Status: 409, Code: "read_only_tenant", Field: "name", Message: fmt.Sprintf("%q is a config-file tenant; change it in the config file and reload it (SIGHUP or POST /api/config/reload)", name)}}
 	case k.RevokedAt != nil:
 		return &result{err: &keys.Error{Status: 409, Code: "key_revoked", Field: "name", Message: fmt.Sprintf("key %q is revoked; create a new key", name)}}
 	}
