@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -42,28 +40,8 @@ func TestSIGHUPReloadsConfig(t *testing.T) {
 	}
 	write(func(map[string]any, map[string]any) {})
 
-	cmd := exec.Command(self, "serve")
-	cmd.Env = append(os.Environ(), "OMNIROUTE_TEST_AS_MAIN=1", "OMNIROUTE_LISTEN=127.0.0.1:0",
-		"OMNIROUTE_DATA_DIR="+t.TempDir(), "OMNIROUTE_LOG_LEVEL=warn", "OMNIROUTE_CONFIG="+path)
-	stdout, _ := cmd.StdoutPipe()
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, addr, stderr := startServe(t, self, "OMNIROUTE_CONFIG="+path)
 	defer cmd.Process.Kill() //nolint:errcheck
-	sc := bufio.NewScanner(stdout)
-	var addr string
-	for sc.Scan() {
-		if i := strings.Index(sc.Text(), "listening on http://"); i >= 0 {
-			addr = sc.Text()[i+len("listening on http://"):]
-			break
-		}
-	}
-	go io.Copy(io.Discard, stdout) //nolint:errcheck
-	if addr == "" {
-		t.Fatalf("no listening line; stderr %s", stderr.String())
-	}
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
 	defer hc.CloseIdleConnections()
 	chat := func(model string) int {
