@@ -7,8 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -221,7 +222,7 @@ func needsRestart(cur, next *config.File) []string {
 	if !same(cur.Relay, next.Relay) {
 		out = append(out, "relay")
 	}
-	for _, pid := range sortedNames(next.Providers) {
+	for _, pid := range slices.Sorted(maps.Keys(next.Providers)) {
 		np, ok := cur.Providers[pid]
 		if !ok {
 			continue
@@ -233,7 +234,7 @@ func needsRestart(cur, next *config.File) []string {
 		if !same(np.QuotaAPI, p.QuotaAPI) {
 			out = append(out, "providers."+pid+".quota_api")
 		}
-		for _, cid := range sortedNames(p.Connections) {
+		for _, cid := range slices.Sorted(maps.Keys(p.Connections)) {
 			oc, ok := np.Connections[cid]
 			if !ok {
 				continue
@@ -248,7 +249,7 @@ func needsRestart(cur, next *config.File) []string {
 		}
 	}
 	oldCaps, newCaps := targetCaps(cur), targetCaps(next)
-	for _, name := range sortedNames(newCaps) {
+	for _, name := range slices.Sorted(maps.Keys(newCaps)) {
 		if c, ok := oldCaps[name]; ok && c != newCaps[name] {
 			out = append(out, "max_concurrent of target "+name)
 		}
@@ -260,7 +261,7 @@ func needsRestart(cur, next *config.File) []string {
 // the smallest max_concurrent any model sets for it (0: none).
 func targetCaps(f *config.File) map[string]int {
 	out := map[string]int{}
-	for _, mn := range sortedNames(f.Models) {
+	for _, mn := range slices.Sorted(maps.Keys(f.Models)) {
 		for _, t := range f.Models[mn].Targets {
 			pid, cid, err := f.ResolveConnection(t.Connection)
 			if err != nil {
@@ -277,15 +278,6 @@ func targetCaps(f *config.File) map[string]int {
 			}
 		}
 	}
-	return out
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
 
