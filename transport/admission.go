@@ -524,7 +524,7 @@ func (g *Gateway) expectAdmission(ctx *fasthttp.RequestCtx) (int, bool) {
 		e = errMediaType
 	}
 	if e == nil {
-		id, _, decision := g.identifyCaller(credential(&ctx.Request.Header), isLoopback(ctx))
+		id, _, decision := g.identifyCaller(g.rc.Load(), credential(&ctx.Request.Header), isLoopback(ctx))
 		switch decision {
 		case tenantMissing:
 			e = errMissingKey

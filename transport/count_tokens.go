@@ -27,7 +27,8 @@ func (g *Gateway) countTokens(ctx *fasthttp.RequestCtx, rid []byte) {
 		writeError(ctx, f, string(rid), errMethod("POST"))
 		return
 	}
-	if _, _, d := g.tenants.Identify(credential(&ctx.Request.Header), isLoopback(ctx)); d != tenantAllowed {
+	rc := g.rc.Load() // one config for the whole request (reload.go)
+	if _, _, d := rc.tenants.Identify(credential(&ctx.Request.Header), isLoopback(ctx)); d != tenantAllowed {
 		e := errInvalidKey
 		if d == tenantMissing {
 			e = errMissingKey
@@ -55,7 +56,7 @@ func (g *Gateway) countTokens(ctx *fasthttp.RequestCtx, rid []byte) {
 		writeError(ctx, f, string(rid), errMissingModel)
 		return
 	}
-	m := g.cat.Resolve(scan.Model)
+	m := rc.cat.Resolve(scan.Model)
 	if m == nil {
 		writeError(ctx, f, string(rid), errUnknownModel(scan.Model))
 		return

@@ -291,7 +291,7 @@ func (g *Gateway) dashboardSnapshot() map[string]any {
 		"at": now.UnixMilli(), "status": overall, "version": g.opts.Version,
 		"uptimeSeconds": int64(now.Sub(g.started) / time.Second),
 		"overview":      overview, "admission": adm,
-		"providers": providers, "providerCount": len(g.cat.Targets), "troubledProviders": troubled,
+		"providers": providers, "providerCount": len(g.rc.Load().cat.Targets), "config": g.ConfigInfo(), "troubledProviders": troubled,
 		"services": services,
 	}
 }
@@ -300,7 +300,8 @@ func (g *Gateway) dashboardSnapshot() map[string]any {
 // closed, failing, quota not healthy) first, at most dashMaxProviders.
 func (g *Gateway) dashProviders(now time.Time) ([]dashProvider, int) {
 	tsnap := g.targets.Snapshot()
-	out := make([]dashProvider, 0, len(g.cat.Targets))
+	cat := g.rc.Load().cat // the targets the config in force routes to
+	out := make([]dashProvider, 0, len(cat.Targets))
 	troubled := 0
 	rank := func(p *dashProvider) int {
 		switch {
@@ -311,7 +312,7 @@ func (g *Gateway) dashProviders(now time.Time) ([]dashProvider, int) {
 		}
 		return 2
 	}
-	for _, t := range g.cat.Targets {
+	for _, t := range cat.Targets {
 		in := &g.qs.info[t.ID]
 		p := dashProvider{Target: t.Name, Connection: g.cat.Connections[in.conn].Name, Model: in.upstream,
 			Quota: g.qs.quota.ModelStatus(in.conn, in.model, now).String(), QuotaSources: []string{}, Circuit: "closed"}
@@ -367,7 +368,7 @@ func (g *Gateway) dashRates(prev, last history.Point) (byTarget, byModel []dashR
 			byTarget = append(byTarget, rate(t.Name, att, ok))
 		}
 	}
-	for _, m := range g.cat.Models {
+	for _, m := range g.rc.Load().cat.Models {
 		var att, ok uint64
 		for _, t := range m.Targets {
 			if t.ID < len(last.Targets) {

@@ -2,12 +2,16 @@ package transport_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,6 +41,51 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
+// browser is one headless Chromium tab the dashboard tests drive.
+type browser struct {
+	ctx    context.Context
+	close  func()
+	waitJS func(what, expr string)
+	shot   func(name string)
+}
+
+// openBrowser starts Chromium (exe) with one tab; waitJS polls a page
+// expression until it is true (20 s, else the test fails with the page's
+// text), shot saves a full-page screenshot under screenshotDir.
+func openBrowser(t *testing.T, exe string) *browser {
+	t.Helper()
+	if err := os.MkdirAll(screenshotDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 2400),
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(t.TempDir()))...)
+	ctx, cancelCtx := chromedp.NewContext(alloc)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	b := &browser{ctx: ctx}
+	var once sync.Once
+	b.close = func() { once.Do(func() { cancelTimeout(); cancelCtx(); cancelAlloc() }) }
+	t.Cleanup(b.close)
+	b.waitJS = func(what, expr string) {
+		t.Helper()
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(20*time.Second), chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+			page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("error").textContent + " | " + document.body.innerText.slice(0, 3000)`))
+			t.Fatalf("%s: %v\npage: %s", what, err, page)
+		}
+	}
+	b.shot = func(name string) {
+		t.Helper()
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(screenshotDir, name+".png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
 // TestDashboardInBrowser loads the dashboard in headless Chromium against
 // a real gateway, the mock provider and a supervised child process under
 // scripted load, and checks what an operator would look for: the limit
@@ -57,37 +106,8 @@ func TestDashboardInBrowser(t *testing.T) {
 		"m-dash-burst": {LatencyMS: 4000},
 		"m-dash-cool":  {Fail: mockprovider.FailSpec{Mode: "status", Status: 429, RetryAfter: "120", Times: 1}},
 	})
-	if err := os.MkdirAll(screenshotDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 2400),
-		chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(t.TempDir()))...)
-	defer cancelAlloc()
-	ctx, cancelCtx := chromedp.NewContext(alloc)
-	defer cancelCtx()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	defer cancelTimeout()
-
-	// waitJS polls a page expression until it is true.
-	waitJS := func(what, expr string) {
-		t.Helper()
-		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(20*time.Second), chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
-			page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("error").textContent + " | " + document.body.innerText.slice(0, 3000)`))
-			t.Fatalf("%s: %v\npage: %s", what, err, page)
-		}
-	}
-	shot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		if err := os.WriteFile(filepath.Join(screenshotDir, name+".png"), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b := openBrowser(t, exe)
+	ctx, waitJS, shot := b.ctx, b.waitJS, b.shot
 
 	if err := chromedp.Do(ctx, chromedp.Navigate(g.base+"/dashboard")); err != nil {
 		t.Fatal(err)
@@ -95,6 +115,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	// The chart draws one point a second from the history ring.
 	waitJS("the limit chart has points", `Number(document.getElementById("limit-chart").dataset.points) >= 3`)
 	waitJS("the status badge", `document.getElementById("status").textContent === "ok"`)
+	// The config in force: version 1 (start-up), its hash and load time.
+	waitJS("the config version", `/^config v1 [0-9a-f]{12} loaded \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ$/.test(document.getElementById("config").textContent)`)
 
 	// A burst: one request holds the only place of the upstream, others
 	// from distinct tenants queue in their lanes.
@@ -154,10 +176,150 @@ func TestDashboardInBrowser(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		<-done
 	}
-	cancelTimeout()
-	cancelCtx()
-	cancelAlloc()
+	b.close()
 	if !strings.HasPrefix(g.base, "http://127.0.0.1:") {
 		t.Fatalf("the gateway must listen on loopback: %s", g.base)
 	}
+}
+
+// TestDashboardLimitChartFollowsCapacity: under steady load on a mock
+// model with 8 slots the limit the chart plots grows to the knee; when the
+// mock's capacity drops to 2 slots at run time (its admin API), the chart's
+// newest limit points fall to at most half of the peak it showed before.
+// The page's own data (the canvas's data-limits, what it drew) is
+// asserted, not the API.
+func TestDashboardLimitChartFollowsCapacity(t *testing.T) {
+	exe := chromiumPath(t)
+	resetMock(t)
+	// One model, so the chart's limit (the sum over upstreams) is its
+	// upstream's.
+	f, err := config.DecodeFile(strings.NewReader(reloadJSON(`"cap": {"targets": [{"connection": "mock/a", "model": "m-dash-cap"}]}`, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := startGW(t, f, gwOpts{env: map[string]string{"ADAPTIVE_ADMISSION_MODE": "enforce", "ADAPTIVE_ADMISSION_MIN_LIMIT": "1",
+		"ADAPTIVE_ADMISSION_INITIAL_LIMIT": "8", "ADAPTIVE_ADMISSION_MAX_LIMIT": "32", "ADAPTIVE_ADMISSION_MAX_WAIT_MS": "20000",
+		"ADAPTIVE_ADMISSION_MAX_QUEUE_COUNT": "64"}})
+	setBehavior(t, map[string]mockprovider.Behavior{"m-dash-cap": {LatencyMS: 60, Slots: 8, OverSlots: "queue"}})
+
+	// Twenty callers, each its own tenant, send back to back until the end.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hc := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 30 * time.Second}
+			defer hc.CloseIdleConnections()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				req, _ := http.NewRequest(http.MethodPost, g.base+"/v1/chat/completions", strings.NewReader(`{"model":"cap","messages":[{"role":"user","content":"hi"}]}`))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", fmt.Sprintf("Bearer cap-caller-%d", i))
+				resp, err := hc.Do(req)
+				if err == nil {
+					io.Copy(io.Discard, resp.Body) //nolint:errcheck
+					resp.Body.Close()
+				}
+				if err != nil || resp.StatusCode != 200 {
+					time.Sleep(50 * time.Millisecond) // a shed caller backs off, as a client would
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+
+	b := openBrowser(t, exe)
+	if err := chromedp.Do(b.ctx, chromedp.Navigate(g.base+"/dashboard")); err != nil {
+		t.Fatal(err)
+	}
+	const limits = `document.getElementById("limit-chart").dataset.limits.split(",").filter(Boolean).map(Number)`
+	b.waitJS("the chart's limit reaches the 8 slots", `Math.max(0, ...`+limits+`) >= 8`)
+	peak, err := chromedp.Run(b.ctx, chromedp.Evaluate[float64](`Math.max(...`+limits+`)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.shot("admission-limit-before")
+
+	setBehavior(t, map[string]mockprovider.Behavior{"m-dash-cap": {LatencyMS: 60, Slots: 2, OverSlots: "queue"}})
+	b.waitJS(fmt.Sprintf("the chart's newest limit points at most half the peak %.0f", peak),
+		fmt.Sprintf(`(() => { const l = %s; return l.length >= 3 && l.slice(-3).every(v => v <= %f / 2); })()`, limits, peak))
+	last, _ := chromedp.Run(b.ctx, chromedp.Evaluate[[]float64](limits+`.slice(-5)`))
+	t.Logf("limit peak %.0f before the capacity drop; newest points after it %v", peak, last)
+	b.shot("admission-limit-after")
+}
+
+// scaleFile is a config of n models, each on its own target (so n
+// targets and n upstreams) of the mock provider.
+func scaleFile(t testing.TB, n int) *config.File {
+	t.Helper()
+	var models []string
+	for i := 0; i < n; i++ {
+		models = append(models, fmt.Sprintf(`"sc-%03d": {"targets": [{"connection": "mock/a", "model": "m-sc-%03d"}]}`, i, i))
+	}
+	f, err := config.DecodeFile(strings.NewReader(reloadJSON(strings.Join(models, ",\n"), "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// scaleEnv makes every lane wait: one place per upstream (taken by
+// FillLanes), waits long enough not to time out while the page loads.
+var scaleEnv = map[string]string{"ADAPTIVE_ADMISSION_MODE": "enforce", "ADAPTIVE_ADMISSION_MIN_LIMIT": "1",
+	"ADAPTIVE_ADMISSION_INITIAL_LIMIT": "1", "ADAPTIVE_ADMISSION_MAX_LIMIT": "1", "ADAPTIVE_ADMISSION_MAX_WAIT_MS": "60000",
+	"ADAPTIVE_ADMISSION_MAX_QUEUE_COUNT": "64"}
+
+// TestDashboardAtScale: with 100 targets and 1,000 tenant lanes the
+// snapshot stays bounded (50 lanes and 100 targets listed, with the
+// totals) and the page renders every provider row and the lane and target
+// counters. Speed is BenchmarkDashboardSnapshot's, not asserted here.
+func TestDashboardAtScale(t *testing.T) {
+	exe := chromiumPath(t)
+	g := startGW(t, scaleFile(t, 100), gwOpts{env: scaleEnv})
+	release := g.gw.FillLanes(1000)
+	defer release()
+
+	var body []byte
+	waitFor(t, "the snapshot to show the queued lanes", func() bool {
+		var err error
+		if body, err = json.Marshal(g.gw.DashboardSnapshot()); err != nil {
+			t.Fatal(err)
+		}
+		return jsonField(t, body, "admission", "queuedLanes") == float64(1000)
+	})
+	lanes, queued := jsonField(t, body, "admission", "laneCount"), jsonField(t, body, "admission", "queuedLanes")
+	if lanes != float64(1000) || queued != float64(1000) || jsonField(t, body, "providerCount") != float64(100) || jsonLen(t, body, "providers") != 100 {
+		t.Fatalf("snapshot: laneCount %v, queuedLanes %v, providerCount %v, %d providers listed", lanes, queued, jsonField(t, body, "providerCount"), jsonLen(t, body, "providers"))
+	}
+	t.Logf("snapshot with 1000 lanes and 100 targets: %d bytes, %d lanes listed", len(body), jsonLen(t, body, "admission", "lanes"))
+	if n := jsonLen(t, body, "admission", "lanes"); n > 50 {
+		t.Fatalf("%d lanes listed; the snapshot lists at most 50", n)
+	}
+	if len(body) > 256<<10 {
+		t.Fatalf("snapshot of %d bytes: it must stay bounded whatever the number of lanes", len(body))
+	}
+
+	b := openBrowser(t, exe)
+	if err := chromedp.Do(b.ctx, chromedp.Navigate(g.base+"/dashboard")); err != nil {
+		t.Fatal(err)
+	}
+	b.waitJS("the lane counter shows 1,000 lanes, all queued", `/^\(1000 queued of 1000 lanes\)$/.test(document.getElementById("lanes-count").textContent)`)
+	b.waitJS("the target counter shows 100 targets", `document.getElementById("providers-count").textContent.startsWith("(100 targets,")`)
+	b.waitJS("every target has its row", `document.querySelectorAll("#providers-table tbody tr[data-target]").length === 100`)
+	b.waitJS("the lanes table lists its 50 and says how many more", `(() => {
+		const rows = document.querySelectorAll("#lanes tbody tr");
+		return rows.length >= 50 && [...rows].filter(r => r.cells.length === 4).length === 50;
+	})()`)
+	b.shot("scale-1000-lanes-100-targets")
+}
+
+// jsonLen is the length of the array at path in a JSON object.
+func jsonLen(t testing.TB, b []byte, path ...string) int {
+	a, _ := jsonField(t, b, path...).([]any)
+	return len(a)
 }

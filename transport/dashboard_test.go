@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/omniroute/gateway/transport"
 )
 
 type dashSnap struct {
@@ -156,20 +158,18 @@ func TestDashboardCapsProviders(t *testing.T) {
 }
 
 // BenchmarkDashboardSnapshot measures one poll of the dashboard over HTTP
-// with 120 targets (100 listed) after traffic.
+// (GET /api/dashboard/snapshot: built from the published snapshots,
+// encoded, sent) at the scale the page must stand: 100 targets and 1,000
+// tenant lanes, every lane with a queued request (FillLanes).
+//
+//	go test ./transport -run '^$' -bench BenchmarkDashboardSnapshot -benchmem
 func BenchmarkDashboardSnapshot(b *testing.B) {
-	var models strings.Builder
-	for i := 0; i < 120; i++ {
-		fmt.Fprintf(&models, `, "cap-%d": {"targets": [{"connection": "mock/a", "model": "m-cap-%d"}]}`, i, i)
-	}
-	g := startGatewayTB(b, testFile(b, models.String()), nil)
-	for i := 0; i < 20; i++ {
-		g.post("/v1/chat/completions", fmt.Sprintf(`{"model":"cap-%d","messages":[]}`, i))
-	}
+	g := startGatewayWith(b, scaleFile(b, 100), scaleEnv, transport.Options{})
+	release := g.gw.FillLanes(1000)
+	defer release()
 	b.ReportAllocs()
-	b.ResetTimer()
 	var n int
-	for i := 0; i < b.N; i++ {
+	for b.Loop() {
 		r := g.get("/api/dashboard/snapshot")
 		if r.status != 200 {
 			b.Fatalf("snapshot %d", r.status)

@@ -1,6 +1,13 @@
 package transport
 
-import "time"
+import (
+	"encoding/binary"
+	"sync"
+	"time"
+
+	"github.com/omniroute/gateway/actors/lanes"
+	"github.com/omniroute/gateway/internal/tenant"
+)
 
 // SetLogsHeartbeat shortens the logs stream heartbeat for a test; call the
 // returned func (after the gateway stopped) to restore it.
@@ -39,3 +46,93 @@ func MetricKinds() map[string]string {
 // MarkDraining sets the flag Shutdown sets first, without closing the
 // listeners, so a test can read what a draining gateway answers.
 func (g *Gateway) MarkDraining() { g.draining.Store(true) }
+
+// FillLanes gives n tenants a waiting request each, spread over the
+// gateway's upstreams (whose capacity it takes first, so the requests
+// queue in the tenants' lanes), for the dashboard's scale tests. It
+// returns once the lanes exist and every request waits in its lane; release ends the waits and frees the
+// capacity.
+func (g *Gateway) FillLanes(n int) (release func()) {
+	h := g.adm.lanes
+	ups := h.Upstreams()
+	var held []*lanes.Lease
+	for u := 0; u < ups; u++ {
+		for {
+			l := new(lanes.Lease)
+			if h.TryAcquire(lanes.Ticket{Upstream: u, Tenant: tenant.ID{0xff}, Class: g.adm.defaultClass, Cost: 1}, l) != lanes.None {
+				break
+			}
+			held = append(held, l)
+		}
+	}
+	abs := make([]*testAborter, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		ab := &testAborter{}
+		abs[i] = ab
+		var id tenant.ID
+		binary.BigEndian.PutUint32(id[:], uint32(i+1))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var l lanes.Lease
+			if h.Acquire(lanes.Ticket{Upstream: i % ups, Tenant: id, Class: g.adm.defaultClass, Cost: 1, Abort: ab}, &l) == lanes.None {
+				h.Release(&l, lanes.Completion{Outcome: lanes.LocalReject})
+			}
+		}()
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	queuedLanes := func(s *lanes.Snapshot) int {
+		q := 0
+		for _, u := range s.Upstreams {
+			for _, lt := range u.LaneTenants {
+				if lt.QueuedCount > 0 {
+					q++
+				}
+			}
+		}
+		return q
+	}
+	for s := h.Snapshot(); (s.LaneCount < n || queuedLanes(s) < n) && time.Now().Before(deadline); s = h.Snapshot() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return func() {
+		for _, ab := range abs {
+			ab.abort()
+		}
+		wg.Wait()
+		for _, l := range held {
+			h.Release(l, lanes.Completion{Outcome: lanes.LocalReject})
+		}
+	}
+}
+
+// testAborter is a caller that leaves when abort is called.
+type testAborter struct {
+	mu   sync.Mutex
+	f    func()
+	done bool
+}
+
+func (a *testAborter) Notify(f func()) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.done {
+		return false
+	}
+	a.f = f
+	return true
+}
+
+func (a *testAborter) abort() {
+	a.mu.Lock()
+	a.done = true
+	f := a.f
+	a.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// DashboardSnapshot is the body GET /api/dashboard/snapshot answers.
+func (g *Gateway) DashboardSnapshot() map[string]any { return g.dashboardSnapshot() }

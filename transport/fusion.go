@@ -31,18 +31,20 @@ type fusionModel struct {
 	prompt      string
 }
 
-func (g *Gateway) buildFusion() error {
-	g.adm.fusion = make([]*fusionModel, len(g.cat.Models))
-	for _, m := range g.cat.Models {
+// buildFusion resolves the fusion sections of f's models (by model index
+// in cat).
+func buildFusion(f *config.File, cat *catalog.Catalog) ([]*fusionModel, error) {
+	out := make([]*fusionModel, len(cat.Models))
+	for _, m := range cat.Models {
 		if m.Strategy != config.StrategyFusion {
 			continue
 		}
-		fc := g.opts.File.Models[m.Name].Fusion
+		fc := f.Models[m.Name].Fusion
 		fm := &fusionModel{prompt: fc.EffectivePrompt()}
 		if fc != nil {
 			fm.quorum = fc.Quorum
 			if fc.Judge != "" {
-				if jm := g.cat.Model([]byte(fc.Judge)); jm != nil {
+				if jm := cat.Model([]byte(fc.Judge)); jm != nil {
 					fm.judgeModel = jm
 				} else {
 					for _, t := range m.Targets {
@@ -51,14 +53,14 @@ func (g *Gateway) buildFusion() error {
 						}
 					}
 					if fm.judgeTarget == nil {
-						return fmt.Errorf("models.%s.fusion.judge: %q is neither a model nor a target of this model", m.Name, fc.Judge)
+						return nil, fmt.Errorf("models.%s.fusion.judge: %q is neither a model nor a target of this model", m.Name, fc.Judge)
 					}
 				}
 			}
 		}
-		g.adm.fusion[m.Index] = fm
+		out[m.Index] = fm
 	}
-	return nil
+	return out, nil
 }
 
 // panelDrop lists the members a panel request goes without: panel answers
@@ -91,7 +93,7 @@ type panelMember struct {
 // answers and its answer is returned, streamed if the caller asked.
 func (c *call) fusion() bool {
 	g := c.g
-	fm := g.adm.fusion[c.model.Index]
+	fm := c.rc.fusion[c.model.Index]
 	panel := c.model.TargetsFor(c.surface)
 	base := bytebufferpool.Get()
 	defer bytebufferpool.Put(base)

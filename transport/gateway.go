@@ -38,7 +38,6 @@ import (
 	"github.com/omniroute/gateway/internal/logging"
 	"github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/internal/sanitize"
-	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/transport/upstream"
 )
 
@@ -76,13 +75,17 @@ type Options struct {
 
 // Gateway is one running gateway instance.
 type Gateway struct {
-	opts     Options
-	log      *slog.Logger
-	clk      clock.Clock
-	system   *actor.ActorSystem
+	opts   Options
+	log    *slog.Logger
+	clk    clock.Clock
+	system *actor.ActorSystem
+	// cat is the start-up catalog: target and connection IDs index its
+	// slices (and every per-target array of the actors and metrics) for
+	// the gateway's life. What requests route by is rc's catalog.
 	cat      *catalog.Catalog
+	rc       atomic.Pointer[routingConfig] // the config in force (reload.go)
+	reload   reloadState
 	clients  []*upstream.Client // by connection id
-	tenants  *tenant.Resolver
 	targets  *targets.Handle
 	metrics  *gwMetrics
 	inflight *registry
@@ -90,7 +93,6 @@ type Gateway struct {
 	rids     requestIDs
 	started  time.Time
 	health   []healthSection
-	rr       []atomic.Uint64 // round-robin cursor per model index
 
 	server   *fasthttp.Server
 	draining atomic.Bool
@@ -151,7 +153,6 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	g.redact = g.buildRedactor()
 	g.browser = newBrowserPolicy(&o.Env)
 	g.log = logging.Redacting(o.Logger, g.redact)
-	g.rr = make([]atomic.Uint64, len(cat.Models))
 	// One gateway per data directory: two would overwrite each other's
 	// service state (lockfile). Held until Close.
 	if g.dirLock, err = lockfile.Acquire(o.Env.ResolvedDataDir()); err != nil {
@@ -170,7 +171,7 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	if err := g.buildClients(); err != nil {
 		return early(err)
 	}
-	if g.tenants, err = buildTenants(o); err != nil {
+	if err = g.initRouting(); err != nil {
 		return early(err)
 	}
 	names := make([]string, len(cat.Targets))
@@ -178,6 +179,7 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 		names[i] = t.Name
 	}
 	g.metrics = newMetrics(cat)
+	g.reloadMetrics()
 	if err := g.spawnRouting(system, names); err != nil {
 		g.metrics.unregister()
 		return early(err)
@@ -265,8 +267,8 @@ func (g *Gateway) resolveAddr(p *catalog.Provider) (addr string, isTLS bool, err
 	return host, isTLS, nil
 }
 
-// Catalog returns the resolved routing table.
-func (g *Gateway) Catalog() *catalog.Catalog { return g.cat }
+// Catalog returns the routing table in force (the last config loaded).
+func (g *Gateway) Catalog() *catalog.Catalog { return g.rc.Load().cat }
 
 // Targets returns the targets actor handle.
 func (g *Gateway) Targets() *targets.Handle { return g.targets }

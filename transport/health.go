@@ -77,8 +77,9 @@ func (g *Gateway) serverHealth() (any, string) {
 		"inflightRequests":  g.active.Load(),
 		"upstreamExchanges": g.inflight.count(),
 		"draining":          g.draining.Load(),
-		"models":            len(g.cat.Models),
-		"targets":           len(g.cat.Targets),
+		"models":            len(g.rc.Load().cat.Models),
+		"targets":           len(g.rc.Load().cat.Targets),
+		"config":            g.ConfigInfo(),
 	}, "ok"
 }
 

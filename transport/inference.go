@@ -31,7 +31,10 @@ import (
 // call is the state of one inference request. It is pooled; a streaming
 // call lives on after the handler returns, until its relay ends.
 type call struct {
-	g       *Gateway
+	g *Gateway
+	// rc is the routing config the request started on (reload.go): it
+	// keeps it to its end, whatever reloads happen meanwhile.
+	rc      *routingConfig
 	ctx     *fasthttp.RequestCtx
 	surface catalog.Surface
 	format  apierror.Format
@@ -113,7 +116,7 @@ var callPool = sync.Pool{New: func() any { return &call{} }}
 
 func (g *Gateway) acquireCall(ctx *fasthttp.RequestCtx, r route, rid []byte, start time.Time) *call {
 	c := callPool.Get().(*call)
-	c.g, c.ctx, c.surface, c.format, c.route, c.start = g, ctx, routes[r].surface, r.format(), r, start
+	c.g, c.rc, c.ctx, c.surface, c.format, c.route, c.start = g, g.rc.Load(), ctx, routes[r].surface, r.format(), r, start
 	c.up = c.surface
 	c.rid = append(c.ridBuf[:0], rid...)
 	return c
@@ -255,7 +258,7 @@ func (c *call) handle(host context.Context) bool {
 	if !c.admitStructure() {
 		return false
 	}
-	c.model = g.cat.Resolve(c.scan.Model)
+	c.model = c.rc.cat.Resolve(c.scan.Model)
 	c.traceStart()
 	if c.model == nil {
 		c.fail(errUnknownModel(c.scan.Model))

@@ -163,7 +163,7 @@ func (g *Gateway) keyBody(ctx *fasthttp.RequestCtx, rid []byte) ([]byte, bool) {
 // checkPolicyModels refuses allowed_models entries that match none of the
 // gateway's models.
 func (g *Gateway) checkPolicyModels(p tenantpolicy.Policy) error {
-	if err := g.checkModels("", p.AllowedModels); err != nil {
+	if err := checkModels(g.rc.Load().cat, "", p.AllowedModels); err != nil {
 		var fe tenantpolicy.FieldError
 		errors.As(err, &fe)
 		return &ikeys.Error{Status: 400, Code: "invalid_policy", Field: fe.Path, Message: fe.Error()}

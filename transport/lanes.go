@@ -26,8 +26,7 @@ const maxSkipNames = 16
 type admissionState struct {
 	lanes        *lanes.Handle
 	defaultClass admission.Class
-	upstream     []int          // target id → upstream (shared by targets with the same connection and model)
-	fusion       []*fusionModel // by model index
+	upstream     []int // target id → upstream (shared by targets with the same connection and model)
 	metrics      admissionMetrics
 }
 
@@ -79,10 +78,6 @@ func (g *Gateway) startLanes() error {
 		})
 	}
 	a.defaultClass = admission.Class(g.opts.Env.Lanes.DefaultClass)
-	if err := g.buildFusion(); err != nil {
-		h.Stop()
-		return err
-	}
 	g.AddHealthSection("adaptiveAdmission", g.lanesHealth)
 	g.registerLanesMetrics()
 	return nil

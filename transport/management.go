@@ -156,7 +156,7 @@ func (g *Gateway) quotaReport(ctx *fasthttp.RequestCtx, rid string) {
 			}
 		}
 	}
-	for _, t := range g.cat.Targets {
+	for _, t := range g.rc.Load().cat.Targets {
 		in := &qs.info[t.ID]
 		v := targetQuotaView{Target: t.Name, Model: in.upstream, Quota: qs.quota.ModelStatus(in.conn, in.model, now).String(), Circuit: "closed"}
 		cand := routing.Candidate{CapabilityScore: 1, HealthScore: 1, Quota: qs.quota.ModelStatus(in.conn, in.model, now)}

@@ -58,6 +58,11 @@ var metricTable = []metricDef{
 	{"omniroute_routing_retries_total", kindCounter, "`route`", "Requests whose only target was retried once (as its circuit's probe) after a transient failure."},
 	{"omniroute_request_panics_total", kindCounter, "`route`", "Requests whose handling panicked (answered 500 internal_error, or a stream cut off); the gateway keeps serving."},
 
+	// Config reload (reload.go).
+	{"omniroute_config_reloads_total", kindCounter, "`result`", "Config reloads (SIGHUP, POST /api/config/reload) by result: ok (in force), invalid (the file does not validate), needs_restart (it needs a connection, target or endpoint only a restart starts), unreadable (no file, or it cannot be read); the running config stays on all but ok."},
+	{"omniroute_config_loaded_timestamp_seconds", kindGauge, "", "Unix time the config in force was loaded (start-up or the last applied reload)."},
+	{"omniroute_config_version", kindGauge, "", "Version of the config in force: 1 at start-up, one more per applied reload."},
+
 	// Supervised services and the relay.
 	{"omniroute_service_state", kindGauge, "`service`, `state`", "1 for the service's current state (not_installed, stopped, starting, running, stopping, error), 0 for the others."},
 	{"omniroute_service_health", kindGauge, "`service`, `health`", "1 for the service's current health (healthy, unhealthy, unknown), 0 for the others."},

@@ -29,7 +29,9 @@ func (g *Gateway) models(ctx *fasthttp.RequestCtx, rid []byte) {
 		writeError(ctx, f, string(rid), errMethod("GET"))
 		return
 	}
-	if _, _, d := g.tenants.Identify(credential(&ctx.Request.Header), isLoopback(ctx)); d != tenantAllowed {
+	rc := g.rc.Load() // one config for the whole request (reload.go)
+	cat := rc.cat
+	if _, _, d := rc.tenants.Identify(credential(&ctx.Request.Header), isLoopback(ctx)); d != tenantAllowed {
 		e := errInvalidKey
 		if d == tenantMissing {
 			e = errMissingKey
@@ -40,7 +42,7 @@ func (g *Gateway) models(ctx *fasthttp.RequestCtx, rid []byte) {
 	b := bytebufferpool.Get()
 	defer bytebufferpool.Put(b)
 	if id, ok := strings.CutPrefix(string(ctx.Path()), modelsPrefix); ok {
-		m := g.cat.Resolve([]byte(id))
+		m := cat.Resolve([]byte(id))
 		if m == nil {
 			writeError(ctx, f, string(rid), errUnknownModel([]byte(id)))
 			return
@@ -50,12 +52,12 @@ func (g *Gateway) models(ctx *fasthttp.RequestCtx, rid []byte) {
 		ctx.SetBody(b.B)
 		return
 	}
-	n := len(g.cat.Models) + len(g.cat.Aliases)
+	n := len(cat.Models) + len(cat.Aliases)
 	name := func(i int) (string, *catalog.Model) {
-		if i < len(g.cat.Models) {
-			return g.cat.Models[i].Name, g.cat.Models[i]
+		if i < len(cat.Models) {
+			return cat.Models[i].Name, cat.Models[i]
 		}
-		a := g.cat.Aliases[i-len(g.cat.Models)]
+		a := cat.Aliases[i-len(cat.Models)]
 		return a.Name, a.Model
 	}
 	if anthropic {

@@ -249,7 +249,8 @@ func (g *Gateway) quotaHealth() (any, string) {
 	out := map[string]any{"quotaAwareRouting": qs.aware, "connections": byStatus}
 	cooling, open, halfOpen, exhausted, usable := 0, 0, 0, 0, 0
 	snap := g.targets.Snapshot()
-	for _, t := range g.cat.Targets {
+	live := g.rc.Load().cat.Targets // the targets the config in force routes to
+	for _, t := range live {
 		in := &qs.info[t.ID]
 		out := false
 		if snap != nil && t.ID < len(snap.Targets) {
@@ -277,7 +278,7 @@ func (g *Gateway) quotaHealth() (any, string) {
 	}
 	out["targets"] = map[string]int{"usable": usable, "cooling": cooling, "circuitOpen": open, "circuitHalfOpen": halfOpen, "quotaExhausted": exhausted}
 	status := "ok"
-	if usable < len(g.cat.Targets) {
+	if usable < len(live) {
 		status = "degraded"
 	}
 	return out, status

@@ -213,7 +213,7 @@ func (c *call) relayHandle(host context.Context) bool {
 		return false
 	}
 	c.relayed = true
-	c.tenant = g.tenants.IDForKey(raw)
+	c.tenant = c.rc.tenants.IDForKey(raw)
 
 	base, why := g.bifrostEndpoint()
 	backend, forced := r.backend(base)
@@ -237,7 +237,7 @@ func (c *call) relayHandle(host context.Context) bool {
 			return c.relayNative(host, "", "")
 		}
 		if r.manifest != nil {
-			if ok, reason := r.manifest.Eligibility(providerOf(g.cat, model)); !ok {
+			if ok, reason := r.manifest.Eligibility(providerOf(c.rc.cat, model)); !ok {
 				return c.relayNative(host, reason, reason)
 			}
 		}
@@ -308,7 +308,7 @@ func (c *call) identify() (tenant.ID, tenant.Decision) {
 	if c.relayed {
 		return c.tenant, tenantAllowed
 	}
-	id, e, decision := c.g.identifyCaller(credential(&c.ctx.Request.Header), isLoopback(c.ctx))
+	id, e, decision := c.g.identifyCaller(c.rc, credential(&c.ctx.Request.Header), isLoopback(c.ctx))
 	c.ten.entry = e
 	return id, decision
 }

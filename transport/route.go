@@ -167,7 +167,7 @@ func (c *call) rank(list []*catalog.Target) {
 	}
 	p.order = p.order[:0]
 	if c.model.Strategy == config.StrategyRoundRobin && len(list) > 1 {
-		p.order = routing.RoundRobin(p.live, g.rr[c.model.Index].Add(1)-1, c.model.ScheduleFor(c.surface), p.order)
+		p.order = routing.RoundRobin(p.live, c.rc.rr[c.model.Index].Add(1)-1, c.model.ScheduleFor(c.surface), p.order)
 	} else {
 		p.order = routing.Priority(p.live, p.order)
 	}

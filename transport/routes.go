@@ -70,7 +70,7 @@ var routes = [numRoutes]routeSpec{
 	routeCountTokens: {label: "count_tokens", paths: []string{countTokensPath}, dialect: dialectAnthropic},
 	routeHealth:      {label: "health", paths: []string{"/api/monitoring/health", healthzPath, readyzPath}, dialect: dialectOpenAI},
 	routeMetrics:     {label: "metrics", paths: []string{"/metrics"}, dialect: dialectOpenAI},
-	routeManagement:  {label: "management", paths: []string{"/api/omniroute/route/preview", "/api/omniroute/quota", keysPath, requestsPath, usagePath}, dialect: dialectManagement},
+	routeManagement:  {label: "management", paths: []string{"/api/omniroute/route/preview", "/api/omniroute/quota", keysPath, requestsPath, usagePath, ConfigReloadPath}, dialect: dialectManagement},
 	routeRelay:       {label: "relay", paths: []string{"/api/v1/relay/chat/completions"}, dialect: dialectOpenAI, surface: catalog.Chat},
 }
 
@@ -95,7 +95,7 @@ func routeOf(path []byte) route {
 		return routeHealth
 	case "/metrics":
 		return routeMetrics
-	case "/api/omniroute/route/preview", "/api/omniroute/quota", keysPath, requestsPath, usagePath:
+	case "/api/omniroute/route/preview", "/api/omniroute/quota", keysPath, requestsPath, usagePath, ConfigReloadPath:
 		return routeManagement
 	case "/api/v1/relay/chat/completions":
 		return routeRelay

@@ -78,6 +78,8 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 			g.requestsAPI(ctx, rid)
 		case usagePath:
 			g.usageAPI(ctx, rid)
+		case ConfigReloadPath:
+			g.configReload(ctx, rid)
 		default:
 			if isDashboardPath(path) {
 				g.dashboard(ctx, path, rid)

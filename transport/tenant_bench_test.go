@@ -43,7 +43,7 @@ func tenantFastPath(t testing.TB) (*Gateway, *call, []byte) {
 // against the key snapshot, reserve every counter, set the rate-limit
 // headers, settle.
 func tenantRequest(tb testing.TB, g *Gateway, c *call, key []byte) {
-	id, e, _ := g.identifyCaller(key, true)
+	id, e, _ := g.identifyCaller(g.rc.Load(), key, true)
 	if e == nil {
 		tb.Fatal("the key did not authenticate")
 	}
@@ -77,14 +77,14 @@ func BenchmarkTenantLimitFastPath(b *testing.B) {
 // get the default share.
 func TestTenantWeightsReachAdmission(t *testing.T) {
 	g, _, key := tenantFastPath(t)
-	id, _, _ := g.identifyCaller(key, true)
+	id, _, _ := g.identifyCaller(g.rc.Load(), key, true)
 	if w := g.tenantWeight(id); w != 2 {
 		t.Fatalf("ingest weight %d, want 2", w)
 	}
 	if w := g.laneWeight(id); w != 2 {
 		t.Fatalf("lane weight %v, want 2", w)
 	}
-	other, _, _ := g.identifyCaller([]byte("someone-else"), true)
+	other, _, _ := g.identifyCaller(g.rc.Load(), []byte("someone-else"), true)
 	if w := g.tenantWeight(other); w != 1 {
 		t.Fatalf("default weight %d, want 1", w)
 	}

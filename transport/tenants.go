@@ -55,10 +55,6 @@ type tenantSys struct {
 	keys   *keys.Handle
 	limits *tenantlimitactor.Handle
 	log    *requestlog.Handle
-	prices *pricing.Table
-	// price is each target's price (by target id): its upstream model's,
-	// else the gateway model's name.
-	price []targetPrice
 	// logOn: the request log takes records; then every request reads the
 	// provider's usage report, so its tokens and cost can be logged.
 	logOn bool
@@ -105,26 +101,9 @@ type tenantCall struct {
 // and lanes read the tenants' weights.
 func (g *Gateway) startTenants() error {
 	o := &g.opts
-	ts := &tenantSys{prices: pricing.New(o.File.Prices), clk: g.clk.Now}
+	ts := &tenantSys{clk: g.clk.Now}
 	g.ten = ts
-	ts.price = make([]targetPrice, len(g.cat.Targets))
-	for _, m := range g.cat.Models {
-		for _, t := range m.Targets {
-			name := t.UpstreamModel
-			if name == "" {
-				name = m.Name
-			}
-			p, _, ok := ts.prices.LookupString(name)
-			if !ok {
-				p, _, ok = ts.prices.LookupString(m.Name)
-			}
-			ts.price[t.ID] = targetPrice{p, ok}
-		}
-	}
-	cfg, err := g.configTenants()
-	if err != nil {
-		return err
-	}
+	rc := g.rc.Load()
 	if o.Store != nil {
 		ts.db = o.Store
 	} else {
@@ -134,7 +113,7 @@ func (g *Gateway) startTenants() error {
 		}
 		ts.db, ts.ownDB = db, true
 	}
-	kh, err := keys.Spawn(g.system, keys.Options{Store: ts.db, Resolver: g.tenants, Config: cfg, Clock: g.clk,
+	kh, err := keys.Spawn(g.system, keys.Options{Store: ts.db, Resolver: rc.tenants, Config: rc.config, Clock: g.clk,
 		OnChange: func(s *ikeys.Snapshot) { ts.keysChanged(s, true) }})
 	if err != nil {
 		return fmt.Errorf("cannot start: %w", err)
@@ -195,16 +174,36 @@ func (g *Gateway) stopTenants() {
 	}
 }
 
+// buildPrices prices each target (by target ID; n is the number of
+// IDs): its upstream model's price, else the gateway model's name.
+func buildPrices(prices *pricing.Table, cat *catalog.Catalog, n int) []targetPrice {
+	out := make([]targetPrice, n)
+	for _, m := range cat.Models {
+		for _, t := range m.Targets {
+			name := t.UpstreamModel
+			if name == "" {
+				name = m.Name
+			}
+			p, _, ok := prices.LookupString(name)
+			if !ok {
+				p, _, ok = prices.LookupString(m.Name)
+			}
+			out[t.ID] = targetPrice{p, ok}
+		}
+	}
+	return out
+}
+
 // configTenants reads the config file's tenants for the keys actor, and
 // checks their allowed models against the catalog.
-func (g *Gateway) configTenants() ([]keys.ConfigTenant, error) {
+func configTenants(o Options, cat *catalog.Catalog) ([]keys.ConfigTenant, error) {
 	var out []keys.ConfigTenant
-	for i, t := range g.opts.File.Tenants {
-		d, err := tenantDigest(g.opts, i, t)
+	for i, t := range o.File.Tenants {
+		d, err := tenantDigest(o, i, t)
 		if err != nil {
 			return nil, err
 		}
-		if err := g.checkModels(fmt.Sprintf("tenants[%d].", i), t.Policy.AllowedModels); err != nil {
+		if err := checkModels(cat, fmt.Sprintf("tenants[%d].", i), t.Policy.AllowedModels); err != nil {
 			return nil, err
 		}
 		out = append(out, keys.ConfigTenant{Name: t.Name, KeySHA256: d, Policy: t.Policy})
@@ -214,10 +213,10 @@ func (g *Gateway) configTenants() ([]keys.ConfigTenant, error) {
 
 // checkModels refuses an allowed_models entry that names or matches none
 // of the gateway's models: it could only refuse the tenant's requests.
-func (g *Gateway) checkModels(prefix string, patterns []string) error {
+func checkModels(cat *catalog.Catalog, prefix string, patterns []string) error {
 	for i, pat := range patterns {
 		found := false
-		for _, m := range g.cat.Models {
+		for _, m := range cat.Models {
 			if tenantpolicy.MatchString(pat, m.Name) {
 				found = true
 				break
@@ -326,9 +325,12 @@ func (g *Gateway) laneWeight(id tenant.ID) float64 { return float64(g.tenantWeig
 // no message), so a revoked or rotated key is refused on the very next
 // request on every connection; then by the resolver's rules (anonymous
 // callers, and unconfigured keys in the loopback and open auth modes).
-func (g *Gateway) identifyCaller(key []byte, loopback bool) (tenant.ID, *ikeys.Entry, tenant.Decision) {
+//
+// rc is the routing config the request runs on; its resolver knows the
+// config-file tenants of that config.
+func (g *Gateway) identifyCaller(rc *routingConfig, key []byte, loopback bool) (tenant.ID, *ikeys.Entry, tenant.Decision) {
 	if len(key) == 0 || g.ten == nil {
-		id, _, d := g.tenants.Identify(key, loopback)
+		id, _, d := rc.tenants.Identify(key, loopback)
 		return id, nil, d
 	}
 	snap := g.ten.keys.Snapshot()
@@ -336,11 +338,11 @@ func (g *Gateway) identifyCaller(key []byte, loopback bool) (tenant.ID, *ikeys.E
 	if e, ok := snap.LookupDigest(d); ok {
 		return e.TenantID, e, tenant.Allowed
 	}
-	id := g.tenants.IDForDigest(d)
+	id := rc.tenants.IDForDigest(d)
 	if snap.Retired(d, id) {
 		return tenant.ID{}, nil, tenant.Retired
 	}
-	id, _, dec := g.tenants.IdentifyID(id, loopback)
+	id, _, dec := rc.tenants.IdentifyID(id, loopback)
 	return id, nil, dec
 }
 
@@ -376,7 +378,7 @@ func (c *call) reserveTenant() bool {
 	// The dearest target of the model prices the reservation, so a
 	// fail-over cannot overshoot a budget by more than the estimate.
 	for _, t := range c.model.TargetsFor(c.surface) {
-		if tp := &ts.price[t.ID]; tp.ok {
+		if tp := &c.rc.price[t.ID]; tp.ok {
 			if v := tp.p.Cost(pricing.Usage{Input: in, Output: out}); v > tc.estCost {
 				tc.estCost, tc.inCost = v, tp.p.Cost(pricing.Usage{Input: in})
 			}
@@ -492,13 +494,12 @@ func (tc *tenantCall) addUsage(u pricing.Usage) {
 
 // costOf prices u at target t's price (nil: the estimate's price ratio).
 func (c *call) costOf(t *catalog.Target, u pricing.Usage) int64 {
-	ts := c.g.ten
-	if t != nil && ts.price[t.ID].ok {
-		return ts.price[t.ID].p.Cost(u)
+	if t != nil && c.rc.price[t.ID].ok {
+		return c.rc.price[t.ID].p.Cost(u)
 	}
 	if c.model != nil {
 		for _, t := range c.model.TargetsFor(c.surface) {
-			if tp := &ts.price[t.ID]; tp.ok {
+			if tp := &c.rc.price[t.ID]; tp.ok {
 				return tp.p.Cost(u)
 			}
 		}

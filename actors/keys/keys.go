@@ -59,6 +59,10 @@ type Handle struct {
 	pid  *actor.PID
 	o    Options
 	snap atomic.Pointer[keys.Snapshot]
+	// cfg is the config-file tenants in force: Options.Config until a
+	// reload's SetConfig; written only by the actor, read by a restarted
+	// actor's load.
+	cfg atomic.Pointer[[]ConfigTenant]
 }
 
 // Messages. Each carries its answer back through ctx.Respond.
@@ -72,6 +76,7 @@ type (
 		policy tenantpolicy.Policy
 	}
 	rotateKey struct{ name string }
+	setConfig struct{ cfg []ConfigTenant }
 	revokeKey struct{ name string }
 	result    struct {
 		info   keys.Info
@@ -100,13 +105,11 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 		o.OnChange = func(*keys.Snapshot) {}
 	}
 	h := &Handle{root: system.Root, o: o}
-	names := map[string]bool{}
-	for _, c := range o.Config {
-		if names[c.Name] {
-			return nil, fmt.Errorf("config tenant %q is listed twice", c.Name)
-		}
-		names[c.Name] = true
+	if err := uniqueNames(o.Config); err != nil {
+		return nil, err
 	}
+	cfg := o.Config
+	h.cfg.Store(&cfg)
 	a := &keysActor{h: h}
 	if err := a.load(); err != nil {
 		return nil, err
@@ -119,6 +122,30 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	}
 	h.pid = pid
 	return h, nil
+}
+
+func uniqueNames(cfg []ConfigTenant) error {
+	names := map[string]bool{}
+	for _, c := range cfg {
+		if names[c.Name] {
+			return fmt.Errorf("config tenant %q is listed twice", c.Name)
+		}
+		names[c.Name] = true
+	}
+	return nil
+}
+
+// SetConfig replaces the config-file tenants (a config reload): the keys
+// issued at run time stay as they are. It waits until the new snapshot
+// is published (and OnChange has run), so the tenants are in force when
+// it returns; a config tenant whose name a stored key uses is refused
+// and nothing changes.
+func (h *Handle) SetConfig(cfg []ConfigTenant) error {
+	if err := uniqueNames(cfg); err != nil {
+		return err
+	}
+	_, _, err := h.ask(&setConfig{cfg: cfg})
+	return err
 }
 
 // Stop stops the actor and waits for it.
@@ -189,6 +216,8 @@ func (a *keysActor) Receive(ctx actor.Context) {
 		}, false))
 	case *rotateKey:
 		ctx.Respond(a.change(m.name, nil, true))
+	case *setConfig:
+		ctx.Respond(a.setConfig(m.cfg))
 	case *revokeKey:
 		ctx.Respond(a.change(m.name, func(k *keys.Key) error {
 			at := a.h.o.Clock.Now().UTC()
@@ -210,12 +239,9 @@ func (a *keysActor) load() error {
 	if err != nil {
 		return fmt.Errorf("loading API keys: %w", err)
 	}
-	list := make([]keys.Key, 0, len(o.Config)+len(stored))
-	for _, c := range o.Config {
-		id := o.Resolver.IDForDigest(c.KeySHA256)
-		list = append(list, keys.Key{Info: keys.Info{Name: c.Name, TenantID: id.String(), Source: keys.FromConfig, Policy: c.Policy,
-			KeySHA256Prefix: keys.HashHex(c.KeySHA256)[:8]}, Digest: c.KeySHA256, ID: id})
-	}
+	cfg := *a.h.cfg.Load()
+	list := make([]keys.Key, 0, len(cfg)+len(stored))
+	list = a.appendConfig(list, cfg)
 	for _, s := range stored {
 		k, err := fromStore(s)
 		if err != nil {
@@ -225,6 +251,36 @@ func (a *keysActor) load() error {
 	}
 	a.list = list
 	return nil
+}
+
+func (a *keysActor) appendConfig(list []keys.Key, cfg []ConfigTenant) []keys.Key {
+	for _, c := range cfg {
+		id := a.h.o.Resolver.IDForDigest(c.KeySHA256)
+		list = append(list, keys.Key{Info: keys.Info{Name: c.Name, TenantID: id.String(), Source: keys.FromConfig, Policy: c.Policy,
+			KeySHA256Prefix: keys.HashHex(c.KeySHA256)[:8]}, Digest: c.KeySHA256, ID: id})
+	}
+	return list
+}
+
+// setConfig swaps the config tenants at the head of the list for cfg and
+// keeps the stored keys behind them.
+func (a *keysActor) setConfig(cfg []ConfigTenant) *result {
+	list := a.appendConfig(make([]keys.Key, 0, len(cfg)+len(a.list)), cfg)
+	for _, k := range a.list {
+		if k.Source == keys.FromConfig {
+			continue
+		}
+		for _, c := range cfg {
+			if c.Name == k.Name {
+				return &result{err: fmt.Errorf("tenants: %q is already the name of a key issued at run time; rename the config tenant", c.Name)}
+			}
+		}
+		list = append(list, k)
+	}
+	a.h.cfg.Store(&cfg)
+	a.list = list
+	a.publish()
+	return &result{}
 }
 
 func fromStore(s store.Key) (keys.Key, error) {
@@ -310,7 +366,7 @@ func (a *keysActor) change(name string, apply func(*keys.Key) error, rotate bool
 	case k == nil:
 		return &result{err: &keys.Error{Status: 404, Code: "key_not_found", Field: "name", Message: fmt.Sprintf("no key named %q", name)}}
 	case k.Source == keys.FromConfig:
-		return &result{err: &keys.Error{Status: 409, Code: "read_only_tenant", Field: "name", Message: fmt.Sprintf("%q is a config-file tenant; change it in the config file and restart", name)}}
+		return &result{err: &keys.Error{Status: 409, Code: "read_only_tenant", Field: "name", Message: fmt.Sprintf("%q is a config-file tenant; change it in the config file and reload it (SIGHUP or POST /api/config/reload)", name)}}
 	case k.RevokedAt != nil:
 		return &result{err: &keys.Error{Status: 409, Code: "key_revoked", Field: "name", Message: fmt.Sprintf("key %q is revoked; create a new key", name)}}
 	}

@@ -176,3 +176,48 @@ func TestRestartReloadsFromTheStore(t *testing.T) {
 func first(_ keys.Info, err error) error { return err }
 
 func second[T any](_ keys.Info, _ T, err error) error { return err }
+
+// TestSetConfigKeepsRunTimeKeys: a config reload replaces the config-file
+// tenants in one step (the old one's key stops working, the new one's
+// works, OnChange runs), keeps the keys issued at run time, refuses a
+// config tenant named like a stored key without changing anything, and a
+// restarted actor rebuilds from the new config, not the start-up one.
+func TestSetConfigKeepsRunTimeKeys(t *testing.T) {
+	f := spawn(t, filepath.Join(t.TempDir(), sqlite.FileName))
+	_, secret, err := f.h.Create("runner", tenantpolicy.Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := f.changes.Load()
+	dev := ConfigTenant{Name: "dev", KeySHA256: sha256.Sum256([]byte("dev-key"))}
+	if err := f.h.SetConfig([]ConfigTenant{dev}); err != nil {
+		t.Fatal(err)
+	}
+	if f.changes.Load() != before+1 {
+		t.Fatal("SetConfig did not publish")
+	}
+	check := func(when string) {
+		t.Helper()
+		if _, ok := f.h.Lookup([]byte("ops-key")); ok {
+			t.Fatalf("%s: the removed config tenant still authenticates", when)
+		}
+		for _, k := range []string{"dev-key", secret} {
+			if _, ok := f.h.Lookup([]byte(k)); !ok {
+				t.Fatalf("%s: key %.8s… lost", when, k)
+			}
+		}
+	}
+	check("after SetConfig")
+	if err := f.h.SetConfig([]ConfigTenant{dev, {Name: "runner", KeySHA256: sha256.Sum256([]byte("x"))}}); err == nil || !strings.Contains(err.Error(), "runner") {
+		t.Fatalf("a config tenant named like a stored key: %v", err)
+	}
+	if err := f.h.SetConfig([]ConfigTenant{dev, dev}); err == nil {
+		t.Fatal("a tenant listed twice was accepted")
+	}
+	check("after the refused changes")
+	f.h.root.Send(f.h.pid, crash{})
+	if got := code(second(f.h.Create("dev", tenantpolicy.Policy{}))); got != "duplicate_key_name/name" {
+		t.Fatalf("after a restart, dev is not a config tenant: %s", got)
+	}
+	check("after a restart")
+}

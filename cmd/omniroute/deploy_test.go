@@ -92,6 +92,9 @@ func TestDeployUnitHardened(t *testing.T) {
 	if one("ExecStart") != "/usr/local/bin/omniroute serve" || one("EnvironmentFile") != "/etc/omniroute/omniroute.env" {
 		t.Fatalf("ExecStart %q EnvironmentFile %q", one("ExecStart"), one("EnvironmentFile"))
 	}
+	if one("ExecReload") != "/bin/kill -HUP $MAINPID" {
+		t.Fatalf("ExecReload %q: systemctl reload must send SIGHUP (the config reload)", one("ExecReload"))
+	}
 	vars := map[string]string{}
 	for _, e := range u["Environment"] {
 		k, v, _ := strings.Cut(e, "=")

@@ -34,7 +34,7 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "serve":
 		sig := make(chan os.Signal, 1)
-		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+		signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 		defer signal.Stop(sig)
 		return run(args, nil, stdout, stderr, sig)
 	case "mockprovider":

@@ -161,28 +161,8 @@ func TestSIGTERMLetsOpenStreamFinish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(self, "serve")
-	cmd.Env = append(os.Environ(), "OMNIROUTE_TEST_AS_MAIN=1", "OMNIROUTE_LISTEN=127.0.0.1:0",
-		"OMNIROUTE_DATA_DIR="+t.TempDir(), "OMNIROUTE_LOG_LEVEL=warn", "OMNIROUTE_CONFIG=", "OMNIROUTE_SHUTDOWN_TIMEOUT_MS=10000")
-	stdout, _ := cmd.StdoutPipe()
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, addr, stderr := startServe(t, self, "OMNIROUTE_CONFIG=", "OMNIROUTE_SHUTDOWN_TIMEOUT_MS=10000")
 	defer cmd.Process.Kill() //nolint:errcheck
-	sc := bufio.NewScanner(stdout)
-	var addr string
-	for sc.Scan() {
-		if i := strings.Index(sc.Text(), "listening on http://"); i >= 0 {
-			addr = sc.Text()[i+len("listening on http://"):]
-			break
-		}
-	}
-	go io.Copy(io.Discard, stdout) //nolint:errcheck
-	if addr == "" {
-		t.Fatalf("no listening line; stderr %s", stderr.String())
-	}
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
 	defer hc.CloseIdleConnections()
 	// Slow the demo model down through the embedded mock's admin API is not
@@ -208,6 +188,38 @@ func TestSIGTERMLetsOpenStreamFinish(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("exit: %v; stderr %s", err, stderr.String())
 	}
+}
+
+// startServe runs "self serve" as a child process (the test binary as
+// the real command) on a loopback port and its own data directory, with
+// env added, and returns once it printed its address. The caller kills
+// or waits for it.
+func startServe(t *testing.T, self string, env ...string) (*exec.Cmd, string, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(self, "serve")
+	cmd.Env = append(append(os.Environ(), "OMNIROUTE_TEST_AS_MAIN=1", "OMNIROUTE_LISTEN=127.0.0.1:0",
+		"OMNIROUTE_DATA_DIR="+t.TempDir(), "OMNIROUTE_LOG_LEVEL=warn"), env...)
+	stdout, _ := cmd.StdoutPipe()
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	var addr string
+	for sc.Scan() {
+		if i := strings.Index(sc.Text(), "listening on http://"); i >= 0 {
+			addr = sc.Text()[i+len("listening on http://"):]
+			break
+		}
+	}
+	go io.Copy(io.Discard, stdout) //nolint:errcheck
+	if addr == "" {
+		cmd.Process.Kill() //nolint:errcheck
+		cmd.Wait()         //nolint:errcheck
+		t.Fatalf("no listening line; stderr %s", stderr.String())
+	}
+	return cmd, addr, stderr
 }
 
 // TestSecondGatewayOnOneDataDirRefused is part of finding 9: two gateways

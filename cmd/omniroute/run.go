@@ -24,7 +24,8 @@ import (
 	"github.com/omniroute/gateway/transport"
 )
 
-// run serves until a signal arrives on sig, then shuts down gracefully.
+// run serves until a signal other than SIGHUP arrives on sig, then shuts
+// down gracefully; SIGHUP re-reads the config file (reloadOnHangup).
 // environ overrides the process environment (tests); nil means os.Environ.
 func run(args []string, environ map[string]string, stdout, stderr io.Writer, sig <-chan os.Signal) int {
 	if len(args) > 0 {
@@ -98,13 +99,21 @@ func run(args []string, environ map[string]string, stdout, stderr io.Writer, sig
 
 	served := make(chan error, 1)
 	go func() { served <- gw.Serve(ln) }()
-	select {
-	case s := <-sig:
-		log.Info("shutting down", "signal", s.String(), "timeoutMs", int64(env.Server.ShutdownTimeout))
-	case err := <-served:
-		log.Error("server stopped", "err", err)
-		gw.Close()
-		return 1
+wait:
+	for {
+		select {
+		case s := <-sig:
+			if s == syscall.SIGHUP {
+				reloadOnHangup(gw, log)
+				continue
+			}
+			log.Info("shutting down", "signal", s.String(), "timeoutMs", int64(env.Server.ShutdownTimeout))
+			break wait
+		case err := <-served:
+			log.Error("server stopped", "err", err)
+			gw.Close()
+			return 1
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), env.Server.ShutdownTimeout.Duration())
 	defer cancel()
@@ -115,6 +124,14 @@ func run(args []string, environ map[string]string, stdout, stderr io.Writer, sig
 	<-served
 	log.Info("stopped", "tookMs", time.Since(start).Milliseconds())
 	return 0
+}
+
+// reloadOnHangup re-reads the config file on SIGHUP. The gateway logs
+// the outcome: the new version, hash and what needs a restart, or, at
+// warn level, every error of a refused file (the running config stays).
+func reloadOnHangup(gw *transport.Gateway, log *slog.Logger) {
+	log.Info("SIGHUP: re-reading the config file")
+	gw.ReloadConfig()
 }
 
 func loadFile(env config.Env) (*config.File, string, error) {

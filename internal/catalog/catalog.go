@@ -1,12 +1,12 @@
 // Package catalog is the resolved, immutable routing table built from the
 // configuration file: which models exist, which targets serve each model on
 // each API surface, and which connection (credential and endpoint) each
-// target uses. It is built once at start-up and read without locks.
+// target uses. It is built at start-up and again by each config reload
+// (a new, immutable value: see Onto) and read without locks.
 package catalog
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net/url"
 	"sort"
@@ -156,7 +156,7 @@ func (p *Provider) FilterBeta(dst, v []byte) []byte {
 
 // Connection is one credential of a provider with its own connection pool.
 type Connection struct {
-	ID       int    // index in Catalog.Connections
+	ID       int    // index in the start-up catalog's Connections (see Onto)
 	Name     string // "provider/connection"
 	Provider *Provider
 	MaxConns int
@@ -174,7 +174,7 @@ func (c *Connection) APIKey() string { return c.apiKey }
 // model share one Target, so they share its state (cooldowns, circuit,
 // quota, token budget, metrics), as the provider meters them as one.
 type Target struct {
-	ID            int    // index in Catalog.Targets
+	ID            int    // index in the start-up catalog's Targets (see Onto)
 	Name          string // "provider/connection/upstream-model"
 	Conn          *Connection
 	UpstreamModel string // "" = keep the caller's name
@@ -406,9 +406,51 @@ func Build(f *config.File, getenv func(string) (string, bool)) (*Catalog, error)
 		}
 	}
 	if len(errs) > 0 {
-		return nil, errors.New(strings.Join(errs, "; "))
+		return nil, config.Errors(errs)
 	}
 	return c, nil
+}
+
+// Onto renumbers c, a catalog built from a reloaded file, onto base, the
+// catalog the gateway started with: every connection and target takes
+// the ID the same name has in base, so the state the actors keep by ID
+// (circuits, quota, token budgets, admission limits, metrics) carries
+// over to the targets that survive a reload. IDs then index base's
+// slices, not c's: c.Targets lists only the targets c routes to, and a
+// target base has but c lacks keeps its ID unused until a reload brings
+// it back. Onto returns, instead of renumbering, what base cannot hold:
+// connections and targets it has never seen (starting them needs a
+// restart). c is not usable until Onto returned no problem.
+func (c *Catalog) Onto(base *Catalog) []string {
+	conns := make(map[string]int, len(base.Connections))
+	for _, bc := range base.Connections {
+		conns[bc.Name] = bc.ID
+	}
+	targets := make(map[string]int, len(base.Targets))
+	for _, bt := range base.Targets {
+		targets[bt.Name] = bt.ID
+	}
+	var probs []string
+	for _, nc := range c.Connections {
+		if _, ok := conns[nc.Name]; !ok {
+			probs = append(probs, fmt.Sprintf("connection %s is new: adding a connection needs a restart", nc.Name))
+		}
+	}
+	for _, nt := range c.Targets {
+		if _, ok := targets[nt.Name]; !ok {
+			probs = append(probs, fmt.Sprintf("target %s is new: adding a target (a connection and upstream model the gateway did not start with) needs a restart", nt.Name))
+		}
+	}
+	if len(probs) > 0 {
+		return probs
+	}
+	for _, nc := range c.Connections {
+		nc.ID = conns[nc.Name]
+	}
+	for _, nt := range c.Targets {
+		nt.ID = targets[nt.Name]
+	}
+	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

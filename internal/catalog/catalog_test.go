@@ -221,3 +221,46 @@ func TestEmbeddingsNeverTranslated(t *testing.T) {
 		t.Errorf("Embeddings surface %s %s %v", Embeddings, Embeddings.Route(), Embeddings.Translated())
 	}
 }
+
+// TestOntoKeepsIDsByName: a reloaded catalog takes the start-up IDs of
+// the connections and targets it shares with it, whatever order and
+// subset it has, and refuses, untouched, one that needs a new target or
+// connection.
+func TestOntoKeepsIDsByName(t *testing.T) {
+	env := map[string]string{"OA": "sk-oa", "AN": "sk-an"}
+	base, err := build(t, twoModels, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only the Anthropic target is left, under a new model name: alone it
+	// would be target 0 on connection 0.
+	next, err := build(t, `{"providers":{
+  "an":{"base_url":"https://api.anthropic.com/v1","apis":["messages"],"connections":{"k":{"api_key_env":"AN"}}}},
+ "models":{"renamed":{"targets":[{"connection":"an","model":"claude"}]}}}`, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := next.Onto(base); p != nil {
+		t.Fatal(p)
+	}
+	bt := base.Model([]byte("fast")).Targets[1]
+	nt := next.Model([]byte("renamed")).Targets[0]
+	if nt.Name != bt.Name || nt.ID != bt.ID || nt.Conn.ID != bt.Conn.ID || base.Targets[nt.ID].Name != nt.Name || base.Connections[nt.Conn.ID].Name != nt.Conn.Name {
+		t.Fatalf("target %s got id %d conn %d; start-up %d conn %d", nt.Name, nt.ID, nt.Conn.ID, bt.ID, bt.Conn.ID)
+	}
+
+	grown, err := build(t, `{"providers":{
+  "an":{"base_url":"https://api.anthropic.com/v1","apis":["messages"],"connections":{"k":{"api_key_env":"AN"},"k2":{"api_key_env":"AN"}}}},
+ "models":{"m":{"targets":[{"connection":"an/k","model":"claude-new"},{"connection":"an/k2","model":"claude"}]}}}`, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []int{grown.Targets[0].ID, grown.Targets[1].ID}
+	p := grown.Onto(base)
+	if len(p) != 3 || !strings.Contains(p[0], "connection an/k2 is new") || !strings.Contains(strings.Join(p, ";"), "target an/k/claude-new is new") {
+		t.Fatalf("problems %q", p)
+	}
+	if grown.Targets[0].ID != ids[0] || grown.Targets[1].ID != ids[1] {
+		t.Fatal("a refused Onto renumbered the catalog")
+	}
+}

@@ -409,7 +409,7 @@ func (f *File) Validate() error {
 		errs = append(errs, v(f)...)
 	}
 	if len(errs) > 0 {
-		return errors.New(strings.Join(errs, "; "))
+		return Errors(errs)
 	}
 	return nil
 }

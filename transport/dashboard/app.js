@@ -74,6 +74,7 @@ function drawChart(h) {
   ctx.clearRect(0, 0, W, H);
   const n = h.t ? h.t.length : 0;
   c.dataset.points = String(n);
+  c.dataset.limits = (h.limit || []).join(","); // the plotted limit, for tests and curious operators
   if (n === 0) return;
   const series = [["limit", "#0969da"], ["activeCost", "#1a7f37"], ["queuedCost", "#cf222e"]];
   let top = 1;
@@ -104,6 +105,9 @@ function render(s) {
   $("status").className = "badge " + s.status;
   $("version").textContent = "version " + (s.version || "dev") + ", up " + s.uptimeSeconds + " s";
   $("updated").textContent = "updated " + fmtTime(s.at);
+  const cf = s.config || {};
+  $("config").textContent = "config v" + cf.version + " " + cf.hash + " loaded " + fmtTime(cf.loadedAt);
+  $("config").dataset.version = String(cf.version);
   const o = s.overview || {};
   $("rps").textContent = fmtNum(o.requestsPerSecond, 1);
   $("errrate").textContent = o.errorRate === undefined ? "–" : (o.errorRate * 100).toFixed(1) + " %";

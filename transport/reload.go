@@ -1,0 +1,413 @@
+package transport
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/valyala/fasthttp"
+
+	"github.com/omniroute/gateway/actors/keys"
+	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/pricing"
+	"github.com/omniroute/gateway/internal/tenant"
+)
+
+// Config reload (SIGHUP in cmd/omniroute, POST /api/config/reload).
+//
+// Everything a request routes by that the config file decides (the
+// catalog with its models, aliases, patterns and default model; the
+// config-file tenants' resolver; prices; fusion panels; round-robin
+// cursors) lives in one immutable routingConfig, published through an
+// atomic pointer. A request loads it once, when it starts (call.rc), and
+// keeps it to its end, so a request or stream in flight finishes on the
+// config it began with while new requests see the new one.
+//
+// The per-target state the actors own (circuits and cooldowns, quota,
+// token budgets, admission limits and lanes, metrics) is indexed by
+// target and connection IDs of the start-up catalog; a reloaded catalog
+// is renumbered onto it (catalog.Onto), so a target that survives keeps
+// its state, a removed one keeps its (unused) state until it comes back,
+// and a reload that needs a connection or target the gateway did not
+// start with is refused as needing a restart. The config-file tenants go
+// to the keys actor in one message (keys.Handle.SetConfig), which keeps
+// the run-time keys and republishes the snapshot the limiter follows.
+
+// ConfigReloadPath is the management route that re-reads the config file.
+const ConfigReloadPath = "/api/config/reload"
+
+// routingConfig is one loaded config file, resolved. Immutable once
+// published, except the round-robin cursors, which are atomics.
+type routingConfig struct {
+	file    *config.File
+	cat     *catalog.Catalog
+	tenants *tenant.Resolver
+	prices  *pricing.Table
+	// price is each target's price, by target ID (start-up numbering).
+	price  []targetPrice
+	fusion []*fusionModel  // by model index
+	rr     []atomic.Uint64 // round-robin cursor by model index
+	config []keys.ConfigTenant
+	// version counts the configs loaded (1: the one the gateway started
+	// with); hash is the SHA-256 of the file's canonical JSON (the decoded
+	// file encoded again, so formatting and key order do not count).
+	version  uint64
+	hash     string
+	loadedAt time.Time
+}
+
+// ConfigInfo describes the config in force.
+type ConfigInfo struct {
+	Version  uint64    `json:"version"`
+	Hash     string    `json:"hash"`
+	LoadedAt time.Time `json:"loadedAt"`
+	Source   string    `json:"source"`
+	Models   int       `json:"models"`
+	Targets  int       `json:"targets"`
+}
+
+// ConfigInfo returns the version, hash and load time of the config in force.
+func (g *Gateway) ConfigInfo() ConfigInfo {
+	rc := g.rc.Load()
+	src := g.opts.Env.Server.ConfigPath
+	if src == "" {
+		src = "options"
+	}
+	return ConfigInfo{Version: rc.version, Hash: rc.hash, LoadedAt: rc.loadedAt.UTC(), Source: src,
+		Models: len(rc.cat.Models), Targets: len(rc.cat.Targets)}
+}
+
+// reloadState serialises reloads and holds their metrics.
+type reloadState struct {
+	mu      sync.Mutex
+	results map[string]*metrics.Counter // by ReloadResult.Result
+}
+
+// The results of a reload, the values of the metric's result label.
+const (
+	reloadOK           = "ok"
+	reloadInvalid      = "invalid"
+	reloadNeedsRestart = "needs_restart"
+	reloadUnreadable   = "unreadable"
+)
+
+var reloadResults = []string{reloadOK, reloadInvalid, reloadNeedsRestart, reloadUnreadable}
+
+// ReloadResult is the answer of a reload. Applied is false when the
+// running config stayed; Errors then lists why, one problem each.
+type ReloadResult struct {
+	Applied bool   `json:"applied"`
+	Result  string `json:"result"`
+	// Changed is false when the file's content equals the running one.
+	Changed bool       `json:"changed"`
+	Config  ConfigInfo `json:"config"`
+	Errors  []string   `json:"errors,omitempty"`
+	// NeedsRestart lists settings of the new file that differ from the
+	// running ones but take effect only at the next start; the rest of
+	// the file is in force.
+	NeedsRestart []string `json:"needsRestart"`
+}
+
+// buildRouting resolves f into a routing config, renumbered onto the
+// start-up catalog base (nil: f is the start-up file). Every problem is
+// returned, each a message starting with what it is about; fixed lists
+// those that only a restart can apply (the file is still valid).
+//
+// At start-up cat is the catalog New built from f (nil: build it).
+func (g *Gateway) buildRouting(f *config.File, base, cat *catalog.Catalog) (rc *routingConfig, problems []string, restart bool) {
+	var err error
+	if cat == nil {
+		if cat, err = catalog.Build(f, g.opts.Getenv); err != nil {
+			return nil, errorList(err), false
+		}
+	}
+	if base != nil {
+		if p := cat.Onto(base); len(p) > 0 {
+			return nil, p, true
+		}
+		if p := g.fixedConnections(cat, base); len(p) > 0 {
+			return nil, p, true
+		}
+	} else {
+		base = cat
+	}
+	o := g.opts
+	o.File = f
+	res, err := buildTenants(o)
+	if err != nil {
+		return nil, errorList(err), false
+	}
+	rc = &routingConfig{file: f, cat: cat, tenants: res, prices: pricing.New(f.Prices), rr: make([]atomic.Uint64, len(cat.Models))}
+	rc.price = buildPrices(rc.prices, cat, len(base.Targets))
+	if rc.fusion, err = buildFusion(f, cat); err != nil {
+		problems = append(problems, errorList(err)...)
+	}
+	if rc.config, err = configTenants(o, cat); err != nil {
+		problems = append(problems, errorList(err)...)
+	}
+	if len(problems) > 0 {
+		return nil, problems, false
+	}
+	rc.hash = fileHash(f)
+	return rc, nil, false
+}
+
+// fixedConnections reports connections whose endpoint or credential
+// differs from the one the gateway started with: their pools and usage
+// pollers were built for the old ones.
+func (g *Gateway) fixedConnections(cat, base *catalog.Catalog) []string {
+	var out []string
+	for _, nc := range cat.Connections {
+		bc := base.Connections[nc.ID]
+		addr, tls, err := g.resolveAddr(nc.Provider)
+		baddr, btls, berr := g.resolveAddr(bc.Provider)
+		if err != nil || berr != nil || addr != baddr || tls != btls {
+			out = append(out, fmt.Sprintf("connection %s: the provider's address changed (%s → %s): a new endpoint needs a restart", nc.Name, bc.Provider.BaseURL, nc.Provider.BaseURL))
+		}
+		if nc.APIKey() != bc.APIKey() {
+			out = append(out, fmt.Sprintf("connection %s: the API key changed: a new credential needs a restart", nc.Name))
+		}
+	}
+	return out
+}
+
+// errorList splits a validation error into its problems.
+func errorList(err error) []string {
+	var es config.Errors
+	if errors.As(err, &es) {
+		return append([]string(nil), es...)
+	}
+	return []string{err.Error()}
+}
+
+// fileHash is a short content hash of f: SHA-256 of its canonical JSON,
+// the first 12 hex digits.
+func fileHash(f *config.File) string {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return "unknown"
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
+}
+
+// needsRestart lists the settings of next that differ from cur but are
+// read only at start: services, engines, the relay, provider quota
+// mappings and usage APIs, connection limits and pools, and the
+// concurrency caps of targets.
+func needsRestart(cur, next *config.File) []string {
+	out := []string{}
+	same := func(a, b any) bool {
+		x, _ := json.Marshal(a)
+		y, _ := json.Marshal(b)
+		return string(x) == string(y)
+	}
+	if !same(cur.Services, next.Services) {
+		out = append(out, "services")
+	}
+	if !same(cur.Engines, next.Engines) {
+		out = append(out, "engines")
+	}
+	if !same(cur.Relay, next.Relay) {
+		out = append(out, "relay")
+	}
+	for _, pid := range slices.Sorted(maps.Keys(next.Providers)) {
+		np, ok := cur.Providers[pid]
+		if !ok {
+			continue
+		}
+		p := next.Providers[pid]
+		if np.RateLimitHeaders != p.RateLimitHeaders || !same(np.CustomRateLimitHeaders, p.CustomRateLimitHeaders) {
+			out = append(out, "providers."+pid+".rate_limit_headers")
+		}
+		if !same(np.QuotaAPI, p.QuotaAPI) {
+			out = append(out, "providers."+pid+".quota_api")
+		}
+		for _, cid := range slices.Sorted(maps.Keys(p.Connections)) {
+			oc, ok := np.Connections[cid]
+			if !ok {
+				continue
+			}
+			nc := p.Connections[cid]
+			if oc.MaxConns != nc.MaxConns {
+				out = append(out, "providers."+pid+".connections."+cid+".max_conns")
+			}
+			if !reflect.DeepEqual(oc.Limits, nc.Limits) {
+				out = append(out, "providers."+pid+".connections."+cid+".limits")
+			}
+		}
+	}
+	oldCaps, newCaps := targetCaps(cur), targetCaps(next)
+	for _, name := range slices.Sorted(maps.Keys(newCaps)) {
+		if c, ok := oldCaps[name]; ok && c != newCaps[name] {
+			out = append(out, "max_concurrent of target "+name)
+		}
+	}
+	return out
+}
+
+// targetCaps is each target's concurrency cap as startLanes computes it:
+// the smallest max_concurrent any model sets for it (0: none).
+func targetCaps(f *config.File) map[string]int {
+	out := map[string]int{}
+	for _, mn := range slices.Sorted(maps.Keys(f.Models)) {
+		for _, t := range f.Models[mn].Targets {
+			pid, cid, err := f.ResolveConnection(t.Connection)
+			if err != nil {
+				continue
+			}
+			up := t.Model
+			if up == "" {
+				up = mn
+			}
+			name := pid + "/" + cid + "/" + up
+			c, seen := out[name]
+			if !seen || (t.MaxConcurrent > 0 && (c == 0 || t.MaxConcurrent < c)) {
+				out[name] = t.MaxConcurrent
+			}
+		}
+	}
+	return out
+}
+
+// initRouting publishes the start-up routing config.
+func (g *Gateway) initRouting() error {
+	rc, probs, _ := g.buildRouting(g.opts.File, nil, g.cat)
+	if len(probs) > 0 {
+		return config.Errors(probs)
+	}
+	rc.version, rc.loadedAt = 1, g.clk.Now()
+	g.rc.Store(rc)
+	return nil
+}
+
+// reloadMetrics registers the reload counters and the config gauges.
+func (g *Gateway) reloadMetrics() {
+	g.reload.results = map[string]*metrics.Counter{}
+	for _, r := range reloadResults {
+		g.reload.results[r] = g.metrics.set.NewCounter(fmt.Sprintf(`omniroute_config_reloads_total{result=%q}`, r))
+	}
+	g.metrics.set.NewGauge(`omniroute_config_loaded_timestamp_seconds`, func() float64 {
+		return float64(g.rc.Load().loadedAt.UnixMilli()) / 1000
+	})
+	g.metrics.set.NewGauge(`omniroute_config_version`, func() float64 { return float64(g.rc.Load().version) })
+}
+
+// ReloadConfig re-reads the config file (OMNIROUTE_CONFIG) and, when it
+// is valid and needs nothing only a restart can do, puts it in force for
+// every request that starts from now on. Otherwise the running config
+// stays and the result lists why. Reloads are serialised.
+func (g *Gateway) ReloadConfig() ReloadResult {
+	path := g.opts.Env.Server.ConfigPath
+	if path == "" {
+		return g.reloadDone(ReloadResult{Result: reloadUnreadable, Errors: []string{"the gateway was started without a config file (OMNIROUTE_CONFIG is unset): there is nothing to re-read; set OMNIROUTE_CONFIG and restart"}})
+	}
+	f, err := config.ReadFile(path)
+	if err != nil {
+		res := reloadInvalid
+		var pe *fs.PathError // the file cannot be opened or read
+		if errors.As(err, &pe) {
+			res = reloadUnreadable
+		}
+		return g.reloadDone(ReloadResult{Result: res, Errors: errorList(err)})
+	}
+	return g.ReloadFile(f)
+}
+
+// ReloadFile is ReloadConfig with a file already decoded (embedders
+// that keep their config elsewhere).
+func (g *Gateway) ReloadFile(f *config.File) ReloadResult {
+	g.reload.mu.Lock()
+	defer g.reload.mu.Unlock()
+	cur := g.rc.Load()
+	rc, probs, restart := g.buildRouting(f, g.cat, nil)
+	if len(probs) > 0 {
+		r := ReloadResult{Result: reloadInvalid, Errors: probs}
+		if restart {
+			r.Result = reloadNeedsRestart
+		}
+		return g.reloadDone(r)
+	}
+	if err := g.ten.keys.SetConfig(rc.config); err != nil {
+		return g.reloadDone(ReloadResult{Result: reloadInvalid, Errors: []string{err.Error()}})
+	}
+	rc.version, rc.loadedAt = cur.version+1, g.clk.Now()
+	g.rc.Store(rc)
+	r := ReloadResult{Applied: true, Result: reloadOK, Changed: rc.hash != cur.hash, NeedsRestart: needsRestart(cur.file, f)}
+	g.log.Info("config reloaded", "version", rc.version, "hash", rc.hash, "changed", r.Changed,
+		"models", len(rc.cat.Models), "targets", len(rc.cat.Targets), "needsRestart", r.NeedsRestart)
+	return g.reloadDone(r)
+}
+
+func (g *Gateway) reloadDone(r ReloadResult) ReloadResult {
+	g.reload.results[r.Result].Inc()
+	r.Config = g.ConfigInfo()
+	if r.NeedsRestart == nil {
+		r.NeedsRestart = []string{}
+	}
+	if !r.Applied {
+		g.log.Warn("config reload refused; the running config stays", "result", r.Result, "errors", r.Errors)
+	}
+	return r
+}
+
+// configReload serves POST /api/config/reload behind the management
+// guard, with the forgery rule of state-changing management requests.
+// 200: applied (with what needs a restart); 422 invalid_config: the file
+// does not validate; 409 config_needs_restart: it needs a connection,
+// target or endpoint only a restart can start; 503 config_unreadable:
+// the file cannot be read. Errors lists every problem.
+func (g *Gateway) configReload(ctx *fasthttp.RequestCtx, rid []byte) {
+	if !ctx.IsPost() {
+		g.mgmtMethod(ctx, rid, "POST")
+		return
+	}
+	if !g.managementAccess(ctx, rid) {
+		return
+	}
+	if !managementBodyOK(ctx) {
+		g.refuse(ctx, routeManagement, rid, errMgmtMediaType)
+		return
+	}
+	r := g.ReloadConfig()
+	status := 200
+	out := struct {
+		ReloadResult
+		Error     *mgmtError `json:"error,omitempty"`
+		RequestID string     `json:"requestId,omitempty"`
+	}{ReloadResult: r}
+	switch r.Result {
+	case reloadInvalid:
+		status = 422
+		out.Error = &mgmtError{Type: "invalid_request", Code: "invalid_config", Message: "the config file is invalid; the running config stays. Fix the errors listed and reload again"}
+	case reloadNeedsRestart:
+		status = 409
+		out.Error = &mgmtError{Type: "conflict", Code: "config_needs_restart", Message: "the config file needs what only a restart can start; the running config stays. Restart the gateway to use it"}
+	case reloadUnreadable:
+		status = 503
+		out.Error = &mgmtError{Type: "server_error", Code: "config_unreadable", Message: "the config file cannot be read; the running config stays"}
+	}
+	if out.Error != nil {
+		out.RequestID = string(rid)
+	}
+	writeJSON(ctx, status, out)
+}
+
+// mgmtError is the error member of a management answer (the shape
+// writeMgmtError writes).
+type mgmtError struct {
+	Message string `json:"message"`
+	Type    string `json:"type"`
+	Code    string `json:"code"`
+}
