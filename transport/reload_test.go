@@ -103,11 +103,11 @@ func reloadChat(model string, stream bool) string {
 func TestReloadKeepsStreamsAndSwitchesModels(t *testing.T) {
 	resetMock(t)
 	setBehavior(t, map[string]mockprovider.Behavior{
-		// Streams of 24 chunks 80 ms apart: about two seconds, so they are
+		// Streams of 24 chunks 160 ms apart: about four seconds, so they are
 		// still in flight when the reload (a file read and a catalog
 		// build) has answered, which the mock's counters confirm.
-		"m-rl-slow":  {ChunkCount: 24, ChunkGapMS: 80, Text: "abcdefghijklABCDEFGHIJKL"},
-		"m-rl-slow2": {ChunkCount: 24, ChunkGapMS: 80, Text: "mnopqrstuvwxMNOPQRSTUVWX"},
+		"m-rl-slow":  {ChunkCount: 24, ChunkGapMS: 160, Text: "abcdefghijklABCDEFGHIJKL"},
+		"m-rl-slow2": {ChunkCount: 24, ChunkGapMS: 160, Text: "mnopqrstuvwxMNOPQRSTUVWX"},
 		"m-rl-other": {Text: "from the other target"},
 	})
 	old := `"rl-gone": {"targets": [{"connection": "mock/a", "model": "m-rl-slow"}]},
