@@ -1,10 +1,11 @@
 // Package requestlog writes the request log off the request path. A
 // request hands its record over with Log, which never blocks: it appends
 // a copy to the handle's pending list and drops (and counts) the record
-// when QueueSize records are waiting. Only the record that finds the list
-// empty sends the writer a message, so under load one message carries
-// hundreds of records (a message per record cost more than the rest of
-// the log's request-path work). The actor writes one slog line per record
+// when QueueSize records are waiting. The writer takes the list on its
+// tick, or sooner when a record fills it to a batch (that record sends the
+// one message), so a busy gateway sends the writer a few messages a
+// second, not one per request: waking an actor per record cost as much
+// CPU as writing it. The actor writes one slog line per record
 // (stdout mode) and batches records into the store (db mode), flushing
 // when a batch is full or its oldest record has waited FlushInterval. It
 // applies retention once an hour.
@@ -95,13 +96,12 @@ type Handle struct {
 	lastErr                                           atomic.Pointer[errState]
 
 	// mu guards pending, the records Log handed over that the writer has
-	// not taken, and woken, set while a drain message is on its way.
+	// not taken.
 	mu      sync.Mutex
 	pending []store.Record
-	woken   bool
 }
 
-// drain tells the writer that pending has records.
+// drain tells the writer that pending holds a whole batch.
 type drain struct{}
 
 type errState struct {
@@ -186,22 +186,20 @@ func (h *Handle) Log(r *store.Record) bool {
 	}
 	h.mu.Lock()
 	h.pending = append(h.pending, *r)
-	wake := !h.woken
-	h.woken = true
+	full := len(h.pending) == h.o.BatchSize
 	h.mu.Unlock()
 	recycle(r)
-	if wake {
+	if full {
 		h.root.Send(h.pid, drain{})
 	}
 	return true
 }
 
-// take swaps the pending records for spare (emptied) and clears woken, so
-// the next Log sends a drain again.
+// take swaps the pending records for spare (emptied).
 func (h *Handle) take(spare []store.Record) []store.Record {
 	h.mu.Lock()
 	got := h.pending
-	h.pending, h.woken = spare[:0], false
+	h.pending = spare[:0]
 	h.mu.Unlock()
 	return got
 }
@@ -240,14 +238,9 @@ func (w *writer) Receive(ctx actor.Context) {
 	case *actor.Started:
 		w.stop = repeat.Send(ctx.ActorSystem().Root, w.h.o.Tick, w.h.o.Tick, ctx.Self(), tick{})
 	case drain:
-		w.inbox, w.next = w.h.take(w.inbox), 0
-		for w.next < len(w.inbox) {
-			r := &w.inbox[w.next]
-			w.next++
-			w.h.queued.Add(-1)
-			w.record(r)
-		}
+		w.drain()
 	case tick:
+		w.drain()
 		now := w.h.o.Clock.Now()
 		if len(w.batch) > 0 && now.Sub(w.oldest) >= w.h.o.FlushInterval {
 			w.flush(now)
@@ -263,11 +256,23 @@ func (w *writer) Receive(ctx actor.Context) {
 		w.cancel()
 	case *actor.Stopping:
 		w.cancel()
+		w.drain()
 		if len(w.batch) > 0 {
 			w.flush(w.h.o.Clock.Now())
 		}
 	case crash:
 		panic("requestlog: crash requested by a test")
+	}
+}
+
+// drain records what Log handed over.
+func (w *writer) drain() {
+	w.inbox, w.next = w.h.take(w.inbox), 0
+	for w.next < len(w.inbox) {
+		r := &w.inbox[w.next]
+		w.next++
+		w.h.queued.Add(-1)
+		w.record(r)
 	}
 }
 
