@@ -1,6 +1,7 @@
 package credit
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -70,11 +71,12 @@ func spendWindow(t *testing.T, key string, limit, cost int64) int64 {
 // what the others still hold when the first learns it is spent.
 func TestWindowBudgetSharedAcrossNodes(t *testing.T) {
 	const limit, cost = 3200, 7
-	got := spendWindow(t, "test/shared", limit, cost)
+	key := uniq("test/shared")
+	got := spendWindow(t, key, limit, cost)
 	if got > limit {
 		t.Fatalf("three nodes took %d of a budget of %d", got, limit)
 	}
-	chunk := members[0].leases.Window("test/shared", limit).Chunk()
+	chunk := members[0].leases.Window(key, limit).Chunk()
 	// Each node stops once the grain says the budget is spent; what it
 	// still holds then is less than one request.
 	if got < limit-int64(len(members))*cost {
@@ -87,7 +89,7 @@ func TestWindowBudgetSharedAcrossNodes(t *testing.T) {
 // budget is not reset.
 func TestWindowGrainReactivationKeepsBudget(t *testing.T) {
 	const limit, cost = 1600, 5
-	key := "test/rehome"
+	key := uniq("test/rehome")
 	p := members[1].leases.Window(key, limit)
 	var before int64
 	for before < limit/2 {
@@ -108,9 +110,10 @@ func TestWindowGrainReactivationKeepsBudget(t *testing.T) {
 // the cap of 10 slots at once, and the cap is used.
 func TestSlotsCapAcrossNodes(t *testing.T) {
 	const limit = 10
+	key := uniq("test/conc")
 	pools := make([]*Pool, len(members))
 	for i, mb := range members {
-		pools[i] = mb.leases.Slots("test/conc", limit)
+		pools[i] = mb.leases.Slots(key, limit)
 	}
 	pastRecovery(t, pools...)
 	waitFor(t, "slot leases", func() bool {
@@ -166,9 +169,9 @@ func TestSlotsCapAcrossNodes(t *testing.T) {
 // TestSlotsLeaseExpiresClosed: a node whose lease is past its expiry
 // refuses (fail closed) even with free slots in hand.
 func TestSlotsLeaseExpiresClosed(t *testing.T) {
-	p := members[2].leases.Slots("test/expiry", 4)
-	pastRecovery(t, p)
-	waitFor(t, "a slot lease", func() bool { return p.held.Load() > 0 })
+	// The cap's first activation grants at once (no holders to wait for).
+	p := members[2].leases.Slots(uniq("test/expiry"), 4)
+	waitFor(t, "a live slot lease", func() bool { return p.held.Load() > 0 && p.expires.Load() > clk.Now().UnixNano() })
 	if !p.TakeSlot(clk.Now()) {
 		t.Fatal("a node holding a live lease refused a slot")
 	}
@@ -183,7 +186,7 @@ func TestSlotsLeaseExpiresClosed(t *testing.T) {
 // not reset.
 func TestSlotGrainRebuildsFromRenewals(t *testing.T) {
 	const limit = 6
-	key := "test/conc-rehome"
+	key := uniq("test/conc-rehome")
 	pools := make([]*Pool, len(members))
 	for i, mb := range members {
 		pools[i] = mb.leases.Slots(key, limit)
@@ -234,6 +237,11 @@ func TestSlotGrainRebuildsFromRenewals(t *testing.T) {
 	}
 }
 
+var runs atomic.Int64
+
+// uniq makes a budget key unique to this run (-count reuses the grains).
+func uniq(key string) string { return fmt.Sprintf("%s-%d", key, runs.Add(1)) }
+
 // pastRecovery waits until each pool's grain is active, then moves the
 // clock past a fresh slots grain's recovery.
 func pastRecovery(t *testing.T, pools ...*Pool) {
@@ -256,6 +264,27 @@ func TestRestartAfterPanic(t *testing.T) {
 	watch := testutil.WatchActors(t, members[1].sys, l.pid.Id)
 	l.root.Send(l.pid, supervise.Crash{Reason: "test"})
 	watch.WaitRestarts(t, 1)
-	p := l.Window("test/after-restart", 640)
+	p := l.Window(uniq("test/after-restart"), 640)
 	waitFor(t, "a refill after the restart", func() bool { return p.available(WindowIndex(clk.Now())) > 0 })
+}
+
+// TestWindowWordsAcrossIndexes: credit added to a never-used pool lands in
+// the window it was granted for, whatever the window's index (a tag in
+// the upper half of the tag space once read as "a later window").
+func TestWindowWordsAcrossIndexes(t *testing.T) {
+	for _, idx := range []uint64{0, 1, tagMod/2 + 3, tagMod - 2, 29_400_000} {
+		p := &Pool{}
+		p.addWindow(idx, 50)
+		if got := p.available(idx); got != 50 {
+			t.Fatalf("window %d: %d available after a grant of 50", idx, got)
+		}
+		p.addWindow(idx+2, 7) // the same parity, a later window: replaces
+		if p.available(idx) != 0 || p.available(idx+2) != 7 {
+			t.Fatalf("window %d: a later window's grant did not replace the old credit", idx)
+		}
+		p.addWindow(idx, 9) // an older window's late grant is dropped
+		if p.available(idx+2) != 7 {
+			t.Fatalf("window %d: a late grant for an older window overwrote the current one", idx)
+		}
+	}
 }

@@ -87,9 +87,15 @@ func (g *grain) Receive(ctx actor.Context) {
 			// A fresh slots grain knows no holder. For one lease TTL it
 			// grants nothing and takes the holders' renewals as the truth;
 			// a node that does not renew by then has given its slots up
-			// on its own (its lease expired on its side first).
+			// on its own (its lease expired on its side first). The very
+			// first activation of a cap (no marker in the store) has no
+			// holders to wait for and grants at once.
 			g.holders = map[string]*holder{}
-			g.recoverUntil = g.clk.Now().Add(LeaseTTL)
+			if _, seen, err := g.load(); err != nil || seen {
+				g.recoverUntil = g.clk.Now().Add(LeaseTTL)
+			} else if g.save(Record{}) != nil {
+				g.recoverUntil = g.clk.Now().Add(LeaseTTL)
+			}
 		}
 	case *wrapperspb.BytesValue:
 		req, err := decodeRequest(m.Value)
@@ -178,6 +184,13 @@ func (g *grain) slotsOp(r *request) reply {
 	if h == nil {
 		h = &holder{}
 		g.holders[r.node] = h
+	}
+	if recovering && r.op != opRenew {
+		// Every slots request carries what the node holds (in window):
+		// while rebuilding, that is the truth whatever the node asks.
+		n := int64(min(r.window, 1<<40))
+		out += n - h.held
+		h.held = n
 	}
 	switch r.op {
 	case opRenew:

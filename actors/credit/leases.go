@@ -263,6 +263,7 @@ func (a *leaseActor) next(ctx actor.Context, p *Pool, kicked bool) bool {
 	}
 	req := request{node: a.l.node, limit: limit}
 	if p.slots {
+		req.window = uint64(max(p.held.Load(), 0)) // what this node holds, for a grain rebuilding
 		free := p.avail.Load()
 		switch {
 		case free < chunk:

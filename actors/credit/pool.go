@@ -171,8 +171,8 @@ func (p *Pool) addWindow(idx uint64, n int64) {
 		old := w.Load()
 		tag, avail := unpackWord(old)
 		if tag != tagOf(idx) {
-			if ahead(tag, tagOf(idx)) {
-				return // a later window already lives here
+			if tag != 0 && ahead(tag, tagOf(idx)) {
+				return // a later window already lives here (0: never used)
 			}
 			avail = 0
 		}

@@ -19,6 +19,7 @@ import (
 	"net"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -49,9 +50,13 @@ type Config struct {
 type Options struct {
 	// Kinds are the grain kinds this member hosts.
 	Kinds []*pcluster.Kind
-	// Provider replaces the etcd provider (unit tests pass the in-memory
-	// test provider); nil builds etcd from Config.EtcdEndpoints.
+	// Provider replaces the etcd provider (tests pass the in-memory test
+	// provider); nil builds etcd from Config.EtcdEndpoints.
 	Provider pcluster.ClusterProvider
+	// Etcd is the client DialEtcd returned, which the node owns from now
+	// on (it closes it on Stop or a failed Start). Required with the etcd
+	// provider.
+	Etcd *clientv3.Client
 }
 
 // Node is this process's membership.
@@ -77,19 +82,18 @@ func Start(system *actor.ActorSystem, cfg Config, o Options) (n *Node, err error
 	if cfg.Advertise != "" {
 		ropts = append(ropts, remote.WithAdvertisedHost(cfg.Advertise))
 	}
-	n = &Node{cfg: cfg}
+	n = &Node{cfg: cfg, etcd: o.Etcd}
 	provider := o.Provider
 	if provider == nil {
-		ec, err := clientv3.New(clientv3.Config{Endpoints: cfg.EtcdEndpoints, DialTimeout: 5 * time.Second})
-		if err != nil {
-			return nil, fmt.Errorf("cluster: cannot create the etcd client for %v: %w; check OMNIROUTE_CLUSTER_ETCD_ENDPOINTS", cfg.EtcdEndpoints, err)
+		if o.Etcd == nil {
+			return nil, fmt.Errorf("cluster: no etcd client; call DialEtcd first")
 		}
 		p, err := etcd.NewWithConfig("/omniroute/members", clientv3.Config{Endpoints: cfg.EtcdEndpoints, DialTimeout: 5 * time.Second})
 		if err != nil {
-			ec.Close()
+			o.Etcd.Close()
 			return nil, fmt.Errorf("cluster: cannot create the etcd provider: %w", err)
 		}
-		n.etcd, provider = ec, p
+		provider = p
 	}
 	ccfg := pcluster.Configure(cfg.Name, provider, disthash.New(), remote.Configure(host, port, ropts...),
 		pcluster.WithKinds(o.Kinds...), pcluster.WithRequestTimeout(cfg.RequestTimeout))
@@ -102,30 +106,30 @@ func Start(system *actor.ActorSystem, cfg Config, o Options) (n *Node, err error
 			n, err = nil, fmt.Errorf("cluster: joining cluster %q failed: %v; check that etcd at %v is reachable and OMNIROUTE_CLUSTER_LISTEN=%s is free", cfg.Name, r, cfg.EtcdEndpoints, cfg.Listen)
 		}
 	}()
-	if n.etcd != nil {
-		// StartMember would otherwise panic deep inside the provider; a
-		// status call first gives the operator an error naming etcd.
-		if err := n.pingEtcd(5 * time.Second); err != nil {
-			n.etcd.Close()
-			return nil, err
-		}
-	}
 	n.c.StartMember()
 	return n, nil
 }
 
-func (n *Node) pingEtcd(timeout time.Duration) error {
+// DialEtcd connects to etcd and checks that an endpoint answers, so that
+// a gateway pointed at no etcd stops with an error naming it (protoactor's
+// provider would panic deep inside StartMember instead).
+func DialEtcd(endpoints []string) (*clientv3.Client, error) {
+	ec, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: cannot create the etcd client for %v: %w; check OMNIROUTE_CLUSTER_ETCD_ENDPOINTS", endpoints, err)
+	}
 	var errs []error
-	for _, ep := range n.cfg.EtcdEndpoints {
-		ctx, cancel := contextWithTimeout(timeout)
-		_, err := n.etcd.Status(ctx, ep)
+	for _, ep := range endpoints {
+		ctx, cancel := contextWithTimeout(5 * time.Second)
+		_, err := ec.Status(ctx, ep)
 		cancel()
 		if err == nil {
-			return nil
+			return ec, nil
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", ep, err))
 	}
-	return fmt.Errorf("cluster: no etcd endpoint answered (%w); start etcd or fix OMNIROUTE_CLUSTER_ETCD_ENDPOINTS", errors.Join(errs...))
+	ec.Close()
+	return nil, fmt.Errorf("cluster: no etcd endpoint answered (%w); start etcd or fix OMNIROUTE_CLUSTER_ETCD_ENDPOINTS", errors.Join(errs...))
 }
 
 func splitListen(s string) (string, int, error) {
@@ -166,7 +170,9 @@ func (n *Node) Members() []Member {
 	out := make([]Member, 0, len(ms))
 	for _, m := range ms {
 		addr := net.JoinHostPort(m.Host, strconv.Itoa(int(m.Port)))
-		out = append(out, Member{ID: m.Id, Address: addr, Self: m.Id == n.ID()})
+		// The etcd provider names members "<cluster>@<system id>".
+		self := m.Id == n.ID() || strings.HasSuffix(m.Id, "@"+n.ID())
+		out = append(out, Member{ID: m.Id, Address: addr, Self: self})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Address < out[j].Address })
 	return out
