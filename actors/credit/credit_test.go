@@ -288,3 +288,14 @@ func TestWindowWordsAcrossIndexes(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestLargerThanAChunk: a request larger than one chunk is refused
+// once, and the refill it triggers asks for enough that it fits next time.
+func TestRequestLargerThanAChunk(t *testing.T) {
+	p := members[0].leases.Window(uniq("test/large"), 3200) // chunk 100
+	big := 7 * p.Chunk()
+	waitFor(t, "a request of seven chunks to fit", func() bool {
+		_, ok, _ := p.Take(clk.Now(), big)
+		return ok
+	})
+}

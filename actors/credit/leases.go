@@ -295,8 +295,8 @@ func (a *leaseActor) next(ctx actor.Context, p *Pool, kicked bool) bool {
 				return false
 			}
 			req.window, req.op, req.amount = idx+1, opAcquire, chunk
-		case free < chunk/2+1:
-			req.op, req.amount = opAcquire, chunk
+		case free < chunk/2+1 || free < p.want.Load():
+			req.op, req.amount = opAcquire, max(chunk, p.want.Swap(0)-free)
 		case free > 3*chunk && !kicked:
 			n := p.takeExcess(idx, chunk)
 			if n == 0 {

@@ -60,6 +60,10 @@ type Pool struct {
 	avail   atomic.Int64
 	expires atomic.Int64
 
+	// want is the largest request refused for want of window credit
+	// since the last refill: a refill asks for at least that much, so a
+	// request larger than a chunk is not refused for ever.
+	want atomic.Int64
 	// pending is set while a grain call for this pool is queued or in
 	// flight: one at a time per pool.
 	pending atomic.Bool
@@ -106,6 +110,8 @@ func (p *Pool) Take(now time.Time, n int64) (idx uint64, ok bool, retryAt time.T
 		}
 		if avail < n {
 			p.refused.Add(1)
+			for w := p.want.Load(); n > w && !p.want.CompareAndSwap(w, n); w = p.want.Load() {
+			}
 			p.kick()
 			if p.dry.Load() == idx+1 {
 				return idx, false, time.Unix(0, int64(idx+1)*int64(Window))
