@@ -116,14 +116,7 @@ func TestSlotsCapAcrossNodes(t *testing.T) {
 		pools[i] = mb.leases.Slots(key, limit)
 	}
 	pastRecovery(t, pools...)
-	waitFor(t, "slot leases", func() bool {
-		for _, p := range pools {
-			if p.held.Load() == 0 {
-				return false
-			}
-		}
-		return true
-	})
+	waitHeld(t, pools)
 	var inUse, peak atomic.Int64
 	var wg sync.WaitGroup
 	stop := time.Now().Add(time.Second)
@@ -192,14 +185,7 @@ func TestSlotGrainRebuildsFromRenewals(t *testing.T) {
 		pools[i] = mb.leases.Slots(key, limit)
 	}
 	pastRecovery(t, pools...)
-	waitFor(t, "slot leases", func() bool {
-		for _, p := range pools {
-			if p.held.Load() == 0 {
-				return false
-			}
-		}
-		return true
-	})
+	waitHeld(t, pools)
 	// Node 0 takes everything it can get and keeps it in use.
 	var taken int
 	deadline := time.Now().Add(5 * time.Second)
@@ -235,6 +221,19 @@ func TestSlotGrainRebuildsFromRenewals(t *testing.T) {
 	for i := 0; i < taken; i++ {
 		pools[0].GiveSlot()
 	}
+}
+
+// waitHeld waits until every pool holds slots.
+func waitHeld(t *testing.T, pools []*Pool) {
+	t.Helper()
+	waitFor(t, "slot leases", func() bool {
+		for _, p := range pools {
+			if p.held.Load() == 0 {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 var runs atomic.Int64

@@ -130,19 +130,8 @@ func (p *Pool) Take(now time.Time, n int64) (idx uint64, ok bool, retryAt time.T
 // Give returns n of window idx's credit to the pool (a request used less
 // than it took, or none). Credit of a window that has ended is gone.
 func (p *Pool) Give(idx uint64, n int64) {
-	if n <= 0 {
-		return
-	}
-	w := &p.win[idx%2]
-	for {
-		old := w.Load()
-		tag, avail := unpackWord(old)
-		if tag != tagOf(idx) {
-			return
-		}
-		if w.CompareAndSwap(old, packWord(idx, avail+n)) {
-			return
-		}
+	if n > 0 {
+		p.adjust(idx, n)
 	}
 }
 
@@ -150,21 +139,24 @@ func (p *Pool) Give(idx uint64, n int64) {
 // request that used more than it took); what the pool does not have is
 // spent beyond the lease, the overrun docs/cluster.md bounds.
 func (p *Pool) Charge(idx uint64, n int64) {
-	if n <= 0 {
-		return
+	if n > 0 && p.adjust(idx, -n) < p.chunk.Load()/2+1 {
+		p.kick()
 	}
+}
+
+// adjust adds delta to window idx's credit (never below zero) and returns
+// the credit left; nothing changes once the window has ended.
+func (p *Pool) adjust(idx uint64, delta int64) int64 {
 	w := &p.win[idx%2]
 	for {
 		old := w.Load()
 		tag, avail := unpackWord(old)
 		if tag != tagOf(idx) {
-			return
+			return 0
 		}
-		if w.CompareAndSwap(old, packWord(idx, avail-min(avail, n))) {
-			if avail-n < p.chunk.Load()/2+1 {
-				p.kick()
-			}
-			return
+		next := max(avail+delta, 0)
+		if w.CompareAndSwap(old, packWord(idx, next)) {
+			return next
 		}
 	}
 }
