@@ -243,6 +243,7 @@ func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
 	if err := mock.SetBehavior(mockprovider.BehaviorUpdate{Models: map[string]mockprovider.Behavior{
 		"m-budget": {LatencyMS: 5, CompletionTokens: 20},
 		"m-capped": {LatencyMS: 150, CompletionTokens: 5},
+		"m-open":   {LatencyMS: 20, CompletionTokens: 5},
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +251,8 @@ func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
 	cfg := `{"providers": {"mock": {"base_url": "http://` + mockAddr + `/v1", "apis": ["chat"], "auth": "none",
 	    "connections": {"budget": {"limits": {"tokens_per_minute": ` + fmt.Sprint(budget) + `}}, "free": {}}}},
 	  "models": {"budgeted": {"targets": [{"connection": "mock/budget", "model": "m-budget"}]},
-	             "capped": {"targets": [{"connection": "mock/free", "model": "m-capped"}]}},
+	             "capped": {"targets": [{"connection": "mock/free", "model": "m-capped"}]},
+	             "open": {"targets": [{"connection": "mock/free", "model": "m-open"}]}},
 	  "tenants": [{"name": "capped", "key_env": "CAPPED_KEY", "max_concurrent": ` + fmt.Sprint(capped) + `}],
 	  "auth": {"mode": "open", "allow_anonymous": true}}`
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
@@ -381,6 +383,76 @@ func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
 		}
 		if ok.Load() == 0 || refused.Load() == 0 || st.MaxInflight < 3 {
 			t.Fatalf("the cap was not exercised: %d answered, %d refused, at most %d in flight", ok.Load(), refused.Load(), st.MaxInflight)
+		}
+	})
+
+	t.Run("a node killed", func(t *testing.T) {
+		// SIGKILL one node under steady load on the other two: no request
+		// on the survivors fails, they see the member leave, and the
+		// tenant's cap still holds while its grain re-homes.
+		before := mock.Stats().Models["m-open"].Completed
+		var served, refusedTenant atomic.Int64
+		stop := make(chan struct{})
+		for _, n := range ns[:2] {
+			for c := 0; c < 4; c++ {
+				wg.Add(2)
+				go func(addr string) {
+					defer wg.Done()
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						a, err := chat(client, addr, "", "open")
+						if err != nil || a.status != 200 {
+							t.Errorf("a request on a surviving node failed: status %d, %v", a.status, err)
+							return
+						}
+						served.Add(1)
+					}
+				}(n.addr)
+				go func(addr string) {
+					defer wg.Done()
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						a, err := chat(client, addr, cappedKy, "capped")
+						if err != nil || (a.status != 200 && a.status != 429) {
+							t.Errorf("a tenant request on a surviving node failed: status %d, %v", a.status, err)
+							return
+						}
+						if a.status == 429 {
+							refusedTenant.Add(1)
+							time.Sleep(10 * time.Millisecond)
+						}
+					}
+				}(n.addr)
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+		killed := time.Now()
+		if err := ns[2].cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		for i, n := range ns[:2] {
+			waitFor(t, fmt.Sprintf("node %d to see the killed member leave", i), func() bool { return len(n.health(t).Cluster.Members) == nodes-1 })
+		}
+		left := time.Since(killed)
+		time.Sleep(4 * time.Second) // keep the load on while grains re-home
+		close(stop)
+		wg.Wait()
+		st := mock.Stats().Models
+		t.Logf("the survivors saw the member leave after %s; %d requests served, %d tenant requests refused; tenant peak in flight %d",
+			left.Round(10*time.Millisecond), served.Load(), refusedTenant.Load(), st["m-capped"].MaxInflight)
+		if st["m-open"].Completed-before < 10 {
+			t.Fatalf("the survivors served only %d requests", st["m-open"].Completed-before)
+		}
+		if st["m-capped"].MaxInflight > capped {
+			t.Fatalf("the mock had %d of the tenant's requests in flight at once; the cap is %d", st["m-capped"].MaxInflight, capped)
 		}
 	})
 }
