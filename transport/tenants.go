@@ -401,7 +401,7 @@ func (c *call) reserveTenant() bool {
 		if kind, retry := g.cs.takeTenant(&tc.shared, e, tc.est, r.Now); kind != tenantlimit.KindNone {
 			ts.limits.Settle(&tc.res, tenantlimit.Usage{Refund: true}, r.Now)
 			r.Allowed, r.Kind, r.RetryAt = false, kind, retry.UnixNano()
-			tc.hdr = r.Headers(hdrFamily(c.format))
+			tc.hdr, tc.hasHdr = r.Headers(hdrFamily(c.format)), true
 		}
 	}
 	if !r.Allowed {
