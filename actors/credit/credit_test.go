@@ -203,9 +203,19 @@ func TestSlotGrainRebuildsFromRenewals(t *testing.T) {
 	// Renewals reach the fresh grain (the clock moves past the renewal
 	// point); after its recovery it grants again, never beyond the cap
 	// counting node 0's slots in use.
-	calls := members[0].leases.calls.Load()
+	renewed := make([]int64, len(pools))
+	for i, p := range pools {
+		renewed[i] = p.renewals.Load() + p.refills.Load() // an acquire carries the holding too
+	}
 	clk.Advance(RenewInterval)
-	waitFor(t, "renewals to the fresh grain", func() bool { return members[0].leases.calls.Load() > calls+2 })
+	waitFor(t, "renewals to the fresh grain", func() bool {
+		for i, p := range pools {
+			if p.renewals.Load()+p.refills.Load() == renewed[i] {
+				return false
+			}
+		}
+		return true
+	})
 	clk.Advance(LeaseTTL - RenewInterval + time.Millisecond)
 	time.Sleep(100 * time.Millisecond)
 	var held int64

@@ -354,6 +354,9 @@ func (a *leaseActor) apply(m *result) {
 		if req.op == opAcquire {
 			p.refills.Add(1)
 		}
+		if req.op == opRenew {
+			p.renewals.Add(1)
+		}
 		return
 	}
 	switch req.op {

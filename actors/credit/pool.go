@@ -73,7 +73,7 @@ type Pool struct {
 	// granted and returned count window credit over the pool's life, for
 	// the snapshot.
 	granted, returned, refused atomic.Int64
-	refills                    atomic.Int64
+	refills, renewals          atomic.Int64
 }
 
 // ID is the grain identity the pool leases from.
