@@ -125,6 +125,7 @@ type Gateway struct {
 	dirLock  *lockfile.Lock  // the data directory, held until Close
 	hist     *history.Handle // the dashboard's one-second history (dashboard.go)
 	tracer   trace.Tracer    // nil: tracing off
+	cs       *clusterSys     // cluster mode; nil for a single node (cluster.go)
 }
 
 // New builds a gateway on system: it resolves the catalog, creates the
@@ -184,6 +185,12 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 		g.metrics.unregister()
 		return early(err)
 	}
+	if err := g.startCluster(g.qs.slots); err != nil {
+		g.qs.stop()
+		g.targets.Stop()
+		g.metrics.unregister()
+		return early(err)
+	}
 	g.inflight = newRegistry()
 	g.hangups = newHangupWatcher(g.inflight, g.log)
 	g.rids.init()
@@ -193,6 +200,9 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 		{name: "server", fn: g.serverHealth},
 		{name: "targets", fn: g.targetsHealth},
 		{name: "quota", fn: g.quotaHealth},
+	}
+	if g.cs != nil {
+		g.health = append(g.health, healthSection{name: "cluster", fn: g.clusterHealth})
 	}
 	// The tenant layer (issue 14): keys, per-tenant limits, the request
 	// log. Before admission, whose ingest queue and lanes read the
@@ -373,6 +383,7 @@ func (g *Gateway) Close() {
 	}
 	g.metrics.unregister()
 	g.dirLock.Release()
+	g.stopCluster() // last: it stops the actor system
 }
 
 // fasthttpLogger routes fasthttp's own log lines into slog.

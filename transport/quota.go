@@ -30,6 +30,7 @@ type targetInfo struct {
 // routing settings.
 type quotaSys struct {
 	ledger    *ledgeractor.Handle
+	slots     []ledgeractor.SlotSpec // the ledger's budgets, by slot
 	quota     *quotaactor.Handle
 	info      []targetInfo // by target id
 	aware     bool
@@ -127,6 +128,7 @@ func (g *Gateway) spawnRouting(system *actor.ActorSystem, names []string) error 
 	}
 	qs.createMetrics(g)
 	var err error
+	qs.slots = slots
 	if qs.ledger, err = ledgeractor.Spawn(system, slots, g.clk); err != nil {
 		return err
 	}

@@ -53,7 +53,8 @@ type plan struct {
 
 	input, est int64
 	res        ledgeractor.Reservation
-	probeID    int // target whose half-open probe this attempt holds, or -1
+	shared     sharedRes // the reservation's share of the cluster's pools (cluster.go)
+	probeID    int       // target whose half-open probe this attempt holds, or -1
 	usage      ledger.Usage
 	// metering: read the provider's usage report (a reservation is held);
 	// injected: include_usage was added upstream, so the usage-only chunk
@@ -231,6 +232,14 @@ func (c *call) claim(list []*catalog.Target, i int, probe bool) bool {
 	in := &qs.info[t.ID]
 	if qs.aware {
 		res, b, end := qs.ledger.Reserve(in.slot, p.est, now)
+		if b.Affordable() && res.Active && g.cs != nil {
+			// Cluster mode: this node's share of the budget, taken from
+			// its pool (atomics; a refill is asynchronous).
+			if ok, retry := g.cs.takeLedger(&p.shared, in.slot, p.est, now); !ok {
+				qs.ledger.Settle(&res, 0, true)
+				b, end = routing.BudgetInsufficient, retry
+			}
+		}
 		if !b.Affordable() { // another request took the budget since rank
 			c.releaseLease(lanes.LocalReject, false)
 			qs.m.skips[t.ID][skipBudget].Inc()
@@ -243,7 +252,7 @@ func (c *call) claim(list []*catalog.Target, i int, probe bool) bool {
 	if probe {
 		if !g.targets.TryProbe(t.ID, now) { // another request is probing
 			c.releaseLease(lanes.LocalReject, false)
-			qs.ledger.Settle(&p.res, 0, true)
+			c.settleLedger(0, true)
 			qs.m.skips[t.ID][skipCircuit].Inc()
 			p.recover = earlier(p.recover, now.Add(time.Second))
 			p.tried[i] = true
@@ -346,9 +355,9 @@ func (c *call) releaseAttempt(class messages.FailureClass) {
 	p := &c.plan
 	switch class {
 	case messages.Timeout, messages.Canceled:
-		c.g.qs.ledger.Settle(&p.res, p.input, false)
+		c.settleLedger(p.input, false)
 	default:
-		c.g.qs.ledger.Settle(&p.res, 0, true)
+		c.settleLedger(0, true)
 	}
 	p.metering, p.injected = false, false
 }
@@ -365,7 +374,18 @@ func (c *call) settleUsage() {
 	if p.usage.Seen {
 		actual = p.usage.Total()
 	}
-	c.g.qs.ledger.Settle(&p.res, actual, false)
+	c.settleLedger(actual, false)
+}
+
+// settleLedger settles the attempt's token reservation (and, in cluster
+// mode, its share of the cluster's pools) with actual tokens, or refunds
+// it.
+func (c *call) settleLedger(actual int64, refund bool) {
+	p := &c.plan
+	if cs := c.g.cs; cs != nil && p.res.Active {
+		cs.give(&p.shared, actual, refund)
+	}
+	c.g.qs.ledger.Settle(&p.res, actual, refund)
 }
 
 // waitForRecovery waits, when no untried candidate is usable, for the

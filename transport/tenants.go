@@ -81,6 +81,9 @@ type tenantCall struct {
 	// on the answer whatever it is (applyTenantHeaders).
 	hdr    tenantlimit.Headers
 	hasHdr bool
+	// shared is what the request took from the tenant's cluster pools
+	// (cluster mode; cluster.go).
+	shared sharedRes
 	// meter: the provider's usage report is read (a limited tenant, or the
 	// request log is on).
 	meter bool
@@ -394,12 +397,28 @@ func (c *call) reserveTenant() bool {
 		}
 		tc.hdr, tc.hasHdr = r.Headers(fam), true
 	}
+	if r.Allowed && res.Active() && g.cs != nil {
+		// Cluster mode: the tenant's limits are shared by every node; this
+		// node's share comes from its pools (atomics, no cross-node call).
+		if kind, retry := g.cs.takeTenant(&tc.shared, e, tc.est, r.Now); kind != tenantlimit.KindNone {
+			ts.limits.Settle(&tc.res, tenantlimit.Usage{Refund: true}, r.Now)
+			r.Allowed, r.Kind, r.RetryAt = false, kind, retry.UnixNano()
+			tc.hdr, tc.hasHdr = r.Headers(hdrFamily(c.format)), true
+		}
+	}
 	if !r.Allowed {
 		ae := r.APIError()
 		c.fail(&ae)
 		return false
 	}
 	return true
+}
+
+func hdrFamily(f apierror.Format) tenantlimit.Family {
+	if f == apierror.Anthropic {
+		return tenantlimit.Anthropic
+	}
+	return tenantlimit.OpenAI
 }
 
 // applyTenantHeaders sets the tenant's rate-limit headers on the answer,
@@ -545,6 +564,9 @@ func (c *call) finishTenant() {
 	if c.model != nil && c.model.Strategy == config.StrategyFusion && reached {
 		// The panel's answers are not metered: the reservation stands.
 		tc.tokens, tc.cost = max(tc.tokens, tc.est), max(tc.cost, tc.estCost)
+	}
+	if g.cs != nil {
+		g.cs.give(&tc.shared, tc.tokens, !reached)
 	}
 	if tc.res.Active() {
 		ts.limits.Settle(&tc.res, tenantlimit.Usage{Tokens: tc.tokens, Cost: tc.cost, Known: reached, Refund: !reached}, g.clk.Now())

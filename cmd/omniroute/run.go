@@ -19,6 +19,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/omniroute/gateway/internal/cluster"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/logging"
 	"github.com/omniroute/gateway/transport"
@@ -48,9 +49,16 @@ func run(args []string, environ map[string]string, stdout, stderr io.Writer, sig
 		getenv = func(k string) (string, bool) { v, ok := environ[k]; return v, ok }
 	}
 
-	actorLog := logging.AtLeast(log, slog.LevelWarn).With("component", "actors")
+	// protoactor's cluster logs routine shutdown events at error level;
+	// QuietLogs demotes them (a no-op for a single node, which never logs
+	// them).
+	actorLog := slog.New(cluster.QuietLogs(logging.AtLeast(log, slog.LevelWarn).Handler())).With("component", "actors")
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLog }))
-	defer system.Shutdown()
+	defer func() {
+		if !system.IsStopped() { // in cluster mode the gateway's Close stopped it
+			system.Shutdown()
+		}
+	}()
 
 	var tp *sdktrace.TracerProvider
 	if tracing.Enabled(getenv) {

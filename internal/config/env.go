@@ -36,6 +36,8 @@ type Env struct {
 	Lanes     LanesEnv
 	// RequestLog configures the request log and its database.
 	RequestLog RequestLogEnv
+	// Cluster configures cluster mode (off by default).
+	Cluster ClusterEnv
 }
 
 // ServerEnv configures the listener, logging, identity and shutdown.

@@ -1,0 +1,310 @@
+package credit
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/omniroute/gateway/actors/supervise"
+	"github.com/omniroute/gateway/internal/testutil"
+)
+
+func TestWireRoundTrip(t *testing.T) {
+	for _, r := range []request{{}, {op: opAcquire, node: "n1", window: 29000000, amount: 640, limit: 20480},
+		{op: opRelease, node: "", window: 1<<63 + 5, amount: -3, limit: 1 << 40}, {op: opRenew, node: "ü\x00x", amount: 7}} {
+		got, err := decodeRequest(r.encode().Value)
+		if err != nil || got != r {
+			t.Fatalf("request %+v came back as %+v (%v)", r, got, err)
+		}
+	}
+	for _, r := range []reply{{}, {granted: 5, left: 9, recovering: true}, {granted: -1, unavailable: true}} {
+		got, err := decodeReply(r.encode().Value)
+		if err != nil || got != r {
+			t.Fatalf("reply %+v came back as %+v (%v)", r, got, err)
+		}
+	}
+	for _, b := range [][]byte{nil, {1}, {1, 200}, {1, 5, 'a'}} {
+		if _, err := decodeRequest(b); err == nil {
+			t.Fatalf("decodeRequest(%v) accepted a truncated message", b)
+		}
+	}
+}
+
+// spendWindow spends a window budget from every member concurrently until
+// each member's pool reports the cluster's budget spent, and returns what
+// was taken in total.
+func spendWindow(t *testing.T, key string, limit, cost int64) int64 {
+	t.Helper()
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	windowEnd := time.Unix(0, int64(WindowIndex(clk.Now())+1)*int64(Window))
+	for _, mb := range members {
+		p := mb.leases.Window(key, limit)
+		for g := 0; g < 4; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				deadline := time.Now().Add(5 * time.Second)
+				for time.Now().Before(deadline) {
+					_, ok, retry := p.Take(clk.Now(), cost)
+					if ok {
+						total.Add(cost)
+						continue
+					}
+					if retry.Equal(windowEnd) {
+						return // the cluster's budget is spent
+					}
+					time.Sleep(time.Millisecond)
+				}
+				t.Errorf("pool %s never reported the budget spent", p.ID())
+			}()
+		}
+	}
+	wg.Wait()
+	return total.Load()
+}
+
+// TestWindowBudgetSharedAcrossNodes: three nodes spending one budget at
+// once take at most the limit in a window, and between them use all but
+// what the others still hold when the first learns it is spent.
+func TestWindowBudgetSharedAcrossNodes(t *testing.T) {
+	const limit, cost = 3200, 7
+	key := uniq("test/shared")
+	got := spendWindow(t, key, limit, cost)
+	if got > limit {
+		t.Fatalf("three nodes took %d of a budget of %d", got, limit)
+	}
+	chunk := members[0].leases.Window(key, limit).Chunk()
+	// Each node stops once the grain says the budget is spent; what it
+	// still holds then is less than one request.
+	if got < limit-int64(len(members))*cost {
+		t.Fatalf("three nodes took only %d of %d (chunk %d): credit was lost", got, limit, chunk)
+	}
+}
+
+// TestWindowGrainReactivationKeepsBudget: a grain stopped half way through
+// a window (as when its member dies) comes back from the store, so the
+// budget is not reset.
+func TestWindowGrainReactivationKeepsBudget(t *testing.T) {
+	const limit, cost = 1600, 5
+	key := uniq("test/rehome")
+	p := members[1].leases.Window(key, limit)
+	var before int64
+	for before < limit/2 {
+		if _, ok, _ := p.Take(clk.Now(), cost); ok {
+			before += cost
+		} else {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	host.deactivate(t, windowPrefix+key)
+	after := spendWindow(t, key, limit, cost)
+	if before+after > limit {
+		t.Fatalf("after the grain re-activated the nodes took %d more, %d in all of a budget of %d: the budget was reset", after, before+after, limit)
+	}
+}
+
+// TestSlotsCapAcrossNodes: 30 callers on three nodes never hold more than
+// the cap of 10 slots at once, and the cap is used.
+func TestSlotsCapAcrossNodes(t *testing.T) {
+	const limit = 10
+	key := uniq("test/conc")
+	pools := make([]*Pool, len(members))
+	for i, mb := range members {
+		pools[i] = mb.leases.Slots(key, limit)
+	}
+	pastRecovery(t, pools...)
+	waitHeld(t, pools)
+	var inUse, peak atomic.Int64
+	var wg sync.WaitGroup
+	stop := time.Now().Add(time.Second)
+	for i := 0; i < 30; i++ {
+		p := pools[i%len(pools)]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				if !p.TakeSlot(clk.Now()) {
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				n := inUse.Add(1)
+				for {
+					m := peak.Load()
+					if n <= m || peak.CompareAndSwap(m, n) {
+						break
+					}
+				}
+				time.Sleep(2 * time.Millisecond)
+				inUse.Add(-1)
+				p.GiveSlot()
+			}
+		}()
+	}
+	wg.Wait()
+	if peak.Load() > limit {
+		t.Fatalf("%d slots were in use at once across the nodes; the cap is %d", peak.Load(), limit)
+	}
+	if peak.Load() < 2 {
+		t.Fatalf("at most %d slot was in use at once: the nodes did not lease the cap", peak.Load())
+	}
+	var held int64
+	for _, p := range pools {
+		held += p.held.Load()
+	}
+	if held > limit {
+		t.Fatalf("the nodes hold %d slots of a cap of %d", held, limit)
+	}
+}
+
+// TestSlotsLeaseExpiresClosed: a node whose lease is past its expiry
+// refuses (fail closed) even with free slots in hand.
+func TestSlotsLeaseExpiresClosed(t *testing.T) {
+	// The cap's first activation grants at once (no holders to wait for).
+	p := members[2].leases.Slots(uniq("test/expiry"), 4)
+	waitFor(t, "a live slot lease", func() bool { return p.held.Load() > 0 && p.expires.Load() > clk.Now().UnixNano() })
+	if !p.TakeSlot(clk.Now()) {
+		t.Fatal("a node holding a live lease refused a slot")
+	}
+	p.GiveSlot()
+	if p.TakeSlot(time.Unix(0, p.expires.Load())) {
+		t.Fatal("a node took a slot at its lease's expiry")
+	}
+}
+
+// TestSlotGrainRebuildsFromRenewals: a slots grain stopped while nodes
+// hold slots comes back knowing them from their renewals, so the cap is
+// not reset.
+func TestSlotGrainRebuildsFromRenewals(t *testing.T) {
+	const limit = 6
+	key := uniq("test/conc-rehome")
+	pools := make([]*Pool, len(members))
+	for i, mb := range members {
+		pools[i] = mb.leases.Slots(key, limit)
+	}
+	pastRecovery(t, pools...)
+	waitHeld(t, pools)
+	// Node 0 takes everything it can get and keeps it in use.
+	var taken int
+	deadline := time.Now().Add(5 * time.Second)
+	for taken < 3 && time.Now().Before(deadline) {
+		if pools[0].TakeSlot(clk.Now()) {
+			taken++
+		} else {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if taken < 3 {
+		t.Fatalf("node 0 got only %d slots of %d", taken, limit)
+	}
+	host.deactivate(t, slotsPrefix+key)
+	// Renewals reach the fresh grain (the clock moves past the renewal
+	// point); after its recovery it grants again, never beyond the cap
+	// counting node 0's slots in use.
+	renewed := make([]int64, len(pools))
+	for i, p := range pools {
+		renewed[i] = p.renewals.Load() + p.refills.Load() // an acquire carries the holding too
+	}
+	clk.Advance(RenewInterval)
+	waitFor(t, "renewals to the fresh grain", func() bool {
+		for i, p := range pools {
+			if p.renewals.Load()+p.refills.Load() == renewed[i] {
+				return false
+			}
+		}
+		return true
+	})
+	clk.Advance(LeaseTTL - RenewInterval + time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
+	var held int64
+	for _, p := range pools {
+		held += p.held.Load()
+	}
+	if held > limit {
+		t.Fatalf("after the grain re-activated the nodes hold %d slots of a cap of %d", held, limit)
+	}
+	if h := pools[0].held.Load(); h < int64(taken) {
+		t.Fatalf("node 0 has %d slots in use but the fresh grain left it %d", taken, h)
+	}
+	for i := 0; i < taken; i++ {
+		pools[0].GiveSlot()
+	}
+}
+
+// waitHeld waits until every pool holds slots.
+func waitHeld(t *testing.T, pools []*Pool) {
+	t.Helper()
+	waitFor(t, "slot leases", func() bool {
+		for _, p := range pools {
+			if p.held.Load() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+var runs atomic.Int64
+
+// uniq makes a budget key unique to this run (-count reuses the grains).
+func uniq(key string) string { return fmt.Sprintf("%s-%d", key, runs.Add(1)) }
+
+// pastRecovery waits until each pool's grain is active, then moves the
+// clock past a fresh slots grain's recovery.
+func pastRecovery(t *testing.T, pools ...*Pool) {
+	t.Helper()
+	waitFor(t, "the grains to activate", func() bool {
+		for _, p := range pools {
+			if p.refills.Load() == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	clk.Advance(LeaseTTL + time.Millisecond)
+}
+
+// TestRestartAfterPanic: the lease actor restarts from a fresh object and
+// keeps the pools filled.
+func TestRestartAfterPanic(t *testing.T) {
+	l := members[1].leases
+	watch := testutil.WatchActors(t, members[1].sys, l.pid.Id)
+	l.root.Send(l.pid, supervise.Crash{Reason: "test"})
+	watch.WaitRestarts(t, 1)
+	p := l.Window(uniq("test/after-restart"), 640)
+	waitFor(t, "a refill after the restart", func() bool { return p.available(WindowIndex(clk.Now())) > 0 })
+}
+
+// TestWindowWordsAcrossIndexes: credit added to a never-used pool lands in
+// the window it was granted for, whatever the window's index (a tag in
+// the upper half of the tag space once read as "a later window").
+func TestWindowWordsAcrossIndexes(t *testing.T) {
+	for _, idx := range []uint64{0, 1, tagMod/2 + 3, tagMod - 2, 29_400_000} {
+		p := &Pool{}
+		p.addWindow(idx, 50)
+		if got := p.available(idx); got != 50 {
+			t.Fatalf("window %d: %d available after a grant of 50", idx, got)
+		}
+		p.addWindow(idx+2, 7) // the same parity, a later window: replaces
+		if p.available(idx) != 0 || p.available(idx+2) != 7 {
+			t.Fatalf("window %d: a later window's grant did not replace the old credit", idx)
+		}
+		p.addWindow(idx, 9) // an older window's late grant is dropped
+		if p.available(idx+2) != 7 {
+			t.Fatalf("window %d: a late grant for an older window overwrote the current one", idx)
+		}
+	}
+}
+
+// TestRequestLargerThanAChunk: a request larger than one chunk is refused
+// once, and the refill it triggers asks for enough that it fits next time.
+func TestRequestLargerThanAChunk(t *testing.T) {
+	p := members[0].leases.Window(uniq("test/large"), 3200) // chunk 100
+	big := 7 * p.Chunk()
+	waitFor(t, "a request of seven chunks to fit", func() bool {
+		_, ok, _ := p.Take(clk.Now(), big)
+		return ok
+	})
+}

@@ -1,0 +1,382 @@
+// Package credit shares budgets across the gateway's cluster without a
+// cross-node call on the request path: each protected budget is a grain
+// (a virtual actor placed on one member by rendezvous hashing) that hands
+// out chunks of credit, and each node keeps what it was handed in a Pool
+// the request path spends with atomics. See docs/cluster.md.
+//
+// Two kinds of budget:
+//
+//   - window budgets (a provider's tokens per minute for one connection
+//     and upstream model, a tenant's requests and tokens per minute): the
+//     grain grants credit of one epoch-aligned minute; the total granted in
+//     a window never exceeds the limit, and the grain writes it to the
+//     Store (etcd) before it answers, so a grain re-activated on another
+//     member after its member died continues from it;
+//   - slot budgets (a tenant's concurrency cap): the grain leases slots to
+//     nodes for LeaseTTL, renewed every RenewInterval; the sum leased to
+//     live nodes never exceeds the cap. Nothing is persisted: a fresh grain
+//     spends one LeaseTTL taking the holders' renewals as its table before
+//     it grants again, because the holders are the only ones who know what
+//     is in use, and a holder that cannot renew gives its slots up on its
+//     own clock before the grain reclaims them.
+package credit
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/omniroute/gateway/actors/supervise"
+	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/repeat"
+)
+
+// Requester is the grain call: protoactor's Cluster.Request.
+type Requester interface {
+	Request(identity, kind string, message any, opts ...pcluster.GrainCallOption) (any, error)
+}
+
+// Leases is this node's side of every shared budget: the pools the
+// request path spends from and the actor that keeps them filled.
+type Leases struct {
+	root *actor.RootContext
+	pid  *actor.PID
+	c    Requester
+	node string
+	clk  clock.Clock
+
+	mu    sync.Mutex // guards byID; pools is published copy-on-write
+	byID  map[string]*Pool
+	pools atomic.Pointer[[]*Pool]
+
+	// calls counts grain calls, for the snapshot and the refill-rate
+	// figures.
+	calls, failures atomic.Int64
+	stopped         atomic.Bool
+}
+
+// Options configure Start.
+type Options struct {
+	// Node names this node to the grains (the cluster member id).
+	Node  string
+	Clock clock.Clock
+	// Interval is the renewal tick (default RenewInterval).
+	Interval time.Duration
+}
+
+type refill struct{ p *Pool }
+
+type tick struct{}
+
+// result is a grain call's outcome, back on the lease actor.
+type result struct {
+	p      *Pool
+	req    request
+	sentAt time.Time
+	rep    reply
+	err    error
+}
+
+// strategy restarts the lease actor from a fresh object: the pools and
+// their credit live on the handle, and a call in flight when it failed
+// still delivers its result to the fresh object.
+var strategy = supervise.Restart("credit-leases")
+
+// Start spawns the lease actor for this node.
+func Start(system *actor.ActorSystem, c Requester, o Options) (*Leases, error) {
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Interval <= 0 {
+		o.Interval = RenewInterval
+	}
+	l := &Leases{root: system.Root, c: c, node: o.Node, clk: o.Clock, byID: map[string]*Pool{}}
+	empty := []*Pool{}
+	l.pools.Store(&empty)
+	interval := o.Interval
+	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &leaseActor{l: l, interval: interval} },
+		actor.WithGuardian(strategy)), fmt.Sprintf("credit-leases-%p", l))
+	if err != nil {
+		return nil, fmt.Errorf("spawning the credit lease actor: %w", err)
+	}
+	l.pid = pid
+	return l, nil
+}
+
+// WindowChunks is how many refills a window budget is split into: a
+// refill asks for limit/WindowChunks (at least 1).
+const WindowChunks = 32
+
+// SlotChunks is the same for a concurrency cap (at least one slot).
+const SlotChunks = 10
+
+// Window returns the pool of window budget key ("w/" + key at the grain)
+// with limit per minute, creating it on first use and starting its first
+// refill at once. A changed limit applies from the next refill.
+func (l *Leases) Window(key string, limit int64) *Pool {
+	return l.pool(windowPrefix+key, false, limit, max((limit+WindowChunks-1)/WindowChunks, 1))
+}
+
+// Slots returns the pool of concurrency cap key ("s/" + key) of limit
+// slots.
+func (l *Leases) Slots(key string, limit int64) *Pool {
+	return l.pool(slotsPrefix+key, true, limit, max(limit/SlotChunks, 1))
+}
+
+func (l *Leases) pool(id string, slots bool, limit, chunk int64) *Pool {
+	l.mu.Lock()
+	p := l.byID[id]
+	if p == nil {
+		p = &Pool{l: l, id: id, slots: slots}
+		l.byID[id] = p
+		next := append(append([]*Pool(nil), *l.pools.Load()...), p)
+		l.pools.Store(&next)
+	}
+	l.mu.Unlock()
+	p.limit.Store(limit)
+	p.chunk.Store(chunk)
+	p.kick()
+	return p
+}
+
+// Stop gives back what this node holds (best effort, so the others can
+// use it at once rather than after the leases expire) and stops the actor.
+func (l *Leases) Stop() {
+	if !l.stopped.CompareAndSwap(false, true) {
+		return
+	}
+	_ = l.root.PoisonFuture(l.pid).Wait()
+	now := l.clk.Now()
+	idx := WindowIndex(now)
+	var wg sync.WaitGroup
+	for _, p := range *l.pools.Load() {
+		var n int64
+		if p.slots {
+			n = max(p.avail.Swap(0), 0)
+			p.expires.Store(0)
+		} else {
+			n = p.takeExcess(idx, 0)
+		}
+		if n == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func(p *Pool, n int64) {
+			defer wg.Done()
+			req := request{op: opRelease, node: l.node, window: idx, amount: n, limit: p.limit.Load()}
+			_, _ = l.c.Request(p.id, KindName, req.encode(), pcluster.WithTimeout(time.Second), pcluster.WithRetryCount(1))
+		}(p, n)
+	}
+	wg.Wait()
+}
+
+// PoolView is one pool as health shows it.
+type PoolView struct {
+	ID       string `json:"id"`
+	Limit    int64  `json:"limit"`
+	Chunk    int64  `json:"chunk"`
+	Held     int64  `json:"held,omitempty"`
+	Free     int64  `json:"free"`
+	Granted  int64  `json:"granted,omitempty"`
+	Returned int64  `json:"returned,omitempty"`
+	Refused  int64  `json:"refused"`
+	Refills  int64  `json:"refills"`
+	Expired  bool   `json:"leaseExpired,omitempty"`
+}
+
+// Snapshot is the node's pools, sorted by id.
+type Snapshot struct {
+	Calls    int64      `json:"grainCalls"`
+	Failures int64      `json:"grainCallFailures"`
+	Pools    []PoolView `json:"pools"`
+}
+
+// Snapshot reads the pools (atomics only; no message).
+func (l *Leases) Snapshot() Snapshot {
+	now := l.clk.Now()
+	idx := WindowIndex(now)
+	s := Snapshot{Calls: l.calls.Load(), Failures: l.failures.Load()}
+	for _, p := range *l.pools.Load() {
+		v := PoolView{ID: p.id, Limit: p.limit.Load(), Chunk: p.chunk.Load(), Refused: p.refused.Load(), Refills: p.refills.Load(),
+			Granted: p.granted.Load(), Returned: p.returned.Load()}
+		if p.slots {
+			v.Held, v.Free = p.held.Load(), p.avail.Load()
+			v.Expired = now.UnixNano() >= p.expires.Load()
+		} else {
+			v.Free = p.available(idx)
+		}
+		s.Pools = append(s.Pools, v)
+	}
+	sort.Slice(s.Pools, func(i, j int) bool { return s.Pools[i].ID < s.Pools[j].ID })
+	return s
+}
+
+// leaseActor keeps the pools filled: one grain call per pool at a time,
+// made on a goroutine of its own (a grain call blocks for a network round
+// trip, and the actor must keep taking kicks), its result handled here.
+type leaseActor struct {
+	l        *Leases
+	interval time.Duration
+	stop     func()
+}
+
+func (a *leaseActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case supervise.Crash:
+		m.Panic()
+	case *actor.Started:
+		a.stop = repeat.Send(ctx.ActorSystem().Root, a.interval, a.interval, ctx.Self(), tick{})
+	case *actor.Stopping, *actor.Restarting:
+		if a.stop != nil {
+			a.stop()
+		}
+	case *refill:
+		// pending is already set by the kick.
+		if !a.next(ctx, m.p, true) {
+			m.p.pending.Store(false)
+		}
+	case tick:
+		for _, p := range *a.l.pools.Load() {
+			if p.pending.CompareAndSwap(false, true) && !a.next(ctx, p, false) {
+				p.pending.Store(false)
+			}
+		}
+	case *result:
+		a.apply(m)
+		m.p.pending.Store(false)
+	}
+}
+
+// next starts the grain call pool p needs now, if any, and reports
+// whether it did. kicked is set when the request path asked for credit.
+func (a *leaseActor) next(ctx actor.Context, p *Pool, kicked bool) bool {
+	now := a.l.clk.Now()
+	limit, chunk := p.limit.Load(), p.chunk.Load()
+	if limit <= 0 {
+		return false
+	}
+	req := request{node: a.l.node, limit: limit}
+	if p.slots {
+		req.window = uint64(max(p.held.Load(), 0)) // what this node holds, for a grain rebuilding
+		free := p.avail.Load()
+		switch {
+		case free < chunk:
+			req.op, req.amount = opAcquire, chunk
+		case free > 2*chunk:
+			// Give back what is idle beyond one chunk, so other nodes
+			// can use it. The slots leave the pool before the call.
+			n := free - chunk
+			if !p.avail.CompareAndSwap(free, free-n) {
+				return false
+			}
+			req.op, req.amount = opRelease, n
+		case now.UnixNano() >= p.expires.Load()-int64(LeaseTTL)+int64(a.interval):
+			req.op, req.amount = opRenew, p.held.Load()
+		default:
+			return false
+		}
+	} else {
+		idx := WindowIndex(now)
+		req.window = idx
+		free := p.available(idx)
+		end := time.Unix(0, int64(idx+1)*int64(Window))
+		switch {
+		case p.dry.Load() == idx+1:
+			// The grain said this window is spent; near its end, fetch
+			// the next window's first chunk so the minute turns over
+			// without refusals.
+			if end.Sub(now) > 2*a.interval || p.available(idx+1) > 0 {
+				return false
+			}
+			req.window, req.op, req.amount = idx+1, opAcquire, chunk
+		case free < chunk/2+1 || free < p.want.Load():
+			req.op, req.amount = opAcquire, max(chunk, p.want.Swap(0)-free)
+		case free > 3*chunk && !kicked:
+			n := p.takeExcess(idx, chunk)
+			if n == 0 {
+				return false
+			}
+			req.op, req.amount = opRelease, n
+		case end.Sub(now) <= 2*a.interval && p.available(idx+1) == 0:
+			req.window, req.op, req.amount = idx+1, opAcquire, chunk
+		default:
+			return false
+		}
+	}
+	a.l.calls.Add(1)
+	root, self, c := ctx.ActorSystem().Root, ctx.Self(), a.l.c
+	go func() {
+		res := &result{p: p, req: req, sentAt: now}
+		v, err := c.Request(p.id, KindName, req.encode())
+		if err == nil {
+			if b, ok := v.(*wrapperspb.BytesValue); ok {
+				res.rep, err = decodeReply(b.Value)
+			} else {
+				err = fmt.Errorf("credit: grain %s answered %T", p.id, v)
+			}
+		}
+		res.err = err
+		root.Send(self, res)
+	}()
+	return true
+}
+
+// apply folds a grain's answer into the pool.
+func (a *leaseActor) apply(m *result) {
+	p, req, rep := m.p, &m.req, &m.rep
+	failed := m.err != nil || rep.unavailable
+	if failed {
+		a.l.failures.Add(1)
+	}
+	if p.slots {
+		if failed {
+			if req.op == opRelease {
+				// The slots left the pool; the grain will reclaim them
+				// when the lease expires if it never heard.
+				return
+			}
+			return // no renewal: the lease runs out on its own (fail closed)
+		}
+		old := p.held.Swap(rep.granted)
+		p.avail.Add(rep.granted - old + func() int64 {
+			if req.op == opRelease {
+				return req.amount // already taken out of avail before the call
+			}
+			return 0
+		}())
+		p.expires.Store(m.sentAt.Add(LeaseTTL).UnixNano())
+		if req.op == opAcquire {
+			p.refills.Add(1)
+		}
+		if req.op == opRenew {
+			p.renewals.Add(1)
+		}
+		return
+	}
+	switch req.op {
+	case opAcquire:
+		if failed {
+			return
+		}
+		if rep.granted > 0 {
+			p.addWindow(req.window, rep.granted)
+			p.granted.Add(rep.granted)
+			p.refills.Add(1)
+		}
+		if rep.granted < req.amount && rep.left == 0 {
+			p.dry.Store(req.window + 1)
+		}
+	case opRelease:
+		if failed {
+			p.addWindow(req.window, req.amount) // keep it: the grain still counts it as ours
+			return
+		}
+		p.returned.Add(req.amount)
+	}
+}

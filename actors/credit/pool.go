@@ -1,0 +1,237 @@
+package credit
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Window is the width of a window budget: one minute, epoch-aligned, the
+// same windows as the node-local ledger (actors/ledger).
+const Window = time.Minute
+
+// WindowIndex is the epoch-aligned index of the window holding t.
+func WindowIndex(t time.Time) uint64 { return uint64(t.UnixNano() / int64(Window)) }
+
+// refillWait is what a request refused for want of local credit (not
+// because the budget is spent) is told to wait: about one refill round
+// trip, so routing tries again instead of giving up until the window ends.
+const refillWait = 100 * time.Millisecond
+
+// A window credit word holds the window it belongs to (its index modulo
+// 2^20, plus one, in the high 20 bits) and the credit left in it (low 44
+// bits), so taking credit and noticing that the window has moved on are
+// one compare-and-swap.
+const (
+	availBits = 44
+	availMask = 1<<availBits - 1
+	tagMod    = 1<<(64-availBits) - 1
+)
+
+func packWord(idx uint64, avail int64) uint64 {
+	return (idx%tagMod+1)<<availBits | uint64(min(max(avail, 0), availMask))
+}
+
+func unpackWord(w uint64) (tag uint64, avail int64) { return w >> availBits, int64(w & availMask) }
+
+func tagOf(idx uint64) uint64 { return idx%tagMod + 1 }
+
+// Pool is this node's share of one shared budget: the credit its lease
+// actor obtained from the budget's grain, spent by the request path with
+// atomics and never a cross-node call. When the credit runs low the
+// request that noticed kicks one asynchronous refill; if the grain cannot
+// be reached the pool runs dry and refuses (fail closed), and a slot pool
+// also refuses once its lease has expired.
+type Pool struct {
+	l     *Leases
+	id    string // grain identity
+	slots bool
+	limit atomic.Int64
+	chunk atomic.Int64
+
+	// Window mode: the credit of two windows (the current one and the
+	// next, prefetched near the end of the current), by index parity.
+	win [2]atomic.Uint64
+	// dry is the index+1 of a window the grain said was spent.
+	dry atomic.Uint64
+
+	// Slot mode: slots held and not in use (negative after the grain
+	// took back slots that are still in use), and when the lease ends on
+	// this node's clock (Unix ns).
+	avail   atomic.Int64
+	expires atomic.Int64
+
+	// want is the largest request refused for want of window credit
+	// since the last refill: a refill asks for at least that much, so a
+	// request larger than a chunk is not refused for ever.
+	want atomic.Int64
+	// pending is set while a grain call for this pool is queued or in
+	// flight: one at a time per pool.
+	pending atomic.Bool
+	// held is the slots the grain last said this node holds; only the
+	// lease actor writes it.
+	held atomic.Int64
+	// granted and returned count window credit over the pool's life, for
+	// the snapshot.
+	granted, returned, refused atomic.Int64
+	refills, renewals          atomic.Int64
+}
+
+// ID is the grain identity the pool leases from.
+func (p *Pool) ID() string { return p.id }
+
+// Limit is the cluster-wide limit.
+func (p *Pool) Limit() int64 { return p.limit.Load() }
+
+// Chunk is the credit one refill asks for.
+func (p *Pool) Chunk() int64 { return p.chunk.Load() }
+
+// available is the window credit of window idx.
+func (p *Pool) available(idx uint64) int64 {
+	tag, avail := unpackWord(p.win[idx%2].Load())
+	if tag != tagOf(idx) {
+		return 0
+	}
+	return avail
+}
+
+// Take spends n of window budget credit at now. It reports the window
+// charged (give unused credit back to that window) or, refused, when to
+// try again: the window's end when the cluster's budget is spent, else
+// about one refill round trip.
+func (p *Pool) Take(now time.Time, n int64) (idx uint64, ok bool, retryAt time.Time) {
+	idx = WindowIndex(now)
+	n = max(n, 0)
+	w := &p.win[idx%2]
+	for {
+		old := w.Load()
+		tag, avail := unpackWord(old)
+		if tag != tagOf(idx) {
+			avail = 0
+		}
+		if avail < n {
+			p.refused.Add(1)
+			for w := p.want.Load(); n > w && !p.want.CompareAndSwap(w, n); w = p.want.Load() {
+			}
+			p.kick()
+			if p.dry.Load() == idx+1 {
+				return idx, false, time.Unix(0, int64(idx+1)*int64(Window))
+			}
+			return idx, false, now.Add(refillWait)
+		}
+		if w.CompareAndSwap(old, packWord(idx, avail-n)) {
+			if avail-n < p.chunk.Load()/2+1 {
+				p.kick()
+			}
+			return idx, true, time.Time{}
+		}
+	}
+}
+
+// Give returns n of window idx's credit to the pool (a request used less
+// than it took, or none). Credit of a window that has ended is gone.
+func (p *Pool) Give(idx uint64, n int64) {
+	if n > 0 {
+		p.adjust(idx, n)
+	}
+}
+
+// Charge takes up to n more of window idx's credit without refusing (a
+// request that used more than it took); what the pool does not have is
+// spent beyond the lease, the overrun docs/cluster.md bounds.
+func (p *Pool) Charge(idx uint64, n int64) {
+	if n > 0 && p.adjust(idx, -n) < p.chunk.Load()/2+1 {
+		p.kick()
+	}
+}
+
+// adjust adds delta to window idx's credit (never below zero) and returns
+// the credit left; nothing changes once the window has ended.
+func (p *Pool) adjust(idx uint64, delta int64) int64 {
+	w := &p.win[idx%2]
+	for {
+		old := w.Load()
+		tag, avail := unpackWord(old)
+		if tag != tagOf(idx) {
+			return 0
+		}
+		next := max(avail+delta, 0)
+		if w.CompareAndSwap(old, packWord(idx, next)) {
+			return next
+		}
+	}
+}
+
+// addWindow adds credit the grain granted for window idx (the lease
+// actor's side).
+func (p *Pool) addWindow(idx uint64, n int64) {
+	w := &p.win[idx%2]
+	for {
+		old := w.Load()
+		tag, avail := unpackWord(old)
+		if tag != tagOf(idx) {
+			if tag != 0 && ahead(tag, tagOf(idx)) {
+				return // a later window already lives here (0: never used)
+			}
+			avail = 0
+		}
+		if w.CompareAndSwap(old, packWord(idx, avail+n)) {
+			return
+		}
+	}
+}
+
+// takeExcess removes everything above keep from window idx's credit and
+// returns what it removed (to give back to the grain).
+func (p *Pool) takeExcess(idx uint64, keep int64) int64 {
+	w := &p.win[idx%2]
+	for {
+		old := w.Load()
+		tag, avail := unpackWord(old)
+		if tag != tagOf(idx) || avail <= keep {
+			return 0
+		}
+		if w.CompareAndSwap(old, packWord(idx, keep)) {
+			return avail - keep
+		}
+	}
+}
+
+func ahead(a, b uint64) bool {
+	d := (a + tagMod - b) % tagMod
+	return d != 0 && d < tagMod/2
+}
+
+// TakeSlot takes one concurrency slot at now; it refuses when this node
+// holds no free slot or its lease has expired (the grain may have given
+// its slots to others).
+func (p *Pool) TakeSlot(now time.Time) bool {
+	if now.UnixNano() >= p.expires.Load() {
+		p.refused.Add(1)
+		p.kick()
+		return false
+	}
+	for {
+		a := p.avail.Load()
+		if a <= 0 {
+			p.refused.Add(1)
+			p.kick()
+			return false
+		}
+		if p.avail.CompareAndSwap(a, a-1) {
+			if a-1 < p.chunk.Load() {
+				p.kick()
+			}
+			return true
+		}
+	}
+}
+
+// GiveSlot returns a slot taken by TakeSlot.
+func (p *Pool) GiveSlot() { p.avail.Add(1) }
+
+// kick asks the lease actor to refill, once until it has answered.
+func (p *Pool) kick() {
+	if p.pending.CompareAndSwap(false, true) {
+		p.l.root.Send(p.l.pid, &refill{p: p})
+	}
+}

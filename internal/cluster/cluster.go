@@ -1,0 +1,191 @@
+// Package cluster starts this node's membership of the gateway cluster: the
+// protoactor-go cluster on the gateway's actor system, members found
+// through etcd (or the in-memory test provider in unit tests), identities
+// placed by disthash (rendezvous hashing). It owns nothing of the request
+// path: the shared-credit grains and the node's lease pools live in
+// actors/credit, which registers its kinds here.
+//
+// protoactor's cluster is alpha-quality around its edges, and this package
+// is where that is contained: StartMember panics instead of returning an
+// error (Start recovers it into one), it sleeps one second, Shutdown sleeps
+// two and stops the whole actor system (Stop is therefore the last thing a
+// gateway does), and the remote layer logs ordinary shutdown events at
+// error level (QuietLogs demotes them).
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
+	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
+	"github.com/asynkron/protoactor-go/remote"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Config is one member's settings (internal/config.ClusterEnv, resolved).
+type Config struct {
+	// Name is the cluster name; members with the same name form a cluster.
+	Name string
+	// EtcdEndpoints are etcd's client endpoints (host:port).
+	EtcdEndpoints []string
+	// Listen is the remote layer's host:port (port 0: any free port).
+	Listen string
+	// Advertise is the host:port other members dial ("" = Listen).
+	Advertise string
+	// RequestTimeout bounds one grain call (default 2 s). A lease refill
+	// that times out leaves the pool to fail closed when it runs dry.
+	RequestTimeout time.Duration
+}
+
+// Options are what the node is built with beyond its Config.
+type Options struct {
+	// Kinds are the grain kinds this member hosts.
+	Kinds []*pcluster.Kind
+	// Provider replaces the etcd provider (tests pass the in-memory test
+	// provider); nil builds etcd from Config.EtcdEndpoints.
+	Provider pcluster.ClusterProvider
+	// Etcd is the client DialEtcd returned, which the node owns from now
+	// on (it closes it on Stop or a failed Start). Required with the etcd
+	// provider.
+	Etcd *clientv3.Client
+}
+
+// Node is this process's membership.
+type Node struct {
+	c      *pcluster.Cluster
+	cfg    Config
+	etcd   *clientv3.Client // nil with a test provider
+	closed sync.Once
+}
+
+// Start joins the cluster. It returns an error, never panics, when the
+// listen address is taken, etcd cannot be reached or the provider refuses:
+// the gateway then stops with that error instead of serving alone.
+func Start(system *actor.ActorSystem, cfg Config, o Options) (n *Node, err error) {
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 2 * time.Second
+	}
+	host, port, err := splitListen(cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	var ropts []remote.ConfigOption
+	if cfg.Advertise != "" {
+		ropts = append(ropts, remote.WithAdvertisedHost(cfg.Advertise))
+	}
+	n = &Node{cfg: cfg, etcd: o.Etcd}
+	provider := o.Provider
+	if provider == nil {
+		if o.Etcd == nil {
+			return nil, fmt.Errorf("cluster: no etcd client; call DialEtcd first")
+		}
+		p, err := etcd.NewWithConfig("/omniroute/members", clientv3.Config{Endpoints: cfg.EtcdEndpoints, DialTimeout: 5 * time.Second})
+		if err != nil {
+			o.Etcd.Close()
+			return nil, fmt.Errorf("cluster: cannot create the etcd provider: %w", err)
+		}
+		provider = p
+	}
+	ccfg := pcluster.Configure(cfg.Name, provider, disthash.New(), remote.Configure(host, port, ropts...),
+		pcluster.WithKinds(o.Kinds...), pcluster.WithRequestTimeout(cfg.RequestTimeout))
+	n.c = pcluster.New(system, ccfg)
+	defer func() {
+		if r := recover(); r != nil {
+			if n.etcd != nil {
+				n.etcd.Close()
+			}
+			n, err = nil, fmt.Errorf("cluster: joining cluster %q failed: %v; check that etcd at %v is reachable and OMNIROUTE_CLUSTER_LISTEN=%s is free", cfg.Name, r, cfg.EtcdEndpoints, cfg.Listen)
+		}
+	}()
+	n.c.StartMember()
+	return n, nil
+}
+
+// DialEtcd connects to etcd and checks that an endpoint answers, so that
+// a gateway pointed at no etcd stops with an error naming it (protoactor's
+// provider would panic deep inside StartMember instead).
+func DialEtcd(endpoints []string) (*clientv3.Client, error) {
+	ec, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("cluster: cannot create the etcd client for %v: %w; check OMNIROUTE_CLUSTER_ETCD_ENDPOINTS", endpoints, err)
+	}
+	var errs []error
+	for _, ep := range endpoints {
+		ctx, cancel := contextWithTimeout(5 * time.Second)
+		_, err := ec.Status(ctx, ep)
+		cancel()
+		if err == nil {
+			return ec, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+	}
+	ec.Close()
+	return nil, fmt.Errorf("cluster: no etcd endpoint answered (%w); start etcd or fix OMNIROUTE_CLUSTER_ETCD_ENDPOINTS", errors.Join(errs...))
+}
+
+func splitListen(s string) (string, int, error) {
+	host, p, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", 0, fmt.Errorf("cluster: cannot parse listen address %q: want host:port", s)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("cluster: listen address %q has no valid port", s)
+	}
+	return host, port, nil
+}
+
+// Cluster is the protoactor cluster, for grain calls.
+func (n *Node) Cluster() *pcluster.Cluster { return n.c }
+
+// Etcd is the etcd client the membership uses (nil with a test provider);
+// actors/credit keeps its durable budget records through it.
+func (n *Node) Etcd() *clientv3.Client { return n.etcd }
+
+// ID is this member's id (unique per process start).
+func (n *Node) ID() string { return n.c.ActorSystem.ID }
+
+// Address is the host:port other members reach this one at.
+func (n *Node) Address() string { return n.c.ActorSystem.Address() }
+
+// Member is one member as health shows it.
+type Member struct {
+	ID      string `json:"id"`
+	Address string `json:"address"`
+	Self    bool   `json:"self,omitempty"`
+}
+
+// Members lists the members this node sees, sorted by address.
+func (n *Node) Members() []Member {
+	ms := n.c.MemberList.Members().Members()
+	out := make([]Member, 0, len(ms))
+	for _, m := range ms {
+		addr := net.JoinHostPort(m.Host, strconv.Itoa(int(m.Port)))
+		// The etcd provider names members "<cluster>@<system id>".
+		self := m.Id == n.ID() || strings.HasSuffix(m.Id, "@"+n.ID())
+		out = append(out, Member{ID: m.Id, Address: addr, Self: self})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Address < out[j].Address })
+	return out
+}
+
+// Stop leaves the cluster gracefully: this member's grains move to the
+// others. It stops the actor system too (protoactor's Shutdown does), and
+// takes about two seconds; call it last.
+func (n *Node) Stop() {
+	n.closed.Do(func() {
+		n.c.Shutdown(true)
+		if n.etcd != nil {
+			n.etcd.Close()
+		}
+	})
+}

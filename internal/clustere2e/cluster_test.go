@@ -1,0 +1,461 @@
+package clustere2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/omniroute/gateway/internal/mockprovider"
+)
+
+const (
+	nodes = 3
+	// budget is the provider's tokens per minute (B), shared by the nodes.
+	budget = 6000
+	// chunk is one lease chunk of it: ceil(B / credit.WindowChunks).
+	chunk = (budget + 31) / 32
+	// capped is the tenant's concurrency cap across the cluster.
+	capped   = 10
+	cappedKy = "sk-capped-tenant-0123456789"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startEtcd runs a one-member etcd on loopback with its own data dir.
+func startEtcd(t *testing.T) string {
+	t.Helper()
+	cfg := embed.NewConfig()
+	cfg.Dir = t.TempDir()
+	cfg.LogLevel = "error"
+	client := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	peer := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	cfg.InitialCluster = cfg.Name + "=" + peer.String()
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(20 * time.Second):
+		t.Fatal("etcd did not become ready")
+	}
+	return client.Host
+}
+
+// buildGateway builds the omniroute binary (without the race detector:
+// the children are the system under test, not this process).
+func buildGateway(t *testing.T) string {
+	t.Helper()
+	exe := filepath.Join(t.TempDir(), "omniroute")
+	cmd := exec.Command("go", "build", "-o", exe, "github.com/omniroute/gateway/cmd/omniroute")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building omniroute: %v\n%s", err, out)
+	}
+	return exe
+}
+
+type node struct {
+	cmd  *exec.Cmd
+	addr string
+	errs *strings.Builder
+	mu   *sync.Mutex
+}
+
+func startNode(t *testing.T, exe, cfgPath, etcdAddr string) *node {
+	t.Helper()
+	cmd := exec.Command(exe, "serve")
+	cmd.Env = append(os.Environ(),
+		"OMNIROUTE_LISTEN=127.0.0.1:0", "OMNIROUTE_DATA_DIR="+t.TempDir(), "OMNIROUTE_CONFIG="+cfgPath,
+		"OMNIROUTE_TENANT_SECRET=cluster-test-secret-0123456789", "OMNIROUTE_REQUEST_LOG=off", "OMNIROUTE_LOG_LEVEL=warn",
+		"CAPPED_KEY="+cappedKy,
+		"OMNIROUTE_CLUSTER=etcd", "OMNIROUTE_CLUSTER_NAME=e2e", "OMNIROUTE_CLUSTER_ETCD_ENDPOINTS="+etcdAddr,
+		"OMNIROUTE_CLUSTER_LISTEN=127.0.0.1:0")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{cmd: cmd, errs: &strings.Builder{}, mu: &sync.Mutex{}}
+	cmd.Stderr = writerFunc(func(b []byte) (int, error) { n.mu.Lock(); defer n.mu.Unlock(); return n.errs.Write(b) })
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if i := strings.Index(sc.Text(), "listening on http://"); i >= 0 {
+				addr <- strings.TrimSpace(sc.Text()[i+len("listening on http://"):])
+			}
+		}
+	}()
+	select {
+	case n.addr = <-addr:
+	case <-time.After(60 * time.Second):
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		t.Fatalf("a gateway node did not start:\n%s", n.errs.String())
+	}
+	return n
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+func getJSON(t *testing.T, u string, v any) {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type health struct {
+	Cluster struct {
+		Members []struct {
+			ID      string `json:"id"`
+			Address string `json:"address"`
+			Self    bool   `json:"self"`
+		} `json:"members"`
+		Credit struct {
+			Pools []struct {
+				ID   string `json:"id"`
+				Held int64  `json:"held"`
+				Free int64  `json:"free"`
+			} `json:"pools"`
+		} `json:"credit"`
+	} `json:"cluster"`
+}
+
+func (n *node) health(t *testing.T) health {
+	var h health
+	getJSON(t, "http://"+n.addr+"/api/monitoring/health", &h)
+	return h
+}
+
+// waitFor polls cond for up to 30 s (a bound for a stuck cluster, not a
+// timing assertion).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+type answer struct {
+	status int
+	tokens int64
+}
+
+func chat(client *http.Client, addr, key, model string) (answer, error) {
+	body := `{"model":"` + model + `","max_tokens":40,"messages":[{"role":"user","content":"count the tokens of this request"}]}`
+	req, _ := http.NewRequest("POST", "http://"+addr+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return answer{}, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	a := answer{status: resp.StatusCode}
+
+	if resp.StatusCode == 200 {
+		var v struct {
+			Usage struct {
+				Total int64 `json:"total_tokens"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal(b, &v); err != nil || v.Usage.Total == 0 {
+			return a, fmt.Errorf("an answer without usage: %s", b)
+		}
+		a.tokens = v.Usage.Total
+	}
+	return a, nil
+}
+
+// TestThreeNodesShareBudgetsThroughEtcd: three gateway processes on
+// loopback, joined through etcd, in front of one mock provider.
+//
+//   - membership: every node's health lists the three members;
+//   - a provider budget of B tokens per minute offered 3×B across the
+//     nodes: the tokens the mock served stay within B + nodes × chunk
+//     (docs/cluster.md: the grains grant at most B per window, each node
+//     reserves within its grant, and only usage above a request's
+//     estimate can go beyond it, bounded here by one chunk per node);
+//   - a tenant with a cap of 10 requests in flight across the cluster: the
+//     mock never has more than 10 of its requests at once.
+func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
+	etcdAddr := startEtcd(t)
+	exe := buildGateway(t)
+	mock := mockprovider.New(mockprovider.Options{})
+	mockAddr, err := mock.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	if err := mock.SetBehavior(mockprovider.BehaviorUpdate{Models: map[string]mockprovider.Behavior{
+		"m-budget": {LatencyMS: 5, CompletionTokens: 20},
+		"m-capped": {LatencyMS: 150, CompletionTokens: 5},
+		"m-open":   {LatencyMS: 20, CompletionTokens: 5},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(t.TempDir(), "omniroute.json")
+	cfg := `{"providers": {"mock": {"base_url": "http://` + mockAddr + `/v1", "apis": ["chat"], "auth": "none",
+	    "connections": {"budget": {"limits": {"tokens_per_minute": ` + fmt.Sprint(budget) + `}}, "free": {}}}},
+	  "models": {"budgeted": {"targets": [{"connection": "mock/budget", "model": "m-budget"}]},
+	             "capped": {"targets": [{"connection": "mock/free", "model": "m-capped"}]},
+	             "open": {"targets": [{"connection": "mock/free", "model": "m-open"}]}},
+	  "tenants": [{"name": "capped", "key_env": "CAPPED_KEY", "max_concurrent": ` + fmt.Sprint(capped) + `}],
+	  "auth": {"mode": "open", "allow_anonymous": true}}`
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var ns [nodes]*node
+	var wg sync.WaitGroup
+	for i := range ns {
+		wg.Add(1)
+		go func(i int) { defer wg.Done(); ns[i] = startNode(t, exe, cfgPath, etcdAddr) }(i)
+	}
+	wg.Wait()
+	for _, n := range ns {
+		if n == nil {
+			t.FailNow()
+		}
+	}
+	for i, n := range ns {
+		waitFor(t, fmt.Sprintf("node %d to see %d members", i, nodes), func() bool { return len(n.health(t).Cluster.Members) == nodes })
+		self := 0
+		for _, m := range n.health(t).Cluster.Members {
+			if m.Self {
+				self++
+			}
+		}
+		if self != 1 {
+			t.Fatalf("node %d's health marks %d members as itself", i, self)
+		}
+	}
+
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}
+
+	t.Run("provider budget", func(t *testing.T) {
+		// The budget is per epoch-aligned minute: start well inside one.
+		if left := time.Minute - time.Duration(time.Now().UnixNano()%int64(time.Minute)); left < 15*time.Second {
+			time.Sleep(left + 100*time.Millisecond)
+		}
+		start := time.Now()
+		var spent, offered, ok atomic.Int64
+		var failed atomic.Int64
+		for _, n := range ns {
+			for c := 0; c < 6; c++ {
+				wg.Add(1)
+				go func(addr string) {
+					defer wg.Done()
+					// Each request reserves its estimate (~50 tokens): keep
+					// offering until the cluster has been offered 3×B.
+					for offered.Add(50) <= 3*budget {
+						a, err := chat(client, addr, "", "budgeted")
+						if err != nil {
+							failed.Add(1)
+							t.Error(err)
+							return
+						}
+						if a.status == 200 {
+							ok.Add(1)
+							spent.Add(a.tokens)
+						}
+					}
+				}(n.addr)
+			}
+		}
+		wg.Wait()
+		if WindowOf(start) != WindowOf(time.Now()) {
+			t.Fatalf("the run crossed a minute boundary (%s to %s): the bound is per window", start, time.Now())
+		}
+		st := mock.Stats().Models["m-budget"]
+		t.Logf("offered %d tokens, %d answers, %d tokens spent at the mock (bound %d), mock completed %d", offered.Load(), ok.Load(), spent.Load(), budget+nodes*chunk, st.Completed)
+		if got := spent.Load(); got > budget+nodes*chunk {
+			t.Fatalf("the mock served %d tokens in one window of a budget of %d: more than B + nodes × chunk = %d", got, budget, budget+nodes*chunk)
+		}
+		if int64(st.Completed) != ok.Load() {
+			t.Fatalf("the mock completed %d requests but %d answers arrived", st.Completed, ok.Load())
+		}
+		if spent.Load() < budget/2 {
+			t.Fatalf("only %d of a budget of %d tokens were served: the nodes did not get their shares", spent.Load(), budget)
+		}
+	})
+
+	t.Run("tenant concurrency cap", func(t *testing.T) {
+		// The tenant's pools are made on its first request; wait until
+		// every node holds a lease of its slots.
+		for _, n := range ns {
+			_, _ = chat(client, n.addr, cappedKy, "capped")
+		}
+		for i, n := range ns {
+			waitFor(t, fmt.Sprintf("node %d to lease slots", i), func() bool {
+				for _, p := range n.health(t).Cluster.Credit.Pools {
+					if strings.HasSuffix(p.ID, "/concurrency") && p.Held > 0 {
+						return true
+					}
+				}
+				return false
+			})
+		}
+		var ok, refused atomic.Int64
+		stop := time.Now().Add(2 * time.Second)
+		for _, n := range ns {
+			for c := 0; c < 10; c++ {
+				wg.Add(1)
+				go func(addr string) {
+					defer wg.Done()
+					for time.Now().Before(stop) {
+						a, err := chat(client, addr, cappedKy, "capped")
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						switch a.status {
+						case 200:
+							ok.Add(1)
+						case 429:
+							refused.Add(1)
+							time.Sleep(10 * time.Millisecond)
+						default:
+							t.Errorf("status %d", a.status)
+							return
+						}
+					}
+				}(n.addr)
+			}
+		}
+		wg.Wait()
+		st := mock.Stats().Models["m-capped"]
+		t.Logf("%d answered, %d refused; the mock saw at most %d in flight", ok.Load(), refused.Load(), st.MaxInflight)
+		if st.MaxInflight > capped {
+			t.Fatalf("the mock had %d of the tenant's requests in flight at once; the cluster-wide cap is %d", st.MaxInflight, capped)
+		}
+		if ok.Load() == 0 || refused.Load() == 0 || st.MaxInflight < 3 {
+			t.Fatalf("the cap was not exercised: %d answered, %d refused, at most %d in flight", ok.Load(), refused.Load(), st.MaxInflight)
+		}
+	})
+
+	t.Run("a node killed", func(t *testing.T) {
+		// SIGKILL one node under steady load on the other two: no request
+		// on the survivors fails, they see the member leave, and the
+		// tenant's cap still holds while its grain re-homes.
+		before := mock.Stats().Models["m-open"].Completed
+		var served, refusedTenant atomic.Int64
+		stop := make(chan struct{})
+		for _, n := range ns[:2] {
+			for c := 0; c < 4; c++ {
+				wg.Add(2)
+				go func(addr string) {
+					defer wg.Done()
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						a, err := chat(client, addr, "", "open")
+						if err != nil || a.status != 200 {
+							t.Errorf("a request on a surviving node failed: status %d, %v", a.status, err)
+							return
+						}
+						served.Add(1)
+					}
+				}(n.addr)
+				go func(addr string) {
+					defer wg.Done()
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						a, err := chat(client, addr, cappedKy, "capped")
+						if err != nil || (a.status != 200 && a.status != 429) {
+							t.Errorf("a tenant request on a surviving node failed: status %d, %v", a.status, err)
+							return
+						}
+						if a.status == 429 {
+							refusedTenant.Add(1)
+							time.Sleep(10 * time.Millisecond)
+						}
+					}
+				}(n.addr)
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+		killed := time.Now()
+		if err := ns[2].cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		for i, n := range ns[:2] {
+			waitFor(t, fmt.Sprintf("node %d to see the killed member leave", i), func() bool { return len(n.health(t).Cluster.Members) == nodes-1 })
+		}
+		left := time.Since(killed)
+		time.Sleep(4 * time.Second) // keep the load on while grains re-home
+		close(stop)
+		wg.Wait()
+		st := mock.Stats().Models
+		t.Logf("the survivors saw the member leave after %s; %d requests served, %d tenant requests refused; tenant peak in flight %d",
+			left.Round(10*time.Millisecond), served.Load(), refusedTenant.Load(), st["m-capped"].MaxInflight)
+		if st["m-open"].Completed-before < 10 {
+			t.Fatalf("the survivors served only %d requests", st["m-open"].Completed-before)
+		}
+		if st["m-capped"].MaxInflight > capped {
+			t.Fatalf("the mock had %d of the tenant's requests in flight at once; the cap is %d", st["m-capped"].MaxInflight, capped)
+		}
+	})
+}
+
+// WindowOf is the budget window (epoch-aligned minute) holding t.
+func WindowOf(t time.Time) int64 { return t.UnixNano() / int64(time.Minute) }

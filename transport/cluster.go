@@ -1,0 +1,236 @@
+package transport
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+
+	"github.com/omniroute/gateway/actors/credit"
+	ledgeractor "github.com/omniroute/gateway/actors/ledger"
+	icluster "github.com/omniroute/gateway/internal/cluster"
+	ikeys "github.com/omniroute/gateway/internal/keys"
+	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/internal/tenantlimit"
+)
+
+// clusterSys is cluster mode (OMNIROUTE_CLUSTER=etcd, docs/cluster.md):
+// this node's membership and its pools of the budgets the cluster shares.
+// nil in single-node mode, where none of it exists and the request path
+// checks one pointer.
+//
+// Shared today: provider token and request budgets per (connection,
+// upstream model) that are configured (tokens_per_minute,
+// requests_per_minute), and each limited tenant's concurrency cap and
+// requests and tokens per minute. The node-local limiters still run as
+// before, so a node never exceeds the whole limit alone; the pools add the
+// cluster-wide bound on top.
+type clusterSys struct {
+	node   *icluster.Node
+	leases *credit.Leases
+	// ledger is each ledger slot's shared pools (nil: not shared).
+	ledger []sharedSlot
+
+	mu      sync.Mutex // serialises tenant pool creation
+	tenants atomic.Pointer[map[tenant.ID]*sharedTenant]
+}
+
+type sharedSlot struct{ tokens, requests *credit.Pool }
+
+// sharedTenant is a limited tenant's cluster pools and the limits they
+// were made for (a changed policy makes new ones).
+type sharedTenant struct {
+	lim            tenantlimit.Limits
+	conc, rpm, tpm *credit.Pool
+}
+
+// sharedRes is what a request took from the cluster pools, given back at
+// settle. Zero when nothing was taken.
+type sharedRes struct {
+	win        uint64
+	tokens     int64
+	request    bool
+	slot       *credit.Pool // concurrency, tenant only
+	tok, reqP  *credit.Pool
+	tokenTaken bool
+}
+
+// startCluster joins the cluster when cluster mode is on. It runs after
+// the ledger exists (its slots become shared pools) and before the tenant
+// layer.
+func (g *Gateway) startCluster(slots []ledgeractor.SlotSpec) error {
+	e := g.opts.Env.Cluster
+	if !e.ClusterMode.On() {
+		return nil
+	}
+	cfg := icluster.Config{Name: e.ClusterName, EtcdEndpoints: e.EtcdEndpoints, Listen: e.ClusterListen, Advertise: e.ClusterAdvertise}
+	ec, err := icluster.DialEtcd(cfg.EtcdEndpoints)
+	if err != nil {
+		return err
+	}
+	store := credit.NewEtcdStore(ec, "/omniroute/credit/"+cfg.Name+"/")
+	node, err := icluster.Start(g.system, cfg, icluster.Options{Kinds: []*pcluster.Kind{credit.NewKind(store, g.clk)}, Etcd: ec})
+	if err != nil {
+		return err
+	}
+	leases, err := credit.Start(g.system, node.Cluster(), credit.Options{Node: node.ID(), Clock: g.clk})
+	if err != nil {
+		node.Stop()
+		return err
+	}
+	cs := &clusterSys{node: node, leases: leases, ledger: make([]sharedSlot, len(slots))}
+	empty := map[tenant.ID]*sharedTenant{}
+	cs.tenants.Store(&empty)
+	for i, s := range slots {
+		key := "ledger/" + s.Connection + "/" + s.Model
+		if s.TokensPerMinute > 0 {
+			cs.ledger[i].tokens = leases.Window(key+"/tokens", s.TokensPerMinute)
+		}
+		if s.RequestsPerMinute > 0 {
+			cs.ledger[i].requests = leases.Window(key+"/requests", s.RequestsPerMinute)
+		}
+	}
+	g.cs = cs
+	g.log.Info("joined the cluster", "cluster", cfg.Name, "member", node.ID(), "address", node.Address(), "members", len(node.Members()))
+	return nil
+}
+
+// stopCluster gives the node's credit back and leaves the cluster. It
+// stops the actor system (protoactor's cluster shutdown does), so it runs
+// last in Close.
+func (g *Gateway) stopCluster() {
+	if g.cs == nil {
+		return
+	}
+	g.cs.leases.Stop()
+	g.cs.node.Stop()
+}
+
+// takeLedger takes a ledger reservation's share from slot's cluster pools
+// (nothing when the slot is not shared). On refusal it says when to try
+// again.
+func (cs *clusterSys) takeLedger(r *sharedRes, slot int, tokens int64, now time.Time) (bool, time.Time) {
+	*r = sharedRes{}
+	if slot < 0 || slot >= len(cs.ledger) {
+		return true, time.Time{}
+	}
+	sl := &cs.ledger[slot]
+	if sl.tokens != nil {
+		idx, ok, retry := sl.tokens.Take(now, tokens)
+		if !ok {
+			return false, retry
+		}
+		r.win, r.tok, r.tokens, r.tokenTaken = idx, sl.tokens, tokens, true
+	}
+	if sl.requests != nil {
+		idx, ok, retry := sl.requests.Take(now, 1)
+		if !ok {
+			cs.give(r, 0, true)
+			return false, retry
+		}
+		r.win, r.reqP, r.request = idx, sl.requests, true
+	}
+	return true, time.Time{}
+}
+
+// give settles what r took: actual tokens were used (more than taken is
+// charged without refusing), refund gives the request back too.
+func (cs *clusterSys) give(r *sharedRes, actual int64, refund bool) {
+	if r.tokenTaken {
+		if refund {
+			actual = 0
+		}
+		if d := r.tokens - actual; d > 0 {
+			r.tok.Give(r.win, d)
+		} else {
+			r.tok.Charge(r.win, -d)
+		}
+	}
+	if r.request && refund {
+		r.reqP.Give(r.win, 1)
+	}
+	if r.slot != nil {
+		r.slot.GiveSlot()
+	}
+	*r = sharedRes{}
+}
+
+// tenant returns e's cluster pools, creating them when the tenant is new
+// or its limits changed (once per tenant and policy, not per request).
+func (cs *clusterSys) tenant(e *ikeys.Entry) *sharedTenant {
+	lim := tenantlimit.LimitsOf(e.Policy)
+	lim.Policy = nil
+	if st := (*cs.tenants.Load())[e.TenantID]; st != nil && st.lim == lim {
+		return st
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	m := *cs.tenants.Load()
+	if st := m[e.TenantID]; st != nil && st.lim == lim {
+		return st
+	}
+	key := "tenant/" + e.TenantID.String()
+	st := &sharedTenant{lim: lim}
+	if lim.MaxConcurrent > 0 {
+		st.conc = cs.leases.Slots(key+"/concurrency", lim.MaxConcurrent)
+	}
+	if lim.RequestsPerMinute > 0 {
+		st.rpm = cs.leases.Window(key+"/requests", lim.RequestsPerMinute)
+	}
+	if lim.TokensPerMinute > 0 {
+		st.tpm = cs.leases.Window(key+"/tokens", lim.TokensPerMinute)
+	}
+	next := make(map[tenant.ID]*sharedTenant, len(m)+1)
+	for k, v := range m {
+		next[k] = v
+	}
+	next[e.TenantID] = st
+	cs.tenants.Store(&next)
+	return st
+}
+
+// takeTenant takes a tenant's request from its cluster pools: a slot, a
+// request and the token estimate. On refusal it names the limit.
+func (cs *clusterSys) takeTenant(r *sharedRes, e *ikeys.Entry, tokens int64, now time.Time) (tenantlimit.Kind, time.Time) {
+	*r = sharedRes{}
+	st := cs.tenant(e)
+	if st.conc != nil {
+		if !st.conc.TakeSlot(now) {
+			return tenantlimit.KindConcurrency, now.Add(time.Second)
+		}
+		r.slot = st.conc
+	}
+	if st.rpm != nil {
+		idx, ok, retry := st.rpm.Take(now, 1)
+		if !ok {
+			cs.give(r, 0, true)
+			return tenantlimit.KindRequests, retry
+		}
+		r.win, r.reqP, r.request = idx, st.rpm, true
+	}
+	if st.tpm != nil {
+		idx, ok, retry := st.tpm.Take(now, tokens)
+		if !ok {
+			cs.give(r, 0, true)
+			return tenantlimit.KindTokens, retry
+		}
+		r.win, r.tok, r.tokens, r.tokenTaken = idx, st.tpm, tokens, true
+	}
+	return tenantlimit.KindNone, time.Time{}
+}
+
+// clusterHealth is the health section: this node, the members it sees and
+// its pools.
+func (g *Gateway) clusterHealth() (any, string) {
+	cs := g.cs
+	ms := cs.node.Members()
+	status := "ok"
+	if len(ms) == 0 {
+		status = "degraded"
+	}
+	return map[string]any{
+		"mode": "etcd", "name": g.opts.Env.Cluster.ClusterName, "self": cs.node.ID(), "address": cs.node.Address(),
+		"members": ms, "credit": cs.leases.Snapshot(),
+	}, status
+}
