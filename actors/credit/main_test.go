@@ -113,15 +113,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// waitFor polls cond until it holds or 5 s pass (a bound for a stuck
+// waitFor polls cond until it holds (testutil.Until: a bound for a stuck
 // actor, not a timing assertion).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testutil.Until(t, what, cond)
 }
