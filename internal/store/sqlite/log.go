@@ -135,7 +135,9 @@ func (d *DB) Requests(ctx context.Context, f store.Filter) (store.Page, error) {
 	// The unary + keeps the planner on the primary key, newest first,
 	// rather than an index it would then have to sort.
 	if !f.Since.IsZero() {
-		where = append(where, "+ts_max >= ?", "seq >= coalesce((SELECT min(seq) FROM request_batches WHERE ts_max >= ?), 0)")
+		// The first batch with a record that recent (through the ts_max
+		// index) bounds the scan; with none, nothing is read.
+		where = append(where, "+ts_max >= ?", "seq >= coalesce((SELECT min(seq) FROM request_batches WHERE ts_max >= ?), 9223372036854775807)")
 		args = append(args, f.Since.UnixMilli(), f.Since.UnixMilli())
 	}
 	if !f.Until.IsZero() {

@@ -161,6 +161,8 @@ func TestRequestLog(t *testing.T) {
 		{store.Filter{Status: 2}, 23},
 		{store.Filter{Since: base.Add(100 * time.Minute)}, 20},
 		{store.Filter{Since: base.Add(100 * time.Minute), Until: base.Add(200 * time.Minute)}, 10},
+		{store.Filter{Since: base.Add(1000 * time.Hour)}, 0},
+		{store.Filter{Until: base}, 0},
 		{store.Filter{Tenant: "alice", Model: "gpt-4o", Status: 200}, 15},
 	} {
 		if n := count(c.f); n != c.want {
