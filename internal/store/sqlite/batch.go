@@ -237,7 +237,9 @@ func batchRange(recs []store.Record) (lo, hi int64) {
 
 // insertBatches writes recs in rows of at most maxBatchRecords.
 func insertBatches(ctx context.Context, st batchStmts, recs []store.Record) error {
-	var buf []byte
+	// Sized for a typical record (about 200 bytes), so a batch rarely
+	// grows the buffer while it is written.
+	buf := make([]byte, 0, min(len(recs), maxBatchRecords)*256)
 	for start := 0; start < len(recs); start += maxBatchRecords {
 		var err error
 		if buf, err = writeBatch(ctx, st, recs[start:min(start+maxBatchRecords, len(recs))], buf); err != nil {
