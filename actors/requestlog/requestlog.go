@@ -158,8 +158,9 @@ func (h *Handle) Stop() {
 	}
 }
 
-// records recycles the records handed to Log: the writer copies each into
-// its batch, so the request path does not allocate one per request.
+
+// records recycles the records handed to Log: Log copies each into the
+// pending list, so the request path does not allocate one per request.
 var records = sync.Pool{New: func() any { return new(store.Record) }}
 
 // NewRecord returns an empty record to fill and hand to Log.
