@@ -158,7 +158,6 @@ func (h *Handle) Stop() {
 	}
 }
 
-
 // records recycles the records handed to Log: Log copies each into the
 // pending list, so the request path does not allocate one per request.
 var records = sync.Pool{New: func() any { return new(store.Record) }}
