@@ -56,12 +56,12 @@ func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bo
 	var lastClass messages.FailureClass
 	busy := 0
 	c.beginPlan(list, weights, fanout)
-	for c.plan.attempts < maxAttempts {
+	for c.plan.Attempts() < maxAttempts {
 		if c.expired() {
 			break // never sent upstream after the caller's deadline
 		}
 		t := c.next(list)
-		if t == nil && c.plan.attempts > 0 && c.refusal == lanes.None {
+		if t == nil && c.plan.Attempts() > 0 && c.refusal == lanes.None {
 			t = c.retry(list, lastClass)
 		}
 		if t == nil {
@@ -76,7 +76,7 @@ func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bo
 				c.ctx.SetStatusCode(499)
 				return false
 			}
-			if g.draining.Load() && c.plan.attempts == 0 {
+			if g.draining.Load() && c.plan.Attempts() == 0 {
 				c.ctx.SetConnectionClose()
 				c.fail(errDraining)
 				return false
@@ -119,7 +119,7 @@ func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bo
 		c.fallbacks++
 	}
 	c.logCombo(fanout, "exhausted")
-	if c.plan.attempts == 0 {
+	if c.plan.Attempts() == 0 {
 		switch {
 		case c.refusal != lanes.None:
 			c.failAdmission(c.refusal, c.refusalRetry)
@@ -136,7 +136,7 @@ func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bo
 		c.finalError(last.status, lastClass)
 		return false
 	}
-	if busy == c.plan.attempts {
+	if busy == c.plan.Attempts() {
 		c.fail(&apierror.Error{Status: 503, Type: "server_error", Code: "upstream_busy", RetryAfter: 1,
 			Message: "every upstream connection of model " + strconv.Quote(c.model.Name) + " is busy; retry shortly, or raise OMNIROUTE_UPSTREAM_MAX_CONNS or the connection's max_conns"})
 		return false

@@ -22,6 +22,7 @@ import (
 	"github.com/omniroute/gateway/internal/config"
 	dia "github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/jsonscan"
+	"github.com/omniroute/gateway/internal/planner"
 	"github.com/omniroute/gateway/internal/sse"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/translate"
@@ -58,9 +59,8 @@ type call struct {
 	// see readDeadline. attemptStart is when the current attempt was sent.
 	deadline     time.Time
 	attemptStart time.Time
-	// wake and timer serve waits for a cooling target; kept across uses.
-	wake  chan struct{}
-	timer *time.Timer
+	// waiter serves waits for a cooling target; kept across uses.
+	waiter planner.Waiter
 
 	// streaming relay state
 	x        *upstream.Exchange
@@ -137,14 +137,14 @@ func (c *call) release() {
 	}
 	c.releaseTranslation()
 	c.cancel.Reset()
-	pending, offs, rd, scan, altScan, pl, wake, timer, evbuf := c.pending[:0], c.pendOff[:0], c.rd, c.scan, c.altScan, c.plan.reset(), c.wake, c.timer, c.evbuf[:0]
+	pending, offs, rd, scan, altScan, pl, waiter, evbuf := c.pending[:0], c.pendOff[:0], c.rd, c.scan, c.altScan, c.plan.reset(), c.waiter, c.evbuf[:0]
 	// The scans keep their scratch space but not their results: Model
 	// aliases this request's body, which goes back to its pool now, and a
 	// later call refused before it scans (the request log reads the model)
 	// must not see it.
 	scan.Reset()
 	altScan.Reset()
-	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan, altScan: altScan, plan: pl, wake: wake, timer: timer, evbuf: evbuf}
+	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan, altScan: altScan, plan: pl, waiter: waiter, evbuf: evbuf}
 	callPool.Put(c)
 }
 

@@ -53,7 +53,10 @@ func tenantRequest(tb testing.TB, g *Gateway, c *call, key []byte) {
 		tb.Fatalf("refused: %s", c.ctx.Response.Body())
 	}
 	c.applyTenantHeaders()
-	c.plan.attempts, c.plan.metering = 1, true
+	c.plan.Reset() // one attempt was taken: the planner's count
+	c.plan.Begin(1, time.Time{}, 0, time.Time{})
+	c.plan.Take(0)
+	c.plan.metering = true
 	c.finishTenant()
 	if c.ten.res.Active() {
 		tb.Fatal("not settled")

@@ -1,0 +1,36 @@
+//go:build !race
+
+package planner
+
+import (
+	"testing"
+	"time"
+)
+
+// staticSource serves the same evidence without recording anything.
+type staticSource struct{ ev []Evidence }
+
+func (s *staticSource) Evidence(i int, _ time.Time, e *Evidence) { *e = s.ev[i] }
+func (s *staticSource) Skipped(int, Skip)                        {}
+
+// TestPlanAllocatesNothing: a pooled plan's whole life (begin, rank,
+// take, re-rank, wait decision, refusal) reuses its buffers.
+func TestPlanAllocatesNothing(t *testing.T) {
+	src := &staticSource{ev: []Evidence{healthy(), cooling(time.Second), healthy()}}
+	var p Plan
+	p.Reset()
+	p.Begin(3, t0, time.Minute, time.Time{})
+	p.Rank(src, 3, t0, Order{})
+	if a := testing.AllocsPerRun(200, func() {
+		p.Reset()
+		p.Begin(3, t0, time.Minute, time.Time{})
+		p.Rank(src, 3, t0, Order{RoundRobin: true, Cursor: 1})
+		p.Take(p.Candidates()[0])
+		p.Rerank()
+		p.Rank(src, 3, t0, Order{})
+		p.Wait(t0, time.Time{})
+		_ = p.Refusal(t0)
+	}); a != 0 {
+		t.Fatalf("allocated %.1f times per request; want 0", a)
+	}
+}
