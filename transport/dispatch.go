@@ -119,6 +119,11 @@ func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bo
 		c.fallbacks++
 	}
 	c.logCombo(fanout, "exhausted")
+	if c.counting && c.refusal == lanes.None && !c.expired() {
+		c.fallbacks = max(c.fallbacks-1, 0)
+		c.estimateCount() // no Anthropic-dialect target could count
+		return false
+	}
 	if c.plan.Attempts() == 0 {
 		switch {
 		case c.refusal != lanes.None:
@@ -424,7 +429,11 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 	h.SetMethod(fasthttp.MethodPost)
 	uri := bytebufferpool.Get()
 	uri.B = append(uri.B[:0], p.BasePath...)
-	uri.B = append(uri.B, c.up.Path()...)
+	if c.counting {
+		uri.B = append(uri.B, countPath...)
+	} else {
+		uri.B = append(uri.B, c.up.Path()...)
+	}
 	h.SetRequestURIBytes(uri.B)
 	bytebufferpool.Put(uri)
 	h.SetHost(c.g.clients[t.Conn.ID].Addr())

@@ -72,6 +72,7 @@ type call struct {
 	closing  atomic.Bool
 	respID   []byte
 	relayed  bool           // the relay route authenticated it (relay_route.go)
+	counting bool           // a count_tokens call (count_tokens.go)
 	panicked bool           // handling panicked: the guard answers and counts it (panic.go)
 	settled  bool           // settle ran (or started): it runs once
 	dw       deadlineWriter // the stream's writer with its write deadline (deadlines.go)
@@ -205,6 +206,42 @@ func (c *call) settle() {
 // handle runs the request up to the response (or the commit of a stream).
 // It reports whether a relay now owns the call.
 func (c *call) handle(host context.Context) bool {
+	if !c.accept(host) {
+		return false
+	}
+	if c.scan.Stream && !dia.Of(dia.ID(c.surface)).Streams {
+		c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_field",
+			Message: c.surface.Route() + " does not stream; remove \"stream\" from the request"})
+		return false
+	}
+	if !c.admitStructure() {
+		return false
+	}
+	c.model = c.rc.cat.Resolve(c.scan.Model)
+	c.traceStart()
+	if c.model == nil {
+		c.fail(errUnknownModel(c.scan.Model))
+		return false
+	}
+	if len(c.model.TargetsFor(c.surface)) == 0 || (c.model.Strategy == config.StrategyFusion && !c.model.Surfaces.Has(c.surface)) {
+		c.fail(errWrongSurface(c.model, c.surface))
+		return false
+	}
+	if !c.reserveTenant() { // tenant limits, before admission (tenants.go)
+		return false
+	}
+	c.track(host)
+	if !c.priority() {
+		return false
+	}
+	return c.dispatch()
+}
+
+// accept runs a model call's entry checks, up to a scanned body that
+// names a model: draining, method, media type, the caller's key, its
+// deadline, the byte stage of admission and the body read under the cap.
+// It answers the refusal itself and reports false then.
+func (c *call) accept(host context.Context) bool {
 	g, ctx := c.g, c.ctx
 	if g.draining.Load() {
 		ctx.SetConnectionClose()
@@ -250,32 +287,7 @@ func (c *call) handle(host context.Context) bool {
 		c.fail(errMissingModel)
 		return false
 	}
-	if c.scan.Stream && !dia.Of(dia.ID(c.surface)).Streams {
-		c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_field",
-			Message: c.surface.Route() + " does not stream; remove \"stream\" from the request"})
-		return false
-	}
-	if !c.admitStructure() {
-		return false
-	}
-	c.model = c.rc.cat.Resolve(c.scan.Model)
-	c.traceStart()
-	if c.model == nil {
-		c.fail(errUnknownModel(c.scan.Model))
-		return false
-	}
-	if len(c.model.TargetsFor(c.surface)) == 0 || (c.model.Strategy == config.StrategyFusion && !c.model.Surfaces.Has(c.surface)) {
-		c.fail(errWrongSurface(c.model, c.surface))
-		return false
-	}
-	if !c.reserveTenant() { // tenant limits, before admission (tenants.go)
-		return false
-	}
-	c.track(host)
-	if !c.priority() {
-		return false
-	}
-	return c.dispatch()
+	return true
 }
 
 // track registers the call so a client hang-up or a forced shutdown can

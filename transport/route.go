@@ -62,9 +62,16 @@ func (c *call) beginPlan(list []*catalog.Target, weights []int, fanout bool) {
 	g, qs, p := c.g, c.g.qs, &c.plan
 	p.weights, p.fanout, p.list = weights, fanout, list
 	p.probeID = -1
-	in, out := ledger.Estimate(c.body.B, c.scan.MaxTokens, qs.defOut)
-	p.input, p.est = in, in+out
-	p.Begin(len(list), g.clk.Now(), qs.maxWait, c.deadline)
+	maxWait := qs.maxWait
+	if c.counting {
+		// A count runs no prompt: it costs its upstream the least, and
+		// with no target usable the estimate answers at once.
+		maxWait = 0
+	} else {
+		in, out := ledger.Estimate(c.body.B, c.scan.MaxTokens, qs.defOut)
+		p.input, p.est = in, in+out
+	}
+	p.Begin(len(list), g.clk.Now(), maxWait, c.deadline)
 }
 
 // rank has the planner score the untried candidates from the published
@@ -86,6 +93,10 @@ func (c *call) Evidence(i int, now time.Time, e *planner.Evidence) {
 	qs, p := c.g.qs, &c.plan
 	t := p.list[i]
 	e.Weight = p.weights[i]
+	if c.counting && !t.Conn.Provider.APIs.Has(catalog.Messages) {
+		e.Unusable = true // only an Anthropic-dialect provider counts tokens
+		return
+	}
 	if snap := p.snap; snap != nil && t.ID < len(snap.Targets) {
 		st := &snap.Targets[t.ID]
 		e.Known = true
@@ -99,7 +110,9 @@ func (c *call) Evidence(i int, now time.Time, e *planner.Evidence) {
 		if e.Quota == quota.StatusExhausted {
 			e.QuotaRecovery = qs.quota.Recovery(in.conn, in.model)
 		}
-		e.Budget, e.BudgetEnd = qs.ledger.Check(in.slot, p.est, now)
+		if !c.counting { // a count generates nothing: no token budget
+			e.Budget, e.BudgetEnd = qs.ledger.Check(in.slot, p.est, now)
+		}
 	}
 }
 
@@ -163,7 +176,7 @@ func (c *call) claim(list []*catalog.Target, i int, probe bool) bool {
 	t := list[i]
 	now := g.clk.Now()
 	in := &qs.info[t.ID]
-	if qs.aware {
+	if qs.aware && !c.counting {
 		res, b, end := qs.ledger.Reserve(in.slot, p.est, now)
 		if b.Affordable() && res.Active && g.cs != nil {
 			// Cluster mode: this node's share of the budget, taken from

@@ -54,7 +54,9 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 	case routeModels:
 		g.models(ctx, rid)
 	case routeCountTokens:
-		g.countTokens(ctx, rid)
+		g.countTokens(ctx, r, rid, host, start)
+		return // finished like an inference call
+
 	case routeHealth:
 		if p := string(path); p == healthzPath || p == readyzPath {
 			g.probe(ctx, rid)
@@ -141,3 +143,4 @@ func (g *Gateway) serverError(ctx *fasthttp.RequestCtx, err error) {
 	ctx.SetConnectionClose()
 	writeError(ctx, apierror.OpenAI, "", e)
 }
+

@@ -540,7 +540,7 @@ func (c *call) costOf(t *catalog.Target, u pricing.Usage) int64 {
 func (c *call) finishTenant() {
 	g, tc, p := c.g, &c.ten, &c.plan
 	ts := g.ten
-	if ts == nil || (!tc.meter && !ts.logOn) {
+	if ts == nil || (!tc.meter && !ts.logOn) || c.counting { // a count is no model call: not logged
 		return
 	}
 	reached := p.Attempts() > 0 || (c.model != nil && c.model.Strategy == config.StrategyFusion && c.target != nil)
