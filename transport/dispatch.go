@@ -372,7 +372,7 @@ func (c *call) passThrough(x *upstream.Exchange) {
 	}
 	c.routingHeaders()
 	if c.translating() {
-		c.setTranslatedHeaders(&ctx.Response.Header)
+		c.setTranslatedHeaders(&ctx.Response.Header, c.up)
 	}
 	if status >= 400 {
 		c.g.redactErrorHeaders(&ctx.Response.Header)
@@ -394,9 +394,8 @@ func (c *call) passThroughError(e *upstreamError) {
 	}
 	c.routingHeaders()
 	ctx.Response.SetBody(c.g.redact.Bytes(e.body))
-	if c.translating() && e.up == c.up {
-		c.setTranslatedHeaders(&ctx.Response.Header)
-		c.translateAnswer()
+	if e.up != c.surface { // in the caller's dialect, whatever the current attempt's
+		c.translateKeptError(e.up)
 	}
 }
 
