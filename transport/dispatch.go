@@ -92,6 +92,11 @@ func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bo
 			if c.ctx.Response.StatusCode() >= 300 {
 				c.releaseLease(lanes.LocalReject, false)
 				c.releaseAttempt(messages.Request) // passed through: not served
+			} else if c.counting {
+				// A count's quick answer says nothing of how long the
+				// upstream takes to answer a prompt: no latency sample
+				// for its controller.
+				c.releaseLease(lanes.LocalReject, false)
 			} else {
 				c.releaseLease(lanes.Success, false)
 			}
