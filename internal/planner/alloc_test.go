@@ -34,3 +34,17 @@ func TestPlanAllocatesNothing(t *testing.T) {
 		t.Fatalf("allocated %.1f times per request; want 0", a)
 	}
 }
+
+// BenchmarkPlanRequest is the planner's share of one routed request over
+// three candidates: begin, rank, take the first.
+func BenchmarkPlanRequest(b *testing.B) {
+	src := &staticSource{ev: []Evidence{healthy(), cooling(time.Second), healthy()}}
+	var p Plan
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Reset()
+		p.Begin(3, t0, time.Minute, time.Time{})
+		p.Rank(src, 3, t0, Order{})
+		p.Take(p.Candidates()[0])
+	}
+}
