@@ -51,15 +51,13 @@ func (c *call) dispatch() bool {
 // weights are the round-robin weights of list, by position.
 func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bool {
 	g := c.g
-	maxAttempts := int(g.opts.Env.Upstream.MaxAttempts)
 	var last upstreamError
 	var lastClass messages.FailureClass
 	busy := 0
 	c.beginPlan(list, weights, fanout)
-	for c.plan.Attempts() < maxAttempts {
-		if c.expired() {
-			break // never sent upstream after the caller's deadline
-		}
+	// The planner gives up at the attempt cap or the caller's deadline
+	// (never sent upstream after it).
+	for c.plan.More(g.clk.Now()) {
 		t := c.next(list)
 		if t == nil && c.plan.Attempts() > 0 && c.refusal == lanes.None {
 			t = c.retry(list, lastClass)

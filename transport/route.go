@@ -71,7 +71,7 @@ func (c *call) beginPlan(list []*catalog.Target, weights []int, fanout bool) {
 		in, out := ledger.Estimate(c.body.B, c.scan.MaxTokens, qs.defOut)
 		p.input, p.est = in, in+out
 	}
-	p.Begin(len(list), g.clk.Now(), maxWait, c.deadline)
+	p.Begin(len(list), g.clk.Now(), planner.Limits{MaxAttempts: int(g.opts.Env.Upstream.MaxAttempts), MaxWait: maxWait, Deadline: c.deadline})
 }
 
 // rank has the planner score the untried candidates from the published
@@ -217,7 +217,7 @@ func (c *call) claim(list []*catalog.Target, i int, probe bool) bool {
 // retries at a time.
 func (c *call) retry(list []*catalog.Target, class messages.FailureClass) *catalog.Target {
 	p := &c.plan
-	i := p.Retry(class, c.expired())
+	i := p.Retry(class, c.g.clk.Now())
 	if i < 0 {
 		return nil
 	}
@@ -307,7 +307,7 @@ func (c *call) settleLedger(actual int64, refund bool) {
 func (c *call) waitForRecovery() bool {
 	g, p := c.g, &c.plan
 	changed := g.targets.Changed()
-	d, ok := p.Wait(g.clk.Now(), c.deadline)
+	d, ok := p.Wait(g.clk.Now())
 	if !ok {
 		return false
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/internal/jsonscan"
+	"github.com/omniroute/gateway/internal/planner"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 )
 
@@ -54,7 +55,7 @@ func tenantRequest(tb testing.TB, g *Gateway, c *call, key []byte) {
 	}
 	c.applyTenantHeaders()
 	c.plan.Reset() // one attempt was taken: the planner's count
-	c.plan.Begin(1, time.Time{}, 0, time.Time{})
+	c.plan.Begin(1, time.Time{}, planner.Limits{MaxAttempts: 1})
 	c.plan.Take(0)
 	c.plan.metering = true
 	c.finishTenant()

@@ -19,16 +19,16 @@ func TestPlanAllocatesNothing(t *testing.T) {
 	src := &staticSource{ev: []Evidence{healthy(), cooling(time.Second), healthy()}}
 	var p Plan
 	p.Reset()
-	p.Begin(3, t0, time.Minute, time.Time{})
+	p.Begin(3, t0, Limits{MaxAttempts: 3, MaxWait: time.Minute})
 	p.Rank(src, 3, t0, Order{})
 	if a := testing.AllocsPerRun(200, func() {
 		p.Reset()
-		p.Begin(3, t0, time.Minute, time.Time{})
+		p.Begin(3, t0, Limits{MaxAttempts: 3, MaxWait: time.Minute})
 		p.Rank(src, 3, t0, Order{RoundRobin: true, Cursor: 1})
 		p.Take(p.Candidates()[0])
 		p.Rerank()
 		p.Rank(src, 3, t0, Order{})
-		p.Wait(t0, time.Time{})
+		p.Wait(t0)
 		_ = p.Refusal(t0)
 	}); a != 0 {
 		t.Fatalf("allocated %.1f times per request; want 0", a)
@@ -43,7 +43,7 @@ func BenchmarkPlanRequest(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		p.Reset()
-		p.Begin(3, t0, time.Minute, time.Time{})
+		p.Begin(3, t0, Limits{MaxAttempts: 3, MaxWait: time.Minute})
 		p.Rank(src, 3, t0, Order{})
 		p.Take(p.Candidates()[0])
 	}

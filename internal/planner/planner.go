@@ -109,9 +109,13 @@ type Plan struct {
 	// answerBy is when the earliest recovering candidate would usually
 	// have answered (its recovery plus its typical time to first byte).
 	answerBy time.Time
-	// waitUntil bounds waiting for recovery (caller's clock).
-	waitUntil time.Time
-	waits     int
+	// waitUntil bounds waiting for recovery (caller's clock); deadline is
+	// when the caller stops waiting (zero: it did not say); maxAttempts
+	// caps the attempts.
+	waitUntil   time.Time
+	deadline    time.Time
+	maxAttempts int
+	waits       int
 	// retried: the one retry of a failed target, for when nothing else is
 	// left, was used; last is the index of the last target tried.
 	retried bool
@@ -125,17 +129,40 @@ func (p *Plan) Reset() {
 	*p = Plan{live: p.live[:0], probe: p.probe[:0], order: p.order[:0], tried: p.tried[:0], last: -1}
 }
 
-// Begin starts planning over n candidates at now: waiting for a recovery
-// may last maxWait, and never past deadline (zero: the caller set none).
-func (p *Plan) Begin(n int, now time.Time, maxWait time.Duration, deadline time.Time) {
+// Limits bound one request's routing.
+type Limits struct {
+	// MaxAttempts caps the attempts (retry included).
+	MaxAttempts int
+	// MaxWait bounds waiting for a recovering target.
+	MaxWait time.Duration
+	// Deadline is when the caller stops waiting (zero: it did not say):
+	// nothing is attempted or waited for past it.
+	Deadline time.Time
+}
+
+// Begin starts planning over n candidates at now.
+func (p *Plan) Begin(n int, now time.Time, l Limits) {
 	p.last = -1
 	for range n {
 		p.tried = append(p.tried, false)
 	}
-	p.waitUntil = now.Add(maxWait)
-	if !deadline.IsZero() && deadline.Before(p.waitUntil) {
-		p.waitUntil = deadline
+	p.deadline, p.maxAttempts = l.Deadline, l.MaxAttempts
+	p.waitUntil = now.Add(l.MaxWait)
+	if !l.Deadline.IsZero() && l.Deadline.Before(p.waitUntil) {
+		p.waitUntil = l.Deadline
 	}
+}
+
+// More reports whether another attempt may be made at now: the attempt
+// cap is not reached and the caller's deadline has not passed. When it
+// reports false the request gives up.
+func (p *Plan) More(now time.Time) bool {
+	return p.attempts < p.maxAttempts && !p.Expired(now)
+}
+
+// Expired reports whether the caller's deadline has passed at now.
+func (p *Plan) Expired(now time.Time) bool {
+	return !p.deadline.IsZero() && !now.Before(p.deadline)
 }
 
 // Ranked reports whether the ranking is current (Rank ran since the last
@@ -260,11 +287,11 @@ func (p *Plan) Refuse(i int, rec time.Time) {
 // Retry returns the last failed candidate for one more attempt when
 // nothing else is left, or -1: only once per request, only after a
 // transient failure (a 5xx, a timeout, a refused connection, a 429) that
-// gave no hint to wait, and never after the caller's deadline (expired).
-// The retry is a probe of the target: its success closes the circuit the
-// failure opened.
-func (p *Plan) Retry(class messages.FailureClass, expired bool) int {
-	if p.retried || p.last < 0 || !Transient(class) || !p.hint.IsZero() || expired {
+// gave no hint to wait, and never after the caller's deadline. The retry
+// is a probe of the target: its success closes the circuit the failure
+// opened.
+func (p *Plan) Retry(class messages.FailureClass, now time.Time) int {
+	if p.retried || p.last < 0 || !Transient(class) || !p.hint.IsZero() || p.Expired(now) {
 		return -1
 	}
 	p.retried = true
@@ -307,12 +334,12 @@ func (p *Plan) Learn(class messages.FailureClass, obs *messages.QuotaObservation
 // Begin capped at the caller's deadline), when the recovered candidate
 // would usually answer before the caller's deadline, and for at most
 // MaxWaits rounds. A wait it allows makes the next look re-rank.
-func (p *Plan) Wait(now, deadline time.Time) (time.Duration, bool) {
+func (p *Plan) Wait(now time.Time) (time.Duration, bool) {
 	rec := p.recover
 	if rec.IsZero() || rec.After(p.waitUntil) || p.waits >= MaxWaits {
 		return 0, false
 	}
-	if !deadline.IsZero() && p.answerBy.After(deadline) {
+	if !p.deadline.IsZero() && p.answerBy.After(p.deadline) {
 		return 0, false // back too late to answer before the caller's deadline
 	}
 	p.waits++

@@ -88,7 +88,7 @@ func TestRankDecisions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var p Plan
 			p.Reset()
-			p.Begin(len(tc.ev), t0, time.Minute, time.Time{})
+			p.Begin(len(tc.ev), t0, Limits{MaxAttempts: 3, MaxWait: time.Minute})
 			src := &fakeSource{ev: tc.ev}
 			p.Rank(src, len(tc.ev), t0, Order{})
 			if got := p.Candidates(); !reflect.DeepEqual(append([]int(nil), got...), tc.order) && !(len(got) == 0 && len(tc.order) == 0) {
@@ -127,7 +127,7 @@ func contains(s []int, v int) bool {
 func TestRankSkipsTried(t *testing.T) {
 	var p Plan
 	p.Reset()
-	p.Begin(3, t0, time.Minute, time.Time{})
+	p.Begin(3, t0, Limits{MaxAttempts: 3, MaxWait: time.Minute})
 	src := &fakeSource{ev: []Evidence{healthy(), healthy(), healthy()}}
 	p.Rank(src, 3, t0, Order{})
 	p.Take(0)
@@ -154,7 +154,7 @@ func TestRankRoundRobin(t *testing.T) {
 	for cursor := uint64(0); cursor < 4; cursor++ {
 		var p Plan
 		p.Reset()
-		p.Begin(2, t0, 0, time.Time{})
+		p.Begin(2, t0, Limits{MaxAttempts: 3, MaxWait: 0})
 		p.Rank(&fakeSource{ev: ev}, 2, t0, Order{RoundRobin: true, Cursor: cursor, Schedule: []uint16{0, 1}})
 		firsts[p.Candidates()[0]]++
 		if len(p.Candidates()) != 2 {
@@ -197,9 +197,9 @@ func TestWaitDecisions(t *testing.T) {
 			if tc.deadline != 0 {
 				deadline = t0.Add(tc.deadline)
 			}
-			p.Begin(1, t0, tc.maxWait, deadline)
+			p.Begin(1, t0, Limits{MaxAttempts: 3, MaxWait: tc.maxWait, Deadline: deadline})
 			p.Rank(&fakeSource{ev: []Evidence{tc.ev}}, 1, t0, Order{})
-			d, ok := p.Wait(t0.Add(tc.now), deadline)
+			d, ok := p.Wait(t0.Add(tc.now))
 			if ok != tc.wait || d != tc.d {
 				t.Fatalf("Wait = %v, %v; want %v, %v", d, ok, tc.d, tc.wait)
 			}
@@ -214,12 +214,12 @@ func TestWaitDecisions(t *testing.T) {
 func TestWaitRounds(t *testing.T) {
 	var p Plan
 	p.Reset()
-	p.Begin(1, t0, time.Hour, time.Time{})
+	p.Begin(1, t0, Limits{MaxAttempts: 3, MaxWait: time.Hour})
 	src := &fakeSource{ev: []Evidence{cooling(time.Second)}}
 	n := 0
 	for ; n < 2*MaxWaits; n++ {
 		p.Rank(src, 1, t0, Order{})
-		if _, ok := p.Wait(t0, time.Time{}); !ok {
+		if _, ok := p.Wait(t0); !ok {
 			break
 		}
 	}
@@ -246,7 +246,7 @@ func TestRefusal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var p Plan
 			p.Reset()
-			p.Begin(len(tc.ev), t0, 0, time.Time{})
+			p.Begin(len(tc.ev), t0, Limits{MaxAttempts: 3, MaxWait: 0})
 			p.Rank(&fakeSource{ev: tc.ev}, len(tc.ev), t0, Order{})
 			if len(p.Candidates()) != 0 {
 				t.Fatalf("candidates %v, want none", p.Candidates())
@@ -264,25 +264,25 @@ func TestRetryAndFinal(t *testing.T) {
 	begin := func() *Plan {
 		p := &Plan{}
 		p.Reset()
-		p.Begin(1, t0, time.Minute, time.Time{})
+		p.Begin(1, t0, Limits{MaxAttempts: 3, MaxWait: time.Minute, Deadline: t0.Add(10 * time.Second)})
 		p.Rank(&fakeSource{ev: []Evidence{healthy()}}, 1, t0, Order{})
 		return p
 	}
 	p := begin()
-	if p.Retry(messages.Capacity, false) != -1 {
+	if p.Retry(messages.Capacity, t0) != -1 {
 		t.Error("retry before any attempt")
 	}
 	p.Take(0)
-	if p.Retry(messages.Auth, false) != -1 {
+	if p.Retry(messages.Auth, t0) != -1 {
 		t.Error("retry after a non-transient failure")
 	}
-	if p.Retry(messages.Capacity, true) != -1 {
+	if p.Retry(messages.Capacity, t0.Add(10*time.Second)) != -1 {
 		t.Error("retry after the caller's deadline")
 	}
-	if p.Retry(messages.Capacity, false) != 0 {
+	if p.Retry(messages.Capacity, t0) != 0 {
 		t.Error("no retry after a transient failure")
 	}
-	if p.Retry(messages.Capacity, false) != -1 {
+	if p.Retry(messages.Capacity, t0) != -1 {
 		t.Error("a second retry")
 	}
 
@@ -290,7 +290,7 @@ func TestRetryAndFinal(t *testing.T) {
 	p.Take(0)
 	obs := &messages.QuotaObservation{HasRetryAfter: true, RetryAfter: 90 * time.Second}
 	p.Learn(messages.RateLimit, obs, 0, t0)
-	if p.Retry(messages.RateLimit, false) != -1 {
+	if p.Retry(messages.RateLimit, t0) != -1 {
 		t.Error("retry although the provider said when to come back")
 	}
 	if f := p.Final(429, messages.RateLimit, t0); f != (Final{NoRetry: true, RetryAfter: 90}) {
@@ -373,5 +373,42 @@ func TestWaiter(t *testing.T) {
 	// The waiter is reusable after every kind of end.
 	if end, _ := w.Wait(time.Millisecond, nil, &fakeCancel{}); end != WaitElapsed {
 		t.Errorf("reused waiter ended %v, want elapsed", end)
+	}
+}
+
+// TestMore: the request gives up at the attempt cap or once the caller's
+// deadline has passed, whichever comes first.
+func TestMore(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		max      int
+		deadline time.Duration // from t0; 0: none
+		taken    int
+		at       time.Duration
+		more     bool
+	}{
+		{name: "fresh", max: 3, more: true},
+		{name: "under the cap", max: 3, taken: 2, more: true},
+		{name: "at the cap", max: 3, taken: 3},
+		{name: "no attempts allowed", max: 0},
+		{name: "before the deadline", max: 3, deadline: time.Second, at: 999 * time.Millisecond, more: true},
+		{name: "at the deadline", max: 3, deadline: time.Second, at: time.Second},
+		{name: "no deadline, much later", max: 3, at: time.Hour, more: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p Plan
+			p.Reset()
+			var deadline time.Time
+			if tc.deadline != 0 {
+				deadline = t0.Add(tc.deadline)
+			}
+			p.Begin(3, t0, Limits{MaxAttempts: tc.max, Deadline: deadline})
+			for i := range tc.taken {
+				p.Take(i)
+			}
+			if got := p.More(t0.Add(tc.at)); got != tc.more {
+				t.Errorf("More = %v, want %v", got, tc.more)
+			}
+		})
 	}
 }
