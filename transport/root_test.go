@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +69,18 @@ func TestRootAndHead(t *testing.T) {
 		if path == "/" && resp.StatusCode != 200 {
 			t.Errorf("HEAD / answered %d, want 200", resp.StatusCode)
 		}
+	}
+
+	// Behind net/http (HTTPHandler) too.
+	srv := httptest.NewServer(g.gw.HTTPHandler())
+	defer srv.Close()
+	resp, err := srv.Client().Head(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		t.Errorf("HEAD / behind net/http: %d %v", resp.StatusCode, resp.Header)
 	}
 }
 
