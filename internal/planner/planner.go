@@ -1,6 +1,7 @@
 // Package planner decides one request's routing: which of its model's
-// targets are usable now and in which order to try them, when a failed
-// attempt may be retried, whether to wait for a cooling target (and how
+// targets are usable now and in which order to try them, when to give up
+// (the attempt cap, the caller's deadline), when a failed attempt may be
+// retried, whether to wait for a cooling target (and how
 // long), and what to tell the caller when every target is out (the
 // Retry-After and whether a retry is pointless). It owns no state beyond
 // the request and does no I/O: the caller (transport) brings the evidence
