@@ -32,6 +32,14 @@ func (s *fakeSource) Skipped(i int, why Skip) {
 	s.skips[i] = why
 }
 
+// since0 is t0 + d, or the zero time (no deadline) for d = 0.
+func since0(d time.Duration) time.Time {
+	if d == 0 {
+		return time.Time{}
+	}
+	return t0.Add(d)
+}
+
 func healthy() Evidence { return Evidence{Known: true, Weight: 1} }
 
 func cooling(until time.Duration) Evidence {
@@ -193,10 +201,7 @@ func TestWaitDecisions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var p Plan
 			p.Reset()
-			var deadline time.Time
-			if tc.deadline != 0 {
-				deadline = t0.Add(tc.deadline)
-			}
+			deadline := since0(tc.deadline)
 			p.Begin(1, t0, Limits{MaxAttempts: 3, MaxWait: tc.maxWait, Deadline: deadline})
 			p.Rank(&fakeSource{ev: []Evidence{tc.ev}}, 1, t0, Order{})
 			d, ok := p.Wait(t0.Add(tc.now))
@@ -398,10 +403,7 @@ func TestMore(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var p Plan
 			p.Reset()
-			var deadline time.Time
-			if tc.deadline != 0 {
-				deadline = t0.Add(tc.deadline)
-			}
+			deadline := since0(tc.deadline)
 			p.Begin(3, t0, Limits{MaxAttempts: tc.max, Deadline: deadline})
 			for i := range tc.taken {
 				p.Take(i)
