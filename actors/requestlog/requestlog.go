@@ -226,12 +226,12 @@ type writer struct {
 	// counted as failed (a restart settles both).
 	inbox       []store.Record
 	held, loose int
-	batch    []store.Record
-	oldest   time.Time
-	backoff  time.Duration
-	retryAt  time.Time
-	nextTrim time.Time
-	stop     func()
+	batch       []store.Record
+	oldest      time.Time
+	backoff     time.Duration
+	retryAt     time.Time
+	nextTrim    time.Time
+	stop        func()
 }
 
 func (w *writer) Receive(ctx actor.Context) {
