@@ -64,8 +64,10 @@ func (g *Gateway) startCluster(slots []ledgeractor.SlotSpec) error {
 	if !e.ClusterMode.On() {
 		return nil
 	}
-	cfg := icluster.Config{Name: e.ClusterName, EtcdEndpoints: e.EtcdEndpoints, Listen: e.ClusterListen, Advertise: e.ClusterAdvertise}
-	ec, err := icluster.DialEtcd(cfg.EtcdEndpoints)
+	cfg := icluster.Config{Name: e.ClusterName, EtcdEndpoints: e.EtcdEndpoints, Listen: e.ClusterListen, Advertise: e.ClusterAdvertise,
+		RemoteTLS: icluster.RemoteTLS(e.ClusterTLSCA, e.ClusterTLSCert, e.ClusterTLSKey),
+		EtcdTLS:   icluster.EtcdTLS(e.EtcdTLSCA, e.EtcdTLSCert, e.EtcdTLSKey)}
+	ec, err := icluster.DialEtcd(cfg.EtcdEndpoints, cfg.EtcdTLS)
 	if err != nil {
 		return err
 	}
