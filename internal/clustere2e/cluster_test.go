@@ -340,8 +340,9 @@ func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
 	})
 
 	t.Run("tenant concurrency cap", func(t *testing.T) {
-		// The tenant's pools are made on its first request; wait until
-		// every node holds a lease of its slots.
+		// The tenant's pools are made on its first request (which waits
+		// for the first lease); wait until every node holds a lease of its
+		// slots.
 		for _, n := range ns {
 			_, _ = chat(client, n.addr, cappedKy, "capped")
 		}
