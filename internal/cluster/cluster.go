@@ -25,10 +25,11 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/omniroute/gateway/internal/cluster/etcdmembers"
 )
 
 // Config is one member's settings (internal/config.ClusterEnv, resolved).
@@ -103,17 +104,8 @@ func Start(system *actor.ActorSystem, cfg Config, o Options) (n *Node, err error
 		if o.Etcd == nil {
 			return nil, fmt.Errorf("cluster: no etcd client; call DialEtcd first")
 		}
-		ecfg, err := etcdConfig(cfg.EtcdEndpoints, cfg.EtcdTLS)
-		if err != nil {
-			o.Etcd.Close()
-			return nil, err
-		}
-		p, err := etcd.NewWithConfig("/omniroute/members", ecfg)
-		if err != nil {
-			o.Etcd.Close()
-			return nil, fmt.Errorf("cluster: cannot create the etcd provider: %w", err)
-		}
-		provider = p
+		// The membership shares the node's etcd client.
+		provider = etcdmembers.New(o.Etcd, "/omniroute/members", etcdmembers.Options{})
 	}
 	ccfg := pcluster.Configure(cfg.Name, provider, disthash.New(), remote.Configure(host, port, ropts...),
 		pcluster.WithKinds(o.Kinds...), pcluster.WithRequestTimeout(cfg.RequestTimeout))
