@@ -48,6 +48,7 @@ type call struct {
 	body    *bytebufferpool.ByteBuffer
 	out     *bytebufferpool.ByteBuffer
 	start   time.Time
+	took    time.Duration // from start to settle
 
 	cancel  upstream.Cancel
 	token   regToken
@@ -186,8 +187,9 @@ func (c *call) settle() {
 	c.settled = true
 	g := c.g
 	c.settleUsage()
-	defer c.traceEnd() // after the outcome below is recorded
-	c.finishTenant()   // the tenant's limits and the request log (tenants.go)
+	c.took = time.Since(c.start) // one clock read for the log and the metrics
+	defer c.traceEnd()           // after the outcome below is recorded
+	c.finishTenant()             // the tenant's limits and the request log (tenants.go)
 	c.releaseAdmission()
 	if c.token != (regToken{}) {
 		g.inflight.unregister(c.token)
@@ -197,7 +199,7 @@ func (c *call) settle() {
 	}
 	c.releaseStream()
 	if !c.panicked { // the panic guard counts the request as a 500
-		g.metrics.finish(c.route, c.ctx.Response.StatusCode(), c.start)
+		g.metrics.finish(c.route, c.ctx.Response.StatusCode(), c.took)
 	}
 	g.metrics.inflight.Add(-1)
 	g.active.Add(-1)

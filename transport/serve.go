@@ -49,7 +49,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 	}()
 	probePanic("handler")
 	if !g.guardBrowser(ctx, r, rid) {
-		g.metrics.finish(r, ctx.Response.StatusCode(), start)
+		g.metrics.finish(r, ctx.Response.StatusCode(), time.Since(start))
 		return
 	}
 	switch r {
@@ -105,7 +105,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 	default:
 		writeError(ctx, otherFormat(path, &ctx.Request.Header), string(rid), errNotFound(string(path)))
 	}
-	g.metrics.finish(r, ctx.Response.StatusCode(), start)
+	g.metrics.finish(r, ctx.Response.StatusCode(), time.Since(start))
 }
 
 // expect decides an Expect: 100-continue upload before its body is sent:

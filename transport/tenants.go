@@ -585,7 +585,7 @@ const maxLoggedModel = 128
 func (c *call) logRequest(reached bool) {
 	g, tc, ctx := c.g, &c.ten, c.ctx
 	r := requestlog.NewRecord()
-	lat := time.Since(c.start)
+	lat := c.took
 	r.Time = g.clk.Now().Add(-lat)
 	r.RequestID = string(c.rid)
 	switch {

@@ -86,8 +86,8 @@ type node struct {
 	mu   *sync.Mutex
 }
 
-func startNode(t *testing.T, exe, cfgPath, etcdAddr string) *node {
-	t.Helper()
+// nodeCmd is a gateway node's command; extra are more VAR=value settings.
+func nodeCmd(t *testing.T, exe, cfgPath, etcdAddr string, extra ...string) *exec.Cmd {
 	cmd := exec.Command(exe, "serve")
 	cmd.Env = append(os.Environ(),
 		"OMNIROUTE_LISTEN=127.0.0.1:0", "OMNIROUTE_DATA_DIR="+t.TempDir(), "OMNIROUTE_CONFIG="+cfgPath,
@@ -95,6 +95,13 @@ func startNode(t *testing.T, exe, cfgPath, etcdAddr string) *node {
 		"CAPPED_KEY="+cappedKy,
 		"OMNIROUTE_CLUSTER=etcd", "OMNIROUTE_CLUSTER_NAME=e2e", "OMNIROUTE_CLUSTER_ETCD_ENDPOINTS="+etcdAddr,
 		"OMNIROUTE_CLUSTER_LISTEN=127.0.0.1:0")
+	cmd.Env = append(cmd.Env, extra...)
+	return cmd
+}
+
+func startNode(t *testing.T, exe, cfgPath, etcdAddr string, extra ...string) *node {
+	t.Helper()
+	cmd := nodeCmd(t, exe, cfgPath, etcdAddr, extra...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -333,8 +340,9 @@ func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
 	})
 
 	t.Run("tenant concurrency cap", func(t *testing.T) {
-		// The tenant's pools are made on its first request; wait until
-		// every node holds a lease of its slots.
+		// The tenant's pools are made on its first request (which waits
+		// for the first lease); wait until every node holds a lease of its
+		// slots.
 		for _, n := range ns {
 			_, _ = chat(client, n.addr, cappedKy, "capped")
 		}
