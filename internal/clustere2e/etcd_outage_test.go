@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,25 +18,7 @@ import (
 // test can stop it and start it again as the same member.
 func etcdAt(t *testing.T, dir string, clientPort, peerPort int) *embed.Etcd {
 	t.Helper()
-	cfg := embed.NewConfig()
-	cfg.Dir = dir
-	cfg.LogLevel = "error"
-	client := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", clientPort)}
-	peer := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", peerPort)}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.InitialCluster = cfg.Name + "=" + peer.String()
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(20 * time.Second):
-		e.Close()
-		t.Fatal("etcd did not become ready")
-	}
-	return e
+	return runEtcd(t, etcdConfig(dir, url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", clientPort)}, peerPort))
 }
 
 // TestEtcdOutage: etcd stops for 10 s under load on two nodes. Requests
@@ -56,42 +36,17 @@ func TestEtcdOutage(t *testing.T) {
 	})
 	etcdAddr := fmt.Sprintf("127.0.0.1:%d", cport)
 	exe := buildGateway(t)
-	mock := mockprovider.New(mockprovider.Options{})
-	mockAddr, err := mock.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mock.Close() })
-	if err := mock.SetBehavior(mockprovider.BehaviorUpdate{Models: map[string]mockprovider.Behavior{
+	mock, mockAddr := startMock(t, map[string]mockprovider.Behavior{
 		"m-capped": {LatencyMS: 20, CompletionTokens: 5},
 		"m-open":   {LatencyMS: 10, CompletionTokens: 5},
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	cfgPath := filepath.Join(t.TempDir(), "omniroute.json")
-	cfg := `{"providers": {"mock": {"base_url": "http://` + mockAddr + `/v1", "apis": ["chat"], "auth": "none", "connections": {"free": {}}}},
+	})
+	cfgPath := writeConfig(t, `{"providers": {"mock": {"base_url": "http://`+mockAddr+`/v1", "apis": ["chat"], "auth": "none", "connections": {"free": {}}}},
 	  "models": {"capped": {"targets": [{"connection": "mock/free", "model": "m-capped"}]},
 	             "open": {"targets": [{"connection": "mock/free", "model": "m-open"}]}},
-	  "tenants": [{"name": "capped", "key_env": "CAPPED_KEY", "max_concurrent": ` + fmt.Sprint(capped) + `}],
-	  "auth": {"mode": "open", "allow_anonymous": true}}`
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var ns [2]*node
+	  "tenants": [{"name": "capped", "key_env": "CAPPED_KEY", "max_concurrent": `+fmt.Sprint(capped)+`}],
+	  "auth": {"mode": "open", "allow_anonymous": true}}`)
+	ns := startCluster(t, exe, cfgPath, etcdAddr, 2, nil)
 	var wg sync.WaitGroup
-	for i := range ns {
-		wg.Add(1)
-		go func(i int) { defer wg.Done(); ns[i] = startNode(t, exe, cfgPath, etcdAddr) }(i)
-	}
-	wg.Wait()
-	for _, n := range ns {
-		if n == nil {
-			t.FailNow()
-		}
-	}
-	for i, n := range ns {
-		waitFor(t, fmt.Sprintf("node %d to see both members", i), func() bool { return len(n.health(t).Cluster.Members) == len(ns) })
-	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: 30 * time.Second}
 
 	// phase counts the answers of each phase: before, during and after

@@ -8,14 +8,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
-	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/testutil"
@@ -26,25 +23,11 @@ import (
 func startTLSEtcd(t *testing.T, p *testutil.PKI) string {
 	t.Helper()
 	cert, key := p.Issue(t, "etcd-server")
-	cfg := embed.NewConfig()
-	cfg.Dir = t.TempDir()
-	cfg.LogLevel = "error"
 	client := url.URL{Scheme: "https", Host: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
-	peer := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.InitialCluster = cfg.Name + "=" + peer.String()
+	cfg := etcdConfig(t.TempDir(), client, freePort(t))
 	cfg.ClientTLSInfo = transport.TLSInfo{CertFile: cert, KeyFile: key, TrustedCAFile: p.CAFile, ClientCertAuth: true}
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := runEtcd(t, cfg)
 	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(20 * time.Second):
-		t.Fatal("etcd did not become ready")
-	}
 	return client.Host
 }
 
@@ -57,49 +40,18 @@ func TestTLSCluster(t *testing.T) {
 	pki := testutil.NewPKI(t, "cluster")
 	etcdAddr := startTLSEtcd(t, pki)
 	exe := buildGateway(t)
-	mock := mockprovider.New(mockprovider.Options{})
-	mockAddr, err := mock.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mock.Close() })
-	if err := mock.SetBehavior(mockprovider.BehaviorUpdate{Models: map[string]mockprovider.Behavior{
-		"m-capped": {LatencyMS: 20, CompletionTokens: 5},
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	cfgPath := filepath.Join(t.TempDir(), "omniroute.json")
-	cfg := `{"providers": {"mock": {"base_url": "http://` + mockAddr + `/v1", "apis": ["chat"], "auth": "none", "connections": {"free": {}}}},
+	mock, mockAddr := startMock(t, map[string]mockprovider.Behavior{"m-capped": {LatencyMS: 20, CompletionTokens: 5}})
+	cfgPath := writeConfig(t, `{"providers": {"mock": {"base_url": "http://`+mockAddr+`/v1", "apis": ["chat"], "auth": "none", "connections": {"free": {}}}},
 	  "models": {"capped": {"targets": [{"connection": "mock/free", "model": "m-capped"}]}},
 	  "tenants": [{"name": "capped", "key_env": "CAPPED_KEY", "max_concurrent": 10}],
-	  "auth": {"mode": "open", "allow_anonymous": true}}`
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	  "auth": {"mode": "open", "allow_anonymous": true}}`)
 	etcdCert, etcdKey := pki.Issue(t, "etcd-client")
 	tlsEnv := func(name string) []string {
 		cert, key := pki.Issue(t, name)
 		return []string{"OMNIROUTE_CLUSTER_TLS_CA=" + pki.CAFile, "OMNIROUTE_CLUSTER_TLS_CERT=" + cert, "OMNIROUTE_CLUSTER_TLS_KEY=" + key,
 			"OMNIROUTE_CLUSTER_ETCD_CA=" + pki.CAFile, "OMNIROUTE_CLUSTER_ETCD_CERT=" + etcdCert, "OMNIROUTE_CLUSTER_ETCD_KEY=" + etcdKey}
 	}
-	var ns [2]*node
-	var wg sync.WaitGroup
-	for i := range ns {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			ns[i] = startNode(t, exe, cfgPath, etcdAddr, tlsEnv(fmt.Sprintf("node-%d", i))...)
-		}(i)
-	}
-	wg.Wait()
-	for _, n := range ns {
-		if n == nil {
-			t.FailNow()
-		}
-	}
-	for i, n := range ns {
-		waitFor(t, fmt.Sprintf("node %d to see both members", i), func() bool { return len(n.health(t).Cluster.Members) == len(ns) })
-	}
+	ns := startCluster(t, exe, cfgPath, etcdAddr, 2, func(i int) []string { return tlsEnv(fmt.Sprintf("node-%d", i)) })
 	// The cap's grain lives on one of the two: both nodes' requests need
 	// it, so one of them calls it over the remote layer. The first request
 	// on each node finds its pool cold and waits for the first lease.
