@@ -244,7 +244,7 @@ func (w *writer) Receive(ctx actor.Context) {
 		w.drain()
 		now := w.h.o.Clock.Now()
 		if len(w.batch) > 0 && now.Sub(w.oldest) >= w.h.o.FlushInterval {
-			w.flush(now)
+			w.flush(now, false)
 		}
 		w.retain(now)
 	case *actor.Restarting:
@@ -258,7 +258,7 @@ func (w *writer) Receive(ctx actor.Context) {
 		w.cancel()
 		w.drain()
 		if len(w.batch) > 0 {
-			w.flush(w.h.o.Clock.Now())
+			w.flush(w.h.o.Clock.Now(), false)
 		}
 	case crash:
 		panic("requestlog: crash requested by a test")
@@ -296,7 +296,7 @@ func (w *writer) drain() {
 	}
 	w.loose = 0
 	if len(w.batch) >= w.h.o.BatchSize {
-		w.flush(w.h.o.Clock.Now())
+		w.flush(w.h.o.Clock.Now(), true)
 	}
 	w.h.queued.Add(-int64(n))
 	w.held = 0
@@ -309,20 +309,30 @@ func (w *writer) cancel() {
 	}
 }
 
-func (w *writer) flush(now time.Time) {
-	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
-	err := w.h.o.Store.InsertRequests(ctx, w.batch)
-	cancel()
-	n := int64(len(w.batch))
-	w.batch = w.batch[:0]
-	if err != nil {
-		w.h.failed.Add(n)
-		w.fail(now, err)
-		return
+// flush writes the batch in transactions of at most BatchSize records
+// (a drain can bring more at once): full, when the flush is for size, or
+// all of it. A write error counts the rest of the batch as failed.
+func (w *writer) flush(now time.Time, full bool) {
+	size := w.h.o.BatchSize
+	for len(w.batch) > 0 && (!full || len(w.batch) >= size) {
+		n := min(len(w.batch), size)
+		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+		err := w.h.o.Store.InsertRequests(ctx, w.batch[:n])
+		cancel()
+		if err != nil {
+			w.h.failed.Add(int64(len(w.batch)))
+			w.batch = w.batch[:0]
+			w.fail(now, err)
+			return
+		}
+		w.batch = w.batch[:copy(w.batch, w.batch[n:])]
+		w.h.written.Add(int64(n))
+		w.backoff = 0
+		w.h.failing.Store(false)
 	}
-	w.h.written.Add(n)
-	w.backoff = 0
-	w.h.failing.Store(false)
+	if len(w.batch) > 0 {
+		w.oldest = now // what a size flush left waits from now
+	}
 }
 
 // fail pauses store writes: 1s after the first error, doubling to a
