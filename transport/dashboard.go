@@ -287,13 +287,17 @@ func (g *Gateway) dashboardSnapshot() map[string]any {
 			services = append(services, dashService{st.Tool, string(st.State), string(st.Health), st.PID, st.Restarts, st.GaveUp})
 		}
 	}
-	return map[string]any{
+	out := map[string]any{
 		"at": now.UnixMilli(), "status": overall, "version": g.opts.Version,
 		"uptimeSeconds": int64(now.Sub(g.started) / time.Second),
 		"overview":      overview, "admission": adm,
 		"providers": providers, "providerCount": len(g.rc.Load().cat.Targets), "config": g.ConfigInfo(), "troubledProviders": troubled,
 		"services": services,
 	}
+	if cs := g.cs; cs != nil { // cluster mode: the members this node sees
+		out["cluster"] = map[string]any{"name": g.opts.Env.Cluster.ClusterName, "self": cs.node.ID(), "members": cs.node.Members()}
+	}
+	return out
 }
 
 // dashProviders lists targets, the troubled ones (cooling, circuit not

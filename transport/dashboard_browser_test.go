@@ -1,14 +1,10 @@
 package transport_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +12,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/omniroute/gateway/internal/testutil/browsertest"
 
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
@@ -26,65 +24,13 @@ import (
 // "Dashboard"); git ignores it, CI keeps it as an artifact.
 const screenshotDir = "../artifacts/screenshots"
 
-// chromiumPath finds the browser: CHROMIUM_PATH, else chromium on PATH
-// (Debian's chromium package, which .ci/run installs).
-func chromiumPath(t *testing.T) string {
-	if p := os.Getenv("CHROMIUM_PATH"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Fatal("no chromium found: apt-get install -y chromium (.ci/run does it), or set CHROMIUM_PATH")
-	return ""
-}
+// chromiumPath and openBrowser: internal/testutil/browsertest, shared
+// with the cluster's page test.
+func chromiumPath(t *testing.T) string { return browsertest.ChromiumPath(t) }
 
-// browser is one headless Chromium tab the dashboard tests drive.
-type browser struct {
-	ctx    context.Context
-	close  func()
-	waitJS func(what, expr string)
-	shot   func(name string)
-}
+type browser = browsertest.Browser
 
-// openBrowser starts Chromium (exe) with one tab; waitJS polls a page
-// expression until it is true (20 s, else the test fails with the page's
-// text), shot saves a full-page screenshot under screenshotDir.
-func openBrowser(t *testing.T, exe string) *browser {
-	t.Helper()
-	if err := os.MkdirAll(screenshotDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 2400),
-		chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(t.TempDir()))...)
-	ctx, cancelCtx := chromedp.NewContext(alloc)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	b := &browser{ctx: ctx}
-	var once sync.Once
-	b.close = func() { once.Do(func() { cancelTimeout(); cancelCtx(); cancelAlloc() }) }
-	t.Cleanup(b.close)
-	b.waitJS = func(what, expr string) {
-		t.Helper()
-		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(20*time.Second), chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
-			page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("error").textContent + " | " + document.body.innerText.slice(0, 3000)`))
-			t.Fatalf("%s: %v\npage: %s", what, err, page)
-		}
-	}
-	b.shot = func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		if err := os.WriteFile(filepath.Join(screenshotDir, name+".png"), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return b
-}
+func openBrowser(t *testing.T, exe string) *browser { return browsertest.Open(t, exe, screenshotDir) }
 
 // TestDashboardInBrowser loads the dashboard in headless Chromium against
 // a real gateway, the mock provider and a supervised child process under
@@ -107,7 +53,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		"m-dash-cool":  {Fail: mockprovider.FailSpec{Mode: "status", Status: 429, RetryAfter: "120", Times: 1}},
 	})
 	b := openBrowser(t, exe)
-	ctx, waitJS, shot := b.ctx, b.waitJS, b.shot
+	ctx, waitJS, shot := b.Ctx, b.WaitJS, b.Shot
 
 	if err := chromedp.Do(ctx, chromedp.Navigate(g.base+"/dashboard")); err != nil {
 		t.Fatal(err)
@@ -176,7 +122,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		<-done
 	}
-	b.close()
+	b.Close()
 	if !strings.HasPrefix(g.base, "http://127.0.0.1:") {
 		t.Fatalf("the gateway must listen on loopback: %s", g.base)
 	}
@@ -234,23 +180,23 @@ func TestDashboardLimitChartFollowsCapacity(t *testing.T) {
 	defer func() { close(stop); wg.Wait() }()
 
 	b := openBrowser(t, exe)
-	if err := chromedp.Do(b.ctx, chromedp.Navigate(g.base+"/dashboard")); err != nil {
+	if err := chromedp.Do(b.Ctx, chromedp.Navigate(g.base+"/dashboard")); err != nil {
 		t.Fatal(err)
 	}
 	const limits = `document.getElementById("limit-chart").dataset.limits.split(",").filter(Boolean).map(Number)`
-	b.waitJS("the chart's limit reaches the 8 slots", `Math.max(0, ...`+limits+`) >= 8`)
-	peak, err := chromedp.Run(b.ctx, chromedp.Evaluate[float64](`Math.max(...`+limits+`)`))
+	b.WaitJS("the chart's limit reaches the 8 slots", `Math.max(0, ...`+limits+`) >= 8`)
+	peak, err := chromedp.Run(b.Ctx, chromedp.Evaluate[float64](`Math.max(...`+limits+`)`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.shot("admission-limit-before")
+	b.Shot("admission-limit-before")
 
 	setBehavior(t, map[string]mockprovider.Behavior{"m-dash-cap": {LatencyMS: 60, Slots: 2, OverSlots: "queue"}})
-	b.waitJS(fmt.Sprintf("the chart's newest limit points at most half the peak %.0f", peak),
+	b.WaitJS(fmt.Sprintf("the chart's newest limit points at most half the peak %.0f", peak),
 		fmt.Sprintf(`(() => { const l = %s; return l.length >= 3 && l.slice(-3).every(v => v <= %f / 2); })()`, limits, peak))
-	last, _ := chromedp.Run(b.ctx, chromedp.Evaluate[[]float64](limits+`.slice(-5)`))
+	last, _ := chromedp.Run(b.Ctx, chromedp.Evaluate[[]float64](limits+`.slice(-5)`))
 	t.Logf("limit peak %.0f before the capacity drop; newest points after it %v", peak, last)
-	b.shot("admission-limit-after")
+	b.Shot("admission-limit-after")
 }
 
 // scaleFile is a config of n models, each on its own target (so n
@@ -305,17 +251,17 @@ func TestDashboardAtScale(t *testing.T) {
 	}
 
 	b := openBrowser(t, exe)
-	if err := chromedp.Do(b.ctx, chromedp.Navigate(g.base+"/dashboard")); err != nil {
+	if err := chromedp.Do(b.Ctx, chromedp.Navigate(g.base+"/dashboard")); err != nil {
 		t.Fatal(err)
 	}
-	b.waitJS("the lane counter shows 1,000 lanes, all queued", `/^\(1000 queued of 1000 lanes\)$/.test(document.getElementById("lanes-count").textContent)`)
-	b.waitJS("the target counter shows 100 targets", `document.getElementById("providers-count").textContent.startsWith("(100 targets,")`)
-	b.waitJS("every target has its row", `document.querySelectorAll("#providers-table tbody tr[data-target]").length === 100`)
-	b.waitJS("the lanes table lists its 50 and says how many more", `(() => {
+	b.WaitJS("the lane counter shows 1,000 lanes, all queued", `/^\(1000 queued of 1000 lanes\)$/.test(document.getElementById("lanes-count").textContent)`)
+	b.WaitJS("the target counter shows 100 targets", `document.getElementById("providers-count").textContent.startsWith("(100 targets,")`)
+	b.WaitJS("every target has its row", `document.querySelectorAll("#providers-table tbody tr[data-target]").length === 100`)
+	b.WaitJS("the lanes table lists its 50 and says how many more", `(() => {
 		const rows = document.querySelectorAll("#lanes tbody tr");
 		return rows.length >= 50 && [...rows].filter(r => r.cells.length === 4).length === 50;
 	})()`)
-	b.shot("scale-1000-lanes-100-targets")
+	b.Shot("scale-1000-lanes-100-targets")
 }
 
 // jsonLen is the length of the array at path in a JSON object.

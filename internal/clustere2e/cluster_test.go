@@ -17,9 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/internal/testutil/browsertest"
 )
 
 const (
@@ -332,6 +334,21 @@ func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
 			t.Fatalf("node %d's health marks %d members as itself", i, self)
 		}
 	}
+
+	t.Run("members on the dashboard", func(t *testing.T) {
+		// The page of node 0 lists the three members and marks itself.
+		b := browsertest.Open(t, browsertest.ChromiumPath(t), "../../artifacts/screenshots")
+		defer b.Close()
+		if err := chromedp.Do(b.Ctx, chromedp.Navigate("http://"+ns[0].addr+"/dashboard")); err != nil {
+			t.Fatal(err)
+		}
+		b.WaitJS("the cluster panel with three members, one of them this node", `(() => {
+			if (document.getElementById("cluster").hidden) return false;
+			const rows = [...document.querySelectorAll("#members tbody tr")];
+			return rows.length === 3 && rows.filter(r => r.querySelector(".self").textContent === "this node").length === 1;
+		})()`)
+		b.Shot("cluster")
+	})
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}
 

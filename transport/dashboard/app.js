@@ -149,6 +149,16 @@ function render(s) {
     cell(tr, p.consecutiveFailures); cell(tr, p.successes + "/" + p.attempts);
   }, s.providerCount > provs.length ? "… " + (s.providerCount - provs.length) + " more targets" : "");
 
+  const cl = s.cluster;
+  $("cluster").hidden = !cl;
+  if (cl) {
+    $("cluster-name").textContent = "(" + cl.name + ", " + (cl.members || []).length + " members)";
+    fill("members", cl.members || [], (tr, m) => {
+      tr.dataset.member = m.id;
+      cell(tr, m.id); cell(tr, m.address); cell(tr, m.self ? "this node" : "", "self");
+    });
+  }
+
   fill("services-table", s.services || [], (tr, v) => {
     tr.dataset.service = v.tool;
     cell(tr, v.tool); cell(tr, v.state, "state"); cell(tr, v.health); cell(tr, v.pid === null ? "" : v.pid, "pid"); cell(tr, v.restarts);
