@@ -60,6 +60,14 @@ func (c FailureClass) ProviderSide() bool {
 	return false
 }
 
+// PeerCooldown tells the targets actor that another node of the cluster
+// opened a target's circuit: it cools until Until, for Reason.
+type PeerCooldown struct {
+	Target int
+	Until  time.Time
+	Reason string
+}
+
 // AttemptFinished tells the targets actor how one upstream attempt ended.
 // The transport sends it fire-and-forget, once per attempt.
 type AttemptFinished struct {

@@ -36,6 +36,9 @@ type clusterSys struct {
 	mu      sync.Mutex // serialises tenant pool creation
 	tenants atomic.Pointer[map[tenant.ID]*sharedTenant]
 	clk     clock.Clock
+	// cooldownsSent and cooldownsHeard count the cooldowns this node told
+	// its peers and the ones it applied from them (cluster_cooldowns.go).
+	cooldownsSent, cooldownsHeard atomic.Int64
 }
 
 // firstLeaseWait bounds how long a request waits for a cold pool's first
@@ -118,6 +121,12 @@ func (g *Gateway) startCluster(slots []ledgeractor.SlotSpec) error {
 		}
 	}
 	g.cs = cs
+	if err := g.spawnCooldowns(); err != nil {
+		g.cs = nil
+		leases.Stop()
+		node.Stop()
+		return err
+	}
 	g.log.Info("joined the cluster", "cluster", cfg.Name, "member", node.ID(), "address", node.Address(), "members", len(node.Members()))
 	return nil
 }
@@ -258,5 +267,6 @@ func (g *Gateway) clusterHealth() (any, string) {
 	return map[string]any{
 		"mode": "etcd", "name": g.opts.Env.Cluster.ClusterName, "self": cs.node.ID(), "address": cs.node.Address(),
 		"members": ms, "credit": cs.leases.Snapshot(),
+		"cooldowns": map[string]int64{"sent": cs.cooldownsSent.Load(), "heard": cs.cooldownsHeard.Load()},
 	}, status
 }

@@ -156,6 +156,7 @@ func (g *Gateway) spawnRouting(system *actor.ActorSystem, names []string) error 
 			qs.quota.Observe(in.conn, in.upstream, obs)
 			qs.ledger.ObserveLimits(in.slot, obs)
 		},
+		OnCooldown: g.onCooldown, // cluster mode tells the peers
 	})
 	if err != nil {
 		qs.quota.Stop()

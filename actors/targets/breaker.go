@@ -35,6 +35,11 @@ type Options struct {
 	// the actor's goroutine; the composition root forwards them to the
 	// quota and ledger actors.
 	OnObservation func(target int, obs *messages.QuotaObservation)
+	// OnCooldown is told, on the actor's goroutine, when a failure seen
+	// here opened a target's circuit or pushed its cooldown later
+	// (cluster mode tells the other nodes). A cooldown applied from a
+	// peer (PeerCooldown) is not reported again.
+	OnCooldown func(target int, until time.Time, reason string)
 }
 
 func (o *Options) defaults() {
@@ -195,6 +200,17 @@ func (b *breaker) failed(m *messages.AttemptFinished, o Options, now time.Time) 
 	if !until.IsZero() {
 		b.extend(until, reason)
 	}
+}
+
+// peer applies a cooldown another node saw: the circuit opens and the
+// target cools until until (never sooner than it already does), without
+// counting an incident here; a probe of this node closes it afterwards as
+// any open circuit.
+func (b *breaker) peer(until time.Time, reason string) bool {
+	before := b.coolUntil
+	b.open = true
+	b.extend(until, reason)
+	return b.coolUntil != before
 }
 
 // extend moves the cooldown deadline later, never earlier: a later, shorter

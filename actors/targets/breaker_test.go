@@ -298,3 +298,56 @@ func TestHardFailuresOpenAtOnce(t *testing.T) {
 		return s.Targets[1].Circuit == "half_open" && s.Targets[1].CooldownUntil == nil
 	})
 }
+
+// TestPeerCooldown: a failure seen here is reported to OnCooldown (what
+// cluster mode tells the other nodes); a cooldown a peer reported opens
+// the circuit here until its end without counting an incident or being
+// reported again, never shortens a longer local one, and this node's own
+// probe closes it afterwards.
+func TestPeerCooldown(t *testing.T) {
+	type cool struct {
+		target int
+		until  time.Time
+		reason string
+	}
+	var mu sync.Mutex
+	var told []cool
+	e := newBreakerEnv(t, Options{OnCooldown: func(target int, until time.Time, reason string) {
+		mu.Lock()
+		told = append(told, cool{target, until, reason})
+		mu.Unlock()
+	}})
+	now := e.clk.Now()
+	m := at(0, messages.RateLimit, 429, now.Add(-time.Second))
+	m.Reason, m.Quota = "rate_limit", retryAfter(20*time.Second)
+	e.report(m)
+	mu.Lock()
+	got := append([]cool(nil), told...)
+	mu.Unlock()
+	if len(got) != 1 || got[0].target != 0 || !got[0].until.Equal(now.Add(20*time.Second)) || got[0].reason != "rate_limit" {
+		t.Fatalf("OnCooldown was told %+v", got)
+	}
+
+	// Target 1 cools on a peer's word.
+	e.h.PeerCooldown(1, now.Add(10*time.Second), "peer: overloaded")
+	s := waitSnap(t, e.h, func(s *Snapshot) bool { return s.Targets[1].Open }).Targets[1]
+	if s.Circuit != "open" || !s.CoolUntil.Equal(now.Add(10*time.Second)) || s.CooldownReason != "peer: overloaded" || s.Incidents != 0 {
+		t.Fatalf("after a peer's cooldown: %+v", s)
+	}
+	// A shorter peer cooldown does not cut the local one of target 0.
+	e.h.PeerCooldown(0, now.Add(time.Second), "peer: short")
+	e.h.PeerCooldown(1, now.Add(10*time.Second), "peer: again") // a no-op, then a barrier
+	waitSnap(t, e.h, func(s *Snapshot) bool { return true })
+	if s := e.report(at(1, messages.OK, 200, now)); s.Open {
+		// a success of an attempt sent after the cooldown began closes it
+		t.Fatalf("a success after a peer's cooldown left it open: %+v", s)
+	}
+	if s := e.h.Snapshot().Targets[0]; !s.CoolUntil.Equal(now.Add(20*time.Second)) || s.CooldownReason != "rate_limit" {
+		t.Fatalf("a shorter peer cooldown changed the local one: %+v", s)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) != 1 {
+		t.Fatalf("peer cooldowns were reported again: %+v", told)
+	}
+}

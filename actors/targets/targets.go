@@ -146,6 +146,15 @@ func (h *Handle) clean(id int) bool {
 // Snapshot returns the latest published view.
 func (h *Handle) Snapshot() *Snapshot { return h.snap.Load() }
 
+// PeerCooldown applies a cooldown another node of the cluster saw
+// (fire-and-forget).
+func (h *Handle) PeerCooldown(target int, until time.Time, reason string) {
+	if h.stopped.Load() {
+		return
+	}
+	h.root.Send(h.pid, &messages.PeerCooldown{Target: target, Until: until, Reason: reason})
+}
+
 // Stop stops the actor and waits for it. Reports after Stop are dropped
 // (rather than becoming dead letters).
 func (h *Handle) Stop() {
@@ -231,6 +240,10 @@ func (a *targetsActor) Receive(ctx actor.Context) {
 	case *messages.AttemptFinished:
 		a.drain() // earlier fast-path successes first, to keep the order
 		a.observe(m)
+	case *messages.PeerCooldown:
+		if m.Target >= 0 && m.Target < len(a.st) && a.st[m.Target].peer(m.Until, m.Reason) {
+			a.publish() // routing must see it now
+		}
 	case flushSoon:
 		a.flushTimer = scheduler.NewTimerScheduler(ctx).SendOnce(CoalesceDelay, ctx.Self(), flush{})
 	case flush:
@@ -318,7 +331,11 @@ func (a *targetsActor) observe(m *messages.AttemptFinished) {
 	s.failures[m.Class]++
 	if m.Class.ProviderSide() {
 		s.consecutive++
+		was, wasOpen := s.coolUntil, s.open
 		s.failed(m, a.h.opts, a.clk.Now())
+		if f := a.h.opts.OnCooldown; f != nil && (s.coolUntil.After(was) || s.open && !wasOpen) {
+			f(m.Target, s.coolUntil, s.coolReason)
+		}
 	}
 	s.lastClass = m.Class
 	s.lastFailureAt = m.At

@@ -225,6 +225,13 @@ func getJSON(t *testing.T, u string, v any) {
 }
 
 type health struct {
+	Targets struct {
+		Targets []struct {
+			Target         string `json:"target"`
+			Circuit        string `json:"circuit"`
+			CooldownReason string `json:"cooldownReason"`
+		} `json:"targets"`
+	} `json:"targets"`
 	Cluster struct {
 		Members []struct {
 			ID      string `json:"id"`
@@ -312,12 +319,14 @@ func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
 		"m-budget": {LatencyMS: 5, CompletionTokens: 20},
 		"m-capped": {LatencyMS: 150, CompletionTokens: 5},
 		"m-open":   {LatencyMS: 20, CompletionTokens: 5},
+		"m-flaky":  {Fail: mockprovider.FailSpec{Mode: mockprovider.FailStatus, Status: 429, RetryAfter: "30"}},
 	})
 	cfg := `{"providers": {"mock": {"base_url": "http://` + mockAddr + `/v1", "apis": ["chat"], "auth": "none",
 	    "connections": {"budget": {"limits": {"tokens_per_minute": ` + fmt.Sprint(budget) + `}}, "free": {}}}},
 	  "models": {"budgeted": {"targets": [{"connection": "mock/budget", "model": "m-budget"}]},
 	             "capped": {"targets": [{"connection": "mock/free", "model": "m-capped"}]},
-	             "open": {"targets": [{"connection": "mock/free", "model": "m-open"}]}},
+	             "open": {"targets": [{"connection": "mock/free", "model": "m-open"}]},
+	             "flaky": {"targets": [{"connection": "mock/free", "model": "m-flaky"}, {"connection": "mock/free", "model": "m-open"}]}},
 	  "tenants": [{"name": "capped", "key_env": "CAPPED_KEY", "max_concurrent": ` + fmt.Sprint(capped) + `}],
 	  "auth": {"mode": "open", "allow_anonymous": true}}`
 	cfgPath := writeConfig(t, cfg)
@@ -452,6 +461,48 @@ func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
 		if ok.Load() == 0 || refused.Load() == 0 || st.MaxInflight < 3 {
 			t.Fatalf("the cap was not exercised: %d answered, %d refused, at most %d in flight", ok.Load(), refused.Load(), st.MaxInflight)
 		}
+	})
+
+	t.Run("a cooldown on one node", func(t *testing.T) {
+		// One request on node 0 meets a 429 with Retry-After: 30 from the
+		// first target and fails over. Nodes 1 and 2, which never sent to
+		// that target, cool it too, and their requests go straight to the
+		// second target.
+		const flaky = "mock/free/m-flaky"
+		cooling := func(n *node) string {
+			for _, tg := range n.health(t).Targets.Targets {
+				if tg.Target == flaky && tg.Circuit == "open" {
+					return tg.CooldownReason
+				}
+			}
+			return ""
+		}
+		sent := time.Now()
+		if a, err := chat(client, ns[0].addr, "", "flaky"); err != nil || a.status != 200 {
+			t.Fatalf("the flaky model on node 0: %+v %v", a, err)
+		}
+		if r := cooling(ns[0]); r == "" {
+			t.Fatal("node 0 did not cool the target that answered 429")
+		}
+		for i, n := range ns[1:] {
+			waitFor(t, fmt.Sprintf("node %d to cool the target node 0 saw fail", i+1), func() bool { return cooling(n) != "" })
+			if r := cooling(n); !strings.Contains(r, "(from ") {
+				t.Fatalf("node %d cools the target for %q, not for its peer", i+1, r)
+			}
+		}
+		heard := time.Since(sent)
+		before := mock.Stats().Models["m-flaky"].Requests
+		for _, n := range ns[1:] {
+			for k := 0; k < 5; k++ {
+				if a, err := chat(client, n.addr, "", "flaky"); err != nil || a.status != 200 {
+					t.Fatalf("the flaky model on a peer: %+v %v", a, err)
+				}
+			}
+		}
+		if got := mock.Stats().Models["m-flaky"].Requests - before; got != 0 {
+			t.Fatalf("the peers sent %d requests to the target node 0 saw fail", got)
+		}
+		t.Logf("both peers cooled the target within %s of sending the request that failed on node 0 (an upper bound: it includes that request and the health reads)", heard.Round(time.Millisecond))
 	})
 
 	t.Run("a node killed", func(t *testing.T) {

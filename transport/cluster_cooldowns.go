@@ -1,0 +1,103 @@
+package transport
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// Cluster mode spreads cooldowns: when a failure on this node opens a
+// target's circuit or pushes its cooldown later, every other member hears
+// it at once through the remote layer (one message per member to its
+// cooldowns actor), and cools the same target (by name) until the same
+// time. So a provider incident seen by one node stops every node sending
+// to that target within a message's flight, not after each has failed on
+// its own. A peer's cooldown is never passed on again (no echo), never
+// shortens a longer local one, and is capped at maxPeerCooldown from the
+// receiver's clock (a peer with a wrong clock cannot cool a target for
+// ever); the receiver's own probe closes the circuit afterwards.
+
+// cooldownsActorName is the actor each member runs for its peers'
+// cooldowns; the remote layer delivers to it by name.
+const cooldownsActorName = "omniroute-cooldowns"
+
+// maxPeerCooldown bounds a cooldown taken from a peer.
+const maxPeerCooldown = time.Hour
+
+// peerCooldown is the wire form (JSON in a BytesValue, like the credit
+// grains' messages).
+type peerCooldown struct {
+	Target string `json:"target"`
+	Until  int64  `json:"until"` // Unix ms
+	Reason string `json:"reason"`
+	From   string `json:"from"`
+}
+
+// onCooldown is the targets actor's OnCooldown hook: in cluster mode it
+// tells the other members.
+func (g *Gateway) onCooldown(target int, until time.Time, reason string) {
+	cs := g.cs
+	if cs == nil {
+		return
+	}
+	name := ""
+	for _, t := range g.rc.Load().cat.Targets {
+		if t.ID == target {
+			name = t.Name
+			break
+		}
+	}
+	if name == "" {
+		return
+	}
+	b, err := json.Marshal(peerCooldown{Target: name, Until: until.UnixMilli(), Reason: reason, From: cs.node.ID()})
+	if err != nil {
+		return
+	}
+	for _, m := range cs.node.Members() {
+		if !m.Self {
+			g.system.Root.Send(actor.NewPID(m.Address, cooldownsActorName), &wrapperspb.BytesValue{Value: b})
+		}
+	}
+	cs.cooldownsSent.Add(1)
+}
+
+// cooldownsActor applies the cooldowns peers send. It holds no state, so
+// the default strategy (restart on a panic) is all it needs: a malformed
+// message is dropped, never applied.
+type cooldownsActor struct{ g *Gateway }
+
+func (a *cooldownsActor) Receive(ctx actor.Context) {
+	m, ok := ctx.Message().(*wrapperspb.BytesValue)
+	if !ok {
+		return
+	}
+	var pc peerCooldown
+	if err := json.Unmarshal(m.Value, &pc); err != nil || pc.Target == "" {
+		return
+	}
+	g := a.g
+	now := g.clk.Now()
+	until := time.UnixMilli(pc.Until)
+	if !until.After(now) {
+		return
+	}
+	if cap := now.Add(maxPeerCooldown); until.After(cap) {
+		until = cap
+	}
+	for _, t := range g.rc.Load().cat.Targets {
+		if t.Name == pc.Target {
+			g.targets.PeerCooldown(t.ID, until, pc.Reason+" (from "+pc.From+")")
+			g.cs.cooldownsHeard.Add(1)
+			return
+		}
+	}
+}
+
+// spawnCooldowns starts this member's cooldowns actor.
+func (g *Gateway) spawnCooldowns() error {
+	_, err := g.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &cooldownsActor{g: g} }), cooldownsActorName)
+	return err
+}
