@@ -149,3 +149,31 @@ func TestHeaderLimits(t *testing.T) {
 		t.Fatalf("an oversized request into an empty window must pass once: %v", b)
 	}
 }
+
+// TestAddSlotsEnforcesNewBudgets: a budget added at run time is in the
+// snapshot AddSlots waited for and enforces its configured limit, and
+// the slots before it keep their counts.
+func TestAddSlotsEnforcesNewBudgets(t *testing.T) {
+	h, clk := start(t, SlotSpec{Connection: "p/a", Model: "m", RequestsPerMinute: 5})
+	now := clk.Now()
+	if _, v, _ := h.Reserve(0, 1, now); v != routing.BudgetAffordable {
+		t.Fatalf("first slot: %v", v)
+	}
+	first, err := h.AddSlots([]SlotSpec{{Connection: "q/b", Model: "n", RequestsPerMinute: 1}})
+	if err != nil || first != 1 || h.Len() != 2 {
+		t.Fatalf("AddSlots = %d, %v; Len %d", first, err, h.Len())
+	}
+	s := h.Snapshot()
+	if len(s.Slots) != 2 || s.Slots[1].Connection != "q/b" || s.Slots[0].Requests.Used != 1 {
+		t.Fatalf("snapshot after AddSlots: %+v", s.Slots)
+	}
+	r, v, _ := h.Reserve(1, 1, now)
+	if v != routing.BudgetAffordable || !r.Active {
+		t.Fatalf("added slot's first request: %v active=%v", v, r.Active)
+	}
+	if _, v, _ := h.Reserve(1, 1, now); v != routing.BudgetExhausted {
+		t.Fatalf("added slot's second request in the window: %v, want exhausted (limit 1/min)", v)
+	}
+	h.Settle(&r, 10, false)
+	waitSnap(t, h, func(s *Snapshot) bool { return len(s.Slots) == 2 && s.Slots[1].TotalTokens == 10 })
+}
