@@ -62,9 +62,9 @@ type slot struct {
 
 // Handle is what the transport holds.
 type Handle struct {
-	root  *actor.RootContext
-	pid   *actor.PID
-	clk   clock.Clock
+	root *actor.RootContext
+	pid  *actor.PID
+	clk  clock.Clock
 	// slots are the budgets by slot index; AddSlots grows them.
 	slots *growable.List[slot]
 	snap  atomic.Pointer[Snapshot]
