@@ -125,7 +125,11 @@ func (h *Handle) Snapshot() *Snapshot {
 		WouldAdmitCount: h.wouldAdmit.Load(), WouldQueueCount: h.wouldQueue.Load(), WouldRejectCount: h.wouldReject.Load(),
 		BusyCount: h.busy.Load()}
 	var classActive, classCount, classWaiting [admission.NumClasses]int64
-	for _, u := range h.ups {
+	for i, n := 0, h.ups.Len(); i < n; i++ {
+		u := *h.ups.At(i)
+		if u.retired.Load() {
+			continue
+		}
 		v := u.view.Load()
 		st := u.gate.Stats()
 		up := Upstream{Name: u.name, CurrentLimit: st.Limit, KneeEstimate: round1(v.knee), Phase: v.phase, Converged: v.converged,
