@@ -111,6 +111,7 @@ type Handle struct {
 	clk    clock.Clock
 	opts   Options
 	system *actor.ActorSystem
+	gen    int // spawns so far, for unique actor names (writer only)
 }
 
 type conn struct {
@@ -149,33 +150,67 @@ func Spawn(system *actor.ActorSystem, specs []ConnSpec, clk clock.Clock, o Optio
 // Add starts the aggregator (with its adapters) of a connection added at
 // run time and returns its id, the next one. The connection's state is
 // published before Add returns, so a config routing to it can be
-// published next. Calls to Add, AddModels and Remove must not overlap.
+// published next. Calls to Add, Set, AddModels and Remove must not
+// overlap.
 func (h *Handle) Add(spec ConnSpec) (int, error) {
 	i := h.conns.Len()
 	c := &conn{}
+	if err := h.start(c, i, spec); err != nil {
+		return 0, err
+	}
+	h.conns.Append(c)
+	return i, nil
+}
+
+// Set restarts connection conn with spec (its endpoint, credential or
+// usage API changed, or a removed connection comes back): the running
+// aggregator and its adapters stop, their readings are dropped (a new
+// credential is a new quota), and fresh ones start from spec, whose
+// Models must begin with the connection's current models in order (model
+// indexes stay).
+func (h *Handle) Set(conn int, spec ConnSpec) error {
+	cp, ok := h.conns.Get(conn)
+	if !ok {
+		return fmt.Errorf("quota: no connection %d", conn)
+	}
+	c := *cp
+	if !c.removed.Load() {
+		_ = h.root.PoisonFuture(c.agg).Wait()
+	}
+	if err := h.start(c, conn, spec); err != nil {
+		c.removed.Store(true)
+		c.snap.Store(nil)
+		return err
+	}
+	c.removed.Store(false)
+	return nil
+}
+
+// start spawns c's aggregator for spec, publishes its first state and
+// waits for its header adapter.
+func (h *Handle) start(c *conn, i int, spec ConnSpec) error {
 	ready := make(chan struct{})
 	o, clk := h.opts, h.clk
 	spec.Models = slices.Clone(spec.Models)
 	(&aggregator{id: i, spec: spec, c: c, clk: clk, opts: o}).publish(clk.Now())
 	// A restarted aggregator starts with the models AddModels registered.
-	models := &c.models
-	models.Store(&spec.Models)
+	c.models.Store(&spec.Models)
 	produce := func() actor.Actor {
 		sp := spec
-		sp.Models = *models.Load()
+		sp.Models = *c.models.Load()
 		return &aggregator{id: i, spec: sp, c: c, clk: clk, opts: o, ready: ready}
 	}
+	h.gen++
 	pid, err := h.system.Root.SpawnNamed(actor.PropsFromProducer(produce, actor.WithGuardian(aggregatorStrategy),
-		actor.WithSupervisor(adapterStrategy)), fmt.Sprintf("quota-%p-%d", h, i))
+		actor.WithSupervisor(adapterStrategy)), fmt.Sprintf("quota-%p-%d-%d", h, i, h.gen))
 	if err != nil {
-		return 0, fmt.Errorf("spawning quota actor for %s: %w", spec.Name, err)
+		return fmt.Errorf("spawning quota actor for %s: %w", spec.Name, err)
 	}
 	c.agg = pid
 	// The aggregator spawns its children in Started; wait for the
 	// header adapter so Observe never races the start.
 	<-ready
-	h.conns.Append(c)
-	return i, nil
+	return nil
 }
 
 // addModels registers upstream models with an aggregator.

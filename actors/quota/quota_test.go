@@ -266,4 +266,12 @@ func TestAddAndRemoveConnections(t *testing.T) {
 		t.Fatalf("the removed connection polled %d more times", n-stopped)
 	}
 	h.Remove(a) // idempotent
+	// Set brings a removed connection back under its id, polling again.
+	if err := h.Set(a, ConnSpec{Provider: "deepseek", Name: "deepseek/a", Models: []string{"deepseek-chat"}, Poll: poll("/a")}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h, a, func(s *ConnState) bool { return s.Status == quota.StatusHealthy })
+	if polls[0].Load() == stopped {
+		t.Fatal("the connection Set back did not poll")
+	}
 }
