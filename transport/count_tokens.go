@@ -88,7 +88,7 @@ func (g *Gateway) countUpstream(ctx *fasthttp.RequestCtx, rid []byte, t *catalog
 	h := &x.Req.Header
 	h.SetMethod(fasthttp.MethodPost)
 	h.SetRequestURI(p.BasePath + "/messages/count_tokens")
-	h.SetHost(g.clients[t.Conn.ID].Addr())
+	h.SetHost(g.client(t.Conn.ID).Addr())
 	h.SetContentType("application/json")
 	h.Set(fasthttp.HeaderAcceptEncoding, "identity")
 	if v := ctx.Request.Header.Peek("Anthropic-Version"); len(v) > 0 {
@@ -112,7 +112,7 @@ func (g *Gateway) countUpstream(ctx *fasthttp.RequestCtx, rid []byte, t *catalog
 		x.Req.SetBody(body)
 	}
 	var cancel upstream.Cancel
-	if err := g.clients[t.Conn.ID].Do(x, &cancel, false); err != nil {
+	if err := g.client(t.Conn.ID).Do(x, &cancel, false); err != nil {
 		writeError(ctx, apierror.Anthropic, string(rid), &apierror.Error{Status: 502, Type: "server_error", AnthropicType: "api_error",
 			Code: "upstream_unavailable", Message: "the provider of " + t.Name + " could not be reached to count tokens; retry later"})
 		return

@@ -119,37 +119,19 @@ type ReloadResult struct {
 	NeedsRestart []string `json:"needsRestart"`
 }
 
-// buildRouting resolves f into a routing config, renumbered onto the
-// start-up catalog base (nil: f is the start-up file). Every problem is
-// returned, each a message starting with what it is about; fixed lists
-// those that only a restart can apply (the file is still valid).
-//
-// At start-up cat is the catalog New built from f (nil: build it).
-func (g *Gateway) buildRouting(f *config.File, base, cat *catalog.Catalog) (rc *routingConfig, problems []string, restart bool) {
-	var err error
-	if cat == nil {
-		if cat, err = catalog.Build(f, g.opts.Getenv); err != nil {
-			return nil, errorList(err), false
-		}
-	}
-	if base != nil {
-		if p := cat.Onto(base); len(p) > 0 {
-			return nil, p, true
-		}
-		if p := g.fixedConnections(cat, base); len(p) > 0 {
-			return nil, p, true
-		}
-	} else {
-		base = cat
-	}
+// buildRouting resolves f, whose catalog is cat (numbered: built first,
+// or renumbered by Onto), into a routing config for a gateway that will
+// number nTargets targets. Every problem is returned, each a message
+// starting with what it is about.
+func (g *Gateway) buildRouting(f *config.File, cat *catalog.Catalog, nTargets int) (rc *routingConfig, problems []string) {
 	o := g.opts
 	o.File = f
 	res, err := buildTenants(o)
 	if err != nil {
-		return nil, errorList(err), false
+		return nil, errorList(err)
 	}
 	rc = &routingConfig{file: f, cat: cat, tenants: res, prices: pricing.New(f.Prices), rr: make([]atomic.Uint64, len(cat.Models))}
-	rc.price = buildPrices(rc.prices, cat, len(base.Targets))
+	rc.price = buildPrices(rc.prices, cat, nTargets)
 	if rc.fusion, err = buildFusion(f, cat); err != nil {
 		problems = append(problems, errorList(err)...)
 	}
@@ -157,29 +139,10 @@ func (g *Gateway) buildRouting(f *config.File, base, cat *catalog.Catalog) (rc *
 		problems = append(problems, errorList(err)...)
 	}
 	if len(problems) > 0 {
-		return nil, problems, false
+		return nil, problems
 	}
 	rc.hash = fileHash(f)
-	return rc, nil, false
-}
-
-// fixedConnections reports connections whose endpoint or credential
-// differs from the one the gateway started with: their pools and usage
-// pollers were built for the old ones.
-func (g *Gateway) fixedConnections(cat, base *catalog.Catalog) []string {
-	var out []string
-	for _, nc := range cat.Connections {
-		bc := base.Connections[nc.ID]
-		addr, tls, err := g.resolveAddr(nc.Provider)
-		baddr, btls, berr := g.resolveAddr(bc.Provider)
-		if err != nil || berr != nil || addr != baddr || tls != btls {
-			out = append(out, fmt.Sprintf("connection %s: the provider's address changed (%s → %s): a new endpoint needs a restart", nc.Name, bc.Provider.BaseURL, nc.Provider.BaseURL))
-		}
-		if nc.APIKey() != bc.APIKey() {
-			out = append(out, fmt.Sprintf("connection %s: the API key changed: a new credential needs a restart", nc.Name))
-		}
-	}
-	return out
+	return rc, nil
 }
 
 // errorList splits a validation error into its problems.
@@ -283,7 +246,7 @@ func targetCaps(f *config.File) map[string]int {
 
 // initRouting publishes the start-up routing config.
 func (g *Gateway) initRouting() error {
-	rc, probs, _ := g.buildRouting(g.opts.File, nil, g.cat)
+	rc, probs := g.buildRouting(g.opts.File, g.cat, len(g.cat.Targets))
 	if len(probs) > 0 {
 		return config.Errors(probs)
 	}
@@ -327,26 +290,49 @@ func (g *Gateway) ReloadConfig() ReloadResult {
 
 // ReloadFile is ReloadConfig with a file already decoded (embedders
 // that keep their config elsewhere).
+//
+// The file is validated whole first (catalog, endpoints, tenants, fusion
+// panels); then what it adds is registered with every actor (targetset.go),
+// its secrets join the redactor, the keys actor takes its tenants, and
+// only then is the new config published. Connections it removes stop
+// their quota telemetry after that.
 func (g *Gateway) ReloadFile(f *config.File) ReloadResult {
 	g.reload.mu.Lock()
 	defer g.reload.mu.Unlock()
-	cur := g.rc.Load()
-	rc, probs, restart := g.buildRouting(f, g.cat, nil)
-	if len(probs) > 0 {
-		r := ReloadResult{Result: reloadInvalid, Errors: probs}
-		if restart {
-			r.Result = reloadNeedsRestart
-		}
-		return g.reloadDone(r)
+	if g.closed.Load() {
+		return g.reloadDone(ReloadResult{Result: reloadUnreadable, Errors: []string{errReloadClosed.Error()}})
 	}
+	if g.reg.broken != nil {
+		return g.reloadDone(ReloadResult{Result: reloadNeedsRestart, Errors: []string{g.reg.broken.Error()}})
+	}
+	cur := g.rc.Load()
+	cat, err := catalog.Build(f, g.opts.Getenv)
+	if err != nil {
+		return g.reloadDone(ReloadResult{Result: reloadInvalid, Errors: errorList(err)})
+	}
+	newConns, newTargets := cat.Onto(g.reg.ids)
+	plan, err := g.planTargets(newConns, newTargets, cat, f)
+	if err != nil {
+		return g.reloadDone(ReloadResult{Result: reloadInvalid, Errors: errorList(err)})
+	}
+	rc, probs := g.buildRouting(f, cat, g.reg.targetNames.Len()+len(newTargets))
+	if len(probs) > 0 {
+		return g.reloadDone(ReloadResult{Result: reloadInvalid, Errors: probs})
+	}
+	if err := g.applyPlan(plan); err != nil {
+		return g.reloadDone(ReloadResult{Result: reloadNeedsRestart, Errors: []string{err.Error()}})
+	}
+	g.redact.Add(g.secrets(f, cat)...)
 	if err := g.ten.keys.SetConfig(rc.config); err != nil {
 		return g.reloadDone(ReloadResult{Result: reloadInvalid, Errors: []string{err.Error()}})
 	}
 	rc.version, rc.loadedAt = cur.version+1, g.clk.Now()
 	g.rc.Store(rc)
+	g.retireRemoved(plan, cat)
 	r := ReloadResult{Applied: true, Result: reloadOK, Changed: rc.hash != cur.hash, NeedsRestart: needsRestart(cur.file, f)}
 	g.log.Info("config reloaded", "version", rc.version, "hash", rc.hash, "changed", r.Changed,
-		"models", len(rc.cat.Models), "targets", len(rc.cat.Targets), "needsRestart", r.NeedsRestart)
+		"models", len(rc.cat.Models), "targets", len(rc.cat.Targets), "newConnections", len(plan.conns), "newTargets", len(plan.targets),
+		"restartedConnections", len(plan.restart), "removedConnections", len(plan.removed), "needsRestart", r.NeedsRestart)
 	return g.reloadDone(r)
 }
 

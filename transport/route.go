@@ -138,7 +138,7 @@ func (c *call) rank(list []*catalog.Target) {
 			}
 		}
 		if qs.aware {
-			in := &qs.info[t.ID]
+			in := qs.info.At(t.ID)
 			cand.Quota = qs.quota.ModelStatus(in.conn, in.model, now)
 			if cand.Quota == quota.StatusExhausted {
 				r := qs.quota.Recovery(in.conn, in.model)
@@ -158,7 +158,7 @@ func (c *call) rank(list []*catalog.Target) {
 		p.probe = append(p.probe, cand.Circuit == routing.CircuitHalfOpen)
 		if !ok {
 			if skip >= 0 {
-				qs.m.skips[t.ID][skip].Inc()
+				qs.m.skips.At(t.ID)[skip].Inc()
 			}
 			if !rec.IsZero() {
 				p.recover = earlier(p.recover, rec)
@@ -229,7 +229,7 @@ func (c *call) claim(list []*catalog.Target, i int, probe bool) bool {
 	g, qs, p := c.g, c.g.qs, &c.plan
 	t := list[i]
 	now := g.clk.Now()
-	in := &qs.info[t.ID]
+	in := qs.info.At(t.ID)
 	if qs.aware {
 		res, b, end := qs.ledger.Reserve(in.slot, p.est, now)
 		if b.Affordable() && res.Active && g.cs != nil {
@@ -242,7 +242,7 @@ func (c *call) claim(list []*catalog.Target, i int, probe bool) bool {
 		}
 		if !b.Affordable() { // another request took the budget since rank
 			c.releaseLease(lanes.LocalReject, false)
-			qs.m.skips[t.ID][skipBudget].Inc()
+			qs.m.skips.At(t.ID)[skipBudget].Inc()
 			p.recover = earlier(p.recover, end)
 			p.tried[i] = true
 			return false
@@ -253,7 +253,7 @@ func (c *call) claim(list []*catalog.Target, i int, probe bool) bool {
 		if !g.targets.TryProbe(t.ID, now) { // another request is probing
 			c.releaseLease(lanes.LocalReject, false)
 			c.settleLedger(0, true)
-			qs.m.skips[t.ID][skipCircuit].Inc()
+			qs.m.skips.At(t.ID)[skipCircuit].Inc()
 			p.recover = earlier(p.recover, now.Add(time.Second))
 			p.tried[i] = true
 			return false
