@@ -78,9 +78,9 @@ type Gateway struct {
 	log    *slog.Logger
 	clk    clock.Clock
 	system *actor.ActorSystem
-	// cat is the start-up catalog: target and connection IDs index its
-	// slices (and every per-target array of the actors and metrics) for
-	// the gateway's life. What requests route by is rc's catalog.
+	// cat is the start-up catalog, which numbered the first connections
+	// and targets (reg holds every id since). What requests route by is
+	// rc's catalog.
 	cat      *catalog.Catalog
 	rc       atomic.Pointer[routingConfig] // the config in force (reload.go)
 	reload   reloadState

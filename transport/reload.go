@@ -36,13 +36,14 @@ import (
 //
 // The per-target state the actors own (circuits and cooldowns, quota,
 // token budgets, admission limits and lanes, metrics) is indexed by
-// target and connection IDs of the start-up catalog; a reloaded catalog
-// is renumbered onto it (catalog.Onto), so a target that survives keeps
+// target and connection ids that never change; a reloaded catalog is
+// renumbered onto them (catalog.Onto), so a target that survives keeps
 // its state, a removed one keeps its (unused) state until it comes back,
-// and a reload that needs a connection or target the gateway did not
-// start with is refused as needing a restart. The config-file tenants go
-// to the keys actor in one message (keys.Handle.SetConfig), which keeps
-// the run-time keys and republishes the snapshot the limiter follows.
+// and a new one gets the next id and is registered with every actor
+// before the config naming it is published (targetset.go). The
+// config-file tenants go to the keys actor in one message
+// (keys.Handle.SetConfig), which keeps the run-time keys and republishes
+// the snapshot the limiter follows.
 
 // ConfigReloadPath is the management route that re-reads the config file.
 const ConfigReloadPath = "/api/config/reload"
@@ -166,9 +167,11 @@ func fileHash(f *config.File) string {
 }
 
 // needsRestart lists the settings of next that differ from cur but are
-// read only at start: services, engines, the relay, provider quota
-// mappings and usage APIs, connection limits and pools, and the
-// concurrency caps of targets.
+// read only at start: services, engines, the relay, provider rate-limit
+// header mappings, connection limits and pools, and the concurrency caps
+// of targets (of connections and targets that exist in both; new ones
+// start with the new file's settings). A changed endpoint, API key or
+// usage API is applied at run time (targetset.go).
 func needsRestart(cur, next *config.File) []string {
 	out := []string{}
 	same := func(a, b any) bool {
@@ -193,9 +196,6 @@ func needsRestart(cur, next *config.File) []string {
 		p := next.Providers[pid]
 		if np.RateLimitHeaders != p.RateLimitHeaders || !same(np.CustomRateLimitHeaders, p.CustomRateLimitHeaders) {
 			out = append(out, "providers."+pid+".rate_limit_headers")
-		}
-		if !same(np.QuotaAPI, p.QuotaAPI) {
-			out = append(out, "providers."+pid+".quota_api")
 		}
 		for _, cid := range slices.Sorted(maps.Keys(p.Connections)) {
 			oc, ok := np.Connections[cid]
@@ -351,9 +351,10 @@ func (g *Gateway) reloadDone(r ReloadResult) ReloadResult {
 // configReload serves POST /api/config/reload behind the management
 // guard, with the forgery rule of state-changing management requests.
 // 200: applied (with what needs a restart); 422 invalid_config: the file
-// does not validate; 409 config_needs_restart: it needs a connection,
-// target or endpoint only a restart can start; 503 config_unreadable:
-// the file cannot be read. Errors lists every problem.
+// does not validate; 409 config_needs_restart: an earlier reload failed
+// while registering new targets with the actors, so only a restart can
+// load a config; 503 config_unreadable: the file cannot be read. Errors
+// lists every problem.
 func (g *Gateway) configReload(ctx *fasthttp.RequestCtx, rid []byte) {
 	if !ctx.IsPost() {
 		g.mgmtMethod(ctx, rid, "POST")
@@ -379,7 +380,7 @@ func (g *Gateway) configReload(ctx *fasthttp.RequestCtx, rid []byte) {
 		out.Error = &mgmtError{Type: "invalid_request", Code: "invalid_config", Message: "the config file is invalid; the running config stays. Fix the errors listed and reload again"}
 	case reloadNeedsRestart:
 		status = 409
-		out.Error = &mgmtError{Type: "conflict", Code: "config_needs_restart", Message: "the config file needs what only a restart can start; the running config stays. Restart the gateway to use it"}
+		out.Error = &mgmtError{Type: "conflict", Code: "config_needs_restart", Message: "the gateway cannot apply a config without a restart (see errors); the running config stays. Restart the gateway to use it"}
 	case reloadUnreadable:
 		status = 503
 		out.Error = &mgmtError{Type: "server_error", Code: "config_unreadable", Message: "the config file cannot be read; the running config stays"}

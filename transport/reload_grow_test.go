@@ -297,3 +297,48 @@ func TestReloadRedactsAddedKey(t *testing.T) {
 		t.Fatalf("after the reload the log holds the added key, or lacks the redacted panic line or the reload:\n%s", grepLines(after, "upstream said"))
 	}
 }
+
+// TestReloadChangesConnection: a reload moves a connection to another
+// endpoint (a second mock process) with another key. A stream in flight
+// on the old endpoint finishes there; new requests go to the new
+// endpoint with the new key, which is redacted from then on; the old key
+// stays redacted. Nothing is reported as needing a restart.
+func TestReloadChangesConnection(t *testing.T) {
+	resetMock(t)
+	second, secondAdmin := startSecondMock(t)
+	setBehavior(t, map[string]mockprovider.Behavior{"m-rc": {ChunkCount: 12, ChunkGapMS: 120, Text: "abcdefABCDEF"}})
+	echo := `{"error":{"message":"keys ` + addedProviderKey + ` and upstream-key-a","type":"invalid_request_error","code":"bad_request"}}`
+	if err := secondAdmin.SetBehavior(mockprovider.BehaviorUpdate{Models: map[string]mockprovider.Behavior{
+		"m-rc":      {Text: "from the new endpoint"},
+		"m-rc-echo": {Fail: mockprovider.FailSpec{Mode: "status", Status: 400, Body: echo}}}}); err != nil {
+		t.Fatal(err)
+	}
+	provider := func(addr, keyEnv string) string {
+		return `,
+    "moved": {"base_url": "http://` + addr + `/v1", "apis": ["chat"], "connections": {"main": {"api_key_env": "` + keyEnv + `"}}}`
+	}
+	models := `"rc": {"targets": [{"connection": "moved/main", "model": "m-rc"}]},
+    "rc-echo": {"targets": [{"connection": "moved/main", "model": "m-rc-echo"}]}`
+	g := startFromFile(t, reloadJSONWith(provider(mock.Addr, "TEST_KEY_A"), models, ""), nil)
+	inFlight := openStream(t, g.gwEnv, "rc")
+
+	status, a := g.reload(reloadJSONWith(provider(second.Addr, "TEST_KEY_ADDED"), models, ""))
+	if status != 200 || !a.Applied || len(a.NeedsRestart) != 0 {
+		t.Fatalf("reload moving a connection: %d %+v", status, a)
+	}
+	if text := inFlight.finish(t); text != "abcdefABCDEF" {
+		t.Fatalf("the stream on the old endpoint: %q", text)
+	}
+	r := g.post("/v1/chat/completions", reloadChat("rc", false))
+	if r.status != 200 || !strings.Contains(string(r.body), "from the new endpoint") {
+		t.Fatalf("rc after the reload: %d %s", r.status, r.body)
+	}
+	st, err := secondAdmin.Stats()
+	if err != nil || len(st.Bodies) == 0 || st.Bodies[len(st.Bodies)-1].Headers["authorization"] != "Bearer "+addedProviderKey {
+		t.Fatalf("the new endpoint did not get the new key: %+v %v", st.Bodies, err)
+	}
+	r = g.post("/v1/chat/completions", reloadChat("rc-echo", false))
+	if r.status != 400 || strings.Contains(string(r.body), addedProviderKey) || strings.Contains(string(r.body), "upstream-key-a") {
+		t.Fatalf("the error echoing the new and the old key: %d %s", r.status, r.body)
+	}
+}

@@ -71,7 +71,10 @@ func (l *List[T]) Append(v T) int {
 	return i
 }
 
-// Grow appends n zero entries and returns the index of the first.
+// Grow appends n zero entries and returns the index of the first. The
+// caller may fill them after Grow returned (entries holding atomics
+// cannot be copied in): readers must then learn the indexes only through
+// something published after the filling, as a reload's routing config.
 func (l *List[T]) Grow(n int) int {
 	first := l.Len()
 	var zero T
