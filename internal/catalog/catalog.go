@@ -442,27 +442,27 @@ func NewIDs(c *Catalog) IDs {
 // registers with the actors before it routes by c) and leaves ids as it
 // was; Add records them once registered.
 func (c *Catalog) Onto(ids IDs) (newConns []*Connection, newTargets []*Target) {
-	next := len(ids.Conns)
-	for _, nc := range c.Connections {
-		if id, ok := ids.Conns[nc.Name]; ok {
-			nc.ID = id
-		} else {
-			nc.ID = next
-			next++
-			newConns = append(newConns, nc)
-		}
-	}
-	next = len(ids.Targets)
-	for _, nt := range c.Targets {
-		if id, ok := ids.Targets[nt.Name]; ok {
-			nt.ID = id
-		} else {
-			nt.ID = next
-			next++
-			newTargets = append(newTargets, nt)
-		}
-	}
+	newConns = renumber(c.Connections, ids.Conns, func(nc *Connection) (string, *int) { return nc.Name, &nc.ID })
+	newTargets = renumber(c.Targets, ids.Targets, func(nt *Target) (string, *int) { return nt.Name, &nt.ID })
 	return newConns, newTargets
+}
+
+// renumber gives each item the id known has for its name, or the next
+// free one, and returns the items that took a new id.
+func renumber[T any](items []T, known map[string]int, key func(T) (string, *int)) []T {
+	var added []T
+	next := len(known)
+	for _, it := range items {
+		name, id := key(it)
+		if k, ok := known[name]; ok {
+			*id = k
+		} else {
+			*id = next
+			next++
+			added = append(added, it)
+		}
+	}
+	return added
 }
 
 // Add records the connections and targets Onto found new.
