@@ -168,11 +168,12 @@ func fileHash(f *config.File) string {
 
 // needsRestart lists the settings of next that differ from cur but are
 // read only at start: services, engines, the relay, provider rate-limit
-// header mappings, connection limits and pools, and the concurrency caps
-// of targets (of connections and targets that exist in both; new ones
-// start with the new file's settings). A changed endpoint, API key or
-// usage API is applied at run time (targetset.go).
-func needsRestart(cur, next *config.File) []string {
+// header mappings, and in cluster mode connection limits (the cluster's
+// shared budget pools keep theirs), of providers and connections that
+// exist in both (new ones start with the new file's settings). A changed
+// endpoint, API key, usage API, max_conns, limits or max_concurrent is
+// applied at run time (targetset.go).
+func needsRestart(cur, next *config.File, cluster bool) []string {
 	out := []string{}
 	same := func(a, b any) bool {
 		x, _ := json.Marshal(a)
@@ -197,31 +198,20 @@ func needsRestart(cur, next *config.File) []string {
 		if np.RateLimitHeaders != p.RateLimitHeaders || !same(np.CustomRateLimitHeaders, p.CustomRateLimitHeaders) {
 			out = append(out, "providers."+pid+".rate_limit_headers")
 		}
+		if !cluster {
+			continue
+		}
 		for _, cid := range slices.Sorted(maps.Keys(p.Connections)) {
-			oc, ok := np.Connections[cid]
-			if !ok {
-				continue
-			}
-			nc := p.Connections[cid]
-			if oc.MaxConns != nc.MaxConns {
-				out = append(out, "providers."+pid+".connections."+cid+".max_conns")
-			}
-			if !reflect.DeepEqual(oc.Limits, nc.Limits) {
+			if oc, ok := np.Connections[cid]; ok && !reflect.DeepEqual(oc.Limits, p.Connections[cid].Limits) {
 				out = append(out, "providers."+pid+".connections."+cid+".limits")
 			}
-		}
-	}
-	oldCaps, newCaps := targetCaps(cur), targetCaps(next)
-	for _, name := range slices.Sorted(maps.Keys(newCaps)) {
-		if c, ok := oldCaps[name]; ok && c != newCaps[name] {
-			out = append(out, "max_concurrent of target "+name)
 		}
 	}
 	return out
 }
 
-// targetCaps is each target's concurrency cap as startLanes computes it:
-// the smallest max_concurrent any model sets for it (0: none).
+// targetCaps is each target's concurrency cap: the smallest
+// max_concurrent any model sets for it (0: none).
 func targetCaps(f *config.File) map[string]int {
 	out := map[string]int{}
 	for _, mn := range slices.Sorted(maps.Keys(f.Models)) {
@@ -329,7 +319,7 @@ func (g *Gateway) ReloadFile(f *config.File) ReloadResult {
 	rc.version, rc.loadedAt = cur.version+1, g.clk.Now()
 	g.rc.Store(rc)
 	g.retireRemoved(plan, cat)
-	r := ReloadResult{Applied: true, Result: reloadOK, Changed: rc.hash != cur.hash, NeedsRestart: needsRestart(cur.file, f)}
+	r := ReloadResult{Applied: true, Result: reloadOK, Changed: rc.hash != cur.hash, NeedsRestart: needsRestart(cur.file, f, g.cs != nil)}
 	g.log.Info("config reloaded", "version", rc.version, "hash", rc.hash, "changed", r.Changed,
 		"models", len(rc.cat.Models), "targets", len(rc.cat.Targets), "newConnections", len(plan.conns), "newTargets", len(plan.targets),
 		"restartedConnections", len(plan.restart), "removedConnections", len(plan.removed), "needsRestart", r.NeedsRestart)

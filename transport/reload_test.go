@@ -288,22 +288,59 @@ func TestReloadRefusesInvalidFile(t *testing.T) {
 	}
 }
 
-// TestReloadNeedsRestart: settings read only at start (a connection's
-// max_conns, a target's max_concurrent) are applied around and reported
-// in needsRestart.
+// TestReloadNeedsRestart: a connection's max_conns and limits and a
+// target's max_concurrent apply at run time (health shows the new cap,
+// the quota report the new budget); a
+// provider's rate_limit_headers is read only at start: the reload is
+// applied and names it in needsRestart.
 func TestReloadNeedsRestart(t *testing.T) {
 	resetMock(t)
 	models := `"rl-r": {"targets": [{"connection": "mock/a", "model": "m-rl-r"}]}`
 	g := startFromFile(t, reloadJSON(models, ""), nil)
 	js := strings.Replace(reloadJSON(`"rl-r": {"targets": [{"connection": "mock/a", "model": "m-rl-r", "max_concurrent": 3}]}, "rl-r3": {"targets": [{"connection": "mock/a", "model": "m-rl-r"}]}`, ""),
-		`"a": {"api_key_env": "TEST_KEY_A"}`, `"a": {"api_key_env": "TEST_KEY_A", "max_conns": 7}`, 1)
+		`"a": {"api_key_env": "TEST_KEY_A"}`, `"a": {"api_key_env": "TEST_KEY_A", "max_conns": 7, "limits": {"requests_per_minute": 2}}`, 1)
+	js = strings.Replace(js, `"apis": ["chat", "messages", "responses"],`, `"apis": ["chat", "messages", "responses"], "rate_limit_headers": "openai",`, 1)
 	status, a := g.reload(js)
-	want := []string{"providers.mock.connections.a.max_conns", "max_concurrent of target mock/a/m-rl-r"}
-	if status != 200 || !a.Applied || strings.Join(a.NeedsRestart, ",") != strings.Join(want, ",") {
-		t.Fatalf("restart-only settings: %d %+v", status, a)
+	if status != 200 || !a.Applied || strings.Join(a.NeedsRestart, ",") != "providers.mock.rate_limit_headers" {
+		t.Fatalf("reload: %d %+v", status, a)
 	}
+	var up map[string]any
+	ups, _ := jsonField(t, g.get("/api/monitoring/health").body, "adaptiveAdmission", "upstreams").([]any)
+	for _, u := range ups {
+		if m := u.(map[string]any); m["name"] == "mock/a/m-rl-r" {
+			up = m
+		}
+	}
+	if up == nil || up["maxConcurrent"] != float64(3) {
+		t.Fatalf("max_concurrent after the reload: %v", up)
+	}
+	// The connection's budget has the new limit (the ledger's tests show
+	// it enforced), and the request after the reload counted in it.
 	if r := g.post("/v1/chat/completions", reloadChat("rl-r3", false)); r.status != 200 {
 		t.Fatalf("the rest of the file is not in force: %d %s", r.status, r.body)
+	}
+	var q struct {
+		Connections []struct {
+			ConnectionID string `json:"connectionId"`
+			Ledger       []struct {
+				Requests *struct {
+					Limit  int64  `json:"limit"`
+					Source string `json:"source"`
+				} `json:"requests"`
+			} `json:"ledger"`
+		} `json:"connections"`
+	}
+	if err := json.Unmarshal(g.get("/api/omniroute/quota").body, &q); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range q.Connections {
+		if c.ConnectionID == "mock/a" && len(c.Ledger) == 1 && c.Ledger[0].Requests != nil {
+			found = c.Ledger[0].Requests.Limit == 2 && c.Ledger[0].Requests.Source == "configured"
+		}
+	}
+	if !found {
+		t.Fatalf("mock/a's budget after the reload: %+v", q.Connections)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync/atomic"
 
 	"github.com/omniroute/gateway/actors/lanes"
@@ -53,6 +54,8 @@ type targetRegistry struct {
 	// aggregator indexes them.
 	running []bool
 	models  [][]string
+	// caps are the targets' max_concurrent in force, by target id.
+	caps []int
 	// replaced are clients a changed endpoint replaced: requests in flight
 	// may still use them, so Close closes them.
 	replaced []*upstream.Client
@@ -104,13 +107,22 @@ type targetPlan struct {
 	// (nil at start-up); removed the running connections it lacks.
 	defs    []*catalog.Connection
 	removed []int
+	// limits are known budgets whose connection's limits changed; caps
+	// known targets whose max_concurrent changed (target id → cap).
+	limits []slotLimits
+	caps   map[int]int
 }
 
 type connRestart struct {
-	conn    *catalog.Connection
-	spec    quotaactor.ConnSpec
-	addr    upstreamAddr
-	newAddr bool // the endpoint changed: a new client
+	conn      *catalog.Connection
+	spec      quotaactor.ConnSpec
+	addr      upstreamAddr
+	newClient bool // the endpoint or max_conns changed: a new client
+}
+
+type slotLimits struct {
+	slot             int
+	tokens, requests int64
 }
 
 // planTargets works out the registration of conns and targets, which
@@ -120,7 +132,7 @@ type connRestart struct {
 // started.
 func (g *Gateway) planTargets(conns []*catalog.Connection, targets []*catalog.Target, cat *catalog.Catalog, f *config.File) (*targetPlan, error) {
 	reg, qs := g.reg, g.qs
-	p := &targetPlan{models: map[int][]string{}, allModels: map[int][]string{}, firstSlot: len(qs.slotOf), slotOf: map[string]int{}}
+	p := &targetPlan{models: map[int][]string{}, allModels: map[int][]string{}, firstSlot: len(qs.slotOf), slotOf: map[string]int{}, caps: map[int]int{}}
 	modelsOf := func(id int) []string {
 		if m, ok := p.allModels[id]; ok {
 			return m
@@ -147,20 +159,37 @@ func (g *Gateway) planTargets(conns []*catalog.Connection, targets []*catalog.Ta
 				continue // new
 			}
 			old := reg.conns[c.ID]
+			if g.cs != nil {
+				c.Limits = old.Limits // cluster pools keep their start-up limits (needsRestart reports a change)
+			}
 			addr, spec, _, err := g.connPlan(c)
 			if err != nil {
 				return nil, err
 			}
 			spec.Mapping = reg.mapping[c.ID] // rate_limit_headers apply at the next start
-			moved := addr != reg.addrs[c.ID]
-			if moved || c.APIKey() != old.APIKey() || !reflect.DeepEqual(c.Provider.Quota.QuotaAPI, old.Provider.Quota.QuotaAPI) || !reg.running[c.ID] {
+			newClient := addr != reg.addrs[c.ID] || c.MaxConns != old.MaxConns
+			limits := c.Limits != old.Limits
+			if newClient || limits || c.APIKey() != old.APIKey() || !reflect.DeepEqual(c.Provider.Quota.QuotaAPI, old.Provider.Quota.QuotaAPI) || !reg.running[c.ID] {
 				restarting[c.ID] = len(p.restart)
-				p.restart = append(p.restart, connRestart{conn: c, spec: spec, addr: addr, newAddr: moved})
+				p.restart = append(p.restart, connRestart{conn: c, spec: spec, addr: addr, newClient: newClient})
+			}
+			if limits {
+				for key, slot := range qs.slotOf {
+					if strings.HasPrefix(key, c.Name+"\x00") {
+						p.limits = append(p.limits, slotLimits{slot, c.Limits.TokensPerMinute, c.Limits.RequestsPerMinute})
+					}
+				}
 			}
 		}
 		for id, run := range reg.running {
 			if run && !inCat[id] {
 				p.removed = append(p.removed, id)
+			}
+		}
+		caps := targetCaps(f)
+		for _, t := range cat.Targets {
+			if t.ID < len(reg.caps) && caps[t.Name] != reg.caps[t.ID] {
+				p.caps[t.ID] = caps[t.Name]
 			}
 		}
 	}
@@ -283,7 +312,7 @@ func (g *Gateway) registerPlan(p *targetPlan) error {
 		}
 	}
 	for _, r := range p.restart {
-		if r.newAddr {
+		if r.newClient {
 			old := reg.clients.At(r.conn.ID).Swap(g.newClient(r.conn, r.addr))
 			reg.replaced = append(reg.replaced, old)
 		}
@@ -295,6 +324,14 @@ func (g *Gateway) registerPlan(p *targetPlan) error {
 		if err := qs.quota.AddModels(id, models); err != nil {
 			return err
 		}
+	}
+	for _, l := range p.limits {
+		if err := qs.ledger.SetConfigured(l.slot, l.tokens, l.requests); err != nil {
+			return err
+		}
+	}
+	for id, c := range p.caps {
+		g.adm.lanes.SetCap(id, c)
 	}
 	if len(p.slots) > 0 {
 		first, err := qs.ledger.AddSlots(p.slots)
@@ -363,7 +400,11 @@ func (g *Gateway) recordPlan(p *targetPlan) {
 	for k, v := range p.slotOf {
 		qs.slotOf[k] = v
 	}
+	for id, c := range p.caps {
+		reg.caps[id] = c
+	}
 	for i, t := range p.targets {
+		reg.caps = append(reg.caps, p.ups[i].Cap)
 		qs.info.Append(p.info[i])
 		reg.targetNames.Append(t.Name)
 		g.metrics.addTarget(t.Name)

@@ -242,6 +242,24 @@ func (h *Handle) SetRetired(i int, retired bool) {
 	}
 }
 
+// SetCap changes upstream i's concurrency cap (a reload changing its
+// target's max_concurrent; 0: none). A raised cap grants queued requests
+// at once (the controller is kicked to dispatch).
+func (h *Handle) SetCap(i, capCount int) {
+	up, ok := h.ups.Get(i)
+	if !ok {
+		return
+	}
+	u := *up
+	u.gate.SetCap(capCount)
+	if u.virt != nil {
+		u.virt.SetCap(capCount)
+	}
+	if !h.stopped.Load() {
+		h.root.Send(u.ctrl, releaseKick{})
+	}
+}
+
 // all calls f for every upstream.
 func (h *Handle) all(f func(u *upstream)) {
 	for i, n := 0, h.ups.Len(); i < n; i++ {

@@ -792,3 +792,35 @@ func TestAddUpstreamsAtRunTime(t *testing.T) {
 		t.Fatal("AddUpstreams after Stop started an upstream")
 	}
 }
+
+// TestSetCapAtRunTime: a raised cap grants a request queued at the old
+// cap without any release; a lowered one holds new requests back.
+func TestSetCapAtRunTime(t *testing.T) {
+	e := start(t, nil, 1)
+	var l0, lq Lease
+	if r := e.h.Acquire(Ticket{Tenant: id("a"), Cost: 1}, &l0); r != None {
+		t.Fatalf("first request: %q", r.Code())
+	}
+	queued := make(chan Reason, 1)
+	go func() { queued <- e.h.Acquire(Ticket{Tenant: id("b"), Cost: 1}, &lq) }()
+	e.until("the second request queued at the cap of 1", func(s *Snapshot) bool { return s.QueuedCount == 1 })
+	e.h.SetCap(0, 2)
+	select {
+	case r := <-queued:
+		if r != None {
+			t.Fatalf("the queued request was refused: %q", r.Code())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("raising the cap did not grant the queued request")
+	}
+	if s := e.h.Snapshot(); s.Upstreams[0].Cap != 2 || s.Upstreams[0].ActiveCount != 2 {
+		t.Fatalf("after raising the cap: %+v", s.Upstreams[0])
+	}
+	e.h.SetCap(0, 1)
+	var l2 Lease
+	if r := e.h.TryAcquire(Ticket{Tenant: id("c"), Cost: 1}, &l2); r != Busy {
+		t.Fatalf("a request over the lowered cap: %q", r.Code())
+	}
+	e.h.Release(&l0, success)
+	e.h.Release(&lq, success)
+}

@@ -52,7 +52,7 @@ type Limits struct {
 }
 
 type slot struct {
-	spec     SlotSpec
+	spec     SlotSpec // the actor's once registered (SetConfigured changes its limits)
 	limits   atomic.Pointer[Limits]
 	tokens   ledger.Counter
 	requests ledger.Counter
@@ -362,6 +362,14 @@ func (a *ledgerActor) Receive(ctx actor.Context) {
 		a.grow()
 		a.publish()
 		ctx.Respond(len(a.acct))
+	case *setConfigured:
+		if m.slot >= 0 && m.slot < len(a.acct) {
+			sl := a.h.slots.At(m.slot)
+			sl.spec.TokensPerMinute, sl.spec.RequestsPerMinute = m.tokens, m.requests
+			a.effective(m.slot)
+			a.publish()
+		}
+		ctx.Respond(true)
 	case tick:
 		// Counters move on the request path; republish while anything
 		// happened or a window is live.
@@ -398,12 +406,39 @@ func (a *ledgerActor) limits(m *LimitsObserved) {
 	if m.Requests > 0 {
 		a.headerReq[m.Slot] = m.Requests
 	}
-	sl := a.h.slots.At(m.Slot)
-	l := &Limits{}
-	l.Tokens, l.TokensSource = smaller(uint64(max(sl.spec.TokensPerMinute, 0)), a.headerTok[m.Slot])
-	l.Requests, l.RequestsSource = smaller(uint64(max(sl.spec.RequestsPerMinute, 0)), a.headerReq[m.Slot])
-	sl.limits.Store(l)
+	a.effective(m.Slot)
 	a.publish()
+}
+
+// setConfigured changes a slot's configured limits (SetConfigured).
+type setConfigured struct {
+	slot             int
+	tokens, requests int64
+}
+
+// SetConfigured changes slot s's configured per-minute limits (a reload
+// changing its connection's limits; 0: none). The effective limits
+// follow at once (the smaller of the configured and the provider's);
+// what the current window used stays counted. It returns once they are
+// in force.
+func (h *Handle) SetConfigured(s int, tokensPerMinute, requestsPerMinute int64) error {
+	if h.stopped.Load() {
+		return errors.New("ledger: SetConfigured after Stop")
+	}
+	if _, err := h.root.RequestFuture(h.pid, &setConfigured{slot: s, tokens: tokensPerMinute, requests: requestsPerMinute}, 5*time.Second).Result(); err != nil {
+		return fmt.Errorf("changing the limits of budget %d: %w", s, err)
+	}
+	return nil
+}
+
+// effective recomputes slot i's effective limits from its configured
+// ones and the header limits seen.
+func (a *ledgerActor) effective(i int) {
+	sl := a.h.slots.At(i)
+	l := &Limits{}
+	l.Tokens, l.TokensSource = smaller(uint64(max(sl.spec.TokensPerMinute, 0)), a.headerTok[i])
+	l.Requests, l.RequestsSource = smaller(uint64(max(sl.spec.RequestsPerMinute, 0)), a.headerReq[i])
+	sl.limits.Store(l)
 }
 
 // smaller picks the smaller known limit: a configured limit below the

@@ -177,3 +177,36 @@ func TestAddSlotsEnforcesNewBudgets(t *testing.T) {
 	h.Settle(&r, 10, false)
 	waitSnap(t, h, func(s *Snapshot) bool { return len(s.Slots) == 2 && s.Slots[1].TotalTokens == 10 })
 }
+
+// TestSetConfiguredChangesLimits: new configured limits are in force when
+// SetConfigured returns, and what the window used stays counted.
+func TestSetConfiguredChangesLimits(t *testing.T) {
+	h, clk := start(t, SlotSpec{Connection: "p/a", Model: "m", RequestsPerMinute: 2})
+	now := clk.Now()
+	for i := 0; i < 2; i++ {
+		if _, v, _ := h.Reserve(0, 1, now); v != routing.BudgetAffordable {
+			t.Fatalf("request %d: %v", i, v)
+		}
+	}
+	if _, v, _ := h.Reserve(0, 1, now); v != routing.BudgetExhausted {
+		t.Fatalf("third request under a limit of 2: %v", v)
+	}
+	if err := h.SetConfigured(0, 0, 3); err != nil {
+		t.Fatal(err)
+	}
+	if l := h.Limits(0); l.Requests != 3 || l.RequestsSource != "configured" {
+		t.Fatalf("limits after SetConfigured: %+v", l)
+	}
+	if _, v, _ := h.Reserve(0, 1, now); v != routing.BudgetAffordable {
+		t.Fatalf("third request under the raised limit of 3: %v", v)
+	}
+	if _, v, _ := h.Reserve(0, 1, now); v != routing.BudgetExhausted {
+		t.Fatalf("fourth request: %v (the window's count was lost)", v)
+	}
+	if err := h.SetConfigured(0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if r, v, _ := h.Reserve(0, 1, now); v != routing.BudgetUnconfigured || r.Active {
+		t.Fatalf("without limits: %v active=%v", v, r.Active)
+	}
+}
