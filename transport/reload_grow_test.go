@@ -162,7 +162,8 @@ func healthHasTarget(t *testing.T, health []byte, name string) bool {
 // poller stops. The clock is the other poller (OpenRouter's key endpoint
 // on the same one-second interval): while it polls twice more, the
 // removed one would have polled too. The connection leaves health and the
-// quota report; its model is gone.
+// quota report; its model is gone. A reload that brings it back finds its
+// id and state: it polls and serves again.
 func TestReloadRemovesPolledConnection(t *testing.T) {
 	resetMock(t)
 	polled := `,
@@ -229,6 +230,23 @@ func TestReloadRemovesPolledConnection(t *testing.T) {
 	}
 	if strings.Contains(string(g.get("/api/monitoring/health").body), `"name":"dsk/main/m-rm-ds"`) {
 		t.Fatal("the admission snapshot still shows the removed target's upstream")
+	}
+
+	// The connection comes back under its id: it polls and serves again,
+	// with the state its target kept (one request before the removal).
+	if status, a := g.reload(reloadJSONWith(polled, models, "")); status != 200 || !a.Applied {
+		t.Fatalf("reload bringing dsk back: %d %+v", status, a)
+	}
+	waitFor(t, "the returning connection's poll", func() bool { return quotaAPI().Balance > stopped })
+	if r := g.post("/v1/chat/completions", reloadChat("rm-ds", false)); r.status != 200 || r.header.Get("X-OmniRoute-Target") != "dsk/main/m-rm-ds" {
+		t.Fatalf("rm-ds back: %d %s", r.status, r.body)
+	}
+	h = g.get("/api/monitoring/health").body
+	if !healthHasTarget(t, h, "dsk/main/m-rm-ds") || !strings.Contains(string(h), `"name":"dsk/main/m-rm-ds"`) {
+		t.Fatalf("the returning target is not in health: %s", h)
+	}
+	if m := scrape(t, g.gwEnv); !strings.Contains(m, `omniroute_upstream_attempts_total{target="dsk/main/m-rm-ds",outcome="ok"} 2`) {
+		t.Fatalf("the returning target's counters did not carry over:\n%s", grepLines(m, "dsk/main"))
 	}
 }
 
