@@ -128,8 +128,9 @@ type slotLimits struct {
 // planTargets works out the registration of conns and targets, which
 // catalog.Onto (or the first Build) found new. cat is the reloaded
 // catalog (nil at start-up): its known connections are compared with the
-// running ones. It changes nothing; an error says what cannot be
-// started.
+// running ones. It changes none of the gateway's state (in cluster mode
+// it gives cat's known connections their running limits, which the
+// cluster's pools keep); an error says what cannot be started.
 func (g *Gateway) planTargets(conns []*catalog.Connection, targets []*catalog.Target, cat *catalog.Catalog, f *config.File) (*targetPlan, error) {
 	reg, qs := g.reg, g.qs
 	p := &targetPlan{models: map[int][]string{}, allModels: map[int][]string{}, firstSlot: len(qs.slotOf), slotOf: map[string]int{}, caps: map[int]int{}}
