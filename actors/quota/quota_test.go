@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	ledgeractor "github.com/omniroute/gateway/actors/ledger"
+	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/quota"
 	"github.com/omniroute/gateway/internal/testutil"
@@ -247,6 +248,15 @@ func TestAddAndRemoveConnections(t *testing.T) {
 	obs.Readings[0] = messages.QuotaReading{Dimension: messages.DimTokens, Flags: messages.HasLimit | messages.HasRemaining | messages.HasReset, Limit: 100, Remaining: 0, ResetAt: now.Add(time.Minute), Window: time.Minute}
 	h.Observe(0, "gpt-4o-mini", obs)
 	waitState(t, h, 0, func(s *ConnState) bool { return s.Models[1].Status == quota.StatusExhausted })
+	// A restarted aggregator keeps the models AddModels registered.
+	c0 := *h.conns.At(0)
+	first := c0.header.Load()
+	h.root.Send(c0.agg, supervise.Crash{Reason: "after AddModels"})
+	waitState(t, h, 0, func(*ConnState) bool { return c0.header.Load() != first })
+	h.Observe(0, "gpt-4o-mini", obs)
+	if s := waitState(t, h, 0, func(s *ConnState) bool { return len(s.Models) == 2 && s.Models[1].Status == quota.StatusExhausted }); s.Models[1].Model != "gpt-4o-mini" {
+		t.Fatalf("after a restart: %+v", s.Models)
+	}
 
 	h.Remove(a)
 	if h.State(a) != nil {
