@@ -360,3 +360,26 @@ func TestReloadChangesConnection(t *testing.T) {
 		t.Fatalf("the error echoing the new and the old key: %d %s", r.status, r.body)
 	}
 }
+
+// TestReloadFailedRegistrationNeedsRestart: when an actor refuses to
+// register a new target (here the admission actors, stopped), the reload
+// answers 409 config_needs_restart with the reason, the running config
+// stays, and every later reload is refused the same way (the per-target
+// tables may no longer agree with the ids).
+func TestReloadFailedRegistrationNeedsRestart(t *testing.T) {
+	resetMock(t)
+	models := `"rf-a": {"targets": [{"connection": "mock/a", "model": "m-rf-a"}]}`
+	g := startFromFile(t, reloadJSON(models, ""), nil)
+	g.gw.Lanes().Stop()
+	grown := reloadJSON(models+`, "rf-b": {"targets": [{"connection": "mock/b", "model": "m-rf-b"}]}`, "")
+	for i := 0; i < 2; i++ {
+		status, a := g.reload(grown)
+		if status != 409 || a.Applied || a.Error == nil || a.Error.Code != "config_needs_restart" || len(a.Errors) != 1 ||
+			!strings.Contains(a.Errors[0], "restart the gateway") || a.Config.Version != 1 {
+			t.Fatalf("reload %d with a stopped admission actor: %d %+v", i+1, status, a)
+		}
+	}
+	if m := scrape(t, g.gwEnv); !strings.Contains(m, `omniroute_config_reloads_total{result="needs_restart"} 2`) {
+		t.Fatalf("metrics:\n%s", grepLines(m, "config_reloads"))
+	}
+}
