@@ -770,14 +770,7 @@ func TestAddUpstreamsAtRunTime(t *testing.T) {
 		t.Fatalf("the added upstream in the snapshot: %+v", s.Upstreams[1])
 	}
 	e.h.Release(&l0, success)
-	select {
-	case r := <-queued:
-		if r != None {
-			t.Fatalf("the queued request was refused: %q", r.Code())
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the queued request was never granted")
-	}
+	granted(t, queued, "releasing the lease")
 	e.h.SetRetired(1, true)
 	if s := e.h.Snapshot(); len(s.Upstreams) != 1 || s.Upstreams[0].Name != "u0" {
 		t.Fatalf("a retired upstream is still in the snapshot: %+v", s.Upstreams)
@@ -805,14 +798,7 @@ func TestSetCapAtRunTime(t *testing.T) {
 	go func() { queued <- e.h.Acquire(Ticket{Tenant: id("b"), Cost: 1}, &lq) }()
 	e.until("the second request queued at the cap of 1", func(s *Snapshot) bool { return s.QueuedCount == 1 })
 	e.h.SetCap(0, 2)
-	select {
-	case r := <-queued:
-		if r != None {
-			t.Fatalf("the queued request was refused: %q", r.Code())
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("raising the cap did not grant the queued request")
-	}
+	granted(t, queued, "raising the cap")
 	if s := e.h.Snapshot(); s.Upstreams[0].Cap != 2 || s.Upstreams[0].ActiveCount != 2 {
 		t.Fatalf("after raising the cap: %+v", s.Upstreams[0])
 	}
@@ -823,4 +809,17 @@ func TestSetCapAtRunTime(t *testing.T) {
 	}
 	e.h.Release(&l0, success)
 	e.h.Release(&lq, success)
+}
+
+// granted waits for a queued Acquire to be admitted after what.
+func granted(t *testing.T, queued <-chan Reason, what string) {
+	t.Helper()
+	select {
+	case r := <-queued:
+		if r != None {
+			t.Fatalf("after %s the queued request was refused: %q", what, r.Code())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s did not grant the queued request", what)
+	}
 }
