@@ -9,6 +9,7 @@ import (
 
 	"github.com/omniroute/gateway/actors/credit"
 	ledgeractor "github.com/omniroute/gateway/actors/ledger"
+	"github.com/omniroute/gateway/internal/clock"
 	icluster "github.com/omniroute/gateway/internal/cluster"
 	"github.com/omniroute/gateway/internal/growable"
 	ikeys "github.com/omniroute/gateway/internal/keys"
@@ -36,6 +37,29 @@ type clusterSys struct {
 
 	mu      sync.Mutex // serialises tenant pool creation
 	tenants atomic.Pointer[map[tenant.ID]*sharedTenant]
+	clk     clock.Clock
+}
+
+// firstLeaseWait bounds how long a request waits for a cold pool's first
+// lease (one grain call, whose own timeout is 2 s). Only a pool's first
+// requests on a node wait; after its first answer an empty pool refuses
+// at once.
+const firstLeaseWait = 2 * time.Second
+
+// take spends n of p's window credit, waiting for the first lease when p
+// is still cold.
+func (cs *clusterSys) take(p *credit.Pool, now time.Time, n int64) (uint64, bool, time.Time) {
+	idx, ok, retry := p.Take(now, n)
+	if !ok && p.WaitFirst(firstLeaseWait) {
+		idx, ok, retry = p.Take(cs.clk.Now(), n)
+	}
+	return idx, ok, retry
+}
+
+// takeSlot takes one of p's slots, waiting for the first lease when p is
+// still cold.
+func (cs *clusterSys) takeSlot(p *credit.Pool, now time.Time) bool {
+	return p.TakeSlot(now) || p.WaitFirst(firstLeaseWait) && p.TakeSlot(cs.clk.Now())
 }
 
 type sharedSlot struct{ tokens, requests *credit.Pool }
@@ -66,8 +90,10 @@ func (g *Gateway) startCluster(slots []ledgeractor.SlotSpec) error {
 	if !e.ClusterMode.On() {
 		return nil
 	}
-	cfg := icluster.Config{Name: e.ClusterName, EtcdEndpoints: e.EtcdEndpoints, Listen: e.ClusterListen, Advertise: e.ClusterAdvertise}
-	ec, err := icluster.DialEtcd(cfg.EtcdEndpoints)
+	cfg := icluster.Config{Name: e.ClusterName, EtcdEndpoints: e.EtcdEndpoints, Listen: e.ClusterListen, Advertise: e.ClusterAdvertise,
+		RemoteTLS: icluster.RemoteTLS(e.ClusterTLSCA, e.ClusterTLSCert, e.ClusterTLSKey),
+		EtcdTLS:   icluster.EtcdTLS(e.EtcdTLSCA, e.EtcdTLSCert, e.EtcdTLSKey)}
+	ec, err := icluster.DialEtcd(cfg.EtcdEndpoints, cfg.EtcdTLS)
 	if err != nil {
 		return err
 	}
@@ -81,7 +107,7 @@ func (g *Gateway) startCluster(slots []ledgeractor.SlotSpec) error {
 		node.Stop()
 		return err
 	}
-	cs := &clusterSys{node: node, leases: leases, ledger: &growable.List[sharedSlot]{}}
+	cs := &clusterSys{node: node, leases: leases, ledger: &growable.List[sharedSlot]{}, clk: g.clk}
 	empty := map[tenant.ID]*sharedTenant{}
 	cs.tenants.Store(&empty)
 	cs.addSlots(slots)
@@ -126,14 +152,14 @@ func (cs *clusterSys) takeLedger(r *sharedRes, slot int, tokens int64, now time.
 		return true, time.Time{}
 	}
 	if sl.tokens != nil {
-		idx, ok, retry := sl.tokens.Take(now, tokens)
+		idx, ok, retry := cs.take(sl.tokens, now, tokens)
 		if !ok {
 			return false, retry
 		}
 		r.win, r.tok, r.tokens, r.tokenTaken = idx, sl.tokens, tokens, true
 	}
 	if sl.requests != nil {
-		idx, ok, retry := sl.requests.Take(now, 1)
+		idx, ok, retry := cs.take(sl.requests, now, 1)
 		if !ok {
 			cs.give(r, 0, true)
 			return false, retry
@@ -205,13 +231,13 @@ func (cs *clusterSys) takeTenant(r *sharedRes, e *ikeys.Entry, tokens int64, now
 	*r = sharedRes{}
 	st := cs.tenant(e)
 	if st.conc != nil {
-		if !st.conc.TakeSlot(now) {
+		if !cs.takeSlot(st.conc, now) {
 			return tenantlimit.KindConcurrency, now.Add(time.Second)
 		}
 		r.slot = st.conc
 	}
 	if st.rpm != nil {
-		idx, ok, retry := st.rpm.Take(now, 1)
+		idx, ok, retry := cs.take(st.rpm, now, 1)
 		if !ok {
 			cs.give(r, 0, true)
 			return tenantlimit.KindRequests, retry
@@ -219,7 +245,7 @@ func (cs *clusterSys) takeTenant(r *sharedRes, e *ikeys.Entry, tokens int64, now
 		r.win, r.reqP, r.request = idx, st.rpm, true
 	}
 	if st.tpm != nil {
-		idx, ok, retry := st.tpm.Take(now, tokens)
+		idx, ok, retry := cs.take(st.tpm, now, tokens)
 		if !ok {
 			cs.give(r, 0, true)
 			return tenantlimit.KindTokens, retry

@@ -1,72 +1,73 @@
 package transport
 
 import (
+	"context"
+	"time"
+
 	"github.com/valyala/bytebufferpool"
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
-	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/internal/tokenest"
-	"github.com/omniroute/gateway/transport/upstream"
 )
 
 // countTokensPath is Anthropic's token-counting endpoint.
 const countTokensPath = "/v1/messages/count_tokens"
 
-// countTokens answers POST /v1/messages/count_tokens: passed through to
-// the model's first target on an Anthropic-dialect provider, else a local
-// estimate (internal/tokenest: a quarter token per ASCII character of the
-// prompt's strings, one per other character; at least 1 for a non-empty
-// body), marked X-OmniRoute-Token-Count: estimate. It costs no admission
-// place: no model runs.
-func (g *Gateway) countTokens(ctx *fasthttp.RequestCtx, rid []byte) {
-	f := apierror.Anthropic
-	if !ctx.IsPost() {
-		ctx.Response.Header.Set(fasthttp.HeaderAllow, "POST")
-		writeError(ctx, f, string(rid), errMethod("POST"))
+// countTokens answers POST /v1/messages/count_tokens. It is a model call
+// like the others, only cheap: the caller's key, deadline and the byte
+// stage of ingest admission as for /v1/messages, then the model's targets
+// on an Anthropic-dialect (messages) provider in routing order, each
+// admitted on its upstream's lanes at the smallest cost (no prompt is
+// run) and failed over to the next on a provider-side failure, with the
+// targets' circuits and cooldowns honoured and fed by the outcomes. No
+// token budget is reserved and no tenant limit is charged: counting
+// generates nothing. When no such target is usable (the model has none,
+// every one is cooling down or out of quota, or every attempt failed on
+// the provider's side) the answer is a local estimate (internal/tokenest:
+// a quarter token per ASCII character of the prompt's strings, one per
+// other character; at least 1 for a non-empty body), marked
+// X-OmniRoute-Token-Count: estimate. A refusal by admission, a missed
+// deadline or the caller's own error (a 4xx the provider gave) is answered
+// as such, in the Anthropic shape.
+func (g *Gateway) countTokens(ctx *fasthttp.RequestCtx, r route, rid []byte, host context.Context, start time.Time) {
+	c := g.acquireCall(ctx, r, rid, start)
+	c.surface, c.up, c.counting = catalog.Messages, catalog.Messages, true
+	g.metrics.inflight.Add(1)
+	g.active.Add(1)
+	defer c.abandonOnPanic()
+	c.handleCount(host)
+	c.finish()
+}
+
+// handleCount runs a count_tokens call to its answer.
+func (c *call) handleCount(host context.Context) {
+	if !c.accept(host) {
 		return
 	}
-	rc := g.rc.Load() // one config for the whole request (reload.go)
-	if _, _, d := rc.tenants.Identify(credential(&ctx.Request.Header), isLoopback(ctx)); d != tenantAllowed {
-		e := errInvalidKey
-		if d == tenantMissing {
-			e = errMissingKey
-		}
-		writeError(ctx, f, string(rid), e)
+	c.model = c.rc.cat.Resolve(c.scan.Model)
+	if c.model == nil {
+		c.fail(errUnknownModel(c.scan.Model))
 		return
 	}
-	limit := int64(g.opts.Env.Ingest.HardMaxBodyBytes)
-	if int64(ctx.Request.Header.ContentLength()) > limit {
-		writeError(ctx, f, string(rid), errBodyTooLarge(limit))
+	list := c.model.TargetsFor(catalog.Messages)
+	if !c.model.Surfaces.Has(catalog.Messages) || len(list) == 0 {
+		c.estimateCount()
 		return
 	}
-	body := ctx.Request.Body()
-	if int64(len(body)) > limit {
-		writeError(ctx, f, string(rid), errBodyTooLarge(limit))
+	c.track(host)
+	if !c.priority() {
 		return
 	}
-	var scan jsonscan.Request
-	scan.Reset()
-	if err := jsonscan.ScanRequest(body, &scan); err != nil {
-		writeError(ctx, f, string(rid), describeScanError(err))
-		return
-	}
-	if scan.ModelStart < 0 || !scan.ModelIsString || len(scan.Model) == 0 {
-		writeError(ctx, f, string(rid), errMissingModel)
-		return
-	}
-	m := rc.cat.Resolve(scan.Model)
-	if m == nil {
-		writeError(ctx, f, string(rid), errUnknownModel(scan.Model))
-		return
-	}
-	if m.Surfaces.Has(catalog.Messages) {
-		g.countUpstream(ctx, rid, m.TargetsFor(catalog.Messages)[0], body, &scan)
-		return
-	}
-	n := tokenest.Estimate(body, 1<<30).Tokens
-	if n == 0 && len(body) > 2 {
+	c.runTargets(list, c.model.WeightsFor(catalog.Messages), len(list) > 1)
+}
+
+// estimateCount answers the local estimate.
+func (c *call) estimateCount() {
+	ctx := c.ctx
+	n := tokenest.Estimate(c.body.B, 1<<30).Tokens
+	if n == 0 && len(c.body.B) > 2 {
 		n = 1 // never 0 for a non-empty request
 	}
 	b := bytebufferpool.Get()
@@ -74,59 +75,16 @@ func (g *Gateway) countTokens(ctx *fasthttp.RequestCtx, rid []byte) {
 	b.B = append(b.B[:0], `{"input_tokens":`...)
 	b.B = apierror.AppendInt(b.B, int64(n))
 	b.B = append(b.B, '}')
+	ctx.ResetBody()
+	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.Response.Header.Set("X-OmniRoute-Token-Count", "estimate")
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b.B)
+	c.routingHeaders()
 }
 
-// countUpstream relays the count to t's provider, model rewritten to the
-// upstream name; an error answer is redacted, a transport failure is 502.
-func (g *Gateway) countUpstream(ctx *fasthttp.RequestCtx, rid []byte, t *catalog.Target, body []byte, scan *jsonscan.Request) {
-	x := upstream.AcquireExchange()
-	defer x.Release()
-	p := t.Conn.Provider
-	h := &x.Req.Header
-	h.SetMethod(fasthttp.MethodPost)
-	h.SetRequestURI(p.BasePath + "/messages/count_tokens")
-	h.SetHost(g.client(t.Conn.ID).Addr())
-	h.SetContentType("application/json")
-	h.Set(fasthttp.HeaderAcceptEncoding, "identity")
-	if v := ctx.Request.Header.Peek("Anthropic-Version"); len(v) > 0 {
-		h.SetBytesV("Anthropic-Version", v)
-	} else {
-		h.Set("Anthropic-Version", "2023-06-01")
-	}
-	if v := ctx.Request.Header.Peek("Anthropic-Beta"); len(v) > 0 {
-		if v = p.FilterBeta(nil, v); len(v) > 0 {
-			h.SetBytesV("Anthropic-Beta", v)
-		}
-	}
-	for _, kv := range p.Headers {
-		h.Set(kv[0], kv[1])
-	}
-	setUpstreamAuth(h, p.Auth, t.Conn.APIKey())
-	h.SetBytesV("X-Request-Id", rid)
-	if up := upstreamName(t); up != string(scan.Model) {
-		x.Req.SetBody(jsonscan.AppendWithModel(nil, body, scan, up))
-	} else {
-		x.Req.SetBody(body)
-	}
-	var cancel upstream.Cancel
-	if err := g.client(t.Conn.ID).Do(x, &cancel, false); err != nil {
-		writeError(ctx, apierror.Anthropic, string(rid), &apierror.Error{Status: 502, Type: "server_error", AnthropicType: "api_error",
-			Code: "upstream_unavailable", Message: "the provider of " + t.Name + " could not be reached to count tokens; retry later"})
-		return
-	}
-	status := x.Resp.StatusCode()
-	ctx.SetStatusCode(status)
-	ctx.Response.Header.SetContentTypeBytes(x.Resp.Header.ContentType())
-	ctx.Response.Header.Set("X-OmniRoute-Target", t.Name)
-	if status >= 400 {
-		ctx.SetBody(g.redact.Bytes(x.Resp.Body()))
-		return
-	}
-	ctx.SetBody(x.Resp.Body())
-}
+// countPath is the upstream path of a count, under the provider's base.
+const countPath = "/messages/count_tokens"
 
 // setUpstreamAuth writes the provider's credential header.
 func setUpstreamAuth(h *fasthttp.RequestHeader, auth, key string) {

@@ -51,17 +51,15 @@ func (c *call) dispatch() bool {
 // weights are the round-robin weights of list, by position.
 func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bool {
 	g := c.g
-	maxAttempts := int(g.opts.Env.Upstream.MaxAttempts)
 	var last upstreamError
 	var lastClass messages.FailureClass
 	busy := 0
 	c.beginPlan(list, weights, fanout)
-	for c.plan.attempts < maxAttempts {
-		if c.expired() {
-			break // never sent upstream after the caller's deadline
-		}
+	// The planner gives up at the attempt cap or the caller's deadline
+	// (never sent upstream after it).
+	for c.plan.More(g.clk.Now()) {
 		t := c.next(list)
-		if t == nil && c.plan.attempts > 0 && c.refusal == lanes.None {
+		if t == nil && c.plan.Attempts() > 0 && c.refusal == lanes.None {
 			t = c.retry(list, lastClass)
 		}
 		if t == nil {
@@ -76,7 +74,7 @@ func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bo
 				c.ctx.SetStatusCode(499)
 				return false
 			}
-			if g.draining.Load() && c.plan.attempts == 0 {
+			if g.draining.Load() && c.plan.Attempts() == 0 {
 				c.ctx.SetConnectionClose()
 				c.fail(errDraining)
 				return false
@@ -92,6 +90,11 @@ func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bo
 			if c.ctx.Response.StatusCode() >= 300 {
 				c.releaseLease(lanes.LocalReject, false)
 				c.releaseAttempt(messages.Request) // passed through: not served
+			} else if c.counting {
+				// A count's quick answer says nothing of how long the
+				// upstream takes to answer a prompt: no latency sample
+				// for its controller.
+				c.releaseLease(lanes.LocalReject, false)
 			} else {
 				c.releaseLease(lanes.Success, false)
 			}
@@ -119,7 +122,12 @@ func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bo
 		c.fallbacks++
 	}
 	c.logCombo(fanout, "exhausted")
-	if c.plan.attempts == 0 {
+	if c.counting && c.refusal == lanes.None && !c.expired() {
+		c.fallbacks = max(c.fallbacks-1, 0)
+		c.estimateCount() // no Anthropic-dialect target could count
+		return false
+	}
+	if c.plan.Attempts() == 0 {
 		switch {
 		case c.refusal != lanes.None:
 			c.failAdmission(c.refusal, c.refusalRetry)
@@ -136,7 +144,7 @@ func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bo
 		c.finalError(last.status, lastClass)
 		return false
 	}
-	if busy == c.plan.attempts {
+	if busy == c.plan.Attempts() {
 		c.fail(&apierror.Error{Status: 503, Type: "server_error", Code: "upstream_busy", RetryAfter: 1,
 			Message: "every upstream connection of model " + strconv.Quote(c.model.Name) + " is busy; retry shortly, or raise OMNIROUTE_UPSTREAM_MAX_CONNS or the connection's max_conns"})
 		return false
@@ -367,7 +375,7 @@ func (c *call) passThrough(x *upstream.Exchange) {
 	}
 	c.routingHeaders()
 	if c.translating() {
-		c.setTranslatedHeaders(&ctx.Response.Header)
+		c.setTranslatedHeaders(&ctx.Response.Header, c.up)
 	}
 	if status >= 400 {
 		c.g.redactErrorHeaders(&ctx.Response.Header)
@@ -389,9 +397,8 @@ func (c *call) passThroughError(e *upstreamError) {
 	}
 	c.routingHeaders()
 	ctx.Response.SetBody(c.g.redact.Bytes(e.body))
-	if c.translating() && e.up == c.up {
-		c.setTranslatedHeaders(&ctx.Response.Header)
-		c.translateAnswer()
+	if e.up != c.surface { // in the caller's dialect, whatever the current attempt's
+		c.translateKeptError(e.up)
 	}
 }
 
@@ -424,7 +431,11 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 	h.SetMethod(fasthttp.MethodPost)
 	uri := bytebufferpool.Get()
 	uri.B = append(uri.B[:0], p.BasePath...)
-	uri.B = append(uri.B, c.up.Path()...)
+	if c.counting {
+		uri.B = append(uri.B, countPath...)
+	} else {
+		uri.B = append(uri.B, c.up.Path()...)
+	}
 	h.SetRequestURIBytes(uri.B)
 	bytebufferpool.Put(uri)
 	h.SetHost(c.g.client(t.Conn.ID).Addr())

@@ -18,7 +18,7 @@ import (
 
 // benchGateway runs an in-process mock and gateway on loopback and returns
 // the gateway's and the mock's addresses.
-func benchGateway(b testing.TB) (gwAddr, mockAddr string) {
+func benchGateway(b testing.TB, env ...string) (gwAddr, mockAddr string) {
 	b.Helper()
 	m := mockprovider.New(mockprovider.Options{})
 	mockAddr, err := m.Start("127.0.0.1:0")
@@ -31,7 +31,14 @@ func benchGateway(b testing.TB) (gwAddr, mockAddr string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e, _ := config.LoadEnv(map[string]string{"OMNIROUTE_DATA_DIR": b.TempDir(), "OMNIROUTE_TENANT_SECRET": "bench-secret-0123456789"})
+	vars := map[string]string{"OMNIROUTE_DATA_DIR": b.TempDir(), "OMNIROUTE_TENANT_SECRET": "bench-secret-0123456789"}
+	for i := 0; i+1 < len(env); i += 2 {
+		vars[env[i]] = env[i+1]
+	}
+	e, err := config.LoadEnv(vars)
+	if err != nil {
+		b.Fatal(err)
+	}
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	gw, err := transport.New(system, transport.Options{Env: e, File: f})
 	if err != nil {
@@ -73,6 +80,14 @@ const benchBody = `{"model":"demo","messages":[{"role":"system","content":"You a
 // absolutes).
 func BenchmarkPassThrough(b *testing.B) {
 	gw, _ := benchGateway(b)
+	benchPost(b, gw, benchBody)
+}
+
+// BenchmarkPassThroughRequestLogOff is BenchmarkPassThrough with the
+// request log off: the difference is what logging every request costs on
+// the request path and in the writer (both run in this process).
+func BenchmarkPassThroughRequestLogOff(b *testing.B) {
+	gw, _ := benchGateway(b, "OMNIROUTE_REQUEST_LOG", "off")
 	benchPost(b, gw, benchBody)
 }
 

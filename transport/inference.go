@@ -22,6 +22,7 @@ import (
 	"github.com/omniroute/gateway/internal/config"
 	dia "github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/jsonscan"
+	"github.com/omniroute/gateway/internal/planner"
 	"github.com/omniroute/gateway/internal/sse"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/translate"
@@ -47,6 +48,7 @@ type call struct {
 	body    *bytebufferpool.ByteBuffer
 	out     *bytebufferpool.ByteBuffer
 	start   time.Time
+	took    time.Duration // from start to settle
 
 	cancel  upstream.Cancel
 	token   regToken
@@ -58,9 +60,8 @@ type call struct {
 	// see readDeadline. attemptStart is when the current attempt was sent.
 	deadline     time.Time
 	attemptStart time.Time
-	// wake and timer serve waits for a cooling target; kept across uses.
-	wake  chan struct{}
-	timer *time.Timer
+	// waiter serves waits for a cooling target; kept across uses.
+	waiter planner.Waiter
 
 	// streaming relay state
 	x        *upstream.Exchange
@@ -72,6 +73,7 @@ type call struct {
 	closing  atomic.Bool
 	respID   []byte
 	relayed  bool           // the relay route authenticated it (relay_route.go)
+	counting bool           // a count_tokens call (count_tokens.go)
 	panicked bool           // handling panicked: the guard answers and counts it (panic.go)
 	settled  bool           // settle ran (or started): it runs once
 	dw       deadlineWriter // the stream's writer with its write deadline (deadlines.go)
@@ -137,14 +139,14 @@ func (c *call) release() {
 	}
 	c.releaseTranslation()
 	c.cancel.Reset()
-	pending, offs, rd, scan, altScan, pl, wake, timer, evbuf := c.pending[:0], c.pendOff[:0], c.rd, c.scan, c.altScan, c.plan.reset(), c.wake, c.timer, c.evbuf[:0]
+	pending, offs, rd, scan, altScan, pl, waiter, evbuf := c.pending[:0], c.pendOff[:0], c.rd, c.scan, c.altScan, c.plan.reset(), c.waiter, c.evbuf[:0]
 	// The scans keep their scratch space but not their results: Model
 	// aliases this request's body, which goes back to its pool now, and a
 	// later call refused before it scans (the request log reads the model)
 	// must not see it.
 	scan.Reset()
 	altScan.Reset()
-	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan, altScan: altScan, plan: pl, wake: wake, timer: timer, evbuf: evbuf}
+	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan, altScan: altScan, plan: pl, waiter: waiter, evbuf: evbuf}
 	callPool.Put(c)
 }
 
@@ -185,8 +187,9 @@ func (c *call) settle() {
 	c.settled = true
 	g := c.g
 	c.settleUsage()
-	defer c.traceEnd() // after the outcome below is recorded
-	c.finishTenant()   // the tenant's limits and the request log (tenants.go)
+	c.took = time.Since(c.start) // one clock read for the log and the metrics
+	defer c.traceEnd()           // after the outcome below is recorded
+	c.finishTenant()             // the tenant's limits and the request log (tenants.go)
 	c.releaseAdmission()
 	if c.token != (regToken{}) {
 		g.inflight.unregister(c.token)
@@ -196,7 +199,7 @@ func (c *call) settle() {
 	}
 	c.releaseStream()
 	if !c.panicked { // the panic guard counts the request as a 500
-		g.metrics.finish(c.route, c.ctx.Response.StatusCode(), c.start)
+		g.metrics.finish(c.route, c.ctx.Response.StatusCode(), c.took)
 	}
 	g.metrics.inflight.Add(-1)
 	g.active.Add(-1)
@@ -205,6 +208,42 @@ func (c *call) settle() {
 // handle runs the request up to the response (or the commit of a stream).
 // It reports whether a relay now owns the call.
 func (c *call) handle(host context.Context) bool {
+	if !c.accept(host) {
+		return false
+	}
+	if c.scan.Stream && !dia.Of(dia.ID(c.surface)).Streams {
+		c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_field",
+			Message: c.surface.Route() + " does not stream; remove \"stream\" from the request"})
+		return false
+	}
+	if !c.admitStructure() {
+		return false
+	}
+	c.model = c.rc.cat.Resolve(c.scan.Model)
+	c.traceStart()
+	if c.model == nil {
+		c.fail(errUnknownModel(c.scan.Model))
+		return false
+	}
+	if len(c.model.TargetsFor(c.surface)) == 0 || (c.model.Strategy == config.StrategyFusion && !c.model.Surfaces.Has(c.surface)) {
+		c.fail(errWrongSurface(c.model, c.surface))
+		return false
+	}
+	if !c.reserveTenant() { // tenant limits, before admission (tenants.go)
+		return false
+	}
+	c.track(host)
+	if !c.priority() {
+		return false
+	}
+	return c.dispatch()
+}
+
+// accept runs a model call's entry checks, up to a scanned body that
+// names a model: draining, method, media type, the caller's key, its
+// deadline, the byte stage of admission and the body read under the cap.
+// It answers the refusal itself and reports false then.
+func (c *call) accept(host context.Context) bool {
 	g, ctx := c.g, c.ctx
 	if g.draining.Load() {
 		ctx.SetConnectionClose()
@@ -250,32 +289,7 @@ func (c *call) handle(host context.Context) bool {
 		c.fail(errMissingModel)
 		return false
 	}
-	if c.scan.Stream && !dia.Of(dia.ID(c.surface)).Streams {
-		c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_field",
-			Message: c.surface.Route() + " does not stream; remove \"stream\" from the request"})
-		return false
-	}
-	if !c.admitStructure() {
-		return false
-	}
-	c.model = c.rc.cat.Resolve(c.scan.Model)
-	c.traceStart()
-	if c.model == nil {
-		c.fail(errUnknownModel(c.scan.Model))
-		return false
-	}
-	if len(c.model.TargetsFor(c.surface)) == 0 || (c.model.Strategy == config.StrategyFusion && !c.model.Surfaces.Has(c.surface)) {
-		c.fail(errWrongSurface(c.model, c.surface))
-		return false
-	}
-	if !c.reserveTenant() { // tenant limits, before admission (tenants.go)
-		return false
-	}
-	c.track(host)
-	if !c.priority() {
-		return false
-	}
-	return c.dispatch()
+	return true
 }
 
 // track registers the call so a client hang-up or a forced shutdown can

@@ -45,7 +45,7 @@ type metricDef struct {
 // counter, which is what they are.
 var metricTable = []metricDef{
 	// Requests.
-	{"omniroute_requests_total", kindCounter, "`route`, `status`", "Finished requests by route (chat, messages, responses, embeddings, models (with /v1/models/{id}), count_tokens, health (with /healthz and /readyz), metrics, management (with the dashboard), relay, other) and HTTP status; a caller that left before the answer counts as status 499."},
+	{"omniroute_requests_total", kindCounter, "`route`, `status`", "Finished requests by route (chat, messages, responses, embeddings, models (with /v1/models/{id}), count_tokens, health (with /healthz and /readyz), metrics, management (with the dashboard), relay, root (GET and HEAD /), other) and HTTP status; a caller that left before the answer counts as status 499."},
 	{"omniroute_request_duration_seconds", kindHistogram, "`route`", "Time from request start to the end of the response (for streams: to the end of the stream)."},
 	{"omniroute_requests_inflight", kindGauge, "", "Requests being handled, streams included."},
 	{"omniroute_upstream_attempts_total", kindCounter, "`target`, `outcome`", "Upstream attempts by target (provider/connection/model) and outcome: ok, connect, timeout, rate_limit, quota, capacity, auth, request, protocol, canceled."},

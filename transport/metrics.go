@@ -110,9 +110,9 @@ func newMetrics(cat *catalog.Catalog) *gwMetrics {
 }
 
 // finish counts a finished request and its duration.
-func (m *gwMetrics) finish(r route, status int, start time.Time) {
+func (m *gwMetrics) finish(r route, status int, took time.Duration) {
 	m.request(r, status)
-	d := time.Since(start).Seconds()
+	d := took.Seconds()
 	m.routes[r].duration.Update(d)
 	if routes[r].surface != 0 {
 		m.dash.observe(status, d)

@@ -64,7 +64,7 @@ func (g *Gateway) handlerPanic(ctx *fasthttp.RequestCtx, r route, rid []byte, st
 	} else {
 		writeError(ctx, r.format(), string(rid), errInternal)
 	}
-	g.metrics.finish(r, 500, start)
+	g.metrics.finish(r, 500, time.Since(start))
 }
 
 // abandonOnPanic runs deferred in the handler that owns a call. On a

@@ -13,6 +13,7 @@ import (
 	"github.com/omniroute/gateway/actors/targets"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/growable"
+	"github.com/omniroute/gateway/internal/planner"
 	"github.com/omniroute/gateway/internal/quota"
 	"github.com/omniroute/gateway/messages"
 )
@@ -43,13 +44,13 @@ type quotaSys struct {
 	m         quotaMetrics
 }
 
-// Routing skip reasons, for metrics.
+// Routing skip reasons, for metrics (internal/planner's, by index).
 const (
-	skipCooling = iota
-	skipCircuit
-	skipExhausted
-	skipBudget
-	numSkips
+	skipCooling   = planner.SkipCooling
+	skipCircuit   = planner.SkipCircuit
+	skipExhausted = planner.SkipExhausted
+	skipBudget    = planner.SkipBudget
+	numSkips      = planner.NumSkips
 )
 
 var skipNames = [numSkips]string{"cooling", "circuit_open", "quota_exhausted", "token_budget"}

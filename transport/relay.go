@@ -100,7 +100,7 @@ func (c *call) commitStream(x *upstream.Exchange) {
 	}
 	c.routingHeaders()
 	if c.translating() {
-		c.setTranslatedHeaders(&ctx.Response.Header)
+		c.setTranslatedHeaders(&ctx.Response.Header, c.up)
 	}
 	c.idle = c.g.opts.Env.Upstream.IdleTimeout.Duration()
 	ctx.SetBodyStream(c, -1)

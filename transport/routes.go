@@ -23,6 +23,7 @@ const (
 	routeMetrics
 	routeManagement
 	routeRelay
+	routeRoot
 	numRoutes
 )
 
@@ -72,33 +73,30 @@ var routes = [numRoutes]routeSpec{
 	routeMetrics:     {label: "metrics", paths: []string{"/metrics"}, dialect: dialectOpenAI},
 	routeManagement:  {label: "management", paths: []string{"/api/omniroute/route/preview", "/api/omniroute/quota", keysPath, requestsPath, usagePath, ConfigReloadPath}, dialect: dialectManagement},
 	routeRelay:       {label: "relay", paths: []string{"/api/v1/relay/chat/completions"}, dialect: dialectOpenAI, surface: catalog.Chat},
+	routeRoot:        {label: "root", paths: []string{"/"}, dialect: dialectOpenAI},
 }
+
+// routeByPath maps the table's exact paths to their routes: built from the
+// table, so a path is listed once.
+var routeByPath = func() map[string]route {
+	m := map[string]route{}
+	for r := route(0); r < numRoutes; r++ {
+		for _, p := range routes[r].paths {
+			if o, dup := m[p]; dup {
+				panic("transport: path " + p + " is in routes " + routes[o].label + " and " + routes[r].label)
+			}
+			m[p] = r
+		}
+	}
+	return m
+}()
 
 // routeOf maps a request path to its route: the exact paths of the table,
 // then the management prefixes (/api/services/, /api/keys/), else
 // routeOther.
 func routeOf(path []byte) route {
-	switch string(path) {
-	case "/v1/chat/completions":
-		return routeChat
-	case "/v1/messages":
-		return routeMessages
-	case "/v1/responses":
-		return routeResponses
-	case "/v1/embeddings":
-		return routeEmbeddings
-	case "/v1/models":
-		return routeModels
-	case countTokensPath:
-		return routeCountTokens
-	case "/api/monitoring/health", healthzPath, readyzPath:
-		return routeHealth
-	case "/metrics":
-		return routeMetrics
-	case "/api/omniroute/route/preview", "/api/omniroute/quota", keysPath, requestsPath, usagePath, ConfigReloadPath:
-		return routeManagement
-	case "/api/v1/relay/chat/completions":
-		return routeRelay
+	if r, ok := routeByPath[string(path)]; ok {
+		return r
 	}
 	if isManagementPath(path) || isKeysPath(path) || isDashboardPath(path) {
 		return routeManagement

@@ -26,6 +26,14 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 	g.forgetOversize(ctx)
 	path := ctx.Path()
 	r := routeOf(path)
+	if ctx.IsHead() {
+		// HEAD is GET without the body: every GET route answers it, and
+		// fasthttp (or net/http) drops the body of a HEAD answer. The
+		// method is put back for that once the handler is done (this
+		// defer runs after the panic guard's).
+		ctx.Request.Header.SetMethod(fasthttp.MethodGet)
+		defer ctx.Request.Header.SetMethod(fasthttp.MethodHead)
+	}
 	switch r {
 	case routeMessages, routeCountTokens:
 		setAnthropicRequestID(&ctx.Response.Header, apierror.Anthropic, rid)
@@ -41,7 +49,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 	}()
 	probePanic("handler")
 	if !g.guardBrowser(ctx, r, rid) {
-		g.metrics.finish(r, ctx.Response.StatusCode(), start)
+		g.metrics.finish(r, ctx.Response.StatusCode(), time.Since(start))
 		return
 	}
 	switch r {
@@ -54,7 +62,10 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 	case routeModels:
 		g.models(ctx, rid)
 	case routeCountTokens:
-		g.countTokens(ctx, rid)
+		g.countTokens(ctx, r, rid, host, start)
+		return // finished like an inference call
+	case routeRoot:
+		g.root(ctx, rid)
 	case routeHealth:
 		if p := string(path); p == healthzPath || p == readyzPath {
 			g.probe(ctx, rid)
@@ -94,7 +105,7 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 	default:
 		writeError(ctx, otherFormat(path, &ctx.Request.Header), string(rid), errNotFound(string(path)))
 	}
-	g.metrics.finish(r, ctx.Response.StatusCode(), start)
+	g.metrics.finish(r, ctx.Response.StatusCode(), time.Since(start))
 }
 
 // expect decides an Expect: 100-continue upload before its body is sent:
@@ -140,4 +151,19 @@ func (g *Gateway) serverError(ctx *fasthttp.RequestCtx, err error) {
 	}
 	ctx.SetConnectionClose()
 	writeError(ctx, apierror.OpenAI, "", e)
+}
+
+// rootBody names the gateway and where its pages are, for GET /.
+const rootBody = `{"name":"omniroute","description":"OmniRoute AI gateway: OpenAI and Anthropic APIs under /v1","dashboard":"` + dashboardPath + `","health":"` + healthzPath + `"}`
+
+// root answers GET / (and HEAD /, which clients such as Claude Code send
+// at start to see that the base URL answers) with 200.
+func (g *Gateway) root(ctx *fasthttp.RequestCtx, rid []byte) {
+	if !ctx.IsGet() {
+		ctx.Response.Header.Set(fasthttp.HeaderAllow, "GET, HEAD")
+		writeError(ctx, apierror.OpenAI, string(rid), errMethod("GET or HEAD"))
+		return
+	}
+	ctx.SetContentType("application/json")
+	ctx.SetBodyString(rootBody)
 }

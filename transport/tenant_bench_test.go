@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/internal/jsonscan"
+	"github.com/omniroute/gateway/internal/planner"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 )
 
@@ -53,7 +54,10 @@ func tenantRequest(tb testing.TB, g *Gateway, c *call, key []byte) {
 		tb.Fatalf("refused: %s", c.ctx.Response.Body())
 	}
 	c.applyTenantHeaders()
-	c.plan.attempts, c.plan.metering = 1, true
+	c.plan.Reset() // one attempt was taken: the planner's count
+	c.plan.Begin(1, time.Time{}, planner.Limits{MaxAttempts: 1})
+	c.plan.Take(0)
+	c.plan.metering = true
 	c.finishTenant()
 	if c.ten.res.Active() {
 		tb.Fatal("not settled")

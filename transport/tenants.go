@@ -540,11 +540,11 @@ func (c *call) costOf(t *catalog.Target, u pricing.Usage) int64 {
 func (c *call) finishTenant() {
 	g, tc, p := c.g, &c.ten, &c.plan
 	ts := g.ten
-	if ts == nil || (!tc.meter && !ts.logOn) {
+	if ts == nil || (!tc.meter && !ts.logOn) || c.counting { // a count is no model call: not logged
 		return
 	}
-	reached := p.attempts > 0 || (c.model != nil && c.model.Strategy == config.StrategyFusion && c.target != nil)
-	if tc.meter && p.metering && p.attempts > 0 { // the serving attempt is still open
+	reached := p.Attempts() > 0 || (c.model != nil && c.model.Strategy == config.StrategyFusion && c.target != nil)
+	if tc.meter && p.metering && p.Attempts() > 0 { // the serving attempt is still open
 		seen := pricing.FromLedger(p.usage)
 		seenCost := c.costOf(c.target, seen)
 		final := p.usage.Seen && (!c.scan.Stream || c.up != catalog.Messages || c.terminal)
@@ -585,7 +585,7 @@ const maxLoggedModel = 128
 func (c *call) logRequest(reached bool) {
 	g, tc, ctx := c.g, &c.ten, c.ctx
 	r := requestlog.NewRecord()
-	lat := time.Since(c.start)
+	lat := c.took
 	r.Time = g.clk.Now().Add(-lat)
 	r.RequestID = string(c.rid)
 	switch {
@@ -621,7 +621,7 @@ func (c *call) logRequest(reached bool) {
 	default:
 		r.ErrorCode = "upstream_error"
 	}
-	r.Attempts, r.Fallbacks = c.plan.attempts, c.fallbacks
+	r.Attempts, r.Fallbacks = c.plan.Attempts(), c.fallbacks
 	r.AdmissionWait, r.TTFT, r.Latency = c.waited, tc.ttft, lat
 	r.TokensIn, r.TokensOut, r.TokensCached = tc.in, tc.out, tc.cached
 	if reached {

@@ -111,6 +111,23 @@ func (c *call) translateAnswer() {
 	ctx.Response.SetBody(b)
 }
 
+// translateKeptError rewrites the kept provider error already set on the
+// response (passThroughError: status, redacted body) from the dialect of
+// the attempt that answered it, up, into the caller's. It needs no
+// translator: after failover across dialects the current one may be for
+// another upstream dialect, and the caller must never see a raw body of
+// another dialect.
+func (c *call) translateKeptError(up catalog.Surface) {
+	ctx := c.ctx
+	buf := bytebufferpool.Get()
+	defer bytebufferpool.Put(buf)
+	st, b := translate.ConvertError(buf.B[:0], dia.ID(c.surface), dia.ID(up), ctx.Response.StatusCode(), ctx.Response.Body(), string(c.rid))
+	c.setTranslatedHeaders(&ctx.Response.Header, up)
+	ctx.SetStatusCode(st)
+	ctx.Response.Header.SetContentType("application/json")
+	ctx.Response.SetBody(b)
+}
+
 // translateEvent converts one upstream stream event into the caller's
 // frames (none, one or several), in c.evbuf. A stream the translator cannot
 // read ends with the caller's in-band error.
@@ -125,11 +142,15 @@ func (c *call) translateEvent(ev *sse.Event) []byte {
 	return out
 }
 
-// setTranslatedHeaders marks a translated answer: X-OmniRoute-Translated
-// names the two dialects, X-OmniRoute-Dropped the caller's fields dropped
-// by a documented rule (docs/translation.md).
-func (c *call) setTranslatedHeaders(h *fasthttp.ResponseHeader) {
-	h.Set("X-OmniRoute-Translated", c.surface.String()+"->"+c.up.String())
+// setTranslatedHeaders marks an answer translated from dialect up:
+// X-OmniRoute-Translated names the two dialects, X-OmniRoute-Dropped the
+// caller's fields dropped by a documented rule (docs/translation.md) when
+// the translator wrote the request for up.
+func (c *call) setTranslatedHeaders(h *fasthttp.ResponseHeader, up catalog.Surface) {
+	h.Set("X-OmniRoute-Translated", c.surface.String()+"->"+up.String())
+	if c.tr == nil || c.tr.To() != dia.ID(up) {
+		return
+	}
 	if d := c.tr.Dropped(); len(d) > 0 {
 		v := bytebufferpool.Get()
 		for i, f := range d {

@@ -308,3 +308,36 @@ func TestRequestLargerThanAChunk(t *testing.T) {
 		return ok
 	})
 }
+
+// TestColdPoolWaitsForItsFirstLease: a request to a pool made a moment
+// ago waits for the first grant instead of being refused, and an answered
+// pool never waits again.
+func TestColdPoolWaitsForItsFirstLease(t *testing.T) {
+	for _, slots := range []bool{false, true} {
+		var p *Pool
+		if slots {
+			p = members[1].leases.Slots(uniq("test/cold"), 4)
+		} else {
+			p = members[1].leases.Window(uniq("test/cold"), 400)
+		}
+		// Whether the grant came before this call or during it, the pool
+		// has had its answer when WaitFirst returns within its bound.
+		p.WaitFirst(30 * time.Second)
+		select {
+		case <-p.answered:
+		default:
+			t.Fatalf("slots %v: WaitFirst returned before the pool's first answer", slots)
+		}
+		if slots {
+			if !p.TakeSlot(clk.Now()) {
+				t.Fatal("a cold slot pool refused its first request after the first lease")
+			}
+			p.GiveSlot()
+		} else if _, ok, _ := p.Take(clk.Now(), 1); !ok {
+			t.Fatal("a cold window pool refused its first request after the first lease")
+		}
+		if p.WaitFirst(30 * time.Second) {
+			t.Fatalf("slots %v: an answered pool waited again", slots)
+		}
+	}
+}

@@ -133,7 +133,7 @@ func (l *Leases) pool(id string, slots bool, limit, chunk int64) *Pool {
 	l.mu.Lock()
 	p := l.byID[id]
 	if p == nil {
-		p = &Pool{l: l, id: id, slots: slots}
+		p = &Pool{l: l, id: id, slots: slots, answered: make(chan struct{})}
 		l.byID[id] = p
 		next := append(append([]*Pool(nil), *l.pools.Load()...), p)
 		l.pools.Store(&next)
@@ -330,6 +330,7 @@ func (a *leaseActor) next(ctx actor.Context, p *Pool, kicked bool) bool {
 // apply folds a grain's answer into the pool.
 func (a *leaseActor) apply(m *result) {
 	p, req, rep := m.p, &m.req, &m.rep
+	defer p.markAnswered()
 	failed := m.err != nil || rep.unavailable
 	if failed {
 		a.l.failures.Add(1)

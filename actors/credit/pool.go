@@ -1,6 +1,7 @@
 package credit
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -74,6 +75,39 @@ type Pool struct {
 	// the snapshot.
 	granted, returned, refused atomic.Int64
 	refills, renewals          atomic.Int64
+
+	// answered is closed by the pool's first grain answer (or failed
+	// call): until then an empty pool is cold, not spent, and a request
+	// may wait for it (WaitFirst).
+	answered   chan struct{}
+	answerOnce sync.Once
+}
+
+// markAnswered records the pool's first answer.
+func (p *Pool) markAnswered() { p.answerOnce.Do(func() { close(p.answered) }) }
+
+// WaitFirst waits, when the pool has had no answer from its grain yet,
+// for the first one, at most max; it reports whether it waited and the
+// answer came, so taking again may succeed. A pool that has been answered
+// never waits: an empty answered pool is spent or unreachable, and
+// refuses at once (fail closed). So only the first requests of a pool on
+// a node (a tenant's first after start or after its limits changed) wait
+// for a grain round trip.
+func (p *Pool) WaitFirst(max time.Duration) bool {
+	select {
+	case <-p.answered:
+		return false
+	default:
+	}
+	p.kick()
+	t := time.NewTimer(max)
+	defer t.Stop()
+	select {
+	case <-p.answered:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // ID is the grain identity the pool leases from.

@@ -221,16 +221,17 @@ func (h *Handle) Health() Health {
 
 type writer struct {
 	h *Handle
-	// inbox holds the records of the last drain; next is the first not
-	// yet recorded (a restart counts the rest as failed).
-	inbox    []store.Record
-	next     int
-	batch    []store.Record
-	oldest   time.Time
-	backoff  time.Duration
-	retryAt  time.Time
-	nextTrim time.Time
-	stop     func()
+	// inbox holds the records of the last drain. held of them are still
+	// counted as queued, loose of them are neither in the batch nor
+	// counted as failed (a restart settles both).
+	inbox       []store.Record
+	held, loose int
+	batch       []store.Record
+	oldest      time.Time
+	backoff     time.Duration
+	retryAt     time.Time
+	nextTrim    time.Time
+	stop        func()
 }
 
 func (w *writer) Receive(ctx actor.Context) {
@@ -243,37 +244,62 @@ func (w *writer) Receive(ctx actor.Context) {
 		w.drain()
 		now := w.h.o.Clock.Now()
 		if len(w.batch) > 0 && now.Sub(w.oldest) >= w.h.o.FlushInterval {
-			w.flush(now)
+			w.flush(now, false)
 		}
 		w.retain(now)
 	case *actor.Restarting:
 		// The fresh object will not have this batch, nor the records of
 		// the drain that failed.
-		lost := int64(len(w.inbox) - w.next)
-		w.h.queued.Add(-lost)
-		w.h.failed.Add(int64(len(w.batch)) + lost)
+		w.h.queued.Add(-int64(w.held))
+		w.h.failed.Add(int64(len(w.batch) + w.loose))
 		w.batch, w.inbox = nil, nil
 		w.cancel()
 	case *actor.Stopping:
 		w.cancel()
 		w.drain()
 		if len(w.batch) > 0 {
-			w.flush(w.h.o.Clock.Now())
+			w.flush(w.h.o.Clock.Now(), false)
 		}
 	case crash:
 		panic("requestlog: crash requested by a test")
 	}
 }
 
-// drain records what Log handed over.
+// drain records what Log handed over, all at once: a line each (stdout
+// mode), then one append to the batch (db mode) under one clock read.
+// Per record, the clock read and the queue counter cost the writer as
+// much as encoding the record. The records stay counted as queued until
+// a full batch is written, so a stuck store still bounds what waits to
+// QueueSize.
 func (w *writer) drain() {
-	w.inbox, w.next = w.h.take(w.inbox), 0
-	for w.next < len(w.inbox) {
-		r := &w.inbox[w.next]
-		w.next++
-		w.h.queued.Add(-1)
-		w.record(r)
+	w.inbox = w.h.take(w.inbox)
+	n := len(w.inbox)
+	if n == 0 {
+		return
 	}
+	w.held, w.loose = n, n
+	if l := w.h.o.Lines; l != nil {
+		for i := range w.inbox {
+			line(l, &w.inbox[i])
+		}
+	}
+	if w.h.o.Store != nil {
+		now := w.h.o.Clock.Now()
+		if w.h.failing.Load() && now.Before(w.retryAt) {
+			w.h.failed.Add(int64(n)) // paused after a write error
+		} else {
+			if len(w.batch) == 0 {
+				w.oldest = now
+			}
+			w.batch = append(w.batch, w.inbox...)
+		}
+	}
+	w.loose = 0
+	if len(w.batch) >= w.h.o.BatchSize {
+		w.flush(w.h.o.Clock.Now(), true)
+	}
+	w.h.queued.Add(-int64(n))
+	w.held = 0
 }
 
 func (w *writer) cancel() {
@@ -283,41 +309,30 @@ func (w *writer) cancel() {
 	}
 }
 
-func (w *writer) record(r *store.Record) {
-	if l := w.h.o.Lines; l != nil {
-		line(l, r)
+// flush writes the batch in transactions of at most BatchSize records
+// (a drain can bring more at once): full, when the flush is for size, or
+// all of it. A write error counts the rest of the batch as failed.
+func (w *writer) flush(now time.Time, full bool) {
+	size := w.h.o.BatchSize
+	for len(w.batch) > 0 && (!full || len(w.batch) >= size) {
+		n := min(len(w.batch), size)
+		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+		err := w.h.o.Store.InsertRequests(ctx, w.batch[:n])
+		cancel()
+		if err != nil {
+			w.h.failed.Add(int64(len(w.batch)))
+			w.batch = w.batch[:0]
+			w.fail(now, err)
+			return
+		}
+		w.batch = w.batch[:copy(w.batch, w.batch[n:])]
+		w.h.written.Add(int64(n))
+		w.backoff = 0
+		w.h.failing.Store(false)
 	}
-	if w.h.o.Store == nil {
-		return
+	if len(w.batch) > 0 {
+		w.oldest = now // what a size flush left waits from now
 	}
-	now := w.h.o.Clock.Now()
-	if w.h.failing.Load() && now.Before(w.retryAt) {
-		w.h.failed.Add(1) // paused after a write error
-		return
-	}
-	if len(w.batch) == 0 {
-		w.oldest = now
-	}
-	w.batch = append(w.batch, *r)
-	if len(w.batch) >= w.h.o.BatchSize {
-		w.flush(now)
-	}
-}
-
-func (w *writer) flush(now time.Time) {
-	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
-	err := w.h.o.Store.InsertRequests(ctx, w.batch)
-	cancel()
-	n := int64(len(w.batch))
-	w.batch = w.batch[:0]
-	if err != nil {
-		w.h.failed.Add(n)
-		w.fail(now, err)
-		return
-	}
-	w.h.written.Add(n)
-	w.backoff = 0
-	w.h.failing.Store(false)
 }
 
 // fail pauses store writes: 1s after the first error, doubling to a

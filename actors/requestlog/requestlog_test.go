@@ -238,3 +238,56 @@ func TestOffLogsNothing(t *testing.T) {
 		t.Fatalf("%+v", hl)
 	}
 }
+
+// sizesStore records the size of every insert; the first one waits for
+// release.
+type sizesStore struct {
+	store.LogStore
+	release chan struct{}
+	mu      sync.Mutex
+	sizes   []int
+}
+
+func (s *sizesStore) InsertRequests(_ context.Context, recs []store.Record) error {
+	s.mu.Lock()
+	first := len(s.sizes) == 0
+	s.sizes = append(s.sizes, len(recs))
+	s.mu.Unlock()
+	if first {
+		<-s.release
+	}
+	return nil
+}
+
+// TestDrainWritesWholeBatches: records that pile up while the store is
+// slow are taken in one drain and still written BatchSize at a time,
+// the rest waiting for the flush interval.
+func TestDrainWritesWholeBatches(t *testing.T) {
+	ss := &sizesStore{release: make(chan struct{})}
+	clk := clock.NewFake(t0)
+	h, err := Spawn(system(t), Options{Store: ss, Clock: clk, BatchSize: 5, QueueSize: 100, FlushInterval: time.Second, Tick: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	for i := 0; i < 5; i++ {
+		h.Log(rec(i))
+	}
+	until(t, "the first batch in the store", func() bool { ss.mu.Lock(); defer ss.mu.Unlock(); return len(ss.sizes) == 1 })
+	for i := 5; i < 17; i++ { // 12 more pile up behind the stuck insert
+		h.Log(rec(i))
+	}
+	close(ss.release)
+	until(t, "three batches written", func() bool { return h.Health().Written == 15 })
+	ss.mu.Lock()
+	sizes := append([]int(nil), ss.sizes...)
+	ss.mu.Unlock()
+	for _, n := range sizes {
+		if n != 5 {
+			t.Fatalf("insert sizes %v: want batches of 5", sizes)
+		}
+	}
+	if q := h.Health().Queued; q != 0 {
+		t.Fatalf("%d still queued after the drain", q)
+	}
+}

@@ -25,10 +25,11 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
-	"github.com/asynkron/protoactor-go/cluster/clusterproviders/etcd"
 	"github.com/asynkron/protoactor-go/cluster/identitylookup/disthash"
 	"github.com/asynkron/protoactor-go/remote"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/omniroute/gateway/internal/cluster/etcdmembers"
 )
 
 // Config is one member's settings (internal/config.ClusterEnv, resolved).
@@ -44,6 +45,10 @@ type Config struct {
 	// RequestTimeout bounds one grain call (default 2 s). A lease refill
 	// that times out leaves the pool to fail closed when it runs dry.
 	RequestTimeout time.Duration
+	// RemoteTLS makes the remote layer mutual TLS (off: plaintext).
+	RemoteTLS TLSFiles
+	// EtcdTLS is TLS to etcd (off: plaintext); DialEtcd takes the same.
+	EtcdTLS TLSFiles
 }
 
 // Options are what the node is built with beyond its Config.
@@ -82,18 +87,25 @@ func Start(system *actor.ActorSystem, cfg Config, o Options) (n *Node, err error
 	if cfg.Advertise != "" {
 		ropts = append(ropts, remote.WithAdvertisedHost(cfg.Advertise))
 	}
+	if cfg.RemoteTLS.On() {
+		srv, dial, err := cfg.RemoteTLS.remoteOptions()
+		if err != nil {
+			if o.Etcd != nil {
+				o.Etcd.Close()
+			}
+			return nil, err
+		}
+		// WithDialOptions replaces protoactor's default (insecure).
+		ropts = append(ropts, remote.WithServerOptions(srv...), remote.WithDialOptions(dial...))
+	}
 	n = &Node{cfg: cfg, etcd: o.Etcd}
 	provider := o.Provider
 	if provider == nil {
 		if o.Etcd == nil {
 			return nil, fmt.Errorf("cluster: no etcd client; call DialEtcd first")
 		}
-		p, err := etcd.NewWithConfig("/omniroute/members", clientv3.Config{Endpoints: cfg.EtcdEndpoints, DialTimeout: 5 * time.Second})
-		if err != nil {
-			o.Etcd.Close()
-			return nil, fmt.Errorf("cluster: cannot create the etcd provider: %w", err)
-		}
-		provider = p
+		// The membership shares the node's etcd client.
+		provider = etcdmembers.New(o.Etcd, "/omniroute/members", etcdmembers.Options{})
 	}
 	ccfg := pcluster.Configure(cfg.Name, provider, disthash.New(), remote.Configure(host, port, ropts...),
 		pcluster.WithKinds(o.Kinds...), pcluster.WithRequestTimeout(cfg.RequestTimeout))
@@ -113,8 +125,12 @@ func Start(system *actor.ActorSystem, cfg Config, o Options) (n *Node, err error
 // DialEtcd connects to etcd and checks that an endpoint answers, so that
 // a gateway pointed at no etcd stops with an error naming it (protoactor's
 // provider would panic deep inside StartMember instead).
-func DialEtcd(endpoints []string) (*clientv3.Client, error) {
-	ec, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+func DialEtcd(endpoints []string, tf TLSFiles) (*clientv3.Client, error) {
+	ecfg, err := etcdConfig(endpoints, tf)
+	if err != nil {
+		return nil, err
+	}
+	ec, err := clientv3.New(ecfg)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: cannot create the etcd client for %v: %w; check OMNIROUTE_CLUSTER_ETCD_ENDPOINTS", endpoints, err)
 	}
@@ -129,7 +145,24 @@ func DialEtcd(endpoints []string) (*clientv3.Client, error) {
 		errs = append(errs, fmt.Errorf("%s: %w", ep, err))
 	}
 	ec.Close()
-	return nil, fmt.Errorf("cluster: no etcd endpoint answered (%w); start etcd or fix OMNIROUTE_CLUSTER_ETCD_ENDPOINTS", errors.Join(errs...))
+	hint := "start etcd or fix OMNIROUTE_CLUSTER_ETCD_ENDPOINTS"
+	if tf.On() {
+		hint += ", and check that OMNIROUTE_CLUSTER_ETCD_CA signed etcd's certificate (and OMNIROUTE_CLUSTER_ETCD_CERT is one etcd accepts)"
+	}
+	return nil, fmt.Errorf("cluster: no etcd endpoint answered (%w); %s", errors.Join(errs...), hint)
+}
+
+// etcdConfig is the etcd client's configuration: TLS when tf is on.
+func etcdConfig(endpoints []string, tf TLSFiles) (clientv3.Config, error) {
+	c := clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second}
+	if tf.On() {
+		tc, err := tf.clientConfig()
+		if err != nil {
+			return c, err
+		}
+		c.TLS = tc
+	}
+	return c, nil
 }
 
 func splitListen(s string) (string, int, error) {

@@ -43,28 +43,93 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// startEtcd runs a one-member etcd on loopback with its own data dir.
-func startEtcd(t *testing.T) string {
-	t.Helper()
+// etcdConfig is a one-member etcd on loopback: clients at client
+// (scheme http or https), peers at peerPort, data in dir.
+func etcdConfig(dir string, client url.URL, peerPort int) *embed.Config {
 	cfg := embed.NewConfig()
-	cfg.Dir = t.TempDir()
+	cfg.Dir = dir
 	cfg.LogLevel = "error"
-	client := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
-	peer := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	peer := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", peerPort)}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
 	cfg.InitialCluster = cfg.Name + "=" + peer.String()
+	return cfg
+}
+
+// runEtcd starts cfg and waits until it serves; the caller closes it.
+func runEtcd(t *testing.T, cfg *embed.Config) *embed.Etcd {
+	t.Helper()
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(e.Close)
 	select {
 	case <-e.Server.ReadyNotify():
 	case <-time.After(20 * time.Second):
+		e.Close()
 		t.Fatal("etcd did not become ready")
 	}
+	return e
+}
+
+// startEtcd runs a one-member etcd on loopback with its own data dir.
+func startEtcd(t *testing.T) string {
+	t.Helper()
+	client := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	e := runEtcd(t, etcdConfig(t.TempDir(), client, freePort(t)))
+	t.Cleanup(e.Close)
 	return client.Host
+}
+
+// startMock runs the mock provider with the given models' behaviour.
+func startMock(t *testing.T, models map[string]mockprovider.Behavior) (*mockprovider.Server, string) {
+	t.Helper()
+	mock := mockprovider.New(mockprovider.Options{})
+	addr, err := mock.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mock.Close() })
+	if err := mock.SetBehavior(mockprovider.BehaviorUpdate{Models: models}); err != nil {
+		t.Fatal(err)
+	}
+	return mock, addr
+}
+
+// writeConfig writes a gateway config file and returns its path.
+func writeConfig(t *testing.T, cfg string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "omniroute.json")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// startCluster starts n nodes at once (env gives node i's extra
+// settings, or nil) and waits until each lists all n members.
+func startCluster(t *testing.T, exe, cfgPath, etcdAddr string, n int, env func(i int) []string) []*node {
+	t.Helper()
+	ns := make([]*node, n)
+	var wg sync.WaitGroup
+	for i := range ns {
+		var extra []string
+		if env != nil {
+			extra = env(i)
+		}
+		wg.Add(1)
+		go func(i int) { defer wg.Done(); ns[i] = startNode(t, exe, cfgPath, etcdAddr, extra...) }(i)
+	}
+	wg.Wait()
+	for _, nd := range ns {
+		if nd == nil {
+			t.FailNow()
+		}
+	}
+	for i, nd := range ns {
+		waitFor(t, fmt.Sprintf("node %d to see %d members", i, n), func() bool { return len(nd.health(t).Cluster.Members) == n })
+	}
+	return ns
 }
 
 // buildGateway builds the omniroute binary (without the race detector:
@@ -86,8 +151,8 @@ type node struct {
 	mu   *sync.Mutex
 }
 
-func startNode(t *testing.T, exe, cfgPath, etcdAddr string) *node {
-	t.Helper()
+// nodeCmd is a gateway node's command; extra are more VAR=value settings.
+func nodeCmd(t *testing.T, exe, cfgPath, etcdAddr string, extra ...string) *exec.Cmd {
 	cmd := exec.Command(exe, "serve")
 	cmd.Env = append(os.Environ(),
 		"OMNIROUTE_LISTEN=127.0.0.1:0", "OMNIROUTE_DATA_DIR="+t.TempDir(), "OMNIROUTE_CONFIG="+cfgPath,
@@ -95,6 +160,13 @@ func startNode(t *testing.T, exe, cfgPath, etcdAddr string) *node {
 		"CAPPED_KEY="+cappedKy,
 		"OMNIROUTE_CLUSTER=etcd", "OMNIROUTE_CLUSTER_NAME=e2e", "OMNIROUTE_CLUSTER_ETCD_ENDPOINTS="+etcdAddr,
 		"OMNIROUTE_CLUSTER_LISTEN=127.0.0.1:0")
+	cmd.Env = append(cmd.Env, extra...)
+	return cmd
+}
+
+func startNode(t *testing.T, exe, cfgPath, etcdAddr string, extra ...string) *node {
+	t.Helper()
+	cmd := nodeCmd(t, exe, cfgPath, etcdAddr, extra...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -234,20 +306,11 @@ func chat(client *http.Client, addr, key, model string) (answer, error) {
 func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
 	etcdAddr := startEtcd(t)
 	exe := buildGateway(t)
-	mock := mockprovider.New(mockprovider.Options{})
-	mockAddr, err := mock.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mock.Close() })
-	if err := mock.SetBehavior(mockprovider.BehaviorUpdate{Models: map[string]mockprovider.Behavior{
+	mock, mockAddr := startMock(t, map[string]mockprovider.Behavior{
 		"m-budget": {LatencyMS: 5, CompletionTokens: 20},
 		"m-capped": {LatencyMS: 150, CompletionTokens: 5},
 		"m-open":   {LatencyMS: 20, CompletionTokens: 5},
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	cfgPath := filepath.Join(t.TempDir(), "omniroute.json")
+	})
 	cfg := `{"providers": {"mock": {"base_url": "http://` + mockAddr + `/v1", "apis": ["chat"], "auth": "none",
 	    "connections": {"budget": {"limits": {"tokens_per_minute": ` + fmt.Sprint(budget) + `}}, "free": {}}}},
 	  "models": {"budgeted": {"targets": [{"connection": "mock/budget", "model": "m-budget"}]},
@@ -255,23 +318,10 @@ func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
 	             "open": {"targets": [{"connection": "mock/free", "model": "m-open"}]}},
 	  "tenants": [{"name": "capped", "key_env": "CAPPED_KEY", "max_concurrent": ` + fmt.Sprint(capped) + `}],
 	  "auth": {"mode": "open", "allow_anonymous": true}}`
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var ns [nodes]*node
+	cfgPath := writeConfig(t, cfg)
+	ns := startCluster(t, exe, cfgPath, etcdAddr, nodes, nil)
 	var wg sync.WaitGroup
-	for i := range ns {
-		wg.Add(1)
-		go func(i int) { defer wg.Done(); ns[i] = startNode(t, exe, cfgPath, etcdAddr) }(i)
-	}
-	wg.Wait()
-	for _, n := range ns {
-		if n == nil {
-			t.FailNow()
-		}
-	}
 	for i, n := range ns {
-		waitFor(t, fmt.Sprintf("node %d to see %d members", i, nodes), func() bool { return len(n.health(t).Cluster.Members) == nodes })
 		self := 0
 		for _, m := range n.health(t).Cluster.Members {
 			if m.Self {
@@ -333,8 +383,9 @@ func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
 	})
 
 	t.Run("tenant concurrency cap", func(t *testing.T) {
-		// The tenant's pools are made on its first request; wait until
-		// every node holds a lease of its slots.
+		// The tenant's pools are made on its first request (which waits
+		// for the first lease); wait until every node holds a lease of its
+		// slots.
 		for _, n := range ns {
 			_, _ = chat(client, n.addr, cappedKy, "capped")
 		}

@@ -22,6 +22,18 @@ type ClusterEnv struct {
 	// ClusterAdvertise is the host:port other members dial; empty means the
 	// listen address (with the port it got).
 	ClusterAdvertise string `env:"OMNIROUTE_CLUSTER_ADVERTISE"`
+	// ClusterTLSCA, ClusterTLSCert and ClusterTLSKey (PEM files, all three
+	// or none) make the remote layer mutual TLS: a member accepts and
+	// dials only members whose certificate the CA signed.
+	ClusterTLSCA   string `env:"OMNIROUTE_CLUSTER_TLS_CA"`
+	ClusterTLSCert string `env:"OMNIROUTE_CLUSTER_TLS_CERT"`
+	ClusterTLSKey  string `env:"OMNIROUTE_CLUSTER_TLS_KEY" secret:"true"`
+	// EtcdTLSCA (the CA that signed etcd's server certificate) turns on TLS
+	// to etcd; EtcdTLSCert and EtcdTLSKey (together) add a client
+	// certificate for an etcd that requires one.
+	EtcdTLSCA   string `env:"OMNIROUTE_CLUSTER_ETCD_CA"`
+	EtcdTLSCert string `env:"OMNIROUTE_CLUSTER_ETCD_CERT"`
+	EtcdTLSKey  string `env:"OMNIROUTE_CLUSTER_ETCD_KEY" secret:"true"`
 }
 
 // ClusterMode is off or etcd.
@@ -107,7 +119,25 @@ func validateClusterEnv(e *Env) []string {
 			errs = append(errs, fmt.Sprintf("OMNIROUTE_CLUSTER_LISTEN=%q listens on every interface: set OMNIROUTE_CLUSTER_ADVERTISE to the host:port other members dial", c.ClusterListen))
 		}
 	}
+	if n := countSet(c.ClusterTLSCA, c.ClusterTLSCert, c.ClusterTLSKey); n != 0 && n != 3 {
+		errs = append(errs, "OMNIROUTE_CLUSTER_TLS_CA, OMNIROUTE_CLUSTER_TLS_CERT and OMNIROUTE_CLUSTER_TLS_KEY go together: set all three (mutual TLS between members) or none")
+	}
+	if (c.EtcdTLSCert == "") != (c.EtcdTLSKey == "") {
+		errs = append(errs, "OMNIROUTE_CLUSTER_ETCD_CERT and OMNIROUTE_CLUSTER_ETCD_KEY go together: set both (a client certificate for etcd) or neither")
+	} else if c.EtcdTLSCert != "" && c.EtcdTLSCA == "" {
+		errs = append(errs, "OMNIROUTE_CLUSTER_ETCD_CERT is set without OMNIROUTE_CLUSTER_ETCD_CA: set the CA that signed etcd's server certificate too")
+	}
 	return errs
+}
+
+func countSet(vals ...string) int {
+	n := 0
+	for _, v := range vals {
+		if v != "" {
+			n++
+		}
+	}
+	return n
 }
 
 func validClusterName(s string) bool {

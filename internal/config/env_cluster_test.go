@@ -39,4 +39,7 @@ func TestClusterEnv(t *testing.T) {
 	f(map[string]string{"OMNIROUTE_CLUSTER": "etcd", "OMNIROUTE_CLUSTER_LISTEN": "127.0.0.1:70000"}, def, "OMNIROUTE_CLUSTER_LISTEN=\"127.0.0.1:70000\": port must be 0")
 	f(map[string]string{"OMNIROUTE_CLUSTER": "etcd", "OMNIROUTE_CLUSTER_ADVERTISE": "host:0"}, def, "OMNIROUTE_CLUSTER_ADVERTISE=\"host:0\": port must be 1 to 65535")
 	f(map[string]string{"OMNIROUTE_CLUSTER": "etcd", "OMNIROUTE_CLUSTER_LISTEN": "0.0.0.0:7946"}, def, "set OMNIROUTE_CLUSTER_ADVERTISE")
+	f(map[string]string{"OMNIROUTE_CLUSTER": "etcd", "OMNIROUTE_CLUSTER_TLS_CA": "ca.pem", "OMNIROUTE_CLUSTER_TLS_CERT": "node.pem"}, def, "set all three (mutual TLS between members) or none")
+	f(map[string]string{"OMNIROUTE_CLUSTER": "etcd", "OMNIROUTE_CLUSTER_ETCD_CA": "ca.pem", "OMNIROUTE_CLUSTER_ETCD_KEY": "k.pem"}, def, "set both (a client certificate for etcd) or neither")
+	f(map[string]string{"OMNIROUTE_CLUSTER": "etcd", "OMNIROUTE_CLUSTER_ETCD_CERT": "c.pem", "OMNIROUTE_CLUSTER_ETCD_KEY": "k.pem"}, def, "without OMNIROUTE_CLUSTER_ETCD_CA")
 }

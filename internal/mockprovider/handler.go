@@ -208,7 +208,26 @@ func (s *Server) serveCountTokens(ctx *fasthttp.RequestCtx) {
 	}
 	body := ctx.PostBody()
 	sum := sha256.Sum256(body)
-	s.bodies.add(s.seq.Add(1), ctx.Path(), "", len(body), &sum, &ctx.Request.Header)
+	info, perr := parseRequest(body)
+	s.bodies.add(s.seq.Add(1), ctx.Path(), string(info.model), len(body), &sum, &ctx.Request.Header)
+	// A model scripted to fail a status (FailStatus, FailErrorEvent: no
+	// stream here) fails its counts too, so a gateway's failover of
+	// count_tokens can be tested; hangs, resets and truncation are for
+	// the inference endpoints.
+	if perr == nil {
+		if beh := s.table.Load().lookup(info.model); (beh.b.Fail.Mode == FailStatus || beh.b.Fail.Mode == FailErrorEvent) && beh.failing() {
+			f := beh.b.Fail
+			status := f.Status
+			if status == 0 {
+				status = fasthttp.StatusInternalServerError
+			}
+			if f.RetryAfter != "" {
+				ctx.Response.Header.Set("Retry-After", f.RetryAfter)
+			}
+			writeError(ctx, familyAnthropic, errInfo{status: status, code: f.Code, msg: statusMessage(status)})
+			return
+		}
+	}
 	n := len(body)/4 + 1
 	ctx.SetContentTypeBytes(contentTypeJSON)
 	ctx.SetBodyString(`{"input_tokens":` + strconv.Itoa(n) + `}`)

@@ -91,6 +91,16 @@ func (w *writer) bool(v bool) {
 	}
 }
 
+// rsOrEmpty writes v as rs does, or "" when v is absent (a member the
+// target dialect requires, such as a thinking block's text).
+func (w *writer) rsOrEmpty(v []byte) {
+	if v != nil {
+		w.rs(v)
+		return
+	}
+	w.lit(`""`)
+}
+
 // Field helpers: write key and value only when the value is present.
 func (w *writer) rsField(k string, v []byte) {
 	if v != nil {
@@ -104,6 +114,20 @@ func (w *writer) rawField(k string, v []byte) {
 		w.key(k)
 		w.raw(v)
 	}
+}
+
+// rsListField writes k with the raw strings of vs as an array, when there
+// are any.
+func (w *writer) rsListField(k string, vs [][]byte) {
+	if len(vs) == 0 {
+		return
+	}
+	w.key(k)
+	w.arr()
+	for _, v := range vs {
+		w.rs(v)
+	}
+	w.end(']')
 }
 
 // rawString returns the raw string of the literal lit (quotes stripped),

@@ -44,13 +44,24 @@ func (t *Translator) Response(dst, body []byte) ([]byte, error) {
 // upstream dialect) into the caller's: the status to answer and the body,
 // appended to dst. rid is the gateway's request id.
 func (t *Translator) Error(dst []byte, status int, body []byte, rid string) (int, []byte) {
-	e := t.MapError(status, body)
-	return e.Status, dialect.Of(t.from).AppendError(dst, e, rid)
+	return ConvertError(dst, t.from, t.to, status, body, rid)
+}
+
+// ConvertError is Error for any pair of dialects, without a Translator:
+// after failover across dialects the error answered may be an earlier
+// attempt's, of another upstream dialect than the translator's now.
+func ConvertError(dst []byte, caller, upstream dialect.ID, status int, body []byte, rid string) (int, []byte) {
+	e := mapError(caller, upstream, status, body)
+	return e.Status, dialect.Of(caller).AppendError(dst, e, rid)
 }
 
 // MapError reads an upstream error answer into the caller's vocabulary.
 func (t *Translator) MapError(status int, body []byte) *apierror.Error {
-	return dialect.Of(t.from).MapError(t.to, dialect.Of(t.to).ParseError(status, body))
+	return mapError(t.from, t.to, status, body)
+}
+
+func mapError(caller, upstream dialect.ID, status int, body []byte) *apierror.Error {
+	return dialect.Of(caller).MapError(upstream, dialect.Of(upstream).ParseError(status, body))
 }
 
 // Readers of non-stream answers.

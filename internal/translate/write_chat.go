@@ -91,14 +91,7 @@ func (t *Translator) writeChat(dst []byte) ([]byte, error) {
 	if r.TopK != nil {
 		t.drop("top_k")
 	}
-	if len(r.Stop) > 0 {
-		w.key("stop")
-		w.arr()
-		for _, s := range r.Stop {
-			w.rs(s)
-		}
-		w.end(']')
-	}
+	w.rsListField("stop", r.Stop)
 	if r.Stream {
 		// Always ask for the usage chunk: the caller's dialect reports
 		// usage at the end of every stream, and the gateway meters it.

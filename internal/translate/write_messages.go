@@ -257,14 +257,7 @@ func (t *Translator) writeMessages(dst []byte) ([]byte, error) {
 		w.rawField("top_p", r.TopP)
 		w.rawField("top_k", r.TopK)
 	}
-	if len(r.Stop) > 0 {
-		w.key("stop_sequences")
-		w.arr()
-		for _, s := range r.Stop {
-			w.rs(s)
-		}
-		w.end(']')
-	}
+	w.rsListField("stop_sequences", r.Stop)
 	if r.Stream {
 		w.key("stream")
 		w.lit("true")
@@ -477,17 +470,9 @@ func (t *Translator) anthropicBlockOut(w *writer, p *Part, field loc, auto bool)
 		} else {
 			w.lit(`"thinking"`)
 			w.key("thinking")
-			if p.Text != nil {
-				w.rs(p.Text)
-			} else {
-				w.lit(`""`)
-			}
+			w.rsOrEmpty(p.Text)
 			w.key("signature")
-			if p.Sig != nil {
-				w.rs(p.Sig)
-			} else {
-				w.lit(`""`)
-			}
+			w.rsOrEmpty(p.Sig)
 		}
 		w.end('}')
 		return nil // thinking blocks take no cache_control

@@ -169,8 +169,8 @@ func anthropicSignature(w *writer, p *Part) {
 		envelope(w, envResponses, p.ID, p.Sig)
 		return
 	}
-	if p.Origin == dialect.Messages && p.Sig != nil {
-		w.rs(p.Sig)
+	if p.Origin == dialect.Messages {
+		w.rsOrEmpty(p.Sig)
 		return
 	}
 	w.lit(`""`)
@@ -460,11 +460,7 @@ func (t *Translator) writeMessagesResponse(dst []byte) []byte {
 			w.key("type")
 			w.lit(`"thinking"`)
 			w.key("thinking")
-			if p.Text != nil {
-				w.rs(p.Text)
-			} else {
-				w.lit(`""`)
-			}
+			w.rsOrEmpty(p.Text)
 			w.key("signature")
 			anthropicSignature(&w, p)
 			w.end('}')

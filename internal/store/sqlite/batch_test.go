@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -11,7 +12,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/internal/store"
 )
 
@@ -42,40 +42,142 @@ func full(i int) store.Record {
 	return r
 }
 
+// roundTrip encodes recs in format f, checks that both arrays are valid
+// JSON, and decodes them.
+func roundTrip(f batchFormat, recs []store.Record) ([]store.Record, []byte, error) {
+	e := encoder{format: f}
+	lo, _ := batchRange(recs)
+	e.encode(recs, lo)
+	if !json.Valid(e.records) || !json.Valid(e.strings) {
+		return nil, e.records, fmt.Errorf("not valid JSON: strings %s", e.strings)
+	}
+	var d decoder
+	got, err := d.decode(f, lo, e.strings, e.records, nil)
+	return got, e.records, err
+}
+
 func TestColumnsRoundTripEveryField(t *testing.T) {
 	if got, want := len(columns), reflect.TypeOf(store.Record{}).NumField(); got != want {
 		t.Fatalf("%d columns for the %d fields of store.Record", got, want)
 	}
-	recs := []store.Record{full(1), full(2), {}}
-	var c jsonscan.Cursor
-	got, err := decodeRecords(&c, appendRecords(nil, recs), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs[2].Time = time.UnixMilli(recs[2].Time.UnixMilli()).UTC() // the zero time is kept to the millisecond
-	if !reflect.DeepEqual(got, recs) {
-		t.Fatalf("round trip:\n got %+v\nwant %+v", got, recs)
-	}
-}
-
-func TestDecodeRecordsRefusesWhatItDidNotWrite(t *testing.T) {
-	var c jsonscan.Cursor
-	for _, doc := range []string{``, `{}`, `[1]`, `[[1]]`, `[["x"]]`, `[[` + strings.Repeat("0,", len(columns)) + `0]]`, `[[0`} {
-		if _, err := decodeRecords(&c, []byte(doc), nil); err == nil {
-			t.Errorf("%q decoded", doc)
+	for _, f := range []batchFormat{formatInline, formatShared} {
+		// full(1) twice: the second copy reads its texts from the batch's
+		// strings as the first did.
+		recs := []store.Record{full(1), full(2), full(1), {}}
+		got, _, err := roundTrip(f, recs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs[3].Time = time.UnixMilli(recs[3].Time.UnixMilli()).UTC() // the zero time is kept to the millisecond
+		if !reflect.DeepEqual(got, recs) {
+			t.Fatalf("format %d round trip:\n got %+v\nwant %+v", f, got, recs)
 		}
 	}
 }
 
-// TestRequestsViewMatchesColumns: the view of migration 2 names every
-// column in the order of the column table and reads back what was written.
+// TestSharedFormatWritesRepeatedTextsOnce: a batch of one tenant's
+// traffic names the tenant, model and target once, in its strings.
+func TestSharedFormatWritesRepeatedTextsOnce(t *testing.T) {
+	recs := make([]store.Record, 100)
+	for i := range recs {
+		recs[i] = rec(i, "alice", "gpt-4o", 200, base.Add(time.Duration(i)*time.Millisecond))
+	}
+	e := encoder{format: formatShared}
+	e.encode(recs, recs[0].Time.UnixMilli())
+	for _, s := range []string{"alice", "key_alice", "gpt-4o", "p/c/gpt-4o", "openai", "loopback"} {
+		if n := strings.Count(string(e.records), s); n != 0 {
+			t.Errorf("records name %q %d times", s, n)
+		}
+		if n := strings.Count(string(e.strings), `"`+s+`"`); n != 1 {
+			t.Errorf("strings name %q %d times: %s", s, n, e.strings)
+		}
+	}
+	inline := encoder{format: formatInline}
+	inline.encode(recs, 0)
+	if len(e.records)+len(e.strings) > len(inline.records)*6/10 {
+		t.Errorf("shared batch %d+%d bytes, inline %d: not 60 %% of it", len(e.records), len(e.strings), len(inline.records))
+	}
+}
+
+func TestDecodeRefusesWhatItDidNotWrite(t *testing.T) {
+	var d decoder
+	zeros := `[[` + strings.Repeat("0,", len(columns)-1) + `0]]`
+	for _, c := range []struct {
+		f          batchFormat
+		strs, recs string
+	}{
+		{formatInline, ``, ``}, {formatInline, ``, `{}`}, {formatInline, ``, `[1]`}, {formatInline, ``, `[[1]]`},
+		{formatInline, ``, `[["x"]]`}, {formatInline, ``, `[[` + strings.Repeat("0,", len(columns)) + `0]]`}, {formatInline, ``, `[[0`},
+		{formatInline, ``, zeros},   // texts are strings inline
+		{formatShared, `[]`, zeros}, // index 0 of no strings
+		{formatShared, `{}`, `[]`}, {formatShared, `[1]`, `[]`}, {formatShared, `["a"`, `[]`},
+		{3, `[]`, `[]`},
+	} {
+		if _, err := d.decode(c.f, 0, []byte(c.strs), []byte(c.recs), nil); err == nil {
+			t.Errorf("format %d strings %q records %q decoded", c.f, c.strs, c.recs)
+		}
+	}
+	// A record of zeros but for its id, over one empty string.
+	one := `[[0,""` + strings.Repeat(",0", len(columns)-2) + `]]`
+	if got, err := d.decode(formatShared, 5, []byte(`[""]`), []byte(one), nil); err != nil || len(got) != 1 || got[0].Time.UnixMilli() != 5 {
+		t.Errorf("a record of zeros over one empty string: %+v %v", got, err)
+	}
+}
+
+// viewValue is what the requests view shows for col of r: the JSON value
+// without quotes.
+func viewValue(col *column, r *store.Record) string {
+	if col.text != nil {
+		return *col.text(r)
+	}
+	return strconv.FormatInt(col.num(r), 10)
+}
+
+// TestRequestsViewMatchesColumns: the requests view names every column in
+// the order of the column table and reads back what was written, from
+// batches of both formats.
 func TestRequestsViewMatchesColumns(t *testing.T) {
 	d := open(t, filepath.Join(t.TempDir(), FileName))
+	// A formatInline batch, as migration 2 wrote them.
+	old := full(4)
+	e := encoder{format: formatInline}
+	e.encode([]store.Record{old}, 0)
+	ts := old.Time.UnixMilli()
+	if _, err := d.db.Exec(`INSERT INTO request_batches(ts_min, ts_max, n, records) VALUES(?,?,1,?)`, ts, ts, string(e.records)); err != nil {
+		t.Fatal(err)
+	}
 	r := full(3)
 	if err := d.InsertRequests(ctx, []store.Record{full(2), r}); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := d.db.Query(`SELECT * FROM requests ORDER BY seq DESC LIMIT 1`)
+	oldRow := viewRow(t, d, `SELECT * FROM requests ORDER BY seq ASC LIMIT 1`)
+	for i, col := range columns {
+		if want := viewValue(&col, &old); oldRow[i+1] != want {
+			t.Errorf("view of an inline batch: %s = %q, want %q", col.name, oldRow[i+1], want)
+		}
+	}
+	vals := viewRow(t, d, `SELECT * FROM requests ORDER BY seq DESC LIMIT 1`)
+	for i, col := range columns {
+		if want := viewValue(&col, &r); vals[i+1] != want {
+			t.Errorf("view %s = %q, want %q", col.name, vals[i+1], want)
+		}
+	}
+	p, err := d.Requests(ctx, store.Filter{Limit: 1})
+	if err != nil || len(p.Records) != 1 {
+		t.Fatal(p, err)
+	}
+	// The view's seq of the newest record is the cursor a one-record page
+	// gives for it: both are batch seq << positionBits | index.
+	if vals[0] != p.Next {
+		t.Fatalf("view seq %s, next cursor %q", vals[0], p.Next)
+	}
+}
+
+// viewRow reads the one row of q over the requests view, checking its
+// columns' names against the column table.
+func viewRow(t *testing.T, d *DB, q string) []string {
+	t.Helper()
+	rows, err := d.db.Query(q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,24 +201,12 @@ func TestRequestsViewMatchesColumns(t *testing.T) {
 		if names[i+1] != col.name {
 			t.Errorf("view column %d is %s, the table's is %s", i+1, names[i+1], col.name)
 		}
-		// What the view reads is the JSON value without quotes.
-		want := string(col.put(nil, &r))
-		if s, err := strconv.Unquote(want); err == nil {
-			want = s
-		}
-		if string(vals[i+1]) != want {
-			t.Errorf("view %s = %q, want %q", col.name, vals[i+1], want)
-		}
 	}
-	p, err := d.Requests(ctx, store.Filter{Limit: 1})
-	if err != nil || len(p.Records) != 1 {
-		t.Fatal(p, err)
+	out := make([]string, len(vals))
+	for i, v := range vals {
+		out[i] = string(v)
 	}
-	// The view's seq of the newest record is the cursor a one-record page
-	// gives for it: both are batch seq << positionBits | index.
-	if string(vals[0]) != p.Next {
-		t.Fatalf("view seq %s, next cursor %q", vals[0], p.Next)
-	}
+	return out
 }
 
 // TestMigrationMovesTheOldTable: a database of schema 1 keeps every
@@ -199,15 +289,16 @@ func FuzzBatchRoundTrip(f *testing.F) {
 	f.Fuzz(func(t *testing.T, id, tenant, model string, status, tokens int64) {
 		r := store.Record{Time: time.UnixMilli(1_700_000_000_000).UTC(), RequestID: id, TenantName: tenant, Model: model,
 			Status: int(status), TokensIn: tokens}
-		doc := appendRecords(nil, []store.Record{r, r})
-		var c jsonscan.Cursor
-		got, err := decodeRecords(&c, doc, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", doc, err)
-		}
-		r.RequestID, r.TenantName, r.Model = validUTF8(id), validUTF8(tenant), validUTF8(model)
-		if len(got) != 2 || got[0] != r || got[1] != r {
-			t.Fatalf("round trip of %q:\n got %+v\nwant %+v", doc, got, r)
+		want := r
+		want.RequestID, want.TenantName, want.Model = validUTF8(id), validUTF8(tenant), validUTF8(model)
+		for _, f := range []batchFormat{formatInline, formatShared} {
+			got, doc, err := roundTrip(f, []store.Record{r, r})
+			if err != nil {
+				t.Fatalf("format %d %s: %v", f, doc, err)
+			}
+			if len(got) != 2 || got[0] != want || got[1] != want {
+				t.Fatalf("format %d round trip of %q:\n got %+v\nwant %+v", f, doc, got, want)
+			}
 		}
 	})
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/internal/store"
 )
 
@@ -60,19 +59,26 @@ func (d *DB) InsertRequests(ctx context.Context, recs []store.Record) error {
 	if err != nil {
 		return describe(d.path, "write the request log to", err)
 	}
-	if err := insertBatches(ctx, st, recs); err != nil {
+	e := d.encoders.Get().(*encoder)
+	defer d.encoders.Put(e)
+	if err := insertBatches(ctx, st, recs, e); err != nil {
 		return describe(d.path, "write the request log to", err)
 	}
 	sums := map[usageKey]*store.UsageRow{}
 	var order []usageKey
+	var lastKey usageKey
+	var u *store.UsageRow
 	for i := range recs {
 		r := &recs[i]
-		k := usageKey{hour: r.Time.Unix() / 3600 * 3600, tenant: r.TenantID, model: r.Model}
-		u := sums[k]
-		if u == nil {
-			u = &store.UsageRow{TenantName: r.TenantName}
-			sums[k] = u
-			order = append(order, k)
+		// Consecutive records mostly share their key: compare before
+		// hashing.
+		if k := (usageKey{hour: r.Time.Unix() / 3600 * 3600, tenant: r.TenantID, model: r.Model}); u == nil || k != lastKey {
+			if u = sums[k]; u == nil {
+				u = &store.UsageRow{TenantName: r.TenantName}
+				sums[k] = u
+				order = append(order, k)
+			}
+			lastKey = k
 		}
 		u.Requests++
 		if r.Status >= 400 {
@@ -143,7 +149,7 @@ func (d *DB) Requests(ctx context.Context, f store.Filter) (store.Page, error) {
 	if !f.Until.IsZero() {
 		where, args = append(where, "+ts_min < ?"), append(args, f.Until.UnixMilli())
 	}
-	q := "SELECT seq, records FROM request_batches b"
+	q := "SELECT seq, format, ts_min, strings, records FROM request_batches b"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -154,17 +160,18 @@ func (d *DB) Requests(ctx context.Context, f store.Filter) (store.Page, error) {
 	}
 	defer rows.Close()
 	var p store.Page
-	var c jsonscan.Cursor
+	var dec decoder
 	var batch []store.Record
-	var doc []byte
+	var strs, doc []byte
 	var last int64
 scan:
 	for rows.Next() {
-		var seq int64
-		if err := rows.Scan(&seq, &doc); err != nil {
+		var seq, base int64
+		var format batchFormat
+		if err := rows.Scan(&seq, &format, &base, &strs, &doc); err != nil {
 			return store.Page{}, describe(d.path, "read the request log from", err)
 		}
-		if batch, err = decodeRecords(&c, doc, batch[:0]); err != nil {
+		if batch, err = dec.decode(format, base, strs, doc, batch[:0]); err != nil {
 			return store.Page{}, fmt.Errorf("database %s: %w; the file was changed by something other than this gateway", d.path, err)
 		}
 		for i := len(batch) - 1; i >= 0; i-- {
@@ -336,19 +343,20 @@ func (d *DB) trimStraddlers(ctx context.Context, cut int64) (int64, error) {
 	}
 	var todo []straddler
 	var removed int64
-	rows, err := tx.QueryContext(ctx, `SELECT seq, records FROM request_batches WHERE ts_min < ?`, cut)
+	rows, err := tx.QueryContext(ctx, `SELECT seq, format, ts_min, strings, records FROM request_batches WHERE ts_min < ?`, cut)
 	if err != nil {
 		return 0, err
 	}
-	var c jsonscan.Cursor
+	var dec decoder
 	for rows.Next() {
-		var seq int64
-		var doc []byte
-		if err := rows.Scan(&seq, &doc); err != nil {
+		var seq, base int64
+		var format batchFormat
+		var strs, doc []byte
+		if err := rows.Scan(&seq, &format, &base, &strs, &doc); err != nil {
 			rows.Close()
 			return 0, err
 		}
-		recs, err := decodeRecords(&c, doc, nil)
+		recs, err := dec.decode(format, base, strs, doc, nil)
 		if err != nil {
 			rows.Close()
 			return 0, err
@@ -366,10 +374,12 @@ func (d *DB) trimStraddlers(ctx context.Context, cut int64) (int64, error) {
 	if err := rows.Err(); err != nil {
 		return 0, err
 	}
+	e := encoder{format: formatShared}
 	for _, s := range todo {
 		lo, hi := batchRange(s.keep)
-		if _, err := tx.ExecContext(ctx, `UPDATE request_batches SET ts_min = ?, ts_max = ?, n = ?, records = ? WHERE seq = ?`,
-			lo, hi, len(s.keep), string(appendRecords(nil, s.keep)), s.seq); err != nil {
+		e.encode(s.keep, lo)
+		if _, err := tx.ExecContext(ctx, `UPDATE request_batches SET ts_min = ?, ts_max = ?, n = ?, format = ?, strings = ?, records = ? WHERE seq = ?`,
+			lo, hi, len(s.keep), int(e.format), string(e.strings), string(e.records), s.seq); err != nil {
 			return 0, err
 		}
 	}

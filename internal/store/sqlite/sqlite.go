@@ -48,6 +48,8 @@ type DB struct {
 	// with the database.
 	mu                       sync.Mutex
 	insBatch, insKey, upsert *sql.Stmt
+	// encoders are the batch writers' buffers and string indexes.
+	encoders sync.Pool
 }
 
 var _ store.Store = (*DB)(nil)
@@ -108,6 +110,8 @@ var migrations = []migration{
 	// 2: the request log in batches (batch.go), the old table's rows
 	// moved over and a requests view in its place.
 	{run: migrateToBatches},
+	// 3: batches keep their repeated texts once (batch.go's formatShared).
+	{run: sharedStrings},
 }
 
 type migration struct {
@@ -142,6 +146,7 @@ func Open(path string, o Options) (*DB, error) {
 		return nil, describe(path, "open", err)
 	}
 	d := &DB{db: db, path: path}
+	d.encoders.New = func() any { return &encoder{} }
 	if err := d.migrate(); err != nil {
 		db.Close()
 		return nil, err

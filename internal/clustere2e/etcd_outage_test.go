@@ -1,0 +1,123 @@
+package clustere2e
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/omniroute/gateway/internal/mockprovider"
+)
+
+// etcdAt runs a one-member etcd on fixed ports and data dir, so that the
+// test can stop it and start it again as the same member.
+func etcdAt(t *testing.T, dir string, clientPort, peerPort int) *embed.Etcd {
+	t.Helper()
+	return runEtcd(t, etcdConfig(dir, url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", clientPort)}, peerPort))
+}
+
+// TestEtcdOutage: etcd stops for 10 s under load on two nodes. Requests
+// with no shared limit never fail; a tenant's concurrency cap, whose slot
+// leases live in a grain on a node (not in etcd), keeps being served;
+// and the two still list each other once etcd is back.
+func TestEtcdOutage(t *testing.T) {
+	dir, cport, pport := t.TempDir(), freePort(t), freePort(t)
+	e := etcdAt(t, dir, cport, pport)
+	var stopped atomic.Bool
+	t.Cleanup(func() {
+		if !stopped.Load() {
+			e.Close()
+		}
+	})
+	etcdAddr := fmt.Sprintf("127.0.0.1:%d", cport)
+	exe := buildGateway(t)
+	mock, mockAddr := startMock(t, map[string]mockprovider.Behavior{
+		"m-capped": {LatencyMS: 20, CompletionTokens: 5},
+		"m-open":   {LatencyMS: 10, CompletionTokens: 5},
+	})
+	cfgPath := writeConfig(t, `{"providers": {"mock": {"base_url": "http://`+mockAddr+`/v1", "apis": ["chat"], "auth": "none", "connections": {"free": {}}}},
+	  "models": {"capped": {"targets": [{"connection": "mock/free", "model": "m-capped"}]},
+	             "open": {"targets": [{"connection": "mock/free", "model": "m-open"}]}},
+	  "tenants": [{"name": "capped", "key_env": "CAPPED_KEY", "max_concurrent": `+fmt.Sprint(capped)+`}],
+	  "auth": {"mode": "open", "allow_anonymous": true}}`)
+	ns := startCluster(t, exe, cfgPath, etcdAddr, 2, nil)
+	var wg sync.WaitGroup
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: 30 * time.Second}
+
+	// phase counts the answers of each phase: before, during and after
+	// the outage.
+	type counts struct{ open, capped, refused atomic.Int64 }
+	var phases [3]counts
+	var phase atomic.Int32
+	stop := make(chan struct{})
+	for _, n := range ns {
+		for _, s := range []struct {
+			key, model string
+			refusable  bool
+		}{{"", "open", false}, {"", "open", false}, {cappedKy, "capped", true}, {cappedKy, "capped", true}} {
+			wg.Add(1)
+			go func(addr string) {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					a, err := chat(client, addr, s.key, s.model)
+					c := &phases[phase.Load()]
+					switch {
+					case err == nil && a.status == 200 && s.refusable:
+						c.capped.Add(1)
+					case err == nil && a.status == 200:
+						c.open.Add(1)
+					case err == nil && a.status == 429 && s.refusable:
+						c.refused.Add(1)
+						time.Sleep(10 * time.Millisecond)
+					default:
+						t.Errorf("phase %d: a %s request failed: status %d, %v", phase.Load(), s.model, a.status, err)
+						return
+					}
+				}
+			}(n.addr)
+		}
+	}
+	time.Sleep(2 * time.Second)
+	phase.Store(1)
+	stopped.Store(true)
+	e.Close()
+	time.Sleep(10 * time.Second)
+	e = etcdAt(t, dir, cport, pport)
+	stopped.Store(false)
+	phase.Store(2)
+	time.Sleep(5 * time.Second)
+	// The two kept their member lists through the outage and still see
+	// each other. (A node that joins after the outage is not asserted
+	// here: protoactor blocks for good a member that once left a
+	// topology, and after an outage the members do not always agree
+	// again; docs/cluster.md, "etcd unreachable".)
+	for i, n := range ns {
+		if got := len(n.health(t).Cluster.Members); got != len(ns) {
+			t.Errorf("node %d sees %d members after etcd returned, want %d", i, got, len(ns))
+		}
+	}
+	close(stop)
+	wg.Wait()
+	for i := range phases {
+		c := &phases[i]
+		t.Logf("phase %d: %d open answers, %d capped answers, %d capped refusals", i, c.open.Load(), c.capped.Load(), c.refused.Load())
+	}
+	for i := range phases {
+		if phases[i].open.Load() == 0 || phases[i].capped.Load() == 0 {
+			t.Fatalf("phase %d served %d open and %d capped requests: serving stopped", i, phases[i].open.Load(), phases[i].capped.Load())
+		}
+	}
+	if st := mock.Stats().Models["m-capped"]; st.MaxInflight > capped {
+		t.Fatalf("the mock had %d of the tenant's requests in flight at once; the cap is %d", st.MaxInflight, capped)
+	}
+}
