@@ -34,17 +34,12 @@ func TestConcurrentReadersSeeWrittenEntries(t *testing.T) {
 	l := &List[int]{}
 	const n = 5 * chunkSize
 	var wg sync.WaitGroup
-	stop := make(chan struct{})
+	var done atomic.Bool
 	for range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for !done.Load() {
 				k := l.Len()
 				for i := 0; i < k; i++ {
 					if v := *l.At(i); v != i*3 {
@@ -60,6 +55,6 @@ func TestConcurrentReadersSeeWrittenEntries(t *testing.T) {
 			t.Fatalf("Append returned %d, want %d", got, i)
 		}
 	}
-	close(stop)
+	done.Store(true)
 	wg.Wait()
 }
