@@ -11,6 +11,7 @@ import (
 	ledgeractor "github.com/omniroute/gateway/actors/ledger"
 	"github.com/omniroute/gateway/internal/clock"
 	icluster "github.com/omniroute/gateway/internal/cluster"
+	"github.com/omniroute/gateway/internal/growable"
 	ikeys "github.com/omniroute/gateway/internal/keys"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantlimit"
@@ -30,8 +31,9 @@ import (
 type clusterSys struct {
 	node   *icluster.Node
 	leases *credit.Leases
-	// ledger is each ledger slot's shared pools (nil: not shared).
-	ledger []sharedSlot
+	// ledger is each ledger slot's shared pools (nil: not shared); a
+	// reload adding budgets adds theirs (addSlots).
+	ledger *growable.List[sharedSlot]
 
 	mu      sync.Mutex // serialises tenant pool creation
 	tenants atomic.Pointer[map[tenant.ID]*sharedTenant]
@@ -108,18 +110,10 @@ func (g *Gateway) startCluster(slots []ledgeractor.SlotSpec) error {
 		node.Stop()
 		return err
 	}
-	cs := &clusterSys{node: node, leases: leases, ledger: make([]sharedSlot, len(slots)), clk: g.clk}
+	cs := &clusterSys{node: node, leases: leases, ledger: &growable.List[sharedSlot]{}, clk: g.clk}
 	empty := map[tenant.ID]*sharedTenant{}
 	cs.tenants.Store(&empty)
-	for i, s := range slots {
-		key := "ledger/" + s.Connection + "/" + s.Model
-		if s.TokensPerMinute > 0 {
-			cs.ledger[i].tokens = leases.Window(key+"/tokens", s.TokensPerMinute)
-		}
-		if s.RequestsPerMinute > 0 {
-			cs.ledger[i].requests = leases.Window(key+"/requests", s.RequestsPerMinute)
-		}
-	}
+	cs.addSlots(slots)
 	g.cs = cs
 	if err := g.spawnCooldowns(); err != nil {
 		g.cs = nil
@@ -129,6 +123,21 @@ func (g *Gateway) startCluster(slots []ledgeractor.SlotSpec) error {
 	}
 	g.log.Info("joined the cluster", "cluster", cfg.Name, "member", node.ID(), "address", node.Address(), "members", len(node.Members()))
 	return nil
+}
+
+// addSlots shares the next ledger slots' budgets with the cluster.
+func (cs *clusterSys) addSlots(slots []ledgeractor.SlotSpec) {
+	for _, s := range slots {
+		var sl sharedSlot
+		key := "ledger/" + s.Connection + "/" + s.Model
+		if s.TokensPerMinute > 0 {
+			sl.tokens = cs.leases.Window(key+"/tokens", s.TokensPerMinute)
+		}
+		if s.RequestsPerMinute > 0 {
+			sl.requests = cs.leases.Window(key+"/requests", s.RequestsPerMinute)
+		}
+		cs.ledger.Append(sl)
+	}
 }
 
 // stopCluster gives the node's credit back and leaves the cluster. It
@@ -147,10 +156,10 @@ func (g *Gateway) stopCluster() {
 // again.
 func (cs *clusterSys) takeLedger(r *sharedRes, slot int, tokens int64, now time.Time) (bool, time.Time) {
 	*r = sharedRes{}
-	if slot < 0 || slot >= len(cs.ledger) {
+	sl, ok := cs.ledger.Get(slot)
+	if !ok {
 		return true, time.Time{}
 	}
-	sl := &cs.ledger[slot]
 	if sl.tokens != nil {
 		idx, ok, retry := cs.take(sl.tokens, now, tokens)
 		if !ok {

@@ -317,8 +317,8 @@ func (g *Gateway) dashProviders(now time.Time) ([]dashProvider, int) {
 		return 2
 	}
 	for _, t := range cat.Targets {
-		in := &g.qs.info[t.ID]
-		p := dashProvider{Target: t.Name, Connection: g.cat.Connections[in.conn].Name, Model: in.upstream,
+		in := g.qs.info.At(t.ID)
+		p := dashProvider{Target: t.Name, Connection: t.Conn.Name, Model: in.upstream,
 			Quota: g.qs.quota.ModelStatus(in.conn, in.model, now).String(), QuotaSources: []string{}, Circuit: "closed"}
 		if cs := g.qs.quota.State(in.conn); cs != nil {
 			p.QuotaSources = cs.Sources
@@ -363,7 +363,7 @@ func (g *Gateway) dashRates(prev, last history.Point) (byTarget, byModel []dashR
 		}
 		return r
 	}
-	for _, t := range g.cat.Targets {
+	for _, t := range g.rc.Load().cat.Targets {
 		if t.ID >= len(last.Targets) {
 			continue
 		}

@@ -181,7 +181,7 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 		c.target = t
 		return attemptDone, false // refused in the caller's dialect: nothing was sent
 	}
-	client := g.clients[t.Conn.ID]
+	client := g.client(t.Conn.ID)
 	x := upstream.AcquireExchange()
 	c.buildRequest(x, t)
 	c.attemptStart = g.clk.Now()
@@ -279,12 +279,12 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 
 func (c *call) report(t *catalog.Target, class messages.FailureClass, status int, ttfb time.Duration) {
 	g := c.g
-	g.metrics.attempts[t.ID][class].Inc()
+	g.metrics.target(t.ID).attempts[class].Inc()
 	if status != 0 {
 		g.metrics.upstreamStatus(t.ID, status)
 	}
 	if class == messages.OK {
-		g.metrics.ttfb[t.ID].Update(ttfb.Seconds())
+		g.metrics.target(t.ID).ttfb.Update(ttfb.Seconds())
 	}
 	c.traceAttemptOutcome(class, status, ttfb)
 	m := &messages.AttemptFinished{Target: t.ID, Class: class, Status: status, TTFB: ttfb, Started: c.attemptStart, At: g.clk.Now()}
@@ -438,7 +438,7 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 	}
 	h.SetRequestURIBytes(uri.B)
 	bytebufferpool.Put(uri)
-	h.SetHost(c.g.clients[t.Conn.ID].Addr())
+	h.SetHost(c.g.client(t.Conn.ID).Addr())
 	h.SetContentType("application/json")
 	if c.scan.Stream {
 		h.Set(fasthttp.HeaderAccept, "text/event-stream")

@@ -146,7 +146,7 @@ func (c *call) fusion() bool {
 		wg.Add(1)
 		go func(m *panelMember) {
 			defer wg.Done()
-			m.err = g.clients[m.t.Conn.ID].Do(m.x, &m.cancel, false)
+			m.err = g.client(m.t.Conn.ID).Do(m.x, &m.cancel, false)
 		}(m)
 	}
 	wg.Wait()
@@ -238,7 +238,7 @@ func (c *call) admitPanel(panel []*catalog.Target, quorum int) ([]*panelMember, 
 			g.adm.lanes.Release(&m.lease, lanes.Completion{Outcome: lanes.LocalReject})
 		}
 		order := append([]*panelMember(nil), all...)
-		sort.SliceStable(order, func(i, j int) bool { return g.adm.upstream[order[i].t.ID] < g.adm.upstream[order[j].t.ID] })
+		sort.SliceStable(order, func(i, j int) bool { return order[i].t.ID < order[j].t.ID })
 		admitted = 0
 		refusal, retry := lanes.Unavailable, 0
 		for _, m := range order {

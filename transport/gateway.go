@@ -38,7 +38,6 @@ import (
 	"github.com/omniroute/gateway/internal/logging"
 	"github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/internal/sanitize"
-	"github.com/omniroute/gateway/transport/upstream"
 )
 
 // Options configures a Gateway.
@@ -79,13 +78,13 @@ type Gateway struct {
 	log    *slog.Logger
 	clk    clock.Clock
 	system *actor.ActorSystem
-	// cat is the start-up catalog: target and connection IDs index its
-	// slices (and every per-target array of the actors and metrics) for
-	// the gateway's life. What requests route by is rc's catalog.
+	// cat is the start-up catalog, which numbered the first connections
+	// and targets (reg holds every id since). What requests route by is
+	// rc's catalog.
 	cat      *catalog.Catalog
 	rc       atomic.Pointer[routingConfig] // the config in force (reload.go)
 	reload   reloadState
-	clients  []*upstream.Client // by connection id
+	reg      *targetRegistry // every connection and target by id (targetset.go)
 	targets  *targets.Handle
 	metrics  *gwMetrics
 	inflight *registry
@@ -147,7 +146,7 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{opts: o, clk: o.Clock, system: system, cat: cat, started: o.Clock.Now()}
+	g := &Gateway{opts: o, clk: o.Clock, system: system, cat: cat, started: o.Clock.Now(), reg: newTargetRegistry()}
 	if o.TracerProvider != nil {
 		g.tracer = o.TracerProvider.Tracer("github.com/omniroute/gateway/transport")
 	}
@@ -160,16 +159,11 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	early := func(err error) (*Gateway, error) {
-		for _, c := range g.clients {
-			c.Close()
-		}
+		g.closeClients()
 		g.dirLock.Release()
 		return nil, err
 	}
 	if err := g.planServices(); err != nil {
-		return early(err)
-	}
-	if err := g.buildClients(); err != nil {
 		return early(err)
 	}
 	if err = g.initRouting(); err != nil {
@@ -230,25 +224,16 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	return g, nil
 }
 
-func (g *Gateway) buildClients() error {
-	u := g.opts.Env.Upstream
-	for _, c := range g.cat.Connections {
-		p := c.Provider
-		addr, isTLS, err := g.resolveAddr(p)
-		if err != nil {
-			return fmt.Errorf("provider %s: %w", p.ID, err)
+// closeClients closes every upstream client, replaced ones included.
+func (g *Gateway) closeClients() {
+	for i := 0; i < g.reg.clients.Len(); i++ {
+		if c := g.reg.clients.At(i).Load(); c != nil {
+			c.Close()
 		}
-		maxConns := int(u.MaxConns)
-		if c.MaxConns > 0 {
-			maxConns = c.MaxConns
-		}
-		g.clients = append(g.clients, upstream.New(upstream.Options{
-			Addr: addr, TLS: isTLS, MaxConns: maxConns,
-			ConnectTimeout: u.ConnectTimeout.Duration(), TTFBTimeout: u.TTFBTimeout.Duration(), TotalTimeout: u.TotalTimeout.Duration(),
-			MaxResponseBytes: int(u.MaxResponseBytes),
-		}))
 	}
-	return nil
+	for _, c := range g.reg.replaced {
+		c.Close()
+	}
 }
 
 func (g *Gateway) resolveAddr(p *catalog.Provider) (addr string, isTLS bool, err error) {
@@ -367,6 +352,10 @@ func (g *Gateway) Close() {
 	if !g.closed.CompareAndSwap(false, true) {
 		return
 	}
+	// A reload registering targets finishes first: nothing it starts is
+	// left running.
+	g.reload.mu.Lock()
+	defer g.reload.mu.Unlock()
 	g.inflight.cancelAll()
 	g.hangups.Close()
 	g.stopDashboard() // before the actors its sampler reads
@@ -378,9 +367,7 @@ func (g *Gateway) Close() {
 	g.stopAdmission()
 	g.qs.stop()
 	g.stopTenants()
-	for _, c := range g.clients {
-		c.Close()
-	}
+	g.closeClients()
 	g.metrics.unregister()
 	g.dirLock.Release()
 	g.stopCluster() // last: it stops the actor system

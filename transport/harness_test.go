@@ -122,6 +122,8 @@ var testGetenv = func(k string) (string, bool) {
 		return "upstream-key-a", true
 	case "TEST_KEY_B":
 		return "upstream-key-b", true
+	case "TEST_KEY_ADDED": // only the reload tests' added providers name it
+		return addedProviderKey, true
 	}
 	return "", false
 }

@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/omniroute/gateway/actors/targets"
+	"github.com/omniroute/gateway/internal/catalog"
 )
 
 // healthSection is one subsystem's part of GET /api/monitoring/health.
@@ -20,6 +23,28 @@ type healthSection struct {
 // AddHealthSection lets embedders and subsystems add a section.
 func (g *Gateway) AddHealthSection(name string, fn func() (any, string)) {
 	g.health = append(g.health, healthSection{name: name, fn: fn})
+}
+
+// liveTargets is snap with only the targets cat routes to (a removed
+// target keeps its state under its id, unused, until a reload brings it
+// back), in id order.
+func liveTargets(snap *targets.Snapshot, cat *catalog.Catalog) *targets.Snapshot {
+	if snap == nil {
+		return nil
+	}
+	live := make([]bool, len(snap.Targets))
+	for _, t := range cat.Targets {
+		if t.ID < len(live) {
+			live[t.ID] = true
+		}
+	}
+	out := &targets.Snapshot{At: snap.At, Targets: make([]targets.Stats, 0, len(cat.Targets))}
+	for i := range snap.Targets {
+		if live[i] {
+			out.Targets = append(out.Targets, snap.Targets[i])
+		}
+	}
+	return out
 }
 
 var statusRank = map[string]int{"ok": 0, "degraded": 1, "down": 2}
@@ -84,7 +109,7 @@ func (g *Gateway) serverHealth() (any, string) {
 }
 
 func (g *Gateway) targetsHealth() (any, string) {
-	snap := g.targets.Snapshot()
+	snap := liveTargets(g.targets.Snapshot(), g.rc.Load().cat)
 	status := "ok"
 	if snap != nil {
 		failing := 0

@@ -26,39 +26,18 @@ const maxSkipNames = 16
 type admissionState struct {
 	lanes        *lanes.Handle
 	defaultClass admission.Class
-	upstream     []int // target id → upstream (shared by targets with the same connection and model)
 	metrics      admissionMetrics
 }
 
 // startLanes starts one admission controller per upstream and prepares
 // priority classes, fusion panels, the health section and the metrics.
 func (g *Gateway) startLanes() error {
-	// Targets that name the same upstream (connection and model) share one
-	// controller and one concurrency cap, the smallest any of them sets:
-	// capacity belongs to the provider's model, whichever model of ours
-	// routes to it.
+	// One upstream per target (upstream index = target id): a target is
+	// a connection and upstream model, whose capacity belongs to the
+	// provider's model whichever model of ours routes to it; its cap is
+	// the smallest max_concurrent any model sets for it (targetCaps).
 	a := &g.adm
-	a.upstream = make([]int, len(g.cat.Targets))
-	var specs []lanes.UpstreamSpec
-	index := map[string]int{}
-	for _, m := range g.cat.Models {
-		fm := g.opts.File.Models[m.Name]
-		for i, t := range m.Targets {
-			limit := 0
-			if i < len(fm.Targets) {
-				limit = fm.Targets[i].MaxConcurrent
-			}
-			idx, ok := index[t.Name]
-			if !ok {
-				idx = len(specs)
-				index[t.Name] = idx
-				specs = append(specs, lanes.UpstreamSpec{Name: t.Name, Cap: limit})
-			} else if limit > 0 && (specs[idx].Cap == 0 || limit < specs[idx].Cap) {
-				specs[idx].Cap = limit
-			}
-			a.upstream[t.ID] = idx
-		}
-	}
+	specs := upstreamSpecs(g.cat.Targets, g.opts.File)
 	h, err := lanes.Spawn(g.system, lanes.Options{Config: g.opts.Env.Lanes.Config(), Clock: g.clk, Upstreams: specs,
 		Logger: g.log.With("component", "admission"), Weight: g.laneWeight})
 	if err != nil {
@@ -119,7 +98,7 @@ func (c *call) attemptCost() int64 {
 }
 
 func (c *call) ticket(t *catalog.Target) lanes.Ticket {
-	return lanes.Ticket{Upstream: c.g.adm.upstream[t.ID], Tenant: c.tenant, Class: c.class, Cost: c.attemptCost(),
+	return lanes.Ticket{Upstream: t.ID, Tenant: c.tenant, Class: c.class, Cost: c.attemptCost(),
 		Stream: c.scan.Stream, Deadline: c.deadline, Abort: &c.cancel}
 }
 
@@ -221,7 +200,7 @@ func (c *call) skippedHeader(h *fasthttp.ResponseHeader) {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(c.g.cat.Targets[c.skipped[i]].Name)
+		b.WriteString(c.g.targetName(int(c.skipped[i])))
 	}
 	h.Set("X-OmniRoute-Skipped-Targets", b.String())
 }

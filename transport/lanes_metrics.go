@@ -15,16 +15,57 @@ type admissionMetrics struct {
 	mu   sync.Mutex
 	at   time.Time
 	snap *lanes.Snapshot
+	pos  []int // upstream index → position in snap.Upstreams (-1: retired)
 }
 
 func (g *Gateway) lanesSnapshot() *lanes.Snapshot {
+	s, _ := g.lanesSnapshotPos()
+	return s
+}
+
+func (g *Gateway) lanesSnapshotPos() (*lanes.Snapshot, []int) {
 	m := &g.adm.metrics
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if now := time.Now(); m.snap == nil || now.Sub(m.at) > 100*time.Millisecond {
 		m.snap, m.at = g.adm.lanes.Snapshot(), now
+		m.pos = make([]int, g.adm.lanes.Upstreams())
+		for i := range m.pos {
+			m.pos[i] = -1
+		}
+		for p, u := range m.snap.Upstreams {
+			if u.Index < len(m.pos) {
+				m.pos[u.Index] = p
+			}
+		}
 	}
-	return m.snap
+	return m.snap, m.pos
+}
+
+// upstreamMetrics exposes upstream i's figures (start-up, and a reload
+// adding its target); a retired upstream's read 0.
+func (g *Gateway) upstreamMetrics(i int, name string) {
+	set := g.metrics.set
+	gauge := func(name string, f func(u *lanes.Upstream) float64) {
+		set.NewGauge(name, func() float64 {
+			s, pos := g.lanesSnapshotPos()
+			if i >= len(pos) || pos[i] < 0 {
+				return 0
+			}
+			return f(&s.Upstreams[pos[i]])
+		})
+	}
+	lbl := fmt.Sprintf(`{upstream=%q}`, name)
+	gauge(`omniroute_admission_upstream_limit`+lbl, func(u *lanes.Upstream) float64 { return float64(u.CurrentLimit) })
+	gauge(`omniroute_admission_upstream_knee_estimate`+lbl, func(u *lanes.Upstream) float64 { return u.KneeEstimate })
+	gauge(`omniroute_admission_upstream_active_cost`+lbl, func(u *lanes.Upstream) float64 { return float64(u.ActiveCost) })
+	gauge(`omniroute_admission_upstream_active_requests`+lbl, func(u *lanes.Upstream) float64 { return float64(u.ActiveCount) })
+	gauge(`omniroute_admission_upstream_queued_requests`+lbl, func(u *lanes.Upstream) float64 { return float64(u.QueuedCount) })
+	gauge(fmt.Sprintf(`omniroute_admission_upstream_baseline_seconds{upstream=%q,kind="stream"}`, name),
+		func(u *lanes.Upstream) float64 { return u.BaselineStreamMs / 1000 })
+	gauge(fmt.Sprintf(`omniroute_admission_upstream_baseline_seconds{upstream=%q,kind="plain"}`, name),
+		func(u *lanes.Upstream) float64 { return u.BaselinePlainMs / 1000 })
+	gauge(`omniroute_admission_upstream_drain_per_second`+lbl, func(u *lanes.Upstream) float64 { return u.DrainPerSecond })
 }
 
 // registerLanesMetrics exposes the adaptiveAdmission figures as
@@ -76,19 +117,6 @@ func (g *Gateway) registerLanesMetrics() {
 		}
 	}
 	for i, spec := range g.adm.lanes.Snapshot().Upstreams {
-		lbl := fmt.Sprintf(`{upstream=%q}`, spec.Name)
-		up := func(f func(u *lanes.Upstream) float64) func(s *lanes.Snapshot) float64 {
-			return func(s *lanes.Snapshot) float64 { return f(&s.Upstreams[i]) }
-		}
-		gauge(`omniroute_admission_upstream_limit`+lbl, up(func(u *lanes.Upstream) float64 { return float64(u.CurrentLimit) }))
-		gauge(`omniroute_admission_upstream_knee_estimate`+lbl, up(func(u *lanes.Upstream) float64 { return u.KneeEstimate }))
-		gauge(`omniroute_admission_upstream_active_cost`+lbl, up(func(u *lanes.Upstream) float64 { return float64(u.ActiveCost) }))
-		gauge(`omniroute_admission_upstream_active_requests`+lbl, up(func(u *lanes.Upstream) float64 { return float64(u.ActiveCount) }))
-		gauge(`omniroute_admission_upstream_queued_requests`+lbl, up(func(u *lanes.Upstream) float64 { return float64(u.QueuedCount) }))
-		gauge(fmt.Sprintf(`omniroute_admission_upstream_baseline_seconds{upstream=%q,kind="stream"}`, spec.Name),
-			up(func(u *lanes.Upstream) float64 { return u.BaselineStreamMs / 1000 }))
-		gauge(fmt.Sprintf(`omniroute_admission_upstream_baseline_seconds{upstream=%q,kind="plain"}`, spec.Name),
-			up(func(u *lanes.Upstream) float64 { return u.BaselinePlainMs / 1000 }))
-		gauge(`omniroute_admission_upstream_drain_per_second`+lbl, up(func(u *lanes.Upstream) float64 { return u.DrainPerSecond }))
+		g.upstreamMetrics(i, spec.Name)
 	}
 }

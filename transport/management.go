@@ -147,17 +147,18 @@ func (g *Gateway) quotaReport(ctx *fasthttp.RequestCtx, rid string) {
 	for i := range conns {
 		conns[i] = connQuotaView{ConnState: qs.quota.State(i), Ledger: []ledger.SlotView{}, Targets: []targetQuotaView{}}
 	}
+	cat := g.rc.Load().cat // the connections and targets in force
 	if lsnap != nil {
-		for _, c := range g.cat.Connections {
+		for _, c := range cat.Connections {
 			for _, s := range lsnap.Slots {
-				if s.Connection == c.Name {
+				if s.Connection == c.Name && c.ID < len(conns) {
 					conns[c.ID].Ledger = append(conns[c.ID].Ledger, s)
 				}
 			}
 		}
 	}
-	for _, t := range g.rc.Load().cat.Targets {
-		in := &qs.info[t.ID]
+	for _, t := range cat.Targets {
+		in := qs.info.At(t.ID)
 		v := targetQuotaView{Target: t.Name, Model: in.upstream, Quota: qs.quota.ModelStatus(in.conn, in.model, now).String(), Circuit: "closed"}
 		cand := routing.Candidate{CapabilityScore: 1, HealthScore: 1, Quota: qs.quota.ModelStatus(in.conn, in.model, now)}
 		if tsnap != nil && t.ID < len(tsnap.Targets) {
@@ -183,7 +184,19 @@ func (g *Gateway) quotaReport(ctx *fasthttp.RequestCtx, rid string) {
 		QuotaAwareRouting    bool            `json:"quotaAwareRouting"`
 		ApproachingThreshold float64         `json:"approachingThreshold"`
 		Connections          []connQuotaView `json:"connections"`
-	}{now, qs.aware, qs.threshold, conns})
+	}{now, qs.aware, qs.threshold, liveConns(conns)})
+}
+
+// liveConns drops the removed connections (their telemetry stopped and
+// publishes no state).
+func liveConns(conns []connQuotaView) []connQuotaView {
+	out := conns[:0]
+	for _, c := range conns {
+		if c.ConnState != nil {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // circuitOf is a target's circuit state and, while it cools, until when

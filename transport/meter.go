@@ -19,7 +19,7 @@ import (
 // explicit mapping (and the retry hint of any error) into the attempt's
 // observation. Nothing is allocated unless there is something to report.
 func (c *call) observe(t *catalog.Target, x *upstream.Exchange, status int) {
-	in := &c.g.qs.info[t.ID]
+	in := c.g.qs.info.At(t.ID)
 	if in.mapping == nil && status < 300 {
 		return
 	}

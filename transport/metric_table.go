@@ -59,7 +59,7 @@ var metricTable = []metricDef{
 	{"omniroute_request_panics_total", kindCounter, "`route`", "Requests whose handling panicked (answered 500 internal_error, or a stream cut off); the gateway keeps serving."},
 
 	// Config reload (reload.go).
-	{"omniroute_config_reloads_total", kindCounter, "`result`", "Config reloads (SIGHUP, POST /api/config/reload) by result: ok (in force), invalid (the file does not validate), needs_restart (it needs a connection, target or endpoint only a restart starts), unreadable (no file, or it cannot be read); the running config stays on all but ok."},
+	{"omniroute_config_reloads_total", kindCounter, "`result`", "Config reloads (SIGHUP, POST /api/config/reload) by result: ok (in force), invalid (the file does not validate), needs_restart (an earlier reload failed while registering new targets: only a restart loads a config now), unreadable (no file, or it cannot be read); the running config stays on all but ok."},
 	{"omniroute_config_loaded_timestamp_seconds", kindGauge, "", "Unix time the config in force was loaded (start-up or the last applied reload)."},
 	{"omniroute_config_version", kindGauge, "", "Version of the config in force: 1 at start-up, one more per applied reload."},
 

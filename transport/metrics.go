@@ -11,6 +11,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/internal/growable"
 	"github.com/omniroute/gateway/messages"
 )
 
@@ -21,11 +22,30 @@ type gwMetrics struct {
 	set      *metrics.Set
 	routes   [numRoutes]routeSeries
 	inflight atomic.Int64
-	attempts [][messages.NumFailureClasses]*metrics.Counter         // by target, class
-	statuses []atomic.Pointer[[600]atomic.Pointer[metrics.Counter]] // by target, lazily per status
-	names    []string
-	ttfb     []*metrics.PrometheusHistogram // by target
+	targets  *growable.List[targetSeries] // by target id; addTarget grows it
 	dash     dashCounters
+}
+
+// targetSeries are one target's handles.
+type targetSeries struct {
+	name     string
+	attempts [messages.NumFailureClasses]*metrics.Counter         // by class
+	statuses atomic.Pointer[[600]atomic.Pointer[metrics.Counter]] // lazily per status
+	ttfb     *metrics.PrometheusHistogram
+}
+
+// target returns target id's handles.
+func (m *gwMetrics) target(id int) *targetSeries { return m.targets.At(id) }
+
+// addTarget creates the series of the next target id (start-up or a
+// reload that adds it).
+func (m *gwMetrics) addTarget(name string) {
+	ts := m.targets.At(m.targets.Grow(1))
+	ts.name = name
+	for c := messages.FailureClass(0); c < messages.NumFailureClasses; c++ {
+		ts.attempts[c] = m.set.GetOrCreateCounter(fmt.Sprintf(`omniroute_upstream_attempts_total{target=%q,outcome=%q}`, name, c.String()))
+	}
+	ts.ttfb = m.set.GetOrCreatePrometheusHistogramExt(fmt.Sprintf(`omniroute_upstream_ttfb_seconds{target=%q}`, name), durationBuckets)
 }
 
 // dashCounters are the inference figures the dashboard's history samples
@@ -83,20 +103,7 @@ func newMetrics(cat *catalog.Catalog) *gwMetrics {
 		rm.retries = m.set.NewCounter(fmt.Sprintf(`omniroute_routing_retries_total{route=%q}`, n))
 		rm.panics = m.set.NewCounter(fmt.Sprintf(`omniroute_request_panics_total{route=%q}`, n))
 	}
-	m.attempts = make([][messages.NumFailureClasses]*metrics.Counter, len(cat.Targets))
-	m.statuses = make([]atomic.Pointer[[600]atomic.Pointer[metrics.Counter]], len(cat.Targets))
-	m.names = make([]string, len(cat.Targets))
-	m.ttfb = make([]*metrics.PrometheusHistogram, len(cat.Targets))
-	for i, t := range cat.Targets {
-		m.names[i] = t.Name
-		// GetOrCreate: two models may share a target (same connection and
-		// upstream model), and then they share its series.
-		for c := messages.FailureClass(0); c < messages.NumFailureClasses; c++ {
-			// GetOrCreate: two models may list the same upstream target.
-			m.attempts[i][c] = m.set.GetOrCreateCounter(fmt.Sprintf(`omniroute_upstream_attempts_total{target=%q,outcome=%q}`, t.Name, c.String()))
-		}
-		m.ttfb[i] = m.set.GetOrCreatePrometheusHistogramExt(fmt.Sprintf(`omniroute_upstream_ttfb_seconds{target=%q}`, t.Name), durationBuckets)
-	}
+	m.targets = &growable.List[targetSeries]{} // recordPlan adds them
 	m.set.NewGauge(`omniroute_requests_inflight`, func() float64 { return float64(m.inflight.Load()) })
 	metrics.RegisterSet(m.set)
 	return m
@@ -133,14 +140,15 @@ func (m *gwMetrics) upstreamStatus(target, status int) {
 	if status < 100 || status >= 600 {
 		return
 	}
-	arr := m.statuses[target].Load()
+	ts := m.targets.At(target)
+	arr := ts.statuses.Load()
 	if arr == nil {
-		m.statuses[target].CompareAndSwap(nil, new([600]atomic.Pointer[metrics.Counter]))
-		arr = m.statuses[target].Load()
+		ts.statuses.CompareAndSwap(nil, new([600]atomic.Pointer[metrics.Counter]))
+		arr = ts.statuses.Load()
 	}
 	c := arr[status].Load()
 	if c == nil {
-		c = m.set.GetOrCreateCounter(`omniroute_upstream_responses_total{target="` + m.names[target] + `",status="` + strconv.Itoa(status) + `"}`)
+		c = m.set.GetOrCreateCounter(`omniroute_upstream_responses_total{target="` + ts.name + `",status="` + strconv.Itoa(status) + `"}`)
 		arr[status].Store(c)
 	}
 	c.Inc()

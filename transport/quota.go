@@ -12,7 +12,7 @@ import (
 	quotaactor "github.com/omniroute/gateway/actors/quota"
 	"github.com/omniroute/gateway/actors/targets"
 	"github.com/omniroute/gateway/internal/catalog"
-	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/growable"
 	"github.com/omniroute/gateway/internal/planner"
 	"github.com/omniroute/gateway/internal/quota"
 	"github.com/omniroute/gateway/messages"
@@ -30,10 +30,13 @@ type targetInfo struct {
 // quotaSys composes the quota telemetry actors, the token ledger and the
 // routing settings.
 type quotaSys struct {
-	ledger    *ledgeractor.Handle
-	slots     []ledgeractor.SlotSpec // the ledger's budgets, by slot
-	quota     *quotaactor.Handle
-	info      []targetInfo // by target id
+	ledger *ledgeractor.Handle
+	slots  []ledgeractor.SlotSpec // the ledger's start-up budgets, by slot (cluster pools)
+	quota  *quotaactor.Handle
+	info   *growable.List[targetInfo] // by target id
+	// slotOf is the ledger slot of each "connection\x00model" (writer
+	// only: start-up, then reloads under their mutex).
+	slotOf    map[string]int
 	aware     bool
 	maxWait   time.Duration
 	defOut    int64
@@ -53,9 +56,9 @@ const (
 var skipNames = [numSkips]string{"cooling", "circuit_open", "quota_exhausted", "token_budget"}
 
 type quotaMetrics struct {
-	skips   [][numSkips]*metrics.Counter // by target
-	pollOK  []*metrics.Counter           // by connection
-	pollErr []*metrics.Counter
+	skips   *growable.List[[numSkips]*metrics.Counter] // by target
+	pollOK  *growable.List[*metrics.Counter]           // by connection
+	pollErr *growable.List[*metrics.Counter]
 }
 
 // upstreamName is the model name a target sends upstream (the catalog
@@ -69,78 +72,33 @@ func upstreamName(t *catalog.Target) string {
 
 // spawnRouting starts the ledger, the quota actors and the targets actor
 // (whose attempt reports carry the header observations the other two
-// need).
+// need) with the start-up catalog's connections and targets, planned as
+// a reload plans the ones it adds (targetset.go).
 func (g *Gateway) spawnRouting(system *actor.ActorSystem, names []string) error {
 	cat, env := g.cat, g.opts.Env.Quota
-	qs := &quotaSys{info: make([]targetInfo, len(cat.Targets)), aware: bool(env.QuotaAwareRouting),
-		maxWait: env.RoutingMaxWait.Duration(), defOut: int64(env.DefaultOutputTokens), threshold: float64(env.ApproachingThreshold)}
+	qs := &quotaSys{info: &growable.List[targetInfo]{}, aware: bool(env.QuotaAwareRouting),
+		maxWait: env.RoutingMaxWait.Duration(), defOut: int64(env.DefaultOutputTokens), threshold: float64(env.ApproachingThreshold),
+		slotOf: map[string]int{}}
+	qs.m.skips, qs.m.pollOK, qs.m.pollErr = &growable.List[[numSkips]*metrics.Counter]{}, &growable.List[*metrics.Counter]{}, &growable.List[*metrics.Counter]{}
 	g.qs = qs
-	specs := make([]quotaactor.ConnSpec, len(cat.Connections))
-	var slots []ledgeractor.SlotSpec
-	slotOf := map[string]int{}
-	for _, c := range cat.Connections {
-		p := c.Provider
-		m, err := config.HeaderMapping(p.Quota)
-		if err != nil {
-			return fmt.Errorf("providers.%s: %w", p.ID, err)
-		}
-		spec := quotaactor.ConnSpec{Provider: p.ID, Name: c.Name, Mapping: m}
-		if l := c.Limits; l.TokensPerMinute > 0 || l.RequestsPerMinute > 0 {
-			for _, d := range []struct {
-				dim   messages.QuotaDimension
-				limit int64
-				unit  string
-			}{{messages.DimTokens, l.TokensPerMinute, "tokens"}, {messages.DimRequests, l.RequestsPerMinute, "requests"}} {
-				if d.limit > 0 {
-					spec.Configured = append(spec.Configured, quota.Value{Dimension: d.dim, Flags: quota.HasLimit, Limit: float64(d.limit),
-						Unit: d.unit + "/min", Source: quota.SourceConfigured, Confidence: quota.ConfidenceHigh})
-				}
-			}
-		}
-		// Budgets exist when limits are configured or may arrive in headers.
-		spec.Budgeted = c.Limits.TokensPerMinute > 0 || c.Limits.RequestsPerMinute > 0 || m != nil
-		if q := p.Quota.QuotaAPI; q != nil {
-			spec.Poll = &quotaactor.PollSpec{Kind: q.Kind, BaseURL: q.PollBaseURL(p.BaseURL), Interval: q.PollInterval(), Timeout: q.PollTimeout(), APIKey: c.APIKey()}
-		}
-		specs[c.ID] = spec
+	p, err := g.planTargets(cat.Connections, cat.Targets, nil, g.opts.File)
+	if err != nil {
+		return err
 	}
-	for _, t := range cat.Targets {
-		up := upstreamName(t)
-		spec := &specs[t.Conn.ID]
-		mi := -1
-		for i, m := range spec.Models {
-			if m == up {
-				mi = i
-			}
-		}
-		if mi < 0 {
-			mi = len(spec.Models)
-			spec.Models = append(spec.Models, up)
-		}
-		key := t.Conn.Name + "\x00" + up
-		slot, ok := slotOf[key]
-		if !ok {
-			slot = len(slots)
-			slotOf[key] = slot
-			slots = append(slots, ledgeractor.SlotSpec{Connection: t.Conn.Name, Model: up,
-				TokensPerMinute: t.Conn.Limits.TokensPerMinute, RequestsPerMinute: t.Conn.Limits.RequestsPerMinute})
-		}
-		qs.info[t.ID] = targetInfo{conn: t.Conn.ID, model: mi, slot: slot, mapping: spec.Mapping, upstream: up}
-	}
-	qs.createMetrics(g)
-	var err error
-	qs.slots = slots
-	if qs.ledger, err = ledgeractor.Spawn(system, slots, g.clk); err != nil {
+	g.recordPlan(p)
+	qs.ledgerMetrics(g)
+	qs.slots = p.slots
+	if qs.ledger, err = ledgeractor.Spawn(system, p.slots, g.clk); err != nil {
 		return err
 	}
 	ledgerH := qs.ledger
-	qs.quota, err = quotaactor.Spawn(system, specs, g.clk, quotaactor.Options{Threshold: qs.threshold,
-		Estimates: func(conn int) []quota.Value { return ledgerH.Snapshot().Estimates(cat.Connections[conn].Name) },
+	qs.quota, err = quotaactor.Spawn(system, p.connSpecs, g.clk, quotaactor.Options{Threshold: qs.threshold,
+		Estimates: func(conn int) []quota.Value { return ledgerH.Snapshot().Estimates(*g.reg.connNames.At(conn)) },
 		OnPoll: func(conn int, ok bool) {
 			if ok {
-				qs.m.pollOK[conn].Inc()
+				(*qs.m.pollOK.At(conn)).Inc()
 			} else {
-				qs.m.pollErr[conn].Inc()
+				(*qs.m.pollErr.At(conn)).Inc()
 			}
 		}})
 	if err != nil {
@@ -152,7 +110,7 @@ func (g *Gateway) spawnRouting(system *actor.ActorSystem, names []string) error 
 		BackoffBase:      env.CooldownBase.Duration(), BackoffMax: env.CooldownMax.Duration(),
 		HardCooldown: env.QuotaCooldown.Duration(),
 		OnObservation: func(target int, obs *messages.QuotaObservation) {
-			in := &qs.info[target]
+			in := qs.info.At(target)
 			qs.quota.Observe(in.conn, in.upstream, obs)
 			qs.ledger.ObserveLimits(in.slot, obs)
 		},
@@ -174,57 +132,64 @@ func (qs *quotaSys) stop() {
 	qs.ledger.Stop()
 }
 
-// createMetrics registers the quota series on the gateway's set: counters
-// are created up front, gauges read the published snapshots on scrape.
-func (qs *quotaSys) createMetrics(g *Gateway) {
-	set, cat := g.metrics.set, g.cat
-	qs.m.skips = make([][numSkips]*metrics.Counter, len(cat.Targets))
-	for i, t := range cat.Targets {
-		for r := 0; r < numSkips; r++ {
-			qs.m.skips[i][r] = set.NewCounter(fmt.Sprintf(`omniroute_routing_skips_total{target=%q,reason=%q}`, t.Name, skipNames[r]))
-		}
-		for _, st := range []string{"closed", "open", "half_open"} {
-			id, st := t.ID, st
-			set.NewGauge(fmt.Sprintf(`omniroute_circuit_state{target=%q,state=%q}`, t.Name, st), func() float64 {
-				if s := g.targets.Snapshot(); s != nil && id < len(s.Targets) {
-					if targets.CircuitState(s.Targets[id].Open, s.Targets[id].CoolUntil, g.clk.Now()) == st {
-						return 1
-					}
-				}
-				return 0
-			})
-		}
-		id := t.ID
-		set.NewGauge(fmt.Sprintf(`omniroute_target_cooldown_seconds{target=%q}`, t.Name), func() float64 {
+// targetMetrics registers the quota series of the next target id:
+// counters are created up front, gauges read the published snapshots on
+// scrape.
+func (qs *quotaSys) targetMetrics(g *Gateway, t *catalog.Target) {
+	set := g.metrics.set
+	var skips [numSkips]*metrics.Counter
+	for r := 0; r < numSkips; r++ {
+		skips[r] = set.NewCounter(fmt.Sprintf(`omniroute_routing_skips_total{target=%q,reason=%q}`, t.Name, skipNames[r]))
+	}
+	qs.m.skips.Append(skips)
+	for _, st := range []string{"closed", "open", "half_open"} {
+		id, st := t.ID, st
+		set.NewGauge(fmt.Sprintf(`omniroute_circuit_state{target=%q,state=%q}`, t.Name, st), func() float64 {
 			if s := g.targets.Snapshot(); s != nil && id < len(s.Targets) {
-				if d := s.Targets[id].CoolUntil.Sub(g.clk.Now()); d > 0 {
-					return d.Seconds()
+				if targets.CircuitState(s.Targets[id].Open, s.Targets[id].CoolUntil, g.clk.Now()) == st {
+					return 1
 				}
 			}
 			return 0
 		})
 	}
-	for _, c := range cat.Connections {
-		qs.m.pollOK = append(qs.m.pollOK, set.NewCounter(fmt.Sprintf(`omniroute_quota_polls_total{connection=%q,outcome="ok"}`, c.Name)))
-		qs.m.pollErr = append(qs.m.pollErr, set.NewCounter(fmt.Sprintf(`omniroute_quota_polls_total{connection=%q,outcome="error"}`, c.Name)))
-		for _, st := range quota.Statuses {
-			id, st := c.ID, st
-			set.NewGauge(fmt.Sprintf(`omniroute_quota_models{connection=%q,state=%q}`, c.Name, st.String()), func() float64 {
-				cs := qs.quota.State(id)
-				if cs == nil {
-					return 0
-				}
-				n := 0
-				for i := range cs.Models {
-					if cs.Models[i].Status == st {
-						n++
-					}
-				}
-				return float64(n)
-			})
+	id := t.ID
+	set.NewGauge(fmt.Sprintf(`omniroute_target_cooldown_seconds{target=%q}`, t.Name), func() float64 {
+		if s := g.targets.Snapshot(); s != nil && id < len(s.Targets) {
+			if d := s.Targets[id].CoolUntil.Sub(g.clk.Now()); d > 0 {
+				return d.Seconds()
+			}
 		}
+		return 0
+	})
+}
+
+// connMetrics registers the quota series of the next connection id.
+func (qs *quotaSys) connMetrics(g *Gateway, c *catalog.Connection) {
+	set := g.metrics.set
+	qs.m.pollOK.Append(set.NewCounter(fmt.Sprintf(`omniroute_quota_polls_total{connection=%q,outcome="ok"}`, c.Name)))
+	qs.m.pollErr.Append(set.NewCounter(fmt.Sprintf(`omniroute_quota_polls_total{connection=%q,outcome="error"}`, c.Name)))
+	for _, st := range quota.Statuses {
+		id, st := c.ID, st
+		set.NewGauge(fmt.Sprintf(`omniroute_quota_models{connection=%q,state=%q}`, c.Name, st.String()), func() float64 {
+			cs := qs.quota.State(id)
+			if cs == nil {
+				return 0
+			}
+			n := 0
+			for i := range cs.Models {
+				if cs.Models[i].Status == st {
+					n++
+				}
+			}
+			return float64(n)
+		})
 	}
-	set.NewGauge(`omniroute_ledger_reserved_tokens`, func() float64 {
+}
+
+// ledgerMetrics registers the ledger's gauge.
+func (qs *quotaSys) ledgerMetrics(g *Gateway) {
+	g.metrics.set.NewGauge(`omniroute_ledger_reserved_tokens`, func() float64 {
 		var n uint64
 		if s := qs.ledger.Snapshot(); s != nil {
 			for i := range s.Slots {
@@ -255,7 +220,7 @@ func (g *Gateway) quotaHealth() (any, string) {
 	snap := g.targets.Snapshot()
 	live := g.rc.Load().cat.Targets // the targets the config in force routes to
 	for _, t := range live {
-		in := &qs.info[t.ID]
+		in := qs.info.At(t.ID)
 		out := false
 		if snap != nil && t.ID < len(snap.Targets) {
 			s := &snap.Targets[t.ID]

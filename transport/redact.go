@@ -3,6 +3,8 @@ package transport
 import (
 	"github.com/valyala/fasthttp"
 
+	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/sanitize"
 )
 
@@ -10,11 +12,21 @@ import (
 // keys, the management key, the tenant secret, the self-loop and Bifrost
 // keys, tenant and relay keys named by environment variable): the logger
 // and every passed-through upstream error redact them whatever their
-// shape, besides the secret shapes sanitize recognises.
+// shape, besides the secret shapes sanitize recognises. A reload adds the
+// secrets of the file it loads (secrets); none is ever dropped, as a
+// stream in flight may still carry an old key.
 func (g *Gateway) buildRedactor() *sanitize.Redactor {
 	e := &g.opts.Env
 	known := []string{e.Server.ManagementKey, e.Server.TenantSecret, e.Admission.SelfLoopKey(), e.Relay.BifrostKey()}
-	for _, c := range g.cat.Connections {
+	return sanitize.NewRedactor(append(known, g.secrets(g.opts.File, g.cat)...)...)
+}
+
+// secrets are the values a config file and its catalog name: the
+// connections' API keys and the tenant and relay keys of the environment
+// variables the file names.
+func (g *Gateway) secrets(f *config.File, cat *catalog.Catalog) []string {
+	var known []string
+	for _, c := range cat.Connections {
 		known = append(known, c.APIKey())
 	}
 	lookup := func(name string) {
@@ -25,15 +37,15 @@ func (g *Gateway) buildRedactor() *sanitize.Redactor {
 			known = append(known, v)
 		}
 	}
-	for _, t := range g.opts.File.Tenants {
+	for _, t := range f.Tenants {
 		lookup(t.KeyEnv)
 	}
-	if r := g.opts.File.Relay; r != nil {
+	if r := f.Relay; r != nil {
 		for _, t := range r.Tokens {
 			lookup(t.TokenEnv)
 		}
 	}
-	return sanitize.NewRedactor(known...)
+	return known
 }
 
 // redactErrorHeaders redacts the header values of an upstream error

@@ -36,13 +36,14 @@ import (
 //
 // The per-target state the actors own (circuits and cooldowns, quota,
 // token budgets, admission limits and lanes, metrics) is indexed by
-// target and connection IDs of the start-up catalog; a reloaded catalog
-// is renumbered onto it (catalog.Onto), so a target that survives keeps
+// target and connection ids that never change; a reloaded catalog is
+// renumbered onto them (catalog.Onto), so a target that survives keeps
 // its state, a removed one keeps its (unused) state until it comes back,
-// and a reload that needs a connection or target the gateway did not
-// start with is refused as needing a restart. The config-file tenants go
-// to the keys actor in one message (keys.Handle.SetConfig), which keeps
-// the run-time keys and republishes the snapshot the limiter follows.
+// and a new one gets the next id and is registered with every actor
+// before the config naming it is published (targetset.go). The
+// config-file tenants go to the keys actor in one message
+// (keys.Handle.SetConfig), which keeps the run-time keys and republishes
+// the snapshot the limiter follows.
 
 // ConfigReloadPath is the management route that re-reads the config file.
 const ConfigReloadPath = "/api/config/reload"
@@ -119,37 +120,19 @@ type ReloadResult struct {
 	NeedsRestart []string `json:"needsRestart"`
 }
 
-// buildRouting resolves f into a routing config, renumbered onto the
-// start-up catalog base (nil: f is the start-up file). Every problem is
-// returned, each a message starting with what it is about; fixed lists
-// those that only a restart can apply (the file is still valid).
-//
-// At start-up cat is the catalog New built from f (nil: build it).
-func (g *Gateway) buildRouting(f *config.File, base, cat *catalog.Catalog) (rc *routingConfig, problems []string, restart bool) {
-	var err error
-	if cat == nil {
-		if cat, err = catalog.Build(f, g.opts.Getenv); err != nil {
-			return nil, errorList(err), false
-		}
-	}
-	if base != nil {
-		if p := cat.Onto(base); len(p) > 0 {
-			return nil, p, true
-		}
-		if p := g.fixedConnections(cat, base); len(p) > 0 {
-			return nil, p, true
-		}
-	} else {
-		base = cat
-	}
+// buildRouting resolves f, whose catalog is cat (numbered: built first,
+// or renumbered by Onto), into a routing config for a gateway that will
+// number nTargets targets. Every problem is returned, each a message
+// starting with what it is about.
+func (g *Gateway) buildRouting(f *config.File, cat *catalog.Catalog, nTargets int) (rc *routingConfig, problems []string) {
 	o := g.opts
 	o.File = f
 	res, err := buildTenants(o)
 	if err != nil {
-		return nil, errorList(err), false
+		return nil, errorList(err)
 	}
 	rc = &routingConfig{file: f, cat: cat, tenants: res, prices: pricing.New(f.Prices), rr: make([]atomic.Uint64, len(cat.Models))}
-	rc.price = buildPrices(rc.prices, cat, len(base.Targets))
+	rc.price = buildPrices(rc.prices, cat, nTargets)
 	if rc.fusion, err = buildFusion(f, cat); err != nil {
 		problems = append(problems, errorList(err)...)
 	}
@@ -157,29 +140,10 @@ func (g *Gateway) buildRouting(f *config.File, base, cat *catalog.Catalog) (rc *
 		problems = append(problems, errorList(err)...)
 	}
 	if len(problems) > 0 {
-		return nil, problems, false
+		return nil, problems
 	}
 	rc.hash = fileHash(f)
-	return rc, nil, false
-}
-
-// fixedConnections reports connections whose endpoint or credential
-// differs from the one the gateway started with: their pools and usage
-// pollers were built for the old ones.
-func (g *Gateway) fixedConnections(cat, base *catalog.Catalog) []string {
-	var out []string
-	for _, nc := range cat.Connections {
-		bc := base.Connections[nc.ID]
-		addr, tls, err := g.resolveAddr(nc.Provider)
-		baddr, btls, berr := g.resolveAddr(bc.Provider)
-		if err != nil || berr != nil || addr != baddr || tls != btls {
-			out = append(out, fmt.Sprintf("connection %s: the provider's address changed (%s → %s): a new endpoint needs a restart", nc.Name, bc.Provider.BaseURL, nc.Provider.BaseURL))
-		}
-		if nc.APIKey() != bc.APIKey() {
-			out = append(out, fmt.Sprintf("connection %s: the API key changed: a new credential needs a restart", nc.Name))
-		}
-	}
-	return out
+	return rc, nil
 }
 
 // errorList splits a validation error into its problems.
@@ -203,10 +167,13 @@ func fileHash(f *config.File) string {
 }
 
 // needsRestart lists the settings of next that differ from cur but are
-// read only at start: services, engines, the relay, provider quota
-// mappings and usage APIs, connection limits and pools, and the
-// concurrency caps of targets.
-func needsRestart(cur, next *config.File) []string {
+// read only at start: services, engines, the relay, provider rate-limit
+// header mappings, and in cluster mode connection limits (the cluster's
+// shared budget pools keep theirs), of providers and connections that
+// exist in both (new ones start with the new file's settings). A changed
+// endpoint, API key, usage API, max_conns, limits or max_concurrent is
+// applied at run time (targetset.go).
+func needsRestart(cur, next *config.File, cluster bool) []string {
 	out := []string{}
 	same := func(a, b any) bool {
 		x, _ := json.Marshal(a)
@@ -231,34 +198,20 @@ func needsRestart(cur, next *config.File) []string {
 		if np.RateLimitHeaders != p.RateLimitHeaders || !same(np.CustomRateLimitHeaders, p.CustomRateLimitHeaders) {
 			out = append(out, "providers."+pid+".rate_limit_headers")
 		}
-		if !same(np.QuotaAPI, p.QuotaAPI) {
-			out = append(out, "providers."+pid+".quota_api")
+		if !cluster {
+			continue
 		}
 		for _, cid := range slices.Sorted(maps.Keys(p.Connections)) {
-			oc, ok := np.Connections[cid]
-			if !ok {
-				continue
-			}
-			nc := p.Connections[cid]
-			if oc.MaxConns != nc.MaxConns {
-				out = append(out, "providers."+pid+".connections."+cid+".max_conns")
-			}
-			if !reflect.DeepEqual(oc.Limits, nc.Limits) {
+			if oc, ok := np.Connections[cid]; ok && !reflect.DeepEqual(oc.Limits, p.Connections[cid].Limits) {
 				out = append(out, "providers."+pid+".connections."+cid+".limits")
 			}
-		}
-	}
-	oldCaps, newCaps := targetCaps(cur), targetCaps(next)
-	for _, name := range slices.Sorted(maps.Keys(newCaps)) {
-		if c, ok := oldCaps[name]; ok && c != newCaps[name] {
-			out = append(out, "max_concurrent of target "+name)
 		}
 	}
 	return out
 }
 
-// targetCaps is each target's concurrency cap as startLanes computes it:
-// the smallest max_concurrent any model sets for it (0: none).
+// targetCaps is each target's concurrency cap: the smallest
+// max_concurrent any model sets for it (0: none).
 func targetCaps(f *config.File) map[string]int {
 	out := map[string]int{}
 	for _, mn := range slices.Sorted(maps.Keys(f.Models)) {
@@ -283,7 +236,7 @@ func targetCaps(f *config.File) map[string]int {
 
 // initRouting publishes the start-up routing config.
 func (g *Gateway) initRouting() error {
-	rc, probs, _ := g.buildRouting(g.opts.File, nil, g.cat)
+	rc, probs := g.buildRouting(g.opts.File, g.cat, len(g.cat.Targets))
 	if len(probs) > 0 {
 		return config.Errors(probs)
 	}
@@ -327,26 +280,49 @@ func (g *Gateway) ReloadConfig() ReloadResult {
 
 // ReloadFile is ReloadConfig with a file already decoded (embedders
 // that keep their config elsewhere).
+//
+// The file is validated whole first (catalog, endpoints, tenants, fusion
+// panels); then what it adds is registered with every actor (targetset.go),
+// its secrets join the redactor, the keys actor takes its tenants, and
+// only then is the new config published. Connections it removes stop
+// their quota telemetry after that.
 func (g *Gateway) ReloadFile(f *config.File) ReloadResult {
 	g.reload.mu.Lock()
 	defer g.reload.mu.Unlock()
-	cur := g.rc.Load()
-	rc, probs, restart := g.buildRouting(f, g.cat, nil)
-	if len(probs) > 0 {
-		r := ReloadResult{Result: reloadInvalid, Errors: probs}
-		if restart {
-			r.Result = reloadNeedsRestart
-		}
-		return g.reloadDone(r)
+	if g.closed.Load() {
+		return g.reloadDone(ReloadResult{Result: reloadUnreadable, Errors: []string{errReloadClosed.Error()}})
 	}
+	if g.reg.broken != nil {
+		return g.reloadDone(ReloadResult{Result: reloadNeedsRestart, Errors: []string{g.reg.broken.Error()}})
+	}
+	cur := g.rc.Load()
+	cat, err := catalog.Build(f, g.opts.Getenv)
+	if err != nil {
+		return g.reloadDone(ReloadResult{Result: reloadInvalid, Errors: errorList(err)})
+	}
+	newConns, newTargets := cat.Onto(g.reg.ids)
+	plan, err := g.planTargets(newConns, newTargets, cat, f)
+	if err != nil {
+		return g.reloadDone(ReloadResult{Result: reloadInvalid, Errors: errorList(err)})
+	}
+	rc, probs := g.buildRouting(f, cat, g.reg.targetNames.Len()+len(newTargets))
+	if len(probs) > 0 {
+		return g.reloadDone(ReloadResult{Result: reloadInvalid, Errors: probs})
+	}
+	if err := g.applyPlan(plan); err != nil {
+		return g.reloadDone(ReloadResult{Result: reloadNeedsRestart, Errors: []string{err.Error()}})
+	}
+	g.redact.Add(g.secrets(f, cat)...)
 	if err := g.ten.keys.SetConfig(rc.config); err != nil {
 		return g.reloadDone(ReloadResult{Result: reloadInvalid, Errors: []string{err.Error()}})
 	}
 	rc.version, rc.loadedAt = cur.version+1, g.clk.Now()
 	g.rc.Store(rc)
-	r := ReloadResult{Applied: true, Result: reloadOK, Changed: rc.hash != cur.hash, NeedsRestart: needsRestart(cur.file, f)}
+	g.retireRemoved(plan, cat)
+	r := ReloadResult{Applied: true, Result: reloadOK, Changed: rc.hash != cur.hash, NeedsRestart: needsRestart(cur.file, f, g.cs != nil)}
 	g.log.Info("config reloaded", "version", rc.version, "hash", rc.hash, "changed", r.Changed,
-		"models", len(rc.cat.Models), "targets", len(rc.cat.Targets), "needsRestart", r.NeedsRestart)
+		"models", len(rc.cat.Models), "targets", len(rc.cat.Targets), "newConnections", len(plan.conns), "newTargets", len(plan.targets),
+		"restartedConnections", len(plan.restart), "removedConnections", len(plan.removed), "needsRestart", r.NeedsRestart)
 	return g.reloadDone(r)
 }
 
@@ -365,9 +341,10 @@ func (g *Gateway) reloadDone(r ReloadResult) ReloadResult {
 // configReload serves POST /api/config/reload behind the management
 // guard, with the forgery rule of state-changing management requests.
 // 200: applied (with what needs a restart); 422 invalid_config: the file
-// does not validate; 409 config_needs_restart: it needs a connection,
-// target or endpoint only a restart can start; 503 config_unreadable:
-// the file cannot be read. Errors lists every problem.
+// does not validate; 409 config_needs_restart: an earlier reload failed
+// while registering new targets with the actors, so only a restart can
+// load a config; 503 config_unreadable: the file cannot be read. Errors
+// lists every problem.
 func (g *Gateway) configReload(ctx *fasthttp.RequestCtx, rid []byte) {
 	if !ctx.IsPost() {
 		g.mgmtMethod(ctx, rid, "POST")
@@ -393,7 +370,7 @@ func (g *Gateway) configReload(ctx *fasthttp.RequestCtx, rid []byte) {
 		out.Error = &mgmtError{Type: "invalid_request", Code: "invalid_config", Message: "the config file is invalid; the running config stays. Fix the errors listed and reload again"}
 	case reloadNeedsRestart:
 		status = 409
-		out.Error = &mgmtError{Type: "conflict", Code: "config_needs_restart", Message: "the config file needs what only a restart can start; the running config stays. Restart the gateway to use it"}
+		out.Error = &mgmtError{Type: "conflict", Code: "config_needs_restart", Message: "the gateway cannot apply a config without a restart (see errors); the running config stays. Restart the gateway to use it"}
 	case reloadUnreadable:
 		status = 503
 		out.Error = &mgmtError{Type: "server_error", Code: "config_unreadable", Message: "the config file cannot be read; the running config stays"}

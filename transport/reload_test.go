@@ -19,11 +19,14 @@ import (
 // two connections, the models given (a JSON fragment of "name": {...}
 // entries) and extra top-level members (a fragment starting with a
 // comma, or "").
-func reloadJSON(models, extra string) string {
+func reloadJSON(models, extra string) string { return reloadJSONWith("", models, extra) }
+
+// reloadJSONWith adds providers (a fragment starting with a comma).
+func reloadJSONWith(providers, models, extra string) string {
 	return `{
   "providers": {
     "mock": {"base_url": "http://` + mock.Addr + `/v1", "apis": ["chat", "messages", "responses"],
-      "connections": {"a": {"api_key_env": "TEST_KEY_A"}, "b": {"api_key_env": "TEST_KEY_B"}}}
+      "connections": {"a": {"api_key_env": "TEST_KEY_A"}, "b": {"api_key_env": "TEST_KEY_B"}}}` + providers + `
   },
   "models": {` + models + `},
   "auth": {"mode": "loopback", "allow_anonymous": true}` + extra + `
@@ -38,19 +41,31 @@ type reloadEnv struct {
 
 func startFromFile(t *testing.T, js string, env map[string]string) *reloadEnv {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "omniroute.json")
-	if err := os.WriteFile(path, []byte(js), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	f, err := config.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path := writeConfig(t, js)
 	vars := map[string]string{"OMNIROUTE_CONFIG": path}
 	for k, v := range env {
 		vars[k] = v
 	}
-	return &reloadEnv{gwEnv: startGateway(t, f, vars), path: path}
+	return &reloadEnv{gwEnv: startGateway(t, readConfig(t, path), vars), path: path}
+}
+
+// writeConfig writes js to a config file in a temporary directory.
+func writeConfig(t *testing.T, js string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "omniroute.json")
+	if err := os.WriteFile(path, []byte(js), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func readConfig(t *testing.T, path string) *config.File {
+	t.Helper()
+	f, err := config.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 // reloadAnswer is the body of POST /api/config/reload.
@@ -82,6 +97,55 @@ func (r *reloadEnv) reload(js string) (int, reloadAnswer) {
 		r.t.Fatalf("reload answer %d %s: %v", resp.status, resp.body, err)
 	}
 	return resp.status, a
+}
+
+// stream is a chat completion stream in flight, its first event read.
+type stream struct {
+	model string
+	resp  *http.Response
+	br    *bufio.Reader
+	first string
+}
+
+func openStream(t *testing.T, g *gwEnv, model string) *stream {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, g.base+"/v1/chat/completions", strings.NewReader(reloadChat(model, true)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := g.hc.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("stream %s: %v %v", model, resp, err)
+	}
+	br := bufio.NewReader(resp.Body)
+	line, err := br.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "data: ") {
+		t.Fatalf("stream %s first line %q %v", model, line, err)
+	}
+	return &stream{model, resp, br, line}
+}
+
+// finish reads the stream to its end, checks its terminator and returns
+// the text of its deltas, in order.
+func (s *stream) finish(t *testing.T) string {
+	t.Helper()
+	rest, err := io.ReadAll(s.br)
+	s.resp.Body.Close()
+	if err != nil || !strings.Contains(string(rest), "data: [DONE]") {
+		t.Fatalf("stream %s: %v %q", s.model, err, rest)
+	}
+	var text strings.Builder
+	for _, ev := range sseEvents(append([]byte(s.first), rest...)) {
+		var c struct {
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+		}
+		if json.Unmarshal([]byte(ev[1]), &c) == nil && len(c.Choices) > 0 {
+			text.WriteString(c.Choices[0].Delta.Content)
+		}
+	}
+	return text.String()
 }
 
 func reloadChat(model string, stream bool) string {
@@ -116,26 +180,7 @@ func TestReloadKeepsStreamsAndSwitchesModels(t *testing.T) {
 	g := startFromFile(t, reloadJSON(old, ""), nil)
 	v1 := jsonField(t, g.get("/api/monitoring/health").body, "server", "config", "hash")
 
-	type stream struct {
-		resp  *http.Response
-		br    *bufio.Reader
-		first string
-	}
-	open := func(model string) stream {
-		req, _ := http.NewRequest(http.MethodPost, g.base+"/v1/chat/completions", strings.NewReader(reloadChat(model, true)))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := g.hc.Do(req)
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("stream %s: %v %v", model, resp, err)
-		}
-		br := bufio.NewReader(resp.Body)
-		line, err := br.ReadString('\n')
-		if err != nil || !strings.HasPrefix(line, "data: ") {
-			t.Fatalf("stream %s first line %q %v", model, line, err)
-		}
-		return stream{resp, br, line}
-	}
-	gone, moved := open("rl-gone"), open("rl-moved")
+	gone, moved := openStream(t, g.gwEnv, "rl-gone"), openStream(t, g.gwEnv, "rl-moved")
 	if tg := moved.resp.Header.Get("X-OmniRoute-Target"); tg != "mock/a/m-rl-slow2" {
 		t.Fatalf("moved stream served by %q", tg)
 	}
@@ -153,28 +198,10 @@ func TestReloadKeepsStreamsAndSwitchesModels(t *testing.T) {
 
 	// Both streams are still running on the old config: they finish with
 	// every chunk in order and the terminator.
-	for name, s := range map[string]stream{"rl-gone": gone, "rl-moved": moved} {
-		rest, err := io.ReadAll(s.br)
-		s.resp.Body.Close()
-		if err != nil || !strings.Contains(string(rest), "data: [DONE]") {
-			t.Fatalf("%s after reload: %v %q", name, err, rest)
-		}
-		var text strings.Builder
-		for _, ev := range sseEvents(append([]byte(s.first), rest...)) {
-			var c struct {
-				Choices []struct {
-					Delta struct {
-						Content string `json:"content"`
-					} `json:"delta"`
-				} `json:"choices"`
-			}
-			if json.Unmarshal([]byte(ev[1]), &c) == nil && len(c.Choices) > 0 {
-				text.WriteString(c.Choices[0].Delta.Content)
-			}
-		}
+	for name, s := range map[string]*stream{"rl-gone": gone, "rl-moved": moved} {
 		want := map[string]string{"rl-gone": "abcdefghijklABCDEFGHIJKL", "rl-moved": "mnopqrstuvwxMNOPQRSTUVWX"}[name]
-		if text.String() != want {
-			t.Fatalf("%s: stream text after the reload %q, want %q", name, text.String(), want)
+		if text := s.finish(t); text != want {
+			t.Fatalf("%s: stream text after the reload %q, want %q", name, text, want)
 		}
 	}
 
@@ -202,7 +229,7 @@ func TestReloadKeepsStreamsAndSwitchesModels(t *testing.T) {
 	m := string(g.get("/metrics").body)
 	for _, want := range []string{`omniroute_config_reloads_total{result="ok"} 1`, "omniroute_config_version 2", "omniroute_config_loaded_timestamp_seconds "} {
 		if !strings.Contains(m, want) {
-			t.Fatalf("metrics lack %q", want)
+			t.Fatalf("metrics lack %q: %s", want, m)
 		}
 	}
 
@@ -261,31 +288,59 @@ func TestReloadRefusesInvalidFile(t *testing.T) {
 	}
 }
 
-// TestReloadNeedsRestart: a file that adds a connection or a target the
-// gateway did not start with is refused (409 config_needs_restart) and the
-// running config stays; settings read only at start (a connection's
-// max_conns, a target's max_concurrent) are applied around and reported
-// in needsRestart.
+// TestReloadNeedsRestart: a connection's max_conns and limits and a
+// target's max_concurrent apply at run time (health shows the new cap,
+// the quota report the new budget); a
+// provider's rate_limit_headers is read only at start: the reload is
+// applied and names it in needsRestart.
 func TestReloadNeedsRestart(t *testing.T) {
 	resetMock(t)
 	models := `"rl-r": {"targets": [{"connection": "mock/a", "model": "m-rl-r"}]}`
 	g := startFromFile(t, reloadJSON(models, ""), nil)
-	status, a := g.reload(reloadJSON(models+`, "rl-r2": {"targets": [{"connection": "mock/b", "model": "m-rl-unseen"}]}`, ""))
-	if status != 409 || a.Applied || a.Error == nil || a.Error.Code != "config_needs_restart" || len(a.Errors) != 1 || !strings.Contains(a.Errors[0], "target mock/b/m-rl-unseen is new") {
-		t.Fatalf("new target: %d %+v", status, a)
-	}
-	if r := g.post("/v1/chat/completions", reloadChat("rl-r2", false)); r.status != 404 {
-		t.Fatalf("refused reload took effect: %d", r.status)
-	}
 	js := strings.Replace(reloadJSON(`"rl-r": {"targets": [{"connection": "mock/a", "model": "m-rl-r", "max_concurrent": 3}]}, "rl-r3": {"targets": [{"connection": "mock/a", "model": "m-rl-r"}]}`, ""),
-		`"a": {"api_key_env": "TEST_KEY_A"}`, `"a": {"api_key_env": "TEST_KEY_A", "max_conns": 7}`, 1)
-	status, a = g.reload(js)
-	want := []string{"providers.mock.connections.a.max_conns", "max_concurrent of target mock/a/m-rl-r"}
-	if status != 200 || !a.Applied || strings.Join(a.NeedsRestart, ",") != strings.Join(want, ",") {
-		t.Fatalf("restart-only settings: %d %+v", status, a)
+		`"a": {"api_key_env": "TEST_KEY_A"}`, `"a": {"api_key_env": "TEST_KEY_A", "max_conns": 7, "limits": {"requests_per_minute": 2}}`, 1)
+	js = strings.Replace(js, `"apis": ["chat", "messages", "responses"],`, `"apis": ["chat", "messages", "responses"], "rate_limit_headers": "openai",`, 1)
+	status, a := g.reload(js)
+	if status != 200 || !a.Applied || strings.Join(a.NeedsRestart, ",") != "providers.mock.rate_limit_headers" {
+		t.Fatalf("reload: %d %+v", status, a)
 	}
+	var up map[string]any
+	ups, _ := jsonField(t, g.get("/api/monitoring/health").body, "adaptiveAdmission", "upstreams").([]any)
+	for _, u := range ups {
+		if m := u.(map[string]any); m["name"] == "mock/a/m-rl-r" {
+			up = m
+		}
+	}
+	if up == nil || up["maxConcurrent"] != float64(3) {
+		t.Fatalf("max_concurrent after the reload: %v", up)
+	}
+	// The connection's budget has the new limit (the ledger's tests show
+	// it enforced), and the request after the reload counted in it.
 	if r := g.post("/v1/chat/completions", reloadChat("rl-r3", false)); r.status != 200 {
 		t.Fatalf("the rest of the file is not in force: %d %s", r.status, r.body)
+	}
+	var q struct {
+		Connections []struct {
+			ConnectionID string `json:"connectionId"`
+			Ledger       []struct {
+				Requests *struct {
+					Limit  int64  `json:"limit"`
+					Source string `json:"source"`
+				} `json:"requests"`
+			} `json:"ledger"`
+		} `json:"connections"`
+	}
+	if err := json.Unmarshal(g.get("/api/omniroute/quota").body, &q); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range q.Connections {
+		if c.ConnectionID == "mock/a" && len(c.Ledger) == 1 && c.Ledger[0].Requests != nil {
+			found = c.Ledger[0].Requests.Limit == 2 && c.Ledger[0].Requests.Source == "configured"
+		}
+	}
+	if !found {
+		t.Fatalf("mock/a's budget after the reload: %+v", q.Connections)
 	}
 }
 

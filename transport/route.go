@@ -104,7 +104,7 @@ func (c *call) Evidence(i int, now time.Time, e *planner.Evidence) {
 		e.Open, e.CoolUntil = st.Open, st.CoolUntil
 	}
 	if qs.aware {
-		in := &qs.info[t.ID]
+		in := qs.info.At(t.ID)
 		e.QuotaAware = true
 		e.Quota = qs.quota.ModelStatus(in.conn, in.model, now)
 		if e.Quota == quota.StatusExhausted {
@@ -118,7 +118,7 @@ func (c *call) Evidence(i int, now time.Time, e *planner.Evidence) {
 
 // Skipped counts a candidate the planner passed over (planner.Source).
 func (c *call) Skipped(i int, why planner.Skip) {
-	c.g.qs.m.skips[c.plan.list[i].ID][why].Inc()
+	c.g.qs.m.skips.At(c.plan.list[i].ID)[why].Inc()
 }
 
 // next returns the next candidate to attempt: eligible and untried, its
@@ -175,7 +175,7 @@ func (c *call) claim(list []*catalog.Target, i int, probe bool) bool {
 	g, qs, p := c.g, c.g.qs, &c.plan
 	t := list[i]
 	now := g.clk.Now()
-	in := &qs.info[t.ID]
+	in := qs.info.At(t.ID)
 	if qs.aware && !c.counting {
 		res, b, end := qs.ledger.Reserve(in.slot, p.est, now)
 		if b.Affordable() && res.Active && g.cs != nil {
@@ -188,7 +188,7 @@ func (c *call) claim(list []*catalog.Target, i int, probe bool) bool {
 		}
 		if !b.Affordable() { // another request took the budget since rank
 			c.releaseLease(lanes.LocalReject, false)
-			qs.m.skips[t.ID][skipBudget].Inc()
+			qs.m.skips.At(t.ID)[skipBudget].Inc()
 			p.Refuse(i, end)
 			return false
 		}
@@ -198,7 +198,7 @@ func (c *call) claim(list []*catalog.Target, i int, probe bool) bool {
 		if !g.targets.TryProbe(t.ID, now) { // another request is probing
 			c.releaseLease(lanes.LocalReject, false)
 			c.settleLedger(0, true)
-			qs.m.skips[t.ID][skipCircuit].Inc()
+			qs.m.skips.At(t.ID)[skipCircuit].Inc()
 			p.Refuse(i, now.Add(time.Second))
 			return false
 		}

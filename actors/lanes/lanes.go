@@ -26,6 +26,7 @@
 package lanes
 
 import (
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,7 @@ import (
 	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/admission"
 	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/growable"
 	"github.com/omniroute/gateway/internal/tenant"
 )
 
@@ -165,7 +167,9 @@ type Handle struct {
 	clk     clock.Clock
 	log     *slog.Logger
 	root    *actor.RootContext
-	ups     []*upstream
+	ups     *growable.List[*upstream] // by Ticket.Upstream; AddUpstreams grows it
+	opts    Options                   // what AddUpstreams builds new upstreams with
+	addMu   sync.Mutex                // AddUpstreams against Stop
 	global  *admission.Global
 	seq     atomic.Uint64
 	stopped atomic.Bool
@@ -200,12 +204,67 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Handle{cfg: o.Config, clk: o.Clock, log: o.Logger, root: system.Root, global: admission.NewGlobal(o.Config.GlobalLimit), weight: o.Weight}
+	h := &Handle{cfg: o.Config, clk: o.Clock, log: o.Logger, root: system.Root, global: admission.NewGlobal(o.Config.GlobalLimit), weight: o.Weight,
+		ups: &growable.List[*upstream]{}, opts: o}
+	h.opts.Upstreams = nil
 	for i, spec := range o.Upstreams {
-		h.ups = append(h.ups, newUpstream(h, i, spec, o))
+		h.ups.Append(newUpstream(h, i, spec, o))
 	}
 	h.sub = system.EventStream.Subscribe(h.deadLetter)
 	return h, nil
+}
+
+// AddUpstreams starts the gate, controller and lanes of upstreams added
+// at run time (a config reload adding targets) and returns the index of
+// the first; tickets may name them once it returned. Every global figure
+// (the process-wide bound, the class counters) covers them at once.
+func (h *Handle) AddUpstreams(specs []UpstreamSpec) (int, error) {
+	h.addMu.Lock()
+	defer h.addMu.Unlock()
+	if h.stopped.Load() {
+		return 0, errors.New("lanes: AddUpstreams after Stop")
+	}
+	first := h.ups.Len()
+	for i, spec := range specs {
+		h.ups.Append(newUpstream(h, first+i, spec, h.opts))
+	}
+	return first, nil
+}
+
+// SetRetired hides upstream i from the snapshot (retired: no target of
+// the config in force uses it) or shows it again. A retired upstream
+// keeps its gate and idle controller (an idle controller sets no timer),
+// so leases still held on it release normally and a reload that brings
+// its target back finds its learned limit.
+func (h *Handle) SetRetired(i int, retired bool) {
+	if u, ok := h.ups.Get(i); ok {
+		(*u).retired.Store(retired)
+	}
+}
+
+// SetCap changes upstream i's concurrency cap (a reload changing its
+// target's max_concurrent; 0: none). A raised cap grants queued requests
+// at once (the controller is kicked to dispatch).
+func (h *Handle) SetCap(i, capCount int) {
+	up, ok := h.ups.Get(i)
+	if !ok {
+		return
+	}
+	u := *up
+	u.gate.SetCap(capCount)
+	if u.virt != nil {
+		u.virt.SetCap(capCount)
+	}
+	if !h.stopped.Load() {
+		h.root.Send(u.ctrl, releaseKick{})
+	}
+}
+
+// all calls f for every upstream.
+func (h *Handle) all(f func(u *upstream)) {
+	for i, n := 0, h.ups.Len(); i < n; i++ {
+		f(*h.ups.At(i))
+	}
 }
 
 // Mode is the configured mode.
@@ -218,7 +277,7 @@ func (h *Handle) Config() admission.Config { return h.cfg }
 func (h *Handle) VirtualLanes() bool { return h.cfg.VirtualLanes }
 
 // Upstreams is the number of upstreams.
-func (h *Handle) Upstreams() int { return len(h.ups) }
+func (h *Handle) Upstreams() int { return h.ups.Len() }
 
 // Lease is an admitted attempt's hold on its upstream's capacity. The
 // zero value holds nothing; Release is idempotent.
@@ -289,10 +348,11 @@ func (h *Handle) acquire(t Ticket, l *Lease, queue bool) Reason {
 	if h.stopped.Load() {
 		return Shutdown
 	}
-	if t.Upstream < 0 || t.Upstream >= len(h.ups) {
+	up, ok := h.ups.Get(t.Upstream)
+	if !ok {
 		return Unavailable
 	}
-	u := h.ups[t.Upstream]
+	u := *up
 	now := h.clk.Now()
 	*l = Lease{u: u, mode: h.cfg.Mode, tenant: t.Tenant, Class: t.Class, stream: t.Stream, AdmittedAt: now}
 	switch h.cfg.Mode {
@@ -441,26 +501,20 @@ func sample(l *Lease, c Completion, now time.Time) admission.Sample {
 func (h *Handle) ObservePressure(sev admission.Pressure, reason string) {
 	now := h.clk.Now()
 	h.pressure.Store(&pressureObs{severity: sev, reason: reason, at: now})
-	for _, u := range h.ups {
-		h.root.Send(u.ctrl, &pressureMsg{sev: sev})
-	}
+	h.all(func(u *upstream) { h.root.Send(u.ctrl, &pressureMsg{sev: sev}) })
 }
 
 // Tick runs a controller step on every upstream now (the controllers do
 // this on their own timers unless Options.ManualTicks): measures, judges
 // a finished phase, expires deadlines and dispatches.
 func (h *Handle) Tick() {
-	for _, u := range h.ups {
-		h.root.Send(u.ctrl, manualTick{})
-	}
+	h.all(func(u *upstream) { h.root.Send(u.ctrl, manualTick{}) })
 }
 
 // CloseWindow closes every upstream's reporting window now (normally on a
 // timer): evicts idle lanes and records the window.
 func (h *Handle) CloseWindow() {
-	for _, u := range h.ups {
-		h.root.Send(u.ctrl, windowTick{})
-	}
+	h.all(func(u *upstream) { h.root.Send(u.ctrl, windowTick{}) })
 }
 
 // Sync waits until every controller has handled everything sent to it
@@ -469,19 +523,17 @@ func (h *Handle) Sync() {
 	if h.stopped.Load() {
 		return
 	}
-	for _, u := range h.ups {
-		_, _ = h.root.RequestFuture(u.ctrl, syncMsg{}, 5*time.Second).Result()
-	}
+	h.all(func(u *upstream) { _, _ = h.root.RequestFuture(u.ctrl, syncMsg{}, 5*time.Second).Result() })
 }
 
 // Stop rejects every queued request with admission_shutdown, refuses new
 // ones, and stops the actors. It is idempotent.
 func (h *Handle) Stop() {
 	h.stop.Do(func() {
+		h.addMu.Lock() // no upstream starts after the loop below
 		h.stopped.Store(true)
-		for _, u := range h.ups {
-			u.stop()
-		}
+		h.addMu.Unlock()
+		h.all(func(u *upstream) { u.stop() })
 		h.root.ActorSystem().EventStream.Unsubscribe(h.sub)
 	})
 }

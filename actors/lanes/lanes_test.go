@@ -207,7 +207,7 @@ func TestDeadlineAndQueueFull(t *testing.T) {
 	if s.RejectedByReason["admission_deadline"] != 2 || s.RejectedByReason["admission_queue_full"] != 1 {
 		t.Fatalf("reasons %v", s.RejectedByReason)
 	}
-	if st := e.h.ups[0].gate.Stats(); st.Waiting != [admission.NumClasses]int64{} {
+	if st := (*e.h.ups.At(0)).gate.Stats(); st.Waiting != [admission.NumClasses]int64{} {
 		t.Fatalf("waiters left in the gate: %+v", st)
 	}
 }
@@ -313,7 +313,7 @@ func TestClientGoneWhileQueuedIsNotAShed(t *testing.T) {
 	}
 	l.release()
 	e.until("idle", func(s *Snapshot) bool { return s.ActiveCost == 0 })
-	if st := e.h.ups[0].gate.Stats(); st.Waiting != [admission.NumClasses]int64{} {
+	if st := (*e.h.ups.At(0)).gate.Stats(); st.Waiting != [admission.NumClasses]int64{} {
 		t.Fatalf("waiters left: %+v", st)
 	}
 }
@@ -740,5 +740,86 @@ func TestStandingQueueSheds(t *testing.T) {
 			t.Fatalf("queued request: %q", r.Code())
 		}
 		e.h.Release(&p.lease, success)
+	}
+}
+
+// TestAddUpstreamsAtRunTime: an upstream added after start admits up to
+// its own cap, queues and grants like the others, shows in the snapshot,
+// and hides from it when retired while its held lease still releases.
+func TestAddUpstreamsAtRunTime(t *testing.T) {
+	e := start(t, nil)
+	if r := e.h.Acquire(Ticket{Upstream: 1}, &Lease{}); r != Unavailable {
+		t.Fatal("an upstream not yet added was admitted")
+	}
+	first, err := e.h.AddUpstreams([]UpstreamSpec{{Name: "u1", Cap: 1}})
+	if err != nil || first != 1 || e.h.Upstreams() != 2 {
+		t.Fatalf("AddUpstreams = %d, %v (%d upstreams)", first, err, e.h.Upstreams())
+	}
+	var l0, l1 Lease
+	if r := e.h.TryAcquire(Ticket{Upstream: 1, Tenant: id("a"), Cost: 1}, &l0); r != None {
+		t.Fatalf("the added upstream refused its first request: %q", r.Code())
+	}
+	if r := e.h.TryAcquire(Ticket{Upstream: 1, Tenant: id("a"), Cost: 1}, &l1); r != Busy {
+		t.Fatalf("the added upstream's cap of 1 let a second request in: %q", r.Code())
+	}
+	queued := make(chan Reason, 1)
+	var lq Lease
+	go func() { queued <- e.h.Acquire(Ticket{Upstream: 1, Tenant: id("b"), Cost: 1}, &lq) }()
+	s := e.until("a request queued on the added upstream", func(s *Snapshot) bool { return len(s.Upstreams) == 2 && s.Upstreams[1].QueuedCount == 1 })
+	if s.Upstreams[1].Name != "u1" || s.Upstreams[1].Cap != 1 || s.Upstreams[1].ActiveCount != 1 {
+		t.Fatalf("the added upstream in the snapshot: %+v", s.Upstreams[1])
+	}
+	e.h.Release(&l0, success)
+	granted(t, queued, "releasing the lease")
+	e.h.SetRetired(1, true)
+	if s := e.h.Snapshot(); len(s.Upstreams) != 1 || s.Upstreams[0].Name != "u0" {
+		t.Fatalf("a retired upstream is still in the snapshot: %+v", s.Upstreams)
+	}
+	e.h.Release(&lq, success)
+	e.h.SetRetired(1, false)
+	if s := e.until("the upstream idle again", func(s *Snapshot) bool { return len(s.Upstreams) == 2 && s.Upstreams[1].ActiveCount == 0 }); s.Upstreams[1].QueuedCount != 0 {
+		t.Fatalf("after release: %+v", s.Upstreams[1])
+	}
+	e.h.Stop()
+	if _, err := e.h.AddUpstreams([]UpstreamSpec{{Name: "u2"}}); err == nil {
+		t.Fatal("AddUpstreams after Stop started an upstream")
+	}
+}
+
+// TestSetCapAtRunTime: a raised cap grants a request queued at the old
+// cap without any release; a lowered one holds new requests back.
+func TestSetCapAtRunTime(t *testing.T) {
+	e := start(t, nil, 1)
+	var l0, lq Lease
+	if r := e.h.Acquire(Ticket{Tenant: id("a"), Cost: 1}, &l0); r != None {
+		t.Fatalf("first request: %q", r.Code())
+	}
+	queued := make(chan Reason, 1)
+	go func() { queued <- e.h.Acquire(Ticket{Tenant: id("b"), Cost: 1}, &lq) }()
+	e.until("the second request queued at the cap of 1", func(s *Snapshot) bool { return s.QueuedCount == 1 })
+	e.h.SetCap(0, 2)
+	granted(t, queued, "raising the cap")
+	if s := e.h.Snapshot(); s.Upstreams[0].Cap != 2 || s.Upstreams[0].ActiveCount != 2 {
+		t.Fatalf("after raising the cap: %+v", s.Upstreams[0])
+	}
+	e.h.SetCap(0, 1)
+	var l2 Lease
+	if r := e.h.TryAcquire(Ticket{Tenant: id("c"), Cost: 1}, &l2); r != Busy {
+		t.Fatalf("a request over the lowered cap: %q", r.Code())
+	}
+	e.h.Release(&l0, success)
+	e.h.Release(&lq, success)
+}
+
+// granted waits for a queued Acquire to be admitted after what.
+func granted(t *testing.T, queued <-chan Reason, what string) {
+	t.Helper()
+	select {
+	case r := <-queued:
+		if r != None {
+			t.Fatalf("after %s the queued request was refused: %q", what, r.Code())
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s did not grant the queued request", what)
 	}
 }

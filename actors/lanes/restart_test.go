@@ -30,7 +30,7 @@ func TestRestartAfterPanic(t *testing.T) {
 			t.Fatal(err)
 		}
 		e := &env{t: t, h: h, sys: sys}
-		u := h.ups[0]
+		u := (*h.ups.At(0))
 		watch := testutil.WatchActors(t, sys, u.ctrl.Id)
 		if u.shared != nil {
 			watch = testutil.WatchActors(t, sys, u.ctrl.Id, u.shared.Id)

@@ -47,6 +47,9 @@ type Window struct {
 // Upstream is one upstream's admission figures.
 type Upstream struct {
 	Name string `json:"name"`
+	// Index is the upstream's index (Ticket.Upstream); retired upstreams
+	// are left out of the snapshot, so it may differ from the position.
+	Index int `json:"index"`
 	// CurrentLimit is the limit in effect (cost units); KneeEstimate the
 	// controller's estimate of the provider's knee, Phase what it is
 	// doing (startup, cruise, probe, grow, drain).
@@ -125,10 +128,14 @@ func (h *Handle) Snapshot() *Snapshot {
 		WouldAdmitCount: h.wouldAdmit.Load(), WouldQueueCount: h.wouldQueue.Load(), WouldRejectCount: h.wouldReject.Load(),
 		BusyCount: h.busy.Load()}
 	var classActive, classCount, classWaiting [admission.NumClasses]int64
-	for _, u := range h.ups {
+	for i, n := 0, h.ups.Len(); i < n; i++ {
+		u := *h.ups.At(i)
+		if u.retired.Load() {
+			continue
+		}
 		v := u.view.Load()
 		st := u.gate.Stats()
-		up := Upstream{Name: u.name, CurrentLimit: st.Limit, KneeEstimate: round1(v.knee), Phase: v.phase, Converged: v.converged,
+		up := Upstream{Name: u.name, Index: u.idx, CurrentLimit: st.Limit, KneeEstimate: round1(v.knee), Phase: v.phase, Converged: v.converged,
 			Cap: st.Cap, ActiveCost: st.ActiveCost(), ActiveCount: st.ActiveCount(),
 			QueuedCost: v.sharedCost + v.laneQueuedCost, QueuedCount: v.sharedCount + v.laneQueuedCount, LaneCount: v.laneCount,
 			BaselineStreamMs: ms(v.baseline[0]), BaselinePlainMs: ms(v.baseline[1]), HeldMs: ms(v.held),

@@ -24,6 +24,8 @@ type upstream struct {
 	// incarnations counts the controller's starts (restarts after the
 	// first).
 	incarnations atomic.Int32
+	// retired hides the upstream from the snapshot (SetRetired).
+	retired atomic.Bool
 	// flowIn and flowOut count the cost that came to the upstream's lanes
 	// (queued or refused) and the cost they were granted: the controller
 	// compares them each window to tell an overload (arrivals outrun

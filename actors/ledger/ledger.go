@@ -13,6 +13,7 @@
 package ledger
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/omniroute/gateway/actors/supervise"
 
 	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/growable"
 	"github.com/omniroute/gateway/internal/ledger"
 	"github.com/omniroute/gateway/internal/repeat"
 	"github.com/omniroute/gateway/internal/routing"
@@ -50,7 +52,7 @@ type Limits struct {
 }
 
 type slot struct {
-	spec     SlotSpec
+	spec     SlotSpec // the actor's once registered (SetConfigured changes its limits)
 	limits   atomic.Pointer[Limits]
 	tokens   ledger.Counter
 	requests ledger.Counter
@@ -60,10 +62,11 @@ type slot struct {
 
 // Handle is what the transport holds.
 type Handle struct {
-	root  *actor.RootContext
-	pid   *actor.PID
-	clk   clock.Clock
-	slots []slot
+	root *actor.RootContext
+	pid  *actor.PID
+	clk  clock.Clock
+	// slots are the budgets by slot index; AddSlots grows them.
+	slots *growable.List[slot]
 	snap  atomic.Pointer[Snapshot]
 	// stopped makes Stop idempotent (a second Poison would be a dead letter).
 	stopped atomic.Bool
@@ -100,18 +103,8 @@ type tick struct{}
 
 // Spawn starts the ledger for slots.
 func Spawn(system *actor.ActorSystem, slots []SlotSpec, clk clock.Clock) (*Handle, error) {
-	h := &Handle{root: system.Root, clk: clk, slots: make([]slot, len(slots))}
-	for i, s := range slots {
-		h.slots[i].spec = s
-		l := &Limits{}
-		if s.TokensPerMinute > 0 {
-			l.Tokens, l.TokensSource = uint64(s.TokensPerMinute), "configured"
-		}
-		if s.RequestsPerMinute > 0 {
-			l.Requests, l.RequestsSource = uint64(s.RequestsPerMinute), "configured"
-		}
-		h.slots[i].limits.Store(l)
-	}
+	h := &Handle{root: system.Root, clk: clk, slots: &growable.List[slot]{}}
+	h.appendSlots(slots)
 	newLedgerActor(h).publish()
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newLedgerActor(h) }, actor.WithGuardian(strategy)),
 		fmt.Sprintf("ledger-%p", h))
@@ -121,6 +114,47 @@ func Spawn(system *actor.ActorSystem, slots []SlotSpec, clk clock.Clock) (*Handl
 	h.pid = pid
 	return h, nil
 }
+
+// appendSlots adds the slots' request-path state with their configured
+// limits.
+func (h *Handle) appendSlots(specs []SlotSpec) int {
+	first := h.slots.Len()
+	for _, s := range specs {
+		l := &Limits{}
+		if s.TokensPerMinute > 0 {
+			l.Tokens, l.TokensSource = uint64(s.TokensPerMinute), "configured"
+		}
+		if s.RequestsPerMinute > 0 {
+			l.Requests, l.RequestsSource = uint64(s.RequestsPerMinute), "configured"
+		}
+		i := h.slots.Grow(1)
+		sl := h.slots.At(i)
+		sl.spec = s
+		sl.limits.Store(l)
+	}
+	return first
+}
+
+// addSlots tells the actor that slots were appended.
+type addSlots struct{}
+
+// AddSlots adds budgets (a config reload that adds a connection or an
+// upstream model): they take the next slot indexes, and AddSlots returns
+// the first. It returns once the actor keeps accounts for them and has
+// published a snapshot with them. Calls must not overlap.
+func (h *Handle) AddSlots(specs []SlotSpec) (int, error) {
+	if h.stopped.Load() {
+		return 0, errors.New("ledger: AddSlots after Stop")
+	}
+	first := h.appendSlots(specs)
+	if _, err := h.root.RequestFuture(h.pid, addSlots{}, 5*time.Second).Result(); err != nil {
+		return 0, fmt.Errorf("registering %d budgets with the ledger actor: %w", len(specs), err)
+	}
+	return first, nil
+}
+
+// Len is the number of slots.
+func (h *Handle) Len() int { return h.slots.Len() }
 
 // Stop stops the actor and waits for it. It is idempotent.
 func (h *Handle) Stop() {
@@ -133,15 +167,15 @@ func (h *Handle) Stop() {
 func (h *Handle) Snapshot() *Snapshot { return h.snap.Load() }
 
 // Limits returns a slot's effective limits.
-func (h *Handle) Limits(s int) *Limits { return h.slots[s].limits.Load() }
+func (h *Handle) Limits(s int) *Limits { return h.slots.At(s).limits.Load() }
 
 // Check tells whether a request of cost tokens fits in the slot's current
 // window without reserving anything, and when the window ends.
 func (h *Handle) Check(s int, cost int64, now time.Time) (routing.Budget, time.Time) {
-	if s < 0 || s >= len(h.slots) {
+	sl, ok := h.slots.Get(s)
+	if !ok {
 		return routing.BudgetUnconfigured, time.Time{}
 	}
-	sl := &h.slots[s]
 	l := sl.limits.Load()
 	if l.Tokens == 0 && l.Requests == 0 {
 		return routing.BudgetUnconfigured, time.Time{}
@@ -169,10 +203,10 @@ func verdict(used, cost, limit uint64) routing.Budget {
 // Reserve holds cost tokens and one request in the slot's current window.
 // On refusal it returns the verdict and when the window ends.
 func (h *Handle) Reserve(s int, cost int64, now time.Time) (Reservation, routing.Budget, time.Time) {
-	if s < 0 || s >= len(h.slots) {
+	sl, ok := h.slots.Get(s)
+	if !ok {
 		return Reservation{}, routing.BudgetUnconfigured, time.Time{}
 	}
-	sl := &h.slots[s]
 	l := sl.limits.Load()
 	if l.Tokens == 0 && l.Requests == 0 {
 		return Reservation{}, routing.BudgetUnconfigured, time.Time{}
@@ -213,7 +247,7 @@ func (h *Handle) Settle(r *Reservation, actual int64, refund bool) {
 		return
 	}
 	r.Active = false
-	sl := &h.slots[r.Slot]
+	sl := h.slots.At(r.Slot)
 	a := uint64(max(actual, 0))
 	if refund {
 		a = 0
@@ -230,7 +264,8 @@ func (h *Handle) Settle(r *Reservation, actual int64, refund bool) {
 // ObserveLimits feeds per-minute token and request limits read from a
 // response's headers (fire-and-forget).
 func (h *Handle) ObserveLimits(s int, obs *messages.QuotaObservation) {
-	if s < 0 || s >= len(h.slots) || obs == nil {
+	sl, ok := h.slots.Get(s)
+	if !ok || obs == nil {
 		return
 	}
 	var m LimitsObserved
@@ -250,7 +285,6 @@ func (h *Handle) ObserveLimits(s int, obs *messages.QuotaObservation) {
 	if m.Tokens == 0 && m.Requests == 0 {
 		return
 	}
-	sl := &h.slots[s]
 	changed := false
 	if m.Tokens != 0 && sl.seenTok.Swap(m.Tokens) != m.Tokens {
 		changed = true
@@ -295,11 +329,19 @@ var strategy = supervise.Restart("ledger")
 // the handle has seen (so a later observation of one dimension does not
 // forget the other's).
 func newLedgerActor(h *Handle) *ledgerActor {
-	a := &ledgerActor{h: h, acct: make([]account, len(h.slots)), headerTok: make([]uint64, len(h.slots)), headerReq: make([]uint64, len(h.slots))}
-	for i := range h.slots {
-		a.headerTok[i], a.headerReq[i] = h.slots[i].seenTok.Load(), h.slots[i].seenReq.Load()
-	}
+	a := &ledgerActor{h: h}
+	a.grow()
 	return a
+}
+
+// grow extends the actor's accounts to the handle's slots.
+func (a *ledgerActor) grow() {
+	for i := len(a.acct); i < a.h.slots.Len(); i++ {
+		sl := a.h.slots.At(i)
+		a.acct = append(a.acct, account{})
+		a.headerTok = append(a.headerTok, sl.seenTok.Load())
+		a.headerReq = append(a.headerReq, sl.seenReq.Load())
+	}
 }
 
 func (a *ledgerActor) Receive(ctx actor.Context) {
@@ -316,6 +358,18 @@ func (a *ledgerActor) Receive(ctx actor.Context) {
 		a.settle(m)
 	case *LimitsObserved:
 		a.limits(m)
+	case addSlots:
+		a.grow()
+		a.publish()
+		ctx.Respond(len(a.acct))
+	case *setConfigured:
+		if m.slot >= 0 && m.slot < len(a.acct) {
+			sl := a.h.slots.At(m.slot)
+			sl.spec.TokensPerMinute, sl.spec.RequestsPerMinute = m.tokens, m.requests
+			a.effective(m.slot)
+			a.publish()
+		}
+		ctx.Respond(true)
 	case tick:
 		// Counters move on the request path; republish while anything
 		// happened or a window is live.
@@ -352,12 +406,39 @@ func (a *ledgerActor) limits(m *LimitsObserved) {
 	if m.Requests > 0 {
 		a.headerReq[m.Slot] = m.Requests
 	}
-	sl := &a.h.slots[m.Slot]
-	l := &Limits{}
-	l.Tokens, l.TokensSource = smaller(uint64(max(sl.spec.TokensPerMinute, 0)), a.headerTok[m.Slot])
-	l.Requests, l.RequestsSource = smaller(uint64(max(sl.spec.RequestsPerMinute, 0)), a.headerReq[m.Slot])
-	sl.limits.Store(l)
+	a.effective(m.Slot)
 	a.publish()
+}
+
+// setConfigured changes a slot's configured limits (SetConfigured).
+type setConfigured struct {
+	slot             int
+	tokens, requests int64
+}
+
+// SetConfigured changes slot s's configured per-minute limits (a reload
+// changing its connection's limits; 0: none). The effective limits
+// follow at once (the smaller of the configured and the provider's);
+// what the current window used stays counted. It returns once they are
+// in force.
+func (h *Handle) SetConfigured(s int, tokensPerMinute, requestsPerMinute int64) error {
+	if h.stopped.Load() {
+		return errors.New("ledger: SetConfigured after Stop")
+	}
+	if _, err := h.root.RequestFuture(h.pid, &setConfigured{slot: s, tokens: tokensPerMinute, requests: requestsPerMinute}, 5*time.Second).Result(); err != nil {
+		return fmt.Errorf("changing the limits of budget %d: %w", s, err)
+	}
+	return nil
+}
+
+// effective recomputes slot i's effective limits from its configured
+// ones and the header limits seen.
+func (a *ledgerActor) effective(i int) {
+	sl := a.h.slots.At(i)
+	l := &Limits{}
+	l.Tokens, l.TokensSource = smaller(uint64(max(sl.spec.TokensPerMinute, 0)), a.headerTok[i])
+	l.Requests, l.RequestsSource = smaller(uint64(max(sl.spec.RequestsPerMinute, 0)), a.headerReq[i])
+	sl.limits.Store(l)
 }
 
 // smaller picks the smaller known limit: a configured limit below the

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
 
+	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/routing"
 	"github.com/omniroute/gateway/internal/testutil"
@@ -147,5 +148,68 @@ func TestHeaderLimits(t *testing.T) {
 	}
 	if _, b, _ := h.Reserve(0, 5001, clk.Now()); b != routing.BudgetAffordable {
 		t.Fatalf("an oversized request into an empty window must pass once: %v", b)
+	}
+}
+
+// TestAddSlotsEnforcesNewBudgets: a budget added at run time is in the
+// snapshot AddSlots waited for and enforces its configured limit, and
+// the slots before it keep their counts.
+func TestAddSlotsEnforcesNewBudgets(t *testing.T) {
+	h, clk := start(t, SlotSpec{Connection: "p/a", Model: "m", RequestsPerMinute: 5})
+	now := clk.Now()
+	if _, v, _ := h.Reserve(0, 1, now); v != routing.BudgetAffordable {
+		t.Fatalf("first slot: %v", v)
+	}
+	first, err := h.AddSlots([]SlotSpec{{Connection: "q/b", Model: "n", RequestsPerMinute: 1}})
+	if err != nil || first != 1 || h.Len() != 2 {
+		t.Fatalf("AddSlots = %d, %v; Len %d", first, err, h.Len())
+	}
+	s := h.Snapshot()
+	if len(s.Slots) != 2 || s.Slots[1].Connection != "q/b" || s.Slots[0].Requests.Used != 1 {
+		t.Fatalf("snapshot after AddSlots: %+v", s.Slots)
+	}
+	r, v, _ := h.Reserve(1, 1, now)
+	if v != routing.BudgetAffordable || !r.Active {
+		t.Fatalf("added slot's first request: %v active=%v", v, r.Active)
+	}
+	if _, v, _ := h.Reserve(1, 1, now); v != routing.BudgetExhausted {
+		t.Fatalf("added slot's second request in the window: %v, want exhausted (limit 1/min)", v)
+	}
+	// A restarted actor keeps accounts for the added slot.
+	h.root.Send(h.pid, supervise.Crash{Reason: "after AddSlots"})
+	h.Settle(&r, 10, false)
+	waitSnap(t, h, func(s *Snapshot) bool { return len(s.Slots) == 2 && s.Slots[1].TotalTokens == 10 })
+}
+
+// TestSetConfiguredChangesLimits: new configured limits are in force when
+// SetConfigured returns, and what the window used stays counted.
+func TestSetConfiguredChangesLimits(t *testing.T) {
+	h, clk := start(t, SlotSpec{Connection: "p/a", Model: "m", RequestsPerMinute: 2})
+	now := clk.Now()
+	for i := 0; i < 2; i++ {
+		if _, v, _ := h.Reserve(0, 1, now); v != routing.BudgetAffordable {
+			t.Fatalf("request %d: %v", i, v)
+		}
+	}
+	if _, v, _ := h.Reserve(0, 1, now); v != routing.BudgetExhausted {
+		t.Fatalf("third request under a limit of 2: %v", v)
+	}
+	if err := h.SetConfigured(0, 0, 3); err != nil {
+		t.Fatal(err)
+	}
+	if l := h.Limits(0); l.Requests != 3 || l.RequestsSource != "configured" {
+		t.Fatalf("limits after SetConfigured: %+v", l)
+	}
+	if _, v, _ := h.Reserve(0, 1, now); v != routing.BudgetAffordable {
+		t.Fatalf("third request under the raised limit of 3: %v", v)
+	}
+	if _, v, _ := h.Reserve(0, 1, now); v != routing.BudgetExhausted {
+		t.Fatalf("fourth request: %v (the window's count was lost)", v)
+	}
+	if err := h.SetConfigured(0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if r, v, _ := h.Reserve(0, 1, now); v != routing.BudgetUnconfigured || r.Active {
+		t.Fatalf("without limits: %v active=%v", v, r.Active)
 	}
 }

@@ -56,9 +56,9 @@ func (a *ledgerActor) publish() {
 	now := a.h.clk.Now()
 	idx := ledger.WindowIndex(now, Window)
 	start, end := ledger.WindowBounds(now, Window)
-	snap := &Snapshot{At: now, WindowStart: start, WindowEnd: end, Slots: make([]SlotView, len(a.h.slots))}
-	for i := range a.h.slots {
-		sl := &a.h.slots[i]
+	snap := &Snapshot{At: now, WindowStart: start, WindowEnd: end, Slots: make([]SlotView, len(a.acct))}
+	for i := range a.acct {
+		sl := a.h.slots.At(i)
 		l := sl.limits.Load()
 		v := SlotView{Connection: sl.spec.Connection, Model: sl.spec.Model, Limited: l.Tokens > 0 || l.Requests > 0,
 			Tokens: dimView(&sl.tokens, idx, l.Tokens, l.TokensSource), Requests: dimView(&sl.requests, idx, l.Requests, l.RequestsSource)}

@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -63,6 +64,12 @@ func (a *aggregator) Receive(ctx actor.Context) {
 	case reevaluate:
 		a.timerAt = time.Time{}
 		a.update(ctx)
+	case *addModels:
+		models := append(slices.Clip(a.spec.Models), m.models...)
+		a.spec.Models = models
+		a.c.models.Store(&models)
+		a.update(ctx)
+		ctx.Respond(len(models))
 	}
 }
 

@@ -22,12 +22,14 @@ package quota
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/growable"
 	"github.com/omniroute/gateway/internal/quota"
 	"github.com/omniroute/gateway/messages"
 )
@@ -102,9 +104,14 @@ type ConnState struct {
 
 // Handle is what the transport holds.
 type Handle struct {
-	root  *actor.RootContext
-	conns []*conn
-	clk   clock.Clock
+	root *actor.RootContext
+	// conns are the connections by id; Add grows them, Remove stops one
+	// (its entry stays, so ids never shift).
+	conns  *growable.List[*conn]
+	clk    clock.Clock
+	opts   Options
+	system *actor.ActorSystem
+	gen    int // spawns so far, for unique actor names (writer only)
 }
 
 type conn struct {
@@ -114,6 +121,12 @@ type conn struct {
 	// here instead of keeping the first one's PID.
 	header atomic.Pointer[actor.PID]
 	snap   atomic.Pointer[ConnState]
+	// models are the upstream models the aggregator serves (its spec's
+	// plus those AddModels registered), for a restarted incarnation.
+	models atomic.Pointer[[]string]
+	// removed is set by Remove: the aggregator and its adapters (the
+	// poller included) are stopped and State reports nothing.
+	removed atomic.Bool
 }
 
 // Spawn starts one aggregator (with its adapters) per connection.
@@ -124,33 +137,116 @@ func Spawn(system *actor.ActorSystem, specs []ConnSpec, clk clock.Clock, o Optio
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true, ResponseHeaderTimeout: 30 * time.Second}}
 	}
-	h := &Handle{root: system.Root, clk: clk}
+	h := &Handle{root: system.Root, clk: clk, opts: o, system: system, conns: &growable.List[*conn]{}}
 	for i := range specs {
-		c := &conn{}
-		h.conns = append(h.conns, c)
-		ready := make(chan struct{})
-		(&aggregator{id: i, spec: specs[i], c: c, clk: clk, opts: o}).publish(clk.Now())
-		produce := func() actor.Actor {
-			return &aggregator{id: i, spec: specs[i], c: c, clk: clk, opts: o, ready: ready}
-		}
-		pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(produce, actor.WithGuardian(aggregatorStrategy),
-			actor.WithSupervisor(adapterStrategy)), fmt.Sprintf("quota-%p-%d", h, i))
-		if err != nil {
+		if _, err := h.Add(specs[i]); err != nil {
 			h.Stop()
-			return nil, fmt.Errorf("spawning quota actor for %s: %w", specs[i].Name, err)
+			return nil, err
 		}
-		c.agg = pid
-		// The aggregator spawns its children in Started; wait for the
-		// header adapter so Observe never races the start.
-		<-ready
 	}
 	return h, nil
 }
 
+// Add starts the aggregator (with its adapters) of a connection added at
+// run time and returns its id, the next one. The connection's state is
+// published before Add returns, so a config routing to it can be
+// published next. Calls to Add, Set, AddModels and Remove must not
+// overlap.
+func (h *Handle) Add(spec ConnSpec) (int, error) {
+	i := h.conns.Len()
+	c := &conn{}
+	if err := h.start(c, i, spec); err != nil {
+		return 0, err
+	}
+	h.conns.Append(c)
+	return i, nil
+}
+
+// Set restarts connection conn with spec (its endpoint, credential or
+// usage API changed, or a removed connection comes back): the running
+// aggregator and its adapters stop, their readings are dropped (a new
+// credential is a new quota), and fresh ones start from spec, whose
+// Models must begin with the connection's current models in order (model
+// indexes stay).
+func (h *Handle) Set(conn int, spec ConnSpec) error {
+	cp, ok := h.conns.Get(conn)
+	if !ok {
+		return fmt.Errorf("quota: no connection %d", conn)
+	}
+	c := *cp
+	if !c.removed.Load() {
+		_ = h.root.PoisonFuture(c.agg).Wait()
+	}
+	if err := h.start(c, conn, spec); err != nil {
+		c.removed.Store(true)
+		c.snap.Store(nil)
+		return err
+	}
+	c.removed.Store(false)
+	return nil
+}
+
+// start spawns c's aggregator for spec, publishes its first state and
+// waits for its header adapter.
+func (h *Handle) start(c *conn, i int, spec ConnSpec) error {
+	ready := make(chan struct{})
+	o, clk := h.opts, h.clk
+	spec.Models = slices.Clone(spec.Models)
+	(&aggregator{id: i, spec: spec, c: c, clk: clk, opts: o}).publish(clk.Now())
+	// A restarted aggregator starts with the models AddModels registered.
+	c.models.Store(&spec.Models)
+	produce := func() actor.Actor {
+		sp := spec
+		sp.Models = *c.models.Load()
+		return &aggregator{id: i, spec: sp, c: c, clk: clk, opts: o, ready: ready}
+	}
+	h.gen++
+	pid, err := h.system.Root.SpawnNamed(actor.PropsFromProducer(produce, actor.WithGuardian(aggregatorStrategy),
+		actor.WithSupervisor(adapterStrategy)), fmt.Sprintf("quota-%p-%d-%d", h, i, h.gen))
+	if err != nil {
+		return fmt.Errorf("spawning quota actor for %s: %w", spec.Name, err)
+	}
+	c.agg = pid
+	// The aggregator spawns its children in Started; wait for the
+	// header adapter so Observe never races the start.
+	<-ready
+	return nil
+}
+
+// addModels registers upstream models with an aggregator.
+type addModels struct{ models []string }
+
+// AddModels registers upstream models newly served through connection
+// conn (a reload adding a target on an existing connection); their model
+// indexes follow the existing ones, in order. It returns once the
+// connection's state lists them.
+func (h *Handle) AddModels(conn int, models []string) error {
+	c, ok := h.conns.Get(conn)
+	if !ok || (*c).removed.Load() {
+		return fmt.Errorf("quota: connection %d is not running", conn)
+	}
+	if _, err := h.root.RequestFuture((*c).agg, &addModels{models: slices.Clone(models)}, 5*time.Second).Result(); err != nil {
+		return fmt.Errorf("registering models %v with the quota actor of connection %d: %w", models, conn, err)
+	}
+	return nil
+}
+
+// Remove stops connection conn's aggregator and adapters (its usage-API
+// poller stops polling: a poll in flight is cancelled) and waits for
+// them; State reports nil for it from then on. Its id stays taken.
+func (h *Handle) Remove(conn int) {
+	c, ok := h.conns.Get(conn)
+	if !ok || !(*c).removed.CompareAndSwap(false, true) {
+		return
+	}
+	_ = h.root.PoisonFuture((*c).agg).Wait()
+	(*c).snap.Store(nil)
+}
+
 // Stop stops every aggregator and its adapters, and waits for them.
 func (h *Handle) Stop() {
-	for _, c := range h.conns {
-		if c.agg != nil {
+	for i := 0; i < h.conns.Len(); i++ {
+		if c := *h.conns.At(i); c.agg != nil && !c.removed.Load() {
 			_ = h.root.PoisonFuture(c.agg).Wait()
 		}
 	}
@@ -165,22 +261,24 @@ type HeaderObserved struct {
 // Observe forwards a response's headers to the connection's header adapter
 // (fire-and-forget).
 func (h *Handle) Observe(conn int, model string, obs *messages.QuotaObservation) {
-	if conn < 0 || conn >= len(h.conns) || obs == nil || obs.N == 0 {
+	c, ok := h.conns.Get(conn)
+	if !ok || obs == nil || obs.N == 0 || (*c).removed.Load() {
 		return
 	}
-	h.root.Send(h.conns[conn].header.Load(), &HeaderObserved{Model: model, Obs: obs})
+	h.root.Send((*c).header.Load(), &HeaderObserved{Model: model, Obs: obs})
 }
 
 // State returns a connection's published state.
 func (h *Handle) State(conn int) *ConnState {
-	if conn < 0 || conn >= len(h.conns) {
+	c, ok := h.conns.Get(conn)
+	if !ok {
 		return nil
 	}
-	return h.conns[conn].snap.Load()
+	return (*c).snap.Load()
 }
 
-// Len is the number of connections.
-func (h *Handle) Len() int { return len(h.conns) }
+// Len is the number of connection ids (removed ones included).
+func (h *Handle) Len() int { return h.conns.Len() }
 
 // ModelStatus returns the quota status routing should use for model index
 // mi of conn at now. A status whose evidence has expired is not trusted

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	ledgeractor "github.com/omniroute/gateway/actors/ledger"
+	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/quota"
 	"github.com/omniroute/gateway/internal/testutil"
@@ -197,5 +198,90 @@ func TestPollBackoff(t *testing.T) {
 		if got := PollBackoff(c.n, c.interval, c.r); got != c.want {
 			t.Errorf("PollBackoff(%d, %v, %v) = %v, want %v", c.n, c.interval, c.r, got, c.want)
 		}
+	}
+}
+
+// TestAddAndRemoveConnections: a connection added at run time polls its
+// usage API and takes header readings for a model AddModels registered;
+// a removed one polls no more. The removed poller's silence is measured
+// against a live poller on the same interval: while the live one polls
+// six more times, the removed one would have polled too.
+func TestAddAndRemoveConnections(t *testing.T) {
+	var polls [2]atomic.Int32 // by the path's connection
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/a/user/balance":
+			polls[0].Add(1)
+		case "/b/user/balance":
+			polls[1].Add(1)
+		default:
+			w.WriteHeader(404)
+			return
+		}
+		w.Write([]byte(`{"is_available":true,"balance_infos":[{"currency":"USD","total_balance":"4.20"}]}`))
+	}))
+	defer srv.Close()
+	sys := newSystem(t)
+	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
+	m, _ := quota.Family("openai")
+	h, err := Spawn(sys, []ConnSpec{{Provider: "openai", Name: "openai/main", Models: []string{"gpt-4o"}, Mapping: m}}, clk, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	poll := func(path string) *PollSpec {
+		return &PollSpec{Kind: quota.PollDeepSeek, BaseURL: srv.URL + path, Interval: 5 * time.Millisecond, APIKey: "k"}
+	}
+	a, err := h.Add(ConnSpec{Provider: "deepseek", Name: "deepseek/a", Models: []string{"deepseek-chat"}, Poll: poll("/a")})
+	if err != nil || a != 1 || h.Len() != 2 {
+		t.Fatalf("Add = %d, %v (Len %d)", a, err, h.Len())
+	}
+	waitState(t, h, a, func(s *ConnState) bool { return s.Status == quota.StatusHealthy })
+	if err := h.AddModels(0, []string{"gpt-4o-mini"}); err != nil {
+		t.Fatal(err)
+	}
+	if s := h.State(0); len(s.Models) != 2 || s.Models[1].Model != "gpt-4o-mini" {
+		t.Fatalf("AddModels did not publish the model: %+v", s.Models)
+	}
+	now := clk.Now()
+	obs := &messages.QuotaObservation{N: 1, At: now}
+	obs.Readings[0] = messages.QuotaReading{Dimension: messages.DimTokens, Flags: messages.HasLimit | messages.HasRemaining | messages.HasReset, Limit: 100, Remaining: 0, ResetAt: now.Add(time.Minute), Window: time.Minute}
+	h.Observe(0, "gpt-4o-mini", obs)
+	waitState(t, h, 0, func(s *ConnState) bool { return s.Models[1].Status == quota.StatusExhausted })
+	// A restarted aggregator keeps the models AddModels registered.
+	c0 := *h.conns.At(0)
+	first := c0.header.Load()
+	h.root.Send(c0.agg, supervise.Crash{Reason: "after AddModels"})
+	waitState(t, h, 0, func(*ConnState) bool { return c0.header.Load() != first })
+	h.Observe(0, "gpt-4o-mini", obs)
+	if s := waitState(t, h, 0, func(s *ConnState) bool { return len(s.Models) == 2 && s.Models[1].Status == quota.StatusExhausted }); s.Models[1].Model != "gpt-4o-mini" {
+		t.Fatalf("after a restart: %+v", s.Models)
+	}
+
+	h.Remove(a)
+	if h.State(a) != nil {
+		t.Fatal("a removed connection still publishes a state")
+	}
+	stopped := polls[0].Load()
+	b, err := h.Add(ConnSpec{Provider: "deepseek", Name: "deepseek/b", Models: []string{"deepseek-chat"}, Poll: poll("/b")})
+	if err != nil || b != 2 {
+		t.Fatalf("Add after Remove = %d, %v; ids are never reused", b, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); polls[1].Load() < 6; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the live poller polled %d times in 10 s", polls[1].Load())
+		}
+	}
+	if n := polls[0].Load(); n != stopped {
+		t.Fatalf("the removed connection polled %d more times", n-stopped)
+	}
+	h.Remove(a) // idempotent
+	// Set brings a removed connection back under its id, polling again.
+	if err := h.Set(a, ConnSpec{Provider: "deepseek", Name: "deepseek/a", Models: []string{"deepseek-chat"}, Poll: poll("/a")}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, h, a, func(s *ConnState) bool { return s.Status == quota.StatusHealthy })
+	if polls[0].Load() == stopped {
+		t.Fatal("the connection Set back did not poll")
 	}
 }

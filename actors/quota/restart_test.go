@@ -37,7 +37,7 @@ func TestRestartAfterPanic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := h.conns[0]
+	c := *h.conns.At(0)
 	watch := testutil.WatchActors(t, sys, c.agg.Id)
 	waitState(t, h, 0, func(*ConnState) bool { return polls.Load() == 1 })
 	observe := func(remaining float64) {

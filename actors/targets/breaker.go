@@ -276,10 +276,11 @@ func CircuitState(open bool, until, now time.Time) string {
 // when another request holds it. A claim whose outcome never arrived is
 // taken over after ProbeTimeout.
 func (h *Handle) TryProbe(target int, now time.Time) bool {
-	if target < 0 || target >= len(h.probes) {
+	sl, ok := h.slots.Get(target)
+	if !ok {
 		return false
 	}
-	p := &h.probes[target]
+	p := &sl.probe
 	cur := p.Load()
 	if cur != 0 && now.UnixNano()-cur < int64(h.opts.ProbeTimeout) {
 		return false
@@ -289,7 +290,7 @@ func (h *Handle) TryProbe(target int, now time.Time) bool {
 
 // ReleaseProbe frees a probe claimed but never attempted.
 func (h *Handle) ReleaseProbe(target int) {
-	if target >= 0 && target < len(h.probes) {
-		h.probes[target].Store(0)
+	if sl, ok := h.slots.Get(target); ok {
+		sl.probe.Store(0)
 	}
 }

@@ -18,8 +18,10 @@
 package targets
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +30,7 @@ import (
 
 	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/growable"
 	"github.com/omniroute/gateway/internal/repeat"
 	"github.com/omniroute/gateway/messages"
 )
@@ -72,13 +75,15 @@ type Handle struct {
 	root *actor.RootContext
 	pid  *actor.PID
 	snap atomic.Pointer[Snapshot]
-	// probes holds, per target, when the half-open probe was claimed (Unix
-	// nanoseconds; 0 = free). The transport claims, the actor releases.
-	probes []atomic.Int64
-	opts   Options
-	// acc holds successes on clean targets between flushes; flushPending
-	// is set while a flush is scheduled.
-	acc          []successAcc
+	// slots holds the per-target atomics the request path touches (by
+	// target id); it grows when Add registers targets.
+	slots *growable.List[slot]
+	// names are the targets' names by id, as the actor incarnations
+	// start from them (Add replaces the slice; the actor owns the writes).
+	names atomic.Pointer[[]string]
+	opts  Options
+	// flushPending is set while a flush of the success accumulators is
+	// scheduled.
 	flushPending atomic.Bool
 	stopped      atomic.Bool
 	// changed is closed (and replaced) by every publish, so a request
@@ -102,6 +107,14 @@ type successAcc struct {
 	_       [40]byte
 }
 
+// slot is one target's request-path state: the success accumulator and
+// when the half-open probe was claimed (Unix nanoseconds; 0 = free; the
+// transport claims, the actor releases).
+type slot struct {
+	acc   successAcc
+	probe atomic.Int64
+}
+
 // CoalesceDelay bounds how long a success on a clean target waits before
 // the actor sees it (its count, TTFB and rate-limit headers).
 const CoalesceDelay = 20 * time.Millisecond
@@ -118,7 +131,7 @@ func (h *Handle) Report(m *messages.AttemptFinished) {
 		return // a request finishing during shutdown: nothing left to route
 	}
 	if m.Class == messages.OK && !m.Probe && !m.MidStream && h.clean(m.Target) {
-		a := &h.acc[m.Target]
+		a := &h.slots.At(m.Target).acc
 		a.ttfbSum.Add(int64(m.TTFB))
 		if m.Quota != nil && !m.Quota.Empty() {
 			a.obs.Store(m.Quota)
@@ -136,12 +149,47 @@ func (h *Handle) Report(m *messages.AttemptFinished) {
 // cannot change.
 func (h *Handle) clean(id int) bool {
 	s := h.snap.Load()
-	if s == nil || id < 0 || id >= len(s.Targets) || id >= len(h.acc) {
+	if s == nil || id < 0 || id >= len(s.Targets) || id >= h.slots.Len() {
 		return false
 	}
 	t := &s.Targets[id]
 	return t.ConsecutiveFailures == 0 && !t.Open && (t.CoolUntil.IsZero() || t.CoolUntil.Before(s.At))
 }
+
+// addTargets registers targets with the actor (Add).
+type addTargets struct{ names []string }
+
+// Add registers targets (a config reload that adds them): they take the
+// ids Len, Len+1, … in order, and Add returns the first. It returns once
+// the actor has published a snapshot that includes them, so a config
+// that routes to them can be published next. Calls must not overlap.
+func (h *Handle) Add(names []string) (int, error) {
+	if h.stopped.Load() {
+		return 0, errors.New("targets: Add after Stop")
+	}
+	first := h.slots.Grow(len(names))
+	res, err := h.root.RequestFuture(h.pid, &addTargets{names: slices.Clone(names)}, 5*time.Second).Result()
+	if err != nil {
+		return 0, fmt.Errorf("registering %d targets with the targets actor: %w", len(names), err)
+	}
+	if n := res.(int); n != first+len(names) {
+		return 0, fmt.Errorf("targets actor holds %d targets after adding %d to %d", n, len(names), first)
+	}
+	return first, nil
+}
+
+// add appends the new targets' state and publishes. The slots exist
+// already (Add grows them before it sends).
+func (a *targetsActor) add(m *addTargets) {
+	a.drain()
+	a.names = append(slices.Clip(a.names), m.names...)
+	a.h.names.Store(&a.names)
+	a.st = append(a.st, make([]state, len(m.names))...)
+	a.publish()
+}
+
+// Len is the number of targets registered.
+func (h *Handle) Len() int { return len(*h.names.Load()) }
 
 // Snapshot returns the latest published view.
 func (h *Handle) Snapshot() *Snapshot { return h.snap.Load() }
@@ -207,12 +255,17 @@ func Spawn(system *actor.ActorSystem, names []string, clk clock.Clock) (*Handle,
 // SpawnWith starts the actor with breaker options.
 func SpawnWith(system *actor.ActorSystem, names []string, clk clock.Clock, o Options) (*Handle, error) {
 	o.defaults()
-	h := &Handle{root: system.Root, probes: make([]atomic.Int64, len(names)), opts: o, acc: make([]successAcc, len(names))}
+	h := &Handle{root: system.Root, slots: &growable.List[slot]{}, opts: o}
+	h.slots.Grow(len(names))
+	names = slices.Clone(names)
+	h.names.Store(&names)
 	ch := make(chan struct{})
 	h.changed.Store(&ch)
 	(&targetsActor{h: h, clk: clk, names: names, st: make([]state, len(names))}).publish()
-	// Each incarnation starts from the published snapshot (restart.go).
+	// Each incarnation starts from the published snapshot (restart.go)
+	// and the names registered so far.
 	produce := func() actor.Actor {
+		names := *h.names.Load()
 		return &targetsActor{h: h, clk: clk, names: names, st: restoreState(h.snap.Load(), len(names))}
 	}
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(produce, actor.WithGuardian(strategy)), fmt.Sprintf("targets-%p", h))
@@ -249,6 +302,9 @@ func (a *targetsActor) Receive(ctx actor.Context) {
 	case flush:
 		a.h.flushPending.Store(false) // before draining: later reports schedule anew
 		a.drain()
+	case *addTargets:
+		a.add(m)
+		ctx.Respond(len(a.st))
 	case tick:
 		a.drain()
 		now := a.clk.Now()
@@ -269,8 +325,8 @@ func (a *targetsActor) stopTimers() {
 
 // drain folds the fast-path successes into the state.
 func (a *targetsActor) drain() {
-	for i := range a.h.acc {
-		acc := &a.h.acc[i]
+	for i := range a.st {
+		acc := &a.h.slots.At(i).acc
 		n := acc.n.Swap(0)
 		if n == 0 {
 			continue
@@ -306,7 +362,7 @@ func (a *targetsActor) observe(m *messages.AttemptFinished) {
 		s.attempts++
 	}
 	if m.Probe {
-		a.h.probes[m.Target].Store(0)
+		a.h.slots.At(m.Target).probe.Store(0)
 	}
 	if m.Class == messages.Canceled {
 		a.dirty = true

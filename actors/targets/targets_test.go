@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
 
+	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/messages"
@@ -98,5 +99,42 @@ func TestSuccessesCoalesce(t *testing.T) {
 	s := waitSnap(t, h, func(s *Snapshot) bool { return s.Targets[0].Successes == 1000 })
 	if s.Targets[0].Attempts != 1000 || s.Targets[0].TTFBEWMAMillis != 1 {
 		t.Fatalf("after coalescing: %+v", s.Targets[0])
+	}
+}
+
+// TestAddRegistersTargets: targets added at run time get the next ids,
+// are in the snapshot Add waited for, take reports, claim probes, and
+// survive a restart of the actor with their names.
+func TestAddRegistersTargets(t *testing.T) {
+	sys := newSystem()
+	defer sys.Shutdown()
+	clk := clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	h, err := Spawn(sys, []string{"p/a/m"}, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	first, err := h.Add([]string{"q/b/m", "q/b/n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first != 1 || h.Len() != 3 {
+		t.Fatalf("Add gave first id %d and %d targets, want 1 and 3", first, h.Len())
+	}
+	s := h.Snapshot()
+	if len(s.Targets) != 3 || s.Targets[1].Target != "q/b/m" || s.Targets[2].Target != "q/b/n" {
+		t.Fatalf("snapshot after Add: %+v", s.Targets)
+	}
+	h.Report(&messages.AttemptFinished{Target: 2, Class: messages.RateLimit, Status: 429, At: clk.Now()})
+	waitSnap(t, h, func(s *Snapshot) bool { return s.Targets[2].Attempts == 1 && s.Targets[2].Open })
+	clk.Advance(time.Minute)
+	if !h.TryProbe(2, clk.Now()) || h.TryProbe(2, clk.Now()) {
+		t.Fatal("the added target's single probe was not claimable exactly once")
+	}
+	sys.Root.Send(h.pid, supervise.Crash{})
+	h.Report(&messages.AttemptFinished{Target: 1, Class: messages.Capacity, Status: 503, At: clk.Now()})
+	s = waitSnap(t, h, func(s *Snapshot) bool { return s.Targets[1].Attempts == 1 })
+	if len(s.Targets) != 3 || s.Targets[2].Target != "q/b/n" || s.Targets[2].Attempts != 1 {
+		t.Fatalf("after a restart the added targets lost their names or state: %+v", s.Targets)
 	}
 }

@@ -154,6 +154,14 @@ func (g *Gate) SetLimit(limit int64) {
 	g.mu.Unlock()
 }
 
+// SetCap changes the concurrency cap (0 = none). Leases already held
+// above a lowered cap finish; new ones wait until the count is under it.
+func (g *Gate) SetCap(capCount int) {
+	g.mu.Lock()
+	g.cap = int64(capCount)
+	g.mu.Unlock()
+}
+
 // Limit returns the published limit.
 func (g *Gate) Limit() int64 {
 	g.mu.Lock()

@@ -156,7 +156,7 @@ func (p *Provider) FilterBeta(dst, v []byte) []byte {
 
 // Connection is one credential of a provider with its own connection pool.
 type Connection struct {
-	ID       int    // index in the start-up catalog's Connections (see Onto)
+	ID       int    // the gateway's id: Connections index of the first catalog, then see Onto
 	Name     string // "provider/connection"
 	Provider *Provider
 	MaxConns int
@@ -174,7 +174,7 @@ func (c *Connection) APIKey() string { return c.apiKey }
 // model share one Target, so they share its state (cooldowns, circuit,
 // quota, token budget, metrics), as the provider meters them as one.
 type Target struct {
-	ID            int    // index in the start-up catalog's Targets (see Onto)
+	ID            int    // the gateway's id: Targets index of the first catalog, then see Onto
 	Name          string // "provider/connection/upstream-model"
 	Conn          *Connection
 	UpstreamModel string // "" = keep the caller's name
@@ -411,46 +411,68 @@ func Build(f *config.File, getenv func(string) (string, bool)) (*Catalog, error)
 	return c, nil
 }
 
-// Onto renumbers c, a catalog built from a reloaded file, onto base, the
-// catalog the gateway started with: every connection and target takes
-// the ID the same name has in base, so the state the actors keep by ID
-// (circuits, quota, token budgets, admission limits, metrics) carries
-// over to the targets that survive a reload. IDs then index base's
-// slices, not c's: c.Targets lists only the targets c routes to, and a
-// target base has but c lacks keeps its ID unused until a reload brings
-// it back. Onto returns, instead of renumbering, what base cannot hold:
-// connections and targets it has never seen (starting them needs a
-// restart). c is not usable until Onto returned no problem.
-func (c *Catalog) Onto(base *Catalog) []string {
-	conns := make(map[string]int, len(base.Connections))
-	for _, bc := range base.Connections {
-		conns[bc.Name] = bc.ID
+// IDs is what a gateway has numbered so far: every connection and
+// target name it has ever routed to, by id (ids are dense, from 0, and
+// never reused). The catalog Build makes first numbers them itself;
+// reloaded catalogs are renumbered onto it (Onto).
+type IDs struct {
+	Conns   map[string]int
+	Targets map[string]int
+}
+
+// NewIDs returns the ids of c, the first catalog.
+func NewIDs(c *Catalog) IDs {
+	ids := IDs{Conns: make(map[string]int, len(c.Connections)), Targets: make(map[string]int, len(c.Targets))}
+	for _, cn := range c.Connections {
+		ids.Conns[cn.Name] = cn.ID
 	}
-	targets := make(map[string]int, len(base.Targets))
-	for _, bt := range base.Targets {
-		targets[bt.Name] = bt.ID
+	for _, t := range c.Targets {
+		ids.Targets[t.Name] = t.ID
 	}
-	var probs []string
-	for _, nc := range c.Connections {
-		if _, ok := conns[nc.Name]; !ok {
-			probs = append(probs, fmt.Sprintf("connection %s is new: adding a connection needs a restart", nc.Name))
+	return ids
+}
+
+// Onto renumbers c, a catalog built from a reloaded file, onto ids: a
+// connection or target whose name ids knows keeps its id, so the state
+// the actors keep by id (circuits, quota, token budgets, admission
+// limits, metrics) carries over to the ones that survive a reload; a new
+// one takes the next free id, in c's order. IDs then index the gateway's
+// id tables, not c's slices: c.Targets lists only the targets c routes
+// to. Onto returns the new connections and targets (which the caller
+// registers with the actors before it routes by c) and leaves ids as it
+// was; Add records them once registered.
+func (c *Catalog) Onto(ids IDs) (newConns []*Connection, newTargets []*Target) {
+	newConns = renumber(c.Connections, ids.Conns, func(nc *Connection) (string, *int) { return nc.Name, &nc.ID })
+	newTargets = renumber(c.Targets, ids.Targets, func(nt *Target) (string, *int) { return nt.Name, &nt.ID })
+	return newConns, newTargets
+}
+
+// renumber gives each item the id known has for its name, or the next
+// free one, and returns the items that took a new id.
+func renumber[T any](items []T, known map[string]int, key func(T) (string, *int)) []T {
+	var added []T
+	next := len(known)
+	for _, it := range items {
+		name, id := key(it)
+		if k, ok := known[name]; ok {
+			*id = k
+		} else {
+			*id = next
+			next++
+			added = append(added, it)
 		}
 	}
-	for _, nt := range c.Targets {
-		if _, ok := targets[nt.Name]; !ok {
-			probs = append(probs, fmt.Sprintf("target %s is new: adding a target (a connection and upstream model the gateway did not start with) needs a restart", nt.Name))
-		}
+	return added
+}
+
+// Add records the connections and targets Onto found new.
+func (ids IDs) Add(conns []*Connection, targets []*Target) {
+	for _, c := range conns {
+		ids.Conns[c.Name] = c.ID
 	}
-	if len(probs) > 0 {
-		return probs
+	for _, t := range targets {
+		ids.Targets[t.Name] = t.ID
 	}
-	for _, nc := range c.Connections {
-		nc.ID = conns[nc.Name]
-	}
-	for _, nt := range c.Targets {
-		nt.ID = targets[nt.Name]
-	}
-	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -222,16 +222,16 @@ func TestEmbeddingsNeverTranslated(t *testing.T) {
 	}
 }
 
-// TestOntoKeepsIDsByName: a reloaded catalog takes the start-up IDs of
-// the connections and targets it shares with it, whatever order and
-// subset it has, and refuses, untouched, one that needs a new target or
-// connection.
+// TestOntoKeepsIDsByName: a reloaded catalog takes the ids of the
+// connections and targets known before, whatever order and subset it
+// has, and gives new ones the next free ids, reporting them.
 func TestOntoKeepsIDsByName(t *testing.T) {
 	env := map[string]string{"OA": "sk-oa", "AN": "sk-an"}
 	base, err := build(t, twoModels, env)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ids := NewIDs(base)
 	// Only the Anthropic target is left, under a new model name: alone it
 	// would be target 0 on connection 0.
 	next, err := build(t, `{"providers":{
@@ -240,8 +240,8 @@ func TestOntoKeepsIDsByName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := next.Onto(base); p != nil {
-		t.Fatal(p)
+	if nc, nt := next.Onto(ids); nc != nil || nt != nil {
+		t.Fatalf("nothing is new, yet Onto reported %v %v", nc, nt)
 	}
 	bt := base.Model([]byte("fast")).Targets[1]
 	nt := next.Model([]byte("renamed")).Targets[0]
@@ -255,12 +255,28 @@ func TestOntoKeepsIDsByName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := []int{grown.Targets[0].ID, grown.Targets[1].ID}
-	p := grown.Onto(base)
-	if len(p) != 3 || !strings.Contains(p[0], "connection an/k2 is new") || !strings.Contains(strings.Join(p, ";"), "target an/k/claude-new is new") {
-		t.Fatalf("problems %q", p)
+	nConns, nTargets := len(base.Connections), len(base.Targets)
+	newConns, newTargets := grown.Onto(ids)
+	if len(newConns) != 1 || newConns[0].Name != "an/k2" || newConns[0].ID != nConns {
+		t.Fatalf("new connections %+v; want an/k2 with id %d", newConns, nConns)
 	}
-	if grown.Targets[0].ID != ids[0] || grown.Targets[1].ID != ids[1] {
-		t.Fatal("a refused Onto renumbered the catalog")
+	if len(newTargets) != 2 || newTargets[0].Name != "an/k/claude-new" || newTargets[0].ID != nTargets || newTargets[1].ID != nTargets+1 {
+		t.Fatalf("new targets %+v; want ids %d and %d", newTargets, nTargets, nTargets+1)
+	}
+	if grown.Targets[0].Conn.ID != base.Model([]byte("fast")).Targets[1].Conn.ID {
+		t.Fatal("the known connection an/k lost its id")
+	}
+	if len(ids.Targets) != nTargets {
+		t.Fatal("Onto changed the ids it was given")
+	}
+	ids.Add(newConns, newTargets)
+	again, err := build(t, `{"providers":{
+  "an":{"base_url":"https://api.anthropic.com/v1","apis":["messages"],"connections":{"k2":{"api_key_env":"AN"}}}},
+ "models":{"m":{"targets":[{"connection":"an/k2","model":"claude"}]}}}`, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nc, nt := again.Onto(ids); nc != nil || nt != nil || again.Targets[0].ID != nTargets+1 {
+		t.Fatalf("a target recorded by Add was new again (%v %v) or changed id (%d)", nc, nt, again.Targets[0].ID)
 	}
 }

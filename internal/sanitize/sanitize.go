@@ -14,8 +14,12 @@ package sanitize
 
 import (
 	"bytes"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // MaxLen bounds a sanitised message.
@@ -69,9 +73,21 @@ func Message(s, fallback string) string { return (*Redactor)(nil).Message(s, fal
 // occurrence of the literal values it was given (the configured provider
 // keys, management key and the like, whatever their shape). A nil
 // Redactor redacts shapes only.
+//
+// Add learns more values while the Redactor is in use (a config reload
+// bringing a new provider key): readers load the current set with one
+// atomic load, and a value once added stays (a stream in flight may still
+// carry an old key).
 type Redactor struct {
+	set atomic.Pointer[knownSet]
+	mu  sync.Mutex // serialises Add
+}
+
+// knownSet is an immutable set of literal values to redact.
+type knownSet struct {
 	known [][]byte
 	strs  []string
+	seen  map[string]bool
 }
 
 // minKnown is the shortest literal value worth redacting: a shorter one
@@ -82,22 +98,38 @@ const minKnown = 6
 // very short values are ignored).
 func NewRedactor(secrets ...string) *Redactor {
 	r := &Redactor{}
-	seen := map[string]bool{}
+	r.set.Store(&knownSet{seen: map[string]bool{}})
+	r.Add(secrets...)
+	return r
+}
+
+// Add makes r redact secrets too (empty, very short and known values are
+// ignored). Every line and body redacted after Add returns is covered.
+func (r *Redactor) Add(secrets ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.set.Load()
+	var next *knownSet
 	for _, s := range secrets {
-		if len(s) < minKnown || seen[s] {
+		if len(s) < minKnown || cur.seen[s] || (next != nil && next.seen[s]) {
 			continue
 		}
-		seen[s] = true
-		r.known = append(r.known, []byte(s))
-		r.strs = append(r.strs, s)
+		if next == nil {
+			next = &knownSet{known: slices.Clip(cur.known), strs: slices.Clip(cur.strs), seen: maps.Clone(cur.seen)}
+		}
+		next.seen[s] = true
+		next.known = append(next.known, []byte(s))
+		next.strs = append(next.strs, s)
 	}
-	return r
+	if next != nil {
+		r.set.Store(next)
+	}
 }
 
 // String redacts s for a log line: known values, then secret shapes.
 func (r *Redactor) String(s string) string {
 	if r != nil {
-		for _, k := range r.strs {
+		for _, k := range r.set.Load().strs {
 			s = strings.ReplaceAll(s, k, Redacted)
 		}
 	}
@@ -110,7 +142,7 @@ func (r *Redactor) String(s string) string {
 func (r *Redactor) Bytes(b []byte) []byte {
 	out := b
 	if r != nil {
-		for _, k := range r.known {
+		for _, k := range r.set.Load().known {
 			if bytes.Contains(out, k) {
 				out = bytes.ReplaceAll(out, k, []byte(Redacted))
 			}

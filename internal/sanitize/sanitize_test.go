@@ -102,3 +102,30 @@ func FuzzRedactorKeepsJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestRedactorAddKeepsOldValues: a value added later is redacted from
+// then on, the earlier ones still are, and Add races no reader (-race).
+func TestRedactorAddKeepsOldValues(t *testing.T) {
+	r := NewRedactor("first-key-plain")
+	body := "old first-key-plain new second-key-plain"
+	if got := r.String(body); !strings.Contains(got, "second-key-plain") {
+		t.Fatalf("a value not yet added was redacted: %q", got)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 200 {
+			_ = r.Bytes([]byte(body))
+		}
+	}()
+	r.Add("second-key-plain", "second-key-plain", "x")
+	<-done
+	for _, got := range []string{r.String(body), string(r.Bytes([]byte(body)))} {
+		if strings.Contains(got, "first-key-plain") || strings.Contains(got, "second-key-plain") || strings.Count(got, Redacted) != 2 {
+			t.Fatalf("after Add: %q", got)
+		}
+	}
+	if got := r.String("x marks"); got != "x marks" {
+		t.Fatalf("a too-short value was added: %q", got)
+	}
+}
