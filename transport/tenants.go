@@ -20,6 +20,7 @@ import (
 	"github.com/omniroute/gateway/internal/admission"
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
 	ikeys "github.com/omniroute/gateway/internal/keys"
 	"github.com/omniroute/gateway/internal/ledger"
@@ -586,7 +587,11 @@ func (c *call) logRequest(reached bool) {
 	g, tc, ctx := c.g, &c.ten, c.ctx
 	r := requestlog.NewRecord()
 	lat := c.took
-	r.Time = g.clk.Now().Add(-lat)
+	if _, real := g.clk.(clock.Real); real {
+		r.Time = c.start // the same instant, without another clock read
+	} else {
+		r.Time = g.clk.Now().Add(-lat) // arrival on the injected clock
+	}
 	r.RequestID = string(c.rid)
 	switch {
 	case tc.entry != nil:
