@@ -41,6 +41,13 @@ type Options struct {
 	// Resync is how often the whole list is read even without events
 	// (default 5 s).
 	Resync time.Duration
+	// Grace keeps a member that vanished from etcd in the list for this
+	// long after etcd was last unreachable (default 20 s). When etcd
+	// comes back, the members' old leases may expire before their client
+	// has reconnected and registered again; dropping them then would be
+	// for good (protoactor blocks a member that once left). Outside that
+	// window a vanished member is dropped at once.
+	Grace time.Duration
 }
 
 // Provider is one member's registration and view.
@@ -57,7 +64,9 @@ type Provider struct {
 
 	mu        sync.Mutex // serialises publish
 	published string     // fingerprint of the last published list
+	last      map[string]record
 	lastErr   error
+	failedAt  time.Time // when etcd last failed (zero: never)
 }
 
 // record is what a member's key holds.
@@ -79,6 +88,9 @@ func New(client *clientv3.Client, base string, o Options) *Provider {
 	}
 	if o.Resync <= 0 {
 		o.Resync = 5 * time.Second
+	}
+	if o.Grace <= 0 {
+		o.Grace = 20 * time.Second
 	}
 	return &Provider{client: client, base: strings.TrimSuffix(base, "/"), o: o}
 }
@@ -270,6 +282,15 @@ func (p *Provider) sync(ctx context.Context) error {
 	if p.self.ID != "" {
 		byID[p.self.ID] = p.self
 	}
+	p.mu.Lock()
+	if !p.failedAt.IsZero() && time.Since(p.failedAt) < p.o.Grace {
+		for id, r := range p.last { // etcd was away a moment ago: keep the absent
+			if _, ok := byID[id]; !ok {
+				byID[id] = r
+			}
+		}
+	}
+	p.mu.Unlock()
 	ids := slices.Sorted(func(yield func(string) bool) {
 		for id := range byID {
 			if !yield(id) {
@@ -290,7 +311,7 @@ func (p *Provider) sync(ctx context.Context) error {
 	if fp.String() == p.published || ctx.Err() != nil {
 		return nil
 	}
-	p.published = fp.String()
+	p.published, p.last = fp.String(), byID
 	p.c.Logger().Info("cluster members", slog.Int("members", len(members)), slog.String("list", fp.String()))
 	p.c.MemberList.UpdateClusterTopology(members)
 	return nil
@@ -301,7 +322,7 @@ func (p *Provider) fail(err error) {
 		return
 	}
 	p.mu.Lock()
-	p.lastErr = err
+	p.lastErr, p.failedAt = err, time.Now()
 	p.mu.Unlock()
 }
 
