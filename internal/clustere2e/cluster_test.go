@@ -301,6 +301,41 @@ func chat(client *http.Client, addr, key, model string) (answer, error) {
 	return a, nil
 }
 
+// sender is one closed-loop caller; refusable: a 429 is an allowed answer
+// (a tenant limit), not a failure.
+type sender struct {
+	key, model string
+	refusable  bool
+}
+
+// sendUntil runs s against addr on a goroutine of wg until stop closes,
+// handing each 200 or allowed 429 to answered (pausing 10 ms after a 429).
+// Any other answer fails the test, described by where, and ends the loop.
+func sendUntil(t *testing.T, wg *sync.WaitGroup, client *http.Client, addr string, s sender, stop <-chan struct{}, answered func(status int), where func() string) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			a, err := chat(client, addr, s.key, s.model)
+			switch {
+			case err == nil && a.status == 200:
+				answered(200)
+			case err == nil && a.status == 429 && s.refusable:
+				answered(429)
+				time.Sleep(10 * time.Millisecond)
+			default:
+				t.Errorf("%s: a %s request failed: status %d, %v", where(), s.model, a.status, err)
+				return
+			}
+		}
+	}()
+}
+
 // TestThreeNodesShareBudgetsThroughEtcd: three gateway processes on
 // loopback, joined through etcd, in front of one mock provider.
 //
@@ -516,34 +551,15 @@ func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
 			for c := 0; c < 4; c++ {
 				// An open request must answer 200; the capped tenant's may
 				// also be refused with 429 (its cap holds cluster-wide).
-				for _, sender := range []struct {
-					key, model string
-					refusable  bool
-				}{{"", "open", false}, {cappedKy, "capped", true}} {
-					wg.Add(1)
-					go func(addr string) {
-						defer wg.Done()
-						for {
-							select {
-							case <-stop:
-								return
-							default:
-							}
-							a, err := chat(client, addr, sender.key, sender.model)
-							switch {
-							case err == nil && a.status == 200:
-								if !sender.refusable {
-									served.Add(1)
-								}
-							case err == nil && a.status == 429 && sender.refusable:
-								refusedTenant.Add(1)
-								time.Sleep(10 * time.Millisecond)
-							default:
-								t.Errorf("a %s request on a surviving node failed: status %d, %v", sender.model, a.status, err)
-								return
-							}
+				for _, snd := range []sender{{"", "open", false}, {cappedKy, "capped", true}} {
+					sendUntil(t, &wg, client, n.addr, snd, stop, func(status int) {
+						switch {
+						case status == 429:
+							refusedTenant.Add(1)
+						case !snd.refusable:
+							served.Add(1)
 						}
-					}(n.addr)
+					}, func() string { return "a surviving node" })
 				}
 			}
 		}

@@ -56,35 +56,18 @@ func TestEtcdOutage(t *testing.T) {
 	var phase atomic.Int32
 	stop := make(chan struct{})
 	for _, n := range ns {
-		for _, s := range []struct {
-			key, model string
-			refusable  bool
-		}{{"", "open", false}, {"", "open", false}, {cappedKy, "capped", true}, {cappedKy, "capped", true}} {
-			wg.Add(1)
-			go func(addr string) {
-				defer wg.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					a, err := chat(client, addr, s.key, s.model)
-					c := &phases[phase.Load()]
-					switch {
-					case err == nil && a.status == 200 && s.refusable:
-						c.capped.Add(1)
-					case err == nil && a.status == 200:
-						c.open.Add(1)
-					case err == nil && a.status == 429 && s.refusable:
-						c.refused.Add(1)
-						time.Sleep(10 * time.Millisecond)
-					default:
-						t.Errorf("phase %d: a %s request failed: status %d, %v", phase.Load(), s.model, a.status, err)
-						return
-					}
+		for _, snd := range []sender{{"", "open", false}, {"", "open", false}, {cappedKy, "capped", true}, {cappedKy, "capped", true}} {
+			sendUntil(t, &wg, client, n.addr, snd, stop, func(status int) {
+				c := &phases[phase.Load()]
+				switch {
+				case status == 429:
+					c.refused.Add(1)
+				case snd.refusable:
+					c.capped.Add(1)
+				default:
+					c.open.Add(1)
 				}
-			}(n.addr)
+			}, func() string { return fmt.Sprintf("phase %d", phase.Load()) })
 		}
 	}
 	time.Sleep(2 * time.Second)

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -291,13 +292,7 @@ func (p *Provider) sync(ctx context.Context) error {
 		}
 	}
 	p.mu.Unlock()
-	ids := slices.Sorted(func(yield func(string) bool) {
-		for id := range byID {
-			if !yield(id) {
-				return
-			}
-		}
-	})
+	ids := slices.Sorted(maps.Keys(byID))
 	var fp strings.Builder
 	members := make(pcluster.Members, 0, len(ids))
 	for _, id := range ids {
