@@ -97,4 +97,10 @@ type AttemptFinished struct {
 	RetryAfter time.Duration
 	// Probe marks the single attempt a half-open circuit let through.
 	Probe bool
+	// NoLatency marks an attempt whose TTFB is no sample of how fast the
+	// target answers a prompt (a count_tokens call answers in a fraction
+	// of a model call's time): it counts as an attempt and, on success,
+	// as a success for the circuit and cooldowns, but leaves the target's
+	// TTFB average alone, so counts cannot make a slow target look fast.
+	NoLatency bool
 }

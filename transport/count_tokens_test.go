@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/omniroute/gateway/actors/targets"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
 )
@@ -72,6 +73,21 @@ func TestCountTokensFailover(t *testing.T) {
 	if countCalls(t, "m-count-bad") < 1 || countCalls(t, "m-count-good") != 1 {
 		t.Fatalf("mock counts: bad %d good %d, want the failing one tried, then the working one once",
 			countCalls(t, "m-count-bad"), countCalls(t, "m-count-good"))
+	}
+	// The count succeeded on the second target but is no latency sample:
+	// its TTFB average stays unset.
+	var st targets.Stats
+	waitFor(t, "the count's success in the targets' snapshot", func() bool {
+		for _, s := range g.gw.Targets().Snapshot().Targets {
+			if strings.HasSuffix(s.Target, "m-count-good") {
+				st = s
+				return s.Successes == 1
+			}
+		}
+		return false
+	})
+	if st.TTFBEWMAMillis != 0 {
+		t.Errorf("a count fed the target's TTFB average: %v ms", st.TTFBEWMAMillis)
 	}
 
 	// Every Anthropic-dialect target fails: the estimate answers.

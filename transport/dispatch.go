@@ -287,7 +287,10 @@ func (c *call) report(t *catalog.Target, class messages.FailureClass, status int
 		g.metrics.target(t.ID).ttfb.Update(ttfb.Seconds())
 	}
 	c.traceAttemptOutcome(class, status, ttfb)
-	m := &messages.AttemptFinished{Target: t.ID, Class: class, Status: status, TTFB: ttfb, Started: c.attemptStart, At: g.clk.Now()}
+	// A count's quick answer is no sample of the target's latency (as for
+	// its lanes, see runTargets): it still closes circuits and clears
+	// streaks, but leaves the TTFB average routing reads alone.
+	m := &messages.AttemptFinished{Target: t.ID, Class: class, Status: status, TTFB: ttfb, Started: c.attemptStart, At: g.clk.Now(), NoLatency: c.counting}
 	c.plan.annotate(m, m.At)
 	g.targets.Report(m)
 }

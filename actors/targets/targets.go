@@ -102,9 +102,10 @@ func (h *Handle) Changed() <-chan struct{} { return *h.changed.Load() }
 // targets on separate cache lines.
 type successAcc struct {
 	n       atomic.Uint64
-	ttfbSum atomic.Int64 // nanoseconds
+	timed   atomic.Uint64 // of n, the successes carrying a TTFB sample
+	ttfbSum atomic.Int64  // nanoseconds, over the timed successes
 	obs     atomic.Pointer[messages.QuotaObservation]
-	_       [40]byte
+	_       [32]byte
 }
 
 // slot is one target's request-path state: the success accumulator and
@@ -132,7 +133,10 @@ func (h *Handle) Report(m *messages.AttemptFinished) {
 	}
 	if m.Class == messages.OK && !m.Probe && !m.MidStream && h.clean(m.Target) {
 		a := &h.slots.At(m.Target).acc
-		a.ttfbSum.Add(int64(m.TTFB))
+		if !m.NoLatency {
+			a.ttfbSum.Add(int64(m.TTFB))
+			a.timed.Add(1)
+		}
 		if m.Quota != nil && !m.Quota.Empty() {
 			a.obs.Store(m.Quota)
 		}
@@ -331,19 +335,22 @@ func (a *targetsActor) drain() {
 		if n == 0 {
 			continue
 		}
-		sum := acc.ttfbSum.Swap(0)
+		timed, sum := acc.timed.Swap(0), acc.ttfbSum.Swap(0)
 		if obs := acc.obs.Swap(nil); obs != nil && a.h.opts.OnObservation != nil {
 			a.h.opts.OnObservation(i, obs)
 		}
 		s := &a.st[i]
 		s.attempts += n
 		s.successes += n
-		mean := float64(sum) / float64(n) / float64(time.Millisecond)
-		if s.ttfbEWMA == 0 {
-			s.ttfbEWMA = mean
-		} else {
-			// n EWMA steps of weight 0.2 toward the window's mean.
-			s.ttfbEWMA += (1 - math.Pow(0.8, float64(n))) * (mean - s.ttfbEWMA)
+		if timed > 0 {
+			mean := float64(sum) / float64(timed) / float64(time.Millisecond)
+			if s.ttfbEWMA == 0 {
+				s.ttfbEWMA = mean
+			} else {
+				// One EWMA step of weight 0.2 per timed success, toward
+				// the window's mean.
+				s.ttfbEWMA += (1 - math.Pow(0.8, float64(timed))) * (mean - s.ttfbEWMA)
+			}
 		}
 		s.errorRate *= math.Pow(0.9, float64(n))
 		a.dirty = true
@@ -371,11 +378,13 @@ func (a *targetsActor) observe(m *messages.AttemptFinished) {
 	if m.Class == messages.OK {
 		s.successes++
 		s.consecutive = 0
-		ms := float64(m.TTFB) / float64(time.Millisecond)
-		if s.ttfbEWMA == 0 {
-			s.ttfbEWMA = ms
-		} else {
-			s.ttfbEWMA = 0.2*ms + 0.8*s.ttfbEWMA
+		if !m.NoLatency {
+			ms := float64(m.TTFB) / float64(time.Millisecond)
+			if s.ttfbEWMA == 0 {
+				s.ttfbEWMA = ms
+			} else {
+				s.ttfbEWMA = 0.2*ms + 0.8*s.ttfbEWMA
+			}
 		}
 		if s.succeeded(m.Probe, m.Started) {
 			a.publish() // the circuit closed: routing must see it now

@@ -138,3 +138,36 @@ func TestAddRegistersTargets(t *testing.T) {
 		t.Fatalf("after a restart the added targets lost their names or state: %+v", s.Targets)
 	}
 }
+
+// TestNoLatencySuccessKeepsTTFB: a success marked NoLatency (a
+// count_tokens call) counts as an attempt and a success, and clears a
+// failure streak, on the fast path and the actor's path alike, but leaves
+// the TTFB average where the model calls put it.
+func TestNoLatencySuccessKeepsTTFB(t *testing.T) {
+	sys := newSystem()
+	defer sys.Shutdown()
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	h, err := Spawn(sys, []string{"p/a/m"}, clock.NewFake(at))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	// Fast path (clean target): one timed success, then quick counts.
+	h.Report(&messages.AttemptFinished{Target: 0, Class: messages.OK, TTFB: 100 * time.Millisecond, At: at})
+	for i := 0; i < 10; i++ {
+		h.Report(&messages.AttemptFinished{Target: 0, Class: messages.OK, TTFB: time.Millisecond, At: at, NoLatency: true})
+	}
+	s := waitSnap(t, h, func(s *Snapshot) bool { return s.Targets[0].Successes == 11 })
+	if a := s.Targets[0]; a.Attempts != 11 || a.TTFBEWMAMillis != 100 {
+		t.Fatalf("after fast-path counts: %+v, want 11 attempts and the TTFB average still 100 ms", a)
+	}
+	// Actor path (a failure streak makes the target unclean): the count
+	// ends the streak without moving the average.
+	h.Report(&messages.AttemptFinished{Target: 0, Class: messages.Capacity, Status: 503, At: at})
+	waitSnap(t, h, func(s *Snapshot) bool { return s.Targets[0].ConsecutiveFailures == 1 })
+	h.Report(&messages.AttemptFinished{Target: 0, Class: messages.OK, TTFB: time.Millisecond, At: at, NoLatency: true})
+	s = waitSnap(t, h, func(s *Snapshot) bool { return s.Targets[0].Successes == 12 })
+	if a := s.Targets[0]; a.ConsecutiveFailures != 0 || a.TTFBEWMAMillis != 100 {
+		t.Fatalf("after a count on a failing target: %+v, want the streak cleared and the TTFB average still 100 ms", a)
+	}
+}
