@@ -11,7 +11,7 @@ import (
 )
 
 // The admission scenarios of bench/lanes. Each runs the gateway inside the
-// bench process (transport.New over a real loopback listener) against an
+// bench process (gateway.New over a real loopback listener) against an
 // in-process mock, so it measures behaviour (who gets served, how fast,
 // who is refused), not the gateway's CPU.
 //

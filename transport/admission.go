@@ -74,46 +74,57 @@ var (
 	admittedBypass = &admissionMark{bypass: true}
 )
 
-// startAdmission resolves the budget once and starts the resource-pressure
-// and ingest actors.
-func (g *Gateway) startAdmission() error {
+// PressureOptions resolves the ingest budget once and returns the
+// resource-pressure actor's options; IngestConfig uses the same budget.
+func (a *Assembly) PressureOptions() pressureactor.Options {
+	g := a.g
 	e := &g.opts.Env
-	a := &e.Admission
-	override, _ := a.MaxInflightBytes.Get()
-	b := budget.Resolve(override, nil)
+	override, _ := e.Admission.MaxInflightBytes.Get()
+	a.budget = budget.Resolve(override, nil)
 	p := &e.Pressure
 	cfg := pressure.Config{
 		HighRatio: float64(p.PressureHighRatio), CriticalRatio: float64(p.PressureCriticalRatio), RecoveryRatio: float64(p.PressureRecoveryRatio),
 		PSIHigh: float64(p.PSIHigh), PSICritical: float64(p.PSICritical), PSIRecovery: float64(p.PSIRecovery),
 		SustainHigh: int(p.SustainHigh), SustainCritical: int(p.SustainCritical), SustainRecovery: int(p.SustainRecovery),
 	}
-	ph, err := pressureactor.Spawn(g.system, pressureactor.Options{Config: cfg, Sample: g.opts.PressureSample,
-		PSISource: pressure.PSISource(p.PSISource), GoLimitFallback: b.LimitBytes, Clock: g.clk, Log: g.log.With("component", "pressure")})
-	if err != nil {
-		return err
-	}
-	countCap, _ := a.CountCap()
-	ih, err := ingest.Spawn(g.system, ingest.Config{
-		Budget: b, LargeBody: int64(a.LargeBodyBytes), HardMax: int64(e.Ingest.HardMaxBodyBytes),
-		CountCap: countCap, Headroom: a.Headroom(), HeapShedRatio: float64(a.HeapShedRatio),
-		QueueWait: a.QueueWait.Duration(), MaxQueuedBytes: int64(a.MaxQueuedBytes),
+	return pressureactor.Options{Config: cfg, Sample: g.opts.PressureSample,
+		PSISource: pressure.PSISource(p.PSISource), GoLimitFallback: a.budget.LimitBytes, Clock: g.clk, Log: g.log.With("component", "pressure")}
+}
+
+// IngestConfig is the ingest actor's configuration on the budget
+// PressureOptions resolved, fed by the spawned pressure actor ph and
+// weighting queued bodies by the tenants' policies (tenants.go).
+func (a *Assembly) IngestConfig(ph *pressureactor.Handle) ingest.Config {
+	g := a.g
+	e := &g.opts.Env
+	ad := &e.Admission
+	countCap, _ := ad.CountCap()
+	return ingest.Config{
+		Budget: a.budget, LargeBody: int64(ad.LargeBodyBytes), HardMax: int64(e.Ingest.HardMaxBodyBytes),
+		CountCap: countCap, Headroom: ad.Headroom(), HeapShedRatio: float64(ad.HeapShedRatio),
+		QueueWait: ad.QueueWait.Duration(), MaxQueuedBytes: int64(ad.MaxQueuedBytes),
 		Clock: g.clk, Pressure: ph, Log: g.log.With("component", "ingest"),
 		Weight: g.tenantWeight, // the tenants' policies (tenants.go)
-	})
-	if err != nil {
-		ph.Stop()
-		return err
 	}
+}
+
+// AttachAdmission hands the front end the spawned pressure and ingest
+// actors, subscribes ingest to pressure, and registers the admission
+// health section and metrics.
+func (a *Assembly) AttachAdmission(ph *pressureactor.Handle, ih *ingest.Handle) {
+	g := a.g
+	ad := &g.opts.Env.Admission
 	ph.Subscribe(ih.OnPressure)
 	g.pressure, g.ingest = ph, ih
-	if k := a.SelfLoopKey(); k != "" {
+	if k := ad.SelfLoopKey(); k != "" {
 		g.selfLoopKey = []byte(k)
 	}
+	countCap, _ := ad.CountCap()
+	b := a.budget
 	g.log.Info("chat ingest budget", "bytes", b.Bytes, "source", string(b.Source), "ceilingBytes", b.CeilingBytes,
-		"largeBodyBytes", int64(a.LargeBodyBytes), "countCap", countCap)
+		"largeBodyBytes", int64(ad.LargeBodyBytes), "countCap", countCap)
 	g.health = append(g.health, healthSection{name: "chatAdmission", fn: g.admissionHealth})
 	g.registerAdmissionMetrics()
-	return nil
 }
 
 func (g *Gateway) stopAdmission() {

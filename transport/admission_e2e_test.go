@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/pressure"
-	"github.com/omniroute/gateway/transport"
 )
 
 // pressureFeed is a sampler the tests steer.
@@ -47,7 +47,7 @@ func startAdmissionGateway(t *testing.T, f *config.File, envVars map[string]stri
 	for k, v := range envVars {
 		vars[k] = v
 	}
-	return startGatewayWith(t, f, vars, transport.Options{PressureSample: feed.sample})
+	return startGatewayWith(t, f, vars, gateway.Options{PressureSample: feed.sample})
 }
 
 // setPressure feeds a sample and waits for the severity it should cause.

@@ -5,8 +5,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	pcluster "github.com/asynkron/protoactor-go/cluster"
-
 	"github.com/omniroute/gateway/actors/credit"
 	ledgeractor "github.com/omniroute/gateway/actors/ledger"
 	"github.com/omniroute/gateway/internal/clock"
@@ -85,44 +83,39 @@ type sharedRes struct {
 	tokenTaken bool
 }
 
-// startCluster joins the cluster when cluster mode is on. It runs after
-// the ledger exists (its slots become shared pools) and before the tenant
-// layer.
-func (g *Gateway) startCluster(slots []ledgeractor.SlotSpec) error {
-	e := g.opts.Env.Cluster
+// ClusterConfig is the cluster to join, from the environment; ok is
+// false for a single node (cluster mode off).
+func (a *Assembly) ClusterConfig() (cfg icluster.Config, ok bool) {
+	e := a.g.opts.Env.Cluster
 	if !e.ClusterMode.On() {
-		return nil
+		return icluster.Config{}, false
 	}
-	cfg := icluster.Config{Name: e.ClusterName, EtcdEndpoints: e.EtcdEndpoints, Listen: e.ClusterListen, Advertise: e.ClusterAdvertise,
+	return icluster.Config{Name: e.ClusterName, EtcdEndpoints: e.EtcdEndpoints, Listen: e.ClusterListen, Advertise: e.ClusterAdvertise,
 		RemoteTLS: icluster.RemoteTLS(e.ClusterTLSCA, e.ClusterTLSCert, e.ClusterTLSKey),
-		EtcdTLS:   icluster.EtcdTLS(e.EtcdTLSCA, e.EtcdTLSCert, e.EtcdTLSKey)}
-	ec, err := icluster.DialEtcd(cfg.EtcdEndpoints, cfg.EtcdTLS)
-	if err != nil {
-		return err
-	}
-	store := credit.NewEtcdStore(ec, "/omniroute/credit/"+cfg.Name+"/")
-	node, err := icluster.Start(g.system, cfg, icluster.Options{Kinds: []*pcluster.Kind{credit.NewKind(store, g.clk)}, Etcd: ec})
-	if err != nil {
-		return err
-	}
-	leases, err := credit.Start(g.system, node.Cluster(), credit.Options{Node: node.ID(), Clock: g.clk})
-	if err != nil {
-		node.Stop()
-		return err
-	}
+		EtcdTLS:   icluster.EtcdTLS(e.EtcdTLSCA, e.EtcdTLSCert, e.EtcdTLSKey)}, true
+}
+
+// AttachCluster hands the front end the joined node and its credit
+// leases: the ledger's slots (PlanRouting ran first) become shared pools.
+// The cooldowns actor is spawned next, with CooldownsProps, under
+// CooldownsActorName; when that fails, DetachCluster undoes this.
+func (a *Assembly) AttachCluster(node *icluster.Node, leases *credit.Leases) {
+	g := a.g
 	cs := &clusterSys{node: node, leases: leases, ledger: &growable.List[sharedSlot]{}, clk: g.clk}
 	empty := map[tenant.ID]*sharedTenant{}
 	cs.tenants.Store(&empty)
-	cs.addSlots(slots)
+	cs.addSlots(g.qs.slots)
 	g.cs = cs
-	if err := g.spawnCooldowns(); err != nil {
-		g.cs = nil
-		leases.Stop()
-		node.Stop()
-		return err
-	}
-	g.log.Info("joined the cluster", "cluster", cfg.Name, "member", node.ID(), "address", node.Address(), "members", len(node.Members()))
-	return nil
+}
+
+// DetachCluster forgets the node AttachCluster gave, without stopping
+// it: the composition root that spawned it stops it.
+func (a *Assembly) DetachCluster() { a.g.cs = nil }
+
+// ClusterJoined logs the membership once the cooldowns actor runs.
+func (a *Assembly) ClusterJoined() {
+	g, node := a.g, a.g.cs.node
+	g.log.Info("joined the cluster", "cluster", g.opts.Env.Cluster.ClusterName, "member", node.ID(), "address", node.Address(), "members", len(node.Members()))
 }
 
 // addSlots shares the next ledger slots' budgets with the cluster.

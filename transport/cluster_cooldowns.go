@@ -19,9 +19,9 @@ import (
 // receiver's clock (a peer with a wrong clock cannot cool a target for
 // ever); the receiver's own probe closes the circuit afterwards.
 
-// cooldownsActorName is the actor each member runs for its peers'
+// CooldownsActorName is the actor each member runs for its peers'
 // cooldowns; the remote layer delivers to it by name.
-const cooldownsActorName = "omniroute-cooldowns"
+const CooldownsActorName = "omniroute-cooldowns"
 
 // maxPeerCooldown bounds a cooldown taken from a peer.
 const maxPeerCooldown = time.Hour
@@ -58,7 +58,7 @@ func (g *Gateway) onCooldown(target int, until time.Time, reason string) {
 	}
 	for _, m := range cs.node.Members() {
 		if !m.Self {
-			g.system.Root.Send(actor.NewPID(m.Address, cooldownsActorName), &wrapperspb.BytesValue{Value: b})
+			g.system.Root.Send(actor.NewPID(m.Address, CooldownsActorName), &wrapperspb.BytesValue{Value: b})
 		}
 	}
 	cs.cooldownsSent.Add(1)
@@ -96,8 +96,10 @@ func (a *cooldownsActor) Receive(ctx actor.Context) {
 	}
 }
 
-// spawnCooldowns starts this member's cooldowns actor.
-func (g *Gateway) spawnCooldowns() error {
-	_, err := g.system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &cooldownsActor{g: g} }), cooldownsActorName)
-	return err
+// CooldownsProps are the props of this member's cooldowns actor, which
+// the composition root spawns under CooldownsActorName once the cluster
+// is attached: the peers address it by that name.
+func (a *Assembly) CooldownsProps() *actor.Props {
+	g := a.g
+	return actor.PropsFromProducer(func() actor.Actor { return &cooldownsActor{g: g} })
 }

@@ -96,16 +96,15 @@ func (g *Gateway) dashboard(ctx *fasthttp.RequestCtx, p []byte, rid []byte) {
 	ctx.SetBody(b)
 }
 
-// startDashboard spawns the history actor that samples the figures the
-// dashboard charts, once a second.
-func (g *Gateway) startDashboard() error {
-	h, err := history.Spawn(g.system, history.Options{Clock: g.clk, Sample: g.dashSample})
-	if err != nil {
-		return err
-	}
-	g.hist = h
-	return nil
+// HistoryOptions are the options of the history actor, which samples the
+// figures the dashboard charts once a second (from published snapshots
+// and atomics only: dashSample).
+func (a *Assembly) HistoryOptions() history.Options {
+	return history.Options{Clock: a.g.clk, Sample: a.g.dashSample}
 }
+
+// AttachHistory hands the front end the spawned history actor.
+func (a *Assembly) AttachHistory(h *history.Handle) { a.g.hist = h }
 
 func (g *Gateway) stopDashboard() {
 	if g.hist != nil {

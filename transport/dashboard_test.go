@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/omniroute/gateway/transport"
+	"github.com/omniroute/gateway/actors/gateway"
 )
 
 type dashSnap struct {
@@ -164,7 +164,7 @@ func TestDashboardCapsProviders(t *testing.T) {
 //
 //	go test ./transport -run '^$' -bench BenchmarkDashboardSnapshot -benchmem
 func BenchmarkDashboardSnapshot(b *testing.B) {
-	g := startGatewayWith(b, scaleFile(b, 100), scaleEnv, transport.Options{})
+	g := startGatewayWith(b, scaleFile(b, 100), scaleEnv, gateway.Options{})
 	release := g.gw.FillLanes(1000)
 	defer release()
 	b.ReportAllocs()

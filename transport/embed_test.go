@@ -14,12 +14,13 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/valyala/fasthttp"
 
+	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/transport"
 )
 
 // embedded builds a gateway on a host-owned actor system without serving it.
-func embedded(t *testing.T, f *transport.File) (*transport.Gateway, *actor.ActorSystem) {
+func embedded(t *testing.T, f *transport.File) (*gateway.Gateway, *actor.ActorSystem) {
 	t.Helper()
 	// Only exported transport API: what a host in another module can use.
 	e, err := transport.LoadEnv(map[string]string{"OMNIROUTE_DATA_DIR": t.TempDir(), "OMNIROUTE_TENANT_SECRET": "test-secret-0123456789"})
@@ -27,7 +28,7 @@ func embedded(t *testing.T, f *transport.File) (*transport.Gateway, *actor.Actor
 		t.Fatal(err)
 	}
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	gw, err := transport.New(system, transport.Options{Env: e, File: f, Getenv: testGetenv})
+	gw, err := gateway.New(system, gateway.Options{Env: e, File: f, Getenv: testGetenv})
 	if err != nil {
 		t.Fatal(err)
 	}

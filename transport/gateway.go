@@ -4,10 +4,10 @@
 // the first byte, relays SSE with one flush per event, and renders errors in
 // the caller's API dialect.
 //
-// It also composes the gateway: New spawns the actors on the actor system it
-// is given and wires their published handles into the request path, so a
-// host service can embed the whole gateway with New plus either Handler (its
-// own fasthttp server) or HTTPHandler (net/http).
+// It spawns no actor: the composition root (actors/gateway) spawns them
+// with the options an Assembly derives and attaches their handles, which
+// the request path then reads. Embedders call actors/gateway's New, not
+// this package.
 package transport
 
 import (
@@ -31,6 +31,7 @@ import (
 	"github.com/omniroute/gateway/actors/ingest"
 	pressureactor "github.com/omniroute/gateway/actors/pressure"
 	"github.com/omniroute/gateway/actors/targets"
+	"github.com/omniroute/gateway/internal/budget"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
@@ -72,7 +73,8 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 }
 
-// Gateway is one running gateway instance.
+// Gateway is one running gateway's HTTP front end, on the actors the
+// composition root attached (Assembly).
 type Gateway struct {
 	opts   Options
 	log    *slog.Logger
@@ -127,11 +129,26 @@ type Gateway struct {
 	cs       *clusterSys     // cluster mode; nil for a single node (cluster.go)
 }
 
-// New builds a gateway on system: it resolves the catalog, creates the
-// upstream clients, derives tenant identities and spawns the actors.
-func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
+// Assembly is a Gateway being composed. Prepare starts one; the
+// composition root (actors/gateway) spawns each actor with the options
+// the Assembly derives from the catalog and the environment, and hands
+// the spawned handle back with the matching Attach method, in the order
+// the methods' comments give (an actor's options may read the handles
+// attached before it). Transport itself spawns nothing: it only serves
+// HTTP on the handles it is given.
+type Assembly struct {
+	g      *Gateway
+	budget budget.Budget // the ingest budget, resolved by PressureOptions
+}
+
+// Prepare starts composing a gateway on system: it resolves the catalog,
+// takes the data directory's lock, plans the supervised services, creates
+// the upstream clients and the metrics. It spawns no actor. Until
+// StartFront, a failed composition is undone with Abort; after it, with
+// the Gateway's Close.
+func Prepare(system *actor.ActorSystem, o Options) (*Assembly, error) {
 	if o.File == nil {
-		return nil, errors.New("transport.New: Options.File is nil; pass config.DefaultFile() or a decoded file")
+		return nil, errors.New("building the gateway: Options.File is nil; pass config.DefaultFile() or a decoded file")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -158,33 +175,55 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	if g.dirLock, err = lockfile.Acquire(o.Env.ResolvedDataDir()); err != nil {
 		return nil, err
 	}
-	early := func(err error) (*Gateway, error) {
-		g.closeClients()
-		g.dirLock.Release()
+	a := &Assembly{g: g}
+	if err := g.planServices(); err != nil {
+		a.Abort()
 		return nil, err
 	}
-	if err := g.planServices(); err != nil {
-		return early(err)
-	}
 	if err = g.initRouting(); err != nil {
-		return early(err)
-	}
-	names := make([]string, len(cat.Targets))
-	for i, t := range cat.Targets {
-		names[i] = t.Name
+		a.Abort()
+		return nil, err
 	}
 	g.metrics = newMetrics(cat)
 	g.reloadMetrics()
-	if err := g.spawnRouting(system, names); err != nil {
-		g.metrics.unregister()
-		return early(err)
+	return a, nil
+}
+
+// Clock is the clock the gateway runs on (Options.Clock, else the wall
+// clock): the actors get the same one.
+func (a *Assembly) Clock() clock.Clock { return a.g.clk }
+
+// Abort undoes a composition that failed before StartFront: it stops the
+// cluster node and the routing actors attached so far, then releases the
+// metrics, the upstream clients and the data directory. A failed cluster
+// join stops the actor system as it always did.
+func (a *Assembly) Abort() {
+	g := a.g
+	g.stopCluster()
+	if qs := g.qs; qs != nil {
+		if qs.quota != nil {
+			qs.quota.Stop()
+		}
+		if qs.ledger != nil {
+			qs.ledger.Stop()
+		}
 	}
-	if err := g.startCluster(g.qs.slots); err != nil {
-		g.qs.stop()
+	if g.targets != nil {
 		g.targets.Stop()
-		g.metrics.unregister()
-		return early(err)
 	}
+	if g.metrics != nil {
+		g.metrics.unregister()
+	}
+	g.closeClients()
+	g.dirLock.Release()
+}
+
+// StartFront builds the HTTP front end's own state (the in-flight
+// registry, the hang-up watcher, request ids, the fasthttp server and the
+// core health sections) once the routing actors and the cluster are
+// attached. From here on a failed composition is undone with Close.
+func (a *Assembly) StartFront() {
+	g := a.g
 	g.inflight = newRegistry()
 	g.hangups = newHangupWatcher(g.inflight, g.log)
 	g.rids.init()
@@ -198,31 +237,10 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	if g.cs != nil {
 		g.health = append(g.health, healthSection{name: "cluster", fn: g.clusterHealth})
 	}
-	// The tenant layer (issue 14): keys, per-tenant limits, the request
-	// log. Before admission, whose ingest queue and lanes read the
-	// tenants' weights.
-	if err := g.startTenants(); err != nil {
-		g.Close()
-		return nil, err
-	}
-	if err := g.startAdmission(); err != nil {
-		g.Close()
-		return nil, err
-	}
-	if err := g.startLanes(); err != nil {
-		g.Close()
-		return nil, err
-	}
-	if err := g.startSidecars(system); err != nil {
-		g.Close()
-		return nil, err
-	}
-	if err := g.startDashboard(); err != nil {
-		g.Close()
-		return nil, err
-	}
-	return g, nil
 }
+
+// Gateway is the composed gateway, to serve once every actor is attached.
+func (a *Assembly) Gateway() *Gateway { return a.g }
 
 // closeClients closes every upstream client, replaced ones included.
 func (g *Gateway) closeClients() {

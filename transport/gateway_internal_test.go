@@ -28,7 +28,7 @@ func allocGateway(t testing.TB, vars ...string) *Gateway {
 		t.Fatal(err)
 	}
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	g, err := New(system, Options{Env: env, File: f})
+	g, err := newForTest(system, Options{Env: env, File: f})
 	if err != nil {
 		system.Shutdown()
 		t.Fatal(err)

@@ -10,10 +10,10 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/valyala/fasthttp"
 
+	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/bench/refproxy"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
-	"github.com/omniroute/gateway/transport"
 )
 
 // benchGateway runs an in-process mock and gateway on loopback and returns
@@ -40,7 +40,7 @@ func benchGateway(b testing.TB, env ...string) (gwAddr, mockAddr string) {
 		b.Fatal(err)
 	}
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	gw, err := transport.New(system, transport.Options{Env: e, File: f})
+	gw, err := gateway.New(system, gateway.Options{Env: e, File: f})
 	if err != nil {
 		b.Fatal(err)
 	}

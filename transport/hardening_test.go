@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/logging"
 	"github.com/omniroute/gateway/internal/mockprovider"
@@ -90,7 +91,7 @@ func TestPanicIsOneFailedRequest(t *testing.T) {
 	})
 	defer restore()
 	var logs testutil.SyncBuffer
-	g := startGatewayWith(t, testFile(t, ""), nil, transport.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	g := startGatewayWith(t, testFile(t, ""), nil, gateway.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 
 	mode.Store("handler", true)
 	r := g.post("/v1/chat/completions", `{"model":"echo","messages":[]}`, "X-Request-Id", "panic-chat-1")
@@ -169,7 +170,7 @@ func TestNoKeyInAnyLog(t *testing.T) {
 				}
 			})
 			defer restore()
-			g := startGatewayWith(t, testFile(t, ""), nil, transport.Options{Logger: logging.New(format, "debug", &logs)})
+			g := startGatewayWith(t, testFile(t, ""), nil, gateway.Options{Logger: logging.New(format, "debug", &logs)})
 			echo := `{"error":{"message":"Incorrect API key provided: ` + plantedProvKey + `","type":"invalid_request_error","code":"invalid_api_key"}}`
 			setBehavior(t, map[string]mockprovider.Behavior{
 				"m-first":  {Fail: mockprovider.FailSpec{Mode: "status", Status: 500, Body: echo, Headers: map[string]string{"X-Echo-Key": plantedProvKey}}},

@@ -19,11 +19,11 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
 
+	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/svctest"
 	"github.com/omniroute/gateway/internal/testutil"
-	"github.com/omniroute/gateway/transport"
 )
 
 // mock is the mock provider process shared by the package's tests. Tests
@@ -108,7 +108,7 @@ func testFileWith(t testing.TB, extraProviders, extra string) *config.File {
 
 type gwEnv struct {
 	t      testing.TB
-	gw     *transport.Gateway
+	gw     *gateway.Gateway
 	system *actor.ActorSystem
 	base   string
 	hc     *http.Client
@@ -131,18 +131,18 @@ var testGetenv = func(k string) (string, bool) {
 // startGateway runs a gateway on a loopback port with env overrides.
 func startGateway(t *testing.T, f *config.File, envVars map[string]string) *gwEnv {
 	t.Helper()
-	return startGatewayWith(t, f, envVars, transport.Options{})
+	return startGatewayWith(t, f, envVars, gateway.Options{})
 }
 
 // startGatewayTB is startGateway for benchmarks and fuzz targets.
 func startGatewayTB(t testing.TB, f *config.File, envVars map[string]string) *gwEnv {
 	t.Helper()
-	return startGatewayWith(t, f, envVars, transport.Options{})
+	return startGatewayWith(t, f, envVars, gateway.Options{})
 }
 
 // startGatewayWith is startGateway with extra options (clock, pressure
 // sampler); Env, File and Getenv are filled in here.
-func startGatewayWith(t testing.TB, f *config.File, envVars map[string]string, o transport.Options) *gwEnv {
+func startGatewayWith(t testing.TB, f *config.File, envVars map[string]string, o gateway.Options) *gwEnv {
 	t.Helper()
 	vars := map[string]string{"OMNIROUTE_DATA_DIR": t.TempDir(), "OMNIROUTE_TENANT_SECRET": "test-secret-0123456789"}
 	for k, v := range envVars {
@@ -154,7 +154,7 @@ func startGatewayWith(t testing.TB, f *config.File, envVars map[string]string, o
 	}
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	o.Env, o.File, o.Getenv = e, f, testGetenv
-	gw, err := transport.New(system, o)
+	gw, err := gateway.New(system, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,28 +22,34 @@ const PriorityHeader = "X-Omniroute-Priority"
 // maxSkipNames bounds the targets named in X-OmniRoute-Skipped-Targets.
 const maxSkipNames = 16
 
-// admissionState is the gateway's admission wiring, built by startLanes.
+// admissionState is the gateway's admission wiring, built by AttachLanes.
 type admissionState struct {
 	lanes        *lanes.Handle
 	defaultClass admission.Class
 	metrics      admissionMetrics
 }
 
-// startLanes starts one admission controller per upstream and prepares
-// priority classes, fusion panels, the health section and the metrics.
-func (g *Gateway) startLanes() error {
-	// One upstream per target (upstream index = target id): a target is
-	// a connection and upstream model, whose capacity belongs to the
-	// provider's model whichever model of ours routes to it; its cap is
-	// the smallest max_concurrent any model sets for it (targetCaps).
-	a := &g.adm
+// LanesOptions are the lanes actor's options: one admission controller
+// per upstream, and the tenants' weights.
+//
+// One upstream per target (upstream index = target id): a target is a
+// connection and upstream model, whose capacity belongs to the provider's
+// model whichever model of ours routes to it; its cap is the smallest
+// max_concurrent any model sets for it (targetCaps).
+func (a *Assembly) LanesOptions() lanes.Options {
+	g := a.g
 	specs := upstreamSpecs(g.cat.Targets, g.opts.File)
-	h, err := lanes.Spawn(g.system, lanes.Options{Config: g.opts.Env.Lanes.Config(), Clock: g.clk, Upstreams: specs,
-		Logger: g.log.With("component", "admission"), Weight: g.laneWeight})
-	if err != nil {
-		return err
-	}
-	a.lanes = h
+	return lanes.Options{Config: g.opts.Env.Lanes.Config(), Clock: g.clk, Upstreams: specs,
+		Logger: g.log.With("component", "admission"), Weight: g.laneWeight}
+}
+
+// AttachLanes hands the front end the spawned lanes actor, feeds it the
+// gateway's memory pressure, and prepares priority classes, the health
+// section and the metrics.
+func (a *Assembly) AttachLanes(h *lanes.Handle) {
+	g := a.g
+	ad := &g.adm
+	ad.lanes = h
 	if g.pressure != nil {
 		// The gateway's own memory pressure feeds every upstream's limit:
 		// critical halves it at once (once per window), high stops growth.
@@ -56,10 +62,9 @@ func (g *Gateway) startLanes() error {
 			}
 		})
 	}
-	a.defaultClass = admission.Class(g.opts.Env.Lanes.DefaultClass)
+	ad.defaultClass = admission.Class(g.opts.Env.Lanes.DefaultClass)
 	g.AddHealthSection("adaptiveAdmission", g.lanesHealth)
 	g.registerLanesMetrics()
-	return nil
 }
 
 // Lanes returns the admission handle.

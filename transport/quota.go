@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/asynkron/protoactor-go/actor"
 
 	ledgeractor "github.com/omniroute/gateway/actors/ledger"
 	quotaactor "github.com/omniroute/gateway/actors/quota"
@@ -70,11 +69,21 @@ func upstreamName(t *catalog.Target) string {
 	return strings.TrimPrefix(t.Name, t.Conn.Name+"/")
 }
 
-// spawnRouting starts the ledger, the quota actors and the targets actor
-// (whose attempt reports carry the header observations the other two
-// need) with the start-up catalog's connections and targets, planned as
-// a reload plans the ones it adds (targetset.go).
-func (g *Gateway) spawnRouting(system *actor.ActorSystem, names []string) error {
+// RoutingPlan is what the composition root spawns the routing actors
+// with: the ledger's slots, the quota actors' connections and the targets
+// actor's target names, from the start-up catalog.
+type RoutingPlan struct {
+	Slots   []ledgeractor.SlotSpec
+	Conns   []quotaactor.ConnSpec
+	Targets []string
+}
+
+// PlanRouting plans the start-up catalog's connections and targets as a
+// reload plans the ones it adds (targetset.go), and registers their
+// metrics, so that the ledger, quota and targets actors can be spawned on
+// the plan.
+func (a *Assembly) PlanRouting() (RoutingPlan, error) {
+	g := a.g
 	cat, env := g.cat, g.opts.Env.Quota
 	qs := &quotaSys{info: &growable.List[targetInfo]{}, aware: bool(env.QuotaAwareRouting),
 		maxWait: env.RoutingMaxWait.Duration(), defOut: int64(env.DefaultOutputTokens), threshold: float64(env.ApproachingThreshold),
@@ -83,29 +92,40 @@ func (g *Gateway) spawnRouting(system *actor.ActorSystem, names []string) error 
 	g.qs = qs
 	p, err := g.planTargets(cat.Connections, cat.Targets, nil, g.opts.File)
 	if err != nil {
-		return err
+		return RoutingPlan{}, err
 	}
 	g.recordPlan(p)
 	qs.ledgerMetrics(g)
 	qs.slots = p.slots
-	if qs.ledger, err = ledgeractor.Spawn(system, p.slots, g.clk); err != nil {
-		return err
+	names := make([]string, len(cat.Targets))
+	for i, t := range cat.Targets {
+		names[i] = t.Name
 	}
-	ledgerH := qs.ledger
-	qs.quota, err = quotaactor.Spawn(system, p.connSpecs, g.clk, quotaactor.Options{Threshold: qs.threshold,
-		Estimates: func(conn int) []quota.Value { return ledgerH.Snapshot().Estimates(*g.reg.connNames.At(conn)) },
+	return RoutingPlan{Slots: p.slots, Conns: p.connSpecs, Targets: names}, nil
+}
+
+// QuotaOptions are the quota actors' options: their estimates come from
+// ledger, and their polls are counted in the gateway's metrics.
+func (a *Assembly) QuotaOptions(ledger *ledgeractor.Handle) quotaactor.Options {
+	g, qs := a.g, a.g.qs
+	return quotaactor.Options{Threshold: qs.threshold,
+		Estimates: func(conn int) []quota.Value { return ledger.Snapshot().Estimates(*g.reg.connNames.At(conn)) },
 		OnPoll: func(conn int, ok bool) {
 			if ok {
 				(*qs.m.pollOK.At(conn)).Inc()
 			} else {
 				(*qs.m.pollErr.At(conn)).Inc()
 			}
-		}})
-	if err != nil {
-		qs.ledger.Stop()
-		return err
-	}
-	g.targets, err = targets.SpawnWith(system, names, g.clk, targets.Options{
+		}}
+}
+
+// TargetsOptions are the targets actor's options: breaker and cooldown
+// settings from the environment, the attempts' rate-limit headers
+// forwarded to the quota and ledger actors (attached by AttachRouting
+// before any request runs), and cooldowns told to the cluster's peers.
+func (a *Assembly) TargetsOptions() targets.Options {
+	g, qs, env := a.g, a.g.qs, a.g.opts.Env.Quota
+	return targets.Options{
 		FailureThreshold: int(env.BreakerFailures),
 		BackoffBase:      env.CooldownBase.Duration(), BackoffMax: env.CooldownMax.Duration(),
 		HardCooldown: env.QuotaCooldown.Duration(),
@@ -115,13 +135,13 @@ func (g *Gateway) spawnRouting(system *actor.ActorSystem, names []string) error 
 			qs.ledger.ObserveLimits(in.slot, obs)
 		},
 		OnCooldown: g.onCooldown, // cluster mode tells the peers
-	})
-	if err != nil {
-		qs.quota.Stop()
-		qs.ledger.Stop()
-		return err
 	}
-	return nil
+}
+
+// AttachRouting hands the front end the spawned ledger, quota and targets
+// actors.
+func (a *Assembly) AttachRouting(ledger *ledgeractor.Handle, q *quotaactor.Handle, t *targets.Handle) {
+	a.g.qs.ledger, a.g.qs.quota, a.g.targets = ledger, q, t
 }
 
 func (qs *quotaSys) stop() {

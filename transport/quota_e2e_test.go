@@ -12,17 +12,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
-	"github.com/omniroute/gateway/transport"
 )
 
 // startGatewayClock is startGateway with the gateway's decision clock
 // injected, so cooldowns and windows are driven without sleeping.
 func startGatewayClock(t *testing.T, f *config.File, envVars map[string]string, clk clock.Clock) *gwEnv {
 	t.Helper()
-	return startGatewayWith(t, f, envVars, transport.Options{Clock: clk})
+	return startGatewayWith(t, f, envVars, gateway.Options{Clock: clk})
 }
 
 // quotaFile has an OpenAI-style provider (header mapping "openai") with

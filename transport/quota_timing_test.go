@@ -12,9 +12,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
-	"github.com/omniroute/gateway/transport"
 )
 
 // BenchmarkChatWithQuotaRouting measures non-streaming and streaming chat
@@ -48,7 +48,7 @@ func BenchmarkChatWithQuotaRouting(b *testing.B) {
 				b.Fatal(err)
 			}
 			system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-			gw, err := transport.New(system, transport.Options{Env: e, File: f, Getenv: testGetenv})
+			gw, err := gateway.New(system, gateway.Options{Env: e, File: f, Getenv: testGetenv})
 			if err != nil {
 				b.Fatal(err)
 			}

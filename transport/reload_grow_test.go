@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/logging"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/testutil"
@@ -272,7 +273,7 @@ func TestReloadRedactsAddedKey(t *testing.T) {
 	models := `"rr-echo": {"targets": [{"connection": "mock/a", "model": "m-rr-echo"}]}`
 	path := writeConfig(t, reloadJSON(models, ""))
 	g := &reloadEnv{gwEnv: startGatewayWith(t, readConfig(t, path), map[string]string{"OMNIROUTE_CONFIG": path},
-		transport.Options{Logger: logging.New("json", "debug", &logs)}), path: path}
+		gateway.Options{Logger: logging.New("json", "debug", &logs)}), path: path}
 	logPanic := func() {
 		t.Helper()
 		panicNext.Store(true)

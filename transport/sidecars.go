@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/omniroute/gateway/actors/services"
 	"github.com/omniroute/gateway/internal/engines"
@@ -52,21 +51,30 @@ func (g *Gateway) planServices() error {
 	return nil
 }
 
-// autoStartWait bounds how long New waits for auto-start services.
+// autoStartWait bounds how long AttachServices waits for auto-start
+// services.
 const autoStartWait = 60 * time.Second
 
-// startSidecars spawns the supervisors, builds the registry and the relay,
-// registers health sections and metrics, then starts the auto-start
-// services and waits for them, so that the first request finds them up.
-func (g *Gateway) startSidecars(system *actor.ActorSystem) error {
+// ServicesPlan builds the engines registry and returns the supervised
+// services (planned by Prepare, ports chosen) and the options their
+// manager is started with.
+func (a *Assembly) ServicesPlan() ([]services.Spec, services.Options) {
+	g := a.g
 	s := g.side
 	s.engines = engines.Build(g.opts.File, g.opts.Env.Relay.BifrostURL())
-	mgr, err := services.Start(system, s.specs, services.Options{
-		DataDir: g.opts.Env.ResolvedDataDir(), Clock: g.clk, Logger: g.log.With("component", "services"), Redact: g.redact.String})
-	if err != nil {
-		return err
-	}
+	return s.specs, services.Options{
+		DataDir: g.opts.Env.ResolvedDataDir(), Clock: g.clk, Logger: g.log.With("component", "services"), Redact: g.redact.String}
+}
+
+// AttachServices hands the front end the started services manager,
+// builds the relay, registers health sections and metrics, then starts
+// the auto-start services and waits for them (at most autoStartWait), so
+// that the first request finds them up.
+func (a *Assembly) AttachServices(mgr *services.Manager) error {
+	g := a.g
+	s := g.side
 	s.mgr = mgr
+	var err error
 	if s.relay, err = g.newRelayRoute(); err != nil {
 		return err
 	}

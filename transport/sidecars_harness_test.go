@@ -13,11 +13,11 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/actors/services"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/svctest"
-	"github.com/omniroute/gateway/transport"
 )
 
 // gwOpts are the extras the sidecar tests need over startGateway.
@@ -52,7 +52,7 @@ func startGW(t *testing.T, f *config.File, o gwOpts) *gwEnv {
 		return "", false
 	}
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	gw, err := transport.New(system, transport.Options{Env: e, File: f, Getenv: getenv, Clock: o.clock})
+	gw, err := gateway.New(system, gateway.Options{Env: e, File: f, Getenv: getenv, Clock: o.clock})
 	if err != nil {
 		system.Shutdown()
 		t.Fatal(err)

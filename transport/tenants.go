@@ -42,14 +42,16 @@ import (
 //	→ settle (finishTenant: the limiter from the real usage, once; one
 //	  record to the request log, handed over without waiting).
 //
-// The composition root builds its actors in startTenants; the management
-// routes are in keys_api.go and requests_api.go.
+// The composition root (actors/gateway) spawns its actors on the options
+// OpenStore, KeysOptions, AttachKeys and RequestLogOptions give; the
+// management routes are in keys_api.go and requests_api.go.
 
 // Store is the persistence the tenant layer uses (keys, request log,
 // usage), re-exported for hosts that back it with their own store.
 type Store = store.Store
 
-// tenantSys is the tenant layer's wiring, built by startTenants.
+// tenantSys is the tenant layer's wiring, built by OpenStore and the
+// Attach methods of the tenant layer.
 type tenantSys struct {
 	db     store.Store
 	ownDB  bool // opened here (SQLite in the data dir): closed by stopTenants
@@ -100,38 +102,56 @@ type tenantCall struct {
 	ttft            time.Duration
 }
 
-// startTenants opens the store, loads the keys, starts the limiter and the
-// request log writer. It runs before admission starts, whose ingest queue
-// and lanes read the tenants' weights.
-func (g *Gateway) startTenants() error {
-	o := &g.opts
+// OpenStore opens the tenant layer's store (Options.Store, else the
+// SQLite database in the data directory) that the keys actor and the
+// request log use. The tenant layer is attached before admission, whose
+// ingest queue and lanes read the tenants' weights.
+func (a *Assembly) OpenStore() error {
+	g, o := a.g, &a.g.opts
 	ts := &tenantSys{clk: g.clk.Now}
 	g.ten = ts
-	rc := g.rc.Load()
 	if o.Store != nil {
 		ts.db = o.Store
-	} else {
-		db, err := sqlite.Open(filepath.Join(o.Env.ResolvedDataDir(), sqlite.FileName), sqlite.Options{})
-		if err != nil {
-			return fmt.Errorf("cannot start: %w", err)
-		}
-		ts.db, ts.ownDB = db, true
+		return nil
 	}
-	kh, err := keys.Spawn(g.system, keys.Options{Store: ts.db, Resolver: rc.tenants, Config: rc.config, Clock: g.clk,
-		OnChange: func(s *ikeys.Snapshot) { ts.keysChanged(s, true) }})
+	db, err := sqlite.Open(filepath.Join(o.Env.ResolvedDataDir(), sqlite.FileName), sqlite.Options{})
 	if err != nil {
 		return fmt.Errorf("cannot start: %w", err)
 	}
+	ts.db, ts.ownDB = db, true
+	return nil
+}
+
+// KeysOptions are the keys actor's options: the store OpenStore opened,
+// the config's tenants, and a change hook that republishes the tenants'
+// limits and weights.
+func (a *Assembly) KeysOptions() keys.Options {
+	g, ts := a.g, a.g.ten
+	rc := g.rc.Load()
+	return keys.Options{Store: ts.db, Resolver: rc.tenants, Config: rc.config, Clock: g.clk,
+		OnChange: func(s *ikeys.Snapshot) { ts.keysChanged(s, true) }}
+}
+
+// AttachKeys hands the front end the spawned keys actor and returns the
+// tenant limiter's options, derived from the keys it loaded.
+func (a *Assembly) AttachKeys(kh *keys.Handle) (tenantlimitactor.Options, error) {
+	ts := a.g.ten
 	ts.keys = kh
 	specs, err := ts.specs(kh.Snapshot())
 	if err != nil {
-		return fmt.Errorf("cannot start: %w", err)
+		return tenantlimitactor.Options{}, fmt.Errorf("cannot start: %w", err)
 	}
-	lh, err := tenantlimitactor.Spawn(g.system, tenantlimitactor.Options{Clock: g.clk, Tenants: specs})
-	if err != nil {
-		return err
-	}
-	ts.limits = lh
+	return tenantlimitactor.Options{Clock: a.g.clk, Tenants: specs}, nil
+}
+
+// AttachTenantLimits hands the front end the spawned tenant limiter.
+func (a *Assembly) AttachTenantLimits(lh *tenantlimitactor.Handle) { a.g.ten.limits = lh }
+
+// RequestLogOptions are the request log writer's options: its lines
+// (redacted) on stdout and its rows in the store, as
+// OMNIROUTE_REQUEST_LOG says.
+func (a *Assembly) RequestLogOptions() requestlog.Options {
+	g, o := a.g, &a.g.opts
 	mode := o.Env.RequestLog.Mode
 	var lines *slog.Logger
 	if mode.Stdout() {
@@ -143,16 +163,17 @@ func (g *Gateway) startTenants() error {
 	}
 	var ls store.LogStore
 	if mode.DB() {
-		ls = ts.db
+		ls = g.ten.db
 	}
-	lg, err := requestlog.Spawn(g.system, requestlog.Options{Store: ls, Lines: lines, Clock: g.clk,
-		Retention: o.Env.RequestLog.RetentionDays.Duration()})
-	if err != nil {
-		return err
-	}
-	ts.log, ts.logOn = lg, ls != nil || lines != nil
+	return requestlog.Options{Store: ls, Lines: lines, Clock: g.clk, Retention: o.Env.RequestLog.RetentionDays.Duration()}
+}
+
+// AttachRequestLog hands the front end the spawned request log writer,
+// which completes the tenant layer.
+func (a *Assembly) AttachRequestLog(lg *requestlog.Handle, o requestlog.Options) {
+	g, ts := a.g, a.g.ten
+	ts.log, ts.logOn = lg, o.Store != nil || o.Lines != nil
 	g.health = append(g.health, healthSection{name: "tenants", fn: g.tenantsHealth})
-	return nil
 }
 
 // stopTenants flushes the request log and stops the tenant actors, then

@@ -21,13 +21,13 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/store/sqlite"
 	"github.com/omniroute/gateway/internal/testutil"
-	"github.com/omniroute/gateway/transport"
 )
 
 // tenantsFile has models for the tenant tests, each with a price (per
@@ -78,7 +78,7 @@ func TestKeyLifecycleEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	clk := clock.NewFake(time.Date(2025, 11, 25, 10, 0, 0, 0, time.UTC))
 	env := map[string]string{"OMNIROUTE_DATA_DIR": dir}
-	g := startGatewayWith(t, tenantsFile(t), env, transport.Options{Clock: clk})
+	g := startGatewayWith(t, tenantsFile(t), env, gateway.Options{Clock: clk})
 
 	// Bad bodies name the field.
 	g.createKey(`{"name":"other"}`)
@@ -171,7 +171,7 @@ func TestKeyLifecycleEndToEnd(t *testing.T) {
 
 	// Restart on the same data directory.
 	g.stop()
-	g2 := startGatewayWith(t, tenantsFile(t), env, transport.Options{Clock: clk})
+	g2 := startGatewayWith(t, tenantsFile(t), env, gateway.Options{Clock: clk})
 	var list struct {
 		Keys []struct {
 			Name      string     `json:"name"`
@@ -293,7 +293,7 @@ func TestBudgetsRollOverAndAllowedModels(t *testing.T) {
 	resetMock(t)
 	setBehavior(t, map[string]mockprovider.Behavior{"m-ten-gpt": {CompletionTokens: 100}})
 	clk := clock.NewFake(time.Date(2025, 11, 30, 22, 0, 0, 0, time.UTC))
-	g := startGatewayWith(t, tenantsFile(t), nil, transport.Options{Clock: clk})
+	g := startGatewayWith(t, tenantsFile(t), nil, gateway.Options{Clock: clk})
 	// One request costs ~$0.0002; each budget admits one.
 	day := g.createKey(`{"name":"day","daily_budget_usd":0.0001,"allowed_models":["ten-*"]}`)
 	month := g.createKey(`{"name":"month","monthly_budget_usd":0.0001}`)
@@ -400,7 +400,7 @@ func TestTenantSettlesFromRealUsage(t *testing.T) {
 	f := tenantsFile(t)
 	clk := clock.NewFake(time.Date(2025, 11, 25, 10, 0, 0, 0, time.UTC))
 	g := startGatewayWith(t, withModels(t, f, `{"ten-long": {"targets": [{"connection": "mock/a", "model": "m-ten-long"}]},
-		"ten-bad": {"targets": [{"connection": "mock/a", "model": "m-ten-bad"}]}}`), nil, transport.Options{Clock: clk})
+		"ten-bad": {"targets": [{"connection": "mock/a", "model": "m-ten-bad"}]}}`), nil, gateway.Options{Clock: clk})
 	policy := `"tokens_per_minute":60000,"max_concurrent":1}`
 	n := 0
 	key := func() string {
@@ -497,7 +497,7 @@ func TestSixtyFourConcurrentRequestsAgainstACapOfTen(t *testing.T) {
 	setBehavior(t, map[string]mockprovider.Behavior{"m-ten-conc": {LatencyMS: 40, CompletionTokens: 30}})
 	clk := clock.NewFake(time.Date(2025, 11, 25, 10, 0, 0, 0, time.UTC))
 	g := startGatewayWith(t, withModels(t, tenantsFile(t), `{"ten-conc": {"targets": [{"connection": "mock/a", "model": "m-ten-conc"}]}}`),
-		nil, transport.Options{Clock: clk})
+		nil, gateway.Options{Clock: clk})
 	const limit, maxTokens = 3000, 60
 	k := g.createKey(`{"name":"conc","max_concurrent":10,"tokens_per_minute":` + strconv.Itoa(limit) + `}`)
 	body := `{"model":"ten-conc","max_tokens":` + strconv.Itoa(maxTokens) + `,"messages":[{"role":"user","content":"count to three"}]}`
@@ -559,7 +559,7 @@ func TestDatabaseFailures(t *testing.T) {
 	}
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	defer system.Shutdown()
-	if _, err := transport.New(system, transport.Options{Env: e, File: tenantsFile(t), Getenv: testGetenv}); err == nil ||
+	if _, err := gateway.New(system, gateway.Options{Env: e, File: tenantsFile(t), Getenv: testGetenv}); err == nil ||
 		!strings.Contains(err.Error(), "corrupt or not a SQLite database") || !strings.Contains(err.Error(), "restore a backup") {
 		t.Fatalf("start-up on a corrupt database: %v", err)
 	}
@@ -569,7 +569,7 @@ func TestDatabaseFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer full.Close()
-	g := startGatewayWith(t, tenantsFile(t), nil, transport.Options{Store: full})
+	g := startGatewayWith(t, tenantsFile(t), nil, gateway.Options{Store: full})
 	k := g.createKey(`{"name":"filler","requests_per_minute":100000}`)
 	failing := func() bool {
 		v, _ := jsonField(t, g.get("/api/monitoring/health").body, "tenants", "requestLog", "failing").(bool)
@@ -603,7 +603,7 @@ func TestRequestLogToStdout(t *testing.T) {
 	resetMock(t)
 	var out testutil.SyncBuffer
 	g := startGatewayWith(t, tenantsFile(t), map[string]string{"OMNIROUTE_REQUEST_LOG": "stdout", "OMNIROUTE_LOG_FORMAT": "json"},
-		transport.Options{RequestLogOutput: &out})
+		gateway.Options{RequestLogOutput: &out})
 	k := g.createKey(`{"name":"lines","requests_per_minute":10}`)
 	for _, m := range []string{"ten-gpt", "nope"} {
 		g.post("/v1/chat/completions", chatBody(m, false), "Authorization", "Bearer "+k.Secret)

@@ -15,9 +15,9 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/tracing"
-	"github.com/omniroute/gateway/transport"
 )
 
 // otlpReceiver is an in-process OTLP/HTTP trace receiver: it decodes the
@@ -87,7 +87,7 @@ func TestTracesOverOTLP(t *testing.T) {
 	defer tp.Shutdown(context.Background())
 	resetMock(t)
 	setBehavior(t, map[string]mockprovider.Behavior{"m-first": {Fail: mockprovider.FailSpec{Mode: "status", Status: 500, Times: 1}}})
-	g := startGatewayWith(t, testFile(t, ""), nil, transport.Options{TracerProvider: tp})
+	g := startGatewayWith(t, testFile(t, ""), nil, gateway.Options{TracerProvider: tp})
 	r := g.post("/v1/chat/completions", `{"model":"failover","messages":[{"role":"user","content":"hi"}]}`, "X-Request-Id", "trace-me")
 	if r.status != 200 || r.header.Get("X-OmniRoute-Fallbacks") != "1" {
 		t.Fatalf("failover: %d %v %s", r.status, r.header, r.body)

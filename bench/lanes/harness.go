@@ -28,9 +28,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/valyala/fasthttp"
 
+	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
-	"github.com/omniroute/gateway/transport"
 )
 
 // Options configures a scenario run.
@@ -177,7 +177,7 @@ func (r *Report) String() string {
 // rig is a running mock and gateway.
 type rig struct {
 	mock    *mockprovider.Server
-	gw      *transport.Gateway
+	gw      *gateway.Gateway
 	system  *actor.ActorSystem
 	served  chan error
 	addr    string
@@ -243,7 +243,7 @@ func startRigWith(spec rigSpec) (*rig, error) {
 		return nil, err
 	}
 	r.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	if r.gw, err = transport.New(r.system, transport.Options{Env: e, File: f, Logger: GatewayLog}); err != nil {
+	if r.gw, err = gateway.New(r.system, gateway.Options{Env: e, File: f, Logger: GatewayLog}); err != nil {
 		r.close()
 		return nil, err
 	}

@@ -1,28 +1,26 @@
 package main
 
 import (
-	"strings"
-
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-
 	"context"
 	"errors"
 	"fmt"
-	"github.com/omniroute/gateway/internal/tracing"
 	"io"
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/cluster"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/logging"
-	"github.com/omniroute/gateway/transport"
+	"github.com/omniroute/gateway/internal/tracing"
 )
 
 // run serves until a signal other than SIGHUP arrives on sig, then shuts
@@ -83,11 +81,11 @@ func run(args []string, environ map[string]string, stdout, stderr io.Writer, sig
 		}()
 		log.Info("exporting traces over OTLP/HTTP")
 	}
-	o := transport.Options{Env: env, File: file, Logger: log, Getenv: getenv, Version: releaseVersion()}
+	o := gateway.Options{Env: env, File: file, Logger: log, Getenv: getenv, Version: releaseVersion()}
 	if tp != nil {
 		o.TracerProvider = tp
 	}
-	gw, err := transport.New(system, o)
+	gw, err := gateway.New(system, o)
 	if err != nil {
 		fmt.Fprintf(stderr, "omniroute: %v\n", err)
 		return 2
@@ -137,7 +135,7 @@ wait:
 // reloadOnHangup re-reads the config file on SIGHUP. The gateway logs
 // the outcome: the new version, hash and what needs a restart, or, at
 // warn level, every error of a refused file (the running config stays).
-func reloadOnHangup(gw *transport.Gateway, log *slog.Logger) {
+func reloadOnHangup(gw *gateway.Gateway, log *slog.Logger) {
 	log.Info("SIGHUP: re-reading the config file")
 	gw.ReloadConfig()
 }
