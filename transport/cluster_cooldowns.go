@@ -96,10 +96,10 @@ func (a *cooldownsActor) Receive(ctx actor.Context) {
 	}
 }
 
-// CooldownsProps are the props of this member's cooldowns actor, which
-// the composition root spawns under CooldownsActorName once the cluster
-// is attached: the peers address it by that name.
-func (a *Assembly) CooldownsProps() *actor.Props {
+// CooldownsActor gives the props of this member's cooldowns actor and the
+// name (CooldownsActorName) the composition root spawns it under once the
+// cluster is attached: the peers address it by that name.
+func (a *Assembly) CooldownsActor() (*actor.Props, string) {
 	g := a.g
-	return actor.PropsFromProducer(func() actor.Actor { return &cooldownsActor{g: g} })
+	return actor.PropsFromProducer(func() actor.Actor { return &cooldownsActor{g: g} }), CooldownsActorName
 }

@@ -239,6 +239,10 @@ func (a *Assembly) StartFront() {
 	}
 }
 
+// Close undoes a composition that failed after StartFront: the
+// Gateway's Close, which stops everything attached.
+func (a *Assembly) Close() { a.g.Close() }
+
 // Gateway is the composed gateway, to serve once every actor is attached.
 func (a *Assembly) Gateway() *Gateway { return a.g }
 

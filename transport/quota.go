@@ -69,20 +69,12 @@ func upstreamName(t *catalog.Target) string {
 	return strings.TrimPrefix(t.Name, t.Conn.Name+"/")
 }
 
-// RoutingPlan is what the composition root spawns the routing actors
-// with: the ledger's slots, the quota actors' connections and the targets
-// actor's target names, from the start-up catalog.
-type RoutingPlan struct {
-	Slots   []ledgeractor.SlotSpec
-	Conns   []quotaactor.ConnSpec
-	Targets []string
-}
-
 // PlanRouting plans the start-up catalog's connections and targets as a
 // reload plans the ones it adds (targetset.go), and registers their
-// metrics, so that the ledger, quota and targets actors can be spawned on
-// the plan.
-func (a *Assembly) PlanRouting() (RoutingPlan, error) {
+// metrics, so that the routing actors can be spawned on the plan: the
+// ledger's slots, the quota actors' connections and the targets actor's
+// target names.
+func (a *Assembly) PlanRouting() (slots []ledgeractor.SlotSpec, conns []quotaactor.ConnSpec, targetNames []string, err error) {
 	g := a.g
 	cat, env := g.cat, g.opts.Env.Quota
 	qs := &quotaSys{info: &growable.List[targetInfo]{}, aware: bool(env.QuotaAwareRouting),
@@ -92,7 +84,7 @@ func (a *Assembly) PlanRouting() (RoutingPlan, error) {
 	g.qs = qs
 	p, err := g.planTargets(cat.Connections, cat.Targets, nil, g.opts.File)
 	if err != nil {
-		return RoutingPlan{}, err
+		return nil, nil, nil, err
 	}
 	g.recordPlan(p)
 	qs.ledgerMetrics(g)
@@ -101,7 +93,7 @@ func (a *Assembly) PlanRouting() (RoutingPlan, error) {
 	for i, t := range cat.Targets {
 		names[i] = t.Name
 	}
-	return RoutingPlan{Slots: p.slots, Conns: p.connSpecs, Targets: names}, nil
+	return p.slots, p.connSpecs, names, nil
 }
 
 // QuotaOptions are the quota actors' options: their estimates come from

@@ -1,0 +1,234 @@
+// Package spawn spawns a gateway's actors, in order, onto the Assembly
+// transport.Prepare returns: the composition root's steps. It is its own
+// package, importing the actor packages and not transport, so that both
+// the composition root (actors/gateway.New) and transport's own internal
+// tests compose a gateway with the same code.
+package spawn
+
+import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+	pcluster "github.com/asynkron/protoactor-go/cluster"
+
+	"github.com/omniroute/gateway/actors/credit"
+	"github.com/omniroute/gateway/actors/history"
+	"github.com/omniroute/gateway/actors/ingest"
+	"github.com/omniroute/gateway/actors/keys"
+	"github.com/omniroute/gateway/actors/lanes"
+	ledgeractor "github.com/omniroute/gateway/actors/ledger"
+	pressureactor "github.com/omniroute/gateway/actors/pressure"
+	quotaactor "github.com/omniroute/gateway/actors/quota"
+	"github.com/omniroute/gateway/actors/requestlog"
+	"github.com/omniroute/gateway/actors/services"
+	"github.com/omniroute/gateway/actors/targets"
+	tenantlimitactor "github.com/omniroute/gateway/actors/tenantlimit"
+	"github.com/omniroute/gateway/internal/clock"
+	icluster "github.com/omniroute/gateway/internal/cluster"
+)
+
+// Assembly is a gateway being composed (*transport.Assembly): for each
+// actor, the options it derives from the catalog and the environment and
+// the Attach method that takes the spawned handle. Each method's comment
+// in transport says what it needs attached before it.
+type Assembly interface {
+	Clock() clock.Clock
+	PlanRouting() ([]ledgeractor.SlotSpec, []quotaactor.ConnSpec, []string, error)
+	QuotaOptions(*ledgeractor.Handle) quotaactor.Options
+	TargetsOptions() targets.Options
+	AttachRouting(*ledgeractor.Handle, *quotaactor.Handle, *targets.Handle)
+	ClusterConfig() (icluster.Config, bool)
+	AttachCluster(*icluster.Node, *credit.Leases)
+	DetachCluster()
+	CooldownsActor() (*actor.Props, string)
+	ClusterJoined()
+	StartFront()
+	OpenStore() error
+	KeysOptions() keys.Options
+	AttachKeys(*keys.Handle) (tenantlimitactor.Options, error)
+	AttachTenantLimits(*tenantlimitactor.Handle)
+	RequestLogOptions() requestlog.Options
+	AttachRequestLog(*requestlog.Handle, requestlog.Options)
+	PressureOptions() pressureactor.Options
+	IngestConfig(*pressureactor.Handle) ingest.Config
+	AttachAdmission(*pressureactor.Handle, *ingest.Handle)
+	LanesOptions() lanes.Options
+	AttachLanes(*lanes.Handle)
+	ServicesPlan() ([]services.Spec, services.Options)
+	AttachServices(*services.Manager) error
+	HistoryOptions() history.Options
+	AttachHistory(*history.Handle)
+	// Abort undoes a composition that failed before StartFront, Close
+	// one that failed after it.
+	Abort()
+	Close()
+}
+
+// All spawns every actor onto a, in this order (each one's options may
+// read the handles before it): ledger, quota and targets (routing); the
+// cluster node, its credit leases and the cooldowns actor (cluster mode
+// only); the front end's own state (StartFront); keys, tenant limits and
+// the request log (the tenant layer, which admission weighs by); pressure
+// and ingest (admission); lanes; the services manager, whose auto-start
+// services it waits for; history (the dashboard). On an error nothing it
+// started is left running.
+func All(system *actor.ActorSystem, a Assembly) error {
+	if err := spawnRouting(system, a); err != nil {
+		a.Abort()
+		return err
+	}
+	if err := joinCluster(system, a); err != nil {
+		a.Abort()
+		return err
+	}
+	a.StartFront()
+	for _, start := range []func(*actor.ActorSystem, Assembly) error{
+		startTenants, startAdmission, startLanes, startServices, startHistory,
+	} {
+		if err := start(system, a); err != nil {
+			a.Close()
+			return err
+		}
+	}
+	return nil
+}
+
+// spawnRouting starts the ledger, the quota actors and the targets actor
+// (whose attempt reports carry the header observations the other two
+// need) on the start-up catalog's plan.
+func spawnRouting(system *actor.ActorSystem, a Assembly) error {
+	slots, conns, names, err := a.PlanRouting()
+	if err != nil {
+		return err
+	}
+	clk := a.Clock()
+	ledger, err := ledgeractor.Spawn(system, slots, clk)
+	if err != nil {
+		return err
+	}
+	q, err := quotaactor.Spawn(system, conns, clk, a.QuotaOptions(ledger))
+	if err != nil {
+		ledger.Stop()
+		return err
+	}
+	t, err := targets.SpawnWith(system, names, clk, a.TargetsOptions())
+	if err != nil {
+		q.Stop()
+		ledger.Stop()
+		return err
+	}
+	a.AttachRouting(ledger, q, t)
+	return nil
+}
+
+// joinCluster joins the cluster when cluster mode is on. It runs after
+// the ledger exists (its slots become shared pools) and before the
+// tenant layer.
+func joinCluster(system *actor.ActorSystem, a Assembly) error {
+	cfg, on := a.ClusterConfig()
+	if !on {
+		return nil
+	}
+	ec, err := icluster.DialEtcd(cfg.EtcdEndpoints, cfg.EtcdTLS)
+	if err != nil {
+		return err
+	}
+	store := credit.NewEtcdStore(ec, "/omniroute/credit/"+cfg.Name+"/")
+	node, err := icluster.Start(system, cfg, icluster.Options{Kinds: []*pcluster.Kind{credit.NewKind(store, a.Clock())}, Etcd: ec})
+	if err != nil {
+		return err
+	}
+	leases, err := credit.Start(system, node.Cluster(), credit.Options{Node: node.ID(), Clock: a.Clock()})
+	if err != nil {
+		node.Stop()
+		return err
+	}
+	a.AttachCluster(node, leases)
+	props, name := a.CooldownsActor()
+	if _, err := system.Root.SpawnNamed(props, name); err != nil {
+		a.DetachCluster()
+		leases.Stop()
+		node.Stop()
+		return fmt.Errorf("spawning the cluster cooldowns actor %q: %w", name, err)
+	}
+	a.ClusterJoined()
+	return nil
+}
+
+// startTenants opens the store, loads the keys, starts the limiter and
+// the request log writer. It runs before admission, whose ingest queue
+// and lanes read the tenants' weights.
+func startTenants(system *actor.ActorSystem, a Assembly) error {
+	if err := a.OpenStore(); err != nil {
+		return err
+	}
+	kh, err := keys.Spawn(system, a.KeysOptions())
+	if err != nil {
+		return fmt.Errorf("cannot start: %w", err)
+	}
+	lo, err := a.AttachKeys(kh)
+	if err != nil {
+		return err
+	}
+	lh, err := tenantlimitactor.Spawn(system, lo)
+	if err != nil {
+		return err
+	}
+	a.AttachTenantLimits(lh)
+	ro := a.RequestLogOptions()
+	lg, err := requestlog.Spawn(system, ro)
+	if err != nil {
+		return err
+	}
+	a.AttachRequestLog(lg, ro)
+	return nil
+}
+
+// startAdmission starts the resource-pressure and ingest actors on the
+// budget resolved once.
+func startAdmission(system *actor.ActorSystem, a Assembly) error {
+	ph, err := pressureactor.Spawn(system, a.PressureOptions())
+	if err != nil {
+		return err
+	}
+	ih, err := ingest.Spawn(system, a.IngestConfig(ph))
+	if err != nil {
+		ph.Stop()
+		return err
+	}
+	a.AttachAdmission(ph, ih)
+	return nil
+}
+
+// startLanes starts one admission controller per upstream.
+func startLanes(system *actor.ActorSystem, a Assembly) error {
+	h, err := lanes.Spawn(system, a.LanesOptions())
+	if err != nil {
+		return err
+	}
+	a.AttachLanes(h)
+	return nil
+}
+
+// startServices spawns the services' supervisors; attaching them builds
+// the relay and waits for the auto-start services, so that the first
+// request finds them up.
+func startServices(system *actor.ActorSystem, a Assembly) error {
+	specs, so := a.ServicesPlan()
+	mgr, err := services.Start(system, specs, so)
+	if err != nil {
+		return err
+	}
+	return a.AttachServices(mgr)
+}
+
+// startHistory spawns the history actor that samples the figures the
+// dashboard charts, once a second.
+func startHistory(system *actor.ActorSystem, a Assembly) error {
+	h, err := history.Spawn(system, a.HistoryOptions())
+	if err != nil {
+		return err
+	}
+	a.AttachHistory(h)
+	return nil
+}
