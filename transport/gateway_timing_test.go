@@ -1,6 +1,7 @@
 package transport_test
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"strings"
@@ -47,7 +48,11 @@ func benchGateway(b testing.TB, env ...string) (gwAddr, mockAddr string) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	go gw.Serve(ln) //nolint:errcheck
 	b.Cleanup(func() {
-		gw.Close()
+		// Shutdown, not Close: it also closes the listener Serve runs on,
+		// so no accept loop outlives the benchmark (goleak checks).
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = gw.Shutdown(ctx)
 		system.Shutdown()
 	})
 	return ln.Addr().String(), mockAddr
@@ -55,6 +60,7 @@ func benchGateway(b testing.TB, env ...string) (gwAddr, mockAddr string) {
 
 func benchPost(b *testing.B, addr, body string) {
 	hc := &fasthttp.HostClient{Addr: addr, MaxConns: 64}
+	b.Cleanup(hc.CloseIdleConnections)
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
 	req.SetRequestURI("http://" + addr + "/v1/chat/completions")

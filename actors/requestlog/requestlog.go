@@ -23,6 +23,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -99,6 +100,8 @@ type Handle struct {
 	// not taken.
 	mu      sync.Mutex
 	pending []store.Record
+	// text holds the ids Log copied (keep), guarded by mu.
+	text []byte
 }
 
 // drain tells the writer that pending holds a whole batch.
@@ -158,41 +161,53 @@ func (h *Handle) Stop() {
 	}
 }
 
-// records recycles the records handed to Log: Log copies each into the
-// pending list, so the request path does not allocate one per request.
-var records = sync.Pool{New: func() any { return new(store.Record) }}
+// textChunk is the size of the buffers Log copies ids into.
+const textChunk = 16 << 10
 
-// NewRecord returns an empty record to fill and hand to Log.
-func NewRecord() *store.Record { return records.Get().(*store.Record) }
-
-func recycle(r *store.Record) {
-	*r = store.Record{}
-	records.Put(r)
-}
-
-// Log hands r to the writer without blocking; false means the queue was
-// full and r was dropped (and counted). The writer owns r afterwards: do
-// not reuse it.
-func (h *Handle) Log(r *store.Record) bool {
+// Log hands a copy of r to the writer without blocking; false means the
+// queue was full and the record was dropped (and counted). r stays the
+// caller's (it can live on the caller's stack).
+//
+// requestID and tenantID, when not empty, replace r's RequestID and
+// TenantID: Log copies them, so the request path passes the bytes it
+// already holds and makes no string per request.
+func (h *Handle) Log(r *store.Record, requestID, tenantID []byte) bool {
 	if h.off {
-		recycle(r)
 		return true
 	}
 	if h.queued.Add(1) > int64(h.o.QueueSize) {
 		h.queued.Add(-1)
 		h.dropped.Add(1)
-		recycle(r)
 		return false
 	}
 	h.mu.Lock()
 	h.pending = append(h.pending, *r)
+	p := &h.pending[len(h.pending)-1]
+	if len(requestID) > 0 {
+		p.RequestID = h.keep(requestID)
+	}
+	if len(tenantID) > 0 {
+		p.TenantID = h.keep(tenantID)
+	}
 	full := len(h.pending) == h.o.BatchSize
 	h.mu.Unlock()
-	recycle(r)
 	if full {
 		h.root.Send(h.pid, drain{})
 	}
 	return true
+}
+
+// keep copies b into the shared text buffer and returns it as a string;
+// h.mu is held. The buffer is only ever appended to within its capacity
+// and a full one is replaced, never reused, so the bytes behind a string
+// it returned never change: records keep them alive until written.
+func (h *Handle) keep(b []byte) string {
+	if len(b) > cap(h.text)-len(h.text) {
+		h.text = make([]byte, 0, max(textChunk, len(b)))
+	}
+	off := len(h.text)
+	h.text = append(h.text, b...)
+	return unsafe.String(&h.text[off], len(b))
 }
 
 // take swaps the pending records for spare (emptied).

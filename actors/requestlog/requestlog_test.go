@@ -58,7 +58,7 @@ func TestBatchesBySizeAndByTime(t *testing.T) {
 	}
 	defer h.Stop()
 	for i := 0; i < 12; i++ {
-		if !h.Log(rec(i)) {
+		if !h.Log(rec(i), nil, nil) {
 			t.Fatal("dropped with an empty queue")
 		}
 	}
@@ -106,7 +106,7 @@ func TestFullQueueDropsAndNeverBlocks(t *testing.T) {
 	accepted, dropped := 0, 0
 	// The writer is stuck in its first insert; Log must keep returning.
 	for i := 0; i < 100; i++ {
-		if h.Log(rec(i)) {
+		if h.Log(rec(i), nil, nil) {
 			accepted++
 		} else {
 			dropped++
@@ -132,7 +132,7 @@ func TestFullDiskStopsLoggingNotServing(t *testing.T) {
 	}
 	defer h.Stop()
 	for i := 0; i < 2000; i++ {
-		if !h.Log(rec(i)) {
+		if !h.Log(rec(i), nil, nil) {
 			t.Fatal("Log refused while the disk is full")
 		}
 	}
@@ -143,7 +143,7 @@ func TestFullDiskStopsLoggingNotServing(t *testing.T) {
 	}
 	// Paused: records are counted, not written, and Log still returns.
 	for i := 0; i < 10; i++ {
-		if !h.Log(rec(1000 + i)) {
+		if !h.Log(rec(1000+i), nil, nil) {
 			t.Fatal("Log refused while paused")
 		}
 	}
@@ -152,7 +152,7 @@ func TestFullDiskStopsLoggingNotServing(t *testing.T) {
 	// with a doubled backoff.
 	clk.Advance(time.Second)
 	for i := 0; i < 2000; i++ {
-		h.Log(rec(5000 + i))
+		h.Log(rec(5000+i), nil, nil)
 	}
 	until(t, "the second attempt failed", func() bool { return h.Health().Errors == 2 })
 	if hl := h.Health(); !hl.RetryAt.Equal(t0.Add(3*time.Second)) || hl.Written != 0 {
@@ -169,7 +169,7 @@ func TestStdoutLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		h.Log(rec(i))
+		h.Log(rec(i), nil, nil)
 	}
 	h.Stop()
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
@@ -198,12 +198,12 @@ func TestRestartCountsTheLostBatchAndGoesOn(t *testing.T) {
 	}
 	defer h.Stop()
 	for i := 0; i < 3; i++ {
-		h.Log(rec(i))
+		h.Log(rec(i), nil, nil)
 	}
 	until(t, "records taken", func() bool { return h.Health().Queued == 0 })
 	h.root.Send(h.pid, crash{})
 	until(t, "the lost batch counted", func() bool { return h.Health().Failed == 3 })
-	h.Log(rec(10))
+	h.Log(rec(10), nil, nil)
 	until(t, "taken by the fresh writer", func() bool { return h.Health().Queued == 0 })
 	clk.Advance(2 * time.Second)
 	until(t, "written after the restart", func() bool { return h.Health().Written == 1 })
@@ -221,7 +221,7 @@ func TestStopFlushesAndRetentionDeletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	until(t, "retention applied", func() bool { return h.Health().Deleted == 1 })
-	h.Log(rec(2))
+	h.Log(rec(2), nil, nil)
 	h.Stop()
 	if n := count(t, d); n != 1 || h.Health().Written != 1 {
 		t.Fatalf("%d rows after stop, health %+v", n, h.Health())
@@ -230,7 +230,7 @@ func TestStopFlushesAndRetentionDeletes(t *testing.T) {
 
 func TestOffLogsNothing(t *testing.T) {
 	h, err := Spawn(system(t), Options{})
-	if err != nil || !h.Log(rec(1)) {
+	if err != nil || !h.Log(rec(1), nil, nil) {
 		t.Fatal(err)
 	}
 	h.Stop()
@@ -271,11 +271,11 @@ func TestDrainWritesWholeBatches(t *testing.T) {
 	}
 	defer h.Stop()
 	for i := 0; i < 5; i++ {
-		h.Log(rec(i))
+		h.Log(rec(i), nil, nil)
 	}
 	until(t, "the first batch in the store", func() bool { ss.mu.Lock(); defer ss.mu.Unlock(); return len(ss.sizes) == 1 })
 	for i := 5; i < 17; i++ { // 12 more pile up behind the stuck insert
-		h.Log(rec(i))
+		h.Log(rec(i), nil, nil)
 	}
 	close(ss.release)
 	until(t, "three batches written", func() bool { return h.Health().Written == 15 })
@@ -289,5 +289,59 @@ func TestDrainWritesWholeBatches(t *testing.T) {
 	}
 	if q := h.Health().Queued; q != 0 {
 		t.Fatalf("%d still queued after the drain", q)
+	}
+}
+
+// capturingStore keeps copies of every record inserted.
+type capturingStore struct {
+	store.LogStore
+	mu   sync.Mutex
+	recs []store.Record
+}
+
+func (c *capturingStore) InsertRequests(_ context.Context, recs []store.Record) error {
+	c.mu.Lock()
+	c.recs = append(c.recs, recs...)
+	c.mu.Unlock()
+	return nil
+}
+
+// The ids Log takes as bytes are copied: the caller reuses its buffer at
+// once (as the request path does), and records written later, across
+// several of the writer's text buffers, still hold their own ids.
+func TestRequestIDsAreCopied(t *testing.T) {
+	cs := &capturingStore{}
+	h, err := Spawn(system(t), Options{Store: cs, BatchSize: 64, QueueSize: 4096, FlushInterval: time.Millisecond, Tick: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1500 // about 70 KB of ids: more than four text buffers
+	rid, tid := make([]byte, 0, 64), make([]byte, 0, 64)
+	for i := 0; i < n; i++ {
+		rid = fmt.Appendf(rid[:0], "req_%026d", i)
+		tid = fmt.Appendf(tid[:0], "key_%016d", i)
+		if !h.Log(rec(i), rid, tid) {
+			t.Fatal("dropped with room in the queue")
+		}
+		copy(rid, "XXXXXXXX") // the caller's buffer changes at once
+		copy(tid, "YYYYYYYY")
+	}
+	until(t, "every record written", func() bool { return h.Health().Written == n })
+	h.Stop()
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if len(cs.recs) != n {
+		t.Fatalf("%d records written, want %d", len(cs.recs), n)
+	}
+	for i, r := range cs.recs {
+		if want := fmt.Sprintf("req_%026d", i); r.RequestID != want {
+			t.Fatalf("record %d: request id %q, want %q", i, r.RequestID, want)
+		}
+		if want := fmt.Sprintf("key_%016d", i); r.TenantID != want {
+			t.Fatalf("record %d: tenant id %q, want %q", i, r.TenantID, want)
+		}
+		if r.TenantName != "a" || r.Status != 200 {
+			t.Fatalf("record %d lost its other fields: %+v", i, r)
+		}
 	}
 }

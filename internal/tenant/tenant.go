@@ -39,6 +39,16 @@ func (id ID) String() string {
 	return string(id[:n])
 }
 
+// Bytes returns the id text as a slice of id itself (no copy, no
+// allocation): for callers that copy it, such as the request log.
+func (id *ID) Bytes() []byte {
+	n := IDLen
+	for n > 0 && id[n-1] == 0 {
+		n--
+	}
+	return id[:n]
+}
+
 // IsZero reports whether id is unset.
 func (id ID) IsZero() bool { return id == ID{} }
 

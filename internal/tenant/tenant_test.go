@@ -139,3 +139,18 @@ func TestIDForDigestIsTheKeysID(t *testing.T) {
 		t.Fatal("digest and key give different ids")
 	}
 }
+
+// Bytes is String without the copy, for every id length, and shares the
+// id's memory (the request log copies it).
+func TestIDBytesIsString(t *testing.T) {
+	for _, text := range []string{"", "a", "anonymous", "key_0123456789abcdef", strings.Repeat("z", IDLen)} {
+		var id ID
+		copy(id[:], text)
+		if got := string(id.Bytes()); got != id.String() || got != text {
+			t.Fatalf("Bytes %q, String %q, want %q", got, id.String(), text)
+		}
+		if b := id.Bytes(); len(b) > 0 && &b[0] != &id[0] {
+			t.Fatalf("Bytes of %q copied the id", text)
+		}
+	}
+}
