@@ -228,7 +228,7 @@ func (l *laneActor) admissible(w *waiter) (Reason, int) {
 		}
 		return None, 0
 	}
-	if ew > v.target && l.flow[c].outrun(now, l.u.h.cfg.Window()) {
+	if ew > v.target && l.flow[c].outrun(now, l.u.h.cfg.Window(), v.drainCost(v.target, backlogged)) {
 		l.logShed("standing", w, ew, v, len(l.q[c]))
 		return Overloaded, retrySeconds(ew)
 	}
@@ -262,14 +262,21 @@ func (f *laneFlow) restart(now time.Time) {
 
 // outrun reports whether arrivals exceeded grants by more than a tenth
 // (and two requests' worth, the noise of a closed loop's timing).
-func (f *laneFlow) outrun(now time.Time, window time.Duration) bool {
+//
+// In the first window of a busy period the counts run from its start, so
+// their difference is the queue itself (and what was shed): any standing
+// queue would look like growth. What a queue may hold at the target is no
+// growth, so allow (that much cost) is taken off the arrivals: a tenant
+// within its share whose queue stands a little above the target is not
+// demand beyond it, while one whose queue keeps growing past it is.
+func (f *laneFlow) outrun(now time.Time, window time.Duration, allow int64) bool {
 	if now.Sub(f.markAt) >= window {
 		f.lastIn, f.lastOut = f.in-f.markIn, f.out-f.markOut
 		f.markAt, f.markIn, f.markOut = now, f.in, f.out
 	}
 	in, out := f.lastIn, f.lastOut
 	if in < 0 {
-		in, out = f.in-f.markIn, f.out-f.markOut
+		in, out = f.in-f.markIn-allow, f.out-f.markOut
 	}
 	return outrun(in, out)
 }
