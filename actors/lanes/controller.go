@@ -182,6 +182,8 @@ func (c *controller) Receive(ctx actor.Context) {
 	case syncMsg:
 		c.publish(true)
 		ctx.Respond(true)
+	case measuringQuery:
+		ctx.Respond(c.sub != nil)
 	}
 }
 
@@ -200,7 +202,7 @@ func (c *controller) sleepIfIdle() {
 		return
 	}
 	st := c.u.gate.Stats()
-	if st.ActiveCount() > 0 || st.Waiting[admission.Interactive]+st.Waiting[admission.Batch] > 0 {
+	if st.ActiveCount() > 0 || st.Waiting[admission.Interactive]+st.Waiting[admission.Batch] > 0 || c.lanesQueued() {
 		c.idle = 0
 		return
 	}
@@ -208,6 +210,16 @@ func (c *controller) sleepIfIdle() {
 		c.sub()
 		c.sub = nil
 	}
+}
+
+// lanesQueued reports whether any lane holds a queue.
+func (c *controller) lanesQueued() bool {
+	for _, info := range c.byID {
+		if info.count[admission.Interactive]+info.count[admission.Batch] > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // step folds finished leases into the controller, lets it judge its
@@ -345,6 +357,14 @@ func (c *controller) onLaneState(ctx actor.Context, m *laneState) {
 	}
 	now := c.u.h.clk.Now()
 	info.count, info.cost, info.lastUse = m.count, m.cost, now
+	if m.count[admission.Interactive]+m.count[admission.Batch] > 0 {
+		// A queue is work to measure. After an idle spell the tick is
+		// asleep, and an overload's first requests take every free place
+		// on the gate's fast path: no release comes for a whole answer's
+		// time, and without the tick the flow verdict (which turns on
+		// shedding) would wait that long while the queue grows.
+		c.wake()
+	}
 	if info.elem != nil {
 		c.lru.MoveToFront(info.elem)
 	}

@@ -623,8 +623,8 @@ func TestLightLaneIsServedNext(t *testing.T) {
 
 // TestStandingQueueSheds: once the drain rate is known and the upstream
 // is overloaded (arrivals outrun grants), a lane's burst may queue up to
-// the burst interval's worth of wait. A lane that has not
-// emptied for that interval is a standing queue: it keeps waiting while
+// two targets' worth of wait (burstWaitTargets). A lane that has not
+// emptied for the burst interval (four targets) is a standing queue: it keeps waiting while
 // it holds its length (a closed loop of callers), and sheds what would
 // wait past the queueing target once it grows, while another tenant's
 // lane, empty until now, still queues.
@@ -662,10 +662,10 @@ func TestStandingQueueSheds(t *testing.T) {
 		leases = append(leases, &l)
 	}
 	target := time.Duration(up.QueueTargetMs * float64(time.Millisecond))
-	// Queue x's burst past the target (but within the burst interval).
+	// Queue x's burst past the target (but within a burst's allowance).
 	burst := int(target.Seconds()*up.DrainPerSecond) + 2
-	if float64(burst+1)/up.DrainPerSecond >= (burstIntervals * target).Seconds() {
-		t.Fatalf("test setup: a burst of %d does not fit the interval (%+v)", burst, up)
+	if float64(burst+1)/up.DrainPerSecond >= (burstWaitTargets * target).Seconds() {
+		t.Fatalf("test setup: a burst of %d does not fit a burst's allowance (%+v)", burst, up)
 	}
 	var xs []*pending
 	queue := func(tn string) *pending {
@@ -678,13 +678,45 @@ func TestStandingQueueSheds(t *testing.T) {
 	for i := 0; i < burst; i++ {
 		xs = append(xs, queue("x"))
 	}
+	// queueOrShed sends one request of tn and reports whether it was shed
+	// (else it queued and is returned).
+	queueOrShed := func(tn string) (*pending, bool) {
+		t.Helper()
+		n := e.h.Snapshot().QueuedCount
+		p := e.acquireAsync(tn, admission.Interactive, 1, nil)
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			select {
+			case r := <-p.done:
+				if r != Overloaded {
+					t.Fatalf("%s: %q, want queued or %q", tn, r.Code(), Overloaded.Code())
+				}
+				return nil, true
+			default:
+			}
+			if e.h.Snapshot().QueuedCount > n {
+				return p, false
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the request was neither queued nor shed")
+			}
+		}
+	}
 	// x's queue has not emptied for the interval: it stands, and its
-	// arrivals outrun its grants (none): the next request is shed.
+	// arrivals outrun its grants (none): once it holds more than the
+	// target's worth by the noise margin (two requests), what comes is
+	// shed.
 	e.clk.Advance(burstIntervals*target + time.Millisecond) // the snapshot rounds the target
 	e.h.Tick()
 	e.h.Sync() // the controller sees the flow: arrivals, no grants
-	if _, r := e.acquire("x", admission.Interactive, 1); r != Overloaded {
-		t.Fatalf("standing queue outrunning its grants: %q, want %q", r.Code(), Overloaded.Code())
+	shed := false
+	for i := 0; i < 3 && !shed; i++ {
+		var p *pending
+		if p, shed = queueOrShed("x"); !shed {
+			xs = append(xs, p)
+		}
+	}
+	if !shed {
+		t.Fatalf("a standing queue outrunning its grants (none) was not shed (%d queued)", len(xs))
 	}
 	// A closed loop: each answer brings one new request. After a whole
 	// window in which arrivals kept pace with grants, the standing queue
@@ -821,5 +853,87 @@ func granted(t *testing.T, queued <-chan Reason, what string) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatalf("%s did not grant the queued request", what)
+	}
+}
+
+// measuring asks the upstream's controller whether its measuring tick
+// runs.
+func measuring(t *testing.T, h *Handle) bool {
+	t.Helper()
+	var on bool
+	h.all(func(u *upstream) {
+		r, err := h.root.RequestFuture(u.ctrl, measuringQuery{}, 5*time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		on = r.(bool)
+	})
+	return on
+}
+
+// TestQueueWakesTheMeasuringTick: after an idle spell the controller's
+// tick sleeps. An overload's first requests then take every free place
+// on the gate's fast path and the rest queue in a lane, with no release
+// for a whole answer's time: the lane's queue alone must wake the tick,
+// or the flow verdict that turns on shedding waits for that answer.
+func TestQueueWakesTheMeasuringTick(t *testing.T) {
+	cfg := admission.DefaultConfig()
+	cfg.Mode = admission.ModeEnforce
+	cfg.MinLimit, cfg.InitialLimit, cfg.MaxLimit = 4, 4, 4
+	cfg.WindowMs = 50 // the tick sleeps after a window without work
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	h, err := Spawn(sys, Options{Config: cfg, Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), Upstreams: []UpstreamSpec{{Name: "u0"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Stop(); sys.Shutdown() })
+	e := &env{t: t, h: h, sys: sys}
+	fill := func() []*Lease {
+		var ls []*Lease
+		for {
+			var l Lease
+			if h.TryAcquire(Ticket{Tenant: id("x"), Cost: 1}, &l) != None {
+				return ls
+			}
+			ls = append(ls, &l)
+		}
+	}
+	// x's lane exists (one request of x queued once): later requests go
+	// to it directly, never through the controller.
+	leases := fill()
+	p := e.acquireAsync("x", admission.Interactive, 1, nil)
+	e.until("x queued", func(s *Snapshot) bool { return s.QueuedCount == 1 })
+	for _, l := range leases {
+		h.Release(l, success)
+	}
+	if r := p.wait(t); r != None {
+		t.Fatalf("queued request: %q", r.Code())
+	}
+	h.Release(&p.lease, success)
+	for deadline := time.Now().Add(5 * time.Second); measuring(t, h); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the measuring tick did not go to sleep while idle")
+		}
+	}
+	if leases = fill(); len(leases) != 4 {
+		t.Fatalf("%d places taken on the fast path, want the limit of 4", len(leases))
+	}
+	if s := h.Snapshot(); s.LaneCount != 1 {
+		t.Fatalf("x's lane is gone (%d lanes): the test would go through the controller", s.LaneCount)
+	}
+	p = e.acquireAsync("x", admission.Interactive, 1, nil)
+	e.until("x queued", func(s *Snapshot) bool { return s.QueuedCount == 1 })
+	for deadline := time.Now().Add(5 * time.Second); !measuring(t, h); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a queued lane did not wake the measuring tick")
+		}
+	}
+	h.Release(leases[0], success)
+	if r := p.wait(t); r != None {
+		t.Fatalf("queued request: %q", r.Code())
+	}
+	h.Release(&p.lease, success)
+	for _, l := range leases[1:] {
+		h.Release(l, success)
 	}
 }

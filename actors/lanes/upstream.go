@@ -223,6 +223,12 @@ func (v *view) expectedWait(queued, cost int64, backlogged int) (time.Duration, 
 	return time.Duration(float64(queued+cost) / share * float64(time.Second)), true
 }
 
+// drainCost is the cost a lane drains in d at its share of the drain
+// rate (among backlogged lanes); 0 while the rate is unknown.
+func (v *view) drainCost(d time.Duration, backlogged int) int64 {
+	return int64(d.Seconds() * v.drainRate / float64(max(backlogged, 1)))
+}
+
 // retrySeconds rounds d up to whole seconds, at least 1.
 func retrySeconds(d time.Duration) int {
 	return max(1, int(math.Ceil(d.Seconds())))

@@ -203,8 +203,11 @@ type (
 	windowTick  struct{}
 	subTick     struct{}
 	syncMsg     struct{}
-	deadlineDue struct{}
-	stopLane    struct{}
+	// measuringQuery asks a controller whether its measuring tick runs
+	// (answered with a bool; tests use it).
+	measuringQuery struct{}
+	deadlineDue    struct{}
+	stopLane       struct{}
 )
 
 // Messages that reach a stopped lane or controller (a timer firing during
