@@ -89,6 +89,12 @@ func TestCountTokensFailover(t *testing.T) {
 	if st.TTFBEWMAMillis != 0 {
 		t.Errorf("a count fed the target's TTFB average: %v ms", st.TTFBEWMAMillis)
 	}
+	// Nor is it in the TTFB histogram, which charts model calls.
+	for _, line := range strings.Split(string(g.get("/metrics").body), "\n") {
+		if strings.HasPrefix(line, `omniroute_upstream_ttfb_seconds_count{target="`+st.Target+`"}`) && !strings.HasSuffix(line, " 0") {
+			t.Errorf("a count is in the TTFB histogram: %s", line)
+		}
+	}
 
 	// Every Anthropic-dialect target fails: the estimate answers.
 	setBehavior(t, map[string]mockprovider.Behavior{

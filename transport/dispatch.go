@@ -283,13 +283,14 @@ func (c *call) report(t *catalog.Target, class messages.FailureClass, status int
 	if status != 0 {
 		g.metrics.upstreamStatus(t.ID, status)
 	}
-	if class == messages.OK {
+	// A count's quick answer is no sample of the target's latency (as for
+	// its lanes, see runTargets): it still closes circuits and clears
+	// streaks, but leaves the TTFB histogram and the average routing
+	// reads alone.
+	if class == messages.OK && !c.counting {
 		g.metrics.target(t.ID).ttfb.Update(ttfb.Seconds())
 	}
 	c.traceAttemptOutcome(class, status, ttfb)
-	// A count's quick answer is no sample of the target's latency (as for
-	// its lanes, see runTargets): it still closes circuits and clears
-	// streaks, but leaves the TTFB average routing reads alone.
 	m := &messages.AttemptFinished{Target: t.ID, Class: class, Status: status, TTFB: ttfb, Started: c.attemptStart, At: g.clk.Now(), NoLatency: c.counting}
 	c.plan.annotate(m, m.At)
 	g.targets.Report(m)

@@ -50,7 +50,7 @@ var metricTable = []metricDef{
 	{"omniroute_requests_inflight", kindGauge, "", "Requests being handled, streams included."},
 	{"omniroute_upstream_attempts_total", kindCounter, "`target`, `outcome`", "Upstream attempts by target (provider/connection/model) and outcome: ok, connect, timeout, rate_limit, quota, capacity, auth, request, protocol, canceled."},
 	{"omniroute_upstream_responses_total", kindCounter, "`target`, `status`", "HTTP statuses providers answered with, by target."},
-	{"omniroute_upstream_ttfb_seconds", kindHistogram, "`target`", "Time to response headers of successful upstream attempts."},
+	{"omniroute_upstream_ttfb_seconds", kindHistogram, "`target`", "Time to response headers of successful upstream attempts (token counts excluded: they are no sample of a model call)."},
 	{"omniroute_fallbacks_total", kindCounter, "`route`", "Failed upstream attempts before the one that answered."},
 	{"omniroute_stream_events_total", kindCounter, "`route`", "SSE events relayed to callers."},
 	{"omniroute_stream_interrupted_total", kindCounter, "`route`", "Streams ended by an upstream failure after the first byte (an in-band error was sent)."},

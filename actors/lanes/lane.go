@@ -24,8 +24,11 @@ const burstIntervals = 4
 
 // burstWaitTargets is the longest wait, in queueing targets, that a burst
 // of a lane that was not standing may expect while the upstream is
-// overloaded: the longest wait an overloaded upstream admits, so it sets
-// the tail. At two targets (one no-queue latency with the default target)
+// overloaded, or one hold time of a place if that is longer (until the
+// places held now have turned over once: long streams free a place only
+// so often, and a closed loop of agents starting at once waits that long
+// for its turn): the longest wait an overloaded upstream admits, so it
+// sets the tail. At two targets (one no-queue latency with the default target)
 // a success's latency stays within about twice the unloaded one however
 // large the overload; a tenant within its share, whose own p99 needs its
 // queue far shorter, is refused only in rare long bursts. Letting a burst
@@ -190,7 +193,7 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 // Then each lane has an allowance, CoDel's good queue and bad queue: a
 // lane that emptied within the last burst interval (a tenant within its
 // fair share, whose bursts drain) may queue up to burstWaitTargets'
-// worth of wait. A lane that has stayed non-empty that long is
+// worth of wait, or one hold time of a place if longer. A lane that has stayed non-empty that long is
 // a standing queue; while its arrivals outrun its grants (demand beyond
 // its share) it sheds whatever would wait past the upstream's queueing
 // target, at once and with a Retry-After of its drain time. A standing
@@ -222,7 +225,7 @@ func (l *laneActor) admissible(w *waiter) (Reason, int) {
 	interval := burstIntervals * v.target
 	since := l.busySince[c]
 	if since.IsZero() || now.Sub(since) < interval {
-		if ew > burstWaitTargets*v.target {
+		if ew > max(burstWaitTargets*v.target, v.held) {
 			l.logShed("burst", w, ew, v, len(l.q[c]))
 			return Overloaded, retrySeconds(ew)
 		}
