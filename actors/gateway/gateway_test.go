@@ -19,8 +19,8 @@ func newSystem() *actor.ActorSystem {
 	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 }
 
-// TestNewAndClose: New composes a gateway whose front end has every actor
-// attached (health lists their sections), and Close stops them all
+// TestNewAndClose: New composes a gateway whose front end has its actors'
+// handles attached and the catalog loaded, and Close stops them all
 // (goleak checks no goroutine is left); a second gateway on the same data
 // directory is refused while the first holds it, leaving nothing running.
 func TestNewAndClose(t *testing.T) {

@@ -28,13 +28,13 @@ const burstIntervals = 4
 // places held now have turned over once: long streams free a place only
 // so often, and a closed loop of agents starting at once waits that long
 // for its turn): the longest wait an overloaded upstream admits, so it
-// sets the tail. At two targets (one no-queue latency with the default target)
-// a success's latency stays within about twice the unloaded one however
-// large the overload; a tenant within its share, whose own p99 needs its
-// queue far shorter, is refused only in rare long bursts. Letting a burst
-// wait the whole burst interval (four targets, twice the no-queue
-// latency) put the p99 at 2.5-3x the unloaded one at 5x and 10x load:
-// an overload's first requests are such a burst.
+// sets the tail. At two targets (one no-queue latency with the default
+// target) a success's latency stays within about twice the unloaded one
+// however large the overload; a tenant within its share, whose own p99
+// needs its queue far shorter, is refused only in rare long bursts.
+// Letting a burst wait the whole burst interval (four targets, twice the
+// no-queue latency) put the p99 at 2.5-3x the unloaded one at 5x and 10x
+// load: an overload's first requests are such a burst.
 const burstWaitTargets = 2
 
 // stopGrace is how long an evicted lane keeps forwarding late arrivals to
@@ -193,15 +193,16 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 // Then each lane has an allowance, CoDel's good queue and bad queue: a
 // lane that emptied within the last burst interval (a tenant within its
 // fair share, whose bursts drain) may queue up to burstWaitTargets'
-// worth of wait, or one hold time of a place if longer. A lane that has stayed non-empty that long is
-// a standing queue; while its arrivals outrun its grants (demand beyond
-// its share) it sheds whatever would wait past the upstream's queueing
-// target, at once and with a Retry-After of its drain time. A standing
-// queue whose arrivals keep pace with its grants is a closed loop of
-// callers, each sending again only when answered: shedding would only
-// make them retry, so it waits (bounded by the caps, the max wait and the
-// callers' deadlines). Until the upstream
-// has answered, its drain rate is unknown and only those bounds apply.
+// worth of wait, or one hold time of a place if longer. A lane that has
+// stayed non-empty for the interval is a standing queue; while its
+// arrivals outrun its grants (demand beyond its share) it sheds whatever
+// would wait past the upstream's queueing target, at once and with a
+// Retry-After of its drain time. A standing queue whose arrivals keep
+// pace with its grants is a closed loop of callers, each sending again
+// only when answered: shedding would only make them retry, so it waits
+// (bounded by the caps, the max wait and the callers' deadlines). Until
+// the upstream has answered, its drain rate is unknown and only those
+// bounds apply.
 func (l *laneActor) admissible(w *waiter) (Reason, int) {
 	v := l.u.view.Load()
 	now := l.u.h.clk.Now()

@@ -624,8 +624,9 @@ func TestLightLaneIsServedNext(t *testing.T) {
 // TestStandingQueueSheds: once the drain rate is known and the upstream
 // is overloaded (arrivals outrun grants), a lane's burst may queue up to
 // two targets' worth of wait (burstWaitTargets). A lane that has not
-// emptied for the burst interval (four targets) is a standing queue: it keeps waiting while
-// it holds its length (a closed loop of callers), and sheds what would
+// emptied for the burst interval (four targets) is a standing queue: it
+// keeps waiting while it holds its length (a closed loop of callers), and
+// sheds what would
 // wait past the queueing target once it grows, while another tenant's
 // lane, empty until now, still queues.
 func TestStandingQueueSheds(t *testing.T) {
@@ -736,27 +737,10 @@ func TestStandingQueueSheds(t *testing.T) {
 		xs = xs[1:]
 		n := int64(len(xs))
 		e.until("the grant counted", func(s *Snapshot) bool { return s.QueuedCount == n })
-		p := e.acquireAsync("x", admission.Interactive, 1, nil)
-		queued := false
-		for deadline := time.Now().Add(5 * time.Second); !queued; {
-			select {
-			case r := <-p.done:
-				if r != Overloaded {
-					t.Fatalf("closed loop: %q", r.Code())
-				}
-				lastShed = elapsed
-				queued = true // answered: nothing queued
-				continue
-			default:
-			}
-			if e.h.Snapshot().QueuedCount > n {
-				xs = append(xs, p)
-				queued = true
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the request was neither queued nor shed")
-			}
-			time.Sleep(time.Millisecond)
+		if p, shed := queueOrShed("x"); shed {
+			lastShed = elapsed
+		} else {
+			xs = append(xs, p)
 		}
 	}
 	if lastShed >= 2*window {

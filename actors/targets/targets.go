@@ -237,6 +237,16 @@ type state struct {
 	breaker
 }
 
+// foldTTFB moves the TTFB average toward meanMs by n EWMA steps of weight
+// 0.2 (n timed successes whose mean it is); the first sample sets it.
+func (s *state) foldTTFB(meanMs float64, n uint64) {
+	if s.ttfbEWMA == 0 {
+		s.ttfbEWMA = meanMs
+		return
+	}
+	s.ttfbEWMA += (1 - math.Pow(0.8, float64(n))) * (meanMs - s.ttfbEWMA)
+}
+
 type targetsActor struct {
 	h      *Handle
 	clk    clock.Clock
@@ -343,14 +353,7 @@ func (a *targetsActor) drain() {
 		s.attempts += n
 		s.successes += n
 		if timed > 0 {
-			mean := float64(sum) / float64(timed) / float64(time.Millisecond)
-			if s.ttfbEWMA == 0 {
-				s.ttfbEWMA = mean
-			} else {
-				// One EWMA step of weight 0.2 per timed success, toward
-				// the window's mean.
-				s.ttfbEWMA += (1 - math.Pow(0.8, float64(timed))) * (mean - s.ttfbEWMA)
-			}
+			s.foldTTFB(float64(sum)/float64(timed)/float64(time.Millisecond), timed)
 		}
 		s.errorRate *= math.Pow(0.9, float64(n))
 		a.dirty = true
@@ -379,12 +382,7 @@ func (a *targetsActor) observe(m *messages.AttemptFinished) {
 		s.successes++
 		s.consecutive = 0
 		if !m.NoLatency {
-			ms := float64(m.TTFB) / float64(time.Millisecond)
-			if s.ttfbEWMA == 0 {
-				s.ttfbEWMA = ms
-			} else {
-				s.ttfbEWMA = 0.2*ms + 0.8*s.ttfbEWMA
-			}
+			s.foldTTFB(float64(m.TTFB)/float64(time.Millisecond), 1)
 		}
 		if s.succeeded(m.Probe, m.Started) {
 			a.publish() // the circuit closed: routing must see it now
