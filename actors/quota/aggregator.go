@@ -2,6 +2,7 @@ package quota
 
 import (
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -15,6 +16,33 @@ import (
 type readingUpdate struct {
 	source  quota.Source
 	reading quota.Reading
+	// at is when a poll reading was taken (the poll's start); zero for
+	// the other sources.
+	at time.Time
+}
+
+// peerPoll is a poll reading the connection's polling member took, heard
+// from it through the cluster actor.
+type peerPoll struct {
+	reading quota.Reading
+	at      time.Time
+}
+
+// setPolling starts (on) or stops this member's poller of the
+// connection: the cluster actor's decision in cluster mode.
+type setPolling struct{ on bool }
+
+// sharePoll and shareHeaders are readings this node took, for the
+// cluster actor to send to the other members.
+type sharePoll struct {
+	conn    int
+	reading quota.Reading
+	at      time.Time
+}
+
+type shareHeaders struct {
+	conn int
+	obs  []HeaderObserved
 }
 
 // reevaluate asks the aggregator to recompute when evidence expires.
@@ -31,6 +59,12 @@ type aggregator struct {
 	readings [quota.SourceUnknown]quota.Reading
 	timer    scheduler.CancelFunc
 	timerAt  time.Time
+	// peers is the handle's cluster actor (nil inside: single node);
+	// pollAt is when the poll reading held was taken, here or on a peer:
+	// the fresher poll wins.
+	peers  *atomic.Pointer[actor.PID]
+	pollAt time.Time
+	poller *actor.PID // nil: this member does not poll the connection
 }
 
 // aggregatorStrategy restarts an aggregator after a panic: routing reads
@@ -57,10 +91,34 @@ func (a *aggregator) Receive(ctx actor.Context) {
 			a.timer = nil
 		}
 	case *readingUpdate:
+		if m.source == quota.SourceProviderAPI {
+			if m.at.Before(a.pollAt) {
+				return // a peer's poll is fresher (two pollers during a handover)
+			}
+			a.pollAt = m.at
+			if pid := a.peerPID(); pid != nil {
+				ctx.Send(pid, &sharePoll{conn: a.id, reading: m.reading, at: m.at})
+			}
+		}
 		if m.source < quota.SourceUnknown {
 			a.readings[m.source] = m.reading
 		}
 		a.update(ctx)
+	case *peerPoll:
+		if m.at.Before(a.pollAt) {
+			return
+		}
+		a.pollAt = m.at
+		a.readings[quota.SourceProviderAPI] = m.reading
+		a.update(ctx)
+	case *setPolling:
+		switch {
+		case m.on && a.poller == nil && a.spec.Poll != nil:
+			a.startPoller(ctx)
+		case !m.on && a.poller != nil:
+			ctx.Stop(a.poller) // a poll in flight is cancelled
+			a.poller = nil
+		}
 	case reevaluate:
 		a.timerAt = time.Time{}
 		a.update(ctx)
@@ -75,22 +133,19 @@ func (a *aggregator) Receive(ctx actor.Context) {
 
 func (a *aggregator) start(ctx actor.Context) {
 	self := ctx.Self()
+	peers := a.peers
+	if peers == nil {
+		peers = &atomic.Pointer[actor.PID]{}
+	}
 	header := ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &headerAdapter{parent: self, mapping: a.spec.Mapping, clk: a.clk, threshold: a.opts.Threshold, byModel: map[string][]quota.Value{}}
+		return &headerAdapter{conn: a.id, parent: self, peers: peers, mapping: a.spec.Mapping, clk: a.clk, threshold: a.opts.Threshold, byModel: map[string][]heldValue{}}
 	}))
 	if len(a.spec.Configured) > 0 {
 		vals := a.spec.Configured
 		ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &configuredAdapter{parent: self, values: vals} }))
 	}
-	if p := a.spec.Poll; p != nil {
-		id, onPoll := a.id, a.opts.OnPoll
-		ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-			return &poller{parent: self, spec: *p, clk: a.clk, client: a.opts.HTTPClient, onPoll: func(ok bool) {
-				if onPoll != nil {
-					onPoll(id, ok)
-				}
-			}}
-		}))
+	if a.spec.Poll != nil && (!a.opts.SharedPolls || a.c.polling.Load()) {
+		a.startPoller(ctx)
 	}
 	if a.opts.Estimates != nil && a.spec.Budgeted {
 		read, id := a.opts.Estimates, a.id
@@ -104,6 +159,26 @@ func (a *aggregator) start(ctx actor.Context) {
 	default:
 		close(a.ready) // the first start: Spawn waits for it
 	}
+}
+
+// startPoller spawns the connection's usage-API poller; it polls at once.
+func (a *aggregator) startPoller(ctx actor.Context) {
+	p, self := a.spec.Poll, ctx.Self()
+	id, onPoll := a.id, a.opts.OnPoll
+	a.poller = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
+		return &poller{parent: self, spec: *p, clk: a.clk, client: a.opts.HTTPClient, onPoll: func(ok bool) {
+			if onPoll != nil {
+				onPoll(id, ok)
+			}
+		}}
+	}))
+}
+
+func (a *aggregator) peerPID() *actor.PID {
+	if a.peers == nil {
+		return nil
+	}
+	return a.peers.Load()
 }
 
 func (a *aggregator) update(ctx actor.Context) {

@@ -45,6 +45,7 @@ type pollNow struct{}
 type pollResult struct {
 	values []quota.Value
 	err    error
+	at     time.Time // when the poll started
 }
 
 func (p *poller) Receive(ctx actor.Context) {
@@ -85,7 +86,7 @@ func (p *poller) start(ctx actor.Context) {
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	spec, client, now := p.spec, p.client, p.clk.Now()
 	expires := now.Add(2*spec.Interval + timeout)
-	res := &pollResult{}
+	res := &pollResult{at: now}
 	p.running = res
 	p.wg.Add(1)
 	go func() {
@@ -115,7 +116,7 @@ func (p *poller) done(ctx actor.Context, r *pollResult) {
 	if p.onPoll != nil {
 		p.onPoll(r.err == nil)
 	}
-	ctx.Send(p.parent, &readingUpdate{source: quota.SourceProviderAPI, reading: reading})
+	ctx.Send(p.parent, &readingUpdate{source: quota.SourceProviderAPI, reading: reading, at: r.at})
 	p.timer = scheduler.NewTimerScheduler(ctx).SendOnce(next, ctx.Self(), pollNow{})
 }
 

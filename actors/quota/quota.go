@@ -74,6 +74,11 @@ type Options struct {
 	HTTPClient *http.Client
 	// OnPoll is told about every poll (on the poller's goroutine).
 	OnPoll func(conn int, ok bool)
+	// SharedPolls is cluster mode: a connection's usage-API poller runs
+	// only while the cluster actor (StartCluster) says this member owns
+	// the connection, so pollers start stopped. Off, every connection with
+	// a usage API polls from the start, as a single node always has.
+	SharedPolls bool
 }
 
 // ModelState is one model's merged view.
@@ -112,10 +117,24 @@ type Handle struct {
 	opts   Options
 	system *actor.ActorSystem
 	gen    int // spawns so far, for unique actor names (writer only)
+	// peers is the cluster actor that shares readings with the other
+	// members (nil in single-node mode and until StartCluster).
+	peers   atomic.Pointer[actor.PID]
+	cluster atomic.Pointer[Cluster]
 }
 
 type conn struct {
-	agg *actor.PID
+	agg *actor.PID // the writer's (Add, Set, Remove, Stop)
+	// live is agg for concurrent readers (the cluster actor).
+	live atomic.Pointer[actor.PID]
+	// name is the connection's name ("provider/connection"), how peers
+	// name it; hasPoll says its spec has a usage API.
+	name    atomic.Pointer[string]
+	hasPoll atomic.Bool
+	// polling says this member should run the connection's poller (cluster
+	// mode: the cluster actor sets it for the connections it owns); a
+	// restarted aggregator reads it.
+	polling atomic.Bool
 	// header is the live header adapter: each aggregator incarnation
 	// spawns a new one (a restart stops the children), so Observe reads it
 	// here instead of keeping the first one's PID.
@@ -192,13 +211,16 @@ func (h *Handle) start(c *conn, i int, spec ConnSpec) error {
 	ready := make(chan struct{})
 	o, clk := h.opts, h.clk
 	spec.Models = slices.Clone(spec.Models)
+	name := spec.Name
+	c.name.Store(&name)
+	c.hasPoll.Store(spec.Poll != nil)
 	(&aggregator{id: i, spec: spec, c: c, clk: clk, opts: o}).publish(clk.Now())
 	// A restarted aggregator starts with the models AddModels registered.
 	c.models.Store(&spec.Models)
 	produce := func() actor.Actor {
 		sp := spec
 		sp.Models = *c.models.Load()
-		return &aggregator{id: i, spec: sp, c: c, clk: clk, opts: o, ready: ready}
+		return &aggregator{id: i, spec: sp, c: c, clk: clk, opts: o, ready: ready, peers: &h.peers}
 	}
 	h.gen++
 	pid, err := h.system.Root.SpawnNamed(actor.PropsFromProducer(produce, actor.WithGuardian(aggregatorStrategy),
@@ -207,6 +229,7 @@ func (h *Handle) start(c *conn, i int, spec ConnSpec) error {
 		return fmt.Errorf("spawning quota actor for %s: %w", spec.Name, err)
 	}
 	c.agg = pid
+	c.live.Store(pid)
 	// The aggregator spawns its children in Started; wait for the
 	// header adapter so Observe never races the start.
 	<-ready
@@ -243,8 +266,12 @@ func (h *Handle) Remove(conn int) {
 	(*c).snap.Store(nil)
 }
 
-// Stop stops every aggregator and its adapters, and waits for them.
+// Stop stops the cluster actor (if any), every aggregator and its
+// adapters, and waits for them.
 func (h *Handle) Stop() {
+	if cl := h.cluster.Swap(nil); cl != nil {
+		cl.stop()
+	}
 	for i := 0; i < h.conns.Len(); i++ {
 		if c := *h.conns.At(i); c.agg != nil && !c.removed.Load() {
 			_ = h.root.PoisonFuture(c.agg).Wait()
@@ -252,7 +279,8 @@ func (h *Handle) Stop() {
 	}
 }
 
-// HeaderObserved is a response's parsed rate-limit headers for one model.
+// HeaderObserved is a response's parsed rate-limit headers for one model
+// (this node's, or a peer's inside peerHeaders).
 type HeaderObserved struct {
 	Model string
 	Obs   *messages.QuotaObservation

@@ -1,0 +1,215 @@
+package quota
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/quota"
+	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/messages"
+)
+
+// pair is two members' quota handles on one actor system, their cluster
+// actors routed to each other by name (the remote layer's part is
+// transport's; what crosses is the same encoded BytesValue).
+type pair struct {
+	h  [2]*Handle
+	cl [2]*Cluster
+	// members is each member's view; a test swaps it to change membership.
+	members [2]atomic.Pointer[[]Member]
+}
+
+func startPair(t *testing.T, sys *actor.ActorSystem, specs []ConnSpec, clk clock.Clock) *pair {
+	t.Helper()
+	p := &pair{}
+	names := [2]string{"quota-peer-a", "quota-peer-b"}
+	for i := range p.h {
+		h, err := Spawn(sys, specs, clk, Options{SharedPolls: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(h.Stop)
+		p.h[i] = h
+		ms := []Member{{ID: "e2e@a", Address: "a", Self: i == 0}, {ID: "e2e@b", Address: "b", Self: i == 1}}
+		p.members[i].Store(&ms)
+	}
+	for i := range p.h {
+		i := i
+		cl, err := p.h[i].StartCluster(ClusterOptions{Name: names[i], CheckInterval: 20 * time.Millisecond,
+			Members: func() []Member { return *p.members[i].Load() },
+			PID: func(m Member) *actor.PID {
+				if m.Address == "a" {
+					return actor.NewPID(sys.Address(), names[0])
+				}
+				return actor.NewPID(sys.Address(), names[1])
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.cl[i] = cl
+	}
+	return p
+}
+
+func tokensObs(at time.Time, remaining float64) *messages.QuotaObservation {
+	obs := &messages.QuotaObservation{N: 1, At: at}
+	obs.Readings[0] = messages.QuotaReading{Dimension: messages.DimTokens, Flags: messages.HasLimit | messages.HasRemaining | messages.HasReset,
+		Limit: 10000, Remaining: remaining, ResetAt: at.Add(time.Minute), Window: time.Minute}
+	return obs
+}
+
+// TestPeerHeadersMergeAsLocalOnes: a header observation made on member A
+// changes B's state of the connection exactly as the same observation
+// made on a lone node does; B, which made none itself, sends nothing back
+// (no echo). An older observation from a peer loses to the fresher one
+// B holds; a fresher one wins.
+func TestPeerHeadersMergeAsLocalOnes(t *testing.T) {
+	sys := newSystem(t)
+	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
+	m, _ := quota.Family("openai")
+	specs := []ConnSpec{{Provider: "openai", Name: "openai/main", Models: []string{"gpt-4o", "gpt-4o-mini"}, Mapping: m}}
+	p := startPair(t, sys, specs, clk)
+	lone, err := Spawn(sys, specs, clk, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lone.Stop()
+
+	t0 := clk.Now()
+	p.h[0].Observe(0, "gpt-4o", tokensObs(t0, 0))
+	lone.Observe(0, "gpt-4o", tokensObs(t0, 0))
+	want := waitState(t, lone, 0, func(s *ConnState) bool { return s.Models[0].Status == quota.StatusExhausted })
+	got := waitState(t, p.h[1], 0, func(s *ConnState) bool { return s.Models[0].Status == quota.StatusExhausted })
+	if !reflect.DeepEqual(normalise(got.Models), normalise(want.Models)) || got.Status != want.Status || !reflect.DeepEqual(got.Sources, want.Sources) {
+		t.Fatalf("the peer's state differs from a local observation's:\n got %+v\nwant %+v", got.Models, want.Models)
+	}
+	if rt := p.h[1].Recovery(0, 0); !rt.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("the peer's exhausted state holds until %v, want the reset %v", rt, t0.Add(time.Minute))
+	}
+	if s := p.cl[0].Stats(); s.Sent != 1 || s.Heard != 0 {
+		t.Fatalf("member A: %+v, want one batch sent and nothing heard", s)
+	}
+	// Give B's flush ticks a chance to echo (they must not).
+	time.Sleep(3 * HeaderFlushInterval)
+	if s := p.cl[1].Stats(); s.Heard != 1 || s.Sent != 0 {
+		t.Fatalf("member B: %+v, want one batch heard and none sent (a peer's reading is never passed on)", s)
+	}
+
+	// B observes itself, later: healthy. A's older observation (taken
+	// before B's, arriving after) loses; A's fresher one wins.
+	t1 := t0.Add(2 * time.Second)
+	p.h[1].Observe(0, "gpt-4o", tokensObs(t1, 9000))
+	waitState(t, p.h[1], 0, func(s *ConnState) bool { return s.Models[0].Status == quota.StatusHealthy })
+	p.h[0].Observe(0, "gpt-4o", tokensObs(t0.Add(time.Second), 0))
+	testutil.Until(t, "B to hear A's second batch", func() bool { return p.cl[1].Stats().Heard == 2 })
+	time.Sleep(50 * time.Millisecond) // the batch goes on from the cluster actor to the header adapter
+	if s := p.h[1].State(0); s.Models[0].Status != quota.StatusHealthy || s.Models[0].Values[0].Remaining != 9000 {
+		t.Fatalf("an older peer observation replaced a fresher local one: %+v", s.Models[0])
+	}
+	p.h[0].Observe(0, "gpt-4o", tokensObs(t1.Add(time.Second), 100))
+	waitState(t, p.h[1], 0, func(s *ConnState) bool {
+		return s.Models[0].Status == quota.StatusApproaching && s.Models[0].Values[0].Remaining == 100
+	})
+}
+
+// normalise drops the monotonic and location parts of times, which a
+// value that crossed the wire does not keep.
+func normalise(ms []ModelState) []ModelState {
+	out := make([]ModelState, len(ms))
+	for i, m := range ms {
+		m.Until, m.StatusUntil = m.Until.UTC(), m.StatusUntil.UTC()
+		vals := make([]quota.Value, len(m.Values))
+		for j, v := range m.Values {
+			v.ResetAt, v.Expires = v.ResetAt.UTC(), v.Expires.UTC()
+			vals[j] = v
+		}
+		m.Values = vals
+		out[i] = m
+	}
+	return out
+}
+
+// TestOnePollerPerConnection: of two members, only the connection's
+// owner polls; the other shows the owner's reading as provider_api. When
+// the owner leaves the member list, the survivor starts polling at its
+// next check.
+func TestOnePollerPerConnection(t *testing.T) {
+	var polls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		polls.Add(1)
+		w.Write([]byte(`{"is_available":true,"balance_infos":[{"currency":"USD","total_balance":"0.00"}]}`))
+	}))
+	defer srv.Close()
+	sys := newSystem(t)
+	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
+	specs := []ConnSpec{{Provider: "deepseek", Name: "deepseek/main", Models: []string{"deepseek-chat"},
+		Poll: &PollSpec{Kind: quota.PollDeepSeek, BaseURL: srv.URL, Interval: time.Hour, APIKey: "sk-secret-123"}}}
+	p := startPair(t, sys, specs, clk)
+	for i := range p.h {
+		waitState(t, p.h[i], 0, func(s *ConnState) bool {
+			return s.Status == quota.StatusExhausted && len(s.Values) == 1 && s.Values[0].Source == quota.SourceProviderAPI
+		})
+	}
+	owner := -1
+	for i := range p.cl {
+		if ps := p.cl[i].Stats().Polling; len(ps) == 1 && ps[0] == "deepseek/main" {
+			if owner >= 0 {
+				t.Fatal("both members poll the connection")
+			}
+			owner = i
+		}
+	}
+	if owner < 0 {
+		t.Fatal("no member polls the connection")
+	}
+	// Several checks later, still one poll (interval 1 h): the other
+	// member's state came from the owner's.
+	time.Sleep(100 * time.Millisecond)
+	if n := polls.Load(); n != 1 {
+		t.Fatalf("%d polls by two members, want 1", n)
+	}
+	other := 1 - owner
+	if s := p.cl[other].Stats(); s.Heard != 1 {
+		t.Fatalf("the other member heard %+v", s)
+	}
+	// The owner leaves: the survivor sees only itself and takes over.
+	alone := []Member{{ID: []string{"e2e@a", "e2e@b"}[other], Self: true}}
+	p.members[other].Store(&alone)
+	testutil.Until(t, "the survivor to poll", func() bool { return polls.Load() == 2 && len(p.cl[other].Stats().Polling) == 1 })
+}
+
+// TestWireRoundTripAndRejects: a poll reading survives the wire (values,
+// error, observation time), and malformed messages are refused rather
+// than applied.
+func TestWireRoundTripAndRejects(t *testing.T) {
+	at := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+	in := quota.Reading{Source: quota.SourceProviderAPI, Supported: true, Err: "GET /key: status 500", Values: []quota.Value{
+		{Dimension: messages.DimCredits, Flags: quota.HasLimit | quota.HasRemaining, Limit: 20, Remaining: 15, Unit: "USD",
+			Source: quota.SourceProviderAPI, Confidence: quota.ConfidenceAuthoritative, Expires: at.Add(time.Minute)}}}
+	b, err := encodeWire(&wireQuota{Conn: "openrouter/main", From: "e2e@a", Poll: encodePoll(in, at)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := decodeWire(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, gotAt := w.Poll.reading()
+	out.Values[0].Expires = out.Values[0].Expires.UTC()
+	if !gotAt.Equal(at) || !reflect.DeepEqual(out, in) {
+		t.Fatalf("round trip:\n got %+v at %v\nwant %+v at %v", out, gotAt, in, at)
+	}
+	for _, bad := range []string{`{`, `{"conn":"","from":"x"}`, `{"conn":"c","from":"x","poll":{"values":[{"d":200}]}}`,
+		`{"conn":"c","from":"x","headers":[{"m":"x","at":1,"r":[{},{},{},{},{},{},{},{},{}]}]}`} {
+		if _, err := decodeWire([]byte(bad)); err == nil {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+}
