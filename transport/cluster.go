@@ -7,6 +7,7 @@ import (
 
 	"github.com/omniroute/gateway/actors/credit"
 	ledgeractor "github.com/omniroute/gateway/actors/ledger"
+	quotaactor "github.com/omniroute/gateway/actors/quota"
 	"github.com/omniroute/gateway/internal/clock"
 	icluster "github.com/omniroute/gateway/internal/cluster"
 	"github.com/omniroute/gateway/internal/growable"
@@ -39,6 +40,9 @@ type clusterSys struct {
 	// cooldownsSent and cooldownsHeard count the cooldowns this node told
 	// its peers and the ones it applied from them (cluster_cooldowns.go).
 	cooldownsSent, cooldownsHeard atomic.Int64
+	// quota shares quota telemetry with the peers (ShareQuota); nil until
+	// then.
+	quota *quotaactor.Cluster
 }
 
 // firstLeaseWait bounds how long a request waits for a cold pool's first
@@ -111,6 +115,30 @@ func (a *Assembly) AttachCluster(node *icluster.Node, leases *credit.Leases) {
 // DetachCluster forgets the node AttachCluster gave, without stopping
 // it: the composition root that spawned it stops it.
 func (a *Assembly) DetachCluster() { a.g.cs = nil }
+
+// ShareQuota starts sharing quota telemetry with the other members
+// (actors/quota's cluster actor, under quotaactor.PeersActorName): this
+// node polls the usage APIs of the connections it owns by rendezvous
+// hashing of the member list, and its poll readings and header
+// observations reach its peers' quota state. It runs after
+// AttachCluster; on an error the composition root undoes the cluster.
+func (a *Assembly) ShareQuota() error {
+	g := a.g
+	node := g.cs.node
+	cl, err := g.qs.quota.StartCluster(quotaactor.ClusterOptions{Members: func() []quotaactor.Member {
+		ms := node.Members()
+		out := make([]quotaactor.Member, len(ms))
+		for i, m := range ms {
+			out[i] = quotaactor.Member{ID: m.ID, Address: m.Address, Self: m.Self}
+		}
+		return out
+	}})
+	if err != nil {
+		return err
+	}
+	g.cs.quota = cl
+	return nil
+}
 
 // ClusterJoined logs the membership once the cooldowns actor runs.
 func (a *Assembly) ClusterJoined() {
@@ -270,5 +298,15 @@ func (g *Gateway) clusterHealth() (any, string) {
 		"mode": "etcd", "name": g.opts.Env.Cluster.ClusterName, "self": cs.node.ID(), "address": cs.node.Address(),
 		"members": ms, "credit": cs.leases.Snapshot(),
 		"cooldowns": map[string]int64{"sent": cs.cooldownsSent.Load(), "heard": cs.cooldownsHeard.Load()},
+		"quota":     cs.quotaStats(),
 	}, status
+}
+
+// quotaStats is health's cluster.quota: readings sent to and heard from
+// peers, and the connections this node polls.
+func (cs *clusterSys) quotaStats() quotaactor.ClusterStats {
+	if cs.quota == nil {
+		return quotaactor.ClusterStats{Polling: []string{}}
+	}
+	return cs.quota.Stats()
 }

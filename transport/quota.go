@@ -97,10 +97,13 @@ func (a *Assembly) PlanRouting() (slots []ledgeractor.SlotSpec, conns []quotaact
 }
 
 // QuotaOptions are the quota actors' options: their estimates come from
-// ledger, and their polls are counted in the gateway's metrics.
+// ledger, and their polls are counted in the gateway's metrics. In
+// cluster mode pollers wait for ShareQuota's ownership decision, so a
+// node never polls a connection another member owns, not even before it
+// has joined.
 func (a *Assembly) QuotaOptions(ledger *ledgeractor.Handle) quotaactor.Options {
 	g, qs := a.g, a.g.qs
-	return quotaactor.Options{Threshold: qs.threshold,
+	return quotaactor.Options{Threshold: qs.threshold, SharedPolls: g.opts.Env.Cluster.ClusterMode.On(),
 		Estimates: func(conn int) []quota.Value { return ledger.Snapshot().Estimates(*g.reg.connNames.At(conn)) },
 		OnPoll: func(conn int, ok bool) {
 			if ok {

@@ -41,6 +41,7 @@ type Assembly interface {
 	AttachCluster(*icluster.Node, *credit.Leases)
 	DetachCluster()
 	CooldownsActor() (*actor.Props, string)
+	ShareQuota() error
 	ClusterJoined()
 	StartFront()
 	OpenStore() error
@@ -66,8 +67,8 @@ type Assembly interface {
 
 // All spawns every actor onto a, in this order (each one's options may
 // read the handles before it): ledger, quota and targets (routing); the
-// cluster node, its credit leases and the cooldowns actor (cluster mode
-// only); the front end's own state (StartFront); keys, tenant limits and
+// cluster node, its credit leases, the cooldowns actor and the quota
+// sharing (cluster mode only); the front end's own state (StartFront); keys, tenant limits and
 // the request log (the tenant layer, which admission weighs by); pressure
 // and ingest (admission); lanes; the services manager, whose auto-start
 // services it waits for; history (the dashboard). On an error nothing it
@@ -150,6 +151,12 @@ func joinCluster(system *actor.ActorSystem, a Assembly) error {
 		leases.Stop()
 		node.Stop()
 		return fmt.Errorf("spawning the cluster cooldowns actor %q: %w", name, err)
+	}
+	if err := a.ShareQuota(); err != nil {
+		a.DetachCluster()
+		leases.Stop()
+		node.Stop()
+		return err
 	}
 	a.ClusterJoined()
 	return nil
