@@ -104,6 +104,10 @@ func (s *Server) SetQuotaAPIs(c QuotaAPIs) error {
 	return nil
 }
 
+// QuotaAPIState returns the usage-API answers and request counts in
+// process (GET /_mock/quota gives the same).
+func (s *Server) QuotaAPIState() QuotaAPIState { return s.quotaAPIs.snapshot() }
+
 // serveQuotaAPI answers one usage-API request; which is "key", "credits"
 // or "balance".
 func (s *Server) serveQuotaAPI(ctx *fasthttp.RequestCtx, which string) {
