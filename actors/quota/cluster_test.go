@@ -213,3 +213,45 @@ func TestWireRoundTripAndRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerPollFreshestWins: a poll reading heard from a peer replaces the
+// one held only when it was taken later; an older one (from a member that
+// still polled during a handover) loses.
+func TestPeerPollFreshestWins(t *testing.T) {
+	sys := newSystem(t)
+	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
+	h, err := Spawn(sys, []ConnSpec{{Provider: "deepseek", Name: "deepseek/main", Models: []string{"deepseek-chat"},
+		Poll: &PollSpec{Kind: quota.PollDeepSeek, BaseURL: "http://127.0.0.1:1", Interval: time.Hour}}}, clk, Options{SharedPolls: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	t0 := clk.Now()
+	balance := func(left float64) quota.Reading {
+		return quota.Reading{Source: quota.SourceProviderAPI, Supported: true, Values: []quota.Value{{Dimension: messages.DimCurrency,
+			Flags: quota.HasRemaining, Remaining: left, Unit: "USD", Source: quota.SourceProviderAPI, Confidence: quota.ConfidenceAuthoritative,
+			Expires: t0.Add(time.Hour)}}}
+	}
+	agg := (*h.conns.At(0)).live.Load()
+	h.root.Send(agg, &peerPoll{reading: balance(0), at: t0.Add(2 * time.Second)})
+	waitState(t, h, 0, func(s *ConnState) bool { return s.Status == quota.StatusExhausted })
+	h.root.Send(agg, &peerPoll{reading: balance(5), at: t0.Add(time.Second)})
+	// AddModels is answered after the aggregator handled what was sent
+	// before it: the older reading has been seen by then.
+	if err := h.AddModels(0, []string{"deepseek-reasoner"}); err != nil {
+		t.Fatal(err)
+	}
+	if s := h.State(0); s.Status != quota.StatusExhausted || s.Values[0].Remaining != 0 {
+		t.Fatalf("an older poll reading replaced a fresher one: %+v", s.Values)
+	}
+	h.root.Send(agg, &peerPoll{reading: balance(0.5), at: t0.Add(3 * time.Second)})
+	s := waitState(t, h, 0, func(s *ConnState) bool { return s.Status == quota.StatusHealthy })
+	if s.Values[0].Remaining != 0.5 {
+		t.Fatalf("remaining %v, want 0.5 from the freshest poll", s.Values[0].Remaining)
+	}
+	// SharedPolls without ownership: this member never polled (its poll
+	// of a closed port would have left an error).
+	if s.Error != "" || len(s.Sources) != 1 || s.Sources[0] != "provider_api" {
+		t.Fatalf("this member polled: error %q, sources %v", s.Error, s.Sources)
+	}
+}
