@@ -108,9 +108,12 @@ func TestPeerHeadersMergeAsLocalOnes(t *testing.T) {
 	p.h[1].Observe(0, "gpt-4o", tokensObs(t1, 9000))
 	waitState(t, p.h[1], 0, func(s *ConnState) bool { return s.Models[0].Status == quota.StatusHealthy })
 	p.h[0].Observe(0, "gpt-4o", tokensObs(t0.Add(time.Second), 0))
-	testutil.Until(t, "B to hear A's second batch", func() bool { return p.cl[1].Stats().Heard == 2 })
-	time.Sleep(50 * time.Millisecond) // the batch goes on from the cluster actor to the header adapter
-	if s := p.h[1].State(0); s.Models[0].Status != quota.StatusHealthy || s.Models[0].Values[0].Remaining != 9000 {
+	// A marker after it on the same path (A's header adapter, both
+	// cluster actors, B's header adapter, each in order): once B shows
+	// it, B has handled the stale observation too.
+	p.h[0].Observe(0, "gpt-4o-mini", tokensObs(t1, 0))
+	s := waitState(t, p.h[1], 0, func(s *ConnState) bool { return s.Models[1].Status == quota.StatusExhausted })
+	if s.Models[0].Status != quota.StatusHealthy || s.Models[0].Values[0].Remaining != 9000 {
 		t.Fatalf("an older peer observation replaced a fresher local one: %+v", s.Models[0])
 	}
 	p.h[0].Observe(0, "gpt-4o", tokensObs(t1.Add(time.Second), 100))
