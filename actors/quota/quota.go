@@ -17,6 +17,11 @@
 // (internal/quota.Collect), per model served through the connection, and
 // publishes the connection's state as an immutable snapshot. Routing reads
 // ModelStatus from that snapshot and never sends a message.
+//
+// In cluster mode (Options.SharedPolls, then StartCluster) one node actor
+// per member shares the telemetry: one member per connection polls, and
+// poll readings and header observations reach every member's aggregators
+// (cluster.go).
 package quota
 
 import (
