@@ -32,6 +32,10 @@ type peerPoll struct {
 // connection: the cluster actor's decision in cluster mode.
 type setPolling struct{ on bool }
 
+// resharePoll asks the polling member's aggregator to send the poll
+// reading it holds again: a member joined that has not heard it.
+type resharePoll struct{}
+
 // sharePoll and shareHeaders are readings this node took, for the
 // cluster actor to send to the other members.
 type sharePoll struct {
@@ -111,6 +115,10 @@ func (a *aggregator) Receive(ctx actor.Context) {
 		a.pollAt = m.at
 		a.readings[quota.SourceProviderAPI] = m.reading
 		a.update(ctx)
+	case resharePoll:
+		if pid := a.peerPID(); pid != nil && !a.pollAt.IsZero() {
+			ctx.Send(pid, &sharePoll{conn: a.id, reading: a.readings[quota.SourceProviderAPI], at: a.pollAt})
+		}
 	case *setPolling:
 		switch {
 		case m.on && a.poller == nil && a.spec.Poll != nil:

@@ -140,6 +140,9 @@ type clusterActor struct {
 	self   string
 	peers  []*actor.PID
 	cancel func()
+	// known are the peer ids of the last check: a member not among them
+	// has joined since, and has heard none of the polls this member made.
+	known map[string]bool
 	// byName maps connection names to ids, rebuilt when connections are
 	// added (builtLen is the count it was built for). A reload that renames
 	// makes a new connection, so a name's id changes only when a removed
@@ -175,14 +178,19 @@ func (a *clusterActor) check(ctx actor.Context) {
 	ms := a.o.Members()
 	ids := make([]string, 0, len(ms)+1)
 	a.peers, a.self = a.peers[:0], ""
+	known := make(map[string]bool, len(ms))
+	joined := false
 	for _, m := range ms {
 		ids = append(ids, m.ID)
 		if m.Self {
 			a.self = m.ID
 		} else {
 			a.peers = append(a.peers, a.o.PID(m))
+			known[m.ID] = true
+			joined = joined || (a.known != nil && !a.known[m.ID])
 		}
 	}
+	a.known = known
 	if a.self == "" {
 		// Not (yet) in its own list: it polls nothing rather than
 		// everything, and its peers, who do see members, decide.
@@ -197,10 +205,17 @@ func (a *clusterActor) check(ctx actor.Context) {
 		if want {
 			polling = append(polling, *name)
 		}
+		pid := c.live.Load()
+		if pid == nil || c.removed.Load() {
+			c.polling.Store(want)
+			continue
+		}
 		if c.polling.Swap(want) != want {
-			if pid := c.live.Load(); pid != nil && !c.removed.Load() {
-				ctx.Send(pid, &setPolling{on: want})
-			}
+			ctx.Send(pid, &setPolling{on: want})
+		} else if want && joined {
+			// A member that joined would otherwise wait up to a poll
+			// interval (a minute by default) for this connection's state.
+			ctx.Send(pid, resharePoll{})
 		}
 	}
 	sort.Strings(polling)

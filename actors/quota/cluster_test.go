@@ -12,6 +12,7 @@ import (
 
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/quota"
+	"github.com/omniroute/gateway/internal/rendezvous"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/messages"
 )
@@ -24,9 +25,16 @@ type pair struct {
 	cl [2]*Cluster
 	// members is each member's view; a test swaps it to change membership.
 	members [2]atomic.Pointer[[]Member]
+	full    [2][]Member // each member's view when both list both
 }
 
 func startPair(t *testing.T, sys *actor.ActorSystem, specs []ConnSpec, clk clock.Clock) *pair {
+	return startPairWith(t, sys, specs, clk, nil)
+}
+
+// startPairWith starts the pair with view(i, list) as member i's first
+// member list (nil: both list both).
+func startPairWith(t *testing.T, sys *actor.ActorSystem, specs []ConnSpec, clk clock.Clock, view func(i int, ms []Member) []Member) *pair {
 	t.Helper()
 	p := &pair{}
 	names := [2]string{"quota-peer-a", "quota-peer-b"}
@@ -38,6 +46,10 @@ func startPair(t *testing.T, sys *actor.ActorSystem, specs []ConnSpec, clk clock
 		t.Cleanup(h.Stop)
 		p.h[i] = h
 		ms := []Member{{ID: "e2e@a", Address: "a", Self: i == 0}, {ID: "e2e@b", Address: "b", Self: i == 1}}
+		p.full[i] = ms
+		if view != nil {
+			ms = view(i, ms)
+		}
 		p.members[i].Store(&ms)
 	}
 	for i := range p.h {
@@ -256,5 +268,48 @@ func TestPeerPollFreshestWins(t *testing.T) {
 	// of a closed port would have left an error).
 	if s.Error != "" || len(s.Sources) != 1 || s.Sources[0] != "provider_api" {
 		t.Fatalf("this member polled: error %q, sources %v", s.Error, s.Sources)
+	}
+}
+
+// TestJoiningMemberHearsTheLastPoll: a member that joins gets the poll
+// reading the owner holds at the owner's next check, without a new poll
+// (it would otherwise wait up to a poll interval).
+func TestJoiningMemberHearsTheLastPoll(t *testing.T) {
+	var polls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		polls.Add(1)
+		w.Write([]byte(`{"is_available":true,"balance_infos":[{"currency":"USD","total_balance":"0.00"}]}`))
+	}))
+	defer srv.Close()
+	sys := newSystem(t)
+	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
+	const name = "deepseek/main"
+	specs := []ConnSpec{{Provider: "deepseek", Name: name, Models: []string{"deepseek-chat"},
+		Poll: &PollSpec{Kind: quota.PollDeepSeek, BaseURL: srv.URL, Interval: time.Hour, APIKey: "sk-secret-123"}}}
+	owner := 0
+	if rendezvous.Owner(name, []string{"e2e@a", "e2e@b"}) == "e2e@b" {
+		owner = 1
+	}
+	other := 1 - owner
+	// Before: the owner alone in its list; the other not even in its own
+	// (not joined yet), so it polls nothing.
+	p := startPairWith(t, sys, specs, clk, func(i int, ms []Member) []Member {
+		if i == owner {
+			return []Member{ms[owner]}
+		}
+		return []Member{}
+	})
+	waitState(t, p.h[owner], 0, func(s *ConnState) bool { return s.Status == quota.StatusExhausted })
+	if s := p.h[other].State(0); s.Status != quota.StatusUnknown {
+		t.Fatalf("the member not yet joined has state %s", s.Status)
+	}
+	// It joins: both list both.
+	p.members[other].Store(&p.full[other])
+	p.members[owner].Store(&p.full[owner])
+	waitState(t, p.h[other], 0, func(s *ConnState) bool {
+		return s.Status == quota.StatusExhausted && s.Values[0].Source == quota.SourceProviderAPI
+	})
+	if n := polls.Load(); n != 1 {
+		t.Fatalf("%d polls; the joining member should have heard the owner's only one (owner %d, stats %+v %+v)", n, owner, p.cl[0].Stats(), p.cl[1].Stats())
 	}
 }
