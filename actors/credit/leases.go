@@ -293,13 +293,24 @@ func (a *leaseActor) next(ctx actor.Context, p *Pool, kicked bool) bool {
 	if p.slots {
 		req.window = uint64(max(p.held.Load(), 0)) // what this node holds, for a grain rebuilding
 		free := p.avail.Load()
+		// While the grain refuses some node slots, a holder keeps none
+		// idle and asks for more only when a request of its own was
+		// refused. Otherwise a node keeps up to two chunks idle, and with
+		// a small cap (a chunk is one slot below 20) the idle slots of
+		// the others could be most of it.
+		contended := p.contended.Load()
 		switch {
-		case free < chunk:
+		case free < chunk && (!contended || p.wantSlot.Load()):
+			p.wantSlot.Store(false)
 			req.op, req.amount = opAcquire, chunk
-		case free > 2*chunk:
-			// Give back what is idle beyond one chunk, so other nodes
-			// can use it. The slots leave the pool before the call.
+		case free > 2*chunk || contended && free > 0 && !kicked:
+			// Give back what is idle beyond one chunk (all of it when
+			// contended), so other nodes can use it. The slots leave the
+			// pool before the call.
 			n := free - chunk
+			if contended {
+				n = free
+			}
 			if !p.avail.CompareAndSwap(free, free-n) {
 				return false
 			}
@@ -391,6 +402,7 @@ func (a *leaseActor) apply(m *result) {
 			return 0
 		}())
 		p.expires.Store(m.sentAt.Add(LeaseTTL).UnixNano())
+		p.contended.Store(rep.contended)
 		if req.op == opAcquire {
 			p.refills.Add(1)
 		}

@@ -127,6 +127,10 @@ type Pool struct {
 	// held is the slots the grain last said this node holds; only the
 	// lease actor writes it.
 	held atomic.Int64
+	// contended is the slots grain's last word on whether it refused
+	// some node slots lately; wantSlot is set when a request was refused
+	// a slot since the last acquire.
+	contended, wantSlot atomic.Bool
 	// granted and returned count window credit over the pool's life, for
 	// the snapshot.
 	granted, returned, refused atomic.Int64
@@ -320,6 +324,7 @@ func (p *Pool) TakeSlot(now time.Time) bool {
 		a := p.avail.Load()
 		if a <= 0 {
 			p.refused.Add(1)
+			p.wantSlot.Store(true)
 			p.kick()
 			return false
 		}
