@@ -197,13 +197,17 @@ func TestGatewayConfigIsValid(t *testing.T) {
 		"fusion3": {Strategy: "fusion", Targets: []string{"panel-a", "panel-b", "panel-c"},
 			Fusion: &FusionSpec{Quorum: 3, Judge: "fusion-judge"}},
 		"fusion-judge": {Targets: []string{"judge"}},
-	})
+		"paced":        {Targets: []string{""}, Connection: "paced"},
+	}, map[string]map[string]int64{"paced": {"requests_per_minute": 600000, "tokens_per_minute": 1e9}})
 	f, err := config.DecodeFile(bytes.NewReader(b))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, b)
 	}
-	if len(f.Models) != 4 || len(f.Models["fan3"].Targets) != 3 {
+	if len(f.Models) != 5 || len(f.Models["fan3"].Targets) != 3 || f.Models["paced"].Targets[0].Connection != "mock/paced" {
 		t.Fatalf("%+v", f.Models)
+	}
+	if l := f.Providers["mock"].Connections["paced"].Limits; l == nil || l.RequestsPerMinute != 600000 {
+		t.Fatalf("the paced connection's limits: %+v", l)
 	}
 	if fu := f.Models["fusion3"].Fusion; fu == nil || fu.Quorum != 3 || fu.Judge != "fusion-judge" || f.Models["fusion3"].Strategy != "fusion" {
 		t.Fatalf("fusion model: %+v", f.Models["fusion3"])

@@ -62,6 +62,9 @@ func (r *Runner) logf(format string, args ...any) {
 type ModelSpec struct {
 	Strategy string
 	Targets  []string
+	// Connection is the mock's connection the targets use ("" is
+	// "default").
+	Connection string
 	// Fusion configures a "fusion" model (nil: the gateway's defaults).
 	Fusion *FusionSpec
 }
@@ -79,6 +82,10 @@ type GatewaySpec struct {
 	// Env is added after the variant's environment.
 	Env    map[string]string
 	Models map[string]ModelSpec
+	// Limits are the configured limits of the mock's connections by name
+	// (requests_per_minute, tokens_per_minute); a connection named here
+	// exists besides "default".
+	Limits map[string]map[string]int64
 }
 
 // EnvSpec describes the processes of a scenario.
@@ -215,7 +222,7 @@ func (r *Runner) startGateway(ctx context.Context, e *Env, s *report.Scenario, g
 		return filepath.Join(r.cfg.Out, "logs", s.Name+"-"+strings.ReplaceAll(name, " ", "_")+".log")
 	}
 	cfgPath := filepath.Join(r.cfg.Out, "logs", s.Name+"-"+strings.ReplaceAll(g.Label, " ", "_")+".json")
-	if err := os.WriteFile(cfgPath, gatewayConfig(e.Mock.Addr, g.Models), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, gatewayConfig(e.Mock.Addr, g.Models, g.Limits), 0o644); err != nil {
 		return nil, fmt.Errorf("write gateway config: %w", err)
 	}
 	dataDir, err := os.MkdirTemp(r.work, "data-")
@@ -265,8 +272,9 @@ func envList(m map[string]string) []string {
 }
 
 // gatewayConfig is the gateway's JSON file: one provider for the mock (no
-// auth), the given models, loopback auth with anonymous callers allowed.
-func gatewayConfig(mockAddr string, models map[string]ModelSpec) []byte {
+// auth) with the connection "default" and those limits names, the given
+// models, loopback auth with anonymous callers allowed.
+func gatewayConfig(mockAddr string, models map[string]ModelSpec, limits map[string]map[string]int64) []byte {
 	type target struct {
 		Connection string `json:"connection"`
 		Model      string `json:"model,omitempty"`
@@ -279,16 +287,24 @@ func gatewayConfig(mockAddr string, models map[string]ModelSpec) []byte {
 	ms := map[string]model{}
 	for name, m := range models {
 		var ts []target
+		conn := m.Connection
+		if conn == "" {
+			conn = "default"
+		}
 		for _, t := range m.Targets {
-			ts = append(ts, target{Connection: "mock/default", Model: t})
+			ts = append(ts, target{Connection: "mock/" + conn, Model: t})
 		}
 		ms[name] = model{Strategy: m.Strategy, Targets: ts, Fusion: m.Fusion}
+	}
+	conns := map[string]any{"default": map[string]any{}}
+	for name, l := range limits {
+		conns[name] = map[string]any{"limits": l}
 	}
 	cfg := map[string]any{
 		"providers": map[string]any{
 			"mock": map[string]any{
 				"base_url": "http://" + mockAddr + "/v1", "apis": []string{"chat", "messages", "responses"},
-				"auth": "none", "connections": map[string]any{"default": map[string]any{}},
+				"auth": "none", "connections": conns,
 			},
 		},
 		"models": ms,

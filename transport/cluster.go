@@ -74,6 +74,8 @@ type sharedSlot struct{ tokens, requests *credit.Pool }
 type sharedTenant struct {
 	lim            tenantlimit.Limits
 	conc, rpm, tpm *credit.Pool
+	// day and month are the spend budgets, in credit.SpendUnit.
+	day, month *credit.Pool
 }
 
 // sharedRes is what a request took from the cluster pools, given back at
@@ -85,6 +87,15 @@ type sharedRes struct {
 	slot       *credit.Pool // concurrency, tenant only
 	tok, reqP  *credit.Pool
 	tokenTaken bool
+	// spend: the cost estimate taken from the day and month pools (tenant
+	// only), in their units, and the windows it was taken from.
+	spend [2]spendRes
+}
+
+type spendRes struct {
+	p     *credit.Pool
+	win   uint64
+	units int64
 }
 
 // ClusterConfig is the cluster to join, from the environment; ok is
@@ -191,7 +202,7 @@ func (cs *clusterSys) takeLedger(r *sharedRes, slot int, tokens int64, now time.
 	if sl.requests != nil {
 		idx, ok, retry := cs.take(sl.requests, now, 1)
 		if !ok {
-			cs.give(r, 0, true)
+			cs.give(r, 0, 0, true)
 			return false, retry
 		}
 		r.win, r.reqP, r.request = idx, sl.requests, true
@@ -199,9 +210,25 @@ func (cs *clusterSys) takeLedger(r *sharedRes, slot int, tokens int64, now time.
 	return true, time.Time{}
 }
 
-// give settles what r took: actual tokens were used (more than taken is
-// charged without refusing), refund gives the request back too.
-func (cs *clusterSys) give(r *sharedRes, actual int64, refund bool) {
+// give settles what r took: actual tokens were used and cost nano-dollars
+// (more than taken is charged without refusing), refund gives the request
+// back too.
+func (cs *clusterSys) give(r *sharedRes, actual, cost int64, refund bool) {
+	for i := range r.spend {
+		sp := &r.spend[i]
+		if sp.p == nil {
+			continue
+		}
+		used := sp.p.Units(cost)
+		if refund {
+			used = 0
+		}
+		if d := sp.units - used; d > 0 {
+			sp.p.Give(sp.win, d)
+		} else {
+			sp.p.Charge(sp.win, -d)
+		}
+	}
 	if r.tokenTaken {
 		if refund {
 			actual = 0
@@ -246,6 +273,12 @@ func (cs *clusterSys) tenant(e *ikeys.Entry) *sharedTenant {
 	if lim.TokensPerMinute > 0 {
 		st.tpm = cs.leases.Window(key+"/tokens", lim.TokensPerMinute)
 	}
+	if lim.DailyBudget > 0 {
+		st.day = cs.leases.Budget(key+"/spend/day", lim.DailyBudget, credit.PerDay, credit.SpendUnit)
+	}
+	if lim.MonthlyBudget > 0 {
+		st.month = cs.leases.Budget(key+"/spend/month", lim.MonthlyBudget, credit.PerMonth, credit.SpendUnit)
+	}
 	next := make(map[tenant.ID]*sharedTenant, len(m)+1)
 	for k, v := range m {
 		next[k] = v
@@ -256,8 +289,9 @@ func (cs *clusterSys) tenant(e *ikeys.Entry) *sharedTenant {
 }
 
 // takeTenant takes a tenant's request from its cluster pools: a slot, a
-// request and the token estimate. On refusal it names the limit.
-func (cs *clusterSys) takeTenant(r *sharedRes, e *ikeys.Entry, tokens int64, now time.Time) (tenantlimit.Kind, time.Time) {
+// request, the token estimate and the cost estimate (nano-dollars). On
+// refusal it names the limit.
+func (cs *clusterSys) takeTenant(r *sharedRes, e *ikeys.Entry, tokens, cost int64, now time.Time) (tenantlimit.Kind, time.Time) {
 	*r = sharedRes{}
 	st := cs.tenant(e)
 	if st.conc != nil {
@@ -269,7 +303,7 @@ func (cs *clusterSys) takeTenant(r *sharedRes, e *ikeys.Entry, tokens int64, now
 	if st.rpm != nil {
 		idx, ok, retry := cs.take(st.rpm, now, 1)
 		if !ok {
-			cs.give(r, 0, true)
+			cs.give(r, 0, 0, true)
 			return tenantlimit.KindRequests, retry
 		}
 		r.win, r.reqP, r.request = idx, st.rpm, true
@@ -277,10 +311,32 @@ func (cs *clusterSys) takeTenant(r *sharedRes, e *ikeys.Entry, tokens int64, now
 	if st.tpm != nil {
 		idx, ok, retry := cs.take(st.tpm, now, tokens)
 		if !ok {
-			cs.give(r, 0, true)
+			cs.give(r, 0, 0, true)
 			return tenantlimit.KindTokens, retry
 		}
 		r.win, r.tok, r.tokens, r.tokenTaken = idx, st.tpm, tokens, true
+	}
+	for i, b := range [2]struct {
+		p          *credit.Pool
+		spent, out tenantlimit.Kind
+	}{{st.day, tenantlimit.KindDailyBudget, tenantlimit.KindDailyBudgetHeld}, {st.month, tenantlimit.KindMonthlyBudget, tenantlimit.KindMonthlyBudgetHeld}} {
+		if b.p == nil {
+			continue
+		}
+		units := b.p.Units(cost)
+		idx, ok, retry := cs.take(b.p, now, units)
+		if !ok {
+			cs.give(r, 0, 0, true)
+			if b.p.Spent(now) {
+				// The grain has granted the whole budget for the period:
+				// what is left of it sits in other nodes' pools or was
+				// spent. Either way it is used up for this period.
+				return b.spent, retry
+			}
+			// Credit is on its way, or held by requests in flight here.
+			return b.out, retry
+		}
+		r.spend[i] = spendRes{p: b.p, win: idx, units: units}
 	}
 	return tenantlimit.KindNone, time.Time{}
 }

@@ -293,7 +293,7 @@ func (c *call) settleUsage() {
 func (c *call) settleLedger(actual int64, refund bool) {
 	p := &c.plan
 	if cs := c.g.cs; cs != nil && p.res.Active {
-		cs.give(&p.shared, actual, refund)
+		cs.give(&p.shared, actual, 0, refund)
 	}
 	c.g.qs.ledger.Settle(&p.res, actual, refund)
 }

@@ -422,7 +422,7 @@ func (c *call) reserveTenant() bool {
 	if r.Allowed && res.Active() && g.cs != nil {
 		// Cluster mode: the tenant's limits are shared by every node; this
 		// node's share comes from its pools (atomics, no cross-node call).
-		if kind, retry := g.cs.takeTenant(&tc.shared, e, tc.est, r.Now); kind != tenantlimit.KindNone {
+		if kind, retry := g.cs.takeTenant(&tc.shared, e, tc.est, tc.estCost, r.Now); kind != tenantlimit.KindNone {
 			ts.limits.Settle(&tc.res, tenantlimit.Usage{Refund: true}, r.Now)
 			r.Allowed, r.Kind, r.RetryAt = false, kind, retry.UnixNano()
 			tc.hdr, tc.hasHdr = r.Headers(hdrFamily(c.format)), true
@@ -588,7 +588,7 @@ func (c *call) finishTenant() {
 		tc.tokens, tc.cost = max(tc.tokens, tc.est), max(tc.cost, tc.estCost)
 	}
 	if g.cs != nil {
-		g.cs.give(&tc.shared, tc.tokens, !reached)
+		g.cs.give(&tc.shared, tc.tokens, tc.cost, !reached)
 	}
 	if tc.res.Active() {
 		ts.limits.Settle(&tc.res, tenantlimit.Usage{Tokens: tc.tokens, Cost: tc.cost, Known: reached, Refund: !reached}, g.clk.Now())

@@ -19,7 +19,7 @@ func TestWireRoundTrip(t *testing.T) {
 			t.Fatalf("request %+v came back as %+v (%v)", r, got, err)
 		}
 	}
-	for _, r := range []reply{{}, {granted: 5, left: 9, recovering: true}, {granted: -1, unavailable: true}} {
+	for _, r := range []reply{{}, {granted: 5, left: 9, recovering: true}, {granted: -1, unavailable: true}, {granted: 3, contended: true, recovering: true}} {
 		got, err := decodeReply(r.encode().Value)
 		if err != nil || got != r {
 			t.Fatalf("reply %+v came back as %+v (%v)", r, got, err)
@@ -156,6 +156,40 @@ func TestSlotsCapAcrossNodes(t *testing.T) {
 	}
 	if held > limit {
 		t.Fatalf("the nodes hold %d slots of a cap of %d", held, limit)
+	}
+}
+
+// TestIdleSlotsGoWhereTheyAreWanted: with a cap of three slots on three
+// nodes, each node leases one; when one node needs all three, the others
+// give back the slots they hold idle, so it gets the whole cap.
+func TestIdleSlotsGoWhereTheyAreWanted(t *testing.T) {
+	const limit = 3 // chunk 1
+	key := uniq("test/idle")
+	pools := make([]*Pool, len(members))
+	for i, mb := range members {
+		pools[i] = mb.leases.Slots(key, limit)
+	}
+	pastRecovery(t, pools...)
+	waitHeld(t, pools)
+	busy := pools[2]
+	var taken int
+	waitFor(t, "one node to hold the whole cap", func() bool {
+		if busy.TakeSlot(clk.Now()) {
+			taken++
+		}
+		return taken == limit
+	})
+	usable := int64(taken)
+	for _, p := range pools {
+		if p.expires.Load() > clk.Now().UnixNano() { // a node whose lease ended starts nothing
+			usable += max(p.avail.Load(), 0)
+		}
+	}
+	for range taken {
+		busy.GiveSlot()
+	}
+	if usable > limit {
+		t.Fatalf("with one node using the whole cap of %d, the nodes could start %d requests", limit, usable)
 	}
 }
 

@@ -74,6 +74,9 @@ type grain struct {
 	// slots mode
 	holders      map[string]*holder
 	recoverUntil time.Time
+	// contendedUntil is LeaseTTL after the grain last refused a node
+	// slots: until then every answer tells holders to keep none idle.
+	contendedUntil time.Time
 }
 
 func (g *grain) Receive(ctx actor.Context) {
@@ -204,10 +207,14 @@ func (g *grain) slotsOp(r *request) reply {
 		out += n - h.held
 		h.held = n
 	case opAcquire:
+		n := int64(0)
 		if !recovering {
-			n := min(max(r.amount, 0), max(r.limit-out, 0))
+			n = min(max(r.amount, 0), max(r.limit-out, 0))
 			h.held += n
 			out += n
+		}
+		if n < r.amount {
+			g.contendedUntil = now.Add(LeaseTTL)
 		}
 	case opRelease:
 		n := min(max(r.amount, 0), h.held)
@@ -218,5 +225,5 @@ func (g *grain) slotsOp(r *request) reply {
 	if h.held == 0 && r.op == opRelease {
 		delete(g.holders, r.node)
 	}
-	return reply{granted: h.held, left: max(r.limit-out, 0), recovering: recovering}
+	return reply{granted: h.held, left: max(r.limit-out, 0), recovering: recovering, contended: now.Before(g.contendedUntil)}
 }

@@ -113,27 +113,51 @@ func Start(system *actor.ActorSystem, c Requester, o Options) (*Leases, error) {
 // refill asks for limit/WindowChunks (at least 1).
 const WindowChunks = 32
 
+// dryRetry is how often a node whose window budget the grain said was
+// spent asks again while it refuses requests.
+const dryRetry = time.Second
+
 // SlotChunks is the same for a concurrency cap (at least one slot).
 const SlotChunks = 10
 
 // Window returns the pool of window budget key ("w/" + key at the grain)
 // with limit per minute, creating it on first use and starting its first
 // refill at once. A changed limit applies from the next refill.
-func (l *Leases) Window(key string, limit int64) *Pool {
-	return l.pool(windowPrefix+key, false, limit, max((limit+WindowChunks-1)/WindowChunks, 1))
+func (l *Leases) Window(key string, limit int64) *Pool { return l.Budget(key, limit, PerMinute, 1) }
+
+// Budget is Window for windows of per (a minute, a UTC day or a UTC
+// month) and credit counted in units of unit (1 for tokens and requests;
+// spend, in nano-dollars, uses SpendUnit). limit is in the caller's
+// amounts; the grain and the snapshot see units. A key names one budget
+// of one period and unit for ever: the grain's record is that period's
+// window index and a count of units.
+func (l *Leases) Budget(key string, limit int64, per Period, unit int64) *Pool {
+	unit = max(unit, 1)
+	limit /= unit
+	// A chunk is at most an eighth of what a pool's credit word holds, so
+	// a pool always has room for the few chunks it keeps.
+	p := l.pool(windowPrefix+key, false, per, limit, min(max((limit+WindowChunks-1)/WindowChunks, 1), availMask/8))
+	p.unit.Store(unit)
+	return p
 }
+
+// SpendUnit is the unit of a spend budget's credit: a micro-dollar (1000
+// nano-dollars). A request is charged its cost rounded up to it, so the
+// cluster pools never under-count, and a billion-dollar budget (the
+// policy's maximum) still fits a pool's credit word.
+const SpendUnit = 1000
 
 // Slots returns the pool of concurrency cap key ("s/" + key) of limit
 // slots.
 func (l *Leases) Slots(key string, limit int64) *Pool {
-	return l.pool(slotsPrefix+key, true, limit, max(limit/SlotChunks, 1))
+	return l.pool(slotsPrefix+key, true, PerMinute, limit, max(limit/SlotChunks, 1))
 }
 
-func (l *Leases) pool(id string, slots bool, limit, chunk int64) *Pool {
+func (l *Leases) pool(id string, slots bool, per Period, limit, chunk int64) *Pool {
 	l.mu.Lock()
 	p := l.byID[id]
 	if p == nil {
-		p = &Pool{l: l, id: id, slots: slots, answered: make(chan struct{})}
+		p = &Pool{l: l, id: id, slots: slots, per: per, answered: make(chan struct{})}
 		l.byID[id] = p
 		next := append(append([]*Pool(nil), *l.pools.Load()...), p)
 		l.pools.Store(&next)
@@ -153,9 +177,9 @@ func (l *Leases) Stop() {
 	}
 	_ = l.root.PoisonFuture(l.pid).Wait()
 	now := l.clk.Now()
-	idx := WindowIndex(now)
 	var wg sync.WaitGroup
 	for _, p := range *l.pools.Load() {
+		idx := p.per.Index(now)
 		var n int64
 		if p.slots {
 			n = max(p.avail.Swap(0), 0)
@@ -179,6 +203,8 @@ func (l *Leases) Stop() {
 // PoolView is one pool as health shows it.
 type PoolView struct {
 	ID       string `json:"id"`
+	Period   string `json:"period,omitempty"` // a window budget's: minute, day or month
+	Unit     int64  `json:"unit,omitempty"`   // what one unit of limit, chunk and free is, when not 1
 	Limit    int64  `json:"limit"`
 	Chunk    int64  `json:"chunk"`
 	Held     int64  `json:"held,omitempty"`
@@ -200,7 +226,6 @@ type Snapshot struct {
 // Snapshot reads the pools (atomics only; no message).
 func (l *Leases) Snapshot() Snapshot {
 	now := l.clk.Now()
-	idx := WindowIndex(now)
 	s := Snapshot{Calls: l.calls.Load(), Failures: l.failures.Load()}
 	for _, p := range *l.pools.Load() {
 		v := PoolView{ID: p.id, Limit: p.limit.Load(), Chunk: p.chunk.Load(), Refused: p.refused.Load(), Refills: p.refills.Load(),
@@ -209,7 +234,10 @@ func (l *Leases) Snapshot() Snapshot {
 			v.Held, v.Free = p.held.Load(), p.avail.Load()
 			v.Expired = now.UnixNano() >= p.expires.Load()
 		} else {
-			v.Free = p.available(idx)
+			v.Period, v.Free = p.per.String(), p.available(p.per.Index(now))
+			if u := p.unit.Load(); u > 1 {
+				v.Unit = u
+			}
 		}
 		s.Pools = append(s.Pools, v)
 	}
@@ -265,13 +293,24 @@ func (a *leaseActor) next(ctx actor.Context, p *Pool, kicked bool) bool {
 	if p.slots {
 		req.window = uint64(max(p.held.Load(), 0)) // what this node holds, for a grain rebuilding
 		free := p.avail.Load()
+		// While the grain refuses some node slots, a holder keeps none
+		// idle and asks for more only when a request of its own was
+		// refused. Otherwise a node keeps up to two chunks idle, and with
+		// a small cap (a chunk is one slot below 20) the idle slots of
+		// the others could be most of it.
+		contended := p.contended.Load()
 		switch {
-		case free < chunk:
+		case free < chunk && (!contended || p.wantSlot.Load()):
+			p.wantSlot.Store(false)
 			req.op, req.amount = opAcquire, chunk
-		case free > 2*chunk:
-			// Give back what is idle beyond one chunk, so other nodes
-			// can use it. The slots leave the pool before the call.
+		case free > 2*chunk || contended && free > 0 && !kicked:
+			// Give back what is idle beyond one chunk (all of it when
+			// contended), so other nodes can use it. The slots leave the
+			// pool before the call.
 			n := free - chunk
+			if contended {
+				n = free
+			}
 			if !p.avail.CompareAndSwap(free, free-n) {
 				return false
 			}
@@ -282,27 +321,38 @@ func (a *leaseActor) next(ctx actor.Context, p *Pool, kicked bool) bool {
 			return false
 		}
 	} else {
-		idx := WindowIndex(now)
+		idx := p.per.Index(now)
 		req.window = idx
 		free := p.available(idx)
-		end := time.Unix(0, int64(idx+1)*int64(Window))
+		end := p.per.End(idx)
+		low := free < chunk/2+1 || free < p.want.Load()
 		switch {
-		case p.dry.Load() == idx+1:
-			// The grain said this window is spent; near its end, fetch
-			// the next window's first chunk so the minute turns over
-			// without refusals.
-			if end.Sub(now) > 2*a.interval || p.available(idx+1) > 0 {
-				return false
-			}
-			req.window, req.op, req.amount = idx+1, opAcquire, chunk
-		case free < chunk/2+1 || free < p.want.Load():
-			req.op, req.amount = opAcquire, max(chunk, p.want.Swap(0)-free)
-		case free > 3*chunk && !kicked:
+		case free > 3*chunk && !low && !kicked:
+			// Give back what is idle beyond one chunk, so other nodes can
+			// use it (a spent window's holder too: they need it most).
 			n := p.takeExcess(idx, chunk)
 			if n == 0 {
 				return false
 			}
 			req.op, req.amount = opRelease, n
+		case p.dry.Load() == idx+1:
+			// The grain said this window is spent; near its end, fetch
+			// the next window's first chunk so the window turns over
+			// without refusals.
+			if end.Sub(now) <= 2*a.interval && p.available(idx+1) == 0 {
+				req.window, req.op, req.amount = idx+1, opAcquire, chunk
+				break
+			}
+			// Other nodes give credit back (what a request did not use,
+			// what sits idle): a node refusing requests asks again, at
+			// most once per dryRetry, so a day's or a month's budget is
+			// not lost to this node for the rest of its window.
+			if !low || !kicked || now.Sub(time.Unix(0, p.dryAt.Load())) < dryRetry {
+				return false
+			}
+			req.op, req.amount = opAcquire, max(chunk, p.want.Swap(0)-free)
+		case low:
+			req.op, req.amount = opAcquire, max(chunk, p.want.Swap(0)-free)
 		case end.Sub(now) <= 2*a.interval && p.available(idx+1) == 0:
 			req.window, req.op, req.amount = idx+1, opAcquire, chunk
 		default:
@@ -352,6 +402,7 @@ func (a *leaseActor) apply(m *result) {
 			return 0
 		}())
 		p.expires.Store(m.sentAt.Add(LeaseTTL).UnixNano())
+		p.contended.Store(rep.contended)
 		if req.op == opAcquire {
 			p.refills.Add(1)
 		}
@@ -371,7 +422,10 @@ func (a *leaseActor) apply(m *result) {
 			p.refills.Add(1)
 		}
 		if rep.granted < req.amount && rep.left == 0 {
+			p.dryAt.Store(m.sentAt.UnixNano())
 			p.dry.Store(req.window + 1)
+		} else if rep.granted > 0 {
+			p.dry.CompareAndSwap(req.window+1, 0) // credit came back
 		}
 	case opRelease:
 		if failed {

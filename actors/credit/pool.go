@@ -4,14 +4,63 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/omniroute/gateway/internal/tenantlimit"
 )
 
-// Window is the width of a window budget: one minute, epoch-aligned, the
-// same windows as the node-local ledger (actors/ledger).
+// Window is the width of a per-minute window budget: one minute,
+// epoch-aligned, the same windows as the node-local ledger (actors/ledger).
 const Window = time.Minute
 
-// WindowIndex is the epoch-aligned index of the window holding t.
+// WindowIndex is the epoch-aligned index of the minute window holding t.
 func WindowIndex(t time.Time) uint64 { return uint64(t.UnixNano() / int64(Window)) }
+
+// Period is what a window budget's windows are: epoch-aligned minutes
+// (rates), or UTC calendar days and months (spend budgets, the same
+// days and months as the node-local limiter, internal/tenantlimit, so
+// both reset at the same instant).
+type Period uint8
+
+// The periods.
+const (
+	PerMinute Period = iota
+	PerDay
+	PerMonth
+)
+
+// Index is the index of the window holding t. Indexes only grow with
+// time, which is all the grain relies on.
+func (p Period) Index(t time.Time) uint64 {
+	switch p {
+	case PerDay:
+		return uint64(max(tenantlimit.DayIndex(t), 0))
+	case PerMonth:
+		return uint64(max(tenantlimit.MonthIndex(t), 0))
+	}
+	return WindowIndex(t)
+}
+
+// End is when window idx ends.
+func (p Period) End(idx uint64) time.Time {
+	switch p {
+	case PerDay:
+		return tenantlimit.DayEnd(int64(idx))
+	case PerMonth:
+		return tenantlimit.MonthEnd(int64(idx))
+	}
+	return time.Unix(0, int64(idx+1)*int64(Window))
+}
+
+// String names the period for the snapshot.
+func (p Period) String() string {
+	switch p {
+	case PerDay:
+		return "day"
+	case PerMonth:
+		return "month"
+	}
+	return "minute"
+}
 
 // refillWait is what a request refused for want of local credit (not
 // because the budget is spent) is told to wait: about one refill round
@@ -46,6 +95,10 @@ type Pool struct {
 	l     *Leases
 	id    string // grain identity
 	slots bool
+	// per is a window budget's period.
+	per Period
+	// unit is what one unit of credit is worth (Budget; 1 otherwise).
+	unit  atomic.Int64
 	limit atomic.Int64
 	chunk atomic.Int64
 
@@ -54,6 +107,9 @@ type Pool struct {
 	win [2]atomic.Uint64
 	// dry is the index+1 of a window the grain said was spent.
 	dry atomic.Uint64
+	// dryAt is when the call that found the window spent was sent (Unix
+	// ns, the lease actor's clock).
+	dryAt atomic.Int64
 
 	// Slot mode: slots held and not in use (negative after the grain
 	// took back slots that are still in use), and when the lease ends on
@@ -71,6 +127,10 @@ type Pool struct {
 	// held is the slots the grain last said this node holds; only the
 	// lease actor writes it.
 	held atomic.Int64
+	// contended is the slots grain's last word on whether it refused
+	// some node slots lately; wantSlot is set when a request was refused
+	// a slot since the last acquire.
+	contended, wantSlot atomic.Bool
 	// granted and returned count window credit over the pool's life, for
 	// the snapshot.
 	granted, returned, refused atomic.Int64
@@ -110,6 +170,22 @@ func (p *Pool) WaitFirst(max time.Duration) bool {
 	}
 }
 
+// Units converts an amount to the pool's units, rounding up: take and
+// settle both convert, so rounding never lets a request spend more than
+// it was charged.
+func (p *Pool) Units(n int64) int64 {
+	u := p.unit.Load()
+	if u <= 1 || n <= 0 {
+		return max(n, 0)
+	}
+	return (n + u - 1) / u
+}
+
+// Spent reports whether the grain said the window holding now has no
+// credit left for anyone: a refusal is then the budget's, not a refill
+// still on its way.
+func (p *Pool) Spent(now time.Time) bool { return p.dry.Load() == p.per.Index(now)+1 }
+
 // ID is the grain identity the pool leases from.
 func (p *Pool) ID() string { return p.id }
 
@@ -133,7 +209,7 @@ func (p *Pool) available(idx uint64) int64 {
 // try again: the window's end when the cluster's budget is spent, else
 // about one refill round trip.
 func (p *Pool) Take(now time.Time, n int64) (idx uint64, ok bool, retryAt time.Time) {
-	idx = WindowIndex(now)
+	idx = p.per.Index(now)
 	n = max(n, 0)
 	w := &p.win[idx%2]
 	for {
@@ -148,7 +224,7 @@ func (p *Pool) Take(now time.Time, n int64) (idx uint64, ok bool, retryAt time.T
 			}
 			p.kick()
 			if p.dry.Load() == idx+1 {
-				return idx, false, time.Unix(0, int64(idx+1)*int64(Window))
+				return idx, false, p.per.End(idx)
 			}
 			return idx, false, now.Add(refillWait)
 		}
@@ -248,6 +324,7 @@ func (p *Pool) TakeSlot(now time.Time) bool {
 		a := p.avail.Load()
 		if a <= 0 {
 			p.refused.Add(1)
+			p.wantSlot.Store(true)
 			p.kick()
 			return false
 		}

@@ -46,6 +46,9 @@ type reply struct {
 	// unavailable is set when the grain could not make its state durable
 	// (the store is unreachable): nothing was granted.
 	unavailable bool
+	// contended is set by a slots grain that refused a node slots within
+	// the last LeaseTTL: holders then keep no idle slot.
+	contended bool
 }
 
 var errWire = errors.New("credit: malformed grain message")
@@ -95,6 +98,9 @@ func (r *reply) encode() *wrapperspb.BytesValue {
 	if r.unavailable {
 		flags |= 2
 	}
+	if r.contended {
+		flags |= 4
+	}
 	b = append(b, flags)
 	b = binary.AppendVarint(b, r.granted)
 	b = binary.AppendVarint(b, r.left)
@@ -106,7 +112,7 @@ func decodeReply(b []byte) (reply, error) {
 	if len(b) < 1 {
 		return r, errWire
 	}
-	r.recovering, r.unavailable = b[0]&1 != 0, b[0]&2 != 0
+	r.recovering, r.unavailable, r.contended = b[0]&1 != 0, b[0]&2 != 0, b[0]&4 != 0
 	b = b[1:]
 	var k int
 	if r.granted, k = binary.Varint(b); k <= 0 {

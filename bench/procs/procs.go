@@ -29,6 +29,9 @@ type Binaries struct {
 	// Bench is cmd/omniroute-bench, whose hidden refproxy subcommand runs
 	// the reference proxy.
 	Bench string `json:"bench"`
+	// Etcd is cmd/omniroute-etcd, the loopback etcd the cluster scenario's
+	// members join through.
+	Etcd string `json:"etcd"`
 	// Tags are the build tags used (benchpprof adds a profiling listener to
 	// the gateway; never used for a product build).
 	Tags []string `json:"tags,omitempty"`
@@ -61,7 +64,7 @@ func Build(ctx context.Context, dir string, opt BuildOptions) (Binaries, error) 
 	if len(opt.Tags) > 0 {
 		args = append(args, "-tags", strings.Join(opt.Tags, ","))
 	}
-	args = append(args, "-o", dir+string(filepath.Separator), "./cmd/omniroute", "./cmd/omniroute-bench")
+	args = append(args, "-o", dir+string(filepath.Separator), "./cmd/omniroute", "./cmd/omniroute-bench", "./cmd/omniroute-etcd")
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -71,6 +74,7 @@ func Build(ctx context.Context, dir string, opt BuildOptions) (Binaries, error) 
 	}
 	return Binaries{
 		Dir: dir, Gateway: filepath.Join(dir, "omniroute"), Bench: filepath.Join(dir, "omniroute-bench"),
+		Etcd: filepath.Join(dir, "omniroute-etcd"),
 		Tags: opt.Tags, Command: "CGO_ENABLED=0 go " + strings.Join(args, " "),
 	}, nil
 }

@@ -17,9 +17,11 @@ import (
 	"testing"
 	"time"
 
+	pcluster "github.com/asynkron/protoactor-go/cluster"
 	"github.com/chromedp/chromedp"
 	"go.etcd.io/etcd/server/v3/embed"
 
+	"github.com/omniroute/gateway/actors/credit"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/testutil/browsertest"
 )
@@ -33,6 +35,15 @@ const (
 	// capped is the tenant's concurrency cap across the cluster.
 	capped   = 10
 	cappedKy = "sk-capped-tenant-0123456789"
+	// spendUSD is a tenant's daily spend budget across the cluster, on a
+	// model priced at $1,000 per million tokens in and out, so a token
+	// costs spendPerToken micro-dollars.
+	spendUSD      = 3
+	spendPerToken = 1000
+	spenderKy     = "sk-spender-tenant-0123456789"
+	// spendChunk is one lease chunk of it in micro-dollars (the pools'
+	// unit, credit.SpendUnit): ceil(budget / credit.WindowChunks).
+	spendChunk = (spendUSD*1_000_000 + 31) / 32
 )
 
 func freePort(t *testing.T) int {
@@ -159,7 +170,7 @@ func nodeCmd(t *testing.T, exe, cfgPath, etcdAddr string, extra ...string) *exec
 	cmd.Env = append(os.Environ(),
 		"OMNIROUTE_LISTEN=127.0.0.1:0", "OMNIROUTE_DATA_DIR="+t.TempDir(), "OMNIROUTE_CONFIG="+cfgPath,
 		"OMNIROUTE_TENANT_SECRET=cluster-test-secret-0123456789", "OMNIROUTE_REQUEST_LOG=off", "OMNIROUTE_LOG_LEVEL=warn",
-		"CAPPED_KEY="+cappedKy,
+		"CAPPED_KEY="+cappedKy, "SPENDER_KEY="+spenderKy,
 		"OMNIROUTE_CLUSTER=etcd", "OMNIROUTE_CLUSTER_NAME=e2e", "OMNIROUTE_CLUSTER_ETCD_ENDPOINTS="+etcdAddr,
 		"OMNIROUTE_CLUSTER_LISTEN=127.0.0.1:0")
 	cmd.Env = append(cmd.Env, extra...)
@@ -233,6 +244,7 @@ type health struct {
 		} `json:"targets"`
 	} `json:"targets"`
 	Cluster struct {
+		Address string `json:"address"`
 		Members []struct {
 			ID      string `json:"id"`
 			Address string `json:"address"`
@@ -354,6 +366,7 @@ func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
 		"m-budget": {LatencyMS: 5, CompletionTokens: 20},
 		"m-capped": {LatencyMS: 150, CompletionTokens: 5},
 		"m-open":   {LatencyMS: 20, CompletionTokens: 5},
+		"m-spend":  {LatencyMS: 20, CompletionTokens: 5},
 		"m-flaky":  {Fail: mockprovider.FailSpec{Mode: mockprovider.FailStatus, Status: 429, RetryAfter: "30"}},
 	})
 	cfg := `{"providers": {"mock": {"base_url": "http://` + mockAddr + `/v1", "apis": ["chat"], "auth": "none",
@@ -361,8 +374,11 @@ func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
 	  "models": {"budgeted": {"targets": [{"connection": "mock/budget", "model": "m-budget"}]},
 	             "capped": {"targets": [{"connection": "mock/free", "model": "m-capped"}]},
 	             "open": {"targets": [{"connection": "mock/free", "model": "m-open"}]},
+	             "priced": {"targets": [{"connection": "mock/free", "model": "m-spend"}]},
 	             "flaky": {"targets": [{"connection": "mock/free", "model": "m-flaky"}, {"connection": "mock/free", "model": "m-open"}]}},
-	  "tenants": [{"name": "capped", "key_env": "CAPPED_KEY", "max_concurrent": ` + fmt.Sprint(capped) + `}],
+	  "prices": {"m-spend": {"input": 1000, "output": 1000}},
+	  "tenants": [{"name": "capped", "key_env": "CAPPED_KEY", "max_concurrent": ` + fmt.Sprint(capped) + `},
+	              {"name": "spender", "key_env": "SPENDER_KEY", "daily_budget_usd": ` + fmt.Sprint(spendUSD) + `}],
 	  "auth": {"mode": "open", "allow_anonymous": true}}`
 	cfgPath := writeConfig(t, cfg)
 	ns := startCluster(t, exe, cfgPath, etcdAddr, nodes, nil)
@@ -541,13 +557,63 @@ func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
 	})
 
 	t.Run("a node killed", func(t *testing.T) {
-		// SIGKILL one node under steady load on the other two: no request
-		// on the survivors fails, they see the member leave, and the
-		// tenant's cap still holds while its grain re-homes.
+		// A tenant spends half of its daily budget on all three nodes.
+		// Then the node hosting that budget's grain is killed with
+		// SIGKILL under steady load on the other two: no request on the
+		// survivors fails, they see the member leave, the tenant's cap
+		// still holds while its grain re-homes, and the spend budget is
+		// not reset: the survivors go on spending from the grain's etcd
+		// record until it is used up, and the whole day's spend stays
+		// within B + nodes × chunk.
+		if left := time.Until(time.Now().UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)); left < time.Minute {
+			time.Sleep(left + time.Second) // the budget is per UTC day: not across midnight
+		}
+		day := time.Now().UTC().YearDay()
+		var spent atomic.Int64 // tokens the spender was served, a token costing spendPerToken µ$
+		spend := func(ns []*node, until func() bool) {
+			var swg sync.WaitGroup
+			for _, n := range ns {
+				for c := 0; c < 3; c++ {
+					swg.Add(1)
+					go func(addr string) {
+						defer swg.Done()
+						for !until() {
+							a, err := chat(client, addr, spenderKy, "priced")
+							switch {
+							case err != nil:
+								t.Error(err)
+								return
+							case a.status == 200:
+								spent.Add(a.tokens)
+							case a.status == 402:
+								return // the budget is spent, for this caller
+							case a.status == 429:
+								time.Sleep(10 * time.Millisecond) // credit on its way or held in flight
+							default:
+								t.Errorf("the spender got status %d", a.status)
+								return
+							}
+						}
+					}(n.addr)
+				}
+			}
+			swg.Wait()
+		}
+		const budgetTokens = spendUSD * 1_000_000 / spendPerToken
+		spend(ns, func() bool { return spent.Load() >= budgetTokens/2 })
+		half := spent.Load()
+		victim := grainHost(t, ns, "/spend/day")
+
 		before := mock.Stats().Models["m-open"].Completed
 		var served, refusedTenant atomic.Int64
 		stop := make(chan struct{})
-		for _, n := range ns[:2] {
+		var survivors []*node
+		for i, n := range ns {
+			if i != victim {
+				survivors = append(survivors, n)
+			}
+		}
+		for _, n := range survivors {
 			for c := 0; c < 4; c++ {
 				// An open request must answer 200; the capped tenant's may
 				// also be refused with 429 (its cap holds cluster-wide).
@@ -565,26 +631,78 @@ func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 		killed := time.Now()
-		if err := ns[2].cmd.Process.Kill(); err != nil {
+		if err := ns[victim].cmd.Process.Kill(); err != nil {
 			t.Fatal(err)
 		}
-		for i, n := range ns[:2] {
-			waitFor(t, fmt.Sprintf("node %d to see the killed member leave", i), func() bool { return len(n.health(t).Cluster.Members) == nodes-1 })
+		for i, n := range survivors {
+			waitFor(t, fmt.Sprintf("survivor %d to see the killed member leave", i), func() bool { return len(n.health(t).Cluster.Members) == nodes-1 })
 		}
 		left := time.Since(killed)
-		time.Sleep(4 * time.Second) // keep the load on while grains re-home
+		spend(survivors, func() bool { return false }) // until every caller is told the budget is spent
+		time.Sleep(time.Second)                        // keep the load on a while longer
 		close(stop)
 		wg.Wait()
 		st := mock.Stats().Models
-		t.Logf("the survivors saw the member leave after %s; %d requests served, %d tenant requests refused; tenant peak in flight %d",
-			left.Round(10*time.Millisecond), served.Load(), refusedTenant.Load(), st["m-capped"].MaxInflight)
+		t.Logf("node %d (the spend grain's host) killed; the survivors saw it leave after %s; %d requests served, %d tenant requests refused; tenant peak in flight %d",
+			victim, left.Round(10*time.Millisecond), served.Load(), refusedTenant.Load(), st["m-capped"].MaxInflight)
 		if st["m-open"].Completed-before < 10 {
 			t.Fatalf("the survivors served only %d requests", st["m-open"].Completed-before)
 		}
 		if st["m-capped"].MaxInflight > capped {
 			t.Fatalf("the mock had %d of the tenant's requests in flight at once; the cap is %d", st["m-capped"].MaxInflight, capped)
 		}
+		if time.Now().UTC().YearDay() != day {
+			t.Fatal("the run crossed midnight UTC: the spend bound is per day")
+		}
+		total := spent.Load()
+		bound := int64((spendUSD*1_000_000 + nodes*spendChunk) / spendPerToken)
+		t.Logf("spend of a $%d daily budget: %d tokens ($%.3f) before the kill, %d in all ($%.3f); bound B + nodes × chunk = %d tokens",
+			spendUSD, half, float64(half*spendPerToken)/1e6, total, float64(total*spendPerToken)/1e6, bound)
+		if total > bound {
+			t.Fatalf("the tenant was served %d tokens ($%.3f) of a $%d daily budget across the kill: more than B + nodes × chunk = %d tokens; the budget was reset",
+				total, float64(total*spendPerToken)/1e6, spendUSD, bound)
+		}
+		if total <= half {
+			t.Fatalf("the survivors served the spender nothing after the kill (%d tokens before, %d after): its grain did not come back", half, total)
+		}
 	})
+}
+
+// grainHost is the index of the node hosting the credit grain of the
+// pool whose id ends in suffix, as protoactor places it: rendezvous
+// hashing of the identity over the members' addresses.
+func grainHost(t *testing.T, ns []*node, suffix string) int {
+	t.Helper()
+	h := ns[0].health(t)
+	var id string
+	for _, p := range h.Cluster.Credit.Pools {
+		if strings.HasSuffix(p.ID, suffix) {
+			id = p.ID
+		}
+	}
+	if id == "" {
+		t.Fatalf("node 0 has no pool ending in %q", suffix)
+	}
+	var ms pcluster.Members
+	for _, m := range h.Cluster.Members {
+		host, port, err := net.SplitHostPort(m.Address)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p int32
+		fmt.Sscan(port, &p)
+		ms = append(ms, &pcluster.Member{Id: m.ID, Host: host, Port: p, Kinds: []string{credit.KindName}})
+	}
+	r := pcluster.NewRendezvous()
+	r.UpdateMembers(ms)
+	addr := r.GetByClusterIdentity(&pcluster.ClusterIdentity{Kind: credit.KindName, Identity: id})
+	for i, n := range ns {
+		if n.health(t).Cluster.Address == addr {
+			return i
+		}
+	}
+	t.Fatalf("no node has the address %q that hosts grain %s", addr, id)
+	return -1
 }
 
 // WindowOf is the budget window (epoch-aligned minute) holding t.

@@ -30,6 +30,8 @@ import (
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/omniroute/gateway/internal/clock"
 )
 
 // Options tune the provider; zero values take the defaults.
@@ -49,6 +51,9 @@ type Options struct {
 	// for good (protoactor blocks a member that once left). Outside that
 	// window a vanished member is dropped at once.
 	Grace time.Duration
+	// Clock reads the time the grace is measured on (default the real
+	// clock; tests move a fake one).
+	Clock clock.Clock
 }
 
 // Provider is one member's registration and view.
@@ -58,10 +63,13 @@ type Provider struct {
 	base   string
 	o      Options
 
-	c      *pcluster.Cluster
-	self   record
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// publish hands a changed list to protoactor's MemberList (a test
+	// sink in the unit tests); log is the cluster's logger.
+	publish func(pcluster.Members)
+	log     *slog.Logger
+	self    record
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 
 	mu        sync.Mutex // serialises publish
 	published string     // fingerprint of the last published list
@@ -93,6 +101,9 @@ func New(client *clientv3.Client, base string, o Options) *Provider {
 	if o.Grace <= 0 {
 		o.Grace = 20 * time.Second
 	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
 	return &Provider{client: client, base: strings.TrimSuffix(base, "/"), o: o}
 }
 
@@ -101,6 +112,10 @@ func (p *Provider) StartMember(c *pcluster.Cluster) error {
 	if err := p.init(c); err != nil {
 		return err
 	}
+	return p.startMember()
+}
+
+func (p *Provider) startMember() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	lease, err := p.register(ctx)
@@ -162,7 +177,7 @@ func (p *Provider) GetHealthStatus() error {
 }
 
 func (p *Provider) init(c *pcluster.Cluster) error {
-	p.c = c
+	p.publish, p.log = c.MemberList.UpdateClusterTopology, c.Logger()
 	host, port, err := net.SplitHostPort(c.ActorSystem.Address())
 	if err != nil {
 		return fmt.Errorf("etcdmembers: the actor system's address %q is not host:port: %w", c.ActorSystem.Address(), err)
@@ -175,10 +190,14 @@ func (p *Provider) init(c *pcluster.Cluster) error {
 	if kinds == nil {
 		kinds = []string{}
 	}
-	p.prefix = p.base + "/" + c.Config.Name + "/"
 	// The id protoactor's provider used: "<cluster>@<system id>".
-	p.self = record{ID: c.Config.Name + "@" + c.ActorSystem.ID, Host: host, Port: n, Kinds: kinds}
+	p.setSelf(c.Config.Name, record{ID: c.Config.Name + "@" + c.ActorSystem.ID, Host: host, Port: n, Kinds: kinds})
 	return nil
+}
+
+func (p *Provider) setSelf(cluster string, self record) {
+	p.prefix = p.base + "/" + cluster + "/"
+	p.self = self
 }
 
 func (p *Provider) key() string { return p.prefix + p.self.ID }
@@ -272,25 +291,15 @@ func (p *Provider) sync(ctx context.Context) error {
 		p.fail(err)
 		return err
 	}
-	byID := map[string]record{}
-	for _, kv := range resp.Kvs {
-		var r record
-		if err := json.Unmarshal(kv.Value, &r); err != nil || r.ID == "" {
-			continue // not a member record this provider wrote
-		}
-		byID[r.ID] = r
-	}
-	if p.self.ID != "" {
-		byID[p.self.ID] = p.self
+	values := make([][]byte, len(resp.Kvs))
+	for i, kv := range resp.Kvs {
+		values[i] = kv.Value
 	}
 	p.mu.Lock()
-	if !p.failedAt.IsZero() && time.Since(p.failedAt) < p.o.Grace {
-		for id, r := range p.last { // etcd was away a moment ago: keep the absent
-			if _, ok := byID[id]; !ok {
-				byID[id] = r
-			}
-		}
-	}
+	// etcd was away a moment ago: a member missing from it may not have
+	// registered again yet, so it stays.
+	keepAbsent := !p.failedAt.IsZero() && p.o.Clock.Now().Sub(p.failedAt) < p.o.Grace
+	byID := view(values, p.self, p.last, keepAbsent)
 	p.mu.Unlock()
 	ids := slices.Sorted(maps.Keys(byID))
 	var fp strings.Builder
@@ -307,9 +316,35 @@ func (p *Provider) sync(ctx context.Context) error {
 		return nil
 	}
 	p.published, p.last = fp.String(), byID
-	p.c.Logger().Info("cluster members", slog.Int("members", len(members)), slog.String("list", fp.String()))
-	p.c.MemberList.UpdateClusterTopology(members)
+	p.log.Info("cluster members", slog.Int("members", len(members)), slog.String("list", fp.String()))
+	p.publish(members)
 	return nil
+}
+
+// view is the member list from the records read from etcd: the members
+// that wrote one (values that are not a member record are skipped), this
+// member always (self, unless it is a client), and, when keepAbsent, the
+// members of last that etcd no longer lists.
+func view(values [][]byte, self record, last map[string]record, keepAbsent bool) map[string]record {
+	byID := map[string]record{}
+	for _, v := range values {
+		var r record
+		if err := json.Unmarshal(v, &r); err != nil || r.ID == "" {
+			continue // not a member record this provider wrote
+		}
+		byID[r.ID] = r
+	}
+	if self.ID != "" {
+		byID[self.ID] = self
+	}
+	if keepAbsent {
+		for id, r := range last {
+			if _, ok := byID[id]; !ok {
+				byID[id] = r
+			}
+		}
+	}
+	return byID
 }
 
 func (p *Provider) fail(err error) {
@@ -317,7 +352,7 @@ func (p *Provider) fail(err error) {
 		return
 	}
 	p.mu.Lock()
-	p.lastErr, p.failedAt = err, time.Now()
+	p.lastErr, p.failedAt = err, p.o.Clock.Now()
 	p.mu.Unlock()
 }
 
