@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -112,9 +113,12 @@ func untilStatusWithin(t *testing.T, client *http.Client, ns []*node, key string
 // nodes 1 and 2 within propagationBound of the create's answer; revoked
 // on node 1, nodes 0 and 2 refuse it with 401 within the bound; rotated
 // on node 2, the new secret works and the old one is refused on nodes 0
-// and 1 within the bound. With etcd stopped, keys keep working and a
-// management call answers 503 key_store_unavailable within its timeout;
-// once etcd is back, a key created then works everywhere.
+// and 1 within the bound. A node that ran alone and then joins brings its
+// keys (copied to etcd, working on the others), but not one whose name
+// the cluster already gives another key (logged, without the secret).
+// With etcd stopped, keys keep working and a management call answers 503
+// key_store_unavailable within its timeout; once etcd is back, a key
+// created then works everywhere.
 func TestKeysPropagateAcrossNodes(t *testing.T) {
 	dir, cport, pport := t.TempDir(), freePort(t), freePort(t)
 	e := etcdAt(t, dir, cport, pport)
@@ -164,6 +168,40 @@ func TestKeysPropagateAcrossNodes(t *testing.T) {
 
 	sort.Slice(figures, func(i, j int) bool { return figures[i] < figures[j] })
 	t.Logf("propagation over %d observations: min %v, median %v, max %v (bound %v)", len(figures), figures[0], figures[len(figures)/2], figures[len(figures)-1], propagationBound)
+
+	t.Run("a node that ran alone brings its keys", func(t *testing.T) {
+		// The upgrade path: a node runs on its own (cluster mode off),
+		// keys are issued there, then it restarts in cluster mode on
+		// the same data directory.
+		dir := t.TempDir()
+		solo := startNode(t, exe, cfgPath, etcdAddr, "OMNIROUTE_CLUSTER=off", "OMNIROUTE_DATA_DIR="+dir)
+		mine := mustManage(t, client, solo, "/api/keys", `{"name":"e2e-solo"}`, 201)
+		// The cluster already has e2e-shared (another key, revoked).
+		clash := mustManage(t, client, solo, "/api/keys", `{"name":"e2e-shared"}`, 201)
+		_ = solo.cmd.Process.Signal(os.Interrupt)
+		_ = solo.cmd.Wait()
+		joined := startNode(t, exe, cfgPath, etcdAddr, "OMNIROUTE_DATA_DIR="+dir)
+		// The joining node copied it to etcd before it loaded its keys;
+		// the others learn of it through their watch.
+		if a, err := chat(client, joined.addr, mine.Secret, "keyed"); err != nil || a.status != 200 {
+			t.Fatalf("the joined node: the key issued before joining answered %d, %v", a.status, err)
+		}
+		untilStatus(t, client, ns[1:2], mine.Secret, 200, time.Now())
+		for i, n := range []*node{joined, ns[1]} {
+			if a, err := chat(client, n.addr, clash.Secret, "keyed"); err != nil || a.status != 401 {
+				t.Fatalf("node %d: a local key named like a cluster key answered %d, %v; the cluster's must win", i, a.status, err)
+			}
+		}
+		joined.mu.Lock()
+		logged := joined.errs.String()
+		joined.mu.Unlock()
+		if !strings.Contains(logged, "e2e-shared") || !strings.Contains(logged, "different key in the cluster") {
+			t.Fatalf("the name clash is not logged:\n%s", logged)
+		}
+		if strings.Contains(logged, clash.Secret) || strings.Contains(logged, mine.Secret) {
+			t.Fatal("the log holds a secret")
+		}
+	})
 
 	t.Run("etcd unreachable", func(t *testing.T) {
 		e.Close()
