@@ -82,6 +82,11 @@ type Handle struct {
 	// the actor before it reads the store, so a change after the clear
 	// sends another message and none is missed.
 	reloadPending atomic.Bool
+	// pub is the key list last published. Only the actor touches it (and
+	// Spawn, before the actor runs); an incarnation compares what it loads
+	// with it, since the object that loaded and published first is not the
+	// one the actor runs as, and a restarted one starts empty.
+	pub []keys.Key
 }
 
 // Messages. Each carries its answer back through ctx.Respond.
@@ -231,10 +236,15 @@ func (a *keysActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		if a.list == nil {
-			// A restarted actor: reload the state of record. If the store
-			// cannot be read, the published snapshot stays in force and the
-			// next operation reports the error.
-			_ = a.load()
+			// A new incarnation (the first, or a restarted one): reload
+			// the state of record, and publish it if the store changed
+			// since the last publication (another node, or an operation
+			// that got the store's write in before the panic). If the
+			// store cannot be read, the published snapshot stays in force
+			// and the next operation reports the error.
+			if err := a.refresh(); err != nil {
+				a.h.o.Log.Warn("loading the API keys after a restart failed; the keys last published stay in force", "err", err)
+			}
 		}
 	case *createKey:
 		ctx.Respond(a.create(m))
@@ -283,15 +293,14 @@ func (a *keysActor) storeCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), a.h.o.Timeout/3)
 }
 
-// refresh reloads the store and publishes only if the key set changed
-// (OnChange re-derives every tenant's limits and weights, which a reload
-// that found nothing new should not cost).
+// refresh reloads the store and publishes only if the key set differs
+// from the one last published (OnChange re-derives every tenant's limits
+// and weights, which a reload that found nothing new should not cost).
 func (a *keysActor) refresh() error {
-	before := a.list
 	if err := a.load(); err != nil {
 		return err
 	}
-	if !reflect.DeepEqual(before, a.list) {
+	if !reflect.DeepEqual(a.h.pub, a.list) {
 		a.publish()
 	}
 	return nil
@@ -379,6 +388,7 @@ func timePtr(t time.Time) *time.Time {
 
 func (a *keysActor) publish() {
 	s := keys.Build(a.list)
+	a.h.pub = a.list
 	a.h.snap.Store(s)
 	a.h.o.OnChange(s)
 }

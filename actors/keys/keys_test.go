@@ -372,3 +372,31 @@ func TestUnreachableStoreAnswers503(t *testing.T) {
 		t.Fatal("revoked key still works")
 	}
 }
+
+// TestRestartPublishesWhatTheStoreGained: a key another writer added to
+// the store (another node, in cluster mode) while this actor had not
+// reloaded is published by the restarted actor's own load, not only held
+// in its list: the snapshot and the actor's list never disagree.
+func TestRestartPublishesWhatTheStoreGained(t *testing.T) {
+	f := spawn(t, filepath.Join(t.TempDir(), sqlite.FileName))
+	secret := keys.SecretPrefix + "written-by-another-node-0123456789"
+	d := keys.Digest([]byte(secret))
+	if err := f.db.CreateKey(context.Background(), store.Key{Name: "other", TenantID: resolver.IDForDigest(d).String(), KeyHash: keys.HashHex(d),
+		CreatedAt: time.Date(2026, 3, 14, 10, 0, 0, 0, time.UTC)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.h.Lookup([]byte(secret)); ok {
+		t.Fatal("the key works before any reload: the test proves nothing")
+	}
+	f.h.root.Send(f.h.pid, crash{})
+	waitLookup(t, f.h, secret, true)
+	// And a Reload afterwards finds nothing new to publish.
+	before := f.changes.Load()
+	f.h.Reload()
+	if _, _, err := f.h.Create("after", tenantpolicy.Policy{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.changes.Load() - before; got != 1 {
+		t.Fatalf("%d publications for one create after a reload that found nothing", got)
+	}
+}
