@@ -243,7 +243,7 @@ func (a *keysActor) Receive(ctx actor.Context) {
 			// store cannot be read, the published snapshot stays in force
 			// and the next operation reports the error.
 			if err := a.refresh(); err != nil {
-				a.h.o.Log.Warn("loading the API keys after a restart failed; the keys last published stay in force", "err", err)
+				a.h.o.Log.Warn("the keys actor (re)started but could not read the key store; the keys last published stay in force", "err", err)
 			}
 		}
 	case *createKey:
