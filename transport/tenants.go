@@ -738,7 +738,8 @@ func clientIPClass(ip []byte) store.IPClass {
 
 // tenantsHealth is the tenants section of the health report: keys, the
 // limiter's tenants, and the request log writer (degraded while writes
-// fail: serving goes on, records are counted as failed).
+// fail: serving goes on, records are counted as failed); in cluster mode
+// whether the watch of the keys in etcd is live (degraded while not).
 func (g *Gateway) tenantsHealth() (any, string) {
 	ts := g.ten
 	h := ts.log.Health()
@@ -751,5 +752,15 @@ func (g *Gateway) tenantsHealth() (any, string) {
 	if s := ts.limits.Snapshot(); s != nil {
 		limited = len(s.Tenants)
 	}
-	return map[string]any{"activeKeys": active, "limitedTenants": limited, "requestLog": h}, status
+	out := map[string]any{"activeKeys": active, "limitedTenants": limited, "requestLog": h, "keyStore": "local"}
+	if ks := ts.sharedKeys; ks != nil {
+		// Degraded while the watch is down: keys keep working, but
+		// changes made on other nodes are not seen here and management
+		// answers 503.
+		out["keyStore"], out["keysWatching"] = "etcd", ks.Watching()
+		if !ks.Watching() {
+			status = "degraded"
+		}
+	}
+	return out, status
 }

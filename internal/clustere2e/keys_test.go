@@ -34,6 +34,22 @@ type keyAnswer struct {
 	} `json:"error"`
 }
 
+// keysHealth is the key store part of a node's health.
+type keysHealth struct {
+	Tenants struct {
+		KeyStore     string `json:"keyStore"`
+		KeysWatching *bool  `json:"keysWatching"`
+	} `json:"tenants"`
+}
+
+// watching reports whether n's health says its keys come from etcd and
+// its watch of them is live (want) or not.
+func watching(t *testing.T, n *node, want bool) bool {
+	var h keysHealth
+	getJSON(t, "http://"+n.addr+"/api/monitoring/health", &h)
+	return h.Tenants.KeyStore == "etcd" && h.Tenants.KeysWatching != nil && *h.Tenants.KeysWatching == want
+}
+
 // manage calls a key management route on n as an operator on the same
 // host would: from loopback (no OMNIROUTE_MANAGEMENT_KEY is set, so
 // loopback is what the guard admits), with a JSON content type and no
@@ -118,7 +134,8 @@ func untilStatusWithin(t *testing.T, client *http.Client, ns []*node, key string
 // the cluster already gives another key (logged, without the secret).
 // With etcd stopped, keys keep working and a management call answers 503
 // key_store_unavailable within its timeout; once etcd is back, a key
-// created then works everywhere.
+// created then works everywhere. Health says when a node's watch of the
+// keys is down and when it is back.
 func TestKeysPropagateAcrossNodes(t *testing.T) {
 	dir, cport, pport := t.TempDir(), freePort(t), freePort(t)
 	e := etcdAt(t, dir, cport, pport)
@@ -132,6 +149,9 @@ func TestKeysPropagateAcrossNodes(t *testing.T) {
 	  "auth": {"mode": "keys"}}`)
 	ns := startCluster(t, exe, cfgPath, etcdAddr, 3, nil)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}, Timeout: 30 * time.Second}
+	for i, n := range ns {
+		waitFor(t, fmt.Sprintf("node %d to watch its keys in etcd", i), func() bool { return watching(t, n, true) })
+	}
 	var figures []time.Duration
 	record := func(what string, ds []time.Duration) {
 		t.Helper()
@@ -221,8 +241,15 @@ func TestKeysPropagateAcrossNodes(t *testing.T) {
 		if status, a, _ := manage(t, client, ns[1], "/api/keys/e2e-rotated/revoke", ""); status != 503 || a.Error.Code != "key_store_unavailable" {
 			t.Fatalf("revoke with etcd down: %d %s", status, a.Error.Code)
 		}
+		for i, n := range ns {
+			waitFor(t, fmt.Sprintf("node %d's health to say its key watch is down", i), func() bool { return watching(t, n, false) })
+		}
 		e = etcdAt(t, dir, cport, pport)
 		back := time.Now()
+		for i, n := range ns {
+			waitFor(t, fmt.Sprintf("node %d to watch its keys again", i), func() bool { return watching(t, n, true) })
+		}
+		t.Logf("every node watched its keys again %v after etcd was back", time.Since(back).Round(time.Millisecond))
 		// The clients reconnect on their own schedule (gRPC back-off), so
 		// this waits with the suite's stuck-cluster bound, not a timing
 		// assertion.

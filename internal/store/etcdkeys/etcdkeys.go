@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -63,6 +64,8 @@ type Store struct {
 	c      *clientv3.Client
 	prefix string
 	o      Options
+	// watching is whether Watch holds a live watch (health shows it).
+	watching atomic.Bool
 	// beforeWrite, when set (tests), runs between change's read and its
 	// guarded write: the window another node's write can fall into.
 	beforeWrite func()
@@ -296,14 +299,22 @@ func (s *Store) Watch(ctx context.Context, onChange func()) {
 			s.o.Log.Info("watching the API keys in etcd again; reloading them")
 			broken = false
 		}
+		s.watching.Store(true)
 		onChange()
 		why := s.watchFrom(ctx, rev+1, onChange)
+		s.watching.Store(false)
 		if ctx.Err() == nil {
 			s.o.Log.Warn("the watch of the API keys in etcd broke; re-establishing it", "why", why)
 			broken = true
 		}
 	}
 }
+
+// Watching reports whether Watch holds a watch that etcd answers: false
+// before it is established, while etcd does not answer and after Watch
+// returned. While it is false, changes made on other nodes are not seen
+// here (the keys last loaded stay in force).
+func (s *Store) Watching() bool { return s.watching.Load() }
 
 // revision reads the store's current revision (a count-only read of the
 // prefix): the watch starts after it.
@@ -349,6 +360,7 @@ func (s *Store) watchFrom(ctx context.Context, rev int64, onChange func()) strin
 			switch {
 			case err != nil && !down:
 				down = true
+				s.watching.Store(false)
 				s.o.Log.Warn("etcd does not answer; keys keep working as last loaded", "err", err)
 			case err == nil && down:
 				return "etcd answers again after an outage"
