@@ -62,7 +62,9 @@ type Options struct {
 	PressureSample func() pressure.Sample
 	// Store keeps API keys, the request log and usage; nil opens the
 	// SQLite database <data dir>/omniroute.db (docs/tenants.md). The
-	// gateway closes only a database it opened.
+	// gateway closes only a database it opened. In cluster mode the API
+	// keys live in etcd instead (the ones Store holds are copied there at
+	// start, docs/cluster.md "API keys"); the request log stays here.
 	Store Store
 	// RequestLogOutput receives the request log's lines when
 	// OMNIROUTE_REQUEST_LOG is stdout or both; nil means os.Stdout.

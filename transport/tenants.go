@@ -27,6 +27,7 @@ import (
 	"github.com/omniroute/gateway/internal/logging"
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/store"
+	"github.com/omniroute/gateway/internal/store/etcdkeys"
 	"github.com/omniroute/gateway/internal/store/sqlite"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantlimit"
@@ -53,11 +54,19 @@ type Store = store.Store
 // tenantSys is the tenant layer's wiring, built by OpenStore and the
 // Attach methods of the tenant layer.
 type tenantSys struct {
-	db     store.Store
-	ownDB  bool // opened here (SQLite in the data dir): closed by stopTenants
-	keys   *keys.Handle
-	limits *tenantlimitactor.Handle
-	log    *requestlog.Handle
+	db    store.Store
+	ownDB bool // opened here (SQLite in the data dir): closed by stopTenants
+	// sharedKeys is the cluster's key store (cluster mode; nil on a single
+	// node, where the keys stay in db). The request log stays in db, per
+	// node, either way.
+	sharedKeys *etcdkeys.Store
+	// stopWatch ends the watch of sharedKeys; watchDone closes when it
+	// has returned.
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
+	keys      *keys.Handle
+	limits    *tenantlimitactor.Handle
+	log       *requestlog.Handle
 	// logOn: the request log takes records; then every request reads the
 	// provider's usage report, so its tokens and cost can be logged.
 	logOn bool
@@ -106,19 +115,61 @@ type tenantCall struct {
 // SQLite database in the data directory) that the keys actor and the
 // request log use. The tenant layer is attached before admission, whose
 // ingest queue and lanes read the tenants' weights.
+//
+// In cluster mode (joined before this) the keys live in etcd instead, so
+// that every node authenticates the same keys (docs/cluster.md, "API
+// keys"), and the keys this node's own store holds from before are copied
+// there first (openSharedKeys).
 func (a *Assembly) OpenStore() error {
 	g, o := a.g, &a.g.opts
 	ts := &tenantSys{clk: g.clk.Now}
 	g.ten = ts
 	if o.Store != nil {
 		ts.db = o.Store
-		return nil
+	} else {
+		db, err := sqlite.Open(filepath.Join(o.Env.ResolvedDataDir(), sqlite.FileName), sqlite.Options{})
+		if err != nil {
+			return fmt.Errorf("cannot start: %w", err)
+		}
+		ts.db, ts.ownDB = db, true
 	}
-	db, err := sqlite.Open(filepath.Join(o.Env.ResolvedDataDir(), sqlite.FileName), sqlite.Options{})
+	if g.cs != nil && g.cs.node.Etcd() != nil {
+		return a.openSharedKeys()
+	}
+	return nil
+}
+
+// migrateTimeout bounds copying a node's own keys into etcd at start-up.
+const migrateTimeout = 30 * time.Second
+
+// openSharedKeys makes the cluster's etcd key store the keys' store and
+// copies the keys this node kept on its own into it, create-if-absent: a
+// node that ran alone before joining keeps its keys working, now on every
+// node. A name etcd already holds is never overwritten (etcd is the
+// cluster's record; Migrate logs a disagreement by name and hash prefix).
+// The node's own copies stay where they were, unused while in cluster
+// mode. A failure stops start-up (the composition's Close then closes
+// the database): serving with keys missing would refuse callers for no
+// reason they could see.
+func (a *Assembly) openSharedKeys() error {
+	g, ts := a.g, a.g.ten
+	name := g.opts.Env.Cluster.ClusterName
+	log := g.log.With("component", "keys")
+	ks := etcdkeys.New(g.cs.node.Etcd(), name, etcdkeys.Options{Log: log})
+	ctx, cancel := context.WithTimeout(context.Background(), migrateTimeout)
+	defer cancel()
+	local, err := ts.db.Keys(ctx)
+	if err != nil {
+		return fmt.Errorf("cannot start: reading this node's keys to copy them to the cluster: %w", err)
+	}
+	m, err := ks.Migrate(ctx, local, log)
 	if err != nil {
 		return fmt.Errorf("cannot start: %w", err)
 	}
-	ts.db, ts.ownDB = db, true
+	if m.Copied > 0 || m.Conflicts > 0 {
+		log.Info("copied this node's API keys to the cluster's key store", "copied", m.Copied, "alreadyThere", m.Present, "conflicts", m.Conflicts, "etcdPrefix", etcdkeys.Prefix(name))
+	}
+	ts.sharedKeys = ks
 	return nil
 }
 
@@ -128,15 +179,30 @@ func (a *Assembly) OpenStore() error {
 func (a *Assembly) KeysOptions() keys.Options {
 	g, ts := a.g, a.g.ten
 	rc := g.rc.Load()
-	return keys.Options{Store: ts.db, Resolver: rc.tenants, Config: rc.config, Clock: g.clk,
+	var ks store.KeyStore = ts.db
+	if ts.sharedKeys != nil {
+		ks = ts.sharedKeys
+	}
+	return keys.Options{Store: ks, Resolver: rc.tenants, Config: rc.config, Clock: g.clk, Log: g.log.With("component", "keys"),
 		OnChange: func(s *ikeys.Snapshot) { ts.keysChanged(s, true) }}
 }
 
 // AttachKeys hands the front end the spawned keys actor and returns the
-// tenant limiter's options, derived from the keys it loaded.
+// tenant limiter's options, derived from the keys it loaded. In cluster
+// mode it starts the watch of the cluster's key store: every change there
+// (another node created, rotated or revoked a key), and every return of
+// etcd after an outage, sends the actor one Reload (coalesced).
 func (a *Assembly) AttachKeys(kh *keys.Handle) (tenantlimitactor.Options, error) {
 	ts := a.g.ten
 	ts.keys = kh
+	if ts.sharedKeys != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		ts.stopWatch, ts.watchDone = cancel, make(chan struct{})
+		go func() {
+			defer close(ts.watchDone)
+			ts.sharedKeys.Watch(ctx, kh.Reload)
+		}()
+	}
 	specs, err := ts.specs(kh.Snapshot())
 	if err != nil {
 		return tenantlimitactor.Options{}, fmt.Errorf("cannot start: %w", err)
@@ -185,6 +251,12 @@ func (g *Gateway) stopTenants() {
 	}
 	if ts.log != nil {
 		ts.log.Stop()
+	}
+	if ts.stopWatch != nil {
+		// Before the keys actor, which it sends to, and before the
+		// cluster closes the etcd client it reads.
+		ts.stopWatch()
+		<-ts.watchDone
 	}
 	if ts.keys != nil {
 		ts.keys.Stop()
@@ -666,7 +738,8 @@ func clientIPClass(ip []byte) store.IPClass {
 
 // tenantsHealth is the tenants section of the health report: keys, the
 // limiter's tenants, and the request log writer (degraded while writes
-// fail: serving goes on, records are counted as failed).
+// fail: serving goes on, records are counted as failed); in cluster mode
+// whether the watch of the keys in etcd is live (degraded while not).
 func (g *Gateway) tenantsHealth() (any, string) {
 	ts := g.ten
 	h := ts.log.Health()
@@ -679,5 +752,15 @@ func (g *Gateway) tenantsHealth() (any, string) {
 	if s := ts.limits.Snapshot(); s != nil {
 		limited = len(s.Tenants)
 	}
-	return map[string]any{"activeKeys": active, "limitedTenants": limited, "requestLog": h}, status
+	out := map[string]any{"activeKeys": active, "limitedTenants": limited, "requestLog": h, "keyStore": "local"}
+	if ks := ts.sharedKeys; ks != nil {
+		// Degraded while the watch is down: keys keep working, but
+		// changes made on other nodes are not seen here and management
+		// answers 503.
+		out["keyStore"], out["keysWatching"] = "etcd", ks.Watching()
+		if !ks.Watching() {
+			status = "degraded"
+		}
+	}
+	return out, status
 }

@@ -11,6 +11,16 @@
 //
 // Config-file tenants are part of the snapshot, read-only: operations on
 // them are refused, and key names may not reuse theirs.
+//
+// In cluster mode the store is shared (etcd, internal/store/etcdkeys) and
+// other nodes write it too: Reload tells the actor to read the store again
+// and republish when something changed. The composition root calls it
+// from the store's watch, so a key created, rotated or revoked on another
+// node is in force here within about a second. Every store call is bounded
+// by a third of Options.Timeout, so an unreachable store answers a
+// management call with 503 key_store_unavailable (even behind a queued
+// reload, which costs another third) instead of letting it, and the
+// operations queued behind it, wait out the timeout.
 package keys
 
 import (
@@ -18,6 +28,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
+	"reflect"
 	"sync/atomic"
 	"time"
 
@@ -49,8 +61,11 @@ type Options struct {
 	// policies to the limiter and the admission weights from it. It must
 	// not block.
 	OnChange func(*keys.Snapshot)
-	// Timeout bounds one management operation (default 10s).
+	// Timeout bounds one management operation (default 10s); each store
+	// call the actor makes is bounded by a third of it.
 	Timeout time.Duration
+	// Log receives what a Reload could not do (default: discarded).
+	Log *slog.Logger
 }
 
 // Handle is what the transport holds.
@@ -63,6 +78,15 @@ type Handle struct {
 	// reload's SetConfig; written only by the actor, read by a restarted
 	// actor's load.
 	cfg atomic.Pointer[[]ConfigTenant]
+	// reloadPending coalesces Reload calls: set by the first, cleared by
+	// the actor before it reads the store, so a change after the clear
+	// sends another message and none is missed.
+	reloadPending atomic.Bool
+	// pub is the key list last published. Only the actor touches it (and
+	// Spawn, before the actor runs); an incarnation compares what it loads
+	// with it, since the object that loaded and published first is not the
+	// one the actor runs as, and a restarted one starts empty.
+	pub []keys.Key
 }
 
 // Messages. Each carries its answer back through ctx.Respond.
@@ -78,6 +102,7 @@ type (
 	rotateKey struct{ name string }
 	setConfig struct{ cfg []ConfigTenant }
 	revokeKey struct{ name string }
+	reload    struct{}
 	result    struct {
 		info   keys.Info
 		secret string
@@ -103,6 +128,9 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	}
 	if o.OnChange == nil {
 		o.OnChange = func(*keys.Snapshot) {}
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
 	}
 	h := &Handle{root: system.Root, o: o}
 	if err := uniqueNames(o.Config); err != nil {
@@ -146,6 +174,15 @@ func (h *Handle) SetConfig(cfg []ConfigTenant) error {
 	}
 	_, _, err := h.ask(&setConfig{cfg: cfg})
 	return err
+}
+
+// Reload asks the actor to read the store again and republish if a key
+// changed there (another node wrote it). It does not wait and never
+// blocks; calls that arrive while one is pending are folded into it.
+func (h *Handle) Reload() {
+	if h.reloadPending.CompareAndSwap(false, true) {
+		h.root.Send(h.pid, reload{})
+	}
 }
 
 // Stop stops the actor and waits for it.
@@ -199,16 +236,23 @@ func (a *keysActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		if a.list == nil {
-			// A restarted actor: reload the state of record. If the store
-			// cannot be read, the published snapshot stays in force and the
-			// next operation reports the error.
-			_ = a.load()
+			// A new incarnation (the first, or a restarted one): reload
+			// the state of record, and publish it if the store changed
+			// since the last publication (another node, or an operation
+			// that got the store's write in before the panic). If the
+			// store cannot be read, the published snapshot stays in force
+			// and the next operation reports the error.
+			if err := a.refresh(); err != nil {
+				a.h.o.Log.Warn("the keys actor (re)started but could not read the key store; the keys last published stay in force", "err", err)
+			}
 		}
 	case *createKey:
 		ctx.Respond(a.create(m))
 	case *updateKey:
 		ctx.Respond(a.change(m.name, func(k *keys.Key) error {
-			if err := a.h.o.Store.UpdatePolicy(context.Background(), m.name, m.policy); err != nil {
+			sctx, cancel := a.storeCtx()
+			defer cancel()
+			if err := a.h.o.Store.UpdatePolicy(sctx, m.name, m.policy); err != nil {
 				return err
 			}
 			k.Policy = m.policy
@@ -221,21 +265,53 @@ func (a *keysActor) Receive(ctx actor.Context) {
 	case *revokeKey:
 		ctx.Respond(a.change(m.name, func(k *keys.Key) error {
 			at := a.h.o.Clock.Now().UTC()
-			if err := a.h.o.Store.RevokeKey(context.Background(), m.name, at); err != nil {
+			sctx, cancel := a.storeCtx()
+			defer cancel()
+			if err := a.h.o.Store.RevokeKey(sctx, m.name, at); err != nil {
 				return err
 			}
 			k.RevokedAt = &at
 			return nil
 		}, false))
+	case reload:
+		a.h.reloadPending.Store(false)
+		if err := a.refresh(); err != nil {
+			// The published snapshot stays in force; the store's watch
+			// asks again once the store answers.
+			a.h.o.Log.Warn("reloading the API keys from the store failed; the keys last loaded stay in force", "err", err)
+		}
 	case crash:
 		panic("keys: crash requested by a test")
 	}
 }
 
+// storeCtx bounds one store call by a third of the operation timeout, so
+// the caller gets the store's error (503) before its own wait ends even
+// when a reload was queued in front of it, and the actor is free for the
+// next message.
+func (a *keysActor) storeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), a.h.o.Timeout/3)
+}
+
+// refresh reloads the store and publishes only if the key set differs
+// from the one last published (OnChange re-derives every tenant's limits
+// and weights, which a reload that found nothing new should not cost).
+func (a *keysActor) refresh() error {
+	if err := a.load(); err != nil {
+		return err
+	}
+	if !reflect.DeepEqual(a.h.pub, a.list) {
+		a.publish()
+	}
+	return nil
+}
+
 // load reads the store and merges the config tenants.
 func (a *keysActor) load() error {
 	o := a.h.o
-	stored, err := o.Store.Keys(context.Background())
+	sctx, cancel := a.storeCtx()
+	defer cancel()
+	stored, err := o.Store.Keys(sctx)
 	if err != nil {
 		return fmt.Errorf("loading API keys: %w", err)
 	}
@@ -312,6 +388,7 @@ func timePtr(t time.Time) *time.Time {
 
 func (a *keysActor) publish() {
 	s := keys.Build(a.list)
+	a.h.pub = a.list
 	a.h.snap.Store(s)
 	a.h.o.OnChange(s)
 }
@@ -349,7 +426,9 @@ func (a *keysActor) create(m *createKey) *result {
 	id := a.h.o.Resolver.IDForDigest(d)
 	now := a.h.o.Clock.Now().UTC()
 	sk := store.Key{Name: m.name, TenantID: id.String(), KeyHash: keys.HashHex(d), Policy: m.policy, CreatedAt: now}
-	if err := a.h.o.Store.CreateKey(context.Background(), sk); err != nil {
+	sctx, cancel := a.storeCtx()
+	defer cancel()
+	if err := a.h.o.Store.CreateKey(sctx, sk); err != nil {
 		return &result{err: storeError(m.name, err)}
 	}
 	k, _ := fromStore(sk)
@@ -362,6 +441,14 @@ func (a *keysActor) create(m *createKey) *result {
 // and revocation, or a rotation.
 func (a *keysActor) change(name string, apply func(*keys.Key) error, rotate bool) *result {
 	k := a.find(name)
+	if k == nil {
+		// Another node may have created it since the last reload (a
+		// shared store); read the store before answering 404.
+		if err := a.refresh(); err != nil {
+			return &result{err: storeError(name, err)}
+		}
+		k = a.find(name)
+	}
 	switch {
 	case k == nil:
 		return &result{err: &keys.Error{Status: 404, Code: "key_not_found", Field: "name", Message: fmt.Sprintf("no key named %q", name)}}
@@ -378,7 +465,9 @@ func (a *keysActor) change(name string, apply func(*keys.Key) error, rotate bool
 		}
 		d := keys.Digest([]byte(s))
 		at := a.h.o.Clock.Now().UTC()
-		if err := a.h.o.Store.RotateKey(context.Background(), name, keys.HashHex(d), at); err != nil {
+		sctx, cancel := a.storeCtx()
+		defer cancel()
+		if err := a.h.o.Store.RotateKey(sctx, name, keys.HashHex(d), at); err != nil {
 			return &result{err: storeError(name, err)}
 		}
 		k.Digest, k.KeySHA256Prefix, k.RotatedAt, secret = d, keys.HashHex(d)[:8], &at, s
@@ -406,5 +495,5 @@ func storeError(name string, err error) error {
 	case errors.Is(err, store.ErrRevoked):
 		return &keys.Error{Status: 409, Code: "key_revoked", Field: "name", Message: fmt.Sprintf("key %q is revoked", name)}
 	}
-	return &keys.Error{Status: 503, Code: "key_store_unavailable", Message: fmt.Sprintf("the key store failed (%v); retry", err)}
+	return &keys.Error{Status: 503, Code: "key_store_unavailable", Message: fmt.Sprintf("the key store failed (%v); keys already issued keep working; retry once the store answers", err)}
 }

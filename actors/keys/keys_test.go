@@ -1,9 +1,11 @@
 package keys
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/keys"
+	"github.com/omniroute/gateway/internal/store"
 	"github.com/omniroute/gateway/internal/store/sqlite"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
@@ -220,4 +223,180 @@ func TestSetConfigKeepsRunTimeKeys(t *testing.T) {
 		t.Fatalf("after a restart, dev is not a config tenant: %s", got)
 	}
 	check("after a restart")
+}
+
+// TestReloadSeesAnotherWriter: two actors share one store, as two cluster
+// nodes share etcd. A key the first creates works on the second after a
+// Reload (and not before: the second serves its published snapshot); a
+// Reload that finds nothing new publishes nothing; and an operation on a
+// key the second has not loaded yet reads the store instead of answering
+// 404.
+func TestReloadSeesAnotherWriter(t *testing.T) {
+	a := spawn(t, filepath.Join(t.TempDir(), sqlite.FileName))
+	b := &fixture{db: a.db, sys: a.sys}
+	hb, err := Spawn(b.sys, Options{Store: a.db, Resolver: resolver, OnChange: func(*keys.Snapshot) { b.changes.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hb.Stop)
+	_, secret, err := a.h.Create("shared", tenantpolicy.Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := hb.Lookup([]byte(secret)); ok {
+		t.Fatal("the second actor saw the key without reloading: the test proves nothing")
+	}
+	before := b.changes.Load()
+	hb.Reload()
+	waitLookup(t, hb, secret, true)
+	if got := b.changes.Load(); got != before+1 {
+		t.Fatalf("a reload that found one new key published %d times", got-before)
+	}
+	hb.Reload()
+	hb.Reload()
+	// An ask is answered after the reloads sent before it.
+	if _, _, err := hb.Create("probe", tenantpolicy.Policy{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.changes.Load(); got != before+2 { // the reload that found it, the create
+		t.Fatalf("reloads that found nothing new published: %d publications, want 2", got-before)
+	}
+	// "late" is created by a and revoked through b before b reloads.
+	_, late, err := a.h.Create("late", tenantpolicy.Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hb.Revoke("late"); err != nil {
+		t.Fatalf("revoking a key the actor had not loaded yet: %v", err)
+	}
+	a.h.Reload()
+	waitLookup(t, a.h, late, false)
+}
+
+func waitLookup(t *testing.T, h *Handle, secret string, want bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := h.Lookup([]byte(secret)); ok == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lookup still %v after 10 s", !want)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// hangingStore is a store that stops answering (an unreachable etcd):
+// every call waits for its context.
+type hangingStore struct {
+	*sqlite.DB
+	hang atomic.Bool
+}
+
+func (s *hangingStore) wait(ctx context.Context) error {
+	if !s.hang.Load() {
+		return nil
+	}
+	<-ctx.Done()
+	return fmt.Errorf("etcd did not answer: %w", ctx.Err())
+}
+
+func (s *hangingStore) CreateKey(ctx context.Context, k store.Key) error {
+	if err := s.wait(ctx); err != nil {
+		return err
+	}
+	return s.DB.CreateKey(ctx, k)
+}
+
+func (s *hangingStore) Keys(ctx context.Context) ([]store.Key, error) {
+	if err := s.wait(ctx); err != nil {
+		return nil, err
+	}
+	return s.DB.Keys(ctx)
+}
+
+func (s *hangingStore) RevokeKey(ctx context.Context, name string, at time.Time) error {
+	if err := s.wait(ctx); err != nil {
+		return err
+	}
+	return s.DB.RevokeKey(ctx, name, at)
+}
+
+// TestUnreachableStoreAnswers503: while the store does not answer, keys
+// already published keep authenticating, and a management call is
+// answered 503 key_store_unavailable, with the store's error, by the
+// store call's own bound (a third of the timeout), not by the ask's
+// timeout, even behind a queued Reload that spends one bound itself.
+func TestUnreachableStoreAnswers503(t *testing.T) {
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	st := &hangingStore{DB: db}
+	h, err := Spawn(testutil.ActorSystem(t), Options{Store: st, Resolver: resolver, Timeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Stop)
+	_, secret, err := h.Create("before", tenantpolicy.Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.hang.Store(true)
+	h.Reload()
+	for _, op := range []struct {
+		name string
+		call func() error
+	}{
+		{"create", func() error { return second(h.Create("during", tenantpolicy.Policy{})) }},
+		{"revoke", func() error { return first(h.Revoke("before")) }},
+	} {
+		start := time.Now()
+		err := op.call()
+		var e *keys.Error
+		if !errors.As(err, &e) || e.Status != 503 || e.Code != "key_store_unavailable" || !strings.Contains(e.Message, "etcd did not answer") {
+			t.Fatalf("%s with the store hanging: %v", op.name, err)
+		}
+		t.Logf("%s answered in %v: %s", op.name, time.Since(start).Round(time.Millisecond), e.Message)
+	}
+	if _, ok := h.Lookup([]byte(secret)); !ok {
+		t.Fatal("a published key stopped working while the store was unreachable")
+	}
+	st.hang.Store(false)
+	if _, err := h.Revoke("before"); err != nil {
+		t.Fatalf("after the store came back: %v", err)
+	}
+	if _, ok := h.Lookup([]byte(secret)); ok {
+		t.Fatal("revoked key still works")
+	}
+}
+
+// TestRestartPublishesWhatTheStoreGained: a key another writer added to
+// the store (another node, in cluster mode) while this actor had not
+// reloaded is published by the restarted actor's own load, not only held
+// in its list: the snapshot and the actor's list never disagree.
+func TestRestartPublishesWhatTheStoreGained(t *testing.T) {
+	f := spawn(t, filepath.Join(t.TempDir(), sqlite.FileName))
+	secret := keys.SecretPrefix + "written-by-another-node-0123456789"
+	d := keys.Digest([]byte(secret))
+	if err := f.db.CreateKey(context.Background(), store.Key{Name: "other", TenantID: resolver.IDForDigest(d).String(), KeyHash: keys.HashHex(d),
+		CreatedAt: time.Date(2026, 3, 14, 10, 0, 0, 0, time.UTC)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.h.Lookup([]byte(secret)); ok {
+		t.Fatal("the key works before any reload: the test proves nothing")
+	}
+	f.h.root.Send(f.h.pid, crash{})
+	waitLookup(t, f.h, secret, true)
+	// And a Reload afterwards finds nothing new to publish.
+	before := f.changes.Load()
+	f.h.Reload()
+	if _, _, err := f.h.Create("after", tenantpolicy.Policy{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.changes.Load() - before; got != 1 {
+		t.Fatalf("%d publications for one create after a reload that found nothing", got)
+	}
 }
