@@ -3,11 +3,8 @@ package etcdmembers
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/url"
 	"slices"
 	"sync"
 	"testing"
@@ -15,16 +12,18 @@ import (
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/goleak"
 
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/internal/testutil/etcdtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
 
-func rec(id string) record { return record{ID: id, Host: "127.0.0.1", Port: 7000, Kinds: []string{"k"}} }
+func rec(id string) record {
+	return record{ID: id, Host: "127.0.0.1", Port: 7000, Kinds: []string{"k"}}
+}
 
 func js(r record) []byte { b, _ := json.Marshal(r); return b }
 
@@ -71,33 +70,8 @@ func TestView(t *testing.T) {
 // it; both stop with the test.
 func startEtcd(t *testing.T) *clientv3.Client {
 	t.Helper()
-	port := func() int {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		return ln.Addr().(*net.TCPAddr).Port
-	}
-	cfg := embed.NewConfig()
-	cfg.Dir = t.TempDir()
-	cfg.LogLevel = "error"
-	client := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", port())}
-	peer := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", port())}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.InitialCluster = cfg.Name + "=" + peer.String()
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(20 * time.Second):
-		t.Fatal("etcd did not become ready")
-	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{client.Host}, DialTimeout: 5 * time.Second})
+	e := etcdtest.Start(t)
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Addr()}, DialTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
