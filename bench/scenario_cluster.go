@@ -138,6 +138,8 @@ func runCluster(ctx context.Context, r *Runner, s *report.Scenario) error {
 		callRate = append(callRate, c.calls/secs)
 	}
 	s.Figures = append(s.Figures, figure(fmt.Sprintf("Grain calls per second on one member at %d req/s (refills, renewals, returns)", clusterRate), "/s", callRate))
+	cpuOpen, _ := PerRound(n, ratio(s, open.ID, gC, gS, cpuPerReq("proxy")))
+	s.Figures = append(s.Figures, figure(fmt.Sprintf("CPU per request at %d req/s, cluster member ÷ single node", clusterRate), "×", cpuOpen))
 	capVals, _ := PerRound(n, ratio(s, closed.ID, gC, gS, throughput))
 	s.Figures = append(s.Figures, figure("Throughput, cluster member ÷ single node (closed loop)", "×", capVals))
 	for _, g := range []string{gS, gC} {
