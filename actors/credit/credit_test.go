@@ -111,10 +111,7 @@ func TestWindowGrainReactivationKeepsBudget(t *testing.T) {
 func TestSlotsCapAcrossNodes(t *testing.T) {
 	const limit = 10
 	key := uniq("test/conc")
-	pools := make([]*Pool, len(members))
-	for i, mb := range members {
-		pools[i] = mb.leases.Slots(key, limit)
-	}
+	pools := slotPools(key, limit)
 	pastRecovery(t, pools...)
 	waitHeld(t, pools)
 	var inUse, peak atomic.Int64
@@ -165,10 +162,7 @@ func TestSlotsCapAcrossNodes(t *testing.T) {
 func TestIdleSlotsGoWhereTheyAreWanted(t *testing.T) {
 	const limit = 3 // chunk 1
 	key := uniq("test/idle")
-	pools := make([]*Pool, len(members))
-	for i, mb := range members {
-		pools[i] = mb.leases.Slots(key, limit)
-	}
+	pools := slotPools(key, limit)
 	pastRecovery(t, pools...)
 	waitHeld(t, pools)
 	busy := pools[2]
@@ -214,10 +208,7 @@ func TestSlotsLeaseExpiresClosed(t *testing.T) {
 func TestSlotGrainRebuildsFromRenewals(t *testing.T) {
 	const limit = 6
 	key := uniq("test/conc-rehome")
-	pools := make([]*Pool, len(members))
-	for i, mb := range members {
-		pools[i] = mb.leases.Slots(key, limit)
-	}
+	pools := slotPools(key, limit)
 	pastRecovery(t, pools...)
 	waitHeld(t, pools)
 	// Node 0 takes everything it can get and keeps it in use.
@@ -278,6 +269,15 @@ func waitHeld(t *testing.T, pools []*Pool) {
 		}
 		return true
 	})
+}
+
+// slotPools is every member's pool of concurrency cap key.
+func slotPools(key string, limit int64) []*Pool {
+	pools := make([]*Pool, len(members))
+	for i, mb := range members {
+		pools[i] = mb.leases.Slots(key, limit)
+	}
+	return pools
 }
 
 var runs atomic.Int64

@@ -151,21 +151,27 @@ func normalise(ms []ModelState) []ModelState {
 	return out
 }
 
+// polledConnection is a DeepSeek connection named name whose usage API
+// is a test server counting its polls (it stops with the test).
+func polledConnection(t *testing.T, name string) (*atomic.Int32, []ConnSpec) {
+	polls := &atomic.Int32{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		polls.Add(1)
+		w.Write([]byte(`{"is_available":true,"balance_infos":[{"currency":"USD","total_balance":"0.00"}]}`))
+	}))
+	t.Cleanup(srv.Close)
+	return polls, []ConnSpec{{Provider: "deepseek", Name: name, Models: []string{"deepseek-chat"},
+		Poll: &PollSpec{Kind: quota.PollDeepSeek, BaseURL: srv.URL, Interval: time.Hour, APIKey: "sk-secret-123"}}}
+}
+
 // TestOnePollerPerConnection: of two members, only the connection's
 // owner polls; the other shows the owner's reading as provider_api. When
 // the owner leaves the member list, the survivor starts polling at its
 // next check.
 func TestOnePollerPerConnection(t *testing.T) {
-	var polls atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		polls.Add(1)
-		w.Write([]byte(`{"is_available":true,"balance_infos":[{"currency":"USD","total_balance":"0.00"}]}`))
-	}))
-	defer srv.Close()
+	polls, specs := polledConnection(t, "deepseek/main")
 	sys := newSystem(t)
 	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
-	specs := []ConnSpec{{Provider: "deepseek", Name: "deepseek/main", Models: []string{"deepseek-chat"},
-		Poll: &PollSpec{Kind: quota.PollDeepSeek, BaseURL: srv.URL, Interval: time.Hour, APIKey: "sk-secret-123"}}}
 	p := startPair(t, sys, specs, clk)
 	for i := range p.h {
 		waitState(t, p.h[i], 0, func(s *ConnState) bool {
@@ -275,17 +281,10 @@ func TestPeerPollFreshestWins(t *testing.T) {
 // reading the owner holds at the owner's next check, without a new poll
 // (it would otherwise wait up to a poll interval).
 func TestJoiningMemberHearsTheLastPoll(t *testing.T) {
-	var polls atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		polls.Add(1)
-		w.Write([]byte(`{"is_available":true,"balance_infos":[{"currency":"USD","total_balance":"0.00"}]}`))
-	}))
-	defer srv.Close()
+	const name = "deepseek/main"
+	polls, specs := polledConnection(t, name)
 	sys := newSystem(t)
 	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
-	const name = "deepseek/main"
-	specs := []ConnSpec{{Provider: "deepseek", Name: name, Models: []string{"deepseek-chat"},
-		Poll: &PollSpec{Kind: quota.PollDeepSeek, BaseURL: srv.URL, Interval: time.Hour, APIKey: "sk-secret-123"}}}
 	owner := 0
 	if rendezvous.Owner(name, []string{"e2e@a", "e2e@b"}) == "e2e@b" {
 		owner = 1

@@ -3,6 +3,7 @@ package etcdmembers
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -115,13 +116,7 @@ func member(t *testing.T, c *clientv3.Client, id string, clk clock.Clock) (*Prov
 
 func waitIDs(t *testing.T, s *sink, want ...string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !slices.Equal(s.ids(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the published list is %v, want %v", s.ids(), want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Until(t, fmt.Sprintf("the published list %v", want), func() bool { return slices.Equal(s.ids(), want) })
 }
 
 // TestMembersThroughEtcd: two members on a real etcd see each other; one

@@ -325,13 +325,13 @@ func TestWatch(t *testing.T) {
 		t.Fatal("Watching is false with a live watch")
 	}
 	srv.Stop()
-	waitUntil(t, "Watching to turn false with etcd down", func() bool { return !w.Watching() })
+	testutil.Until(t, "Watching to turn false with etcd down", func() bool { return !w.Watching() })
 	drain()
 	start = time.Now()
 	srv.Restart(t)
 	t.Logf("etcd restarted in %v", time.Since(start).Round(time.Millisecond))
 	expect("after etcd restarted")
-	waitUntil(t, "Watching to turn true after etcd restarted", w.Watching)
+	testutil.Until(t, "Watching to turn true after etcd restarted", w.Watching)
 	t.Logf("the reload after the restart came %v after it began", time.Since(start).Round(time.Millisecond))
 	drain()
 	if err := other.RevokeKey(context.Background(), "w1", t0); err != nil {
@@ -349,19 +349,6 @@ func TestWatch(t *testing.T) {
 	}
 	if w.Watching() {
 		t.Fatal("Watching is true after Watch returned")
-	}
-}
-
-// waitUntil polls cond for up to 10 s (a bound for a stuck watch, not a
-// timing assertion).
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
