@@ -262,6 +262,7 @@ func (a *clusterActor) receive(ctx actor.Context, b []byte) {
 		return
 	}
 	h := a.cl.h
+	w.fromTheFuture(h.clk.Now())
 	id, ok := a.lookup(w.Conn)
 	if !ok {
 		a.cl.dropped.Add(1)

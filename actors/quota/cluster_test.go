@@ -95,6 +95,7 @@ func TestPeerHeadersMergeAsLocalOnes(t *testing.T) {
 	defer lone.Stop()
 
 	t0 := clk.Now()
+	clk.Advance(5 * time.Second) // the observations below are all in the past
 	p.h[0].Observe(0, "gpt-4o", tokensObs(t0, 0))
 	lone.Observe(0, "gpt-4o", tokensObs(t0, 0))
 	want := waitState(t, lone, 0, func(s *ConnState) bool { return s.Models[0].Status == quota.StatusExhausted })
@@ -248,6 +249,7 @@ func TestPeerPollFreshestWins(t *testing.T) {
 	}
 	defer h.Stop()
 	t0 := clk.Now()
+	clk.Advance(5 * time.Second) // the readings below are all in the past
 	balance := func(left float64) quota.Reading {
 		return quota.Reading{Source: quota.SourceProviderAPI, Supported: true, Values: []quota.Value{{Dimension: messages.DimCurrency,
 			Flags: quota.HasRemaining, Remaining: left, Unit: "USD", Source: quota.SourceProviderAPI, Confidence: quota.ConfidenceAuthoritative,
@@ -274,6 +276,38 @@ func TestPeerPollFreshestWins(t *testing.T) {
 	// of a closed port would have left an error).
 	if s.Error != "" || len(s.Sources) != 1 || s.Sources[0] != "provider_api" {
 		t.Fatalf("this member polled: error %q, sources %v", s.Error, s.Sources)
+	}
+}
+
+// TestPeerClockAhead: a peer whose clock runs an hour ahead sends a poll
+// reading and a header batch "from the future"; they count as observed
+// now, with their reset and expiry the same distance from it, and a peer
+// whose clock lags, or leads by less than maxPeerLead, keeps its times.
+func TestPeerClockAhead(t *testing.T) {
+	now := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+	ahead := now.Add(time.Hour)
+	w := &wireQuota{Conn: "c", From: "p",
+		Poll: &wirePoll{At: ahead.UnixNano(), Values: []wireValue{{Expires: ahead.Add(10 * time.Minute).UnixNano(), ResetAt: ahead.Add(time.Minute).UnixNano()}, {}}},
+		Headers: []wireObs{{At: ahead.UnixNano(), Readings: []wireReading{{ResetAt: ahead.Add(30 * time.Second).UnixNano()}}},
+			{At: now.Add(-time.Minute).UnixNano(), Readings: []wireReading{{ResetAt: now.UnixNano()}}},
+			{At: now.Add(maxPeerLead / 2).UnixNano()}}}
+	w.fromTheFuture(now)
+	r, at := w.Poll.reading()
+	if !at.Equal(now) || !r.Values[0].Expires.Equal(now.Add(10*time.Minute)) || !r.Values[0].ResetAt.Equal(now.Add(time.Minute)) {
+		t.Fatalf("poll from the future: at %v, expires %v, reset %v", at, r.Values[0].Expires, r.Values[0].ResetAt)
+	}
+	if !r.Values[1].Expires.IsZero() || !r.Values[1].ResetAt.IsZero() {
+		t.Fatalf("an unknown expiry or reset became a time: %+v", r.Values[1])
+	}
+	obs := decodeHeaders(w.Headers)
+	if !obs[0].Obs.At.Equal(now) || !obs[0].Obs.Readings[0].ResetAt.Equal(now.Add(30*time.Second)) {
+		t.Fatalf("headers from the future: at %v, reset %v", obs[0].Obs.At, obs[0].Obs.Readings[0].ResetAt)
+	}
+	if !obs[1].Obs.At.Equal(now.Add(-time.Minute)) || !obs[1].Obs.Readings[0].ResetAt.Equal(now) {
+		t.Fatalf("a lagging peer's headers were moved: at %v", obs[1].Obs.At)
+	}
+	if !obs[2].Obs.At.Equal(now.Add(maxPeerLead / 2)) {
+		t.Fatalf("a lead within maxPeerLead was corrected: at %v", obs[2].Obs.At)
 	}
 }
 

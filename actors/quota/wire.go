@@ -124,6 +124,47 @@ func decodeHeaders(ws []wireObs) []HeaderObserved {
 	return out
 }
 
+// maxPeerLead is how far ahead of this member's clock a peer's
+// observation time may be before fromTheFuture corrects it: members'
+// clocks agree to well within it when NTP runs.
+const maxPeerLead = time.Second
+
+// fromTheFuture moves the times of a peer's readings observed more than
+// maxPeerLead after now (its clock runs ahead of this member's) back by
+// that lead: the reading counts as observed now, and its reset and expiry
+// keep their distance from the observation. Otherwise a peer whose clock is ahead would win
+// every "freshest reading" comparison and keep its values alive past
+// their time. A peer whose clock lags needs nothing: its readings look
+// older than they are, lose to fresher ones and expire early (the safe
+// direction).
+func (w *wireQuota) fromTheFuture(now time.Time) {
+	n := now.Add(maxPeerLead).UnixNano()
+	back := func(t *int64, d int64) {
+		if *t != 0 {
+			*t -= d
+		}
+	}
+	if p := w.Poll; p != nil && p.At > n {
+		d := p.At - now.UnixNano()
+		p.At = now.UnixNano()
+		for i := range p.Values {
+			back(&p.Values[i].ResetAt, d)
+			back(&p.Values[i].Expires, d)
+		}
+	}
+	for i := range w.Headers {
+		o := &w.Headers[i]
+		if o.At <= n {
+			continue
+		}
+		d := o.At - now.UnixNano()
+		o.At = now.UnixNano()
+		for j := range o.Readings {
+			back(&o.Readings[j].ResetAt, d)
+		}
+	}
+}
+
 var errWire = errors.New("quota: malformed peer message")
 
 func encodeWire(w *wireQuota) ([]byte, error) { return json.Marshal(w) }
