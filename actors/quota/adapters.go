@@ -42,6 +42,10 @@ type headerAdapter struct {
 	// the peers; sentSinceTick says a batch left since the last tick.
 	outbox        map[string]messages.QuotaObservation
 	sentSinceTick bool
+	// last is the latest local observation per model, sent or not: a
+	// member that joins is sent them (reshareHeaders), since it heard
+	// none of the batches that went before.
+	last map[string]messages.QuotaObservation
 }
 
 // heldValue is a header value and when its response was received.
@@ -59,6 +63,11 @@ type flush struct{}
 // peerHeaders are header observations another member made, for the
 // connection's header adapter.
 type peerHeaders struct{ obs []HeaderObserved }
+
+// reshareHeaders asks the header adapter to send its peers the latest
+// local observation of each model that still says something (a member
+// joined).
+type reshareHeaders struct{}
 
 func (a *headerAdapter) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
@@ -85,6 +94,10 @@ func (a *headerAdapter) Receive(ctx actor.Context) {
 		}
 		if urgent {
 			a.send(ctx)
+		}
+	case reshareHeaders:
+		if a.reshare() {
+			a.sendPeers(ctx)
 		}
 	case flush:
 		if a.dirty {
@@ -150,7 +163,39 @@ func (a *headerAdapter) share(m *HeaderObserved) bool {
 	if held, ok := a.outbox[m.Model]; !ok || !m.Obs.At.Before(held.At) {
 		a.outbox[m.Model] = *m.Obs
 	}
+	if a.last == nil {
+		a.last = map[string]messages.QuotaObservation{}
+	}
+	if held, ok := a.last[m.Model]; !ok || !m.Obs.At.Before(held.At) {
+		a.last[m.Model] = *m.Obs
+	}
 	return true
+}
+
+// reshare puts the latest local observations whose values are not all
+// stale yet into the outbox (and forgets the others); it reports whether
+// there is anything to send.
+func (a *headerAdapter) reshare() bool {
+	now := a.clk.Now()
+	for model, obs := range a.last {
+		live := false
+		for i := 0; i < obs.N && !live; i++ {
+			r := &obs.Readings[i]
+			v := quota.ReadingValue(r, model, obs.At, a.mapping.UnitOf(r.Dimension))
+			live = !v.Stale(now)
+		}
+		if !live {
+			delete(a.last, model)
+			continue
+		}
+		if a.outbox == nil {
+			a.outbox = map[string]messages.QuotaObservation{}
+		}
+		if held, ok := a.outbox[model]; !ok || !obs.At.Before(held.At) {
+			a.outbox[model] = obs
+		}
+	}
+	return len(a.outbox) > 0 && a.peers.Load() != nil
 }
 
 // sendPeers hands the outbox to the cluster actor, which sends it to

@@ -205,6 +205,13 @@ func (a *clusterActor) check(ctx actor.Context) {
 		if want {
 			polling = append(polling, *name)
 		}
+		if joined && !c.removed.Load() {
+			// A member that joined heard none of the header batches sent
+			// before; the latest ones still in force go again.
+			if hp := c.header.Load(); hp != nil {
+				ctx.Send(hp, reshareHeaders{})
+			}
+		}
 		pid := c.live.Load()
 		if pid == nil || c.removed.Load() {
 			c.polling.Store(want)

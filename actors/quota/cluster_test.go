@@ -311,6 +311,28 @@ func TestPeerClockAhead(t *testing.T) {
 	}
 }
 
+// TestJoiningMemberHearsTheLastHeaders: a header observation made while
+// member A was alone reaches member B when it joins, without a new
+// response.
+func TestJoiningMemberHearsTheLastHeaders(t *testing.T) {
+	sys := newSystem(t)
+	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
+	m, _ := quota.Family("openai")
+	specs := []ConnSpec{{Provider: "openai", Name: "openai/main", Models: []string{"gpt-4o"}, Mapping: m}}
+	p := startPairWith(t, sys, specs, clk, func(i int, ms []Member) []Member {
+		if i == 0 {
+			return []Member{ms[0]}
+		}
+		return []Member{}
+	})
+	p.h[0].Observe(0, "gpt-4o", tokensObs(clk.Now(), 0))
+	waitState(t, p.h[0], 0, func(s *ConnState) bool { return s.Models[0].Status == quota.StatusExhausted })
+	// A's batch went to no peer. B joins: both list both.
+	p.members[1].Store(&p.full[1])
+	p.members[0].Store(&p.full[0])
+	waitState(t, p.h[1], 0, func(s *ConnState) bool { return s.Models[0].Status == quota.StatusExhausted })
+}
+
 // TestJoiningMemberHearsTheLastPoll: a member that joins gets the poll
 // reading the owner holds at the owner's next check, without a new poll
 // (it would otherwise wait up to a poll interval).
