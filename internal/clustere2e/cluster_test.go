@@ -252,9 +252,10 @@ type health struct {
 		} `json:"members"`
 		Credit struct {
 			Pools []struct {
-				ID   string `json:"id"`
-				Held int64  `json:"held"`
-				Free int64  `json:"free"`
+				ID      string `json:"id"`
+				Held    int64  `json:"held"`
+				Free    int64  `json:"free"`
+				Refills int64  `json:"refills"`
 			} `json:"pools"`
 		} `json:"credit"`
 	} `json:"cluster"`
@@ -630,6 +631,20 @@ func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
 			}
 		}
 		time.Sleep(500 * time.Millisecond)
+		// The spend grain has re-activated on a survivor when a survivor's
+		// spend pool is granted a refill after the kill.
+		spendRefills := func() int64 {
+			var n int64
+			for _, nd := range survivors {
+				for _, p := range nd.health(t).Cluster.Credit.Pools {
+					if strings.HasSuffix(p.ID, "/spend/day") {
+						n += p.Refills
+					}
+				}
+			}
+			return n
+		}
+		refillsBefore := spendRefills()
 		killed := time.Now()
 		if err := ns[victim].cmd.Process.Kill(); err != nil {
 			t.Fatal(err)
@@ -638,8 +653,30 @@ func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
 			waitFor(t, fmt.Sprintf("survivor %d to see the killed member leave", i), func() bool { return len(n.health(t).Cluster.Members) == nodes-1 })
 		}
 		left := time.Since(killed)
+		rehomed := make(chan time.Duration, 1)
+		go func() {
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				if spendRefills() > refillsBefore {
+					rehomed <- time.Since(killed)
+					return
+				}
+			}
+			rehomed <- -1
+		}()
 		spend(survivors, func() bool { return false }) // until every caller is told the budget is spent
-		time.Sleep(time.Second)                        // keep the load on a while longer
+		back := <-rehomed
+		if back < 0 {
+			t.Fatal("no survivor's spend pool was refilled after the kill: the spend grain did not re-activate")
+		}
+		// Documented (docs/cluster.md): the grain re-activates at its
+		// first call after the survivors drop the member, about the etcd
+		// lease TTL (3 s) after the kill. 15 s bounds a stuck re-homing,
+		// not the timing.
+		if back > 15*time.Second {
+			t.Fatalf("the spend grain took %s after the kill to grant again", back)
+		}
+		t.Logf("the spend grain granted again %s after the kill (members left after %s)", back.Round(10*time.Millisecond), left.Round(10*time.Millisecond))
+		time.Sleep(time.Second) // keep the load on a while longer
 		close(stop)
 		wg.Wait()
 		st := mock.Stats().Models
