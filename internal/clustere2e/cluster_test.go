@@ -24,6 +24,7 @@ import (
 	"github.com/omniroute/gateway/actors/credit"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/testutil/browsertest"
+	"github.com/omniroute/gateway/internal/testutil/etcdtest"
 )
 
 const (
@@ -45,16 +46,6 @@ const (
 	// unit, credit.SpendUnit): ceil(budget / credit.WindowChunks).
 	spendChunk = (spendUSD*1_000_000 + 31) / 32
 )
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // etcdConfig is a one-member etcd on loopback: clients at client
 // (scheme http or https), peers at peerPort, data in dir.
@@ -88,8 +79,8 @@ func runEtcd(t *testing.T, cfg *embed.Config) *embed.Etcd {
 // startEtcd runs a one-member etcd on loopback with its own data dir.
 func startEtcd(t *testing.T) string {
 	t.Helper()
-	client := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
-	e := runEtcd(t, etcdConfig(t.TempDir(), client, freePort(t)))
+	client := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", etcdtest.FreePort(t))}
+	e := runEtcd(t, etcdConfig(t.TempDir(), client, etcdtest.FreePort(t)))
 	t.Cleanup(e.Close)
 	return client.Host
 }
@@ -258,6 +249,11 @@ type health struct {
 				Refills int64  `json:"refills"`
 			} `json:"pools"`
 		} `json:"credit"`
+		Quota struct {
+			Sent    int64    `json:"sent"`
+			Heard   int64    `json:"heard"`
+			Polling []string `json:"polling"`
+		} `json:"quota"`
 	} `json:"cluster"`
 }
 

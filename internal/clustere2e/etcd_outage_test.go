@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/internal/testutil/etcdtest"
 )
 
 // etcdAt runs a one-member etcd on fixed ports and data dir, so that the
@@ -26,7 +27,7 @@ func etcdAt(t *testing.T, dir string, clientPort, peerPort int) *embed.Etcd {
 // leases live in a grain on a node (not in etcd), keeps being served;
 // and once etcd is back a node that joins and the two all see each other.
 func TestEtcdOutage(t *testing.T) {
-	dir, cport, pport := t.TempDir(), freePort(t), freePort(t)
+	dir, cport, pport := t.TempDir(), etcdtest.FreePort(t), etcdtest.FreePort(t)
 	e := etcdAt(t, dir, cport, pport)
 	var stopped atomic.Bool
 	t.Cleanup(func() {

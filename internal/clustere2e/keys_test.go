@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/internal/testutil/etcdtest"
 )
 
 // propagationBound is what the test asserts a key change takes to reach
@@ -137,7 +138,7 @@ func untilStatusWithin(t *testing.T, client *http.Client, ns []*node, key string
 // created then works everywhere. Health says when a node's watch of the
 // keys is down and when it is back.
 func TestKeysPropagateAcrossNodes(t *testing.T) {
-	dir, cport, pport := t.TempDir(), freePort(t), freePort(t)
+	dir, cport, pport := t.TempDir(), etcdtest.FreePort(t), etcdtest.FreePort(t)
 	e := etcdAt(t, dir, cport, pport)
 	t.Cleanup(func() { e.Close() }) // Close is idempotent
 	etcdAddr := fmt.Sprintf("127.0.0.1:%d", cport)

@@ -9,26 +9,6 @@ import (
 	"github.com/omniroute/gateway/internal/mockprovider"
 )
 
-// quotaHealth is the part of health this test reads: cluster.quota.
-type quotaHealth struct {
-	Cluster struct {
-		Members []struct {
-			ID string `json:"id"`
-		} `json:"members"`
-		Quota struct {
-			Sent    int64    `json:"sent"`
-			Heard   int64    `json:"heard"`
-			Polling []string `json:"polling"`
-		} `json:"quota"`
-	} `json:"cluster"`
-}
-
-func (n *node) quotaHealth(t *testing.T) quotaHealth {
-	var h quotaHealth
-	getJSON(t, "http://"+n.addr+"/api/monitoring/health", &h)
-	return h
-}
-
 // targetQuota is the quota state routing uses for target on n, from
 // GET /api/omniroute/quota (management routes answer loopback callers).
 func (n *node) targetQuota(t *testing.T, target string) string {
@@ -94,7 +74,7 @@ func TestQuotaTelemetryShared(t *testing.T) {
 	owners := func(ns []*node) map[string][]int {
 		out := map[string][]int{}
 		for i, n := range ns {
-			for _, c := range n.quotaHealth(t).Cluster.Quota.Polling {
+			for _, c := range n.health(t).Cluster.Quota.Polling {
 				out[c] = append(out[c], i)
 			}
 		}
@@ -140,7 +120,7 @@ func TestQuotaTelemetryShared(t *testing.T) {
 				t.Fatalf("node %d: %s is %q before any request, want unknown", i, target, q)
 			}
 		}
-		heard0 := ns[1].quotaHealth(t).Cluster.Quota.Heard
+		heard0 := ns[1].health(t).Cluster.Quota.Heard
 		a, err := chat(client, ns[0].addr, "", "spent")
 		if err != nil || a.status != 200 {
 			t.Fatalf("the request on node 0: %+v %v", a, err)
@@ -168,7 +148,7 @@ func TestQuotaTelemetryShared(t *testing.T) {
 				t.Errorf("node %d took %s to see the exhausted state", i, seen[i])
 			}
 		}
-		if h := ns[1].quotaHealth(t).Cluster.Quota; h.Heard <= heard0 {
+		if h := ns[1].health(t).Cluster.Quota; h.Heard <= heard0 {
 			t.Errorf("node 1's health counts no quota message heard (%d before, %d after)", heard0, h.Heard)
 		}
 		before := mock.Stats().Models["m-spent"].Requests
@@ -228,12 +208,12 @@ func TestQuotaTelemetryShared(t *testing.T) {
 			t.Errorf("after the takeover ds/main was polled %d times in %d intervals: more than one survivor polls it", ds2-ds1, intervals)
 		}
 		for _, n := range survivors {
-			if got := len(n.quotaHealth(t).Cluster.Members); got != nodes-1 {
+			if got := len(n.health(t).Cluster.Members); got != nodes-1 {
 				t.Errorf("a survivor lists %d members", got)
 			}
 		}
 		if !slices.ContainsFunc(survivors, func(n *node) bool {
-			return slices.Contains(n.quotaHealth(t).Cluster.Quota.Polling, "ds/main")
+			return slices.Contains(n.health(t).Cluster.Quota.Polling, "ds/main")
 		}) {
 			t.Errorf("no survivor lists ds/main among the connections it polls: %v", owners(survivors))
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/internal/testutil/etcdtest"
 )
 
 // startTLSEtcd runs a one-member etcd whose clients must speak TLS and
@@ -23,8 +24,8 @@ import (
 func startTLSEtcd(t *testing.T, p *testutil.PKI) string {
 	t.Helper()
 	cert, key := p.Issue(t, "etcd-server")
-	client := url.URL{Scheme: "https", Host: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
-	cfg := etcdConfig(t.TempDir(), client, freePort(t))
+	client := url.URL{Scheme: "https", Host: fmt.Sprintf("127.0.0.1:%d", etcdtest.FreePort(t))}
+	cfg := etcdConfig(t.TempDir(), client, etcdtest.FreePort(t))
 	cfg.ClientTLSInfo = transport.TLSInfo{CertFile: cert, KeyFile: key, TrustedCAFile: p.CAFile, ClientCertAuth: true}
 	e := runEtcd(t, cfg)
 	t.Cleanup(e.Close)

@@ -27,7 +27,7 @@ type Server struct {
 // Start runs a member and stops it when the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{dir: t.TempDir(), clientPort: freePort(t), peerPort: freePort(t)}
+	s := &Server{dir: t.TempDir(), clientPort: FreePort(t), peerPort: FreePort(t)}
 	s.Restart(t)
 	t.Cleanup(s.Stop)
 	return s
@@ -73,7 +73,9 @@ func (s *Server) Restart(t testing.TB) {
 	s.e = e
 }
 
-func freePort(t testing.TB) int {
+// FreePort is a loopback port free a moment ago (for a server the test
+// starts next).
+func FreePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
