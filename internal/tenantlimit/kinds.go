@@ -51,9 +51,9 @@ var kinds = [NumKinds]kindInfo{
 	KindTokens: {"tokens_per_minute", 429, "rate_limit_exceeded", "rate_limit_error", "rate_limit_error",
 		"this key's token rate limit (tokens_per_minute) is reached; retry after the time in Retry-After, or lower max_tokens"},
 	KindDailyBudgetHeld: {"daily_budget_usd_in_flight", 429, "rate_limit_exceeded", "rate_limit_error", "rate_limit_error",
-		"the rest of this key's daily budget (daily_budget_usd) is held by requests in flight; retry when they finish"},
+		"the rest of this key's daily budget (daily_budget_usd) is held by requests in flight (in cluster mode, also by other nodes, or not yet leased to this one); retry after the time in Retry-After"},
 	KindMonthlyBudgetHeld: {"monthly_budget_usd_in_flight", 429, "rate_limit_exceeded", "rate_limit_error", "rate_limit_error",
-		"the rest of this key's monthly budget (monthly_budget_usd) is held by requests in flight; retry when they finish"},
+		"the rest of this key's monthly budget (monthly_budget_usd) is held by requests in flight (in cluster mode, also by other nodes, or not yet leased to this one); retry after the time in Retry-After"},
 }
 
 // String is the kind's reason name.

@@ -145,18 +145,18 @@ func joinCluster(system *actor.ActorSystem, a Assembly) error {
 		return err
 	}
 	a.AttachCluster(node, leases)
-	props, name := a.CooldownsActor()
-	if _, err := system.Root.SpawnNamed(props, name); err != nil {
-		a.DetachCluster()
-		leases.Stop()
-		node.Stop()
-		return fmt.Errorf("spawning the cluster cooldowns actor %q: %w", name, err)
-	}
-	if err := a.ShareQuota(); err != nil {
+	leave := func(err error) error {
 		a.DetachCluster()
 		leases.Stop()
 		node.Stop()
 		return err
+	}
+	props, name := a.CooldownsActor()
+	if _, err := system.Root.SpawnNamed(props, name); err != nil {
+		return leave(fmt.Errorf("spawning the cluster cooldowns actor %q: %w", name, err))
+	}
+	if err := a.ShareQuota(); err != nil {
+		return leave(err)
 	}
 	a.ClusterJoined()
 	return nil
