@@ -52,7 +52,7 @@ func runCluster(ctx context.Context, r *Runner, s *report.Scenario) error {
 	models := map[string]ModelSpec{"fast": {Targets: []string{""}}, "paced": {Targets: []string{""}, Connection: "paced"}}
 	single := map[string]string{"ADAPTIVE_ADMISSION_MODE": "off"}
 	member := map[string]string{"ADAPTIVE_ADMISSION_MODE": "off", "OMNIROUTE_CLUSTER": "etcd", "OMNIROUTE_CLUSTER_NAME": "bench",
-		"OMNIROUTE_CLUSTER_ETCD_ENDPOINTS": etcdAddr, "OMNIROUTE_CLUSTER_LISTEN": "127.0.0.1:0"}
+		"OMNIROUTE_CLUSTER_ETCD_ENDPOINTS": etcdAddr, "OMNIROUTE_CLUSTER_LISTEN": "127.0.0.1:0", "OMNIROUTE_CLUSTER_SECRET": "omniroute-bench-cluster-secret-0123456789abcdef"}
 	const gS, gC, gPeer = "G single", "G cluster", "G cluster peer"
 	env, err := r.StartEnv(ctx, s, EnvSpec{
 		Mock: map[string]mockprovider.Behavior{"fast": {}},

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,8 +107,50 @@ func (a *Assembly) ClusterConfig() (cfg icluster.Config, ok bool) {
 		return icluster.Config{}, false
 	}
 	return icluster.Config{Name: e.ClusterName, EtcdEndpoints: e.EtcdEndpoints, Listen: e.ClusterListen, Advertise: e.ClusterAdvertise,
+		Secret:    e.ClusterSecret,
 		RemoteTLS: icluster.RemoteTLS(e.ClusterTLSCA, e.ClusterTLSCert, e.ClusterTLSKey),
 		EtcdTLS:   icluster.EtcdTLS(e.EtcdTLSCA, e.EtcdTLSCert, e.EtcdTLSKey)}, true
+}
+
+// shareInstallSecret settles, in cluster mode, the install secret tenant
+// ids derive from: the cluster's, from etcd (icluster.ShareInstallSecret),
+// so a config-file tenant is one tenant with one set of limits on every
+// member. The member offers its own (OMNIROUTE_TENANT_SECRET, else its
+// data directory's), which becomes the cluster's when etcd holds none. A
+// member whose OMNIROUTE_TENANT_SECRET differs from the cluster's refuses
+// to start: the operator set it on purpose, and it would split tenants.
+// It says where the secret came from ("" outside cluster mode).
+func (g *Gateway) shareInstallSecret() (string, error) {
+	e := &g.opts.Env
+	c := e.Cluster
+	if !c.ClusterMode.On() {
+		return "", nil
+	}
+	own := e.Server.TenantSecret
+	offer, err := tenant.LoadOrCreateSecret(own, e.ResolvedDataDir())
+	if err != nil {
+		return "", err
+	}
+	ec, err := icluster.DialEtcd(c.EtcdEndpoints, icluster.EtcdTLS(c.EtcdTLSCA, c.EtcdTLSCert, c.EtcdTLSKey))
+	if err != nil {
+		return "", err
+	}
+	defer ec.Close()
+	shared, created, err := icluster.ShareInstallSecret(ec, c.ClusterName, offer)
+	if err != nil {
+		return "", err
+	}
+	if own != "" && string(shared) != own {
+		return "", fmt.Errorf("OMNIROUTE_TENANT_SECRET differs from the install secret cluster %q keeps in etcd (%s): this member would give every caller "+
+			"another tenant id than the other members do, and each tenant's limits would hold per member. Unset OMNIROUTE_TENANT_SECRET on this member "+
+			"to use the cluster's, or set the same value on every member (to replace the cluster's, delete that etcd key while no member runs)",
+			c.ClusterName, icluster.InstallSecretKey(c.ClusterName))
+	}
+	e.Server.TenantSecret = string(shared)
+	if created {
+		return "stored in etcd by this member", nil
+	}
+	return "etcd", nil
 }
 
 // AttachCluster hands the front end the joined node and its credit
@@ -352,7 +395,7 @@ func (g *Gateway) clusterHealth() (any, string) {
 	}
 	return map[string]any{
 		"mode": "etcd", "name": g.opts.Env.Cluster.ClusterName, "self": cs.node.ID(), "address": cs.node.Address(),
-		"members": ms, "credit": cs.leases.Snapshot(),
+		"members": ms, "trust": cs.node.Trust(), "credit": cs.leases.Snapshot(),
 		"cooldowns": map[string]int64{"sent": cs.cooldownsSent.Load(), "heard": cs.cooldownsHeard.Load()},
 		"quota":     cs.quotaStats(),
 	}, status

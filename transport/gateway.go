@@ -169,9 +169,19 @@ func Prepare(system *actor.ActorSystem, o Options) (*Assembly, error) {
 	if o.TracerProvider != nil {
 		g.tracer = o.TracerProvider.Tracer("github.com/omniroute/gateway/transport")
 	}
+	// In cluster mode tenant ids are HMACs under the cluster's install
+	// secret; it is settled before anything derives one (and before the
+	// redactor, which must know it).
+	sharedSecret, err := g.shareInstallSecret()
+	if err != nil {
+		return nil, err
+	}
 	g.redact = g.buildRedactor()
 	g.browser = newBrowserPolicy(&o.Env)
 	g.log = logging.Redacting(o.Logger, g.redact)
+	if sharedSecret != "" {
+		g.log.Info("tenant ids use the cluster's install secret", "cluster", o.Env.Cluster.ClusterName, "source", sharedSecret)
+	}
 	// One gateway per data directory: two would overwrite each other's
 	// service state (lockfile). Held until Close.
 	if g.dirLock, err = lockfile.Acquire(o.Env.ResolvedDataDir()); err != nil {

@@ -17,7 +17,7 @@ import (
 // stream in flight may still carry an old key.
 func (g *Gateway) buildRedactor() *sanitize.Redactor {
 	e := &g.opts.Env
-	known := []string{e.Server.ManagementKey, e.Server.TenantSecret, e.Admission.SelfLoopKey(), e.Relay.BifrostKey()}
+	known := []string{e.Server.ManagementKey, e.Server.TenantSecret, e.Cluster.ClusterSecret, e.Admission.SelfLoopKey(), e.Relay.BifrostKey()}
 	return sanitize.NewRedactor(append(known, g.secrets(g.opts.File, g.cat)...)...)
 }
 

@@ -45,7 +45,11 @@ type Config struct {
 	// RequestTimeout bounds one grain call (default 2 s). A lease refill
 	// that times out leaves the pool to fail closed when it runs dry.
 	RequestTimeout time.Duration
-	// RemoteTLS makes the remote layer mutual TLS (off: plaintext).
+	// Secret is the members' shared secret (OMNIROUTE_CLUSTER_SECRET): the
+	// remote layer's mutual TLS derived from it (secret.go). RemoteTLS is
+	// the alternative: the operator's own certificates. Exactly one is set.
+	Secret string
+	// RemoteTLS makes the remote layer mutual TLS with certificate files.
 	RemoteTLS TLSFiles
 	// EtcdTLS is TLS to etcd (off: plaintext); DialEtcd takes the same.
 	EtcdTLS TLSFiles
@@ -66,10 +70,12 @@ type Options struct {
 
 // Node is this process's membership.
 type Node struct {
-	c      *pcluster.Cluster
-	cfg    Config
-	etcd   *clientv3.Client // nil with a test provider
-	closed sync.Once
+	c       *pcluster.Cluster
+	cfg     Config
+	etcd    *clientv3.Client // nil with a test provider
+	gate    *gate
+	unwatch func()
+	closed  sync.Once
 }
 
 // Start joins the cluster. It returns an error, never panics, when the
@@ -83,22 +89,18 @@ func Start(system *actor.ActorSystem, cfg Config, o Options) (n *Node, err error
 	if err != nil {
 		return nil, err
 	}
-	var ropts []remote.ConfigOption
+	srv, cli, pki, err := cfg.memberTLS()
+	if err != nil {
+		if o.Etcd != nil {
+			o.Etcd.Close()
+		}
+		return nil, err
+	}
+	n = &Node{cfg: cfg, etcd: o.Etcd, gate: newGate(pki, system.Logger())}
+	ropts := remoteOptions(srv, cli, n.gate)
 	if cfg.Advertise != "" {
 		ropts = append(ropts, remote.WithAdvertisedHost(cfg.Advertise))
 	}
-	if cfg.RemoteTLS.On() {
-		srv, dial, err := cfg.RemoteTLS.remoteOptions()
-		if err != nil {
-			if o.Etcd != nil {
-				o.Etcd.Close()
-			}
-			return nil, err
-		}
-		// WithDialOptions replaces protoactor's default (insecure).
-		ropts = append(ropts, remote.WithServerOptions(srv...), remote.WithDialOptions(dial...))
-	}
-	n = &Node{cfg: cfg, etcd: o.Etcd}
 	provider := o.Provider
 	if provider == nil {
 		if o.Etcd == nil {
@@ -110,8 +112,12 @@ func Start(system *actor.ActorSystem, cfg Config, o Options) (n *Node, err error
 	ccfg := pcluster.Configure(cfg.Name, provider, disthash.New(), remote.Configure(host, port, ropts...),
 		pcluster.WithKinds(o.Kinds...), pcluster.WithRequestTimeout(cfg.RequestTimeout))
 	n.c = pcluster.New(system, ccfg)
+	// Subscribed before the member starts: the first list it publishes
+	// opens the gate to the members in it.
+	n.unwatch = n.gate.watchTopology(system)
 	defer func() {
 		if r := recover(); r != nil {
+			n.unwatch()
 			if n.etcd != nil {
 				n.etcd.Close()
 			}
@@ -190,6 +196,24 @@ func (n *Node) ID() string { return n.c.ActorSystem.ID }
 // Address is the host:port other members reach this one at.
 func (n *Node) Address() string { return n.c.ActorSystem.Address() }
 
+// Trust is health's account of how members authenticate each other.
+type Trust struct {
+	// Mode is "secret" (OMNIROUTE_CLUSTER_SECRET) or "certificates".
+	Mode string `json:"mode"`
+	// Refused counts the message envelopes from peers that were not
+	// current members, dropped unread.
+	Refused int64 `json:"refused"`
+}
+
+// Trust reports the authentication mode and what the gate refused.
+func (n *Node) Trust() Trust {
+	t := Trust{Mode: "secret", Refused: n.gate.refused.Load()}
+	if n.gate.pki {
+		t.Mode = "certificates"
+	}
+	return t
+}
+
 // Member is one member as health shows it.
 type Member struct {
 	ID      string `json:"id"`
@@ -217,6 +241,7 @@ func (n *Node) Members() []Member {
 func (n *Node) Stop() {
 	n.closed.Do(func() {
 		n.c.Shutdown(true)
+		n.unwatch()
 		if n.etcd != nil {
 			n.etcd.Close()
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 )
@@ -79,13 +80,28 @@ func (f TLSFiles) mutual() (srv, cli *tls.Config, err error) {
 	return srv, cli, nil
 }
 
-// remoteOptions are the remote layer's gRPC options for mutual TLS.
-// Without them protoactor dials and serves plaintext.
-func (f TLSFiles) remoteOptions() ([]grpc.ServerOption, []grpc.DialOption, error) {
-	srv, cli, err := f.mutual()
-	if err != nil {
-		return nil, nil, err
+// memberTLS is the remote layer's mutual TLS: derived from the cluster
+// secret, or the certificate files (pki). Without either there is none,
+// and a member refuses to start: on loopback another local account, on a
+// network anyone who can route to the port, could otherwise speak to it.
+func (c Config) memberTLS() (srv, cli *tls.Config, pki bool, err error) {
+	switch {
+	case c.Secret != "" && c.RemoteTLS.On():
+		return nil, nil, false, fmt.Errorf("cluster: both OMNIROUTE_CLUSTER_SECRET and OMNIROUTE_CLUSTER_TLS_* are set; members authenticate with one of them")
+	case c.Secret != "":
+		srv, cli, err = SecretTLS(c.Name, c.Secret)
+		return srv, cli, false, err
+	case c.RemoteTLS.On():
+		srv, cli, err = c.RemoteTLS.mutual()
+		return srv, cli, true, err
 	}
-	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(srv))},
-		[]grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(cli))}, nil
+	return nil, nil, false, fmt.Errorf("cluster: members cannot authenticate each other: set OMNIROUTE_CLUSTER_SECRET to the same random value on every member, or OMNIROUTE_CLUSTER_TLS_CA, _TLS_CERT and _TLS_KEY")
+}
+
+// remoteOptions are the remote layer's gRPC options: mutual TLS both ways
+// and the gate's interceptors on the server. WithDialOptions replaces
+// protoactor's default (insecure).
+func remoteOptions(srv, cli *tls.Config, g *gate) []remote.ConfigOption {
+	so := append([]grpc.ServerOption{grpc.Creds(credentials.NewTLS(srv))}, g.serverOptions()...)
+	return []remote.ConfigOption{remote.WithServerOptions(so...), remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cli)))}
 }

@@ -45,6 +45,8 @@ const (
 	// spendChunk is one lease chunk of it in micro-dollars (the pools'
 	// unit, credit.SpendUnit): ceil(budget / credit.WindowChunks).
 	spendChunk = (spendUSD*1_000_000 + 31) / 32
+	// clusterSecret authenticates the test's members to each other.
+	clusterSecret = "e2e-cluster-secret-0123456789abcdef0123456789"
 )
 
 // etcdConfig is a one-member etcd on loopback: clients at client
@@ -163,7 +165,7 @@ func nodeCmd(t *testing.T, exe, cfgPath, etcdAddr string, extra ...string) *exec
 		"OMNIROUTE_TENANT_SECRET=cluster-test-secret-0123456789", "OMNIROUTE_REQUEST_LOG=off", "OMNIROUTE_LOG_LEVEL=warn",
 		"CAPPED_KEY="+cappedKy, "SPENDER_KEY="+spenderKy,
 		"OMNIROUTE_CLUSTER=etcd", "OMNIROUTE_CLUSTER_NAME=e2e", "OMNIROUTE_CLUSTER_ETCD_ENDPOINTS="+etcdAddr,
-		"OMNIROUTE_CLUSTER_LISTEN=127.0.0.1:0")
+		"OMNIROUTE_CLUSTER_LISTEN=127.0.0.1:0", "OMNIROUTE_CLUSTER_SECRET="+clusterSecret)
 	cmd.Env = append(cmd.Env, extra...)
 	return cmd
 }

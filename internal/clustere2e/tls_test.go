@@ -49,7 +49,8 @@ func TestTLSCluster(t *testing.T) {
 	etcdCert, etcdKey := pki.Issue(t, "etcd-client")
 	tlsEnv := func(name string) []string {
 		cert, key := pki.Issue(t, name)
-		return []string{"OMNIROUTE_CLUSTER_TLS_CA=" + pki.CAFile, "OMNIROUTE_CLUSTER_TLS_CERT=" + cert, "OMNIROUTE_CLUSTER_TLS_KEY=" + key,
+		// Certificates instead of the secret: one or the other.
+		return []string{"OMNIROUTE_CLUSTER_SECRET=", "OMNIROUTE_CLUSTER_TLS_CA=" + pki.CAFile, "OMNIROUTE_CLUSTER_TLS_CERT=" + cert, "OMNIROUTE_CLUSTER_TLS_KEY=" + key,
 			"OMNIROUTE_CLUSTER_ETCD_CA=" + pki.CAFile, "OMNIROUTE_CLUSTER_ETCD_CERT=" + etcdCert, "OMNIROUTE_CLUSTER_ETCD_KEY=" + etcdKey}
 	}
 	ns := startCluster(t, exe, cfgPath, etcdAddr, 2, func(i int) []string { return tlsEnv(fmt.Sprintf("node-%d", i)) })
@@ -99,7 +100,7 @@ func TestTLSCluster(t *testing.T) {
 	// Without a client certificate, etcd refuses the node: it stops with
 	// the reason instead of serving alone.
 	env := tlsEnv("no-etcd-cert")
-	cmd := nodeCmd(t, exe, cfgPath, etcdAddr, env[:4]...) // no _ETCD_CERT, _ETCD_KEY
+	cmd := nodeCmd(t, exe, cfgPath, etcdAddr, env[:5]...) // no _ETCD_CERT, _ETCD_KEY
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

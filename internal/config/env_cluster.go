@@ -22,9 +22,16 @@ type ClusterEnv struct {
 	// ClusterAdvertise is the host:port other members dial; empty means the
 	// listen address (with the port it got).
 	ClusterAdvertise string `env:"OMNIROUTE_CLUSTER_ADVERTISE"`
+	// ClusterSecret is the members' shared secret: every member derives
+	// the same certificate authority from it and the cluster's name, and
+	// speaks mutual TLS with a certificate it issues itself under that
+	// authority, so only holders of the secret can connect. Cluster mode
+	// needs it or the three certificate files below (not both).
+	ClusterSecret string `env:"OMNIROUTE_CLUSTER_SECRET" secret:"true"`
 	// ClusterTLSCA, ClusterTLSCert and ClusterTLSKey (PEM files, all three
-	// or none) make the remote layer mutual TLS: a member accepts and
-	// dials only members whose certificate the CA signed.
+	// or none) make the remote layer mutual TLS under the operator's own
+	// CA: a member accepts and dials only members whose certificate the CA
+	// signed.
 	ClusterTLSCA   string `env:"OMNIROUTE_CLUSTER_TLS_CA"`
 	ClusterTLSCert string `env:"OMNIROUTE_CLUSTER_TLS_CERT"`
 	ClusterTLSKey  string `env:"OMNIROUTE_CLUSTER_TLS_KEY" secret:"true"`
@@ -119,8 +126,17 @@ func validateClusterEnv(e *Env) []string {
 			errs = append(errs, fmt.Sprintf("OMNIROUTE_CLUSTER_LISTEN=%q listens on every interface: set OMNIROUTE_CLUSTER_ADVERTISE to the host:port other members dial", c.ClusterListen))
 		}
 	}
-	if n := countSet(c.ClusterTLSCA, c.ClusterTLSCert, c.ClusterTLSKey); n != 0 && n != 3 {
+	n := countSet(c.ClusterTLSCA, c.ClusterTLSCert, c.ClusterTLSKey)
+	switch {
+	case n != 0 && n != 3:
 		errs = append(errs, "OMNIROUTE_CLUSTER_TLS_CA, OMNIROUTE_CLUSTER_TLS_CERT and OMNIROUTE_CLUSTER_TLS_KEY go together: set all three (mutual TLS between members) or none")
+	case n == 3 && c.ClusterSecret != "":
+		errs = append(errs, "OMNIROUTE_CLUSTER_SECRET and OMNIROUTE_CLUSTER_TLS_CA/_CERT/_KEY are both set: members authenticate with one of them; unset the secret to use the certificates, or the certificates to use the secret")
+	case n == 0 && c.ClusterSecret == "":
+		errs = append(errs, "cluster mode needs members to authenticate each other: set OMNIROUTE_CLUSTER_SECRET to the same random value on every member "+
+			"(at least "+fmt.Sprint(MinClusterSecret)+" characters, for example the output of `openssl rand -hex 32`), or give each member a certificate with OMNIROUTE_CLUSTER_TLS_CA, _TLS_CERT and _TLS_KEY")
+	case n == 0 && len(c.ClusterSecret) < MinClusterSecret:
+		errs = append(errs, fmt.Sprintf("OMNIROUTE_CLUSTER_SECRET is too short (%d characters): want at least %d characters of random data, the same on every member, for example the output of `openssl rand -hex 32`", len(c.ClusterSecret), MinClusterSecret))
 	}
 	if (c.EtcdTLSCert == "") != (c.EtcdTLSKey == "") {
 		errs = append(errs, "OMNIROUTE_CLUSTER_ETCD_CERT and OMNIROUTE_CLUSTER_ETCD_KEY go together: set both (a client certificate for etcd) or neither")
@@ -129,6 +145,12 @@ func validateClusterEnv(e *Env) []string {
 	}
 	return errs
 }
+
+// MinClusterSecret is the shortest OMNIROUTE_CLUSTER_SECRET accepted. Anyone
+// who can open a TLS connection to a member sees a certificate signed
+// under the secret and can test guesses of it offline, so it must be
+// random and long, not a password.
+const MinClusterSecret = 32
 
 func countSet(vals ...string) int {
 	n := 0
