@@ -256,6 +256,14 @@ type health struct {
 			Heard   int64    `json:"heard"`
 			Polling []string `json:"polling"`
 		} `json:"quota"`
+		Cooldowns struct {
+			Sent  int64 `json:"sent"`
+			Heard int64 `json:"heard"`
+		} `json:"cooldowns"`
+		Trust struct {
+			Mode    string `json:"mode"`
+			Refused int64  `json:"refused"`
+		} `json:"trust"`
 	} `json:"cluster"`
 }
 
@@ -716,13 +724,11 @@ func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
 }
 
 // grainHost is the index of the node hosting the credit grain of the
-// pool whose id ends in suffix, as protoactor places it: rendezvous
-// hashing of the identity over the members' addresses.
+// pool whose id ends in suffix.
 func grainHost(t *testing.T, ns []*node, suffix string) int {
 	t.Helper()
-	h := ns[0].health(t)
 	var id string
-	for _, p := range h.Cluster.Credit.Pools {
+	for _, p := range ns[0].health(t).Cluster.Credit.Pools {
 		if strings.HasSuffix(p.ID, suffix) {
 			id = p.ID
 		}
@@ -730,25 +736,35 @@ func grainHost(t *testing.T, ns []*node, suffix string) int {
 	if id == "" {
 		t.Fatalf("node 0 has no pool ending in %q", suffix)
 	}
+	return ownerOf(t, ns, id)
+}
+
+// ownerOf is the index of the node hosting the credit grain identity, as
+// protoactor places it: rendezvous hashing of the identity over the
+// addresses of the members that host the credit kind (the nodes).
+func ownerOf(t *testing.T, ns []*node, identity string) int {
+	t.Helper()
 	var ms pcluster.Members
-	for _, m := range h.Cluster.Members {
-		host, port, err := net.SplitHostPort(m.Address)
+	addrs := make([]string, len(ns))
+	for i, n := range ns {
+		addrs[i] = n.health(t).Cluster.Address
+		host, port, err := net.SplitHostPort(addrs[i])
 		if err != nil {
 			t.Fatal(err)
 		}
 		var p int32
 		fmt.Sscan(port, &p)
-		ms = append(ms, &pcluster.Member{Id: m.ID, Host: host, Port: p, Kinds: []string{credit.KindName}})
+		ms = append(ms, &pcluster.Member{Id: addrs[i], Host: host, Port: p, Kinds: []string{credit.KindName}})
 	}
 	r := pcluster.NewRendezvous()
 	r.UpdateMembers(ms)
-	addr := r.GetByClusterIdentity(&pcluster.ClusterIdentity{Kind: credit.KindName, Identity: id})
-	for i, n := range ns {
-		if n.health(t).Cluster.Address == addr {
+	addr := r.GetByClusterIdentity(&pcluster.ClusterIdentity{Kind: credit.KindName, Identity: identity})
+	for i, a := range addrs {
+		if a == addr {
 			return i
 		}
 	}
-	t.Fatalf("no node has the address %q that hosts grain %s", addr, id)
+	t.Fatalf("no node has the address %q that hosts grain %s", addr, identity)
 	return -1
 }
 
