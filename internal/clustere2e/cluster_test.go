@@ -2,6 +2,7 @@ package clustere2e
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -212,6 +213,31 @@ func startNode(t *testing.T, exe, cfgPath, etcdAddr string, extra ...string) *no
 	return n
 }
 
+// mustFailToStart runs cmd, a node that must refuse to start, and
+// returns what it printed.
+func mustFailToStart(t *testing.T, cmd *exec.Cmd, what string) string {
+	t.Helper()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("%s kept running:\n%s", what, out.String())
+	}
+	if err == nil {
+		t.Fatalf("%s exited 0:\n%s", what, out.String())
+	}
+	return out.String()
+}
+
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
@@ -283,6 +309,24 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// serveEventually waits until addr answers key's request for model with
+// 200. Just after nodes start, a tenant's first requests can be refused
+// for a few seconds, as documented: a grain that re-homes while members
+// join grants no new slots for one lease TTL, and a node's first lease of
+// a window budget can come back empty around a minute's turn.
+func serveEventually(t *testing.T, client *http.Client, addr, key, model string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		a, err := chat(client, addr, key, model)
+		if err == nil && a.status == 200 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s on %s did not answer 200 within 30 s: the last answer was %d (%v)", model, addr, a.status, err)
+		}
 	}
 }
 

@@ -1,7 +1,6 @@
 package clustere2e
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -100,25 +99,8 @@ func TestTLSCluster(t *testing.T) {
 	// Without a client certificate, etcd refuses the node: it stops with
 	// the reason instead of serving alone.
 	env := tlsEnv("no-etcd-cert")
-	cmd := nodeCmd(t, exe, cfgPath, etcdAddr, env[:5]...) // no _ETCD_CERT, _ETCD_KEY
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err = <-done:
-	case <-time.After(60 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("a node without an etcd client certificate kept running:\n%s", out.String())
-	}
-	if err == nil {
-		t.Fatalf("a node without an etcd client certificate exited 0:\n%s", out.String())
-	}
-	if !strings.Contains(out.String(), "no etcd endpoint answered") || !strings.Contains(out.String(), "OMNIROUTE_CLUSTER_ETCD_CERT") {
-		t.Fatalf("a node without an etcd client certificate exited without saying why:\n%s", out.String())
+	out := mustFailToStart(t, nodeCmd(t, exe, cfgPath, etcdAddr, env[:5]...), "a node without an etcd client certificate") // no _ETCD_CERT, _ETCD_KEY
+	if !strings.Contains(out, "no etcd endpoint answered") || !strings.Contains(out, "OMNIROUTE_CLUSTER_ETCD_CERT") {
+		t.Fatalf("a node without an etcd client certificate exited without saying why:\n%s", out)
 	}
 }

@@ -106,7 +106,7 @@ func TestStrangerOnTheRemotePort(t *testing.T) {
 			t.Fatalf("a member's health says trust mode %q, want secret", m)
 		}
 		for _, m := range []struct{ key, model string }{{"", "open"}, {"", "budgeted"}, {cappedKy, "capped"}, {limitedKy, "limited"}} {
-			mustServe(n, m.key, m.model)
+			serveEventually(t, client, n.addr, m.key, m.model)
 		}
 	}
 
