@@ -64,9 +64,11 @@ func (g *Gateway) onCooldown(target int, until time.Time, reason string) {
 	cs.cooldownsSent.Add(1)
 }
 
-// cooldownsActor applies the cooldowns peers send. It holds no state, so
-// the default strategy (restart on a panic) is all it needs: a malformed
-// message is dropped, never applied.
+// cooldownsActor applies the cooldowns peers send. Only current members'
+// messages reach it: the remote layer is mutual TLS and internal/cluster's
+// gate drops what anyone else sends (docs/cluster.md, "Trust"). It holds
+// no state, so the default strategy (restart on a panic) is all it needs:
+// a malformed message is dropped, never applied.
 type cooldownsActor struct{ g *Gateway }
 
 func (a *cooldownsActor) Receive(ctx actor.Context) {

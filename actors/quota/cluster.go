@@ -262,6 +262,8 @@ func (a *clusterActor) send(ctx actor.Context, w *wireQuota) {
 }
 
 // receive applies a peer's readings to the connection of the same name.
+// Only current members' messages arrive: internal/cluster's gate drops
+// what anyone else sends to this actor's name (docs/cluster.md, "Trust").
 func (a *clusterActor) receive(ctx actor.Context, b []byte) {
 	w, err := decodeWire(b)
 	if err != nil || w.From == a.self {

@@ -5,6 +5,12 @@
 // path: the shared-credit grains and the node's lease pools live in
 // actors/credit, which registers its kinds here.
 //
+// Members authenticate each other on every address, loopback included:
+// the remote layer is mutual TLS under a CA derived from the cluster secret
+// (secret.go) or the operator's certificates (tls.go), and the gate
+// (gate.go) delivers a remote message only from a current member. Tenant
+// ids need one install secret across the members (installsecret.go).
+//
 // protoactor's cluster is alpha-quality around its edges, and this package
 // is where that is contained: StartMember panics instead of returning an
 // error (Start recovers it into one), it sleeps one second, Shutdown sleeps
@@ -79,8 +85,9 @@ type Node struct {
 }
 
 // Start joins the cluster. It returns an error, never panics, when the
-// listen address is taken, etcd cannot be reached or the provider refuses:
-// the gateway then stops with that error instead of serving alone.
+// members' credential is missing or unreadable, the listen address is
+// taken, etcd cannot be reached or the provider refuses: the gateway then
+// stops with that error instead of serving alone.
 func Start(system *actor.ActorSystem, cfg Config, o Options) (n *Node, err error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 2 * time.Second
