@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -194,10 +195,23 @@ func (a *Assembly) ShareQuota() error {
 	return nil
 }
 
-// ClusterJoined logs the membership once the cooldowns actor runs.
+// ClusterJoined logs the membership once the cooldowns actor runs, and
+// warns when etcd, which holds the cluster's keys, budgets and install
+// secret, is reached in plaintext off this host.
 func (a *Assembly) ClusterJoined() {
 	g, node := a.g, a.g.cs.node
-	g.log.Info("joined the cluster", "cluster", g.opts.Env.Cluster.ClusterName, "member", node.ID(), "address", node.Address(), "members", len(node.Members()))
+	c := g.opts.Env.Cluster
+	g.log.Info("joined the cluster", "cluster", c.ClusterName, "member", node.ID(), "address", node.Address(), "members", len(node.Members()))
+	if c.EtcdTLSCA != "" {
+		return
+	}
+	for _, ep := range c.EtcdEndpoints {
+		host, _, _ := net.SplitHostPort(ep)
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			g.log.Warn("etcd is reached in plaintext off this host: whoever can reach it can issue API keys and read or change the cluster's budgets and install secret; set OMNIROUTE_CLUSTER_ETCD_CA (and _ETCD_CERT, _ETCD_KEY for an etcd that requires client certificates)", "endpoint", ep)
+			return
+		}
+	}
 }
 
 // addSlots shares the next ledger slots' budgets with the cluster.
