@@ -86,12 +86,6 @@ func (g *gate) member(sys, addr string) bool {
 	return ok && sys != "" && (id == sys || strings.HasSuffix(id, "@"+sys))
 }
 
-// memberAt is the id of the current member at addr.
-func (g *gate) memberAt(addr string) (string, bool) {
-	id, ok := (*g.members.Load())[addr]
-	return id, ok
-}
-
 // serverOptions are the interceptors, for the remote layer's gRPC server.
 func (g *gate) serverOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{grpc.StreamInterceptor(g.stream), grpc.UnaryInterceptor(g.unary)}
@@ -152,7 +146,7 @@ func (s *gatedStream) RecvMsg(m any) error {
 		switch t := rm.MessageType.(type) {
 		case *remote.RemoteMessage_ConnectRequest:
 			if err := s.connect(t.ConnectRequest); err != nil {
-				s.g.log.Warn("cluster: refused a connection to the remote layer", "peer", s.from, "err", err.Error())
+				s.g.log.Warn("cluster: refused a connection to the remote layer", "peer", s.from, "err", sanitize.Secrets(err.Error()))
 				return status.Error(codes.PermissionDenied, err.Error())
 			}
 			return nil
