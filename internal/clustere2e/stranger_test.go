@@ -319,11 +319,17 @@ func (s *stranger) next(t *testing.T) strangerOut {
 // do sends c and returns the stranger's answer.
 func (s *stranger) do(t *testing.T, c strangerCmd) strangerOut {
 	t.Helper()
+	s.send(t, c)
+	return s.next(t)
+}
+
+// send sends c; next reads the answer.
+func (s *stranger) send(t *testing.T, c strangerCmd) {
+	t.Helper()
 	b, _ := json.Marshal(c)
 	if _, err := s.in.Write(append(b, '\n')); err != nil {
 		t.Fatal(err)
 	}
-	return s.next(t)
 }
 
 // memberRecord is what internal/cluster/etcdmembers keeps per member.

@@ -242,19 +242,21 @@ func TestStrangerOnTheRemotePort(t *testing.T) {
 		c.Op, c.Node = "credit", memberID
 		attack = append(attack, c)
 	}
-	var wg sync.WaitGroup
-	for _, s := range []*stranger{plain, keyed} {
-		wg.Add(1)
-		go func(s *stranger, name string) {
-			defer wg.Done()
-			for k, o := range s.do(t, strangerCmd{Op: "all", All: attack}).All {
-				if o.Answered {
-					t.Errorf("the %s stranger's %s was answered: %+v", name, attack[k].Op, o)
-				}
+	// Both at once: each runs its commands concurrently and answers when
+	// every one has been answered or timed out.
+	plain.send(t, strangerCmd{Op: "all", All: attack})
+	keyed.send(t, strangerCmd{Op: "all", All: attack})
+	for _, s := range []struct {
+		name string
+		s    *stranger
+	}{{"plaintext", plain}, {"keyed", keyed}} {
+		for k, o := range s.s.next(t).All {
+			if o.Answered {
+				t.Errorf("the %s stranger's %s was answered: %+v", s.name, attack[k].Op, o)
 			}
-		}(s, map[*stranger]string{plain: "plaintext", keyed: "keyed"}[s])
+		}
 	}
-	wg.Wait()
+	var wg sync.WaitGroup
 	time.Sleep(500 * time.Millisecond) // let anything that got through land
 	stateAfter := etcdState(t, ec)
 	for k, v := range stateAfter {
