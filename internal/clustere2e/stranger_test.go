@@ -2,6 +2,7 @@ package clustere2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"github.com/asynkron/protoactor-go/remote"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/omniroute/gateway/actors/credit"
@@ -45,7 +47,8 @@ const (
 
 // strangerCmd is one thing the stranger does.
 type strangerCmd struct {
-	// Op: cooldown, quota, poison, activate, credit, hold, held, or all
+	// Op: cooldown, quota, poison, listprocesses, activate, credit, hold,
+	// held, or all
 	// (the commands of All at once).
 	Op     string        `json:"op"`
 	All    []strangerCmd `json:"all,omitempty"`
@@ -128,14 +131,15 @@ func runStranger() int {
 	quiet := slog.New(slog.DiscardHandler)
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
 	var opts []remote.ConfigOption
+	dial := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if secret := os.Getenv(strangerSecretEnv); secret != "" {
 		srv, cli, err := icluster.SecretTLS(os.Getenv(strangerClusterEnv), secret)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
-		opts = append(opts, remote.WithServerOptions(grpc.Creds(credentials.NewTLS(srv))),
-			remote.WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cli))))
+		dial = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(cli))}
+		opts = append(opts, remote.WithServerOptions(grpc.Creds(credentials.NewTLS(srv))), remote.WithDialOptions(dial...))
 	}
 	r := remote.NewRemote(system, remote.Configure("127.0.0.1", 0, opts...))
 	r.Start()
@@ -172,6 +176,20 @@ func runStranger() int {
 			system.Root.Send(actor.NewPID(c.Member, "omniroute-quota"), &wrapperspb.BytesValue{Value: b})
 		case "poison":
 			system.Root.Poison(actor.NewPID(c.Member, c.Actor))
+		case "listprocesses":
+			// protoactor's server panics on this unary method, and gRPC
+			// does not recover it: one call used to end the member.
+			conn, err := grpc.NewClient(c.Member, dial...)
+			if err != nil {
+				return strangerOut{Err: err.Error()}
+			}
+			defer conn.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			if _, err := remote.NewRemotingClient(conn).ListProcesses(ctx, &remote.ListProcessesRequest{}); err != nil {
+				return strangerOut{Err: err.Error()}
+			}
+			return strangerOut{Answered: true}
 		case "activate":
 			v, err := ask(actor.NewPID(c.Member, "partition-activator"),
 				&pcluster.ActivationRequest{ClusterIdentity: &pcluster.ClusterIdentity{Identity: c.Identity, Kind: credit.KindName}})

@@ -62,10 +62,12 @@ func etcdState(t *testing.T, c *clientv3.Client) map[string]string {
 //     actors, grain activations, and credit requests to the real grains'
 //     PIDs (learned in the control): a billion tokens acquired, a window
 //     of 2^40 (the probe's poisoning), a billion requests released into a
-//     tenant's per-minute budget, the whole concurrency cap. Nothing
-//     answers; etcd is unchanged; no member heard a cooldown or a quota
-//     reading; every member serves the target and the budgeted model; the
-//     tenant's rate limit and cap hold; a real cooldown still spreads.
+//     tenant's per-minute budget, the whole concurrency cap, and a call of
+//     the remote layer's ListProcesses (on which protoactor's server
+//     panics, ending the process). Nothing answers; etcd is unchanged; no
+//     member heard a cooldown or a quota reading; every member serves the
+//     target and the budgeted model; the tenant's rate limit and cap
+//     hold; a real cooldown still spreads.
 func TestStrangerOnTheRemotePort(t *testing.T) {
 	etcdAddr := startEtcd(t)
 	ec, err := clientv3.New(clientv3.Config{Endpoints: []string{etcdAddr}, DialTimeout: 5 * time.Second})
@@ -227,7 +229,8 @@ func TestStrangerOnTheRemotePort(t *testing.T) {
 			strangerCmd{Op: "cooldown", Member: m, Target: "mock/free/m-open", UntilMs: time.Now().Add(time.Hour).UnixMilli()},
 			strangerCmd{Op: "quota", Member: m, Conn: "mock/free"},
 			strangerCmd{Op: "poison", Member: m, Actor: "omniroute-cooldowns"},
-			strangerCmd{Op: "poison", Member: m, Actor: "omniroute-quota"})
+			strangerCmd{Op: "poison", Member: m, Actor: "omniroute-quota"},
+			strangerCmd{Op: "listprocesses", Member: m})
 	}
 	for _, id := range []string{tokens, rpm, conc} {
 		attack = append(attack, strangerCmd{Op: "activate", Member: owner[id], Identity: id})
