@@ -20,6 +20,7 @@ import (
 	"github.com/omniroute/gateway/actors/keys"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/modelinfo"
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/tenant"
 )
@@ -131,7 +132,7 @@ func (g *Gateway) buildRouting(f *config.File, cat *catalog.Catalog, nTargets in
 	if err != nil {
 		return nil, errorList(err)
 	}
-	rc = &routingConfig{file: f, cat: cat, tenants: res, prices: pricing.New(f.Prices), rr: make([]atomic.Uint64, len(cat.Models))}
+	rc = &routingConfig{file: f, cat: cat, tenants: res, prices: modelinfo.Prices(f.Prices), rr: make([]atomic.Uint64, len(cat.Models))}
 	rc.price = buildPrices(rc.prices, cat, nTargets)
 	if rc.fusion, err = buildFusion(f, cat); err != nil {
 		problems = append(problems, errorList(err)...)

@@ -50,12 +50,18 @@ type Request struct {
 	scratch []byte
 	// N is the requested number of answers ("n"), or 0.
 	N int64
+
+	// Members are the body's top-level members in order (a key written
+	// with escapes is kept as written: its raw contents), so a later
+	// stage can edit members without scanning the body again
+	// (internal/fit).
+	Members []Member
 }
 
 // Reset clears r for reuse.
 func (r *Request) Reset() {
-	s := r.scratch[:0]
-	*r = Request{ModelStart: -1, ModelEnd: -1, StreamOptionsStart: -1, StreamOptionsEnd: -1, MaxTokens: -1, scratch: s}
+	s, m := r.scratch[:0], r.Members[:0]
+	*r = Request{ModelStart: -1, ModelEnd: -1, StreamOptionsStart: -1, StreamOptionsEnd: -1, MaxTokens: -1, scratch: s, Members: m}
 }
 
 // SyntaxError describes why a body is not acceptable JSON.
@@ -114,7 +120,9 @@ func ScanRequest(body []byte, r *Request) error {
 		return ErrNotObject
 	}
 	var seen uint16
-	err := s.object(0, func(key []byte, keyEscaped bool) error {
+	keyStart := 0
+	err := s.objectKeys(0, func(at int) { keyStart = at }, func(key []byte, keyEscaped bool) error {
+		vs := s.i
 		if keyEscaped {
 			k, err := unescape(r.scratch[:0], key)
 			if err != nil {
@@ -124,9 +132,14 @@ func ScanRequest(body []byte, r *Request) error {
 			if isRouted(k) {
 				return fmt.Errorf("field %q is spelled with escape sequences; write it plainly", k)
 			}
-			return s.value(1)
+			if err := s.value(1); err != nil {
+				return err
+			}
+		} else if err := r.field(&s, key, &seen); err != nil {
+			return err
 		}
-		return r.field(&s, key, &seen)
+		r.Members = append(r.Members, Member{Key: key, Start: keyStart, ValueStart: vs, End: s.i})
+		return nil
 	})
 	if err != nil {
 		return err
