@@ -131,6 +131,8 @@ func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bo
 		switch {
 		case c.refusal != lanes.None:
 			c.failAdmission(c.refusal, c.refusalRetry)
+		case c.unfit(list):
+			c.fail(c.errTooLarge(list))
 		case c.expired():
 			c.fail(errDeadline("no target could be tried in time"))
 		default:
@@ -378,15 +380,17 @@ func (c *call) passThrough(x *upstream.Exchange) {
 		ctx.Response.Header.SetBytesV("X-Upstream-Request-Id", up)
 	}
 	c.routingHeaders()
-	if c.translating() {
-		c.setTranslatedHeaders(&ctx.Response.Header, c.up)
-	}
+	c.answerHeaders(&ctx.Response.Header)
 	if status >= 400 {
 		c.g.redactErrorHeaders(&ctx.Response.Header)
 		ctx.Response.SetBody(c.g.redact.Bytes(x.Resp.Body()))
 		return
 	}
-	ctx.Response.SetBody(x.Resp.Body())
+	if c.translating() {
+		ctx.Response.SetBody(x.Resp.Body()) // translateAnswer renders it
+		return
+	}
+	ctx.Response.SetBody(c.renamed(x.Resp.Body()))
 }
 
 // passThroughError replays the last provider error after failover ran out.
@@ -477,6 +481,10 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 	h.SetBytesV("X-Request-Id", c.rid)
 	if c.translating() {
 		req.SetBodyRaw(c.tbody.B) // the translator wrote the upstream model
+		return
+	}
+	if c.fitted {
+		req.SetBodyRaw(c.fbody.B) // the fitter wrote the model and the usage request
 		return
 	}
 	if c.alt == nil && c.injectUsage(req, t) {

@@ -57,7 +57,11 @@ type routingConfig struct {
 	tenants *tenant.Resolver
 	prices  *pricing.Table
 	// price is each target's price, by target ID (start-up numbering).
-	price  []targetPrice
+	price []targetPrice
+	// models is the model table with the file's model_info; info is what
+	// it says of each target's model, by target ID (fitting.go).
+	models *modelinfo.Table
+	info   []*modelinfo.Info
 	fusion []*fusionModel  // by model index
 	rr     []atomic.Uint64 // round-robin cursor by model index
 	config []keys.ConfigTenant
@@ -134,6 +138,8 @@ func (g *Gateway) buildRouting(f *config.File, cat *catalog.Catalog, nTargets in
 	}
 	rc = &routingConfig{file: f, cat: cat, tenants: res, prices: modelinfo.Prices(f.Prices), rr: make([]atomic.Uint64, len(cat.Models))}
 	rc.price = buildPrices(rc.prices, cat, nTargets)
+	rc.models = modelinfo.New(f.ModelInfo)
+	rc.info = buildInfo(rc.models, cat, nTargets)
 	if rc.fusion, err = buildFusion(f, cat); err != nil {
 		problems = append(problems, errorList(err)...)
 	}

@@ -97,6 +97,10 @@ func (c *call) Evidence(i int, now time.Time, e *planner.Evidence) {
 		e.Unusable = true // only an Anthropic-dialect provider counts tokens
 		return
 	}
+	if !c.counting && !c.fits(t) {
+		e.Unusable = true // the prompt is above its window, or it takes no tools
+		return
+	}
 	if snap := p.snap; snap != nil && t.ID < len(snap.Targets) {
 		st := &snap.Targets[t.ID]
 		e.Known = true

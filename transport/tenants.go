@@ -728,6 +728,7 @@ func (c *call) logRequest(reached bool) {
 		r.CostNano = tc.cost
 	}
 	r.ClientIP = clientIPClass(ctx.RemoteIP())
+	r.Changes = c.changesForLog()
 	g.ten.log.Log(&r, c.rid, tid)
 }
 

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/url"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -178,6 +179,9 @@ type Target struct {
 	Name          string // "provider/connection/upstream-model"
 	Conn          *Connection
 	UpstreamModel string // "" = keep the caller's name
+	// Info is the target's own model_info (nil: none): what the model
+	// table says about its upstream model is overridden by it.
+	Info *config.ModelInfo
 }
 
 // Model is a callable model name.
@@ -186,7 +190,9 @@ type Model struct {
 	Name        string
 	Strategy    string
 	Description string
-	Targets     []*Target
+	// Strict refuses a request its targets would need changed.
+	Strict  bool
+	Targets []*Target
 	// Weights are the round-robin weights of Targets (≥ 1), by position.
 	Weights   []int
 	Surfaces  SurfaceSet
@@ -327,7 +333,7 @@ func Build(f *config.File, getenv func(string) (string, bool)) (*Catalog, error)
 	targets := map[string]*Target{}
 	for _, name := range sortedKeys(f.Models) {
 		m := f.Models[name]
-		rm := &Model{Name: name, Strategy: m.Strategy, Description: m.Description}
+		rm := &Model{Name: name, Strategy: m.Strategy, Description: m.Description, Strict: m.Strict}
 		if rm.Strategy == "" {
 			rm.Strategy = config.StrategyPriority
 		}
@@ -350,9 +356,14 @@ func Build(f *config.File, getenv func(string) (string, bool)) (*Catalog, error)
 			key := conn.Name + "/" + shown
 			rt := targets[key]
 			if rt == nil {
-				rt = &Target{ID: len(c.Targets), Name: key, Conn: conn, UpstreamModel: upstream}
+				rt = &Target{ID: len(c.Targets), Name: key, Conn: conn, UpstreamModel: upstream, Info: t.ModelInfo}
 				targets[key] = rt
 				c.Targets = append(c.Targets, rt)
+			} else if t.ModelInfo != nil && !reflect.DeepEqual(rt.Info, t.ModelInfo) {
+				if rt.Info != nil {
+					errs = append(errs, fmt.Sprintf("models.%s.targets: target %s has another model_info in another model; a target (connection and upstream model) is one model, say it once", name, key))
+				}
+				rt.Info = t.ModelInfo
 			}
 			rm.Targets = append(rm.Targets, rt)
 			rm.Weights = append(rm.Weights, w)

@@ -340,3 +340,26 @@ func FuzzFit(f *testing.F) {
 		}
 	})
 }
+
+// TestCallerName: a translated call's changes are told by the caller's
+// names of the fields.
+func TestCallerName(t *testing.T) {
+	for _, c := range []struct {
+		field    string
+		up, from dialect.ID
+		want     string
+	}{
+		{"reasoning_effort", dialect.Chat, dialect.Messages, "thinking"},
+		{"max_completion_tokens", dialect.Chat, dialect.Responses, "max_output_tokens"},
+		{"output_config.effort", dialect.Messages, dialect.Responses, "reasoning.effort"},
+		{"thinking", dialect.Messages, dialect.Chat, "reasoning_effort"},
+		{"verbosity", dialect.Chat, dialect.Responses, "text.verbosity"},
+		{"max_tokens", dialect.Chat, dialect.Chat, "max_tokens"},
+		{"temperature", dialect.Chat, dialect.Messages, "temperature"},
+		{"verbosity", dialect.Chat, dialect.Messages, "verbosity"},
+	} {
+		if got := CallerName(c.field, c.up, c.from); got != c.want {
+			t.Errorf("%s (%s upstream, %s caller) = %q, want %q", c.field, c.up, c.from, got, c.want)
+		}
+	}
+}

@@ -379,3 +379,21 @@ func TestEffortScaleIsTheDialectScale(t *testing.T) {
 		t.Fatal("the exported scale differs from the translator's")
 	}
 }
+
+// TestDeferredToolsAreSentAndReported: a Claude Code tool with
+// defer_loading (Anthropic's tool search) reaches another dialect as an
+// ordinary tool, and the field it lost is reported dropped.
+func TestDeferredToolsAreSentAndReported(t *testing.T) {
+	tr := New(dialect.Messages, dialect.Chat, Options{Model: "m"})
+	out, err := tr.Request(nil, []byte(`{"model":"x","max_tokens":10,"messages":[{"role":"user","content":"hi"}],`+
+		`"tools":[{"name":"mcp__db__query","description":"d","input_schema":{"type":"object"},"defer_loading":true}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), `"name":"mcp__db__query"`) || strings.Contains(string(out), "defer_loading") {
+		t.Fatalf("deferred tool: %s", out)
+	}
+	if d := tr.Dropped(); len(d) != 1 || d[0] != "tools[].defer_loading" {
+		t.Fatalf("dropped %q", d)
+	}
+}

@@ -48,6 +48,10 @@ type Options struct {
 	// creation time the upstream did not give (chat chunks, Responses
 	// objects). The caller injects its clock here.
 	Created int64
+	// ReplyModel, when not "", is the model name answers carry instead
+	// of the upstream's: the name the caller asked for, when the gateway
+	// sent another one upstream.
+	ReplyModel string
 }
 
 // Error codes of translation refusals.
