@@ -73,9 +73,9 @@ type column struct {
 	// optional: records written before the column existed end without
 	// it; it reads as zero for them.
 	optional bool
-	text func(*store.Record) *string // text kinds
-	num  func(*store.Record) int64   // numeric kinds
-	set  func(*store.Record, int64)  // numeric kinds
+	text     func(*store.Record) *string // text kinds
+	num      func(*store.Record) int64   // numeric kinds
+	set      func(*store.Record, int64)  // numeric kinds
 }
 
 // columns is the single list of a record's fields, in array order. The
