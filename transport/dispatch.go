@@ -152,7 +152,8 @@ func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bo
 		return false
 	}
 	e := &apierror.Error{Status: 502, Code: "upstream_unavailable", Type: "server_error",
-		Message: "no upstream target of model " + strconv.Quote(c.model.Name) + " could be reached (" + lastClass.String() + "); retry later"}
+		RetryAfter: c.plan.Final(0, lastClass, g.clk.Now()).RetryAfter,
+		Message:    "no upstream target of model " + strconv.Quote(c.model.Name) + " could be reached (" + lastClass.String() + "); retry later"}
 	if lastClass == messages.Timeout {
 		e.Status, e.Code = 504, "upstream_timeout"
 		e.Message = "no upstream target of model " + strconv.Quote(c.model.Name) + " answered in time; retry later or raise OMNIROUTE_UPSTREAM_TTFB_TIMEOUT_MS"

@@ -50,6 +50,9 @@ type Evidence struct {
 	TTFBMillis          float64 // typical time to first byte (0: unknown)
 	Open                bool    // circuit open (half open once CoolUntil passed)
 	CoolUntil           time.Time
+	// RateLimited: the cooldown is the provider's rate limit (its 429),
+	// not a failure.
+	RateLimited bool
 
 	// Quota awareness: the status of the target's model on its
 	// connection, and when an exhausted one recovers (zero: unknown, one
@@ -110,6 +113,11 @@ type Plan struct {
 	// answerBy is when the earliest recovering candidate would usually
 	// have answered (its recovery plus its typical time to first byte).
 	answerBy time.Time
+	// limited and failing: some candidate is out, as of the last Rank,
+	// for a limit (a provider's rate limit, an exhausted quota, a token
+	// budget), or because it failed (cooldown or open circuit after
+	// errors, timeouts, refused connections).
+	limited, failing bool
 	// waitUntil bounds waiting for recovery (caller's clock); deadline is
 	// when the caller stops waiting (zero: it did not say); maxAttempts
 	// caps the attempts.
@@ -196,6 +204,7 @@ func (p *Plan) Last() int { return p.last }
 // earliest recovery forward.
 func (p *Plan) Rank(src Source, n int, now time.Time, o Order) {
 	p.live, p.probe, p.recover, p.answerBy = p.live[:0], p.probe[:0], time.Time{}, time.Time{}
+	p.limited, p.failing = false, false
 	for i := range n {
 		if p.tried[i] {
 			p.live, p.probe = append(p.live, routing.Live{}), append(p.probe, false)
@@ -211,6 +220,11 @@ func (p *Plan) Rank(src Source, n int, now time.Time, o Order) {
 		}
 		if skip != SkipNone {
 			src.Skipped(i, skip)
+			if (skip == SkipCooling || skip == SkipCircuit) && !e.RateLimited {
+				p.failing = true
+			} else {
+				p.limited = true
+			}
 		}
 		if !rec.IsZero() {
 			p.recover = earlier(p.recover, rec)
@@ -364,12 +378,17 @@ type Refusal struct {
 	RetryAfter int
 	// NoRetry: a client retry cannot succeed soon (X-Should-Retry: false).
 	NoRetry bool
+	// Outage: every candidate is out because it failed (none for a rate
+	// limit, a quota or a budget): the service is unavailable, not the
+	// caller limited (503 rather than 429).
+	Outage bool
 }
 
 // Refusal is the answer when no candidate was tried.
 func (p *Plan) Refusal(now time.Time) Refusal {
 	rec := p.EarliestRecovery()
-	return Refusal{RetryAfter: RetryAfterSeconds(rec, now), NoRetry: rec.IsZero() || rec.Sub(now) > PointlessSoon}
+	return Refusal{RetryAfter: RetryAfterSeconds(rec, now), NoRetry: rec.IsZero() || rec.Sub(now) > PointlessSoon,
+		Outage: p.failing && !p.limited}
 }
 
 // Final is how to adjust the last provider error passed through after
@@ -380,20 +399,25 @@ type Final struct {
 	// recovers within PointlessSoon. After a transient failure the SDK's
 	// own retry (after Retry-After) is what the caller wants.
 	NoRetry bool
-	// RetryAfter, when > 0, replaces a 429's Retry-After with the seconds
-	// until the earliest candidate recovers.
+	// RetryAfter, when > 0, is the seconds until the earliest candidate
+	// recovers: it replaces a 429's Retry-After, and is the Retry-After
+	// of a provider failure (a 5xx, or none answered) that sent none.
 	RetryAfter int
 }
 
-// Final is the advice for the last error (its status and failure class).
+// Final is the advice for the last error (its status, 0 when no provider
+// answered, and failure class).
 func (p *Plan) Final(status int, class messages.FailureClass, now time.Time) Final {
 	rec := p.EarliestRecovery()
 	var f Final
 	if !Transient(class) || (class == messages.RateLimit && !rec.IsZero() && rec.Sub(now) > PointlessSoon) {
 		f.NoRetry = true
 	}
-	if status == 429 && !rec.IsZero() {
+	switch {
+	case status == 429 && !rec.IsZero():
 		f.RetryAfter = RetryAfterSeconds(rec, now)
+	case (status == 0 || status >= 500) && Transient(class):
+		f.RetryAfter = RetryAfterSeconds(rec, now) // 1 when nothing is known
 	}
 	return f
 }
