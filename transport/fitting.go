@@ -240,10 +240,18 @@ func (c *call) changesForLog() string {
 // another one upstream (an alias, a pattern, a target's model).
 func (c *call) setReplyModel(t *catalog.Target) {
 	c.reply = c.reply[:0]
-	if c.counting || string(c.scan.Model) == upstreamName(t) {
+	if c.counting {
 		return
 	}
-	c.reply = apierror.AppendString(c.reply, c.scan.Model)
+	if p := c.fb.primary; p != nil && c.model != p { // a fallback model serves: its name
+		if c.model.Name != upstreamName(t) {
+			c.reply = apierror.AppendString(c.reply, c.model.Name)
+		}
+		return
+	}
+	if string(c.scan.Model) != upstreamName(t) {
+		c.reply = apierror.AppendString(c.reply, c.scan.Model)
+	}
 }
 
 // renamed returns b with every "model" string value replaced by the

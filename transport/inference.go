@@ -130,6 +130,11 @@ type call struct {
 	rbuf   []byte
 	// fb is the caller's per-request fallbacks (fallbacks.go).
 	fb fallbackReq
+	// session affinity (session.go): the conversation's key (0: none
+	// found), computed once; hashes, the candidates' hashes.
+	session     uint64
+	sessionDone bool
+	hashes      []uint64
 }
 
 var callPool = sync.Pool{New: func() any { return &call{} }}
@@ -161,7 +166,7 @@ func (c *call) release() {
 		bytebufferpool.Put(c.fbody)
 	}
 	pending, offs, rd, scan, altScan, pl, waiter, evbuf := c.pending[:0], c.pendOff[:0], c.rd, c.scan, c.altScan, c.plan.reset(), c.waiter, c.evbuf[:0]
-	fitter, reply, rbuf, fb := c.fitter, c.reply[:0], c.rbuf[:0], c.fb.reset()
+	fitter, reply, rbuf, fb, hashes := c.fitter, c.reply[:0], c.rbuf[:0], c.fb.reset(), c.hashes[:0]
 	// The scans keep their scratch space but not their results: Model
 	// aliases this request's body, which goes back to its pool now, and a
 	// later call refused before it scans (the request log reads the model)
@@ -169,7 +174,7 @@ func (c *call) release() {
 	scan.Reset()
 	altScan.Reset()
 	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan, altScan: altScan, plan: pl, waiter: waiter, evbuf: evbuf,
-		fitter: fitter, reply: reply, rbuf: rbuf, fb: fb}
+		fitter: fitter, reply: reply, rbuf: rbuf, fb: fb, hashes: hashes}
 	callPool.Put(c)
 }
 
@@ -250,6 +255,9 @@ func (c *call) handle(host context.Context) bool {
 	}
 	if len(c.model.TargetsFor(c.surface)) == 0 || (c.model.Strategy == config.StrategyFusion && !c.model.Surfaces.Has(c.surface)) {
 		c.fail(errWrongSurface(c.model, c.surface))
+		return false
+	}
+	if !c.readFallbacks() { // the caller's fallback models (fallbacks.go)
 		return false
 	}
 	if !c.reserveTenant() { // tenant limits, before admission (tenants.go)

@@ -84,6 +84,12 @@ func (c *call) rank(list []*catalog.Target) {
 	var o planner.Order
 	if c.model.Strategy == config.StrategyRoundRobin && len(list) > 1 {
 		o = planner.Order{RoundRobin: true, Cursor: c.rc.rr[c.model.Index].Add(1) - 1, Schedule: c.model.ScheduleFor(c.surface)}
+		if !c.sessionDone { // once per request: the body does not change
+			c.session, c.sessionDone = c.sessionKey(), true
+		}
+		if c.session != 0 {
+			o.Session, o.Hashes = c.session, c.targetHashes(list)
+		}
 	}
 	p.Rank(c, len(list), c.g.clk.Now(), o)
 	p.snap = nil

@@ -60,6 +60,9 @@ func (c *call) prepareAttempt(t *catalog.Target) bool {
 		NoAutoCache: info.Family != "" && !info.CacheControl}
 	if len(c.reply) > 0 {
 		opts.ReplyModel = string(c.scan.Model)
+		if p := c.fb.primary; p != nil && c.model != p {
+			opts.ReplyModel = c.model.Name
+		}
 	}
 	if c.tr == nil {
 		c.tr = translate.Get(dia.ID(c.surface), dia.ID(c.up), opts)

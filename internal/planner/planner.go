@@ -84,6 +84,12 @@ type Order struct {
 	RoundRobin bool
 	Cursor     uint64
 	Schedule   []uint16
+	// Session, when not 0, is the conversation's key: a round-robin
+	// model keeps it on the target its weighted rendezvous score picks
+	// (routing.Affinity, over Hashes, the candidates' hashes by
+	// position), so the provider's prompt cache keeps hitting.
+	Session uint64
+	Hashes  []uint64
 }
 
 // unknownRecovery is assumed when an exhausted quota gives no reset.
@@ -125,6 +131,8 @@ type Plan struct {
 	deadline    time.Time
 	maxAttempts int
 	waits       int
+	// before counts the attempts on earlier candidate lists (Restart).
+	before int
 	// retried: the one retry of a failed target, for when nothing else is
 	// left, was used; last is the index of the last target tried.
 	retried bool
@@ -136,6 +144,17 @@ type Plan struct {
 // Reset clears p for the next request, keeping its buffers.
 func (p *Plan) Reset() {
 	*p = Plan{live: p.live[:0], probe: p.probe[:0], order: p.order[:0], tried: p.tried[:0], last: -1}
+}
+
+// Restart prepares p for another candidate list of the same request (the
+// caller's next fallback model): it forgets the last list's candidates,
+// what their failures taught, its waits and its retry, and keeps the
+// count of attempts made (Attempts), while the new list gets an attempt
+// budget of its own. Begin follows.
+func (p *Plan) Restart() {
+	before := p.before + p.attempts
+	p.Reset()
+	p.before = before
 }
 
 // Limits bound one request's routing.
@@ -181,8 +200,9 @@ func (p *Plan) Ranked() bool { return p.ranked }
 // Rerank makes the next look at the candidates rank them afresh.
 func (p *Plan) Rerank() { p.ranked = false }
 
-// Attempts is how many candidates were taken (attempts sent or about to be).
-func (p *Plan) Attempts() int { return p.attempts }
+// Attempts is how many candidates were taken (attempts sent or about to
+// be), on every list of the request.
+func (p *Plan) Attempts() int { return p.before + p.attempts }
 
 // Candidates is the try order of the eligible candidates as of the last
 // Rank (tried ones included: check Tried).
@@ -232,9 +252,12 @@ func (p *Plan) Rank(src Source, n int, now time.Time, o Order) {
 		}
 	}
 	p.order = p.order[:0]
-	if o.RoundRobin && n > 1 {
+	switch {
+	case o.RoundRobin && n > 1 && o.Session != 0 && len(o.Hashes) == n:
+		p.order = routing.Affinity(p.live, o.Session, o.Hashes, p.order)
+	case o.RoundRobin && n > 1:
 		p.order = routing.RoundRobin(p.live, o.Cursor, o.Schedule, p.order)
-	} else {
+	default:
 		p.order = routing.Priority(p.live, p.order)
 	}
 	p.ranked = true
