@@ -299,7 +299,9 @@ func (m *Model) bySurfaces() {
 // P/M.
 func (c *Catalog) providerRoutes() {
 	c.routes = map[string]*Model{}
-	taken := func(name string) bool { return c.byName[name] != nil || c.aliases[name] != nil || c.routes[name] != nil }
+	taken := func(name string) bool {
+		return c.byName[name] != nil || c.aliases[name] != nil || c.routes[name] != nil
+	}
 	for _, m := range c.Models {
 		if m.Strategy == config.StrategyFusion {
 			continue

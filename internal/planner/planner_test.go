@@ -362,7 +362,7 @@ func TestRefusalTellsAnOutageFromALimit(t *testing.T) {
 type fixedSource []Evidence
 
 func (s fixedSource) Evidence(i int, _ time.Time, e *Evidence) { *e = s[i] }
-func (fixedSource) Skipped(int, Skip)                           {}
+func (fixedSource) Skipped(int, Skip)                          {}
 
 // fakeCancel is a Canceller tests cancel by hand.
 type fakeCancel struct {
