@@ -12,6 +12,7 @@ import (
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/jsonscan"
+	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/modelinfo"
 )
 
@@ -130,10 +131,12 @@ var fitCases = []fitCase{
 		`{"model":"claude-sonnet-5","messages":[],"max_tokens":1000,"thinking":{"type":"enabled","budget_tokens":2000},"temperature":0.3}`,
 		map[string]string{"thinking": `{"type":"adaptive"}`, "output_config": `{"effort":"low"}`, "temperature": "-"},
 		[]string{"thinking=enabled->adaptive", "output_config.effort=->low", "temperature"}},
-	{"Fable always thinks", dialect.Messages, "claude-fable-5-1",
-		`{"model":"claude-fable-5-1","messages":[],"max_tokens":1000,"thinking":{"type":"adaptive"},"output_config":{"effort":"max"}}`,
-		map[string]string{"thinking": "-", "output_config": `{"effort":"max"}`},
-		[]string{"thinking"}},
+	{"Fable always thinks: a budget becomes its effort", dialect.Messages, "claude-fable-5-1",
+		`{"model":"claude-fable-5-1","messages":[],"max_tokens":30000,"thinking":{"type":"enabled","budget_tokens":24000}}`,
+		map[string]string{"thinking": "-", "output_config": `{"effort":"high"}`},
+		[]string{"thinking", "output_config.effort=->high"}},
+	{"Fable takes adaptive thinking as it is", dialect.Messages, "claude-fable-5-1",
+		`{"model":"claude-fable-5-1","messages":[],"max_tokens":1000,"thinking":{"type":"adaptive"},"output_config":{"effort":"max"}}`, nil, nil},
 	{"a budget below Anthropic's minimum", dialect.Messages, "claude-sonnet-4-5",
 		`{"model":"claude-sonnet-4-5","messages":[],"max_tokens":1200,"thinking":{"type":"enabled","budget_tokens":900}}`,
 		map[string]string{"thinking": "-"},
@@ -360,6 +363,28 @@ func TestCallerName(t *testing.T) {
 	} {
 		if got := CallerName(c.field, c.up, c.from); got != c.want {
 			t.Errorf("%s (%s upstream, %s caller) = %q, want %q", c.field, c.up, c.from, got, c.want)
+		}
+	}
+}
+
+// TestFittedRequestsPassTheStrictMock: every rule case, fitted, is taken
+// by the mock provider's strict mode, whose rules are written from the
+// providers' errors apart from these.
+func TestFittedRequestsPassTheStrictMock(t *testing.T) {
+	var f Fitter
+	for _, c := range fitCases {
+		out, changed, err := f.Fit(nil, []byte(c.body), nil, c.d, info(c.model), &Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !changed {
+			out = []byte(c.body)
+		}
+		if msg, refused := mockprovider.StrictRefusal(c.d, out, c.model); refused {
+			t.Errorf("%s: the strict mock refuses the fitted request %s: %s", c.name, out, msg)
+		}
+		if msg, refused := mockprovider.StrictRefusal(c.d, []byte(c.body), c.model); refused != (len(c.changes) > 0) {
+			t.Errorf("%s: the strict mock refused the request as sent: %v (%s), want %v", c.name, refused, msg, len(c.changes) > 0)
 		}
 	}
 }

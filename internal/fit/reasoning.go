@@ -123,16 +123,19 @@ func toggleValue(toggle string, on bool) string {
 
 func (f *Fitter) responsesReasoning(r *config.ModelReasoning) {
 	i := f.find("reasoning")
+	if r.Kind == config.ReasoningNone {
+		if i >= 0 {
+			f.drop(i, "reasoning", "it does not reason")
+		}
+		f.filterInclude("reasoning.encrypted_content", "it does not reason")
+		return
+	}
 	if i < 0 {
 		return
 	}
 	v := f.value(i)
 	e := string(str(getMember(v, "effort")))
 	switch r.Kind {
-	case config.ReasoningNone:
-		f.drop(i, "reasoning", "it does not reason")
-		f.filterInclude("reasoning.encrypted_content", "it does not reason")
-		return
 	case config.ReasoningAlways, config.ReasoningEffort:
 		if e == "" {
 			return
@@ -236,7 +239,7 @@ func (f *Fitter) messagesReasoning(r *config.ModelReasoning) {
 		f.thinkingOn = typ == "enabled" || typ == "adaptive"
 		return
 	case config.ReasoningAlways:
-		if ti >= 0 {
+		if ti >= 0 && typ != "adaptive" {
 			f.drop(ti, "thinking", "it always thinks, adaptively")
 		}
 		to := effort
