@@ -99,7 +99,10 @@ func (c *call) fitTranslated(t *catalog.Target) bool {
 	if c.fbody == nil {
 		c.fbody = bytebufferpool.Get()
 	}
-	out, changed, err := c.fitter.Fit(c.fbody.B[:0], c.tbody.B, nil, dia.ID(c.up), info, &fit.Options{Strict: c.strictFor(info)})
+	// The caller's limit, when it set one, is its own; else the
+	// translator wrote its default, which may be fitted silently.
+	o := fit.Options{Strict: c.strictFor(info), OwnLimit: c.scan.MaxTokens < 0, Caller: dia.ID(c.surface)}
+	out, changed, err := c.fitter.Fit(c.fbody.B[:0], c.tbody.B, nil, dia.ID(c.up), info, &o)
 	c.fitRan = true
 	if err != nil {
 		c.refuseFit(err)
@@ -158,9 +161,8 @@ func (c *call) refuseFit(err error) {
 		c.fail(errInvalidJSON(err.Error()))
 		return
 	}
-	field := fit.CallerName(r.Field, dia.ID(c.up), dia.ID(c.surface))
-	c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "unsupported_parameter", Param: field,
-		Message: field + ": " + r.Message})
+	c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "unsupported_parameter", Param: r.Field,
+		Message: r.Field + ": " + r.Message})
 }
 
 // changeHeaders tells the caller what reached the provider differently
@@ -198,11 +200,12 @@ func (c *call) appendChanges(dst []byte, k fit.Kind) []byte {
 	}
 	up, caller := dia.ID(c.up), dia.ID(c.surface)
 	for _, ch := range c.fitter.Changes() {
-		if ch.Kind != k {
-			continue
+		name := fit.CallerName(ch.Field, up, caller)
+		if ch.Kind != k || name == "" {
+			continue // not the caller's field: the translation added it
 		}
 		sep()
-		dst = append(dst, fit.CallerName(ch.Field, up, caller)...)
+		dst = append(dst, name...)
 		if k == fit.Adjusted {
 			dst = append(dst, '=')
 			dst = append(dst, ch.From...)

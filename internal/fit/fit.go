@@ -84,6 +84,15 @@ type Options struct {
 	// Consume lists the gateway's own fields, removed silently (a
 	// request's fallbacks: models, fallbacks).
 	Consume []string
+	// OwnLimit: the body's output limit is the gateway's, not the
+	// caller's (a translation wrote its default): fitting it is not a
+	// change of the caller's request, neither reported nor refused.
+	OwnLimit bool
+	// Caller is the caller's dialect when the body was translated for
+	// the upstream (0: the body is the caller's). A strict refusal names
+	// the caller's field (CallerName), and a change of a field the
+	// translation added that the caller's dialect lacks is no refusal.
+	Caller dialect.ID
 }
 
 // Fitter fits requests. It keeps its buffers across uses; it is not safe
@@ -157,8 +166,14 @@ func (f *Fitter) Fit(dst, body []byte, members []jsonscan.Member, d dialect.ID, 
 		return dst, false, nil
 	}
 	if o.Strict {
+		caller := o.Caller
+		if caller == 0 {
+			caller = d
+		}
 		for _, c := range f.changes {
-			return dst, false, &Refusal{Field: c.Field, Message: c.refusal()}
+			if name := CallerName(c.Field, d, caller); name != "" {
+				return dst, false, &Refusal{Field: name, Message: c.refusal()}
+			}
 		}
 	}
 	return f.write(dst), true, nil
@@ -371,7 +386,9 @@ func (f *Fitter) outputLimit() {
 			off := len(f.scratch)
 			f.scratch = strconv.AppendInt(f.scratch, max, 10)
 			f.replace(i, off)
-			f.adjusted(field, strconv.FormatInt(n, 10), strconv.FormatInt(max, 10), fmt.Sprintf("it generates at most %d output tokens", max))
+			if !f.o.OwnLimit {
+				f.adjusted(field, strconv.FormatInt(n, 10), strconv.FormatInt(max, 10), fmt.Sprintf("it generates at most %d output tokens", max))
+			}
 			n = max
 		}
 		f.maxTokens = n

@@ -359,7 +359,9 @@ func TestCallerName(t *testing.T) {
 		{"verbosity", dialect.Chat, dialect.Responses, "text.verbosity"},
 		{"max_tokens", dialect.Chat, dialect.Chat, "max_tokens"},
 		{"temperature", dialect.Chat, dialect.Messages, "temperature"},
-		{"verbosity", dialect.Chat, dialect.Messages, "verbosity"},
+		{"verbosity", dialect.Chat, dialect.Messages, ""},
+		{"include[reasoning.encrypted_content]", dialect.Responses, dialect.Messages, ""},
+		{"include[reasoning.encrypted_content]", dialect.Responses, dialect.Responses, "include[reasoning.encrypted_content]"},
 	} {
 		if got := CallerName(c.field, c.up, c.from); got != c.want {
 			t.Errorf("%s (%s upstream, %s caller) = %q, want %q", c.field, c.up, c.from, got, c.want)
@@ -386,5 +388,33 @@ func TestFittedRequestsPassTheStrictMock(t *testing.T) {
 		if msg, refused := mockprovider.StrictRefusal(c.d, []byte(c.body), c.model); refused != (len(c.changes) > 0) {
 			t.Errorf("%s: the strict mock refused the request as sent: %v (%s), want %v", c.name, refused, msg, len(c.changes) > 0)
 		}
+	}
+}
+
+// TestStrictIgnoresWhatTheTranslationAdded: a translated body's change to
+// a field the caller's dialect does not have is no refusal; one to a
+// field it has is, by the caller's name.
+func TestStrictIgnoresWhatTheTranslationAdded(t *testing.T) {
+	var f Fitter
+	body := []byte(`{"model":"gpt-4o","input":[],"include":["reasoning.encrypted_content"]}`)
+	if _, changed, err := f.Fit(nil, body, nil, dialect.Responses, info("gpt-4o"), &Options{Strict: true, Caller: dialect.Messages}); err != nil || !changed {
+		t.Fatalf("an include the translation added: %v %v", err, changed)
+	}
+	body = []byte(`{"model":"gpt-4o","input":[],"reasoning":{"effort":"high"}}`)
+	_, _, err := f.Fit(nil, body, nil, dialect.Responses, info("gpt-4o"), &Options{Strict: true, Caller: dialect.Messages})
+	var r *Refusal
+	if !errors.As(err, &r) || r.Field != "thinking" {
+		t.Fatalf("reasoning the caller asked for: %v", err)
+	}
+}
+
+// TestOwnLimitIsFittedSilently: an output limit the gateway wrote (a
+// translation's default) is clamped without being a change of the
+// caller's request: not reported, not refused in strict mode.
+func TestOwnLimitIsFittedSilently(t *testing.T) {
+	var f Fitter
+	out, changed, err := f.Fit(nil, []byte(`{"model":"gpt-4o","messages":[],"max_tokens":28672}`), nil, dialect.Messages, info("gpt-4o"), &Options{Strict: true, OwnLimit: true})
+	if err != nil || !changed || len(f.Changes()) != 0 || !strings.Contains(string(out), `"max_tokens":16384`) {
+		t.Fatalf("%v %v %v %s", err, changed, f.Changes(), out)
 	}
 }

@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/omniroute/gateway/internal/dialect"
@@ -20,21 +21,32 @@ var roles = []struct {
 		[4]string{dialect.Chat: "reasoning_effort", dialect.Messages: "thinking", dialect.Responses: "reasoning.effort"}},
 	{[]string{"verbosity", "text.verbosity"},
 		[4]string{dialect.Chat: "verbosity", dialect.Responses: "text.verbosity"}},
+	// Only Responses callers send include; a translation to Responses
+	// adds it for the others.
+	{[]string{"include"}, [4]string{dialect.Responses: "include"}},
 }
 
 // CallerName is the caller's name of field, which the fitter named in
 // the upstream's dialect up: itself when the call is not translated or
-// the field has the same name in both.
+// the field has the same name in both, "" when the caller's dialect has
+// no such field (the translation added it: its change is not the
+// caller's business).
 func CallerName(field string, up, caller dialect.ID) string {
 	if up == caller {
 		return field
 	}
 	base, _, _ := strings.Cut(field, "[")
 	for _, r := range roles {
-		for _, n := range r.names {
-			if n == base && int(caller) < len(r.caller) && r.caller[caller] != "" {
-				return r.caller[caller]
-			}
+		if !slices.Contains(r.names, base) || int(caller) >= len(r.caller) {
+			continue
+		}
+		switch name := r.caller[caller]; name {
+		case "":
+			return ""
+		case base:
+			return field // the same name, with its [item]
+		default:
+			return name
 		}
 	}
 	return field
