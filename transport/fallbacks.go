@@ -51,7 +51,7 @@ func (c *call) readFallbacks() bool {
 		if string(v) == "null" {
 			continue
 		}
-		i := 0
+		i, refused := 0, false
 		ok := jsonscan.Elements(v, func(el []byte) bool {
 			at := field + "[" + strconv.Itoa(i) + "]"
 			i++
@@ -59,15 +59,18 @@ func (c *call) readFallbacks() bool {
 			if !isStr {
 				c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_field", Param: at,
 					Message: at + " must be a model name (a string)"})
+				refused = true
 				return false
 			}
-			return c.addFallback(at, name)
+			refused = !c.addFallback(at, name)
+			return !refused
 		})
+		if refused {
+			return false
+		}
 		if !ok {
-			if c.ctx.Response.StatusCode() < 400 {
-				c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_field", Param: field,
-					Message: field + " must be a list of model names"})
-			}
+			c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_field", Param: field,
+				Message: field + " must be a list of model names"})
 			return false
 		}
 	}

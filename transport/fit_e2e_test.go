@@ -252,3 +252,221 @@ func TestProviderOutageIs503(t *testing.T) {
 		t.Fatalf("the key's own limit: %d %s", r.status, r.body)
 	}
 }
+
+// TestConversationsKeepTheirConnection: a round-robin model over two
+// connections; ten conversations of five turns (Claude Code-shaped with
+// its session header, Codex-shaped with prompt_cache_key), their turns
+// interleaved. The mock's own record of each request (by its request id)
+// shows every turn of a conversation on one connection, and the
+// conversations on both; when one connection fails, its conversations
+// move to the other and stay there, and the others stay where they were.
+func TestConversationsKeepTheirConnection(t *testing.T) {
+	resetMock(t)
+	g := startGateway(t, testFile(t, `,
+    "aff": {"strategy": "round-robin", "targets": [{"connection": "mock/a", "model": "m-aff-a"}, {"connection": "mock/b", "model": "m-aff-b"}]}`), nil)
+	type conv struct {
+		id        string
+		path      string
+		history   []string
+		upstreams []string // the mock's model for each turn
+	}
+	var convs []*conv
+	for i := 0; i < 5; i++ {
+		convs = append(convs, &conv{id: fmt.Sprintf("cc-%d-%08x", i, i*2654435761), path: "/v1/messages"},
+			&conv{id: fmt.Sprintf("cx-%d-%08x", i, i*40503), path: "/v1/responses"})
+	}
+	body := func(c *conv) (string, []string) {
+		if c.path == "/v1/messages" {
+			msgs := strings.Join(c.history, ",")
+			return `{"model":"aff","max_tokens":256,"system":[{"type":"text","text":"You are Claude Code.","cache_control":{"type":"ephemeral"}}],"messages":[` + msgs + `]}`,
+				[]string{"X-Claude-Code-Session-Id", c.id}
+		}
+		return `{"model":"aff","store":false,"prompt_cache_key":"` + c.id + `","input":[` + strings.Join(c.history, ",") + `]}`, nil
+	}
+	turn := func(c *conv, k int) response {
+		if c.path == "/v1/messages" {
+			c.history = append(c.history, fmt.Sprintf(`{"role":"user","content":"turn %d of %s"}`, k, c.id))
+		} else {
+			c.history = append(c.history, fmt.Sprintf(`{"type":"message","role":"user","content":[{"type":"input_text","text":"turn %d of %s"}]}`, k, c.id))
+		}
+		b, h := body(c)
+		r := g.post(c.path, b, h...)
+		if r.status != 200 {
+			t.Fatalf("%s turn %d: %d %s", c.id, k, r.status, r.body)
+		}
+		if c.path == "/v1/messages" {
+			c.history = append(c.history, `{"role":"assistant","content":"ok"}`)
+		} else {
+			c.history = append(c.history, `{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok"}]}`)
+		}
+		// What the provider saw of this request, by its id.
+		rid := r.header.Get("X-Request-Id")
+		model := ""
+		for _, rec := range mockStats(t).Bodies {
+			if rec.Headers["x-request-id"] == rid && !strings.HasPrefix(rec.Path, "/_mock") {
+				model = rec.Model // the last attempt's, after any failover
+			}
+		}
+		if model == "" {
+			t.Fatalf("%s turn %d: the mock has no record of request %s", c.id, k, rid)
+		}
+		c.upstreams = append(c.upstreams, model)
+		return r
+	}
+	// Each round starts one conversation later, so a plain rotation would
+	// move every conversation between connections from round to round.
+	for k := 0; k < 5; k++ {
+		for j := range convs {
+			turn(convs[(j+k)%len(convs)], k)
+		}
+	}
+	on := map[string]int{}
+	for _, c := range convs {
+		for _, u := range c.upstreams {
+			if u != c.upstreams[0] {
+				t.Fatalf("conversation %s moved between connections: %v", c.id, c.upstreams)
+			}
+		}
+		on[c.upstreams[0]]++
+	}
+	if on["m-aff-a"] == 0 || on["m-aff-b"] == 0 {
+		t.Fatalf("the conversations did not spread over both connections: %v", on)
+	}
+	if st := mockStats(t); st.Models["m-aff-a"].Requests+st.Models["m-aff-b"].Requests != 50 {
+		t.Fatalf("the mock counted %d and %d requests, want 50 in all", st.Models["m-aff-a"].Requests, st.Models["m-aff-b"].Requests)
+	}
+	t.Logf("conversations per connection: %v", on)
+
+	// Connection a fails: its conversations move to b and stay; b's stay.
+	setBehavior(t, map[string]mockprovider.Behavior{"m-aff-a": {Fail: mockprovider.FailSpec{Mode: "status", Status: 503}}})
+	for k := 5; k < 8; k++ {
+		for _, c := range convs {
+			r := turn(c, k)
+			if got := r.header.Get("X-OmniRoute-Target"); got != "mock/b/m-aff-b" {
+				t.Fatalf("%s turn %d served by %s while a fails", c.id, k, got)
+			}
+		}
+	}
+	for _, c := range convs {
+		if tail := c.upstreams[5:]; tail[0] != "m-aff-b" || tail[1] != "m-aff-b" || tail[2] != "m-aff-b" {
+			t.Fatalf("conversation %s after a failed: %v", c.id, c.upstreams)
+		}
+	}
+}
+
+// TestRequestFallbacks: a body's models (OpenRouter) or fallbacks
+// (LiteLLM) list is tried after the requested model's targets failed; the
+// answer names the model that served; the list never reaches a provider
+// (the strict mock would refuse it); a name the key may not use is 403
+// naming it, an unknown one 404, a non-string 400; provider/model names
+// resolve.
+func TestRequestFallbacks(t *testing.T) {
+	resetMock(t)
+	f := testFile(t, `,
+    "primary": {"targets": [{"connection": "mock/a", "model": "gpt-4o"}]},
+    "backup": {"targets": [{"connection": "mock/b", "model": "o4-mini"}]},
+    "other": {"targets": [{"connection": "mock/a", "model": "m-other"}]}`)
+	g := startGateway(t, f, nil)
+	strictMock(t, "gpt-4o", "o4-mini")
+	setBehavior(t, map[string]mockprovider.Behavior{"gpt-4o": {Strict: true, Fail: mockprovider.FailSpec{Mode: "status", Status: 503}}, "o4-mini": {Strict: true}})
+	for _, field := range []string{`"models":["primary","backup"]`, `"fallbacks":["backup"]`} {
+		before := mockStats(t).Models["o4-mini"]
+		r := g.post("/v1/chat/completions", `{"model":"primary",`+field+`,"messages":[{"role":"user","content":"hi"}],"max_tokens":100}`)
+		if r.status != 200 || r.header.Get("X-OmniRoute-Target") != "mock/b/o4-mini" || jsonField(t, r.body, "model") != "backup" {
+			t.Fatalf("%s: %d %v %s", field, r.status, r.header, r.body)
+		}
+		if st := mockStats(t).Models["o4-mini"]; st.Requests != before.Requests+1 || st.Failed != before.Failed {
+			t.Fatalf("%s: the strict backup refused the request (the fallback fields reached it?)", field)
+		}
+	}
+	for _, c := range []struct {
+		field, code string
+		status      int
+	}{
+		{`"fallbacks":["nope-model"]`, "model_not_found", 404},
+		{`"fallbacks":[42]`, "invalid_field", 400},
+		{`"fallbacks":"backup"`, "invalid_field", 400},
+		{`"fallbacks":["echo","same-name","failover","backup","other"]`, "invalid_field", 400}, // at most four
+	} {
+		r := g.post("/v1/chat/completions", `{"model":"primary",`+c.field+`,"messages":[{"role":"user","content":"hi"}]}`)
+		if r.status != c.status || jsonField(t, r.body, "error", "code") != c.code {
+			t.Fatalf("%s: %d %s", c.field, r.status, r.body)
+		}
+	}
+	// The key's allowed_models apply to each fallback.
+	k := g.createKey(`{"name":"scoped","allowed_models":["primary","other"]}`)
+	r := g.post("/v1/chat/completions", `{"model":"primary","models":["primary","backup"],"messages":[{"role":"user","content":"hi"}]}`,
+		"Authorization", "Bearer "+k.Secret)
+	if r.status != 403 || jsonField(t, r.body, "error", "code") != "model_not_allowed" || jsonField(t, r.body, "error", "param") != "models[1]" {
+		t.Fatalf("a fallback the key may not use: %d %s", r.status, r.body)
+	}
+	// provider/model: the provider's targets of a model or upstream model.
+	for name, target := range map[string]string{"mock/backup": "mock/b/o4-mini", "mock/o4-mini": "mock/b/o4-mini", "mock/other": "mock/a/m-other"} {
+		r := g.post("/v1/chat/completions", `{"model":"`+name+`","messages":[{"role":"user","content":"hi"}],"max_completion_tokens":10}`)
+		if r.status != 200 || r.header.Get("X-OmniRoute-Target") != target || jsonField(t, r.body, "model") != name {
+			t.Fatalf("%s: %d %v %s", name, r.status, r.header.Get("X-OmniRoute-Target"), r.body)
+		}
+	}
+}
+
+// TestContextWindowSkipsATarget: a prompt above a target's window skips
+// it for one whose window holds it; above every window it is a 400 that
+// says so, before any provider is asked. GET /v1/models/{id} shows what
+// the gateway believes about each target.
+func TestContextWindowSkipsATarget(t *testing.T) {
+	resetMock(t)
+	g := startGateway(t, testFile(t, `,
+    "win": {"targets": [{"connection": "mock/a", "model": "m-small", "model_info": {"context_window": 1000, "max_output": 500}},
+                        {"connection": "mock/b", "model": "m-large", "model_info": {"context_window": 100000}}]},
+    "tiny": {"targets": [{"connection": "mock/a", "model": "m-tiny", "model_info": {"context_window": 500}}]}`), nil)
+	long := strings.Repeat("word ", 2000) // about 2500 tokens by the estimate
+	r := g.post("/v1/chat/completions", `{"model":"win","messages":[{"role":"user","content":"`+long+`"}]}`)
+	if r.status != 200 || r.header.Get("X-OmniRoute-Target") != "mock/b/m-large" {
+		t.Fatalf("a long prompt: %d %v", r.status, r.header)
+	}
+	if r = g.post("/v1/chat/completions", `{"model":"win","messages":[{"role":"user","content":"short"}],"max_tokens":900}`); r.status != 200 ||
+		r.header.Get("X-OmniRoute-Target") != "mock/a/m-small" || r.header.Get("X-OmniRoute-Adjusted") != "max_tokens=900->500" {
+		t.Fatalf("a short prompt: %d %v", r.status, r.header)
+	}
+	before := mockStats(t).Totals.Requests
+	r = g.post("/v1/chat/completions", `{"model":"tiny","messages":[{"role":"user","content":"`+long+`"}]}`)
+	if r.status != 400 || jsonField(t, r.body, "error", "code") != "context_length_exceeded" || mockStats(t).Totals.Requests != before {
+		t.Fatalf("a prompt above every window: %d %s", r.status, r.body)
+	}
+	var m struct {
+		Strict  bool `json:"strict"`
+		Targets []struct {
+			Target        string `json:"target"`
+			UpstreamModel string `json:"upstream_model"`
+			ModelInfo     struct {
+				ContextWindow int64    `json:"context_window"`
+				MaxOutput     int64    `json:"max_output"`
+				Sources       []string `json:"sources"`
+			} `json:"model_info"`
+		} `json:"targets"`
+	}
+	if err := json.Unmarshal(g.get("/v1/models/win").body, &m); err != nil || len(m.Targets) != 2 ||
+		m.Targets[0].ModelInfo.ContextWindow != 1000 || m.Targets[0].ModelInfo.MaxOutput != 500 || m.Targets[1].UpstreamModel != "m-large" ||
+		!slices.Contains(m.Targets[0].ModelInfo.Sources, "target") {
+		t.Fatalf("GET /v1/models/win: %v %+v", err, m)
+	}
+	var real struct {
+		Targets []struct {
+			ModelInfo struct {
+				Family    string `json:"family"`
+				MaxOutput int64  `json:"max_output"`
+				Reasoning struct {
+					Kind string `json:"kind"`
+				} `json:"reasoning"`
+			} `json:"model_info"`
+			Price *struct {
+				Input float64 `json:"input"`
+			} `json:"price"`
+		} `json:"targets"`
+	}
+	g2 := startGateway(t, testFile(t, `, "o4": {"targets": [{"connection": "mock/a", "model": "o4-mini"}]}`), nil)
+	if err := json.Unmarshal(g2.get("/v1/models/o4").body, &real); err != nil || len(real.Targets) != 1 || real.Targets[0].ModelInfo.Family != "openai" ||
+		real.Targets[0].ModelInfo.MaxOutput != 100000 || real.Targets[0].ModelInfo.Reasoning.Kind != "effort" || real.Targets[0].Price == nil || real.Targets[0].Price.Input != 1.10 {
+		t.Fatalf("GET /v1/models/o4: %v %+v", err, real)
+	}
+}
