@@ -59,9 +59,9 @@ func (c *call) prepareAttempt(t *catalog.Target) bool {
 		// breakpoints added.
 		NoAutoCache: info.Family != "" && !info.CacheControl}
 	if len(c.reply) > 0 {
-		opts.ReplyModel = string(c.scan.Model)
+		opts.ReplyModel = c.scan.Model
 		if p := c.fb.primary; p != nil && c.model != p {
-			opts.ReplyModel = c.model.Name
+			opts.ReplyModel = []byte(c.model.Name)
 		}
 	}
 	if c.tr == nil {

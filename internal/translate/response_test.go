@@ -227,12 +227,12 @@ func TestUpstreamErrorsInCallerDialect(t *testing.T) {
 // TestReplyModelNamesTheCallersModel: with ReplyModel set, answers and
 // stream events carry it instead of the upstream's model name.
 func TestReplyModelNamesTheCallersModel(t *testing.T) {
-	tr := New(dialect.Messages, dialect.Chat, Options{Model: "mock-demo", ReplyModel: `de"mo`})
+	tr := New(dialect.Messages, dialect.Chat, Options{Model: "mock-demo", ReplyModel: []byte(`de"mo`)})
 	out, err := tr.Response(nil, []byte(`{"id":"c1","object":"chat.completion","created":1,"model":"mock-demo","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`))
 	if err != nil || !strings.Contains(string(out), `"model":"de\"mo"`) || strings.Contains(string(out), "mock-demo") {
 		t.Fatalf("%v %s", err, out)
 	}
-	tr = New(dialect.Chat, dialect.Messages, Options{Model: "claude-x", ReplyModel: "demo"})
+	tr = New(dialect.Chat, dialect.Messages, Options{Model: "claude-x", ReplyModel: []byte("demo")})
 	ev, err := tr.Event(nil, &sse.Event{Name: []byte("message_start"), Data: []byte(`{"type":"message_start","message":{"id":"m1","type":"message","role":"assistant","model":"claude-x","content":[],"usage":{"input_tokens":1,"output_tokens":0}}}`)})
 	if err != nil || !strings.Contains(string(ev), `"model":"demo"`) || strings.Contains(string(ev), "claude-x") {
 		t.Fatalf("%v %s", err, ev)

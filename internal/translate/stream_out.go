@@ -38,8 +38,8 @@ func endEvent(w *writer) {
 }
 
 func (t *Translator) streamModel(w *writer) {
-	if t.opts.ReplyModel != "" {
-		w.str(t.opts.ReplyModel)
+	if len(t.opts.ReplyModel) > 0 {
+		w.strBytes(t.opts.ReplyModel)
 	} else if len(t.st.model) > 0 {
 		w.rs(t.st.model)
 	} else {

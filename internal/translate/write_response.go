@@ -278,8 +278,8 @@ func (t *Translator) toolInput(w *writer, p *Part) {
 const InvalidArgumentsKey = "_invalid_arguments"
 
 func (t *Translator) respModel(w *writer) {
-	if t.opts.ReplyModel != "" {
-		w.str(t.opts.ReplyModel)
+	if len(t.opts.ReplyModel) > 0 {
+		w.strBytes(t.opts.ReplyModel)
 	} else if t.resp.Model != nil {
 		w.rs(t.resp.Model)
 	} else {
