@@ -56,6 +56,9 @@ var gatewayFields = []string{"models", "fallbacks"}
 // model name and the usage request are written by the fitter then).
 func (c *call) fitRaw(t *catalog.Target) bool {
 	c.fitted, c.fitRan = false, false
+	if c.counting || !c.surface.Translated() {
+		return true // a token count or an embeddings call: no answer to generate
+	}
 	info := c.info(t)
 	if info.Permissive() && !c.fb.present {
 		return true
