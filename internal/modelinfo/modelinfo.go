@@ -20,6 +20,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -145,17 +146,7 @@ type layer struct {
 }
 
 func newLayer(rows []entry) layer {
-	sort.Slice(rows, func(i, j int) bool {
-		a, b := rows[i].pattern, rows[j].pattern
-		ga, gb := tenantpolicy.IsGlob(a), tenantpolicy.IsGlob(b)
-		if ga != gb {
-			return !ga
-		}
-		if la, lb := tenantpolicy.LiteralLen(a), tenantpolicy.LiteralLen(b); la != lb {
-			return la > lb
-		}
-		return a < b
-	})
+	sort.Slice(rows, func(i, j int) bool { return tenantpolicy.MoreSpecific(rows[i].pattern, rows[j].pattern) })
 	l := layer{exact: map[string]int{}, rows: rows}
 	for i, r := range rows {
 		if tenantpolicy.IsGlob(r.pattern) {
@@ -226,13 +217,13 @@ func parseShipped(data []byte) (*Table, error) {
 	t := &Table{AsOf: f.AsOf, Sources: f.Sources,
 		prices: pricing.Defaults{Prices: map[string]pricing.Price{}, AsOf: f.AsOf, Source: f.About}}
 	var problems []string
-	for _, name := range sortedKeys(f.Families) {
+	for _, name := range slices.Sorted(maps.Keys(f.Families)) {
 		fam := f.Families[name]
 		problems = append(problems, fam.Defaults.Validate("families."+name+".defaults")...)
 		t.families = append(t.families, family{name: name, match: fam.Match, defaults: fam.Defaults})
 	}
 	var rows []entry
-	for _, k := range sortedKeys(f.Models) {
+	for _, k := range slices.Sorted(maps.Keys(f.Models)) {
 		e := f.Models[k]
 		if err := tenantpolicy.ValidPattern(k); err != nil {
 			problems = append(problems, fmt.Sprintf("models.%s: %v", k, err))
@@ -263,7 +254,7 @@ func New(overrides config.ModelInfoTable) *Table {
 	}
 	t := *base
 	rows := make([]entry, 0, len(overrides))
-	for _, k := range sortedKeys(overrides) {
+	for _, k := range slices.Sorted(maps.Keys(overrides)) {
 		rows = append(rows, entry{pattern: k, m: overrides[k]})
 	}
 	t.config = newLayer(rows)
@@ -345,13 +336,4 @@ func (t *Table) Entries() []string {
 		out[i] = r.pattern
 	}
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

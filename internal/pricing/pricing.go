@@ -153,17 +153,7 @@ func New(d Defaults, overrides map[string]Price) *Table {
 		}
 		// Within one source: exact names, then globs from the most
 		// literal characters to the fewest, then by text for stability.
-		sort.Slice(keys, func(i, j int) bool {
-			a, b := keys[i], keys[j]
-			ga, gb := tenantpolicy.IsGlob(a), tenantpolicy.IsGlob(b)
-			if ga != gb {
-				return !ga
-			}
-			if la, lb := tenantpolicy.LiteralLen(a), tenantpolicy.LiteralLen(b); la != lb {
-				return la > lb
-			}
-			return a < b
-		})
+		sort.Slice(keys, func(i, j int) bool { return tenantpolicy.MoreSpecific(keys[i], keys[j]) })
 		for _, k := range keys {
 			idx := len(t.entries)
 			t.entries = append(t.entries, Entry{Pattern: k, Price: m[k], Source: src})

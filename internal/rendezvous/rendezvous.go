@@ -33,21 +33,8 @@ func Owner(key string, ids []string) string {
 // bytes with weights close together, which skews the owners of
 // connection names such as "p/c1", "p/c2".
 func weight(id, key string) uint64 {
-	const offset, prime = 14695981039346656037, 1099511628211
-	h := uint64(offset)
-	for i := 0; i < len(id); i++ {
-		h = (h ^ uint64(id[i])) * prime
-	}
-	h = (h ^ 0xff) * prime
-	for i := 0; i < len(key); i++ {
-		h = (h ^ uint64(key[i])) * prime
-	}
-	h ^= h >> 30
-	h *= 0xbf58476d1ce4e5b9
-	h ^= h >> 27
-	h *= 0x94d049bb133111eb
-	h ^= h >> 31
-	return h
+	h := (fnvString(offset64, id) ^ 0xff) * prime64
+	return mix(fnvString(h, key))
 }
 
 // Hash is a 64-bit hash of b (FNV-1a finished with splitmix64's mixer),
@@ -55,13 +42,7 @@ func weight(id, key string) uint64 {
 func Hash(b []byte) uint64 { return mix(fnv(offset64, b)) }
 
 // HashString is Hash of a string.
-func HashString(s string) uint64 {
-	h := uint64(offset64)
-	for i := 0; i < len(s); i++ {
-		h = (h ^ uint64(s[i])) * prime64
-	}
-	return mix(h)
-}
+func HashString(s string) uint64 { return mix(fnvString(offset64, s)) }
 
 // Combine folds more bytes into a hash made by Hash, so a key built from
 // several parts hashes without joining them.
@@ -84,6 +65,13 @@ const (
 func fnv(h uint64, b []byte) uint64 {
 	for _, c := range b {
 		h = (h ^ uint64(c)) * prime64
+	}
+	return h
+}
+
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * prime64
 	}
 	return h
 }
