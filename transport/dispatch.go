@@ -41,7 +41,19 @@ func (c *call) dispatch() bool {
 		return c.fusion()
 	}
 	list := c.model.TargetsFor(c.surface)
+	if len(c.fb.models) > 0 {
+		return c.runFallbacks(list)
+	}
 	return c.runTargets(list, c.model.WeightsFor(c.surface), len(list) > 1)
+}
+
+// exhaust is what trying candidates left for the answer when none
+// served: the last provider error kept, the last failure's class, and
+// how many candidates were passed over for want of a free connection.
+type exhaust struct {
+	last      upstreamError
+	lastClass messages.FailureClass
+	busy      int
 }
 
 // runTargets tries list in routing order (see next). With fanout (a combo)
@@ -50,17 +62,26 @@ func (c *call) dispatch() bool {
 // no attempt, and a skip after the first candidate counts as a fallback.
 // weights are the round-robin weights of list, by position.
 func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bool {
-	g := c.g
-	var last upstreamError
-	var lastClass messages.FailureClass
-	busy := 0
+	var x exhaust
 	c.beginPlan(list, weights, fanout)
+	if relay, done := c.runList(list, fanout, &x); done {
+		return relay
+	}
+	c.answerExhausted(list, &x)
+	return false
+}
+
+// runList tries list (beginPlan planned it) until an attempt answers
+// (done, and whether a relay owns the call) or no candidate is left to
+// try (not done: x says what failed).
+func (c *call) runList(list []*catalog.Target, fanout bool, x *exhaust) (relay, done bool) {
+	g := c.g
 	// The planner gives up at the attempt cap or the caller's deadline
 	// (never sent upstream after it).
 	for c.plan.More(g.clk.Now()) {
 		t := c.next(list)
 		if t == nil && c.plan.Attempts() > 0 && c.refusal == lanes.None {
-			t = c.retry(list, lastClass)
+			t = c.retry(list, x.lastClass)
 		}
 		if t == nil {
 			if c.refusal != lanes.None {
@@ -72,20 +93,20 @@ func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bo
 			if c.cancel.Cancelled() {
 				c.ctx.SetConnectionClose()
 				c.ctx.SetStatusCode(499)
-				return false
+				return false, true
 			}
 			if g.draining.Load() && c.plan.Attempts() == 0 {
 				c.ctx.SetConnectionClose()
 				c.fail(errDraining)
-				return false
+				return false, true
 			}
 			break
 		}
-		outcome, streaming := c.attempt(t, &last, &lastClass)
+		outcome, streaming := c.attempt(t, &x.last, &x.lastClass)
 		switch outcome {
 		case attemptDone:
 			if streaming {
-				return true // the relay ends the lease
+				return true, true // the relay ends the lease
 			}
 			if c.ctx.Response.StatusCode() >= 300 {
 				c.releaseLease(lanes.LocalReject, false)
@@ -99,64 +120,75 @@ func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bo
 				c.releaseLease(lanes.Success, false)
 			}
 			c.logCombo(fanout, "served")
-			return false
+			return false, true
 		case attemptCanceled:
 			c.releaseLease(lanes.Cancelled, false)
 			c.releaseAttempt(messages.Canceled)
 			c.ctx.SetConnectionClose()
 			c.ctx.SetStatusCode(499) // nobody reads it; recorded in metrics
-			return false
+			return false, true
 		case attemptBusy:
-			busy++
+			x.busy++
 			c.abandonAttempt()
 			c.fallbacks++
 			continue
 		case attemptExpired:
 			c.abandonAttempt()
 			c.fail(errDeadline("its deadline passed while it waited for its turn"))
-			return false
+			return false, true
 		}
-		o, drop := outcomeOf(lastClass, c.attemptReason)
+		o, drop := outcomeOf(x.lastClass, c.attemptReason)
 		c.releaseLease(o, drop)
-		c.releaseAttempt(lastClass)
+		c.releaseAttempt(x.lastClass)
 		c.fallbacks++
 	}
 	c.logCombo(fanout, "exhausted")
+	return false, false
+}
+
+// answerExhausted answers a request no candidate served: an admission
+// refusal, a prompt no target can take, the caller's deadline, every
+// target out (refuse), or the last provider error kept, else what the
+// failures were.
+func (c *call) answerExhausted(list []*catalog.Target, x *exhaust) {
+	g := c.g
 	if c.counting && c.refusal == lanes.None && !c.expired() {
 		c.fallbacks = max(c.fallbacks-1, 0)
 		c.estimateCount() // no Anthropic-dialect target could count
-		return false
+		return
 	}
 	if c.plan.Attempts() == 0 {
 		switch {
 		case c.refusal != lanes.None:
 			c.failAdmission(c.refusal, c.refusalRetry)
+		case c.unfit(list):
+			c.fail(c.errTooLarge(list))
 		case c.expired():
 			c.fail(errDeadline("no target could be tried in time"))
 		default:
 			c.refuse()
 		}
-		return false
+		return
 	}
 	c.fallbacks--
-	if last.status != 0 {
-		c.passThroughError(&last)
-		c.finalError(last.status, lastClass)
-		return false
+	if x.last.status != 0 {
+		c.passThroughError(&x.last)
+		c.finalError(x.last.status, x.lastClass)
+		return
 	}
-	if busy == c.plan.Attempts() {
+	if x.busy == c.plan.Attempts() {
 		c.fail(&apierror.Error{Status: 503, Type: "server_error", Code: "upstream_busy", RetryAfter: 1,
 			Message: "every upstream connection of model " + strconv.Quote(c.model.Name) + " is busy; retry shortly, or raise OMNIROUTE_UPSTREAM_MAX_CONNS or the connection's max_conns"})
-		return false
+		return
 	}
 	e := &apierror.Error{Status: 502, Code: "upstream_unavailable", Type: "server_error",
-		Message: "no upstream target of model " + strconv.Quote(c.model.Name) + " could be reached (" + lastClass.String() + "); retry later"}
-	if lastClass == messages.Timeout {
+		RetryAfter: c.plan.Final(0, x.lastClass, g.clk.Now()).RetryAfter,
+		Message:    "no upstream target of model " + strconv.Quote(c.model.Name) + " could be reached (" + x.lastClass.String() + "); retry later"}
+	if x.lastClass == messages.Timeout {
 		e.Status, e.Code = 504, "upstream_timeout"
 		e.Message = "no upstream target of model " + strconv.Quote(c.model.Name) + " answered in time; retry later or raise OMNIROUTE_UPSTREAM_TTFB_TIMEOUT_MS"
 	}
 	c.fail(e)
-	return false
 }
 
 type attemptOutcome uint8
@@ -378,15 +410,17 @@ func (c *call) passThrough(x *upstream.Exchange) {
 		ctx.Response.Header.SetBytesV("X-Upstream-Request-Id", up)
 	}
 	c.routingHeaders()
-	if c.translating() {
-		c.setTranslatedHeaders(&ctx.Response.Header, c.up)
-	}
+	c.answerHeaders(&ctx.Response.Header)
 	if status >= 400 {
 		c.g.redactErrorHeaders(&ctx.Response.Header)
 		ctx.Response.SetBody(c.g.redact.Bytes(x.Resp.Body()))
 		return
 	}
-	ctx.Response.SetBody(x.Resp.Body())
+	if c.translating() {
+		ctx.Response.SetBody(x.Resp.Body()) // translateAnswer renders it
+		return
+	}
+	ctx.Response.SetBody(c.renamed(x.Resp.Body()))
 }
 
 // passThroughError replays the last provider error after failover ran out.
@@ -477,6 +511,10 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 	h.SetBytesV("X-Request-Id", c.rid)
 	if c.translating() {
 		req.SetBodyRaw(c.tbody.B) // the translator wrote the upstream model
+		return
+	}
+	if c.fitted {
+		req.SetBodyRaw(c.fbody.B) // the fitter wrote the model and the usage request
 		return
 	}
 	if c.alt == nil && c.injectUsage(req, t) {

@@ -55,7 +55,7 @@ func TestSDKOpenAIEmbeddings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resp.Data) != 2 || resp.Model != "text-embedding-3-small" || resp.Usage.PromptTokens != 5 {
+	if len(resp.Data) != 2 || resp.Model != "text-embedding-ada-002" || resp.Usage.PromptTokens != 5 {
 		t.Fatalf("answer %+v", resp)
 	}
 	for i, in := range []string{`"first input"`, `"second"`} {

@@ -16,7 +16,9 @@ import (
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/config"
+	dia "github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/failure"
+	"github.com/omniroute/gateway/internal/fit"
 	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/internal/ledger"
 	"github.com/omniroute/gateway/messages"
@@ -127,7 +129,15 @@ func (c *call) fusion() bool {
 			model = string(bscan.Model)
 		}
 		mb.B = jsonscan.AppendWithModel(mb.B[:0], base.B, &bscan, model)
-		m.x.Req.SetBody(mb.B)
+		// Each member's body fits its model (fitting.go); a panel
+		// member's changes are not reported (the judge's answer is).
+		body := mb.B
+		if info := c.info(m.t); !info.Permissive() {
+			if fb, changed, err := c.fitter.Fit(nil, mb.B, nil, dia.ID(c.surface), info, &fit.Options{}); err == nil && changed {
+				body = fb
+			}
+		}
+		m.x.Req.SetBody(body)
 		m.x.Req.Header.Set(fasthttp.HeaderAccept, "application/json")
 	}
 	bytebufferpool.Put(mb)

@@ -28,7 +28,7 @@ func benchGateway(b testing.TB, env ...string) (gwAddr, mockAddr string) {
 	}
 	b.Cleanup(func() { m.Close() })
 	f, err := config.DecodeFile(strings.NewReader(`{"providers":{"mock":{"base_url":"http://` + mockAddr + `/v1","apis":["chat"],"auth":"none","connections":{"default":{}}}},
-		"models":{"demo":{"targets":[{"connection":"mock","model":"mock-demo"}]}},"auth":{"mode":"open","allow_anonymous":true}}`))
+		"models":{"demo":{"targets":[{"connection":"mock","model":"mock-demo"}]},"same":{"targets":[{"connection":"mock"}]}},"auth":{"mode":"open","allow_anonymous":true}}`))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -87,6 +87,14 @@ const benchBody = `{"model":"demo","messages":[{"role":"system","content":"You a
 func BenchmarkPassThrough(b *testing.B) {
 	gw, _ := benchGateway(b)
 	benchPost(b, gw, benchBody)
+}
+
+// BenchmarkPassThroughSameName is BenchmarkPassThrough for a model whose
+// target keeps the caller's name (as the bench's passthrough scenario
+// configures it): nothing is rewritten, in the request or the answer.
+func BenchmarkPassThroughSameName(b *testing.B) {
+	gw, _ := benchGateway(b)
+	benchPost(b, gw, strings.Replace(benchBody, `"demo"`, `"same"`, 1))
 }
 
 // BenchmarkPassThroughRequestLogOff is BenchmarkPassThrough with the

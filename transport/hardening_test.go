@@ -37,7 +37,7 @@ func relayDemoFile(t *testing.T) *config.File {
 
 // TestRelayWhileTargetCoolsDoesNotCrash is finding 1: a relay request
 // that finds its only target cooling down either waits for it (routing
-// waits "recovered") or is refused (429 targets_exhausted). Both counted
+// waits "recovered") or is refused (503 targets_unavailable). Both counted
 // a metric that existed only for the chat, messages and responses routes:
 // a nil pointer inside the fasthttp handler, and the gateway exited.
 func TestRelayWhileTargetCoolsDoesNotCrash(t *testing.T) {
@@ -66,8 +66,9 @@ func TestRelayWhileTargetCoolsDoesNotCrash(t *testing.T) {
 	g2 := startGateway(t, relayDemoFile(t), map[string]string{"OMNIROUTE_RELAY_BACKEND": "native", "OMNIROUTE_ROUTING_MAX_WAIT_MS": "1"})
 	g2.post(relayPath, body, auth...)
 	waitFor(t, "the cooldown to be published", func() bool { return targetCooling(t, g2, "mock/a/m-relay-demo") })
+	// The target failed (503s): an outage, not a limit.
 	r := g2.post(relayPath, body, auth...)
-	if r.status != 429 || jsonField(t, r.body, "error", "code") != "targets_exhausted" {
+	if r.status != 503 || jsonField(t, r.body, "error", "code") != "targets_unavailable" || r.header.Get("Retry-After") == "" {
 		t.Fatalf("relay request while cooling: %d %s", r.status, r.body)
 	}
 	if m := string(g2.get("/metrics").body); !strings.Contains(m, `omniroute_routing_waits_total{route="relay",outcome="refused"} 1`) {

@@ -21,7 +21,9 @@ import (
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/config"
 	dia "github.com/omniroute/gateway/internal/dialect"
+	"github.com/omniroute/gateway/internal/fit"
 	"github.com/omniroute/gateway/internal/jsonscan"
+	"github.com/omniroute/gateway/internal/modelinfo"
 	"github.com/omniroute/gateway/internal/planner"
 	"github.com/omniroute/gateway/internal/sse"
 	"github.com/omniroute/gateway/internal/tenant"
@@ -111,7 +113,28 @@ type call struct {
 	tr      *translate.Translator
 	tbody   *bytebufferpool.ByteBuffer
 	trModel string
+	trInfo  *modelinfo.Info
 	evbuf   []byte
+
+	// fitting (fitting.go): the fitter and the raw body it fitted; fitted
+	// when the attempt sends fbody, fitRan when the fitter's changes are
+	// the attempt's; the caller's strict setting; reply, the caller's
+	// model name as a JSON string when answers are renamed to it, and
+	// rbuf, a renamed answer or event.
+	fitter fit.Fitter
+	fbody  *bytebufferpool.ByteBuffer
+	fitted bool
+	fitRan bool
+	strict uint8
+	reply  []byte
+	rbuf   []byte
+	// fb is the caller's per-request fallbacks (fallbacks.go).
+	fb fallbackReq
+	// session affinity (session.go): the conversation's key (0: none
+	// found), computed once; hashes, the candidates' hashes.
+	session     uint64
+	sessionDone bool
+	hashes      []uint64
 }
 
 var callPool = sync.Pool{New: func() any { return &call{} }}
@@ -139,14 +162,19 @@ func (c *call) release() {
 	}
 	c.releaseTranslation()
 	c.cancel.Reset()
+	if c.fbody != nil {
+		bytebufferpool.Put(c.fbody)
+	}
 	pending, offs, rd, scan, altScan, pl, waiter, evbuf := c.pending[:0], c.pendOff[:0], c.rd, c.scan, c.altScan, c.plan.reset(), c.waiter, c.evbuf[:0]
+	fitter, reply, rbuf, fb, hashes := c.fitter, c.reply[:0], c.rbuf[:0], c.fb.reset(), c.hashes[:0]
 	// The scans keep their scratch space but not their results: Model
 	// aliases this request's body, which goes back to its pool now, and a
 	// later call refused before it scans (the request log reads the model)
 	// must not see it.
 	scan.Reset()
 	altScan.Reset()
-	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan, altScan: altScan, plan: pl, waiter: waiter, evbuf: evbuf}
+	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan, altScan: altScan, plan: pl, waiter: waiter, evbuf: evbuf,
+		fitter: fitter, reply: reply, rbuf: rbuf, fb: fb, hashes: hashes}
 	callPool.Put(c)
 }
 
@@ -216,7 +244,7 @@ func (c *call) handle(host context.Context) bool {
 			Message: c.surface.Route() + " does not stream; remove \"stream\" from the request"})
 		return false
 	}
-	if !c.admitStructure() {
+	if !c.admitStructure() || !c.readStrict() {
 		return false
 	}
 	c.model = c.rc.cat.Resolve(c.scan.Model)
@@ -227,6 +255,9 @@ func (c *call) handle(host context.Context) bool {
 	}
 	if len(c.model.TargetsFor(c.surface)) == 0 || (c.model.Strategy == config.StrategyFusion && !c.model.Surfaces.Has(c.surface)) {
 		c.fail(errWrongSurface(c.model, c.surface))
+		return false
+	}
+	if !c.readFallbacks() { // the caller's fallback models (fallbacks.go)
 		return false
 	}
 	if !c.reserveTenant() { // tenant limits, before admission (tenants.go)

@@ -54,7 +54,7 @@ var metricTable = []metricDef{
 	{"omniroute_fallbacks_total", kindCounter, "`route`", "Failed upstream attempts before the one that answered."},
 	{"omniroute_stream_events_total", kindCounter, "`route`", "SSE events relayed to callers."},
 	{"omniroute_stream_interrupted_total", kindCounter, "`route`", "Streams ended by an upstream failure after the first byte (an in-band error was sent)."},
-	{"omniroute_routing_waits_total", kindCounter, "`route`, `outcome`", "Requests that found every target out: recovered (waited, then routed) or refused (429 targets_exhausted)."},
+	{"omniroute_routing_waits_total", kindCounter, "`route`, `outcome`", "Requests that found every target out: recovered (waited, then routed) or refused (429 targets_exhausted, or 503 targets_unavailable when every target failed)."},
 	{"omniroute_routing_retries_total", kindCounter, "`route`", "Requests whose only target was retried once (as its circuit's probe) after a transient failure."},
 	{"omniroute_request_panics_total", kindCounter, "`route`", "Requests whose handling panicked (answered 500 internal_error, or a stream cut off); the gateway keeps serving."},
 

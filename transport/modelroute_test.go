@@ -63,8 +63,12 @@ func TestModelRouting(t *testing.T) {
 				}
 				return
 			}
-			if got := jsonField(t, r.body, "model"); got != tc.upstream {
-				t.Fatalf("upstream answered for model %v, want %s: %s", got, tc.upstream, r.body)
+			st := mockStats(t)
+			if got := st.Bodies[len(st.Bodies)-1].Model; got != tc.upstream {
+				t.Fatalf("the provider was asked for model %v, want %s", got, tc.upstream)
+			}
+			if got := jsonField(t, r.body, "model"); got != tc.model {
+				t.Fatalf("the answer names model %v, want the caller's %s: %s", got, tc.model, r.body)
 			}
 		})
 	}

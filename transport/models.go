@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"encoding/json"
+	"strconv"
 	"strings"
 
 	"github.com/valyala/bytebufferpool"
@@ -8,6 +10,8 @@ import (
 
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/internal/modelinfo"
+	"github.com/omniroute/gateway/internal/pricing"
 )
 
 // modelsPrefix is the path of one model's entry: /v1/models/{id}.
@@ -48,6 +52,7 @@ func (g *Gateway) models(ctx *fasthttp.RequestCtx, rid []byte) {
 			return
 		}
 		b.B = g.appendModel(b.B, anthropic, id, m)
+		b.B = appendModelInfo(b.B[:len(b.B)-1], rc, m)
 		ctx.SetContentType("application/json")
 		ctx.SetBody(b.B)
 		return
@@ -126,5 +131,42 @@ func (g *Gateway) appendModel(b []byte, anthropic bool, id string, m *catalog.Mo
 		b = append(b, `,"description":`...)
 		b = apierror.AppendString(b, m.Description)
 	}
+	return append(b, '}')
+}
+
+// targetView is one target of a model as GET /v1/models/{id} shows it:
+// what the gateway believes about its upstream model (the model table,
+// the config's model_info, the target's own) and its price.
+type targetView struct {
+	Target        string          `json:"target"`
+	UpstreamModel string          `json:"upstream_model"`
+	APIs          []string        `json:"apis"`
+	ModelInfo     *modelinfo.Info `json:"model_info"`
+	Price         *pricing.Price  `json:"price"`
+}
+
+// appendModelInfo appends the targets of m with what the gateway
+// believes about each, and closes the model object b holds open.
+func appendModelInfo(b []byte, rc *routingConfig, m *catalog.Model) []byte {
+	views := make([]targetView, 0, len(m.Targets))
+	for _, t := range m.Targets {
+		v := targetView{Target: t.Name, UpstreamModel: upstreamName(t), APIs: t.Conn.Provider.APIs.Names(), ModelInfo: &unknownInfo}
+		if t.ID < len(rc.info) && rc.info[t.ID] != nil {
+			v.ModelInfo = rc.info[t.ID]
+		}
+		if t.ID < len(rc.price) && rc.price[t.ID].ok {
+			p := rc.price[t.ID].p
+			v.Price = &p
+		}
+		views = append(views, v)
+	}
+	js, err := json.Marshal(views)
+	if err != nil {
+		js = []byte("[]")
+	}
+	b = append(b, `,"strict":`...)
+	b = strconv.AppendBool(b, m.Strict)
+	b = append(b, `,"targets":`...)
+	b = append(b, js...)
 	return append(b, '}')
 }

@@ -65,6 +65,8 @@ func (c *call) hold(ev *sse.Event) {
 	raw := ev.Raw
 	if c.isErrorEvent(ev) { // the provider's own error event, passed on: redacted
 		raw = c.g.redact.Bytes(raw)
+	} else {
+		raw = c.renamed(raw)
 	}
 	c.pending = append(c.pending, raw...)
 	c.pendOff = append(c.pendOff, len(c.pending))
@@ -99,9 +101,7 @@ func (c *call) commitStream(x *upstream.Exchange) {
 		ctx.Response.Header.SetBytesV("X-Upstream-Request-Id", up)
 	}
 	c.routingHeaders()
-	if c.translating() {
-		c.setTranslatedHeaders(&ctx.Response.Header, c.up)
-	}
+	c.answerHeaders(&ctx.Response.Header)
 	c.idle = c.g.opts.Env.Upstream.IdleTimeout.Duration()
 	ctx.SetBodyStream(c, -1)
 	c.bodyDone()
@@ -191,6 +191,8 @@ func (c *call) relay(w io.Writer) (int64, error) {
 			}
 		} else if isErr { // the provider's own error event, passed on: redacted
 			raw = c.g.redact.Bytes(raw)
+		} else {
+			raw = c.renamed(raw)
 		}
 		n, werr := w.Write(raw)
 		total += int64(n)

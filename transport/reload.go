@@ -20,6 +20,7 @@ import (
 	"github.com/omniroute/gateway/actors/keys"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/modelinfo"
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/tenant"
 )
@@ -56,7 +57,11 @@ type routingConfig struct {
 	tenants *tenant.Resolver
 	prices  *pricing.Table
 	// price is each target's price, by target ID (start-up numbering).
-	price  []targetPrice
+	price []targetPrice
+	// models is the model table with the file's model_info; info is what
+	// it says of each target's model, by target ID (fitting.go).
+	models *modelinfo.Table
+	info   []*modelinfo.Info
 	fusion []*fusionModel  // by model index
 	rr     []atomic.Uint64 // round-robin cursor by model index
 	config []keys.ConfigTenant
@@ -131,8 +136,10 @@ func (g *Gateway) buildRouting(f *config.File, cat *catalog.Catalog, nTargets in
 	if err != nil {
 		return nil, errorList(err)
 	}
-	rc = &routingConfig{file: f, cat: cat, tenants: res, prices: pricing.New(f.Prices), rr: make([]atomic.Uint64, len(cat.Models))}
+	rc = &routingConfig{file: f, cat: cat, tenants: res, prices: modelinfo.Prices(f.Prices), rr: make([]atomic.Uint64, len(cat.Models))}
 	rc.price = buildPrices(rc.prices, cat, nTargets)
+	rc.models = modelinfo.New(f.ModelInfo)
+	rc.info = buildInfo(rc.models, cat, nTargets)
 	if rc.fusion, err = buildFusion(f, cat); err != nil {
 		problems = append(problems, errorList(err)...)
 	}

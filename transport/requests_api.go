@@ -49,6 +49,7 @@ type requestView struct {
 	TokensCached    int64     `json:"tokensCached"`
 	CostUSD         float64   `json:"costUsd"`
 	ClientIP        string    `json:"clientIp"`
+	Changes         string    `json:"changes,omitempty"`
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -194,7 +195,7 @@ func (g *Gateway) requestsAPI(ctx *fasthttp.RequestCtx, rid []byte) {
 		out = append(out, requestView{Time: r.Time, RequestID: r.RequestID, TenantID: r.TenantID, TenantName: r.TenantName, Model: r.Model,
 			Target: r.Target, CallerDialect: r.CallerDialect, UpstreamDialect: r.UpstreamDialect, Status: r.Status, ErrorCode: r.ErrorCode,
 			Attempts: r.Attempts, Fallbacks: r.Fallbacks, AdmissionWaitMs: ms(r.AdmissionWait), TTFTMs: ms(r.TTFT), LatencyMs: ms(r.Latency),
-			TokensIn: r.TokensIn, TokensOut: r.TokensOut, TokensCached: r.TokensCached, CostUSD: pricing.USD(r.CostNano), ClientIP: string(r.ClientIP)})
+			TokensIn: r.TokensIn, TokensOut: r.TokensOut, TokensCached: r.TokensCached, CostUSD: pricing.USD(r.CostNano), ClientIP: string(r.ClientIP), Changes: r.Changes})
 	}
 	body := map[string]any{"requests": out}
 	if page.Next != "" {

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	ledgeractor "github.com/omniroute/gateway/actors/ledger"
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
@@ -82,6 +84,12 @@ func (c *call) rank(list []*catalog.Target) {
 	var o planner.Order
 	if c.model.Strategy == config.StrategyRoundRobin && len(list) > 1 {
 		o = planner.Order{RoundRobin: true, Cursor: c.rc.rr[c.model.Index].Add(1) - 1, Schedule: c.model.ScheduleFor(c.surface)}
+		if !c.sessionDone { // once per request: the body does not change
+			c.session, c.sessionDone = c.sessionKey(), true
+		}
+		if c.session != 0 {
+			o.Session, o.Hashes = c.session, c.targetHashes(list)
+		}
 	}
 	p.Rank(c, len(list), c.g.clk.Now(), o)
 	p.snap = nil
@@ -97,11 +105,15 @@ func (c *call) Evidence(i int, now time.Time, e *planner.Evidence) {
 		e.Unusable = true // only an Anthropic-dialect provider counts tokens
 		return
 	}
+	if !c.counting && !c.fits(t) {
+		e.Unusable = true // the prompt is above its window, or it takes no tools
+		return
+	}
 	if snap := p.snap; snap != nil && t.ID < len(snap.Targets) {
 		st := &snap.Targets[t.ID]
 		e.Known = true
 		e.ConsecutiveFailures, e.ErrorRate, e.TTFBMillis = st.ConsecutiveFailures, st.ErrorRate, st.TTFBEWMAMillis
-		e.Open, e.CoolUntil = st.Open, st.CoolUntil
+		e.Open, e.CoolUntil, e.RateLimited = st.Open, st.CoolUntil, st.RateLimited
 	}
 	if qs.aware {
 		in := qs.info.At(t.ID)
@@ -323,14 +335,25 @@ func (c *call) waitForRecovery() bool {
 
 // refuse answers when no candidate could be tried: every target is
 // cooling down, has an open circuit, is out of quota or over its token
-// budget, and the earliest recovery is beyond the wait budget.
+// budget, and the earliest recovery is beyond the wait budget. When each
+// is out because it failed, the provider is down: 503
+// targets_unavailable. When any is out for a limit (a provider's 429, an
+// exhausted quota, a token budget), 429 targets_exhausted. Both carry
+// Retry-After, the earliest recovery.
 func (c *call) refuse() {
 	g := c.g
 	r := c.plan.Refusal(g.clk.Now())
 	g.metrics.routes[c.route].refused.Inc()
-	c.fail(&apierror.Error{Status: 429, Type: "rate_limit_error", AnthropicType: "rate_limit_error", Code: "targets_exhausted", RetryAfter: r.RetryAfter,
-		Message: "every target of model " + strconv.Quote(c.model.Name) + " is cooling down, out of quota or over its token budget; the earliest recovers in " +
-			strconv.Itoa(r.RetryAfter) + "s, retry after that (GET /api/omniroute/quota shows why)"})
+	after := strconv.Itoa(r.RetryAfter)
+	if r.Outage {
+		c.fail(&apierror.Error{Status: 503, Type: "server_error", Code: "targets_unavailable", RetryAfter: r.RetryAfter,
+			Message: "every target of model " + strconv.Quote(c.model.Name) + " failed at its provider and is cooling down; the earliest is tried again in " +
+				after + "s, retry after that (GET /api/omniroute/quota shows why)"})
+	} else {
+		c.fail(&apierror.Error{Status: 429, Type: "rate_limit_error", AnthropicType: "rate_limit_error", Code: "targets_exhausted", RetryAfter: r.RetryAfter,
+			Message: "every target of model " + strconv.Quote(c.model.Name) + " is rate limited, out of quota or over its token budget (or failed); the earliest recovers in " +
+				after + "s, retry after that (GET /api/omniroute/quota shows why)"})
+	}
 	if r.NoRetry {
 		c.ctx.Response.Header.Set("X-Should-Retry", "false")
 	}
@@ -339,16 +362,17 @@ func (c *call) refuse() {
 
 // finalError adjusts the last provider error passed through after
 // failover ran out, as the planner advises (planner.Plan.Final):
-// X-Should-Retry: false when a retry is pointless, and a 429's
-// Retry-After set to when the earliest candidate recovers.
+// X-Should-Retry: false when a retry is pointless, a 429's Retry-After
+// set to when the earliest candidate recovers, and a 5xx that gave none
+// a Retry-After.
 func (c *call) finalError(status int, class messages.FailureClass) {
 	h := &c.ctx.Response.Header
 	f := c.plan.Final(status, class, c.g.clk.Now())
 	if f.NoRetry {
 		h.Set("X-Should-Retry", "false")
 	}
-	if f.RetryAfter > 0 {
+	if f.RetryAfter > 0 && (status == 429 || len(h.Peek(fasthttp.HeaderRetryAfter)) == 0) {
 		var b [20]byte
-		h.SetBytesV("Retry-After", strconv.AppendInt(b[:0], int64(f.RetryAfter), 10))
+		h.SetBytesV(fasthttp.HeaderRetryAfter, strconv.AppendInt(b[:0], int64(f.RetryAfter), 10))
 	}
 }

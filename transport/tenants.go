@@ -474,10 +474,16 @@ func (c *call) reserveTenant() bool {
 	tc.est = in + out
 	// The dearest target of the model prices the reservation, so a
 	// fail-over cannot overshoot a budget by more than the estimate.
-	for _, t := range c.model.TargetsFor(c.surface) {
-		if tp := &c.rc.price[t.ID]; tp.ok {
-			if v := tp.p.Cost(pricing.Usage{Input: in, Output: out}); v > tc.estCost {
-				tc.estCost, tc.inCost = v, tp.p.Cost(pricing.Usage{Input: in})
+	for i := -1; i < len(c.fb.models); i++ { // the model, then its fallbacks (fallbacks.go)
+		m := c.model
+		if i >= 0 {
+			m = c.fb.models[i]
+		}
+		for _, t := range m.TargetsFor(c.surface) {
+			if tp := &c.rc.price[t.ID]; tp.ok {
+				if v := tp.p.Cost(pricing.Usage{Input: in, Output: out}); v > tc.estCost {
+					tc.estCost, tc.inCost = v, tp.p.Cost(pricing.Usage{Input: in})
+				}
 			}
 		}
 	}
@@ -728,6 +734,7 @@ func (c *call) logRequest(reached bool) {
 		r.CostNano = tc.cost
 	}
 	r.ClientIP = clientIPClass(ctx.RemoteIP())
+	r.Changes = c.changesForLog()
 	g.ten.log.Log(&r, c.rid, tid)
 }
 

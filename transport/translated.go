@@ -37,26 +37,39 @@ func (c *call) upstreamSurface(t *catalog.Target) catalog.Surface {
 	return c.surface
 }
 
-// prepareAttempt sets the attempt's upstream dialect and, when it is not
-// the caller's, translates the caller's body for it (once per upstream
-// dialect and upstream model). A refusal (a field the upstream dialect
-// cannot carry) is answered 400 in the caller's dialect: it returns false.
+// prepareAttempt sets the attempt's upstream dialect and prepares its
+// body: the caller's, fitted to the target's model (fitting.go), or when
+// the dialects differ the caller's translated for it (once per upstream
+// dialect, upstream model and model entry) and then fitted. A refusal (a
+// field the upstream dialect cannot carry; in strict mode a field the
+// model would need changed) is answered 400 in the caller's dialect: it
+// returns false.
 func (c *call) prepareAttempt(t *catalog.Target) bool {
 	c.up = c.upstreamSurface(t)
+	c.setReplyModel(t)
 	if c.up == c.surface {
+		return c.fitRaw(t)
+	}
+	model, info := upstreamName(t), c.info(t)
+	if c.tr != nil && c.tr.To() == dia.ID(c.up) && c.trModel == model && c.trInfo == info {
 		return true
 	}
-	model := upstreamName(t)
-	if c.tr != nil && c.tr.To() == dia.ID(c.up) && c.trModel == model {
-		return true
+	opts := translate.Options{Model: model, Created: c.g.clk.Now().Unix(),
+		// A model the table knows to take no cache_control gets no
+		// breakpoints added.
+		NoAutoCache: info.Family != "" && !info.CacheControl}
+	if len(c.reply) > 0 {
+		opts.ReplyModel = c.scan.Model
+		if p := c.fb.primary; p != nil && c.model != p {
+			opts.ReplyModel = []byte(c.model.Name)
+		}
 	}
-	opts := translate.Options{Model: model, Created: c.g.clk.Now().Unix()}
 	if c.tr == nil {
 		c.tr = translate.Get(dia.ID(c.surface), dia.ID(c.up), opts)
 	} else {
 		c.tr.Reset(dia.ID(c.surface), dia.ID(c.up), opts)
 	}
-	c.trModel = model
+	c.trModel, c.trInfo = model, nil
 	if c.tbody == nil {
 		c.tbody = bytebufferpool.Get()
 	}
@@ -75,6 +88,10 @@ func (c *call) prepareAttempt(t *catalog.Target) bool {
 		}
 		return false
 	}
+	if !c.fitTranslated(t) {
+		return false
+	}
+	c.trInfo = info
 	return true
 }
 
@@ -143,25 +160,25 @@ func (c *call) translateEvent(ev *sse.Event) []byte {
 }
 
 // setTranslatedHeaders marks an answer translated from dialect up:
-// X-OmniRoute-Translated names the two dialects, X-OmniRoute-Dropped the
-// caller's fields dropped by a documented rule (docs/translation.md) when
-// the translator wrote the request for up.
+// X-OmniRoute-Translated names the two dialects, and when the translator
+// wrote the request for up, X-OmniRoute-Dropped and X-OmniRoute-Adjusted
+// say what changed (docs/translation.md, docs/models.md).
 func (c *call) setTranslatedHeaders(h *fasthttp.ResponseHeader, up catalog.Surface) {
 	h.Set("X-OmniRoute-Translated", c.surface.String()+"->"+up.String())
 	if c.tr == nil || c.tr.To() != dia.ID(up) {
 		return
 	}
-	if d := c.tr.Dropped(); len(d) > 0 {
-		v := bytebufferpool.Get()
-		for i, f := range d {
-			if i > 0 {
-				v.B = append(v.B, ',')
-			}
-			v.B = append(v.B, f...)
-		}
-		h.SetBytesV("X-OmniRoute-Dropped", v.B)
-		bytebufferpool.Put(v)
+	c.changeHeaders(h)
+}
+
+// answerHeaders are the headers of an answer an attempt brought: its
+// translation, and what the gateway changed in the request.
+func (c *call) answerHeaders(h *fasthttp.ResponseHeader) {
+	if c.translating() {
+		c.setTranslatedHeaders(h, c.up)
+		return
 	}
+	c.changeHeaders(h)
 }
 
 // releaseTranslation gives the translator and its buffer back.

@@ -390,5 +390,6 @@ func line(l *slog.Logger, r *store.Record) {
 		slog.Int64("admission_wait_ms", r.AdmissionWait.Milliseconds()), slog.Int64("ttft_ms", r.TTFT.Milliseconds()),
 		slog.Int64("latency_ms", r.Latency.Milliseconds()),
 		slog.Int64("tokens_in", r.TokensIn), slog.Int64("tokens_out", r.TokensOut), slog.Int64("tokens_cached", r.TokensCached),
-		slog.Float64("cost_usd", pricing.USD(r.CostNano)), slog.String("client_ip", string(r.ClientIP)))
+		slog.Float64("cost_usd", pricing.USD(r.CostNano)), slog.String("client_ip", string(r.ClientIP)),
+		slog.String("changes", r.Changes))
 }

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/omniroute/gateway/internal/failure"
 	"github.com/omniroute/gateway/messages"
 )
 
@@ -258,6 +259,7 @@ func (b *breaker) view(out *Stats, now time.Time) {
 		out.CooldownUntil = &t
 		out.CooldownReason = b.coolReason
 	}
+	out.RateLimited = failure.IsRateLimit(b.coolReason)
 }
 
 // CircuitState names the circuit as of now: an open circuit whose

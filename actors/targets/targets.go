@@ -60,8 +60,11 @@ type Stats struct {
 	IncidentSince *time.Time `json:"incidentSince,omitempty"`
 
 	// Routing reads these; they are the same facts in typed form.
-	Open      bool      `json:"-"`
-	CoolUntil time.Time `json:"-"`
+	// RateLimited: the cooldown is a provider's rate limit (a 429), not
+	// a failure.
+	Open        bool      `json:"-"`
+	CoolUntil   time.Time `json:"-"`
+	RateLimited bool      `json:"-"`
 }
 
 // Snapshot is the immutable published state.

@@ -40,7 +40,9 @@ const agentTimeout = 3 * time.Minute
 
 // harness is the gateway and the mock provider as child processes on
 // loopback, configured with the README's example config whose providers
-// all became the mock speaking only Chat Completions.
+// all became the mock speaking only Chat Completions, in strict mode: it
+// refuses what the real provider of each upstream model (gpt-4o-mini,
+// claude-sonnet-4-5) refuses, so what the agents send must be fitted.
 type harness struct {
 	root    string // repository root
 	bin     string // .agentcli/node_modules/.bin
@@ -117,7 +119,7 @@ func start(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	mock, err := procs.Start(ctx, procs.Spec{
-		Name: "mock", Exe: bins.Gateway, Args: []string{"mockprovider", "--listen", "127.0.0.1:0", "--quiet"},
+		Name: "mock", Exe: bins.Gateway, Args: []string{"mockprovider", "--listen", "127.0.0.1:0", "--quiet", "--strict"},
 		Ready: mockprovider.ReadyPrefix, Log: filepath.Join(dir, "mock.log"),
 	})
 	if err != nil {
@@ -213,7 +215,8 @@ func (h *harness) script(t *testing.T, tool string, args map[string]string) {
 		t.Fatal(err)
 	}
 	if err := h.admin.SetBehavior(mockprovider.BehaviorUpdate{Replace: true, Default: &mockprovider.Behavior{
-		Tool: &mockprovider.ToolScript{Name: tool, Arguments: raw, Reply: toolReply},
+		Tool:   &mockprovider.ToolScript{Name: tool, Arguments: raw, Reply: toolReply},
+		Strict: true, // refuse what the real provider of each model refuses
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -269,6 +272,18 @@ func (h *harness) run(t *testing.T, exe string, args []string, env ...string) (s
 	return out.String(), errOut.String()
 }
 
+// logged reports whether a request log line of the gateway lists what
+// in changes.
+func (h *harness) logged(what string) bool {
+	b, _ := os.ReadFile(h.gwLog)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, "changes") && strings.Contains(line, what) {
+			return true
+		}
+	}
+	return false
+}
+
 func (h *harness) logTail() string {
 	b, _ := os.ReadFile(h.gwLog)
 	return tail(string(b))
@@ -317,6 +332,9 @@ func (h *harness) checkLoop(t *testing.T, route string, before map[string]float6
 		if b.Path != "/v1/chat/completions" {
 			t.Errorf("the mock was asked %s (model %s): the upstream speaks only chat", b.Path, b.Model)
 		}
+	}
+	if st.Totals.Failed > 0 {
+		t.Errorf("the strict mock refused %d requests: the gateway sent something the real provider refuses\ngateway log:\n%s", st.Totals.Failed, h.logTail())
 	}
 	if st.Totals.ToolCalls < 1 || st.Totals.ToolResults < 1 {
 		t.Errorf("mock counters %+v: want at least one tool call and one request carrying its result", st.Totals)
@@ -408,5 +426,10 @@ supports_websockets = false
 			t.Logf("Codex asked for %s: %s", m[1], r)
 		}
 		h.checkLoop(t, "responses", before)
+		// gpt-4o-mini does not reason: Codex's reasoning effort was
+		// dropped, and the request log says so.
+		if !h.logged(`reasoning.effort`) {
+			t.Errorf("the request log names no dropped reasoning.effort for Codex's requests to gpt-4o-mini:\n%s", h.logTail())
+		}
 	})
 }

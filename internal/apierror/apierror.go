@@ -38,6 +38,9 @@ type Error struct {
 	// Reason refines Code with a machine-readable reason (for example the
 	// admission shed reason); rendered as "reason" when set.
 	Reason string
+	// Param names the request field the error is about (OpenAI's
+	// "param"; Anthropic callers find it in the message).
+	Param string
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -106,7 +109,13 @@ func (e *Error) Append(dst []byte, f Format, requestID string) []byte {
 		t = openAIType(e.Status)
 	}
 	dst = AppendString(dst, t)
-	dst = append(dst, `,"param":null,"code":`...)
+	if e.Param == "" {
+		dst = append(dst, `,"param":null,"code":`...)
+	} else {
+		dst = append(dst, `,"param":`...)
+		dst = AppendString(dst, e.Param)
+		dst = append(dst, `,"code":`...)
+	}
 	if e.Code == "" {
 		dst = append(dst, "null"...)
 	} else {

@@ -9,11 +9,13 @@ import (
 	"bytes"
 	"fmt"
 	"net/url"
+	"reflect"
 	"sort"
 	"strings"
 
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/dialect"
+	"github.com/omniroute/gateway/internal/rendezvous"
 	"github.com/omniroute/gateway/internal/routing"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 )
@@ -178,6 +180,12 @@ type Target struct {
 	Name          string // "provider/connection/upstream-model"
 	Conn          *Connection
 	UpstreamModel string // "" = keep the caller's name
+	// Info is the target's own model_info (nil: none): what the model
+	// table says about its upstream model is overridden by it.
+	Info *config.ModelInfo
+	// Hash is the rendezvous hash of Name: a conversation's target is
+	// the one its key scores highest with (session affinity).
+	Hash uint64
 }
 
 // Model is a callable model name.
@@ -186,7 +194,9 @@ type Model struct {
 	Name        string
 	Strategy    string
 	Description string
-	Targets     []*Target
+	// Strict refuses a request its targets would need changed.
+	Strict  bool
+	Targets []*Target
 	// Weights are the round-robin weights of Targets (≥ 1), by position.
 	Weights   []int
 	Surfaces  SurfaceSet
@@ -231,6 +241,8 @@ type Catalog struct {
 	Providers   []*Provider
 	byName      map[string]*Model
 	aliases     map[string]*Model
+	// routes are the provider/model names (providerRoutes).
+	routes map[string]*Model
 	// Aliases are the configured aliases, sorted by name, for listings.
 	Aliases  []Alias
 	patterns []pattern
@@ -249,6 +261,92 @@ type pattern struct {
 	model *Model
 }
 
+// bySurfaces indexes m's targets (and their weights) by the surface
+// they serve.
+func (m *Model) bySurfaces() {
+	for i, rt := range m.Targets {
+		for _, s := range Surfaces {
+			if rt.Conn.Provider.APIs.Has(s) {
+				m.bySurface[s] = append(m.bySurface[s], rt)
+				m.weightsBy[s] = append(m.weightsBy[s], m.Weights[i])
+				m.Surfaces = m.Surfaces.add(s)
+			}
+		}
+	}
+	for _, s := range Surfaces {
+		if len(m.bySurface[s]) == 0 && s.Translated() {
+			// No target speaks s: a call on s is translated to what
+			// each target speaks (docs/translation.md), on the targets
+			// that speak a translated surface. A surface without
+			// converters (embeddings) keeps no targets: its calls are
+			// refused.
+			for i, rt := range m.Targets {
+				if rt.Conn.Provider.APIs.translatable() {
+					m.bySurface[s] = append(m.bySurface[s], rt)
+					m.weightsBy[s] = append(m.weightsBy[s], m.Weights[i])
+				}
+			}
+		}
+		m.schedBy[s] = routing.SmoothSchedule(m.weightsBy[s])
+	}
+}
+
+// providerRoutes makes the provider/model names Resolve knows: for a
+// configured provider P, P/M names the targets on P of model M (in M's
+// order, with its strategy and weights), and P/U the targets on P whose
+// upstream model is U (in configured order, priority). A name that is a
+// model or an alias keeps its meaning; a P/U that is also a P/M is the
+// P/M.
+func (c *Catalog) providerRoutes() {
+	c.routes = map[string]*Model{}
+	taken := func(name string) bool {
+		return c.byName[name] != nil || c.aliases[name] != nil || c.routes[name] != nil
+	}
+	for _, m := range c.Models {
+		if m.Strategy == config.StrategyFusion {
+			continue
+		}
+		for _, p := range c.Providers {
+			name := p.ID + "/" + m.Name
+			if taken(name) {
+				continue
+			}
+			r := &Model{Index: m.Index, Name: name, Strategy: m.Strategy, Strict: m.Strict,
+				Description: "the targets of model " + m.Name + " on provider " + p.ID}
+			for i, t := range m.Targets {
+				if t.Conn.Provider == p {
+					r.Targets, r.Weights = append(r.Targets, t), append(r.Weights, m.Weights[i])
+				}
+			}
+			if len(r.Targets) > 0 {
+				r.bySurfaces()
+				c.routes[name] = r
+			}
+		}
+	}
+	for _, t := range c.Targets {
+		up := strings.TrimPrefix(t.Name, t.Conn.Name+"/")
+		name := t.Conn.Provider.ID + "/" + up
+		r := c.routes[name]
+		if r == nil {
+			if taken(name) {
+				continue
+			}
+			r = &Model{Index: -1, Name: name, Strategy: config.StrategyPriority,
+				Description: "the targets of upstream model " + up + " on provider " + t.Conn.Provider.ID}
+			c.routes[name] = r
+		} else if r.Index >= 0 {
+			continue // a P/M route
+		}
+		r.Targets, r.Weights = append(r.Targets, t), append(r.Weights, 1)
+	}
+	for _, r := range c.routes {
+		if r.Index < 0 {
+			r.bySurfaces()
+		}
+	}
+}
+
 // Model looks a model up by name; the []byte form lets callers avoid a
 // string allocation (the compiler optimises the map index conversion).
 func (c *Catalog) Model(name []byte) *Model { return c.byName[string(name)] }
@@ -263,6 +361,9 @@ func (c *Catalog) Resolve(name []byte) *Model {
 		return m
 	}
 	if m := c.aliases[string(name)]; m != nil {
+		return m
+	}
+	if m := c.routes[string(name)]; m != nil {
 		return m
 	}
 	for _, p := range c.patterns {
@@ -327,7 +428,7 @@ func Build(f *config.File, getenv func(string) (string, bool)) (*Catalog, error)
 	targets := map[string]*Target{}
 	for _, name := range sortedKeys(f.Models) {
 		m := f.Models[name]
-		rm := &Model{Name: name, Strategy: m.Strategy, Description: m.Description}
+		rm := &Model{Name: name, Strategy: m.Strategy, Description: m.Description, Strict: m.Strict}
 		if rm.Strategy == "" {
 			rm.Strategy = config.StrategyPriority
 		}
@@ -350,36 +451,19 @@ func Build(f *config.File, getenv func(string) (string, bool)) (*Catalog, error)
 			key := conn.Name + "/" + shown
 			rt := targets[key]
 			if rt == nil {
-				rt = &Target{ID: len(c.Targets), Name: key, Conn: conn, UpstreamModel: upstream}
+				rt = &Target{ID: len(c.Targets), Name: key, Conn: conn, UpstreamModel: upstream, Info: t.ModelInfo, Hash: rendezvous.HashString(key)}
 				targets[key] = rt
 				c.Targets = append(c.Targets, rt)
+			} else if t.ModelInfo != nil && !reflect.DeepEqual(rt.Info, t.ModelInfo) {
+				if rt.Info != nil {
+					errs = append(errs, fmt.Sprintf("models.%s.targets: target %s has another model_info in another model; a target (connection and upstream model) is one model, say it once", name, key))
+				}
+				rt.Info = t.ModelInfo
 			}
 			rm.Targets = append(rm.Targets, rt)
 			rm.Weights = append(rm.Weights, w)
-			for _, s := range Surfaces {
-				if conn.Provider.APIs.Has(s) {
-					rm.bySurface[s] = append(rm.bySurface[s], rt)
-					rm.weightsBy[s] = append(rm.weightsBy[s], w)
-					rm.Surfaces = rm.Surfaces.add(s)
-				}
-			}
 		}
-		for _, s := range Surfaces {
-			if len(rm.bySurface[s]) == 0 && s.Translated() {
-				// No target speaks s: a call on s is translated to
-				// what each target speaks (docs/translation.md), on
-				// the targets that speak a translated surface. A
-				// surface without converters (embeddings) keeps no
-				// targets: its calls are refused.
-				for i, rt := range rm.Targets {
-					if rt.Conn.Provider.APIs.translatable() {
-						rm.bySurface[s] = append(rm.bySurface[s], rt)
-						rm.weightsBy[s] = append(rm.weightsBy[s], rm.Weights[i])
-					}
-				}
-			}
-			rm.schedBy[s] = routing.SmoothSchedule(rm.weightsBy[s])
-		}
+		rm.bySurfaces()
 		rm.Index = len(c.Models)
 		c.byName[name] = rm
 		c.Models = append(c.Models, rm)
@@ -400,6 +484,7 @@ func Build(f *config.File, getenv func(string) (string, bool)) (*Catalog, error)
 			errs = append(errs, fmt.Sprintf("model_patterns[%d].model: %q is not a configured model", i, p.Model))
 		}
 	}
+	c.providerRoutes()
 	if f.DefaultModel != "" {
 		if c.Default = c.byName[f.DefaultModel]; c.Default == nil {
 			errs = append(errs, fmt.Sprintf("default_model: %q is not a configured model", f.DefaultModel))

@@ -280,3 +280,38 @@ func TestOntoKeepsIDsByName(t *testing.T) {
 		t.Fatalf("a target recorded by Add was new again (%v %v) or changed id (%d)", nc, nt, again.Targets[0].ID)
 	}
 }
+
+// TestProviderModelNames: provider/model resolves, after models and
+// aliases and before patterns, to the provider's targets of a gateway
+// model (its strategy and weights kept) or of an upstream model; a name
+// that is a model keeps its meaning; an unknown provider resolves to
+// nothing.
+func TestProviderModelNames(t *testing.T) {
+	c, err := build(t, `{"providers":{
+  "oa":{"base_url":"https://api.openai.com/v1","apis":["chat"],"connections":{"a":{"api_key_env":"OA"},"b":{"api_key_env":"OA"}}},
+  "an":{"base_url":"https://api.anthropic.com/v1","apis":["messages"],"connections":{"k":{"api_key_env":"AN"}}}},
+ "models":{
+  "fast":{"strategy":"round-robin","targets":[{"connection":"oa/a","model":"gpt-4o","weight":3},{"connection":"an","model":"claude-x"},{"connection":"oa/b","model":"gpt-4o"}]},
+  "oa/gpt-4o":{"targets":[{"connection":"an","model":"claude-y"}]}},
+ "model_patterns":[{"match":"*","model":"fast"}]}`, map[string]string{"OA": "x", "AN": "y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.Resolve([]byte("oa/fast"))
+	if m == nil || m.Strategy != "round-robin" || len(m.Targets) != 2 || m.Targets[0].Name != "oa/a/gpt-4o" || m.Targets[1].Name != "oa/b/gpt-4o" ||
+		m.Weights[0] != 3 || m.Index != c.Model([]byte("fast")).Index || len(m.TargetsFor(Chat)) != 2 {
+		t.Fatalf("oa/fast: %+v", m)
+	}
+	if m = c.Resolve([]byte("an/claude-x")); m == nil || m.Strategy != "priority" || len(m.Targets) != 1 || m.Targets[0].Name != "an/k/claude-x" || m.Index != -1 {
+		t.Fatalf("an/claude-x: %+v", m)
+	}
+	if m = c.Resolve([]byte("oa/gpt-4o")); m != c.Model([]byte("oa/gpt-4o")) {
+		t.Fatalf("a configured model named like a route keeps its meaning: %+v", m)
+	}
+	if m = c.Resolve([]byte("an/fast")); m == nil || len(m.Targets) != 1 || m.Targets[0].Name != "an/k/claude-x" {
+		t.Fatalf("an/fast: %+v", m)
+	}
+	if m = c.Resolve([]byte("zz/fast")); m != c.Model([]byte("fast")) {
+		t.Fatalf("an unknown provider falls to the patterns: %+v", m)
+	}
+}

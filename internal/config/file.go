@@ -35,6 +35,10 @@ type File struct {
 	// Prices override the shipped price table (internal/pricing): model
 	// name or glob → US dollars per million tokens.
 	Prices PriceTable `json:"prices,omitempty"`
+	// ModelInfo overrides or adds entries of the shipped model table
+	// (internal/modelinfo): upstream model name or glob → limits,
+	// reasoning and refused parameters.
+	ModelInfo ModelInfoTable `json:"model_info,omitempty"`
 	// Aliases map another name to a configured model (exact match), e.g.
 	// "claude-opus-4-8" → "smart", so clients with fixed default model
 	// names need no model entry of their own.
@@ -124,6 +128,10 @@ type Model struct {
 	Description string `json:"description,omitempty"`
 	// Fusion configures a model whose strategy is fusion.
 	Fusion *Fusion `json:"fusion,omitempty"`
+	// Strict refuses a request its target would need changed (an output
+	// limit above the model's, a parameter the model refuses) with a 400
+	// naming the field, instead of changing it (internal/fit).
+	Strict bool `json:"strict,omitempty"`
 }
 
 // Target is one (connection, upstream model) a model can be served by.
@@ -139,6 +147,9 @@ type Target struct {
 	// MaxConcurrent caps the requests the gateway has in flight on this
 	// target (0 = no cap); a target at its cap is skipped, never waited for.
 	MaxConcurrent int `json:"max_concurrent,omitempty"`
+	// ModelInfo overrides what the model table says about this target's
+	// upstream model, for this target only.
+	ModelInfo *ModelInfo `json:"model_info,omitempty"`
 }
 
 // Tenant is a caller identity. The key itself never appears in the file.

@@ -108,6 +108,13 @@ type Dialect struct {
 	ErrorEvents  []string
 	Startup      []string
 	UsageEvents  []string
+
+	// Params are the top-level request fields the dialect's official API
+	// reference documents (betas included), model and the message list
+	// among them. A provider that validates its input (OpenAI,
+	// Anthropic) refuses any other; internal/fit drops the others for
+	// such a model, and the mock provider's strict mode refuses them.
+	Params []string
 }
 
 var table = [numIDs]Dialect{
@@ -117,6 +124,12 @@ var table = [numIDs]Dialect{
 		Auth: AuthBearer, RequestIDHeader: "x-request-id", ErrorFormat: apierror.OpenAI,
 		Translated: true, Streams: true,
 		DoneSentinel: true,
+		// platform.openai.com/docs/api-reference/chat/create
+		Params: []string{"model", "messages", "audio", "frequency_penalty", "function_call", "functions", "logit_bias",
+			"logprobs", "max_completion_tokens", "max_tokens", "metadata", "modalities", "n", "parallel_tool_calls",
+			"prediction", "presence_penalty", "prompt_cache_key", "prompt_cache_retention", "reasoning_effort",
+			"response_format", "safety_identifier", "seed", "service_tier", "stop", "store", "stream", "stream_options",
+			"temperature", "tool_choice", "tools", "top_logprobs", "top_p", "user", "verbosity", "web_search_options"},
 	},
 	Messages: {
 		ID: Messages, Name: "messages", Family: Anthropic,
@@ -129,6 +142,12 @@ var table = [numIDs]Dialect{
 		ErrorEvents: []string{"error"},
 		Startup:     []string{"message_start", "ping", "content_block_start"},
 		UsageEvents: []string{"message_start", "message_delta"},
+		// docs.anthropic.com/en/api/messages, with the fields of the betas
+		// Claude Code sends (context management, MCP connectors, effort,
+		// structured outputs, fast mode).
+		Params: []string{"model", "messages", "max_tokens", "system", "metadata", "stop_sequences", "stream",
+			"temperature", "top_p", "top_k", "tools", "tool_choice", "thinking", "service_tier", "container",
+			"context_management", "mcp_servers", "output_config", "output_format", "inference_geo", "speed"},
 	},
 	Responses: {
 		ID: Responses, Name: "responses", Family: OpenAI,
@@ -141,6 +160,12 @@ var table = [numIDs]Dialect{
 		Startup: []string{"response.created", "response.in_progress", "response.queued",
 			"response.output_item.added", "response.content_part.added"},
 		UsageEvents: []string{"response.completed", "response.incomplete", "response.failed"},
+		// platform.openai.com/docs/api-reference/responses/create, and
+		// client_metadata, which Codex sends every turn.
+		Params: []string{"model", "input", "background", "client_metadata", "conversation", "include", "instructions", "max_output_tokens",
+			"max_tool_calls", "metadata", "parallel_tool_calls", "previous_response_id", "prompt", "prompt_cache_key",
+			"prompt_cache_retention", "reasoning", "safety_identifier", "service_tier", "store", "stream", "stream_options",
+			"temperature", "text", "tool_choice", "tools", "top_logprobs", "top_p", "truncation", "user"},
 	},
 	// OpenAI embeddings (POST /v1/embeddings): passed through to providers
 	// that list "embeddings" in their apis; never translated or streamed.
@@ -148,6 +173,7 @@ var table = [numIDs]Dialect{
 		ID: Embeddings, Name: "embeddings", Family: OpenAI,
 		Path: "/embeddings", Route: "/v1/embeddings",
 		Auth: AuthBearer, RequestIDHeader: "x-request-id", ErrorFormat: apierror.OpenAI,
+		Params: []string{"model", "input", "dimensions", "encoding_format", "user"},
 	},
 }
 
@@ -190,6 +216,23 @@ func ByRoute(path []byte) (ID, bool) {
 	}
 	return 0, false
 }
+
+// Accepts reports whether the dialect's API documents the top-level
+// request field name.
+func (d *Dialect) Accepts(name []byte) bool {
+	for _, p := range d.Params {
+		if p == string(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// Efforts is the reasoning effort scale, lowest first: OpenAI's
+// reasoning_effort values and Anthropic's output_config.effort values
+// merged into one ordered list (internal/translate's Effort counts along
+// it; model tables name the levels a model takes from it).
+var Efforts = [...]string{"none", "minimal", "low", "medium", "high", "xhigh", "max"}
 
 // SameFamily reports whether a and b are dialects of one vendor.
 func SameFamily(a, b ID) bool { return Of(a).Family == Of(b).Family }

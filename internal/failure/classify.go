@@ -84,15 +84,15 @@ func analyze429(lower []byte) Verdict {
 	case containsAny(lower, billingPhrases...):
 		return Verdict{Class: messages.Quota, Reason: "billing"}
 	case bytes.Contains(lower, []byte("resource_exhausted")) || bytes.Contains(lower, []byte("quotafailure")):
-		v := Verdict{Class: messages.RateLimit, Reason: "gemini_rate_limit", RetryAfter: retryDelay(lower)}
+		v := Verdict{Class: messages.RateLimit, Reason: ReasonGeminiRateLimit, RetryAfter: retryDelay(lower)}
 		if containsAny(lower, "perday", "per_day", "per day") {
 			v.Class, v.Reason = messages.Quota, "gemini_daily_quota"
 		}
 		return v
 	case containsAny(lower, "dynamic_request_limited", "dynamic_token_limited"):
-		return Verdict{Class: messages.RateLimit, Reason: "dynamic_rate_limit"}
+		return Verdict{Class: messages.RateLimit, Reason: ReasonDynamicRateLimit}
 	}
-	return Verdict{Class: messages.RateLimit, Reason: "rate_limit"}
+	return Verdict{Class: messages.RateLimit, Reason: ReasonRateLimit}
 }
 
 func analyze402(lower []byte) Verdict {
@@ -100,7 +100,7 @@ func analyze402(lower []byte) Verdict {
 	case bytes.Contains(lower, []byte("openrouter_in_flight_budget")):
 		// Transient although a 402: OpenRouter holds concurrent spend and
 		// releases it as requests finish (it sends Retry-After).
-		return Verdict{Class: messages.RateLimit, Reason: "openrouter_in_flight_budget"}
+		return Verdict{Class: messages.RateLimit, Reason: ReasonInFlightBudget}
 	case bytes.Contains(lower, []byte("openrouter_key_limit")):
 		return Verdict{Class: messages.Quota, Reason: "openrouter_key_limit"}
 	case bytes.Contains(lower, []byte("openrouter_credits")):
@@ -167,7 +167,7 @@ func AnalyzeEvent(data []byte) Verdict {
 	case containsAny(lower, "credit balance", "billing", "insufficient balance"):
 		return Verdict{Class: messages.Quota, Reason: "billing"}
 	case containsAny(lower, "rate_limit", "rate limit", "too many requests", "resource_exhausted"):
-		return Verdict{Class: messages.RateLimit, Reason: "rate_limit", RetryAfter: retryDelay(lower)}
+		return Verdict{Class: messages.RateLimit, Reason: ReasonRateLimit, RetryAfter: retryDelay(lower)}
 	case containsAny(lower, "overloaded"):
 		return Verdict{Class: messages.Capacity, Reason: "overloaded"}
 	case containsAny(lower, "capacity", "unavailable", "server_error", "api_error", "internal"):
@@ -190,6 +190,31 @@ func lowerPrefix(b []byte, n int) []byte {
 func containsAny(b []byte, subs ...string) bool {
 	for _, s := range subs {
 		if bytes.Contains(b, []byte(s)) {
+			return true
+		}
+	}
+	return false
+}
+
+// The reasons of the rate_limit class: a provider refusing for its rate
+// limits, as opposed to failing. A cooldown with one of them is a real
+// provider rate limit, answered 429 when every target is out; other
+// cooldowns are outages, answered 503 (transport).
+const (
+	ReasonRateLimit        = "rate_limit"
+	ReasonGeminiRateLimit  = "gemini_rate_limit"
+	ReasonDynamicRateLimit = "dynamic_rate_limit"
+	ReasonInFlightBudget   = "openrouter_in_flight_budget"
+)
+
+// RateLimitReasons lists them.
+var RateLimitReasons = []string{ReasonRateLimit, ReasonGeminiRateLimit, ReasonDynamicRateLimit, ReasonInFlightBudget}
+
+// IsRateLimit reports whether reason (a Verdict's, or a cooldown's) is a
+// provider's rate limit.
+func IsRateLimit(reason string) bool {
+	for _, r := range RateLimitReasons {
+		if r == reason {
 			return true
 		}
 	}

@@ -50,12 +50,31 @@ type Request struct {
 	scratch []byte
 	// N is the requested number of answers ("n"), or 0.
 	N int64
+
+	// What identifies a conversation (transport's session affinity):
+	// PromptCacheKey is prompt_cache_key's raw string contents (nil when
+	// absent); MetadataStart/End delimit the metadata value, SystemStart/End
+	// the system (Messages) or instructions (Responses) value, and
+	// OpeningStart/End the first two entries of messages or input, the
+	// conversation's opening that every later turn repeats; -1 when
+	// absent.
+	PromptCacheKey             []byte
+	MetadataStart, MetadataEnd int
+	SystemStart, SystemEnd     int
+	OpeningStart, OpeningEnd   int
+
+	// Members are the body's top-level members in order (a key written
+	// with escapes is kept as written: its raw contents), so a later
+	// stage can edit members without scanning the body again
+	// (internal/fit).
+	Members []Member
 }
 
 // Reset clears r for reuse.
 func (r *Request) Reset() {
-	s := r.scratch[:0]
-	*r = Request{ModelStart: -1, ModelEnd: -1, StreamOptionsStart: -1, StreamOptionsEnd: -1, MaxTokens: -1, scratch: s}
+	s, m := r.scratch[:0], r.Members[:0]
+	*r = Request{ModelStart: -1, ModelEnd: -1, StreamOptionsStart: -1, StreamOptionsEnd: -1, MaxTokens: -1, scratch: s, Members: m,
+		MetadataStart: -1, MetadataEnd: -1, SystemStart: -1, SystemEnd: -1, OpeningStart: -1, OpeningEnd: -1}
 }
 
 // SyntaxError describes why a body is not acceptable JSON.
@@ -114,7 +133,9 @@ func ScanRequest(body []byte, r *Request) error {
 		return ErrNotObject
 	}
 	var seen uint16
-	err := s.object(0, func(key []byte, keyEscaped bool) error {
+	keyStart := 0
+	err := s.objectKeys(0, func(at int) { keyStart = at }, func(key []byte, keyEscaped bool) error {
+		vs := s.i
 		if keyEscaped {
 			k, err := unescape(r.scratch[:0], key)
 			if err != nil {
@@ -124,9 +145,14 @@ func ScanRequest(body []byte, r *Request) error {
 			if isRouted(k) {
 				return fmt.Errorf("field %q is spelled with escape sequences; write it plainly", k)
 			}
-			return s.value(1)
+			if err := s.value(1); err != nil {
+				return err
+			}
+		} else if err := r.field(&s, key, &seen); err != nil {
+			return err
 		}
-		return r.field(&s, key, &seen)
+		r.Members = append(r.Members, Member{Key: key, Start: keyStart, ValueStart: vs, End: s.i})
+		return nil
 	})
 	if err != nil {
 		return err
@@ -257,22 +283,43 @@ func (r *Request) field(s *scanner, key []byte, seen *uint16) error {
 		if err := once(seenMessages, "messages"); err != nil {
 			return err
 		}
-		n, err := s.countArray(1)
+		r.OpeningStart = s.i
+		n, err := s.countArray(1, &r.OpeningEnd)
 		r.Messages += n
 		return err
 	case "input":
 		if err := once(seenInput, "input"); err != nil {
 			return err
 		}
+		r.OpeningStart = s.i
 		if s.i < len(s.b) && s.b[s.i] == '"' {
 			r.Messages++
-			return s.value(1)
+			err := s.value(1)
+			r.OpeningEnd = s.i
+			return err
 		}
-		n, err := s.countArray(1)
+		n, err := s.countArray(1, &r.OpeningEnd)
 		r.Messages += n
 		return err
+	case "system", "instructions":
+		r.SystemStart = s.i
+		err := s.value(1)
+		r.SystemEnd = s.i
+		return err
+	case "metadata":
+		r.MetadataStart = s.i
+		err := s.value(1)
+		r.MetadataEnd = s.i
+		return err
+	case "prompt_cache_key":
+		if s.i < len(s.b) && s.b[s.i] == '"' {
+			raw, _, err := s.str()
+			r.PromptCacheKey = raw
+			return err
+		}
+		return s.value(1)
 	case "tools", "functions":
-		n, err := s.countArray(1)
+		n, err := s.countArray(1, nil)
 		r.Tools += n
 		return err
 	case "n":
@@ -350,7 +397,7 @@ func (s *scanner) value(depth int) error {
 	case c == '{':
 		return s.object(depth, func([]byte, bool) error { return s.value(depth + 1) })
 	case c == '[':
-		_, err := s.countArray(depth)
+		_, err := s.countArray(depth, nil)
 		return err
 	case c == '"':
 		_, _, err := s.str()
@@ -382,7 +429,10 @@ func (s *scanner) object(depth int, fn func(key []byte, escaped bool) error) err
 	return s.objectKeys(depth, nil, fn)
 }
 
-func (s *scanner) countArray(depth int) (int, error) {
+// countArray counts an array's elements; when opening is not nil it gets
+// the offset after the array's second element (its first, or the
+// array's end, when it has fewer).
+func (s *scanner) countArray(depth int, opening *int) (int, error) {
 	if s.i >= len(s.b) || s.b[s.i] != '[' {
 		return 0, s.value(depth)
 	}
@@ -401,6 +451,9 @@ func (s *scanner) countArray(depth int) (int, error) {
 			return n, err
 		}
 		n++
+		if opening != nil && n <= 2 {
+			*opening = s.i
+		}
 		s.ws()
 		if s.i >= len(s.b) {
 			return n, s.errf("unexpected end of JSON in array")

@@ -227,3 +227,29 @@ func TestTokenLimitsCannotBeSmuggled(t *testing.T) {
 		}
 	}
 }
+
+// TestScanFindsTheConversation: the fields that identify a conversation
+// are found where each dialect puts them.
+func TestScanFindsTheConversation(t *testing.T) {
+	var r Request
+	body := []byte(`{"model":"m","system":[{"type":"text","text":"s"}],"metadata":{"user_id":"u1"},"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}]}`)
+	if err := ScanRequest(body, &r); err != nil {
+		t.Fatal(err)
+	}
+	if string(body[r.SystemStart:r.SystemEnd]) != `[{"type":"text","text":"s"}]` || string(body[r.MetadataStart:r.MetadataEnd]) != `{"user_id":"u1"}` ||
+		string(body[r.OpeningStart:r.OpeningEnd]) != `[{"role":"user","content":"a"},{"role":"assistant","content":"b"}` || r.PromptCacheKey != nil {
+		t.Fatalf("messages: system %d-%d metadata %d-%d opening %q", r.SystemStart, r.SystemEnd, r.MetadataStart, r.MetadataEnd, body[r.OpeningStart:r.OpeningEnd])
+	}
+	body = []byte(`{"model":"m","instructions":"be brief","prompt_cache_key":"conv-1","input":[{"role":"user","content":"a"}]}`)
+	if err := ScanRequest(body, &r); err != nil {
+		t.Fatal(err)
+	}
+	if string(r.PromptCacheKey) != "conv-1" || string(body[r.SystemStart:r.SystemEnd]) != `"be brief"` ||
+		string(body[r.OpeningStart:r.OpeningEnd]) != `[{"role":"user","content":"a"}` || r.MetadataStart != -1 {
+		t.Fatalf("responses: %+v", r)
+	}
+	body = []byte(`{"model":"m","input":"hello"}`)
+	if err := ScanRequest(body, &r); err != nil || string(body[r.OpeningStart:r.OpeningEnd]) != `"hello"` {
+		t.Fatalf("string input: %v", err)
+	}
+}

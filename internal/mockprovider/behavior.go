@@ -46,6 +46,10 @@ type Behavior struct {
 	// Tool scripts a tool loop (tools.go): a call to the named tool, then
 	// a reply quoting its result.
 	Tool *ToolScript `json:"tool,omitempty"`
+	// Strict refuses what the real provider of the requested model
+	// refuses (strict.go), with its status and error; a model the model
+	// table does not know is not checked.
+	Strict bool `json:"strict,omitempty"`
 }
 
 // Fail modes. The stream-only modes answer a non-stream request as Mode

@@ -21,7 +21,8 @@ const ChildEnv = "OMNIROUTE_MOCKPROVIDER_CHILD"
 const ReadyPrefix = "mockprovider listening on http://"
 
 // Main is the command line: flags --listen (default 127.0.0.1:0),
-// --behavior (default behaviour as JSON) and --quiet. It prints exactly one
+// --behavior (default behaviour as JSON), --strict (the default
+// behaviour refuses what real providers refuse) and --quiet. It prints exactly one
 // line, ReadyPrefix+"127.0.0.1:PORT", to stdout when ready, serves until
 // SIGINT or SIGTERM, then shuts down gracefully and returns 0. Errors go to
 // stderr with exit code 2 (usage) or 1 (runtime).
@@ -35,6 +36,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	listen := fs.String("listen", "127.0.0.1:0", "address to listen on")
 	behavior := fs.String("behavior", "", `default behaviour as JSON, e.g. '{"latency_ms":20,"chunk_count":8}'`)
 	quiet := fs.Bool("quiet", false, "do not log to stderr")
+	strict := fs.Bool("strict", false, "refuse what the real provider of each requested model refuses (strict mode of the default behaviour)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -54,6 +56,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		def = b
 	}
+	def.Strict = def.Strict || *strict
 	var logf func(string, ...any)
 	if !*quiet {
 		logf = log.New(stderr, "", log.LstdFlags|log.Lmicroseconds).Printf

@@ -19,6 +19,7 @@ type errInfo struct {
 	status int
 	code   string // FailSpec.Code override ("" = derived from status)
 	msg    string
+	param  string // the request field it is about (OpenAI "param"; "" = null)
 }
 
 // openAIErrorKind returns the OpenAI error "type" and "code" for a status, as
@@ -65,7 +66,12 @@ func appendOpenAIErrorObject(dst []byte, e errInfo) []byte {
 	dst = appendJSONString(dst, typ)
 	dst = append(dst, `,"code":`...)
 	dst = appendJSONString(dst, code)
-	return append(dst, `,"param":null}`...)
+	if e.param == "" {
+		return append(dst, `,"param":null}`...)
+	}
+	dst = append(dst, `,"param":`...)
+	dst = appendJSONString(dst, e.param)
+	return append(dst, '}')
 }
 
 // appendErrorBody renders a whole error response body for the family.

@@ -113,6 +113,14 @@ func (s *Server) serveModel(ctx *fasthttp.RequestCtx, ep endpoint) {
 	}
 
 	beh := s.table.Load().lookup(info.model)
+	if beh.b.Strict && ep != endpointEmbeddings {
+		if e, ok := strictCheck(ep, body, string(info.model)); !ok {
+			s.totals.failed.Add(1)
+			m.c.failed.Add(1)
+			writeError(ctx, ep.family(), e)
+			return
+		}
+	}
 	q := request{s: s, m: m, ep: ep, beh: beh, stream: info.stream, watch: connWatch{conn: ctx.Conn()},
 		logIdx: s.requests.arrive(seq, ctx.Path(), name, &ctx.Request.Header)}
 	q.emb = emb

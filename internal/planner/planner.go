@@ -50,6 +50,9 @@ type Evidence struct {
 	TTFBMillis          float64 // typical time to first byte (0: unknown)
 	Open                bool    // circuit open (half open once CoolUntil passed)
 	CoolUntil           time.Time
+	// RateLimited: the cooldown is the provider's rate limit (its 429),
+	// not a failure.
+	RateLimited bool
 
 	// Quota awareness: the status of the target's model on its
 	// connection, and when an exhausted one recovers (zero: unknown, one
@@ -81,6 +84,12 @@ type Order struct {
 	RoundRobin bool
 	Cursor     uint64
 	Schedule   []uint16
+	// Session, when not 0, is the conversation's key: a round-robin
+	// model keeps it on the target its weighted rendezvous score picks
+	// (routing.Affinity, over Hashes, the candidates' hashes by
+	// position), so the provider's prompt cache keeps hitting.
+	Session uint64
+	Hashes  []uint64
 }
 
 // unknownRecovery is assumed when an exhausted quota gives no reset.
@@ -110,6 +119,11 @@ type Plan struct {
 	// answerBy is when the earliest recovering candidate would usually
 	// have answered (its recovery plus its typical time to first byte).
 	answerBy time.Time
+	// limited and failing: some candidate is out, as of the last Rank,
+	// for a limit (a provider's rate limit, an exhausted quota, a token
+	// budget), or because it failed (cooldown or open circuit after
+	// errors, timeouts, refused connections).
+	limited, failing bool
 	// waitUntil bounds waiting for recovery (caller's clock); deadline is
 	// when the caller stops waiting (zero: it did not say); maxAttempts
 	// caps the attempts.
@@ -117,6 +131,8 @@ type Plan struct {
 	deadline    time.Time
 	maxAttempts int
 	waits       int
+	// before counts the attempts on earlier candidate lists (Restart).
+	before int
 	// retried: the one retry of a failed target, for when nothing else is
 	// left, was used; last is the index of the last target tried.
 	retried bool
@@ -128,6 +144,17 @@ type Plan struct {
 // Reset clears p for the next request, keeping its buffers.
 func (p *Plan) Reset() {
 	*p = Plan{live: p.live[:0], probe: p.probe[:0], order: p.order[:0], tried: p.tried[:0], last: -1}
+}
+
+// Restart prepares p for another candidate list of the same request (the
+// caller's next fallback model): it forgets the last list's candidates,
+// what their failures taught, its waits and its retry, and keeps the
+// count of attempts made (Attempts), while the new list gets an attempt
+// budget of its own. Begin follows.
+func (p *Plan) Restart() {
+	before := p.before + p.attempts
+	p.Reset()
+	p.before = before
 }
 
 // Limits bound one request's routing.
@@ -173,8 +200,9 @@ func (p *Plan) Ranked() bool { return p.ranked }
 // Rerank makes the next look at the candidates rank them afresh.
 func (p *Plan) Rerank() { p.ranked = false }
 
-// Attempts is how many candidates were taken (attempts sent or about to be).
-func (p *Plan) Attempts() int { return p.attempts }
+// Attempts is how many candidates were taken (attempts sent or about to
+// be), on every list of the request.
+func (p *Plan) Attempts() int { return p.before + p.attempts }
 
 // Candidates is the try order of the eligible candidates as of the last
 // Rank (tried ones included: check Tried).
@@ -196,6 +224,7 @@ func (p *Plan) Last() int { return p.last }
 // earliest recovery forward.
 func (p *Plan) Rank(src Source, n int, now time.Time, o Order) {
 	p.live, p.probe, p.recover, p.answerBy = p.live[:0], p.probe[:0], time.Time{}, time.Time{}
+	p.limited, p.failing = false, false
 	for i := range n {
 		if p.tried[i] {
 			p.live, p.probe = append(p.live, routing.Live{}), append(p.probe, false)
@@ -211,6 +240,11 @@ func (p *Plan) Rank(src Source, n int, now time.Time, o Order) {
 		}
 		if skip != SkipNone {
 			src.Skipped(i, skip)
+			if (skip == SkipCooling || skip == SkipCircuit) && !e.RateLimited {
+				p.failing = true
+			} else {
+				p.limited = true
+			}
 		}
 		if !rec.IsZero() {
 			p.recover = earlier(p.recover, rec)
@@ -218,9 +252,12 @@ func (p *Plan) Rank(src Source, n int, now time.Time, o Order) {
 		}
 	}
 	p.order = p.order[:0]
-	if o.RoundRobin && n > 1 {
+	switch {
+	case o.RoundRobin && n > 1 && o.Session != 0 && len(o.Hashes) == n:
+		p.order = routing.Affinity(p.live, o.Session, o.Hashes, p.order)
+	case o.RoundRobin && n > 1:
 		p.order = routing.RoundRobin(p.live, o.Cursor, o.Schedule, p.order)
-	} else {
+	default:
 		p.order = routing.Priority(p.live, p.order)
 	}
 	p.ranked = true
@@ -364,12 +401,17 @@ type Refusal struct {
 	RetryAfter int
 	// NoRetry: a client retry cannot succeed soon (X-Should-Retry: false).
 	NoRetry bool
+	// Outage: every candidate is out because it failed (none for a rate
+	// limit, a quota or a budget): the service is unavailable, not the
+	// caller limited (503 rather than 429).
+	Outage bool
 }
 
 // Refusal is the answer when no candidate was tried.
 func (p *Plan) Refusal(now time.Time) Refusal {
 	rec := p.EarliestRecovery()
-	return Refusal{RetryAfter: RetryAfterSeconds(rec, now), NoRetry: rec.IsZero() || rec.Sub(now) > PointlessSoon}
+	return Refusal{RetryAfter: RetryAfterSeconds(rec, now), NoRetry: rec.IsZero() || rec.Sub(now) > PointlessSoon,
+		Outage: p.failing && !p.limited}
 }
 
 // Final is how to adjust the last provider error passed through after
@@ -380,20 +422,25 @@ type Final struct {
 	// recovers within PointlessSoon. After a transient failure the SDK's
 	// own retry (after Retry-After) is what the caller wants.
 	NoRetry bool
-	// RetryAfter, when > 0, replaces a 429's Retry-After with the seconds
-	// until the earliest candidate recovers.
+	// RetryAfter, when > 0, is the seconds until the earliest candidate
+	// recovers: it replaces a 429's Retry-After, and is the Retry-After
+	// of a provider failure (a 5xx, or none answered) that sent none.
 	RetryAfter int
 }
 
-// Final is the advice for the last error (its status and failure class).
+// Final is the advice for the last error (its status, 0 when no provider
+// answered, and failure class).
 func (p *Plan) Final(status int, class messages.FailureClass, now time.Time) Final {
 	rec := p.EarliestRecovery()
 	var f Final
 	if !Transient(class) || (class == messages.RateLimit && !rec.IsZero() && rec.Sub(now) > PointlessSoon) {
 		f.NoRetry = true
 	}
-	if status == 429 && !rec.IsZero() {
+	switch {
+	case status == 429 && !rec.IsZero():
 		f.RetryAfter = RetryAfterSeconds(rec, now)
+	case (status == 0 || status >= 500) && Transient(class):
+		f.RetryAfter = RetryAfterSeconds(rec, now) // 1 when nothing is known
 	}
 	return f
 }

@@ -242,10 +242,11 @@ func TestRefusal(t *testing.T) {
 		ev      []Evidence
 		retry   int
 		noRetry bool
+		outage  bool
 	}{
-		{name: "cooling 2.1s: 3s", ev: []Evidence{cooling(2100 * time.Millisecond)}, retry: 3},
-		{name: "earliest of two", ev: []Evidence{cooling(50 * time.Second), cooling(7 * time.Second)}, retry: 7},
-		{name: "two minutes away: pointless", ev: []Evidence{cooling(2 * time.Minute)}, retry: 120, noRetry: true},
+		{name: "cooling 2.1s: 3s", ev: []Evidence{cooling(2100 * time.Millisecond)}, retry: 3, outage: true},
+		{name: "earliest of two", ev: []Evidence{cooling(50 * time.Second), cooling(7 * time.Second)}, retry: 7, outage: true},
+		{name: "two minutes away: pointless", ev: []Evidence{cooling(2 * time.Minute)}, retry: 120, noRetry: true, outage: true},
 		{name: "nothing known recovers: 1s, pointless", ev: []Evidence{{Unusable: true, Weight: 1}}, retry: 1, noRetry: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -256,7 +257,7 @@ func TestRefusal(t *testing.T) {
 			if len(p.Candidates()) != 0 {
 				t.Fatalf("candidates %v, want none", p.Candidates())
 			}
-			if got := p.Refusal(t0); got != (Refusal{RetryAfter: tc.retry, NoRetry: tc.noRetry}) {
+			if got := p.Refusal(t0); got != (Refusal{RetryAfter: tc.retry, NoRetry: tc.noRetry, Outage: tc.outage}) {
 				t.Errorf("refusal %+v, want retry %d noRetry %v", got, tc.retry, tc.noRetry)
 			}
 		})
@@ -317,10 +318,51 @@ func TestRetryAndFinal(t *testing.T) {
 	if f := p.Final(400, messages.Request, t0); f != (Final{NoRetry: true}) {
 		t.Errorf("final after a 400: %+v", f)
 	}
-	if f := p.Final(503, messages.Capacity, t0); f != (Final{}) {
+	// A provider failure with nothing known of its recovery: retry after
+	// a second (a 5xx passed through carries one, as does a failure no
+	// provider answered).
+	if f := p.Final(503, messages.Capacity, t0); f != (Final{RetryAfter: 1}) {
 		t.Errorf("final after a 503: %+v", f)
 	}
+	if f := p.Final(0, messages.Connect, t0); f != (Final{RetryAfter: 1}) {
+		t.Errorf("final after refused connections: %+v", f)
+	}
+	p.Learn(messages.Capacity, &messages.QuotaObservation{HasRetryAfter: true, RetryAfter: 7 * time.Second}, 0, t0)
+	if f := p.Final(529, messages.Capacity, t0); f != (Final{RetryAfter: 7}) {
+		t.Errorf("final after a 529 that said when: %+v", f)
+	}
 }
+
+// TestRefusalTellsAnOutageFromALimit: with every candidate out because
+// it failed, the refusal is an outage; with any out for a rate limit, a
+// quota or a token budget, it is not.
+func TestRefusalTellsAnOutageFromALimit(t *testing.T) {
+	t0 := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name   string
+		ev     []Evidence
+		outage bool
+	}{
+		{"all failed", []Evidence{{Known: true, CoolUntil: t0.Add(5 * time.Second)}, {Known: true, Open: true, CoolUntil: t0.Add(9 * time.Second)}}, true},
+		{"one rate limited", []Evidence{{Known: true, CoolUntil: t0.Add(5 * time.Second)}, {Known: true, CoolUntil: t0.Add(5 * time.Second), RateLimited: true}}, false},
+		{"quota exhausted", []Evidence{{Known: true, CoolUntil: t0.Add(5 * time.Second)}, {QuotaAware: true, Quota: quota.StatusExhausted}}, false},
+		{"over budget", []Evidence{{QuotaAware: true, Budget: routing.BudgetInsufficient, BudgetEnd: t0.Add(time.Second)}}, false},
+	}
+	for _, c := range cases {
+		var p Plan
+		p.Begin(len(c.ev), t0, Limits{MaxAttempts: 3})
+		p.Rank(fixedSource(c.ev), len(c.ev), t0, Order{})
+		if r := p.Refusal(t0); r.Outage != c.outage || r.RetryAfter < 1 {
+			t.Errorf("%s: %+v, want outage %v", c.name, r, c.outage)
+		}
+	}
+}
+
+// fixedSource gives fixed evidence per candidate.
+type fixedSource []Evidence
+
+func (s fixedSource) Evidence(i int, _ time.Time, e *Evidence) { *e = s[i] }
+func (fixedSource) Skipped(int, Skip)                          {}
 
 // fakeCancel is a Canceller tests cancel by hand.
 type fakeCancel struct {

@@ -1,8 +1,9 @@
 // Package pricing turns a request's token usage into its cost in US
 // dollars: a price table per model (input, output, cached input, cache
 // writes, reasoning; per million tokens), matched by model name or glob
-// pattern, from a shipped default (default_prices.json, with its date and
-// source) that the configuration file's prices section overrides.
+// pattern, from a shipped default list (the prices of the model table,
+// internal/modelinfo, with its date and sources) that the configuration
+// file's prices section overrides.
 //
 // Costs are integers of nano-dollars (1e-9 USD) so that budgets and usage
 // sums add exactly; a token priced at $0.005 per million is 5 nano-dollars
@@ -11,8 +12,6 @@ package pricing
 
 import (
 	"bytes"
-	_ "embed"
-	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
@@ -126,35 +125,24 @@ type Table struct {
 	Origin  string
 }
 
-//go:embed default_prices.json
-var defaultJSON []byte
-
-type defaultFile struct {
-	AsOf   string           `json:"as_of"`
-	Source string           `json:"source"`
-	Prices map[string]Price `json:"prices"`
+// Defaults is a shipped price list: model name or glob → price, with
+// its date and where the prices come from (internal/modelinfo gives the
+// gateway's).
+type Defaults struct {
+	Prices map[string]Price
+	AsOf   string
+	Source string
 }
 
-// Defaults returns the shipped price list with its date and source.
-func Defaults() (prices map[string]Price, asOf, source string) {
-	var f defaultFile
-	dec := json.NewDecoder(bytes.NewReader(defaultJSON))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		panic("pricing: default_prices.json: " + err.Error()) // caught by the package's tests
-	}
-	return f.Prices, f.AsOf, f.Source
-}
-
-// New builds a table from the defaults and the configuration's overrides
-// (already validated). A configured entry replaces the default entry with
+// New builds a table from the defaults d and the configuration's
+// overrides (already validated). A configured entry replaces the default entry with
 // the same pattern, and configured entries (exact names, then globs) are
 // consulted before default ones, so an operator's "gpt-4o*" wins over the
 // default "gpt-4o-mini*". Within each source an exact name beats a glob and
 // a glob with more literal characters beats one with fewer.
-func New(overrides map[string]Price) *Table {
-	defaults, asOf, source := Defaults()
-	t := &Table{AsOf: asOf, Origin: source}
+func New(d Defaults, overrides map[string]Price) *Table {
+	defaults := d.Prices
+	t := &Table{AsOf: d.AsOf, Origin: d.Source}
 	add := func(l *layer, m map[string]Price, src string, skip map[string]Price) {
 		l.exact = map[string]int{}
 		keys := make([]string, 0, len(m))
@@ -165,17 +153,7 @@ func New(overrides map[string]Price) *Table {
 		}
 		// Within one source: exact names, then globs from the most
 		// literal characters to the fewest, then by text for stability.
-		sort.Slice(keys, func(i, j int) bool {
-			a, b := keys[i], keys[j]
-			ga, gb := tenantpolicy.IsGlob(a), tenantpolicy.IsGlob(b)
-			if ga != gb {
-				return !ga
-			}
-			if la, lb := tenantpolicy.LiteralLen(a), tenantpolicy.LiteralLen(b); la != lb {
-				return la > lb
-			}
-			return a < b
-		})
+		sort.Slice(keys, func(i, j int) bool { return tenantpolicy.MoreSpecific(keys[i], keys[j]) })
 		for _, k := range keys {
 			idx := len(t.entries)
 			t.entries = append(t.entries, Entry{Pattern: k, Price: m[k], Source: src})

@@ -5,8 +5,13 @@
 // them), not all of them as with a hash modulo n.
 //
 // Cluster mode uses it for the quota pollers: one member per connection
-// polls the provider's usage API (actors/quota, docs/cluster.md).
+// polls the provider's usage API (actors/quota, docs/cluster.md). Routing
+// uses its weighted form (Score) to keep a conversation on one target: a
+// session key picks the same target on every node, and a target that
+// becomes unusable gives up only its own conversations.
 package rendezvous
+
+import "math"
 
 // Owner returns the member of ids that owns key: the one whose weight
 // hash(id, key) is the highest (ties, which need a 64-bit collision, go
@@ -28,15 +33,50 @@ func Owner(key string, ids []string) string {
 // bytes with weights close together, which skews the owners of
 // connection names such as "p/c1", "p/c2".
 func weight(id, key string) uint64 {
-	const offset, prime = 14695981039346656037, 1099511628211
-	h := uint64(offset)
-	for i := 0; i < len(id); i++ {
-		h = (h ^ uint64(id[i])) * prime
+	h := (fnvString(offset64, id) ^ 0xff) * prime64
+	return mix(fnvString(h, key))
+}
+
+// Hash is a 64-bit hash of b (FNV-1a finished with splitmix64's mixer),
+// for keys and member names that are bytes.
+func Hash(b []byte) uint64 { return mix(fnv(offset64, b)) }
+
+// HashString is Hash of a string.
+func HashString(s string) uint64 { return mix(fnvString(offset64, s)) }
+
+// Combine folds more bytes into a hash made by Hash, so a key built from
+// several parts hashes without joining them.
+func Combine(h uint64, b []byte) uint64 { return mix(fnv(h, b)) }
+
+// Score is the weight of member (its Hash) for key, for weighted
+// rendezvous hashing: -weight/ln(u) with u uniform in (0, 1) from the
+// pair's hash, so each member wins the share of keys its weight is of
+// the total, and a member's leaving moves only the keys it won.
+func Score(key, member uint64, weight int) float64 {
+	u := (float64(mix(key^member)>>11) + 0.5) / (1 << 53)
+	return -float64(max(weight, 1)) / math.Log(u)
+}
+
+const (
+	offset64 = 14695981039346656037
+	prime64  = 1099511628211
+)
+
+func fnv(h uint64, b []byte) uint64 {
+	for _, c := range b {
+		h = (h ^ uint64(c)) * prime64
 	}
-	h = (h ^ 0xff) * prime
-	for i := 0; i < len(key); i++ {
-		h = (h ^ uint64(key[i])) * prime
+	return h
+}
+
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * prime64
 	}
+	return h
+}
+
+func mix(h uint64) uint64 {
 	h ^= h >> 30
 	h *= 0xbf58476d1ce4e5b9
 	h ^= h >> 27

@@ -75,3 +75,15 @@ func TestOwnerStableWhenAMemberJoinsOrLeaves(t *testing.T) {
 		}
 	}
 }
+
+// TestWeightsStay: the weights of known pairs are the ones computed
+// before the hash helpers were shared with Score, so a cluster that
+// upgrades keeps its quota pollers where they were.
+func TestWeightsStay(t *testing.T) {
+	if w := weight("n1@a", "prov0/conn0"); w != 0xf17566c0fb2ac280 {
+		t.Fatalf("weight(n1@a, prov0/conn0) = %x", w)
+	}
+	if w := weight("n1@a", "prov1/conn1"); w != 0x936bd4992c9c844f {
+		t.Fatalf("weight(n1@a, prov1/conn1) = %x", w)
+	}
+}

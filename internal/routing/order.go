@@ -1,6 +1,10 @@
 package routing
 
-import "math"
+import (
+	"math"
+
+	"github.com/omniroute/gateway/internal/rendezvous"
+)
 
 // Live is one configured target as the request path sees it.
 type Live struct {
@@ -155,4 +159,28 @@ func gcd(a, b int) int {
 		a, b = b, a%b
 	}
 	return a
+}
+
+// Affinity appends to out the eligible targets in try order for a
+// conversation whose session key is key: by weighted rendezvous score of
+// the key and each target's hash (hashes, by position), highest first.
+// The same key picks the same target whatever the other targets' health
+// or load, on any node that has the same targets, as long as that target
+// is eligible; when it is not, the conversation goes to its next choice,
+// and conversations spread over the targets in proportion to weight.
+func Affinity(ts []Live, key uint64, hashes []uint64, out []int) []int {
+	start := len(out)
+	for i := range ts {
+		if ts[i].Eligible && i < len(hashes) {
+			out = append(out, i)
+		}
+	}
+	tail := out[start:]
+	score := func(i int) float64 { return rendezvous.Score(key, hashes[i], ts[i].Weight) }
+	for i := 1; i < len(tail); i++ {
+		for j := i; j > 0 && score(tail[j]) > score(tail[j-1]); j-- {
+			tail[j], tail[j-1] = tail[j-1], tail[j]
+		}
+	}
+	return out
 }

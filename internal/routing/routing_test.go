@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/omniroute/gateway/internal/quota"
+	"github.com/omniroute/gateway/internal/rendezvous"
 )
 
 func base() Candidate {
@@ -209,5 +210,53 @@ func TestSmoothSchedule(t *testing.T) {
 	}
 	if n := len(SmoothSchedule([]int{1000, 999, 7})); n > maxSchedule+3 || n < 3 {
 		t.Fatalf("huge weights gave a cycle of %d", n)
+	}
+}
+
+// TestAffinityKeepsAConversationOnItsTarget: a session key picks the
+// same target whatever the others' scores; it moves only when that
+// target is ineligible, and then to the same next choice for every
+// caller; keys spread over targets in proportion to weight; the order
+// lists every eligible target once.
+func TestAffinityKeepsAConversationOnItsTarget(t *testing.T) {
+	hashes := []uint64{rendezvous.HashString("p/a/m"), rendezvous.HashString("p/b/m"), rendezvous.HashString("q/c/m")}
+	live := func(w [3]int, elig [3]bool, score [3]float64) []Live {
+		out := make([]Live, 3)
+		for i := range out {
+			out[i] = Live{Eligible: elig[i], Weight: w[i], Score: score[i]}
+		}
+		return out
+	}
+	all := [3]bool{true, true, true}
+	count := [3]int{}
+	const n = 30000
+	for k := uint64(1); k <= n; k++ {
+		key := rendezvous.Combine(rendezvous.HashString("session"), []byte{byte(k), byte(k >> 8), byte(k >> 16)})
+		base := Affinity(live([3]int{1, 2, 1}, all, [3]float64{1, 1, 1}), key, hashes, nil)
+		if len(base) != 3 || base[0] == base[1] || base[1] == base[2] || base[0] == base[2] {
+			t.Fatalf("order %v is not every target once", base)
+		}
+		count[base[0]]++
+		// Others' health changes nothing.
+		if o := Affinity(live([3]int{1, 2, 1}, all, [3]float64{0.1, 0.9, 0.3}), key, hashes, nil); o[0] != base[0] {
+			t.Fatalf("key %d moved from %d to %d when scores changed", k, base[0], o[0])
+		}
+		// Its target out: the next choice, the same for everyone.
+		elig := all
+		elig[base[0]] = false
+		if o := Affinity(live([3]int{1, 2, 1}, elig, [3]float64{1, 1, 1}), key, hashes, nil); o[0] != base[1] || len(o) != 2 {
+			t.Fatalf("key %d with its target out went to %v, want %d first", k, o, base[1])
+		}
+		// Another target out: it stays.
+		other := all
+		other[base[2]] = false
+		if o := Affinity(live([3]int{1, 2, 1}, other, [3]float64{1, 1, 1}), key, hashes, nil); o[0] != base[0] {
+			t.Fatalf("key %d moved when another target went out", k)
+		}
+	}
+	for i, w := range []float64{0.25, 0.5, 0.25} {
+		if got := float64(count[i]) / n; got < w-0.02 || got > w+0.02 {
+			t.Errorf("target %d first for %.3f of keys, want %.2f ± 0.02 (weights 1:2:1)", i, got, w)
+		}
 	}
 }

@@ -108,6 +108,11 @@ type Record struct {
 	TokensCached    int64
 	CostNano        int64 // nano-dollars
 	ClientIP        IPClass
+	// Changes lists what the gateway changed in the request to fit the
+	// serving model (internal/fit): "dropped=<fields>; adjusted=<field=from->to,…>",
+	// as the X-OmniRoute-Dropped and X-OmniRoute-Adjusted headers say;
+	// empty when nothing.
+	Changes string
 }
 
 // Filter selects requests. Zero fields do not filter.

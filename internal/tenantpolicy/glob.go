@@ -87,3 +87,18 @@ func LiteralLen(p string) int {
 	}
 	return n
 }
+
+// MoreSpecific orders patterns for lookup, most specific first: exact
+// names before globs, then globs with more literal characters before
+// those with fewer, then by text (for a stable order). The price table
+// and the model table look a name up in this order.
+func MoreSpecific(a, b string) bool {
+	ga, gb := IsGlob(a), IsGlob(b)
+	if ga != gb {
+		return !ga
+	}
+	if la, lb := LiteralLen(a), LiteralLen(b); la != lb {
+		return la > lb
+	}
+	return a < b
+}

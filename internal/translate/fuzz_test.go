@@ -21,7 +21,7 @@ import (
 
 func fuzzRequest(t *testing.T, from dialect.ID, body []byte) {
 	for _, to := range dialect.Translated {
-		tr := New(from, to, Options{Model: "m", MaxTokensCap: 50000})
+		tr := New(from, to, Options{Model: "m"})
 		out, err := tr.Request(nil, body)
 		if err != nil {
 			var te *Error

@@ -349,6 +349,12 @@ func (t *Translator) anthropicTools() error {
 		}
 		var typ []byte
 		tl := Tool{Kind: ToolFunction}
+		// Fields of a kept tool the other dialects have no place for
+		// (defer_loading: Anthropic's tool search, which Claude Code
+		// uses for MCP tools; input_examples, …): the tool is sent as an
+		// ordinary one and they are reported dropped.
+		var extra [4][]byte
+		nExtra := 0
 		for k, ok := c.Key(); ok; k, ok = c.Key() {
 			if c.Null() {
 				continue
@@ -368,6 +374,10 @@ func (t *Translator) anthropicTools() error {
 			case "strict":
 				tl.Strict = c.Skip()
 			default:
+				if nExtra < len(extra) {
+					extra[nExtra] = k
+					nExtra++
+				}
 				c.Skip()
 			}
 			if err != nil {
@@ -382,6 +392,9 @@ func (t *Translator) anthropicTools() error {
 		}
 		if tl.Name == nil {
 			return t.invalid(f.at("name"), "is missing")
+		}
+		for _, k := range extra[:nExtra] {
+			t.drop("tools[]." + string(k))
 		}
 		t.req.Tools = append(t.req.Tools, tl)
 	}

@@ -362,3 +362,38 @@ func init() {
 		},
 	)
 }
+
+// TestEffortScaleIsTheDialectScale: the translator's effort names are
+// dialect.Efforts, the one list model tables and configs name levels
+// from, in the same order.
+func TestEffortScaleIsTheDialectScale(t *testing.T) {
+	if len(effortNames) != len(dialect.Efforts)+1 {
+		t.Fatalf("%d effort names, dialect has %d", len(effortNames)-1, len(dialect.Efforts))
+	}
+	for i, n := range dialect.Efforts {
+		if effortNames[i+1] != n {
+			t.Errorf("effort %d is %q here and %q in dialect.Efforts", i+1, effortNames[i+1], n)
+		}
+	}
+	if BudgetForEffort("high") != 24576 || EffortForBudget(31999) != "high" || EffortForBudget(2048) != "low" || BudgetForEffort("none") != 0 {
+		t.Fatal("the exported scale differs from the translator's")
+	}
+}
+
+// TestDeferredToolsAreSentAndReported: a Claude Code tool with
+// defer_loading (Anthropic's tool search) reaches another dialect as an
+// ordinary tool, and the field it lost is reported dropped.
+func TestDeferredToolsAreSentAndReported(t *testing.T) {
+	tr := New(dialect.Messages, dialect.Chat, Options{Model: "m"})
+	out, err := tr.Request(nil, []byte(`{"model":"x","max_tokens":10,"messages":[{"role":"user","content":"hi"}],`+
+		`"tools":[{"name":"mcp__db__query","description":"d","input_schema":{"type":"object"},"defer_loading":true}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), `"name":"mcp__db__query"`) || strings.Contains(string(out), "defer_loading") {
+		t.Fatalf("deferred tool: %s", out)
+	}
+	if d := tr.Dropped(); len(d) != 1 || d[0] != "tools[].defer_loading" {
+		t.Fatalf("dropped %q", d)
+	}
+}

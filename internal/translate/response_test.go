@@ -10,6 +10,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/omniroute/gateway/internal/dialect"
+	"github.com/omniroute/gateway/internal/sse"
 )
 
 // decodeBody reads a caller-dialect answer body into the SDK's own type
@@ -220,5 +221,20 @@ func TestUpstreamErrorsInCallerDialect(t *testing.T) {
 		if status != tc.wantStatus || !strings.Contains(string(body), tc.want) || !json.Valid(body) {
 			t.Errorf("%s←%s %d: got %d %s, want %d containing %s", tc.from, tc.to, tc.status, status, body, tc.wantStatus, tc.want)
 		}
+	}
+}
+
+// TestReplyModelNamesTheCallersModel: with ReplyModel set, answers and
+// stream events carry it instead of the upstream's model name.
+func TestReplyModelNamesTheCallersModel(t *testing.T) {
+	tr := New(dialect.Messages, dialect.Chat, Options{Model: "mock-demo", ReplyModel: []byte(`de"mo`)})
+	out, err := tr.Response(nil, []byte(`{"id":"c1","object":"chat.completion","created":1,"model":"mock-demo","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`))
+	if err != nil || !strings.Contains(string(out), `"model":"de\"mo"`) || strings.Contains(string(out), "mock-demo") {
+		t.Fatalf("%v %s", err, out)
+	}
+	tr = New(dialect.Chat, dialect.Messages, Options{Model: "claude-x", ReplyModel: []byte("demo")})
+	ev, err := tr.Event(nil, &sse.Event{Name: []byte("message_start"), Data: []byte(`{"type":"message_start","message":{"id":"m1","type":"message","role":"assistant","model":"claude-x","content":[],"usage":{"input_tokens":1,"output_tokens":0}}}`)})
+	if err != nil || !strings.Contains(string(ev), `"model":"demo"`) || strings.Contains(string(ev), "claude-x") {
+		t.Fatalf("%v %s", err, ev)
 	}
 }

@@ -38,7 +38,9 @@ func endEvent(w *writer) {
 }
 
 func (t *Translator) streamModel(w *writer) {
-	if len(t.st.model) > 0 {
+	if len(t.opts.ReplyModel) > 0 {
+		w.strBytes(t.opts.ReplyModel)
+	} else if len(t.st.model) > 0 {
 		w.rs(t.st.model)
 	} else {
 		w.str(t.opts.Model)

@@ -34,20 +34,20 @@ type Options struct {
 	// MaxTokens is the output limit sent to an Anthropic upstream when the
 	// caller set none; 0 means DefaultMaxTokens.
 	MaxTokens int64
-	// MaxTokensCap, when > 0, caps the output limit of every translated
-	// request (for providers that reject limits above their model's).
-	MaxTokensCap int64
 	// NoAutoCache turns off the cache_control breakpoints added to a
-	// request translated to an Anthropic upstream (see docs).
+	// request translated to an Anthropic upstream (see docs). The model's
+	// own limits (its output limit, max_completion_tokens) are not the
+	// translator's: internal/fit fits the translated request to them.
 	NoAutoCache bool
-	// ChatMaxCompletionTokens writes max_completion_tokens instead of
-	// max_tokens to a chat upstream (OpenAI's reasoning models want it;
-	// most OpenAI-compatible servers know only max_tokens).
-	ChatMaxCompletionTokens bool
 	// Created is the Unix time written where the caller's dialect needs a
 	// creation time the upstream did not give (chat chunks, Responses
 	// objects). The caller injects its clock here.
 	Created int64
+	// ReplyModel, when not empty, is the model name answers carry
+	// instead of the upstream's: the name the caller asked for, when the
+	// gateway sent another one upstream. It may alias the caller's body
+	// (it is read while the translator serves the request).
+	ReplyModel []byte
 }
 
 // Error codes of translation refusals.
@@ -260,15 +260,11 @@ func (t *Translator) isCustom(name []byte) bool {
 	return false
 }
 
-// maxTokens is the output limit to write, with the cap applied; def is
-// used when the caller set none (≤ 0: write none).
+// maxTokens is the output limit to write; def is used when the caller
+// set none (≤ 0: write none).
 func (t *Translator) maxTokens(def int64) int64 {
-	n := t.req.MaxTokens
-	if n < 0 {
-		n = def
+	if n := t.req.MaxTokens; n >= 0 {
+		return n
 	}
-	if c := t.opts.MaxTokensCap; c > 0 && n > c {
-		n = c
-	}
-	return n
+	return def
 }

@@ -79,11 +79,9 @@ func (t *Translator) writeChat(dst []byte) ([]byte, error) {
 		w.end('}')
 	}
 	if n := t.maxTokens(0); n > 0 {
-		if t.opts.ChatMaxCompletionTokens {
-			w.key("max_completion_tokens")
-		} else {
-			w.key("max_tokens")
-		}
+		// max_tokens, which most OpenAI-compatible servers know; a model
+		// that wants max_completion_tokens gets it from internal/fit.
+		w.key("max_tokens")
 		w.int(n)
 	}
 	w.rawField("temperature", r.Temperature)

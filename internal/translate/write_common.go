@@ -197,3 +197,19 @@ func (t *Translator) dropCache(p *Part) {
 		t.drop("cache_control")
 	}
 }
+
+// BudgetForEffort is the Anthropic thinking budget of an effort level
+// (a dialect.Efforts name), 0 for none or an unknown name: the scale the
+// translator maps efforts by, for internal/fit's mapping between a
+// model's reasoning controls.
+func BudgetForEffort(name string) int64 {
+	e := parseEffort([]byte(name))
+	if e < EffortMinimal || int(e) >= len(effortBudget) {
+		return 0
+	}
+	return effortBudget[e]
+}
+
+// EffortForBudget is the effort level (a dialect.Efforts name) of an
+// Anthropic thinking budget, on the translator's scale.
+func EffortForBudget(b int64) string { return effortForBudget(b).String() }

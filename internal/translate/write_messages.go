@@ -51,10 +51,6 @@ func (t *Translator) planThinking() thinkingPlan {
 	}
 	if r.MaxTokens < 0 {
 		p := thinkingPlan{budget: budget, maxTokens: def + budget}
-		if c := t.opts.MaxTokensCap; c > 0 && p.maxTokens > c {
-			p.maxTokens = c
-			p.budget = min(budget, c-c/4)
-		}
 		if p.budget < minThinkingBudget {
 			t.drop("reasoning_effort")
 			p.budget = 0

@@ -278,7 +278,9 @@ func (t *Translator) toolInput(w *writer, p *Part) {
 const InvalidArgumentsKey = "_invalid_arguments"
 
 func (t *Translator) respModel(w *writer) {
-	if t.resp.Model != nil {
+	if len(t.opts.ReplyModel) > 0 {
+		w.strBytes(t.opts.ReplyModel)
+	} else if t.resp.Model != nil {
 		w.rs(t.resp.Model)
 	} else {
 		w.str(t.opts.Model)

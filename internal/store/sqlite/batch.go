@@ -70,9 +70,12 @@ type column struct {
 	name string
 	kind colKind
 	key  uint8
-	text func(*store.Record) *string // text kinds
-	num  func(*store.Record) int64   // numeric kinds
-	set  func(*store.Record, int64)  // numeric kinds
+	// optional: records written before the column existed end without
+	// it; it reads as zero for them.
+	optional bool
+	text     func(*store.Record) *string // text kinds
+	num      func(*store.Record) int64   // numeric kinds
+	set      func(*store.Record, int64)  // numeric kinds
 }
 
 // columns is the single list of a record's fields, in array order. The
@@ -100,6 +103,13 @@ var columns = []column{
 	integer("tokens_cached", func(r *store.Record) *int64 { return &r.TokensCached }),
 	integer("cost_nano", func(r *store.Record) *int64 { return &r.CostNano }),
 	text("client_ip", kindShared, 0, func(r *store.Record) *string { return (*string)(&r.ClientIP) }),
+	// Since migration 4.
+	optionalColumn(text("changes", kindShared, 0, func(r *store.Record) *string { return &r.Changes })),
+}
+
+func optionalColumn(c column) column {
+	c.optional = true
+	return c
 }
 
 func text(name string, kind colKind, key uint8, f func(*store.Record) *string) column {
@@ -312,12 +322,19 @@ func (d *decoder) decode(format batchFormat, base int64, strs, doc []byte, out [
 			return out, fmt.Errorf("record %d of a request log batch is not an array", len(out))
 		}
 		var r store.Record
+		ended := false
 		for j := range columns {
-			if !c.Next() || !d.field(format, base, &columns[j], &r) {
+			if !ended && !c.Next() {
+				ended = true
+			}
+			if ended && columns[j].optional {
+				continue
+			}
+			if ended || !d.field(format, base, &columns[j], &r) {
 				return out, fmt.Errorf("record %d of a request log batch: field %s is missing or of the wrong type", len(out), columns[j].name)
 			}
 		}
-		if c.Next() {
+		if !ended && c.Next() {
 			return out, fmt.Errorf("record %d of a request log batch has more than %d fields", len(out), len(columns))
 		}
 		out = append(out, r)
@@ -466,9 +483,13 @@ func migrateToBatches(ctx context.Context, tx *sql.Tx) error {
 	CREATE INDEX request_batch_keys_seq ON request_batch_keys(seq);`); err != nil {
 		return err
 	}
-	names := make([]string, len(columns))
-	for i, c := range columns {
-		names[i] = c.name
+	// The old table has the columns of migration 1: none of the optional
+	// ones added since.
+	var names []string
+	for _, c := range columns {
+		if !c.optional {
+			names = append(names, c.name)
+		}
 	}
 	sel := "SELECT seq, " + strings.Join(names, ", ") + " FROM requests WHERE seq > ? ORDER BY seq LIMIT ?"
 	// Prepared on the migrating transaction: the new tables are not
@@ -535,6 +556,14 @@ func oldRows(ctx context.Context, tx *sql.Tx, sel string, after int64) ([]store.
 		recs = append(recs, r)
 	}
 	return recs, last, rows.Err()
+}
+
+// addChanges is migration 4: records gain the changes column (an
+// optional one: older records end before it), so the view is made again.
+func addChanges(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, `DROP VIEW requests;
+	`+requestsView())
+	return err
 }
 
 // sharedStrings is migration 3: batches gain a format and a strings

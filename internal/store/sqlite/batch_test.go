@@ -318,3 +318,28 @@ func validUTF8(s string) string {
 	}
 	return b.String()
 }
+
+// TestRecordsWrittenBeforeAColumnRead: a record written before an
+// optional column existed (one field short) reads with the column zero;
+// a record short of a required field is refused as before.
+func TestRecordsWrittenBeforeAColumnRead(t *testing.T) {
+	var d decoder
+	optional := 0
+	for _, c := range columns {
+		if c.optional {
+			optional++
+		}
+	}
+	if optional == 0 || !columns[len(columns)-1].optional {
+		t.Fatal("the optional columns come last")
+	}
+	old := `[[0,""` + strings.Repeat(",0", len(columns)-2-optional) + `]]`
+	got, err := d.decode(formatShared, 5, []byte(`[""]`), []byte(old), nil)
+	if err != nil || len(got) != 1 || got[0].Changes != "" || got[0].Time.UnixMilli() != 5 {
+		t.Fatalf("a record from before the optional columns: %+v %v", got, err)
+	}
+	short := `[[0,""` + strings.Repeat(",0", len(columns)-3-optional) + `]]`
+	if _, err := d.decode(formatShared, 5, []byte(`[""]`), []byte(short), nil); err == nil {
+		t.Fatal("a record short of a required field decoded")
+	}
+}

@@ -112,6 +112,8 @@ var migrations = []migration{
 	{run: migrateToBatches},
 	// 3: batches keep their repeated texts once (batch.go's formatShared).
 	{run: sharedStrings},
+	// 4: records say what the gateway changed to fit the model (changes).
+	{run: addChanges},
 }
 
 type migration struct {

@@ -1,0 +1,321 @@
+package transport
+
+import (
+	"strconv"
+
+	"github.com/valyala/bytebufferpool"
+	"github.com/valyala/fasthttp"
+
+	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/internal/catalog"
+	dia "github.com/omniroute/gateway/internal/dialect"
+	"github.com/omniroute/gateway/internal/fit"
+	"github.com/omniroute/gateway/internal/jsonscan"
+	"github.com/omniroute/gateway/internal/modelinfo"
+)
+
+// Every attempt's body is made to fit its target's model
+// (internal/fit, rules in docs/models.md): after translation when the
+// attempt translates, on the caller's body when it is relayed raw. A
+// target whose model the table knows nothing about (modelinfo.Info
+// Permissive) is skipped without looking at the body, so the raw relay
+// of such a request is what it was. The changes are told in
+// X-OmniRoute-Dropped and X-OmniRoute-Adjusted and kept in the request
+// log; in strict mode (the model's strict, the model table's strict, or
+// X-OmniRoute-Strict: true) the first change is refused instead.
+
+// unknownInfo is what is known of a target outside the table's reach.
+var unknownInfo = modelinfo.Shipped().Lookup("")
+
+// buildInfo resolves each target's model (by target ID; n is the number
+// of IDs) in the model table, with its own model_info on top.
+func buildInfo(tab *modelinfo.Table, cat *catalog.Catalog, n int) []*modelinfo.Info {
+	out := make([]*modelinfo.Info, n)
+	for _, t := range cat.Targets {
+		i := tab.ForTarget(upstreamName(t), t.Info)
+		out[t.ID] = &i
+	}
+	return out
+}
+
+// info is what the gateway believes about target t's model.
+func (c *call) info(t *catalog.Target) *modelinfo.Info {
+	if t.ID < len(c.rc.info) && c.rc.info[t.ID] != nil {
+		return c.rc.info[t.ID]
+	}
+	return &unknownInfo
+}
+
+// gatewayFields are request fields only the gateway reads (per-request
+// fallbacks), removed before any provider sees them.
+var gatewayFields = []string{"models", "fallbacks"}
+
+// fitRaw fits the caller's body for target t, relayed raw. It reports
+// false when strict mode refused (answered). The fitted body, when
+// anything changed, is c.fbody and buildRequest sends it as it is (the
+// model name and the usage request are written by the fitter then).
+func (c *call) fitRaw(t *catalog.Target) bool {
+	c.fitted, c.fitRan = false, false
+	if c.counting || !c.surface.Translated() {
+		return true // a token count or an embeddings call: no answer to generate
+	}
+	info := c.info(t)
+	if info.Permissive() && !c.fb.present {
+		return true
+	}
+	body, members := c.body.B, c.scan.Members
+	if c.alt != nil { // a fusion judge
+		body, members = c.alt.B, c.altScan.Members
+	}
+	o := fit.Options{Strict: c.strictFor(info), Model: c.upstreamModel(t)}
+	if c.fb.present {
+		o.Consume = gatewayFields
+	}
+	if c.alt == nil && c.up == catalog.Chat && c.scan.Stream && !c.scan.IncludeUsage && c.plan.metering {
+		o.IncludeUsage = true
+		c.plan.injected = true
+	}
+	if c.fbody == nil {
+		c.fbody = bytebufferpool.Get()
+	}
+	out, changed, err := c.fitter.Fit(c.fbody.B[:0], body, members, dia.ID(c.up), info, &o)
+	c.fitRan = true
+	if err != nil {
+		c.refuseFit(err)
+		return false
+	}
+	if changed {
+		c.fbody.B, c.fitted = out, true
+	} else if o.IncludeUsage {
+		c.plan.injected = false // nothing written: injectUsage will
+	}
+	return true
+}
+
+// fitTranslated fits the translated body in c.tbody for target t.
+func (c *call) fitTranslated(t *catalog.Target) bool {
+	c.fitRan = false
+	info := c.info(t)
+	if info.Permissive() {
+		return true
+	}
+	if c.fbody == nil {
+		c.fbody = bytebufferpool.Get()
+	}
+	// The caller's limit, when it set one, is its own; else the
+	// translator wrote its default, which may be fitted silently.
+	o := fit.Options{Strict: c.strictFor(info), OwnLimit: c.scan.MaxTokens < 0, Caller: dia.ID(c.surface)}
+	out, changed, err := c.fitter.Fit(c.fbody.B[:0], c.tbody.B, nil, dia.ID(c.up), info, &o)
+	c.fitRan = true
+	if err != nil {
+		c.refuseFit(err)
+		return false
+	}
+	if changed {
+		c.fbody.B = out
+		c.tbody, c.fbody = c.fbody, c.tbody
+	}
+	return true
+}
+
+// strictFor reports whether the call refuses changes for a target whose
+// model is info: the gateway model's strict, the model table's (or the
+// config's model_info) strict, or the caller's X-OmniRoute-Strict.
+func (c *call) strictFor(info *modelinfo.Info) bool {
+	switch c.strict {
+	case strictOn:
+		return true
+	case strictOff:
+		return false
+	}
+	return info.Strict || (c.model != nil && c.model.Strict)
+}
+
+// The caller's X-OmniRoute-Strict.
+const (
+	strictUnset uint8 = iota
+	strictOn
+	strictOff
+)
+
+// readStrict reads X-OmniRoute-Strict; a value other than true or false
+// is a 400.
+func (c *call) readStrict() bool {
+	v := c.ctx.Request.Header.Peek("X-Omniroute-Strict")
+	switch string(v) {
+	case "":
+		c.strict = strictUnset
+	case "true", "1":
+		c.strict = strictOn
+	case "false", "0":
+		c.strict = strictOff
+	default:
+		c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_strict",
+			Message: "X-OmniRoute-Strict must be true or false, got " + strconv.Quote(string(v))})
+		return false
+	}
+	return true
+}
+
+// refuseFit answers a strict refusal: 400 naming the caller's field.
+func (c *call) refuseFit(err error) {
+	r, ok := err.(*fit.Refusal)
+	if !ok {
+		c.fail(errInvalidJSON(err.Error()))
+		return
+	}
+	c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "unsupported_parameter", Param: r.Field,
+		Message: r.Field + ": " + r.Message})
+}
+
+// changeHeaders tells the caller what reached the provider differently
+// from what it sent: X-OmniRoute-Dropped lists fields dropped (by the
+// translator's rules and the model's), X-OmniRoute-Adjusted the values
+// changed (field=from->to), both by the caller's names.
+func (c *call) changeHeaders(h *fasthttp.ResponseHeader) {
+	b := bytebufferpool.Get()
+	defer bytebufferpool.Put(b)
+	if b.B = c.appendChanges(b.B[:0], fit.Dropped); len(b.B) > 0 {
+		h.SetBytesV("X-OmniRoute-Dropped", b.B)
+	}
+	if b.B = c.appendChanges(b.B[:0], fit.Adjusted); len(b.B) > 0 {
+		h.SetBytesV("X-OmniRoute-Adjusted", b.B)
+	}
+}
+
+// appendChanges appends the serving attempt's changes of kind k,
+// comma-separated, by the caller's names.
+func (c *call) appendChanges(dst []byte, k fit.Kind) []byte {
+	n := len(dst)
+	sep := func() {
+		if len(dst) > n {
+			dst = append(dst, ',')
+		}
+	}
+	if k == fit.Dropped && c.translating() {
+		for _, f := range c.tr.Dropped() {
+			sep()
+			dst = append(dst, f...)
+		}
+	}
+	if !c.fitRan {
+		return dst
+	}
+	up, caller := dia.ID(c.up), dia.ID(c.surface)
+	for _, ch := range c.fitter.Changes() {
+		name := fit.CallerName(ch.Field, up, caller)
+		if ch.Kind != k || name == "" {
+			continue // not the caller's field: the translation added it
+		}
+		sep()
+		dst = append(dst, name...)
+		if k == fit.Adjusted {
+			dst = append(dst, '=')
+			dst = append(dst, ch.From...)
+			dst = append(dst, "->"...)
+			dst = append(dst, ch.To...)
+		}
+	}
+	return dst
+}
+
+// changesForLog is the request log's changes field of the serving
+// attempt ("" when it changed nothing).
+func (c *call) changesForLog() string {
+	if c.target == nil || (!c.fitRan && !c.translating()) {
+		return ""
+	}
+	b := bytebufferpool.Get()
+	defer bytebufferpool.Put(b)
+	d := c.appendChanges(nil, fit.Dropped)
+	a := c.appendChanges(nil, fit.Adjusted)
+	if len(d) > 0 {
+		b.B = append(append(b.B, "dropped="...), d...)
+	}
+	if len(a) > 0 {
+		if len(b.B) > 0 {
+			b.B = append(b.B, "; "...)
+		}
+		b.B = append(append(b.B, "adjusted="...), a...)
+	}
+	return string(b.B)
+}
+
+// setReplyModel decides, for the attempt on t, whether answers must be
+// renamed: they carry the caller's model name whenever the gateway sent
+// another one upstream (an alias, a pattern, a target's model).
+func (c *call) setReplyModel(t *catalog.Target) {
+	c.reply = c.reply[:0]
+	if c.counting {
+		return
+	}
+	if p := c.fb.primary; p != nil && c.model != p { // a fallback model serves: its name
+		if c.model.Name != upstreamName(t) {
+			c.reply = apierror.AppendString(c.reply, c.model.Name)
+		}
+		return
+	}
+	if string(c.scan.Model) != upstreamName(t) {
+		c.reply = apierror.AppendString(c.reply, c.scan.Model)
+	}
+}
+
+// renamed returns b with every "model" string value replaced by the
+// caller's model name (c.reply), in c.rbuf; b itself when no renaming is
+// due.
+func (c *call) renamed(b []byte) []byte {
+	if len(c.reply) == 0 {
+		return b
+	}
+	out, n := jsonscan.AppendReplacingStrings(c.rbuf[:0], b, "model", c.reply)
+	if n == 0 {
+		return b
+	}
+	c.rbuf = out
+	return out
+}
+
+// fits reports whether target t can take the request at all: its model's
+// context window holds the prompt (the estimate the token budget uses),
+// and it takes tools when the request offers some. A target that cannot
+// is skipped like any unusable one, so a larger-window target serves.
+func (c *call) fits(t *catalog.Target) bool {
+	info := c.info(t)
+	if w := info.ContextWindow; w > 0 && c.plan.input > w {
+		return false
+	}
+	return info.Tools || c.scan.Tools == 0
+}
+
+// errTooLarge answers a request no target of the model can take: the
+// prompt is above every window (or tools are offered to models without
+// them).
+func (c *call) errTooLarge(list []*catalog.Target) *apierror.Error {
+	var window int64
+	tools := false
+	for _, t := range list {
+		info := c.info(t)
+		window = max(window, info.ContextWindow)
+		tools = tools || info.Tools
+	}
+	if c.scan.Tools > 0 && !tools {
+		return &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "tools_not_supported", Param: "tools",
+			Message: "no target of model " + strconv.Quote(c.model.Name) + " takes tools (GET /v1/models/" + c.model.Name + " shows its models); remove tools, or use a model whose targets take them"}
+	}
+	return &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded", Param: "messages",
+		Message: "the prompt is about " + strconv.FormatInt(c.plan.input, 10) + " tokens (estimated), above the " + strconv.FormatInt(window, 10) +
+			"-token context window of every target of model " + strconv.Quote(c.model.Name) + "; shorten the conversation or use a model with a larger window"}
+}
+
+// unfit reports whether no target of list can take the request.
+func (c *call) unfit(list []*catalog.Target) bool {
+	if c.counting {
+		return false
+	}
+	for _, t := range list {
+		if c.fits(t) {
+			return false
+		}
+	}
+	return len(list) > 0
+}
