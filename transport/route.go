@@ -48,6 +48,10 @@ type plan struct {
 	// attached to the attempt's report.
 	obs     *messages.QuotaObservation
 	verdict failure.Verdict
+
+	// svcDown names the supervised service of a candidate passed over
+	// because it is not running as the gateway's own child (sidecars.go).
+	svcDown string
 }
 
 // reset clears p for the next request, keeping its buffers.
@@ -95,6 +99,10 @@ func (c *call) Evidence(i int, now time.Time, e *planner.Evidence) {
 	e.Weight = p.weights[i]
 	if c.counting && !t.Conn.Provider.APIs.Has(catalog.Messages) {
 		e.Unusable = true // only an Anthropic-dialect provider counts tokens
+		return
+	}
+	if c.g.serviceDown(t) {
+		e.ServiceDown, p.svcDown = true, t.Conn.Provider.Service
 		return
 	}
 	if snap := p.snap; snap != nil && t.ID < len(snap.Targets) {
@@ -326,6 +334,13 @@ func (c *call) waitForRecovery() bool {
 // budget, and the earliest recovery is beyond the wait budget.
 func (c *call) refuse() {
 	g := c.g
+	if c.plan.svcDown != "" && c.plan.EarliestRecovery().IsZero() {
+		// Nothing else will recover: the model's targets wait for their
+		// service to run again.
+		c.fail(g.errServiceDown(c.model.Name, c.plan.svcDown))
+		c.routingHeaders()
+		return
+	}
 	r := c.plan.Refusal(g.clk.Now())
 	g.metrics.routes[c.route].refused.Inc()
 	c.fail(&apierror.Error{Status: 429, Type: "rate_limit_error", AnthropicType: "rate_limit_error", Code: "targets_exhausted", RetryAfter: r.RetryAfter,
