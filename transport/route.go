@@ -72,7 +72,7 @@ func (c *call) beginPlan(list []*catalog.Target, weights []int, fanout bool) {
 		// with no target usable the estimate answers at once.
 		maxWait = 0
 	} else {
-		in, out := ledger.Estimate(c.body.B, c.scan.MaxTokens, qs.defOut)
+		in, out := ledger.Estimate(c.body.B, c.scan.MaxTokens, c.scan.N, qs.defOut)
 		p.input, p.est = in, in+out
 	}
 	p.Begin(len(list), g.clk.Now(), planner.Limits{MaxAttempts: int(g.opts.Env.Upstream.MaxAttempts), MaxWait: maxWait, Deadline: c.deadline})
@@ -118,9 +118,9 @@ func (c *call) Evidence(i int, now time.Time, e *planner.Evidence) {
 		if e.Quota == quota.StatusExhausted {
 			e.QuotaRecovery = qs.quota.Recovery(in.conn, in.model)
 		}
-		if !c.counting { // a count generates nothing: no token budget
-			e.Budget, e.BudgetEnd = qs.ledger.Check(in.slot, p.est, now)
-		}
+		// A count generates nothing (its estimate is 0 tokens) but is one
+		// request of the provider's request budget.
+		e.Budget, e.BudgetEnd = qs.ledger.Check(in.slot, p.est, now)
 	}
 }
 
@@ -184,7 +184,7 @@ func (c *call) claim(list []*catalog.Target, i int, probe bool) bool {
 	t := list[i]
 	now := g.clk.Now()
 	in := qs.info.At(t.ID)
-	if qs.aware && !c.counting {
+	if qs.aware {
 		res, b, end := qs.ledger.Reserve(in.slot, p.est, now)
 		if b.Affordable() && res.Active && g.cs != nil {
 			// Cluster mode: this node's share of the budget, taken from
@@ -215,7 +215,8 @@ func (c *call) claim(list []*catalog.Target, i int, probe bool) bool {
 	p.Take(i)
 	// Read the provider's usage only when a budget, a tenant's limits or
 	// the request log needs it; ask for the stream's usage chunk then, too.
-	p.metering, p.injected, p.usage = p.res.Active || c.ten.meter, false, ledger.Usage{}
+	// A count's answer (input_tokens) is no usage: it spent none.
+	p.metering, p.injected, p.usage = (p.res.Active || c.ten.meter) && !c.counting, false, ledger.Usage{}
 	return true
 }
 
