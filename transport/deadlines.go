@@ -112,6 +112,17 @@ func (d *deadlineWriter) Write(p []byte) (int, error) {
 	return d.w.Write(p)
 }
 
+// interruptGrace is how long past the exchange's deadline the in-band
+// error frame that ends a cut stream (and the body's last chunk) may take
+// to write.
+const interruptGrace = 2 * time.Second
+
+// extend lets the writes of the next g go past the cap: the next write
+// re-arms the deadline to now + g.
+func (d *deadlineWriter) extend(g time.Duration) {
+	d.limit, d.armed = time.Now().Add(g), time.Time{}
+}
+
 // streamWriter sets d up to wrap a body stream's writer with the
 // per-event deadline; limit caps it (the upstream exchange's total
 // deadline, or zero).
