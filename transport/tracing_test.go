@@ -2,9 +2,11 @@ package transport_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -149,5 +151,37 @@ func TestTracesOverOTLP(t *testing.T) {
 		first.EndTimeUnixNano > second.StartTimeUnixNano {
 		t.Fatalf("attempts: first %v %d..%d, second %v %d..%d", first.Status, first.StartTimeUnixNano, first.EndTimeUnixNano,
 			second.Status, second.StartTimeUnixNano, second.EndTimeUnixNano)
+	}
+
+	// Made-up model names do not name spans (one span name each would be
+	// unbounded cardinality in the tracing backend).
+	rcv.mu.Lock()
+	rcv.spans = nil
+	rcv.mu.Unlock()
+	for i := 0; i < 3; i++ {
+		if r := g.post("/v1/chat/completions", fmt.Sprintf(`{"model":"made-up-%d","messages":[]}`, i)); r.status != 404 {
+			t.Fatalf("unknown model: %d %s", r.status, r.body)
+		}
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = tp.ForceFlush(ctx)
+		cancel()
+		rcv.mu.Lock()
+		spans = append([]*tracepb.Span(nil), rcv.spans...)
+		rcv.mu.Unlock()
+		if len(spans) >= 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(spans) != 3 {
+		t.Fatalf("%d spans for three unknown models", len(spans))
+	}
+	for _, sp := range spans {
+		if sp.Name != "chat" || !strings.HasPrefix(fmt.Sprint(attrs(sp)["gen_ai.request.model"]), "made-up-") {
+			t.Fatalf("span of an unknown model: %q %v", sp.Name, attrs(sp))
+		}
 	}
 }
