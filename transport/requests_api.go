@@ -257,6 +257,9 @@ func (g *Gateway) usageAPI(ctx *fasthttp.RequestCtx, rid []byte) {
 	if uq.Since.IsZero() {
 		uq.Since = g.clk.Now().Add(-usageWindow).Truncate(time.Hour)
 	}
+	if uq.Bucket == store.Day {
+		uq.Since = uq.Since.UTC().Truncate(24 * time.Hour) // day rows count whole days
+	}
 	c, cancel := context.WithTimeout(context.Background(), mgmtQueryTimeout)
 	defer cancel()
 	page := uq

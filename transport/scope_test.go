@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/omniroute/gateway/actors/gateway"
+	"github.com/omniroute/gateway/internal/clock"
 )
 
 // TestCountTokensUnderTheKeysScope: a token count is a request of the
@@ -145,5 +149,76 @@ func TestRefusalFloodAddsBoundedRows(t *testing.T) {
 	}
 	if r := g.get("/api/requests?limit=1000"); json.Unmarshal(r.body, &page) != nil || len(page.Requests) != 0 {
 		t.Fatalf("the flood left %d records: %s", len(page.Requests), r.body)
+	}
+}
+
+// TestUsageAPIPagesAndWindows: /api/usage answers the last seven days
+// unless since says otherwise, in pages of limit rows whose next cursor
+// goes on exactly where the page ended, with the window's total on every
+// page; /api/requests answers the last day by default. Bad limits and
+// cursors are 400 naming the parameter.
+func TestUsageAPIPagesAndWindows(t *testing.T) {
+	resetMock(t)
+	clk := clock.NewFake(time.Date(2026, 3, 14, 10, 0, 0, 0, time.UTC))
+	g := startGatewayWith(t, testFile(t, ""), nil, gateway.Options{Clock: clk})
+	send := func(n int, prefix string) {
+		for i := 0; i < n; i++ {
+			if r := g.post("/v1/chat/completions", chatBody("echo", false), "Authorization", fmt.Sprintf("Bearer %s-%d", prefix, i)); r.status != 200 {
+				t.Fatalf("request: %d %s", r.status, r.body)
+			}
+		}
+	}
+	send(3, "old") // ten days ago, once the clock moves on
+	clk.Advance(10 * 24 * time.Hour)
+	send(12, "new") // twelve tenants (unconfigured keys) today
+	type page struct {
+		Usage []struct {
+			TenantID string
+			Requests int64
+		} `json:"usage"`
+		Next  string                   `json:"next"`
+		Total struct{ Requests int64 } `json:"total"`
+	}
+	var got page
+	waitFor(t, "the log committed", func() bool {
+		got = page{}
+		return json.Unmarshal(g.get("/api/usage?since=2026-03-01").body, &got) == nil && got.Total.Requests == 15
+	})
+	var all []string
+	q := "/api/usage?limit=5"
+	for pages := 0; ; pages++ {
+		got = page{}
+		r := g.get(q)
+		if err := json.Unmarshal(r.body, &got); err != nil || r.status != 200 || len(got.Usage) > 5 || got.Total.Requests != 12 || pages > 3 {
+			t.Fatalf("page %d: %d %s", pages, r.status, r.body)
+		}
+		for _, u := range got.Usage {
+			all = append(all, u.TenantID)
+		}
+		if got.Next == "" {
+			break
+		}
+		q = "/api/usage?limit=5&cursor=" + got.Next
+	}
+	seen := map[string]bool{}
+	for _, id := range all {
+		seen[id] = true
+	}
+	if len(all) != 12 || len(seen) != 12 {
+		t.Fatalf("the pages gave %d rows (%d tenants), want the 12 of the default window once each", len(all), len(seen))
+	}
+	var reqs struct {
+		Requests []json.RawMessage `json:"requests"`
+	}
+	if r := g.get("/api/requests?limit=1000"); json.Unmarshal(r.body, &reqs) != nil || len(reqs.Requests) != 12 {
+		t.Fatalf("the default window of /api/requests: %d records", len(reqs.Requests))
+	}
+	if r := g.get("/api/requests?limit=1000&since=2026-03-01"); json.Unmarshal(r.body, &reqs) != nil || len(reqs.Requests) != 15 {
+		t.Fatalf("/api/requests since the first: %d records", len(reqs.Requests))
+	}
+	for q, field := range map[string]string{"limit=0": "limit", "limit=5001": "limit", "cursor=zzz": "cursor", "cursor=WzEsMl0": "cursor"} {
+		if r := g.get("/api/usage?" + q); r.status != 400 || jsonField(t, r.body, "error", "field") != field {
+			t.Errorf("GET /api/usage?%s: %d %s", q, r.status, r.body)
+		}
 	}
 }
