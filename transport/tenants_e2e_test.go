@@ -605,7 +605,8 @@ func TestDatabaseFailures(t *testing.T) {
 }
 
 // TestRequestLogToStdout: OMNIROUTE_REQUEST_LOG=stdout writes one line
-// per request, with the record's fields and no secret.
+// per request, with the record's fields and no secret, and one line per
+// tenant and code of the refusals before routing (with their count).
 func TestRequestLogToStdout(t *testing.T) {
 	resetMock(t)
 	var out testutil.SyncBuffer
@@ -628,7 +629,7 @@ func TestRequestLogToStdout(t *testing.T) {
 		first["target"] != "mock/a/m-ten-gpt" || first["client_ip"] != "loopback" || first["cost_usd"].(float64) <= 0 {
 		t.Fatalf("first line %v", first)
 	}
-	if second["status"] != float64(404) || second["error_code"] != "model_not_found" || second["model"] != "nope" {
+	if second["msg"] != "refused" || second["error_code"] != "model_not_found" || second["tenant"] != "lines" || second["count"] != float64(1) {
 		t.Fatalf("second line %v", second)
 	}
 	if strings.Contains(out.String(), k.Secret) || strings.Contains(out.String(), "upstream-key") {
