@@ -140,8 +140,17 @@ func listeningInodes(port int) map[string]bool {
 // acceptingInodes returns "socket:[inode]" for every socket in LISTEN
 // state that accepts TCP connections to 127.0.0.1:port: bound to
 // 127.0.0.1, to 0.0.0.0, to [::] (dual stack) or to ::ffff:127.0.0.1.
-// ok is false when neither /proc/net/tcp nor tcp6 can be read.
+// It asks the kernel's socket diagnostics (diag_linux.go), else reads
+// /proc/net/tcp and tcp6; ok is false when neither can be read.
 func acceptingInodes(port int) (inodes []string, ok bool) {
+	if inodes, ok := diagListeners(port); ok {
+		return inodes, true
+	}
+	return procListeners(port)
+}
+
+// procListeners is acceptingInodes read from /proc/net/tcp and tcp6.
+func procListeners(port int) (inodes []string, ok bool) {
 	suffix := fmt.Sprintf(":%04X", port)
 	accepts := map[string]bool{
 		"0100007F" + suffix: true, "00000000" + suffix: true,

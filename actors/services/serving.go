@@ -15,7 +15,9 @@ import (
 //     starting, crashed or unhealthy service's targets are not used.
 //   - VerifyServer, on every new connection to the port: the service is
 //     still serving and (on Linux) every socket that accepts connections
-//     to 127.0.0.1:<port> belongs to the child's process group. It closes
+//     to 127.0.0.1:<port> belongs to the child's process group (the
+//     listening sockets from the kernel's socket diagnostics, diag_linux.go;
+//     their owners from /proc/<pid>/fd, cached while they stay the same). It closes
 //     the moment between a child's exit and its supervisor's next status
 //     (a stranger that binds the freed port at once), and a child that
 //     closed its listener while a stranger took the port, which the health
