@@ -254,9 +254,6 @@ func (c *call) interrupt(w io.Writer, x *upstream.Exchange, err error, seq int) 
 	c.g.metrics.routes[c.route].cut.Inc()
 	c.streamCut = true
 	c.reportMidStream(class)
-	// The caller's write deadline is capped by the exchange's: when that
-	// ended the stream, the frame that says so needs a moment past it.
-	c.dw.extend(interruptGrace)
 	msg := "the upstream provider ended the stream before completing it; the answer is incomplete, retry the request"
 	switch {
 	case class == messages.Timeout && !time.Now().Before(x.Deadline()):

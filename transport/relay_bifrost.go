@@ -257,7 +257,6 @@ func (b *bifrostStream) relay(w io.Writer) (int64, error) {
 				what = "no final event"
 			}
 			msg := "the Bifrost relay ended the stream before completing it (" + what + "); the answer is incomplete, retry the request"
-			c.dw.extend(interruptGrace) // past the exchange's deadline if that ended it
 			buf := make([]byte, 0, 256)
 			buf = append(buf, "data: "...)
 			buf = (&apierror.Error{Status: 502, Type: "server_error", Code: "stream_interrupted", Message: msg}).Append(buf, apierror.OpenAI, "")
