@@ -398,6 +398,20 @@ func (cs *clusterSys) takeTenant(r *sharedRes, e *ikeys.Entry, tokens, cost int6
 	return tenantlimit.KindNone, time.Time{}
 }
 
+// takeTenantRequest takes one request of a limited tenant's shared rate
+// for a call that generates nothing (chargeRequest); it is never given
+// back.
+func (cs *clusterSys) takeTenantRequest(e *ikeys.Entry, now time.Time) (tenantlimit.Kind, time.Time) {
+	st := cs.tenant(e)
+	if st.rpm == nil {
+		return tenantlimit.KindNone, time.Time{}
+	}
+	if _, ok, retry := cs.take(st.rpm, now, 1); !ok {
+		return tenantlimit.KindRequests, retry
+	}
+	return tenantlimit.KindNone, time.Time{}
+}
+
 // clusterHealth is the health section: this node, the members it sees and
 // its pools.
 func (g *Gateway) clusterHealth() (any, string) {
@@ -413,6 +427,19 @@ func (g *Gateway) clusterHealth() (any, string) {
 		"cooldowns": map[string]int64{"sent": cs.cooldownsSent.Load(), "heard": cs.cooldownsHeard.Load()},
 		"quota":     cs.quotaStats(),
 	}, status
+}
+
+// briefCluster is the cluster section for callers the management routes
+// refuse: the cluster's name and how many members this node sees, not
+// their addresses, ids or the credit grains.
+func briefCluster(body any) any {
+	full, _ := body.(map[string]any)
+	n := 0
+	if ms, ok := full["members"].([]icluster.Member); ok {
+		n = len(ms)
+	}
+	return map[string]any{"mode": full["mode"], "name": full["name"], "memberCount": n,
+		"detail": "members, addresses and credit are shown to callers allowed on the management routes (loopback, or the management key)"}
 }
 
 // quotaStats is health's cluster.quota: readings sent to and heard from

@@ -38,6 +38,7 @@ func (g *Gateway) countTokens(ctx *fasthttp.RequestCtx, r route, rid []byte, hos
 	g.active.Add(1)
 	defer c.abandonOnPanic()
 	c.handleCount(host)
+	c.applyTenantHeaders()
 	c.finish()
 }
 
@@ -49,6 +50,12 @@ func (c *call) handleCount(host context.Context) {
 	c.model = c.rc.cat.Resolve(c.scan.Model)
 	if c.model == nil {
 		c.fail(errUnknownModel(c.scan.Model))
+		return
+	}
+	// The key's scope: its allowed_models and one request of its rate
+	// (tenants.go), whether a provider or the estimate answers.
+	if e := c.chargeRequest(c.scan.Model); e != nil {
+		c.fail(e)
 		return
 	}
 	list := c.model.TargetsFor(catalog.Messages)

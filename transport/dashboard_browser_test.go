@@ -88,15 +88,28 @@ func TestDashboardInBrowser(t *testing.T) {
 	})()`)
 	shot("providers-cooling")
 
-	// A request error shows in the requests panel with its code.
-	r := g.post("/v1/chat/completions", `{"model":"no-such-model","messages":[]}`, "X-Request-Id", "dash-error-request")
-	if r.status != 404 {
-		t.Fatalf("unknown model: %d %s", r.status, r.body)
+	// A request error shows in the requests panel with its code: the
+	// cooling model's next request is refused by routing.
+	r := g.post("/v1/chat/completions", `{"model":"cool","messages":[]}`, "X-Request-Id", "dash-error-request")
+	if r.status != 429 {
+		t.Fatalf("the cooling model: %d %s", r.status, r.body)
 	}
 	waitJS("the error request in the requests panel", `(() => {
 		const r = document.querySelector('#requests-table tr[data-request-id="dash-error-request"]');
-		return !!r && r.querySelector(".status").textContent === "404" && r.querySelector(".code").textContent === "model_not_found";
+		return !!r && r.querySelector(".status").textContent === "429" && r.querySelector(".code").textContent === "targets_exhausted";
 	})()`)
+	// A request refused before routing (an unknown model) is no record
+	// of its own: it is counted in today's refusals above the usage.
+	if r := g.post("/v1/chat/completions", `{"model":"no-such-model","messages":[]}`); r.status != 404 {
+		t.Fatalf("unknown model: %d %s", r.status, r.body)
+	}
+	waitFor(t, "the refusal committed", func() bool {
+		return strings.Contains(string(g.get("/api/usage").body), `"code":"model_not_found"`)
+	})
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#req-filter button[type="submit"]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS("the refusal counted above the usage", `document.getElementById("usage-refused").textContent.includes("model_not_found ×1")`)
 	shot("requests")
 
 	// Stop the service from the page: the child process goes away.

@@ -112,11 +112,22 @@ func (d *deadlineWriter) Write(p []byte) (int, error) {
 	return d.w.Write(p)
 }
 
+// interruptGrace is how long past the exchange's deadline a stream's
+// writes may go on: the read that the deadline cuts ends the relay, and
+// the in-band error frame saying so (and the body's last chunk) still has
+// to reach the caller. Capped exactly at the deadline, an event read just
+// before it failed to write, or the frame did, and the stream just
+// stopped.
+const interruptGrace = 2 * time.Second
+
 // streamWriter sets d up to wrap a body stream's writer with the
-// per-event deadline; limit caps it (the upstream exchange's total
-// deadline, or zero).
+// per-event deadline; limit (the upstream exchange's total deadline, or
+// zero) plus interruptGrace caps it.
 func (g *Gateway) streamWriter(d *deadlineWriter, ctx *fasthttp.RequestCtx, host bool, w io.Writer, limit time.Time) *deadlineWriter {
 	*d = deadlineWriter{w: w, timeout: g.opts.Env.HTTP.WriteTimeout.Duration(), limit: limit}
+	if !limit.IsZero() {
+		d.limit = limit.Add(interruptGrace)
+	}
 	if !host {
 		d.conn = ctx.Conn()
 	}

@@ -234,7 +234,7 @@ func (c *call) fusion() bool {
 // redundant work an overloaded gateway sheds first).
 func (c *call) admitPanel(panel []*catalog.Target, quorum int) ([]*panelMember, bool) {
 	g := c.g
-	c.plan.input, _ = ledger.Estimate(c.body.B, c.scan.MaxTokens, g.qs.defOut)
+	c.plan.input, _ = ledger.Estimate(c.body.B, c.scan.MaxTokens, c.scan.N, g.qs.defOut)
 	all := make([]*panelMember, len(panel))
 	admitted := 0
 	for i, t := range panel {

@@ -116,6 +116,8 @@ type Gateway struct {
 	// redact removes secrets from every log line and every passed-through
 	// upstream error (redact.go).
 	redact *sanitize.Redactor
+	// guesses bounds management-key guesses per address (keyguess.go).
+	guesses *keyGuesses
 
 	adm admissionState
 
@@ -182,6 +184,10 @@ func Prepare(system *actor.ActorSystem, o Options) (*Assembly, error) {
 	if sharedSecret != "" {
 		g.log.Info("tenant ids use the cluster's install secret", "cluster", o.Env.Cluster.ClusterName, "source", sharedSecret)
 	}
+	g.guesses = newKeyGuesses(func(addr string) {
+		g.log.Warn("too many wrong management keys from one address; its key attempts are refused (429 too_many_key_attempts) until its guesses refill",
+			"address", addr, "burst", keyGuessBurst, "refillSeconds", int(keyGuessEvery/time.Second))
+	})
 	// One gateway per data directory: two would overwrite each other's
 	// service state (lockfile). Held until Close.
 	if g.dirLock, err = lockfile.Acquire(o.Env.ResolvedDataDir()); err != nil {
@@ -247,7 +253,7 @@ func (a *Assembly) StartFront() {
 		{name: "quota", fn: g.quotaHealth},
 	}
 	if g.cs != nil {
-		g.health = append(g.health, healthSection{name: "cluster", fn: g.clusterHealth})
+		g.health = append(g.health, healthSection{name: "cluster", fn: g.clusterHealth, brief: briefCluster})
 	}
 }
 

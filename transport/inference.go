@@ -179,6 +179,7 @@ func (c *call) release() {
 }
 
 func (c *call) fail(e *apierror.Error) {
+	e = c.chargeRefusal(e) // a limited key pays for its refusals (tenants.go)
 	c.noteError(e)
 	writeError(c.ctx, c.format, string(c.rid), e)
 }

@@ -63,7 +63,7 @@ func (a *Assembly) AttachLanes(h *lanes.Handle) {
 		})
 	}
 	ad.defaultClass = admission.Class(g.opts.Env.Lanes.DefaultClass)
-	g.AddHealthSection("adaptiveAdmission", g.lanesHealth)
+	g.health = append(g.health, healthSection{name: "adaptiveAdmission", fn: g.lanesHealth, brief: briefLanes})
 	g.registerLanesMetrics()
 }
 
@@ -237,6 +237,17 @@ var laneErrors = func() (out [lanes.NumReasons]*apierror.Error) {
 	}
 	return out
 }()
+
+// briefLanes is the adaptiveAdmission section for callers the management
+// routes refuse: the figures without the lanes' tenant ids.
+func briefLanes(body any) any {
+	if s, ok := body.(*lanes.Snapshot); ok {
+		for i := range s.Upstreams {
+			s.Upstreams[i].LaneTenants = nil // a fresh snapshot per call: nothing shared is changed
+		}
+	}
+	return body
+}
 
 // lanesHealth is the adaptiveAdmission section of the health report.
 func (g *Gateway) lanesHealth() (any, string) {

@@ -108,13 +108,27 @@ func (g *Gateway) managementAccess(ctx *fasthttp.RequestCtx, rid []byte) bool {
 			"management routes from another machine need a key: set OMNIROUTE_MANAGEMENT_KEY on the gateway and send it as Authorization: Bearer <key>")
 		return false
 	}
+	if w := g.keyGuessWait(ctx); w > 0 && hasBearer(ctx) {
+		writeMgmtError(ctx, rid, 429, "rate_limit_error", "too_many_key_attempts", tooManyGuesses(ctx, w))
+		return false
+	}
 	if !g.managementKeyOK(ctx) {
+		if hasBearer(ctx) {
+			g.keyGuessFailed(ctx)
+		}
 		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="omniroute-management"`)
 		writeMgmtError(ctx, rid, 401, "authentication_error", "invalid_management_key",
 			"management routes need OMNIROUTE_MANAGEMENT_KEY as Authorization: Bearer <key>")
 		return false
 	}
 	return true
+}
+
+// hasBearer reports whether the request carries a bearer token: a key
+// attempt, which keyguess.go counts when it is wrong.
+func hasBearer(ctx *fasthttp.RequestCtx) bool {
+	got := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)
+	return len(got) > 7 && bytes.EqualFold(got[:7], []byte("bearer "))
 }
 
 // managementAllowed reports, without answering, whether managementAccess
@@ -126,6 +140,14 @@ func (g *Gateway) managementAllowed(ctx *fasthttp.RequestCtx) bool {
 		return false
 	case g.opts.Env.Server.ManagementKey == "":
 		return class == peerLoopback
+	case !hasBearer(ctx):
+		return false
+	case g.keyGuessWait(ctx) > 0:
+		return false // no oracle: the full view would say the key is right
 	}
-	return g.managementKeyOK(ctx)
+	if !g.managementKeyOK(ctx) {
+		g.keyGuessFailed(ctx)
+		return false
+	}
+	return true
 }

@@ -33,7 +33,13 @@ func (g *Gateway) management(ctx *fasthttp.RequestCtx, rid string) bool {
 			Message: "management routes need Authorization: Bearer <OMNIROUTE_MANAGEMENT_KEY>"})
 		return false
 	}
+	if w := g.keyGuessWait(ctx); w > 0 {
+		writeError(ctx, apierror.OpenAI, rid, &apierror.Error{Status: 429, Type: "rate_limit_error", Code: "too_many_key_attempts",
+			Message: tooManyGuesses(ctx, w)})
+		return false
+	}
 	if !g.managementKeyOK(ctx) {
+		g.keyGuessFailed(ctx)
 		writeError(ctx, apierror.OpenAI, rid, &apierror.Error{Status: 401, Type: "authentication_error", Code: "invalid_management_key",
 			Message: "the bearer token is not OMNIROUTE_MANAGEMENT_KEY"})
 		return false

@@ -52,7 +52,7 @@ const (
 	numSkips      = planner.NumSkips
 )
 
-var skipNames = [numSkips]string{"cooling", "circuit_open", "quota_exhausted", "token_budget"}
+var skipNames = [numSkips]string{"cooling", "circuit_open", "quota_exhausted", "token_budget", "service_unavailable"}
 
 type quotaMetrics struct {
 	skips   *growable.List[[numSkips]*metrics.Counter] // by target

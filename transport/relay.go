@@ -257,10 +257,12 @@ func (c *call) interrupt(w io.Writer, x *upstream.Exchange, err error, seq int) 
 	c.streamCut = true
 	c.reportMidStream(class)
 	msg := "the upstream provider ended the stream before completing it; the answer is incomplete, retry the request"
-	switch class {
-	case messages.Timeout:
+	switch {
+	case class == messages.Timeout && !time.Now().Before(x.Deadline()):
+		msg = "the stream reached its time limit (OMNIROUTE_UPSTREAM_TOTAL_TIMEOUT_MS, or the caller's own deadline) and was cut off; the answer is incomplete"
+	case class == messages.Timeout:
 		msg = "the upstream provider sent no data for " + strconv.FormatInt(int64(c.idle/time.Second), 10) + "s; the answer is incomplete, retry the request"
-	case messages.Protocol:
+	case class == messages.Protocol:
 		msg = "the upstream provider sent an event larger than the gateway accepts; the answer is incomplete"
 	}
 	buf := make([]byte, 0, 512)

@@ -258,6 +258,10 @@ func TestReloadRefusesInvalidFile(t *testing.T) {
 		{"unknown model", reloadJSON(models, `, "aliases": {"rl-x": "rl-nope"}, "default_model": "rl-missing"`),
 			[]string{`aliases.rl-x: "rl-nope" is not a configured model`, `default_model: "rl-missing" is not a configured model`}},
 		{"unknown connection", reloadJSON(models+`, "rl-bad": {"targets": [{"connection": "mock/zzz"}]}`, ""), []string{"models.rl-bad.targets[0].connection"}},
+		// Refused, and neither the password nor the query token is echoed
+		// (the same errors go to the warning log).
+		{"credentials in base_url", reloadJSONWith(`, "leaky": {"base_url": "https://ops:hunter2-pass@api.example.com/v1?api_key=tok-XYZ123", "apis": ["chat"], "connections": {"c": {"api_key_env": "TEST_KEY_A"}}}`, models, ""),
+			[]string{`providers.leaky.base_url: "https://[REDACTED]@api.example.com/v1?[REDACTED]" must not carry a query, fragment or credentials`}},
 	}
 	for _, c := range cases {
 		status, a := g.reload(c.js)
@@ -270,6 +274,9 @@ func TestReloadRefusesInvalidFile(t *testing.T) {
 				t.Fatalf("%s: errors %q lack %q", c.name, a.Errors, w)
 			}
 		}
+		if b, _ := json.Marshal(a); strings.Contains(string(b), "hunter2") || strings.Contains(string(b), "tok-XYZ") {
+			t.Fatalf("%s: the answer echoes a credential: %s", c.name, b)
+		}
 		if strings.Contains(c.name, "unknown model") && len(a.Errors) < 2 {
 			t.Fatalf("%s: want each error on its own, got %q", c.name, a.Errors)
 		}
@@ -277,7 +284,7 @@ func TestReloadRefusesInvalidFile(t *testing.T) {
 			t.Fatalf("%s: the running config stopped serving: %d %s", c.name, r.status, r.body)
 		}
 	}
-	if m := string(g.get("/metrics").body); !strings.Contains(m, `omniroute_config_reloads_total{result="invalid"} 5`) || !strings.Contains(m, "omniroute_config_version 1") {
+	if m := string(g.get("/metrics").body); !strings.Contains(m, `omniroute_config_reloads_total{result="invalid"} 6`) || !strings.Contains(m, "omniroute_config_version 1") {
 		t.Fatal("metrics do not count the refused reloads")
 	}
 	// A file that is gone: 503, the running config stays.

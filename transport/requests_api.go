@@ -2,6 +2,8 @@ package transport
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -16,15 +18,27 @@ import (
 // The request log and usage API (docs/tenants.md):
 //
 //	GET /api/requests?tenant=&model=&status=&since=&until=&cursor=&limit=
-//	GET /api/usage?tenant=&model=&since=&until=&bucket=hour|day
+//	GET /api/usage?tenant=&model=&since=&until=&bucket=hour|day&cursor=&limit=
 //
 // Both are behind the management guard. Times are RFC 3339 (or a UTC date,
 // 2025-11-25); status is a code (429) or a class (4, 4xx). Unknown
 // parameters and bad values are 400 naming the parameter.
+//
+// What one call costs is bounded whatever the log holds: without since,
+// requests are listed from the last day and usage from the last seven;
+// a page holds at most limit rows (requests: 100 by default, at most
+// 1000; usage: 500, at most 5000) and reads a bounded part of the log
+// (sqlite.MaxScanBatches), with next to go on.
 
 const (
 	requestsPath = "/api/requests"
 	usagePath    = "/api/usage"
+
+	// The default windows when since is not given.
+	requestsWindow = 24 * time.Hour
+	usageWindow    = 7 * 24 * time.Hour
+	// Usage page sizes.
+	usagePageDefault = 500
 )
 
 // requestView is one request record as the API shows it.
@@ -179,6 +193,9 @@ func (g *Gateway) requestsAPI(ctx *fasthttp.RequestCtx, rid []byte) {
 	if f.Since, f.Until, ok = timeRange(ctx, rid, q); !ok {
 		return
 	}
+	if f.Since.IsZero() {
+		f.Since = g.clk.Now().Add(-requestsWindow)
+	}
 	c, cancel := context.WithTimeout(context.Background(), mgmtQueryTimeout)
 	defer cancel()
 	page, err := g.ten.db.Requests(c, f)
@@ -187,7 +204,8 @@ func (g *Gateway) requestsAPI(ctx *fasthttp.RequestCtx, rid []byte) {
 			badParam(ctx, rid, "cursor", sanitize.Message(err.Error(), "not a cursor this gateway returned"))
 			return
 		}
-		writeMgmtError(ctx, rid, 503, "", "request_log_unavailable", sanitize.Message(err.Error(), "the request log could not be read")+"; retry")
+		g.log.Warn("reading the request log failed", "err", err)
+		writeMgmtError(ctx, rid, 503, "", "request_log_unavailable", store.PublicMessage(err, "the request log could not be read")+"; retry")
 		return
 	}
 	out := make([]requestView, 0, len(page.Records))
@@ -205,11 +223,11 @@ func (g *Gateway) requestsAPI(ctx *fasthttp.RequestCtx, rid []byte) {
 }
 
 func (g *Gateway) usageAPI(ctx *fasthttp.RequestCtx, rid []byte) {
-	q, ok := g.getQuery(ctx, rid, "tenant", "model", "since", "until", "bucket")
+	q, ok := g.getQuery(ctx, rid, "tenant", "model", "since", "until", "bucket", "cursor", "limit")
 	if !ok {
 		return
 	}
-	uq := store.UsageQuery{Tenant: q["tenant"], Bucket: store.Day}
+	uq := store.UsageQuery{Tenant: q["tenant"], Model: q["model"], Bucket: store.Day, Limit: usagePageDefault}
 	switch v := q["bucket"]; v {
 	case "", "day":
 	case "hour":
@@ -218,34 +236,105 @@ func (g *Gateway) usageAPI(ctx *fasthttp.RequestCtx, rid []byte) {
 		badParam(ctx, rid, "bucket", "want hour or day")
 		return
 	}
+	if v := q["limit"]; v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > store.MaxUsagePage {
+			badParam(ctx, rid, "limit", "want a page size between 1 and "+strconv.Itoa(store.MaxUsagePage)+" (default "+strconv.Itoa(usagePageDefault)+")")
+			return
+		}
+		uq.Limit = n
+	}
+	if v := q["cursor"]; v != "" {
+		k, ok := decodeUsageCursor(v)
+		if !ok {
+			badParam(ctx, rid, "cursor", "not a cursor this gateway returned; pass the previous page's next value")
+			return
+		}
+		uq.After = &k
+	}
 	if uq.Since, uq.Until, ok = timeRange(ctx, rid, q); !ok {
 		return
 	}
+	if uq.Since.IsZero() {
+		uq.Since = g.clk.Now().Add(-usageWindow).Truncate(time.Hour)
+	}
+	if uq.Bucket == store.Day {
+		uq.Since = uq.Since.UTC().Truncate(24 * time.Hour) // day rows count whole days
+	}
 	c, cancel := context.WithTimeout(context.Background(), mgmtQueryTimeout)
 	defer cancel()
-	rows, err := g.ten.db.Usage(c, uq)
+	page := uq
+	page.Limit++ // one more tells whether there is a next page
+	rows, err := g.ten.db.Usage(c, page)
+	var total store.UsageRow
+	var refused []store.Refusal
+	if err == nil {
+		total, err = g.ten.db.UsageTotal(c, uq)
+	}
+	if err == nil {
+		refused, err = g.ten.db.Refusals(c, store.UsageQuery{Since: uq.Since, Until: uq.Until, Tenant: uq.Tenant, Limit: uq.Limit})
+	}
 	if err != nil {
-		writeMgmtError(ctx, rid, 503, "", "request_log_unavailable", sanitize.Message(err.Error(), "usage could not be read")+"; retry")
+		g.log.Warn("reading usage failed", "err", err)
+		writeMgmtError(ctx, rid, 503, "", "request_log_unavailable", store.PublicMessage(err, "usage could not be read")+"; retry")
 		return
 	}
-	out := make([]usageView, 0, len(rows))
-	var total usageView
-	var totalNano int64
-	for _, u := range rows {
-		if m := q["model"]; m != "" && u.Model != m {
-			continue
-		}
-		v := usageView{Start: u.Start, TenantID: u.TenantID, TenantName: u.TenantName, Model: u.Model, Requests: u.Requests, Errors: u.Errors,
-			TokensIn: u.TokensIn, TokensOut: u.TokensOut, TokensCached: u.TokensCached, CostUSD: pricing.USD(u.CostNano)}
-		out = append(out, v)
-		total.Requests += v.Requests
-		total.Errors += v.Errors
-		total.TokensIn += v.TokensIn
-		total.TokensOut += v.TokensOut
-		total.TokensCached += v.TokensCached
-		totalNano += u.CostNano
+	var next string
+	if len(rows) > uq.Limit {
+		rows = rows[:uq.Limit]
+		next = encodeUsageCursor(rows[len(rows)-1].Key())
 	}
-	writeJSON(ctx, 200, map[string]any{"bucket": string(uq.Bucket), "usage": out,
+	out := make([]usageView, 0, len(rows))
+	for _, u := range rows {
+		out = append(out, usageView{Start: u.Start, TenantID: u.TenantID, TenantName: u.TenantName, Model: u.Model, Requests: u.Requests, Errors: u.Errors,
+			TokensIn: u.TokensIn, TokensOut: u.TokensOut, TokensCached: u.TokensCached, CostUSD: pricing.USD(u.CostNano)})
+	}
+	refusedOut := make([]refusalView, 0, len(refused))
+	var refusedTotal int64
+	for _, r := range refused {
+		refusedOut = append(refusedOut, refusalView{TenantID: r.TenantID, TenantName: r.TenantName, Code: r.Code, Count: r.Count})
+		refusedTotal += r.Count
+	}
+	body := map[string]any{"bucket": string(uq.Bucket), "since": uq.Since.UTC(), "usage": out, "refused": refusedOut,
 		"total": map[string]any{"requests": total.Requests, "errors": total.Errors, "tokensIn": total.TokensIn,
-			"tokensOut": total.TokensOut, "tokensCached": total.TokensCached, "costUsd": pricing.USD(totalNano)}})
+			"tokensOut": total.TokensOut, "tokensCached": total.TokensCached, "costUsd": pricing.USD(total.CostNano), "refused": refusedTotal}}
+	if !uq.Until.IsZero() {
+		body["until"] = uq.Until.UTC()
+	}
+	if next != "" {
+		body["next"] = next
+	}
+	writeJSON(ctx, 200, body)
+}
+
+// refusalView counts one tenant's requests refused with one code before
+// its limits took them (in the window).
+type refusalView struct {
+	TenantID   string `json:"tenantId"`
+	TenantName string `json:"tenantName"`
+	Code       string `json:"code"`
+	Count      int64  `json:"count"`
+}
+
+// A usage cursor is the last row's key as base64url JSON; the client
+// passes it back unchanged.
+func encodeUsageCursor(k store.UsageKey) string {
+	b, _ := json.Marshal([]any{k.Start.Unix(), k.TenantID, k.Model})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeUsageCursor(s string) (store.UsageKey, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return store.UsageKey{}, false
+	}
+	var v []json.RawMessage
+	var start int64
+	var k store.UsageKey
+	if json.Unmarshal(b, &v) != nil || len(v) != 3 || json.Unmarshal(v[0], &start) != nil ||
+		json.Unmarshal(v[1], &k.TenantID) != nil || json.Unmarshal(v[2], &k.Model) != nil {
+		return store.UsageKey{}, false
+	}
+	k.Start = time.Unix(start, 0).UTC()
+	return k, true
 }

@@ -50,6 +50,10 @@ type plan struct {
 	// attached to the attempt's report.
 	obs     *messages.QuotaObservation
 	verdict failure.Verdict
+
+	// svcDown names the supervised service of a candidate passed over
+	// because it is not running as the gateway's own child (sidecars.go).
+	svcDown string
 }
 
 // reset clears p for the next request, keeping its buffers.
@@ -70,7 +74,7 @@ func (c *call) beginPlan(list []*catalog.Target, weights []int, fanout bool) {
 		// with no target usable the estimate answers at once.
 		maxWait = 0
 	} else {
-		in, out := ledger.Estimate(c.body.B, c.scan.MaxTokens, qs.defOut)
+		in, out := ledger.Estimate(c.body.B, c.scan.MaxTokens, c.scan.N, qs.defOut)
 		p.input, p.est = in, in+out
 	}
 	p.Begin(len(list), g.clk.Now(), planner.Limits{MaxAttempts: int(g.opts.Env.Upstream.MaxAttempts), MaxWait: maxWait, Deadline: c.deadline})
@@ -105,6 +109,10 @@ func (c *call) Evidence(i int, now time.Time, e *planner.Evidence) {
 		e.Unusable = true // only an Anthropic-dialect provider counts tokens
 		return
 	}
+	if c.g.serviceDown(t) {
+		e.ServiceDown, p.svcDown = true, t.Conn.Provider.Service
+		return
+	}
 	if !c.counting && !c.fits(t) {
 		e.Unusable = true // the prompt is above its window, or it takes no tools
 		return
@@ -122,9 +130,9 @@ func (c *call) Evidence(i int, now time.Time, e *planner.Evidence) {
 		if e.Quota == quota.StatusExhausted {
 			e.QuotaRecovery = qs.quota.Recovery(in.conn, in.model)
 		}
-		if !c.counting { // a count generates nothing: no token budget
-			e.Budget, e.BudgetEnd = qs.ledger.Check(in.slot, p.est, now)
-		}
+		// A count generates nothing (its estimate is 0 tokens) but is one
+		// request of the provider's request budget.
+		e.Budget, e.BudgetEnd = qs.ledger.Check(in.slot, p.est, now)
 	}
 }
 
@@ -188,7 +196,7 @@ func (c *call) claim(list []*catalog.Target, i int, probe bool) bool {
 	t := list[i]
 	now := g.clk.Now()
 	in := qs.info.At(t.ID)
-	if qs.aware && !c.counting {
+	if qs.aware {
 		res, b, end := qs.ledger.Reserve(in.slot, p.est, now)
 		if b.Affordable() && res.Active && g.cs != nil {
 			// Cluster mode: this node's share of the budget, taken from
@@ -219,7 +227,8 @@ func (c *call) claim(list []*catalog.Target, i int, probe bool) bool {
 	p.Take(i)
 	// Read the provider's usage only when a budget, a tenant's limits or
 	// the request log needs it; ask for the stream's usage chunk then, too.
-	p.metering, p.injected, p.usage = p.res.Active || c.ten.meter, false, ledger.Usage{}
+	// A count's answer (input_tokens) is no usage: it spent none.
+	p.metering, p.injected, p.usage = (p.res.Active || c.ten.meter) && !c.counting, false, ledger.Usage{}
 	return true
 }
 
@@ -342,6 +351,13 @@ func (c *call) waitForRecovery() bool {
 // Retry-After, the earliest recovery.
 func (c *call) refuse() {
 	g := c.g
+	if c.plan.svcDown != "" && c.plan.EarliestRecovery().IsZero() {
+		// Nothing else will recover: the model's targets wait for their
+		// service to run again.
+		c.fail(g.errServiceDown(c.model.Name, c.plan.svcDown))
+		c.routingHeaders()
+		return
+	}
 	r := c.plan.Refusal(g.clk.Now())
 	g.metrics.routes[c.route].refused.Inc()
 	after := strconv.Itoa(r.RetryAfter)

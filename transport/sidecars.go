@@ -3,12 +3,14 @@ package transport
 import (
 	"context"
 	"fmt"
-
+	"strconv"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/omniroute/gateway/actors/services"
+	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/engines"
 	"github.com/omniroute/gateway/internal/relay"
 	"github.com/omniroute/gateway/transport/upstream"
@@ -114,6 +116,56 @@ func (g *Gateway) Services() *services.Manager {
 		return nil
 	}
 	return g.side.mgr
+}
+
+// serviceHandle returns the supervised service named name, or nil when
+// the gateway supervises none of that name (an embedder that resolves
+// service names itself, Options.ServiceAddr).
+func (g *Gateway) serviceHandle(name string) *services.Handle {
+	if g.side == nil {
+		return nil
+	}
+	h, _ := g.side.mgr.Get(name)
+	return h
+}
+
+// serviceDown reports whether target t is served by a supervised service
+// that is not running as the gateway's own child: the planner passes it
+// over (route.go), so no prompt goes to whatever holds its port.
+func (g *Gateway) serviceDown(t *catalog.Target) bool {
+	name := t.Conn.Provider.Service
+	if name == "" {
+		return false
+	}
+	h := g.serviceHandle(name)
+	return h != nil && !h.Serving()
+}
+
+// verifyService is a service:// connection's check of every new
+// connection (upstream.Options.Verify): the process that accepted it is
+// the service's own child (services.Handle.VerifyServer).
+func (g *Gateway) verifyService(name string) error {
+	if h := g.serviceHandle(name); h != nil {
+		return h.VerifyServer()
+	}
+	return nil
+}
+
+// errServiceDown answers a request whose every target is served by a
+// supervised service that is not running as the gateway's own child.
+func (g *Gateway) errServiceDown(model, name string) *apierror.Error {
+	st := "not running"
+	retry := 0
+	if h := g.serviceHandle(name); h != nil {
+		s := h.Status()
+		st = string(s.State)
+		if s.State == services.Starting || s.NextRestartAt != nil {
+			retry = 1 // on its way back
+		}
+	}
+	return &apierror.Error{Status: 503, Type: "server_error", AnthropicType: "overloaded_error", Code: "service_unavailable", RetryAfter: retry,
+		Message: "model " + strconv.Quote(model) + " is served by the supervised service " + strconv.Quote(name) + ", which is " + st +
+			"; the gateway sends prompts only to a service it started itself and that passes its health check. Start it (POST /api/services/" + name + "/start) or retry once it is back"}
 }
 
 // Engines returns the router-backend registry.
@@ -274,9 +326,15 @@ func (r *relayRoute) client(hostport string, tls bool, g *Gateway) *upstream.Cli
 	}
 	u := g.opts.Env.Upstream
 	timeout := r.env.BifrostTimeout.Duration()
-	c := upstream.New(upstream.Options{Addr: hostport, TLS: tls, MaxConns: int(u.MaxConns),
+	o := upstream.Options{Addr: hostport, TLS: tls, MaxConns: int(u.MaxConns),
 		ConnectTimeout: min(u.ConnectTimeout.Duration(), timeout), TTFBTimeout: timeout,
-		TotalTimeout: max(u.TotalTimeout.Duration(), timeout), MaxResponseBytes: int(u.MaxResponseBytes)})
+		TotalTimeout: max(u.TotalTimeout.Duration(), timeout), MaxResponseBytes: int(u.MaxResponseBytes)}
+	for _, h := range g.side.mgr.All() {
+		if !tls && h.Addr() == hostport {
+			o.Verify = h.VerifyServer // a supervised Bifrost: only its own child
+		}
+	}
+	c := upstream.New(o)
 	r.clients[hostport] = c
 	return c
 }

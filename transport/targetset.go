@@ -280,11 +280,15 @@ func (g *Gateway) newClient(c *catalog.Connection, a upstreamAddr) *upstream.Cli
 	if c.MaxConns > 0 {
 		maxConns = c.MaxConns
 	}
-	return upstream.New(upstream.Options{
+	o := upstream.Options{
 		Addr: a.addr, TLS: a.tls, MaxConns: maxConns,
 		ConnectTimeout: u.ConnectTimeout.Duration(), TTFBTimeout: u.TTFBTimeout.Duration(), TotalTimeout: u.TotalTimeout.Duration(),
 		MaxResponseBytes: int(u.MaxResponseBytes),
-	})
+	}
+	if name := c.Provider.Service; name != "" {
+		o.Verify = func() error { return g.verifyService(name) } // sidecars.go
+	}
+	return upstream.New(o)
 }
 
 // applyPlan records a reload's plan in the gateway's tables, then

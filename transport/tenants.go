@@ -96,6 +96,12 @@ type tenantCall struct {
 	// shared is what the request took from the tenant's cluster pools
 	// (cluster mode; cluster.go).
 	shared sharedRes
+	// charged: chargeRequest ran (a count, or a refusal before routing);
+	// checked: the limiter judged the request (reserveTenant); passed: it
+	// let it through (or the tenant has no limits), so the request is
+	// logged as a record of its own. A request refused before it passed
+	// is counted in aggregate (logRefusal).
+	charged, checked, passed bool
 	// meter: the provider's usage report is read (a limited tenant, or the
 	// request log is on).
 	meter bool
@@ -231,7 +237,7 @@ func (a *Assembly) RequestLogOptions() requestlog.Options {
 	if mode.DB() {
 		ls = g.ten.db
 	}
-	return requestlog.Options{Store: ls, Lines: lines, Clock: g.clk, Retention: o.Env.RequestLog.RetentionDays.Duration()}
+	return requestlog.Options{Store: ls, Lines: lines, Log: g.log.With("component", "requestlog"), Clock: g.clk, Retention: o.Env.RequestLog.RetentionDays.Duration()}
 }
 
 // AttachRequestLog hands the front end the spawned request log writer,
@@ -467,10 +473,11 @@ func (c *call) reserveTenant() bool {
 	e := tc.entry
 	tc.meter = ts.logOn
 	if e == nil || !e.Policy.Limited() {
+		tc.passed = true
 		return true
 	}
-	tc.meter = true
-	in, out := ledger.Estimate(c.body.B, c.scan.MaxTokens, g.qs.defOut)
+	tc.meter, tc.checked = true, true
+	in, out := ledger.Estimate(c.body.B, c.scan.MaxTokens, c.scan.N, g.qs.defOut)
 	tc.est = in + out
 	// The dearest target of the model prices the reservation, so a
 	// fail-over cannot overshoot a budget by more than the estimate.
@@ -511,7 +518,55 @@ func (c *call) reserveTenant() bool {
 		c.fail(&ae)
 		return false
 	}
+	tc.passed = true
 	return true
+}
+
+// chargeRefusal charges a limited tenant one request for a request
+// refused before its limits judged it (an unknown model, a malformed
+// body, a wrong surface): a flood of them from a limited key spends its
+// rate like any other request. When the rate is spent, the answer is the
+// rate limit's 429 instead. It returns the error to answer.
+func (c *call) chargeRefusal(e *apierror.Error) *apierror.Error {
+	tc := &c.ten
+	if tc.passed || tc.checked || tc.charged || tc.entry == nil {
+		return e
+	}
+	if r := c.chargeRequest(nil); r != nil {
+		return r
+	}
+	return e
+}
+
+// chargeRequest charges a limited tenant one request that generates
+// nothing (a token count, a request refused before it was routed):
+// allowed_models when model is set, and one request of its
+// requests_per_minute, in cluster mode of the tenant's shared rate
+// (tenantlimit.Request.RequestOnly: no concurrency slot, tokens or
+// budget, nothing to settle). The rate-limit headers are set on the
+// answer either way. It returns the refusal, or nil.
+func (c *call) chargeRequest(model []byte) *apierror.Error {
+	g, tc := c.g, &c.ten
+	ts, e := g.ten, tc.entry
+	if ts == nil || e == nil || !e.Policy.Limited() {
+		return nil
+	}
+	tc.charged = true
+	req := tenantlimit.Request{Model: model, RequestOnly: true}
+	_, r := ts.limits.Reserve(e.TenantID, &req, g.clk.Now())
+	if r.Allowed && g.cs != nil {
+		if kind, retry := g.cs.takeTenantRequest(e, r.Now); kind != tenantlimit.KindNone {
+			r.Allowed, r.Kind, r.RetryAt = false, kind, retry.UnixNano()
+		}
+	}
+	if r.Limited() || !r.Allowed {
+		tc.hdr, tc.hasHdr = r.Headers(hdrFamily(c.format)), true
+	}
+	if r.Allowed {
+		return nil
+	}
+	ae := r.APIError()
+	return &ae
 }
 
 func hdrFamily(f apierror.Format) tenantlimit.Family {
@@ -643,6 +698,12 @@ func (c *call) finishTenant() {
 	if ts == nil || (!tc.meter && !ts.logOn) || c.counting { // a count is no model call: not logged
 		return
 	}
+	if !tc.passed {
+		// Refused before the tenant's limits let it through: nothing was
+		// reserved, and it is counted, not logged one record each.
+		c.logRefusal()
+		return
+	}
 	reached := p.Attempts() > 0 || (c.model != nil && c.model.Strategy == config.StrategyFusion && c.target != nil)
 	if tc.meter && p.metering && p.Attempts() > 0 { // the serving attempt is still open
 		seen := pricing.FromLedger(p.usage)
@@ -736,6 +797,37 @@ func (c *call) logRequest(reached bool) {
 	r.ClientIP = clientIPClass(ctx.RemoteIP())
 	r.Changes = c.changesForLog()
 	g.ten.log.Log(&r, c.rid, tid)
+}
+
+// Refusal buckets for callers without a key entry: anonymous callers,
+// and everyone else (no key, a refused key, an unconfigured key the auth
+// mode let in). Keyed tenants are counted under their own id.
+var (
+	refusedAnonymous    = []byte("anonymous")
+	refusedUnidentified = []byte("unidentified")
+)
+
+// logRefusal hands the request log one refusal: the tenant (its key
+// entry, or a fixed bucket, so the set stays bounded) and the gateway's
+// error code.
+func (c *call) logRefusal() {
+	tc := &c.ten
+	id, name := refusedUnidentified, "unidentified"
+	switch {
+	case tc.entry != nil:
+		id, name = tc.entry.TenantID.Bytes(), tc.entry.Name
+	case c.tenant == tenant.Anonymous:
+		id, name = refusedAnonymous, "anonymous"
+	}
+	code := tc.errCode
+	switch {
+	case code != "":
+	case c.ctx.Response.StatusCode() == 499:
+		code = "client_closed_request"
+	default:
+		code = "internal_error" // a panic before the limits (panic.go)
+	}
+	c.g.ten.log.Refused(id, name, code)
 }
 
 func clientIPClass(ip []byte) store.IPClass {

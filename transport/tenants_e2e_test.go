@@ -192,15 +192,23 @@ func TestKeyLifecycleEndToEnd(t *testing.T) {
 			TokensCached int64   `json:"tokensCached"`
 			CostUSD      float64 `json:"costUsd"`
 		} `json:"usage"`
+		Refused []struct {
+			TenantName, Code string
+			Count            int64
+		} `json:"refused"`
 	}
 	r := g2.get("/api/usage?tenant=agents")
 	if err := json.Unmarshal(r.body, &usage); err != nil || len(usage.Usage) != 2 {
 		t.Fatalf("usage after the restart: %s", r.body)
 	}
 	gpt, claude := usage.Usage[1], usage.Usage[0]
-	if gpt.Model != "ten-gpt" || gpt.Requests != 3 || gpt.Errors != 1 || gpt.TokensOut != 14 || gpt.TokensCached != 8 ||
-		claude.Model != "ten-claude" || claude.Requests != 2 || claude.Errors != 1 || claude.TokensOut != 5 {
+	if gpt.Model != "ten-gpt" || gpt.Requests != 2 || gpt.Errors != 0 || gpt.TokensOut != 14 || gpt.TokensCached != 8 ||
+		claude.Model != "ten-claude" || claude.Requests != 1 || claude.Errors != 0 || claude.TokensOut != 5 {
 		t.Fatalf("usage rows: %+v", usage.Usage)
+	}
+	// The two refused over the limit are counted, not logged one by one.
+	if len(usage.Refused) != 1 || usage.Refused[0].TenantName != "agents" || usage.Refused[0].Code != "rate_limit_exceeded" || usage.Refused[0].Count != 2 {
+		t.Fatalf("refusal counts: %s", r.body)
 	}
 	// Price: input $1, cached $0.5, output $2 per million.
 	want := pricing.USD((gpt.TokensIn-gpt.TokensCached)*1000 + gpt.TokensCached*500 + gpt.TokensOut*2000)
@@ -226,30 +234,25 @@ func TestKeyLifecycleEndToEnd(t *testing.T) {
 	}
 	// Two pages, newest first, no record twice. (A stream is logged when
 	// its relay ends, which may be after the next request's answer.)
-	r = g2.get("/api/requests?tenant=agents&limit=3")
-	if err := json.Unmarshal(r.body, &page); err != nil || len(page.Requests) != 3 || page.Next == "" {
+	r = g2.get("/api/requests?tenant=agents&limit=2")
+	if err := json.Unmarshal(r.body, &page); err != nil || len(page.Requests) != 2 || page.Next == "" {
 		t.Fatalf("request log page 1: %s", r.body)
 	}
 	recs := page.Requests
-	r = g2.get("/api/requests?tenant=agents&limit=3&cursor=" + page.Next)
+	r = g2.get("/api/requests?tenant=agents&limit=2&cursor=" + page.Next)
 	page.Requests, page.Next = nil, ""
-	if err := json.Unmarshal(r.body, &page); err != nil || len(page.Requests) != 2 || page.Next != "" {
+	if err := json.Unmarshal(r.body, &page); err != nil || len(page.Requests) != 1 || page.Next != "" {
 		t.Fatalf("request log page 2: %s", r.body)
 	}
 	recs = append(recs, page.Requests...)
 	seen := map[string]bool{}
-	var refused, served int
+	var served int
 	for _, rec := range recs {
 		if seen[rec.RequestID] || !strings.HasPrefix(rec.RequestID, "req_") || rec.TenantName != "agents" || rec.ClientIP != "loopback" {
 			t.Fatalf("record %+v (twice, or without its id, tenant or address class)", rec)
 		}
 		seen[rec.RequestID] = true
 		switch {
-		case rec.Status == 429:
-			refused++
-			if rec.ErrorCode != "rate_limit_exceeded" || rec.Attempts != 0 || rec.CostUSD != 0 || rec.Target != "" {
-				t.Errorf("refused record %+v", rec)
-			}
 		case rec.Status == 200:
 			served++
 			wantDialect := map[string]string{"ten-gpt": "chat", "ten-claude": "messages"}[rec.Model]
@@ -260,12 +263,16 @@ func TestKeyLifecycleEndToEnd(t *testing.T) {
 			t.Errorf("record %+v", rec)
 		}
 	}
-	if refused != 2 || served != 3 {
-		t.Fatalf("%d refused and %d served records, want 2 and 3", refused, served)
+	if served != 3 {
+		t.Fatalf("%d served records, want 3", served)
 	}
 	page.Requests = nil
-	if r := g2.get("/api/requests?status=4xx&tenant=agents"); json.Unmarshal(r.body, &page) != nil || len(page.Requests) != 2 {
+	if r := g2.get("/api/requests?status=2xx&tenant=agents"); json.Unmarshal(r.body, &page) != nil || len(page.Requests) != 3 {
 		t.Fatalf("status filter: %s", r.body)
+	}
+	page.Requests = nil
+	if r := g2.get("/api/requests?status=4xx&tenant=agents"); json.Unmarshal(r.body, &page) != nil || len(page.Requests) != 0 {
+		t.Fatalf("status filter (the refusals are counts, not records): %s", r.body)
 	}
 	for q, field := range map[string]string{"status=7": "status", "since=yesterday": "since", "limit=0": "limit", "colour=red": "colour", "cursor=abc": "cursor"} {
 		if r := g2.get("/api/requests?" + q); r.status != 400 || jsonField(t, r.body, "error", "field") != field {
@@ -280,8 +287,8 @@ func TestKeyLifecycleEndToEnd(t *testing.T) {
 	if strings.Contains(string(r.body), k.Secret) || strings.Contains(string(r.body), "upstream-key-a") {
 		t.Fatal("a secret reached the request log")
 	}
-	if n := strings.Count(string(r.body), `"requestId"`); n != 7 {
-		t.Fatalf("%d records, want 7 (five with the key, two after its revocation)", n)
+	if n := strings.Count(string(r.body), `"requestId"`); n != 3 {
+		t.Fatalf("%d records, want the 3 served (refusals, and the two requests after the revocation, are counted in /api/usage)", n)
 	}
 }
 
@@ -598,7 +605,8 @@ func TestDatabaseFailures(t *testing.T) {
 }
 
 // TestRequestLogToStdout: OMNIROUTE_REQUEST_LOG=stdout writes one line
-// per request, with the record's fields and no secret.
+// per request, with the record's fields and no secret, and one line per
+// tenant and code of the refusals before routing (with their count).
 func TestRequestLogToStdout(t *testing.T) {
 	resetMock(t)
 	var out testutil.SyncBuffer
@@ -621,7 +629,7 @@ func TestRequestLogToStdout(t *testing.T) {
 		first["target"] != "mock/a/m-ten-gpt" || first["client_ip"] != "loopback" || first["cost_usd"].(float64) <= 0 {
 		t.Fatalf("first line %v", first)
 	}
-	if second["status"] != float64(404) || second["error_code"] != "model_not_found" || second["model"] != "nope" {
+	if second["msg"] != "refused" || second["error_code"] != "model_not_found" || second["tenant"] != "lines" || second["count"] != float64(1) {
 		t.Fatalf("second line %v", second)
 	}
 	if strings.Contains(out.String(), k.Secret) || strings.Contains(out.String(), "upstream-key") {

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -30,17 +31,26 @@ func genAIOperation(s catalog.Surface) string {
 	return "generate_content"
 }
 
-// traceStart opens the request's root span once its model is known.
+// traceStart opens the request's root span once its model is resolved.
+// The span's name holds only a configured model's name (the operation
+// alone for a model the gateway does not know): span names are what
+// tracing backends index and group by, and the caller's text would give
+// them one name per made-up model. The attribute keeps what was asked
+// for, bounded like the request log's.
 func (c *call) traceStart() {
 	tr := c.g.tracer
 	if tr == nil {
 		return
 	}
 	op := genAIOperation(c.surface)
-	_, c.span = tr.Start(context.Background(), op+" "+string(c.scan.Model), trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(c.start),
+	name, asked := op, c.scan.Model
+	if c.model != nil {
+		name = op + " " + c.model.Name
+	}
+	_, c.span = tr.Start(context.Background(), name, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(c.start),
 		trace.WithAttributes(
 			attribute.String("gen_ai.operation.name", op),
-			attribute.String("gen_ai.request.model", string(c.scan.Model)),
+			attribute.String("gen_ai.request.model", strings.ToValidUTF8(string(asked[:min(len(asked), maxLoggedModel)]), "?")),
 			attribute.Bool("gen_ai.request.stream", c.scan.Stream),
 			attribute.String("http.route", string(c.ctx.Path())),
 			attribute.String("omniroute.request_id", string(c.rid)),

@@ -2,9 +2,11 @@ package transport_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -75,6 +77,24 @@ func attrs(s *tracepb.Span) map[string]any {
 	return m
 }
 
+// collect flushes tp until the receiver holds at least n spans (or 10 s
+// passed) and returns them.
+func (r *otlpReceiver) collect(tp interface{ ForceFlush(context.Context) error }, n int) []*tracepb.Span {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = tp.ForceFlush(ctx)
+		cancel()
+		r.mu.Lock()
+		spans := append([]*tracepb.Span(nil), r.spans...)
+		r.mu.Unlock()
+		if len(spans) >= n || time.Now().After(deadline) {
+			return spans
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // TestTracesOverOTLP: one request that fails over gives one root span with
 // the GenAI attributes and one child span per upstream attempt, exported
 // over OTLP/HTTP by the real exporter to an in-process receiver.
@@ -92,20 +112,7 @@ func TestTracesOverOTLP(t *testing.T) {
 	if r.status != 200 || r.header.Get("X-OmniRoute-Fallbacks") != "1" {
 		t.Fatalf("failover: %d %v %s", r.status, r.header, r.body)
 	}
-	var spans []*tracepb.Span
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_ = tp.ForceFlush(ctx)
-		cancel()
-		rcv.mu.Lock()
-		spans = append([]*tracepb.Span(nil), rcv.spans...)
-		rcv.mu.Unlock()
-		if len(spans) >= 3 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	spans := rcv.collect(tp, 3)
 	var roots, children []*tracepb.Span
 	for _, s := range spans {
 		if len(s.ParentSpanId) == 0 {
@@ -149,5 +156,24 @@ func TestTracesOverOTLP(t *testing.T) {
 		first.EndTimeUnixNano > second.StartTimeUnixNano {
 		t.Fatalf("attempts: first %v %d..%d, second %v %d..%d", first.Status, first.StartTimeUnixNano, first.EndTimeUnixNano,
 			second.Status, second.StartTimeUnixNano, second.EndTimeUnixNano)
+	}
+
+	// Made-up model names do not name spans (one span name each would be
+	// unbounded cardinality in the tracing backend).
+	rcv.mu.Lock()
+	rcv.spans = nil
+	rcv.mu.Unlock()
+	for i := 0; i < 3; i++ {
+		if r := g.post("/v1/chat/completions", fmt.Sprintf(`{"model":"made-up-%d","messages":[]}`, i)); r.status != 404 {
+			t.Fatalf("unknown model: %d %s", r.status, r.body)
+		}
+	}
+	if spans = rcv.collect(tp, 3); len(spans) != 3 {
+		t.Fatalf("%d spans for three unknown models", len(spans))
+	}
+	for _, sp := range spans {
+		if sp.Name != "chat" || !strings.HasPrefix(fmt.Sprint(attrs(sp)["gen_ai.request.model"]), "made-up-") {
+			t.Fatalf("span of an unknown model: %q %v", sp.Name, attrs(sp))
+		}
 	}
 }

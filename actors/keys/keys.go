@@ -429,7 +429,7 @@ func (a *keysActor) create(m *createKey) *result {
 	sctx, cancel := a.storeCtx()
 	defer cancel()
 	if err := a.h.o.Store.CreateKey(sctx, sk); err != nil {
-		return &result{err: storeError(m.name, err)}
+		return &result{err: a.storeError(m.name, err)}
 	}
 	k, _ := fromStore(sk)
 	a.list = append(a.list, k)
@@ -445,7 +445,7 @@ func (a *keysActor) change(name string, apply func(*keys.Key) error, rotate bool
 		// Another node may have created it since the last reload (a
 		// shared store); read the store before answering 404.
 		if err := a.refresh(); err != nil {
-			return &result{err: storeError(name, err)}
+			return &result{err: a.storeError(name, err)}
 		}
 		k = a.find(name)
 	}
@@ -468,11 +468,11 @@ func (a *keysActor) change(name string, apply func(*keys.Key) error, rotate bool
 		sctx, cancel := a.storeCtx()
 		defer cancel()
 		if err := a.h.o.Store.RotateKey(sctx, name, keys.HashHex(d), at); err != nil {
-			return &result{err: storeError(name, err)}
+			return &result{err: a.storeError(name, err)}
 		}
 		k.Digest, k.KeySHA256Prefix, k.RotatedAt, secret = d, keys.HashHex(d)[:8], &at, s
 	} else if err := apply(k); err != nil {
-		return &result{err: storeError(name, err)}
+		return &result{err: a.storeError(name, err)}
 	}
 	a.publish()
 	return &result{info: k.Info, secret: secret}
@@ -486,7 +486,10 @@ func firstField(err error) string {
 	return ""
 }
 
-func storeError(name string, err error) error {
+// storeError is the answer to a store failure. A failure of the store
+// itself is logged in full (the operator's log may name the file) and
+// answered without where the store is (store.PublicMessage).
+func (a *keysActor) storeError(name string, err error) error {
 	switch {
 	case errors.Is(err, store.ErrDuplicateName):
 		return &keys.Error{Status: 400, Code: "duplicate_key_name", Field: "name", Message: fmt.Sprintf("name %q is already used; choose another name", name)}
@@ -495,5 +498,6 @@ func storeError(name string, err error) error {
 	case errors.Is(err, store.ErrRevoked):
 		return &keys.Error{Status: 409, Code: "key_revoked", Field: "name", Message: fmt.Sprintf("key %q is revoked", name)}
 	}
-	return &keys.Error{Status: 503, Code: "key_store_unavailable", Message: fmt.Sprintf("the key store failed (%v); keys already issued keep working; retry once the store answers", err)}
+	a.h.o.Log.Warn("the key store failed", "key", name, "err", err)
+	return &keys.Error{Status: 503, Code: "key_store_unavailable", Message: "the key store failed (" + store.PublicMessage(err, "no detail") + "); keys already issued keep working; retry once the store answers"}
 }

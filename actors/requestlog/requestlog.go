@@ -6,14 +6,23 @@
 // one message), so a busy gateway sends the writer a few messages a
 // second, not one per request: waking an actor per record cost as much
 // CPU as writing it. The actor writes one slog line per record
-// (stdout mode) and batches records into the store (db mode), flushing
-// when a batch is full or its oldest record has waited FlushInterval. It
-// applies retention once an hour.
+// (stdout mode) and commits records to the store (db mode): a full batch
+// at once, and on every tick everything handed over before it, so a
+// record is durable within one Tick (the commit interval) of its hand-over
+// plus the commit's own time; a process killed at any moment loses at
+// most the records of the last interval. It applies retention once an
+// hour.
+//
+// Requests refused before their tenant's limits took them are not logged
+// one record each (Refused): they are counted per tenant and error code
+// and added to the store's hourly refusal counts on each tick, so that a
+// flood of them costs a bounded number of rows.
 //
 // A write error (a full disk, a locked file) never stops serving: the
 // batch is counted as failed, logging to the store pauses with an
 // exponential backoff (records arriving meanwhile are counted as failed
-// too), and the health snapshot says so until a write succeeds again.
+// too), the gateway's log says so at each failed attempt and again when
+// writing works again, and the health snapshot says so until it does.
 package requestlog
 
 import (
@@ -36,10 +45,11 @@ import (
 
 // Defaults.
 const (
-	DefaultQueueSize     = 8192
-	DefaultBatchSize     = 1024
-	DefaultFlushInterval = time.Second
-	DefaultTick          = 250 * time.Millisecond
+	DefaultQueueSize = 8192
+	DefaultBatchSize = 1024
+	// DefaultTick is the commit interval: a record is committed at the
+	// latest on the first tick after its hand-over.
+	DefaultTick = 100 * time.Millisecond
 	// MinUsageRetention keeps usage aggregates for at least two months,
 	// whatever the log's retention, so monthly budgets and usage queries
 	// see the current and the previous month.
@@ -55,13 +65,18 @@ type Options struct {
 	Store store.LogStore
 	// Lines receives one line per record (stdout mode); nil writes none.
 	Lines *slog.Logger
+	// Log receives the writer's own warnings (a write that failed, and
+	// writing working again); nil discards them.
+	Log   *slog.Logger
 	Clock clock.Clock
 	// QueueSize bounds the records waiting for the actor.
-	QueueSize     int
-	BatchSize     int
-	FlushInterval time.Duration
-	// Tick is how often the actor looks at the clock for flushes and
-	// retention (default 250ms).
+	QueueSize int
+	// BatchSize is the most records one transaction commits; a drain
+	// that brings a full batch commits it at once.
+	BatchSize int
+	// Tick is the commit interval: on every tick the writer commits every
+	// record handed over before it, adds the refusal counts and looks at
+	// retention (default DefaultTick).
 	Tick time.Duration
 	// Retention deletes requests older than this (0 keeps them); usage
 	// aggregates are kept at least MinUsageRetention.
@@ -70,17 +85,23 @@ type Options struct {
 
 // Health is the writer's state, for the health endpoint.
 type Health struct {
-	DB          bool       `json:"db"`
-	Stdout      bool       `json:"stdout"`
-	Queued      int64      `json:"queued"`
-	Written     int64      `json:"written"`
-	Dropped     int64      `json:"dropped"` // queue full: never reached the writer
-	Failed      int64      `json:"failed"`  // lost to write errors or while paused after one
-	Errors      int64      `json:"writeErrors"`
-	Deleted     int64      `json:"deletedByRetention"`
-	Failing     bool       `json:"failing"`
-	LastError   string     `json:"lastError,omitempty"`
-	LastErrorAt *time.Time `json:"lastErrorAt,omitempty"`
+	DB      bool  `json:"db"`
+	Stdout  bool  `json:"stdout"`
+	Queued  int64 `json:"queued"`
+	Written int64 `json:"written"`
+	Dropped int64 `json:"dropped"` // queue full: never reached the writer
+	Failed  int64 `json:"failed"`  // lost to write errors or while paused after one
+	// Refused counts requests refused before their tenant's limits took
+	// them, handed over as counts (Refused), not records.
+	Refused int64 `json:"refused"`
+	// CommitIntervalMs is Tick: a record handed over is committed within
+	// it (plus the commit's own time) while writes succeed.
+	CommitIntervalMs int64      `json:"commitIntervalMs"`
+	Errors           int64      `json:"writeErrors"`
+	Deleted          int64      `json:"deletedByRetention"`
+	Failing          bool       `json:"failing"`
+	LastError        string     `json:"lastError,omitempty"`
+	LastErrorAt      *time.Time `json:"lastErrorAt,omitempty"`
 	// RetryAt is when the next write is tried while failing.
 	RetryAt *time.Time `json:"retryAt,omitempty"`
 }
@@ -92,16 +113,23 @@ type Handle struct {
 	o    Options
 	off  bool
 
-	queued, written, dropped, failed, errors, deleted atomic.Int64
-	failing                                           atomic.Bool
-	lastErr                                           atomic.Pointer[errState]
+	queued, written, dropped, failed, errors, deleted, refusedN atomic.Int64
+	failing                                                     atomic.Bool
+	lastErr                                                     atomic.Pointer[errState]
 
 	// mu guards pending, the records Log handed over that the writer has
-	// not taken.
+	// not taken, and refused, the refusals counted since the last tick.
 	mu      sync.Mutex
 	pending []store.Record
+	refused map[string]*tally // by tenant id
 	// text holds the ids Log copied (keep), guarded by mu.
 	text []byte
+}
+
+// tally is one tenant's refusals by code since the writer's last tick.
+type tally struct {
+	name  string
+	codes map[string]int64
 }
 
 // drain tells the writer that pending holds a whole batch.
@@ -135,11 +163,11 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	if o.BatchSize <= 0 {
 		o.BatchSize = DefaultBatchSize
 	}
-	if o.FlushInterval <= 0 {
-		o.FlushInterval = DefaultFlushInterval
-	}
 	if o.Tick <= 0 {
 		o.Tick = DefaultTick
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
 	}
 	h := &Handle{root: system.Root, o: o, off: o.Store == nil && o.Lines == nil}
 	if h.off {
@@ -197,6 +225,42 @@ func (h *Handle) Log(r *store.Record, requestID, tenantID []byte) bool {
 	return true
 }
 
+// Refused counts a request refused before its tenant's limits took it
+// (a bad key, an unknown model, a malformed body, the limits' own
+// refusal), under its tenant and error code, without blocking: the
+// writer adds the counts to the store's hourly refusal counts on its
+// next tick (and writes one line per tenant and code in stdout mode). A
+// refusal is never a record of its own, so a flood of them costs memory
+// and rows bounded by tenants × codes: tenantID must come from a bounded
+// set (configured and issued keys, and the caller's fixed buckets), code
+// from the gateway's own codes.
+func (h *Handle) Refused(tenantID []byte, tenantName, code string) {
+	if h.off {
+		return
+	}
+	h.refusedN.Add(1)
+	h.mu.Lock()
+	if h.refused == nil {
+		h.refused = map[string]*tally{}
+	}
+	t := h.refused[string(tenantID)]
+	if t == nil {
+		t = &tally{name: tenantName, codes: map[string]int64{}}
+		h.refused[string(tenantID)] = t
+	}
+	t.codes[code]++
+	h.mu.Unlock()
+}
+
+// takeRefused takes the refusals counted since the last call.
+func (h *Handle) takeRefused() map[string]*tally {
+	h.mu.Lock()
+	got := h.refused
+	h.refused = nil
+	h.mu.Unlock()
+	return got
+}
+
 // keep copies b into the shared text buffer and returns it as a string;
 // h.mu is held. The buffer is only ever appended to within its capacity
 // and a full one is replaced, never reused, so the bytes behind a string
@@ -222,7 +286,8 @@ func (h *Handle) take(spare []store.Record) []store.Record {
 // Health reads the writer's counters; it sends no message.
 func (h *Handle) Health() Health {
 	v := Health{DB: h.o.Store != nil, Stdout: h.o.Lines != nil, Queued: h.queued.Load(), Written: h.written.Load(), Dropped: h.dropped.Load(),
-		Failed: h.failed.Load(), Errors: h.errors.Load(), Deleted: h.deleted.Load(), Failing: h.failing.Load()}
+		Failed: h.failed.Load(), Refused: h.refusedN.Load(), Errors: h.errors.Load(), Deleted: h.deleted.Load(), Failing: h.failing.Load(),
+		CommitIntervalMs: h.o.Tick.Milliseconds()}
 	if e := h.lastErr.Load(); e != nil {
 		at := e.at
 		v.LastError, v.LastErrorAt = e.msg, &at
@@ -242,11 +307,13 @@ type writer struct {
 	inbox       []store.Record
 	held, loose int
 	batch       []store.Record
-	oldest      time.Time
 	backoff     time.Duration
-	retryAt     time.Time
-	nextTrim    time.Time
-	stop        func()
+	// lostSince counts the records lost while writes fail, for the log
+	// line that says writing works again.
+	lostSince int64
+	retryAt   time.Time
+	nextTrim  time.Time
+	stop      func()
 }
 
 func (w *writer) Receive(ctx actor.Context) {
@@ -256,12 +323,8 @@ func (w *writer) Receive(ctx actor.Context) {
 	case drain:
 		w.drain()
 	case tick:
-		w.drain()
-		now := w.h.o.Clock.Now()
-		if len(w.batch) > 0 && now.Sub(w.oldest) >= w.h.o.FlushInterval {
-			w.flush(now, false)
-		}
-		w.retain(now)
+		w.commit()
+		w.retain(w.h.o.Clock.Now())
 	case *actor.Restarting:
 		// The fresh object will not have this batch, nor the records of
 		// the drain that failed.
@@ -271,10 +334,7 @@ func (w *writer) Receive(ctx actor.Context) {
 		w.cancel()
 	case *actor.Stopping:
 		w.cancel()
-		w.drain()
-		if len(w.batch) > 0 {
-			w.flush(w.h.o.Clock.Now(), false)
-		}
+		w.commit()
 	case crash:
 		panic("requestlog: crash requested by a test")
 	}
@@ -300,12 +360,10 @@ func (w *writer) drain() {
 	}
 	if w.h.o.Store != nil {
 		now := w.h.o.Clock.Now()
-		if w.h.failing.Load() && now.Before(w.retryAt) {
-			w.h.failed.Add(int64(n)) // paused after a write error
+		if w.paused(now) {
+			w.h.failed.Add(int64(n))
+			w.lostSince += int64(n)
 		} else {
-			if len(w.batch) == 0 {
-				w.oldest = now
-			}
 			w.batch = append(w.batch, w.inbox...)
 		}
 	}
@@ -315,6 +373,54 @@ func (w *writer) drain() {
 	}
 	w.h.queued.Add(-int64(n))
 	w.held = 0
+}
+
+// paused reports whether store writes wait out the backoff after an
+// error (records meanwhile are counted as failed).
+func (w *writer) paused(now time.Time) bool { return w.h.failing.Load() && now.Before(w.retryAt) }
+
+// commit is the tick's work: everything handed over is committed, and the
+// refusal counts added.
+func (w *writer) commit() {
+	w.drain()
+	now := w.h.o.Clock.Now()
+	if len(w.batch) > 0 {
+		w.flush(now, false)
+	}
+	w.refusals(now)
+}
+
+// refusals writes the refusal counts taken since the last tick: a line
+// per tenant and code (stdout mode), one transaction of hourly counts
+// (db mode).
+func (w *writer) refusals(now time.Time) {
+	got := w.h.takeRefused()
+	if len(got) == 0 {
+		return
+	}
+	rs := make([]store.Refusal, 0, len(got))
+	for id, t := range got {
+		for code, n := range t.codes {
+			rs = append(rs, store.Refusal{Start: now, TenantID: id, TenantName: t.name, Code: code, Count: n})
+		}
+	}
+	if l := w.h.o.Lines; l != nil {
+		for i := range rs {
+			l.LogAttrs(context.Background(), slog.LevelInfo, "refused", slog.String("tenant", rs[i].TenantName), slog.String("tenant_id", rs[i].TenantID),
+				slog.String("error_code", rs[i].Code), slog.Int64("count", rs[i].Count))
+		}
+	}
+	if w.h.o.Store == nil || w.paused(now) {
+		return // counts lost while paused: the health's failing says so
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	err := w.h.o.Store.AddRefusals(ctx, rs)
+	cancel()
+	if err != nil {
+		w.fail(now, err, 0)
+		return
+	}
+	w.recovered()
 }
 
 func (w *writer) cancel() {
@@ -335,32 +441,44 @@ func (w *writer) flush(now time.Time, full bool) {
 		err := w.h.o.Store.InsertRequests(ctx, w.batch[:n])
 		cancel()
 		if err != nil {
-			w.h.failed.Add(int64(len(w.batch)))
+			lost := int64(len(w.batch))
+			w.h.failed.Add(lost)
 			w.batch = w.batch[:0]
-			w.fail(now, err)
+			w.fail(now, err, lost)
 			return
 		}
 		w.batch = w.batch[:copy(w.batch, w.batch[n:])]
 		w.h.written.Add(int64(n))
-		w.backoff = 0
-		w.h.failing.Store(false)
-	}
-	if len(w.batch) > 0 {
-		w.oldest = now // what a size flush left waits from now
+		w.recovered()
 	}
 }
 
 // fail pauses store writes: 1s after the first error, doubling to a
-// minute.
+// minute. Each failed attempt is logged (at most one line per backoff:
+// a few in the first minute, then one a minute), with the error (its
+// full text: the operator's log may name the file) and what was lost.
 //
-// The error is published before it is counted, so a reader that sees the
-// count also sees this error.
-func (w *writer) fail(now time.Time, err error) {
+// The error is logged and published before it is counted, so a reader
+// that sees the count also sees this error.
+func (w *writer) fail(now time.Time, err error, lost int64) {
 	w.backoff = min(max(2*w.backoff, time.Second), maxBackoff)
 	w.retryAt = now.Add(w.backoff)
-	w.h.lastErr.Store(&errState{msg: sanitize.Message(err.Error(), "write failed"), at: now, retryAt: w.retryAt})
+	w.lostSince += lost
+	w.h.o.Log.Warn("the request log cannot be written; serving goes on, records are counted as failed until a write succeeds",
+		"err", sanitize.Secrets(err.Error()), "lostRecords", lost, "retryInMs", w.backoff.Milliseconds())
+	w.h.lastErr.Store(&errState{msg: store.PublicMessage(err, "write failed"), at: now, retryAt: w.retryAt})
 	w.h.failing.Store(true)
 	w.h.errors.Add(1)
+}
+
+// recovered ends a failing episode after a successful write: the backoff
+// resets and the log says how many records the episode lost.
+func (w *writer) recovered() {
+	w.backoff = 0
+	if w.h.failing.Swap(false) {
+		w.h.o.Log.Info("the request log is written again", "lostRecords", w.lostSince)
+	}
+	w.lostSince = 0
 }
 
 func (w *writer) retain(now time.Time) {
@@ -373,7 +491,7 @@ func (w *writer) retain(now time.Time) {
 	n, err := w.h.o.Store.DeleteBefore(ctx, now.Add(-w.h.o.Retention), now.Add(-max(w.h.o.Retention, MinUsageRetention)))
 	w.h.deleted.Add(n)
 	if err != nil {
-		w.fail(now, err)
+		w.fail(now, err, 0)
 	}
 }
 

@@ -49,36 +49,77 @@ func count(t *testing.T, d store.LogStore) int {
 	return len(p.Records)
 }
 
-func TestBatchesBySizeAndByTime(t *testing.T) {
+// TestEveryTickCommitsWhatWasHandedOver: a full batch is committed at
+// once; what is left is committed by the next tick, however few records
+// it holds, so a record is durable within one commit interval of its
+// hand-over (the ticks here are sent by hand: the test decides when the
+// interval ends).
+func TestEveryTickCommitsWhatWasHandedOver(t *testing.T) {
 	d := db(t, sqlite.Options{})
-	clk := clock.NewFake(t0)
-	h, err := Spawn(system(t), Options{Store: d, Clock: clk, BatchSize: 5, FlushInterval: time.Second, Tick: 2 * time.Millisecond})
+	h, err := Spawn(system(t), Options{Store: d, Clock: clock.NewFake(t0), BatchSize: 5, Tick: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Stop()
-	for i := 0; i < 12; i++ {
+	for i := 0; i < 5; i++ {
 		if !h.Log(rec(i), nil, nil) {
 			t.Fatal("dropped with an empty queue")
 		}
 	}
-	until(t, "two full batches written", func() bool { return h.Health().Written == 10 && h.Health().Queued == 0 })
-	if n := count(t, d); n != 10 {
-		t.Fatalf("%d rows after two batches", n)
+	until(t, "a full batch written without a tick", func() bool { return h.Health().Written == 5 })
+	for i := 5; i < 12; i++ {
+		h.Log(rec(i), nil, nil)
 	}
-	// The last two wait for the flush interval on the injected clock.
-	time.Sleep(20 * time.Millisecond)
-	if h.Health().Written != 10 {
-		t.Fatal("flushed before the interval")
+	h.root.Send(h.pid, tick{})
+	until(t, "the rest committed by the tick", func() bool { return h.Health().Written == 12 })
+	h.Log(rec(12), nil, nil) // one record alone
+	h.root.Send(h.pid, tick{})
+	until(t, "a single record committed by the next tick", func() bool { return h.Health().Written == 13 })
+	if n := count(t, d); n != 13 || h.Health().Queued != 0 {
+		t.Fatalf("%d rows, health %+v", n, h.Health())
 	}
-	clk.Advance(time.Second)
-	until(t, "the partial batch flushed by time", func() bool { return h.Health().Written == 12 })
-	if n := count(t, d); n != 12 {
-		t.Fatalf("%d rows", n)
-	}
-	if u, _ := d.Usage(context.Background(), store.UsageQuery{}); len(u) != 1 || u[0].Requests != 12 || u[0].CostNano != 12*2500 {
+	if u, _ := d.Usage(context.Background(), store.UsageQuery{}); len(u) != 1 || u[0].Requests != 13 || u[0].CostNano != 13*2500 {
 		t.Fatalf("usage %+v", u)
 	}
+	if hl := h.Health(); hl.CommitIntervalMs != time.Hour.Milliseconds() {
+		t.Fatalf("health %+v", hl)
+	}
+}
+
+// TestRefusalsAreCountsNotRecords: refusals handed over are added to the
+// hourly counts per tenant and code on the next tick; none becomes a
+// record, however many arrive.
+func TestRefusalsAreCountsNotRecords(t *testing.T) {
+	d := db(t, sqlite.Options{})
+	h, err := Spawn(system(t), Options{Store: d, Clock: clock.NewFake(t0), Tick: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	for i := 0; i < 5000; i++ {
+		h.Refused([]byte("key_a"), "a", "model_not_found")
+	}
+	h.Refused([]byte("key_a"), "a", "rate_limit_exceeded")
+	h.Refused([]byte("unidentified"), "unidentified", "invalid_api_key")
+	h.root.Send(h.pid, tick{})
+	until(t, "the counts committed", func() bool {
+		rs, err := d.Refusals(context.Background(), store.UsageQuery{})
+		return err == nil && len(rs) == 3
+	})
+	rs, _ := d.Refusals(context.Background(), store.UsageQuery{})
+	if rs[0].TenantID != "key_a" || rs[0].Code != "model_not_found" || rs[0].Count != 5000 || !rs[0].Start.Equal(t0) {
+		t.Fatalf("refusals %+v", rs)
+	}
+	if n := count(t, d); n != 0 || h.Health().Refused != 5002 {
+		t.Fatalf("%d records for refusals, health %+v", n, h.Health())
+	}
+	// The next hour's refusals add to their own hour.
+	h.Refused([]byte("key_a"), "a", "model_not_found")
+	h.root.Send(h.pid, tick{})
+	until(t, "added to the same tenant and code", func() bool {
+		rs, _ := d.Refusals(context.Background(), store.UsageQuery{})
+		return len(rs) == 3 && rs[0].Count == 5001
+	})
 }
 
 // blockingStore holds every insert until released.
@@ -126,7 +167,8 @@ func TestFullQueueDropsAndNeverBlocks(t *testing.T) {
 func TestFullDiskStopsLoggingNotServing(t *testing.T) {
 	d := db(t, sqlite.Options{MaxPages: 16})
 	clk := clock.NewFake(t0)
-	h, err := Spawn(system(t), Options{Store: d, Clock: clk, BatchSize: 2000, Tick: 2 * time.Millisecond})
+	var logged testutil.SyncBuffer
+	h, err := Spawn(system(t), Options{Store: d, Clock: clk, BatchSize: 2000, Tick: time.Hour, Log: slog.New(slog.NewTextHandler(&logged, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,12 +183,17 @@ func TestFullDiskStopsLoggingNotServing(t *testing.T) {
 	if !hl.Failing || hl.Failed != 2000 || hl.Written != 0 || !strings.Contains(hl.LastError, "full") || hl.RetryAt == nil || !hl.RetryAt.Equal(t0.Add(time.Second)) {
 		t.Fatalf("health %+v", hl)
 	}
+	// The gateway's log says so (the health alone is not watched).
+	if l := logged.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "the request log cannot be written") || !strings.Contains(l, "lostRecords=2000") {
+		t.Fatalf("log: %s", l)
+	}
 	// Paused: records are counted, not written, and Log still returns.
 	for i := 0; i < 10; i++ {
 		if !h.Log(rec(1000+i), nil, nil) {
 			t.Fatal("Log refused while paused")
 		}
 	}
+	h.root.Send(h.pid, tick{})
 	until(t, "paused records counted", func() bool { return h.Health().Failed == 2010 })
 	// After the backoff the next batch is tried again, and fails again
 	// with a doubled backoff.
@@ -157,6 +204,9 @@ func TestFullDiskStopsLoggingNotServing(t *testing.T) {
 	until(t, "the second attempt failed", func() bool { return h.Health().Errors == 2 })
 	if hl := h.Health(); !hl.RetryAt.Equal(t0.Add(3*time.Second)) || hl.Written != 0 {
 		t.Fatalf("health %+v", hl)
+	}
+	if n := strings.Count(logged.String(), "the request log cannot be written"); n != 2 {
+		t.Fatalf("%d warnings for two failed writes: %s", n, logged.String())
 	}
 }
 
@@ -189,10 +239,12 @@ type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
-func TestRestartCountsTheLostBatchAndGoesOn(t *testing.T) {
+// TestRestartLosesNothingHandedOver: records wait in the handle, not in
+// the writer, between ticks: a writer that fails and restarts commits
+// them on its first tick.
+func TestRestartLosesNothingHandedOver(t *testing.T) {
 	d := db(t, sqlite.Options{})
-	clk := clock.NewFake(t0)
-	h, err := Spawn(system(t), Options{Store: d, Clock: clk, BatchSize: 100, Tick: 2 * time.Millisecond})
+	h, err := Spawn(system(t), Options{Store: d, Clock: clock.NewFake(t0), BatchSize: 100, Tick: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,13 +252,13 @@ func TestRestartCountsTheLostBatchAndGoesOn(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		h.Log(rec(i), nil, nil)
 	}
-	until(t, "records taken", func() bool { return h.Health().Queued == 0 })
 	h.root.Send(h.pid, crash{})
-	until(t, "the lost batch counted", func() bool { return h.Health().Failed == 3 })
 	h.Log(rec(10), nil, nil)
-	until(t, "taken by the fresh writer", func() bool { return h.Health().Queued == 0 })
-	clk.Advance(2 * time.Second)
-	until(t, "written after the restart", func() bool { return h.Health().Written == 1 })
+	h.root.Send(h.pid, tick{})
+	until(t, "written after the restart", func() bool { return h.Health().Written == 4 })
+	if hl := h.Health(); hl.Failed != 0 || hl.Queued != 0 {
+		t.Fatalf("health %+v", hl)
+	}
 }
 
 func TestStopFlushesAndRetentionDeletes(t *testing.T) {
@@ -261,11 +313,11 @@ func (s *sizesStore) InsertRequests(_ context.Context, recs []store.Record) erro
 
 // TestDrainWritesWholeBatches: records that pile up while the store is
 // slow are taken in one drain and still written BatchSize at a time,
-// the rest waiting for the flush interval.
+// the rest waiting for the tick.
 func TestDrainWritesWholeBatches(t *testing.T) {
 	ss := &sizesStore{release: make(chan struct{})}
 	clk := clock.NewFake(t0)
-	h, err := Spawn(system(t), Options{Store: ss, Clock: clk, BatchSize: 5, QueueSize: 100, FlushInterval: time.Second, Tick: time.Hour})
+	h, err := Spawn(system(t), Options{Store: ss, Clock: clk, BatchSize: 5, QueueSize: 100, Tick: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +363,7 @@ func (c *capturingStore) InsertRequests(_ context.Context, recs []store.Record) 
 // several of the writer's text buffers, still hold their own ids.
 func TestRequestIDsAreCopied(t *testing.T) {
 	cs := &capturingStore{}
-	h, err := Spawn(system(t), Options{Store: cs, BatchSize: 64, QueueSize: 4096, FlushInterval: time.Millisecond, Tick: time.Millisecond})
+	h, err := Spawn(system(t), Options{Store: cs, BatchSize: 64, QueueSize: 4096, Tick: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

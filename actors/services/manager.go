@@ -84,6 +84,8 @@ type Handle struct {
 	// events; resume tells it the service was wanted running.
 	gen    atomic.Uint64
 	resume atomic.Bool
+	// owned caches VerifyServer's last proof (serving.go).
+	owned atomic.Pointer[ownedListeners]
 }
 
 // strategy restarts a service's supervisor after a panic. The failed one

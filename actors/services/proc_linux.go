@@ -136,3 +136,90 @@ func listeningInodes(port int) map[string]bool {
 	}
 	return out
 }
+
+// acceptingInodes returns "socket:[inode]" for every socket in LISTEN
+// state that accepts TCP connections to 127.0.0.1:port: bound to
+// 127.0.0.1, to 0.0.0.0, to [::] (dual stack) or to ::ffff:127.0.0.1.
+// It asks the kernel's socket diagnostics (diag_linux.go), else reads
+// /proc/net/tcp and tcp6; ok is false when neither can be read.
+func acceptingInodes(port int) (inodes []string, ok bool) {
+	if inodes, ok := diagListeners(port); ok {
+		return inodes, true
+	}
+	return procListeners(port)
+}
+
+// procListeners is acceptingInodes read from /proc/net/tcp and tcp6.
+func procListeners(port int) (inodes []string, ok bool) {
+	suffix := fmt.Sprintf(":%04X", port)
+	accepts := map[string]bool{
+		"0100007F" + suffix: true, "00000000" + suffix: true,
+		"00000000000000000000000000000000" + suffix: true, "0000000000000000FFFF00000100007F" + suffix: true,
+	}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		ok = true
+		for _, line := range bytes.Split(b, []byte("\n"))[1:] {
+			// sl local rem st tx:rx tr:when retr uid timeout inode ...
+			fields := bytes.Fields(line)
+			if len(fields) < 10 || string(fields[3]) != "0A" || !accepts[string(fields[1])] {
+				continue
+			}
+			inodes = append(inodes, "socket:["+string(fields[9])+"]")
+		}
+	}
+	return inodes, ok
+}
+
+// groupHolds reports whether every one of want is an open file of a
+// member of process group pgid. The leader's descriptors are read first
+// (a service's listener is almost always its own); only when some are
+// not found there are the other members looked for in /proc.
+func groupHolds(pgid int, want []string) bool {
+	left := map[string]bool{}
+	for _, w := range want {
+		left[w] = true
+	}
+	take := func(pid string) {
+		fds, err := os.ReadDir("/proc/" + pid + "/fd")
+		if err != nil {
+			return
+		}
+		for _, fd := range fds {
+			if link, err := os.Readlink("/proc/" + pid + "/fd/" + fd.Name()); err == nil {
+				delete(left, link)
+			}
+		}
+	}
+	leader := strconv.Itoa(pgid)
+	if _, pg, ok := procStat(leader); ok && pg == pgid {
+		take(leader)
+	}
+	if len(left) == 0 {
+		return true
+	}
+	d, err := os.Open("/proc")
+	if err != nil {
+		return false
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return false
+	}
+	for _, n := range names {
+		if n[0] < '0' || n[0] > '9' || n == leader {
+			continue
+		}
+		if _, pg, ok := procStat(n); ok && pg == pgid {
+			take(n)
+			if len(left) == 0 {
+				return true
+			}
+		}
+	}
+	return false
+}

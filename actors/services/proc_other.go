@@ -20,3 +20,9 @@ func killGroup(pgid int) { _ = syscall.Kill(-pgid, syscall.SIGKILL) }
 
 // listenerOwnedByGroup cannot tell without /proc: unknown.
 func listenerOwnedByGroup(port, pgid int) (owned, known bool) { return false, false }
+
+// acceptingInodes cannot tell without /proc.
+func acceptingInodes(port int) (inodes []string, ok bool) { return nil, false }
+
+// groupHolds cannot tell without /proc.
+func groupHolds(pgid int, want []string) bool { return false }

@@ -235,3 +235,24 @@ func FuzzDecodeFile(f *testing.F) {
 		}
 	})
 }
+
+// TestShownURLHidesCredentials: a URL in an error keeps what locates it
+// (scheme, host, path) and loses what may be a secret.
+func TestShownURLHidesCredentials(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"https://api.openai.com/v1", `"https://api.openai.com/v1"`},
+		{"https://user:pa55@host.example/v1", `"https://[REDACTED]@host.example/v1"`},
+		{"https://host.example/v1?key=abc&x=1", `"https://host.example/v1?[REDACTED]"`},
+		{"https://host.example/v1#tok", `"https://host.example/v1#[REDACTED]"`},
+		{"mailto:secret-thing", `"mailto:[REDACTED]"`},
+		{"http://a b@host/%zz", `(the value, not shown: it does not parse as a URL)`},
+	} {
+		if got := ShownURL(c.in); got != c.want {
+			t.Errorf("ShownURL(%q) = %s, want %s", c.in, got, c.want)
+		}
+	}
+	err := validateBaseURL("https://ops:hunter2@api.example.com/v1?token=t0k")
+	if err == nil || strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "t0k") {
+		t.Fatalf("validateBaseURL: %v", err)
+	}
+}

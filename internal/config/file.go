@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/omniroute/gateway/internal/dialect"
@@ -466,24 +467,58 @@ func (f *File) ResolveConnection(ref string) (provider, connection string, err e
 func validateBaseURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil || s == "" {
-		return fmt.Errorf("%q is not a URL; want e.g. https://api.openai.com/v1", s)
+		return fmt.Errorf("%s is not a URL; want e.g. https://api.openai.com/v1", ShownURL(s))
 	}
 	switch u.Scheme {
 	case "http", "https":
 		if u.Host == "" {
-			return fmt.Errorf("%q has no host", s)
+			return fmt.Errorf("%s has no host", ShownURL(s))
 		}
 	case "service":
 		if u.Host == "" {
-			return fmt.Errorf("%q names no service; want service://<name>/v1", s)
+			return fmt.Errorf("%s names no service; want service://<name>/v1", ShownURL(s))
 		}
 	default:
-		return fmt.Errorf("%q has scheme %q; want http, https or service", s, u.Scheme)
+		return fmt.Errorf("%s has scheme %q; want http, https or service", ShownURL(s), u.Scheme)
 	}
 	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return fmt.Errorf("%q must not carry a query, fragment or credentials; put keys in api_key_env", s)
+		return fmt.Errorf("%s must not carry a query, fragment or credentials; put keys in api_key_env", ShownURL(s))
 	}
 	return nil
+}
+
+// ShownURL is a configured URL as an error or a log may show it, quoted:
+// its user information, query and fragment (where credentials and
+// tokens go) are replaced by [REDACTED], so that a refused base_url
+// never echoes its secret into the reload API's answer or the log. Text
+// that does not parse as a URL is not shown at all.
+func ShownURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(the value, not shown: it does not parse as a URL)"
+	}
+	out := ""
+	if u.Scheme != "" {
+		out = u.Scheme + ":"
+	}
+	if u.Host != "" || u.User != nil {
+		out += "//"
+		if u.User != nil {
+			out += "[REDACTED]@"
+		}
+		out += u.Host
+	}
+	out += u.EscapedPath()
+	if u.Opaque != "" {
+		out += "[REDACTED]"
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		out += "?[REDACTED]"
+	}
+	if u.Fragment != "" {
+		out += "#[REDACTED]"
+	}
+	return strconv.Quote(out)
 }
 
 func isLoopbackURL(s string) bool {

@@ -142,7 +142,7 @@ func validateQuota(f *File) []string {
 			}
 			if q.BaseURL != "" {
 				if u, err := url.Parse(q.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
-					add("%s.base_url: %q is not an http(s) URL without credentials or query", qpath, q.BaseURL)
+					add("%s.base_url: %s is not an http(s) URL without credentials or query", qpath, ShownURL(q.BaseURL))
 				}
 			} else if strings.HasPrefix(p.BaseURL, "service://") {
 				add("%s.base_url: required for a service:// provider (the usage API needs a real URL)", qpath)

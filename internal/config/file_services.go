@@ -283,7 +283,7 @@ func validateServiceSections(f *File) []string {
 		}
 		if e.BaseURL != "" {
 			if u, err := url.Parse(e.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.User != nil {
-				add("%s.base_url: %q must be an http(s) URL without query or credentials", p, e.BaseURL)
+				add("%s.base_url: %s must be an http(s) URL without query or credentials", p, ShownURL(e.BaseURL))
 			}
 		}
 		for i, c := range e.Capabilities {

@@ -12,7 +12,7 @@ func TestLedgerAllocAllocatesNothing(t *testing.T) {
 	var c Counter
 	var u Usage
 	if a := testing.AllocsPerRun(200, func() {
-		in, out := Estimate(body, 100, DefaultOutputTokens)
+		in, out := Estimate(body, 100, 1, DefaultOutputTokens)
 		idx, _, ok := c.Reserve(9, uint64(in+out), 1<<40)
 		if ok {
 			c.Adjust(idx, uint64(in+out), 10)

@@ -21,8 +21,10 @@ const ImageTokens = 1600
 // Estimate returns the input and output tokens to reserve for body. Input
 // is a quarter token per byte of the body, deliberately conservative (JSON
 // punctuation counts too), except inline base64 images, which count
-// ImageTokens each; output is maxTokens when positive, else defaultOutput.
-func Estimate(body []byte, maxTokens, defaultOutput int64) (input, output int64) {
+// ImageTokens each; output is maxTokens when positive, else defaultOutput,
+// for each of the answers the request asks for (OpenAI's n: 128 answers
+// may cost 128 times max_tokens; answers below 1 count as one).
+func Estimate(body []byte, maxTokens, answers, defaultOutput int64) (input, output int64) {
 	n := int64(len(body))
 	images := int64(0)
 	marker := []byte(";base64,")
@@ -46,7 +48,7 @@ func Estimate(body []byte, maxTokens, defaultOutput int64) (input, output int64)
 	if output <= 0 {
 		output = defaultOutput
 	}
-	return input, output
+	return input, output * max(answers, 1)
 }
 
 // Usage is a provider's token report. Fields hold the latest value seen:

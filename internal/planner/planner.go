@@ -30,6 +30,9 @@ const (
 	SkipCircuit
 	SkipExhausted
 	SkipBudget
+	// SkipService: the target's supervised service is not running as the
+	// gateway's own child (never tried, never waited for).
+	SkipService
 	NumSkips int = iota - 1
 )
 
@@ -42,6 +45,10 @@ type Evidence struct {
 	// (its provider does not speak the dialect it needs): never tried,
 	// never waited for.
 	Unusable bool
+	// ServiceDown marks a candidate served by a supervised service that
+	// is not running as the gateway's own child: never tried, never
+	// waited for, counted as SkipService.
+	ServiceDown bool
 
 	// From the targets snapshot; Known is false when it has no entry.
 	Known               bool
@@ -269,6 +276,9 @@ func assess(e *Evidence, now time.Time) (live routing.Live, halfOpen bool, rec t
 	skip = SkipNone
 	if e.Unusable {
 		return routing.Live{Weight: e.Weight}, false, time.Time{}, SkipNone
+	}
+	if e.ServiceDown {
+		return routing.Live{Weight: e.Weight}, false, time.Time{}, SkipService
 	}
 	cand := routing.Candidate{CapabilityScore: 1, HealthScore: 1, ModelPreference: routing.Some(1)}
 	if e.Known {

@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/omniroute/gateway/internal/sanitize"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 )
 
@@ -25,6 +26,28 @@ var (
 	ErrNotFound      = errors.New("no such key")
 	ErrRevoked       = errors.New("the key is revoked")
 )
+
+// Error is a failure of the database: Error says what failed, on which
+// file and what to do (for the gateway's own log and start-up), Public the
+// same without where the file is, for answers any management caller reads.
+type Error struct {
+	Full, Public string
+	Err          error
+}
+
+func (e *Error) Error() string { return e.Full }
+func (e *Error) Unwrap() error { return e.Err }
+
+// PublicMessage is err as an answer may show it: an Error's Public text,
+// else err's text as sanitize.Message leaves it (secrets and paths
+// redacted, one bounded line), else fallback.
+func PublicMessage(err error, fallback string) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Public
+	}
+	return sanitize.Message(err.Error(), fallback)
+}
 
 // Key is one API key issued at run time.
 type Key struct {
@@ -145,7 +168,9 @@ func (f *Filter) Match(r *Record) bool {
 
 // Page is one page of requests, newest first. Next is empty on the last
 // page. Paging is stable under inserts: a page never repeats or skips a
-// record because newer ones arrived.
+// record because newer ones arrived. A page may hold fewer than Limit
+// records, none even, and still have a Next: the store bounds what one
+// page reads (a rare filter over a long log), and Next goes on from there.
 type Page struct {
 	Records []Record
 	Next    string
@@ -164,7 +189,41 @@ const (
 type UsageQuery struct {
 	Since, Until time.Time
 	Tenant       string // tenant id or name
+	Model        string
 	Bucket       Bucket // default Day
+	// Limit bounds the rows returned (0: MaxUsagePage); After continues
+	// a listing after the row it names (rows come ordered by bucket,
+	// tenant id and model).
+	Limit int
+	After *UsageKey
+}
+
+// MaxUsagePage bounds UsageQuery.Limit.
+const MaxUsagePage = 5000
+
+// UsageKey is a usage row's position in a listing.
+type UsageKey struct {
+	Start    time.Time
+	TenantID string
+	Model    string
+}
+
+// Key is r's position.
+func (r *UsageRow) Key() UsageKey { return UsageKey{r.Start, r.TenantID, r.Model} }
+
+// Refusal counts requests of one tenant refused, with one error code,
+// before the tenant's limits took them (a bad key, an unknown model, a
+// malformed body, the limits' own refusals): they are counted per hour,
+// tenant and code, never kept one record each, so that a flood of them
+// adds a bounded number of rows.
+type Refusal struct {
+	// Start is the hour (AddRefusals rounds down) or, read back, the
+	// start of the earliest hour counted.
+	Start      time.Time
+	TenantID   string
+	TenantName string
+	Code       string
+	Count      int64
 }
 
 // UsageRow is the usage of one tenant and model in one hour or day.
@@ -187,7 +246,16 @@ type LogStore interface {
 	// one transaction.
 	InsertRequests(ctx context.Context, recs []Record) error
 	Requests(ctx context.Context, f Filter) (Page, error)
+	// Usage lists usage rows (at most q.Limit, after q.After); UsageTotal
+	// sums every row q selects, whatever its Limit.
 	Usage(ctx context.Context, q UsageQuery) ([]UsageRow, error)
+	UsageTotal(ctx context.Context, q UsageQuery) (UsageRow, error)
+	// AddRefusals adds counts of refused requests to their hours;
+	// Refusals sums them per tenant and code over q's window and tenant
+	// (q.Model and q.Bucket do not apply), largest first, at most
+	// q.Limit.
+	AddRefusals(ctx context.Context, rs []Refusal) error
+	Refusals(ctx context.Context, q UsageQuery) ([]Refusal, error)
 	// Spend returns each tenant's cost (nano-dollars) since a time, from
 	// the usage aggregates, to seed budgets at start-up.
 	Spend(ctx context.Context, since time.Time) (map[string]int64, error)

@@ -50,6 +50,12 @@ type Request struct {
 	// same tokens priced with internal/pricing (0 when the model has no
 	// price, so only settled spend counts).
 	Cost int64
+	// RequestOnly is a request that generates nothing (a token count, a
+	// request refused before it was routed): it is checked against
+	// allowed_models (when Model is set) and requests_per_minute only,
+	// and charged one request, never refunded. It holds no concurrency
+	// slot, no tokens and no budget, so its Reservation is inactive.
+	RequestOnly bool
 }
 
 // Reservation is what Reserve held. Settle it exactly once, through a
@@ -103,13 +109,16 @@ func gcraDur(n, limit int64) int64 {
 // allocate and sends nothing.
 func (st *State) Reserve(now time.Time, lim *Limits, req *Request) (Reservation, Result) {
 	res := Result{Now: now, Allowed: false}
-	if lim.Policy != nil && !lim.Policy.AllowsModel(req.Model) {
+	if lim.Policy != nil && (!req.RequestOnly || len(req.Model) > 0) && !lim.Policy.AllowsModel(req.Model) {
 		res.Kind = KindModel
 		var c counters
 		st.snapshot(&c)
 		res.fill(&c, lim, now.UnixNano())
 		st.refused[KindModel].Add(1)
 		return Reservation{}, res
+	}
+	if req.RequestOnly {
+		return Reservation{}, st.reserveRequest(now, lim)
 	}
 	n := now.UnixNano()
 	day, month := DayIndex(now), int64(-1) // month: computed when the day changed
@@ -163,6 +172,38 @@ func (st *State) Reserve(now time.Time, lim *Limits, req *Request) (Reservation,
 	st.admitted.Add(1)
 	return Reservation{st: st, reqDur: reqDur, tokDur: tokDur, tokens: tokens, tokLimit: lim.TokensPerMinute, cost: cost,
 		day: c.day, month: c.month, active: true}, res
+}
+
+// reserveRequest charges one request against requests_per_minute, the
+// one limit a RequestOnly request meets after allowed_models.
+func (st *State) reserveRequest(now time.Time, lim *Limits) Result {
+	res := Result{Now: now}
+	n := now.UnixNano()
+	reqDur := gcraDur(1, lim.RequestsPerMinute)
+	var c counters
+	if reqDur == 0 {
+		st.snapshot(&c)
+	}
+	for reqDur > 0 {
+		w := st.read(&c)
+		if tat := max(c.reqTAT, n); tat+reqDur-n > int64(Window) {
+			if !st.stable(w) {
+				continue // decided on a torn copy: read again
+			}
+			res.Kind, res.RetryAt = KindRequests, tat+reqDur-int64(Window)
+			res.fill(&c, lim, n)
+			st.refused[KindRequests].Add(1)
+			return res
+		}
+		c.reqTAT = max(c.reqTAT, n) + reqDur
+		if st.commit(w, &c) {
+			break
+		}
+	}
+	res.Allowed = true
+	res.fill(&c, lim, n)
+	st.admitted.Add(1)
+	return res
 }
 
 // check returns the first limit that refuses, and when the request would

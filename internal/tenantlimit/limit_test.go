@@ -416,3 +416,47 @@ func TestRescaleOnPolicyChange(t *testing.T) {
 		t.Fatalf("after lowering: %v", res.Kind)
 	}
 }
+
+// TestRequestOnlyMeetsModelAndRateOnly: a request that generates nothing
+// (a token count, a refusal before routing) is checked against
+// allowed_models when it names a model and charged one request of
+// requests_per_minute, never refunded; it needs no concurrency slot, no
+// tokens and no budget, even when those are used up.
+func TestRequestOnlyMeetsModelAndRateOnly(t *testing.T) {
+	var st State
+	lim := limits(tenantpolicy.Policy{RequestsPerMinute: 3, TokensPerMinute: 100, MaxConcurrent: 1, DailyBudgetUSD: 0.000001,
+		AllowedModels: []string{"claude-*"}})
+	// The one concurrency slot and the whole token bucket are taken, and
+	// the day's budget is spent.
+	held, r := st.Reserve(t0, lim, &Request{Model: []byte("claude-x"), Tokens: 100, Cost: 1})
+	if !r.Allowed {
+		t.Fatalf("setup: %+v", r)
+	}
+	held.Settle(t0, Usage{Tokens: 100, Cost: pricing.Nano(1), Known: true})
+	held, r = st.Reserve(t0, &Limits{RequestsPerMinute: 3, MaxConcurrent: 1, Policy: lim.Policy}, &Request{Model: []byte("claude-x")})
+	if !r.Allowed {
+		t.Fatalf("setup: %+v", r)
+	}
+	if _, r := st.Reserve(t0, lim, &Request{Model: []byte("claude-x")}); r.Allowed {
+		t.Fatal("setup: a normal request passed a spent budget")
+	}
+	count := &Request{Model: []byte("claude-x"), RequestOnly: true}
+	res, r := st.Reserve(t0, lim, count)
+	if !r.Allowed || res.Active() {
+		t.Fatalf("the third request of the minute, request-only: %+v active %v", r, res.Active())
+	}
+	if _, r := st.Reserve(t0, lim, &Request{Model: []byte("gpt-4o"), RequestOnly: true}); r.Allowed || r.Kind != KindModel {
+		t.Fatalf("a model outside allowed_models: %+v", r)
+	}
+	if _, r := st.Reserve(t0, lim, &Request{RequestOnly: true}); r.Allowed || r.Kind != KindRequests || r.RetryAfter() != 20*time.Second {
+		t.Fatalf("the fourth request of the minute (no model named): %+v, retry %v", r, r.RetryAfter())
+	}
+	held.Settle(t0, Usage{Refund: true}) // a refund gives back the normal request only
+	if _, r := st.Reserve(t0, lim, count); !r.Allowed {
+		t.Fatalf("after the normal request's refund: %+v", r)
+	}
+	v := st.View(t0, lim)
+	if v.InFlight != 0 || v.Requests.Remaining != 0 {
+		t.Fatalf("view: %+v", v)
+	}
+}

@@ -238,7 +238,16 @@ async function poll() {
   }
 }
 
-async function pollRequests() {
+// Requests and usage are read only while the page is visible, and only
+// what the tables draw: the last 50 requests (the API's default window is
+// the last day), and today's usage per tenant and model (a day bucket
+// since midnight UTC, at most 100 rows), which changes slowly, so it is
+// asked for every 15 s rather than on every poll.
+const usageEvery = 15000;
+let usageAt = 0, usageKey = "";
+
+async function pollRequests(force) {
+  if (document.hidden && !force) return;
   const q = new URLSearchParams();
   for (const [k, v] of new FormData($("req-filter"))) if (v) q.set(k, v);
   q.set("limit", "50");
@@ -253,11 +262,23 @@ async function pollRequests() {
     const u = new URLSearchParams();
     if (q.get("tenant")) u.set("tenant", q.get("tenant"));
     if (q.get("model")) u.set("model", q.get("model"));
+    const today = new Date();
+    today.setUTCHours(0, 0, 0, 0);
+    u.set("since", today.toISOString());
+    u.set("bucket", "day");
+    u.set("limit", "100");
+    if (!force && u.toString() === usageKey && Date.now() - usageAt < usageEvery) return;
+    usageKey = u.toString();
+    usageAt = Date.now();
     const us = await api("/api/usage?" + u);
     fill("usage-table", us.usage || [], (tr, x) => {
       cell(tr, fmtTime(x.start)); cell(tr, x.tenantName || x.tenantId); cell(tr, x.model); cell(tr, x.requests); cell(tr, x.errors);
       cell(tr, x.tokensIn + "/" + x.tokensOut); cell(tr, fmtNum(x.costUsd, 4));
-    });
+    }, us.next ? "more rows than shown: narrow the filter" : "");
+    const refused = us.refused || [];
+    $("usage-refused").textContent = refused.length === 0 ? "" :
+      "Refused before routing today: " + ((us.total || {}).refused || 0) + " (" +
+      refused.slice(0, 5).map((x) => (x.tenantName || x.tenantId) + " " + x.code + " ×" + x.count).join(", ") + ")";
   } catch (e) {
     $("error").textContent = e.message;
   }
@@ -269,11 +290,12 @@ $("keyform").addEventListener("submit", (ev) => {
   sessionStorage.setItem("omniroute-management-key", key);
   $("keyform").hidden = true;
   logTool = "";
-  poll(); pollRequests();
+  poll(); pollRequests(true);
 });
-$("req-filter").addEventListener("submit", (ev) => { ev.preventDefault(); pollRequests(); });
+$("req-filter").addEventListener("submit", (ev) => { ev.preventDefault(); pollRequests(true); });
+document.addEventListener("visibilitychange", () => { if (!document.hidden) pollRequests(true); });
 
 poll();
-pollRequests();
+pollRequests(true);
 setInterval(poll, 1000);
-setInterval(pollRequests, 3000);
+setInterval(() => pollRequests(false), 3000);

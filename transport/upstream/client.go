@@ -38,6 +38,10 @@ type Options struct {
 	ConnectTimeout, TTFBTimeout, TotalTimeout time.Duration
 	// MaxResponseBytes bounds a buffered (non-streamed) response body.
 	MaxResponseBytes int
+	// Verify, when set, is called on every new connection before it is
+	// used; an error closes it and fails the exchange as a connect error
+	// (a service:// provider proves that its own child accepted it).
+	Verify func() error
 }
 
 // Client sends exchanges to one upstream address.
@@ -68,7 +72,14 @@ func New(o Options) *Client {
 			if timeout <= 0 || timeout > o.ConnectTimeout {
 				timeout = o.ConnectTimeout
 			}
-			return (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).Dial("tcp", addr)
+			conn, err := (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).Dial("tcp", addr)
+			if err == nil && o.Verify != nil {
+				if verr := o.Verify(); verr != nil {
+					conn.Close()
+					return nil, &refusedConn{verr}
+				}
+			}
+			return conn, err
 		},
 	}
 	if o.TLS {
@@ -97,6 +108,14 @@ var (
 	// the whole wait; the provider was never asked.
 	ErrBusy = errors.New("upstream: connection pool exhausted")
 )
+
+// refusedConn is a connection Options.Verify refused.
+type refusedConn struct{ err error }
+
+func (e *refusedConn) Error() string {
+	return "upstream: connection refused by verification: " + e.err.Error()
+}
+func (e *refusedConn) Unwrap() error { return e.err }
 
 // freshIdle is how long a pooled connection may have been idle and still
 // be used without checking that the provider kept it open: servers close

@@ -290,3 +290,34 @@ func TestCancelNotify(t *testing.T) {
 		t.Fatalf("a cleared notify ran: %d", n)
 	}
 }
+
+// TestVerifyRefusesANewConnection: a connection Options.Verify refuses is
+// closed before anything is written on it, and the exchange fails as a
+// connect error; once it verifies, the request goes through.
+func TestVerifyRefusesANewConnection(t *testing.T) {
+	var got atomic.Int32
+	addr := server(t, func(ctx *fasthttp.RequestCtx) {
+		got.Add(1)
+		ctx.SetBodyString(`{"ok":true}`)
+	})
+	var ok atomic.Bool
+	c := New(Options{Addr: addr, MaxConns: 4, ConnectTimeout: time.Second, TTFBTimeout: time.Second, TotalTimeout: 2 * time.Second, MaxResponseBytes: 1 << 20,
+		Verify: func() error {
+			if !ok.Load() {
+				return errors.New("not the service's own child")
+			}
+			return nil
+		}})
+	defer c.Close()
+	x, err := do(t, c, nil, false)
+	x.Release()
+	if !errors.Is(err, ErrConnect) || !strings.Contains(err.Error(), "not the service's own child") || got.Load() != 0 {
+		t.Fatalf("a refused connection: %v; the server got %d requests", err, got.Load())
+	}
+	ok.Store(true)
+	x, err = do(t, c, nil, false)
+	defer x.Release()
+	if err != nil || x.Resp.StatusCode() != 200 || got.Load() != 1 {
+		t.Fatalf("a verified connection: %v %d", err, got.Load())
+	}
+}

@@ -32,12 +32,20 @@ func (d *DB) prepared(ctx context.Context, tx *sql.Tx, slot **sql.Stmt, query st
 	return tx.StmtContext(ctx, st), nil
 }
 
-const upsertUsage = `INSERT INTO usage_hourly(hour, tenant_id, tenant_name, model, requests, errors, tokens_in, tokens_out, tokens_cached, cost_nano)
+// upsertInto adds a usage row to table, keyed by its time column.
+func upsertInto(table, at string) string {
+	return `INSERT INTO ` + table + `(` + at + `, tenant_id, tenant_name, model, requests, errors, tokens_in, tokens_out, tokens_cached, cost_nano)
 	VALUES(?,?,?,?,?,?,?,?,?,?)
-	ON CONFLICT(hour, tenant_id, model) DO UPDATE SET tenant_name = excluded.tenant_name,
+	ON CONFLICT(` + at + `, tenant_id, model) DO UPDATE SET tenant_name = excluded.tenant_name,
 		requests = requests + excluded.requests, errors = errors + excluded.errors,
 		tokens_in = tokens_in + excluded.tokens_in, tokens_out = tokens_out + excluded.tokens_out,
 		tokens_cached = tokens_cached + excluded.tokens_cached, cost_nano = cost_nano + excluded.cost_nano`
+}
+
+var (
+	upsertUsage = upsertInto("usage_hourly", "hour")
+	upsertDaily = upsertInto("usage_daily", "day")
+)
 
 type usageKey struct {
 	hour          int64
@@ -93,11 +101,20 @@ func (d *DB) InsertRequests(ctx context.Context, recs []store.Record) error {
 	if err != nil {
 		return describe(d.path, "write usage to", err)
 	}
+	daily, err := d.prepared(ctx, tx, &d.upDaily, upsertDaily)
+	if err != nil {
+		return describe(d.path, "write usage to", err)
+	}
 	for _, k := range order {
 		u := sums[k]
-		if _, err := up.ExecContext(ctx, k.hour, k.tenant, u.TenantName, k.model, u.Requests, u.Errors,
-			u.TokensIn, u.TokensOut, u.TokensCached, u.CostNano); err != nil {
-			return describe(d.path, "write usage to", err)
+		for _, w := range [2]struct {
+			st *sql.Stmt
+			at int64
+		}{{up, k.hour}, {daily, k.hour / 86400 * 86400}} {
+			if _, err := w.st.ExecContext(ctx, w.at, k.tenant, u.TenantName, k.model, u.Requests, u.Errors,
+				u.TokensIn, u.TokensOut, u.TokensCached, u.CostNano); err != nil {
+				return describe(d.path, "write usage to", err)
+			}
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -108,6 +125,12 @@ func (d *DB) InsertRequests(ctx context.Context, recs []store.Record) error {
 
 // MaxPage bounds Filter.Limit.
 const MaxPage = 1000
+
+// MaxScanBatches bounds the batches one page of Requests reads (about
+// MaxScanBatches × maxBatchRecords records decoded): a filter that
+// matches little of a long log answers a short page, or none, with a
+// cursor to go on from, rather than reading the whole log in one call.
+const MaxScanBatches = 256
 
 // Requests implements store.LogStore. The cursor is the position (batch
 // seq << 12 | index) of the last record returned; pages go down in
@@ -164,6 +187,7 @@ func (d *DB) Requests(ctx context.Context, f store.Filter) (store.Page, error) {
 	var batch []store.Record
 	var strs, doc []byte
 	var last int64
+	scanned := 0
 scan:
 	for rows.Next() {
 		var seq, base int64
@@ -171,8 +195,16 @@ scan:
 		if err := rows.Scan(&seq, &format, &base, &strs, &doc); err != nil {
 			return store.Page{}, describe(d.path, "read the request log from", err)
 		}
+		if scanned == MaxScanBatches {
+			// The page's scan bound: the next page goes on from here
+			// (this batch, unread, and the older ones).
+			p.Next = strconv.FormatInt((seq+1)<<positionBits, 10)
+			break
+		}
+		scanned++
 		if batch, err = dec.decode(format, base, strs, doc, batch[:0]); err != nil {
-			return store.Page{}, fmt.Errorf("database %s: %w; the file was changed by something other than this gateway", d.path, err)
+			return store.Page{}, &store.Error{Full: fmt.Sprintf("database %s: %v; the file was changed by something other than this gateway", d.path, err),
+				Public: "the request log in the database is damaged (changed by something other than this gateway); the gateway's log names the file", Err: err}
 		}
 		for i := len(batch) - 1; i >= 0; i-- {
 			if seq == cseq && int64(i) >= cidx || !f.Match(&batch[i]) {
@@ -192,34 +224,58 @@ scan:
 	return p, nil
 }
 
-// Usage implements store.LogStore.
-func (d *DB) Usage(ctx context.Context, uq store.UsageQuery) ([]store.UsageRow, error) {
+// usageWhere is the usage table of q's bucket (usage_hourly, or
+// usage_daily for days: both keyed by time, tenant id and model) and the
+// filter of q's window, tenant and model. A day bucket counts whole UTC
+// days: since is rounded down to its day.
+func usageWhere(uq *store.UsageQuery) (table, at string, where []string, args []any, err error) {
 	width := int64(86400)
 	switch uq.Bucket {
 	case store.Hour:
-		width = 3600
+		table, at, width = "usage_hourly", "hour", 3600
 	case "", store.Day:
+		table, at = "usage_daily", "day"
 	default:
-		return nil, fmt.Errorf("bucket %q is not hour or day", uq.Bucket)
+		return "", "", nil, nil, fmt.Errorf("bucket %q is not hour or day", uq.Bucket)
 	}
-	var where []string
-	var args = []any{width, width}
 	if !uq.Since.IsZero() {
-		where, args = append(where, "hour >= ?"), append(args, uq.Since.Unix()/3600*3600)
+		where, args = append(where, at+" >= ?"), append(args, uq.Since.Unix()/width*width)
 	}
 	if !uq.Until.IsZero() {
-		where, args = append(where, "hour < ?"), append(args, uq.Until.Unix())
+		where, args = append(where, at+" < ?"), append(args, uq.Until.Unix())
 	}
 	if uq.Tenant != "" {
 		where, args = append(where, "(tenant_id = ? OR tenant_name = ?)"), append(args, uq.Tenant, uq.Tenant)
 	}
-	q := `SELECT hour / ? * ? AS b, tenant_id, max(tenant_name), model, sum(requests), sum(errors), sum(tokens_in), sum(tokens_out),
-		sum(tokens_cached), sum(cost_nano) FROM usage_hourly`
+	if uq.Model != "" {
+		where, args = append(where, "model = ?"), append(args, uq.Model)
+	}
+	return table, at, where, args, nil
+}
+
+// Usage implements store.LogStore: at most q.Limit rows (MaxUsagePage),
+// ordered by bucket, tenant id and model, after q.After. Each bucket
+// has its own table keyed in that order, so a page is a range of the
+// primary key: it reads the rows it returns (and those its filters
+// skip), whatever the table holds.
+func (d *DB) Usage(ctx context.Context, uq store.UsageQuery) ([]store.UsageRow, error) {
+	table, at, where, args, err := usageWhere(&uq)
+	if err != nil {
+		return nil, err
+	}
+	if a := uq.After; a != nil {
+		where, args = append(where, "("+at+", tenant_id, model) > (?, ?, ?)"), append(args, a.Start.Unix(), a.TenantID, a.Model)
+	}
+	limit := uq.Limit
+	if limit <= 0 || limit > store.MaxUsagePage {
+		limit = store.MaxUsagePage
+	}
+	q := "SELECT " + at + ", tenant_id, tenant_name, model, requests, errors, tokens_in, tokens_out, tokens_cached, cost_nano FROM " + table
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " GROUP BY b, tenant_id, model ORDER BY b, tenant_id, model"
-	rows, err := d.db.QueryContext(ctx, q, args...)
+	q += " ORDER BY " + at + ", tenant_id, model LIMIT ?"
+	rows, err := d.db.QueryContext(ctx, q, append(args, limit)...)
 	if err != nil {
 		return nil, describe(d.path, "read usage from", err)
 	}
@@ -236,6 +292,96 @@ func (d *DB) Usage(ctx context.Context, uq store.UsageQuery) ([]store.UsageRow, 
 	}
 	if err := rows.Err(); err != nil {
 		return nil, describe(d.path, "read usage from", err)
+	}
+	return out, nil
+}
+
+// UsageTotal implements store.LogStore: one pass over the window's rows
+// of q's bucket table, nothing kept but the sums.
+func (d *DB) UsageTotal(ctx context.Context, uq store.UsageQuery) (store.UsageRow, error) {
+	table, _, where, args, err := usageWhere(&uq)
+	if err != nil {
+		return store.UsageRow{}, err
+	}
+	q := `SELECT coalesce(sum(requests),0), coalesce(sum(errors),0), coalesce(sum(tokens_in),0), coalesce(sum(tokens_out),0),
+		coalesce(sum(tokens_cached),0), coalesce(sum(cost_nano),0) FROM ` + table
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	var t store.UsageRow
+	if err := d.db.QueryRowContext(ctx, q, args...).Scan(&t.Requests, &t.Errors, &t.TokensIn, &t.TokensOut, &t.TokensCached, &t.CostNano); err != nil {
+		return store.UsageRow{}, describe(d.path, "read usage from", err)
+	}
+	return t, nil
+}
+
+const upsertRefusal = `INSERT INTO refusals_hourly(hour, tenant_id, tenant_name, code, count) VALUES(?,?,?,?,?)
+	ON CONFLICT(hour, tenant_id, code) DO UPDATE SET tenant_name = excluded.tenant_name, count = count + excluded.count`
+
+// AddRefusals implements store.LogStore, in one transaction.
+func (d *DB) AddRefusals(ctx context.Context, rs []store.Refusal) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return describe(d.path, "write refusal counts to", err)
+	}
+	defer tx.Rollback()
+	st, err := d.prepared(ctx, tx, &d.refusal, upsertRefusal)
+	if err != nil {
+		return describe(d.path, "write refusal counts to", err)
+	}
+	for _, r := range rs {
+		if _, err := st.ExecContext(ctx, r.Start.Unix()/3600*3600, r.TenantID, r.TenantName, r.Code, r.Count); err != nil {
+			return describe(d.path, "write refusal counts to", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return describe(d.path, "write refusal counts to", err)
+	}
+	return nil
+}
+
+// Refusals implements store.LogStore.
+func (d *DB) Refusals(ctx context.Context, uq store.UsageQuery) ([]store.Refusal, error) {
+	var where []string
+	var args []any
+	if !uq.Since.IsZero() {
+		where, args = append(where, "hour >= ?"), append(args, uq.Since.Unix()/3600*3600)
+	}
+	if !uq.Until.IsZero() {
+		where, args = append(where, "hour < ?"), append(args, uq.Until.Unix())
+	}
+	if uq.Tenant != "" {
+		where, args = append(where, "(tenant_id = ? OR tenant_name = ?)"), append(args, uq.Tenant, uq.Tenant)
+	}
+	limit := uq.Limit
+	if limit <= 0 || limit > store.MaxUsagePage {
+		limit = store.MaxUsagePage
+	}
+	q := "SELECT min(hour), tenant_id, max(tenant_name), code, sum(count) AS n FROM refusals_hourly"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " GROUP BY tenant_id, code ORDER BY n DESC, tenant_id, code LIMIT ?"
+	rows, err := d.db.QueryContext(ctx, q, append(args, limit)...)
+	if err != nil {
+		return nil, describe(d.path, "read refusal counts from", err)
+	}
+	defer rows.Close()
+	var out []store.Refusal
+	for rows.Next() {
+		var r store.Refusal
+		var start int64
+		if err := rows.Scan(&start, &r.TenantID, &r.TenantName, &r.Code, &r.Count); err != nil {
+			return nil, describe(d.path, "read refusal counts from", err)
+		}
+		r.Start = time.Unix(start, 0).UTC()
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, describe(d.path, "read refusal counts from", err)
 	}
 	return out, nil
 }
@@ -289,8 +435,11 @@ func (d *DB) DeleteBefore(ctx context.Context, requests, usage time.Time) (int64
 	if err != nil {
 		return total, describe(d.path, "apply retention to", err)
 	}
-	if _, err := d.db.ExecContext(ctx, `DELETE FROM usage_hourly WHERE hour < ?`, usage.Unix()); err != nil {
-		return total, describe(d.path, "apply retention to", err)
+	// A day goes once all of it is older than the cut.
+	for _, q := range []string{`DELETE FROM usage_hourly WHERE hour < ?`, `DELETE FROM usage_daily WHERE day + 86400 <= ?`, `DELETE FROM refusals_hourly WHERE hour < ?`} {
+		if _, err := d.db.ExecContext(ctx, q, usage.Unix()); err != nil {
+			return total, describe(d.path, "apply retention to", err)
+		}
 	}
 	return total, nil
 }
