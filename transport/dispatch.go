@@ -244,6 +244,8 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 		}
 		return attemptFailover, false
 	}
+	provider, local := x.Arrival()
+	c.g.adm.lanes.Answered(&c.laneLease, provider, local)
 	status := x.Resp.StatusCode()
 	c.observe(t, x, status)
 	if status < 200 || status >= 300 {
@@ -301,7 +303,9 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 		return attemptFailover, false
 	}
 	c.report(t, messages.OK, status, x.TTFB)
-	c.g.adm.lanes.FirstByte(&c.laneLease) // first token read: the stream's latency sample
+	provider, local = x.Arrival()
+	x.Disarm()
+	c.g.adm.lanes.FirstByte(&c.laneLease, provider, local) // first token read: the stream's latency sample
 	c.markFirstToken()
 	c.target = t
 	c.x = x

@@ -19,7 +19,7 @@ func TestAcquireReleaseAllocs(t *testing.T) {
 		if e.h.Acquire(tk, &l) != None {
 			t.Fatal("not admitted")
 		}
-		e.h.FirstByte(&l)
+		e.h.FirstByte(&l, 0, 0)
 		e.h.Release(&l, success)
 	})
 	if allocs > 0 {

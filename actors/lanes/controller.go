@@ -236,7 +236,7 @@ func (c *controller) step(ctx actor.Context) {
 		r := c.ctl.Last()
 		c.u.h.log.Debug("admission phase", "upstream", c.u.name, "phase", r.Phase, "rule", r.Rule, "limit", r.LimitBefore, "next", r.LimitAfter,
 			"inflight", r.Inflight, "queueRatio", r.QueueRatio, "knee", r.Knee, "samples", r.Samples, "drops", r.Drops, "limited", r.Limited,
-			"baselineMs", c.ctl.BaselineOf(false).Milliseconds(), "heldMs", c.ctl.Held().Milliseconds())
+			"baselineMs", c.ctl.BaselineOf(false).Milliseconds(), "heldMs", c.ctl.Held().Milliseconds(), "localMs", r.LocalMs)
 	}
 	if changed {
 		c.publishLimit()
@@ -542,7 +542,9 @@ func (c *controller) queueTarget() time.Duration {
 
 func (c *controller) buildView() *view {
 	ctl := c.ctl
+	capCount := c.u.gate.Stats().Cap
 	v := &view{limit: ctl.Limit(), knee: ctl.Knee(), phase: ctl.Phase(), converged: ctl.Converged(),
+		configured: c.cfg.MinLimit == c.cfg.MaxLimit || ctl.Limit() >= c.cfg.MaxLimit || capCount > 0 && capCount <= ctl.Limit(),
 		baseline: [2]time.Duration{ctl.BaselineOf(true), ctl.BaselineOf(false)}, held: ctl.Held(),
 		drainRate: ctl.DrainRate(), target: c.queueTarget(), pressure: ctl.Pressure(), overloaded: c.flow.overloaded,
 		last: ctl.Last(), window: c.window, virtQueuedCount: c.virtN, virtQueuedCost: c.virtCost, laneCount: len(c.lanes),

@@ -160,20 +160,27 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 	}
 	c := w.class
 	cfg := &l.u.h.cfg
-	l.flow[c].in += w.cost
-	l.u.flowIn.Add(w.cost)
 	if int64(len(l.q[c])) >= cfg.MaxQueueCount || l.cost[c]+w.cost > cfg.MaxQueueCost {
 		w.resolveCurrent(QueueFull)
 		w.unref()
 		return
 	}
 	if r, retry := l.admissible(w); r != None {
-		// Refused at once rather than parked: the queue would not drain
-		// within its target delay, or before the caller's deadline.
+		// Refused at once rather than parked: its caller would not wait
+		// that long, or the upstream is overloaded.
 		w.settle(r, retry, 0)
 		w.unref()
 		return
 	}
+	// Only what joins a queue is counted as arriving demand: a caller
+	// refused here that sends again at once (a closed loop: a connection
+	// pool, an agent, a load test) is the same demand, and counting each
+	// try would make the refusals themselves look like an overload,
+	// which refuses more: the spiral that answered 97 % of a single
+	// tenant's requests with admission_overloaded while its provider was
+	// idle.
+	l.flow[c].in += w.cost
+	l.u.flowIn.Add(w.cost)
 	if len(l.q[c]) == 0 {
 		l.busySince[c] = l.u.h.clk.Now()
 		l.flow[c].restart(l.busySince[c])
@@ -184,25 +191,30 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 	l.report(ctx, false, nil)
 }
 
-// admissible decides whether w may queue here: its expected wait, from
+// admissible decides whether w may queue here. A request is refused by
+// its caller's patience, not by a fraction of the provider's latency: it
+// waits up to its deadline (the caller's, less an unqueued answer's
+// time, and ADAPTIVE_ADMISSION_MAX_WAIT_MS), and is refused at once only
+// when the wait it would need (its lane's queued cost ahead of it, over
 // the upstream's measured drain rate shared among the lanes with a
-// backlog, must leave time before the caller's deadline for the answer
-// itself. Shedding for delay applies only while the upstream is
-// overloaded (over the last window more came to its lanes than they were
-// granted): a closed loop of callers, however long it waits, keeps pace.
-// Then each lane has an allowance, CoDel's good queue and bad queue: a
-// lane that emptied within the last burst interval (a tenant within its
-// fair share, whose bursts drain) may queue up to burstWaitTargets'
-// worth of wait, or one hold time of a place if longer. A lane that has
-// stayed non-empty for the interval is a standing queue; while its
-// arrivals outrun its grants (demand beyond its share) it sheds whatever
-// would wait past the upstream's queueing target, at once and with a
-// Retry-After of its drain time. A standing queue whose arrivals keep
-// pace with its grants is a closed loop of callers, each sending again
-// only when answered: shedding would only make them retry, so it waits
-// (bounded by the caps, the max wait and the callers' deadlines). Until
-// the upstream has answered, its drain rate is unknown and only those
-// bounds apply.
+// backlog) passes that: waiting longer could only end in a timeout.
+//
+// One more refusal is an overload's: while the upstream is overloaded
+// (over the last window more joined its queues than they were granted:
+// demand the provider cannot take, however long it waits, see
+// controller.rollFlow), a queue is kept short, CoDel's good queue and
+// bad queue: a lane that emptied within the last burst interval (a
+// tenant within its fair share, whose bursts drain) may queue up to
+// burstWaitTargets' worth of wait, or one hold time of a place if
+// longer; a lane that has stayed non-empty for the interval is a
+// standing queue, and while what joins it outruns its grants (demand
+// beyond its share) it sheds whatever would wait past the upstream's
+// queueing target, at once and with a Retry-After of its drain time.
+// Refusals themselves are not counted as demand (enqueue), so a closed
+// loop of callers that send again at once is never taken for an
+// overload: its queue stands, keeps pace with its grants, and waits.
+// Until the upstream has answered, its drain rate is unknown and only
+// the caps and the deadlines apply.
 func (l *laneActor) admissible(w *waiter) (Reason, int) {
 	v := l.u.view.Load()
 	now := l.u.h.clk.Now()
@@ -212,15 +224,15 @@ func (l *laneActor) admissible(w *waiter) (Reason, int) {
 		backlogged++ // this lane joins them
 	}
 	ew, known := v.expectedWait(l.cost[c], w.cost, backlogged)
-	if !w.callerDeadline.IsZero() {
-		left := w.callerDeadline.Sub(now) - v.baselineFor(w.stream)
-		if left <= 0 || (known && ew > left) {
-			return Deadline, retrySeconds(ew)
-		}
+	if patience := w.deadline.Sub(now); patience <= 0 || (known && ew > patience) {
+		return Deadline, retrySeconds(ew)
 	}
-	if !known || !v.overloaded {
+	if !known || !v.overloaded || !v.atKnee() {
 		// Demand the upstream keeps pace with (a closed loop of callers,
-		// a burst being served) waits its turn.
+		// a burst being served) waits its turn, and so does a queue the
+		// limit makes rather than the provider: before the controller
+		// found a knee, or while its limit is below it (growing back,
+		// testing), the provider was not shown unable to take the work.
 		return None, 0
 	}
 	interval := burstIntervals * v.target

@@ -298,6 +298,12 @@ type Lease struct {
 	// AdmittedAt is when the attempt was admitted (after any queueing).
 	AdmittedAt time.Time
 	firstByte  time.Time
+	// provider and local split the answer's latency (set by Answered or
+	// FirstByte, from the upstream exchange's receive times): the
+	// provider's time from the request written, and the gateway's own
+	// wait to read it. timed: they were set.
+	provider, local time.Duration
+	timed           bool
 	// Waited is how long the attempt was queued.
 	Waited time.Duration
 	// RetryAfter is the measured Retry-After of a rejection, in seconds
@@ -403,12 +409,27 @@ func (h *Handle) reject(c admission.Class, r Reason) Reason {
 	return r
 }
 
+// Answered records a plain answer's latency as the upstream exchange
+// measured it: provider is the provider's time from the request written
+// (its headers and body received), local the gateway's own wait to read
+// them. The controller judges the provider by the first and discounts
+// latencies the second explains.
+func (h *Handle) Answered(l *Lease, provider, local time.Duration) {
+	if l.held {
+		l.provider, l.local, l.timed = provider, local, true
+	}
+}
+
 // FirstByte records that the attempt's answer began (a stream's first
 // content event): it stops counting as waiting at the provider, and its
-// time is the stream's latency sample.
-func (h *Handle) FirstByte(l *Lease) {
+// time is the stream's latency sample, split as for Answered (provider
+// and local both 0: not measured, the sample runs from the admission).
+func (h *Handle) FirstByte(l *Lease, provider, local time.Duration) {
 	if !l.held || !l.firstByte.IsZero() {
 		return
+	}
+	if provider > 0 {
+		l.provider, l.local, l.timed = provider, local, true
 	}
 	l.firstByte = h.clk.Now()
 	if l.pending {
@@ -478,6 +499,11 @@ func sample(l *Lease, c Completion, now time.Time) admission.Sample {
 	ttft := held
 	if l.stream && !l.firstByte.IsZero() {
 		ttft = l.firstByte.Sub(l.AdmittedAt)
+	}
+	if l.timed && (!l.stream || !l.firstByte.IsZero()) {
+		// The provider's own time, from the request written; the
+		// gateway's wait to read it travels beside it.
+		ttft, s.Local = l.provider, l.local
 	}
 	switch c.Outcome {
 	case Success:

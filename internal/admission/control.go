@@ -125,6 +125,10 @@ type Controller struct {
 	// says nothing about the capacity behind it). 0: none.
 	hangRestore float64
 
+	// local is the gateway's own mean wait to read an answer over the
+	// last judged phase (seconds).
+	local float64
+
 	pressure     Pressure
 	criticalAt   time.Time
 	last         PhaseReport
@@ -188,6 +192,26 @@ func (k phaseKind) gain() float64 {
 // the provider (see Controller.judge).
 const minQueueDelay = 2 * time.Millisecond
 
+// localWaits is how many of the gateway's own scheduling waits an
+// answer's measured latency may hold without any queue at the provider:
+// the gateway's goroutine waits for a CPU before it reads the answer, and
+// a provider on the same machine (a mock, a local model server) waits as
+// long for one to write it. Both grow with the load and shrink with the
+// limit, exactly like a provider's queue, without being one a limit can
+// cure.
+const localWaits = 2
+
+// noiseOf is the least added latency (seconds) that can be a queue at
+// the provider in the phase m measured: minQueueDelay, or the gateway's
+// own mean wait to read an answer, localWaits times, when that is more.
+// On a gateway that is not busy the wait is microseconds and changes
+// nothing; on one whose CPU (or machine) is the bottleneck, a "queue"
+// that such waits explain is not believed, so the limit does not fall
+// below what the provider serves.
+func noiseOf(m *measure) float64 {
+	return max(minQueueDelay.Seconds(), localWaits*m.localMean())
+}
+
 // Gains of the phases, and how many phases at the knee separate probes.
 const (
 	// Steps up are ×1.25: a step past the knee then overshoots it by at
@@ -241,7 +265,11 @@ type Sample struct {
 	// waited when it ended.
 	Latency time.Duration
 	// Held is how long the attempt held its place at the provider.
-	Held   time.Duration
+	Held time.Duration
+	// Local is the gateway's own wait for a CPU before it read the answer
+	// that ends Latency (0: not measured): not the provider's, and the
+	// measure of how busy the gateway is (see noise).
+	Local  time.Duration
 	Stream bool
 	// OK: the provider answered; Censored: the caller left or the attempt
 	// timed out before the answer (Latency is a lower bound); Drop: the
@@ -280,6 +308,19 @@ type measure struct {
 	drops     int
 	ok        int // answers delivered (not censored, not refused)
 	censored  int // callers that left or attempts that timed out
+	// localSum and localN add up the gateway's own waits to read the
+	// answers (Sample.Local), where measured.
+	localSum float64
+	localN   int
+}
+
+// localMean is the gateway's mean wait to read an answer (seconds; 0 when
+// not measured).
+func (m *measure) localMean() float64 {
+	if m.localN == 0 {
+		return 0
+	}
+	return m.localSum / float64(m.localN)
 }
 
 // PhaseReport describes the last judged phase.
@@ -295,6 +336,9 @@ type PhaseReport struct {
 	Pending     int64   `json:"pending"`
 	Drops       int     `json:"drops"`
 	Limited     bool    `json:"limited"`
+	// LocalMs is the gateway's own mean scheduling delay over the phase,
+	// taken off its latencies.
+	LocalMs float64 `json:"localDelayMs"`
 }
 
 // NewController starts at the clamped initial limit, in startup.
@@ -352,6 +396,10 @@ func (c *Controller) BaselineOf(stream bool) time.Duration {
 
 // Held is the mean time an answer holds its place at the provider.
 func (c *Controller) Held() time.Duration { return seconds(c.heldEWMA) }
+
+// LocalDelay is the gateway's own mean scheduling delay over the last
+// judged phase, taken off the latencies it judged.
+func (c *Controller) LocalDelay() time.Duration { return seconds(c.local) }
 
 // DrainRate is how much queued cost the upstream takes per second at the
 // current limit (Little's law: in flight ÷ time held); 0 when unknown.
@@ -418,6 +466,10 @@ func (c *Controller) Observe(now time.Time, s Sample) {
 	}
 	if s.Censored {
 		c.m.censored++
+	}
+	if s.Local > 0 {
+		c.m.localSum += s.Local.Seconds()
+		c.m.localN++
 	}
 	if !s.OK && !s.Censored {
 		return
@@ -501,6 +553,7 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 	inflight := (r.Integral - c.atMeasure.Integral) / span.Seconds()
 	limited := r.Limited > c.atMeasure.Limited
 	m := &c.m
+	c.local = m.localMean()
 	// No-queue latencies start from the first answers seen. A kind first
 	// seen after start-up (streams joining plain answers) may arrive at a
 	// load with a queue: its latency is checked by a drain test.
@@ -520,7 +573,7 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 	// every step by.
 	blind := m.censored*blindShare >= max(m.completed, 1)
 	rep := PhaseReport{Phase: c.kind.String(), LimitBefore: before, Inflight: round3(inflight), QueueRatio: round3(q),
-		Knee: round3(knee), Samples: samples, Pending: r.Pending, Drops: m.drops, Limited: limited}
+		Knee: round3(knee), Samples: samples, Pending: r.Pending, Drops: m.drops, Limited: limited, LocalMs: round3(c.local * 1e3)}
 	// A queue shows as a mean latency above the no-queue latency by more
 	// than the tolerance and by more than three standard errors of the
 	// comparison, so a noisy provider (or a phase of few answers) is not
@@ -532,7 +585,7 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 	// gateway's own work, not a queue that a lower limit would shorten;
 	// holding such a provider below its connections only sends every
 	// request through the slow path.
-	queued := samples > 0 && q > 1+bar && (q-1)*max(c.baseline[kindStream], c.baseline[kindPlain]) > minQueueDelay.Seconds()
+	queued := samples > 0 && q > 1+bar && (q-1)*max(c.baseline[kindStream], c.baseline[kindPlain]) > noiseOf(m)
 	if !queued {
 		c.suspect = false
 	}
@@ -804,7 +857,7 @@ func (c *Controller) judgeTest(now time.Time, inflight float64, samples int, que
 		ph := &c.chain[i]
 		// Against the re-learnt latency, did this phase queue beyond
 		// noise? Then Little's law gives the knee from it.
-		if q, se, share, n := c.judgeMeasure(&ph.m); n > 0 && q > 1+c.bar(se) {
+		if q, se, share, n := c.judgeMeasure(&ph.m); n > 0 && q > 1+c.bar(se) && (q-1)*c.Baseline().Seconds() > noiseOf(&ph.m) {
 			if e := ph.inflight * share; k < 0 || e < k {
 				k = e
 			}
@@ -925,6 +978,7 @@ func (m *measure) meanLatency() float64 {
 // behind it.
 func (c *Controller) judgeMeasure(m *measure) (q, se, share float64, samples int) {
 	var ratio, wait, varSum float64
+	local := localWaits * m.localMean()
 	for k := range m.n {
 		n := float64(m.n[k])
 		if n == 0 || c.baseline[k] <= 0 {
@@ -933,7 +987,10 @@ func (c *Controller) judgeMeasure(m *measure) (q, se, share float64, samples int
 		samples += m.n[k]
 		b := c.baseline[k]
 		ratio += m.latSum[k] / b
-		wait += max(0, m.latSum[k]-n*b)
+		// Waiting that the gateway's own waits to read answers explain
+		// (see noiseOf) is no queue at the provider: counting it would
+		// put the knee under what the provider serves.
+		wait += max(0, m.latSum[k]-n*(b+local))
 		mean := m.latSum[k] / n
 		v := max(0, m.latSq[k]/n-mean*mean) / (b * b)
 		// Each answer's ratio varies with the answers and with the
@@ -1128,8 +1185,11 @@ func (c *Controller) hanging(r Reading) bool {
 	// Against the recent time answers hold their place too, not only the
 	// no-queue latency: after the provider got slower, ordinary answers
 	// in progress are old by the old standard.
+	// And against the gateway's own scheduling delay: a busy gateway is
+	// late to read answers that came, which ages its pending requests
+	// without any hang at the provider.
 	ref := max(c.baseline[kindStream], c.baseline[kindPlain], c.heldEWMA)
-	return ref > 0 && 2*r.PendingAgeSum/float64(r.Pending) > pendingEvidence*ref
+	return ref > 0 && 2*r.PendingAgeSum/float64(r.Pending) > pendingEvidence*max(ref, noiseOf(&c.m))
 }
 
 // queue returns the phase's mean latency ratio to the no-queue latency

@@ -73,13 +73,16 @@ func New(o Options) *Client {
 				timeout = o.ConnectTimeout
 			}
 			conn, err := (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).Dial("tcp", addr)
-			if err == nil && o.Verify != nil {
+			if err != nil {
+				return nil, err
+			}
+			if o.Verify != nil {
 				if verr := o.Verify(); verr != nil {
 					conn.Close()
 					return nil, &refusedConn{verr}
 				}
 			}
-			return conn, err
+			return wrapRx(conn), nil
 		},
 	}
 	if o.TLS {
@@ -209,6 +212,11 @@ type Exchange struct {
 	client   *Client
 	cancel   *Cancel
 	conn     net.Conn
+	// rx is the connection's receive-time reader (nil where the kernel
+	// gives none), armed from the request written until Disarm; sent is
+	// when the request was written.
+	rx       *rxConn
+	sent     time.Time
 	br       *bufio.Reader
 	release  func(reuse bool)
 	deadline time.Time
@@ -259,6 +267,7 @@ func (c *Client) roundTrip(x *Exchange, stream bool, start time.Time) error {
 			continue
 		}
 		x.conn = cc.Conn()
+		x.rx = rxOf(x.conn)
 		hc := c.hc
 		x.release = func(reuse bool) {
 			if reuse {
@@ -287,6 +296,10 @@ func (c *Client) exchange(x *Exchange, stream bool, start time.Time) error {
 	c.hc.ReleaseWriter(bw)
 	if err != nil {
 		return x.classify(err)
+	}
+	x.sent = time.Now()
+	if x.rx != nil {
+		x.rx.armed, x.rx.rx, x.rx.at = true, time.Time{}, time.Time{}
 	}
 	if err := conn.SetReadDeadline(minTime(start.Add(c.opts.TTFBTimeout), x.deadline)); err != nil {
 		return x.classify(err)
@@ -348,6 +361,32 @@ func readAllLimit(r io.Reader, limit int) ([]byte, error) {
 	}
 }
 
+// Arrival splits the time since the request was written into the
+// provider's and the gateway's own, as of the last read: provider is from
+// the write to when the kernel received what that read returned, local
+// from then to when the gateway's read returned (its wait for a CPU).
+// Call it right after reading what the latency sample ends on (the
+// headers, or a stream's first content event). Without receive times
+// (not Linux, or no read yet) the provider's time runs to now and local
+// is 0.
+func (x *Exchange) Arrival() (provider, local time.Duration) {
+	if x.sent.IsZero() {
+		return 0, 0
+	}
+	if x.rx == nil || x.rx.at.IsZero() {
+		return time.Since(x.sent), 0
+	}
+	return max(0, x.rx.rx.Sub(x.sent)), max(0, x.rx.at.Sub(x.rx.rx))
+}
+
+// Disarm ends the receive-time reads: the rest of the answer is read the
+// plain way.
+func (x *Exchange) Disarm() {
+	if x.rx != nil {
+		x.rx.armed = false
+	}
+}
+
 // Body is the unread response body of a streaming exchange.
 func (x *Exchange) Body() io.Reader { return x.stream }
 
@@ -393,11 +432,13 @@ func (x *Exchange) Release() {
 	x.Req.Reset()
 	x.Resp.Reset()
 	x.client, x.cancel, x.stream, x.br = nil, nil, nil, nil
-	x.TTFB, x.eof, x.Limit = 0, false, time.Time{}
+	x.TTFB, x.eof, x.Limit, x.sent = 0, false, time.Time{}, time.Time{}
 	exchangePool.Put(x)
 }
 
 func (x *Exchange) finish(reuse bool) {
+	x.Disarm()
+	x.rx = nil
 	if x.stream != nil {
 		_ = x.Resp.CloseBodyStream()
 		x.stream = nil
@@ -418,6 +459,15 @@ func (x *Exchange) finish(reuse bool) {
 	}
 	x.release(reuse)
 	x.conn, x.release = nil, nil
+}
+
+// rxOf finds the receive-time reader under c (also under TLS).
+func rxOf(c net.Conn) *rxConn {
+	if t, ok := c.(*tls.Conn); ok {
+		c = t.NetConn()
+	}
+	r, _ := c.(*rxConn)
+	return r
 }
 
 func minTime(a, b time.Time) time.Time {
