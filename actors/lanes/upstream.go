@@ -177,10 +177,10 @@ func (u *upstream) stop() {
 // cares to show; Snapshot adds the live counters. Lanes read it to decide
 // whether a newcomer's queueing fits.
 type view struct {
-	limit      int64
-	knee       float64
-	phase      string
-	converged  bool
+	limit     int64
+	knee      float64
+	phase     string
+	converged bool
 	// configured: the capacity in force is the operator's, not a
 	// measurement: the limit pinned (ADAPTIVE_ADMISSION_MIN_LIMIT =
 	// MAX_LIMIT) or at its maximum, or the upstream's max_concurrent at or

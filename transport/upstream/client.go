@@ -209,9 +209,9 @@ type Exchange struct {
 	// caller's own deadline); the client's timeouts apply as well.
 	Limit time.Time
 
-	client   *Client
-	cancel   *Cancel
-	conn     net.Conn
+	client *Client
+	cancel *Cancel
+	conn   net.Conn
 	// rx is the connection's receive-time reader (nil where the kernel
 	// gives none), armed from the request written until Disarm; sent is
 	// when the request was written.
