@@ -192,6 +192,7 @@ func (c *call) releaseStream() {
 }
 
 func (c *call) noteSkip(t *catalog.Target) {
+	c.g.adm.lanes.NoteSkipped()
 	if c.skips < maxSkipNames {
 		c.skipped[c.skips] = int32(t.ID)
 	}

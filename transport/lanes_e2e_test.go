@@ -510,6 +510,70 @@ func TestAdmissionHealthAndMetricsShowLanes(t *testing.T) {
 	wg.Wait()
 }
 
+// TestAdmissionHealthHasTheOperatorNames: the names OmniRoute's
+// documentation gives operators (their dashboards and alerts read them)
+// are at the top of adaptiveAdmission, each with the value of what really
+// happened: a combo target skipped, a tenant's queued request, a refusal,
+// answers' latencies and the busy share of the limit.
+func TestAdmissionHealthHasTheOperatorNames(t *testing.T) {
+	resetMock(t)
+	g := startGateway(t, testFile(t, `,
+    "hsolo": {"targets": [{"connection": "mock/a", "model": "m-h1"}]},
+    "hcombo": {"targets": [{"connection": "mock/a", "model": "m-h1"}, {"connection": "mock/a", "model": "m-h2"}]}`),
+		enforceEnv("OMNIROUTE_CHAT_VIRTUAL_LANES", "1", "ADAPTIVE_ADMISSION_MAX_QUEUE_COUNT", "4", "ADAPTIVE_ADMISSION_WINDOW_MS", "200",
+			"ADAPTIVE_ADMISSION_MAX_WAIT_MS", "5000"))
+	setBehavior(t, map[string]mockprovider.Behavior{"m-h1": {LatencyMS: 700}, "m-h2": {LatencyMS: 700}})
+	body := func(m string) string { return `{"model":"` + m + `","messages":[{"role":"user","content":"hi"}]}` }
+	first := g.postAsync("/v1/chat/completions", body("hsolo"), "Authorization", "Bearer tenant-h-one")
+	waitFor(t, "m-h1 busy", func() bool { return mockStats(t).Models["m-h1"].Inflight == 1 })
+	// The combo's first target has no room: it is skipped for the second.
+	combo := g.postAsync("/v1/chat/completions", body("hcombo"), "Authorization", "Bearer tenant-h-two")
+	waitFor(t, "m-h2 busy", func() bool { return mockStats(t).Models["m-h2"].Inflight == 1 })
+	// A third tenant waits in its lane on m-h1.
+	queued := g.postAsync("/v1/chat/completions", body("hsolo"), "Authorization", "Bearer tenant-h-three")
+	waitFor(t, "a lane queued", func() bool { return g.admissionNumber("laneQueuedCount") == 1 })
+	// A caller that cannot wait for m-h1 is refused.
+	if r := g.post("/v1/chat/completions", body("hsolo"), "Authorization", "Bearer tenant-h-four", "X-Omniroute-Timeout-Ms", "100"); r.status != 503 {
+		t.Fatalf("a caller that cannot wait: %d %s", r.status, r.body)
+	}
+	waitFor(t, "a busy window", func() bool { return g.admissionNumber("utilization") > 0 })
+	adm := g.admission()
+	if adm["laneQueuedCount"] != float64(1) || adm["laneQueuedCost"] != float64(1) || adm["laneCount"].(float64) < 1 {
+		t.Fatalf("lane figures: %v", adm)
+	}
+	// Every lane is listed (the refused caller's too), the one with a
+	// queue first.
+	tenants, _ := adm["laneTenants"].([]any)
+	if len(tenants) != int(adm["laneCount"].(float64)) {
+		t.Fatalf("laneTenants %v, laneCount %v", adm["laneTenants"], adm["laneCount"])
+	}
+	for i, x := range tenants {
+		lt := x.(map[string]any)
+		if key, _ := lt["tenantKey"].(string); !strings.HasPrefix(key, "key_") || len(key) != 20 || (i == 0) != (lt["queuedCount"] == float64(1)) {
+			t.Fatalf("laneTenants must carry opaque tenant ids, the queued lane first: %v", tenants)
+		}
+	}
+	if u := adm["utilization"].(float64); u <= 0 || u > 1 {
+		t.Fatalf("utilization %v", u)
+	}
+	for _, r := range []<-chan response{first, combo, queued} {
+		if resp := <-r; resp.status != 200 {
+			t.Fatalf("a served request: %d %s", resp.status, resp.body)
+		}
+	}
+	adm = g.admission()
+	if adm["virtualFanoutSkipped"] != float64(1) || adm["admittedCount"] != float64(3) || adm["rejectedCount"] != float64(1) {
+		t.Fatalf("counters: skipped %v admitted %v rejected %v", adm["virtualFanoutSkipped"], adm["admittedCount"], adm["rejectedCount"])
+	}
+	short, long := adm["shortLatencyEwma"].(float64), adm["longLatencyEwma"].(float64)
+	if short < 500 || long < 500 || short > 5000 || long > 5000 {
+		t.Fatalf("latency averages %v / %v ms, want about the mock's 700 ms", short, long)
+	}
+	if u := g.upstream("mock/a/m-h1"); u["longLatencyEwma"].(float64) < 500 {
+		t.Fatalf("the upstream's own average: %v", u)
+	}
+}
+
 // TestMemoryPressureCutsTheAdaptiveLimit: a critical memory-pressure
 // sample (here an OOM kill in the cgroup) halves every upstream's limit
 // at once.

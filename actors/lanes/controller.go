@@ -66,8 +66,14 @@ type controller struct {
 	// more than the release).
 	tenants    []LaneTenant
 	sinceLanes int
-	nowNs      int64
-	decide     [admission.NumClasses]func(int64) admission.Decision
+	// winAt is the gate's reading when the reporting window began,
+	// utilization the share of the limit the last window kept busy, and
+	// winDone / lastDone the releases seen in this and the last window.
+	winAt             admission.Reading
+	utilization       float64
+	winDone, lastDone int64
+	nowNs             int64
+	decide            [admission.NumClasses]func(int64) admission.Decision
 }
 
 type laneInfo struct {
@@ -384,6 +390,7 @@ func (c *controller) onLaneState(ctx actor.Context, m *laneState) {
 // holdings. It reports whether the limit changed.
 func (c *controller) drainReleases() bool {
 	batch := c.u.done.drain()
+	c.winDone += int64(len(batch))
 	for i := range batch {
 		m := &batch[i]
 		c.ctl.Observe(m.at, m.s)
@@ -499,6 +506,14 @@ func (c *controller) closeWindow(ctx actor.Context) {
 		e = e.Prev()
 		c.evict(ctx, info, LaneEvicted)
 	}
+	// Utilization of the window now closed: the in-flight integral over
+	// it, against the limit.
+	r := c.u.gate.Reading(now)
+	if dt := r.At.Sub(c.winAt.At).Seconds(); !c.winAt.At.IsZero() && dt > 0 && c.ctl.Limit() > 0 {
+		c.utilization = min(1, max(0, (r.Integral-c.winAt.Integral)/dt/float64(c.ctl.Limit())))
+	}
+	c.winAt = r
+	c.lastDone, c.winDone = c.winDone, 0
 	last := c.ctl.Last()
 	c.window = Window{Phase: last.Phase, Rule: last.Rule, LimitBefore: last.LimitBefore, LimitAfter: last.LimitAfter,
 		Inflight: last.Inflight, QueueRatio: last.QueueRatio, KneeEstimate: last.Knee, Samples: last.Samples,
@@ -548,7 +563,8 @@ func (c *controller) buildView() *view {
 		baseline:   [2]time.Duration{ctl.BaselineOf(true), ctl.BaselineOf(false)}, held: ctl.Held(),
 		drainRate: ctl.DrainRate(), target: c.queueTarget(), pressure: ctl.Pressure(), overloaded: c.flow.overloaded,
 		last: ctl.Last(), window: c.window, virtQueuedCount: c.virtN, virtQueuedCost: c.virtCost, laneCount: len(c.lanes),
-		laneTenants: c.tenants}
+		laneTenants: c.tenants, utilization: c.utilization, answered: c.lastDone}
+	v.shortEWMA, v.longEWMA = ctl.LatencyEWMAs()
 	if c.shared != nil {
 		for cl := range c.shared.count {
 			v.sharedCount += c.shared.count[cl]

@@ -182,6 +182,7 @@ type Handle struct {
 	wouldQueue  atomic.Int64
 	wouldReject atomic.Int64
 	busy        atomic.Int64
+	skipped     atomic.Int64
 	weight      func(tenant.ID) float64 // Options.Weight
 	pressure    atomic.Pointer[pressureObs]
 }
@@ -408,6 +409,10 @@ func (h *Handle) reject(c admission.Class, r Reason) Reason {
 	h.rejected[c][r].Add(1)
 	return r
 }
+
+// NoteSkipped counts a fan-out target (a combo's, a fusion member) passed
+// over because its upstream had no room: health's virtualFanoutSkipped.
+func (h *Handle) NoteSkipped() { h.skipped.Add(1) }
 
 // Answered records a plain answer's latency as the upstream exchange
 // measured it: provider is the provider's time from the request written

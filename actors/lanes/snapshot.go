@@ -1,6 +1,8 @@
 package lanes
 
 import (
+	"math"
+	"sort"
 	"time"
 
 	"github.com/omniroute/gateway/internal/admission"
@@ -66,12 +68,19 @@ type Upstream struct {
 	// Latencies the controller judges by (ms): no-queue time to first
 	// token of streams and latency of plain answers, and the mean time an
 	// answer holds its place.
-	BaselineStreamMs float64      `json:"baselineStreamMs"`
-	BaselinePlainMs  float64      `json:"baselinePlainMs"`
-	HeldMs           float64      `json:"heldMs"`
-	DrainPerSecond   float64      `json:"drainPerSecond"`
-	QueueTargetMs    float64      `json:"queueTargetMs"`
-	Pressure         string       `json:"pressure"`
+	BaselineStreamMs float64 `json:"baselineStreamMs"`
+	BaselinePlainMs  float64 `json:"baselinePlainMs"`
+	HeldMs           float64 `json:"heldMs"`
+	DrainPerSecond   float64 `json:"drainPerSecond"`
+	QueueTargetMs    float64 `json:"queueTargetMs"`
+	Pressure         string  `json:"pressure"`
+	// Utilization is the share of the limit the last reporting window
+	// kept busy (0–1); ShortLatencyEwma and LongLatencyEwma (ms) are
+	// exponential averages of the answers' latencies (weights 0.5 and 0.1
+	// per answer), as the controller measures them.
+	Utilization      float64      `json:"utilization"`
+	ShortLatencyEwma float64      `json:"shortLatencyEwma"`
+	LongLatencyEwma  float64      `json:"longLatencyEwma"`
 	LaneTenants      []LaneTenant `json:"laneTenants,omitempty"`
 	LastPhase        Window       `json:"lastPhase"`
 	LastWindow       Window       `json:"lastWindow"`
@@ -86,32 +95,49 @@ type Snapshot struct {
 	VirtualLanes bool   `json:"virtualLanes"`
 	// CurrentLimit is the sum of the upstreams' limits; MinLimit and
 	// MaxLimit bound each one.
-	CurrentLimit       int64            `json:"currentLimit"`
-	MinLimit           int64            `json:"minLimit"`
-	MaxLimit           int64            `json:"maxLimit"`
-	GlobalLimit        int64            `json:"globalLimit"`
-	GlobalActiveCost   int64            `json:"globalActiveCost"`
-	ActiveCost         int64            `json:"activeCost"`
-	ActiveCount        int64            `json:"activeCount"`
-	QueuedCost         int64            `json:"queuedCost"`
-	QueuedCount        int64            `json:"queuedCount"`
-	VirtualActiveCost  int64            `json:"virtualActiveCost"`
-	VirtualActiveCount int64            `json:"virtualActiveCount"`
-	VirtualQueuedCost  int64            `json:"virtualQueuedCost"`
-	VirtualQueuedCount int64            `json:"virtualQueuedCount"`
-	LaneCount          int              `json:"laneCount"`
-	AdmittedCount      int64            `json:"admittedCount"`
-	RejectedCount      int64            `json:"rejectedCount"`
-	RejectedByReason   map[string]int64 `json:"rejectedByReason"`
-	AbortedCount       int64            `json:"abortedCount"`
-	BusyCount          int64            `json:"busyCount"`
-	WouldAdmitCount    int64            `json:"wouldAdmitCount"`
-	WouldQueueCount    int64            `json:"wouldQueueCount"`
-	WouldRejectCount   int64            `json:"wouldRejectCount"`
-	ResourceSeverity   string           `json:"resourceSeverity"`
-	ResourceReason     string           `json:"resourceReason"`
-	ResourceObservedAt int64            `json:"resourceObservedAtMs"`
-	Shutdown           bool             `json:"shutdown"`
+	CurrentLimit       int64 `json:"currentLimit"`
+	MinLimit           int64 `json:"minLimit"`
+	MaxLimit           int64 `json:"maxLimit"`
+	GlobalLimit        int64 `json:"globalLimit"`
+	GlobalActiveCost   int64 `json:"globalActiveCost"`
+	ActiveCost         int64 `json:"activeCost"`
+	ActiveCount        int64 `json:"activeCount"`
+	QueuedCost         int64 `json:"queuedCost"`
+	QueuedCount        int64 `json:"queuedCount"`
+	VirtualActiveCost  int64 `json:"virtualActiveCost"`
+	VirtualActiveCount int64 `json:"virtualActiveCount"`
+	VirtualQueuedCost  int64 `json:"virtualQueuedCost"`
+	VirtualQueuedCount int64 `json:"virtualQueuedCount"`
+	LaneCount          int   `json:"laneCount"`
+	// LaneQueuedCount and LaneQueuedCost are the requests waiting in
+	// tenant lanes (with lanes off, in the shared lanes) over all
+	// upstreams; LaneTenants the lanes with the most queued, summed over
+	// upstreams by tenant (opaque ids), at most 100.
+	LaneQueuedCount int64        `json:"laneQueuedCount"`
+	LaneQueuedCost  int64        `json:"laneQueuedCost"`
+	LaneTenants     []LaneTenant `json:"laneTenants"`
+	// Utilization is the share of the upstreams' limits the last
+	// reporting window kept busy, over all of them (limit-weighted);
+	// ShortLatencyEwma and LongLatencyEwma (ms) the upstreams' latency
+	// averages, weighted by their answers of the last window.
+	Utilization      float64 `json:"utilization"`
+	ShortLatencyEwma float64 `json:"shortLatencyEwma"`
+	LongLatencyEwma  float64 `json:"longLatencyEwma"`
+	// VirtualFanoutSkipped counts fan-out targets (a combo's, fusion
+	// members) passed over because their upstream had no room.
+	VirtualFanoutSkipped int64            `json:"virtualFanoutSkipped"`
+	AdmittedCount        int64            `json:"admittedCount"`
+	RejectedCount        int64            `json:"rejectedCount"`
+	RejectedByReason     map[string]int64 `json:"rejectedByReason"`
+	AbortedCount         int64            `json:"abortedCount"`
+	BusyCount            int64            `json:"busyCount"`
+	WouldAdmitCount      int64            `json:"wouldAdmitCount"`
+	WouldQueueCount      int64            `json:"wouldQueueCount"`
+	WouldRejectCount     int64            `json:"wouldRejectCount"`
+	ResourceSeverity     string           `json:"resourceSeverity"`
+	ResourceReason       string           `json:"resourceReason"`
+	ResourceObservedAt   int64            `json:"resourceObservedAtMs"`
+	Shutdown             bool             `json:"shutdown"`
 
 	Classes   map[string]ClassFigures `json:"classes"`
 	Upstreams []Upstream              `json:"upstreams"`
@@ -126,8 +152,10 @@ func (h *Handle) Snapshot() *Snapshot {
 		GlobalLimit: h.global.Max(), GlobalActiveCost: h.global.Active(), RejectedByReason: map[string]int64{},
 		Classes: map[string]ClassFigures{}, Shutdown: h.stopped.Load(),
 		WouldAdmitCount: h.wouldAdmit.Load(), WouldQueueCount: h.wouldQueue.Load(), WouldRejectCount: h.wouldReject.Load(),
-		BusyCount: h.busy.Load()}
+		BusyCount: h.busy.Load(), VirtualFanoutSkipped: h.skipped.Load()}
 	var classActive, classCount, classWaiting [admission.NumClasses]int64
+	var busyCost, limitSum, ewmaWeight, shortSum, longSum float64
+	tenants := map[string]*LaneTenant{}
 	for i, n := 0, h.ups.Len(); i < n; i++ {
 		u := *h.ups.At(i)
 		if u.retired.Load() {
@@ -140,7 +168,27 @@ func (h *Handle) Snapshot() *Snapshot {
 			QueuedCost: v.sharedCost + v.laneQueuedCost, QueuedCount: v.sharedCount + v.laneQueuedCount, LaneCount: v.laneCount,
 			BaselineStreamMs: ms(v.baseline[0]), BaselinePlainMs: ms(v.baseline[1]), HeldMs: ms(v.held),
 			DrainPerSecond: round1(v.drainRate), QueueTargetMs: ms(v.target), Pressure: v.pressure.String(),
+			Utilization: round3(v.utilization), ShortLatencyEwma: ms(v.shortEWMA), LongLatencyEwma: ms(v.longEWMA),
 			LaneTenants: v.laneTenants, LastPhase: windowOf(v.last), LastWindow: v.window, Shutdown: v.shutdown}
+		s.LaneQueuedCount += v.sharedCount + v.laneQueuedCount
+		s.LaneQueuedCost += v.sharedCost + v.laneQueuedCost
+		for _, lt := range v.laneTenants {
+			if t := tenants[lt.TenantKey]; t != nil {
+				t.QueuedCount += lt.QueuedCount
+				t.QueuedCost += lt.QueuedCost
+			} else {
+				c := lt
+				tenants[lt.TenantKey] = &c
+			}
+		}
+		busyCost += v.utilization * float64(st.Limit)
+		limitSum += float64(st.Limit)
+		if v.longEWMA > 0 {
+			w := float64(max(v.answered, 1))
+			ewmaWeight += w
+			shortSum += w * ms(v.shortEWMA)
+			longSum += w * ms(v.longEWMA)
+		}
 		s.Upstreams = append(s.Upstreams, up)
 		s.CurrentLimit += st.Limit
 		s.ActiveCost += up.ActiveCost
@@ -161,6 +209,13 @@ func (h *Handle) Snapshot() *Snapshot {
 			classWaiting[c] += st.Waiting[c]
 		}
 	}
+	if limitSum > 0 {
+		s.Utilization = round3(busyCost / limitSum)
+	}
+	if ewmaWeight > 0 {
+		s.ShortLatencyEwma, s.LongLatencyEwma = round3(shortSum/ewmaWeight), round3(longSum/ewmaWeight)
+	}
+	s.LaneTenants = mergedTenants(tenants)
 	for c := admission.Class(0); c < admission.NumClasses; c++ {
 		f := ClassFigures{SharePercent: h.cfg.ClassShares[c], ActiveCost: classActive[c], ActiveCount: classCount[c],
 			WaitingCount: classWaiting[c], AdmittedCount: h.admitted[c].Load()}
@@ -198,3 +253,22 @@ func windowOf(r admission.PhaseReport) Window {
 }
 
 func round1(v float64) float64 { return float64(int64(v*10+0.5)) / 10 }
+
+func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
+
+// mergedTenants lists the merged lanes, most queued first, at most
+// maxLaneTenants (never nil: the field is always present).
+func mergedTenants(m map[string]*LaneTenant) []LaneTenant {
+	out := make([]LaneTenant, 0, len(m))
+	for _, t := range m {
+		out = append(out, *t)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.QueuedCost != b.QueuedCost {
+			return a.QueuedCost > b.QueuedCost
+		}
+		return a.TenantKey < b.TenantKey
+	})
+	return out[:min(len(out), maxLaneTenants)]
+}

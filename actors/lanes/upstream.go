@@ -197,6 +197,13 @@ type view struct {
 	pressure   admission.Pressure
 	last       admission.PhaseReport
 	window     Window
+	// utilization is the share of the limit the last reporting window
+	// kept busy; shortEWMA and longEWMA the answers' latency averages;
+	// answered the releases of the last window (their weight in the
+	// totals).
+	utilization         float64
+	shortEWMA, longEWMA time.Duration
+	answered            int64
 	// shared lane / lanes / shadow queue figures
 	sharedCount, sharedCost         int64
 	laneCount                       int

@@ -129,6 +129,12 @@ type Controller struct {
 	// last judged phase (seconds).
 	local float64
 
+	// shortEWMA and longEWMA follow the answers' latencies (seconds; the
+	// OmniRoute health names shortLatencyEwma and longLatencyEwma, with
+	// its weights): what operators' dashboards plot, not what the
+	// controller decides by.
+	shortEWMA, longEWMA float64
+
 	pressure     Pressure
 	criticalAt   time.Time
 	last         PhaseReport
@@ -397,9 +403,22 @@ func (c *Controller) BaselineOf(stream bool) time.Duration {
 // Held is the mean time an answer holds its place at the provider.
 func (c *Controller) Held() time.Duration { return seconds(c.heldEWMA) }
 
-// LocalDelay is the gateway's own mean scheduling delay over the last
-// judged phase, taken off the latencies it judged.
+// LocalDelay is the gateway's own mean wait to read an answer over the
+// last judged phase.
 func (c *Controller) LocalDelay() time.Duration { return seconds(c.local) }
+
+// LatencyEWMAs are the short and long exponential averages of the
+// answers' latencies (weights shortAlpha and longAlpha per answer).
+func (c *Controller) LatencyEWMAs() (short, long time.Duration) {
+	return seconds(c.shortEWMA), seconds(c.longEWMA)
+}
+
+// The weights of the latency averages operators read (OmniRoute's
+// shortLatencyAlpha and longLatencyAlpha defaults).
+const (
+	shortAlpha = 0.5
+	longAlpha  = 0.1
+)
 
 // DrainRate is how much queued cost the upstream takes per second at the
 // current limit (Little's law: in flight ÷ time held); 0 when unknown.
@@ -452,6 +471,15 @@ func (c *Controller) Observe(now time.Time, s Sample) {
 			c.heldEWMA = h
 		} else {
 			c.heldEWMA += 0.05 * (h - c.heldEWMA)
+		}
+	}
+	if s.OK && s.Latency > 0 {
+		l := s.Latency.Seconds()
+		if c.longEWMA <= 0 {
+			c.shortEWMA, c.longEWMA = l, l
+		} else {
+			c.shortEWMA += shortAlpha * (l - c.shortEWMA)
+			c.longEWMA += longAlpha * (l - c.longEWMA)
 		}
 	}
 	if now.Before(c.measureFrom) {
