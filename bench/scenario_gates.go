@@ -41,7 +41,7 @@ func init() {
 		{"big-requests", "A 1 KiB tenant at 60 % beside a 2 MiB tenant at 20 % of capacity: ≥ 90 % of the 2 MiB requests served, " +
 			"the small tenant's p99 within its unloaded p99 + 100 ms.", lanes.RunBigRequests},
 		{"coding-agents", "Eight agents send Claude Code-shaped streamed requests (80 KB–1 MB, 25 tools, max_tokens 32000) to a " +
-			"provider with eight slots: no admission_oversized, ≥ 99 % success, slots ≥ 90 % used.", lanes.RunCodingAgents},
+			"provider with eight slots: no admission refusal, ≥ 99 % success, slots ≥ 90 % used.", lanes.RunCodingAgents},
 		{"one-tenant-256", "One tenant with 256 connections to a provider that takes them all (20 ms): enforce with the defaults " +
 			"serves ≥ 0.95× the admission-off throughput with no refusal.", lanes.RunFanIn},
 		{"two-providers", "A round-robin model over a 16-slot and a 48-slot provider at 1.25× their joint capacity, then the small " +
