@@ -58,6 +58,15 @@ type ctlSim struct {
 	service_ serviceHeap // in service, by when they are done
 	queued   []*ctlReq   // at the provider, waiting for a slot
 
+	// localPer models a machine whose CPU is the bottleneck (the gateway
+	// itself, a load generator beside it): each request admitted with n
+	// in flight waits n × localPer for a CPU on the gateway's side (what
+	// the gateway measures, Sample.Local) and localShare times that on a
+	// provider on the same machine (in the latency the gateway sees),
+	// with no queue at the provider at all.
+	localPer   time.Duration
+	localShare float64
+
 	// ground truth
 	served     int
 	servedCost float64 // slot-seconds used
@@ -66,6 +75,7 @@ type ctlSim struct {
 type ctlReq struct {
 	admitted, arrived time.Time
 	start, done       time.Time // at the provider; zero while queued
+	local             time.Duration
 	gone              bool
 	started, freed    bool
 	stream            bool
@@ -148,7 +158,7 @@ func (s *ctlSim) tick() {
 		if q.stream {
 			lat = q.start.Sub(q.admitted) + time.Duration(s.ttft*float64(q.done.Sub(q.start)))
 		}
-		s.c.Observe(now, Sample{Latency: lat, Held: held, OK: true, Stream: q.stream})
+		s.c.Observe(now, Sample{Latency: lat, Held: held, OK: true, Stream: q.stream, Local: q.local})
 	}
 	if s.giveUp > 0 && !now.Before(s.next) {
 		s.next = now.Add(time.Hour)
@@ -224,7 +234,8 @@ func (s *ctlSim) tick() {
 
 // begin starts q in a free slot.
 func (s *ctlSim) begin(q *ctlReq) {
-	q.start, q.done = s.now, s.now.Add(s.serviceTime())
+	q.local = time.Duration(s.active) * s.localPer
+	q.start, q.done = s.now, s.now.Add(s.serviceTime()+time.Duration(s.localShare*float64(q.local)))
 	q.started = true
 	s.busy++
 	heap.Push(&s.service_, q)
@@ -566,5 +577,54 @@ func TestControlStallIsUndoneQuickly(t *testing.T) {
 			t.Fatalf("seed %d: the knee is %.1f 3 s after the stall (lowest %.1f), want ≥ 14.4 (%+v)", seed, s.c.Knee(), low, s.c.Last())
 		}
 		t.Logf("seed %d: lowest knee %.1f after the stall, back ≥ 0.9x %v after the first second", seed, low, at)
+	}
+}
+
+// TestControlLocalDelayIsNotAQueue: the gateway's own CPU is the
+// bottleneck (a load test on the same two cores): every answer waits for
+// a CPU in proportion to the load, on the gateway's side (measured) and
+// on a provider beside it, which itself has room for every request. The
+// latencies grow with the load and would fall with the limit exactly as a
+// queue's would; the limit must not fall below what the provider serves,
+// so every caller is in flight and none waits at the gate.
+func TestControlLocalDelayIsNotAQueue(t *testing.T) {
+	for _, tc := range []struct {
+		service  time.Duration
+		localPer time.Duration
+	}{
+		{20 * time.Millisecond, 100 * time.Microsecond}, // 25 ms of CPU wait at 256 in flight
+		{5 * time.Millisecond, 40 * time.Microsecond},
+		{50 * time.Millisecond, 400 * time.Microsecond}, // waits twice the service time
+	} {
+		for _, seed := range seeds {
+			s := newCtlSimSeed(t, cfgFor(), 4096, tc.service, seed)
+			s.saturate, s.localPer, s.localShare = 256, tc.localPer, 1.5
+			s.run(10*time.Second, nil)
+			low, waited := int64(1<<62), 0
+			s.run(5*time.Second, func() {
+				low = min(low, s.c.Limit())
+				waited = max(waited, len(s.waiting))
+			})
+			if low < 256 || waited > 0 {
+				t.Errorf("seed %d, %v + %v per request in flight: the limit fell to %d (want ≥ 256, the callers) and up to %d callers waited at the gate; last phase %+v",
+					seed, tc.service, tc.localPer, low, waited, s.c.Last())
+			}
+		}
+	}
+}
+
+// TestControlLocalDelayKeepsARealKnee: the same busy machine in front of a
+// provider that really has a knee (64 slots, 100 ms): its queue is far
+// beyond what the gateway's own waits explain, and the limit still finds
+// it.
+func TestControlLocalDelayKeepsARealKnee(t *testing.T) {
+	for _, seed := range seeds {
+		s := newCtlSimSeed(t, cfgFor(), 64, 100*time.Millisecond, seed)
+		s.saturate, s.localPer, s.localShare = 200, 20*time.Microsecond, 1.5
+		s.run(10*time.Second, nil)
+		lo, hi := s.kneeRange(10*time.Second, new(int64))
+		if lo < 0.8*64 || hi > 1.2*64 {
+			t.Errorf("seed %d: knee estimate in [%.1f, %.1f], want within [%.1f, %.1f]", seed, lo, hi, 0.8*64, 1.2*64)
+		}
 	}
 }
