@@ -404,15 +404,17 @@ func (r *Runner) Measure(ctx context.Context, e *Env, s *report.Scenario, t *Tar
 		}
 	}
 	selfBefore := procstat.SelfCPU()
+	machineBefore, _ := procstat.ReadMachine()
 	sampler := procstat.StartSampler(pids, 100*time.Millisecond)
 	res, err := loadgen.Run(ctx, c, cs.Spec, shape)
 	peak, mean := sampler.Stop()
 	selfCPU := procstat.SelfCPU() - selfBefore
+	machineAfter, _ := procstat.ReadMachine()
 	if err != nil {
 		return nil, err
 	}
 	sum := loadgen.Summarize(res, cs.Spec.Stream)
-	cell := &report.Cell{Load: cs.Load.ID, Target: t.Label, Round: cs.Round, Summary: sum}
+	cell := &report.Cell{Load: cs.Load.ID, Target: t.Label, Round: cs.Round, Summary: sum, MachineBusy: machineAfter.BusyShare(machineBefore)}
 	if len(cs.CountUpstream) > 0 {
 		after, err := e.MockAdmin.Stats()
 		if err != nil {

@@ -49,6 +49,58 @@ func parseStat(b []byte) (time.Duration, error) {
 	return time.Duration(ut+st) * time.Second / ClockTicks, nil
 }
 
+// Machine is the whole machine's CPU time so far, from the first line of
+// /proc/stat: Busy is every state but idle and iowait, Total all of them
+// (both summed over the CPUs). Two readings give the share of the
+// machine's CPUs that was busy between them: how the benchmark shows
+// that a scenario saturated the machine.
+type Machine struct {
+	Busy, Total time.Duration
+}
+
+// ReadMachine reads /proc/stat.
+func ReadMachine() (Machine, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return Machine{}, fmt.Errorf("read machine cpu: %w", err)
+	}
+	return parseMachine(b)
+}
+
+// BusyShare is the busy share of the machine's CPUs between since and m
+// (0..1; 0 when no time passed).
+func (m Machine) BusyShare(since Machine) float64 {
+	t := m.Total - since.Total
+	if t <= 0 {
+		return 0
+	}
+	return float64(m.Busy-since.Busy) / float64(t)
+}
+
+func parseMachine(b []byte) (Machine, error) {
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	fields := bytes.Fields(line)
+	if len(fields) < 5 || string(fields[0]) != "cpu" {
+		return Machine{}, fmt.Errorf("parse /proc/stat: first line %q is not the cpu total", truncate(line))
+	}
+	var m Machine
+	for i, f := range fields[1:] {
+		v, err := strconv.ParseUint(string(f), 10, 64)
+		if err != nil {
+			return Machine{}, fmt.Errorf("parse /proc/stat: field %d %q is not an integer", i+1, f)
+		}
+		d := time.Duration(v) * time.Second / ClockTicks
+		if i >= 8 {
+			break // guest and guest_nice are already counted in user and nice
+		}
+		m.Total += d
+		if i != 3 && i != 4 { // idle, iowait
+			m.Busy += d
+		}
+	}
+	return m, nil
+}
+
 // SelfCPU returns this process's user+system CPU time with microsecond
 // resolution (getrusage), used for the load generator itself.
 func SelfCPU() time.Duration {

@@ -92,3 +92,25 @@ func TestOwnProcess(t *testing.T) {
 		t.Fatalf("sampler peak %v mean %v", peak, mean)
 	}
 }
+
+func TestParseMachine(t *testing.T) {
+	m, err := parseMachine([]byte("cpu  100 5 50 800 45 0 0 0 7 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Busy != 1550*time.Millisecond || m.Total != 10*time.Second {
+		t.Fatalf("busy %v total %v, want 1.55s of 10s (idle 800 and iowait 45 are not busy; guest is in user)", m.Busy, m.Total)
+	}
+	next := Machine{Busy: m.Busy + time.Second, Total: m.Total + 2*time.Second}
+	if s := next.BusyShare(m); s != 0.5 {
+		t.Fatalf("share %v, want 0.5", s)
+	}
+	for _, bad := range []string{"", "intr 1 2 3\n", "cpu 1 x 3 4 5\n"} {
+		if _, err := parseMachine([]byte(bad)); err == nil {
+			t.Fatalf("%q parsed", bad)
+		}
+	}
+	if _, err := ReadMachine(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -127,6 +127,10 @@ type Cell struct {
 	// during the measured phase, for cells that ask for it (fan-out: how
 	// many upstream calls one answered request cost).
 	Upstream map[string]int64 `json:"upstream_requests,omitempty"`
+	// MachineBusy is the share of the machine's CPUs (all processes) that
+	// was busy over the measured phase (0..1): a figure near 1 shows the
+	// cell saturated the machine.
+	MachineBusy float64 `json:"machine_busy"`
 }
 
 // Proc is one process's cost in a cell (or at idle).
