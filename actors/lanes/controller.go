@@ -517,7 +517,7 @@ func (c *controller) closeWindow(ctx actor.Context) {
 	last := c.ctl.Last()
 	c.window = Window{Phase: last.Phase, Rule: last.Rule, LimitBefore: last.LimitBefore, LimitAfter: last.LimitAfter,
 		Inflight: last.Inflight, QueueRatio: last.QueueRatio, KneeEstimate: last.Knee, Samples: last.Samples,
-		Pending: last.Pending, Drops: last.Drops, Limited: last.Limited, Phases: c.ctl.Phases()}
+		Pending: last.Pending, Drops: last.Drops, Limited: last.Limited, LocalDelayMs: last.LocalMs, Phases: c.ctl.Phases()}
 	c.step(ctx)
 	c.publish(true)
 }

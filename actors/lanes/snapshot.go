@@ -43,6 +43,9 @@ type Window struct {
 	Pending      int64   `json:"pending"`
 	Drops        int     `json:"drops"`
 	Limited      bool    `json:"limited"`
+	// LocalDelayMs is the gateway's own mean wait to read the phase's
+	// answers (see docs/admission.md).
+	LocalDelayMs float64 `json:"localDelayMs"`
 	Phases       uint64  `json:"phases"`
 }
 
@@ -249,7 +252,8 @@ func (h *Handle) Snapshot() *Snapshot {
 
 func windowOf(r admission.PhaseReport) Window {
 	return Window{Phase: r.Phase, Rule: r.Rule, LimitBefore: r.LimitBefore, LimitAfter: r.LimitAfter, Inflight: r.Inflight,
-		QueueRatio: r.QueueRatio, KneeEstimate: r.Knee, Samples: r.Samples, Pending: r.Pending, Drops: r.Drops, Limited: r.Limited}
+		QueueRatio: r.QueueRatio, KneeEstimate: r.Knee, Samples: r.Samples, Pending: r.Pending, Drops: r.Drops, Limited: r.Limited,
+		LocalDelayMs: r.LocalMs}
 }
 
 func round1(v float64) float64 { return float64(int64(v*10+0.5)) / 10 }
