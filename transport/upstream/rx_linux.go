@@ -27,6 +27,8 @@ type rxConn struct {
 	// the read returned; zero when none happened since arm.
 	rx, at time.Time
 	oob    [64]byte
+	// hold delays each armed read (tests: a gateway too busy to read).
+	hold time.Duration
 }
 
 // wrapRx returns c as an rxConn when the kernel gives receive times for
@@ -53,11 +55,18 @@ func (c *rxConn) Read(p []byte) (int, error) {
 	if !c.armed || len(p) == 0 {
 		return c.TCPConn.Read(p)
 	}
+	if c.hold > 0 {
+		time.Sleep(c.hold)
+	}
 	var n, oobn int
 	var rerr error
 	err := c.raw.Read(func(fd uintptr) bool {
-		n, oobn, _, _, rerr = syscall.Recvmsg(int(fd), p, c.oob[:], 0)
-		return rerr != syscall.EAGAIN
+		for {
+			n, oobn, _, _, rerr = syscall.Recvmsg(int(fd), p, c.oob[:], 0)
+			if rerr != syscall.EINTR {
+				return rerr != syscall.EAGAIN
+			}
+		}
 	})
 	if err == nil {
 		err = rerr

@@ -1,0 +1,178 @@
+//go:build linux
+
+package upstream
+
+import (
+	"errors"
+	"io"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/valyala/fasthttp"
+)
+
+// TestArrivalSplitsProviderAndGateway: the provider answers 150 ms after
+// the request; the gateway's goroutine is kept from reading for another
+// 100 ms after the answer came. The exchange says the provider took
+// about 150 ms (not 250) and the gateway waited about 100 ms to read it.
+func TestArrivalSplitsProviderAndGateway(t *testing.T) {
+	addr := server(t, func(ctx *fasthttp.RequestCtx) {
+		time.Sleep(150 * time.Millisecond)
+		ctx.SetBodyString(`{"ok":true}`)
+	})
+	c := client(addr, 2*time.Second, 3*time.Second)
+	defer c.Close()
+	// A first exchange opens the connection; the second measures.
+	x, err := do(t, c, nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Release()
+	x = AcquireExchange()
+	defer x.Release()
+	x.Req.Header.SetMethod("POST")
+	x.Req.SetRequestURI("/v1/chat/completions")
+	x.Req.Header.SetHost(c.Addr())
+	// Do, with the read held back: the connection's reads start 250 ms
+	// after the write, 100 ms after the answer is in the socket.
+	cc, err := c.hc.AcquireConn(time.Second, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rx := rxOf(cc.Conn())
+	c.hc.ReleaseConn(cc)
+	if rx == nil {
+		t.Fatal("the provider connection has no receive times")
+	}
+	rx.hold = 250 * time.Millisecond
+	if err := c.Do(x, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	provider, local := x.Arrival()
+	if provider < 140*time.Millisecond || provider > 240*time.Millisecond {
+		t.Fatalf("provider time %v, want about 150 ms (the answer's arrival, not the gateway's read)", provider)
+	}
+	if local < 90*time.Millisecond {
+		t.Fatalf("local wait %v, want at least the 100 ms the read was held", local)
+	}
+}
+
+// TestRxConnReadsLikeTheConnection: armed reads return the same bytes,
+// the end of stream as io.EOF and a passed deadline as a timeout.
+func TestRxConnReadsLikeTheConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		s, err := ln.Accept()
+		if err == nil {
+			accepted <- s
+		}
+		close(accepted)
+	}()
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn := wrapRx(raw)
+	defer conn.Close()
+	rc, ok := conn.(*rxConn)
+	if !ok {
+		t.Fatalf("a TCP connection on Linux is not wrapped: %T", conn)
+	}
+	srv := <-accepted
+	if srv == nil {
+		t.Fatal("no connection accepted")
+	}
+	rc.armed = true
+	_ = conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	var b [16]byte
+	if _, err := conn.Read(b[:]); !isTimeout(err) {
+		t.Fatalf("a read past its deadline: %v, want a timeout", err)
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	before := time.Now()
+	if _, err := srv.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	n, err := conn.Read(b[:])
+	if err != nil || string(b[:n]) != "hello" {
+		t.Fatalf("armed read: %q %v", b[:n], err)
+	}
+	if rc.rx.Before(before.Add(-time.Millisecond)) || rc.at.Before(rc.rx) {
+		t.Fatalf("receive time %v, read at %v, write at %v: want write ≤ receive ≤ read", rc.rx, rc.at, before)
+	}
+	rc.armed = false
+	_, _ = srv.Write([]byte("plain"))
+	if n, err := conn.Read(b[:]); err != nil || string(b[:n]) != "plain" {
+		t.Fatalf("disarmed read: %q %v", b[:n], err)
+	}
+	rc.armed = true
+	_ = srv.Close()
+	if _, err := conn.Read(b[:]); !errors.Is(err, io.EOF) {
+		t.Fatalf("read after the peer closed: %v, want io.EOF", err)
+	}
+}
+
+// TestRxTimeParsesControlMessages: the receive time is found among other
+// control messages, and malformed buffers give none (never a panic).
+func TestRxTimeParsesControlMessages(t *testing.T) {
+	want := time.Unix(1700000000, 123456789)
+	ts := cmsg(syscall.SOL_SOCKET, syscall.SCM_TIMESTAMPNS, tsBytes(want))
+	other := cmsg(syscall.SOL_IP, 8, []byte{1, 2, 3, 4})
+	for _, tc := range []struct {
+		name string
+		oob  []byte
+		ok   bool
+	}{
+		{"alone", ts, true},
+		{"after another", append(append([]byte{}, other...), ts...), true},
+		{"none", other, false},
+		{"empty", nil, false},
+		{"truncated header", ts[:8], false},
+		{"length past the end", append(lenOf(ts, 4096), ts[16:]...), false},
+		{"zero length", lenOf(ts, 0), false},
+	} {
+		got, ok := rxTime(tc.oob)
+		if ok != tc.ok || ok && !got.Equal(want) {
+			t.Errorf("%s: %v %v, want %v %v", tc.name, got, ok, want, tc.ok)
+		}
+	}
+}
+
+func FuzzRxTime(f *testing.F) {
+	f.Add(cmsg(syscall.SOL_SOCKET, syscall.SCM_TIMESTAMPNS, tsBytes(time.Unix(1, 2))))
+	f.Add([]byte{255, 255, 255, 255, 0, 0, 0, 0, 1, 0, 0, 0, 35, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, ok := rxTime(b); !ok && !got.IsZero() {
+			t.Fatalf("no time found but %v returned", got)
+		}
+	})
+}
+
+func tsBytes(t time.Time) []byte {
+	ts := syscall.NsecToTimespec(t.UnixNano())
+	return unsafe.Slice((*byte)(unsafe.Pointer(&ts)), unsafe.Sizeof(ts))
+}
+
+func cmsg(level, typ int32, data []byte) []byte {
+	b := make([]byte, syscall.CmsgSpace(len(data)))
+	h := (*syscall.Cmsghdr)(unsafe.Pointer(&b[0]))
+	h.Level, h.Type = level, typ
+	h.SetLen(syscall.CmsgLen(len(data)))
+	copy(b[syscall.CmsgLen(0):], data)
+	return b
+}
+
+// lenOf is a copy of a control message's header with its length set.
+func lenOf(m []byte, n int) []byte {
+	b := append([]byte{}, m[:16]...)
+	(*syscall.Cmsghdr)(unsafe.Pointer(&b[0])).SetLen(n)
+	return b
+}
