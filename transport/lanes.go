@@ -54,6 +54,9 @@ func (a *Assembly) AttachLanes(h *lanes.Handle) {
 		// The gateway's own memory pressure feeds every upstream's limit:
 		// critical halves it at once (once per window), high stops growth.
 		g.pressure.Subscribe(func(st *pressure.State) {
+			// A used-up CPU (the gateway's, or the machine it shares)
+			// makes latency no evidence of a provider's queue.
+			h.ObserveCPU(st.CPUSaturated())
 			switch st.Severity {
 			case pressure.High:
 				h.ObservePressure(admission.PressureHigh, st.Reason)

@@ -235,7 +235,9 @@ func (c *controller) step(ctx actor.Context) {
 	changed := c.drainReleases()
 	c.rollFlow(now)
 	phases := c.ctl.Phases()
-	if c.ctl.Tick(c.u.gate.Reading(now)) {
+	r := c.u.gate.Reading(now)
+	r.Busy = c.u.h.cpuBusy.Load()
+	if c.ctl.Tick(r) {
 		changed = true
 	}
 	if c.ctl.Phases() != phases && c.u.h.log.Enabled(context.Background(), slog.LevelDebug) {

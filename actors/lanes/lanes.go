@@ -183,6 +183,7 @@ type Handle struct {
 	wouldReject atomic.Int64
 	busy        atomic.Int64
 	skipped     atomic.Int64
+	cpuBusy     atomic.Bool
 	weight      func(tenant.ID) float64 // Options.Weight
 	pressure    atomic.Pointer[pressureObs]
 }
@@ -534,6 +535,13 @@ func (h *Handle) ObservePressure(sev admission.Pressure, reason string) {
 	h.pressure.Store(&pressureObs{severity: sev, reason: reason, at: now})
 	h.all(func(u *upstream) { h.root.Send(u.ctrl, &pressureMsg{sev: sev}) })
 }
+
+// ObserveCPU says whether the CPU the gateway runs on is used up (the
+// machine's CPUs, or the process's cgroup quota; the pressure actor
+// samples it once a second). While it is, the controllers do not take a
+// latency rise for a provider's queue below the level the provider
+// served (admission.Reading.Busy): nothing waits on the message.
+func (h *Handle) ObserveCPU(saturated bool) { h.cpuBusy.Store(saturated) }
 
 // Tick runs a controller step on every upstream now (the controllers do
 // this on their own timers unless Options.ManualTicks): measures, judges

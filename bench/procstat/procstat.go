@@ -6,6 +6,7 @@ package procstat
 import (
 	"bytes"
 	"fmt"
+	"github.com/omniroute/gateway/internal/pressure"
 	"os"
 	"strconv"
 	"sync"
@@ -78,27 +79,12 @@ func (m Machine) BusyShare(since Machine) float64 {
 }
 
 func parseMachine(b []byte) (Machine, error) {
-	line, _, _ := bytes.Cut(b, []byte("\n"))
-	fields := bytes.Fields(line)
-	if len(fields) < 5 || string(fields[0]) != "cpu" {
-		return Machine{}, fmt.Errorf("parse /proc/stat: first line %q is not the cpu total", truncate(line))
+	busy, total := pressure.ParseCPUStat(b)
+	if total < 0 {
+		return Machine{}, fmt.Errorf("parse /proc/stat: no cpu total line in %q", truncate(b))
 	}
-	var m Machine
-	for i, f := range fields[1:] {
-		v, err := strconv.ParseUint(string(f), 10, 64)
-		if err != nil {
-			return Machine{}, fmt.Errorf("parse /proc/stat: field %d %q is not an integer", i+1, f)
-		}
-		d := time.Duration(v) * time.Second / ClockTicks
-		if i >= 8 {
-			break // guest and guest_nice are already counted in user and nice
-		}
-		m.Total += d
-		if i != 3 && i != 4 { // idle, iowait
-			m.Busy += d
-		}
-	}
-	return m, nil
+	tick := func(v int64) time.Duration { return time.Duration(v) * time.Second / ClockTicks }
+	return Machine{Busy: tick(busy), Total: tick(total)}, nil
 }
 
 // SelfCPU returns this process's user+system CPU time with microsecond

@@ -297,6 +297,12 @@ type Reading struct {
 	PendingAgeSum float64
 	// Limited counts acquires that found no room under the limit.
 	Limited uint64
+	// Busy: the CPU the gateway runs on is used up (the machine's, or the
+	// process's cgroup quota; internal/pressure's CPUSaturated). Every
+	// answer then waits for a CPU, on the gateway's side and on a provider
+	// on the same machine, in proportion to the load: latency and
+	// delivery say nothing sure about the provider.
+	Busy bool
 }
 
 // phaseMeasure is a judged phase kept for comparison.
@@ -669,6 +675,25 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		c.kneeAt, c.queueSeen = now, true
 		c.hangRestore = max(c.hangRestore, c.hangFrom)
 		rule = "hang"
+	case r.Busy && !c.cfg.Shadow && (c.testing || queued || newKind || blind || c.kind == phaseDrain):
+		// The CPU the gateway runs on is used up (a load test on the same
+		// machine, a busy node): a latency rise, a drain test or delivery
+		// that stopped growing would read the machine's saturation as the
+		// provider's queue and cut the limit below what the provider
+		// serves, which saves no CPU (the callers wait in the gateway
+		// instead) and refuses work the provider can take. Not sure, the
+		// controller admits: only distress (loss, a hang: above) lowers
+		// the limit, and demand beyond it still raises it.
+		c.testing, c.verify, c.suspect, c.gainSuspect = false, false, false, false
+		switch {
+		case limited && full && c.pressure == PressureNormal:
+			c.base = max(c.base, min(float64(c.limit), inflight))
+			next, rule = c.growth(now), "cpu_busy_grow"
+		case c.kind == phaseDrain:
+			rule = "cpu_busy" // a test stopped: back to the knee
+		default:
+			next, rule = c.kind, "cpu_busy" // the limit stays where it is
+		}
 	case c.kind == phaseDrain && c.testing:
 		next, rule = c.judgeTest(now, inflight, samples, queued, knee)
 	case c.kind == phaseDrain:
@@ -688,10 +713,10 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		c.base = max(minL, knee)
 		c.markKnee(now)
 		rule = "knee"
-	case c.kind == phaseProbe && limited && c.probeVerdict(inflight, knee) == probeUnsure:
+	case c.kind == phaseProbe && limited && !r.Busy && c.probeVerdict(inflight, knee) == probeUnsure:
 		c.probeUnsure++
 		next, rule = phaseProbe, "probe_unsure"
-	case c.kind == phaseProbe && limited && c.probeVerdict(inflight, knee) == probeKnee:
+	case c.kind == phaseProbe && limited && !r.Busy && c.probeVerdict(inflight, knee) == probeKnee:
 		// A probe past the knee put more in flight, and its answers
 		// did not come back faster than a knee where it was would let
 		// them, nor Little's law put the knee well below: the extra load
@@ -774,7 +799,8 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 	}
 	var changed bool
 	switch {
-	case (rule == "hold" || rule == "suspect" || rule == "no_gain_suspect" || rule == "hang_suspect" || rule == "hang_over" || rule == "probe_unsure") && c.kind != phaseDrain:
+	case (rule == "hold" || rule == "suspect" || rule == "no_gain_suspect" || rule == "hang_suspect" || rule == "hang_over" || rule == "probe_unsure" ||
+		rule == "cpu_busy") && c.kind != phaseDrain:
 		// Demand stayed below the limit and nothing queued: nothing was
 		// learnt, so the limit stays where it is (a probe that found no
 		// demand keeps its level until demand tests it).

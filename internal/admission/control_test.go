@@ -66,6 +66,11 @@ type ctlSim struct {
 	// with no queue at the provider at all.
 	localPer   time.Duration
 	localShare float64
+	// unmeasured: the gateway does not see its share of the wait
+	// (Sample.Local stays 0: no receive times, or the machine's other
+	// processes are what is slow); busy: the reading says the CPU is used
+	// up (Reading.Busy).
+	unmeasured, cpuBusy bool
 
 	// ground truth
 	served     int
@@ -96,7 +101,7 @@ func newCtlSimSeed(t *testing.T, cfg ControlConfig, slots int, service time.Dura
 var seeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8}
 
 func (s *ctlSim) reading() Reading {
-	r := Reading{At: s.now, Active: s.active, Integral: s.integral, Limited: s.limited, Pending: s.active}
+	r := Reading{At: s.now, Active: s.active, Integral: s.integral, Limited: s.limited, Pending: s.active, Busy: s.cpuBusy}
 	r.PendingAgeSum = max(0, float64(s.active)*s.now.Sub(s.start).Seconds()-s.admitSum)
 	return r
 }
@@ -158,7 +163,11 @@ func (s *ctlSim) tick() {
 		if q.stream {
 			lat = q.start.Sub(q.admitted) + time.Duration(s.ttft*float64(q.done.Sub(q.start)))
 		}
-		s.c.Observe(now, Sample{Latency: lat, Held: held, OK: true, Stream: q.stream, Local: q.local})
+		local := q.local
+		if s.unmeasured {
+			local = 0
+		}
+		s.c.Observe(now, Sample{Latency: lat, Held: held, OK: true, Stream: q.stream, Local: local})
 	}
 	if s.giveUp > 0 && !now.Before(s.next) {
 		s.next = now.Add(time.Hour)
@@ -625,6 +634,52 @@ func TestControlLocalDelayKeepsARealKnee(t *testing.T) {
 		lo, hi := s.kneeRange(10*time.Second, new(int64))
 		if lo < 0.8*64 || hi > 1.2*64 {
 			t.Errorf("seed %d: knee estimate in [%.1f, %.1f], want within [%.1f, %.1f]", seed, lo, hi, 0.8*64, 1.2*64)
+		}
+	}
+}
+
+// TestControlUsedUpCPUIsNotAQueue: the machine's CPU is used up and the
+// gateway cannot tell its own share of the waits (no receive times; the
+// slow part is a provider on the same machine): the latency grows with
+// the load, and the controller, told the CPU is used up, does not take
+// it for a queue. The same load without that signal does cut the limit:
+// the signal is what keeps it.
+func TestControlUsedUpCPUIsNotAQueue(t *testing.T) {
+	for _, busy := range []bool{true, false} {
+		cut := 0
+		for _, seed := range seeds {
+			s := newCtlSimSeed(t, cfgFor(), 4096, 20*time.Millisecond, seed)
+			s.saturate, s.localPer, s.localShare, s.unmeasured, s.cpuBusy = 256, 100*time.Microsecond, 2, true, busy
+			s.run(10*time.Second, nil)
+			low, waited := int64(1<<62), 0
+			s.run(5*time.Second, func() {
+				low = min(low, s.c.Limit())
+				waited = max(waited, len(s.waiting))
+			})
+			if low < 256 || waited > 0 {
+				cut++
+				if busy {
+					t.Errorf("seed %d, CPU used up: the limit fell to %d and %d callers waited; last phase %+v", seed, low, waited, s.c.Last())
+				}
+			}
+		}
+		if !busy && cut == 0 {
+			t.Error("without the used-up CPU signal the latency never read as a queue: the test does not test the signal")
+		}
+	}
+}
+
+// TestControlUsedUpCPUStillSeesLoss: a provider that refuses beyond its
+// slots (429) is cut to them while the CPU is used up: distress is
+// evidence whatever the machine.
+func TestControlUsedUpCPUStillSeesLoss(t *testing.T) {
+	for _, seed := range seeds {
+		s := newCtlSimSeed(t, cfgFor(), 32, 100*time.Millisecond, seed)
+		s.saturate, s.reject, s.cpuBusy = 200, true, true
+		s.run(10*time.Second, nil)
+		lo, hi := s.kneeRange(5*time.Second, new(int64))
+		if hi > 1.3*32 || lo < 0.5*32 {
+			t.Errorf("seed %d: knee estimate in [%.1f, %.1f] against a provider refusing beyond 32", seed, lo, hi)
 		}
 	}
 }

@@ -234,3 +234,30 @@ func unescapeMount(s string) string {
 }
 
 func isOctal(c byte) bool { return c >= '0' && c <= '7' }
+
+// ParseCPUStat reads the machine's CPU time from /proc/stat's first line
+// ("cpu user nice system idle iowait irq softirq steal guest guest_nice",
+// clock ticks summed over the CPUs): busy is every field but idle and
+// iowait (guest time is already in user), total all of them; -1, -1 when
+// the line is not there or not numbers.
+func ParseCPUStat(b []byte) (busy, total int64) {
+	line := b
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		line = b[:i]
+	}
+	f := bytes.Fields(line)
+	if len(f) < 5 || string(f[0]) != "cpu" {
+		return -1, -1
+	}
+	for i, x := range f[1:min(len(f), 9)] {
+		v, err := strconv.ParseInt(string(x), 10, 64)
+		if err != nil || v < 0 {
+			return -1, -1
+		}
+		total += v
+		if i != 3 && i != 4 {
+			busy += v
+		}
+	}
+	return busy, total
+}

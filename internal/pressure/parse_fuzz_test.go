@@ -62,3 +62,14 @@ func FuzzResolveCgroups(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseCPUStat(f *testing.F) {
+	f.Add([]byte("cpu  100 5 50 800 45 0 0 0 7 0\ncpu0 1 2 3 4 5\n"))
+	f.Add([]byte("cpu 1 2"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		busy, total := ParseCPUStat(b)
+		if (busy < 0) != (total < 0) || busy > total {
+			t.Fatalf("ParseCPUStat(%q) = %d busy of %d", b, busy, total)
+		}
+	})
+}

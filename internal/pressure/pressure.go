@@ -74,6 +74,13 @@ type Sample struct {
 	// they came from the cgroup or the host.
 	PSISome, PSIFull float64
 	PSIFrom          string
+	// CPUBusy and CPUTotal are the machine's cumulative CPU time (every
+	// CPU, /proc/stat's first line, in clock ticks): busy is every state
+	// but idle and iowait; -1 when unknown. CgroupCPUUsage and
+	// CgroupThrottled are the cgroup's cpu.stat usage_usec and
+	// throttled_usec (-1 when unknown, or without a v2 cgroup).
+	CPUBusy, CPUTotal               int64
+	CgroupCPUUsage, CgroupThrottled int64
 }
 
 // GoRatio is GoUsed/GoLimit, or -1.
@@ -161,7 +168,31 @@ type State struct {
 	LastTransitionAt time.Time
 	// Sample is the observation that produced this state.
 	Sample Sample
+	// CPUBusy is the share of the machine's CPUs that was busy since the
+	// sample before (0..1; -1 unknown), and CPUThrottled the share of
+	// that time the process's cgroup was throttled by its CPU quota
+	// (0..1; -1 unknown): either near its top says the CPU the gateway
+	// runs on is used up (CPUSaturated).
+	CPUBusy, CPUThrottled float64
 }
+
+// CPUSaturated reports whether the CPU the gateway runs on was used up
+// over the last interval: the machine's CPUs at least cpuBusyShare busy,
+// or the cgroup throttled for at least cpuThrottledShare of the time. Then
+// the gateway's own work waits for a CPU, and so does anything beside it
+// (a provider on the same machine): latency measured there grows with
+// the load without any provider's queue.
+func (s *State) CPUSaturated() bool {
+	return s.CPUBusy >= cpuBusyShare || s.CPUThrottled >= cpuThrottledShare
+}
+
+// What a used-up CPU is: the machine's CPUs 90 % busy (a share of them
+// stays idle only while nothing is runnable), or the process's cgroup
+// throttled a tenth of the time.
+const (
+	cpuBusyShare      = 0.9
+	cpuThrottledShare = 0.1
+)
 
 // Tracker is the severity state machine. It is not safe for concurrent
 // use; the resource-pressure actor owns it.
@@ -195,6 +226,7 @@ func (t *Tracker) State() State { return t.state }
 
 // Observe feeds one sample taken at now and returns the new state.
 func (t *Tracker) Observe(s Sample, now time.Time) State {
+	t.state.CPUBusy, t.state.CPUThrottled = cpuShares(&t.state.Sample, &s, t.state.ObservedAt, now)
 	t.state.ObservedAt = now
 	t.state.Sample = s
 	if t.oomEvent(&s) {
@@ -304,4 +336,18 @@ func (t *Tracker) recovered(s *Sample) bool {
 		}
 	}
 	return s.PSISome <= c.PSIRecovery && s.PSIFull <= c.PSIRecovery
+}
+
+// cpuShares compares two samples' CPU counters: the machine's busy share
+// and the cgroup's throttled share between them (-1 each when a counter
+// is missing or went backwards).
+func cpuShares(prev, cur *Sample, prevAt, now time.Time) (busy, throttled float64) {
+	busy, throttled = -1, -1
+	if prev.CPUTotal > 0 && cur.CPUTotal > prev.CPUTotal && cur.CPUBusy >= prev.CPUBusy && prev.CPUBusy >= 0 {
+		busy = min(1, float64(cur.CPUBusy-prev.CPUBusy)/float64(cur.CPUTotal-prev.CPUTotal))
+	}
+	if dt := now.Sub(prevAt); !prevAt.IsZero() && dt > 0 && prev.CgroupThrottled >= 0 && cur.CgroupThrottled >= prev.CgroupThrottled {
+		throttled = min(1, float64(cur.CgroupThrottled-prev.CgroupThrottled)/float64(dt.Microseconds()))
+	}
+	return busy, throttled
 }

@@ -222,7 +222,10 @@ const (
 // Sample reads one observation. Every figure it cannot read is -1.
 func (s *System) Sample() Sample {
 	out := Sample{GoUsed: -1, GoLimit: GoMemoryLimit(), CgroupCurrent: -1, CgroupFile: -1, CgroupMax: -1, CgroupHigh: -1,
-		OOM: -1, OOMKill: -1, PSISome: -1, PSIFull: -1}
+		OOM: -1, OOMKill: -1, PSISome: -1, PSIFull: -1, CPUBusy: -1, CPUTotal: -1, CgroupCPUUsage: -1, CgroupThrottled: -1}
+	if b, ok := s.read(s.path("/proc/stat")); ok {
+		out.CPUBusy, out.CPUTotal = ParseCPUStat(b)
+	}
 	if s.goSample == nil {
 		s.goSample = []metrics.Sample{{Name: metricTotal}, {Name: metricReleased}}
 	}
@@ -277,6 +280,9 @@ func (s *System) sampleCgroup(cg cgroupDir, out *Sample) {
 	}
 	out.CgroupCurrent = ParseBytesValue(get("memory.current"))
 	out.CgroupFile = ParseKeyedValue(get("memory.stat"), "file")
+	cpu := get("cpu.stat")
+	out.CgroupCPUUsage = ParseKeyedValue(cpu, "usage_usec")
+	out.CgroupThrottled = ParseKeyedValue(cpu, "throttled_usec")
 	out.CgroupMax = s.CgroupLimit()
 	out.CgroupHigh = ParseBytesValue(get("memory.high"))
 	ev := get("memory.events")
