@@ -40,10 +40,10 @@ func TestCPUSaturation(t *testing.T) {
 		wantBusy, wantThrottled  float64
 		saturated                bool
 	}{
-		{100, 200, 0, 0.5, 0, false},         // half busy
-		{190, 200, 0, 0.95, 0, true},         // the machine is used up
-		{20, 200, 200_000, 0.1, 0.2, true},   // an idle host, a cgroup held back by its quota
-		{200, 200, 50_000, 1, 0.05, true},    // both
+		{100, 200, 0, 0.5, 0, false},           // half busy
+		{190, 200, 0, 0.95, 0, true},           // the machine is used up
+		{20, 200, 200_000, 0.1, 0.2, true},     // an idle host, a cgroup held back by its quota
+		{200, 200, 50_000, 1, 0.05, true},      // both
 		{10, 200, -1_000_000, 0.05, -1, false}, // a throttled counter going back is unknown
 		{-500, 200, 0, -1, -1, false},          // so is a busy counter going back
 	} {
