@@ -33,20 +33,23 @@ type controller struct {
 	u      *upstream
 	cfg    admission.Config
 	manual bool
-	// flow is the upstream's arrivals against grants, window by window.
+	// flow is whether the requests present at the upstream (in flight
+	// and waiting) grow, window by window.
 	flow struct {
-		markAt          time.Time
-		markIn, markOut int64
-		lastIn, lastOut int64 // over the last whole window; lastIn -1: none yet
-		overloaded      bool
+		markAt                time.Time
+		markPresent, markDone int64
+		lastGrowth, lastDone  int64 // over the last whole window; lastGrowth -1: none yet
+		overloaded            bool
 	}
-	ctl    *admission.Controller
-	sched  *admission.Scheduler
-	lanes  map[tenant.ID]*laneInfo
-	byID   map[admission.LaneID]*laneInfo
-	lru    *list.List // most recently used first
-	nextID admission.LaneID
-	shared *laneInfo
+	// released counts the leases the controller folded in (drainReleases).
+	released int64
+	ctl      *admission.Controller
+	sched    *admission.Scheduler
+	lanes    map[tenant.ID]*laneInfo
+	byID     map[admission.LaneID]*laneInfo
+	lru      *list.List // most recently used first
+	nextID   admission.LaneID
+	shared   *laneInfo
 
 	virtQ    []*virtEntry
 	virtIdx  map[uint64]*virtEntry
@@ -257,34 +260,40 @@ func (c *controller) step(ctx actor.Context) {
 }
 
 // rollFlow closes the flow window once a window has passed: the upstream
-// is overloaded when, over the window so far or the last whole one, more
-// cost came to its lanes than they were granted, by a tenth and two
-// requests (a closed loop's timing noise).
+// is overloaded when, over the window so far or the last whole one, the
+// requests present at it (in flight and waiting for admission) grew by
+// more than a tenth of a window's answers and two requests. Demand beyond
+// what the upstream takes grows them without end; a closed loop of
+// callers (each sends again only when answered) keeps them where they
+// are, whatever the limit does: a lower limit moves callers from in
+// flight to waiting, and a caller refused and sending again at once is
+// never present twice. Counting arrivals against grants took both for
+// growth, so refusals and limit changes read as an overload.
 func (c *controller) rollFlow(now time.Time) {
 	f := &c.flow
-	in, out := c.u.flowIn.Load(), c.u.flowOut.Load()
+	st := c.u.gate.Stats()
+	present := st.ActiveCount() + st.Waiting[admission.Interactive] + st.Waiting[admission.Batch]
 	if f.markAt.IsZero() {
-		f.markAt, f.lastIn = now, -1
+		f.markAt, f.markPresent, f.markDone, f.lastGrowth = now, present, c.released, -1
 	}
 	if now.Sub(f.markAt) >= c.cfg.Window() {
-		f.lastIn, f.lastOut = in-f.markIn, out-f.markOut
-		f.markAt, f.markIn, f.markOut = now, in, out
+		f.lastGrowth, f.lastDone = present-f.markPresent, c.released-f.markDone
+		f.markAt, f.markPresent, f.markDone = now, present, c.released
 	}
-	// The window so far tells at once (an overload's first second fills
-	// a queue); the last whole one keeps the verdict across the roll.
-	// Early in a window its counts are a handful, and a closed loop's
-	// timing alone puts a few more arrivals than grants in them, so the
-	// excess so far is judged against a whole window's grants when one
-	// is known: an overload's excess grows past a tenth of them within a
-	// fraction of the window, a closed loop's never does.
-	inNow, outNow := in-f.markIn, out-f.markOut
-	scale := outNow
-	if f.lastIn >= 0 {
-		scale = max(scale, f.lastOut)
+	// The window so far tells at once (an overload's first moments fill a
+	// queue); the last whole one keeps the verdict across the roll.
+	// Early in a window its answers are a handful, so growth so far is
+	// judged against a whole window's answers when one is known.
+	scale := c.released - f.markDone
+	if f.lastGrowth >= 0 {
+		scale = max(scale, f.lastDone)
 	}
-	f.overloaded = float64(inNow-outNow) > float64(scale)*outrunShare+2 ||
-		(f.lastIn >= 0 && outrun(f.lastIn, f.lastOut))
+	f.overloaded = growsPast(present-f.markPresent, scale) || (f.lastGrowth >= 0 && growsPast(f.lastGrowth, f.lastDone))
 }
+
+// growsPast reports whether growth exceeds a tenth of answers and two
+// requests (a burst's timing noise).
+func growsPast(growth, answers int64) bool { return float64(growth) > float64(answers)*outrunShare+2 }
 
 // outrun reports whether in exceeds out by more than a tenth and two
 // requests' worth (a closed loop's timing noise).
@@ -393,6 +402,7 @@ func (c *controller) onLaneState(ctx actor.Context, m *laneState) {
 func (c *controller) drainReleases() bool {
 	batch := c.u.done.drain()
 	c.winDone += int64(len(batch))
+	c.released += int64(len(batch))
 	for i := range batch {
 		m := &batch[i]
 		c.ctl.Observe(m.at, m.s)

@@ -180,7 +180,6 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 	// tenant's requests with admission_overloaded while its provider was
 	// idle.
 	l.flow[c].in += w.cost
-	l.u.flowIn.Add(w.cost)
 	if len(l.q[c]) == 0 {
 		l.busySince[c] = l.u.h.clk.Now()
 		l.flow[c].restart(l.busySince[c])
@@ -224,15 +223,19 @@ func (l *laneActor) admissible(w *waiter) (Reason, int) {
 		backlogged++ // this lane joins them
 	}
 	ew, known := v.expectedWait(l.cost[c], w.cost, backlogged)
+	// The expected wait is the provider's only at a knee it showed (or a
+	// capacity the operator set): before, the drain rate is the current
+	// limit's, a lower bound while the limit grows, and a wait computed
+	// from it would refuse what the provider serves in time. Then the
+	// request waits, and its deadline, if it comes first, ends the wait.
+	known = known && v.atKnee()
 	if patience := w.deadline.Sub(now); patience <= 0 || (known && ew > patience) {
 		return Deadline, retrySeconds(ew)
 	}
-	if !known || !v.overloaded || !v.atKnee() {
+	if !known || !v.overloaded {
 		// Demand the upstream keeps pace with (a closed loop of callers,
 		// a burst being served) waits its turn, and so does a queue the
-		// limit makes rather than the provider: before the controller
-		// found a knee, or while its limit is below it (growing back,
-		// testing), the provider was not shown unable to take the work.
+		// limit makes rather than the provider (above).
 		return None, 0
 	}
 	interval := burstIntervals * v.target
@@ -308,7 +311,6 @@ func (l *laneActor) grant(ctx actor.Context, m *grant) {
 		if w.settle(None, 0, m.at) {
 			bounce = false
 			l.flow[m.class].out += w.cost
-			l.u.flowOut.Add(w.cost)
 		}
 		w.unref()
 	}

@@ -26,14 +26,9 @@ type upstream struct {
 	incarnations atomic.Int32
 	// retired hides the upstream from the snapshot (SetRetired).
 	retired atomic.Bool
-	// flowIn and flowOut count the cost that came to the upstream's lanes
-	// (queued or refused) and the cost they were granted: the controller
-	// compares them each window to tell an overload (arrivals outrun
-	// grants) from a closed loop of callers that waits its turn.
-	flowIn, flowOut atomic.Int64
-	lanes           atomicLanes
-	view            atomicView
-	done            doneLog
+	lanes   atomicLanes
+	view    atomicView
+	done    doneLog
 }
 
 func newUpstream(h *Handle, idx int, spec UpstreamSpec, o Options) *upstream {
@@ -191,8 +186,8 @@ type view struct {
 	drainRate  float64 // cost per second
 	target     time.Duration
 	backlogged int // lanes with queued work
-	// overloaded: over the last window, more came to the lanes than they
-	// were granted (see controller.rollFlow).
+	// overloaded: the requests present at the upstream grow (see
+	// controller.rollFlow).
 	overloaded bool
 	pressure   admission.Pressure
 	last       admission.PhaseReport

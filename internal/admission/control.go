@@ -653,6 +653,27 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		// let go, whose latency is the hang's, not a queue's. Measure
 		// again before judging.
 		rule = "hang_over"
+	case r.Busy && !c.cfg.Shadow && (c.testing || queued || newKind || blind || c.kind == phaseDrain || c.hanging(r)):
+		// The CPU the gateway runs on is used up (a load test on the same
+		// machine, a busy node): a latency rise, a drain test or delivery
+		// that stopped growing would read the machine's saturation as the
+		// provider's queue and cut the limit below what the provider
+		// serves, which saves no CPU (the callers wait in the gateway
+		// instead) and refuses work the provider can take; requests
+		// that age past their time may be the machine's too (a provider
+		// on it starved of CPU). Not sure, the controller admits: only
+		// the provider's refusals and timeouts (loss, above) lower the
+		// limit, and demand beyond it still raises it.
+		c.testing, c.verify, c.suspect, c.gainSuspect = false, false, false, false
+		switch {
+		case limited && full && c.pressure == PressureNormal:
+			c.base = max(c.base, min(float64(c.limit), inflight))
+			next, rule = c.growth(now), "cpu_busy_grow"
+		case c.kind == phaseDrain:
+			rule = "cpu_busy" // a test stopped: back to the knee
+		default:
+			next, rule = c.kind, "cpu_busy" // the limit stays where it is
+		}
 	case queued && c.hanging(r) && m.ok*4 < c.cfg.MinSamples && !c.cfg.Shadow:
 		// The provider holds requests far past their time and hardly
 		// answers: a hang, or an outage that does not refuse. One such
@@ -675,25 +696,6 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		c.kneeAt, c.queueSeen = now, true
 		c.hangRestore = max(c.hangRestore, c.hangFrom)
 		rule = "hang"
-	case r.Busy && !c.cfg.Shadow && (c.testing || queued || newKind || blind || c.kind == phaseDrain):
-		// The CPU the gateway runs on is used up (a load test on the same
-		// machine, a busy node): a latency rise, a drain test or delivery
-		// that stopped growing would read the machine's saturation as the
-		// provider's queue and cut the limit below what the provider
-		// serves, which saves no CPU (the callers wait in the gateway
-		// instead) and refuses work the provider can take. Not sure, the
-		// controller admits: only distress (loss, a hang: above) lowers
-		// the limit, and demand beyond it still raises it.
-		c.testing, c.verify, c.suspect, c.gainSuspect = false, false, false, false
-		switch {
-		case limited && full && c.pressure == PressureNormal:
-			c.base = max(c.base, min(float64(c.limit), inflight))
-			next, rule = c.growth(now), "cpu_busy_grow"
-		case c.kind == phaseDrain:
-			rule = "cpu_busy" // a test stopped: back to the knee
-		default:
-			next, rule = c.kind, "cpu_busy" // the limit stays where it is
-		}
 	case c.kind == phaseDrain && c.testing:
 		next, rule = c.judgeTest(now, inflight, samples, queued, knee)
 	case c.kind == phaseDrain:
