@@ -158,7 +158,7 @@ func TestDashboardLimitChartFollowsCapacity(t *testing.T) {
 	}
 	g := startGW(t, f, gwOpts{env: map[string]string{"ADAPTIVE_ADMISSION_MODE": "enforce", "ADAPTIVE_ADMISSION_MIN_LIMIT": "1",
 		"ADAPTIVE_ADMISSION_INITIAL_LIMIT": "8", "ADAPTIVE_ADMISSION_MAX_LIMIT": "32", "ADAPTIVE_ADMISSION_MAX_WAIT_MS": "20000",
-		"ADAPTIVE_ADMISSION_MAX_QUEUE_COUNT": "64"}})
+		"ADAPTIVE_ADMISSION_MAX_QUEUE_COUNT": "64"}, pressure: cpuUnknown})
 	setBehavior(t, map[string]mockprovider.Behavior{"m-dash-cap": {LatencyMS: 60, Slots: 8, OverSlots: "queue"}})
 
 	// Twenty callers, each its own tenant, send back to back until the end.

@@ -246,6 +246,7 @@ var laneErrors = func() (out [lanes.NumReasons]*apierror.Error) {
 // routes refuse: the figures without the lanes' tenant ids.
 func briefLanes(body any) any {
 	if s, ok := body.(*lanes.Snapshot); ok {
+		s.LaneTenants = nil
 		for i := range s.Upstreams {
 			s.Upstreams[i].LaneTenants = nil // a fresh snapshot per call: nothing shared is changed
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/svctest"
+	"github.com/omniroute/gateway/transport"
 )
 
 // gwOpts are the extras the sidecar tests need over startGateway.
@@ -25,6 +26,18 @@ type gwOpts struct {
 	env    map[string]string
 	clock  clock.Clock
 	listen string // default 127.0.0.1:0
+	// pressure replaces the resource sampler (nil: the process's own).
+	pressure func() transport.PressureSample
+}
+
+// cpuUnknown is a resource sample with no figure known (memory, PSI,
+// CPU), as on a platform without them: for tests whose subject is the
+// controller following its provider, not the machine they run on (a
+// loaded CI machine's CPU would turn latency evidence off, see
+// docs/admission.md "A used-up CPU is not a queue").
+func cpuUnknown() transport.PressureSample {
+	return transport.PressureSample{GoUsed: -1, GoLimit: -1, CgroupCurrent: -1, CgroupFile: -1, CgroupMax: -1, CgroupHigh: -1,
+		OOM: -1, OOMKill: -1, PSISome: -1, PSIFull: -1, CPUBusy: -1, CPUTotal: -1, CgroupCPUUsage: -1, CgroupThrottled: -1, ProcessCPU: -1}
 }
 
 // startGW is startGateway with an injected clock, a listen address and
@@ -52,7 +65,7 @@ func startGW(t *testing.T, f *config.File, o gwOpts) *gwEnv {
 		return "", false
 	}
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	gw, err := gateway.New(system, gateway.Options{Env: e, File: f, Getenv: getenv, Clock: o.clock})
+	gw, err := gateway.New(system, gateway.Options{Env: e, File: f, Getenv: getenv, Clock: o.clock, PressureSample: o.pressure})
 	if err != nil {
 		system.Shutdown()
 		t.Fatal(err)

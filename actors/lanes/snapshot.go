@@ -115,10 +115,11 @@ type Snapshot struct {
 	// LaneQueuedCount and LaneQueuedCost are the requests waiting in
 	// tenant lanes (with lanes off, in the shared lanes) over all
 	// upstreams; LaneTenants the lanes with the most queued, summed over
-	// upstreams by tenant (opaque ids), at most 100.
+	// upstreams by tenant (opaque ids), at most 100 (absent while no lane
+	// exists, and from the brief health outsiders see).
 	LaneQueuedCount int64        `json:"laneQueuedCount"`
 	LaneQueuedCost  int64        `json:"laneQueuedCost"`
-	LaneTenants     []LaneTenant `json:"laneTenants"`
+	LaneTenants     []LaneTenant `json:"laneTenants,omitempty"`
 	// Utilization is the share of the upstreams' limits the last
 	// reporting window kept busy, over all of them (limit-weighted);
 	// ShortLatencyEwma and LongLatencyEwma (ms) the upstreams' latency

@@ -81,6 +81,11 @@ type Sample struct {
 	// throttled_usec (-1 when unknown, or without a v2 cgroup).
 	CPUBusy, CPUTotal               int64
 	CgroupCPUUsage, CgroupThrottled int64
+	// ProcessCPU is this process's own CPU time so far (user and
+	// system, microseconds; -1 unknown) and CPUs how many CPUs it may
+	// run on.
+	ProcessCPU int64
+	CPUs       int
 }
 
 // GoRatio is GoUsed/GoLimit, or -1.
@@ -169,28 +174,33 @@ type State struct {
 	// Sample is the observation that produced this state.
 	Sample Sample
 	// CPUBusy is the share of the machine's CPUs that was busy since the
-	// sample before (0..1; -1 unknown), and CPUThrottled the share of
-	// that time the process's cgroup was throttled by its CPU quota
-	// (0..1; -1 unknown): either near its top says the CPU the gateway
-	// runs on is used up (CPUSaturated).
-	CPUBusy, CPUThrottled float64
+	// sample before (0..1; -1 unknown), CPUOwn the share of them this
+	// process used, and CPUThrottled the share of the time the process's
+	// cgroup was throttled by its CPU quota (0..1; -1 unknown).
+	CPUBusy, CPUOwn, CPUThrottled float64
 }
 
-// CPUSaturated reports whether the CPU the gateway runs on was used up
-// over the last interval: the machine's CPUs at least cpuBusyShare busy,
-// or the cgroup throttled for at least cpuThrottledShare of the time. Then
-// the gateway's own work waits for a CPU, and so does anything beside it
-// (a provider on the same machine): latency measured there grows with
-// the load without any provider's queue.
+// CPUSaturated reports whether the gateway's own work used up the CPU it
+// runs on over the last interval: its cgroup throttled by its quota for
+// at least cpuThrottledShare of the time, or the machine's CPUs at least
+// cpuBusyShare busy with this process using at least cpuOwnShare of them.
+// Then every answer waits for a CPU in proportion to the gateway's own
+// load, on the gateway's side and on any provider beside it, and a lower
+// limit shortens that wait: latency that falls with the load says nothing
+// about the provider. A machine kept busy by other processes is not this
+// case: lowering the gateway's load does not relieve it, and the
+// controller's drain test tells a provider's queue from that noise.
 func (s *State) CPUSaturated() bool {
-	return s.CPUBusy >= cpuBusyShare || s.CPUThrottled >= cpuThrottledShare
+	return s.CPUThrottled >= cpuThrottledShare || s.CPUBusy >= cpuBusyShare && s.CPUOwn >= cpuOwnShare
 }
 
 // What a used-up CPU is: the machine's CPUs 90 % busy (a share of them
-// stays idle only while nothing is runnable), or the process's cgroup
+// stays idle only while nothing is runnable) with this process's own
+// work a quarter of them (half a core of two), or the process's cgroup
 // throttled a tenth of the time.
 const (
 	cpuBusyShare      = 0.9
+	cpuOwnShare       = 0.25
 	cpuThrottledShare = 0.1
 )
 
@@ -226,7 +236,7 @@ func (t *Tracker) State() State { return t.state }
 
 // Observe feeds one sample taken at now and returns the new state.
 func (t *Tracker) Observe(s Sample, now time.Time) State {
-	t.state.CPUBusy, t.state.CPUThrottled = cpuShares(&t.state.Sample, &s, t.state.ObservedAt, now)
+	t.state.CPUBusy, t.state.CPUOwn, t.state.CPUThrottled = cpuShares(&t.state.Sample, &s, t.state.ObservedAt, now)
 	t.state.ObservedAt = now
 	t.state.Sample = s
 	if t.oomEvent(&s) {
@@ -338,16 +348,23 @@ func (t *Tracker) recovered(s *Sample) bool {
 	return s.PSISome <= c.PSIRecovery && s.PSIFull <= c.PSIRecovery
 }
 
-// cpuShares compares two samples' CPU counters: the machine's busy share
-// and the cgroup's throttled share between them (-1 each when a counter
-// is missing or went backwards).
-func cpuShares(prev, cur *Sample, prevAt, now time.Time) (busy, throttled float64) {
-	busy, throttled = -1, -1
+// cpuShares compares two samples' CPU counters: the machine's busy share,
+// this process's share of the machine's CPUs, and the cgroup's throttled
+// share between them (-1 each when a counter is missing or went back).
+func cpuShares(prev, cur *Sample, prevAt, now time.Time) (busy, own, throttled float64) {
+	busy, own, throttled = -1, -1, -1
 	if prev.CPUTotal > 0 && cur.CPUTotal > prev.CPUTotal && cur.CPUBusy >= prev.CPUBusy && prev.CPUBusy >= 0 {
 		busy = min(1, float64(cur.CPUBusy-prev.CPUBusy)/float64(cur.CPUTotal-prev.CPUTotal))
 	}
-	if dt := now.Sub(prevAt); !prevAt.IsZero() && dt > 0 && prev.CgroupThrottled >= 0 && cur.CgroupThrottled >= prev.CgroupThrottled {
+	dt := now.Sub(prevAt)
+	if prevAt.IsZero() || dt <= 0 {
+		return busy, own, throttled
+	}
+	if cur.CPUs > 0 && prev.ProcessCPU >= 0 && cur.ProcessCPU >= prev.ProcessCPU {
+		own = min(1, float64(cur.ProcessCPU-prev.ProcessCPU)/float64(dt.Microseconds())/float64(cur.CPUs))
+	}
+	if prev.CgroupThrottled >= 0 && cur.CgroupThrottled >= prev.CgroupThrottled {
 		throttled = min(1, float64(cur.CgroupThrottled-prev.CgroupThrottled)/float64(dt.Microseconds()))
 	}
-	return busy, throttled
+	return busy, own, throttled
 }
