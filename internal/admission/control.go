@@ -667,7 +667,10 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		c.testing, c.verify, c.suspect, c.gainSuspect = false, false, false, false
 		switch {
 		case limited && full && c.pressure == PressureNormal:
-			c.base = max(c.base, min(float64(c.limit), inflight))
+			// Callers waited at the limit: the limit is the level shown.
+			// What was in flight falls short of it by the gateway's own
+			// hand-over of each freed slot, which a busy CPU slows.
+			c.base = max(c.base, float64(c.limit))
 			next, rule = c.growth(now), "cpu_busy_grow"
 		case c.kind == phaseDrain:
 			rule = "cpu_busy" // a test stopped: back to the knee
@@ -768,7 +771,16 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		// Demand exceeds the limit and the provider does not queue: the
 		// level is proven; go higher. A step up that queued a little, too
 		// little to tell from noise, proves only what Little's law says.
-		if c.kind != phaseCruise || !c.queueSeen {
+		switch {
+		case !c.queueSeen:
+			// Start-up, no queue ever seen: callers waited at the limit
+			// and the provider did not queue, so the limit is the level
+			// shown. Little's law would say less on a busy gateway, whose
+			// own hand-over of each freed slot leaves it empty a while,
+			// and growing from that crawls (a unit a phase) while callers
+			// wait for a limit the provider never asked for.
+			c.base = max(c.base, float64(c.limit))
+		case c.kind != phaseCruise:
 			// A step up that did not queue proves its level. A cruise at
 			// the knee proves nothing new: its limit is the knee rounded,
 			// and taking that for the knee would creep it up a unit at a
