@@ -224,7 +224,10 @@ const (
 	// most a quarter for the phase that shows it, which is what the
 	// provider's queue (and a caller with a short timeout) can take.
 	startupGain = 1.25
-	growGain    = 1.5
+	// selfBoundGain is start-up's step while the gateway's own waits are
+	// longer than the provider's answers (see judge's selfBound).
+	selfBoundGain = 2
+	growGain      = 1.5
 	// calibrateLevel is where a cold controller measures the provider's
 	// no-queue latency before it goes to its initial limit: every later
 	// judgement compares with that latency, and one measured at a level
@@ -551,7 +554,11 @@ func (c *Controller) ObservePressure(now time.Time, p Pressure) bool {
 // gathered enough answers. It reports whether the limit changed.
 func (c *Controller) Tick(r Reading) bool {
 	now := r.At
+	prev := c.lastReadings
 	c.lastReadings = r
+	if c.busyStep(prev, r) {
+		return c.stepBusy(r)
+	}
 	if c.kind == phaseDrain && !c.haveStart && r.Active > c.limit && now.Sub(c.phaseStart) < 2*c.cfg.Window {
 		// A drain measures only once the load is down to its level and
 		// the provider had the time of an answer to work off its queue.
@@ -578,6 +585,41 @@ func (c *Controller) Tick(r Reading) bool {
 		return false
 	}
 	return c.judge(r, span)
+}
+
+// busyStep reports whether the limit should double now, without waiting
+// for the phase's answers: the CPU the gateway runs on is used up, so
+// latency is no evidence either way and the phase's answers would only
+// say what the gateway's own waits are; callers waited at the limit since
+// the last reading; and no refusal, hang or memory pressure came in the
+// time a provider answer takes. On a machine the gateway saturates a
+// phase lasts as long as its own waits (seconds under a flood), and
+// doubling once a phase left the limit far below what the machine
+// served for most of a minute while the excess was refused.
+func (c *Controller) busyStep(prev, r Reading) bool {
+	if !r.Busy || c.cfg.Shadow || c.calibrating || c.kind == phaseDrain || c.testing || c.hangRestore > 0 ||
+		c.pressure != PressureNormal || c.m.drops > 0 || c.limit >= c.cfg.MaxLimit || prev.At.IsZero() ||
+		r.Limited <= prev.Limited || c.hanging(r) {
+		return false
+	}
+	wait := max(10*time.Millisecond, seconds(2*max(c.baseline[kindStream], c.baseline[kindPlain])))
+	return r.At.Sub(c.phaseStart) >= wait
+}
+
+// stepBusy doubles the limit from where it stands (busyStep) and starts a
+// new phase.
+func (c *Controller) stepBusy(r Reading) bool {
+	before := c.limit
+	c.base = max(c.base, float64(c.limit))
+	c.testing, c.verify, c.suspect, c.gainSuspect = false, false, false, false
+	changed := c.setLimit(selfBoundGain)
+	c.last = PhaseReport{Phase: c.kind.String(), Rule: "cpu_busy_step", LimitBefore: before, LimitAfter: c.limit,
+		Limited: true, Pending: r.Pending, LocalMs: round3(c.local * 1e3)}
+	c.lastFull = phaseMeasure{}
+	c.lastRate, c.lastLevel = 0, 0
+	c.phases++
+	c.begin(r.At)
+	return changed
 }
 
 // judge evaluates the finished phase and starts the next.
@@ -624,6 +666,15 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		c.suspect = false
 	}
 	full := inflight >= fillShare*float64(c.limit)
+	// selfBound: the gateway's own wait to read an answer was longer than
+	// the provider took to give it. The time a slot is held is then mostly
+	// the gateway's (a CPU it cannot get), slots empty while freed ones
+	// wait for a goroutine to take them, and the limit protects the
+	// provider from nothing it was shown to suffer: callers that waited
+	// prove the limit short, and start-up doubles it (TCP's slow start)
+	// rather than adding a quarter a phase of a phase that lasts as long
+	// as the gateway's own waits.
+	selfBound := c.local > 0 && c.local > max(c.baseline[kindStream], c.baseline[kindPlain])
 	next, rule := phaseCruise, "hold"
 	minL := float64(c.cfg.MinLimit)
 	c.fasterBaselines()
@@ -653,7 +704,7 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		// let go, whose latency is the hang's, not a queue's. Measure
 		// again before judging.
 		rule = "hang_over"
-	case r.Busy && !c.cfg.Shadow && (c.testing || queued || newKind || blind || c.kind == phaseDrain || c.hanging(r)):
+	case (r.Busy || selfBound) && !c.cfg.Shadow && (c.testing || queued || newKind || blind || c.kind == phaseDrain || c.hanging(r) || limited):
 		// The CPU the gateway runs on is used up (a load test on the same
 		// machine, a busy node): a latency rise, a drain test or delivery
 		// that stopped growing would read the machine's saturation as the
@@ -666,7 +717,7 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		// limit, and demand beyond it still raises it.
 		c.testing, c.verify, c.suspect, c.gainSuspect = false, false, false, false
 		switch {
-		case limited && full && c.pressure == PressureNormal:
+		case limited && (full || selfBound) && c.pressure == PressureNormal:
 			// Callers waited at the limit: the limit is the level shown.
 			// What was in flight falls short of it by the gateway's own
 			// hand-over of each freed slot, which a busy CPU slows.
@@ -767,7 +818,7 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		c.base = max(minL, min(c.base, c.lastLevel))
 		c.markKnee(now)
 		next, rule = c.drain(c.base), "no_gain"
-	case limited && full && c.pressure == PressureNormal:
+	case limited && (full || selfBound) && c.pressure == PressureNormal:
 		// Demand exceeds the limit and the provider does not queue: the
 		// level is proven; go higher. A step up that queued a little, too
 		// little to tell from noise, proves only what Little's law says.
@@ -818,6 +869,13 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		// Demand stayed below the limit and nothing queued: nothing was
 		// learnt, so the limit stays where it is (a probe that found no
 		// demand keeps its level until demand tests it).
+	case rule == "cpu_busy_grow" && !c.calibrating:
+		// Callers wait and the only evidence is the gateway's own
+		// saturation: double, as TCP's slow start does, so that a limit
+		// far below the demand the machine serves reaches it in a few
+		// phases (each as long as the gateway's own waits). Loss still
+		// cuts; a provider that queues shows it once the CPU is free.
+		changed = c.setLimit(selfBoundGain)
 	case next == phaseDrain:
 		changed = c.setLevel(c.drainLevel)
 	case next == phaseGrow:

@@ -3,6 +3,7 @@ package admission
 import (
 	"container/heap"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -681,5 +682,37 @@ func TestControlUsedUpCPUStillSeesLoss(t *testing.T) {
 		if hi > 1.3*32 || lo < 0.5*32 {
 			t.Errorf("seed %d: knee estimate in [%.1f, %.1f] against a provider refusing beyond 32", seed, lo, hi)
 		}
+	}
+}
+
+// TestControlUsedUpCPUReachesTheDemandFast: on a machine the gateway's
+// own work uses up, every answer waits for a CPU in proportion to the load
+// (here 2048 callers, a provider with no cap answering in 20 ms and a
+// local wait of 100 µs per request in flight, so an answer takes about
+// ten times the provider's time at the demand). A phase lasts as long as
+// those waits, so a step a phase keeps callers waiting while the limit
+// climbs; with the CPU signal the limit doubles whenever callers waited
+// for a provider answer's time, and reaches the demand from a cold start
+// in well under the time the phases take (simulated time: no timing of
+// this machine is measured).
+func TestControlUsedUpCPUReachesTheDemandFast(t *testing.T) {
+	const demand = 2048
+	var took [2][]time.Duration
+	for i, busy := range []bool{true, false} {
+		for _, seed := range seeds {
+			s := newCtlSimSeed(t, cfgFor(), 8192, 20*time.Millisecond, seed)
+			s.saturate, s.localPer, s.localShare, s.cpuBusy = demand, 100*time.Microsecond, 1, busy
+			at := s.within(20*time.Second, func() bool { return s.c.Limit() >= demand })
+			if at < 0 {
+				t.Errorf("seed %d, busy %v: the limit is %d after 20 s against a demand of %d; last phase %+v", seed, busy, s.c.Limit(), demand, s.c.Last())
+				at = 20 * time.Second
+			}
+			took[i] = append(took[i], at)
+		}
+	}
+	slices.Sort(took[0])
+	slices.Sort(took[1])
+	if worst, median := took[0][len(took[0])-1], took[1][len(took[1])/2]; worst > 2*time.Second || 2*worst > median {
+		t.Errorf("reaching the demand took %v with the CPU signal and %v (median) without: want at most 2 s, and half the time or less", took[0], took[1])
 	}
 }
