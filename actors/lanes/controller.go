@@ -39,7 +39,10 @@ type controller struct {
 		markAt                time.Time
 		markPresent, markDone int64
 		lastGrowth, lastDone  int64 // over the last whole window; lastGrowth -1: none yet
-		overloaded            bool
+		// markLate is upstream.outOfTime at markAt, lastLate its growth
+		// over the last whole window.
+		markLate, lastLate int64
+		overloaded         bool
 	}
 	// released counts the leases the controller folded in (drainReleases).
 	released int64
@@ -273,12 +276,13 @@ func (c *controller) rollFlow(now time.Time) {
 	f := &c.flow
 	st := c.u.gate.Stats()
 	present := st.ActiveCount() + st.Waiting[admission.Interactive] + st.Waiting[admission.Batch]
+	late := c.u.outOfTime.Load()
 	if f.markAt.IsZero() {
-		f.markAt, f.markPresent, f.markDone, f.lastGrowth = now, present, c.released, -1
+		f.markAt, f.markPresent, f.markDone, f.lastGrowth, f.markLate = now, present, c.released, -1, late
 	}
 	if now.Sub(f.markAt) >= c.cfg.Window() {
-		f.lastGrowth, f.lastDone = present-f.markPresent, c.released-f.markDone
-		f.markAt, f.markPresent, f.markDone = now, present, c.released
+		f.lastGrowth, f.lastDone, f.lastLate = present-f.markPresent, c.released-f.markDone, late-f.markLate
+		f.markAt, f.markPresent, f.markDone, f.markLate = now, present, c.released, late
 	}
 	// The window so far tells at once (an overload's first moments fill a
 	// queue); the last whole one keeps the verdict across the roll.
@@ -288,7 +292,13 @@ func (c *controller) rollFlow(now time.Time) {
 	if f.lastGrowth >= 0 {
 		scale = max(scale, f.lastDone)
 	}
-	f.overloaded = growsPast(present-f.markPresent, scale) || (f.lastGrowth >= 0 && growsPast(f.lastGrowth, f.lastDone))
+	// Requests turned away for time (their wait would pass, or passed,
+	// their deadline) are an overload too: once the queue reaches the
+	// callers' patience it stops growing, the rest being turned away,
+	// and without them the verdict would end there, leaving a queue as
+	// long as the patience (seconds) to every caller it admits.
+	f.overloaded = growsPast(present-f.markPresent, scale) || (f.lastGrowth >= 0 && growsPast(f.lastGrowth, f.lastDone)) ||
+		late > f.markLate || f.lastLate > 0
 }
 
 // growsPast reports whether growth exceeds a tenth of answers and two

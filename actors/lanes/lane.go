@@ -61,12 +61,19 @@ type laneActor struct {
 	// arrivals keep pace with its grants is a closed loop of callers
 	// (each sends again when answered) and waits; one whose arrivals
 	// outrun its grants is demand beyond its share, and sheds.
-	flow    [admission.NumClasses]laneFlow
-	evicted bool
-	armed   time.Time
-	cancel  scheduler.CancelFunc
-	timers  *scheduler.TimerScheduler
-	me      *actor.PID
+	flow [admission.NumClasses]laneFlow
+	// shedding is set, per class, once a standing queue sheds, and
+	// cleared when the queue's wait is back under the target (or it
+	// empties): CoDel's dropping state. Without it shedding stopped as
+	// soon as the arrivals it refused no longer outran the grants, and
+	// the queue refilled by a window's excess (seconds of wait at five
+	// times the capacity) before the next verdict.
+	shedding [admission.NumClasses]bool
+	evicted  bool
+	armed    time.Time
+	cancel   scheduler.CancelFunc
+	timers   *scheduler.TimerScheduler
+	me       *actor.PID
 }
 
 func (l *laneActor) Receive(ctx actor.Context) {
@@ -140,6 +147,7 @@ func (l *laneActor) pop(c admission.Class) *waiter {
 	if len(l.q[c]) == 0 {
 		l.q[c] = l.q[c][:0:0]
 		l.busySince[c] = time.Time{}
+		l.shedding[c] = false
 	}
 	return w
 }
@@ -167,7 +175,14 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 	}
 	if r, retry := l.admissible(w); r != None {
 		// Refused at once rather than parked: its caller would not wait
-		// that long, or the upstream is overloaded.
+		// that long, or the upstream is overloaded. A caller turned away
+		// for its patience is demand beyond what the lane drains in time:
+		// it counts as arriving (a closed loop's callers, within their
+		// patience, are never turned away for it).
+		if r == Deadline {
+			l.u.outOfTime.Add(1)
+			l.flow[c].in += w.cost
+		}
 		w.settle(r, retry, 0)
 		w.unref()
 		return
@@ -223,16 +238,13 @@ func (l *laneActor) admissible(w *waiter) (Reason, int) {
 		backlogged++ // this lane joins them
 	}
 	ew, known := v.expectedWait(l.cost[c], w.cost, backlogged)
-	// The expected wait is the provider's only at a knee it showed (or a
-	// capacity the operator set): before, the drain rate is the current
-	// limit's, a lower bound while the limit grows, and a wait computed
-	// from it would refuse what the provider serves in time. Then the
-	// request waits, and its deadline, if it comes first, ends the wait.
-	known = known && v.atKnee()
 	if patience := w.deadline.Sub(now); patience <= 0 || (known && ew > patience) {
 		return Deadline, retrySeconds(ew)
 	}
-	if !known || !v.overloaded {
+	if known && ew <= v.target {
+		l.shedding[c] = false // the queue drained to the target
+	}
+	if !known || !v.overloaded && !l.shedding[c] {
 		// Demand the upstream keeps pace with (a closed loop of callers,
 		// a burst being served) waits its turn, and so does a queue the
 		// limit makes rather than the provider (above).
@@ -247,7 +259,8 @@ func (l *laneActor) admissible(w *waiter) (Reason, int) {
 		}
 		return None, 0
 	}
-	if ew > v.target && l.flow[c].outrun(now, l.u.h.cfg.Window(), v.drainCost(v.target, backlogged)) {
+	if ew > v.target && (l.shedding[c] || l.flow[c].outrun(now, l.u.h.cfg.Window(), v.drainCost(v.target, backlogged))) {
+		l.shedding[c] = true
 		l.logShed("standing", w, ew, v, len(l.q[c]))
 		return Overloaded, retrySeconds(ew)
 	}
@@ -332,6 +345,7 @@ func (l *laneActor) withdraw(ctx actor.Context, m *withdraw) {
 		l.cost[m.class] -= w.cost
 		if len(l.q[m.class]) == 0 {
 			l.busySince[m.class] = time.Time{}
+			l.shedding[m.class] = false
 		}
 		w.unref()
 		l.report(ctx, false, nil)
@@ -363,6 +377,7 @@ func (l *laneActor) expire(ctx actor.Context) {
 			l.pop(admission.Class(c))
 			w.resolveCurrent(Deadline)
 			w.unref()
+			l.u.outOfTime.Add(1)
 			changed = true
 		}
 	}

@@ -29,6 +29,11 @@ type upstream struct {
 	lanes   atomicLanes
 	view    atomicView
 	done    doneLog
+	// outOfTime counts the requests the lanes turned away for time: their
+	// wait would pass their deadline, or did. Each is demand the provider
+	// could not serve within its caller's patience, whatever the queue's
+	// length: the controller's overload verdict counts them.
+	outOfTime atomic.Int64
 }
 
 func newUpstream(h *Handle, idx int, spec UpstreamSpec, o Options) *upstream {

@@ -110,8 +110,17 @@ type Controller struct {
 	// bar; the next phase at the same level confirms or clears it.
 	suspect bool
 	testing bool
-	verify  bool           // the test checks a kind's first no-queue latency
-	chain   []phaseMeasure // the phase that queued, then each drain above the current one
+	// credibleTest: the test under way began on a queue too deep for the
+	// machine's CPU to explain (see judge's credible); it runs on while
+	// the CPU is used up.
+	credibleTest bool
+	// selfBound: the last judged phase's answers waited longer on the
+	// gateway than at the provider (see judge).
+	selfBound bool
+	// busySteps counts the busy steps since the last judged phase.
+	busySteps int
+	verify    bool           // the test checks a kind's first no-queue latency
+	chain     []phaseMeasure // the phase that queued, then each drain above the current one
 	// drainLevel is the in-flight level the current drain phase keeps to.
 	drainLevel float64
 
@@ -206,6 +215,10 @@ const minQueueDelay = 2 * time.Millisecond
 // limit, exactly like a provider's queue, without being one a limit can
 // cure.
 const localWaits = 2
+
+// busyWaits is how many of the gateway's own waits a queue must exceed to
+// be believed while the CPU is used up (see judge's credible).
+const busyWaits = 8
 
 // noiseOf is the least added latency (seconds) that can be a queue at
 // the provider in the phase m measured: minQueueDelay, or the gateway's
@@ -588,16 +601,18 @@ func (c *Controller) Tick(r Reading) bool {
 }
 
 // busyStep reports whether the limit should double now, without waiting
-// for the phase's answers: the CPU the gateway runs on is used up, so
-// latency is no evidence either way and the phase's answers would only
-// say what the gateway's own waits are; callers waited at the limit since
-// the last reading; and no refusal, hang or memory pressure came in the
-// time a provider answer takes. On a machine the gateway saturates a
-// phase lasts as long as its own waits (seconds under a flood), and
-// doubling once a phase left the limit far below what the machine
-// served for most of a minute while the excess was refused.
+// for the phase's answers: the CPU the gateway runs on is used up and the
+// last judged phase's answers waited longer on the gateway than at the
+// provider (selfBound), so the phase's answers would only say what the
+// gateway's own waits are; callers waited at the limit since the last
+// reading; and no refusal, hang or memory pressure came in the time a
+// provider answer takes. On a machine the gateway saturates a phase lasts
+// as long as its own waits (seconds under a flood), and doubling once a
+// phase left the limit far below what the machine served while the excess
+// was refused. At most maxBusySteps come between two judged phases, so a
+// provider that does queue at the higher limit is seen within a phase.
 func (c *Controller) busyStep(prev, r Reading) bool {
-	if !r.Busy || c.cfg.Shadow || c.calibrating || c.kind == phaseDrain || c.testing || c.hangRestore > 0 ||
+	if !r.Busy || !c.selfBound || c.busySteps >= maxBusySteps || c.cfg.Shadow || c.calibrating || c.kind == phaseDrain || c.testing || c.hangRestore > 0 ||
 		c.pressure != PressureNormal || c.m.drops > 0 || c.limit >= c.cfg.MaxLimit || prev.At.IsZero() ||
 		r.Limited <= prev.Limited || c.hanging(r) {
 		return false
@@ -618,9 +633,13 @@ func (c *Controller) stepBusy(r Reading) bool {
 	c.lastFull = phaseMeasure{}
 	c.lastRate, c.lastLevel = 0, 0
 	c.phases++
+	c.busySteps++
 	c.begin(r.At)
 	return changed
 }
+
+// maxBusySteps is how many busy steps may come between judged phases.
+const maxBusySteps = 2
 
 // judge evaluates the finished phase and starts the next.
 func (c *Controller) judge(r Reading, span time.Duration) bool {
@@ -675,6 +694,18 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 	// rather than adding a quarter a phase of a phase that lasts as long
 	// as the gateway's own waits.
 	selfBound := c.local > 0 && c.local > max(c.baseline[kindStream], c.baseline[kindPlain])
+	c.selfBound, c.busySteps = selfBound, 0
+	// credible: a queue deeper than busyWaits of the gateway's own waits
+	// to read an answer. A used-up CPU delays a provider on the same
+	// machine too, by up to several of the gateway's own waits (seven
+	// times, measured on two shared cores under a load test), but a
+	// provider's real queue (callers waiting for whole service times
+	// behind its slots) goes far beyond that, and the controller must
+	// still see it: a used-up CPU hides only queues it could explain.
+	// Without the gateway's own waits measured (a platform without
+	// receive timestamps) nothing tells them apart, and none is believed.
+	credible := queued && c.local > 0 && (q-1)*max(c.baseline[kindStream], c.baseline[kindPlain]) > busyWaits*c.local
+	busy := (r.Busy || selfBound) && !credible && !(c.testing && c.credibleTest)
 	next, rule := phaseCruise, "hold"
 	minL := float64(c.cfg.MinLimit)
 	c.fasterBaselines()
@@ -704,7 +735,7 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		// let go, whose latency is the hang's, not a queue's. Measure
 		// again before judging.
 		rule = "hang_over"
-	case (r.Busy || selfBound) && !c.cfg.Shadow && (c.testing || queued || newKind || blind || c.kind == phaseDrain || c.hanging(r) || limited):
+	case busy && !c.cfg.Shadow && (c.testing || queued || newKind || blind || c.kind == phaseDrain || c.hanging(r) || limited):
 		// The CPU the gateway runs on is used up (a load test on the same
 		// machine, a busy node): a latency rise, a drain test or delivery
 		// that stopped growing would read the machine's saturation as the
@@ -769,10 +800,10 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		c.base = max(minL, knee)
 		c.markKnee(now)
 		rule = "knee"
-	case c.kind == phaseProbe && limited && !r.Busy && c.probeVerdict(inflight, knee) == probeUnsure:
+	case c.kind == phaseProbe && limited && !busy && c.probeVerdict(inflight, knee) == probeUnsure:
 		c.probeUnsure++
 		next, rule = phaseProbe, "probe_unsure"
-	case c.kind == phaseProbe && limited && !r.Busy && c.probeVerdict(inflight, knee) == probeKnee:
+	case c.kind == phaseProbe && limited && !busy && c.probeVerdict(inflight, knee) == probeKnee:
 		// A probe past the knee put more in flight, and its answers
 		// did not come back faster than a knee where it was would let
 		// them, nor Little's law put the knee well below: the extra load
@@ -798,7 +829,7 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		// quarters of the load: latency that falls with the load is a
 		// queue, latency that stays is the provider's.
 		c.suspect = false
-		c.testing = true
+		c.testing, c.credibleTest = true, credible
 		c.chain = append(c.chain[:0], phaseMeasure{inflight: inflight, m: *m})
 		next, rule = c.testDrain(inflight, knee), "queue"
 	case limited && full && blind && c.stepped(inflight) && rate <= c.lastRate*(1+gainShare) && !c.gainSuspect:
@@ -869,9 +900,11 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		// Demand stayed below the limit and nothing queued: nothing was
 		// learnt, so the limit stays where it is (a probe that found no
 		// demand keeps its level until demand tests it).
-	case rule == "cpu_busy_grow" && !c.calibrating:
+	case rule == "cpu_busy_grow" && !c.calibrating && (selfBound || !c.queueSeen):
 		// Callers wait and the only evidence is the gateway's own
-		// saturation: double, as TCP's slow start does, so that a limit
+		// saturation (no knee seen yet, or answers that waited longer on
+		// the gateway than at the provider): double, as TCP's slow start
+		// does, so that a limit
 		// far below the demand the machine serves reaches it in a few
 		// phases (each as long as the gateway's own waits). Loss still
 		// cuts; a provider that queues shows it once the CPU is free.

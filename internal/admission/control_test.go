@@ -716,3 +716,21 @@ func TestControlUsedUpCPUReachesTheDemandFast(t *testing.T) {
 		t.Errorf("reaching the demand took %v with the CPU signal and %v (median) without: want at most 2 s, and half the time or less", took[0], took[1])
 	}
 }
+
+// TestControlUsedUpCPUStillSeesADeepQueue: a provider with 16 slots of
+// 200 ms under five times its capacity, on a machine whose CPU is used up
+// but whose own waits (measured per answer) are milliseconds: its queue,
+// whole service times deep, is far beyond what the CPU could explain, so
+// the limit still finds the knee rather than doubling while callers wait.
+func TestControlUsedUpCPUStillSeesADeepQueue(t *testing.T) {
+	for _, seed := range seeds {
+		s := newCtlSimSeed(t, cfgFor(), 16, 200*time.Millisecond, seed)
+		s.saturate, s.localPer, s.localShare, s.cpuBusy = 80, 50*time.Microsecond, 1, true
+		s.run(10*time.Second, nil)
+		var top int64
+		lo, hi := s.kneeRange(10*time.Second, &top)
+		if top > 2*16 || hi > 1.3*16 || lo < 0.5*16 {
+			t.Errorf("seed %d: limit up to %d, knee estimate in [%.1f, %.1f] against 16 slots; last phase %+v", seed, top, lo, hi, s.c.Last())
+		}
+	}
+}
