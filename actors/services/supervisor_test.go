@@ -151,7 +151,7 @@ func TestStableRunResetsBackoff(t *testing.T) {
 	h := e.get("api")
 	h.m.root.Send(h.pid, startCmd{explicit: true})
 	running := func(s Status) bool { return s.State == Running && s.Health == Healthy }
-	st := ft.drive(t, h, 10*time.Millisecond, "running", running)
+	st := ft.drive(t, h, time.Second, "running", running)
 	kill := func(st Status) Status {
 		t.Helper()
 		pid := *st.PID
@@ -164,15 +164,22 @@ func TestStableRunResetsBackoff(t *testing.T) {
 	for i, want := range []int64{100, 200} {
 		st = kill(st)
 		if st.BackoffMs != want || st.ConsecutiveCrashes != i+1 || *st.LastError != "Fast crash (killed by signal killed)" {
-			t.Fatalf("crash %d: %+v", i+1, st)
+			t.Fatalf("crash %d: %q %+v", i+1, *st.LastError, st)
 		}
-		st = ft.drive(t, h, 50*time.Millisecond, "running again", running)
+		st = ft.drive(t, h, time.Second, "running again", running)
 	}
 	// A run longer than stable_after_ms earns a fresh backoff.
+	// The advance fires a health check; the kill waits for its answer. A
+	// check still in flight when the child dies finds the port held by no
+	// member of the child's group and reports a stranger, and that verdict,
+	// not the kill, would become the crash's reason.
 	ft.Advance(61 * time.Second)
-	st = kill(waitStatus(t, h, "running", running))
+	checked := ft.clk.Now()
+	st = kill(waitStatus(t, h, "the stable run's health check answered", func(s Status) bool {
+		return running(s) && s.LastHealthAt != nil && !s.LastHealthAt.Before(checked)
+	}))
 	if st.BackoffMs != 100 || st.ConsecutiveCrashes != 1 || st.Crashes != 3 || *st.LastError != "crashed (killed by signal killed)" {
-		t.Fatalf("after a stable run: %+v", st)
+		t.Fatalf("after a stable run: %q %+v", *st.LastError, st)
 	}
 	if st.Restarts != 2 {
 		t.Fatalf("restarts %d; want 2", st.Restarts)
