@@ -205,6 +205,36 @@ func (ft *fakeTimers) Advance(d time.Duration) {
 	}
 }
 
+// pending counts the timers neither fired nor cancelled.
+func (ft *fakeTimers) pending() int {
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	n := 0
+	for _, t := range ft.timers {
+		if !t.stopped {
+			n++
+		}
+	}
+	return n
+}
+
+// askedFor returns nil when the delays in ms were asked of the timers in
+// this order (other delays may come between), else every delay asked.
+func (ft *fakeTimers) askedFor(ms []int64) []time.Duration {
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	i := 0
+	for _, d := range ft.asked {
+		if i < len(ms) && d == time.Duration(ms[i])*time.Millisecond {
+			i++
+		}
+	}
+	if i == len(ms) {
+		return nil
+	}
+	return append([]time.Duration(nil), ft.asked...)
+}
+
 // advanceNext fires the earliest pending timer if it is due within limit,
 // moving the clock to exactly its time, and reports whether it did.
 // Timers further off (a start deadline, the next health interval) are left
