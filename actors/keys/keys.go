@@ -20,7 +20,8 @@
 // by a third of Options.Timeout, so an unreachable store answers a
 // management call with 503 key_store_unavailable (even behind a queued
 // reload, which costs another third) instead of letting it, and the
-// operations queued behind it, wait out the timeout.
+// operations queued behind it, wait out the timeout. The read at start-up,
+// which no caller waits on, has the whole timeout.
 package keys
 
 import (
@@ -62,7 +63,8 @@ type Options struct {
 	// not block.
 	OnChange func(*keys.Snapshot)
 	// Timeout bounds one management operation (default 10s); each store
-	// call the actor makes is bounded by a third of it.
+	// call the actor makes is bounded by a third of it, except the read
+	// at start-up, which has all of it.
 	Timeout time.Duration
 	// Log receives what a Reload could not do (default: discarded).
 	Log *slog.Logger
@@ -118,7 +120,10 @@ type (
 var supervisor = actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)
 
 // Spawn loads the keys from the store, publishes the first snapshot and
-// starts the actor. A store that cannot be read stops start-up.
+// starts the actor. A store that cannot be read within Options.Timeout
+// stops start-up: no caller waits on this read, so it gets the whole
+// timeout, not the third an operation's store call gets (a loaded
+// machine's slow first read is no reason to refuse to start).
 func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
@@ -139,7 +144,7 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	cfg := o.Config
 	h.cfg.Store(&cfg)
 	a := &keysActor{h: h}
-	if err := a.load(); err != nil {
+	if err := a.load(o.Timeout); err != nil {
 		return nil, err
 	}
 	a.publish()
@@ -290,14 +295,16 @@ func (a *keysActor) Receive(ctx actor.Context) {
 // when a reload was queued in front of it, and the actor is free for the
 // next message.
 func (a *keysActor) storeCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), a.h.o.Timeout/3)
+	return context.WithTimeout(context.Background(), a.storeBound())
 }
+
+func (a *keysActor) storeBound() time.Duration { return a.h.o.Timeout / 3 }
 
 // refresh reloads the store and publishes only if the key set differs
 // from the one last published (OnChange re-derives every tenant's limits
 // and weights, which a reload that found nothing new should not cost).
 func (a *keysActor) refresh() error {
-	if err := a.load(); err != nil {
+	if err := a.load(a.storeBound()); err != nil {
 		return err
 	}
 	if !reflect.DeepEqual(a.h.pub, a.list) {
@@ -306,10 +313,10 @@ func (a *keysActor) refresh() error {
 	return nil
 }
 
-// load reads the store and merges the config tenants.
-func (a *keysActor) load() error {
+// load reads the store (bounded by bound) and merges the config tenants.
+func (a *keysActor) load(bound time.Duration) error {
 	o := a.h.o
-	sctx, cancel := a.storeCtx()
+	sctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	stored, err := o.Store.Keys(sctx)
 	if err != nil {
