@@ -163,8 +163,9 @@ func joinCluster(system *actor.ActorSystem, a Assembly) error {
 }
 
 // startTenants opens the store, loads the keys, starts the limiter (a
-// subscriber of the keys actor) and the request log writer. It runs before admission, whose ingest queue
-// and lanes read the tenants' weights, and after the cluster join: in
+// subscriber of the keys actor) and the request log writer. It runs
+// before admission, whose ingest queue and lanes read the tenants'
+// weights, and after the cluster join: in
 // cluster mode OpenStore puts the keys in etcd (copying this node's own
 // keys there first) and AttachKeys starts the watch that sends the keys
 // actor a Reload on every change, so keys are the same on every node. The
