@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,7 +51,7 @@ func (s *heldSpendStore) Release() { s.released.Do(func() { close(s.release) }) 
 func TestSlowSpendReadDoesNotBlockKeyManagement(t *testing.T) {
 	resetMock(t)
 	setBehavior(t, map[string]mockprovider.Behavior{"m-ten-gpt": {CompletionTokens: 5}})
-	db, err := sqlite.Open(t.TempDir()+"/"+sqlite.FileName, sqlite.Options{})
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), sqlite.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
