@@ -22,6 +22,7 @@ import (
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/messages"
 )
 
 var resolver, _ = tenant.NewResolver([]byte("0123456789abcdef0123"), tenant.ModeKeys, false, nil)
@@ -442,5 +443,56 @@ func TestRestartPublishesWhatTheStoreGained(t *testing.T) {
 	}
 	if got := f.changes.Load() - before; got != 1 {
 		t.Fatalf("%d publications for one create after a reload that found nothing", got)
+	}
+}
+
+// recorder is a subscriber: it keeps every snapshot it is sent, in order,
+// and answers the barrier.
+type recorder struct {
+	got  chan *keys.Snapshot
+	last atomic.Pointer[keys.Snapshot]
+}
+
+func (r *recorder) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *keys.Snapshot:
+		r.last.Store(m)
+		r.got <- m
+	case *messages.Sync:
+		ctx.Respond(m)
+	}
+}
+
+// TestSubscriberTakesEverySnapshotBeforeTheAnswer: a subscriber is sent
+// the snapshot in force, then every one published, in order; an operation
+// returns only once the subscriber took the snapshot it made (so the
+// limiter, a subscriber, limits a new key on the very next request).
+func TestSubscriberTakesEverySnapshotBeforeTheAnswer(t *testing.T) {
+	f := spawn(t, filepath.Join(t.TempDir(), sqlite.FileName))
+	r := &recorder{got: make(chan *keys.Snapshot, 16)}
+	pid := f.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return r }))
+	t.Cleanup(func() { _ = f.sys.Root.PoisonFuture(pid).Wait() })
+	if err := f.h.Subscribe(pid); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-r.got; s != f.h.Snapshot() {
+		t.Fatal("the first snapshot sent is not the one in force")
+	}
+	for i, name := range []string{"a", "b", "c"} {
+		if _, _, err := f.h.Create(name, tenantpolicy.Policy{DailyBudgetUSD: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if s := r.last.Load(); s != f.h.Snapshot() || len(s.Active()) != i+2 { // the config tenant and the keys so far
+			t.Fatalf("after creating %s the subscriber has %d active keys", name, len(s.Active()))
+		}
+		if s := <-r.got; len(s.Active()) != i+2 {
+			t.Fatalf("snapshot %d out of order: %d active keys", i, len(s.Active()))
+		}
+	}
+	if _, err := f.h.Revoke("a"); err != nil {
+		t.Fatal(err)
+	}
+	if s := r.last.Load(); len(s.Active()) != 3 {
+		t.Fatalf("after the revocation the subscriber has %d active keys", len(s.Active()))
 	}
 }
