@@ -292,6 +292,16 @@ func (f *laneFlow) restart(now time.Time) {
 	f.markAt, f.markIn, f.markOut, f.lastIn, f.lastOut = now, f.in, f.out, -1, -1
 }
 
+// soFarAllow is what outrun takes off the window so far: allow in the
+// first window of a busy period (whose counts include the queue itself),
+// nothing after.
+func (f *laneFlow) soFarAllow(allow int64) int64 {
+	if f.lastIn < 0 {
+		return allow
+	}
+	return 0
+}
+
 // outrun reports whether arrivals exceeded grants by more than a tenth
 // (and two requests' worth, the noise of a closed loop's timing).
 //
@@ -306,11 +316,14 @@ func (f *laneFlow) outrun(now time.Time, window time.Duration, allow int64) bool
 		f.lastIn, f.lastOut = f.in-f.markIn, f.out-f.markOut
 		f.markAt, f.markIn, f.markOut = now, f.in, f.out
 	}
-	in, out := f.lastIn, f.lastOut
-	if in < 0 {
-		in, out = f.in-f.markIn-allow, f.out-f.markOut
+	// The window so far tells at once when arrivals outrun grants again
+	// (a queue that drained to the target after shedding and refills);
+	// the last whole window keeps the verdict across the roll. A closed
+	// loop's arrivals follow its grants in both.
+	if outrun(f.in-f.markIn-f.soFarAllow(allow), f.out-f.markOut) {
+		return true
 	}
-	return outrun(in, out)
+	return f.lastIn >= 0 && outrun(f.lastIn, f.lastOut)
 }
 
 // outrunShare is how much more must arrive than is granted for a standing
