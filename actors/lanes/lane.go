@@ -69,11 +69,13 @@ type laneActor struct {
 	// the queue refilled by a window's excess (seconds of wait at five
 	// times the capacity) before the next verdict.
 	shedding [admission.NumClasses]bool
-	evicted  bool
-	armed    time.Time
-	cancel   scheduler.CancelFunc
-	timers   *scheduler.TimerScheduler
-	me       *actor.PID
+	// shedEnded is when shedding last ended with the queue at the target.
+	shedEnded [admission.NumClasses]time.Time
+	evicted   bool
+	armed     time.Time
+	cancel    scheduler.CancelFunc
+	timers    *scheduler.TimerScheduler
+	me        *actor.PID
 }
 
 func (l *laneActor) Receive(ctx actor.Context) {
@@ -241,10 +243,22 @@ func (l *laneActor) admissible(w *waiter) (Reason, int) {
 	if patience := w.deadline.Sub(now); patience <= 0 || (known && ew > patience) {
 		return Deadline, retrySeconds(ew)
 	}
-	if known && ew <= v.target {
-		l.shedding[c] = false // the queue drained to the target
+	if known && ew <= v.target && l.shedding[c] {
+		// The queue drained to the target: shedding ends, and whether
+		// arrivals outrun grants is measured afresh from here, so that a
+		// queue refilling past the target sheds again within a few
+		// arrivals rather than once a window's counts show it.
+		l.shedding[c] = false
+		l.shedEnded[c] = now
+		l.flow[c].remark(now)
 	}
-	if !known || !v.overloaded && !l.shedding[c] {
+	// For a window after shedding ended, the lane's own flow decides
+	// without the upstream's verdict, which needs a tenth of a window's
+	// answers of growth to turn: a queue refilling past the target is
+	// shed again after a few arrivals, not a hundred. A closed loop's
+	// arrivals keep pace with its grants and do not outrun them.
+	recent := !l.shedEnded[c].IsZero() && now.Sub(l.shedEnded[c]) < l.u.h.cfg.Window()
+	if !known || !v.overloaded && !l.shedding[c] && !recent {
 		// Demand the upstream keeps pace with (a closed loop of callers,
 		// a burst being served) waits its turn, and so does a queue the
 		// limit makes rather than the provider (above).
@@ -291,6 +305,9 @@ type laneFlow struct {
 func (f *laneFlow) restart(now time.Time) {
 	f.markAt, f.markIn, f.markOut, f.lastIn, f.lastOut = now, f.in, f.out, -1, -1
 }
+
+// remark starts the window so far at now, keeping the last whole one.
+func (f *laneFlow) remark(now time.Time) { f.markAt, f.markIn, f.markOut = now, f.in, f.out }
 
 // soFarAllow is what outrun takes off the window so far: allow in the
 // first window of a busy period (whose counts include the queue itself),

@@ -927,3 +927,130 @@ func TestQueueWakesTheMeasuringTick(t *testing.T) {
 		h.Release(l, success)
 	}
 }
+
+// TestShedQueueRefillingIsShedAgain: an open loop beyond the upstream's
+// drain. Shedding holds a standing queue at the target; when grants drain
+// it there shedding ends, and arrivals that again outrun the grants (none
+// come) are shed after a few of them join, not once a whole window's
+// counts show it (which let an overload refill the queue by hundreds,
+// seconds of wait, between two sheds).
+func TestShedQueueRefillingIsShedAgain(t *testing.T) {
+	e := start(t, func(c *admission.Config) { c.MinLimit, c.InitialLimit, c.MaxLimit = 8, 8, 8; c.VirtualLanes = true })
+	var leases []*Lease
+	for i := 0; i < 40; i++ { // answers of 100 ms: a drain of 80 a second
+		for j := 0; j < 8; j++ {
+			var l Lease
+			if r := e.h.TryAcquire(Ticket{Tenant: id("w"), Cost: 1}, &l); r != None {
+				t.Fatalf("warm-up: %q", r.Code())
+			}
+			leases = append(leases, &l)
+		}
+		e.clk.Advance(100 * time.Millisecond)
+		for _, l := range leases {
+			e.h.Release(l, success)
+		}
+		leases = leases[:0]
+		e.h.Tick()
+		e.h.Sync()
+	}
+	up := e.h.Snapshot().Upstreams[0]
+	target := time.Duration(up.QueueTargetMs * float64(time.Millisecond))
+	for {
+		var l Lease
+		if e.h.TryAcquire(Ticket{Tenant: id("w"), Cost: 1}, &l) != None {
+			break
+		}
+		leases = append(leases, &l)
+	}
+	// send offers one request of x: queued (returned) or shed.
+	send := func() (*pending, bool) {
+		t.Helper()
+		n := e.h.Snapshot().QueuedCount
+		p := e.acquireAsync("x", admission.Interactive, 1, nil)
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			select {
+			case r := <-p.done:
+				if r != Overloaded {
+					t.Fatalf("%q, want queued or %q", r.Code(), Overloaded.Code())
+				}
+				return nil, true
+			default:
+			}
+			if e.h.Snapshot().QueuedCount > n {
+				return p, false
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the request was neither queued nor shed")
+			}
+		}
+	}
+	// An open loop: requests keep coming, no grant. The queue stands
+	// past the burst interval and is shed.
+	var xs []*pending
+	p, shed := send()
+	if shed {
+		t.Fatal("the first request of an empty lane was shed")
+	}
+	xs = append(xs, p)
+	e.clk.Advance(burstIntervals*target + time.Millisecond) // past a burst's interval
+	shedAt := -1
+	for i := 0; i < 200 && shedAt < 0; i++ {
+		e.h.Tick()
+		e.h.Sync()
+		if p, shed := send(); shed {
+			shedAt = i
+		} else {
+			xs = append(xs, p)
+		}
+	}
+	if shedAt < 0 {
+		t.Fatalf("an open loop with no grant was never shed (%d queued)", len(xs))
+	}
+	// Grants drain the queue while what arrives (one per grant) is shed,
+	// until the queue is at the target: shedding ends there and the
+	// arrival queues.
+	for ended := false; !ended; {
+		if len(xs) == 0 {
+			t.Fatal("the queue drained empty while every arrival was shed")
+		}
+		e.clk.Advance(time.Second / 80)
+		e.h.Release(leases[0], success)
+		leases = leases[1:]
+		if r := xs[0].wait(t); r != None {
+			t.Fatalf("queued request: %q", r.Code())
+		}
+		leases, xs = append(leases, &xs[0].lease), xs[1:]
+		n := int64(len(xs))
+		e.until("the grant counted", func(s *Snapshot) bool { return s.QueuedCount == n })
+		e.h.Tick()
+		e.h.Sync()
+		p, shed := send()
+		if !shed {
+			xs, ended = append(xs, p), true
+		}
+	}
+	atTarget := len(xs)
+	// The open loop goes on without grants: a few join, then it is shed.
+	joined := 0
+	for ; joined < 50; joined++ {
+		e.h.Tick()
+		e.h.Sync()
+		p, shed := send()
+		if shed {
+			break
+		}
+		xs = append(xs, p)
+	}
+	if joined > 6 {
+		t.Fatalf("after shedding ended at the target (%d queued), %d more joined before one was shed", atTarget, joined)
+	}
+	for _, l := range leases {
+		e.h.Release(l, success)
+	}
+	for _, p := range xs {
+		if r := p.wait(t); r != None {
+			t.Fatalf("queued request: %q", r.Code())
+		}
+		e.h.Release(&p.lease, success)
+	}
+}
