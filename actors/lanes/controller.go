@@ -38,12 +38,7 @@ type controller struct {
 	flow struct {
 		markAt                time.Time
 		markPresent, markDone int64
-		// lowPresent is the fewest present since markAt: growth so far
-		// is counted from it, so a queue that drained within the window
-		// and grows again is seen growing at once, not only once it
-		// passes where it stood when the window began.
-		lowPresent           int64
-		lastGrowth, lastDone int64 // over the last whole window; lastGrowth -1: none yet
+		lastGrowth, lastDone  int64 // over the last whole window; lastGrowth -1: none yet
 		// markLate is upstream.outOfTime at markAt, lastLate its growth
 		// over the last whole window.
 		markLate, lastLate int64
@@ -283,13 +278,12 @@ func (c *controller) rollFlow(now time.Time) {
 	present := st.ActiveCount() + st.Waiting[admission.Interactive] + st.Waiting[admission.Batch]
 	late := c.u.outOfTime.Load()
 	if f.markAt.IsZero() {
-		f.markAt, f.markPresent, f.markDone, f.lastGrowth, f.markLate, f.lowPresent = now, present, c.released, -1, late, present
+		f.markAt, f.markPresent, f.markDone, f.lastGrowth, f.markLate = now, present, c.released, -1, late
 	}
 	if now.Sub(f.markAt) >= c.cfg.Window() {
 		f.lastGrowth, f.lastDone, f.lastLate = present-f.markPresent, c.released-f.markDone, late-f.markLate
-		f.markAt, f.markPresent, f.markDone, f.markLate, f.lowPresent = now, present, c.released, late, present
+		f.markAt, f.markPresent, f.markDone, f.markLate = now, present, c.released, late
 	}
-	f.lowPresent = min(f.lowPresent, present)
 	// The window so far tells at once (an overload's first moments fill a
 	// queue); the last whole one keeps the verdict across the roll.
 	// Early in a window its answers are a handful, so growth so far is
@@ -303,7 +297,7 @@ func (c *controller) rollFlow(now time.Time) {
 	// callers' patience it stops growing, the rest being turned away,
 	// and without them the verdict would end there, leaving a queue as
 	// long as the patience (seconds) to every caller it admits.
-	f.overloaded = growsPast(present-f.lowPresent, scale) || (f.lastGrowth >= 0 && growsPast(f.lastGrowth, f.lastDone)) ||
+	f.overloaded = growsPast(present-f.markPresent, scale) || (f.lastGrowth >= 0 && growsPast(f.lastGrowth, f.lastDone)) ||
 		late > f.markLate || f.lastLate > 0
 }
 
