@@ -117,6 +117,14 @@ type Controller struct {
 	// selfBound: the last judged phase's answers waited longer on the
 	// gateway than at the provider (see judge).
 	selfBound bool
+	// calmKnee is the knee last found by a phase judged while the CPU
+	// was not used up (0: none): growth on the gateway's own saturation
+	// alone stops at calmHeadroom times it, so a busy CPU never doubles
+	// the limit far past a capacity the provider showed without noise
+	// (measured: 16 slots pushed to 800 while 2 MiB bodies used the CPU).
+	calmKnee float64
+	// judgedBusy: the phase being judged ran on a used-up CPU.
+	judgedBusy bool
 	// busySteps counts the busy steps since the last judged phase.
 	busySteps int
 	verify    bool           // the test checks a kind's first no-queue latency
@@ -617,6 +625,9 @@ func (c *Controller) busyStep(prev, r Reading) bool {
 		r.Limited <= prev.Limited || c.hanging(r) {
 		return false
 	}
+	if _, room := c.busyRoom(); !room {
+		return false
+	}
 	wait := max(10*time.Millisecond, seconds(2*max(c.baseline[kindStream], c.baseline[kindPlain])))
 	return r.At.Sub(c.phaseStart) >= wait
 }
@@ -627,7 +638,8 @@ func (c *Controller) stepBusy(r Reading) bool {
 	before := c.limit
 	c.base = max(c.base, float64(c.limit))
 	c.testing, c.verify, c.suspect, c.gainSuspect = false, false, false, false
-	changed := c.setLimit(selfBoundGain)
+	top, _ := c.busyRoom()
+	changed := c.setLevel(min(c.base*selfBoundGain, top))
 	c.last = PhaseReport{Phase: c.kind.String(), Rule: "cpu_busy_step", LimitBefore: before, LimitAfter: c.limit,
 		Limited: true, Pending: r.Pending, LocalMs: round3(c.local * 1e3)}
 	c.lastFull = phaseMeasure{}
@@ -706,6 +718,7 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 	// receive timestamps) nothing tells them apart, and none is believed.
 	credible := queued && c.local > 0 && (q-1)*max(c.baseline[kindStream], c.baseline[kindPlain]) > busyWaits*c.local
 	busy := (r.Busy || selfBound) && !credible && !(c.testing && c.credibleTest)
+	c.judgedBusy = r.Busy || selfBound
 	next, rule := phaseCruise, "hold"
 	minL := float64(c.cfg.MinLimit)
 	c.fasterBaselines()
@@ -900,6 +913,8 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		// Demand stayed below the limit and nothing queued: nothing was
 		// learnt, so the limit stays where it is (a probe that found no
 		// demand keeps its level until demand tests it).
+	case rule == "cpu_busy_grow" && !c.calibrating && c.busyCapped():
+		// A knee found on a calm CPU bounds growth on a busy one.
 	case rule == "cpu_busy_grow" && !c.calibrating && (selfBound || !c.queueSeen):
 		// Callers wait and the only evidence is the gateway's own
 		// saturation (no knee seen yet, or answers that waited longer on
@@ -908,7 +923,10 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		// far below the demand the machine serves reaches it in a few
 		// phases (each as long as the gateway's own waits). Loss still
 		// cuts; a provider that queues shows it once the CPU is free.
-		changed = c.setLimit(selfBoundGain)
+		// Not past a knee found on a calm CPU by more than calmHeadroom.
+		if top, room := c.busyRoom(); room {
+			changed = c.setLevel(min(c.base*selfBoundGain, top))
+		}
 	case next == phaseDrain:
 		changed = c.setLevel(c.drainLevel)
 	case next == phaseGrow:
@@ -920,6 +938,11 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		changed = c.setLimit(1)
 	default:
 		changed = c.setLimit(next.gain())
+	}
+	if top, _ := c.busyRoom(); rule == "cpu_busy_grow" && float64(c.limit) > top && c.limit > before {
+		// Growth on the CPU alone stops at the calm knee's headroom,
+		// whichever step it took.
+		changed = c.setLevel(max(top, float64(before)))
 	}
 	if rule == "probe_unsure" {
 		// compared with the same phase before it again
@@ -1241,6 +1264,27 @@ func (c *Controller) markKnee(now time.Time) {
 		c.cruiseLeft = c.cruiseEvery
 	}
 	c.knee, c.kneeAt, c.queueSeen = c.base, now, true
+	if !c.judgedBusy {
+		c.calmKnee = c.knee
+	}
+}
+
+// calmHeadroom is how far past a calm knee the gateway's own saturation
+// may grow the limit: a probe's step and a half.
+const calmHeadroom = 1.5
+
+// busyCapped reports whether the limit is at or past where growth on
+// the gateway's own saturation stops.
+func (c *Controller) busyCapped() bool { _, room := c.busyRoom(); return !room }
+
+// busyRoom reports whether growth on the gateway's own saturation may
+// still raise the limit, and to at most which level.
+func (c *Controller) busyRoom() (float64, bool) {
+	if c.calmKnee <= 0 {
+		return float64(c.cfg.MaxLimit), true
+	}
+	top := math.Ceil(c.calmKnee * calmHeadroom)
+	return top, float64(c.limit) < top
 }
 
 // learn folds a clean phase's mean latencies (a drain below the knee)

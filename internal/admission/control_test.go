@@ -776,3 +776,26 @@ func TestControlHangBeforeAnyBaselineStaysFinite(t *testing.T) {
 		t.Errorf("the phase report cannot be encoded: %v", err)
 	}
 }
+
+// TestControlBusyCPUStopsNearACalmKnee: a provider with 16 slots, its knee
+// found while the CPU was calm; then the gateway's own work uses the CPU
+// up (each request in flight makes every answer wait 2 ms on the
+// gateway, longer than the provider's answer at 64 in flight). Growth on
+// the gateway's saturation alone stops at one and a half times the calm
+// knee instead of doubling past it into the provider's queue.
+func TestControlBusyCPUStopsNearACalmKnee(t *testing.T) {
+	for _, seed := range seeds {
+		s := newCtlSimSeed(t, cfgFor(), 16, 100*time.Millisecond, seed)
+		s.saturate = 64
+		s.run(10*time.Second, nil)
+		if k := s.c.Knee(); k < 0.8*16 || k > 1.3*16 {
+			t.Fatalf("seed %d: set-up: calm knee estimate %.1f, want about 16", seed, k)
+		}
+		s.cpuBusy, s.localPer, s.localShare = true, 2*time.Millisecond, 0
+		var top int64
+		s.run(10*time.Second, func() { top = max(top, s.c.Limit()) })
+		if float64(top) > math.Ceil(calmHeadroom*s.c.calmKnee) || top > 2*16 {
+			t.Errorf("seed %d: on a used-up CPU the limit reached %d against a calm knee of %.1f (16 slots); last phase %+v", seed, top, s.c.calmKnee, s.c.Last())
+		}
+	}
+}
