@@ -12,6 +12,7 @@ import (
 	icluster "github.com/omniroute/gateway/internal/cluster"
 	"github.com/omniroute/gateway/internal/growable"
 	ikeys "github.com/omniroute/gateway/internal/keys"
+	"github.com/omniroute/gateway/internal/rolling"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantlimit"
 )
@@ -162,11 +163,11 @@ func (cs *clusterSys) addSlots(slots []ledgeractor.SlotSpec) {
 	for _, s := range slots {
 		var sl sharedSlot
 		key := "ledger/" + s.Connection + "/" + s.Model
-		if s.TokensPerMinute > 0 {
-			sl.tokens = cs.leases.Window(key+"/tokens", s.TokensPerMinute)
+		if v := s.Configured[rolling.Tokens][rolling.Minute]; v > 0 {
+			sl.tokens = cs.leases.Window(key+"/tokens", v)
 		}
-		if s.RequestsPerMinute > 0 {
-			sl.requests = cs.leases.Window(key+"/requests", s.RequestsPerMinute)
+		if v := s.Configured[rolling.Requests][rolling.Minute]; v > 0 {
+			sl.requests = cs.leases.Window(key+"/requests", v)
 		}
 		cs.ledger.Append(sl)
 	}
@@ -267,11 +268,11 @@ func (cs *clusterSys) tenant(e *ikeys.Entry) *sharedTenant {
 	if lim.MaxConcurrent > 0 {
 		st.conc = cs.leases.Slots(key+"/concurrency", lim.MaxConcurrent)
 	}
-	if lim.RequestsPerMinute > 0 {
-		st.rpm = cs.leases.Window(key+"/requests", lim.RequestsPerMinute)
+	if rpm := lim.Rates[rolling.Requests][rolling.Minute]; rpm > 0 {
+		st.rpm = cs.leases.Window(key+"/requests", rpm)
 	}
-	if lim.TokensPerMinute > 0 {
-		st.tpm = cs.leases.Window(key+"/tokens", lim.TokensPerMinute)
+	if tpm := lim.Rates[rolling.Tokens][rolling.Minute]; tpm > 0 {
+		st.tpm = cs.leases.Window(key+"/tokens", tpm)
 	}
 	if lim.DailyBudget > 0 {
 		st.day = cs.leases.Budget(key+"/spend/day", lim.DailyBudget, credit.PerDay, credit.SpendUnit)

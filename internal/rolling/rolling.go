@@ -313,6 +313,9 @@ type Reservation struct {
 // Active reports whether the reservation holds anything.
 func (r *Reservation) Active() bool { return r.active }
 
+// Cost is what the reservation charged.
+func (r *Reservation) Cost() Cost { return r.cost }
+
 // Reserve charges cost to every window at now if it fits all of them, in
 // one step: on a refusal nothing is charged.
 func (w *Windows) Reserve(now int64, cost Cost) (Reservation, Refusal, bool) {
