@@ -73,7 +73,11 @@ type tenantSys struct {
 	// weights are the tenants' fair shares (only those other than 1),
 	// published on every key change for the ingest queue and the lanes.
 	weights atomic.Pointer[map[tenant.ID]int64]
-	clk     func() time.Time
+	// policies are the active tenants' policies by id string, published
+	// on every key change: what the cluster's grains hosted here read
+	// their budgets from.
+	policies atomic.Pointer[map[string]*tenantpolicy.Policy]
+	clk      func() time.Time
 }
 
 type targetPrice struct {
@@ -292,7 +296,8 @@ func buildPrices(prices *pricing.Table, cat *catalog.Catalog, n int) []targetPri
 }
 
 // configTenants reads the config file's tenants for the keys actor, and
-// checks their allowed models against the catalog.
+// checks their allowed models against the catalog and their token
+// windows against the default output reservation.
 func configTenants(o Options, cat *catalog.Catalog) ([]keys.ConfigTenant, error) {
 	var out []keys.ConfigTenant
 	for i, t := range o.File.Tenants {
@@ -300,12 +305,25 @@ func configTenants(o Options, cat *catalog.Catalog) ([]keys.ConfigTenant, error)
 		if err != nil {
 			return nil, err
 		}
-		if err := checkModels(cat, fmt.Sprintf("tenants[%d].", i), t.Policy.AllowedModels); err != nil {
+		prefix := fmt.Sprintf("tenants[%d].", i)
+		if err := checkModels(cat, prefix, t.Policy.AllowedModels); err != nil {
+			return nil, err
+		}
+		if err := checkTokenWindows(&t.Policy, int64(o.Env.Quota.DefaultOutputTokens), prefix); err != nil {
 			return nil, err
 		}
 		out = append(out, keys.ConfigTenant{Name: t.Name, KeySHA256: d, Policy: t.Policy})
 	}
 	return out, nil
+}
+
+// checkTokenWindows refuses a token window a request without max_tokens
+// could never fit (config.MinCostProblems).
+func checkTokenWindows(p *tenantpolicy.Policy, minTokens int64, prefix string) error {
+	if probs := config.MinCostProblems(p.Rates(), minTokens); len(probs) > 0 {
+		return tenantpolicy.FieldError{Path: prefix + probs[0].Field, Message: probs[0].Message}
+	}
+	return nil
 }
 
 // checkModels refuses an allowed_models entry that names or matches none
@@ -371,12 +389,15 @@ func (ts *tenantSys) spend() (day, month map[string]int64, err error) {
 // weights are.
 func (ts *tenantSys) keysChanged(s *ikeys.Snapshot, apply bool) {
 	w := map[tenant.ID]int64{}
+	pol := map[string]*tenantpolicy.Policy{}
 	for _, e := range s.Active() {
 		if v := e.Policy.EffectiveWeight(); v != tenantpolicy.DefaultWeight {
 			w[e.TenantID] = v
 		}
+		pol[e.TenantID.String()] = e.Policy
 	}
 	ts.weights.Store(&w)
+	ts.policies.Store(&pol)
 	if !apply || ts.limits == nil {
 		return
 	}
@@ -400,6 +421,16 @@ func (*tenantSys) specsNoSpend(s *ikeys.Snapshot) []tenantlimitactor.TenantSpec 
 		out = append(out, tenantlimitactor.TenantSpec{ID: e.TenantID, Name: e.Name, Policy: *e.Policy})
 	}
 	return out
+}
+
+// policy is the active tenant id's policy.
+func (ts *tenantSys) policy(id string) (*tenantpolicy.Policy, bool) {
+	m := ts.policies.Load()
+	if m == nil {
+		return nil, false
+	}
+	p, ok := (*m)[id]
+	return p, ok
 }
 
 // tenantWeight is a tenant's fair share for the ingest queue.
@@ -493,12 +524,15 @@ func (c *call) reserveTenant() bool {
 	}
 	if r.Allowed && res.Active() && g.cs != nil {
 		// Cluster mode: the tenant's limits are shared by every node; this
-		// node's share comes from its pools (atomics, no cross-node call).
+		// node's share comes from its pools (atomics, no cross-node call),
+		// and the headers show the cluster's windows where they have less
+		// left than this node's.
 		if kind, retry := g.cs.takeTenant(&tc.shared, e, tc.est, tc.estCost, r.Now); kind != tenantlimit.KindNone {
 			ts.limits.Settle(&tc.res, tenantlimit.Usage{Refund: true}, r.Now)
 			r.Allowed, r.Kind, r.RetryAt = false, kind, retry.UnixNano()
-			tc.hdr, tc.hasHdr = r.Headers(hdrFamily(c.format)), true
 		}
+		g.cs.tenantWindows(e, &r)
+		tc.hdr, tc.hasHdr = r.Headers(hdrFamily(c.format)), r.Limited() || !r.Allowed
 	}
 	if !r.Allowed {
 		ae := r.APIError()

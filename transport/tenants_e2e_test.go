@@ -86,6 +86,8 @@ func TestKeyLifecycleEndToEnd(t *testing.T) {
 		{`{"name":"x","rpm":5}`, "invalid_policy", "rpm"},
 		{`{"name":"x","max_concurrent":-1}`, "invalid_policy", "max_concurrent"},
 		{`{"name":"x","daily_budget_usd":-2}`, "invalid_policy", "daily_budget_usd"},
+		{`{"name":"x","requests_per_minute":100,"requests_per_day":50}`, "invalid_policy", "requests_per_day"},
+		{`{"name":"x","tokens_per_minute":500}`, "invalid_policy", "tokens_per_minute"}, // below a request's 1024 output tokens
 		{`{"name":"x","allowed_models":["ten-gpt","nothing-*"]}`, "invalid_policy", "allowed_models[1]"},
 		{`{"name":"x","weight":"high"}`, "invalid_policy", "weight"},
 		{`{"name":"other"}`, "duplicate_key_name", "name"},

@@ -139,19 +139,34 @@ func CheckWindows(l rolling.Limits, path string) []string {
 	return errs
 }
 
-// CheckMinCost explains token windows below minTokens, what a request
-// without max_tokens reserves at the least (its output reservation,
-// OMNIROUTE_LEDGER_DEFAULT_OUTPUT_TOKENS): such a request would be larger
-// than the whole window and pass only when the window holds nothing, one
-// per window.
-func CheckMinCost(l rolling.Limits, minTokens int64, path string) []string {
-	var errs []string
+// RateProblem is one rate window that cannot work as written.
+type RateProblem struct {
+	Field   string // "tokens_per_minute"
+	Message string
+}
+
+// MinCostProblems are the token windows of l below minTokens, what a
+// request without max_tokens reserves at the least (its output
+// reservation, OMNIROUTE_LEDGER_DEFAULT_OUTPUT_TOKENS): such a request
+// would be larger than the whole window and pass only when the window
+// holds nothing, one per window.
+func MinCostProblems(l rolling.Limits, minTokens int64) []RateProblem {
+	var out []RateProblem
 	for p, v := range l[rolling.Tokens] {
 		if v > 0 && v < minTokens {
-			errs = append(errs, fmt.Sprintf("%s.%s: %d is below the %d tokens a request without max_tokens reserves (OMNIROUTE_LEDGER_DEFAULT_OUTPUT_TOKENS), "+
+			out = append(out, RateProblem{rateFields[rolling.Tokens][p], fmt.Sprintf("%d is below the %d tokens a request without max_tokens reserves (OMNIROUTE_LEDGER_DEFAULT_OUTPUT_TOKENS), "+
 				"so such a request could pass only into an empty window, one per %s; raise it to at least %d or lower OMNIROUTE_LEDGER_DEFAULT_OUTPUT_TOKENS",
-				path, rateFields[rolling.Tokens][p], v, minTokens, rolling.Period(p), minTokens))
+				v, minTokens, rolling.Period(p), minTokens)})
 		}
+	}
+	return out
+}
+
+// CheckMinCost is MinCostProblems as messages naming path.
+func CheckMinCost(l rolling.Limits, minTokens int64, path string) []string {
+	var errs []string
+	for _, p := range MinCostProblems(l, minTokens) {
+		errs = append(errs, path+"."+p.Field+": "+p.Message)
 	}
 	return errs
 }
