@@ -62,11 +62,22 @@ type clusterSys struct {
 // at once.
 const firstLeaseWait = 2 * time.Second
 
-// take spends n of p's window credit, waiting for the first lease when p
-// is still cold.
+// take spends n of p's credit, waiting for the first lease when p is
+// still cold, and for the refill in flight when p is empty but its grain
+// has not said the budget is full, so a refusal carries the grain's wait
+// rather than a guess.
 func (cs *clusterSys) take(p *credit.Pool, now time.Time, n int64) (uint64, bool, time.Time) {
 	idx, ok, retry := p.Take(now, n)
 	if !ok && p.WaitFirst(firstLeaseWait) {
+		idx, ok, retry = p.Take(cs.clk.Now(), n)
+	}
+	// The call in flight may be another (a renewal, a give-back) than the
+	// refill this request kicked: wait for the next answer too, within
+	// the bound. A refusal then carries the pool's latest word.
+	for deadline := time.Now().Add(firstLeaseWait); !ok; {
+		if time.Until(deadline) <= 0 || !p.WaitRefill(time.Until(deadline)) {
+			return idx, false, p.RetryAt(cs.clk.Now())
+		}
 		idx, ok, retry = p.Take(cs.clk.Now(), n)
 	}
 	return idx, ok, retry

@@ -243,7 +243,7 @@ func (a *Assembly) RequestLogOptions() requestlog.Options {
 func (a *Assembly) AttachRequestLog(lg *requestlog.Handle, o requestlog.Options) {
 	g, ts := a.g, a.g.ten
 	ts.log, ts.logOn = lg, o.Store != nil || o.Lines != nil
-	g.health = append(g.health, healthSection{name: "tenants", fn: g.tenantsHealth})
+	g.health = append(g.health, healthSection{name: "tenants", fn: g.tenantsHealth, brief: briefTenants})
 }
 
 // stopTenants flushes the request log and stops the tenant actors, then
@@ -770,6 +770,22 @@ func clientIPClass(ip []byte) store.IPClass {
 	return store.ClassifyIP(a)
 }
 
+// briefTenants is the tenants section for callers the management routes
+// would refuse: without the tenants' names and windows.
+func briefTenants(body any) any {
+	m, ok := body.(map[string]any)
+	if !ok {
+		return body
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if k != "windows" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // tenantsHealth is the tenants section of the health report: keys, the
 // limiter's tenants, and the request log writer (degraded while writes
 // fail: serving goes on, records are counted as failed); in cluster mode
@@ -786,7 +802,8 @@ func (g *Gateway) tenantsHealth() (any, string) {
 	if s := ts.limits.Snapshot(); s != nil {
 		limited = len(s.Tenants)
 	}
-	out := map[string]any{"activeKeys": active, "limitedTenants": limited, "requestLog": h, "keyStore": "local"}
+	out := map[string]any{"activeKeys": active, "limitedTenants": limited, "requestLog": h, "keyStore": "local",
+		"windows": g.tenantWindows()}
 	if ks := ts.sharedKeys; ks != nil {
 		// Degraded while the watch is down: keys keep working, but
 		// changes made on other nodes are not seen here and management

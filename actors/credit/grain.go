@@ -120,6 +120,8 @@ type grain struct {
 	window  uint64
 	granted int64
 	rolls   *rolling.Windows
+	// fullAt is when a rolling window last filled.
+	fullAt time.Time
 
 	// slots mode
 	holders      map[string]*holder
@@ -230,6 +232,11 @@ func (g *grain) windowOp(r *request, b Budget) reply {
 // grant for its window and CreditTTL more. The new state is written to
 // the store before the answer leaves. A give-back naming a grant from the
 // future (beyond one slot of the grain's clock) is refused.
+//
+// For CreditTTL after a window filled (contended), holders keep no credit
+// idle and ask only for what their requests need, so what the grain
+// counts is what was spent, and a wait it gives is the truth for every
+// node.
 func (g *grain) rollingOp(r *request, b Budget) reply {
 	var lim rolling.Limits
 	lim[rolling.Requests] = b.Windows
@@ -248,7 +255,8 @@ func (g *grain) rollingOp(r *request, b Budget) reply {
 		g.loaded = true
 	}
 	g.rolls.Set(lim)
-	now := g.clk.Now().UnixNano()
+	clockNow := g.clk.Now()
+	now := clockNow.UnixNano()
 	for _, k := range r.backs {
 		if k.at > now+int64(rolling.Minute.Slot()) {
 			return reply{refused: true}
@@ -282,11 +290,22 @@ func (g *grain) rollingOp(r *request, b Budget) reply {
 	if t, ok := g.rolls.Tightest(now, rolling.Requests); ok {
 		rep.left, rep.limit, rep.period, rep.resetMs = t.Remaining, t.Limit, uint8(t.Period), t.Reset.Milliseconds()
 	}
-	if r.op == opAcquire && n < r.amount {
-		if ref, fits := g.rolls.Fits(now, rolling.Cost{rolling.Requests: r.amount - n}); !fits {
+	if r.op == opAcquire && r.amount > 0 && rep.left == 0 {
+		g.fullAt = clockNow
+		// When what the node's refused request needs (or, none refused,
+		// one unit) would not fit now, say when it will: the node refuses
+		// with that wait once this grant is spent, rather than guess, and
+		// asks again (with what the request then refused needs) after
+		// dryRetry.
+		need := int64(1) // a request refused later needs at least a unit
+		if r.need > 0 {
+			need = r.need
+		}
+		if ref, fits := g.rolls.Fits(now, rolling.Cost{rolling.Requests: need}); !fits {
 			rep.waitMs = (ref.RetryAt - now + int64(time.Millisecond) - 1) / int64(time.Millisecond)
 		}
 	}
+	rep.contended = clockNow.Sub(g.fullAt) < CreditTTL
 	return rep
 }
 

@@ -155,7 +155,8 @@ func (l *Leases) Rolling(key string, windows [rolling.NumPeriods]int64) *Pool {
 	l.mu.Lock()
 	p := l.byID[rollingPrefix+key]
 	if p == nil {
-		p = &Pool{l: l, id: rollingPrefix + key, rolling: true, answered: make(chan struct{})}
+		p = newPool(l, rollingPrefix+key)
+		p.rolling = true
 		l.byID[p.id] = p
 		next := append(append([]*Pool(nil), *l.pools.Load()...), p)
 		l.pools.Store(&next)
@@ -203,7 +204,8 @@ func (l *Leases) pool(id string, slots bool, per Period, limit, chunk int64) *Po
 	l.mu.Lock()
 	p := l.byID[id]
 	if p == nil {
-		p = &Pool{l: l, id: id, slots: slots, per: per, answered: make(chan struct{})}
+		p = newPool(l, id)
+		p.slots, p.per = slots, per
 		l.byID[id] = p
 		next := append(append([]*Pool(nil), *l.pools.Load()...), p)
 		l.pools.Store(&next)
@@ -212,6 +214,13 @@ func (l *Leases) pool(id string, slots bool, per Period, limit, chunk int64) *Po
 	p.limit.Store(limit)
 	p.chunk.Store(chunk)
 	p.kick()
+	return p
+}
+
+func newPool(l *Leases, id string) *Pool {
+	p := &Pool{l: l, id: id, answered: make(chan struct{})}
+	ch := make(chan struct{})
+	p.sig.Store(&ch)
 	return p
 }
 
@@ -349,6 +358,7 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		// pending is already set by the kick.
 		if !a.next(ctx, m.p, true) {
 			m.p.pending.Store(false)
+			m.p.signal() // a request waiting for a call that will not be made
 		}
 	case tick:
 		for _, p := range *a.l.pools.Load() {
@@ -359,6 +369,13 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 	case *result:
 		a.apply(m)
 		m.p.pending.Store(false)
+		// A rolling pool's next call goes out at once when it needs one
+		// (a request refused while this call was in flight kicked
+		// nothing), so a request waiting in WaitRefill gets its answer.
+		if m.p.rolling && m.p.pending.CompareAndSwap(false, true) && !a.next(ctx, m.p, false) {
+			m.p.pending.Store(false)
+		}
+		m.p.signal()
 	}
 }
 

@@ -135,8 +135,8 @@ type Pool struct {
 	// some node slots lately; wantSlot is set when a request was refused
 	// a slot since the last acquire.
 	contended, wantSlot atomic.Bool
-	// granted and returned count window credit over the pool's life, for
-	// the snapshot.
+	// granted and returned count window and rolling credit over the
+	// pool's life, for the snapshot.
 	granted, returned, refused atomic.Int64
 	refills, renewals          atomic.Int64
 
@@ -145,6 +145,10 @@ type Pool struct {
 	// may wait for it (WaitFirst).
 	answered   chan struct{}
 	answerOnce sync.Once
+	// sig is closed by each grain answer (and each refill the lease actor
+	// declined) and replaced; answers counts the answers (WaitRefill).
+	sig     atomic.Pointer[chan struct{}]
+	answers atomic.Int64
 
 	rollingState
 }
@@ -174,8 +178,11 @@ type rollingState struct {
 	}
 }
 
-// markAnswered records the pool's first answer.
-func (p *Pool) markAnswered() { p.answerOnce.Do(func() { close(p.answered) }) }
+// markAnswered records an answer (the first one closes answered).
+func (p *Pool) markAnswered() {
+	p.answers.Add(1)
+	p.answerOnce.Do(func() { close(p.answered) })
+}
 
 // WaitFirst waits, when the pool has had no answer from its grain yet,
 // for the first one, at most max; it reports whether it waited and the

@@ -89,10 +89,7 @@ func (p *Pool) takeRolling(now time.Time, n int64) (uint64, bool, time.Time) {
 	for w := p.want.Load(); n > w && !p.want.CompareAndSwap(w, n); w = p.want.Load() {
 	}
 	p.kick()
-	if d := p.dryUntil.Load(); d > t {
-		return 0, false, time.Unix(0, d)
-	}
-	return 0, false, now.Add(refillWait)
+	return 0, false, p.RetryAt(now)
 }
 
 // genOf is the generation whose tag is tag: the latest one with it, which
@@ -210,6 +207,50 @@ func (p *Pool) install(i int, granted, at, expires int64) {
 	}
 }
 
+// RetryAt is when a request the pool refuses now should try again: when
+// the grain said there is room (a rolling budget's wait, a spent calendar
+// window's end), or about one refill round trip.
+func (p *Pool) RetryAt(now time.Time) time.Time {
+	switch {
+	case p.rolling:
+		if d := p.dryUntil.Load(); d > now.UnixNano() {
+			return time.Unix(0, d)
+		}
+	case !p.slots && p.Spent(now):
+		return p.per.End(p.per.Index(now))
+	}
+	return now.Add(refillWait)
+}
+
+// WaitRefill waits, when the pool has a grain call in flight (a refill a
+// refused request kicked) and the grain has not said the budget is full,
+// for that call's answer, at most max; it reports whether an answer came,
+// so taking again may succeed. A request that finds the pool empty thus
+// gets the grain's word (credit, or how long until there is room) rather
+// than a guess, at the cost of one grain round trip; a pool the grain
+// said is full refuses at once.
+func (p *Pool) WaitRefill(max time.Duration) bool {
+	ch, before := p.sig.Load(), p.answers.Load()
+	now := p.l.clk.Now()
+	if !p.pending.Load() || p.RetryAt(now).After(now.Add(refillWait)) {
+		return false
+	}
+	t := time.NewTimer(max)
+	defer t.Stop()
+	select {
+	case <-*ch:
+		return p.answers.Load() > before
+	case <-t.C:
+		return false
+	}
+}
+
+// signal wakes the requests waiting for the pool's grain call to answer.
+func (p *Pool) signal() {
+	next := make(chan struct{})
+	close(*p.sig.Swap(&next))
+}
+
 // Bucket is the cluster's view of a rolling budget's tightest window, as
 // the grain last said it, with the credit this node holds counted as
 // left: what the rate-limit headers show in cluster mode. ok is false
@@ -244,21 +285,40 @@ func (a *leaseActor) nextRolling(ctx actor.Context, p *Pool, kicked bool, now ti
 	if e0, e1 := p.lease[0].expires.Load(), p.lease[1].expires.Load(); e1 < e0 {
 		i = 1
 	}
-	demand := p.demand.Swap(false) || kicked
 	free, held := p.liveFree(t), p.liveAvail(i, t)
 	want := p.want.Load()
+	// A request was refused since the last acquire (or just now): credit
+	// is needed now, not only used.
+	needed := kicked || want > 0
+	demand := p.demand.Swap(false) || needed
+	contended := p.contended.Load()
 	low := free < chunk/2+1 || free < want
+	ask := chunk
+	if contended {
+		// A window is full: keep nothing idle that another node's
+		// request could use; ask for what a refused request needs.
+		low, ask = free == 0 || free < want, 1
+	}
 	// A lease past half its time that still holds credit is renewed
-	// while requests use the budget, and given back otherwise.
-	renew := held > 0 && p.lease[i].expires.Load()-t <= int64(CreditTTL/2)
+	// while requests use the budget, and given back otherwise (while
+	// contended, once it is a tick old and unused).
+	left := p.lease[i].expires.Load() - t
+	renew := held > 0 && (left <= int64(CreditTTL/2) || contended && left <= int64(CreditTTL-a.interval))
 	dry := p.dryUntil.Load() > t && now.Sub(time.Unix(0, p.dryAt.Load())) < dryRetry
 	req := request{op: opRelease, node: a.l.node}
 	switch {
-	case demand && low && !dry:
-		req.op, req.amount = opAcquire, max(chunk, p.want.Swap(0)-free)
-	case renew && demand:
+	case low && !dry && (needed || demand && !contended): // while contended, only for a refused request
+		req.op, req.amount, req.need = opAcquire, max(ask, p.want.Swap(0)-free), max(want-free, 0)
+	case renew && demand && !contended:
 		req.op = opAcquire
-	case renew:
+	case renew && !(contended && demand): // idle: both leases' credit goes back while contended
+		if contended {
+			if at, n := p.freeze(1 - i); n > 0 {
+				p.mu.Lock()
+				p.addBack(at, n)
+				p.mu.Unlock()
+			}
+		}
 	default:
 		p.mu.Lock()
 		pending := len(p.backs) > 0
@@ -299,10 +359,17 @@ func (a *leaseActor) applyRolling(m *result, failed bool) {
 		}
 		return
 	}
+	for _, k := range req.backs {
+		p.returned.Add(k.n)
+	}
 	now := a.l.clk.Now()
+	p.contended.Store(rep.contended)
 	if rep.limit > 0 {
 		p.view.Store(&rollView{limit: rep.limit, left: rep.left, period: rolling.Period(min(rep.period, uint8(rolling.NumPeriods-1))),
 			resetAt: now.Add(time.Duration(rep.resetMs) * time.Millisecond).UnixNano()})
+	}
+	if rep.left > 0 {
+		p.dryUntil.Store(0) // room again (credit came back): ask when needed
 	}
 	if req.op != opAcquire {
 		return
@@ -312,7 +379,10 @@ func (a *leaseActor) applyRolling(m *result, failed bool) {
 		p.granted.Add(rep.granted)
 		p.refills.Add(1)
 	}
-	if rep.granted < req.amount {
+	// The grain says when another as much would fit: until then this
+	// node does not ask again (at most dryRetry, as others may give
+	// credit back), and a request it refuses is told to wait that long.
+	if rep.waitMs > 0 {
 		p.dryAt.Store(m.sentAt.UnixNano())
 		p.dryUntil.Store(m.sentAt.Add(time.Duration(rep.waitMs) * time.Millisecond).UnixNano())
 	} else {

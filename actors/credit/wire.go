@@ -48,7 +48,11 @@ type request struct {
 	// holds (slots).
 	window uint64
 	amount int64
-	backs  []back
+	// need is how much of amount a request the node refused needs
+	// (rolling; 0: none): when even that does not fit, the grain says
+	// when it will.
+	need  int64
+	backs []back
 }
 
 // reply is the grain's answer.
@@ -62,8 +66,8 @@ type reply struct {
 	// at stamps a rolling grant (the grain's clock, Unix ns): give credit
 	// back naming it.
 	at int64
-	// waitMs is how long until the amount asked for would fit (rolling,
-	// when not all of it was granted); resetMs how long until the
+	// waitMs is, when this grant left a window full, how long until
+	// need (or one unit) would fit (rolling); resetMs how long until the
 	// tightest window holds nothing again.
 	waitMs, resetMs int64
 	// limit and period are the tightest window's (rolling), for the
@@ -77,7 +81,8 @@ type reply struct {
 	// node (not configured there, or not yet): nothing was granted.
 	unavailable bool
 	// contended is set by a slots grain that refused a node slots within
-	// the last LeaseTTL: holders then keep no idle slot.
+	// the last LeaseTTL, or a rolling grain that filled a window within
+	// the last CreditTTL: holders then keep no idle slot or credit.
 	contended bool
 	// refused is set when the request named a window or a grant outside
 	// what the grain's clock allows (now ± one period): nothing changed.
@@ -93,6 +98,7 @@ func (r *request) encode() *wrapperspb.BytesValue {
 	b = append(b, r.node...)
 	b = binary.AppendUvarint(b, r.window)
 	b = binary.AppendVarint(b, r.amount)
+	b = binary.AppendVarint(b, r.need)
 	b = binary.AppendUvarint(b, uint64(len(r.backs)))
 	for _, k := range r.backs {
 		b = binary.AppendVarint(b, k.at)
@@ -127,7 +133,7 @@ func decodeRequest(b []byte) (request, error) {
 	if r.window, k = binary.Uvarint(b); k <= 0 {
 		return r, errWire
 	}
-	b, err := varints(b[k:], &r.amount)
+	b, err := varints(b[k:], &r.amount, &r.need)
 	if err != nil {
 		return r, err
 	}
