@@ -747,4 +747,3 @@ func grainHost(t *testing.T, ns []*node, suffix string) int {
 	t.Fatalf("no node has the address %q that hosts grain %s", addr, id)
 	return -1
 }
-

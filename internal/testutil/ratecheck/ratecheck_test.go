@@ -34,10 +34,12 @@ type recorder struct {
 	errs []string
 }
 
-func (r *recorder) Helper()                           {}
-func (r *recorder) Errorf(format string, args ...any) { r.errs = append(r.errs, fmt.Sprintf(format, args...)) }
-func (r *recorder) Error(args ...any)                 { r.errs = append(r.errs, fmt.Sprint(args...)) }
-func (r *recorder) Logf(string, ...any)               {}
+func (r *recorder) Helper() {}
+func (r *recorder) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+func (r *recorder) Error(args ...any)   { r.errs = append(r.errs, fmt.Sprint(args...)) }
+func (r *recorder) Logf(string, ...any) {}
 
 // TestCheckCatchesWhatItShould: a run the limit was kept in passes; too
 // many in a minute, a Retry-After too short or too long, a request
