@@ -22,6 +22,22 @@ func BenchmarkReserveSettle(b *testing.B) {
 	}
 }
 
+// BenchmarkReserveSettleAllWindows is BenchmarkReserveSettle with every
+// rate window set (requests and tokens per minute, hour and day): the cost
+// of several windows at once.
+func BenchmarkReserveSettleAllWindows(b *testing.B) {
+	p := benchPolicy
+	p.RequestsPerHour, p.RequestsPerDay, p.TokensPerHour, p.TokensPerDay = 1<<30, 1<<30, 1<<30, 1<<30
+	h, clk := start(b, TenantSpec{ID: id("key_a"), Name: "a", Policy: p})
+	now := clk.Now()
+	req := &tenantlimit.Request{Tokens: 1000, Cost: 5000}
+	b.ReportAllocs()
+	for b.Loop() {
+		r, _ := h.Reserve(id("key_a"), req, now)
+		r.Settle(now, tenantlimit.Usage{Tokens: 900, Cost: 4000, Known: true})
+	}
+}
+
 // BenchmarkReserveSettleParallel: every goroutine on the same tenant, the
 // worst case of contention on one record.
 func BenchmarkReserveSettleParallel(b *testing.B) {

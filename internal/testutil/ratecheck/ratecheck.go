@@ -158,20 +158,35 @@ func Check(t testing.TB, run *Run, arr []time.Time, l Limit) {
 }
 
 // fitsAt is the earliest moment from t on at which one more request fits
-// in the provider's minute, given the arrivals admitted (sorted): the
-// first candidate (t, or when an arrival leaves the minute) at which the
-// minute ending then holds fewer than limit of them.
+// at the provider, given the arrivals admitted (sorted, some of them
+// possibly after t): a moment x such that every minute holding x holds
+// fewer than limit of them. The candidates are t and the moments the
+// arrivals leave their minute.
 func fitsAt(admitted []time.Time, t time.Time, limit int) time.Time {
-	holds := func(x time.Time) int {
-		lo := sort.Search(len(admitted), func(j int) bool { return admitted[j].After(x.Add(-time.Minute)) })
-		hi := sort.Search(len(admitted), func(j int) bool { return admitted[j].After(x) })
+	count := func(from time.Time) int { // admitted in [from, from + a minute)
+		lo := sort.Search(len(admitted), func(j int) bool { return !admitted[j].Before(from) })
+		hi := sort.Search(len(admitted), func(j int) bool { return !admitted[j].Before(from.Add(time.Minute)) })
 		return hi - lo
 	}
-	if holds(t) < limit {
+	fits := func(x time.Time) bool {
+		// The minutes holding x start in (x - 1 min, x]; the fullest
+		// starts just after that bound or at an arrival.
+		if count(x.Add(-time.Minute+time.Nanosecond)) >= limit {
+			return false
+		}
+		lo := sort.Search(len(admitted), func(j int) bool { return admitted[j].After(x.Add(-time.Minute)) })
+		for j := lo; j < len(admitted) && !admitted[j].After(x); j++ {
+			if count(admitted[j]) >= limit {
+				return false
+			}
+		}
+		return true
+	}
+	if fits(t) {
 		return t
 	}
 	for _, a := range admitted {
-		if x := a.Add(time.Minute); x.After(t) && holds(x) < limit {
+		if x := a.Add(time.Minute); x.After(t) && fits(x) {
 			return x
 		}
 	}

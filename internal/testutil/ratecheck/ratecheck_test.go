@@ -12,6 +12,13 @@ var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 
 func TestFitsAt(t *testing.T) {
+	// Arrivals after t (admitted before it) count in the minutes that hold
+	// t: with arrivals at 0 s and twice at 30 s and a limit of 3, one more
+	// at 20 s would make the minute from 0 s hold four.
+	later := []time.Time{at(0), at(30), at(30)}
+	if got := fitsAt(later, at(20), 3); !got.Equal(at(60)) {
+		t.Errorf("with arrivals at 0, 30, 30: fits at %v, want 60 s (when the one at 0 s leaves)", got.Sub(t0))
+	}
 	arr := []time.Time{at(0), at(1), at(2)} // a limit of 3 a minute, used
 	for _, c := range []struct {
 		t, want float64
