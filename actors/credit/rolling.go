@@ -23,7 +23,11 @@ import (
 // use it; otherwise it gives the credit back), and gives back what a
 // lease held when it ended and what requests did not use after their
 // lease ended: the grain takes it out of the slot it was granted in.
-// While it refills one lease, requests spend the other.
+// While it refills one lease, requests spend the other. For CreditTTL
+// after a grant filled a window the grain says the budget is contended:
+// the node then keeps no credit idle and asks only for what a refused
+// request needs, so the grain's count is what was spent and the wait it
+// gives a refused request is the truth for every node.
 
 // rollLease is one lease: its word is the generation's tag and the
 // credit left (packWord), so taking credit and noticing that the lease
