@@ -16,7 +16,6 @@ import (
 	"github.com/omniroute/gateway/internal/rolling"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantlimit"
-	"github.com/omniroute/gateway/internal/tenantpolicy"
 )
 
 // clusterSys is cluster mode (OMNIROUTE_CLUSTER=etcd, docs/cluster.md):
@@ -42,8 +41,10 @@ type clusterSys struct {
 	ledgerKeys sync.Map
 	// slotLimits reads a ledger slot's configured windows (the ledger's).
 	slotLimits func(slot int) (rolling.Limits, bool)
-	// policies reads a tenant's policy by id (the keys' snapshot).
-	policies func(id string) (*tenantpolicy.Policy, bool)
+	// ten is the tenant layer once it is open (OpenStore runs after the
+	// cluster is joined, and grains may be asked before): the tenants'
+	// policies the grains read their budgets from.
+	ten atomic.Pointer[tenantSys]
 
 	mu      sync.Mutex // serialises tenant pool creation
 	tenants atomic.Pointer[map[tenant.ID]*sharedTenant]
@@ -154,12 +155,6 @@ func (a *Assembly) AttachCluster(node *icluster.Node, leases *credit.Leases) {
 		s, ok := g.qs.ledger.Configured(slot)
 		return s.Configured, ok
 	}
-	cs.policies = func(id string) (*tenantpolicy.Policy, bool) {
-		if g.ten == nil {
-			return nil, false // the tenant layer starts after the cluster
-		}
-		return g.ten.policy(id)
-	}
 	cs.addSlots(g.qs.slots)
 	leases.Budgets().Set(cs.budget)
 	g.cs = cs
@@ -172,7 +167,11 @@ func (a *Assembly) AttachCluster(node *icluster.Node, leases *credit.Leases) {
 func (cs *clusterSys) budget(key string) (credit.Budget, bool) {
 	if rest, ok := strings.CutPrefix(key, "tenant/"); ok {
 		id, what, _ := strings.Cut(rest, "/")
-		p, ok := cs.policies(id)
+		ts := cs.ten.Load()
+		if ts == nil {
+			return credit.Budget{}, false
+		}
+		p, ok := ts.policy(id)
 		if !ok {
 			return credit.Budget{}, false
 		}

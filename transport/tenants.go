@@ -128,6 +128,9 @@ func (a *Assembly) OpenStore() error {
 	g, o := a.g, &a.g.opts
 	ts := &tenantSys{clk: g.clk.Now}
 	g.ten = ts
+	if g.cs != nil {
+		g.cs.ten.Store(ts) // the grains hosted here read tenants' budgets from it
+	}
 	if o.Store != nil {
 		ts.db = o.Store
 	} else {
