@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"syscall"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/internal/planner"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
+	"github.com/omniroute/gateway/internal/testutil"
 )
 
 // tenantFastPath builds a gateway with one run-time key whose policy
@@ -72,7 +72,7 @@ func tenantRequest(tb testing.TB, g *Gateway, c *call, key []byte) {
 func BenchmarkTenantLimitFastPath(b *testing.B) {
 	g, c, key := tenantFastPath(b)
 	b.ReportAllocs()
-	defer cpuNsPerOp(b)()
+	defer testutil.CPUPerOp(b)()
 	for b.Loop() {
 		tenantRequest(b, g, c, key)
 	}
@@ -100,17 +100,4 @@ func TestTenantWeightsReachAdmission(t *testing.T) {
 	if w := g.tenantWeight(id); w != 5 {
 		t.Fatalf("weight after a policy update %d, want 5", w)
 	}
-}
-
-// cpuNsPerOp reports the process's CPU time (user and system) per
-// operation: on a machine shared with other work the wall time per
-// operation measures the neighbours too.
-func cpuNsPerOp(b *testing.B) func() {
-	cpu := func() time.Duration {
-		var ru syscall.Rusage
-		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	start := cpu()
-	return func() { b.ReportMetric(float64(cpu()-start)/float64(b.N), "cpu-ns/op") }
 }

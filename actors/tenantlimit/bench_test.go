@@ -1,12 +1,12 @@
 package tenantlimit
 
 import (
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/omniroute/gateway/internal/tenantlimit"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
+	"github.com/omniroute/gateway/internal/testutil"
 )
 
 var benchPolicy = tenantpolicy.Policy{RequestsPerMinute: 1 << 30, TokensPerMinute: 1 << 30, MaxConcurrent: 1 << 20, DailyBudgetUSD: 1e8, MonthlyBudgetUSD: 1e8}
@@ -50,7 +50,7 @@ func BenchmarkReserveSettleSteady(b *testing.B) {
 	now := clk.Now()
 	req := &tenantlimit.Request{Tokens: 1000, Cost: 5000}
 	b.ReportAllocs()
-	defer cpuNsPerOp(b)()
+	defer testutil.CPUPerOp(b)()
 	for b.Loop() {
 		now = now.Add(20 * time.Microsecond)
 		r, res := h.Reserve(id("key_a"), req, now)
@@ -88,17 +88,4 @@ func BenchmarkUnlimitedTenant(b *testing.B) {
 		r, _ := h.Reserve(id("key_x"), req, now)
 		r.Settle(now, tenantlimit.Usage{})
 	}
-}
-
-// cpuNsPerOp reports the process's CPU time (user and system) per
-// operation: on a machine shared with other work the wall time per
-// operation measures the neighbours too.
-func cpuNsPerOp(b *testing.B) func() {
-	cpu := func() time.Duration {
-		var ru syscall.Rusage
-		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	start := cpu()
-	return func() { b.ReportMetric(float64(cpu()-start)/float64(b.N), "cpu-ns/op") }
 }
