@@ -74,12 +74,17 @@ func (cs *clusterSys) take(p *credit.Pool, now time.Time, n int64) (uint64, bool
 	}
 	// The call in flight may be another (a renewal, a give-back) than the
 	// refill this request kicked: wait for the next answer too, within
-	// the bound. A refusal then carries the pool's latest word.
+	// the bound, and take again after each (and once more at the end:
+	// credit a request gave back may have come in meanwhile). A refusal
+	// then carries the pool's latest word.
 	for deadline := time.Now().Add(firstLeaseWait); !ok; {
-		if time.Until(deadline) <= 0 || !p.WaitRefill(time.Until(deadline)) {
-			return idx, false, p.RetryAt(cs.clk.Now())
+		waited := time.Until(deadline) > 0 && p.WaitRefill(time.Until(deadline))
+		if idx, ok = p.TryTake(cs.clk.Now(), n); ok || !waited {
+			break
 		}
-		idx, ok, retry = p.Take(cs.clk.Now(), n)
+	}
+	if !ok {
+		retry = p.RetryAt(cs.clk.Now())
 	}
 	return idx, ok, retry
 }

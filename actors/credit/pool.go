@@ -248,10 +248,27 @@ func (p *Pool) available(idx uint64) int64 {
 // a rolling budget's windows have room for what was asked), else about
 // one refill round trip.
 func (p *Pool) Take(now time.Time, n int64) (idx uint64, ok bool, retryAt time.Time) {
-	if p.rolling {
-		return p.takeRolling(now, n)
+	n = max(n, 0)
+	if idx, ok = p.TryTake(now, n); ok {
+		return idx, true, time.Time{}
 	}
-	idx = p.per.Index(now)
+	p.refused.Add(1)
+	if p.rolling {
+		p.demand.Store(true)
+	}
+	for w := p.want.Load(); n > w && !p.want.CompareAndSwap(w, n); w = p.want.Load() {
+	}
+	p.kick()
+	return idx, false, p.RetryAt(now)
+}
+
+// TryTake is Take without a refusal's bookkeeping (no count, no kick):
+// for taking again after waiting for a refill.
+func (p *Pool) TryTake(now time.Time, n int64) (uint64, bool) {
+	if p.rolling {
+		return p.tryTakeRolling(now.UnixNano(), max(n, 0))
+	}
+	idx := p.per.Index(now)
 	n = max(n, 0)
 	w := &p.win[idx%2]
 	for {
@@ -261,20 +278,13 @@ func (p *Pool) Take(now time.Time, n int64) (idx uint64, ok bool, retryAt time.T
 			avail = 0
 		}
 		if avail < n {
-			p.refused.Add(1)
-			for w := p.want.Load(); n > w && !p.want.CompareAndSwap(w, n); w = p.want.Load() {
-			}
-			p.kick()
-			if p.dry.Load() == idx+1 {
-				return idx, false, p.per.End(idx)
-			}
-			return idx, false, now.Add(refillWait)
+			return idx, false
 		}
 		if w.CompareAndSwap(old, packWord(idx, avail-n)) {
 			if avail-n < p.chunk.Load()/2+1 {
 				p.kick()
 			}
-			return idx, true, time.Time{}
+			return idx, true
 		}
 	}
 }

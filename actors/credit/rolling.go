@@ -61,10 +61,8 @@ func (p *Pool) liveAvail(i int, now int64) int64 {
 // liveFree is the credit of both leases that is spendable at now.
 func (p *Pool) liveFree(now int64) int64 { return p.liveAvail(0, now) + p.liveAvail(1, now) }
 
-// takeRolling spends n from the lease that ends first and has enough.
-func (p *Pool) takeRolling(now time.Time, n int64) (uint64, bool, time.Time) {
-	t := now.UnixNano()
-	n = max(n, 0)
+// tryTakeRolling spends n from the lease that ends first and has enough.
+func (p *Pool) tryTakeRolling(t, n int64) (uint64, bool) {
 	first := 0
 	if p.lease[1].expires.Load() < p.lease[0].expires.Load() {
 		first = 1
@@ -84,16 +82,11 @@ func (p *Pool) takeRolling(now time.Time, n int64) (uint64, bool, time.Time) {
 				if p.liveFree(t) < p.chunk.Load()/2+1 {
 					p.kick()
 				}
-				return ticket(p.genOf(tag), i), true, time.Time{}
+				return ticket(p.genOf(tag), i), true
 			}
 		}
 	}
-	p.refused.Add(1)
-	p.demand.Store(true)
-	for w := p.want.Load(); n > w && !p.want.CompareAndSwap(w, n); w = p.want.Load() {
-	}
-	p.kick()
-	return 0, false, p.RetryAt(now)
+	return 0, false
 }
 
 // genOf is the generation whose tag is tag: the latest one with it, which
