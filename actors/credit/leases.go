@@ -152,20 +152,7 @@ func (l *Leases) Rolling(key string, windows [rolling.NumPeriods]int64) *Pool {
 			limit = v
 		}
 	}
-	l.mu.Lock()
-	p := l.byID[rollingPrefix+key]
-	if p == nil {
-		p = newPool(l, rollingPrefix+key)
-		p.rolling = true
-		l.byID[p.id] = p
-		next := append(append([]*Pool(nil), *l.pools.Load()...), p)
-		l.pools.Store(&next)
-	}
-	l.mu.Unlock()
-	p.limit.Store(limit)
-	p.chunk.Store(min(max((limit+WindowChunks-1)/WindowChunks, 1), availMask/8))
-	p.kick()
-	return p
+	return l.pool(rollingPrefix+key, func(p *Pool) { p.rolling = true }, limit, min(max((limit+WindowChunks-1)/WindowChunks, 1), availMask/8))
 }
 
 // Window is a calendar budget of one epoch-aligned minute (tests of the
@@ -183,7 +170,7 @@ func (l *Leases) Budget(key string, limit int64, per Period, unit int64) *Pool {
 	limit /= unit
 	// A chunk is at most an eighth of what a pool's credit word holds, so
 	// a pool always has room for the few chunks it keeps.
-	p := l.pool(windowPrefix+key, false, per, limit, min(max((limit+WindowChunks-1)/WindowChunks, 1), availMask/8))
+	p := l.pool(windowPrefix+key, func(p *Pool) { p.per = per }, limit, min(max((limit+WindowChunks-1)/WindowChunks, 1), availMask/8))
 	p.unit.Store(unit)
 	return p
 }
@@ -197,15 +184,19 @@ const SpendUnit = 1000
 // Slots returns the pool of concurrency cap key ("s/" + key) of limit
 // slots.
 func (l *Leases) Slots(key string, limit int64) *Pool {
-	return l.pool(slotsPrefix+key, true, PerMinute, limit, max(limit/SlotChunks, 1))
+	return l.pool(slotsPrefix+key, func(p *Pool) { p.slots = true }, limit, max(limit/SlotChunks, 1))
 }
 
-func (l *Leases) pool(id string, slots bool, per Period, limit, chunk int64) *Pool {
+// pool returns pool id, creating it on first use (kind sets what kind of
+// budget it is), with limit and chunk, and kicks a refill.
+func (l *Leases) pool(id string, kind func(*Pool), limit, chunk int64) *Pool {
 	l.mu.Lock()
 	p := l.byID[id]
 	if p == nil {
-		p = newPool(l, id)
-		p.slots, p.per = slots, per
+		p = &Pool{l: l, id: id, answered: make(chan struct{})}
+		ch := make(chan struct{})
+		p.sig.Store(&ch)
+		kind(p)
 		l.byID[id] = p
 		next := append(append([]*Pool(nil), *l.pools.Load()...), p)
 		l.pools.Store(&next)
@@ -214,13 +205,6 @@ func (l *Leases) pool(id string, slots bool, per Period, limit, chunk int64) *Po
 	p.limit.Store(limit)
 	p.chunk.Store(chunk)
 	p.kick()
-	return p
-}
-
-func newPool(l *Leases, id string) *Pool {
-	p := &Pool{l: l, id: id, answered: make(chan struct{})}
-	ch := make(chan struct{})
-	p.sig.Store(&ch)
 	return p
 }
 
