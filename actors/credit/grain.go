@@ -290,11 +290,13 @@ func (g *grain) rollingOp(r *request, b Budget) reply {
 	if t, ok := g.rolls.Tightest(now, rolling.Requests); ok {
 		rep.left, rep.limit, rep.period, rep.resetMs = t.Remaining, t.Limit, uint8(t.Period), t.Reset.Milliseconds()
 	}
-	if r.op == opAcquire && r.amount > 0 && rep.left == 0 {
-		g.fullAt = clockNow
+	if rep.left == 0 {
+		if r.op == opAcquire && r.amount > 0 {
+			g.fullAt = clockNow
+		}
 		// When what the node's refused request needs (or, none refused,
 		// one unit) would not fit now, say when it will: the node refuses
-		// with that wait once this grant is spent, rather than guess, and
+		// with that wait once its credit is spent, rather than guess, and
 		// asks again (with what the request then refused needs) after
 		// dryRetry.
 		need := int64(1) // a request refused later needs at least a unit

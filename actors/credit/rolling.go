@@ -351,8 +351,12 @@ func (a *leaseActor) applyRolling(m *result, failed bool) {
 	p, req, rep := m.p, &m.req, &m.rep
 	if failed {
 		if req.op == opAcquire && m.err == nil && rep.unavailable {
-			p.dryAt.Store(m.sentAt.UnixNano()) // not known there yet: ask again a little later
-			p.dryUntil.Store(m.sentAt.Add(refillWait).UnixNano())
+			// Not known there yet, or not durable: ask again a little
+			// later (keeping a later wait the grain gave before).
+			p.dryAt.Store(m.sentAt.UnixNano())
+			if d := m.sentAt.Add(refillWait).UnixNano(); p.dryUntil.Load() < d {
+				p.dryUntil.Store(d)
+			}
 		}
 		return
 	}
@@ -365,8 +369,16 @@ func (a *leaseActor) applyRolling(m *result, failed bool) {
 		p.view.Store(&rollView{limit: rep.limit, left: rep.left, period: rolling.Period(min(rep.period, uint8(rolling.NumPeriods-1))),
 			resetAt: now.Add(time.Duration(rep.resetMs) * time.Millisecond).UnixNano()})
 	}
-	if rep.left > 0 {
-		p.dryUntil.Store(0) // room again (credit came back): ask when needed
+	// The grain says when what the refused request needs fits again
+	// (its windows are full), or that there is room: until then this
+	// node does not ask again (at most dryRetry, as others may give
+	// credit back), and a request it refuses is told to wait that long.
+	switch {
+	case rep.waitMs > 0:
+		p.dryAt.Store(m.sentAt.UnixNano())
+		p.dryUntil.Store(m.sentAt.Add(time.Duration(rep.waitMs) * time.Millisecond).UnixNano())
+	case rep.left > 0:
+		p.dryUntil.Store(0)
 	}
 	if req.op != opAcquire {
 		return
@@ -375,14 +387,5 @@ func (a *leaseActor) applyRolling(m *result, failed bool) {
 		p.install(m.lease, rep.granted, rep.at, m.sentAt.Add(CreditTTL).UnixNano())
 		p.granted.Add(rep.granted)
 		p.refills.Add(1)
-	}
-	// The grain says when another as much would fit: until then this
-	// node does not ask again (at most dryRetry, as others may give
-	// credit back), and a request it refuses is told to wait that long.
-	if rep.waitMs > 0 {
-		p.dryAt.Store(m.sentAt.UnixNano())
-		p.dryUntil.Store(m.sentAt.Add(time.Duration(rep.waitMs) * time.Millisecond).UnixNano())
-	} else {
-		p.dryUntil.Store(0)
 	}
 }

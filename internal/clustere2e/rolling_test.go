@@ -84,6 +84,18 @@ func TestThreeNodesHoldAConnectionLimitInAnyMinute(t *testing.T) {
 		// provider).
 		ratecheck.Check(t, run, arr, ratecheck.Limit{Requests: 60, Duration: d, Slack: 3500*time.Millisecond + credit.CreditTTL,
 			Grace: credit.CreditTTL + 250*time.Millisecond})
+		for i, n := range ns {
+			var h struct {
+				Cluster struct {
+					Credit struct {
+						Calls    int64 `json:"grainCalls"`
+						Failures int64 `json:"grainCallFailures"`
+					} `json:"credit"`
+				} `json:"cluster"`
+			}
+			getJSON(t, "http://"+n.addr+"/api/monitoring/health", &h)
+			t.Logf("node %d: %d grain calls, %d failed or unavailable", i, h.Cluster.Credit.Calls, h.Cluster.Credit.Failures)
+		}
 	})
 
 	t.Run("a tenant's headers show the cluster's window", func(t *testing.T) {
