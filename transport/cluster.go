@@ -3,6 +3,7 @@ package transport
 import (
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	icluster "github.com/omniroute/gateway/internal/cluster"
 	"github.com/omniroute/gateway/internal/growable"
 	ikeys "github.com/omniroute/gateway/internal/keys"
+	"github.com/omniroute/gateway/internal/rolling"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantlimit"
 )
@@ -23,18 +25,28 @@ import (
 // nil in single-node mode, where none of it exists and the request path
 // checks one pointer.
 //
-// Shared today: provider token and request budgets per (connection,
-// upstream model) that are configured (tokens_per_minute,
-// requests_per_minute), and each limited tenant's concurrency cap and
-// requests and tokens per minute. The node-local limiters still run as
+// Shared today: provider request and token budgets per (connection,
+// upstream model) that are configured (their rolling windows per minute,
+// hour and day), and each limited tenant's concurrency cap, request and
+// token windows and spend budgets. The node-local limiters still run as
 // before, so a node never exceeds the whole limit alone; the pools add the
-// cluster-wide bound on top.
+// cluster-wide bound on top. The grains this node hosts read their
+// budgets from this node's own configuration and keys (budget).
 type clusterSys struct {
 	node   *icluster.Node
 	leases *credit.Leases
 	// ledger is each ledger slot's shared pools (nil: not shared); a
 	// reload adding budgets adds theirs (addSlots).
 	ledger *growable.List[sharedSlot]
+	// ledgerKeys are the ledger slots by grain key base
+	// ("ledger/<connection>/<model>"), for the grains' budgets.
+	ledgerKeys sync.Map
+	// slotLimits reads a ledger slot's configured windows (the ledger's).
+	slotLimits func(slot int) (rolling.Limits, bool)
+	// ten is the tenant layer once it is open (OpenStore runs after the
+	// cluster is joined, and grains may be asked before): the tenants'
+	// policies the grains read their budgets from.
+	ten atomic.Pointer[tenantSys]
 
 	mu      sync.Mutex // serialises tenant pool creation
 	tenants atomic.Pointer[map[tenant.ID]*sharedTenant]
@@ -53,12 +65,28 @@ type clusterSys struct {
 // at once.
 const firstLeaseWait = 2 * time.Second
 
-// take spends n of p's window credit, waiting for the first lease when p
-// is still cold.
+// take spends n of p's credit, waiting for the first lease when p is
+// still cold, and for the refill in flight when p is empty but its grain
+// has not said the budget is full, so a refusal carries the grain's wait
+// rather than a guess.
 func (cs *clusterSys) take(p *credit.Pool, now time.Time, n int64) (uint64, bool, time.Time) {
 	idx, ok, retry := p.Take(now, n)
 	if !ok && p.WaitFirst(firstLeaseWait) {
 		idx, ok, retry = p.Take(cs.clk.Now(), n)
+	}
+	// The call in flight may be another (a renewal, a give-back) than the
+	// refill this request kicked: wait for the next answer too, within
+	// the bound, and take again after each (and once more at the end:
+	// credit a request gave back may have come in meanwhile). A refusal
+	// then carries the pool's latest word.
+	for deadline := time.Now().Add(firstLeaseWait); !ok; {
+		waited := time.Until(deadline) > 0 && p.WaitRefill(time.Until(deadline))
+		if idx, ok = p.TryTake(cs.clk.Now(), n); ok || !waited {
+			break
+		}
+	}
+	if !ok {
+		retry = p.RetryAt(cs.clk.Now())
 	}
 	return idx, ok, retry
 }
@@ -70,6 +98,14 @@ func (cs *clusterSys) takeSlot(p *credit.Pool, now time.Time) bool {
 }
 
 type sharedSlot struct{ tokens, requests *credit.Pool }
+
+// pool is the slot's pool of dimension d.
+func (s *sharedSlot) pool(d rolling.Dim) *credit.Pool {
+	if d == rolling.Tokens {
+		return s.tokens
+	}
+	return s.requests
+}
 
 // sharedTenant is a limited tenant's cluster pools and the limits they
 // were made for (a changed policy makes new ones).
@@ -83,12 +119,13 @@ type sharedTenant struct {
 // sharedRes is what a request took from the cluster pools, given back at
 // settle. Zero when nothing was taken.
 type sharedRes struct {
-	win        uint64
-	tokens     int64
-	request    bool
-	slot       *credit.Pool // concurrency, tenant only
-	tok, reqP  *credit.Pool
-	tokenTaken bool
+	// tokWin and reqWin are the pools' tickets for what was taken.
+	tokWin, reqWin uint64
+	tokens         int64
+	request        bool
+	slot           *credit.Pool // concurrency, tenant only
+	tok, reqP      *credit.Pool
+	tokenTaken     bool
 	// spend: the cost estimate taken from the day and month pools (tenant
 	// only), in their units, and the windows it was taken from.
 	spend [2]spendRes
@@ -163,8 +200,58 @@ func (a *Assembly) AttachCluster(node *icluster.Node, leases *credit.Leases) {
 	cs := &clusterSys{node: node, leases: leases, ledger: &growable.List[sharedSlot]{}, clk: g.clk}
 	empty := map[tenant.ID]*sharedTenant{}
 	cs.tenants.Store(&empty)
+	cs.slotLimits = func(slot int) (rolling.Limits, bool) {
+		s, ok := g.qs.ledger.Configured(slot)
+		return s.Configured, ok
+	}
 	cs.addSlots(g.qs.slots)
+	leases.Budgets().Set(cs.budget)
 	g.cs = cs
+}
+
+// budget is a grain's budget as this node configures it: a ledger
+// slot's configured windows, a tenant's windows, spend budgets or cap
+// from its policy. Unknown keys (a tenant this node has not heard of
+// yet) are not granted.
+func (cs *clusterSys) budget(key string) (credit.Budget, bool) {
+	if rest, ok := strings.CutPrefix(key, "tenant/"); ok {
+		id, what, _ := strings.Cut(rest, "/")
+		ts := cs.ten.Load()
+		if ts == nil {
+			return credit.Budget{}, false
+		}
+		p, ok := ts.policy(id)
+		if !ok {
+			return credit.Budget{}, false
+		}
+		lim := tenantlimit.LimitsOf(p)
+		switch what {
+		case "requests":
+			return credit.Budget{Windows: lim.Rates[rolling.Requests]}, lim.Rates.Dim(rolling.Requests)
+		case "tokens":
+			return credit.Budget{Windows: lim.Rates[rolling.Tokens]}, lim.Rates.Dim(rolling.Tokens)
+		case "concurrency":
+			return credit.Budget{Limit: lim.MaxConcurrent}, lim.MaxConcurrent > 0
+		case "spend/day":
+			return credit.Budget{Limit: lim.DailyBudget / credit.SpendUnit, Period: credit.PerDay}, lim.DailyBudget > 0
+		case "spend/month":
+			return credit.Budget{Limit: lim.MonthlyBudget / credit.SpendUnit, Period: credit.PerMonth}, lim.MonthlyBudget > 0
+		}
+		return credit.Budget{}, false
+	}
+	for d := range rolling.NumDims {
+		base, ok := strings.CutSuffix(key, "/"+d.String())
+		if !ok {
+			continue
+		}
+		v, ok := cs.ledgerKeys.Load(base)
+		if !ok {
+			return credit.Budget{}, false
+		}
+		l, ok := cs.slotLimits(v.(int))
+		return credit.Budget{Windows: l[d]}, ok && l.Dim(d)
+	}
+	return credit.Budget{}, false
 }
 
 // DetachCluster forgets the node AttachCluster gave, without stopping
@@ -219,11 +306,12 @@ func (cs *clusterSys) addSlots(slots []ledgeractor.SlotSpec) {
 	for _, s := range slots {
 		var sl sharedSlot
 		key := "ledger/" + s.Connection + "/" + s.Model
-		if s.TokensPerMinute > 0 {
-			sl.tokens = cs.leases.Window(key+"/tokens", s.TokensPerMinute)
+		cs.ledgerKeys.Store(key, cs.ledger.Len())
+		if s.Configured.Dim(rolling.Tokens) {
+			sl.tokens = cs.leases.Rolling(key+"/tokens", s.Configured[rolling.Tokens])
 		}
-		if s.RequestsPerMinute > 0 {
-			sl.requests = cs.leases.Window(key+"/requests", s.RequestsPerMinute)
+		if s.Configured.Dim(rolling.Requests) {
+			sl.requests = cs.leases.Rolling(key+"/requests", s.Configured[rolling.Requests])
 		}
 		cs.ledger.Append(sl)
 	}
@@ -254,7 +342,7 @@ func (cs *clusterSys) takeLedger(r *sharedRes, slot int, tokens int64, now time.
 		if !ok {
 			return false, retry
 		}
-		r.win, r.tok, r.tokens, r.tokenTaken = idx, sl.tokens, tokens, true
+		r.tokWin, r.tok, r.tokens, r.tokenTaken = idx, sl.tokens, tokens, true
 	}
 	if sl.requests != nil {
 		idx, ok, retry := cs.take(sl.requests, now, 1)
@@ -262,7 +350,7 @@ func (cs *clusterSys) takeLedger(r *sharedRes, slot int, tokens int64, now time.
 			cs.give(r, 0, 0, true)
 			return false, retry
 		}
-		r.win, r.reqP, r.request = idx, sl.requests, true
+		r.reqWin, r.reqP, r.request = idx, sl.requests, true
 	}
 	return true, time.Time{}
 }
@@ -291,13 +379,13 @@ func (cs *clusterSys) give(r *sharedRes, actual, cost int64, refund bool) {
 			actual = 0
 		}
 		if d := r.tokens - actual; d > 0 {
-			r.tok.Give(r.win, d)
+			r.tok.Give(r.tokWin, d)
 		} else {
-			r.tok.Charge(r.win, -d)
+			r.tok.Charge(r.tokWin, -d)
 		}
 	}
 	if r.request && refund {
-		r.reqP.Give(r.win, 1)
+		r.reqP.Give(r.reqWin, 1)
 	}
 	if r.slot != nil {
 		r.slot.GiveSlot()
@@ -324,11 +412,11 @@ func (cs *clusterSys) tenant(e *ikeys.Entry) *sharedTenant {
 	if lim.MaxConcurrent > 0 {
 		st.conc = cs.leases.Slots(key+"/concurrency", lim.MaxConcurrent)
 	}
-	if lim.RequestsPerMinute > 0 {
-		st.rpm = cs.leases.Window(key+"/requests", lim.RequestsPerMinute)
+	if lim.Rates.Dim(rolling.Requests) {
+		st.rpm = cs.leases.Rolling(key+"/requests", lim.Rates[rolling.Requests])
 	}
-	if lim.TokensPerMinute > 0 {
-		st.tpm = cs.leases.Window(key+"/tokens", lim.TokensPerMinute)
+	if lim.Rates.Dim(rolling.Tokens) {
+		st.tpm = cs.leases.Rolling(key+"/tokens", lim.Rates[rolling.Tokens])
 	}
 	if lim.DailyBudget > 0 {
 		st.day = cs.leases.Budget(key+"/spend/day", lim.DailyBudget, credit.PerDay, credit.SpendUnit)
@@ -361,17 +449,17 @@ func (cs *clusterSys) takeTenant(r *sharedRes, e *ikeys.Entry, tokens, cost int6
 		idx, ok, retry := cs.take(st.rpm, now, 1)
 		if !ok {
 			cs.give(r, 0, 0, true)
-			return tenantlimit.KindRequests, retry
+			return rateKind(st.rpm, rolling.Requests, now), retry
 		}
-		r.win, r.reqP, r.request = idx, st.rpm, true
+		r.reqWin, r.reqP, r.request = idx, st.rpm, true
 	}
 	if st.tpm != nil {
 		idx, ok, retry := cs.take(st.tpm, now, tokens)
 		if !ok {
 			cs.give(r, 0, 0, true)
-			return tenantlimit.KindTokens, retry
+			return rateKind(st.tpm, rolling.Tokens, now), retry
 		}
-		r.win, r.tok, r.tokens, r.tokenTaken = idx, st.tpm, tokens, true
+		r.tokWin, r.tok, r.tokens, r.tokenTaken = idx, st.tpm, tokens, true
 	}
 	for i, b := range [2]struct {
 		p          *credit.Pool
@@ -398,18 +486,40 @@ func (cs *clusterSys) takeTenant(r *sharedRes, e *ikeys.Entry, tokens, cost int6
 	return tenantlimit.KindNone, time.Time{}
 }
 
-// takeTenantRequest takes one request of a limited tenant's shared rate
-// for a call that generates nothing (chargeRequest); it is never given
-// back.
+// takeTenantRequest takes one request of a limited tenant's shared
+// request windows for a call that generates nothing (chargeRequest); it
+// is never given back.
 func (cs *clusterSys) takeTenantRequest(e *ikeys.Entry, now time.Time) (tenantlimit.Kind, time.Time) {
 	st := cs.tenant(e)
 	if st.rpm == nil {
 		return tenantlimit.KindNone, time.Time{}
 	}
 	if _, ok, retry := cs.take(st.rpm, now, 1); !ok {
-		return tenantlimit.KindRequests, retry
+		return rateKind(st.rpm, rolling.Requests, now), retry
 	}
 	return tenantlimit.KindNone, time.Time{}
+}
+
+// rateKind names the window of p that refused: the tightest one, as its
+// grain last said.
+func rateKind(p *credit.Pool, d rolling.Dim, now time.Time) tenantlimit.Kind {
+	b, _ := p.Bucket(now)
+	return tenantlimit.RateKind(d, b.Period)
+}
+
+// tenantWindows puts the cluster's view of a tenant's tightest request
+// and token windows in r where it has less left than this node's own
+// (the rate-limit headers in cluster mode).
+func (cs *clusterSys) tenantWindows(e *ikeys.Entry, r *tenantlimit.Result) {
+	st := cs.tenant(e)
+	for d, p := range [rolling.NumDims]*credit.Pool{rolling.Requests: st.rpm, rolling.Tokens: st.tpm} {
+		if p == nil {
+			continue
+		}
+		if b, ok := p.Bucket(r.Now); ok {
+			r.Tighter(rolling.Dim(d), b)
+		}
+	}
 }
 
 // clusterHealth is the health section: this node, the members it sees and

@@ -6,12 +6,18 @@
 //
 // Two kinds of budget:
 //
-//   - window budgets (a provider's tokens per minute for one connection
-//     and upstream model, a tenant's requests and tokens per minute): the
-//     grain grants credit of one epoch-aligned minute; the total granted in
-//     a window never exceeds the limit, and the grain writes it to the
-//     Store (etcd) before it answers, so a grain re-activated on another
-//     member after its member died continues from it;
+//   - rolling budgets (a provider's requests or tokens per minute, hour
+//     and day for one connection and upstream model, a tenant's): the
+//     grain counts what it grants in rolling windows (internal/rolling),
+//     each grant for its window and CreditTTL more, and a node spends a
+//     grant only within CreditTTL of asking for it, so no window ever sees
+//     more than the limit spent across the cluster; the grain writes its
+//     windows to the Store (etcd) before it answers, so a grain
+//     re-activated on another member after its member died continues from
+//     them;
+//   - calendar budgets (a tenant's spend per UTC day and month): the grain
+//     grants credit of one window; the total granted in a window never
+//     exceeds the limit, persisted the same way;
 //   - slot budgets (a tenant's concurrency cap): the grain leases slots to
 //     nodes for LeaseTTL, renewed every RenewInterval; the sum leased to
 //     live nodes never exceeds the cap. Nothing is persisted: a fresh grain
@@ -35,6 +41,7 @@ import (
 	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/repeat"
+	"github.com/omniroute/gateway/internal/rolling"
 )
 
 // Requester is the grain call: protoactor's Cluster.Request.
@@ -59,6 +66,7 @@ type Leases struct {
 	// figures.
 	calls, failures atomic.Int64
 	stopped         atomic.Bool
+	budgets         *Budgets
 }
 
 // Options configure Start.
@@ -68,6 +76,9 @@ type Options struct {
 	Clock clock.Clock
 	// Interval is the renewal tick (default RenewInterval).
 	Interval time.Duration
+	// Budgets is what the grains this node hosts read their budgets
+	// from (NewKind's); the node's front end sets its lookup.
+	Budgets *Budgets
 }
 
 type refill struct{ p *Pool }
@@ -81,6 +92,8 @@ type result struct {
 	sentAt time.Time
 	rep    reply
 	err    error
+	// lease is the rolling lease the call refills.
+	lease int
 }
 
 // strategy restarts the lease actor from a fresh object: the pools and
@@ -96,7 +109,10 @@ func Start(system *actor.ActorSystem, c Requester, o Options) (*Leases, error) {
 	if o.Interval <= 0 {
 		o.Interval = RenewInterval
 	}
-	l := &Leases{root: system.Root, c: c, node: o.Node, clk: o.Clock, byID: map[string]*Pool{}}
+	if o.Budgets == nil {
+		o.Budgets = &Budgets{}
+	}
+	l := &Leases{root: system.Root, c: c, node: o.Node, clk: o.Clock, byID: map[string]*Pool{}, budgets: o.Budgets}
 	empty := []*Pool{}
 	l.pools.Store(&empty)
 	interval := o.Interval
@@ -120,23 +136,41 @@ const dryRetry = time.Second
 // SlotChunks is the same for a concurrency cap (at least one slot).
 const SlotChunks = 10
 
-// Window returns the pool of window budget key ("w/" + key at the grain)
-// with limit per minute, creating it on first use and starting its first
-// refill at once. A changed limit applies from the next refill.
+// Budgets is what this node's grains read their budgets from: the front
+// end sets its lookup (Budgets.Set).
+func (l *Leases) Budgets() *Budgets { return l.budgets }
+
+// Rolling returns the pool of rolling budget key ("r/" + key at the
+// grain) with limits windows (by period; the grain reads its own from its
+// node's configuration, Budgets), creating it on first use and starting
+// its first refill at once. Chunks are a WindowChunks-th of the smallest
+// window; a changed limit applies from the next refill.
+func (l *Leases) Rolling(key string, windows [rolling.NumPeriods]int64) *Pool {
+	var limit int64
+	for _, v := range windows {
+		if v > 0 && (limit == 0 || v < limit) {
+			limit = v
+		}
+	}
+	return l.pool(rollingPrefix+key, func(p *Pool) { p.rolling = true }, limit, min(max((limit+WindowChunks-1)/WindowChunks, 1), availMask/8))
+}
+
+// Window is a calendar budget of one epoch-aligned minute (tests of the
+// calendar grain; rates are Rolling budgets).
 func (l *Leases) Window(key string, limit int64) *Pool { return l.Budget(key, limit, PerMinute, 1) }
 
-// Budget is Window for windows of per (a minute, a UTC day or a UTC
-// month) and credit counted in units of unit (1 for tokens and requests;
-// spend, in nano-dollars, uses SpendUnit). limit is in the caller's
-// amounts; the grain and the snapshot see units. A key names one budget
-// of one period and unit for ever: the grain's record is that period's
-// window index and a count of units.
+// Budget returns the pool of calendar budget key ("w/" + key at the
+// grain) of limit per window of per (a UTC day or month), credit counted
+// in units of unit (spend, in nano-dollars, uses SpendUnit). limit is in
+// the caller's amounts; the grain and the snapshot see units. A key names
+// one budget of one period and unit for ever: the grain's record is that
+// period's window index and a count of units.
 func (l *Leases) Budget(key string, limit int64, per Period, unit int64) *Pool {
 	unit = max(unit, 1)
 	limit /= unit
 	// A chunk is at most an eighth of what a pool's credit word holds, so
 	// a pool always has room for the few chunks it keeps.
-	p := l.pool(windowPrefix+key, false, per, limit, min(max((limit+WindowChunks-1)/WindowChunks, 1), availMask/8))
+	p := l.pool(windowPrefix+key, func(p *Pool) { p.per = per }, limit, min(max((limit+WindowChunks-1)/WindowChunks, 1), availMask/8))
 	p.unit.Store(unit)
 	return p
 }
@@ -150,14 +184,19 @@ const SpendUnit = 1000
 // Slots returns the pool of concurrency cap key ("s/" + key) of limit
 // slots.
 func (l *Leases) Slots(key string, limit int64) *Pool {
-	return l.pool(slotsPrefix+key, true, PerMinute, limit, max(limit/SlotChunks, 1))
+	return l.pool(slotsPrefix+key, func(p *Pool) { p.slots = true }, limit, max(limit/SlotChunks, 1))
 }
 
-func (l *Leases) pool(id string, slots bool, per Period, limit, chunk int64) *Pool {
+// pool returns pool id, creating it on first use (kind sets what kind of
+// budget it is), with limit and chunk, and kicks a refill.
+func (l *Leases) pool(id string, kind func(*Pool), limit, chunk int64) *Pool {
 	l.mu.Lock()
 	p := l.byID[id]
 	if p == nil {
-		p = &Pool{l: l, id: id, slots: slots, per: per, answered: make(chan struct{})}
+		p = &Pool{l: l, id: id, answered: make(chan struct{})}
+		ch := make(chan struct{})
+		p.sig.Store(&ch)
+		kind(p)
 		l.byID[id] = p
 		next := append(append([]*Pool(nil), *l.pools.Load()...), p)
 		l.pools.Store(&next)
@@ -179,6 +218,23 @@ func (l *Leases) Stop() {
 	now := l.clk.Now()
 	var wg sync.WaitGroup
 	for _, p := range *l.pools.Load() {
+		if p.rolling {
+			backs := p.takeBacks()
+			for i := range p.lease {
+				if at, n := p.freeze(i); n > 0 {
+					backs = append(backs, back{at: at, n: n})
+				}
+			}
+			if len(backs) > 0 {
+				wg.Add(1)
+				go func(p *Pool, backs []back) {
+					defer wg.Done()
+					req := request{op: opRelease, node: l.node, backs: backs[:min(len(backs), maxBacks)]}
+					_, _ = l.c.Request(p.id, KindName, req.encode(), pcluster.WithTimeout(time.Second), pcluster.WithRetryCount(1))
+				}(p, backs)
+			}
+			continue
+		}
 		idx := p.per.Index(now)
 		var n int64
 		if p.slots {
@@ -193,7 +249,7 @@ func (l *Leases) Stop() {
 		wg.Add(1)
 		go func(p *Pool, n int64) {
 			defer wg.Done()
-			req := request{op: opRelease, node: l.node, window: idx, amount: n, limit: p.limit.Load()}
+			req := request{op: opRelease, node: l.node, window: idx, amount: n}
 			_, _ = l.c.Request(p.id, KindName, req.encode(), pcluster.WithTimeout(time.Second), pcluster.WithRetryCount(1))
 		}(p, n)
 	}
@@ -203,7 +259,7 @@ func (l *Leases) Stop() {
 // PoolView is one pool as health shows it.
 type PoolView struct {
 	ID       string `json:"id"`
-	Period   string `json:"period,omitempty"` // a window budget's: minute, day or month
+	Period   string `json:"period,omitempty"` // a budget's: rolling (rates), day or month (spend)
 	Unit     int64  `json:"unit,omitempty"`   // what one unit of limit, chunk and free is, when not 1
 	Limit    int64  `json:"limit"`
 	Chunk    int64  `json:"chunk"`
@@ -214,6 +270,18 @@ type PoolView struct {
 	Refused  int64  `json:"refused"`
 	Refills  int64  `json:"refills"`
 	Expired  bool   `json:"leaseExpired,omitempty"`
+	// Window is a rolling budget's tightest window across the cluster, as
+	// its grain last said (with this node's unspent credit counted as
+	// left).
+	Window *WindowView `json:"window,omitempty"`
+}
+
+// WindowView is a rolling budget's tightest window.
+type WindowView struct {
+	Period    string `json:"period"`
+	Limit     int64  `json:"limit"`
+	Remaining int64  `json:"remaining"`
+	ResetMs   int64  `json:"resetMs"`
 }
 
 // Snapshot is the node's pools, sorted by id.
@@ -230,10 +298,16 @@ func (l *Leases) Snapshot() Snapshot {
 	for _, p := range *l.pools.Load() {
 		v := PoolView{ID: p.id, Limit: p.limit.Load(), Chunk: p.chunk.Load(), Refused: p.refused.Load(), Refills: p.refills.Load(),
 			Granted: p.granted.Load(), Returned: p.returned.Load()}
-		if p.slots {
+		switch {
+		case p.rolling:
+			v.Period, v.Free = "rolling", p.liveFree(now.UnixNano())
+			if b, ok := p.Bucket(now); ok {
+				v.Window = &WindowView{Period: b.Period.String(), Limit: b.Limit, Remaining: b.Remaining, ResetMs: b.Reset.Milliseconds()}
+			}
+		case p.slots:
 			v.Held, v.Free = p.held.Load(), p.avail.Load()
 			v.Expired = now.UnixNano() >= p.expires.Load()
-		} else {
+		default:
 			v.Period, v.Free = p.per.String(), p.available(p.per.Index(now))
 			if u := p.unit.Load(); u > 1 {
 				v.Unit = u
@@ -268,6 +342,7 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		// pending is already set by the kick.
 		if !a.next(ctx, m.p, true) {
 			m.p.pending.Store(false)
+			m.p.signal() // a request waiting for a call that will not be made
 		}
 	case tick:
 		for _, p := range *a.l.pools.Load() {
@@ -278,6 +353,13 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 	case *result:
 		a.apply(m)
 		m.p.pending.Store(false)
+		// A rolling pool's next call goes out at once when it needs one
+		// (a request refused while this call was in flight kicked
+		// nothing), so a request waiting in WaitRefill gets its answer.
+		if m.p.rolling && m.p.pending.CompareAndSwap(false, true) && !a.next(ctx, m.p, false) {
+			m.p.pending.Store(false)
+		}
+		m.p.signal()
 	}
 }
 
@@ -289,7 +371,10 @@ func (a *leaseActor) next(ctx actor.Context, p *Pool, kicked bool) bool {
 	if limit <= 0 {
 		return false
 	}
-	req := request{node: a.l.node, limit: limit}
+	if p.rolling {
+		return a.nextRolling(ctx, p, kicked, now, chunk)
+	}
+	req := request{node: a.l.node}
 	if p.slots {
 		req.window = uint64(max(p.held.Load(), 0)) // what this node holds, for a grain rebuilding
 		free := p.avail.Load()
@@ -359,10 +444,16 @@ func (a *leaseActor) next(ctx actor.Context, p *Pool, kicked bool) bool {
 			return false
 		}
 	}
+	a.call(ctx, &result{p: p, req: req, sentAt: now})
+	return true
+}
+
+// call makes res's grain call on a goroutine of its own and hands the
+// answer back to the actor.
+func (a *leaseActor) call(ctx actor.Context, res *result) {
 	a.l.calls.Add(1)
-	root, self, c := ctx.ActorSystem().Root, ctx.Self(), a.l.c
+	root, self, c, p, req := ctx.ActorSystem().Root, ctx.Self(), a.l.c, res.p, res.req
 	go func() {
-		res := &result{p: p, req: req, sentAt: now}
 		v, err := c.Request(p.id, KindName, req.encode())
 		if err == nil {
 			if b, ok := v.(*wrapperspb.BytesValue); ok {
@@ -374,16 +465,19 @@ func (a *leaseActor) next(ctx actor.Context, p *Pool, kicked bool) bool {
 		res.err = err
 		root.Send(self, res)
 	}()
-	return true
 }
 
 // apply folds a grain's answer into the pool.
 func (a *leaseActor) apply(m *result) {
 	p, req, rep := m.p, &m.req, &m.rep
 	defer p.markAnswered()
-	failed := m.err != nil || rep.unavailable
+	failed := m.err != nil || rep.unavailable || rep.refused
 	if failed {
 		a.l.failures.Add(1)
+	}
+	if p.rolling {
+		a.applyRolling(m, failed)
+		return
 	}
 	if p.slots {
 		if failed {

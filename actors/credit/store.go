@@ -2,22 +2,28 @@ package credit
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/omniroute/gateway/internal/rolling"
 )
 
-// Record is what a window grain makes durable before it answers: how much
-// of window it has handed out. A grain re-activated on another member
-// (its member died or left) resumes from it, so a node's death never
-// resets a budget; the credit the dead node held and did not spend is
-// lost for the rest of the window (the safe direction).
+// Record is what a budget grain makes durable before it answers: how much
+// of a calendar window it has handed out, or (a rolling budget) what its
+// windows count by slot. A grain re-activated on another member (its
+// member died or left) resumes from it, so a node's death never resets a
+// budget; the credit the dead node held and did not spend stays counted
+// until it leaves the window (the safe direction).
 type Record struct {
 	Window  uint64
 	Granted int64
+	// Rings are a rolling budget's windows (nil for a calendar one).
+	Rings []rolling.RingState
 }
 
 // Store keeps window grains' records where every member can read them.
@@ -74,6 +80,13 @@ func (s *EtcdStore) Load(ctx context.Context, key string) (Record, bool, error) 
 	if len(resp.Kvs) == 0 {
 		return Record{}, false, nil
 	}
+	if v, ok := strings.CutPrefix(string(resp.Kvs[0].Value), "r "); ok {
+		var rec Record
+		if err := json.Unmarshal([]byte(v), &rec.Rings); err != nil {
+			return Record{}, false, fmt.Errorf("budget record %q in etcd is malformed: %v", key, err)
+		}
+		return rec, true, nil
+	}
 	w, g, ok := strings.Cut(string(resp.Kvs[0].Value), " ")
 	win, err1 := strconv.ParseUint(w, 10, 64)
 	granted, err2 := strconv.ParseInt(g, 10, 64)
@@ -85,7 +98,15 @@ func (s *EtcdStore) Load(ctx context.Context, key string) (Record, bool, error) 
 
 // Save implements Store.
 func (s *EtcdStore) Save(ctx context.Context, key string, r Record) error {
-	if _, err := s.c.Put(ctx, s.prefix+key, strconv.FormatUint(r.Window, 10)+" "+strconv.FormatInt(r.Granted, 10)); err != nil {
+	v := strconv.FormatUint(r.Window, 10) + " " + strconv.FormatInt(r.Granted, 10)
+	if r.Rings != nil {
+		b, err := json.Marshal(r.Rings)
+		if err != nil {
+			return fmt.Errorf("encoding budget record %q: %w", key, err)
+		}
+		v = "r " + string(b)
+	}
+	if _, err := s.c.Put(ctx, s.prefix+key, v); err != nil {
 		return fmt.Errorf("writing budget record %q to etcd: %w", key, err)
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/quota"
+	"github.com/omniroute/gateway/internal/rolling"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/messages"
 )
@@ -86,7 +87,7 @@ func TestHeadersDriveModelStates(t *testing.T) {
 func TestConfiguredAndEstimatedSources(t *testing.T) {
 	sys := newSystem(t)
 	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 10, 0, time.UTC))
-	l, err := ledgeractor.Spawn(sys, []ledgeractor.SlotSpec{{Connection: "local/a", Model: "llama", TokensPerMinute: 1000}}, clk)
+	l, err := ledgeractor.Spawn(sys, []ledgeractor.SlotSpec{{Connection: "local/a", Model: "llama", Configured: rolling.Limits{rolling.Tokens: {rolling.Minute: 1000}}}}, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,8 @@ func TestConfiguredAndEstimatedSources(t *testing.T) {
 			est = v
 		}
 	}
-	if est.Source != quota.SourceEstimated || est.Confidence != quota.ConfidenceMedium || est.Remaining != 100 || !est.ResetAt.Equal(time.Date(2026, 5, 1, 9, 1, 0, 0, time.UTC)) {
+	if est.Source != quota.SourceEstimated || est.Confidence != quota.ConfidenceMedium || est.Remaining != 100 || !est.ResetAt.Equal(time.Date(2026, 5, 1, 9, 1, 12, 0, time.UTC)) {
+		// The 900 tokens of second 10 leave the rolling minute 62 s later.
 		t.Fatalf("estimate %+v", est)
 	}
 	if len(s.Values) != 1 || s.Values[0].Source != quota.SourceConfigured {

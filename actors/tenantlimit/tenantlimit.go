@@ -161,13 +161,12 @@ func (h *Handle) apply(specs []TenantSpec) {
 		lim := tenantlimit.LimitsOf(&s.Policy)
 		// A tenant that stays (renamed or with a new policy) keeps its
 		// entry, so its counters and the reservations pointing at them
-		// carry on. name is read only by the actor.
+		// carry on (its rate windows keep what they counted under the new
+		// limits). name is read only by the actor.
 		e := old[s.ID]
 		if e == nil {
 			e = &entry{id: s.ID}
 			e.state.Seed(now, s.DaySpent, s.MonthSpent)
-		} else if prev := e.limits.Load(); prev != nil {
-			e.state.Rescale(now, prev, &lim)
 		}
 		e.name = s.Name
 		e.limits.Store(&lim)
@@ -209,9 +208,12 @@ type TenantView struct {
 	Name     string               `json:"name"`
 	Policy   *tenantpolicy.Policy `json:"policy"`
 	InFlight int64                `json:"inFlight"`
-	// Requests and Tokens are the per-minute buckets (nil when unlimited).
-	Requests *BucketView `json:"requests,omitempty"`
-	Tokens   *BucketView `json:"tokens,omitempty"`
+	// Requests and Tokens are the tightest request and token windows, as
+	// the rate-limit headers show them (nil when unlimited); Windows are
+	// all of them.
+	Requests *BucketView  `json:"requests,omitempty"`
+	Tokens   *BucketView  `json:"tokens,omitempty"`
+	Windows  []WindowView `json:"windows"`
 	// Spend in US dollars: settled and held by requests in flight.
 	DaySpentUSD   float64           `json:"daySpentUsd"`
 	DayHeldUSD    float64           `json:"dayHeldUsd"`
@@ -224,11 +226,20 @@ type TenantView struct {
 	Refused       map[string]uint64 `json:"refused"`
 }
 
-// BucketView is a per-minute bucket.
+// BucketView is a rolling window: its limit, what is left, and how long
+// until everything it counted has left it.
 type BucketView struct {
-	Limit     int64 `json:"limit"`
-	Remaining int64 `json:"remaining"`
-	ResetMs   int64 `json:"resetMs"`
+	Period    string `json:"period"`
+	Limit     int64  `json:"limit"`
+	Remaining int64  `json:"remaining"`
+	ResetMs   int64  `json:"resetMs"`
+}
+
+// WindowView is one rate window with what it counts now.
+type WindowView struct {
+	Dimension string `json:"dimension"`
+	Used      int64  `json:"used"`
+	BucketView
 }
 
 // Snapshot is the limiter's published view, tenants sorted by name.
@@ -251,7 +262,7 @@ func bucketView(b tenantlimit.Bucket) *BucketView {
 	if b.Limit == 0 {
 		return nil
 	}
-	return &BucketView{Limit: b.Limit, Remaining: b.Remaining, ResetMs: b.Reset.Milliseconds()}
+	return &BucketView{Period: b.Period.String(), Limit: b.Limit, Remaining: b.Remaining, ResetMs: b.Reset.Milliseconds()}
 }
 
 func (h *Handle) publish() {
@@ -266,7 +277,10 @@ func (h *Handle) publish() {
 			DaySpentUSD: pricing.USD(v.DaySpent), DayHeldUSD: pricing.USD(v.DayHeld),
 			MonthSpentUSD: pricing.USD(v.MonthSpent), MonthHeldUSD: pricing.USD(v.MonthHeld),
 			Admitted: v.Admitted, Settled: v.Settled, SettledTokens: v.SettledTokens, SettledUSD: pricing.USD(v.SettledCostNano),
-			Refused: map[string]uint64{}}
+			Refused: map[string]uint64{}, Windows: make([]WindowView, 0, len(v.Windows))}
+		for _, w := range v.Windows {
+			tv.Windows = append(tv.Windows, WindowView{Dimension: w.Dim.String(), Used: w.Used, BucketView: *bucketView(w.Bucket)})
+		}
 		for _, k := range tenantlimit.Kinds() {
 			tv.Refused[k.String()] = v.Refused[k]
 		}

@@ -64,12 +64,23 @@ type strangerCmd struct {
 	// grain at PID (its id at Member).
 	Identity string `json:"identity,omitempty"`
 	PID      string `json:"pid,omitempty"`
-	// credit: one request, in actors/credit's wire layout.
-	CreditOp uint8  `json:"creditOp,omitempty"`
-	Node     string `json:"node,omitempty"`
-	Window   uint64 `json:"window,omitempty"`
-	Amount   int64  `json:"amount,omitempty"`
-	Limit    int64  `json:"limit,omitempty"`
+	// credit: one request, in actors/credit's wire layout (no limit: a
+	// grain reads its budget from its own node's configuration).
+	CreditOp uint8          `json:"creditOp,omitempty"`
+	Node     string         `json:"node,omitempty"`
+	Window   uint64         `json:"window,omitempty"`
+	Amount   int64          `json:"amount,omitempty"`
+	Need     int64          `json:"need,omitempty"`
+	Backs    []strangerBack `json:"backs,omitempty"`
+	// hold: the slots to take and keep.
+	Cap int64 `json:"cap,omitempty"`
+}
+
+// strangerBack is rolling credit given back: N units of the grant the
+// grain stamped At (Unix ns).
+type strangerBack struct {
+	At int64 `json:"at"`
+	N  int64 `json:"n"`
 }
 
 // strangerOut is its answer to one command.
@@ -77,8 +88,11 @@ type strangerOut struct {
 	Answered bool   `json:"answered"`
 	Err      string `json:"err,omitempty"`
 	PID      string `json:"pid,omitempty"`
-	Granted  int64  `json:"granted"`
-	Left     int64  `json:"left"`
+	// credit: the grain's reply.
+	Granted int64 `json:"granted"`
+	Left    int64 `json:"left"`
+	At      int64 `json:"at"`
+	Refused bool  `json:"refused"`
 	// hold and held: slots the stranger holds of the grain it holds from.
 	Held int64 `json:"held"`
 	// all: each command's answer, in order.
@@ -96,34 +110,42 @@ const (
 )
 
 // encodeCredit is a credit grain request in actors/credit's wire layout
-// (wire.go: op, node, window, amount, limit as varints). It is written
-// out here because the stranger is not the credit package; the control
-// phase of TestStrangerOnTheRemotePort fails if it ever stops matching.
-func encodeCredit(op uint8, node string, window uint64, amount, limit int64) *wrapperspb.BytesValue {
-	b := []byte{op}
-	b = binary.AppendUvarint(b, uint64(len(node)))
-	b = append(b, node...)
-	b = binary.AppendUvarint(b, window)
-	b = binary.AppendVarint(b, amount)
-	b = binary.AppendVarint(b, limit)
+// (wire.go: op, node, window, amount, need, then the give-backs, each a
+// grant's stamp and a count, as varints). It is written out here because
+// the stranger is not the credit package; the control phase of
+// TestStrangerOnTheRemotePort fails if it ever stops matching.
+func encodeCredit(c *strangerCmd) *wrapperspb.BytesValue {
+	b := []byte{c.CreditOp}
+	b = binary.AppendUvarint(b, uint64(len(c.Node)))
+	b = append(b, c.Node...)
+	b = binary.AppendUvarint(b, c.Window)
+	b = binary.AppendVarint(b, c.Amount)
+	b = binary.AppendVarint(b, c.Need)
+	b = binary.AppendUvarint(b, uint64(len(c.Backs)))
+	for _, k := range c.Backs {
+		b = binary.AppendVarint(b, k.At)
+		b = binary.AppendVarint(b, k.N)
+	}
 	return wrapperspb.Bytes(b)
 }
 
-// decodeCredit reads a grain's reply: flags, granted, left.
-func decodeCredit(b []byte) (granted, left int64, err error) {
-	if len(b) < 1 {
-		return 0, 0, fmt.Errorf("an empty reply")
+// decodeCredit reads a grain's reply into o: a flags byte (refused is
+// 8), the tightest window's period, then granted, left and the grant's
+// stamp (and the waits and limit, not read here) as varints.
+func decodeCredit(b []byte, o *strangerOut) error {
+	if len(b) < 2 {
+		return fmt.Errorf("a reply of %d bytes", len(b))
 	}
-	b = b[1:]
-	g, k := binary.Varint(b)
-	if k <= 0 {
-		return 0, 0, fmt.Errorf("a malformed reply")
+	o.Refused = b[0]&8 != 0
+	b = b[2:]
+	for _, v := range []*int64{&o.Granted, &o.Left, &o.At} {
+		n, k := binary.Varint(b)
+		if k <= 0 {
+			return fmt.Errorf("a malformed reply")
+		}
+		*v, b = n, b[k:]
 	}
-	l, k2 := binary.Varint(b[k:])
-	if k2 <= 0 {
-		return 0, 0, fmt.Errorf("a malformed reply")
-	}
-	return g, l, nil
+	return nil
 }
 
 // runStranger is the stranger process: it returns the exit code.
@@ -202,13 +224,13 @@ func runStranger() int {
 			}
 			return strangerOut{Answered: true, PID: a.Pid.Id}
 		case "credit":
-			v, err := ask(actor.NewPID(c.Member, c.PID), encodeCredit(c.CreditOp, c.Node, c.Window, c.Amount, c.Limit))
+			v, err := ask(actor.NewPID(c.Member, c.PID), encodeCredit(&c))
 			if err != nil {
 				return strangerOut{Err: err.Error()}
 			}
 			o := strangerOut{Answered: true}
 			if bv, ok := v.(*wrapperspb.BytesValue); ok {
-				o.Granted, o.Left, err = decodeCredit(bv.Value)
+				err = decodeCredit(bv.Value, &o)
 			} else {
 				err = fmt.Errorf("answered %T", v)
 			}
@@ -227,15 +249,16 @@ func runStranger() int {
 					held.Lock()
 					n := held.n
 					held.Unlock()
-					op, amount := creditAcquire, c.Limit-n
-					if amount <= 0 {
-						op, amount = creditRenew, n
+					req := strangerCmd{CreditOp: creditAcquire, Node: c.Node, Window: uint64(n), Amount: c.Cap - n}
+					if req.Amount <= 0 {
+						req.CreditOp, req.Amount = creditRenew, n
 					}
-					v, err := ask(pid, encodeCredit(op, c.Node, uint64(n), amount, c.Limit))
+					v, err := ask(pid, encodeCredit(&req))
 					if bv, ok := v.(*wrapperspb.BytesValue); ok && err == nil {
-						if g, _, err := decodeCredit(bv.Value); err == nil {
+						var o strangerOut
+						if decodeCredit(bv.Value, &o) == nil {
 							held.Lock()
-							held.n = g // slots: what the node holds after the call
+							held.n = o.Granted // slots: what the node holds after the call
 							held.Unlock()
 						}
 					}
