@@ -48,8 +48,8 @@ type Request struct {
 	// request refused before it was routed): it is checked against
 	// allowed_models (when Model is set) and the request windows only
 	// (requests per minute, hour and day), and charged one request in
-	// each, never refunded. It holds no concurrency
-	// slot, no tokens and no budget, so its Reservation is inactive.
+	// each, never refunded. It holds no concurrency slot, no tokens and no
+	// budget, so its Reservation is inactive.
 	RequestOnly bool
 }
 
