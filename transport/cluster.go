@@ -61,28 +61,60 @@ type clusterSys struct {
 
 // firstLeaseWait bounds how long a request waits for a cold pool's first
 // lease (one grain call, whose own timeout is 2 s). Only a pool's first
-// requests on a node wait; after its first answer an empty pool refuses
-// at once.
+// requests on a node wait this long; after its first answer an empty pool
+// refuses at once, or after the short waits take describes.
 const firstLeaseWait = 2 * time.Second
 
-// take spends n of p's credit, waiting for the first lease when p is
-// still cold, and for the refill in flight when p is empty but its grain
-// has not said the budget is full, so a refusal carries the grain's wait
-// rather than a guess.
+// takeWait bounds how long take waits, after a pool's first answer, for
+// the grain's answers and for credit the grain says is near: two grain
+// calls' time, so a call that failed (a grain moving to another member,
+// an answer lost) is followed by one more.
+const takeWait = 2 * firstLeaseWait
+
+// nearWait is the longest wait for room the grain gives that take waits
+// out rather than refuse with. A unit that leaves a full window goes to
+// whichever node asks first after it left. For CreditTTL after a refusal
+// the other nodes still spend credit and ask for more for the requests
+// they receive meanwhile, and what they spend reaches the provider up to
+// a trip later (half a second covers it and a grain round trip): a unit
+// leaving within that span would most likely be gone when the refused
+// caller came back, and a refusal pointing at it would be untrue (the
+// caller would find the window full for most of another minute). Waiting
+// for it and asking at once, the request gets the unit or learns the
+// grain's wait beyond it.
+const nearWait = credit.CreditTTL + 500*time.Millisecond
+
+// take spends n of p's credit. A refusal carries the grain's word on when
+// the budget has room for n, and a word that lies beyond nearWait:
+//   - a cold pool waits for its first lease;
+//   - an empty pool whose grain has not said when there is room (the
+//     answer that came brought credit others took, or the wait it gave
+//     has passed) asks the grain and waits for its answer, rather than
+//     refuse with a guess of one round trip;
+//   - an empty pool whose grain said there is room within nearWait waits
+//     until then and asks again.
+//
+// All of it within takeWait: a grain that stays silent, or keeps giving
+// the unit to others, for that long leaves the refusal with the pool's
+// latest word, however short.
 func (cs *clusterSys) take(p *credit.Pool, now time.Time, n int64) (uint64, bool, time.Time) {
 	idx, ok, retry := p.Take(now, n)
 	if !ok && p.WaitFirst(firstLeaseWait) {
 		idx, ok, retry = p.Take(cs.clk.Now(), n)
 	}
-	// The call in flight may be another (a renewal, a give-back) than the
-	// refill this request kicked: wait for the next answer too, within
-	// the bound, and take again after each (and once more at the end:
-	// credit a request gave back may have come in meanwhile). A refusal
-	// then carries the pool's latest word.
-	for deadline := time.Now().Add(firstLeaseWait); !ok; {
-		waited := time.Until(deadline) > 0 && p.WaitRefill(time.Until(deadline))
-		if idx, ok = p.TryTake(cs.clk.Now(), n); ok || !waited {
-			break
+	for deadline := time.Now().Add(takeWait); !ok && time.Until(deadline) > 0; {
+		now := cs.clk.Now()
+		if at, said := p.Word(now); said {
+			wait := at.Sub(now)
+			if wait > nearWait || wait >= time.Until(deadline) {
+				break // no room before then: the refusal says so
+			}
+			time.Sleep(wait) // a unit leaves a full window then
+		}
+		answered := p.Ask(n, time.Until(deadline))
+		idx, ok = p.TryTake(cs.clk.Now(), n)
+		if _, said := p.Word(cs.clk.Now()); !ok && !answered && !said {
+			break // the lease actor made no call: nothing more to learn
 		}
 	}
 	if !ok {

@@ -355,7 +355,7 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		m.p.pending.Store(false)
 		// A rolling pool's next call goes out at once when it needs one
 		// (a request refused while this call was in flight kicked
-		// nothing), so a request waiting in WaitRefill gets its answer.
+		// nothing), so a request waiting in Ask gets its answer.
 		if m.p.rolling && m.p.pending.CompareAndSwap(false, true) && !a.next(ctx, m.p, false) {
 			m.p.pending.Store(false)
 		}

@@ -64,8 +64,10 @@ func (p Period) String() string {
 }
 
 // refillWait is what a request refused for want of local credit (not
-// because the budget is spent) is told to wait: about one refill round
-// trip, so routing tries again instead of giving up until the window ends.
+// because the budget is spent) is told to wait when the grain has not said
+// when there is room (transport's take asks it first): about one refill
+// round trip, so routing tries again instead of giving up until the
+// window ends.
 const refillWait = 100 * time.Millisecond
 
 // A window credit word holds the window it belongs to (its index modulo
@@ -146,7 +148,7 @@ type Pool struct {
 	answered   chan struct{}
 	answerOnce sync.Once
 	// sig is closed by each grain answer (and each refill the lease actor
-	// declined) and replaced; answers counts the answers (WaitRefill).
+	// declined) and replaced; answers counts the answers (Ask).
 	sig     atomic.Pointer[chan struct{}]
 	answers atomic.Int64
 

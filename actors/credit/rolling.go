@@ -205,40 +205,64 @@ func (p *Pool) install(i int, granted, at, expires int64) {
 }
 
 // RetryAt is when a request the pool refuses now should try again: when
-// the grain said there is room (a rolling budget's wait, a spent calendar
-// window's end), or about one refill round trip.
+// the grain said there is room (Word), or about one refill round trip.
 func (p *Pool) RetryAt(now time.Time) time.Time {
-	switch {
-	case p.rolling:
-		if d := p.dryUntil.Load(); d > now.UnixNano() {
-			return time.Unix(0, d)
-		}
-	case !p.slots && p.Spent(now):
-		return p.per.End(p.per.Index(now))
+	if at, said := p.Word(now); said {
+		return at
 	}
 	return now.Add(refillWait)
 }
 
-// WaitRefill waits, when the pool has a grain call in flight (a refill a
-// refused request kicked) and the grain has not said the budget is full,
-// for that call's answer, at most max; it reports whether an answer came,
-// so taking again may succeed. A request that finds the pool empty thus
-// gets the grain's word (credit, or how long until there is room) rather
-// than a guess, at the cost of one grain round trip; a pool the grain
-// said is full refuses at once.
-func (p *Pool) WaitRefill(max time.Duration) bool {
-	ch, before := p.sig.Load(), p.answers.Load()
-	now := p.l.clk.Now()
-	if !p.pending.Load() || p.RetryAt(now).After(now.Add(refillWait)) {
-		return false
+// Word is the grain's last word on when the budget has room that still
+// holds at now: a rolling budget's wait for what was last asked, a spent
+// calendar window's end. said is false when the grain gave none (it
+// granted what was asked, or the wait it gave has passed).
+func (p *Pool) Word(now time.Time) (at time.Time, said bool) {
+	switch {
+	case p.rolling:
+		if d := p.dryUntil.Load(); d > now.UnixNano() {
+			return time.Unix(0, d), true
+		}
+	case !p.slots && p.Spent(now):
+		return p.per.End(p.per.Index(now)), true
 	}
+	return time.Time{}, false
+}
+
+// Ask asks the grain for n for a request the pool refused (Take counted
+// the refusal) and waits at most max for the answer, reporting whether one
+// came: then the pool holds the grain's credit or its word on when there
+// is room, and taking again may succeed. When a call is in flight already
+// (a renewal, a give-back, another request's), Ask waits for the one the
+// lease actor makes after it (it makes it at once, as the request's need
+// is recorded). It reports false at once when the lease actor makes no
+// call: the grain said the budget is full and was asked less than
+// dryRetry ago, or the pool has the credit after all.
+func (p *Pool) Ask(n int64, max time.Duration) bool {
+	ch, before := p.sig.Load(), p.answers.Load()
+	if p.rolling {
+		p.demand.Store(true)
+	}
+	for w := p.want.Load(); n > w && !p.want.CompareAndSwap(w, n); w = p.want.Load() {
+	}
+	p.kick()
 	t := time.NewTimer(max)
 	defer t.Stop()
-	select {
-	case <-*ch:
-		return p.answers.Load() > before
-	case <-t.C:
-		return false
+	for {
+		select {
+		case <-*ch:
+		case <-t.C:
+			return false
+		}
+		// An answer counts before its signal; a declined refill clears
+		// pending before its signal.
+		if p.answers.Load() > before {
+			return true
+		}
+		if !p.pending.Load() {
+			return false
+		}
+		ch = p.sig.Load()
 	}
 }
 

@@ -228,7 +228,7 @@ func TestRollingCreditEndsAndGoesBack(t *testing.T) {
 	var took int64
 	waitFor(t, "node 1 to get what node 0 gave back", func() bool {
 		_, ok, _ := b.Take(clk.Now(), 1)
-		if !ok && b.WaitRefill(time.Second) { // as a request does (transport's take)
+		if !ok && b.Ask(1, time.Second) { // as a request does (transport's take)
 			_, ok, _ = b.Take(clk.Now(), 1)
 		}
 		if ok {
@@ -283,5 +283,57 @@ func TestRollingReactivationKeepsBudget(t *testing.T) {
 	b, ok := pools[0].Bucket(clk.Now())
 	if !ok || b.Limit != limit || b.Period != rolling.Minute || b.Remaining > 3*pools[0].Chunk() || b.Reset <= 0 {
 		t.Fatalf("the cluster's view of the window %+v", b)
+	}
+}
+
+// TestAskBringsCreditOrTheGrainsWord: a request its empty pool refused
+// asks the grain (Ask, as transport's take does) and gets, from one
+// answer, credit or the grain's word on when there is room: the moment
+// the window's first grant leaves it. While that word holds, asking makes
+// no call and returns at once; once it has come, asking brings the unit.
+func TestAskBringsCreditOrTheGrainsWord(t *testing.T) {
+	const limit = 4 // chunk 1
+	key := uniq("test/rolling-ask")
+	start := clk.Now().Truncate(time.Second).Add(time.Second)
+	clk.Set(start)
+	p := rollingPool(0, key, minute(limit))
+	p.WaitFirst(30 * time.Second)
+	took := 0
+	for try := 0; took < limit+1 && try < 4*limit; try++ {
+		if _, ok, _ := p.Take(clk.Now(), 1); ok {
+			took++
+			continue
+		}
+		if _, said := p.Word(clk.Now()); said {
+			break // a prefetch found the window full
+		}
+		if !p.Ask(1, 5*time.Second) {
+			t.Fatalf("no answer to a refused request's ask after %d taken", took)
+		}
+	}
+	if took != limit {
+		t.Fatalf("took %d of a limit of %d before the grain said when there is room", took, limit)
+	}
+	at, said := p.Word(clk.Now())
+	// The grain counts a grant for the window, two margin slots and
+	// CreditTTL from the slot it was made in.
+	if earliest, latest := start.Add(time.Minute+CreditTTL), start.Add(time.Minute+2*rolling.Minute.Slot()+CreditTTL); !said || at.Before(earliest) || at.After(latest) {
+		t.Fatalf("the grain's word %v (said %v), want between %v and %v", at.Sub(start), said, earliest.Sub(start), latest.Sub(start))
+	}
+	if p.RetryAt(clk.Now()) != at {
+		t.Fatalf("a refusal would say %v, not the grain's word", p.RetryAt(clk.Now()).Sub(start))
+	}
+	if p.Ask(1, 5*time.Second) {
+		t.Fatal("asked the grain again while its word holds")
+	}
+	clk.Set(at)
+	if _, said := p.Word(clk.Now()); said {
+		t.Fatal("the grain's word still holds at its moment")
+	}
+	if !p.Ask(1, 5*time.Second) {
+		t.Fatal("no answer once the grain's word had come")
+	}
+	if _, ok, _ := p.Take(clk.Now(), 1); !ok {
+		t.Fatalf("no unit once the first grant left the window (the grain's word now %v)", p.RetryAt(clk.Now()).Sub(clk.Now()))
 	}
 }
