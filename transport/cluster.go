@@ -66,50 +66,34 @@ type clusterSys struct {
 const firstLeaseWait = 2 * time.Second
 
 // takeWait bounds how long take waits, after a pool's first answer, for
-// the grain's answers and for credit the grain says is near: two grain
-// calls' time, so a call that failed (a grain moving to another member,
-// an answer lost) is followed by one more.
+// the grain's answers: two grain calls' time, so a call that failed (a
+// grain moving to another member, an answer lost) is followed by one more.
 const takeWait = 2 * firstLeaseWait
 
-// nearWait is the longest wait for room the grain gives that take waits
-// out rather than refuse with. A unit that leaves a full window goes to
-// whichever node asks first after it left. For CreditTTL after a refusal
-// the other nodes still spend credit and ask for more for the requests
-// they receive meanwhile, and what they spend reaches the provider up to
-// a trip later (half a second covers it and a grain round trip): a unit
-// leaving within that span would most likely be gone when the refused
-// caller came back, and a refusal pointing at it would be untrue (the
-// caller would find the window full for most of another minute). Waiting
-// for it and asking at once, the request gets the unit or learns the
-// grain's wait beyond it.
-const nearWait = credit.CreditTTL + 500*time.Millisecond
-
 // take spends n of p's credit. A refusal carries the grain's word on when
-// the budget has room for n, and a word that lies beyond nearWait:
+// the budget has room for n, never a guess:
 //   - a cold pool waits for its first lease;
 //   - an empty pool whose grain has not said when there is room (the
 //     answer that came brought credit others took, or the wait it gave
 //     has passed) asks the grain and waits for its answer, rather than
 //     refuse with a guess of one round trip;
-//   - an empty pool whose grain said there is room within nearWait waits
-//     until then and asks again.
+//   - an empty pool whose grain said when there is room refuses at once
+//     with that moment, however near. Room that appears then goes to
+//     whichever node asks first (no node queues for it), as a provider's
+//     own Retry-After does: the word is true when given, and waiting for
+//     the unit instead only made callers wait and, when another node took
+//     it, refuse with the window's next span (docs/cluster.md).
 //
-// All of it within takeWait: a grain that stays silent, or keeps giving
-// the unit to others, for that long leaves the refusal with the pool's
-// latest word, however short.
+// All of it within takeWait: a grain that stays silent that long leaves
+// the refusal with the pool's latest word.
 func (cs *clusterSys) take(p *credit.Pool, now time.Time, n int64) (uint64, bool, time.Time) {
 	idx, ok, retry := p.Take(now, n)
 	if !ok && p.WaitFirst(firstLeaseWait) {
 		idx, ok, retry = p.Take(cs.clk.Now(), n)
 	}
 	for deadline := time.Now().Add(takeWait); !ok && time.Until(deadline) > 0; {
-		now := cs.clk.Now()
-		if at, said := p.Word(now); said {
-			wait := at.Sub(now)
-			if wait > nearWait || wait >= time.Until(deadline) {
-				break // no room before then: the refusal says so
-			}
-			time.Sleep(wait) // a unit leaves a full window then
+		if _, said := p.Word(cs.clk.Now()); said {
+			break // no room before then: the refusal says so
 		}
 		answered := p.Ask(n, time.Until(deadline))
 		idx, ok = p.TryTake(cs.clk.Now(), n)

@@ -83,12 +83,21 @@ type Limit struct {
 //   - no interval of a minute, wherever it starts, holds more than the
 //     limit;
 //   - at least 90 % of what a steady limit a minute allows arrived;
-//   - every refusal's Retry-After is truthful: a request arriving then
-//     fits in the provider's minute (counting what arrived up to Grace
-//     after the refusal as admitted before it), no more than Slack after
-//     the moment it would have fitted; and nothing admitted after the
-//     refusal reached the provider before its Retry-After (less its
+//   - every refusal's Retry-After is truthful: it is not earlier than the
+//     first moment from the refusal on at which the provider's minute has
+//     room, given the arrivals up to the refusal and those the gateway
+//     may have admitted before it (the arrivals up to Grace after it),
+//     and no more than Slack later than that moment; and nothing reached
+//     the provider after Grace and before the Retry-After (less its
 //     rounding up to a whole second).
+//
+// Room is a moment's: the minute ending then holds fewer than the limit.
+// A unit that frees goes to whoever asks first, without reservations (the
+// provider's own Retry-After works the same way, and a cluster has no
+// central queue), so room that appears at the moment a refusal named and
+// is then taken by another caller (an arrival after that moment) does
+// not make the refusal untrue; a moment the arrivals before it leave
+// full does.
 func Check(t testing.TB, run *Run, arr []time.Time, l Limit) {
 	t.Helper()
 	const minute = time.Minute
@@ -128,7 +137,7 @@ func Check(t testing.TB, run *Run, arr []time.Time, l Limit) {
 		// What was admitted before the refusal: the arrivals up to Grace
 		// after it.
 		before := arr[:sort.Search(len(arr), func(j int) bool { return arr[j].After(s.At.Add(l.Grace)) })]
-		fits := fitsAt(before, s.At, limit)
+		fits := roomAt(before, s.At, limit)
 		retry := s.At.Add(s.RetryAfter)
 		if retry.Before(fits) {
 			t.Errorf("a refusal at %s said Retry-After %s, but the provider's minute is full until %s",
@@ -157,36 +166,23 @@ func Check(t testing.TB, run *Run, arr []time.Time, l Limit) {
 	}
 }
 
-// fitsAt is the earliest moment from t on at which one more request fits
-// at the provider, given the arrivals admitted (sorted, some of them
-// possibly after t): a moment x such that every minute holding x holds
-// fewer than limit of them. The candidates are t and the moments the
+// roomAt is the first moment from t on at which the provider's minute
+// has room, given the arrivals admitted (sorted, some of them possibly
+// after t): a moment x at which the minute ending at x, (x - 1 min, x],
+// holds fewer than limit of them. Arrivals after x do not count: they may
+// have taken the room x had. The candidates are t and the moments the
 // arrivals leave their minute.
-func fitsAt(admitted []time.Time, t time.Time, limit int) time.Time {
-	count := func(from time.Time) int { // admitted in [from, from + a minute)
-		lo := sort.Search(len(admitted), func(j int) bool { return !admitted[j].Before(from) })
-		hi := sort.Search(len(admitted), func(j int) bool { return !admitted[j].Before(from.Add(time.Minute)) })
-		return hi - lo
-	}
-	fits := func(x time.Time) bool {
-		// The minutes holding x start in (x - 1 min, x]; the fullest
-		// starts just after that bound or at an arrival.
-		if count(x.Add(-time.Minute+time.Nanosecond)) >= limit {
-			return false
-		}
+func roomAt(admitted []time.Time, t time.Time, limit int) time.Time {
+	room := func(x time.Time) bool {
 		lo := sort.Search(len(admitted), func(j int) bool { return admitted[j].After(x.Add(-time.Minute)) })
-		for j := lo; j < len(admitted) && !admitted[j].After(x); j++ {
-			if count(admitted[j]) >= limit {
-				return false
-			}
-		}
-		return true
+		hi := sort.Search(len(admitted), func(j int) bool { return admitted[j].After(x) })
+		return hi-lo < limit
 	}
-	if fits(t) {
+	if room(t) {
 		return t
 	}
 	for _, a := range admitted {
-		if x := a.Add(time.Minute); x.After(t) && fits(x) {
+		if x := a.Add(time.Minute); x.After(t) && room(x) {
 			return x
 		}
 	}
