@@ -19,10 +19,15 @@ import (
 // complete, well-formed report. It never looks at a timing: it proves the
 // instrument works, not how fast the gateway is.
 func TestSmokeEveryScenario(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// The bound is a wait, not a speed goal: on a loaded machine the build
+	// alone can take minutes. It is the test's own deadline (go test
+	// -timeout) less a minute, so that a stuck run still ends by itself
+	// with the harness's log rather than the test binary's panic.
+	ctx, cancel := context.WithDeadline(context.Background(), testDeadline(t, time.Minute))
 	defer cancel()
-	// One build for the whole test, without -trimpath so it reuses what
-	// `go vet` or `go build` already compiled.
+	// One build for the whole test, as an ordinary build (no -trimpath, the
+	// environment's cgo setting) so it reuses what `go vet` or another
+	// test's `go build` already compiled.
 	bins, err := procs.Build(ctx, t.TempDir(), procs.BuildOptions{NoTrimpath: true})
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +97,15 @@ func TestSmokeEveryScenario(t *testing.T) {
 		t.Errorf("%d unavailable scenarios listed, want %d", len(rep.Unavailable), wantUnavailable)
 	}
 	checkFiles(t, cfg.Out, rep)
+}
+
+// testDeadline is the test binary's deadline less margin, or half an hour
+// from now when it has none (go test -timeout 0).
+func testDeadline(t *testing.T, margin time.Duration) time.Time {
+	if d, ok := t.Deadline(); ok {
+		return d.Add(-margin)
+	}
+	return time.Now().Add(30 * time.Minute)
 }
 
 func checkScenario(t *testing.T, s *report.Scenario, rounds int) {

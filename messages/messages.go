@@ -104,3 +104,11 @@ type AttemptFinished struct {
 	// TTFB average alone, so counts cannot make a slow target look fast.
 	NoLatency bool
 }
+
+// Sync is a barrier: an actor that takes it answers it (with the same
+// message) once it has handled every message sent to it before. Whoever
+// asks an actor for a change that the actor then publishes to its
+// subscribers sends each subscriber a Sync after the answer, so it returns
+// only once they took the change (actors/keys: a key created is limited on
+// the very next request) without the publisher ever waiting for them.
+type Sync struct{}

@@ -266,10 +266,15 @@ func (g *Gateway) busy(out messages.IngestOutcome) *apierror.Error {
 }
 
 // admitBytes runs the byte stage for the call, or adopts the decision the
-// ExpectHandler already took.
+// ExpectHandler already took. A call whose body is read already passed it
+// before the read (the relay route admits, reads and then may hand the
+// call to the native pipeline, which asks again).
 func (c *call) admitBytes(host context.Context) bool {
 	ctx := c.ctx
 	c.host = host
+	if c.body != nil {
+		return true
+	}
 	if v := ctx.UserValue(admissionKey{}); v != nil {
 		ctx.RemoveUserValue(admissionKey{})
 		switch d := v.(type) {
@@ -516,34 +521,37 @@ func (c *call) releaseAdmission() {
 }
 
 // expectAdmission decides an Expect: 100-continue upload to a chat-shaped
-// route before its body is sent: the same checks as the handler up to the
-// reservation, which it leaves in the request's user values. It returns
-// the status for fasthttp (100 to continue), and false for other routes.
+// route or the relay route before its body is sent: the same checks as the
+// handler up to the reservation, which it leaves in the request's user
+// values. It returns the status for fasthttp (100 to continue), and false
+// for other routes.
 func (g *Gateway) expectAdmission(ctx *fasthttp.RequestCtx) (int, bool) {
-	id, ok := dia.ByRoute(ctx.Path())
-	if !ok {
+	var r route
+	f := apierror.OpenAI
+	if id, ok := dia.ByRoute(ctx.Path()); ok {
+		s := catalog.Surface(id)
+		r, f = surfaceRoute(s), formatFor(s)
+	} else if r = routeOf(ctx.Path()); r != routeRelay {
 		return 0, false
 	}
-	s := catalog.Surface(id)
-	f := formatFor(s)
 	var e *apierror.Error
 	switch {
 	case !ctx.IsPost():
 		e = errMethod("POST")
 		ctx.Response.Header.Set(fasthttp.HeaderAllow, "POST")
+	case r == routeRelay && g.side.relay.tokens.Len() == 0:
+		e = errRelayNotEnabled
 	case !isJSONMediaType(ctx.Request.Header.ContentType()):
 		e = errMediaType
 	}
 	if e == nil {
-		id, _, decision := g.identifyCaller(g.rc.Load(), credential(&ctx.Request.Header), isLoopback(ctx))
-		switch decision {
-		case tenantMissing:
-			e = errMissingKey
-		case tenantInvalid:
-			e = errInvalidKey
-		case tenant.Retired:
-			e = errRetiredKey
-		default:
+		var id tenant.ID
+		if r == routeRelay {
+			id, e = g.expectRelayCaller(ctx)
+		} else {
+			id, e = g.expectCaller(ctx)
+		}
+		if e == nil {
 			var l *ingest.Lease
 			var bypass bool
 			l, bypass, e = g.byteStage(ctx, id, nil)
@@ -574,8 +582,36 @@ func (g *Gateway) expectAdmission(ctx *fasthttp.RequestCtx) (int, bool) {
 		ctx.Response.Header.Set("X-Omniroute-Admission-Reason", e.Reason)
 	}
 	writeError(ctx, f, string(rid), e)
-	g.metrics.request(surfaceRoute(s), e.Status)
+	g.metrics.request(r, e.Status)
 	return e.Status, true
+}
+
+// expectCaller identifies the caller of a chat-shaped route for the
+// ExpectHandler, as the handler does (identify).
+func (g *Gateway) expectCaller(ctx *fasthttp.RequestCtx) (tenant.ID, *apierror.Error) {
+	id, _, decision := g.identifyCaller(g.rc.Load(), credential(&ctx.Request.Header), isLoopback(ctx))
+	switch decision {
+	case tenantMissing:
+		return id, errMissingKey
+	case tenantInvalid:
+		return id, errInvalidKey
+	case tenant.Retired:
+		return id, errRetiredKey
+	}
+	return id, nil
+}
+
+// expectRelayCaller checks the relay token for the ExpectHandler, as the
+// relay handler does (its rate limit is the handler's: it is spent once,
+// when the request is served). The token's tenant id is the fairness key.
+func (g *Gateway) expectRelayCaller(ctx *fasthttp.RequestCtx) (tenant.ID, *apierror.Error) {
+	raw := credential(&ctx.Request.Header)
+	tok, e := g.side.relay.authenticate(raw, g.clk.Now())
+	if e != nil {
+		return tenant.ID{}, e
+	}
+	ctx.Response.Header.Set("X-Relay-Token", tok.Name)
+	return g.rc.Load().tenants.IDForKey(raw), nil
 }
 
 // Admission errors: status, type, code and message as OmniRoute answers

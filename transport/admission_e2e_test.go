@@ -115,8 +115,14 @@ func readRaw(t *testing.T, conn net.Conn, br *bufio.Reader) (*http.Response, []b
 // closes.
 func holdUpload(t *testing.T, g *gwEnv, n int64) net.Conn {
 	t.Helper()
+	return holdUploadTo(t, g, "/v1/chat/completions", n)
+}
+
+// holdUploadTo is holdUpload on another body route, with extra headers.
+func holdUploadTo(t *testing.T, g *gwEnv, path string, n int64, extra ...string) net.Conn {
+	t.Helper()
 	before := g.gw.Ingest().InflightBytes()
-	conn, _ := rawRequest(t, g, head("/v1/chat/completions", int(n)))
+	conn, _ := rawRequest(t, g, head(path, int(n), extra...))
 	io.WriteString(conn, strings.Repeat(" ", 8<<10))
 	waitFor(t, "the held reservation", func() bool { return g.gw.Ingest().InflightBytes() == before+n })
 	return conn

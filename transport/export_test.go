@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/omniroute/gateway/actors/lanes"
+	tenantlimitactor "github.com/omniroute/gateway/actors/tenantlimit"
 	"github.com/omniroute/gateway/internal/tenant"
 )
 
@@ -136,3 +137,6 @@ func (a *testAborter) abort() {
 
 // DashboardSnapshot is the body GET /api/dashboard/snapshot answers.
 func (g *Gateway) DashboardSnapshot() map[string]any { return g.dashboardSnapshot() }
+
+// TenantLimits returns the tenant limiter's handle.
+func (g *Gateway) TenantLimits() *tenantlimitactor.Handle { return g.ten.limits }

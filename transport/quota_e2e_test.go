@@ -269,14 +269,20 @@ func grepLines(s, sub string) string {
 // TestConcurrentRequestsNeverOvershootTheTokenBudget: 50 concurrent
 // requests against a 10k-tokens-per-minute connection never hold more
 // than the limit plus one request's estimate at the provider.
+//
+// The provider holds every answer until all 50 requests have met the
+// ledger (each one is either held at the provider or refused with 429), so
+// no settled answer frees budget while others are still arriving, however
+// slowly a loaded machine delivers them; then the held answers are
+// released and settle.
 func TestConcurrentRequestsNeverOvershootTheTokenBudget(t *testing.T) {
 	resetMock(t)
 	clk := clock.NewFake(time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)) // one window for the whole test
 	// Admission off: all 50 reach the ledger at once (admission would
-	// queue them behind each other, and settled answers free budget).
+	// queue them behind each other).
 	g := startGatewayClock(t, quotaFile(t, `, "limits": {"tokens_per_minute": 10000}`, `
     "budget": {"targets": [{"connection": "oai/a", "model": "m-budget"}]}`), map[string]string{"ADAPTIVE_ADMISSION_MODE": "off"}, clk)
-	setBehavior(t, map[string]mockprovider.Behavior{"m-budget": {LatencyMS: 300}})
+	setBehavior(t, map[string]mockprovider.Behavior{"m-budget": {Fail: mockprovider.FailSpec{Mode: mockprovider.FailHang}}})
 	body := `{"model":"budget","max_tokens":1000,"messages":[{"role":"user","content":"count the tokens"}]}`
 	est := int64((len(body)+3)/4 + 1000)
 	var wg sync.WaitGroup
@@ -296,13 +302,33 @@ func TestConcurrentRequestsNeverOvershootTheTokenBudget(t *testing.T) {
 			mu.Unlock()
 		}()
 	}
+	returned := func() (codes429, all int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, n := range codes {
+			all += n
+		}
+		return codes[429], all
+	}
+	waitFor(t, "every request held at the provider or refused", func() bool {
+		refused, all := returned()
+		return all > refused || int(mockStats(t).Models["m-budget"].Requests)+refused == 50
+	})
+	if refused, all := returned(); all > refused {
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("answers %v came back while the provider held every request", codes)
+	}
+	setBehavior(t, map[string]mockprovider.Behavior{"m-budget": {}}) // releases the held requests as successes
 	wg.Wait()
 	st := mockStats(t).Models["m-budget"]
 	if held := st.MaxInflight * est; held > 10000+est {
 		t.Fatalf("%d requests in flight at once hold %d tokens (estimate %d) against a 10000 limit", st.MaxInflight, held, est)
 	}
-	if codes[200] < 1 || int64(codes[200]) > 10000/est+1 || codes[200]+codes[429] != 50 {
-		t.Fatalf("answers %v (estimate %d)", codes, est)
+	// Every admitted request was held at once, the budget was filled and
+	// not overshot: at least limit/estimate requests, at most one more.
+	if int64(codes[200]) < 10000/est || int64(codes[200]) > 10000/est+1 || codes[200]+codes[429] != 50 || st.MaxInflight != int64(codes[200]) {
+		t.Fatalf("answers %v, %d at the provider at once (estimate %d)", codes, st.MaxInflight, est)
 	}
 	for _, ra := range retryAfter {
 		if ra != "62" { // the reservations of second 0 leave the rolling minute 62 s later (the clock is frozen)

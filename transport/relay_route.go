@@ -150,8 +150,7 @@ func (c *call) relayHandle(host context.Context) bool {
 		c.fail(errMethod("POST"))
 		return false
 	case r.tokens.Len() == 0:
-		c.fail(&apierror.Error{Status: 404, Type: "invalid_request_error", Code: "relay_not_enabled",
-			Message: "the relay route is not enabled on this gateway: add relay.tokens to the config file"})
+		c.fail(errRelayNotEnabled)
 		return false
 	}
 	if !isJSONMediaType(ctx.Request.Header.ContentType()) { // missing too: see browser.go
@@ -159,24 +158,10 @@ func (c *call) relayHandle(host context.Context) bool {
 		return false
 	}
 	raw := credential(&ctx.Request.Header)
-	if len(raw) == 0 {
-		r.m.rejected[rejectMissing].Inc()
-		c.fail(&apierror.Error{Status: 401, Type: "authentication_error", Code: "missing_relay_token",
-			Message: "no relay token: send Authorization: Bearer <relay token>"})
-		return false
-	}
-	tok := r.tokens.Lookup(raw)
-	if tok == nil {
-		r.m.rejected[rejectInvalid].Inc()
-		c.fail(&apierror.Error{Status: 401, Type: "authentication_error", Code: "invalid_api_key",
-			Message: "invalid relay token: it is not configured on this gateway"})
-		return false
-	}
 	now := g.clk.Now()
-	if tok.Expired(now) {
-		r.m.rejected[rejectExpired].Inc()
-		c.fail(&apierror.Error{Status: 401, Type: "authentication_error", Code: "relay_token_expired",
-			Message: "relay token " + strconv.Quote(tok.Name) + " expired at " + tok.Expires.UTC().Format(time.RFC3339) + "; ask the gateway operator for a new one"})
+	tok, e := r.authenticate(raw, now)
+	if e != nil {
+		c.fail(e)
 		return false
 	}
 	h := &ctx.Response.Header
@@ -194,7 +179,13 @@ func (c *call) relayHandle(host context.Context) bool {
 			return false
 		}
 	}
-	if !c.readBody() {
+	// The byte stage of admission, before any byte of the body is read
+	// (like every body route; an Expect: 100-continue upload was decided
+	// in the ExpectHandler and is adopted here), whichever backend serves
+	// it: the body is read to choose the backend. The relay token's
+	// tenant id is the fairness key in the ingest queue.
+	c.tenant = c.rc.tenants.IDForKey(raw)
+	if !c.admitBytes(host) || !c.readBody() {
 		return false
 	}
 	if err := jsonscan.ScanRequest(c.body.B, &c.scan); err != nil {
@@ -213,7 +204,6 @@ func (c *call) relayHandle(host context.Context) bool {
 		return false
 	}
 	c.relayed = true
-	c.tenant = c.rc.tenants.IDForKey(raw)
 
 	base, why := g.bifrostEndpoint()
 	backend, forced := r.backend(base)
@@ -285,6 +275,33 @@ func (c *call) relayNative(host context.Context, reason, value string) bool {
 	}
 	r.m.native.Inc()
 	return c.handle(host)
+}
+
+var errRelayNotEnabled = &apierror.Error{Status: 404, Type: "invalid_request_error", Code: "relay_not_enabled",
+	Message: "the relay route is not enabled on this gateway: add relay.tokens to the config file"}
+
+// authenticate checks a relay token (raw, the caller's credential) at now:
+// present, configured, not expired. A refusal is counted under its reason
+// and returned. It is the ExpectHandler's check too, so an upload with a
+// bad token is refused before its body is sent.
+func (r *relayRoute) authenticate(raw []byte, now time.Time) (*relay.Token, *apierror.Error) {
+	if len(raw) == 0 {
+		r.m.rejected[rejectMissing].Inc()
+		return nil, &apierror.Error{Status: 401, Type: "authentication_error", Code: "missing_relay_token",
+			Message: "no relay token: send Authorization: Bearer <relay token>"}
+	}
+	tok := r.tokens.Lookup(raw)
+	if tok == nil {
+		r.m.rejected[rejectInvalid].Inc()
+		return nil, &apierror.Error{Status: 401, Type: "authentication_error", Code: "invalid_api_key",
+			Message: "invalid relay token: it is not configured on this gateway"}
+	}
+	if tok.Expired(now) {
+		r.m.rejected[rejectExpired].Inc()
+		return nil, &apierror.Error{Status: 401, Type: "authentication_error", Code: "relay_token_expired",
+			Message: "relay token " + strconv.Quote(tok.Name) + " expired at " + tok.Expires.UTC().Format(time.RFC3339) + "; ask the gateway operator for a new one"}
+	}
+	return tok, nil
 }
 
 // providerOf returns the provider a relay request is for: the part before

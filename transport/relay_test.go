@@ -375,3 +375,71 @@ func TestRelayUsesARunningSupervisedBifrost(t *testing.T) {
 	r = g.relay("rt-ci", chatBody(bifrostModel, false))
 	routing(t, r, "native", "")
 }
+
+// TestRelayAdmittedBeforeItsBodyIsRead: the relay route goes through the
+// ingest byte budget before any byte of its body is read, like the other
+// body routes, whichever backend serves it: an upload larger than the
+// budget is refused unread (413 body_exceeds_budget, the connection
+// closed), in the ExpectHandler too; a heavy upload holds its reservation
+// while its body is still to come; a full budget answers 503
+// chat_admission_busy; and a relayed upload gives its reservation back.
+func TestRelayAdmittedBeforeItsBodyIsRead(t *testing.T) {
+	resetMock(t)
+	feed := newPressureFeed()
+	env := bifrostEnv(map[string]string{"OMNIROUTE_CHAT_MAX_INFLIGHT_BYTES": "8MiB", "OMNIROUTE_CHAT_ADMISSION_QUEUE_MS": "0"})
+	for _, backend := range []string{"native", "bifrost"} {
+		t.Run(backend, func(t *testing.T) {
+			env["OMNIROUTE_RELAY_BACKEND"] = backend
+			g := startGW(t, relayFile(t), gwOpts{env: env, pressure: feed.sample})
+			auth := "Authorization: Bearer rt-ci"
+			// Larger than the budget, announced with Expect: refused before
+			// the body is sent, as on /v1/chat/completions.
+			conn, br := rawRequest(t, g, head(relayPath, 9<<20, "Expect: 100-continue", auth))
+			resp, body := readRaw(t, conn, br)
+			if resp.StatusCode != 413 || jsonField(t, body, "error", "code") != "body_exceeds_budget" || !resp.Close ||
+				resp.Header.Get("X-Omniroute-Admission-Reason") != "body_exceeds_budget" || resp.Header.Get("X-Request-Id") == "" ||
+				jsonField(t, body, "error", "message") != "Request body exceeds the chat ingest budget (max 8 MB)." {
+				t.Fatalf("expect, over the budget: %d close %v %v %s", resp.StatusCode, resp.Close, resp.Header, body)
+			}
+			// The token is checked before the body too.
+			conn, br = rawRequest(t, g, head(relayPath, 1<<20, "Expect: 100-continue", "Authorization: Bearer rt-nope"))
+			if resp, body = readRaw(t, conn, br); resp.StatusCode != 401 || jsonField(t, body, "error", "code") != "invalid_api_key" {
+				t.Fatalf("expect, a bad token: %d %s", resp.StatusCode, body)
+			}
+			// Without Expect: only 8 KiB of the 9 MiB is ever sent, and the
+			// answer comes all the same (a route that read first would
+			// wait for the rest).
+			conn, br = rawRequest(t, g, head(relayPath, 9<<20, auth)+strings.Repeat(" ", 8<<10))
+			if resp, body = readRaw(t, conn, br); resp.StatusCode != 413 || jsonField(t, body, "error", "code") != "body_exceeds_budget" || !resp.Close ||
+				resp.Header.Get("X-Omniroute-Admission-Reason") != "body_exceeds_budget" {
+				t.Fatalf("over the budget, unread: %d close %v %v %s", resp.StatusCode, resp.Close, resp.Header, body)
+			}
+			if s := g.gw.Ingest().Snapshot(); s.ShedsByReason["body_exceeds_budget"] != 2 {
+				t.Fatalf("sheds %v", s.ShedsByReason)
+			}
+			// A heavy upload reserves before its body comes; while it holds
+			// the whole budget, the next is busy.
+			hold := holdUploadTo(t, g, relayPath, 8<<20, auth)
+			conn, br = rawRequest(t, g, head(relayPath, 1<<20, auth)+strings.Repeat(" ", 8<<10))
+			if resp, body = readRaw(t, conn, br); resp.StatusCode != 503 || jsonField(t, body, "error", "code") != "chat_admission_busy" ||
+				jsonField(t, body, "error", "reason") != "inflight_bytes_budget" || resp.Header.Get("Retry-After") == "" || !resp.Close {
+				t.Fatalf("budget held: %d %v %s", resp.StatusCode, resp.Header, body)
+			}
+			hold.Close()
+			waitFor(t, "the held reservation to come back", func() bool { return g.gw.Ingest().InflightBytes() == 0 })
+			// A heavy upload that fits is relayed byte for byte and gives
+			// its reservation back.
+			payload := admissionBody(bifrostModel, 1<<20, 7)
+			r := g.post(relayPath, string(payload), "Authorization", "Bearer rt-ci")
+			if r.status != 200 {
+				t.Fatalf("relayed upload: %d %s", r.status, r.body)
+			}
+			routing(t, r, backend, "")
+			wantModel := map[string]string{"native": nativeModel, "bifrost": bifrostModel}[backend]
+			if st := mockStats(t); st.Bodies[len(st.Bodies)-1].Model != wantModel || (backend == "bifrost" && st.Bodies[len(st.Bodies)-1].SHA256 != sha(payload)) {
+				t.Fatalf("the provider got %+v", st.Bodies[len(st.Bodies)-1])
+			}
+			waitFor(t, "the reservation to come back", func() bool { return g.gw.Ingest().InflightBytes() == 0 && g.gw.Ingest().ActiveHeavy() == 0 })
+		})
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/omniroute/gateway/actors/services"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/internal/svctest"
 )
 
@@ -25,6 +26,8 @@ type gwOpts struct {
 	env    map[string]string
 	clock  clock.Clock
 	listen string // default 127.0.0.1:0
+	// pressure feeds the memory pressure actor (default: the process's own).
+	pressure func() pressure.Sample
 }
 
 // startGW is startGateway with an injected clock, a listen address and
@@ -52,7 +55,7 @@ func startGW(t *testing.T, f *config.File, o gwOpts) *gwEnv {
 		return "", false
 	}
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	gw, err := gateway.New(system, gateway.Options{Env: e, File: f, Getenv: getenv, Clock: o.clock})
+	gw, err := gateway.New(system, gateway.Options{Env: e, File: f, Getenv: getenv, Clock: o.clock, PressureSample: o.pressure})
 	if err != nil {
 		system.Shutdown()
 		t.Fatal(err)

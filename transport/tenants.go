@@ -188,7 +188,8 @@ func (a *Assembly) openSharedKeys() error {
 
 // KeysOptions are the keys actor's options: the store OpenStore opened,
 // the config's tenants, and a change hook that republishes the tenants'
-// limits and weights.
+// weights (an atomic store: the hook runs on the keys actor). The limiter
+// follows the keys as a subscriber of the actor (actors/gateway/spawn).
 func (a *Assembly) KeysOptions() keys.Options {
 	g, ts := a.g, a.g.ten
 	rc := g.rc.Load()
@@ -197,11 +198,14 @@ func (a *Assembly) KeysOptions() keys.Options {
 		ks = ts.sharedKeys
 	}
 	return keys.Options{Store: ks, Resolver: rc.tenants, Config: rc.config, Clock: g.clk, Log: g.log.With("component", "keys"),
-		OnChange: func(s *ikeys.Snapshot) { ts.keysChanged(s, true) }}
+		OnChange: ts.publishWeights}
 }
 
 // AttachKeys hands the front end the spawned keys actor and returns the
-// tenant limiter's options, derived from the keys it loaded. In cluster
+// tenant limiter's options: the tenants of the keys it loaded, with what
+// those with budgets spent today and this month (read here, at start-up:
+// a store that cannot be read stops it), and the spend read the limiter
+// runs on its own for the tenants later key changes add. In cluster
 // mode it starts the watch of the cluster's key store: every change there
 // (another node created, rotated or revoked a key), and every return of
 // etcd after an outage, sends the actor one Reload (coalesced).
@@ -220,7 +224,8 @@ func (a *Assembly) AttachKeys(kh *keys.Handle) (tenantlimitactor.Options, error)
 	if err != nil {
 		return tenantlimitactor.Options{}, fmt.Errorf("cannot start: %w", err)
 	}
-	return tenantlimitactor.Options{Clock: a.g.clk, Tenants: specs}, nil
+	return tenantlimitactor.Options{Clock: a.g.clk, Tenants: specs, Spend: ts.spend, SpendTimeout: spendTimeout,
+		Log: a.g.log.With("component", "tenantlimit")}, nil
 }
 
 // AttachTenantLimits hands the front end the spawned tenant limiter.
@@ -354,35 +359,41 @@ func checkModels(cat *catalog.Catalog, prefix string, patterns []string) error {
 	return nil
 }
 
-// specs are the limiter's tenants: every active key with its policy, and
-// for those with budgets, what they spent today and this month (from the
-// usage aggregates), so that a restart or a new budget does not forget
-// spend.
+// specs are the limiter's tenants at start-up: every active key with its
+// policy, and for those with budgets, what they spent today and this
+// month (from the usage aggregates), so that a restart does not forget
+// spend. Tenants that later key changes add are seeded by the limiter
+// itself (Options.Spend), off the keys actor.
 func (ts *tenantSys) specs(s *ikeys.Snapshot) ([]tenantlimitactor.TenantSpec, error) {
-	act := s.Active()
-	out := make([]tenantlimitactor.TenantSpec, 0, len(act))
+	out := tenantlimitactor.SpecsOf(s)
 	var day, month map[string]int64
-	for _, e := range act {
-		sp := tenantlimitactor.TenantSpec{ID: e.TenantID, Name: e.Name, Policy: *e.Policy}
-		if e.Policy.DailyBudgetUSD > 0 || e.Policy.MonthlyBudgetUSD > 0 {
-			if day == nil {
-				var err error
-				if day, month, err = ts.spend(); err != nil {
-					return nil, err
-				}
-			}
-			id := e.TenantID.String()
-			sp.DaySpent, sp.MonthSpent = day[id], month[id]
+	for i := range out {
+		sp := &out[i]
+		if !tenantlimitactor.HasBudget(&sp.Policy) {
+			continue
 		}
-		out = append(out, sp)
+		if day == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), spendTimeout)
+			var err error
+			day, month, err = ts.spend(ctx, ts.clk())
+			cancel()
+			if err != nil {
+				return nil, err
+			}
+		}
+		id := sp.ID.String()
+		sp.DaySpent, sp.MonthSpent = day[id], month[id]
 	}
 	return out, nil
 }
 
-func (ts *tenantSys) spend() (day, month map[string]int64, err error) {
-	now := ts.clk().UTC()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+// spendTimeout bounds one read of the tenants' spend.
+const spendTimeout = 10 * time.Second
+
+// spend reads each tenant's spend today and this month as of at, from the
+// usage aggregates (tenantlimitactor.SpendFunc).
+func (ts *tenantSys) spend(ctx context.Context, at time.Time) (day, month map[string]int64, err error) {
+	now := at.UTC()
 	if day, err = ts.db.Spend(ctx, tenantlimit.DayEnd(tenantlimit.DayIndex(now)-1)); err != nil {
 		return nil, nil, fmt.Errorf("reading today's spend for the budgets: %w", err)
 	}
@@ -392,11 +403,11 @@ func (ts *tenantSys) spend() (day, month map[string]int64, err error) {
 	return day, month, nil
 }
 
-// keysChanged runs on the keys actor after every change: the limiter gets
-// the new tenant set (it keeps the counters of tenants that stay) and the
-// weights are published. At start-up (before the limiter exists) only the
-// weights are.
-func (ts *tenantSys) keysChanged(s *ikeys.Snapshot, apply bool) {
+// publishWeights runs on the keys actor after every change (OnChange): it
+// publishes the tenants' weights for the ingest queue and the lanes, and
+// their policies (the cluster's grains read tenants' budgets from them),
+// and nothing else (it must not block).
+func (ts *tenantSys) publishWeights(s *ikeys.Snapshot) {
 	w := map[tenant.ID]int64{}
 	pol := map[string]*tenantpolicy.Policy{}
 	for _, e := range s.Active() {
@@ -407,29 +418,6 @@ func (ts *tenantSys) keysChanged(s *ikeys.Snapshot, apply bool) {
 	}
 	ts.weights.Store(&w)
 	ts.policies.Store(&pol)
-	if !apply || ts.limits == nil {
-		return
-	}
-	specs, err := ts.specs(s)
-	if err != nil {
-		// The spend could not be read: new tenants start from zero rather
-		// than the change being lost.
-		specs = ts.specsNoSpend(s)
-	}
-	// Waited for, so the change is in force when the key API answers.
-	if err := ts.limits.ApplyTenants(specs, 5*time.Second); err != nil {
-		ts.limits.SetTenants(specs)
-	}
-}
-
-// specsNoSpend is specs without spend seeds, when the store cannot be read.
-func (*tenantSys) specsNoSpend(s *ikeys.Snapshot) []tenantlimitactor.TenantSpec {
-	act := s.Active()
-	out := make([]tenantlimitactor.TenantSpec, 0, len(act))
-	for _, e := range act {
-		out = append(out, tenantlimitactor.TenantSpec{ID: e.TenantID, Name: e.Name, Policy: *e.Policy})
-	}
-	return out
 }
 
 // policy is the active tenant id's policy.

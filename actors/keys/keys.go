@@ -20,7 +20,18 @@
 // by a third of Options.Timeout, so an unreachable store answers a
 // management call with 503 key_store_unavailable (even behind a queued
 // reload, which costs another third) instead of letting it, and the
-// operations queued behind it, wait out the timeout.
+// operations queued behind it, wait out the timeout. The read at start-up,
+// which no caller waits on, has the whole timeout.
+//
+// The actor only publishes. What other actors derive from the keys (the
+// tenant limiter's tenant set) reaches them as a message: Subscribe, which
+// the composition root calls, makes the actor send every snapshot it
+// publishes to the subscriber, in order. A management operation returns
+// once every subscriber has taken the snapshot it made (a messages.Sync
+// barrier sent from the caller's goroutine), so a key created is limited
+// on the very next request, and the actor never waits for a subscriber nor
+// does its work (the limiter reads the tenants' spend from the store on a
+// goroutine of its own).
 package keys
 
 import (
@@ -40,6 +51,7 @@ import (
 	"github.com/omniroute/gateway/internal/store"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
+	"github.com/omniroute/gateway/messages"
 )
 
 // ConfigTenant is a config-file tenant: its name, its key's SHA-256 and
@@ -57,12 +69,13 @@ type Options struct {
 	Config   []ConfigTenant
 	Clock    clock.Clock
 	// OnChange is called with every new snapshot, from the actor (and once
-	// from Spawn); the composition root hands the active tenants and their
-	// policies to the limiter and the admission weights from it. It must
-	// not block.
+	// from Spawn); the composition root derives the admission weights from
+	// it. It must not block: it runs on the actor's goroutine, so anything
+	// slow or owned by another actor belongs to a subscriber (Subscribe).
 	OnChange func(*keys.Snapshot)
 	// Timeout bounds one management operation (default 10s); each store
-	// call the actor makes is bounded by a third of it.
+	// call the actor makes is bounded by a third of it, except the read
+	// at start-up, which has all of it.
 	Timeout time.Duration
 	// Log receives what a Reload could not do (default: discarded).
 	Log *slog.Logger
@@ -87,6 +100,10 @@ type Handle struct {
 	// with it, since the object that loaded and published first is not the
 	// one the actor runs as, and a restarted one starts empty.
 	pub []keys.Key
+	// subs are the subscribers, each sent every published snapshot.
+	// Written only by the actor (copy on write), read by callers for the
+	// barrier after an operation.
+	subs atomic.Pointer[[]*actor.PID]
 }
 
 // Messages. Each carries its answer back through ctx.Respond.
@@ -103,6 +120,7 @@ type (
 	setConfig struct{ cfg []ConfigTenant }
 	revokeKey struct{ name string }
 	reload    struct{}
+	subscribe struct{ pid *actor.PID }
 	result    struct {
 		info   keys.Info
 		secret string
@@ -118,7 +136,10 @@ type (
 var supervisor = actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)
 
 // Spawn loads the keys from the store, publishes the first snapshot and
-// starts the actor. A store that cannot be read stops start-up.
+// starts the actor. A store that cannot be read within Options.Timeout
+// stops start-up: no caller waits on this read, so it gets the whole
+// timeout, not the third an operation's store call gets (a loaded
+// machine's slow first read is no reason to refuse to start).
 func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
@@ -139,7 +160,7 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	cfg := o.Config
 	h.cfg.Store(&cfg)
 	a := &keysActor{h: h}
-	if err := a.load(); err != nil {
+	if err := a.load(o.Timeout); err != nil {
 		return nil, err
 	}
 	a.publish()
@@ -185,6 +206,19 @@ func (h *Handle) Reload() {
 	}
 }
 
+// Subscribe makes the actor send pid every snapshot it publishes from now
+// on, as a *internal/keys.Snapshot message, starting with the one in
+// force; snapshots arrive in the order they were published. pid must also
+// answer a *messages.Sync (the barrier management operations wait on). The
+// composition root calls it once the subscriber is spawned; the actor
+// only sends, so a slow subscriber never holds up key management.
+func (h *Handle) Subscribe(pid *actor.PID) error {
+	if _, err := h.root.RequestFuture(h.pid, &subscribe{pid: pid}, h.o.Timeout).Result(); err != nil {
+		return fmt.Errorf("subscribing to the keys actor: %w", err)
+	}
+	return nil
+}
+
 // Stop stops the actor and waits for it.
 func (h *Handle) Stop() { _ = h.root.PoisonFuture(h.pid).Wait() }
 
@@ -222,8 +256,25 @@ func (h *Handle) ask(m any) (keys.Info, string, error) {
 	if err != nil {
 		return keys.Info{}, "", &keys.Error{Status: 503, Code: "key_store_unavailable", Message: fmt.Sprintf("the key store did not answer (%v); retry", err)}
 	}
+	h.sync()
 	r := v.(*result)
 	return r.info, r.secret, r.err
+}
+
+// sync waits, on the caller's goroutine, until every subscriber has taken
+// the snapshots published before the operation answered: the actor sent
+// them before its answer, so a Sync sent now queues behind them. A
+// subscriber that does not answer within the timeout (stopped, or
+// restarting) is not waited for further: the operation is done in the
+// store, and the snapshot reaches the subscriber when it runs again.
+func (h *Handle) sync() {
+	subs := h.subs.Load()
+	if subs == nil {
+		return
+	}
+	for _, pid := range *subs {
+		_, _ = h.root.RequestFuture(pid, &messages.Sync{}, h.o.Timeout).Result()
+	}
 }
 
 type keysActor struct {
@@ -273,6 +324,15 @@ func (a *keysActor) Receive(ctx actor.Context) {
 			k.RevokedAt = &at
 			return nil
 		}, false))
+	case *subscribe:
+		var subs []*actor.PID
+		if p := a.h.subs.Load(); p != nil {
+			subs = append(subs, *p...)
+		}
+		subs = append(subs, m.pid)
+		a.h.subs.Store(&subs)
+		a.h.root.Send(m.pid, a.h.snap.Load())
+		ctx.Respond(&result{})
 	case reload:
 		a.h.reloadPending.Store(false)
 		if err := a.refresh(); err != nil {
@@ -290,14 +350,16 @@ func (a *keysActor) Receive(ctx actor.Context) {
 // when a reload was queued in front of it, and the actor is free for the
 // next message.
 func (a *keysActor) storeCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), a.h.o.Timeout/3)
+	return context.WithTimeout(context.Background(), a.storeBound())
 }
+
+func (a *keysActor) storeBound() time.Duration { return a.h.o.Timeout / 3 }
 
 // refresh reloads the store and publishes only if the key set differs
 // from the one last published (OnChange re-derives every tenant's limits
 // and weights, which a reload that found nothing new should not cost).
 func (a *keysActor) refresh() error {
-	if err := a.load(); err != nil {
+	if err := a.load(a.storeBound()); err != nil {
 		return err
 	}
 	if !reflect.DeepEqual(a.h.pub, a.list) {
@@ -306,10 +368,10 @@ func (a *keysActor) refresh() error {
 	return nil
 }
 
-// load reads the store and merges the config tenants.
-func (a *keysActor) load() error {
+// load reads the store (bounded by bound) and merges the config tenants.
+func (a *keysActor) load(bound time.Duration) error {
 	o := a.h.o
-	sctx, cancel := a.storeCtx()
+	sctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	stored, err := o.Store.Keys(sctx)
 	if err != nil {
@@ -391,6 +453,11 @@ func (a *keysActor) publish() {
 	a.h.pub = a.list
 	a.h.snap.Store(s)
 	a.h.o.OnChange(s)
+	if subs := a.h.subs.Load(); subs != nil {
+		for _, pid := range *subs {
+			a.h.root.Send(pid, s)
+		}
+	}
 }
 
 func (a *keysActor) find(name string) *keys.Key {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/messages"
 )
 
 var resolver, _ = tenant.NewResolver([]byte("0123456789abcdef0123"), tenant.ModeKeys, false, nil)
@@ -323,6 +325,49 @@ func (s *hangingStore) RevokeKey(ctx context.Context, name string, at time.Time)
 	return s.DB.RevokeKey(ctx, name, at)
 }
 
+// boundStore records how long each Keys call was given.
+type boundStore struct {
+	*sqlite.DB
+	mu     sync.Mutex
+	bounds []time.Duration
+}
+
+func (s *boundStore) Keys(ctx context.Context) ([]store.Key, error) {
+	if d, ok := ctx.Deadline(); ok {
+		s.mu.Lock()
+		s.bounds = append(s.bounds, time.Until(d))
+		s.mu.Unlock()
+	}
+	return s.DB.Keys(ctx)
+}
+
+// TestStartupReadHasTheWholeTimeout: the read at start-up, which no caller
+// waits on, may take the whole timeout (a loaded machine's slow first read
+// stopped start-up at a third of it); the actor's own reads keep the third.
+func TestStartupReadHasTheWholeTimeout(t *testing.T) {
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	st := &boundStore{DB: db}
+	h, err := Spawn(testutil.ActorSystem(t), Options{Store: st, Resolver: resolver, Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Stop)
+	// The started actor reads again; a create waits until it has.
+	if _, _, err := h.Create("k", tenantpolicy.Policy{}); err != nil {
+		t.Fatal(err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	// Minutes of slack either way: no timing is measured here.
+	if len(st.bounds) < 2 || st.bounds[0] < 50*time.Minute || st.bounds[1] > 20*time.Minute || st.bounds[1] < 10*time.Minute {
+		t.Fatalf("read bounds %v; want the hour at start-up, then a third of it", st.bounds)
+	}
+}
+
 // TestUnreachableStoreAnswers503: while the store does not answer, keys
 // already published keep authenticating, and a management call is
 // answered 503 key_store_unavailable, with the store's error, by the
@@ -398,5 +443,56 @@ func TestRestartPublishesWhatTheStoreGained(t *testing.T) {
 	}
 	if got := f.changes.Load() - before; got != 1 {
 		t.Fatalf("%d publications for one create after a reload that found nothing", got)
+	}
+}
+
+// recorder is a subscriber: it keeps every snapshot it is sent, in order,
+// and answers the barrier.
+type recorder struct {
+	got  chan *keys.Snapshot
+	last atomic.Pointer[keys.Snapshot]
+}
+
+func (r *recorder) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *keys.Snapshot:
+		r.last.Store(m)
+		r.got <- m
+	case *messages.Sync:
+		ctx.Respond(m)
+	}
+}
+
+// TestSubscriberTakesEverySnapshotBeforeTheAnswer: a subscriber is sent
+// the snapshot in force, then every one published, in order; an operation
+// returns only once the subscriber took the snapshot it made (so the
+// limiter, a subscriber, limits a new key on the very next request).
+func TestSubscriberTakesEverySnapshotBeforeTheAnswer(t *testing.T) {
+	f := spawn(t, filepath.Join(t.TempDir(), sqlite.FileName))
+	r := &recorder{got: make(chan *keys.Snapshot, 16)}
+	pid := f.sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return r }))
+	t.Cleanup(func() { _ = f.sys.Root.PoisonFuture(pid).Wait() })
+	if err := f.h.Subscribe(pid); err != nil {
+		t.Fatal(err)
+	}
+	if s := <-r.got; s != f.h.Snapshot() {
+		t.Fatal("the first snapshot sent is not the one in force")
+	}
+	for i, name := range []string{"a", "b", "c"} {
+		if _, _, err := f.h.Create(name, tenantpolicy.Policy{DailyBudgetUSD: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if s := r.last.Load(); s != f.h.Snapshot() || len(s.Active()) != i+2 { // the config tenant and the keys so far
+			t.Fatalf("after creating %s the subscriber has %d active keys", name, len(s.Active()))
+		}
+		if s := <-r.got; len(s.Active()) != i+2 {
+			t.Fatalf("snapshot %d out of order: %d active keys", i, len(s.Active()))
+		}
+	}
+	if _, err := f.h.Revoke("a"); err != nil {
+		t.Fatal(err)
+	}
+	if s := r.last.Load(); len(s.Active()) != 3 {
+		t.Fatalf("after the revocation the subscriber has %d active keys", len(s.Active()))
 	}
 }

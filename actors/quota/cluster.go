@@ -255,10 +255,12 @@ func (a *clusterActor) send(ctx actor.Context, w *wireQuota) {
 		return
 	}
 	msg := &wrapperspb.BytesValue{Value: b}
+	// Counted before the sends, so that whoever sees a peer act on the
+	// batch also sees it counted here.
+	a.cl.sent.Add(int64(len(a.peers)))
 	for _, pid := range a.peers {
 		ctx.Send(pid, msg)
 	}
-	a.cl.sent.Add(int64(len(a.peers)))
 }
 
 // receive applies a peer's readings to the connection of the same name.
@@ -282,6 +284,9 @@ func (a *clusterActor) receive(ctx actor.Context, b []byte) {
 		a.cl.dropped.Add(1)
 		return
 	}
+	// Counted before the readings are passed on, so that whoever sees
+	// their effect also sees them counted.
+	a.cl.heard.Add(1)
 	if w.Poll != nil {
 		reading, at := w.Poll.reading()
 		if pid := c.live.Load(); pid != nil {
@@ -293,7 +298,6 @@ func (a *clusterActor) receive(ctx actor.Context, b []byte) {
 			ctx.Send(pid, &peerHeaders{obs: decodeHeaders(w.Headers)})
 		}
 	}
-	a.cl.heard.Add(1)
 }
 
 func (a *clusterActor) lookup(name string) (int, bool) {

@@ -205,9 +205,70 @@ func (ft *fakeTimers) Advance(d time.Duration) {
 	}
 }
 
-// drive advances in steps until cond holds for h (waitLimit of wall time).
-func (ft *fakeTimers) drive(t *testing.T, h *Handle, step time.Duration, what string, cond func(Status) bool) Status {
+// pending counts the timers neither fired nor cancelled.
+func (ft *fakeTimers) pending() int {
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	n := 0
+	for _, t := range ft.timers {
+		if !t.stopped {
+			n++
+		}
+	}
+	return n
+}
+
+// askedFor returns nil when the delays in ms were asked of the timers in
+// this order (other delays may come between), else every delay asked.
+func (ft *fakeTimers) askedFor(ms []int64) []time.Duration {
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	i := 0
+	for _, d := range ft.asked {
+		if i < len(ms) && d == time.Duration(ms[i])*time.Millisecond {
+			i++
+		}
+	}
+	if i == len(ms) {
+		return nil
+	}
+	return append([]time.Duration(nil), ft.asked...)
+}
+
+// advanceNext fires the earliest pending timer if it is due within limit,
+// moving the clock to exactly its time, and reports whether it did.
+// Timers further off (a start deadline, the next health interval) are left
+// alone.
+func (ft *fakeTimers) advanceNext(limit time.Duration) bool {
+	ft.mu.Lock()
+	now := ft.clk.Now()
+	var next *fakeTimer
+	for _, t := range ft.timers {
+		if !t.stopped && (next == nil || t.at.Before(next.at)) {
+			next = t
+		}
+	}
+	ft.mu.Unlock()
+	if next == nil || next.at.Sub(now) > limit {
+		return false
+	}
+	ft.Advance(max(next.at.Sub(now), 0))
+	return true
+}
+
+// drive moves the fake clock until cond holds for h (waitLimit of wall
+// time), and only as far as a start needs on any machine: it fires the
+// next timer due within the given span (a restart's backoff, the next start probe),
+// never while a starting child has not yet said it listens, and never
+// while a probe is in flight (no short timer is pending then). Stepping the
+// clock on every poll instead made the fake time a start took grow with
+// the wall time a -race child needs on a loaded machine: seconds of it
+// turned a fast crash into a plain one and could even reach stable_after.
+// The ready line ("svctest ready on", printed once the child listens) is
+// told apart from earlier children's by its sequence number.
+func (ft *fakeTimers) drive(t *testing.T, h *Handle, within time.Duration, what string, cond func(Status) bool) Status {
 	t.Helper()
+	seenReady := lastReadySeq(h)
 	deadline := time.Now().Add(waitLimit)
 	for {
 		st := h.Status()
@@ -217,9 +278,21 @@ func (ft *fakeTimers) drive(t *testing.T, h *Handle, step time.Duration, what st
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out driving to %s; status %+v", what, st)
 		}
-		ft.Advance(step)
+		if st.State != Starting || lastReadySeq(h) > seenReady {
+			ft.advanceNext(within)
+		}
 		time.Sleep(3 * time.Millisecond)
 	}
+}
+
+// lastReadySeq is the sequence number of the newest "svctest ready on"
+// line in h's logs, 0 if none.
+func lastReadySeq(h *Handle) uint64 {
+	l := h.Logs().Tail(1, "svctest ready on")
+	if len(l) == 0 {
+		return 0
+	}
+	return l[0].Seq
 }
 
 // startHelper runs the helper service in mode outside any supervisor, on

@@ -3,17 +3,29 @@
 //
 // The request path never waits for the actor: Reserve looks the tenant up
 // in a table the actor publishes (one atomic load and a map read) and
-// reserves all of the request's counters in one compare-and-swap on the
-// tenant's state (internal/tenantlimit); Settle adjusts them the same way.
+// reserves all of the request's counters in one step under the tenant's
+// own lock (internal/tenantlimit); Settle adjusts them the same way.
 // Neither sends a message. The actor is the only writer of the table: it
 // applies tenant sets (config-file tenants and keys from the store, each
 // with its policy), keeps a tenant's counters across policy changes, seeds
 // new tenants' spend from the request log, and publishes a snapshot once a
 // second for health and the management API.
+//
+// The tenant set follows the keys: the actor subscribes to the keys actor
+// (actors/keys Subscribe, set up by the composition root) and takes every
+// published key snapshot as a message, in order. A new tenant with a
+// budget is in force at once, counting from zero; what it already spent
+// today and this month is read from the store (Options.Spend) on a
+// goroutine the actor owns, one read at a time, and comes back as a
+// message that adds it. A read covers the tenants that were new when it
+// started, so the figures of an older read never land on a tenant that a
+// newer snapshot added after it; those wait for the next read.
 package tenantlimit
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -21,11 +33,13 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/keys"
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/repeat"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantlimit"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
+	"github.com/omniroute/gateway/messages"
 )
 
 // TenantSpec is one tenant and its policy.
@@ -46,6 +60,10 @@ type entry struct {
 	name   string
 	limits atomic.Pointer[tenantlimit.Limits]
 	state  tenantlimit.State
+	// seedGen is the generation of the tenant set that added the tenant
+	// while its spend is still to be read (0: nothing to read). Only the
+	// actor touches it.
+	seedGen uint64
 }
 
 type table map[tenant.ID]*entry
@@ -55,9 +73,18 @@ type Handle struct {
 	root  *actor.RootContext
 	pid   *actor.PID
 	clk   clock.Clock
+	o     Options
 	table atomic.Pointer[table]
 	snap  atomic.Pointer[Snapshot]
+	// gen counts the tenant sets applied; reads counts the spend reads
+	// started. Only the actor touches them; they live here so that a
+	// restarted actor carries on from them.
+	gen, reads uint64
 }
+
+// SpendFunc reads each tenant's spend (nano-dollars, by tenant id string)
+// today and this month, as of at (UTC days and months).
+type SpendFunc func(ctx context.Context, at time.Time) (day, month map[string]int64, err error)
 
 // Options configure Spawn.
 type Options struct {
@@ -65,10 +92,27 @@ type Options struct {
 	Tenants []TenantSpec
 	// PublishInterval is how often the snapshot is refreshed (default 1s).
 	PublishInterval time.Duration
+	// Spend reads what tenants already spent, for tenants with a budget
+	// that a key snapshot adds (nil: they start from zero). It runs on a
+	// goroutine of the actor's, never on the actor or the keys actor.
+	Spend SpendFunc
+	// SpendTimeout bounds one Spend call (default 10s).
+	SpendTimeout time.Duration
+	// Log receives a spend read that failed (default: discarded).
+	Log *slog.Logger
 }
 
 // setTenants replaces the tenant set.
 type setTenants struct{ specs []TenantSpec }
+
+// spendRead is a finished spend read: the figures, as of at, for the
+// tenants added by tenant sets up to generation upTo.
+type spendRead struct {
+	seq, upTo  uint64
+	at         time.Time
+	day, month map[string]int64
+	err        error
+}
 
 type tick struct{}
 
@@ -90,10 +134,16 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	if o.PublishInterval <= 0 {
 		o.PublishInterval = time.Second
 	}
-	h := &Handle{root: system.Root, clk: o.Clock}
+	if o.SpendTimeout <= 0 {
+		o.SpendTimeout = 10 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	h := &Handle{root: system.Root, clk: o.Clock, o: o}
 	empty := table{}
 	h.table.Store(&empty)
-	h.apply(o.Tenants)
+	h.apply(o.Tenants, false)
 	h.publish()
 	interval := o.PublishInterval
 	props := actor.PropsFromProducer(func() actor.Actor { return &limiterActor{h: h, interval: interval} }, actor.WithGuardian(supervisor))
@@ -105,8 +155,14 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	return h, nil
 }
 
-// Stop stops the actor and waits for it.
+// Stop stops the actor and waits for it (and for a spend read it started,
+// which it cancels).
 func (h *Handle) Stop() { _ = h.root.PoisonFuture(h.pid).Wait() }
+
+// PID is the actor's address, for the composition root to subscribe it to
+// the keys actor (actors/keys Handle.Subscribe): it takes every published
+// *internal/keys.Snapshot as its tenant set, and answers *messages.Sync.
+func (h *Handle) PID() *actor.PID { return h.pid }
 
 // Reserve checks and reserves req against tenant id's limits at now. A
 // tenant without a limiting policy is allowed with an inactive
@@ -132,27 +188,34 @@ func (h *Handle) SetTenants(specs []TenantSpec) {
 	h.root.Send(h.pid, &setTenants{specs: append([]TenantSpec(nil), specs...)})
 }
 
-// ApplyTenants is SetTenants that waits until the new set is in force, so
-// a management operation (a key created, re-policied) answers only once
-// the very next request is limited by it. It is for management paths; the
-// request path never waits for the actor.
-func (h *Handle) ApplyTenants(specs []TenantSpec, timeout time.Duration) error {
-	_, err := h.root.RequestFuture(h.pid, &setTenants{specs: append([]TenantSpec(nil), specs...)}, timeout).Result()
-	if err != nil {
-		return fmt.Errorf("the tenant limiter did not take the new tenant set: %w", err)
+// SpecsOf is the tenant set of a key snapshot: every active key with its
+// policy, without spend.
+func SpecsOf(s *keys.Snapshot) []TenantSpec {
+	act := s.Active()
+	out := make([]TenantSpec, 0, len(act))
+	for _, e := range act {
+		out = append(out, TenantSpec{ID: e.TenantID, Name: e.Name, Policy: *e.Policy})
 	}
-	return nil
+	return out
 }
+
+// HasBudget reports a policy with a daily or monthly budget: a tenant
+// whose spend so far matters.
+func HasBudget(p *tenantpolicy.Policy) bool { return p.DailyBudgetUSD > 0 || p.MonthlyBudgetUSD > 0 }
 
 // Snapshot returns the latest published view.
 func (h *Handle) Snapshot() *Snapshot { return h.snap.Load() }
 
 // apply builds and publishes the next table. Only the actor (and Spawn,
-// before the actor exists) calls it.
-func (h *Handle) apply(specs []TenantSpec) {
+// before the actor exists) calls it. A new tenant starts from its spec's
+// seeds; with readLater (a key snapshot, whose specs carry none) a new
+// tenant with a budget starts from zero and is left for the next spend
+// read instead.
+func (h *Handle) apply(specs []TenantSpec, readLater bool) {
 	old := *h.table.Load()
 	next := make(table, len(specs))
 	now := h.clk.Now()
+	h.gen++
 	for i := range specs {
 		s := &specs[i]
 		if !s.Policy.Limited() {
@@ -166,7 +229,11 @@ func (h *Handle) apply(specs []TenantSpec) {
 		e := old[s.ID]
 		if e == nil {
 			e = &entry{id: s.ID}
-			e.state.Seed(now, s.DaySpent, s.MonthSpent)
+			if readLater && h.o.Spend != nil && HasBudget(&s.Policy) {
+				e.seedGen = h.gen
+			} else {
+				e.state.Seed(now, s.DaySpent, s.MonthSpent)
+			}
 		}
 		e.name = s.Name
 		e.limits.Store(&lim)
@@ -179,26 +246,109 @@ type limiterActor struct {
 	h        *Handle
 	interval time.Duration
 	stop     func()
+	// reading is the sequence number of the spend read in flight (0:
+	// none); cancelRead and readDone end and await its goroutine.
+	reading    uint64
+	cancelRead context.CancelFunc
+	readDone   chan struct{}
 }
 
 func (a *limiterActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.stop = repeat.Send(ctx.ActorSystem().Root, a.interval, a.interval, ctx.Self(), tick{})
+		a.startRead(ctx) // a restarted actor: tenants still waiting for theirs
 	case *actor.Stopping, *actor.Restarting:
 		if a.stop != nil {
 			a.stop()
 		}
+		a.endRead()
 	case *setTenants:
-		a.h.apply(m.specs)
+		a.h.apply(m.specs, false)
 		a.h.publish()
-		if ctx.Sender() != nil {
-			ctx.Respond(true)
+	case *keys.Snapshot:
+		a.h.apply(SpecsOf(m), true)
+		a.h.publish()
+		a.startRead(ctx)
+	case *spendRead:
+		if m.seq != a.reading {
+			return // started by an incarnation before a restart
 		}
+		a.reading, a.cancelRead, a.readDone = 0, nil, nil
+		a.h.seed(m)
+		a.h.publish()
+		a.startRead(ctx)
+	case *messages.Sync:
+		ctx.Respond(m)
 	case tick:
 		a.h.publish()
 	case crash:
 		panic("tenantlimit: crash requested by a test")
+	}
+}
+
+// startRead starts a spend read for the tenants waiting for theirs, unless
+// one is in flight (its answer starts the next). The read runs on its own
+// goroutine and comes back as a spendRead message.
+func (a *limiterActor) startRead(ctx actor.Context) {
+	h := a.h
+	if a.reading != 0 || h.o.Spend == nil || !h.waitingSeeds(h.gen) {
+		return
+	}
+	h.reads++
+	seq, upTo, at := h.reads, h.gen, h.clk.Now()
+	rctx, cancel := context.WithTimeout(context.Background(), h.o.SpendTimeout)
+	done := make(chan struct{})
+	a.reading, a.cancelRead, a.readDone = seq, cancel, done
+	root, self, spend := ctx.ActorSystem().Root, ctx.Self(), h.o.Spend
+	go func() {
+		defer close(done)
+		defer cancel()
+		day, month, err := spend(rctx, at)
+		root.Send(self, &spendRead{seq: seq, upTo: upTo, at: at, day: day, month: month, err: err})
+	}()
+}
+
+// endRead cancels the read in flight and waits for its goroutine; the
+// tenants it was for stay waiting, for the next incarnation's read.
+func (a *limiterActor) endRead() {
+	if a.cancelRead != nil {
+		a.cancelRead()
+		<-a.readDone
+	}
+	a.reading, a.cancelRead, a.readDone = 0, nil, nil
+}
+
+// waitingSeeds reports a tenant, added by a set up to generation upTo,
+// still waiting for its spend.
+func (h *Handle) waitingSeeds(upTo uint64) bool {
+	for _, e := range *h.table.Load() {
+		if e.seedGen != 0 && e.seedGen <= upTo {
+			return true
+		}
+	}
+	return false
+}
+
+// seed adds a finished read's figures to the tenants it was for: those
+// added up to its generation and still waiting. A tenant added after the
+// read started waits for the next one. A read that failed leaves them
+// counting from zero (the new policy is in force either way).
+func (h *Handle) seed(r *spendRead) {
+	n := 0
+	for _, e := range *h.table.Load() {
+		if e.seedGen == 0 || e.seedGen > r.upTo {
+			continue
+		}
+		e.seedGen = 0
+		n++
+		if r.err == nil {
+			id := e.id.String()
+			e.state.AddSpent(r.at, r.day[id], r.month[id])
+		}
+	}
+	if r.err != nil {
+		h.o.Log.Warn("reading what tenants spent today and this month failed; their budgets count from zero", "tenants", n, "err", r.err)
 	}
 }
 

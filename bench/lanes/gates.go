@@ -176,6 +176,13 @@ func (r *Report) account(name string, ss []sample, m mockprovider.Counters, drai
 		s.n, s.ok, s.byStatus, m.Requests, m.Completed, m.Failed, m.Cancelled, drained, limits)
 }
 
+// drainWait bounds how long a run waits for the mock to finish every
+// request. It is a wait, not a figure: the wait ends as soon as the mock
+// is drained, and only a request the gateway never ends (the leak the
+// smoke check's "drained" looks for) uses all of it; a few seconds were
+// not enough for a -race gateway on a loaded machine.
+const drainWait = time.Minute
+
 // drain waits up to d for the mock to finish every request (the gateway may
 // still be serving requests whose clients left) and returns its totals.
 func (r *rig) drain(d time.Duration) (mockprovider.Counters, bool) {
@@ -382,11 +389,11 @@ type seedRun struct {
 	late, lagP99 float64
 }
 
-// settle drains the mock (waiting up to d) and keeps the seed's samples
+// settle drains the mock (waiting up to drainWait) and keeps the seed's samples
 // and observations.
-func (b *seedRun) settle(r *rig, ss []sample, pts []point, d time.Duration) {
+func (b *seedRun) settle(r *rig, ss []sample, pts []point) {
 	b.samples, b.pts = ss, pts
-	b.mock, b.drained = r.drain(d)
+	b.mock, b.drained = r.drain(drainWait)
 	late, p99 := lateSends(ss)
 	b.late, b.lagP99 = 100*late, ms(p99)
 }

@@ -511,6 +511,12 @@ func (s summary) non200() int { return s.n - s.ok }
 
 var errNoSamples = errors.New("the scenario produced no samples; the machine is too slow or the run was cancelled")
 
+// noSuccess is errNoSamples for a calibration whose requests were sent but
+// none succeeded, with what they got instead.
+func noSuccess(what string, s summary) error {
+	return fmt.Errorf("%w: %s: none of %d requests succeeded (statuses %v, codes %v)", errNoSamples, what, s.n, s.byStatus, s.byCode)
+}
+
 // phases picks the full or smoke duration.
 func phases(o Options, full, smoke time.Duration) time.Duration {
 	if o.Full {

@@ -82,13 +82,20 @@ func (ob *observer) finish() []point {
 	return ob.pts
 }
 
+// healthWait bounds one health read. A slow read only delays the next
+// (the ticker drops the ticks it missed); one given up on is a point
+// without limits, and a smoke check needs at least one with them, so the
+// bound is generous: a -race gateway on a loaded machine took more than
+// 2 s to answer every read of a short run.
+const healthWait = 10 * time.Second
+
 // readHealth reads GET /api/monitoring/health; nil maps when it failed.
 func (r *rig) readHealth() (limits, adm map[string]float64) {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	req.SetRequestURI("http://" + r.addr + "/api/monitoring/health")
-	if err := r.client.DoTimeout(req, resp, 2*time.Second); err != nil || resp.StatusCode() != 200 {
+	if err := r.client.DoTimeout(req, resp, healthWait); err != nil || resp.StatusCode() != 200 {
 		return nil, nil
 	}
 	return parseHealth(resp.Body())

@@ -152,10 +152,13 @@ func runNoisyNeighbour(ctx context.Context, o Options, env map[string]string, se
 	res := r.drive(ctx, t1, seed+1, b, a)
 	close(stop)
 	pts := collect()
-	if out.unloaded.ok == 0 || len(res.by["b"]) == 0 {
+	if out.unloaded.ok == 0 {
+		return out, noSuccess("calibration", out.unloaded)
+	}
+	if len(res.by["b"]) == 0 {
 		return out, errNoSamples
 	}
-	out.settle(r, allSamples(res), nil, 5*time.Second)
+	out.settle(r, allSamples(res), nil)
 	out.loaded = summarize(res.by["b"], nil)
 	out.a = summarize(res.by["a"], nil)
 	out.limitEnd = float64(r.gw.Lanes().Snapshot().CurrentLimit)
@@ -202,7 +205,7 @@ func RunBatchFlood(ctx context.Context, o Options) (Report, error) {
 	close(stop)
 	pts := collect()
 	if unloaded.ok == 0 {
-		return rep, errNoSamples
+		return rep, noSuccess("calibration", unloaded)
 	}
 	inter := summarize(res.by["interactive"], nil)
 	batchFlood := summarize(res.by["batch"], func(s sample) bool { return s.at < flood })

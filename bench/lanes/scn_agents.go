@@ -172,7 +172,7 @@ func runCodingAgents(ctx context.Context, o Options, env map[string]string) (age
 			return out, err
 		}
 	}
-	out.settle(r, all, pts, 5*time.Second)
+	out.settle(r, all, pts)
 	for _, s := range sums {
 		out.sent += s.Arrivals
 		out.ok += s.OK

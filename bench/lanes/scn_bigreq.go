@@ -84,13 +84,13 @@ func runBigRequests(ctx context.Context, o Options, seed int64, env map[string]s
 	small.to = calib
 	unloaded := summarize(r.drive(ctx, time.Now(), seed, small).by["small-alone"], nil)
 	if unloaded.ok == 0 {
-		return out, errNoSamples
+		return out, noSuccess("calibration", unloaded)
 	}
 	small.name, small.to = "small", mixed
 	big := stream{name: "big", rate: bigRate, to: mixed, path: "/v1/chat/completions", bodyRaw: sizedBody("big", 2<<20),
 		headers: []string{"Authorization", "Bearer tenant-big"}, timeout: 30 * time.Second}
 	res := r.drive(ctx, time.Now(), seed+1, small, big)
-	out.settle(r, allSamples(res), nil, 5*time.Second)
+	out.settle(r, allSamples(res), nil)
 	sm, bg := summarize(res.by["small"], nil), summarize(res.by["big"], nil)
 	if bg.n == 0 || sm.n == 0 {
 		return out, errNoSamples

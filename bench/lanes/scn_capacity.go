@@ -106,7 +106,7 @@ func runCapacityStep(ctx context.Context, o Options, seed int64, env map[string]
 	if len(ss) == 0 {
 		return out, errNoSamples
 	}
-	out.settle(r, ss, pts, 5*time.Second)
+	out.settle(r, ss, pts)
 	out.paths = limitPaths(pts)
 	pts = withLimit(pts)
 	out.costV, out.costFrom = measuredCost(ss, pts, estimateCost(len(body("cap"))))

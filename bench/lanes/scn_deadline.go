@@ -70,7 +70,7 @@ func runDeadline(ctx context.Context, o Options, seed int64, env map[string]stri
 	if len(ss) == 0 {
 		return out, errNoSamples
 	}
-	out.settle(r, ss, nil, 5*time.Second)
+	out.settle(r, ss, nil)
 	due := map[string]time.Time{}
 	for _, s := range ss {
 		out.sent++

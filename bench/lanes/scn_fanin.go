@@ -99,6 +99,6 @@ func runFanIn(ctx context.Context, o Options, seed int64, env map[string]string,
 	out.limit = point{limits: lims}.effectiveLimit()
 	sum := loadgen.Summarize(res, false)
 	out.throughput, out.notOK, out.statuses, out.codes = sum.Throughput, sum.Arrivals-sum.OK, sum.Statuses, sum.Codes
-	out.settle(r, recordSamples(res.Records), nil, 5*time.Second)
+	out.settle(r, recordSamples(res.Records), nil)
 	return out, nil
 }

@@ -72,7 +72,7 @@ func runGiveUp(ctx context.Context, o Options, seed int64, env map[string]string
 	if len(ss) == 0 {
 		return out, errNoSamples
 	}
-	out.settle(r, ss, pts, phases(o, 20*time.Second, 5*time.Second))
+	out.settle(r, ss, pts)
 	out.cost, out.costFrom = measuredCost(ss, pts, estimateCost(len(body("gu"))))
 	knee := float64(slots) * out.cost
 	lim := withLimit(pts)

@@ -150,7 +150,7 @@ func runIncident(ctx context.Context, o Options, seed int64, in incident, env ma
 	if len(ss) == 0 {
 		return out, errNoSamples
 	}
-	out.settle(r, ss, nil, phases(o, 10*time.Second, 5*time.Second))
+	out.settle(r, ss, nil)
 	out.recover, out.flowed = flowsAgain(ss, recovery, recovery+after, 500*time.Millisecond)
 	out.span = after.Seconds()
 	out.firstOK = math.NaN()

@@ -74,7 +74,7 @@ func runLatencyStep(ctx context.Context, o Options, seed int64, env map[string]s
 	if len(ss) == 0 {
 		return out, errNoSamples
 	}
-	out.settle(r, ss, pts, 5*time.Second)
+	out.settle(r, ss, pts)
 	out.cost, out.costFrom = measuredCost(ss, pts, estimateCost(len(body("lat"))))
 	knee := float64(slots) * out.cost
 	from := warm + settle

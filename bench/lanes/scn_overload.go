@@ -97,10 +97,10 @@ func runOverload(ctx context.Context, o Options, seed int64, env map[string]stri
 	t0 := time.Now()
 	ob := r.observe(t0, 250*time.Millisecond)
 	res := r.drive(ctx, t0, seed, ss...)
-	out.settle(r, allSamples(res), ob.finish(), 5*time.Second)
+	out.settle(r, allSamples(res), ob.finish())
 	unloaded := summarize(res.by["calib"], nil)
 	if unloaded.ok == 0 {
-		return out, errNoSamples
+		return out, noSuccess("calibration", unloaded)
 	}
 	out.unloadedP99 = ms(unloaded.p99)
 	for _, f := range overloadLevels {

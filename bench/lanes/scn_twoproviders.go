@@ -108,7 +108,7 @@ func runTwoProviders(ctx context.Context, o Options, seed int64, env map[string]
 	if len(ss) == 0 {
 		return out, errNoSamples
 	}
-	out.settle(r, ss, pts, 5*time.Second)
+	out.settle(r, ss, pts)
 	out.paths = limitPaths(pts)
 	spanA, spanB := between(pts, settle, phaseA), between(pts, phaseA+settle, end)
 	measure := func(span []point, model, provider string, slots int) upstreamUse {

@@ -43,15 +43,18 @@ type Binaries struct {
 type BuildOptions struct {
 	// Tags are extra build tags.
 	Tags []string
-	// NoTrimpath drops -trimpath (the smoke test uses it to share the
-	// build cache with an ordinary build).
+	// NoTrimpath drops -trimpath and keeps the environment's cgo setting
+	// instead of CGO_ENABLED=0: the tests use it to share the build cache
+	// with an ordinary build (`go vet ./...`, another test's `go build`), so
+	// that they link rather than compile the whole module again. Either
+	// flag alone changes every package's build.
 	NoTrimpath bool
 }
 
 // Build compiles cmd/omniroute and cmd/omniroute-bench of the module that
 // contains the working directory into dir with one `go build` (no race
-// detector, -trimpath unless disabled). It takes a few seconds with a warm
-// build cache.
+// detector; CGO_ENABLED=0 and -trimpath unless NoTrimpath). It takes a few
+// seconds with a warm build cache.
 func Build(ctx context.Context, dir string, opt BuildOptions) (Binaries, error) {
 	root, err := ModuleRoot(ctx)
 	if err != nil {
@@ -67,15 +70,20 @@ func Build(ctx context.Context, dir string, opt BuildOptions) (Binaries, error) 
 	args = append(args, "-o", dir+string(filepath.Separator), "./cmd/omniroute", "./cmd/omniroute-bench", "./cmd/omniroute-etcd")
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Env = os.Environ()
+	prefix := ""
+	if !opt.NoTrimpath {
+		cmd.Env = append(cmd.Env, "CGO_ENABLED=0")
+		prefix = "CGO_ENABLED=0 "
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return Binaries{}, fmt.Errorf("build the benchmark binaries (go %s in %s): %v\n%s", strings.Join(args, " "), root, err, out)
+		return Binaries{}, fmt.Errorf("build the benchmark binaries (%sgo %s in %s): %v\n%s", prefix, strings.Join(args, " "), root, err, out)
 	}
 	return Binaries{
 		Dir: dir, Gateway: filepath.Join(dir, "omniroute"), Bench: filepath.Join(dir, "omniroute-bench"),
 		Etcd: filepath.Join(dir, "omniroute-etcd"),
-		Tags: opt.Tags, Command: "CGO_ENABLED=0 go " + strings.Join(args, " "),
+		Tags: opt.Tags, Command: prefix + "go " + strings.Join(args, " "),
 	}, nil
 }
 

@@ -333,6 +333,7 @@ func serveEventually(t *testing.T, client *http.Client, addr, key, model string)
 type answer struct {
 	status int
 	tokens int64
+	body   string // of an answer other than 200, for the failure message
 }
 
 func chat(client *http.Client, addr, key, model string) (answer, error) {
@@ -349,6 +350,9 @@ func chat(client *http.Client, addr, key, model string) (answer, error) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	a := answer{status: resp.StatusCode}
+	if resp.StatusCode != 200 {
+		a.body = string(b)
+	}
 
 	if resp.StatusCode == 200 {
 		var v struct {
@@ -392,7 +396,7 @@ func sendUntil(t *testing.T, wg *sync.WaitGroup, client *http.Client, addr strin
 				answered(429)
 				time.Sleep(10 * time.Millisecond)
 			default:
-				t.Errorf("%s: a %s request failed: status %d, %v", where(), s.model, a.status, err)
+				t.Errorf("%s: a %s request failed: status %d %s, %v", where(), s.model, a.status, a.body, err)
 				return
 			}
 		}

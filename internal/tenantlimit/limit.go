@@ -333,3 +333,13 @@ func (st *State) View(now time.Time, lim *Limits) View {
 // state, before anyone else uses it (the limiter's owner reads it from the
 // request log's usage at start-up, so a restart does not reset budgets).
 func (st *State) Seed(now time.Time, daySpent, monthSpent int64) { st.seed(now, daySpent, monthSpent) }
+
+// AddSpent adds spend the tenant settled before this state counted it (the
+// limiter's owner reads it from the request log's usage at at, after the
+// state was put in service, so a slow read never holds up the tenant's new
+// policy) to a state that may already be in use. Requests settled on the
+// state meanwhile stay counted; the figures are added to the day and month
+// of at, and a period the counters have already moved past is left alone.
+func (st *State) AddSpent(at time.Time, daySpent, monthSpent int64) {
+	st.addSpent(at, daySpent, monthSpent)
+}

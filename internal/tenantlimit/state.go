@@ -83,6 +83,29 @@ func (st *State) seed(now time.Time, daySpent, monthSpent int64) {
 	st.c.daySpent, st.c.monSpent = max(daySpent, 0), max(monthSpent, 0)
 }
 
+// addSpent adds spend settled before the state was in use (read from the
+// request log at at) to a state that may already be counting: it is added
+// to the day and month of at; a period the counters have already moved
+// past is left alone (the read's figure is for a period that is over).
+func (st *State) addSpent(at time.Time, daySpent, monthSpent int64) {
+	day, month := DayIndex(at), MonthIndex(at)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	c := &st.c
+	if c.day < day { // as Reserve: a new period starts empty
+		c.day, c.daySpent, c.dayHeld = day, 0, 0
+	}
+	if c.day == day {
+		c.daySpent += max(daySpent, 0)
+	}
+	if c.month < month {
+		c.month, c.monSpent, c.monHeld = month, 0, 0
+	}
+	if c.month == month {
+		c.monSpent += max(monthSpent, 0)
+	}
+}
+
 // DayIndex is the UTC calendar day holding t (days since the Unix epoch).
 func DayIndex(t time.Time) int64 {
 	s := t.Unix()

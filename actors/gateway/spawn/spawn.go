@@ -165,9 +165,10 @@ func joinCluster(system *actor.ActorSystem, a Assembly) error {
 	return nil
 }
 
-// startTenants opens the store, loads the keys, starts the limiter and
-// the request log writer. It runs before admission, whose ingest queue
-// and lanes read the tenants' weights, and after the cluster join: in
+// startTenants opens the store, loads the keys, starts the limiter (a
+// subscriber of the keys actor) and the request log writer. It runs
+// before admission, whose ingest queue and lanes read the tenants'
+// weights, and after the cluster join: in
 // cluster mode OpenStore puts the keys in etcd (copying this node's own
 // keys there first) and AttachKeys starts the watch that sends the keys
 // actor a Reload on every change, so keys are the same on every node. The
@@ -190,6 +191,13 @@ func startTenants(system *actor.ActorSystem, a Assembly) error {
 		return err
 	}
 	a.AttachTenantLimits(lh)
+	// The limiter follows the keys: every snapshot the keys actor
+	// publishes (from the one in force now) reaches it as a message, and
+	// key operations return once it took theirs. The keys actor only
+	// sends; the limiter reads what new tenants spent off both actors.
+	if err := kh.Subscribe(lh.PID()); err != nil {
+		return fmt.Errorf("cannot start: %w", err)
+	}
 	ro := a.RequestLogOptions()
 	lg, err := requestlog.Spawn(system, ro)
 	if err != nil {

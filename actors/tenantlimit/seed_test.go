@@ -1,0 +1,201 @@
+package tenantlimit
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/keys"
+	"github.com/omniroute/gateway/internal/pricing"
+	"github.com/omniroute/gateway/internal/tenantlimit"
+	"github.com/omniroute/gateway/internal/tenantpolicy"
+	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/messages"
+)
+
+// spendCall is one Spend call the test holds: it answers what the test
+// sends on answer, or ends with the context.
+type spendCall struct {
+	at     time.Time
+	answer chan spendAnswer
+	ended  chan error // what the call returned
+}
+
+type spendAnswer struct {
+	day, month map[string]int64
+	err        error
+}
+
+// heldSpend is a Spend whose every call blocks until the test answers it
+// (or its context ends): a store read as slow as the test wants.
+type heldSpend struct{ calls chan *spendCall }
+
+func newHeldSpend() *heldSpend { return &heldSpend{calls: make(chan *spendCall, 8)} }
+
+func (s *heldSpend) spend(ctx context.Context, at time.Time) (map[string]int64, map[string]int64, error) {
+	c := &spendCall{at: at, answer: make(chan spendAnswer, 1), ended: make(chan error, 1)}
+	s.calls <- c
+	select {
+	case a := <-c.answer:
+		c.ended <- a.err
+		return a.day, a.month, a.err
+	case <-ctx.Done():
+		c.ended <- ctx.Err()
+		return nil, nil, ctx.Err()
+	}
+}
+
+// next is the next call; the test fails if none comes.
+func (s *heldSpend) next(t *testing.T) *spendCall {
+	t.Helper()
+	select {
+	case c := <-s.calls:
+		return c
+	case <-time.After(10 * time.Second):
+		t.Fatal("no spend read started")
+		return nil
+	}
+}
+
+func startSeeding(t *testing.T, spend SpendFunc) (*Handle, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(t0)
+	h, err := Spawn(testutil.ActorSystem(t), Options{Clock: clk, PublishInterval: 5 * time.Millisecond, Spend: spend})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Stop)
+	return h, clk
+}
+
+// snapshotOf is a key snapshot holding the named keys, each with a daily
+// budget of $1.
+func snapshotOf(names ...string) *keys.Snapshot {
+	var list []keys.Key
+	for i, n := range names {
+		var d [32]byte
+		d[0] = byte(i + 1)
+		list = append(list, keys.Key{Info: keys.Info{Name: n, Source: keys.FromStore, Policy: tenantpolicy.Policy{DailyBudgetUSD: 1}},
+			Digest: d, ID: id("key_" + n)})
+	}
+	return keys.Build(list)
+}
+
+// publish sends the limiter a key snapshot as the keys actor does, and
+// waits on the barrier a management operation waits on.
+func publish(t *testing.T, h *Handle, s *keys.Snapshot) {
+	t.Helper()
+	h.root.Send(h.PID(), s)
+	if _, err := h.root.RequestFuture(h.PID(), &messages.Sync{}, 10*time.Second).Result(); err != nil {
+		t.Fatalf("the limiter did not answer the barrier: %v", err)
+	}
+}
+
+func daySpent(h *Handle, name string, clk *clock.Fake) (int64, bool) {
+	e := (*h.table.Load())[id("key_"+name)]
+	if e == nil {
+		return 0, false
+	}
+	return e.state.View(clk.Now(), e.limits.Load()).DaySpent, true
+}
+
+func waitDaySpent(t *testing.T, h *Handle, clk *clock.Fake, name string, want float64) {
+	t.Helper()
+	testutil.Until(t, name+"'s seeded spend", func() bool {
+		v, ok := daySpent(h, name, clk)
+		return ok && v == pricing.Nano(want)
+	})
+}
+
+// TestKeySnapshotsInForceWhileSpendIsRead: a key snapshot's tenants are in
+// force as soon as the limiter took it, while the spend read it started is
+// still blocked; the barrier answers; the figures arrive when the read
+// returns. A tenant added by a newer snapshot while a read was in flight
+// never gets that older read's figures: it waits for a read of its own.
+func TestKeySnapshotsInForceWhileSpendIsRead(t *testing.T) {
+	s := newHeldSpend()
+	h, clk := startSeeding(t, s.spend)
+
+	publish(t, h, snapshotOf("a"))
+	read1 := s.next(t)
+	if _, ok := daySpent(h, "a", clk); !ok {
+		t.Fatal("a's budget is not in force while its spend is read")
+	}
+	publish(t, h, snapshotOf("a", "b")) // answered with read 1 still blocked
+	if _, ok := daySpent(h, "b", clk); !ok {
+		t.Fatal("b is not in force while a read is in flight")
+	}
+	if h.reads != 1 { // read after the barrier, which the actor answered after it counted
+		t.Fatalf("%d reads started; one at a time", h.reads)
+	}
+
+	// Read 1 was for a only: b's figure in it is from before b was added.
+	read1.answer <- spendAnswer{day: map[string]int64{id("key_a").String(): pricing.Nano(0.5), id("key_b").String(): pricing.Nano(0.7)}}
+	waitDaySpent(t, h, clk, "a", 0.5)
+	read2 := s.next(t)
+	if v, _ := daySpent(h, "b", clk); v != 0 {
+		t.Fatalf("b got %d from a read older than it", v)
+	}
+	read2.answer <- spendAnswer{day: map[string]int64{id("key_a").String(): pricing.Nano(9), id("key_b").String(): pricing.Nano(0.3)}}
+	waitDaySpent(t, h, clk, "b", 0.3)
+	if v, _ := daySpent(h, "a", clk); v != pricing.Nano(0.5) {
+		t.Fatalf("a was seeded twice: %d", v)
+	}
+	// Seeded past the budget: refused.
+	clk.Advance(time.Minute)
+	publish(t, h, snapshotOf("a", "b", "c"))
+	read3 := s.next(t)
+	read3.answer <- spendAnswer{day: map[string]int64{id("key_c").String(): pricing.Nano(1)}}
+	waitDaySpent(t, h, clk, "c", 1)
+	if _, res := h.Reserve(id("key_c"), &tenantlimit.Request{}, clk.Now()); res.Kind != tenantlimit.KindDailyBudget {
+		t.Fatalf("c seeded over its budget: %v", res.Kind)
+	}
+	if read3.at != clk.Now() {
+		t.Fatalf("the read was for %v, want the limiter's clock %v", read3.at, clk.Now())
+	}
+}
+
+// TestFailedSpendReadLeavesZero: a read that fails leaves its tenants
+// counting from zero (as when the store cannot be read), in force all the
+// same, and they are not read again.
+func TestFailedSpendReadLeavesZero(t *testing.T) {
+	s := newHeldSpend()
+	h, clk := startSeeding(t, s.spend)
+	publish(t, h, snapshotOf("a"))
+	s.next(t).answer <- spendAnswer{err: errors.New("database is locked")}
+	publish(t, h, snapshotOf("a", "b"))
+	read := s.next(t)
+	read.answer <- spendAnswer{day: map[string]int64{id("key_a").String(): pricing.Nano(5), id("key_b").String(): pricing.Nano(0.25)}}
+	waitDaySpent(t, h, clk, "b", 0.25)
+	if v, ok := daySpent(h, "a", clk); !ok || v != 0 {
+		t.Fatalf("a after a failed read: %d (in force %v); want 0", v, ok)
+	}
+}
+
+// TestRestartDuringSpendRead: a restart cancels the read in flight and
+// waits for it; the fresh actor reads again for the tenants still waiting.
+func TestRestartDuringSpendRead(t *testing.T) {
+	s := newHeldSpend()
+	h, clk := startSeeding(t, s.spend)
+	publish(t, h, snapshotOf("a"))
+	first := s.next(t)
+	h.root.Send(h.pid, crash{})
+	if err := <-first.ended; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the read in flight ended with %v, want it canceled", err)
+	}
+	s.next(t).answer <- spendAnswer{day: map[string]int64{id("key_a").String(): pricing.Nano(0.4)}}
+	waitDaySpent(t, h, clk, "a", 0.4)
+}
+
+// TestWithoutSpendNewTenantsStartFromZero: with no Spend (actor tests,
+// hosts without a store) a snapshot's tenants start from zero and nothing
+// is read.
+func TestWithoutSpendNewTenantsStartFromZero(t *testing.T) {
+	h, clk := startSeeding(t, nil)
+	publish(t, h, snapshotOf("a"))
+	if v, ok := daySpent(h, "a", clk); !ok || v != 0 {
+		t.Fatalf("a: %d in force %v", v, ok)
+	}
+}
