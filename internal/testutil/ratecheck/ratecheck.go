@@ -87,7 +87,8 @@ type Limit struct {
 //     first moment from the refusal on at which the provider's minute has
 //     room, given the arrivals up to the refusal and those the gateway
 //     may have admitted before it (the arrivals up to Grace after it),
-//     and no more than Slack later than that moment; and nothing reached
+//     and no more than Slack later than the moment one more request fits
+//     when those arrivals all count as admitted before it; and nothing reached
 //     the provider after Grace and before the Retry-After (less its
 //     rounding up to a whole second).
 //
@@ -137,12 +138,19 @@ func Check(t testing.TB, run *Run, arr []time.Time, l Limit) {
 		// What was admitted before the refusal: the arrivals up to Grace
 		// after it.
 		before := arr[:sort.Search(len(arr), func(j int) bool { return arr[j].After(s.At.Add(l.Grace)) })]
-		fits := roomAt(before, s.At, limit)
+		// An arrival within Grace after the refusal was either admitted
+		// before it (credit granted earlier) or took room that appeared
+		// after it; from outside the two look alike, so each bound takes
+		// the reading that favours the Retry-After: the earliest room
+		// counts such an arrival only once it has arrived (roomAt), the
+		// lateness counts it as admitted before the refusal (fitsAt).
+		room := roomAt(before, s.At, limit)
 		retry := s.At.Add(s.RetryAfter)
-		if retry.Before(fits) {
+		if retry.Before(room) {
 			t.Errorf("a refusal at %s said Retry-After %s, but the provider's minute is full until %s",
-				s.At.Format("15:04:05.000"), s.RetryAfter, fits.Format("15:04:05.000"))
+				s.At.Format("15:04:05.000"), s.RetryAfter, room.Format("15:04:05.000"))
 		}
+		fits := fitsAt(before, s.At, limit)
 		late := retry.Sub(fits)
 		worstLate = max(worstLate, late)
 		if late > l.Slack {
@@ -183,6 +191,42 @@ func roomAt(admitted []time.Time, t time.Time, limit int) time.Time {
 	}
 	for _, a := range admitted {
 		if x := a.Add(time.Minute); x.After(t) && room(x) {
+			return x
+		}
+	}
+	return t
+}
+
+// fitsAt is the earliest moment from t on at which one more request fits
+// at the provider, given the arrivals admitted (sorted, some of them
+// possibly after t): a moment x such that every minute holding x holds
+// fewer than limit of them. The candidates are t and the moments the
+// arrivals leave their minute.
+func fitsAt(admitted []time.Time, t time.Time, limit int) time.Time {
+	count := func(from time.Time) int { // admitted in [from, from + a minute)
+		lo := sort.Search(len(admitted), func(j int) bool { return !admitted[j].Before(from) })
+		hi := sort.Search(len(admitted), func(j int) bool { return !admitted[j].Before(from.Add(time.Minute)) })
+		return hi - lo
+	}
+	fits := func(x time.Time) bool {
+		// The minutes holding x start in (x - 1 min, x]; the fullest
+		// starts just after that bound or at an arrival.
+		if count(x.Add(-time.Minute+time.Nanosecond)) >= limit {
+			return false
+		}
+		lo := sort.Search(len(admitted), func(j int) bool { return admitted[j].After(x.Add(-time.Minute)) })
+		for j := lo; j < len(admitted) && !admitted[j].After(x); j++ {
+			if count(admitted[j]) >= limit {
+				return false
+			}
+		}
+		return true
+	}
+	if fits(t) {
+		return t
+	}
+	for _, a := range admitted {
+		if x := a.Add(time.Minute); x.After(t) && fits(x) {
 			return x
 		}
 	}

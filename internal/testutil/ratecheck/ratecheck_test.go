@@ -39,6 +39,30 @@ func TestRoomAt(t *testing.T) {
 	}
 }
 
+func TestFitsAt(t *testing.T) {
+	// Arrivals after t (admitted before it) count in the minutes that hold
+	// t: with arrivals at 0 s and twice at 30 s and a limit of 3, one more
+	// at 20 s would make the minute from 0 s hold four.
+	later := []time.Time{at(0), at(30), at(30)}
+	if got := fitsAt(later, at(20), 3); !got.Equal(at(60)) {
+		t.Errorf("with arrivals at 0, 30, 30: fits at %v, want 60 s (when the one at 0 s leaves)", got.Sub(t0))
+	}
+	arr := []time.Time{at(0), at(1), at(2)} // a limit of 3 a minute, used
+	for _, c := range []struct {
+		t, want float64
+		limit   int
+	}{
+		{5, 60, 3},  // the first leaves the minute at 60 s
+		{60, 60, 3}, // and then it fits
+		{61.5, 61.5, 3},
+		{5, 5, 4}, // room under a limit of 4
+	} {
+		if got := fitsAt(arr, at(c.t), c.limit); !got.Equal(at(c.want)) {
+			t.Errorf("at %vs, limit %d: fits at %v, want %vs", c.t, c.limit, got.Sub(t0), c.want)
+		}
+	}
+}
+
 // recorder is a testing.TB that records failures instead of failing.
 type recorder struct {
 	testing.TB
@@ -93,8 +117,10 @@ func TestCheckCatchesWhatItShould(t *testing.T) {
 // room again at 60 s, and another caller's request arriving at 60.2 s,
 // within Grace of the refusal (so it may have been admitted before it).
 // A Retry-After pointing before 60 s is early, one more than Slack after
-// it late; one pointing at 60 s is true although the other caller took
-// the unit that freed then (as a provider's own Retry-After may be).
+// it late (counting from 61 s, when one more fits if the arrival at 60.2 s
+// was admitted before the refusal); one pointing at 60 s is true although
+// the other caller took the unit that freed then (as a provider's own
+// Retry-After may be).
 func TestRetryAfterTruthful(t *testing.T) {
 	lim := Limit{Requests: 3, Duration: time.Minute, Slack: 3 * time.Second, Grace: 1500 * time.Millisecond}
 	arr := []time.Time{at(0), at(1), at(2), at(60.2)}
@@ -104,7 +130,11 @@ func TestRetryAfterTruthful(t *testing.T) {
 		want          string // "" passes
 	}{
 		{"early", 58, 1, "full until"},
-		{"late", 59, 5, "after the request would have fitted"},
+		{"late", 59, 6, "after the request would have fitted"},
+		// The arrival at 60.2 s may have been admitted before the refusal
+		// (credit granted earlier): a request then fits at 61 s, and a
+		// Retry-After pointing there is not late.
+		{"the unit spent by credit granted before", 59, 5, ""},
 		{"the unit taken by another caller", 59, 1, ""},
 	} {
 		run := &Run{sends: []Send{{At: at(0), Status: 200}, {At: at(1), Status: 200}, {At: at(2), Status: 200},
