@@ -78,14 +78,33 @@ func (g *Gateway) healthHandler(ctx *fasthttp.RequestCtx) {
 	out["status"] = overall
 	out["version"] = g.opts.Version
 	out["uptimeSeconds"] = int64(g.clk.Now().Sub(g.started) / time.Second)
-	b, err := json.Marshal(out)
-	if err != nil {
-		b = []byte(`{"status":"degraded","error":"health snapshot could not be encoded"}`)
-	}
+	b := encodeHealth(out)
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.SetContentType("application/json")
 	ctx.Response.Header.Set("Cache-Control", "no-store")
 	ctx.SetBody(b)
+}
+
+// encodeHealth encodes the health sections. One section's figure JSON
+// cannot hold (a NaN, say) must not blank the whole health: that section
+// alone says what failed, and an "ok" status becomes "degraded".
+func encodeHealth(out map[string]any) []byte {
+	b, err := json.Marshal(out)
+	if err == nil {
+		return b
+	}
+	for name, body := range out {
+		if _, e := json.Marshal(body); e != nil {
+			out[name] = map[string]any{"error": "section could not be encoded: " + e.Error()}
+			if out["status"] == "ok" {
+				out["status"] = "degraded"
+			}
+		}
+	}
+	if b, err = json.Marshal(out); err != nil {
+		return []byte(`{"status":"degraded","error":"health snapshot could not be encoded"}`)
+	}
+	return b
 }
 
 func safeSection(s healthSection) (body any, status string) {

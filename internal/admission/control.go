@@ -1145,14 +1145,22 @@ func (c *Controller) queue(inflight float64, r Reading) (q, se, knee float64, sa
 		// hang). Below that they are ordinary answers in progress and
 		// would only add noise.
 		age := r.PendingAgeSum / float64(r.Pending)
+		// Before any no-queue latency is known (the first answers are
+		// still out), the held time is the reference hanging used; it is
+		// positive whenever hanging holds, so the ratio stays finite.
 		b := max(c.baseline[kindStream], c.baseline[kindPlain])
+		if b <= 0 {
+			b = c.heldEWMA
+		}
 		p := float64(r.Pending)
 		n := float64(samples)
 		held := c.m.heldSum + p*2*age
 		wait := (1-share)*c.m.heldSum + p*(2*age-b)
 		q = (q*n + p*2*age/b) / (n + p)
 		samples += int(r.Pending)
-		knee = inflight * max(0, 1-wait/held)
+		if held > 0 {
+			knee = inflight * max(0, 1-wait/held)
+		}
 	}
 	return q, se, knee, samples
 }

@@ -2,6 +2,8 @@ package admission
 
 import (
 	"container/heap"
+	"encoding/json"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -566,5 +568,45 @@ func TestControlStallIsUndoneQuickly(t *testing.T) {
 			t.Fatalf("seed %d: the knee is %.1f 3 s after the stall (lowest %.1f), want ≥ 14.4 (%+v)", seed, s.c.Knee(), low, s.c.Last())
 		}
 		t.Logf("seed %d: lowest knee %.1f after the stall, back ≥ 0.9x %v after the first second", seed, low, at)
+	}
+}
+
+// TestControlHangBeforeAnyBaselineStaysFinite: a first phase passes with
+// no answer, the first answers come back before the next phase starts
+// measuring (so they set the time an answer holds its slot but no
+// no-queue latency), then the provider hangs. The phase judged on the
+// hang alone publishes finite figures (health encodes them as JSON, which
+// has no NaN or infinity).
+func TestControlHangBeforeAnyBaselineStaysFinite(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	c := NewController(cfgFor(), t0)
+	now := t0
+	for c.Phases() == 0 && now.Sub(t0) < time.Minute {
+		now = now.Add(10 * time.Millisecond)
+		c.Tick(Reading{At: now})
+	}
+	c.Observe(now.Add(time.Millisecond), Sample{Latency: 10 * time.Millisecond, Held: 10 * time.Millisecond, OK: true})
+	if c.Phases() != 1 || c.Baseline() != 0 || c.Held() <= 0 {
+		t.Fatalf("set-up: %d phases, baseline %v, held %v; want one, none and some", c.Phases(), c.Baseline(), c.Held())
+	}
+	const pending = 16
+	from := now
+	for c.Phases() == 1 && now.Sub(from) < time.Minute {
+		now = now.Add(10 * time.Millisecond)
+		age := now.Sub(from).Seconds()
+		c.Tick(Reading{At: now, Active: pending, Integral: pending * age, Pending: pending, PendingAgeSum: pending * age})
+	}
+	if c.Phases() != 2 {
+		t.Fatal("no phase was judged on the hang in a minute: the test tests nothing")
+	}
+	r := c.Last()
+	for name, v := range map[string]float64{"queueRatio": r.QueueRatio, "knee": r.Knee, "inflight": r.Inflight,
+		"kneeEstimate": c.Knee(), "drainRate": c.DrainRate()} {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			t.Errorf("%s is %v after the phase judged on the hang (%+v)", name, v, r)
+		}
+	}
+	if _, err := json.Marshal(r); err != nil {
+		t.Errorf("the phase report cannot be encoded: %v", err)
 	}
 }

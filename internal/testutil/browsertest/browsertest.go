@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -59,6 +60,16 @@ func Open(t testing.TB, exe, screenshotDir string) *Browser {
 	var once sync.Once
 	b.Close = func() { once.Do(func() { cancelTimeout(); cancelCtx(); cancelAlloc() }) }
 	t.Cleanup(b.Close)
+	// Start the browser now, one launch at a time on this machine: test
+	// packages run as parallel processes, and Chromium instances starting
+	// together (profile set-up, shared memory, crashpad) have been seen
+	// to die before they listen.
+	unlock := launchLock(t)
+	err := chromedp.Do(ctx)
+	unlock()
+	if err != nil {
+		t.Fatalf("starting %s: %v", exe, err)
+	}
 	b.WaitJS = func(what, expr string) {
 		t.Helper()
 		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(20*time.Second), chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
@@ -77,4 +88,19 @@ func Open(t testing.TB, exe, screenshotDir string) *Browser {
 		}
 	}
 	return b
+}
+
+// launchLock holds an exclusive lock on a file in the temporary directory
+// shared by every test process until the returned function is called.
+func launchLock(t testing.TB) func() {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "omniroute-browsertest.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatalf("opening the browser launch lock: %v", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatalf("taking the browser launch lock: %v", err)
+	}
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }
 }
