@@ -2,6 +2,7 @@ package credit
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -116,7 +117,10 @@ type grain struct {
 	kind    string // its prefix
 
 	// calendar and rolling
-	loaded  bool
+	loaded bool
+	// version is the store's version of the record this grain last read
+	// or wrote: its next write succeeds only over it.
+	version int64
 	window  uint64
 	granted int64
 	rolls   *rolling.Windows
@@ -146,7 +150,7 @@ func (g *grain) Receive(ctx actor.Context) {
 			// first activation of a cap (no marker in the store) has no
 			// holders to wait for and grants at once.
 			g.holders = map[string]*holder{}
-			if _, seen, err := g.load(); err != nil || seen {
+			if _, err := g.load(); err != nil || g.version != 0 {
 				g.recoverUntil = g.clk.Now().Add(LeaseTTL)
 			} else if g.save(Record{}) != nil {
 				g.recoverUntil = g.clk.Now().Add(LeaseTTL)
@@ -166,9 +170,9 @@ func (g *grain) Receive(ctx actor.Context) {
 		case g.kind == slotsPrefix:
 			rep = g.slotsOp(&req, b.Limit)
 		case g.kind == rollingPrefix:
-			rep = g.rollingOp(&req, b)
+			rep = g.durable(func() (reply, error) { return g.rollingOp(&req, b) })
 		case g.kind == windowPrefix:
-			rep = g.windowOp(&req, b)
+			rep = g.durable(func() (reply, error) { return g.windowOp(&req, b) })
 		default:
 			rep = reply{unavailable: true}
 		}
@@ -183,47 +187,50 @@ func (g *grain) Receive(ctx actor.Context) {
 // request naming one other than the grain's current window, the one
 // before or the one after (a node's clock a little off near the turn of a
 // day) is refused.
-func (g *grain) windowOp(r *request, b Budget) reply {
+func (g *grain) windowOp(r *request, b Budget) (reply, error) {
 	if !g.loaded {
-		rec, ok, err := g.load()
+		rec, err := g.load()
 		if err != nil {
-			return reply{unavailable: true}
+			return reply{unavailable: true}, nil
 		}
-		if ok && rec.Rings == nil {
+		if g.version != 0 && rec.Rings == nil {
 			g.window, g.granted = rec.Window, rec.Granted
 		}
 		g.loaded = true
 	}
 	now := b.Period.Index(g.clk.Now())
 	if r.window+1 < now || r.window > now+1 {
-		return reply{refused: true}
+		return reply{refused: true}, nil
 	}
 	if r.window > g.window {
 		g.window, g.granted = r.window, 0
 	}
 	left := max(b.Limit-g.granted, 0)
 	if r.window < g.window { // a node whose clock lags: nothing for a past window
-		return reply{left: left}
+		return reply{left: left}, nil
 	}
 	switch r.op {
 	case opAcquire:
 		n := min(max(r.amount, 0), left)
 		if n == 0 {
-			return reply{left: left}
+			return reply{left: left}, nil
 		}
 		if err := g.save(Record{Window: g.window, Granted: g.granted + n}); err != nil {
-			return reply{unavailable: true, left: left}
+			return reply{unavailable: true, left: left}, err
 		}
 		g.granted += n
-		return reply{granted: n, left: left - n}
+		return reply{granted: n, left: left - n}, nil
 	case opRelease:
 		n := min(max(r.amount, 0), g.granted)
-		if n > 0 && g.save(Record{Window: g.window, Granted: g.granted - n}) == nil {
+		if n > 0 {
+			if err := g.save(Record{Window: g.window, Granted: g.granted - n}); err != nil {
+				return reply{left: left}, err
+			}
 			g.granted -= n
 		}
-		return reply{left: max(b.Limit-g.granted, 0)}
+		return reply{left: max(b.Limit-g.granted, 0)}, nil
 	}
-	return reply{left: left}
+	return reply{left: left}, nil
 }
 
 // rollingOp serves a rolling budget: it takes back what the node gives
@@ -237,19 +244,19 @@ func (g *grain) windowOp(r *request, b Budget) reply {
 // idle and ask only for what their requests need, so what the grain
 // counts is what was spent, and a wait it gives is the truth for every
 // node.
-func (g *grain) rollingOp(r *request, b Budget) reply {
+func (g *grain) rollingOp(r *request, b Budget) (reply, error) {
 	var lim rolling.Limits
 	lim[rolling.Requests] = b.Windows
 	if !lim.Any() {
-		return reply{unavailable: true}
+		return reply{unavailable: true}, nil
 	}
 	if !g.loaded {
-		rec, ok, err := g.load()
+		rec, err := g.load()
 		if err != nil {
-			return reply{unavailable: true}
+			return reply{unavailable: true}, nil
 		}
 		g.rolls = rolling.NewWindows(lim, CreditTTL)
-		if ok {
+		if g.version != 0 {
 			g.rolls.Restore(rec.Rings)
 		}
 		g.loaded = true
@@ -259,7 +266,7 @@ func (g *grain) rollingOp(r *request, b Budget) reply {
 	now := clockNow.UnixNano()
 	for _, k := range r.backs {
 		if k.at > now+int64(rolling.Minute.Slot()) {
-			return reply{refused: true}
+			return reply{refused: true}, nil
 		}
 	}
 	changed := false
@@ -283,7 +290,7 @@ func (g *grain) rollingOp(r *request, b Budget) reply {
 			// are dropped so that the next call starts from the last
 			// record, as a fresh activation would.
 			g.loaded = false
-			return reply{unavailable: true}
+			return reply{unavailable: true}, err
 		}
 	}
 	rep := reply{granted: n, at: now}
@@ -308,19 +315,53 @@ func (g *grain) rollingOp(r *request, b Budget) reply {
 		}
 	}
 	rep.contended = clockNow.Sub(g.fullAt) < CreditTTL
-	return rep
+	return rep, nil
 }
 
-func (g *grain) load() (Record, bool, error) {
+// conflictRetries bounds how often one call re-reads a record another
+// activation wrote in between; each retry is one store round trip, and
+// two activations of a grain exist only while members disagree.
+const conflictRetries = 4
+
+// durable runs a budget operation whose state change is written to the
+// store before it answers. When another activation of this grain wrote
+// the record since this one read it, the write fails without effect; the
+// grain then drops what it holds in memory, reads the record again and
+// runs the operation anew on it, so two activations never grant the same
+// room.
+func (g *grain) durable(op func() (reply, error)) reply {
+	for try := 0; ; try++ {
+		rep, err := op()
+		if !errors.Is(err, ErrConflict) {
+			return rep
+		}
+		g.loaded = false
+		if try == conflictRetries {
+			return reply{unavailable: true}
+		}
+	}
+}
+
+// load reads the record and its version.
+func (g *grain) load() (Record, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	return g.store.Load(ctx, g.id)
+	rec, v, err := g.store.Load(ctx, g.id)
+	if err == nil {
+		g.version = v
+	}
+	return rec, err
 }
 
+// save writes rec over the version last read or written.
 func (g *grain) save(rec Record) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	return g.store.Save(ctx, g.id, rec)
+	v, err := g.store.Save(ctx, g.id, rec, g.version)
+	if err == nil {
+		g.version = v
+	}
+	return err
 }
 
 // slotsOp serves a concurrency cap: the sum of the slots leased to live
