@@ -333,7 +333,8 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 	case supervise.Crash:
 		m.Panic()
 	case *actor.Started:
-		a.stop = repeat.Send(ctx.ActorSystem().Root, a.interval, a.interval, ctx.Self(), tick{})
+		// Wall-clock ticks: this actor's tests fake Now only.
+		a.stop = repeat.Send(clock.Real{}, ctx.ActorSystem().Root, a.interval, a.interval, ctx.Self(), tick{})
 	case *actor.Stopping, *actor.Restarting:
 		if a.stop != nil {
 			a.stop()

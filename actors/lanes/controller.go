@@ -12,6 +12,7 @@ import (
 
 	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/admission"
+	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/repeat"
 	"github.com/omniroute/gateway/internal/tenant"
 )
@@ -136,7 +137,8 @@ func (c *controller) Receive(ctx actor.Context) {
 		}
 		if !c.manual {
 			w := c.cfg.Window()
-			c.cancels = append(c.cancels, repeat.Send(c.root, w, w, ctx.Self(), windowTick{}))
+			// Wall-clock ticks: the lanes' tests fake Now only.
+			c.cancels = append(c.cancels, repeat.Send(clock.Real{}, c.root, w, w, ctx.Self(), windowTick{}))
 			c.wake()
 		}
 		c.publish(true)
@@ -191,7 +193,7 @@ func (c *controller) Receive(ctx actor.Context) {
 func (c *controller) wake() {
 	c.idle = 0
 	if c.sub == nil && !c.manual && c.root != nil {
-		c.sub = repeat.Send(c.root, tickEvery, tickEvery, c.self, subTick{})
+		c.sub = repeat.Send(clock.Real{}, c.root, tickEvery, tickEvery, c.self, subTick{})
 	}
 }
 

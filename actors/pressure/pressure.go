@@ -161,7 +161,7 @@ func (a *pressureActor) Receive(ctx actor.Context) {
 		m.Panic()
 	case *actor.Started:
 		if !a.opts.Manual {
-			a.cancel = repeat.Send(ctx.ActorSystem().Root, a.opts.Interval, a.opts.Interval, ctx.Self(), tickMsg)
+			a.cancel = repeat.Send(a.opts.Clock, ctx.ActorSystem().Root, a.opts.Interval, a.opts.Interval, ctx.Self(), tickMsg)
 		}
 	case *actor.Restarting, *actor.Stopping:
 		if a.cancel != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/omniroute/gateway/actors/supervise"
+	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/quota"
 	"github.com/omniroute/gateway/internal/repeat"
 	"github.com/omniroute/gateway/messages"
@@ -32,7 +33,7 @@ type headerAdapter struct {
 	parent    *actor.PID
 	peers     *atomic.Pointer[actor.PID] // the cluster actor; nil inside: not shared
 	mapping   *quota.Mapping
-	clk       interface{ Now() time.Time }
+	clk       clock.Clock
 	threshold float64
 	byModel   map[string][]heldValue
 	dirty     bool
@@ -74,7 +75,9 @@ func (a *headerAdapter) Receive(ctx actor.Context) {
 	case supervise.Crash:
 		m.Panic()
 	case *actor.Started:
-		a.cancel = repeat.Send(ctx.ActorSystem().Root, HeaderFlushInterval, HeaderFlushInterval, ctx.Self(), flush{})
+		// Wall-clock ticks: the quota tests fake Now only (see the poller for
+		// a timer on the injected clock).
+		a.cancel = repeat.Send(clock.Real{}, ctx.ActorSystem().Root, HeaderFlushInterval, HeaderFlushInterval, ctx.Self(), flush{})
 	case *actor.Restarting, *actor.Stopping:
 		if a.cancel != nil {
 			a.cancel()
@@ -268,7 +271,7 @@ func (a *estimateAdapter) Receive(ctx actor.Context) {
 	case supervise.Crash:
 		m.Panic()
 	case *actor.Started:
-		a.cancel = repeat.Send(ctx.ActorSystem().Root, EstimateInterval, EstimateInterval, ctx.Self(), readLedger{})
+		a.cancel = repeat.Send(clock.Real{}, ctx.ActorSystem().Root, EstimateInterval, EstimateInterval, ctx.Self(), readLedger{})
 	case *actor.Restarting, *actor.Stopping:
 		if a.cancel != nil {
 			a.cancel()

@@ -9,6 +9,8 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/omniroute/gateway/actors/supervise"
+	"github.com/omniroute/gateway/internal/backoff"
+	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/quota"
 )
 
@@ -57,7 +59,7 @@ type aggregator struct {
 	id       int
 	spec     ConnSpec
 	c        *conn
-	clk      interface{ Now() time.Time }
+	clk      clock.Clock
 	opts     Options
 	ready    chan struct{} // closed by the first incarnation's Started
 	readings [quota.SourceUnknown]quota.Reading
@@ -174,7 +176,7 @@ func (a *aggregator) startPoller(ctx actor.Context) {
 	p, self := a.spec.Poll, ctx.Self()
 	id, onPoll := a.id, a.opts.OnPoll
 	a.poller = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &poller{parent: self, spec: *p, clk: a.clk, client: a.opts.HTTPClient, onPoll: func(ok bool) {
+		return &poller{parent: self, spec: *p, clk: a.clk, backoff: backoff.Backoff{Policy: pollBackoff(p.Interval)}, client: a.opts.HTTPClient, onPoll: func(ok bool) {
 			if onPoll != nil {
 				onPoll(id, ok)
 			}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/omniroute/gateway/actors/supervise"
+	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/rendezvous"
 	"github.com/omniroute/gateway/internal/repeat"
 )
@@ -157,7 +158,7 @@ func (a *clusterActor) Receive(ctx actor.Context) {
 		m.Panic()
 	case *actor.Started:
 		a.check(ctx)
-		a.cancel = repeat.Send(ctx.ActorSystem().Root, a.o.CheckInterval, a.o.CheckInterval, ctx.Self(), checkMembers{})
+		a.cancel = repeat.Send(clock.Real{}, ctx.ActorSystem().Root, a.o.CheckInterval, a.o.CheckInterval, ctx.Self(), checkMembers{})
 	case *actor.Restarting, *actor.Stopping:
 		if a.cancel != nil {
 			a.cancel()

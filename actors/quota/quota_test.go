@@ -197,8 +197,8 @@ func TestPollBackoff(t *testing.T) {
 		{1, time.Minute, 1, 144 * time.Second},
 	}
 	for _, c := range cases {
-		if got := PollBackoff(c.n, c.interval, c.r); got != c.want {
-			t.Errorf("PollBackoff(%d, %v, %v) = %v, want %v", c.n, c.interval, c.r, got, c.want)
+		if got := pollBackoff(c.interval).Delay(c.n, c.r); got != c.want {
+			t.Errorf("pollBackoff(%v).Delay(%d, %v) = %v, want %v", c.interval, c.n, c.r, got, c.want)
 		}
 	}
 }
@@ -269,10 +269,13 @@ func TestAddAndRemoveConnections(t *testing.T) {
 	if err != nil || b != 2 {
 		t.Fatalf("Add after Remove = %d, %v; ids are never reused", b, err)
 	}
+	// The pollers' timers run on the fake clock: each 5 ms it moves is
+	// one more interval for every poller still armed.
 	for deadline := time.Now().Add(10 * time.Second); polls[1].Load() < 6; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the live poller polled %d times in 10 s", polls[1].Load())
 		}
+		clk.Advance(5 * time.Millisecond)
 	}
 	if n := polls[0].Load(); n != stopped {
 		t.Fatalf("the removed connection polled %d more times", n-stopped)

@@ -299,7 +299,8 @@ func (a *targetsActor) Receive(ctx actor.Context) {
 		m.Panic()
 	case *actor.Started:
 		a.h.flushPending.Store(false) // a flush the failed incarnation scheduled is gone
-		a.cancel = repeat.Send(ctx.ActorSystem().Root, PublishInterval, PublishInterval, ctx.Self(), tick{})
+		// Wall-clock ticks: this actor's tests fake Now only.
+		a.cancel = repeat.Send(clock.Real{}, ctx.ActorSystem().Root, PublishInterval, PublishInterval, ctx.Self(), tick{})
 	case *actor.Restarting:
 		// Only the timers: the fresh actor drains the accumulators (the
 		// panic may have come from draining them).

@@ -256,7 +256,8 @@ type limiterActor struct {
 func (a *limiterActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.stop = repeat.Send(ctx.ActorSystem().Root, a.interval, a.interval, ctx.Self(), tick{})
+		// Wall-clock ticks: this actor's tests fake Now only.
+		a.stop = repeat.Send(clock.Real{}, ctx.ActorSystem().Root, a.interval, a.interval, ctx.Self(), tick{})
 		a.startRead(ctx) // a restarted actor: tenants still waiting for theirs
 	case *actor.Stopping, *actor.Restarting:
 		if a.stop != nil {
