@@ -98,10 +98,13 @@ func TestRestartKeepsTheRing(t *testing.T) {
 func TestTimerSamples(t *testing.T) {
 	sys := newSystem()
 	defer sys.Shutdown()
-	h, err := Spawn(sys, Options{Interval: 10 * time.Millisecond, Sample: func(time.Time) Point { return Point{} }})
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	h, err := Spawn(sys, Options{Interval: 10 * time.Millisecond, Clock: clk, Sample: func(time.Time) Point { return Point{} }})
 	if err != nil {
 		t.Fatal(err)
 	}
+	testutil.Until(t, "the sampling timer armed", func() bool { return clk.Pending() == 1 })
+	clk.Advance(30 * time.Millisecond) // three intervals of the actor's clock
 	waitLen(t, h, 3)
 	h.Stop()
 	h.Stop()
