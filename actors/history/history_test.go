@@ -104,7 +104,9 @@ func TestTimerSamples(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Until(t, "the sampling timer armed", func() bool { return clk.Pending() == 1 })
-	clk.Advance(30 * time.Millisecond) // three intervals of the actor's clock
+	for i := 0; i < 3; i++ {
+		clk.Advance(10 * time.Millisecond) // one interval of the actor's clock: one sample
+	}
 	waitLen(t, h, 3)
 	h.Stop()
 	h.Stop()

@@ -95,7 +95,9 @@ func TestTimerSamplesEveryInterval(t *testing.T) {
 	}
 	defer h.Stop()
 	testutil.Until(t, "the sampling timer armed", func() bool { return clk.Pending() == 1 })
-	clk.Advance(20 * time.Millisecond) // four intervals of the actor's clock
+	for i := 0; i < 4; i++ {
+		clk.Advance(5 * time.Millisecond) // one interval of the actor's clock: one sample
+	}
 	testutil.Until(t, "four samples", func() bool { mu.Lock(); defer mu.Unlock(); return n >= 4 })
 }
 

@@ -47,17 +47,21 @@ func (Real) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d
 // Fake is a clock that moves only when a test moves it. It is safe for
 // concurrent use.
 //
-// Its timers fire only inside Advance and Set, on the goroutine that
-// called them, one at a time, in the order they are due (timers due at
-// the same instant in the order they were scheduled or last reset). While
-// a callback runs, Now reads the instant it was due, so a timer the
-// callback schedules is due relative to that instant and fires in the
-// same Advance when that falls within it (a repeating tick fires once per
-// period passed). A timer scheduled with d <= 0 is due at once and fires
-// on the next Advance, Advance(0) included: time never moves by itself.
-// Advance and Set calls are serialised, so callbacks of two of them never
-// interleave; a callback must not call Advance or Set itself (it would
-// wait for itself).
+// Advance and Set jump: the clock is set to the new time first, then the
+// timers that were due by it when the jump began fire, each once, on the
+// goroutine that called Advance or Set, one at a time, earliest first
+// (timers due at the same instant in the order they were scheduled or last
+// reset), as a process frozen for that long would see them on waking. A
+// timer stopped or reset by an earlier callback of the same jump does not
+// fire in it. Now reads the new time in every callback, so a timer a
+// callback schedules (a repeating tick) is due relative to it and fires at
+// the earliest on the next Advance: one Advance sends a periodic actor at
+// most one tick, however far it jumps, and never floods its mailbox. A
+// timer scheduled with d <= 0 is due at once and fires on the next
+// Advance, Advance(0) included: time never moves by itself. Advance and
+// Set calls are serialised, so callbacks of two of them never interleave;
+// a callback must not call Advance or Set itself (it would wait for
+// itself).
 type Fake struct {
 	advancing sync.Mutex // held by Advance and Set for their whole run
 	mu        sync.Mutex // guards the fields below and every timer's
@@ -76,9 +80,9 @@ func (f *Fake) Now() time.Time {
 	return f.now
 }
 
-// Advance moves the clock forward by d, firing each timer that comes due
-// on the way at its own instant, and returns the new time. A negative d
-// moves the clock back without firing anything.
+// Advance moves the clock forward by d, then fires the timers due by the
+// new time (see Fake), and returns the new time. A negative d moves the
+// clock back without firing anything.
 func (f *Fake) Advance(d time.Duration) time.Time {
 	f.mu.Lock()
 	target := f.now.Add(d)
@@ -86,7 +90,7 @@ func (f *Fake) Advance(d time.Duration) time.Time {
 	return f.moveTo(target)
 }
 
-// Set sets the fake time. A later t fires the timers due up to it, as
+// Set sets the fake time. A later t fires the timers due by it, as
 // Advance does; an earlier one fires nothing.
 func (f *Fake) Set(t time.Time) { f.moveTo(t) }
 
@@ -94,25 +98,21 @@ func (f *Fake) moveTo(target time.Time) time.Time {
 	f.advancing.Lock()
 	defer f.advancing.Unlock()
 	f.mu.Lock()
-	if target.Before(f.now) {
-		f.now = target
-		f.mu.Unlock()
-		return target
-	}
-	for {
-		t := f.earliest()
+	forward := !target.Before(f.now)
+	f.now = target
+	// Timers scheduled or reset from here on (by the callbacks) have a
+	// later seq: they wait for the next jump.
+	last := f.seq
+	for forward {
+		t := f.earliest(last)
 		if t == nil || t.at.After(target) {
 			break
 		}
 		f.remove(t)
-		if t.at.After(f.now) {
-			f.now = t.at
-		}
 		f.mu.Unlock()
 		t.fn()
 		f.mu.Lock()
 	}
-	f.now = target
 	f.mu.Unlock()
 	return target
 }
@@ -140,7 +140,7 @@ func (f *Fake) Pending() int {
 func (f *Fake) Next() (in time.Duration, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	t := f.earliest()
+	t := f.earliest(f.seq)
 	if t == nil {
 		return 0, false
 	}
@@ -154,9 +154,14 @@ func (f *Fake) schedule(t *fakeTimer, d time.Duration) {
 	f.pending = append(f.pending, t)
 }
 
-func (f *Fake) earliest() *fakeTimer {
+// earliest is the pending timer due first among those scheduled or last
+// reset at or before seq.
+func (f *Fake) earliest(seq uint64) *fakeTimer {
 	var first *fakeTimer
 	for _, t := range f.pending {
+		if t.seq > seq {
+			continue
+		}
 		if first == nil || t.at.Before(first.at) || (t.at.Equal(first.at) && t.seq < first.seq) {
 			first = t
 		}

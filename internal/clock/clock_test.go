@@ -33,9 +33,9 @@ func (r *recorder) take() []string {
 	return got
 }
 
-// TestFakeFiresInOrder: each Advance fires exactly the timers due within
-// it, earliest first, ties in scheduling order, each seeing its own
-// instant as Now; Stop and Reset change what fires.
+// TestFakeFiresInOrder: each Advance fires exactly the timers due by its
+// new time, earliest first, ties in scheduling order, each seeing the new
+// time as Now; Stop and Reset change what fires.
 func TestFakeFiresInOrder(t *testing.T) {
 	type step struct {
 		op   string // "after name d", "stop name", "reset name d", "advance d", "set d"
@@ -48,7 +48,7 @@ func TestFakeFiresInOrder(t *testing.T) {
 	}{
 		{"due order, not scheduling order", []step{
 			{op: "after c 30ms"}, {op: "after a 10ms"}, {op: "after b 20ms"},
-			{op: "advance 25ms", want: []string{"a@10ms", "b@20ms"}},
+			{op: "advance 25ms", want: []string{"a@25ms", "b@25ms"}},
 			{op: "advance 5ms", want: []string{"c@30ms"}},
 			{op: "advance 1h", want: nil},
 		}},
@@ -68,7 +68,7 @@ func TestFakeFiresInOrder(t *testing.T) {
 		{"stop before due: never fires", []step{
 			{op: "after a 10ms"}, {op: "after b 20ms"},
 			{op: "stop a", ret: true},
-			{op: "advance 1h", want: []string{"b@20ms"}},
+			{op: "advance 1h", want: []string{"b@1h0m0s"}},
 			{op: "stop a", ret: false},
 			{op: "stop b", ret: false},
 		}},
@@ -76,7 +76,7 @@ func TestFakeFiresInOrder(t *testing.T) {
 			{op: "after a 10ms"}, {op: "after b 20ms"},
 			{op: "advance 5ms"},
 			{op: "reset a 30ms", ret: true}, // due at 35ms
-			{op: "advance 20ms", want: []string{"b@20ms"}},
+			{op: "advance 20ms", want: []string{"b@25ms"}},
 			{op: "advance 10ms", want: []string{"a@35ms"}},
 		}},
 		{"reset after firing schedules it again", []step{
@@ -92,7 +92,7 @@ func TestFakeFiresInOrder(t *testing.T) {
 		}},
 		{"set forward fires, set back does not", []step{
 			{op: "after a 10ms"}, {op: "after b 50ms"},
-			{op: "set 20ms", want: []string{"a@10ms"}},
+			{op: "set 20ms", want: []string{"a@20ms"}},
 			{op: "set 0s", want: nil}, // b is still due at 50ms
 			{op: "advance 49ms", want: nil},
 			{op: "advance 1ms", want: []string{"b@50ms"}},
@@ -142,9 +142,9 @@ func TestFakeFiresInOrder(t *testing.T) {
 	}
 }
 
-// TestFakeCallbackSchedules: a timer scheduled by a callback is due
-// relative to the callback's instant and fires in the same Advance when
-// it falls within it, as a repeating tick does.
+// TestFakeCallbackSchedules: a timer a callback schedules is due relative
+// to the new time and waits for the next Advance, so a repeating tick
+// fires once per Advance however far it jumps.
 func TestFakeCallbackSchedules(t *testing.T) {
 	f := NewFake(t0)
 	var r recorder
@@ -156,11 +156,17 @@ func TestFakeCallbackSchedules(t *testing.T) {
 	if now := f.Advance(35 * time.Millisecond); !now.Equal(t0.Add(35 * time.Millisecond)) {
 		t.Fatalf("Advance returned %v", now)
 	}
-	if got, want := r.take(), []string{"tick@10ms", "tick@20ms", "tick@30ms"}; !slices.Equal(got, want) {
+	if got, want := r.take(), []string{"tick@35ms"}; !slices.Equal(got, want) {
 		t.Fatalf("fired %v, want %v", got, want)
 	}
-	if in, ok := f.Next(); !ok || in != 5*time.Millisecond || f.Pending() != 1 {
-		t.Fatalf("next in %v (%v), pending %d; want the tick due in 5ms", in, ok, f.Pending())
+	if in, ok := f.Next(); !ok || in != 10*time.Millisecond || f.Pending() != 1 {
+		t.Fatalf("next in %v (%v), pending %d; want the tick due in 10ms", in, ok, f.Pending())
+	}
+	f.Advance(9 * time.Millisecond)
+	f.Advance(time.Millisecond)
+	f.Advance(10 * time.Millisecond)
+	if got, want := r.take(), []string{"tick@45ms", "tick@55ms"}; !slices.Equal(got, want) {
+		t.Fatalf("fired %v, want %v", got, want)
 	}
 	if !tick.Stop() || f.Pending() != 0 {
 		t.Fatal("the tick did not stop")
@@ -179,7 +185,7 @@ func TestFakeStopInsideCallback(t *testing.T) {
 	f.AfterFunc(time.Millisecond, func() { r.fn(f, "a")(); b.Stop() })
 	b = f.AfterFunc(time.Millisecond, r.fn(f, "b"))
 	f.Advance(time.Second)
-	if got := r.take(); !slices.Equal(got, []string{"a@1ms"}) {
+	if got := r.take(); !slices.Equal(got, []string{"a@1s"}) {
 		t.Fatalf("fired %v", got)
 	}
 }

@@ -44,7 +44,8 @@ func handled(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) {
 }
 
 // TestSendRepeatsUntilStopped: ticks come after initial, then once per
-// interval of the clock, and never again once stopped.
+// interval of the clock (one per jump of the fake clock), and never again
+// once stopped.
 func TestSendRepeatsUntilStopped(t *testing.T) {
 	sys, pid, n := counter(t)
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -52,7 +53,8 @@ func TestSendRepeatsUntilStopped(t *testing.T) {
 	for _, step := range []struct {
 		advance time.Duration
 		want    int64
-	}{{999 * time.Microsecond, 0}, {time.Microsecond, 1}, {time.Millisecond, 1}, {time.Millisecond, 2}, {6 * time.Millisecond, 5}} {
+	}{{999 * time.Microsecond, 0}, {time.Microsecond, 1}, {time.Millisecond, 1}, {time.Millisecond, 2}, {2 * time.Millisecond, 3},
+		{time.Hour, 4}, {2 * time.Millisecond, 5}} { // a jump sends one tick, and the next is an interval after it
 		clk.Advance(step.advance)
 		handled(t, sys, pid)
 		if got := n.Load(); got != step.want {
