@@ -62,7 +62,7 @@ type flush struct{}
 
 // peerHeaders are header observations another member made, for the
 // connection's header adapter.
-type peerHeaders struct{ obs []HeaderObserved }
+type peerHeaders struct{ obs []headerObserved }
 
 // reshareHeaders asks the header adapter to send its peers the latest
 // local observation of each model that still says something (a member
@@ -79,7 +79,7 @@ func (a *headerAdapter) Receive(ctx actor.Context) {
 		if a.cancel != nil {
 			a.cancel()
 		}
-	case *HeaderObserved:
+	case *headerObserved:
 		urgent := a.observe(m)
 		if urgent {
 			a.send(ctx)
@@ -114,7 +114,7 @@ func (a *headerAdapter) Receive(ctx actor.Context) {
 // dimension's value is replaced only by one observed at the same time or
 // later: a late-arriving older observation (a peer's, or a slow local
 // response) loses to the fresher one held.
-func (a *headerAdapter) observe(m *HeaderObserved) bool {
+func (a *headerAdapter) observe(m *headerObserved) bool {
 	vals := a.byModel[m.Model]
 	urgent := false
 	for i := 0; i < m.Obs.N; i++ {
@@ -153,7 +153,7 @@ func (a *headerAdapter) observe(m *HeaderObserved) bool {
 
 // share keeps a local observation for the peers (cluster mode only) and
 // reports whether it did.
-func (a *headerAdapter) share(m *HeaderObserved) bool {
+func (a *headerAdapter) share(m *headerObserved) bool {
 	if a.peers.Load() == nil {
 		return false
 	}
@@ -205,10 +205,10 @@ func (a *headerAdapter) sendPeers(ctx actor.Context) {
 	if pid == nil {
 		return
 	}
-	out := &shareHeaders{conn: a.conn, obs: make([]HeaderObserved, 0, len(a.outbox))}
+	out := &shareHeaders{conn: a.conn, obs: make([]headerObserved, 0, len(a.outbox))}
 	for model, obs := range a.outbox {
 		o := obs
-		out.obs = append(out.obs, HeaderObserved{Model: model, Obs: &o})
+		out.obs = append(out.obs, headerObserved{Model: model, Obs: &o})
 	}
 	clear(a.outbox)
 	a.sentSinceTick = true

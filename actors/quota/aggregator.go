@@ -46,7 +46,7 @@ type sharePoll struct {
 
 type shareHeaders struct {
 	conn int
-	obs  []HeaderObserved
+	obs  []headerObserved
 }
 
 // reevaluate asks the aggregator to recompute when evidence expires.
