@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/messages"
 )
@@ -346,7 +345,7 @@ func pastRecovery(t *testing.T, pools ...*Pool) {
 func TestRestartAfterPanic(t *testing.T) {
 	l := members[1].leases
 	watch := testutil.WatchActors(t, members[1].sys, l.pid.Id)
-	l.root.Send(l.pid, supervise.Crash{Reason: "test"})
+	l.root.Send(l.pid, messages.Crash{Reason: "test"})
 	watch.WaitRestarts(t, 1)
 	p := window(1, uniq("test/after-restart"), 640)
 	waitFor(t, "a refill after the restart", func() bool { return p.available(WindowIndex(clk.Now())) > 0 })

@@ -140,7 +140,7 @@ type grain struct {
 
 func (g *grain) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *pcluster.ClusterInit:
 		g.id = m.Identity.Identity

@@ -339,7 +339,7 @@ type leaseActor struct {
 
 func (a *leaseActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
 		a.stop = repeat.Send(ctx.ActorSystem().Root, a.interval, a.interval, ctx.Self(), tick{})

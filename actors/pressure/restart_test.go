@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/omniroute/gateway/actors/supervise"
 	mem "github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/messages"
 )
 
 // TestRestartAfterPanic is finding 8 for the pressure actor: after a
@@ -27,7 +27,7 @@ func TestRestartAfterPanic(t *testing.T) {
 	}
 	watch := testutil.WatchActors(t, sys, h.pid.Id)
 	waitState(t, h, func(s *mem.State) bool { return s.Severity == mem.Critical })
-	h.root.Send(h.pid, supervise.Crash{Reason: "test"})
+	h.root.Send(h.pid, messages.Crash{Reason: "test"})
 	watch.WaitRestarts(t, 1)
 	if s := h.State(); s.Severity != mem.Critical {
 		t.Fatalf("the restart forgot the severity: %+v", s)

@@ -7,7 +7,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/quota"
 	"github.com/omniroute/gateway/internal/repeat"
 	"github.com/omniroute/gateway/messages"
@@ -71,7 +70,7 @@ type reshareHeaders struct{}
 
 func (a *headerAdapter) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
 		a.cancel = repeat.Send(ctx.ActorSystem().Root, HeaderFlushInterval, HeaderFlushInterval, ctx.Self(), flush{})
@@ -240,7 +239,7 @@ type configuredAdapter struct {
 
 func (a *configuredAdapter) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
 		ctx.Send(a.parent, &readingUpdate{source: quota.SourceConfigured, reading: quota.Reading{Source: quota.SourceConfigured, Supported: true, Values: a.values}})
@@ -265,7 +264,7 @@ type readLedger struct{}
 
 func (a *estimateAdapter) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
 		a.cancel = repeat.Send(ctx.ActorSystem().Root, EstimateInterval, EstimateInterval, ctx.Self(), readLedger{})

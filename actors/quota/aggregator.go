@@ -10,6 +10,7 @@ import (
 
 	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/quota"
+	"github.com/omniroute/gateway/messages"
 )
 
 // readingUpdate is an adapter's current reading, sent to its aggregator.
@@ -85,7 +86,7 @@ var adapterStrategy = supervise.Restart("quota-adapter")
 
 func (a *aggregator) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
 		a.start(ctx)

@@ -156,7 +156,7 @@ type clusterActor struct {
 
 func (a *clusterActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
 		a.check(ctx)

@@ -15,8 +15,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/quota"
+	"github.com/omniroute/gateway/messages"
 )
 
 // poller asks a provider's usage API on an interval. The HTTP exchange
@@ -50,7 +50,7 @@ type pollResult struct {
 
 func (p *poller) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
 		ctx.Send(ctx.Self(), pollNow{})
