@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -233,6 +234,12 @@ func TestWireRoundTripAndRejects(t *testing.T) {
 	out.Values[0].Expires = out.Values[0].Expires.UTC()
 	if !gotAt.Equal(at) || !reflect.DeepEqual(out, in) {
 		t.Fatalf("round trip:\n got %+v at %v\nwant %+v at %v", out, gotAt, in, at)
+	}
+
+	long := encodePoll("c", quota.Reading{Err: strings.Repeat("é", messages.MaxClusterString)}, at)
+	long.From = "e2e@a"
+	if _, err := clusterwire.Wrap(long); err != nil || len(long.Err) > messages.MaxClusterString {
+		t.Fatalf("a long poll error (%d bytes) kept the reading off the wire: %v", len(long.Err), err)
 	}
 
 	sys := newSystem(t)

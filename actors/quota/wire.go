@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"strings"
 	"time"
 
 	"github.com/omniroute/gateway/internal/quota"
@@ -30,7 +31,11 @@ func fromUnixNano(n int64) time.Time {
 
 // encodePoll is connection conn's poll reading for the peers.
 func encodePoll(conn string, r quota.Reading, at time.Time) *messages.SharedQuotaPoll {
-	p := &messages.SharedQuotaPoll{Conn: conn, At: unixNano(at), Err: r.Err}
+	err := r.Err
+	if len(err) > messages.MaxClusterString { // an error never costs the peers the values
+		err = strings.ToValidUTF8(err[:messages.MaxClusterString-3], "") + "..."
+	}
+	p := &messages.SharedQuotaPoll{Conn: conn, At: unixNano(at), Err: err}
 	if len(r.Values) > 0 {
 		p.Values = make([]messages.SharedQuotaValue, 0, len(r.Values))
 	}
