@@ -13,6 +13,7 @@ import (
 	quotaactor "github.com/omniroute/gateway/actors/quota"
 	"github.com/omniroute/gateway/internal/clock"
 	icluster "github.com/omniroute/gateway/internal/cluster"
+	"github.com/omniroute/gateway/internal/clusterwire"
 	"github.com/omniroute/gateway/internal/growable"
 	ikeys "github.com/omniroute/gateway/internal/keys"
 	"github.com/omniroute/gateway/internal/rolling"
@@ -54,6 +55,9 @@ type clusterSys struct {
 	// cooldownsSent and cooldownsHeard count the cooldowns this node told
 	// its peers and the ones it applied from them (cluster_cooldowns.go).
 	cooldownsSent, cooldownsHeard atomic.Int64
+	// cooldownRefusals counts the cooldowns that could not be sent or
+	// read (clusterwire: malformed, or from a member of another release).
+	cooldownRefusals clusterwire.Refusals
 	// quota shares quota telemetry with the peers (ShareQuota); nil until
 	// then.
 	quota *quotaactor.Cluster
@@ -550,7 +554,7 @@ func (g *Gateway) clusterHealth() (any, string) {
 	return map[string]any{
 		"mode": "etcd", "name": g.opts.Env.Cluster.ClusterName, "self": cs.node.ID(), "address": cs.node.Address(),
 		"members": ms, "trust": cs.node.Trust(), "credit": cs.leases.Snapshot(),
-		"cooldowns": map[string]int64{"sent": cs.cooldownsSent.Load(), "heard": cs.cooldownsHeard.Load()},
+		"cooldowns": map[string]int64{"sent": cs.cooldownsSent.Load(), "heard": cs.cooldownsHeard.Load(), "dropped": cs.cooldownRefusals.Count()},
 		"quota":     cs.quotaStats(),
 	}, status
 }

@@ -8,36 +8,68 @@ import (
 	"testing"
 	"time"
 
-	"github.com/omniroute/gateway/actors/supervise"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
 	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/messages"
 )
 
-func TestWireRoundTrip(t *testing.T) {
-	for _, r := range []request{{}, {op: opAcquire, node: "n1", window: 29000000, amount: 640},
-		{op: opRelease, node: "", window: 1<<63 + 5, amount: -3, backs: []back{{at: 1 << 62, n: 5}, {at: -1, n: 0}}}, {op: opRenew, node: "ü\x00x", amount: 7}} {
-		got, err := decodeRequest(r.encode().Value)
-		if err != nil || !reflect.DeepEqual(got, r) {
-			t.Fatalf("request %+v came back as %+v (%v)", r, got, err)
+// TestGrainWire: the grain protocol travels on the cluster's one codec,
+// and a grain answers a call it cannot read (the format of the release
+// before, a reply sent as a call) Refused, changing nothing, and counts
+// it in its node's Budgets.
+func TestGrainWire(t *testing.T) {
+	req := &messages.CreditRequest{Op: messages.CreditRelease, Node: "n1", Window: 1<<63 + 5, Amount: -3, Backs: []messages.CreditBack{{At: 1 << 62, N: 5}}}
+	v, err := encodeRequest(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := decodeRequest(v); err != nil || !reflect.DeepEqual(got, req) {
+		t.Fatalf("request %+v came back as %+v (%v)", req, got, err)
+	}
+	rep := messages.CreditReply{Granted: 40, Left: 20, At: 1_772_366_420_000_000_000, WaitMs: 61_000, ResetMs: 62_000, Limit: 60, Period: 2, Refused: true}
+	if got, err := decodeReply(encodeReply(&rep)); err != nil || got != rep {
+		t.Fatalf("reply %+v came back as %+v (%v)", rep, got, err)
+	}
+	if _, err := decodeReply(v); err == nil {
+		t.Fatal("a request was read as a reply")
+	}
+	if _, err := encodeRequest(&messages.CreditRequest{Op: messages.CreditAcquire}); err == nil {
+		t.Fatal("a request naming no node was encoded")
+	}
+
+	key := uniq("test/wire")
+	setBudget(key, Budget{Limit: 100, Period: PerDay})
+	before := budgets.Refused()
+	oldFormat := &wrapperspb.BytesValue{Value: []byte{1, 2, 'n', '1', 0, 2, 0, 0}} // an acquire of 1 from "n1", as the release before sent it
+	for _, m := range []any{oldFormat, encodeReply(&rep)} {
+		a, err := host.Request(windowPrefix+key, KindName, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := decodeReply(a); err != nil || got != (messages.CreditReply{Refused: true}) {
+			t.Fatalf("the grain answered %T %+v with %+v (%v); want Refused and nothing else", m, m, got, err)
 		}
 	}
-	for _, r := range []reply{{}, {granted: 5, left: 9, recovering: true}, {granted: -1, unavailable: true}, {granted: 3, contended: true, recovering: true},
-		{granted: 40, left: 20, at: 1_772_366_420_000_000_000, waitMs: 61_000, resetMs: 62_000, limit: 60, period: 2, refused: true}} {
-		got, err := decodeReply(r.encode().Value)
-		if err != nil || got != r {
-			t.Fatalf("reply %+v came back as %+v (%v)", r, got, err)
-		}
+	if n := budgets.Refused() - before; n != 2 {
+		t.Fatalf("the grain's node counted %d unreadable calls, want 2", n)
 	}
-	over := request{op: opRelease, backs: make([]back, maxBacks+1)}
-	for _, b := range [][]byte{nil, {1}, {1, 200}, {1, 5, 'a'}, {1, 0, 0, 0, 3, 2}, over.encode().Value} {
-		if _, err := decodeRequest(b); err == nil {
-			t.Fatalf("decodeRequest(%v) accepted a truncated or oversized message", b)
-		}
+	ok, err := host.Request(windowPrefix+key, KindName, mustRequest(t, &messages.CreditRequest{Op: messages.CreditAcquire, Node: "n1", Window: PerDay.Index(clk.Now()), Amount: 100}))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, b := range [][]byte{nil, {0}, {0, 0, 2}} {
-		if _, err := decodeReply(b); err == nil {
-			t.Fatalf("decodeReply(%v) accepted a truncated message", b)
-		}
+	if got, err := decodeReply(ok); err != nil || got.Granted != 100 {
+		t.Fatalf("after the refused calls the whole budget was not there to grant: %+v (%v)", got, err)
 	}
+}
+
+func mustRequest(t *testing.T, r *messages.CreditRequest) *wrapperspb.BytesValue {
+	t.Helper()
+	v, err := encodeRequest(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // spendWindow spends a window budget from every member concurrently until
@@ -313,7 +345,7 @@ func pastRecovery(t *testing.T, pools ...*Pool) {
 func TestRestartAfterPanic(t *testing.T) {
 	l := members[1].leases
 	watch := testutil.WatchActors(t, members[1].sys, l.pid.Id)
-	l.root.Send(l.pid, supervise.Crash{Reason: "test"})
+	l.root.Send(l.pid, messages.Crash{Reason: "test"})
 	watch.WaitRestarts(t, 1)
 	p := window(1, uniq("test/after-restart"), 640)
 	waitFor(t, "a refill after the restart", func() bool { return p.available(WindowIndex(clk.Now())) > 0 })

@@ -12,7 +12,9 @@ import (
 
 	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/clusterwire"
 	"github.com/omniroute/gateway/internal/rolling"
+	"github.com/omniroute/gateway/messages"
 )
 
 // KindName is the grain kind every member hosts.
@@ -64,7 +66,8 @@ type Budget struct {
 // the node does not know, a grain answers unavailable and the asking
 // node tries again.
 type Budgets struct {
-	lookup atomic.Pointer[func(key string) (Budget, bool)]
+	lookup   atomic.Pointer[func(key string) (Budget, bool)]
+	refusals clusterwire.Refusals
 }
 
 // Set installs the lookup.
@@ -137,7 +140,7 @@ type grain struct {
 
 func (g *grain) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *pcluster.ClusterInit:
 		g.id = m.Identity.Identity
@@ -157,26 +160,27 @@ func (g *grain) Receive(ctx actor.Context) {
 			}
 		}
 	case *wrapperspb.BytesValue:
-		req, err := decodeRequest(m.Value)
+		req, err := decodeRequest(m)
 		if err != nil {
-			ctx.Respond(&wrapperspb.BytesValue{})
+			g.budgets.refused(ctx.Logger(), "credit grain", err)
+			ctx.Respond(encodeReply(&messages.CreditReply{Refused: true}))
 			return
 		}
 		b, known := g.budgets.Lookup(g.key)
-		var rep reply
+		var rep messages.CreditReply
 		switch {
 		case !known:
-			rep = reply{unavailable: true}
+			rep = messages.CreditReply{Unavailable: true}
 		case g.kind == slotsPrefix:
-			rep = g.slotsOp(&req, b.Limit)
+			rep = g.slotsOp(req, b.Limit)
 		case g.kind == rollingPrefix:
-			rep = g.durable(func() (reply, error) { return g.rollingOp(&req, b) })
+			rep = g.durable(func() (messages.CreditReply, error) { return g.rollingOp(req, b) })
 		case g.kind == windowPrefix:
-			rep = g.durable(func() (reply, error) { return g.windowOp(&req, b) })
+			rep = g.durable(func() (messages.CreditReply, error) { return g.windowOp(req, b) })
 		default:
-			rep = reply{unavailable: true}
+			rep = messages.CreditReply{Unavailable: true}
 		}
-		ctx.Respond(rep.encode())
+		ctx.Respond(encodeReply(&rep))
 	}
 }
 
@@ -187,11 +191,11 @@ func (g *grain) Receive(ctx actor.Context) {
 // request naming one other than the grain's current window, the one
 // before or the one after (a node's clock a little off near the turn of a
 // day) is refused.
-func (g *grain) windowOp(r *request, b Budget) (reply, error) {
+func (g *grain) windowOp(r *messages.CreditRequest, b Budget) (messages.CreditReply, error) {
 	if !g.loaded {
 		rec, err := g.load()
 		if err != nil {
-			return reply{unavailable: true}, nil
+			return messages.CreditReply{Unavailable: true}, nil
 		}
 		if g.version != 0 && rec.Rings == nil {
 			g.window, g.granted = rec.Window, rec.Granted
@@ -199,38 +203,38 @@ func (g *grain) windowOp(r *request, b Budget) (reply, error) {
 		g.loaded = true
 	}
 	now := b.Period.Index(g.clk.Now())
-	if r.window+1 < now || r.window > now+1 {
-		return reply{refused: true}, nil
+	if r.Window+1 < now || r.Window > now+1 {
+		return messages.CreditReply{Refused: true}, nil
 	}
-	if r.window > g.window {
-		g.window, g.granted = r.window, 0
+	if r.Window > g.window {
+		g.window, g.granted = r.Window, 0
 	}
 	left := max(b.Limit-g.granted, 0)
-	if r.window < g.window { // a node whose clock lags: nothing for a past window
-		return reply{left: left}, nil
+	if r.Window < g.window { // a node whose clock lags: nothing for a past window
+		return messages.CreditReply{Left: left}, nil
 	}
-	switch r.op {
-	case opAcquire:
-		n := min(max(r.amount, 0), left)
+	switch r.Op {
+	case messages.CreditAcquire:
+		n := min(max(r.Amount, 0), left)
 		if n == 0 {
-			return reply{left: left}, nil
+			return messages.CreditReply{Left: left}, nil
 		}
 		if err := g.save(Record{Window: g.window, Granted: g.granted + n}); err != nil {
-			return reply{unavailable: true, left: left}, err
+			return messages.CreditReply{Unavailable: true, Left: left}, err
 		}
 		g.granted += n
-		return reply{granted: n, left: left - n}, nil
-	case opRelease:
-		n := min(max(r.amount, 0), g.granted)
+		return messages.CreditReply{Granted: n, Left: left - n}, nil
+	case messages.CreditRelease:
+		n := min(max(r.Amount, 0), g.granted)
 		if n > 0 {
 			if err := g.save(Record{Window: g.window, Granted: g.granted - n}); err != nil {
-				return reply{left: left}, err
+				return messages.CreditReply{Left: left}, err
 			}
 			g.granted -= n
 		}
-		return reply{left: max(b.Limit-g.granted, 0)}, nil
+		return messages.CreditReply{Left: max(b.Limit-g.granted, 0)}, nil
 	}
-	return reply{left: left}, nil
+	return messages.CreditReply{Left: left}, nil
 }
 
 // rollingOp serves a rolling budget: it takes back what the node gives
@@ -244,16 +248,16 @@ func (g *grain) windowOp(r *request, b Budget) (reply, error) {
 // idle and ask only for what their requests need, so what the grain
 // counts is what was spent, and a wait it gives is the truth for every
 // node.
-func (g *grain) rollingOp(r *request, b Budget) (reply, error) {
+func (g *grain) rollingOp(r *messages.CreditRequest, b Budget) (messages.CreditReply, error) {
 	var lim rolling.Limits
 	lim[rolling.Requests] = b.Windows
 	if !lim.Any() {
-		return reply{unavailable: true}, nil
+		return messages.CreditReply{Unavailable: true}, nil
 	}
 	if !g.loaded {
 		rec, err := g.load()
 		if err != nil {
-			return reply{unavailable: true}, nil
+			return messages.CreditReply{Unavailable: true}, nil
 		}
 		g.rolls = rolling.NewWindows(lim, CreditTTL)
 		if g.version != 0 {
@@ -264,21 +268,21 @@ func (g *grain) rollingOp(r *request, b Budget) (reply, error) {
 	g.rolls.Set(lim)
 	clockNow := g.clk.Now()
 	now := clockNow.UnixNano()
-	for _, k := range r.backs {
-		if k.at > now+int64(rolling.Minute.Slot()) {
-			return reply{refused: true}, nil
+	for _, k := range r.Backs {
+		if k.At > now+int64(rolling.Minute.Slot()) {
+			return messages.CreditReply{Refused: true}, nil
 		}
 	}
 	changed := false
-	for _, k := range r.backs {
-		if k.n > 0 {
-			g.rolls.Refund(now, k.at, rolling.Requests, k.n)
+	for _, k := range r.Backs {
+		if k.N > 0 {
+			g.rolls.Refund(now, k.At, rolling.Requests, k.N)
 			changed = true
 		}
 	}
 	var n int64
-	if r.op == opAcquire && r.amount > 0 {
-		n = min(r.amount, max(g.rolls.Room(now, rolling.Requests), 0))
+	if r.Op == messages.CreditAcquire && r.Amount > 0 {
+		n = min(r.Amount, max(g.rolls.Room(now, rolling.Requests), 0))
 		if n > 0 {
 			g.rolls.Charge(now, rolling.Cost{rolling.Requests: n})
 			changed = true
@@ -290,15 +294,15 @@ func (g *grain) rollingOp(r *request, b Budget) (reply, error) {
 			// are dropped so that the next call starts from the last
 			// record, as a fresh activation would.
 			g.loaded = false
-			return reply{unavailable: true}, err
+			return messages.CreditReply{Unavailable: true}, err
 		}
 	}
-	rep := reply{granted: n, at: now}
+	rep := messages.CreditReply{Granted: n, At: now}
 	if t, ok := g.rolls.Tightest(now, rolling.Requests); ok {
-		rep.left, rep.limit, rep.period, rep.resetMs = t.Remaining, t.Limit, uint8(t.Period), t.Reset.Milliseconds()
+		rep.Left, rep.Limit, rep.Period, rep.ResetMs = t.Remaining, t.Limit, uint8(t.Period), t.Reset.Milliseconds()
 	}
-	if rep.left == 0 {
-		if r.op == opAcquire && r.amount > 0 {
+	if rep.Left == 0 {
+		if r.Op == messages.CreditAcquire && r.Amount > 0 {
 			g.fullAt = clockNow
 		}
 		// When what the node's refused request needs (or, none refused,
@@ -307,14 +311,14 @@ func (g *grain) rollingOp(r *request, b Budget) (reply, error) {
 		// asks again (with what the request then refused needs) after
 		// dryRetry.
 		need := int64(1) // a request refused later needs at least a unit
-		if r.need > 0 {
-			need = r.need
+		if r.Need > 0 {
+			need = r.Need
 		}
 		if ref, fits := g.rolls.Fits(now, rolling.Cost{rolling.Requests: need}); !fits {
-			rep.waitMs = (ref.RetryAt - now + int64(time.Millisecond) - 1) / int64(time.Millisecond)
+			rep.WaitMs = (ref.RetryAt - now + int64(time.Millisecond) - 1) / int64(time.Millisecond)
 		}
 	}
-	rep.contended = clockNow.Sub(g.fullAt) < CreditTTL
+	rep.Contended = clockNow.Sub(g.fullAt) < CreditTTL
 	return rep, nil
 }
 
@@ -329,7 +333,7 @@ const conflictRetries = 4
 // grain then drops what it holds in memory, reads the record again and
 // runs the operation anew on it, so two activations never grant the same
 // room.
-func (g *grain) durable(op func() (reply, error)) reply {
+func (g *grain) durable(op func() (messages.CreditReply, error)) messages.CreditReply {
 	for try := 0; ; try++ {
 		rep, err := op()
 		if !errors.Is(err, ErrConflict) {
@@ -337,7 +341,7 @@ func (g *grain) durable(op func() (reply, error)) reply {
 		}
 		g.loaded = false
 		if try == conflictRetries {
-			return reply{unavailable: true}
+			return messages.CreditReply{Unavailable: true}
 		}
 	}
 }
@@ -366,7 +370,7 @@ func (g *grain) save(rec Record) error {
 
 // slotsOp serves a concurrency cap: the sum of the slots leased to live
 // nodes never exceeds the limit.
-func (g *grain) slotsOp(r *request, limit int64) reply {
+func (g *grain) slotsOp(r *messages.CreditRequest, limit int64) messages.CreditReply {
 	now := g.clk.Now()
 	var out int64
 	for node, h := range g.holders {
@@ -377,21 +381,21 @@ func (g *grain) slotsOp(r *request, limit int64) reply {
 		out += h.held
 	}
 	recovering := now.Before(g.recoverUntil)
-	h := g.holders[r.node]
+	h := g.holders[r.Node]
 	if h == nil {
 		h = &holder{}
-		g.holders[r.node] = h
+		g.holders[r.Node] = h
 	}
-	if recovering && r.op != opRenew {
+	if recovering && r.Op != messages.CreditRenew {
 		// Every slots request carries what the node holds (in window):
 		// while rebuilding, that is the truth whatever the node asks.
-		n := int64(min(r.window, 1<<40))
+		n := int64(min(r.Window, 1<<40))
 		out += n - h.held
 		h.held = n
 	}
-	switch r.op {
-	case opRenew:
-		n := max(r.amount, 0)
+	switch r.Op {
+	case messages.CreditRenew:
+		n := max(r.Amount, 0)
 		if !recovering {
 			// Outside recovery the grain's count is the truth; a node
 			// that reports more (its acquire answer was lost the other
@@ -400,24 +404,24 @@ func (g *grain) slotsOp(r *request, limit int64) reply {
 		}
 		out += n - h.held
 		h.held = n
-	case opAcquire:
+	case messages.CreditAcquire:
 		n := int64(0)
 		if !recovering {
-			n = min(max(r.amount, 0), max(limit-out, 0))
+			n = min(max(r.Amount, 0), max(limit-out, 0))
 			h.held += n
 			out += n
 		}
-		if n < r.amount {
+		if n < r.Amount {
 			g.contendedUntil = now.Add(LeaseTTL)
 		}
-	case opRelease:
-		n := min(max(r.amount, 0), h.held)
+	case messages.CreditRelease:
+		n := min(max(r.Amount, 0), h.held)
 		h.held -= n
 		out -= n
 	}
 	h.expires = now.Add(LeaseTTL)
-	if h.held == 0 && r.op == opRelease {
-		delete(g.holders, r.node)
+	if h.held == 0 && r.Op == messages.CreditRelease {
+		delete(g.holders, r.Node)
 	}
-	return reply{granted: h.held, left: max(limit-out, 0), recovering: recovering, contended: now.Before(g.contendedUntil)}
+	return messages.CreditReply{Granted: h.held, Left: max(limit-out, 0), Recovering: recovering, Contended: now.Before(g.contendedUntil)}
 }

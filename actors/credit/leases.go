@@ -36,12 +36,12 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/repeat"
 	"github.com/omniroute/gateway/internal/rolling"
+	"github.com/omniroute/gateway/messages"
 )
 
 // Requester is the grain call: protoactor's Cluster.Request.
@@ -88,9 +88,9 @@ type tick struct{}
 // result is a grain call's outcome, back on the lease actor.
 type result struct {
 	p      *Pool
-	req    request
+	req    messages.CreditRequest
 	sentAt time.Time
-	rep    reply
+	rep    messages.CreditReply
 	err    error
 	// lease is the rolling lease the call refills.
 	lease int
@@ -222,15 +222,14 @@ func (l *Leases) Stop() {
 			backs := p.takeBacks()
 			for i := range p.lease {
 				if at, n := p.freeze(i); n > 0 {
-					backs = append(backs, back{at: at, n: n})
+					backs = append(backs, messages.CreditBack{At: at, N: n})
 				}
 			}
 			if len(backs) > 0 {
 				wg.Add(1)
-				go func(p *Pool, backs []back) {
+				go func(p *Pool, backs []messages.CreditBack) {
 					defer wg.Done()
-					req := request{op: opRelease, node: l.node, backs: backs[:min(len(backs), maxBacks)]}
-					_, _ = l.c.Request(p.id, KindName, req.encode(), pcluster.WithTimeout(time.Second), pcluster.WithRetryCount(1))
+					l.giveBack(p, &messages.CreditRequest{Op: messages.CreditRelease, Node: l.node, Backs: backs[:min(len(backs), messages.MaxCreditBacks)]})
 				}(p, backs)
 			}
 			continue
@@ -249,11 +248,18 @@ func (l *Leases) Stop() {
 		wg.Add(1)
 		go func(p *Pool, n int64) {
 			defer wg.Done()
-			req := request{op: opRelease, node: l.node, window: idx, amount: n}
-			_, _ = l.c.Request(p.id, KindName, req.encode(), pcluster.WithTimeout(time.Second), pcluster.WithRetryCount(1))
+			l.giveBack(p, &messages.CreditRequest{Op: messages.CreditRelease, Node: l.node, Window: idx, Amount: n})
 		}(p, n)
 	}
 	wg.Wait()
+}
+
+// giveBack makes Stop's release call to p's grain, waiting a second at
+// most: the grain's lease expiry takes back whatever this misses.
+func (l *Leases) giveBack(p *Pool, req *messages.CreditRequest) {
+	if v, err := encodeRequest(req); err == nil {
+		_, _ = l.c.Request(p.id, KindName, v, pcluster.WithTimeout(time.Second), pcluster.WithRetryCount(1))
+	}
 }
 
 // PoolView is one pool as health shows it.
@@ -286,15 +292,18 @@ type WindowView struct {
 
 // Snapshot is the node's pools, sorted by id.
 type Snapshot struct {
-	Calls    int64      `json:"grainCalls"`
-	Failures int64      `json:"grainCallFailures"`
-	Pools    []PoolView `json:"pools"`
+	Calls    int64 `json:"grainCalls"`
+	Failures int64 `json:"grainCallFailures"`
+	// Refused counts the grain calls and answers this node could not
+	// read (clusterwire: malformed, or from a member of another release).
+	Refused int64      `json:"grainMessagesRefused"`
+	Pools   []PoolView `json:"pools"`
 }
 
 // Snapshot reads the pools (atomics only; no message).
 func (l *Leases) Snapshot() Snapshot {
 	now := l.clk.Now()
-	s := Snapshot{Calls: l.calls.Load(), Failures: l.failures.Load()}
+	s := Snapshot{Calls: l.calls.Load(), Failures: l.failures.Load(), Refused: l.budgets.Refused()}
 	for _, p := range *l.pools.Load() {
 		v := PoolView{ID: p.id, Limit: p.limit.Load(), Chunk: p.chunk.Load(), Refused: p.refused.Load(), Refills: p.refills.Load(),
 			Granted: p.granted.Load(), Returned: p.returned.Load()}
@@ -330,7 +339,7 @@ type leaseActor struct {
 
 func (a *leaseActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
 		// Wall-clock ticks: this actor's tests fake Now only.
@@ -375,9 +384,9 @@ func (a *leaseActor) next(ctx actor.Context, p *Pool, kicked bool) bool {
 	if p.rolling {
 		return a.nextRolling(ctx, p, kicked, now, chunk)
 	}
-	req := request{node: a.l.node}
+	req := messages.CreditRequest{Node: a.l.node}
 	if p.slots {
-		req.window = uint64(max(p.held.Load(), 0)) // what this node holds, for a grain rebuilding
+		req.Window = uint64(max(p.held.Load(), 0)) // what this node holds, for a grain rebuilding
 		free := p.avail.Load()
 		// While the grain refuses some node slots, a holder keeps none
 		// idle and asks for more only when a request of its own was
@@ -388,7 +397,7 @@ func (a *leaseActor) next(ctx actor.Context, p *Pool, kicked bool) bool {
 		switch {
 		case free < chunk && (!contended || p.wantSlot.Load()):
 			p.wantSlot.Store(false)
-			req.op, req.amount = opAcquire, chunk
+			req.Op, req.Amount = messages.CreditAcquire, chunk
 		case free > 2*chunk || contended && free > 0 && !kicked:
 			// Give back what is idle beyond one chunk (all of it when
 			// contended), so other nodes can use it. The slots leave the
@@ -400,15 +409,15 @@ func (a *leaseActor) next(ctx actor.Context, p *Pool, kicked bool) bool {
 			if !p.avail.CompareAndSwap(free, free-n) {
 				return false
 			}
-			req.op, req.amount = opRelease, n
+			req.Op, req.Amount = messages.CreditRelease, n
 		case now.UnixNano() >= p.expires.Load()-int64(LeaseTTL)+int64(a.interval):
-			req.op, req.amount = opRenew, p.held.Load()
+			req.Op, req.Amount = messages.CreditRenew, p.held.Load()
 		default:
 			return false
 		}
 	} else {
 		idx := p.per.Index(now)
-		req.window = idx
+		req.Window = idx
 		free := p.available(idx)
 		end := p.per.End(idx)
 		low := free < chunk/2+1 || free < p.want.Load()
@@ -420,13 +429,13 @@ func (a *leaseActor) next(ctx actor.Context, p *Pool, kicked bool) bool {
 			if n == 0 {
 				return false
 			}
-			req.op, req.amount = opRelease, n
+			req.Op, req.Amount = messages.CreditRelease, n
 		case p.dry.Load() == idx+1:
 			// The grain said this window is spent; near its end, fetch
 			// the next window's first chunk so the window turns over
 			// without refusals.
 			if end.Sub(now) <= 2*a.interval && p.available(idx+1) == 0 {
-				req.window, req.op, req.amount = idx+1, opAcquire, chunk
+				req.Window, req.Op, req.Amount = idx+1, messages.CreditAcquire, chunk
 				break
 			}
 			// Other nodes give credit back (what a request did not use,
@@ -436,11 +445,11 @@ func (a *leaseActor) next(ctx actor.Context, p *Pool, kicked bool) bool {
 			if !low || !kicked || now.Sub(time.Unix(0, p.dryAt.Load())) < dryRetry {
 				return false
 			}
-			req.op, req.amount = opAcquire, max(chunk, p.want.Swap(0)-free)
+			req.Op, req.Amount = messages.CreditAcquire, max(chunk, p.want.Swap(0)-free)
 		case low:
-			req.op, req.amount = opAcquire, max(chunk, p.want.Swap(0)-free)
+			req.Op, req.Amount = messages.CreditAcquire, max(chunk, p.want.Swap(0)-free)
 		case end.Sub(now) <= 2*a.interval && p.available(idx+1) == 0:
-			req.window, req.op, req.amount = idx+1, opAcquire, chunk
+			req.Window, req.Op, req.Amount = idx+1, messages.CreditAcquire, chunk
 		default:
 			return false
 		}
@@ -454,13 +463,15 @@ func (a *leaseActor) next(ctx actor.Context, p *Pool, kicked bool) bool {
 func (a *leaseActor) call(ctx actor.Context, res *result) {
 	a.l.calls.Add(1)
 	root, self, c, p, req := ctx.ActorSystem().Root, ctx.Self(), a.l.c, res.p, res.req
+	budgets, log := a.l.budgets, ctx.Logger()
 	go func() {
-		v, err := c.Request(p.id, KindName, req.encode())
+		v, err := encodeRequest(&req)
 		if err == nil {
-			if b, ok := v.(*wrapperspb.BytesValue); ok {
-				res.rep, err = decodeReply(b.Value)
-			} else {
-				err = fmt.Errorf("credit: grain %s answered %T", p.id, v)
+			var rep any
+			if rep, err = c.Request(p.id, KindName, v); err == nil {
+				if res.rep, err = decodeReply(rep); err != nil {
+					budgets.refused(log, "credit lease actor", fmt.Errorf("grain %s: %w", p.id, err))
+				}
 			}
 		}
 		res.err = err
@@ -472,7 +483,7 @@ func (a *leaseActor) call(ctx actor.Context, res *result) {
 func (a *leaseActor) apply(m *result) {
 	p, req, rep := m.p, &m.req, &m.rep
 	defer p.markAnswered()
-	failed := m.err != nil || rep.unavailable || rep.refused
+	failed := m.err != nil || rep.Unavailable || rep.Refused
 	if failed {
 		a.l.failures.Add(1)
 	}
@@ -482,51 +493,51 @@ func (a *leaseActor) apply(m *result) {
 	}
 	if p.slots {
 		if failed {
-			if req.op == opRelease {
+			if req.Op == messages.CreditRelease {
 				// The slots left the pool; the grain will reclaim them
 				// when the lease expires if it never heard.
 				return
 			}
 			return // no renewal: the lease runs out on its own (fail closed)
 		}
-		old := p.held.Swap(rep.granted)
-		p.avail.Add(rep.granted - old + func() int64 {
-			if req.op == opRelease {
-				return req.amount // already taken out of avail before the call
+		old := p.held.Swap(rep.Granted)
+		p.avail.Add(rep.Granted - old + func() int64 {
+			if req.Op == messages.CreditRelease {
+				return req.Amount // already taken out of avail before the call
 			}
 			return 0
 		}())
 		p.expires.Store(m.sentAt.Add(LeaseTTL).UnixNano())
-		p.contended.Store(rep.contended)
-		if req.op == opAcquire {
+		p.contended.Store(rep.Contended)
+		if req.Op == messages.CreditAcquire {
 			p.refills.Add(1)
 		}
-		if req.op == opRenew {
+		if req.Op == messages.CreditRenew {
 			p.renewals.Add(1)
 		}
 		return
 	}
-	switch req.op {
-	case opAcquire:
+	switch req.Op {
+	case messages.CreditAcquire:
 		if failed {
 			return
 		}
-		if rep.granted > 0 {
-			p.addWindow(req.window, rep.granted)
-			p.granted.Add(rep.granted)
+		if rep.Granted > 0 {
+			p.addWindow(req.Window, rep.Granted)
+			p.granted.Add(rep.Granted)
 			p.refills.Add(1)
 		}
-		if rep.granted < req.amount && rep.left == 0 {
+		if rep.Granted < req.Amount && rep.Left == 0 {
 			p.dryAt.Store(m.sentAt.UnixNano())
-			p.dry.Store(req.window + 1)
-		} else if rep.granted > 0 {
-			p.dry.CompareAndSwap(req.window+1, 0) // credit came back
+			p.dry.Store(req.Window + 1)
+		} else if rep.Granted > 0 {
+			p.dry.CompareAndSwap(req.Window+1, 0) // credit came back
 		}
-	case opRelease:
+	case messages.CreditRelease:
 		if failed {
-			p.addWindow(req.window, req.amount) // keep it: the grain still counts it as ours
+			p.addWindow(req.Window, req.Amount) // keep it: the grain still counts it as ours
 			return
 		}
-		p.returned.Add(req.amount)
+		p.returned.Add(req.Amount)
 	}
 }

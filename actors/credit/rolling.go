@@ -7,6 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/omniroute/gateway/internal/rolling"
+	"github.com/omniroute/gateway/messages"
 )
 
 // A rolling budget's credit on a node is in two leases. Each holds what
@@ -168,15 +169,15 @@ func (p *Pool) freeze(i int) (at, n int64) {
 }
 
 // takeBacks removes up to maxBacks queued give-backs.
-func (p *Pool) takeBacks() []back {
+func (p *Pool) takeBacks() []messages.CreditBack {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []back
+	var out []messages.CreditBack
 	for at, n := range p.backs {
-		if len(out) == maxBacks {
+		if len(out) == messages.MaxCreditBacks {
 			break
 		}
-		out = append(out, back{at: at, n: n})
+		out = append(out, messages.CreditBack{At: at, N: n})
 		delete(p.backs, at)
 	}
 	return out
@@ -326,12 +327,12 @@ func (a *leaseActor) nextRolling(ctx actor.Context, p *Pool, kicked bool, now ti
 	left := p.lease[i].expires.Load() - t
 	renew := held > 0 && (left <= int64(CreditTTL/2) || contended && left <= int64(CreditTTL-a.interval))
 	dry := p.dryUntil.Load() > t && now.Sub(time.Unix(0, p.dryAt.Load())) < dryRetry
-	req := request{op: opRelease, node: a.l.node}
+	req := messages.CreditRequest{Op: messages.CreditRelease, Node: a.l.node}
 	switch {
 	case low && !dry && (needed || demand && !contended): // while contended, only for a refused request
-		req.op, req.amount, req.need = opAcquire, max(ask, p.want.Swap(0)-free), max(want-free, 0)
+		req.Op, req.Amount, req.Need = messages.CreditAcquire, max(ask, p.want.Swap(0)-free), max(want-free, 0)
 	case renew && demand && !contended:
-		req.op = opAcquire
+		req.Op = messages.CreditAcquire
 	case renew && !(contended && demand): // idle: both leases' credit goes back while contended
 		if contended {
 			if at, n := p.freeze(1 - i); n > 0 {
@@ -354,13 +355,13 @@ func (a *leaseActor) nextRolling(ctx actor.Context, p *Pool, kicked bool, now ti
 			p.mu.Lock()
 			p.addBack(at, n)
 			p.mu.Unlock()
-			if req.op == opAcquire {
-				req.amount += n // renew what the lease held
+			if req.Op == messages.CreditAcquire {
+				req.Amount += n // renew what the lease held
 			}
 		}
 	}
-	req.backs = p.takeBacks()
-	if req.op == opRelease && len(req.backs) == 0 {
+	req.Backs = p.takeBacks()
+	if req.Op == messages.CreditRelease && len(req.Backs) == 0 {
 		return false
 	}
 	a.call(ctx, &result{p: p, req: req, sentAt: now, lease: i})
@@ -374,7 +375,7 @@ func (a *leaseActor) nextRolling(ctx actor.Context, p *Pool, kicked bool, now ti
 func (a *leaseActor) applyRolling(m *result, failed bool) {
 	p, req, rep := m.p, &m.req, &m.rep
 	if failed {
-		if req.op == opAcquire && m.err == nil && rep.unavailable {
+		if req.Op == messages.CreditAcquire && m.err == nil && rep.Unavailable {
 			// Not known there yet, or not durable: ask again a little
 			// later (keeping a later wait the grain gave before).
 			p.dryAt.Store(m.sentAt.UnixNano())
@@ -384,32 +385,32 @@ func (a *leaseActor) applyRolling(m *result, failed bool) {
 		}
 		return
 	}
-	for _, k := range req.backs {
-		p.returned.Add(k.n)
+	for _, k := range req.Backs {
+		p.returned.Add(k.N)
 	}
 	now := a.l.clk.Now()
-	p.contended.Store(rep.contended)
-	if rep.limit > 0 {
-		p.view.Store(&rollView{limit: rep.limit, left: rep.left, period: rolling.Period(min(rep.period, uint8(rolling.NumPeriods-1))),
-			resetAt: now.Add(time.Duration(rep.resetMs) * time.Millisecond).UnixNano()})
+	p.contended.Store(rep.Contended)
+	if rep.Limit > 0 {
+		p.view.Store(&rollView{limit: rep.Limit, left: rep.Left, period: rolling.Period(min(rep.Period, uint8(rolling.NumPeriods-1))),
+			resetAt: now.Add(time.Duration(rep.ResetMs) * time.Millisecond).UnixNano()})
 	}
 	// The grain says when what the refused request needs fits again
 	// (its windows are full), or that there is room: until then this
 	// node does not ask again (at most dryRetry, as others may give
 	// credit back), and a request it refuses is told to wait that long.
 	switch {
-	case rep.waitMs > 0:
+	case rep.WaitMs > 0:
 		p.dryAt.Store(m.sentAt.UnixNano())
-		p.dryUntil.Store(m.sentAt.Add(time.Duration(rep.waitMs) * time.Millisecond).UnixNano())
-	case rep.left > 0:
+		p.dryUntil.Store(m.sentAt.Add(time.Duration(rep.WaitMs) * time.Millisecond).UnixNano())
+	case rep.Left > 0:
 		p.dryUntil.Store(0)
 	}
-	if req.op != opAcquire {
+	if req.Op != messages.CreditAcquire {
 		return
 	}
-	if rep.granted > 0 && m.lease >= 0 {
-		p.install(m.lease, rep.granted, rep.at, m.sentAt.Add(CreditTTL).UnixNano())
-		p.granted.Add(rep.granted)
+	if rep.Granted > 0 && m.lease >= 0 {
+		p.install(m.lease, rep.Granted, rep.At, m.sentAt.Add(CreditTTL).UnixNano())
+		p.granted.Add(rep.Granted)
 		p.refills.Add(1)
 	}
 }

@@ -7,9 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/types/known/wrapperspb"
-
 	"github.com/omniroute/gateway/internal/rolling"
+	"github.com/omniroute/gateway/messages"
 )
 
 func minute(v int64) [rolling.NumPeriods]int64 { return [rolling.NumPeriods]int64{rolling.Minute: v} }
@@ -123,13 +122,13 @@ func TestRollingGrainUsesItsOwnLimits(t *testing.T) {
 // its own clock's, the one before and the one after; a rolling grain
 // refuses a give-back naming a grant from the future.
 func TestGrainRefusesOutOfRange(t *testing.T) {
-	call := func(id string, r request) reply {
+	call := func(id string, r messages.CreditRequest) messages.CreditReply {
 		t.Helper()
-		v, err := host.Request(id, KindName, r.encode())
+		v, err := host.Request(id, KindName, mustRequest(t, &r))
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := decodeReply(v.(*wrapperspb.BytesValue).Value)
+		rep, err := decodeReply(v)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,30 +138,30 @@ func TestGrainRefusesOutOfRange(t *testing.T) {
 	setBudget(cal, Budget{Limit: 100, Period: PerDay})
 	idx := PerDay.Index(clk.Now())
 	for _, w := range []uint64{idx - 1, idx, idx + 1} {
-		if rep := call(windowPrefix+cal, request{op: opAcquire, node: "n", window: w, amount: 1}); rep.refused {
+		if rep := call(windowPrefix+cal, messages.CreditRequest{Op: messages.CreditAcquire, Node: "n", Window: w, Amount: 1}); rep.Refused {
 			t.Fatalf("window %d (now %d) was refused", w, idx)
 		}
 	}
 	for _, w := range []uint64{idx - 2, idx + 2, idx + 400, 0} {
-		if rep := call(windowPrefix+cal, request{op: opAcquire, node: "n", window: w, amount: 1}); !rep.refused || rep.granted != 0 {
+		if rep := call(windowPrefix+cal, messages.CreditRequest{Op: messages.CreditAcquire, Node: "n", Window: w, Amount: 1}); !rep.Refused || rep.Granted != 0 {
 			t.Fatalf("window %d (now %d) was served: %+v", w, idx, rep)
 		}
 	}
 	roll := uniq("test/roll-range")
 	setBudget(roll, Budget{Windows: minute(10)})
-	got := call(rollingPrefix+roll, request{op: opAcquire, node: "n", amount: 4})
-	if got.granted != 4 || got.limit != 10 || got.left != 6 || got.at != clk.Now().UnixNano() {
+	got := call(rollingPrefix+roll, messages.CreditRequest{Op: messages.CreditAcquire, Node: "n", Amount: 4})
+	if got.Granted != 4 || got.Limit != 10 || got.Left != 6 || got.At != clk.Now().UnixNano() {
 		t.Fatalf("a rolling grant %+v", got)
 	}
 	future := clk.Now().Add(time.Hour).UnixNano()
-	if rep := call(rollingPrefix+roll, request{op: opRelease, node: "n", backs: []back{{at: future, n: 4}}}); !rep.refused {
+	if rep := call(rollingPrefix+roll, messages.CreditRequest{Op: messages.CreditRelease, Node: "n", Backs: []messages.CreditBack{{At: future, N: 4}}}); !rep.Refused {
 		t.Fatal("a give-back of a grant from an hour ahead was accepted")
 	}
-	if rep := call(rollingPrefix+roll, request{op: opRelease, node: "n", backs: []back{{at: got.at, n: 4}}}); rep.refused || rep.left != 10 {
+	if rep := call(rollingPrefix+roll, messages.CreditRequest{Op: messages.CreditRelease, Node: "n", Backs: []messages.CreditBack{{At: got.At, N: 4}}}); rep.Refused || rep.Left != 10 {
 		t.Fatalf("the give-back of the grant was not taken: %+v", rep)
 	}
 	// A give-back never frees more than the grant's slot holds.
-	if rep := call(rollingPrefix+roll, request{op: opAcquire, node: "n", amount: 10, backs: []back{{at: got.at, n: 50}}}); rep.granted != 10 || rep.left != 0 {
+	if rep := call(rollingPrefix+roll, messages.CreditRequest{Op: messages.CreditAcquire, Node: "n", Amount: 10, Backs: []messages.CreditBack{{At: got.At, N: 50}}}); rep.Granted != 10 || rep.Left != 0 {
 		t.Fatalf("after an oversized give-back: %+v", rep)
 	}
 }
@@ -173,29 +172,29 @@ func TestGrainRefusesOutOfRange(t *testing.T) {
 func TestGrainCountsGrantsForCreditTTL(t *testing.T) {
 	key := uniq("test/roll-ttl")
 	setBudget(key, Budget{Windows: minute(10)})
-	call := func(amount int64) reply {
+	call := func(amount int64) messages.CreditReply {
 		t.Helper()
-		v, err := host.Request(rollingPrefix+key, KindName, (&request{op: opAcquire, node: "n", amount: amount}).encode())
+		v, err := host.Request(rollingPrefix+key, KindName, mustRequest(t, &messages.CreditRequest{Op: messages.CreditAcquire, Node: "n", Amount: amount}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, _ := decodeReply(v.(*wrapperspb.BytesValue).Value)
+		rep, _ := decodeReply(v)
 		return rep
 	}
 	start := clk.Now().Truncate(time.Second).Add(time.Second)
 	clk.Set(start)
-	if rep := call(10); rep.granted != 10 {
+	if rep := call(10); rep.Granted != 10 {
 		t.Fatalf("first grant %+v", rep)
 	}
 	// A node-local window would count it until its slot left, 62 s after
 	// the slot began: here it stays CreditTTL longer.
 	clk.Set(start.Add(62 * time.Second))
 	rep := call(10)
-	if rep.granted != 0 || rep.waitMs != int64(CreditTTL/time.Millisecond) {
+	if rep.Granted != 0 || rep.WaitMs != int64(CreditTTL/time.Millisecond) {
 		t.Fatalf("62 s after the grant: %+v, want nothing and a wait of CreditTTL", rep)
 	}
 	clk.Set(start.Add(62*time.Second + CreditTTL))
-	if rep := call(10); rep.granted != 10 {
+	if rep := call(10); rep.Granted != 10 {
 		t.Fatalf("a minute, a slot and CreditTTL after the grant: %+v", rep)
 	}
 }

@@ -9,9 +9,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
 
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/messages"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
@@ -86,7 +86,7 @@ func TestRestartKeepsTheRing(t *testing.T) {
 	defer h.Stop()
 	h.Tick()
 	waitLen(t, h, 2)
-	h.root.Send(h.pid, supervise.Crash{Reason: "test"})
+	h.root.Send(h.pid, messages.Crash{Reason: "test"})
 	h.Tick()
 	p := waitLen(t, h, 3)
 	if p[2].Limit != 3 {

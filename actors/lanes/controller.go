@@ -10,11 +10,11 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/admission"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/repeat"
 	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/messages"
 )
 
 // controller owns one upstream's adaptive limit (admission.Controller),
@@ -116,7 +116,7 @@ const tickEvery = 10 * time.Millisecond
 
 func (c *controller) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
 		c.self, c.root = ctx.Self(), ctx.ActorSystem().Root

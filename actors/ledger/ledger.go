@@ -95,16 +95,16 @@ type Reservation struct {
 	Active bool
 }
 
-// Settled reports a settled or refunded reservation to the actor.
-type Settled struct {
+// settled reports a settled or refunded reservation to the actor.
+type settled struct {
 	Slot   int
 	Actual uint64
 	Refund bool
 }
 
-// LimitsObserved carries the limits read from response headers, by
+// limitsObserved carries the limits read from response headers, by
 // dimension and period (0: not in the headers).
-type LimitsObserved struct {
+type limitsObserved struct {
 	Slot   int
 	Limits rolling.Limits
 }
@@ -249,7 +249,7 @@ func (h *Handle) Settle(r *Reservation, actual int64, refund bool) {
 	sl.mu.Lock()
 	sl.w.Settle(now, &r.res, a, refund)
 	sl.mu.Unlock()
-	h.root.Send(h.pid, &Settled{Slot: r.Slot, Actual: uint64(a), Refund: refund})
+	h.root.Send(h.pid, &settled{Slot: r.Slot, Actual: uint64(a), Refund: refund})
 }
 
 // headerPeriod is the period of a header reading's window, if the ledger
@@ -280,7 +280,7 @@ func (h *Handle) ObserveLimits(s int, obs *messages.QuotaObservation) {
 	if !ok || obs == nil {
 		return
 	}
-	m := LimitsObserved{Slot: s}
+	m := limitsObserved{Slot: s}
 	changed := false
 	for i := 0; i < obs.N; i++ {
 		r := &obs.Readings[i]
@@ -347,7 +347,7 @@ func (a *ledgerActor) grow() {
 
 func (a *ledgerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
 		// Wall-clock ticks: this actor's tests fake Now only.
@@ -356,9 +356,9 @@ func (a *ledgerActor) Receive(ctx actor.Context) {
 		if a.cancel != nil {
 			a.cancel()
 		}
-	case *Settled:
+	case *settled:
 		a.settle(m)
-	case *LimitsObserved:
+	case *limitsObserved:
 		a.limits(m)
 	case addSlots:
 		a.grow()
@@ -379,7 +379,7 @@ func (a *ledgerActor) Receive(ctx actor.Context) {
 	}
 }
 
-func (a *ledgerActor) settle(m *Settled) {
+func (a *ledgerActor) settle(m *settled) {
 	if m.Slot < 0 || m.Slot >= len(a.acct) {
 		return
 	}
@@ -392,7 +392,7 @@ func (a *ledgerActor) settle(m *Settled) {
 	}
 }
 
-func (a *ledgerActor) limits(m *LimitsObserved) {
+func (a *ledgerActor) limits(m *limitsObserved) {
 	if m.Slot < 0 || m.Slot >= len(a.acct) {
 		return
 	}

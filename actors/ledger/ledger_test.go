@@ -10,7 +10,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
 
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/rolling"
 	"github.com/omniroute/gateway/internal/routing"
@@ -225,7 +224,7 @@ func TestAddSlotsEnforcesNewBudgets(t *testing.T) {
 		t.Fatalf("added slot's second request in the window: %v, want exhausted (limit 1/min)", v)
 	}
 	// A restarted actor keeps accounts for the added slot.
-	h.root.Send(h.pid, supervise.Crash{Reason: "after AddSlots"})
+	h.root.Send(h.pid, messages.Crash{Reason: "after AddSlots"})
 	h.Settle(&r, 10, false)
 	waitSnap(t, h, func(s *Snapshot) bool { return len(s.Slots) == 2 && s.Slots[1].TotalTokens == 10 })
 }

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/rolling"
 	"github.com/omniroute/gateway/internal/routing"
 	"github.com/omniroute/gateway/internal/testutil"
@@ -27,7 +26,7 @@ func TestRestartAfterPanic(t *testing.T) {
 	waitSnap(t, h, func(s *Snapshot) bool { return s.Slots[0].Tokens.Limit == 5000 })
 	r, _, _ := h.Reserve(0, 4000, clk.Now())
 
-	h.root.Send(h.pid, supervise.Crash{Reason: "test"})
+	h.root.Send(h.pid, messages.Crash{Reason: "test"})
 	watch.WaitRestarts(t, 1)
 	if _, b, _ := h.Reserve(0, 2000, clk.Now()); b != routing.BudgetInsufficient {
 		t.Fatalf("the reservation held before the restart no longer binds: %v", b)

@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
 	mem "github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/messages"
 )
 
 // TestRestartAfterPanic is finding 8 for the pressure actor: after a
@@ -40,7 +40,7 @@ func TestRestartAfterPanic(t *testing.T) {
 		})
 	}
 	drive("critical", func(s *mem.State) bool { return s.Severity == mem.Critical })
-	h.root.Send(h.pid, supervise.Crash{Reason: "test"})
+	h.root.Send(h.pid, messages.Crash{Reason: "test"})
 	watch.WaitRestarts(t, 1)
 	if s := h.State(); s.Severity != mem.Critical {
 		t.Fatalf("the restart forgot the severity: %+v", s)

@@ -12,6 +12,7 @@ import (
 	"github.com/omniroute/gateway/internal/backoff"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/quota"
+	"github.com/omniroute/gateway/messages"
 )
 
 // readingUpdate is an adapter's current reading, sent to its aggregator.
@@ -48,7 +49,7 @@ type sharePoll struct {
 
 type shareHeaders struct {
 	conn int
-	obs  []HeaderObserved
+	obs  []headerObserved
 }
 
 // reevaluate asks the aggregator to recompute when evidence expires.
@@ -87,7 +88,7 @@ var adapterStrategy = supervise.Restart("quota-adapter")
 
 func (a *aggregator) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
 		a.start(ctx)

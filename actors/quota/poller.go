@@ -13,10 +13,10 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/backoff"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/quota"
+	"github.com/omniroute/gateway/messages"
 )
 
 // poller asks a provider's usage API on an interval. The HTTP exchange
@@ -51,7 +51,7 @@ type pollResult struct {
 
 func (p *poller) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
 		ctx.Send(ctx.Self(), pollNow{})

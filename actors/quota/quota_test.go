@@ -14,7 +14,6 @@ import (
 	"go.uber.org/goleak"
 
 	ledgeractor "github.com/omniroute/gateway/actors/ledger"
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/quota"
 	"github.com/omniroute/gateway/internal/rolling"
@@ -253,7 +252,7 @@ func TestAddAndRemoveConnections(t *testing.T) {
 	// A restarted aggregator keeps the models AddModels registered.
 	c0 := *h.conns.At(0)
 	first := c0.header.Load()
-	h.root.Send(c0.agg, supervise.Crash{Reason: "after AddModels"})
+	h.root.Send(c0.agg, messages.Crash{Reason: "after AddModels"})
 	waitState(t, h, 0, func(*ConnState) bool { return c0.header.Load() != first })
 	h.Observe(0, "gpt-4o-mini", obs)
 	if s := waitState(t, h, 0, func(s *ConnState) bool { return len(s.Models) == 2 && s.Models[1].Status == quota.StatusExhausted }); s.Models[1].Model != "gpt-4o-mini" {

@@ -10,11 +10,11 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/ringbuf"
 	"github.com/omniroute/gateway/internal/sanitize"
+	"github.com/omniroute/gateway/messages"
 )
 
 // Errors a command can end with.
@@ -140,7 +140,7 @@ type supervisor struct {
 
 func (s *supervisor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
 		s.self = ctx.Self()

@@ -161,7 +161,7 @@ func (h *Handle) Stop() { _ = h.root.PoisonFuture(h.pid).Wait() }
 
 // PID is the actor's address, for the composition root to subscribe it to
 // the keys actor (actors/keys Handle.Subscribe): it takes every published
-// *internal/keys.Snapshot as its tenant set, and answers *messages.Sync.
+// *messages.Published[*internal/keys.Snapshot] as its tenant set, and answers *messages.Sync.
 func (h *Handle) PID() *actor.PID { return h.pid }
 
 // Reserve checks and reserves req against tenant id's limits at now. A
@@ -267,8 +267,8 @@ func (a *limiterActor) Receive(ctx actor.Context) {
 	case *setTenants:
 		a.h.apply(m.specs, false)
 		a.h.publish()
-	case *keys.Snapshot:
-		a.h.apply(SpecsOf(m), true)
+	case *messages.Published[*keys.Snapshot]:
+		a.h.apply(SpecsOf(m.Snapshot), true)
 		a.h.publish()
 		a.startRead(ctx)
 	case *spendRead:

@@ -3,7 +3,6 @@ package clustere2e
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -27,6 +26,8 @@ import (
 
 	"github.com/omniroute/gateway/actors/credit"
 	icluster "github.com/omniroute/gateway/internal/cluster"
+	"github.com/omniroute/gateway/internal/clusterwire"
+	"github.com/omniroute/gateway/messages"
 )
 
 // A stranger is a protoactor remote of its own in a child process (this
@@ -64,8 +65,8 @@ type strangerCmd struct {
 	// grain at PID (its id at Member).
 	Identity string `json:"identity,omitempty"`
 	PID      string `json:"pid,omitempty"`
-	// credit: one request, in actors/credit's wire layout (no limit: a
-	// grain reads its budget from its own node's configuration).
+	// credit: one messages.CreditRequest (no limit: a grain reads its
+	// budget from its own node's configuration).
 	CreditOp uint8          `json:"creditOp,omitempty"`
 	Node     string         `json:"node,omitempty"`
 	Window   uint64         `json:"window,omitempty"`
@@ -102,49 +103,46 @@ type strangerOut struct {
 	Address string `json:"address,omitempty"`
 }
 
-// The credit grain's ops (actors/credit/wire.go).
+// The credit grain's ops.
 const (
-	creditAcquire uint8 = 1
-	creditRelease uint8 = 2
-	creditRenew   uint8 = 3
+	creditAcquire = uint8(messages.CreditAcquire)
+	creditRelease = uint8(messages.CreditRelease)
+	creditRenew   = uint8(messages.CreditRenew)
 )
 
-// encodeCredit is a credit grain request in actors/credit's wire layout
-// (wire.go: op, node, window, amount, need, then the give-backs, each a
-// grant's stamp and a count, as varints). It is written out here because
-// the stranger is not the credit package; the control phase of
-// TestStrangerOnTheRemotePort fails if it ever stops matching.
+// encodeCredit is a credit grain request on the cluster's one wire, as a
+// member sends it: the stranger speaks the protocol exactly, so that only
+// the gate can keep it out (the control phase of
+// TestStrangerOnTheRemotePort shows a member would act on it).
 func encodeCredit(c *strangerCmd) *wrapperspb.BytesValue {
-	b := []byte{c.CreditOp}
-	b = binary.AppendUvarint(b, uint64(len(c.Node)))
-	b = append(b, c.Node...)
-	b = binary.AppendUvarint(b, c.Window)
-	b = binary.AppendVarint(b, c.Amount)
-	b = binary.AppendVarint(b, c.Need)
-	b = binary.AppendUvarint(b, uint64(len(c.Backs)))
+	r := &messages.CreditRequest{Op: messages.CreditOp(c.CreditOp), Node: c.Node, Window: c.Window, Amount: c.Amount, Need: c.Need}
 	for _, k := range c.Backs {
-		b = binary.AppendVarint(b, k.At)
-		b = binary.AppendVarint(b, k.N)
+		r.Backs = append(r.Backs, messages.CreditBack{At: k.At, N: k.N})
 	}
-	return wrapperspb.Bytes(b)
+	return mustWrap(r)
 }
 
-// decodeCredit reads a grain's reply into o: a flags byte (refused is
-// 8), the tightest window's period, then granted, left and the grant's
-// stamp (and the waits and limit, not read here) as varints.
-func decodeCredit(b []byte, o *strangerOut) error {
-	if len(b) < 2 {
-		return fmt.Errorf("a reply of %d bytes", len(b))
+// mustWrap encodes a message the stranger builds; the commands are the
+// test's own, so an invalid one is the test's bug.
+func mustWrap(m messages.ClusterMessage) *wrapperspb.BytesValue {
+	v, err := clusterwire.Wrap(m)
+	if err != nil {
+		panic(err)
 	}
-	o.Refused = b[0]&8 != 0
-	b = b[2:]
-	for _, v := range []*int64{&o.Granted, &o.Left, &o.At} {
-		n, k := binary.Varint(b)
-		if k <= 0 {
-			return fmt.Errorf("a malformed reply")
-		}
-		*v, b = n, b[k:]
+	return v
+}
+
+// decodeCredit reads a grain's reply into o.
+func decodeCredit(v any, o *strangerOut) error {
+	m, err := clusterwire.Unwrap(v)
+	if err != nil {
+		return err
 	}
+	r, ok := m.(*messages.CreditReply)
+	if !ok {
+		return fmt.Errorf("the grain answered a %s", m.ClusterKind())
+	}
+	o.Refused, o.Granted, o.Left, o.At = r.Refused, r.Granted, r.Left, r.At
 	return nil
 }
 
@@ -191,11 +189,10 @@ func runStranger() int {
 			wg.Wait()
 			return strangerOut{All: outs}
 		case "cooldown":
-			b, _ := json.Marshal(map[string]any{"target": c.Target, "until": c.UntilMs, "reason": "stranger", "from": "stranger"})
-			system.Root.Send(actor.NewPID(c.Member, "omniroute-cooldowns"), &wrapperspb.BytesValue{Value: b})
+			system.Root.Send(actor.NewPID(c.Member, "omniroute-cooldowns"),
+				mustWrap(&messages.SharedCooldown{Target: c.Target, Until: c.UntilMs, Reason: "stranger", From: "stranger"}))
 		case "quota":
-			b, _ := json.Marshal(map[string]any{"conn": c.Conn, "from": "stranger", "headers": []any{}})
-			system.Root.Send(actor.NewPID(c.Member, "omniroute-quota"), &wrapperspb.BytesValue{Value: b})
+			system.Root.Send(actor.NewPID(c.Member, "omniroute-quota"), mustWrap(&messages.SharedQuotaHeaders{Conn: c.Conn, From: "stranger"}))
 		case "poison":
 			system.Root.Poison(actor.NewPID(c.Member, c.Actor))
 		case "listprocesses":
@@ -229,12 +226,7 @@ func runStranger() int {
 				return strangerOut{Err: err.Error()}
 			}
 			o := strangerOut{Answered: true}
-			if bv, ok := v.(*wrapperspb.BytesValue); ok {
-				err = decodeCredit(bv.Value, &o)
-			} else {
-				err = fmt.Errorf("answered %T", v)
-			}
-			if err != nil {
+			if err := decodeCredit(v, &o); err != nil {
 				o.Err = err.Error()
 			}
 			return o
@@ -254,9 +246,9 @@ func runStranger() int {
 						req.CreditOp, req.Amount = creditRenew, n
 					}
 					v, err := ask(pid, encodeCredit(&req))
-					if bv, ok := v.(*wrapperspb.BytesValue); ok && err == nil {
+					if err == nil {
 						var o strangerOut
-						if decodeCredit(bv.Value, &o) == nil {
+						if decodeCredit(v, &o) == nil {
 							held.Lock()
 							held.n = o.Granted // slots: what the node holds after the call
 							held.Unlock()
