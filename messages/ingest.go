@@ -31,23 +31,3 @@ func (o IngestOutcome) String() string {
 
 // IsShed reports whether the outcome is load shedding.
 func (o IngestOutcome) IsShed() bool { return o >= ShedQueueTimeout && o <= ShedResourcePressure }
-
-// AcquireBytes asks the ingest actor for a byte reservation (and, with
-// Count, a heavy-request slot) after the lock-free fast path could not
-// grant it. The actor queues it fairly by Key and answers exactly once on
-// Reply (capacity 1). The sender owns the message again once the answer
-// arrived; it pools and reuses it, so the actor keeps no reference after
-// answering.
-type AcquireBytes struct {
-	// Key is the caller's fairness key (an opaque tenant id). It orders
-	// waiters; it never adds capacity.
-	Key   [20]byte
-	Bytes int64
-	Count bool
-	Reply chan IngestOutcome
-}
-
-// CancelAcquire withdraws a queued AcquireBytes whose caller left. The
-// actor answers the AcquireBytes with IngestCanceled, unless it already
-// answered it.
-type CancelAcquire struct{ Request *AcquireBytes }

@@ -60,14 +60,6 @@ func (c FailureClass) ProviderSide() bool {
 	return false
 }
 
-// PeerCooldown tells the targets actor that another node of the cluster
-// opened a target's circuit: it cools until Until, for Reason.
-type PeerCooldown struct {
-	Target int
-	Until  time.Time
-	Reason string
-}
-
 // AttemptFinished tells the targets actor how one upstream attempt ended.
 // The transport sends it fire-and-forget, once per attempt.
 type AttemptFinished struct {
@@ -112,3 +104,19 @@ type AttemptFinished struct {
 // only once they took the change (actors/keys: a key created is limited on
 // the very next request) without the publisher ever waiting for them.
 type Sync struct{}
+
+// Crash makes the actor that receives it panic inside Receive. Tests send
+// it (every actor handles it first in its message switch) to check that
+// the actor restarts cleanly under the strategy actors/supervise gave it;
+// nothing in the gateway sends it.
+type Crash struct{ Reason string }
+
+// Panic panics with c (called from an actor's Receive).
+func (c Crash) Panic() { panic("messages.Crash: " + c.Reason) }
+
+// Published carries a snapshot an actor published to an actor of another
+// package that subscribed to it. The keys actor sends each key set it
+// publishes to the tenant-limits actor as a Published[*internal/keys.Snapshot]
+// (actors/keys Handle.Subscribe). Snapshot is immutable: the same value the
+// publisher's handle returns to readers. Subscribers also answer Sync.
+type Published[T any] struct{ Snapshot T }

@@ -3,6 +3,7 @@ package transport
 import (
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,8 +13,10 @@ import (
 	quotaactor "github.com/omniroute/gateway/actors/quota"
 	"github.com/omniroute/gateway/internal/clock"
 	icluster "github.com/omniroute/gateway/internal/cluster"
+	"github.com/omniroute/gateway/internal/clusterwire"
 	"github.com/omniroute/gateway/internal/growable"
 	ikeys "github.com/omniroute/gateway/internal/keys"
+	"github.com/omniroute/gateway/internal/rolling"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantlimit"
 )
@@ -23,18 +26,28 @@ import (
 // nil in single-node mode, where none of it exists and the request path
 // checks one pointer.
 //
-// Shared today: provider token and request budgets per (connection,
-// upstream model) that are configured (tokens_per_minute,
-// requests_per_minute), and each limited tenant's concurrency cap and
-// requests and tokens per minute. The node-local limiters still run as
+// Shared today: provider request and token budgets per (connection,
+// upstream model) that are configured (their rolling windows per minute,
+// hour and day), and each limited tenant's concurrency cap, request and
+// token windows and spend budgets. The node-local limiters still run as
 // before, so a node never exceeds the whole limit alone; the pools add the
-// cluster-wide bound on top.
+// cluster-wide bound on top. The grains this node hosts read their
+// budgets from this node's own configuration and keys (budget).
 type clusterSys struct {
 	node   *icluster.Node
 	leases *credit.Leases
 	// ledger is each ledger slot's shared pools (nil: not shared); a
 	// reload adding budgets adds theirs (addSlots).
 	ledger *growable.List[sharedSlot]
+	// ledgerKeys are the ledger slots by grain key base
+	// ("ledger/<connection>/<model>"), for the grains' budgets.
+	ledgerKeys sync.Map
+	// slotLimits reads a ledger slot's configured windows (the ledger's).
+	slotLimits func(slot int) (rolling.Limits, bool)
+	// ten is the tenant layer once it is open (OpenStore runs after the
+	// cluster is joined, and grains may be asked before): the tenants'
+	// policies the grains read their budgets from.
+	ten atomic.Pointer[tenantSys]
 
 	mu      sync.Mutex // serialises tenant pool creation
 	tenants atomic.Pointer[map[tenant.ID]*sharedTenant]
@@ -42,6 +55,9 @@ type clusterSys struct {
 	// cooldownsSent and cooldownsHeard count the cooldowns this node told
 	// its peers and the ones it applied from them (cluster_cooldowns.go).
 	cooldownsSent, cooldownsHeard atomic.Int64
+	// cooldownRefusals counts the cooldowns that could not be sent or
+	// read (clusterwire: malformed, or from a member of another release).
+	cooldownRefusals clusterwire.Refusals
 	// quota shares quota telemetry with the peers (ShareQuota); nil until
 	// then.
 	quota *quotaactor.Cluster
@@ -49,16 +65,48 @@ type clusterSys struct {
 
 // firstLeaseWait bounds how long a request waits for a cold pool's first
 // lease (one grain call, whose own timeout is 2 s). Only a pool's first
-// requests on a node wait; after its first answer an empty pool refuses
-// at once.
+// requests on a node wait this long; after its first answer an empty pool
+// refuses at once, or after the short waits take describes.
 const firstLeaseWait = 2 * time.Second
 
-// take spends n of p's window credit, waiting for the first lease when p
-// is still cold.
+// takeWait bounds how long take waits, after a pool's first answer, for
+// the grain's answers: two grain calls' time, so a call that failed (a
+// grain moving to another member, an answer lost) is followed by one more.
+const takeWait = 2 * firstLeaseWait
+
+// take spends n of p's credit. A refusal carries the grain's word on when
+// the budget has room for n, never a guess:
+//   - a cold pool waits for its first lease;
+//   - an empty pool whose grain has not said when there is room (the
+//     answer that came brought credit others took, or the wait it gave
+//     has passed) asks the grain and waits for its answer, rather than
+//     refuse with a guess of one round trip;
+//   - an empty pool whose grain said when there is room refuses at once
+//     with that moment, however near. Room that appears then goes to
+//     whichever node asks first (no node queues for it), as a provider's
+//     own Retry-After does: the word is true when given, and waiting for
+//     the unit instead only made callers wait and, when another node took
+//     it, refuse with the window's next span (docs/cluster.md).
+//
+// All of it within takeWait: a grain that stays silent that long leaves
+// the refusal with the pool's latest word.
 func (cs *clusterSys) take(p *credit.Pool, now time.Time, n int64) (uint64, bool, time.Time) {
 	idx, ok, retry := p.Take(now, n)
 	if !ok && p.WaitFirst(firstLeaseWait) {
 		idx, ok, retry = p.Take(cs.clk.Now(), n)
+	}
+	for deadline := time.Now().Add(takeWait); !ok && time.Until(deadline) > 0; {
+		if _, said := p.Word(cs.clk.Now()); said {
+			break // no room before then: the refusal says so
+		}
+		answered := p.Ask(n, time.Until(deadline))
+		idx, ok = p.TryTake(cs.clk.Now(), n)
+		if _, said := p.Word(cs.clk.Now()); !ok && !answered && !said {
+			break // the lease actor made no call: nothing more to learn
+		}
+	}
+	if !ok {
+		retry = p.RetryAt(cs.clk.Now())
 	}
 	return idx, ok, retry
 }
@@ -70,6 +118,14 @@ func (cs *clusterSys) takeSlot(p *credit.Pool, now time.Time) bool {
 }
 
 type sharedSlot struct{ tokens, requests *credit.Pool }
+
+// pool is the slot's pool of dimension d.
+func (s *sharedSlot) pool(d rolling.Dim) *credit.Pool {
+	if d == rolling.Tokens {
+		return s.tokens
+	}
+	return s.requests
+}
 
 // sharedTenant is a limited tenant's cluster pools and the limits they
 // were made for (a changed policy makes new ones).
@@ -83,12 +139,13 @@ type sharedTenant struct {
 // sharedRes is what a request took from the cluster pools, given back at
 // settle. Zero when nothing was taken.
 type sharedRes struct {
-	win        uint64
-	tokens     int64
-	request    bool
-	slot       *credit.Pool // concurrency, tenant only
-	tok, reqP  *credit.Pool
-	tokenTaken bool
+	// tokWin and reqWin are the pools' tickets for what was taken.
+	tokWin, reqWin uint64
+	tokens         int64
+	request        bool
+	slot           *credit.Pool // concurrency, tenant only
+	tok, reqP      *credit.Pool
+	tokenTaken     bool
 	// spend: the cost estimate taken from the day and month pools (tenant
 	// only), in their units, and the windows it was taken from.
 	spend [2]spendRes
@@ -163,8 +220,58 @@ func (a *Assembly) AttachCluster(node *icluster.Node, leases *credit.Leases) {
 	cs := &clusterSys{node: node, leases: leases, ledger: &growable.List[sharedSlot]{}, clk: g.clk}
 	empty := map[tenant.ID]*sharedTenant{}
 	cs.tenants.Store(&empty)
+	cs.slotLimits = func(slot int) (rolling.Limits, bool) {
+		s, ok := g.qs.ledger.Configured(slot)
+		return s.Configured, ok
+	}
 	cs.addSlots(g.qs.slots)
+	leases.Budgets().Set(cs.budget)
 	g.cs = cs
+}
+
+// budget is a grain's budget as this node configures it: a ledger
+// slot's configured windows, a tenant's windows, spend budgets or cap
+// from its policy. Unknown keys (a tenant this node has not heard of
+// yet) are not granted.
+func (cs *clusterSys) budget(key string) (credit.Budget, bool) {
+	if rest, ok := strings.CutPrefix(key, "tenant/"); ok {
+		id, what, _ := strings.Cut(rest, "/")
+		ts := cs.ten.Load()
+		if ts == nil {
+			return credit.Budget{}, false
+		}
+		p, ok := ts.policy(id)
+		if !ok {
+			return credit.Budget{}, false
+		}
+		lim := tenantlimit.LimitsOf(p)
+		switch what {
+		case "requests":
+			return credit.Budget{Windows: lim.Rates[rolling.Requests]}, lim.Rates.Dim(rolling.Requests)
+		case "tokens":
+			return credit.Budget{Windows: lim.Rates[rolling.Tokens]}, lim.Rates.Dim(rolling.Tokens)
+		case "concurrency":
+			return credit.Budget{Limit: lim.MaxConcurrent}, lim.MaxConcurrent > 0
+		case "spend/day":
+			return credit.Budget{Limit: lim.DailyBudget / credit.SpendUnit, Period: credit.PerDay}, lim.DailyBudget > 0
+		case "spend/month":
+			return credit.Budget{Limit: lim.MonthlyBudget / credit.SpendUnit, Period: credit.PerMonth}, lim.MonthlyBudget > 0
+		}
+		return credit.Budget{}, false
+	}
+	for d := range rolling.NumDims {
+		base, ok := strings.CutSuffix(key, "/"+d.String())
+		if !ok {
+			continue
+		}
+		v, ok := cs.ledgerKeys.Load(base)
+		if !ok {
+			return credit.Budget{}, false
+		}
+		l, ok := cs.slotLimits(v.(int))
+		return credit.Budget{Windows: l[d]}, ok && l.Dim(d)
+	}
+	return credit.Budget{}, false
 }
 
 // DetachCluster forgets the node AttachCluster gave, without stopping
@@ -219,11 +326,12 @@ func (cs *clusterSys) addSlots(slots []ledgeractor.SlotSpec) {
 	for _, s := range slots {
 		var sl sharedSlot
 		key := "ledger/" + s.Connection + "/" + s.Model
-		if s.TokensPerMinute > 0 {
-			sl.tokens = cs.leases.Window(key+"/tokens", s.TokensPerMinute)
+		cs.ledgerKeys.Store(key, cs.ledger.Len())
+		if s.Configured.Dim(rolling.Tokens) {
+			sl.tokens = cs.leases.Rolling(key+"/tokens", s.Configured[rolling.Tokens])
 		}
-		if s.RequestsPerMinute > 0 {
-			sl.requests = cs.leases.Window(key+"/requests", s.RequestsPerMinute)
+		if s.Configured.Dim(rolling.Requests) {
+			sl.requests = cs.leases.Rolling(key+"/requests", s.Configured[rolling.Requests])
 		}
 		cs.ledger.Append(sl)
 	}
@@ -254,7 +362,7 @@ func (cs *clusterSys) takeLedger(r *sharedRes, slot int, tokens int64, now time.
 		if !ok {
 			return false, retry
 		}
-		r.win, r.tok, r.tokens, r.tokenTaken = idx, sl.tokens, tokens, true
+		r.tokWin, r.tok, r.tokens, r.tokenTaken = idx, sl.tokens, tokens, true
 	}
 	if sl.requests != nil {
 		idx, ok, retry := cs.take(sl.requests, now, 1)
@@ -262,7 +370,7 @@ func (cs *clusterSys) takeLedger(r *sharedRes, slot int, tokens int64, now time.
 			cs.give(r, 0, 0, true)
 			return false, retry
 		}
-		r.win, r.reqP, r.request = idx, sl.requests, true
+		r.reqWin, r.reqP, r.request = idx, sl.requests, true
 	}
 	return true, time.Time{}
 }
@@ -291,13 +399,13 @@ func (cs *clusterSys) give(r *sharedRes, actual, cost int64, refund bool) {
 			actual = 0
 		}
 		if d := r.tokens - actual; d > 0 {
-			r.tok.Give(r.win, d)
+			r.tok.Give(r.tokWin, d)
 		} else {
-			r.tok.Charge(r.win, -d)
+			r.tok.Charge(r.tokWin, -d)
 		}
 	}
 	if r.request && refund {
-		r.reqP.Give(r.win, 1)
+		r.reqP.Give(r.reqWin, 1)
 	}
 	if r.slot != nil {
 		r.slot.GiveSlot()
@@ -324,11 +432,11 @@ func (cs *clusterSys) tenant(e *ikeys.Entry) *sharedTenant {
 	if lim.MaxConcurrent > 0 {
 		st.conc = cs.leases.Slots(key+"/concurrency", lim.MaxConcurrent)
 	}
-	if lim.RequestsPerMinute > 0 {
-		st.rpm = cs.leases.Window(key+"/requests", lim.RequestsPerMinute)
+	if lim.Rates.Dim(rolling.Requests) {
+		st.rpm = cs.leases.Rolling(key+"/requests", lim.Rates[rolling.Requests])
 	}
-	if lim.TokensPerMinute > 0 {
-		st.tpm = cs.leases.Window(key+"/tokens", lim.TokensPerMinute)
+	if lim.Rates.Dim(rolling.Tokens) {
+		st.tpm = cs.leases.Rolling(key+"/tokens", lim.Rates[rolling.Tokens])
 	}
 	if lim.DailyBudget > 0 {
 		st.day = cs.leases.Budget(key+"/spend/day", lim.DailyBudget, credit.PerDay, credit.SpendUnit)
@@ -361,17 +469,17 @@ func (cs *clusterSys) takeTenant(r *sharedRes, e *ikeys.Entry, tokens, cost int6
 		idx, ok, retry := cs.take(st.rpm, now, 1)
 		if !ok {
 			cs.give(r, 0, 0, true)
-			return tenantlimit.KindRequests, retry
+			return rateKind(st.rpm, rolling.Requests, now), retry
 		}
-		r.win, r.reqP, r.request = idx, st.rpm, true
+		r.reqWin, r.reqP, r.request = idx, st.rpm, true
 	}
 	if st.tpm != nil {
 		idx, ok, retry := cs.take(st.tpm, now, tokens)
 		if !ok {
 			cs.give(r, 0, 0, true)
-			return tenantlimit.KindTokens, retry
+			return rateKind(st.tpm, rolling.Tokens, now), retry
 		}
-		r.win, r.tok, r.tokens, r.tokenTaken = idx, st.tpm, tokens, true
+		r.tokWin, r.tok, r.tokens, r.tokenTaken = idx, st.tpm, tokens, true
 	}
 	for i, b := range [2]struct {
 		p          *credit.Pool
@@ -398,18 +506,40 @@ func (cs *clusterSys) takeTenant(r *sharedRes, e *ikeys.Entry, tokens, cost int6
 	return tenantlimit.KindNone, time.Time{}
 }
 
-// takeTenantRequest takes one request of a limited tenant's shared rate
-// for a call that generates nothing (chargeRequest); it is never given
-// back.
+// takeTenantRequest takes one request of a limited tenant's shared
+// request windows for a call that generates nothing (chargeRequest); it
+// is never given back.
 func (cs *clusterSys) takeTenantRequest(e *ikeys.Entry, now time.Time) (tenantlimit.Kind, time.Time) {
 	st := cs.tenant(e)
 	if st.rpm == nil {
 		return tenantlimit.KindNone, time.Time{}
 	}
 	if _, ok, retry := cs.take(st.rpm, now, 1); !ok {
-		return tenantlimit.KindRequests, retry
+		return rateKind(st.rpm, rolling.Requests, now), retry
 	}
 	return tenantlimit.KindNone, time.Time{}
+}
+
+// rateKind names the window of p that refused: the tightest one, as its
+// grain last said.
+func rateKind(p *credit.Pool, d rolling.Dim, now time.Time) tenantlimit.Kind {
+	b, _ := p.Bucket(now)
+	return tenantlimit.RateKind(d, b.Period)
+}
+
+// tenantWindows puts the cluster's view of a tenant's tightest request
+// and token windows in r where it has less left than this node's own
+// (the rate-limit headers in cluster mode).
+func (cs *clusterSys) tenantWindows(e *ikeys.Entry, r *tenantlimit.Result) {
+	st := cs.tenant(e)
+	for d, p := range [rolling.NumDims]*credit.Pool{rolling.Requests: st.rpm, rolling.Tokens: st.tpm} {
+		if p == nil {
+			continue
+		}
+		if b, ok := p.Bucket(r.Now); ok {
+			r.Tighter(rolling.Dim(d), b)
+		}
+	}
 }
 
 // clusterHealth is the health section: this node, the members it sees and
@@ -424,7 +554,7 @@ func (g *Gateway) clusterHealth() (any, string) {
 	return map[string]any{
 		"mode": "etcd", "name": g.opts.Env.Cluster.ClusterName, "self": cs.node.ID(), "address": cs.node.Address(),
 		"members": ms, "trust": cs.node.Trust(), "credit": cs.leases.Snapshot(),
-		"cooldowns": map[string]int64{"sent": cs.cooldownsSent.Load(), "heard": cs.cooldownsHeard.Load()},
+		"cooldowns": map[string]int64{"sent": cs.cooldownsSent.Load(), "heard": cs.cooldownsHeard.Load(), "dropped": cs.cooldownRefusals.Count()},
 		"quota":     cs.quotaStats(),
 	}, status
 }

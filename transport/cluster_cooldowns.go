@@ -1,11 +1,13 @@
 package transport
 
 import (
-	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/omniroute/gateway/internal/clusterwire"
+	"github.com/omniroute/gateway/messages"
 )
 
 // Cluster mode spreads cooldowns: when a failure on this node opens a
@@ -26,15 +28,6 @@ const CooldownsActorName = "omniroute-cooldowns"
 // maxPeerCooldown bounds a cooldown taken from a peer.
 const maxPeerCooldown = time.Hour
 
-// peerCooldown is the wire form (JSON in a BytesValue, like the credit
-// grains' messages).
-type peerCooldown struct {
-	Target string `json:"target"`
-	Until  int64  `json:"until"` // Unix ms
-	Reason string `json:"reason"`
-	From   string `json:"from"`
-}
-
 // onCooldown is the targets actor's OnCooldown hook: in cluster mode it
 // tells the other members.
 func (g *Gateway) onCooldown(target int, until time.Time, reason string) {
@@ -52,13 +45,14 @@ func (g *Gateway) onCooldown(target int, until time.Time, reason string) {
 	if name == "" {
 		return
 	}
-	b, err := json.Marshal(peerCooldown{Target: name, Until: until.UnixMilli(), Reason: reason, From: cs.node.ID()})
+	msg, err := clusterwire.Wrap(&messages.SharedCooldown{Target: name, Until: until.UnixMilli(), Reason: reason, From: cs.node.ID()})
 	if err != nil {
+		cs.cooldownRefusals.Note(g.log, "cooldowns hook", err)
 		return
 	}
 	for _, m := range cs.node.Members() {
 		if !m.Self {
-			g.system.Root.Send(actor.NewPID(m.Address, CooldownsActorName), &wrapperspb.BytesValue{Value: b})
+			g.system.Root.Send(actor.NewPID(m.Address, CooldownsActorName), msg)
 		}
 	}
 	cs.cooldownsSent.Add(1)
@@ -68,19 +62,25 @@ func (g *Gateway) onCooldown(target int, until time.Time, reason string) {
 // messages reach it: the remote layer is mutual TLS and internal/cluster's
 // gate drops what anyone else sends (docs/cluster.md, "Trust"). It holds
 // no state, so the default strategy (restart on a panic) is all it needs:
-// a malformed message is dropped, never applied.
+// a message it cannot read (malformed, or from a member of another
+// release) is dropped, counted and logged once, never applied.
 type cooldownsActor struct{ g *Gateway }
 
 func (a *cooldownsActor) Receive(ctx actor.Context) {
-	m, ok := ctx.Message().(*wrapperspb.BytesValue)
-	if !ok {
-		return
-	}
-	var pc peerCooldown
-	if err := json.Unmarshal(m.Value, &pc); err != nil || pc.Target == "" {
+	switch ctx.Message().(type) {
+	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
 		return
 	}
 	g := a.g
+	m, err := clusterwire.Unwrap(ctx.Message())
+	pc, ok := m.(*messages.SharedCooldown)
+	if err == nil && !ok {
+		err = fmt.Errorf("%w: a %s sent to the cooldowns actor", messages.ErrClusterMessage, m.ClusterKind())
+	}
+	if err != nil {
+		g.cs.cooldownRefusals.Note(ctx.Logger(), "cooldowns actor", err)
+		return
+	}
 	now := g.clk.Now()
 	until := time.UnixMilli(pc.Until)
 	if !until.After(now) {

@@ -39,6 +39,7 @@ const (
 	dashMaxLanes     = 50
 	dashMaxProviders = 100
 	dashMaxRates     = 20
+	dashMaxLimits    = 50
 )
 
 var dashAssets = map[string]string{ // file → content type
@@ -293,6 +294,11 @@ func (g *Gateway) dashboardSnapshot() map[string]any {
 		"providers": providers, "providerCount": len(g.rc.Load().cat.Targets), "config": g.ConfigInfo(), "troubledProviders": troubled,
 		"services": services,
 	}
+	// Every rolling window's use, the fullest first.
+	windows := append(g.connectionWindows(), g.tenantWindows()...)
+	fullestFirst(windows)
+	out["limitCount"] = len(windows)
+	out["limits"] = windows[:min(len(windows), dashMaxLimits)]
 	if cs := g.cs; cs != nil { // cluster mode: the members this node sees
 		out["cluster"] = map[string]any{"name": g.opts.Env.Cluster.ClusterName, "self": cs.node.ID(), "members": cs.node.Members()}
 	}

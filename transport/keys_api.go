@@ -161,9 +161,14 @@ func (g *Gateway) keyBody(ctx *fasthttp.RequestCtx, rid []byte) ([]byte, bool) {
 }
 
 // checkPolicyModels refuses allowed_models entries that match none of the
-// gateway's models.
+// gateway's models, and token windows a request without max_tokens could
+// never fit.
 func (g *Gateway) checkPolicyModels(p tenantpolicy.Policy) error {
-	if err := checkModels(g.rc.Load().cat, "", p.AllowedModels); err != nil {
+	err := checkModels(g.rc.Load().cat, "", p.AllowedModels)
+	if err == nil {
+		err = checkTokenWindows(&p, g.qs.defOut, "")
+	}
+	if err != nil {
 		var fe tenantpolicy.FieldError
 		errors.As(err, &fe)
 		return &ikeys.Error{Status: 400, Code: "invalid_policy", Field: fe.Path, Message: fe.Error()}

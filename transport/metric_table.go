@@ -97,7 +97,7 @@ var metricTable = []metricDef{
 	{"omniroute_circuit_state", kindGauge, "`target`, `state`", "1 for the target's current circuit state (closed, open, half_open), else 0."},
 	{"omniroute_target_cooldown_seconds", kindGauge, "`target`", "Seconds until the target may be tried again (0 when not cooling)."},
 	{"omniroute_routing_skips_total", kindCounter, "`target`, `reason`", "Requests that skipped the target: cooling, circuit_open, quota_exhausted, token_budget, service_unavailable (its supervised service is not running as the gateway's own child)."},
-	{"omniroute_ledger_reserved_tokens", kindGauge, "", "Tokens held or used in the current ledger windows, all budgets together."},
+	{"omniroute_ledger_reserved_tokens", kindGauge, "", "Tokens held or used in the ledger's token windows (each budget's tightest), all budgets together."},
 
 	// Adaptive admission (adaptiveAdmission).
 	{"omniroute_admission_limit", kindGauge, "", "Sum of the upstreams' admission limits (cost units)."},

@@ -261,6 +261,7 @@ func (g *Gateway) quotaHealth() (any, string) {
 		}
 	}
 	out["targets"] = map[string]int{"usable": usable, "cooling": cooling, "circuitOpen": open, "circuitHalfOpen": halfOpen, "quotaExhausted": exhausted}
+	out["windows"] = g.connectionWindows() // each limited window's use, this node's count
 	status := "ok"
 	if usable < len(live) {
 		status = "degraded"

@@ -57,7 +57,7 @@ type quotaReport struct {
 		} `json:"models"`
 		Ledger []struct {
 			Model         string `json:"model"`
-			SettledTokens int64  `json:"settledTokens"`
+			TotalTokens   int64  `json:"totalTokens"`
 			TotalRequests int64  `json:"totalRequests"`
 			Tokens        *struct {
 				Limit, Used int64
@@ -331,15 +331,15 @@ func TestConcurrentRequestsNeverOvershootTheTokenBudget(t *testing.T) {
 		t.Fatalf("answers %v, %d at the provider at once (estimate %d)", codes, st.MaxInflight, est)
 	}
 	for _, ra := range retryAfter {
-		if ra != "60" { // the window ends a minute after the (frozen) clock
-			t.Fatalf("Retry-After %q, want the window end", ra)
+		if ra != "62" { // the reservations of second 0 leave the rolling minute 62 s later (the clock is frozen)
+			t.Fatalf("Retry-After %q, want when the first reservations leave the window", ra)
 		}
 	}
 	// Settled at the provider's real usage, which is below the estimate.
 	waitFor(t, "the ledger snapshot", func() bool { return g.quota().Connections[0].Ledger[0].TotalRequests == int64(codes[200]) })
 	q := g.quota()
 	l := q.Connections[0].Ledger[0]
-	if l.Model != "m-budget" || l.TotalRequests != int64(codes[200]) || l.SettledTokens >= int64(codes[200])*est || l.Tokens == nil || l.Tokens.Limit != 10000 {
+	if l.Model != "m-budget" || l.TotalRequests != int64(codes[200]) || l.TotalTokens >= int64(codes[200])*est || l.Tokens == nil || l.Tokens.Limit != 10000 {
 		t.Fatalf("ledger %+v (tokens %+v)", l, l.Tokens)
 	}
 }
@@ -356,7 +356,7 @@ func TestStreamUsageSettlesAndIsStripped(t *testing.T) {
 	setBehavior(t, map[string]mockprovider.Behavior{"m-meter": {ChunkCount: 4, CompletionTokens: 7}})
 	settled := func() int64 {
 		q := g.quota()
-		return q.Connections[0].Ledger[0].SettledTokens
+		return q.Connections[0].Ledger[0].TotalTokens
 	}
 	body := `{"model":"meter","stream":true,"messages":[{"role":"user","content":"hi"}]}`
 	r := g.post("/v1/chat/completions", body)

@@ -3,7 +3,9 @@ package transport
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/growable"
 	"github.com/omniroute/gateway/internal/quota"
+	"github.com/omniroute/gateway/internal/rolling"
 	"github.com/omniroute/gateway/messages"
 	"github.com/omniroute/gateway/transport/upstream"
 )
@@ -121,8 +124,8 @@ type connRestart struct {
 }
 
 type slotLimits struct {
-	slot             int
-	tokens, requests int64
+	slot   int
+	limits rolling.Limits
 }
 
 // planTargets works out the registration of conns and targets, which
@@ -169,15 +172,15 @@ func (g *Gateway) planTargets(conns []*catalog.Connection, targets []*catalog.Ta
 			}
 			spec.Mapping = reg.mapping[c.ID] // rate_limit_headers apply at the next start
 			newClient := addr != reg.addrs[c.ID] || c.MaxConns != old.MaxConns
-			limits := c.Limits != old.Limits
+			limits := !reflect.DeepEqual(c.Limits, old.Limits)
 			if newClient || limits || c.APIKey() != old.APIKey() || !reflect.DeepEqual(c.Provider.Quota.QuotaAPI, old.Provider.Quota.QuotaAPI) || !reg.running[c.ID] {
 				restarting[c.ID] = len(p.restart)
 				p.restart = append(p.restart, connRestart{conn: c, spec: spec, addr: addr, newClient: newClient})
 			}
 			if limits {
 				for key, slot := range qs.slotOf {
-					if strings.HasPrefix(key, c.Name+"\x00") {
-						p.limits = append(p.limits, slotLimits{slot, c.Limits.TokensPerMinute, c.Limits.RequestsPerMinute})
+					if model, ok := strings.CutPrefix(key, c.Name+"\x00"); ok {
+						p.limits = append(p.limits, slotLimits{slot, c.Limits.For(model)})
 					}
 				}
 			}
@@ -220,8 +223,7 @@ func (g *Gateway) planTargets(conns []*catalog.Connection, targets []*catalog.Ta
 			if slot, ok = p.slotOf[key]; !ok {
 				slot = p.firstSlot + len(p.slots)
 				p.slotOf[key] = slot
-				p.slots = append(p.slots, ledgeractor.SlotSpec{Connection: t.Conn.Name, Model: up,
-					TokensPerMinute: t.Conn.Limits.TokensPerMinute, RequestsPerMinute: t.Conn.Limits.RequestsPerMinute})
+				p.slots = append(p.slots, ledgeractor.SlotSpec{Connection: t.Conn.Name, Model: up, Configured: t.Conn.Limits.For(up)})
 			}
 		}
 		var mapping *quota.Mapping
@@ -252,25 +254,41 @@ func (g *Gateway) connPlan(c *catalog.Connection) (upstreamAddr, quotaactor.Conn
 	if err != nil {
 		return upstreamAddr{}, quotaactor.ConnSpec{}, nil, fmt.Errorf("providers.%s: %w", p.ID, err)
 	}
+	if errs := g.checkLimits(c); len(errs) > 0 {
+		return upstreamAddr{}, quotaactor.ConnSpec{}, nil, errors.New(strings.Join(errs, "; "))
+	}
 	spec := quotaactor.ConnSpec{Provider: p.ID, Name: c.Name, Mapping: m}
-	if l := c.Limits; l.TokensPerMinute > 0 || l.RequestsPerMinute > 0 {
-		for _, d := range []struct {
-			dim   messages.QuotaDimension
-			limit int64
-			unit  string
-		}{{messages.DimTokens, l.TokensPerMinute, "tokens"}, {messages.DimRequests, l.RequestsPerMinute, "requests"}} {
-			if d.limit > 0 {
-				spec.Configured = append(spec.Configured, quota.Value{Dimension: d.dim, Flags: quota.HasLimit, Limit: float64(d.limit),
-					Unit: d.unit + "/min", Source: quota.SourceConfigured, Confidence: quota.ConfidenceHigh})
-			}
+	l := c.Limits.Windows()
+	for _, d := range []struct {
+		dim   messages.QuotaDimension
+		limit int64
+		unit  string
+	}{{messages.DimTokens, l[rolling.Tokens][rolling.Minute], "tokens/min"}, {messages.DimRequests, l[rolling.Requests][rolling.Minute], "requests/min"},
+		{messages.DimDailyRequests, l[rolling.Requests][rolling.Day], "requests/day"}} {
+		if d.limit > 0 {
+			spec.Configured = append(spec.Configured, quota.Value{Dimension: d.dim, Flags: quota.HasLimit, Limit: float64(d.limit),
+				Unit: d.unit, Source: quota.SourceConfigured, Confidence: quota.ConfidenceHigh})
 		}
 	}
 	// Budgets exist when limits are configured or may arrive in headers.
-	spec.Budgeted = c.Limits.TokensPerMinute > 0 || c.Limits.RequestsPerMinute > 0 || m != nil
+	spec.Budgeted = c.Limits.Any() || m != nil
 	if q := p.Quota.QuotaAPI; q != nil {
 		spec.Poll = &quotaactor.PollSpec{Kind: q.Kind, BaseURL: q.PollBaseURL(p.BaseURL), Interval: q.PollInterval(), Timeout: q.PollTimeout(), APIKey: c.APIKey()}
 	}
 	return upstreamAddr{addr, isTLS}, spec, m, nil
+}
+
+// checkLimits explains a connection's token windows that a request
+// without max_tokens could never fit (config.CheckMinCost): it needs the
+// environment's default output reservation, which the file's own
+// validation does not know.
+func (g *Gateway) checkLimits(c *catalog.Connection) []string {
+	path := "providers." + c.Provider.ID + ".connections." + strings.TrimPrefix(c.Name, c.Provider.ID+"/") + ".limits"
+	errs := config.CheckMinCost(c.Limits.Windows(), g.qs.defOut, path)
+	for _, m := range slices.Sorted(maps.Keys(c.Limits.Models)) {
+		errs = append(errs, config.CheckMinCost(c.Limits.For(m), g.qs.defOut, fmt.Sprintf("%s.models[%q]", path, m))...)
+	}
+	return errs
 }
 
 // newClient builds a connection's upstream client.
@@ -331,7 +349,7 @@ func (g *Gateway) registerPlan(p *targetPlan) error {
 		}
 	}
 	for _, l := range p.limits {
-		if err := qs.ledger.SetConfigured(l.slot, l.tokens, l.requests); err != nil {
+		if err := qs.ledger.SetConfigured(l.slot, l.limits); err != nil {
 			return err
 		}
 	}

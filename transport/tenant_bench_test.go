@@ -10,6 +10,7 @@ import (
 	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/internal/planner"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
+	"github.com/omniroute/gateway/internal/testutil"
 )
 
 // tenantFastPath builds a gateway with one run-time key whose policy
@@ -71,6 +72,7 @@ func tenantRequest(tb testing.TB, g *Gateway, c *call, key []byte) {
 func BenchmarkTenantLimitFastPath(b *testing.B) {
 	g, c, key := tenantFastPath(b)
 	b.ReportAllocs()
+	defer testutil.CPUPerOp(b)()
 	for b.Loop() {
 		tenantRequest(b, g, c, key)
 	}

@@ -73,7 +73,11 @@ type tenantSys struct {
 	// weights are the tenants' fair shares (only those other than 1),
 	// published on every key change for the ingest queue and the lanes.
 	weights atomic.Pointer[map[tenant.ID]int64]
-	clk     func() time.Time
+	// policies are the active tenants' policies by id string, published
+	// on every key change: what the cluster's grains hosted here read
+	// their budgets from.
+	policies atomic.Pointer[map[string]*tenantpolicy.Policy]
+	clk      func() time.Time
 }
 
 type targetPrice struct {
@@ -130,6 +134,9 @@ func (a *Assembly) OpenStore() error {
 	g, o := a.g, &a.g.opts
 	ts := &tenantSys{clk: g.clk.Now}
 	g.ten = ts
+	if g.cs != nil {
+		g.cs.ten.Store(ts) // the grains hosted here read tenants' budgets from it
+	}
 	if o.Store != nil {
 		ts.db = o.Store
 	} else {
@@ -250,7 +257,7 @@ func (a *Assembly) RequestLogOptions() requestlog.Options {
 func (a *Assembly) AttachRequestLog(lg *requestlog.Handle, o requestlog.Options) {
 	g, ts := a.g, a.g.ten
 	ts.log, ts.logOn = lg, o.Store != nil || o.Lines != nil
-	g.health = append(g.health, healthSection{name: "tenants", fn: g.tenantsHealth})
+	g.health = append(g.health, healthSection{name: "tenants", fn: g.tenantsHealth, brief: briefTenants})
 }
 
 // stopTenants flushes the request log and stops the tenant actors, then
@@ -303,7 +310,8 @@ func buildPrices(prices *pricing.Table, cat *catalog.Catalog, n int) []targetPri
 }
 
 // configTenants reads the config file's tenants for the keys actor, and
-// checks their allowed models against the catalog.
+// checks their allowed models against the catalog and their token
+// windows against the default output reservation.
 func configTenants(o Options, cat *catalog.Catalog) ([]keys.ConfigTenant, error) {
 	var out []keys.ConfigTenant
 	for i, t := range o.File.Tenants {
@@ -311,12 +319,25 @@ func configTenants(o Options, cat *catalog.Catalog) ([]keys.ConfigTenant, error)
 		if err != nil {
 			return nil, err
 		}
-		if err := checkModels(cat, fmt.Sprintf("tenants[%d].", i), t.Policy.AllowedModels); err != nil {
+		prefix := fmt.Sprintf("tenants[%d].", i)
+		if err := checkModels(cat, prefix, t.Policy.AllowedModels); err != nil {
+			return nil, err
+		}
+		if err := checkTokenWindows(&t.Policy, int64(o.Env.Quota.DefaultOutputTokens), prefix); err != nil {
 			return nil, err
 		}
 		out = append(out, keys.ConfigTenant{Name: t.Name, KeySHA256: d, Policy: t.Policy})
 	}
 	return out, nil
+}
+
+// checkTokenWindows refuses a token window a request without max_tokens
+// could never fit (config.MinCostProblems).
+func checkTokenWindows(p *tenantpolicy.Policy, minTokens int64, prefix string) error {
+	if probs := config.MinCostProblems(p.Rates(), minTokens); len(probs) > 0 {
+		return tenantpolicy.FieldError{Path: prefix + probs[0].Field, Message: probs[0].Message}
+	}
+	return nil
 }
 
 // checkModels refuses an allowed_models entry that names or matches none
@@ -384,15 +405,29 @@ func (ts *tenantSys) spend(ctx context.Context, at time.Time) (day, month map[st
 
 // publishWeights runs on the keys actor after every change (OnChange): it
 // publishes the tenants' weights for the ingest queue and the lanes, and
-// nothing else (it must not block).
+// their policies (the cluster's grains read tenants' budgets from them),
+// and nothing else (it must not block).
 func (ts *tenantSys) publishWeights(s *ikeys.Snapshot) {
 	w := map[tenant.ID]int64{}
+	pol := map[string]*tenantpolicy.Policy{}
 	for _, e := range s.Active() {
 		if v := e.Policy.EffectiveWeight(); v != tenantpolicy.DefaultWeight {
 			w[e.TenantID] = v
 		}
+		pol[e.TenantID.String()] = e.Policy
 	}
 	ts.weights.Store(&w)
+	ts.policies.Store(&pol)
+}
+
+// policy is the active tenant id's policy.
+func (ts *tenantSys) policy(id string) (*tenantpolicy.Policy, bool) {
+	m := ts.policies.Load()
+	if m == nil {
+		return nil, false
+	}
+	p, ok := (*m)[id]
+	return p, ok
 }
 
 // tenantWeight is a tenant's fair share for the ingest queue.
@@ -485,20 +520,19 @@ func (c *call) reserveTenant() bool {
 	res, r := ts.limits.Reserve(e.TenantID, &req, g.clk.Now())
 	tc.res = res
 	if r.Limited() || !r.Allowed {
-		fam := tenantlimit.OpenAI
-		if c.format == apierror.Anthropic {
-			fam = tenantlimit.Anthropic
-		}
-		tc.hdr, tc.hasHdr = r.Headers(fam), true
+		tc.hdr, tc.hasHdr = r.Headers(hdrFamily(c.format)), true
 	}
 	if r.Allowed && res.Active() && g.cs != nil {
 		// Cluster mode: the tenant's limits are shared by every node; this
-		// node's share comes from its pools (atomics, no cross-node call).
+		// node's share comes from its pools (atomics, no cross-node call),
+		// and the headers show the cluster's windows where they have less
+		// left than this node's.
 		if kind, retry := g.cs.takeTenant(&tc.shared, e, tc.est, tc.estCost, r.Now); kind != tenantlimit.KindNone {
 			ts.limits.Settle(&tc.res, tenantlimit.Usage{Refund: true}, r.Now)
 			r.Allowed, r.Kind, r.RetryAt = false, kind, retry.UnixNano()
-			tc.hdr, tc.hasHdr = r.Headers(hdrFamily(c.format)), true
 		}
+		g.cs.tenantWindows(e, &r)
+		tc.hdr, tc.hasHdr = r.Headers(hdrFamily(c.format)), r.Limited() || !r.Allowed
 	}
 	if !r.Allowed {
 		ae := r.APIError()
@@ -527,11 +561,11 @@ func (c *call) chargeRefusal(e *apierror.Error) *apierror.Error {
 
 // chargeRequest charges a limited tenant one request that generates
 // nothing (a token count, a request refused before it was routed):
-// allowed_models when model is set, and one request of its
-// requests_per_minute, in cluster mode of the tenant's shared rate
+// allowed_models when model is set, and one request of its request
+// windows, in cluster mode of the tenant's shared windows too
 // (tenantlimit.Request.RequestOnly: no concurrency slot, tokens or
-// budget, nothing to settle). The rate-limit headers are set on the
-// answer either way. It returns the refusal, or nil.
+// budget, nothing to settle). The rate-limit headers, the cluster's
+// windows where they have less left, are set on the answer either way. It returns the refusal, or nil.
 func (c *call) chargeRequest(model []byte) *apierror.Error {
 	g, tc := c.g, &c.ten
 	ts, e := g.ten, tc.entry
@@ -545,6 +579,7 @@ func (c *call) chargeRequest(model []byte) *apierror.Error {
 		if kind, retry := g.cs.takeTenantRequest(e, r.Now); kind != tenantlimit.KindNone {
 			r.Allowed, r.Kind, r.RetryAt = false, kind, retry.UnixNano()
 		}
+		g.cs.tenantWindows(e, &r)
 	}
 	if r.Limited() || !r.Allowed {
 		tc.hdr, tc.hasHdr = r.Headers(hdrFamily(c.format)), true
@@ -822,6 +857,22 @@ func clientIPClass(ip []byte) store.IPClass {
 	return store.ClassifyIP(a)
 }
 
+// briefTenants is the tenants section for callers the management routes
+// would refuse: without the tenants' names and windows.
+func briefTenants(body any) any {
+	m, ok := body.(map[string]any)
+	if !ok {
+		return body
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if k != "windows" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // tenantsHealth is the tenants section of the health report: keys, the
 // limiter's tenants, and the request log writer (degraded while writes
 // fail: serving goes on, records are counted as failed); in cluster mode
@@ -838,7 +889,8 @@ func (g *Gateway) tenantsHealth() (any, string) {
 	if s := ts.limits.Snapshot(); s != nil {
 		limited = len(s.Tenants)
 	}
-	out := map[string]any{"activeKeys": active, "limitedTenants": limited, "requestLog": h, "keyStore": "local"}
+	out := map[string]any{"activeKeys": active, "limitedTenants": limited, "requestLog": h, "keyStore": "local",
+		"windows": g.tenantWindows()}
 	if ks := ts.sharedKeys; ks != nil {
 		// Degraded while the watch is down: keys keep working, but
 		// changes made on other nodes are not seen here and management

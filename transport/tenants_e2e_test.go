@@ -86,6 +86,8 @@ func TestKeyLifecycleEndToEnd(t *testing.T) {
 		{`{"name":"x","rpm":5}`, "invalid_policy", "rpm"},
 		{`{"name":"x","max_concurrent":-1}`, "invalid_policy", "max_concurrent"},
 		{`{"name":"x","daily_budget_usd":-2}`, "invalid_policy", "daily_budget_usd"},
+		{`{"name":"x","requests_per_minute":100,"requests_per_day":50}`, "invalid_policy", "requests_per_day"},
+		{`{"name":"x","tokens_per_minute":500}`, "invalid_policy", "tokens_per_minute"}, // below a request's 1024 output tokens
 		{`{"name":"x","allowed_models":["ten-gpt","nothing-*"]}`, "invalid_policy", "allowed_models[1]"},
 		{`{"name":"x","weight":"high"}`, "invalid_policy", "weight"},
 		{`{"name":"other"}`, "duplicate_key_name", "name"},
@@ -113,7 +115,7 @@ func TestKeyLifecycleEndToEnd(t *testing.T) {
 		t.Fatalf("openai: %v", err)
 	}
 	if h := hr.Header; h.Get("x-ratelimit-limit-requests") != "3" || h.Get("x-ratelimit-remaining-requests") != "2" ||
-		h.Get("x-ratelimit-limit-tokens") != "600000" || h.Get("x-ratelimit-reset-requests") != "20s" {
+		h.Get("x-ratelimit-limit-tokens") != "600000" || h.Get("x-ratelimit-reset-requests") != "1m2s" {
 		t.Fatalf("openai rate-limit headers: %v", h)
 	}
 	var ar *http.Response
@@ -123,7 +125,7 @@ func TestKeyLifecycleEndToEnd(t *testing.T) {
 		t.Fatalf("anthropic: %v", err)
 	}
 	if h := ar.Header; h.Get("anthropic-ratelimit-requests-limit") != "3" || h.Get("anthropic-ratelimit-requests-remaining") != "1" ||
-		h.Get("anthropic-ratelimit-requests-reset") != "2025-11-25T10:00:40Z" || h.Get("x-ratelimit-limit-requests") != "" {
+		h.Get("anthropic-ratelimit-requests-reset") != "2025-11-25T10:01:02Z" || h.Get("x-ratelimit-limit-requests") != "" {
 		t.Fatalf("anthropic rate-limit headers: %v", h)
 	}
 	stream := oc.Chat.Completions.NewStreaming(ctx, chat)
@@ -135,13 +137,14 @@ func TestKeyLifecycleEndToEnd(t *testing.T) {
 	stream.Close()
 
 	// Over the limit: 429 with the limit named and the exact wait (three
-	// requests at one instant: the next fits 20 s later).
+	// requests at one instant: they leave the rolling minute with their
+	// second, 62 s later).
 	_, err = oc.Chat.Completions.New(ctx, chat, option.WithResponseInto(&hr))
 	var oe *openai.Error
 	if !errors.As(err, &oe) || oe.StatusCode != 429 || oe.Code != "rate_limit_exceeded" {
 		t.Fatalf("over the limit: %v", err)
 	}
-	if h := hr.Header; h.Get("Retry-After") != "20" || h.Get("retry-after-ms") != "20000" || h.Get("x-ratelimit-remaining-requests") != "0" {
+	if h := hr.Header; h.Get("Retry-After") != "62" || h.Get("retry-after-ms") != "62000" || h.Get("x-ratelimit-remaining-requests") != "0" {
 		t.Fatalf("429 headers: %v", h)
 	}
 	if !strings.Contains(oe.RawJSON(), `"reason":"requests_per_minute"`) {
@@ -150,7 +153,7 @@ func TestKeyLifecycleEndToEnd(t *testing.T) {
 	_, err = ac.Messages.New(ctx, anthropic.MessageNewParams{Model: "ten-claude", MaxTokens: 64,
 		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}}, aoption.WithResponseInto(&ar))
 	var ae *anthropic.Error
-	if !errors.As(err, &ae) || ae.StatusCode != 429 || ar.Header.Get("anthropic-ratelimit-requests-remaining") != "0" || ar.Header.Get("Retry-After") != "20" {
+	if !errors.As(err, &ae) || ae.StatusCode != 429 || ar.Header.Get("anthropic-ratelimit-requests-remaining") != "0" || ar.Header.Get("Retry-After") != "62" {
 		t.Fatalf("anthropic over the limit: %v", err)
 	}
 

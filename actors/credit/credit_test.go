@@ -2,34 +2,74 @@ package credit
 
 import (
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/omniroute/gateway/actors/supervise"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
 	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/messages"
 )
 
-func TestWireRoundTrip(t *testing.T) {
-	for _, r := range []request{{}, {op: opAcquire, node: "n1", window: 29000000, amount: 640, limit: 20480},
-		{op: opRelease, node: "", window: 1<<63 + 5, amount: -3, limit: 1 << 40}, {op: opRenew, node: "ü\x00x", amount: 7}} {
-		got, err := decodeRequest(r.encode().Value)
-		if err != nil || got != r {
-			t.Fatalf("request %+v came back as %+v (%v)", r, got, err)
+// TestGrainWire: the grain protocol travels on the cluster's one codec,
+// and a grain answers a call it cannot read (the format of the release
+// before, a reply sent as a call) Refused, changing nothing, and counts
+// it in its node's Budgets.
+func TestGrainWire(t *testing.T) {
+	req := &messages.CreditRequest{Op: messages.CreditRelease, Node: "n1", Window: 1<<63 + 5, Amount: -3, Backs: []messages.CreditBack{{At: 1 << 62, N: 5}}}
+	v, err := encodeRequest(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := decodeRequest(v); err != nil || !reflect.DeepEqual(got, req) {
+		t.Fatalf("request %+v came back as %+v (%v)", req, got, err)
+	}
+	rep := messages.CreditReply{Granted: 40, Left: 20, At: 1_772_366_420_000_000_000, WaitMs: 61_000, ResetMs: 62_000, Limit: 60, Period: 2, Refused: true}
+	if got, err := decodeReply(encodeReply(&rep)); err != nil || got != rep {
+		t.Fatalf("reply %+v came back as %+v (%v)", rep, got, err)
+	}
+	if _, err := decodeReply(v); err == nil {
+		t.Fatal("a request was read as a reply")
+	}
+	if _, err := encodeRequest(&messages.CreditRequest{Op: messages.CreditAcquire}); err == nil {
+		t.Fatal("a request naming no node was encoded")
+	}
+
+	key := uniq("test/wire")
+	setBudget(key, Budget{Limit: 100, Period: PerDay})
+	before := budgets.Refused()
+	oldFormat := &wrapperspb.BytesValue{Value: []byte{1, 2, 'n', '1', 0, 2, 0, 0}} // an acquire of 1 from "n1", as the release before sent it
+	for _, m := range []any{oldFormat, encodeReply(&rep)} {
+		a, err := host.Request(windowPrefix+key, KindName, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := decodeReply(a); err != nil || got != (messages.CreditReply{Refused: true}) {
+			t.Fatalf("the grain answered %T %+v with %+v (%v); want Refused and nothing else", m, m, got, err)
 		}
 	}
-	for _, r := range []reply{{}, {granted: 5, left: 9, recovering: true}, {granted: -1, unavailable: true}, {granted: 3, contended: true, recovering: true}} {
-		got, err := decodeReply(r.encode().Value)
-		if err != nil || got != r {
-			t.Fatalf("reply %+v came back as %+v (%v)", r, got, err)
-		}
+	if n := budgets.Refused() - before; n != 2 {
+		t.Fatalf("the grain's node counted %d unreadable calls, want 2", n)
 	}
-	for _, b := range [][]byte{nil, {1}, {1, 200}, {1, 5, 'a'}} {
-		if _, err := decodeRequest(b); err == nil {
-			t.Fatalf("decodeRequest(%v) accepted a truncated message", b)
-		}
+	ok, err := host.Request(windowPrefix+key, KindName, mustRequest(t, &messages.CreditRequest{Op: messages.CreditAcquire, Node: "n1", Window: PerDay.Index(clk.Now()), Amount: 100}))
+	if err != nil {
+		t.Fatal(err)
 	}
+	if got, err := decodeReply(ok); err != nil || got.Granted != 100 {
+		t.Fatalf("after the refused calls the whole budget was not there to grant: %+v (%v)", got, err)
+	}
+}
+
+func mustRequest(t *testing.T, r *messages.CreditRequest) *wrapperspb.BytesValue {
+	t.Helper()
+	v, err := encodeRequest(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 // spendWindow spends a window budget from every member concurrently until
@@ -40,8 +80,8 @@ func spendWindow(t *testing.T, key string, limit, cost int64) int64 {
 	var total atomic.Int64
 	var wg sync.WaitGroup
 	windowEnd := time.Unix(0, int64(WindowIndex(clk.Now())+1)*int64(Window))
-	for _, mb := range members {
-		p := mb.leases.Window(key, limit)
+	for i := range members {
+		p := window(i, key, limit)
 		for g := 0; g < 4; g++ {
 			wg.Add(1)
 			go func() {
@@ -76,7 +116,7 @@ func TestWindowBudgetSharedAcrossNodes(t *testing.T) {
 	if got > limit {
 		t.Fatalf("three nodes took %d of a budget of %d", got, limit)
 	}
-	chunk := members[0].leases.Window(key, limit).Chunk()
+	chunk := window(0, key, limit).Chunk()
 	// Each node stops once the grain says the budget is spent; what it
 	// still holds then is less than one request.
 	if got < limit-int64(len(members))*cost {
@@ -90,7 +130,7 @@ func TestWindowBudgetSharedAcrossNodes(t *testing.T) {
 func TestWindowGrainReactivationKeepsBudget(t *testing.T) {
 	const limit, cost = 1600, 5
 	key := uniq("test/rehome")
-	p := members[1].leases.Window(key, limit)
+	p := window(1, key, limit)
 	var before int64
 	for before < limit/2 {
 		if _, ok, _ := p.Take(clk.Now(), cost); ok {
@@ -191,7 +231,7 @@ func TestIdleSlotsGoWhereTheyAreWanted(t *testing.T) {
 // refuses (fail closed) even with free slots in hand.
 func TestSlotsLeaseExpiresClosed(t *testing.T) {
 	// The cap's first activation grants at once (no holders to wait for).
-	p := members[2].leases.Slots(uniq("test/expiry"), 4)
+	p := slotPool(2, uniq("test/expiry"), 4)
 	waitFor(t, "a live slot lease", func() bool { return p.held.Load() > 0 && p.expires.Load() > clk.Now().UnixNano() })
 	if !p.TakeSlot(clk.Now()) {
 		t.Fatal("a node holding a live lease refused a slot")
@@ -274,8 +314,8 @@ func waitHeld(t *testing.T, pools []*Pool) {
 // slotPools is every member's pool of concurrency cap key.
 func slotPools(key string, limit int64) []*Pool {
 	pools := make([]*Pool, len(members))
-	for i, mb := range members {
-		pools[i] = mb.leases.Slots(key, limit)
+	for i := range members {
+		pools[i] = slotPool(i, key, limit)
 	}
 	return pools
 }
@@ -305,9 +345,9 @@ func pastRecovery(t *testing.T, pools ...*Pool) {
 func TestRestartAfterPanic(t *testing.T) {
 	l := members[1].leases
 	watch := testutil.WatchActors(t, members[1].sys, l.pid.Id)
-	l.root.Send(l.pid, supervise.Crash{Reason: "test"})
+	l.root.Send(l.pid, messages.Crash{Reason: "test"})
 	watch.WaitRestarts(t, 1)
-	p := l.Window(uniq("test/after-restart"), 640)
+	p := window(1, uniq("test/after-restart"), 640)
 	waitFor(t, "a refill after the restart", func() bool { return p.available(WindowIndex(clk.Now())) > 0 })
 }
 
@@ -335,7 +375,7 @@ func TestWindowWordsAcrossIndexes(t *testing.T) {
 // TestRequestLargerThanAChunk: a request larger than one chunk is refused
 // once, and the refill it triggers asks for enough that it fits next time.
 func TestRequestLargerThanAChunk(t *testing.T) {
-	p := members[0].leases.Window(uniq("test/large"), 3200) // chunk 100
+	p := window(0, uniq("test/large"), 3200) // chunk 100
 	big := 7 * p.Chunk()
 	waitFor(t, "a request of seven chunks to fit", func() bool {
 		_, ok, _ := p.Take(clk.Now(), big)
@@ -350,9 +390,9 @@ func TestColdPoolWaitsForItsFirstLease(t *testing.T) {
 	for _, slots := range []bool{false, true} {
 		var p *Pool
 		if slots {
-			p = members[1].leases.Slots(uniq("test/cold"), 4)
+			p = slotPool(1, uniq("test/cold"), 4)
 		} else {
-			p = members[1].leases.Window(uniq("test/cold"), 400)
+			p = window(1, uniq("test/cold"), 400)
 		}
 		// Whether the grant came before this call or during it, the pool
 		// has had its answer when WaitFirst returns within its bound.

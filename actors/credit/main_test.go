@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/rolling"
 	"github.com/omniroute/gateway/internal/testutil"
 )
 
@@ -79,12 +80,44 @@ var (
 	// the tests that need leases to expire.
 	clk   = clock.NewFake(time.Date(2026, 3, 1, 12, 0, 20, 0, time.UTC))
 	store = NewMemStore()
+	// budgets are the grains' budgets, as every node's configuration
+	// would say them: a test registers each key it uses (setBudget).
+	budgets   = &Budgets{}
+	budgetMap sync.Map // key → Budget
 )
+
+// setBudget registers key's budget with the grains' nodes.
+func setBudget(key string, b Budget) { budgetMap.Store(key, b) }
+
+// window is member i's pool of a calendar budget of limit a minute.
+func window(i int, key string, limit int64) *Pool {
+	setBudget(key, Budget{Limit: limit, Period: PerMinute})
+	return members[i].leases.Window(key, limit)
+}
+
+// slotPool is member i's pool of a concurrency cap.
+func slotPool(i int, key string, limit int64) *Pool {
+	setBudget(key, Budget{Limit: limit})
+	return members[i].leases.Slots(key, limit)
+}
+
+// rollingPool is member i's pool of a rolling budget.
+func rollingPool(i int, key string, windows [rolling.NumPeriods]int64) *Pool {
+	setBudget(key, Budget{Windows: windows})
+	return members[i].leases.Rolling(key, windows)
+}
 
 func TestMain(m *testing.M) {
 	quiet := actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) })
 	sys := actor.NewActorSystem(quiet)
-	host = &grainHost{sys: sys, props: grainProps(store, clk), pids: map[string]*actor.PID{}}
+	budgets.Set(func(key string) (Budget, bool) {
+		b, ok := budgetMap.Load(key)
+		if !ok {
+			return Budget{}, false
+		}
+		return b.(Budget), true
+	})
+	host = &grainHost{sys: sys, props: grainProps(store, clk, budgets), pids: map[string]*actor.PID{}}
 	for i := range members {
 		s := actor.NewActorSystem(quiet)
 		l, err := Start(s, host, Options{Node: fmt.Sprintf("node-%d", i), Clock: clk, Interval: 20 * time.Millisecond})

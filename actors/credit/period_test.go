@@ -50,7 +50,7 @@ func TestPeriodWindows(t *testing.T) {
 // request's cost up, and the largest budget the policy allows still
 // leaves a pool room for many chunks.
 func TestSpendBudgetUnits(t *testing.T) {
-	p := members[0].leases.Budget(uniq("test/spend"), 5_000_000_000, PerDay, SpendUnit) // $5 a day
+	p := spend(0, uniq("test/spend"), 5_000_000_000, PerDay, SpendUnit) // $5 a day
 	if p.Limit() != 5_000_000 {
 		t.Fatalf("a $5 budget is %d units, want 5,000,000 micro-dollars", p.Limit())
 	}
@@ -59,7 +59,7 @@ func TestSpendBudgetUnits(t *testing.T) {
 			t.Fatalf("%d nano-dollars are %d units, want %d", c.nano, got, c.units)
 		}
 	}
-	huge := members[0].leases.Budget(uniq("test/spend-huge"), 1e18, PerMonth, SpendUnit) // the policy's $1e9
+	huge := spend(0, uniq("test/spend-huge"), 1e18, PerMonth, SpendUnit) // the policy's $1e9
 	if huge.Chunk() > availMask/8 {
 		t.Fatalf("a $1e9 budget's chunk is %d units, more than a pool's word holds eight times", huge.Chunk())
 	}
@@ -76,7 +76,7 @@ func TestSpendBudgetUnits(t *testing.T) {
 func TestSpentPoolAsksAgain(t *testing.T) {
 	const limit = 3200 // chunk 100
 	key := uniq("test/spend-back")
-	a := members[0].leases.Budget(key, limit, PerDay, 1)
+	a := spend(0, key, limit, PerDay, 1)
 	var took int64
 	waitFor(t, "node 0 to spend the whole day's budget", func() bool {
 		if _, ok, _ := a.Take(clk.Now(), 50); ok {
@@ -84,7 +84,7 @@ func TestSpentPoolAsksAgain(t *testing.T) {
 		}
 		return took == limit
 	})
-	b := members[1].leases.Budget(key, limit, PerDay, 1)
+	b := spend(1, key, limit, PerDay, 1)
 	b.WaitFirst(30 * time.Second)
 	dayEnd := PerDay.End(PerDay.Index(clk.Now()))
 	if _, ok, retry := b.Take(clk.Now(), 10); ok || !retry.Equal(dayEnd) || !b.Spent(clk.Now()) {
@@ -102,4 +102,11 @@ func TestSpentPoolAsksAgain(t *testing.T) {
 	if b.Spent(clk.Now()) {
 		t.Fatal("node 1 still reports the budget spent after it was granted credit")
 	}
+}
+
+// spend is member i's pool of a calendar budget of limit (in the caller's
+// amounts, unit each) per window of per.
+func spend(i int, key string, limit int64, per Period, unit int64) *Pool {
+	setBudget(key, Budget{Limit: limit / unit, Period: per})
+	return members[i].leases.Budget(key, limit, per, unit)
 }

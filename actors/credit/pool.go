@@ -8,8 +8,9 @@ import (
 	"github.com/omniroute/gateway/internal/tenantlimit"
 )
 
-// Window is the width of a per-minute window budget: one minute,
-// epoch-aligned, the same windows as the node-local ledger (actors/ledger).
+// Window is the width of a PerMinute calendar window: one minute,
+// epoch-aligned. Rate limits are rolling budgets (Leases.Rolling), not
+// calendar minutes; PerMinute remains for tests of the calendar grain.
 const Window = time.Minute
 
 // WindowIndex is the epoch-aligned index of the minute window holding t.
@@ -63,8 +64,10 @@ func (p Period) String() string {
 }
 
 // refillWait is what a request refused for want of local credit (not
-// because the budget is spent) is told to wait: about one refill round
-// trip, so routing tries again instead of giving up until the window ends.
+// because the budget is spent) is told to wait when the grain has not said
+// when there is room (transport's take asks it first): about one refill
+// round trip, so routing tries again instead of giving up until the
+// window ends.
 const refillWait = 100 * time.Millisecond
 
 // A window credit word holds the window it belongs to (its index modulo
@@ -95,6 +98,9 @@ type Pool struct {
 	l     *Leases
 	id    string // grain identity
 	slots bool
+	// rolling is set for a rolling budget (rate windows): its credit is
+	// in leases that end CreditTTL after the call that brought them.
+	rolling bool
 	// per is a window budget's period.
 	per Period
 	// unit is what one unit of credit is worth (Budget; 1 otherwise).
@@ -131,8 +137,8 @@ type Pool struct {
 	// some node slots lately; wantSlot is set when a request was refused
 	// a slot since the last acquire.
 	contended, wantSlot atomic.Bool
-	// granted and returned count window credit over the pool's life, for
-	// the snapshot.
+	// granted and returned count window and rolling credit over the
+	// pool's life, for the snapshot.
 	granted, returned, refused atomic.Int64
 	refills, renewals          atomic.Int64
 
@@ -141,10 +147,44 @@ type Pool struct {
 	// may wait for it (WaitFirst).
 	answered   chan struct{}
 	answerOnce sync.Once
+	// sig is closed by each grain answer (and each refill the lease actor
+	// declined) and replaced; answers counts the answers (Ask).
+	sig     atomic.Pointer[chan struct{}]
+	answers atomic.Int64
+
+	rollingState
 }
 
-// markAnswered records the pool's first answer.
-func (p *Pool) markAnswered() { p.answerOnce.Do(func() { close(p.answered) }) }
+// rollingState is a rolling pool's credit (rolling.go).
+type rollingState struct {
+	lease [2]rollLease
+	// gen counts the leases handed out (only the lease actor adds).
+	gen atomic.Uint64
+	// demand is set when a request took credit since the lease actor last
+	// looked: credit is renewed and topped up only while it is used.
+	demand atomic.Bool
+	// dryUntil is when the amount last asked for fits the grain's windows
+	// (this node's clock, Unix ns; 0: it was granted).
+	dryUntil atomic.Int64
+	// view is the grain's last word on its tightest window.
+	view atomic.Pointer[rollView]
+	mu   sync.Mutex // guards backs and stamps
+	// backs are credit to give back to the grain, by grant stamp: what a
+	// request did not use after its lease ended, what a lease held when
+	// it ended. The next call carries them.
+	backs map[int64]int64
+	// stamps are recent leases' grant stamps, by generation.
+	stamps [64]struct {
+		gen uint64
+		at  int64
+	}
+}
+
+// markAnswered records an answer (the first one closes answered).
+func (p *Pool) markAnswered() {
+	p.answers.Add(1)
+	p.answerOnce.Do(func() { close(p.answered) })
+}
 
 // WaitFirst waits, when the pool has had no answer from its grain yet,
 // for the first one, at most max; it reports whether it waited and the
@@ -204,12 +244,33 @@ func (p *Pool) available(idx uint64) int64 {
 	return avail
 }
 
-// Take spends n of window budget credit at now. It reports the window
-// charged (give unused credit back to that window) or, refused, when to
-// try again: the window's end when the cluster's budget is spent, else
-// about one refill round trip.
+// Take spends n of the budget's credit at now. It reports a ticket (give
+// unused credit back naming it) or, refused, when to try again: when the
+// grain said the budget has room again (a calendar window's end, or when
+// a rolling budget's windows have room for what was asked), else about
+// one refill round trip.
 func (p *Pool) Take(now time.Time, n int64) (idx uint64, ok bool, retryAt time.Time) {
-	idx = p.per.Index(now)
+	n = max(n, 0)
+	if idx, ok = p.TryTake(now, n); ok {
+		return idx, true, time.Time{}
+	}
+	p.refused.Add(1)
+	if p.rolling {
+		p.demand.Store(true)
+	}
+	for w := p.want.Load(); n > w && !p.want.CompareAndSwap(w, n); w = p.want.Load() {
+	}
+	p.kick()
+	return idx, false, p.RetryAt(now)
+}
+
+// TryTake is Take without a refusal's bookkeeping (no count, no kick):
+// for taking again after waiting for a refill.
+func (p *Pool) TryTake(now time.Time, n int64) (uint64, bool) {
+	if p.rolling {
+		return p.tryTakeRolling(now.UnixNano(), max(n, 0))
+	}
+	idx := p.per.Index(now)
 	n = max(n, 0)
 	w := &p.win[idx%2]
 	for {
@@ -219,37 +280,39 @@ func (p *Pool) Take(now time.Time, n int64) (idx uint64, ok bool, retryAt time.T
 			avail = 0
 		}
 		if avail < n {
-			p.refused.Add(1)
-			for w := p.want.Load(); n > w && !p.want.CompareAndSwap(w, n); w = p.want.Load() {
-			}
-			p.kick()
-			if p.dry.Load() == idx+1 {
-				return idx, false, p.per.End(idx)
-			}
-			return idx, false, now.Add(refillWait)
+			return idx, false
 		}
 		if w.CompareAndSwap(old, packWord(idx, avail-n)) {
 			if avail-n < p.chunk.Load()/2+1 {
 				p.kick()
 			}
-			return idx, true, time.Time{}
+			return idx, true
 		}
 	}
 }
 
-// Give returns n of window idx's credit to the pool (a request used less
-// than it took, or none). Credit of a window that has ended is gone.
+// Give returns n of the credit Take gave under ticket idx (a request used
+// less than it took, or none). A calendar window's credit is gone once
+// the window has ended; a rolling lease's goes back to the grain.
 func (p *Pool) Give(idx uint64, n int64) {
-	if n > 0 {
+	switch {
+	case n <= 0:
+	case p.rolling:
+		p.giveRolling(idx, n)
+	default:
 		p.adjust(idx, n)
 	}
 }
 
-// Charge takes up to n more of window idx's credit without refusing (a
-// request that used more than it took); what the pool does not have is
-// spent beyond the lease, the overrun docs/cluster.md bounds.
+// Charge takes up to n more credit without refusing (a request that used
+// more than it took); what the pool does not have is spent beyond the
+// lease, the overrun docs/cluster.md bounds.
 func (p *Pool) Charge(idx uint64, n int64) {
-	if n > 0 && p.adjust(idx, -n) < p.chunk.Load()/2+1 {
+	switch {
+	case n <= 0:
+	case p.rolling:
+		p.chargeRolling(n)
+	case p.adjust(idx, -n) < p.chunk.Load()/2+1:
 		p.kick()
 	}
 }

@@ -2,54 +2,78 @@ package credit
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/omniroute/gateway/internal/rolling"
 )
 
-// Record is what a window grain makes durable before it answers: how much
-// of window it has handed out. A grain re-activated on another member
-// (its member died or left) resumes from it, so a node's death never
-// resets a budget; the credit the dead node held and did not spend is
-// lost for the rest of the window (the safe direction).
+// Record is what a budget grain makes durable before it answers: how much
+// of a calendar window it has handed out, or (a rolling budget) what its
+// windows count by slot. A grain re-activated on another member (its
+// member died or left) resumes from it, so a node's death never resets a
+// budget; the credit the dead node held and did not spend stays counted
+// until it leaves the window (the safe direction).
 type Record struct {
 	Window  uint64
 	Granted int64
+	// Rings are a rolling budget's windows (nil for a calendar one).
+	Rings []rolling.RingState
 }
 
 // Store keeps window grains' records where every member can read them.
+//
+// Every record has a version, and Save writes only over the version the
+// grain last read or wrote: two activations of one grain (members that
+// briefly disagree on who owns it, which protoactor's placement allows)
+// then cannot both grant from the same room. The one whose write loses
+// reads the record again and answers from it.
 type Store interface {
-	Load(ctx context.Context, key string) (Record, bool, error)
-	Save(ctx context.Context, key string, r Record) error
+	// Load reads key's record and its version (0: no record yet).
+	Load(ctx context.Context, key string) (Record, int64, error)
+	// Save writes r if key's record is still at version (0: none yet)
+	// and returns the new version; ErrConflict if it is not.
+	Save(ctx context.Context, key string, r Record, version int64) (int64, error)
 }
+
+// ErrConflict: the record changed since the version a Save names.
+var ErrConflict = errors.New("budget record changed since it was read")
 
 // MemStore is a Store in memory, shared by the members of one process
 // (unit tests with the in-memory cluster provider).
 type MemStore struct {
-	mu sync.Mutex
-	m  map[string]Record
+	mu   sync.Mutex
+	m    map[string]Record
+	vers map[string]int64
+	next int64
 }
 
 // NewMemStore returns an empty MemStore.
-func NewMemStore() *MemStore { return &MemStore{m: map[string]Record{}} }
+func NewMemStore() *MemStore { return &MemStore{m: map[string]Record{}, vers: map[string]int64{}} }
 
 // Load implements Store.
-func (s *MemStore) Load(_ context.Context, key string) (Record, bool, error) {
+func (s *MemStore) Load(_ context.Context, key string) (Record, int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, ok := s.m[key]
-	return r, ok, nil
+	return s.m[key], s.vers[key], nil
 }
 
 // Save implements Store.
-func (s *MemStore) Save(_ context.Context, key string, r Record) error {
+func (s *MemStore) Save(_ context.Context, key string, r Record, version int64) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.m[key] = r
-	return nil
+	if s.vers[key] != version {
+		return 0, ErrConflict
+	}
+	s.next++
+	s.m[key], s.vers[key] = r, s.next
+	return s.next, nil
 }
 
 // EtcdStore keeps records in etcd under prefix, one key per budget,
@@ -66,27 +90,51 @@ func NewEtcdStore(c *clientv3.Client, prefix string) *EtcdStore {
 }
 
 // Load implements Store.
-func (s *EtcdStore) Load(ctx context.Context, key string) (Record, bool, error) {
+func (s *EtcdStore) Load(ctx context.Context, key string) (Record, int64, error) {
 	resp, err := s.c.Get(ctx, s.prefix+key)
 	if err != nil {
-		return Record{}, false, fmt.Errorf("reading budget record %q from etcd: %w", key, err)
+		return Record{}, 0, fmt.Errorf("reading budget record %q from etcd: %w", key, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return Record{}, false, nil
+		return Record{}, 0, nil
 	}
-	w, g, ok := strings.Cut(string(resp.Kvs[0].Value), " ")
+	kv := resp.Kvs[0]
+	if v, ok := strings.CutPrefix(string(kv.Value), "r "); ok {
+		var rec Record
+		if err := json.Unmarshal([]byte(v), &rec.Rings); err != nil {
+			return Record{}, 0, fmt.Errorf("budget record %q in etcd is malformed: %v", key, err)
+		}
+		return rec, kv.ModRevision, nil
+	}
+	w, g, ok := strings.Cut(string(kv.Value), " ")
 	win, err1 := strconv.ParseUint(w, 10, 64)
 	granted, err2 := strconv.ParseInt(g, 10, 64)
 	if !ok || err1 != nil || err2 != nil {
-		return Record{}, false, fmt.Errorf("budget record %q in etcd is malformed: %q", key, resp.Kvs[0].Value)
+		return Record{}, 0, fmt.Errorf("budget record %q in etcd is malformed: %q", key, kv.Value)
 	}
-	return Record{Window: win, Granted: granted}, true, nil
+	return Record{Window: win, Granted: granted}, kv.ModRevision, nil
 }
 
 // Save implements Store.
-func (s *EtcdStore) Save(ctx context.Context, key string, r Record) error {
-	if _, err := s.c.Put(ctx, s.prefix+key, strconv.FormatUint(r.Window, 10)+" "+strconv.FormatInt(r.Granted, 10)); err != nil {
-		return fmt.Errorf("writing budget record %q to etcd: %w", key, err)
+// Save implements Store: one transaction that puts the record only while
+// the key's modification revision is version (0 for a key that does not
+// exist), so the new version is the transaction's revision.
+func (s *EtcdStore) Save(ctx context.Context, key string, r Record, version int64) (int64, error) {
+	v := strconv.FormatUint(r.Window, 10) + " " + strconv.FormatInt(r.Granted, 10)
+	if r.Rings != nil {
+		b, err := json.Marshal(r.Rings)
+		if err != nil {
+			return 0, fmt.Errorf("encoding budget record %q: %w", key, err)
+		}
+		v = "r " + string(b)
 	}
-	return nil
+	k := s.prefix + key
+	resp, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", version)).Then(clientv3.OpPut(k, v)).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("writing budget record %q to etcd: %w", key, err)
+	}
+	if !resp.Succeeded {
+		return 0, ErrConflict
+	}
+	return resp.Header.Revision, nil
 }

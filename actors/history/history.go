@@ -16,6 +16,7 @@ import (
 	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/repeat"
+	"github.com/omniroute/gateway/messages"
 )
 
 // Point is one sample. Counters are cumulative since start; readers take
@@ -120,11 +121,11 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 
 func (a *historyActor) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
-	case supervise.Crash:
-		ctx.Message().(supervise.Crash).Panic()
+	case messages.Crash:
+		ctx.Message().(messages.Crash).Panic()
 	case *actor.Started:
 		if !a.opts.Manual {
-			a.cancel = repeat.Send(ctx.ActorSystem().Root, a.opts.Interval, a.opts.Interval, ctx.Self(), tickMsg)
+			a.cancel = repeat.Send(a.opts.Clock, ctx.ActorSystem().Root, a.opts.Interval, a.opts.Interval, ctx.Self(), tickMsg)
 		}
 	case *actor.Restarting, *actor.Stopping:
 		if a.cancel != nil {

@@ -9,9 +9,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
 
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/messages"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
@@ -86,7 +86,7 @@ func TestRestartKeepsTheRing(t *testing.T) {
 	defer h.Stop()
 	h.Tick()
 	waitLen(t, h, 2)
-	h.root.Send(h.pid, supervise.Crash{Reason: "test"})
+	h.root.Send(h.pid, messages.Crash{Reason: "test"})
 	h.Tick()
 	p := waitLen(t, h, 3)
 	if p[2].Limit != 3 {
@@ -98,9 +98,14 @@ func TestRestartKeepsTheRing(t *testing.T) {
 func TestTimerSamples(t *testing.T) {
 	sys := newSystem()
 	defer sys.Shutdown()
-	h, err := Spawn(sys, Options{Interval: 10 * time.Millisecond, Sample: func(time.Time) Point { return Point{} }})
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	h, err := Spawn(sys, Options{Interval: 10 * time.Millisecond, Clock: clk, Sample: func(time.Time) Point { return Point{} }})
 	if err != nil {
 		t.Fatal(err)
+	}
+	testutil.Until(t, "the sampling timer armed", func() bool { return clk.Pending() == 1 })
+	for i := 0; i < 3; i++ {
+		clk.Advance(10 * time.Millisecond) // one interval of the actor's clock: one sample
 	}
 	waitLen(t, h, 3)
 	h.Stop()

@@ -7,7 +7,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/messages"
 )
@@ -18,7 +17,7 @@ import (
 type ingestActor struct {
 	h       *Handle
 	q       *fairQueue
-	waiters map[*messages.AcquireBytes]*waiter
+	waiters map[*acquireBytes]*waiter
 
 	sched   *scheduler.TimerScheduler
 	timer   scheduler.CancelFunc
@@ -31,12 +30,12 @@ var tickMsg = &tick{}
 
 // newIngestActor builds a fresh actor for h: at spawn and at every restart.
 func newIngestActor(h *Handle) *ingestActor {
-	return &ingestActor{h: h, q: newFairQueue(h.cfg.Quantum, h.cfg.StarveAfter, h.cfg.Weight), waiters: map[*messages.AcquireBytes]*waiter{}}
+	return &ingestActor{h: h, q: newFairQueue(h.cfg.Quantum, h.cfg.StarveAfter, h.cfg.Weight), waiters: map[*acquireBytes]*waiter{}}
 }
 
 func (a *ingestActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
 		a.sched = scheduler.NewTimerScheduler(ctx)
@@ -50,9 +49,9 @@ func (a *ingestActor) Receive(ctx actor.Context) {
 		a.stop(messages.ShedQueueTimeout)
 	case *actor.Stopping:
 		a.stop(messages.IngestStopped)
-	case *messages.AcquireBytes:
+	case *acquireBytes:
 		a.enqueue(ctx, m)
-	case *messages.CancelAcquire:
+	case *cancelAcquire:
 		if w := a.waiters[m.Request]; w != nil {
 			a.q.remove(w)
 			a.answer(w, messages.IngestCanceled) // a client that left is not a shed
@@ -72,7 +71,7 @@ func (a *ingestActor) Receive(ctx actor.Context) {
 }
 
 // enqueue handles a request the fast path could not grant.
-func (a *ingestActor) enqueue(ctx actor.Context, m *messages.AcquireBytes) {
+func (a *ingestActor) enqueue(ctx actor.Context, m *acquireBytes) {
 	h := a.h
 	// Capacity may have been released since the caller looked.
 	if a.q.n == 0 {
@@ -112,7 +111,7 @@ func timeoutOutcome(countBlocked bool) messages.IngestOutcome {
 	return messages.ShedInflightBytesBudget
 }
 
-func (a *ingestActor) shed(m *messages.AcquireBytes, o messages.IngestOutcome) {
+func (a *ingestActor) shed(m *acquireBytes, o messages.IngestOutcome) {
 	a.h.Shed(o)
 	a.h.cfg.Log.Debug("chat admission shed", "reason", o.String(), "bytes", m.Bytes,
 		"activeHeavy", a.h.heavy.Load(), "waiting", a.q.n, "queuedBytes", a.q.queuedBytes)
@@ -121,7 +120,7 @@ func (a *ingestActor) shed(m *messages.AcquireBytes, o messages.IngestOutcome) {
 
 // answer replies to a waiter that left the queue.
 func (a *ingestActor) answer(w *waiter, o messages.IngestOutcome) {
-	m := w.ref.(*messages.AcquireBytes)
+	m := w.ref.(*acquireBytes)
 	delete(a.waiters, m)
 	if o.IsShed() {
 		a.shed(m, o)

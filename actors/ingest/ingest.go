@@ -159,7 +159,7 @@ func Spawn(system *actor.ActorSystem, cfg Config) (*Handle, error) {
 		return nil, fmt.Errorf("ingest: budget of %d bytes; derive it with budget.Resolve", cfg.Budget.Bytes)
 	}
 	h := &Handle{root: system.Root, cfg: cfg, max: cfg.Budget.Bytes, clk: cfg.Clock, done: make(chan struct{})}
-	h.reqPool.New = func() any { return &messages.AcquireBytes{Reply: make(chan messages.IngestOutcome, 1)} }
+	h.reqPool.New = func() any { return &acquireBytes{Reply: make(chan messages.IngestOutcome, 1)} }
 	empty := []LaneView{}
 	h.lanes.Store(&empty)
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newIngestActor(h) }, actor.WithGuardian(strategy)),
@@ -358,7 +358,7 @@ func (h *Handle) queue(key [20]byte, bytes int64, count bool, gone <-chan struct
 	if h.stopped.Load() {
 		return messages.IngestStopped
 	}
-	req := h.reqPool.Get().(*messages.AcquireBytes)
+	req := h.reqPool.Get().(*acquireBytes)
 	req.Key, req.Bytes, req.Count = key, bytes, count
 	h.slowPath.Add(1)
 	h.root.Send(h.pid, req)
@@ -368,7 +368,7 @@ func (h *Handle) queue(key [20]byte, bytes int64, count bool, gone <-chan struct
 	case <-h.done:
 		return messages.IngestStopped // the request is not reused
 	case <-gone:
-		h.root.Send(h.pid, &messages.CancelAcquire{Request: req})
+		h.root.Send(h.pid, &cancelAcquire{Request: req})
 		select {
 		case out = <-req.Reply:
 		case <-h.done:

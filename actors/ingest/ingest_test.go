@@ -116,7 +116,12 @@ func TestQueueGrantsOnRelease(t *testing.T) {
 	h, _ := spawn(t, nil)
 	l1, _ := h.Acquire(key("a"), 6*mib, true, nil)
 	ch := acquireAsync(h, "b", 4*mib, true, nil)
-	waitUntil(t, "a waiter", func() bool { return h.Waiting() == 1 })
+	// The actor counts the waiter before it publishes the queue's bytes
+	// and lanes: wait for the whole snapshot.
+	waitUntil(t, "a waiter in the snapshot", func() bool {
+		s := h.Snapshot()
+		return s.Waiting == 1 && s.QueuedBytes == 4*mib && len(s.Lanes) == 1
+	})
 	if s := h.Snapshot(); s.QueuedBytes != 4*mib || len(s.Lanes) != 1 || s.Lanes[0].Key() != "b" || s.Lanes[0].Waiting != 1 {
 		t.Fatalf("snapshot while queued %+v", s)
 	}

@@ -3,7 +3,6 @@ package ingest
 import (
 	"testing"
 
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/messages"
 )
@@ -20,7 +19,7 @@ func TestRestartAfterPanic(t *testing.T) {
 	waiting := acquireAsync(h, "b", 4*mib, true, nil) // queued: its deadline timer is armed
 	waitUntil(t, "a waiter", func() bool { return h.Waiting() == 1 })
 
-	h.root.Send(h.pid, supervise.Crash{Reason: "test"})
+	h.root.Send(h.pid, messages.Crash{Reason: "test"})
 	watch.WaitRestarts(t, 1)
 	if r := waitResult(t, waiting); r.o != messages.ShedQueueTimeout || r.l != nil {
 		t.Fatalf("the failed actor's waiter: %v", r.o)

@@ -207,7 +207,7 @@ func (h *Handle) Reload() {
 }
 
 // Subscribe makes the actor send pid every snapshot it publishes from now
-// on, as a *internal/keys.Snapshot message, starting with the one in
+// on, as a *messages.Published[*internal/keys.Snapshot], starting with the one in
 // force; snapshots arrive in the order they were published. pid must also
 // answer a *messages.Sync (the barrier management operations wait on). The
 // composition root calls it once the subscriber is spawned; the actor
@@ -331,7 +331,7 @@ func (a *keysActor) Receive(ctx actor.Context) {
 		}
 		subs = append(subs, m.pid)
 		a.h.subs.Store(&subs)
-		a.h.root.Send(m.pid, a.h.snap.Load())
+		a.h.root.Send(m.pid, &messages.Published[*keys.Snapshot]{Snapshot: a.h.snap.Load()})
 		ctx.Respond(&result{})
 	case reload:
 		a.h.reloadPending.Store(false)
@@ -454,8 +454,9 @@ func (a *keysActor) publish() {
 	a.h.snap.Store(s)
 	a.h.o.OnChange(s)
 	if subs := a.h.subs.Load(); subs != nil {
+		m := &messages.Published[*keys.Snapshot]{Snapshot: s}
 		for _, pid := range *subs {
-			a.h.root.Send(pid, s)
+			a.h.root.Send(pid, m)
 		}
 	}
 }

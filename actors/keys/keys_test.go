@@ -455,9 +455,9 @@ type recorder struct {
 
 func (r *recorder) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *keys.Snapshot:
-		r.last.Store(m)
-		r.got <- m
+	case *messages.Published[*keys.Snapshot]:
+		r.last.Store(m.Snapshot)
+		r.got <- m.Snapshot
 	case *messages.Sync:
 		ctx.Respond(m)
 	}

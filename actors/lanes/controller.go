@@ -10,10 +10,11 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/admission"
+	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/repeat"
 	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/messages"
 )
 
 // controller owns one upstream's adaptive limit (admission.Controller),
@@ -127,7 +128,7 @@ const tickEvery = 10 * time.Millisecond
 
 func (c *controller) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
 		c.self, c.root = ctx.Self(), ctx.ActorSystem().Root
@@ -148,7 +149,8 @@ func (c *controller) Receive(ctx actor.Context) {
 		}
 		if !c.manual {
 			w := c.cfg.Window()
-			c.cancels = append(c.cancels, repeat.Send(c.root, w, w, ctx.Self(), windowTick{}))
+			// Wall-clock ticks: the lanes' tests fake Now only.
+			c.cancels = append(c.cancels, repeat.Send(clock.Real{}, c.root, w, w, ctx.Self(), windowTick{}))
 			c.wake()
 		}
 		c.publish(true)
@@ -203,7 +205,7 @@ func (c *controller) Receive(ctx actor.Context) {
 func (c *controller) wake() {
 	c.idle = 0
 	if c.sub == nil && !c.manual && c.root != nil {
-		c.sub = repeat.Send(c.root, tickEvery, tickEvery, c.self, subTick{})
+		c.sub = repeat.Send(clock.Real{}, c.root, tickEvery, tickEvery, c.self, subTick{})
 	}
 }
 

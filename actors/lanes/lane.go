@@ -8,9 +8,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/admission"
 	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/messages"
 )
 
 const sharedLaneID admission.LaneID = 0
@@ -80,7 +80,7 @@ type laneActor struct {
 
 func (l *laneActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
 		l.timers = scheduler.NewTimerScheduler(ctx)

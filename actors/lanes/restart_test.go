@@ -7,10 +7,10 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/admission"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/messages"
 )
 
 // TestRestartAfterPanic is finding 8 for the admission actors: a panic
@@ -44,7 +44,7 @@ func TestRestartAfterPanic(t *testing.T) {
 		if virtual {
 			lane = (*u.lanes.Load())[id("b")]
 		}
-		h.root.Send(lane, supervise.Crash{Reason: "lane"})
+		h.root.Send(lane, messages.Crash{Reason: "lane"})
 		if r := queued.wait(t); r != Unavailable {
 			t.Fatalf("virtual %v: the failed lane's waiter got %q", virtual, r.Code())
 		}
@@ -52,7 +52,7 @@ func TestRestartAfterPanic(t *testing.T) {
 		// Then the controller, with a waiter queued again.
 		queued = e.acquireAsync("b", admission.Interactive, 5, nil)
 		e.until("queued again", func(s *Snapshot) bool { return s.QueuedCount == 1 })
-		h.root.Send(u.ctrl, supervise.Crash{Reason: "controller"})
+		h.root.Send(u.ctrl, messages.Crash{Reason: "controller"})
 		watch.WaitRestarts(t, 2)
 		if virtual { // its tenant lanes stopped with it
 			if r := queued.wait(t); r != Unavailable {

@@ -7,7 +7,7 @@ import "testing"
 // TestReserveAllocAllocatesNothing: the request path checks and reserves
 // with atomics only.
 func TestReserveAllocAllocatesNothing(t *testing.T) {
-	h, clk := start(t, SlotSpec{Connection: "p/a", Model: "m", TokensPerMinute: 1 << 40, RequestsPerMinute: 1 << 40})
+	h, clk := start(t, SlotSpec{Connection: "p/a", Model: "m", Configured: lim(1<<40, 1<<40)})
 	now := clk.Now()
 	if a := testing.AllocsPerRun(200, func() {
 		h.Check(0, 500, now)

@@ -1,20 +1,22 @@
-// Package ledger owns the pre-request token budget of every (connection,
-// model): epoch-aligned one-minute windows with a token and a request
-// limit, from the configuration and from the provider's own rate-limit
+// Package ledger owns the pre-request budgets of every (connection,
+// model): rolling request and token limits per minute, hour and day
+// (internal/rolling: never more than the limit in any window of that
+// length), from the configuration and from the provider's own rate-limit
 // headers (the smaller wins).
 //
-// The request path never waits for the actor: Reserve is a compare-and-
-// swap on the window counters the actor publishes in its Handle, so a
-// reservation is exact under any concurrency. Settle and refund adjust the
-// counter the same way and tell the actor with one fire-and-forget message
-// for its accounting; limits learned from headers arrive the same way. The
-// actor publishes an immutable snapshot for the quota endpoint and the
-// estimate adapter.
+// The request path never waits for the actor: Reserve checks and charges
+// every window of the slot in one step under the slot's own small lock,
+// so a reservation is exact under any concurrency. Settle adjusts the
+// windows the same way and tells the actor with one fire-and-forget
+// message for its accounting; limits learned from headers arrive the same
+// way. The actor publishes an immutable snapshot for the quota endpoint
+// and the estimate adapter.
 package ledger
 
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,39 +27,51 @@ import (
 
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/growable"
-	"github.com/omniroute/gateway/internal/ledger"
 	"github.com/omniroute/gateway/internal/repeat"
+	"github.com/omniroute/gateway/internal/rolling"
 	"github.com/omniroute/gateway/internal/routing"
 	"github.com/omniroute/gateway/messages"
 )
-
-// Window is the ledger's window: limits are per minute.
-const Window = time.Minute
 
 // SlotSpec is one budget: a (connection, upstream model) pair.
 type SlotSpec struct {
 	Connection string
 	Model      string
-	// Configured per-minute limits; 0 means none configured.
-	TokensPerMinute   int64
-	RequestsPerMinute int64
+	// Configured are the configured windows (0: none).
+	Configured rolling.Limits
 }
 
-// Limits are a slot's effective per-minute limits (0 = no limit known).
+// Sources of a window's limit.
+const (
+	SourceConfigured = "configured"
+	SourceHeaders    = "response_headers"
+)
+
+// Limits are a slot's effective windows (0 = no limit known) and where
+// each limit came from.
 type Limits struct {
-	Tokens         uint64
-	Requests       uint64
-	TokensSource   string // "configured", "response_headers" or ""
-	RequestsSource string
+	Windows rolling.Limits
+	Source  [rolling.NumDims][rolling.NumPeriods]string
 }
 
 type slot struct {
-	spec     SlotSpec // the actor's once registered (SetConfigured changes its limits)
-	limits   atomic.Pointer[Limits]
-	tokens   ledger.Counter
-	requests ledger.Counter
-	// seenTok and seenReq are the last header limits sent to the actor.
-	seenTok, seenReq atomic.Uint64
+	spec   SlotSpec // the actor's once registered (SetConfigured changes its limits)
+	limits atomic.Pointer[Limits]
+	// configured is spec.Configured for readers other than the actor.
+	configured atomic.Pointer[rolling.Limits]
+	mu         sync.Mutex
+	w          rolling.Windows // guarded by mu
+	// seen are the last header limits sent to the actor, by dimension
+	// and period.
+	seen [rolling.NumDims][rolling.NumPeriods]atomic.Int64
+}
+
+// windows returns the slot's windows with lim in force; mu is held.
+func (sl *slot) windows(lim *Limits) *rolling.Windows {
+	if sl.w.Limits() != lim.Windows {
+		sl.w.Set(lim.Windows)
+	}
+	return &sl.w
 }
 
 // Handle is what the transport holds.
@@ -74,29 +88,25 @@ type Handle struct {
 
 // Reservation is what Reserve held; settle it exactly once.
 type Reservation struct {
-	Slot     int
-	Idx      uint64
-	Tokens   uint64
-	Requests uint64
+	Slot int
+	res  rolling.Reservation
 	// Active is true when anything was held (a slot without limits holds
 	// nothing: fail open).
 	Active bool
 }
 
-// Settled reports a settled or refunded reservation to the actor.
-type Settled struct {
-	Slot     int
-	Idx      uint64
-	Reserved uint64
-	Actual   uint64
-	Refund   bool
+// settled reports a settled or refunded reservation to the actor.
+type settled struct {
+	Slot   int
+	Actual uint64
+	Refund bool
 }
 
-// LimitsObserved carries per-minute limits read from response headers.
-type LimitsObserved struct {
-	Slot     int
-	Tokens   uint64
-	Requests uint64
+// limitsObserved carries the limits read from response headers, by
+// dimension and period (0: not in the headers).
+type limitsObserved struct {
+	Slot   int
+	Limits rolling.Limits
 }
 
 type tick struct{}
@@ -120,17 +130,11 @@ func Spawn(system *actor.ActorSystem, slots []SlotSpec, clk clock.Clock) (*Handl
 func (h *Handle) appendSlots(specs []SlotSpec) int {
 	first := h.slots.Len()
 	for _, s := range specs {
-		l := &Limits{}
-		if s.TokensPerMinute > 0 {
-			l.Tokens, l.TokensSource = uint64(s.TokensPerMinute), "configured"
-		}
-		if s.RequestsPerMinute > 0 {
-			l.Requests, l.RequestsSource = uint64(s.RequestsPerMinute), "configured"
-		}
 		i := h.slots.Grow(1)
 		sl := h.slots.At(i)
 		sl.spec = s
-		sl.limits.Store(l)
+		sl.configured.Store(&s.Configured)
+		sl.limits.Store(effective(s.Configured, rolling.Limits{}))
 	}
 	return first
 }
@@ -156,6 +160,16 @@ func (h *Handle) AddSlots(specs []SlotSpec) (int, error) {
 // Len is the number of slots.
 func (h *Handle) Len() int { return h.slots.Len() }
 
+// Configured is slot s's connection, model and configured limits, as
+// last set.
+func (h *Handle) Configured(s int) (SlotSpec, bool) {
+	sl, ok := h.slots.Get(s)
+	if !ok {
+		return SlotSpec{}, false
+	}
+	return SlotSpec{Connection: sl.spec.Connection, Model: sl.spec.Model, Configured: *sl.configured.Load()}, true
+}
+
 // Stop stops the actor and waits for it. It is idempotent.
 func (h *Handle) Stop() {
 	if h.stopped.CompareAndSwap(false, true) {
@@ -169,73 +183,52 @@ func (h *Handle) Snapshot() *Snapshot { return h.snap.Load() }
 // Limits returns a slot's effective limits.
 func (h *Handle) Limits(s int) *Limits { return h.slots.At(s).limits.Load() }
 
-// Check tells whether a request of cost tokens fits in the slot's current
-// window without reserving anything, and when the window ends.
+// Check tells whether a request of cost tokens fits every window of the
+// slot now, without reserving anything, and when it would.
 func (h *Handle) Check(s int, cost int64, now time.Time) (routing.Budget, time.Time) {
-	sl, ok := h.slots.Get(s)
-	if !ok {
-		return routing.BudgetUnconfigured, time.Time{}
-	}
-	l := sl.limits.Load()
-	if l.Tokens == 0 && l.Requests == 0 {
-		return routing.BudgetUnconfigured, time.Time{}
-	}
-	idx := ledger.WindowIndex(now, Window)
-	_, end := ledger.WindowBounds(now, Window)
-	if v := verdict(sl.tokens.Used(idx), uint64(max(cost, 0)), l.Tokens); v != routing.BudgetAffordable {
-		return v, end
-	}
-	return verdict(sl.requests.Used(idx), 1, l.Requests), end
+	return h.reserve(s, cost, now, nil)
 }
 
-func verdict(used, cost, limit uint64) routing.Budget {
-	switch {
-	case limit == 0:
-		return routing.BudgetAffordable
-	case used >= limit:
-		return routing.BudgetExhausted
-	case used+cost > limit && used != 0:
-		return routing.BudgetInsufficient
-	}
-	return routing.BudgetAffordable
-}
-
-// Reserve holds cost tokens and one request in the slot's current window.
-// On refusal it returns the verdict and when the window ends.
+// Reserve holds cost tokens and one request in every window of the slot,
+// in one step. On refusal it returns the verdict and when the request
+// would fit.
 func (h *Handle) Reserve(s int, cost int64, now time.Time) (Reservation, routing.Budget, time.Time) {
+	r := Reservation{Slot: s}
+	b, at := h.reserve(s, cost, now, &r)
+	return r, b, at
+}
+
+// reserve checks, and charges when r is not nil.
+func (h *Handle) reserve(s int, cost int64, now time.Time, r *Reservation) (routing.Budget, time.Time) {
 	sl, ok := h.slots.Get(s)
 	if !ok {
-		return Reservation{}, routing.BudgetUnconfigured, time.Time{}
+		return routing.BudgetUnconfigured, time.Time{}
 	}
-	l := sl.limits.Load()
-	if l.Tokens == 0 && l.Requests == 0 {
-		return Reservation{}, routing.BudgetUnconfigured, time.Time{}
+	lim := sl.limits.Load()
+	if !lim.Windows.Any() {
+		return routing.BudgetUnconfigured, time.Time{}
 	}
-	idx := ledger.WindowIndex(now, Window)
-	_, end := ledger.WindowBounds(now, Window)
-	r := Reservation{Slot: s, Idx: idx, Active: true}
-	c := uint64(max(cost, 0))
-	if l.Tokens > 0 {
-		charged, before, ok := sl.tokens.Reserve(idx, c, l.Tokens)
-		if !ok {
-			return Reservation{}, verdict(before, c, l.Tokens), end
+	n := now.UnixNano()
+	// Every request costs at least a token: a full token window is
+	// exhausted even for a caller that asks about a cost of 0.
+	c := rolling.Cost{rolling.Requests: 1, rolling.Tokens: max(cost, 1)}
+	sl.mu.Lock()
+	w := sl.windows(lim)
+	ref, fits := w.Fits(n, c)
+	if !fits {
+		full := w.Room(n, ref.Dim) == 0
+		sl.mu.Unlock()
+		if full {
+			return routing.BudgetExhausted, time.Unix(0, ref.RetryAt)
 		}
-		r.Idx, r.Tokens = charged, c
+		return routing.BudgetInsufficient, time.Unix(0, ref.RetryAt)
 	}
-	if l.Requests > 0 {
-		charged, before, ok := sl.requests.Reserve(r.Idx, 1, l.Requests)
-		if !ok || charged != r.Idx {
-			if ok {
-				sl.requests.Adjust(charged, 1, 0)
-			}
-			if r.Tokens > 0 {
-				sl.tokens.Adjust(r.Idx, r.Tokens, 0)
-			}
-			return Reservation{}, verdict(before, 1, l.Requests), end
-		}
-		r.Requests = 1
+	if r != nil {
+		r.res, _, _ = w.Reserve(n, c)
+		r.Active = true
 	}
-	return r, routing.BudgetAffordable, end
+	sl.mu.Unlock()
+	return routing.BudgetAffordable, time.Time{}
 }
 
 // Settle replaces the reservation by what the request really used (actual
@@ -248,49 +241,58 @@ func (h *Handle) Settle(r *Reservation, actual int64, refund bool) {
 	}
 	r.Active = false
 	sl := h.slots.At(r.Slot)
-	a := uint64(max(actual, 0))
+	a := max(actual, 0)
 	if refund {
 		a = 0
 	}
-	if r.Tokens > 0 {
-		sl.tokens.Adjust(r.Idx, r.Tokens, a)
-	}
-	if refund && r.Requests > 0 {
-		sl.requests.Adjust(r.Idx, r.Requests, 0)
-	}
-	h.root.Send(h.pid, &Settled{Slot: r.Slot, Idx: r.Idx, Reserved: r.Tokens, Actual: a, Refund: refund})
+	now := h.clk.Now().UnixNano()
+	sl.mu.Lock()
+	sl.w.Settle(now, &r.res, a, refund)
+	sl.mu.Unlock()
+	h.root.Send(h.pid, &settled{Slot: r.Slot, Actual: uint64(a), Refund: refund})
 }
 
-// ObserveLimits feeds per-minute token and request limits read from a
-// response's headers (fire-and-forget).
+// headerPeriod is the period of a header reading's window, if the ledger
+// enforces it.
+func headerPeriod(r *messages.QuotaReading) (rolling.Dim, rolling.Period, bool) {
+	switch {
+	case r.Dimension == messages.DimDailyRequests:
+		return rolling.Requests, rolling.Day, true
+	case r.Dimension != messages.DimRequests && r.Dimension != messages.DimTokens:
+		return 0, 0, false
+	}
+	d := rolling.Requests
+	if r.Dimension == messages.DimTokens {
+		d = rolling.Tokens
+	}
+	for p := range rolling.NumPeriods {
+		if r.Window == p.Width() {
+			return d, p, true
+		}
+	}
+	return 0, 0, false
+}
+
+// ObserveLimits feeds the limits read from a response's headers (requests
+// and tokens per minute, hour or day; fire-and-forget).
 func (h *Handle) ObserveLimits(s int, obs *messages.QuotaObservation) {
 	sl, ok := h.slots.Get(s)
 	if !ok || obs == nil {
 		return
 	}
-	var m LimitsObserved
-	m.Slot = s
+	m := limitsObserved{Slot: s}
+	changed := false
 	for i := 0; i < obs.N; i++ {
 		r := &obs.Readings[i]
-		if r.Window != Window || r.Flags&messages.HasLimit == 0 || r.Limit < 1 {
+		d, p, ok := headerPeriod(r)
+		if !ok || r.Flags&messages.HasLimit == 0 || r.Limit < 1 {
 			continue
 		}
-		switch r.Dimension {
-		case messages.DimTokens:
-			m.Tokens = uint64(r.Limit)
-		case messages.DimRequests:
-			m.Requests = uint64(r.Limit)
+		v := int64(r.Limit)
+		m.Limits[d][p] = v
+		if sl.seen[d][p].Swap(v) != v {
+			changed = true
 		}
-	}
-	if m.Tokens == 0 && m.Requests == 0 {
-		return
-	}
-	changed := false
-	if m.Tokens != 0 && sl.seenTok.Swap(m.Tokens) != m.Tokens {
-		changed = true
-	}
-	if m.Requests != 0 && sl.seenReq.Swap(m.Requests) != m.Requests {
-		changed = true
 	}
 	if changed { // the same limits on every response need no message
 		h.root.Send(h.pid, &m)
@@ -299,35 +301,29 @@ func (h *Handle) ObserveLimits(s int, obs *messages.QuotaObservation) {
 
 // account is the actor's bookkeeping for one slot.
 type account struct {
-	idx           uint64
-	settledTokens uint64
-	settled       uint64 // requests settled in the window
 	refunds       uint64
 	totalTokens   uint64
 	totalRequests uint64
 }
 
 type ledgerActor struct {
-	h         *Handle
-	acct      []account
-	headerTok []uint64
-	headerReq []uint64
-	dirty     bool
-	cancel    scheduler.CancelFunc
+	h      *Handle
+	acct   []account
+	header []rolling.Limits
+	cancel scheduler.CancelFunc
 }
 
-// PublishInterval is how often a changed ledger is republished.
+// PublishInterval is how often the ledger is republished.
 const PublishInterval = 250 * time.Millisecond
 
 // strategy restarts the ledger actor after a panic: budgets are enforced
-// by the handle's counters, which survive; the fresh actor re-learns the
-// header limits from the handle and only its per-window report counts
-// start over.
+// by the handle's windows, which survive; the fresh actor re-learns the
+// header limits from the handle and only its totals start over.
 var strategy = supervise.Restart("ledger")
 
 // newLedgerActor builds a fresh actor for h, knowing the header limits
-// the handle has seen (so a later observation of one dimension does not
-// forget the other's).
+// the handle has seen (so a later observation of one window does not
+// forget the others).
 func newLedgerActor(h *Handle) *ledgerActor {
 	a := &ledgerActor{h: h}
 	a.grow()
@@ -338,25 +334,31 @@ func newLedgerActor(h *Handle) *ledgerActor {
 func (a *ledgerActor) grow() {
 	for i := len(a.acct); i < a.h.slots.Len(); i++ {
 		sl := a.h.slots.At(i)
+		var seen rolling.Limits
+		for d := range seen {
+			for p := range seen[d] {
+				seen[d][p] = sl.seen[d][p].Load()
+			}
+		}
 		a.acct = append(a.acct, account{})
-		a.headerTok = append(a.headerTok, sl.seenTok.Load())
-		a.headerReq = append(a.headerReq, sl.seenReq.Load())
+		a.header = append(a.header, seen)
 	}
 }
 
 func (a *ledgerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
-		a.cancel = repeat.Send(ctx.ActorSystem().Root, PublishInterval, PublishInterval, ctx.Self(), tick{})
+		// Wall-clock ticks: this actor's tests fake Now only.
+		a.cancel = repeat.Send(clock.Real{}, ctx.ActorSystem().Root, PublishInterval, PublishInterval, ctx.Self(), tick{})
 	case *actor.Restarting, *actor.Stopping:
 		if a.cancel != nil {
 			a.cancel()
 		}
-	case *Settled:
+	case *settled:
 		a.settle(m)
-	case *LimitsObserved:
+	case *limitsObserved:
 		a.limits(m)
 	case addSlots:
 		a.grow()
@@ -365,46 +367,41 @@ func (a *ledgerActor) Receive(ctx actor.Context) {
 	case *setConfigured:
 		if m.slot >= 0 && m.slot < len(a.acct) {
 			sl := a.h.slots.At(m.slot)
-			sl.spec.TokensPerMinute, sl.spec.RequestsPerMinute = m.tokens, m.requests
+			sl.spec.Configured = m.limits
+			sl.configured.Store(&m.limits)
 			a.effective(m.slot)
 			a.publish()
 		}
 		ctx.Respond(true)
 	case tick:
-		// Counters move on the request path; republish while anything
-		// happened or a window is live.
+		// Windows move on the request path and with time; republish.
 		a.publish()
 	}
 }
 
-func (a *ledgerActor) settle(m *Settled) {
+func (a *ledgerActor) settle(m *settled) {
 	if m.Slot < 0 || m.Slot >= len(a.acct) {
 		return
 	}
 	ac := &a.acct[m.Slot]
-	if ac.idx != m.Idx {
-		*ac = account{idx: m.Idx, totalTokens: ac.totalTokens, totalRequests: ac.totalRequests}
-	}
 	if m.Refund {
 		ac.refunds++
 	} else {
-		ac.settled++
-		ac.settledTokens += m.Actual
 		ac.totalTokens += m.Actual
 		ac.totalRequests++
 	}
-	a.dirty = true
 }
 
-func (a *ledgerActor) limits(m *LimitsObserved) {
+func (a *ledgerActor) limits(m *limitsObserved) {
 	if m.Slot < 0 || m.Slot >= len(a.acct) {
 		return
 	}
-	if m.Tokens > 0 {
-		a.headerTok[m.Slot] = m.Tokens
-	}
-	if m.Requests > 0 {
-		a.headerReq[m.Slot] = m.Requests
+	for d := range m.Limits {
+		for p, v := range m.Limits[d] {
+			if v > 0 {
+				a.header[m.Slot][d][p] = v
+			}
+		}
 	}
 	a.effective(m.Slot)
 	a.publish()
@@ -412,20 +409,19 @@ func (a *ledgerActor) limits(m *LimitsObserved) {
 
 // setConfigured changes a slot's configured limits (SetConfigured).
 type setConfigured struct {
-	slot             int
-	tokens, requests int64
+	slot   int
+	limits rolling.Limits
 }
 
-// SetConfigured changes slot s's configured per-minute limits (a reload
-// changing its connection's limits; 0: none). The effective limits
-// follow at once (the smaller of the configured and the provider's);
-// what the current window used stays counted. It returns once they are
-// in force.
-func (h *Handle) SetConfigured(s int, tokensPerMinute, requestsPerMinute int64) error {
+// SetConfigured changes slot s's configured limits (a reload changing its
+// connection's or model's limits; 0: none). The effective limits follow
+// at once (the smaller of the configured and the provider's); what the
+// windows counted stays counted. It returns once they are in force.
+func (h *Handle) SetConfigured(s int, limits rolling.Limits) error {
 	if h.stopped.Load() {
 		return errors.New("ledger: SetConfigured after Stop")
 	}
-	if _, err := h.root.RequestFuture(h.pid, &setConfigured{slot: s, tokens: tokensPerMinute, requests: requestsPerMinute}, 5*time.Second).Result(); err != nil {
+	if _, err := h.root.RequestFuture(h.pid, &setConfigured{slot: s, limits: limits}, 5*time.Second).Result(); err != nil {
 		return fmt.Errorf("changing the limits of budget %d: %w", s, err)
 	}
 	return nil
@@ -435,21 +431,26 @@ func (h *Handle) SetConfigured(s int, tokensPerMinute, requestsPerMinute int64) 
 // ones and the header limits seen.
 func (a *ledgerActor) effective(i int) {
 	sl := a.h.slots.At(i)
-	l := &Limits{}
-	l.Tokens, l.TokensSource = smaller(uint64(max(sl.spec.TokensPerMinute, 0)), a.headerTok[i])
-	l.Requests, l.RequestsSource = smaller(uint64(max(sl.spec.RequestsPerMinute, 0)), a.headerReq[i])
-	sl.limits.Store(l)
+	sl.limits.Store(effective(sl.spec.Configured, a.header[i]))
 }
 
-// smaller picks the smaller known limit: a configured limit below the
-// provider's is the operator's choice (a share of an org-wide limit), and
-// the provider's below the configured one is the truth.
-func smaller(configured, header uint64) (uint64, string) {
-	switch {
-	case configured == 0 && header == 0:
-		return 0, ""
-	case header == 0 || (configured != 0 && configured <= header):
-		return configured, "configured"
+// effective picks, per window, the smaller known limit: a configured
+// limit below the provider's is the operator's choice (a share of an
+// org-wide limit), and the provider's below the configured one is the
+// truth.
+func effective(configured, header rolling.Limits) *Limits {
+	l := &Limits{}
+	for d := range configured {
+		for p := range configured[d] {
+			c, hd := max(configured[d][p], 0), header[d][p]
+			switch {
+			case c == 0 && hd == 0:
+			case hd == 0 || (c != 0 && c <= hd):
+				l.Windows[d][p], l.Source[d][p] = c, SourceConfigured
+			default:
+				l.Windows[d][p], l.Source[d][p] = hd, SourceHeaders
+			}
+		}
 	}
-	return header, "response_headers"
+	return l
 }

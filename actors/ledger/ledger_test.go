@@ -10,8 +10,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
 
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/rolling"
 	"github.com/omniroute/gateway/internal/routing"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/messages"
@@ -31,6 +31,13 @@ func start(t testing.TB, slots ...SlotSpec) (*Handle, *clock.Fake) {
 	return h, clk
 }
 
+// lim is a slot's configured windows: tokens and requests per minute.
+func lim(tokens, requests int64) rolling.Limits {
+	var l rolling.Limits
+	l[rolling.Tokens][rolling.Minute], l[rolling.Requests][rolling.Minute] = tokens, requests
+	return l
+}
+
 func waitSnap(t *testing.T, h *Handle, cond func(*Snapshot) bool) *Snapshot {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -46,18 +53,20 @@ func waitSnap(t *testing.T, h *Handle, cond func(*Snapshot) bool) *Snapshot {
 }
 
 func TestReserveSettleRefund(t *testing.T) {
-	h, clk := start(t, SlotSpec{Connection: "p/a", Model: "m", TokensPerMinute: 10000, RequestsPerMinute: 3}, SlotSpec{Connection: "p/b", Model: "m"})
+	h, clk := start(t, SlotSpec{Connection: "p/a", Model: "m", Configured: lim(10000, 3)}, SlotSpec{Connection: "p/b", Model: "m"})
 	now := clk.Now()
 	// No limits: affordable, nothing held (fail open).
 	if r, b, _ := h.Reserve(1, 1e9, now); r.Active || b != routing.BudgetUnconfigured {
 		t.Fatalf("unlimited slot: %+v %v", r, b)
 	}
-	r1, b, end := h.Reserve(0, 6000, now)
-	if !r1.Active || b != routing.BudgetAffordable || !end.Equal(now.Add(time.Minute)) {
-		t.Fatalf("first: %+v %v %v", r1, b, end)
+	r1, b, _ := h.Reserve(0, 6000, now)
+	if !r1.Active || b != routing.BudgetAffordable {
+		t.Fatalf("first: %+v %v", r1, b)
 	}
-	if v, _ := h.Check(0, 5000, now); v != routing.BudgetInsufficient {
-		t.Fatalf("check 5000 after 6000: %v", v)
+	// The 6000 leave the window with their second, 62 s later (a minute,
+	// the margin second and the second itself).
+	if v, at := h.Check(0, 5000, now); v != routing.BudgetInsufficient || !at.Equal(now.Add(62*time.Second)) {
+		t.Fatalf("check 5000 after 6000: %v until %v", v, at)
 	}
 	if _, b, _ := h.Reserve(0, 5000, now); b != routing.BudgetInsufficient {
 		t.Fatalf("reserve 5000 after 6000: %v", b)
@@ -82,13 +91,50 @@ func TestReserveSettleRefund(t *testing.T) {
 		t.Fatalf("tokens exhausted: %v", v)
 	}
 	s := waitSnap(t, h, func(s *Snapshot) bool { return s.Slots[0].TotalRequests == 1 && s.Slots[0].Refunds == 1 })
-	if v := s.Slots[0]; v.TotalTokens != 1000 || v.SettledTokens != 1000 || s.Slots[1].Limited || v.Tokens.Used != 10000 || v.Requests.Used != 2 {
+	if v := s.Slots[0]; v.TotalTokens != 1000 || s.Slots[1].Limited || v.Tokens.Used != 10000 || v.Requests.Used != 2 || len(v.Windows) != 2 {
 		t.Fatalf("snapshot %+v tokens %+v requests %+v", v, v.Tokens, v.Requests)
 	}
-	// The next window starts empty.
+	// A minute later nothing has left yet: there is no fresh window at a
+	// boundary. Two seconds after that, everything has.
 	clk.Advance(time.Minute)
+	if v, _ := h.Check(0, 1, clk.Now()); v != routing.BudgetExhausted {
+		t.Fatalf("a minute later: %v", v)
+	}
+	clk.Advance(2 * time.Second)
 	if v, _ := h.Check(0, 9000, clk.Now()); v != routing.BudgetAffordable {
-		t.Fatalf("next window: %v", v)
+		t.Fatalf("62 s later: %v", v)
+	}
+}
+
+// TestHourAndDayWindows: a slot limited per minute and per day admits a
+// request only when it fits both, and says which window frees it when.
+func TestHourAndDayWindows(t *testing.T) {
+	l := lim(0, 10)
+	l[rolling.Requests][rolling.Day] = 12
+	h, clk := start(t, SlotSpec{Connection: "p/a", Model: "m", Configured: l})
+	now := clk.Now()
+	for i := range 10 {
+		if _, b, _ := h.Reserve(0, 0, now); b != routing.BudgetAffordable {
+			t.Fatalf("request %d: %v", i, b)
+		}
+	}
+	if b, at := h.Check(0, 0, now); b != routing.BudgetExhausted || !at.Equal(now.Add(62*time.Second)) {
+		t.Fatalf("the minute is full: %v until %v", b, at)
+	}
+	later := now.Add(62 * time.Second)
+	for range 2 {
+		if _, b, _ := h.Reserve(0, 0, later); b != routing.BudgetAffordable {
+			t.Fatalf("after the minute: %v", b)
+		}
+	}
+	// The day's 24-minute slot holding all twelve leaves a day and two
+	// slots after it began (10:00 is a slot boundary).
+	if b, at := h.Check(0, 0, later); b != routing.BudgetExhausted || !at.Equal(now.Add(24*time.Hour+48*time.Minute)) {
+		t.Fatalf("the day is full: %v until %v", b, at)
+	}
+	s := waitSnap(t, h, func(s *Snapshot) bool { return len(s.Slots[0].Windows) == 2 && s.Slots[0].Requests.Period == "day" })
+	if w := s.Slots[0].Windows; w[0].Period != "minute" || w[1].Period != "day" || w[1].Used != 12 || w[1].Source != SourceConfigured {
+		t.Fatalf("windows %+v", w)
 	}
 }
 
@@ -96,7 +142,7 @@ func TestReserveSettleRefund(t *testing.T) {
 // a 10k-tokens-per-minute connection never hold more than the limit plus
 // one request's estimate.
 func TestConcurrentReservationsNeverOvershoot(t *testing.T) {
-	h, clk := start(t, SlotSpec{Connection: "p/a", Model: "m", TokensPerMinute: 10000})
+	h, clk := start(t, SlotSpec{Connection: "p/a", Model: "m", Configured: lim(10000, 0)})
 	const est = 1700
 	var held, maxHeld atomic.Int64
 	var wg sync.WaitGroup
@@ -131,19 +177,21 @@ func TestConcurrentReservationsNeverOvershoot(t *testing.T) {
 }
 
 func TestHeaderLimits(t *testing.T) {
-	h, clk := start(t, SlotSpec{Connection: "p/a", Model: "m", TokensPerMinute: 10000}, SlotSpec{Connection: "p/b", Model: "m", TokensPerMinute: 2000})
-	obs := &messages.QuotaObservation{N: 2}
+	h, clk := start(t, SlotSpec{Connection: "p/a", Model: "m", Configured: lim(10000, 0)}, SlotSpec{Connection: "p/b", Model: "m", Configured: lim(2000, 0)})
+	obs := &messages.QuotaObservation{N: 3}
 	obs.Readings[0] = messages.QuotaReading{Dimension: messages.DimTokens, Flags: messages.HasLimit, Limit: 5000, Window: time.Minute}
 	obs.Readings[1] = messages.QuotaReading{Dimension: messages.DimDailyRequests, Flags: messages.HasLimit, Limit: 3, Window: 24 * time.Hour}
+	obs.Readings[2] = messages.QuotaReading{Dimension: messages.DimRequests, Flags: messages.HasLimit, Limit: 50, Window: time.Second} // not a window the ledger keeps
 	h.ObserveLimits(0, obs)
 	h.ObserveLimits(1, obs)
-	waitSnap(t, h, func(s *Snapshot) bool { return s.Slots[0].Tokens.Limit == 5000 })
-	if l := h.Limits(0); l.Tokens != 5000 || l.TokensSource != "response_headers" || l.Requests != 0 {
-		t.Fatalf("provider limit below configured: %+v", l)
+	waitSnap(t, h, func(s *Snapshot) bool { return s.Slots[0].Tokens.Limit == 5000 && s.Slots[1].Requests != nil })
+	l := h.Limits(0)
+	if l.Windows[rolling.Tokens][rolling.Minute] != 5000 || l.Source[rolling.Tokens][rolling.Minute] != SourceHeaders ||
+		l.Windows[rolling.Requests][rolling.Minute] != 0 || l.Windows[rolling.Requests][rolling.Day] != 3 {
+		t.Fatalf("provider limit below configured, the day's requests from the headers: %+v", l)
 	}
 	// The configured limit below the provider's stays: the operator's share.
-	time.Sleep(20 * time.Millisecond)
-	if l := h.Limits(1); l.Tokens != 2000 || l.TokensSource != "configured" {
+	if l := h.Limits(1); l.Windows[rolling.Tokens][rolling.Minute] != 2000 || l.Source[rolling.Tokens][rolling.Minute] != SourceConfigured {
 		t.Fatalf("configured limit below provider's: %+v", l)
 	}
 	if _, b, _ := h.Reserve(0, 5001, clk.Now()); b != routing.BudgetAffordable {
@@ -155,12 +203,12 @@ func TestHeaderLimits(t *testing.T) {
 // snapshot AddSlots waited for and enforces its configured limit, and
 // the slots before it keep their counts.
 func TestAddSlotsEnforcesNewBudgets(t *testing.T) {
-	h, clk := start(t, SlotSpec{Connection: "p/a", Model: "m", RequestsPerMinute: 5})
+	h, clk := start(t, SlotSpec{Connection: "p/a", Model: "m", Configured: lim(0, 5)})
 	now := clk.Now()
 	if _, v, _ := h.Reserve(0, 1, now); v != routing.BudgetAffordable {
 		t.Fatalf("first slot: %v", v)
 	}
-	first, err := h.AddSlots([]SlotSpec{{Connection: "q/b", Model: "n", RequestsPerMinute: 1}})
+	first, err := h.AddSlots([]SlotSpec{{Connection: "q/b", Model: "n", Configured: lim(0, 1)}})
 	if err != nil || first != 1 || h.Len() != 2 {
 		t.Fatalf("AddSlots = %d, %v; Len %d", first, err, h.Len())
 	}
@@ -176,7 +224,7 @@ func TestAddSlotsEnforcesNewBudgets(t *testing.T) {
 		t.Fatalf("added slot's second request in the window: %v, want exhausted (limit 1/min)", v)
 	}
 	// A restarted actor keeps accounts for the added slot.
-	h.root.Send(h.pid, supervise.Crash{Reason: "after AddSlots"})
+	h.root.Send(h.pid, messages.Crash{Reason: "after AddSlots"})
 	h.Settle(&r, 10, false)
 	waitSnap(t, h, func(s *Snapshot) bool { return len(s.Slots) == 2 && s.Slots[1].TotalTokens == 10 })
 }
@@ -184,7 +232,7 @@ func TestAddSlotsEnforcesNewBudgets(t *testing.T) {
 // TestSetConfiguredChangesLimits: new configured limits are in force when
 // SetConfigured returns, and what the window used stays counted.
 func TestSetConfiguredChangesLimits(t *testing.T) {
-	h, clk := start(t, SlotSpec{Connection: "p/a", Model: "m", RequestsPerMinute: 2})
+	h, clk := start(t, SlotSpec{Connection: "p/a", Model: "m", Configured: lim(0, 2)})
 	now := clk.Now()
 	for i := 0; i < 2; i++ {
 		if _, v, _ := h.Reserve(0, 1, now); v != routing.BudgetAffordable {
@@ -194,11 +242,14 @@ func TestSetConfiguredChangesLimits(t *testing.T) {
 	if _, v, _ := h.Reserve(0, 1, now); v != routing.BudgetExhausted {
 		t.Fatalf("third request under a limit of 2: %v", v)
 	}
-	if err := h.SetConfigured(0, 0, 3); err != nil {
+	if err := h.SetConfigured(0, lim(0, 3)); err != nil {
 		t.Fatal(err)
 	}
-	if l := h.Limits(0); l.Requests != 3 || l.RequestsSource != "configured" {
+	if l := h.Limits(0); l.Windows[rolling.Requests][rolling.Minute] != 3 || l.Source[rolling.Requests][rolling.Minute] != SourceConfigured {
 		t.Fatalf("limits after SetConfigured: %+v", l)
+	}
+	if c, _ := h.Configured(0); c.Configured != lim(0, 3) || c.Connection != "p/a" {
+		t.Fatalf("Configured after SetConfigured: %+v", c)
 	}
 	if _, v, _ := h.Reserve(0, 1, now); v != routing.BudgetAffordable {
 		t.Fatalf("third request under the raised limit of 3: %v", v)
@@ -206,7 +257,7 @@ func TestSetConfiguredChangesLimits(t *testing.T) {
 	if _, v, _ := h.Reserve(0, 1, now); v != routing.BudgetExhausted {
 		t.Fatalf("fourth request: %v (the window's count was lost)", v)
 	}
-	if err := h.SetConfigured(0, 0, 0); err != nil {
+	if err := h.SetConfigured(0, rolling.Limits{}); err != nil {
 		t.Fatal(err)
 	}
 	if r, v, _ := h.Reserve(0, 1, now); v != routing.BudgetUnconfigured || r.Active {

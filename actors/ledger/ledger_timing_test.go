@@ -7,7 +7,7 @@ import (
 // BenchmarkReserveSettleParallel: every goroutine reserves and settles on
 // the same budget, the worst case of contention on one window word.
 func BenchmarkReserveSettleParallel(b *testing.B) {
-	h, clk := start(b, SlotSpec{Connection: "p/a", Model: "m", TokensPerMinute: 1 << 40, RequestsPerMinute: 1 << 40})
+	h, clk := start(b, SlotSpec{Connection: "p/a", Model: "m", Configured: lim(1<<40, 1<<40)})
 	now := clk.Now()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -20,7 +20,7 @@ func BenchmarkReserveSettleParallel(b *testing.B) {
 
 // BenchmarkReserveOnly is the atomic part alone.
 func BenchmarkReserveOnly(b *testing.B) {
-	h, clk := start(b, SlotSpec{Connection: "p/a", Model: "m", TokensPerMinute: 1 << 40})
+	h, clk := start(b, SlotSpec{Connection: "p/a", Model: "m", Configured: lim(1<<40, 0)})
 	now := clk.Now()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {

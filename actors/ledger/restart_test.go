@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/omniroute/gateway/actors/supervise"
+	"github.com/omniroute/gateway/internal/rolling"
 	"github.com/omniroute/gateway/internal/routing"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/messages"
@@ -15,7 +15,7 @@ import (
 // reservations in the handle still bind, the header limit it had learnt
 // is kept when the other dimension changes, and no tick outlives it.
 func TestRestartAfterPanic(t *testing.T) {
-	h, clk := start(t, SlotSpec{Connection: "p/a", Model: "m", TokensPerMinute: 10000, RequestsPerMinute: 100})
+	h, clk := start(t, SlotSpec{Connection: "p/a", Model: "m", Configured: lim(10000, 100)})
 	watch := testutil.WatchActors(t, h.root.ActorSystem(), h.pid.Id)
 	obs := func(dim messages.QuotaDimension, limit float64) *messages.QuotaObservation {
 		o := &messages.QuotaObservation{N: 1}
@@ -26,7 +26,7 @@ func TestRestartAfterPanic(t *testing.T) {
 	waitSnap(t, h, func(s *Snapshot) bool { return s.Slots[0].Tokens.Limit == 5000 })
 	r, _, _ := h.Reserve(0, 4000, clk.Now())
 
-	h.root.Send(h.pid, supervise.Crash{Reason: "test"})
+	h.root.Send(h.pid, messages.Crash{Reason: "test"})
 	watch.WaitRestarts(t, 1)
 	if _, b, _ := h.Reserve(0, 2000, clk.Now()); b != routing.BudgetInsufficient {
 		t.Fatalf("the reservation held before the restart no longer binds: %v", b)
@@ -35,7 +35,7 @@ func TestRestartAfterPanic(t *testing.T) {
 	// request limit changes.
 	h.ObserveLimits(0, obs(messages.DimRequests, 50))
 	waitSnap(t, h, func(s *Snapshot) bool { return s.Slots[0].Requests != nil && s.Slots[0].Requests.Limit == 50 })
-	if l := h.Limits(0); l.Tokens != 5000 || l.TokensSource != "response_headers" {
+	if l := h.Limits(0); l.Windows[rolling.Tokens][rolling.Minute] != 5000 || l.Source[rolling.Tokens][rolling.Minute] != SourceHeaders {
 		t.Fatalf("the restart forgot the header token limit: %+v", l)
 	}
 	h.Settle(&r, 100, false)

@@ -25,6 +25,7 @@ import (
 	"github.com/omniroute/gateway/internal/clock"
 	mem "github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/internal/repeat"
+	"github.com/omniroute/gateway/messages"
 )
 
 // DefaultInterval is the sampling period.
@@ -157,11 +158,11 @@ var strategy = supervise.Restart("pressure")
 
 func (a *pressureActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
 		if !a.opts.Manual {
-			a.cancel = repeat.Send(ctx.ActorSystem().Root, a.opts.Interval, a.opts.Interval, ctx.Self(), tickMsg)
+			a.cancel = repeat.Send(a.opts.Clock, ctx.ActorSystem().Root, a.opts.Interval, a.opts.Interval, ctx.Self(), tickMsg)
 		}
 	case *actor.Restarting, *actor.Stopping:
 		if a.cancel != nil {

@@ -87,25 +87,18 @@ func TestTimerSamplesEveryInterval(t *testing.T) {
 	defer sys.Shutdown()
 	var mu sync.Mutex
 	n := 0
-	h, err := Spawn(sys, Options{Config: mem.DefaultConfig(), Interval: 5 * time.Millisecond,
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	h, err := Spawn(sys, Options{Config: mem.DefaultConfig(), Interval: 5 * time.Millisecond, Clock: clk,
 		Sample: func() mem.Sample { mu.Lock(); n++; mu.Unlock(); return sample(0.1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Stop()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		mu.Lock()
-		c := n
-		mu.Unlock()
-		if c >= 4 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d samples", c)
-		}
-		time.Sleep(time.Millisecond)
+	testutil.Until(t, "the sampling timer armed", func() bool { return clk.Pending() == 1 })
+	for i := 0; i < 4; i++ {
+		clk.Advance(5 * time.Millisecond) // one interval of the actor's clock: one sample
 	}
+	testutil.Until(t, "four samples", func() bool { mu.Lock(); defer mu.Unlock(); return n >= 4 })
 }
 
 func TestInvalidThresholds(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
-	"github.com/omniroute/gateway/actors/supervise"
+	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/quota"
 	"github.com/omniroute/gateway/internal/repeat"
 	"github.com/omniroute/gateway/messages"
@@ -32,7 +32,7 @@ type headerAdapter struct {
 	parent    *actor.PID
 	peers     *atomic.Pointer[actor.PID] // the cluster actor; nil inside: not shared
 	mapping   *quota.Mapping
-	clk       interface{ Now() time.Time }
+	clk       clock.Clock
 	threshold float64
 	byModel   map[string][]heldValue
 	dirty     bool
@@ -62,7 +62,7 @@ type flush struct{}
 
 // peerHeaders are header observations another member made, for the
 // connection's header adapter.
-type peerHeaders struct{ obs []HeaderObserved }
+type peerHeaders struct{ obs []headerObserved }
 
 // reshareHeaders asks the header adapter to send its peers the latest
 // local observation of each model that still says something (a member
@@ -71,15 +71,17 @@ type reshareHeaders struct{}
 
 func (a *headerAdapter) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
-		a.cancel = repeat.Send(ctx.ActorSystem().Root, HeaderFlushInterval, HeaderFlushInterval, ctx.Self(), flush{})
+		// Wall-clock ticks: the quota tests fake Now only (see the poller for
+		// a timer on the injected clock).
+		a.cancel = repeat.Send(clock.Real{}, ctx.ActorSystem().Root, HeaderFlushInterval, HeaderFlushInterval, ctx.Self(), flush{})
 	case *actor.Restarting, *actor.Stopping:
 		if a.cancel != nil {
 			a.cancel()
 		}
-	case *HeaderObserved:
+	case *headerObserved:
 		urgent := a.observe(m)
 		if urgent {
 			a.send(ctx)
@@ -114,7 +116,7 @@ func (a *headerAdapter) Receive(ctx actor.Context) {
 // dimension's value is replaced only by one observed at the same time or
 // later: a late-arriving older observation (a peer's, or a slow local
 // response) loses to the fresher one held.
-func (a *headerAdapter) observe(m *HeaderObserved) bool {
+func (a *headerAdapter) observe(m *headerObserved) bool {
 	vals := a.byModel[m.Model]
 	urgent := false
 	for i := 0; i < m.Obs.N; i++ {
@@ -153,7 +155,7 @@ func (a *headerAdapter) observe(m *HeaderObserved) bool {
 
 // share keeps a local observation for the peers (cluster mode only) and
 // reports whether it did.
-func (a *headerAdapter) share(m *HeaderObserved) bool {
+func (a *headerAdapter) share(m *headerObserved) bool {
 	if a.peers.Load() == nil {
 		return false
 	}
@@ -205,10 +207,10 @@ func (a *headerAdapter) sendPeers(ctx actor.Context) {
 	if pid == nil {
 		return
 	}
-	out := &shareHeaders{conn: a.conn, obs: make([]HeaderObserved, 0, len(a.outbox))}
+	out := &shareHeaders{conn: a.conn, obs: make([]headerObserved, 0, len(a.outbox))}
 	for model, obs := range a.outbox {
 		o := obs
-		out.obs = append(out.obs, HeaderObserved{Model: model, Obs: &o})
+		out.obs = append(out.obs, headerObserved{Model: model, Obs: &o})
 	}
 	clear(a.outbox)
 	a.sentSinceTick = true
@@ -240,7 +242,7 @@ type configuredAdapter struct {
 
 func (a *configuredAdapter) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
 		ctx.Send(a.parent, &readingUpdate{source: quota.SourceConfigured, reading: quota.Reading{Source: quota.SourceConfigured, Supported: true, Values: a.values}})
@@ -265,10 +267,10 @@ type readLedger struct{}
 
 func (a *estimateAdapter) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
-		a.cancel = repeat.Send(ctx.ActorSystem().Root, EstimateInterval, EstimateInterval, ctx.Self(), readLedger{})
+		a.cancel = repeat.Send(clock.Real{}, ctx.ActorSystem().Root, EstimateInterval, EstimateInterval, ctx.Self(), readLedger{})
 	case *actor.Restarting, *actor.Stopping:
 		if a.cancel != nil {
 			a.cancel()

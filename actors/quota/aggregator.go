@@ -9,7 +9,10 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/omniroute/gateway/actors/supervise"
+	"github.com/omniroute/gateway/internal/backoff"
+	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/quota"
+	"github.com/omniroute/gateway/messages"
 )
 
 // readingUpdate is an adapter's current reading, sent to its aggregator.
@@ -46,7 +49,7 @@ type sharePoll struct {
 
 type shareHeaders struct {
 	conn int
-	obs  []HeaderObserved
+	obs  []headerObserved
 }
 
 // reevaluate asks the aggregator to recompute when evidence expires.
@@ -57,7 +60,7 @@ type aggregator struct {
 	id       int
 	spec     ConnSpec
 	c        *conn
-	clk      interface{ Now() time.Time }
+	clk      clock.Clock
 	opts     Options
 	ready    chan struct{} // closed by the first incarnation's Started
 	readings [quota.SourceUnknown]quota.Reading
@@ -85,7 +88,7 @@ var adapterStrategy = supervise.Restart("quota-adapter")
 
 func (a *aggregator) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
 		a.start(ctx)
@@ -174,7 +177,7 @@ func (a *aggregator) startPoller(ctx actor.Context) {
 	p, self := a.spec.Poll, ctx.Self()
 	id, onPoll := a.id, a.opts.OnPoll
 	a.poller = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-		return &poller{parent: self, spec: *p, clk: a.clk, client: a.opts.HTTPClient, onPoll: func(ok bool) {
+		return &poller{parent: self, spec: *p, clk: a.clk, backoff: backoff.Backoff{Policy: pollBackoff(p.Interval)}, client: a.opts.HTTPClient, onPoll: func(ok bool) {
 			if onPoll != nil {
 				onPoll(id, ok)
 			}

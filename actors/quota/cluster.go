@@ -10,8 +10,11 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/omniroute/gateway/actors/supervise"
+	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/clusterwire"
 	"github.com/omniroute/gateway/internal/rendezvous"
 	"github.com/omniroute/gateway/internal/repeat"
+	"github.com/omniroute/gateway/messages"
 )
 
 // Cluster mode shares quota telemetry between the members
@@ -82,6 +85,7 @@ type Cluster struct {
 	pid                  *actor.PID
 	sent, heard, dropped atomic.Int64
 	polling              atomic.Pointer[[]string]
+	refusals             clusterwire.Refusals
 }
 
 // clusterStrategy restarts the cluster actor after a panic: everything it
@@ -153,11 +157,11 @@ type clusterActor struct {
 
 func (a *clusterActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
 		a.check(ctx)
-		a.cancel = repeat.Send(ctx.ActorSystem().Root, a.o.CheckInterval, a.o.CheckInterval, ctx.Self(), checkMembers{})
+		a.cancel = repeat.Send(clock.Real{}, ctx.ActorSystem().Root, a.o.CheckInterval, a.o.CheckInterval, ctx.Self(), checkMembers{})
 	case *actor.Restarting, *actor.Stopping:
 		if a.cancel != nil {
 			a.cancel()
@@ -165,11 +169,19 @@ func (a *clusterActor) Receive(ctx actor.Context) {
 	case checkMembers:
 		a.check(ctx)
 	case *sharePoll:
-		a.send(ctx, &wireQuota{Conn: a.connName(m.conn), Poll: encodePoll(m.reading, m.at)})
+		if name := a.connName(m.conn); name != "" {
+			p := encodePoll(name, m.reading, m.at)
+			p.From = a.self
+			a.send(ctx, p)
+		}
 	case *shareHeaders:
-		a.send(ctx, &wireQuota{Conn: a.connName(m.conn), Headers: encodeHeaders(m.obs)})
+		if name := a.connName(m.conn); name != "" {
+			h := encodeHeaders(name, m.obs)
+			h.From = a.self
+			a.send(ctx, h)
+		}
 	case *wrapperspb.BytesValue:
-		a.receive(ctx, m.Value)
+		a.receive(ctx, m)
 	}
 }
 
@@ -243,18 +255,16 @@ func (a *clusterActor) connName(conn int) string {
 	return ""
 }
 
-// send encodes w and sends it to every peer once.
-func (a *clusterActor) send(ctx actor.Context, w *wireQuota) {
-	if w.Conn == "" || len(a.peers) == 0 {
+// send encodes m and sends it to every peer once.
+func (a *clusterActor) send(ctx actor.Context, m messages.ClusterMessage) {
+	if len(a.peers) == 0 {
 		return
 	}
-	w.From = a.self
-	b, err := encodeWire(w)
+	msg, err := clusterwire.Wrap(m)
 	if err != nil {
 		a.cl.dropped.Add(1)
 		return
 	}
-	msg := &wrapperspb.BytesValue{Value: b}
 	// Counted before the sends, so that whoever sees a peer act on the
 	// batch also sees it counted here.
 	a.cl.sent.Add(int64(len(a.peers)))
@@ -266,15 +276,33 @@ func (a *clusterActor) send(ctx actor.Context, w *wireQuota) {
 // receive applies a peer's readings to the connection of the same name.
 // Only current members' messages arrive: internal/cluster's gate drops
 // what anyone else sends to this actor's name (docs/cluster.md, "Trust").
-func (a *clusterActor) receive(ctx actor.Context, b []byte) {
-	w, err := decodeWire(b)
-	if err != nil || w.From == a.self {
+// A message this member cannot read (malformed, or from a member of
+// another release) is dropped, counted and logged once.
+func (a *clusterActor) receive(ctx actor.Context, v *wrapperspb.BytesValue) {
+	m, err := clusterwire.Unwrap(v)
+	var conn, from string
+	switch w := m.(type) {
+	case *messages.SharedQuotaPoll:
+		conn, from = w.Conn, w.From
+	case *messages.SharedQuotaHeaders:
+		conn, from = w.Conn, w.From
+	default:
+		if err == nil {
+			err = fmt.Errorf("%w: a %s sent to the quota cluster actor", messages.ErrClusterMessage, m.ClusterKind())
+		}
+	}
+	if err != nil {
+		a.cl.dropped.Add(1)
+		a.cl.refusals.Note(ctx.Logger(), "quota cluster actor", err)
+		return
+	}
+	if from == a.self {
 		a.cl.dropped.Add(1)
 		return
 	}
 	h := a.cl.h
-	w.fromTheFuture(h.clk.Now())
-	id, ok := a.lookup(w.Conn)
+	fromTheFuture(m, h.clk.Now())
+	id, ok := a.lookup(conn)
 	if !ok {
 		a.cl.dropped.Add(1)
 		return
@@ -287,15 +315,15 @@ func (a *clusterActor) receive(ctx actor.Context, b []byte) {
 	// Counted before the readings are passed on, so that whoever sees
 	// their effect also sees them counted.
 	a.cl.heard.Add(1)
-	if w.Poll != nil {
-		reading, at := w.Poll.reading()
+	switch w := m.(type) {
+	case *messages.SharedQuotaPoll:
+		reading, at := pollReading(w)
 		if pid := c.live.Load(); pid != nil {
 			ctx.Send(pid, &peerPoll{reading: reading, at: at})
 		}
-	}
-	if len(w.Headers) > 0 {
-		if pid := c.header.Load(); pid != nil {
-			ctx.Send(pid, &peerHeaders{obs: decodeHeaders(w.Headers)})
+	case *messages.SharedQuotaHeaders:
+		if pid := c.header.Load(); pid != nil && len(w.Observations) > 0 {
+			ctx.Send(pid, &peerHeaders{obs: decodeHeaders(w.Observations)})
 		}
 	}
 }

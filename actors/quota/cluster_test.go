@@ -1,16 +1,20 @@
 package quota
 
 import (
+	"bytes"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/clusterwire"
 	"github.com/omniroute/gateway/internal/quota"
 	"github.com/omniroute/gateway/internal/rendezvous"
 	"github.com/omniroute/gateway/internal/testutil"
@@ -208,31 +212,64 @@ func TestOnePollerPerConnection(t *testing.T) {
 }
 
 // TestWireRoundTripAndRejects: a poll reading survives the wire (values,
-// error, observation time), and malformed messages are refused rather
-// than applied.
+// error, observation time), and what a member cannot read (the JSON of the
+// release before, another kind, a malformed batch) is dropped, counted and
+// never applied.
 func TestWireRoundTripAndRejects(t *testing.T) {
 	at := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
 	in := quota.Reading{Source: quota.SourceProviderAPI, Supported: true, Err: "GET /key: status 500", Values: []quota.Value{
 		{Dimension: messages.DimCredits, Flags: quota.HasLimit | quota.HasRemaining, Limit: 20, Remaining: 15, Unit: "USD",
 			Source: quota.SourceProviderAPI, Confidence: quota.ConfidenceAuthoritative, Expires: at.Add(time.Minute)}}}
-	b, err := encodeWire(&wireQuota{Conn: "openrouter/main", From: "e2e@a", Poll: encodePoll(in, at)})
+	p := encodePoll("openrouter/main", in, at)
+	p.From = "e2e@a"
+	v, err := clusterwire.Wrap(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := decodeWire(b)
+	m, err := clusterwire.Unwrap(v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, gotAt := w.Poll.reading()
+	out, gotAt := pollReading(m.(*messages.SharedQuotaPoll))
 	out.Values[0].Expires = out.Values[0].Expires.UTC()
 	if !gotAt.Equal(at) || !reflect.DeepEqual(out, in) {
 		t.Fatalf("round trip:\n got %+v at %v\nwant %+v at %v", out, gotAt, in, at)
 	}
-	for _, bad := range []string{`{`, `{"conn":"","from":"x"}`, `{"conn":"c","from":"x","poll":{"values":[{"d":200}]}}`,
-		`{"conn":"c","from":"x","headers":[{"m":"x","at":1,"r":[{},{},{},{},{},{},{},{},{}]}]}`} {
-		if _, err := decodeWire([]byte(bad)); err == nil {
-			t.Errorf("accepted %s", bad)
-		}
+
+	long := encodePoll("c", quota.Reading{Err: strings.Repeat("é", messages.MaxClusterString)}, at)
+	long.From = "e2e@a"
+	if _, err := clusterwire.Wrap(long); err != nil || len(long.Err) > messages.MaxClusterString {
+		t.Fatalf("a long poll error (%d bytes) kept the reading off the wire: %v", len(long.Err), err)
+	}
+
+	sys := newSystem(t)
+	clk := clock.NewFake(at)
+	h, err := Spawn(sys, []ConnSpec{{Provider: "openrouter", Name: "openrouter/main", Models: []string{"m"}}}, clk, Options{SharedPolls: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Stop()
+	self := []Member{{ID: "e2e@b", Self: true}}
+	cl, err := h.StartCluster(ClusterOptions{Members: func() []Member { return self }, Name: "quota-rejects"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := clusterwire.Wrap(&messages.SharedCooldown{Target: "t", From: "e2e@a"})
+	bad := []*wrapperspb.BytesValue{
+		{Value: []byte(`{"conn":"openrouter/main","from":"e2e@a","poll":{"at":1,"values":[]}}`)}, // the release before
+		other,
+		{Value: append(bytes.Clone(v.Value), 0)},
+	}
+	for _, b := range bad {
+		sys.Root.Send(cl.pid, b)
+	}
+	sys.Root.Send(cl.pid, v) // a good one behind them: once it is heard, the bad ones were handled
+	testutil.Until(t, "the good message to be heard", func() bool { return cl.Stats().Heard == 1 })
+	if s := cl.Stats(); s.Dropped != int64(len(bad)) {
+		t.Fatalf("stats %+v, want %d dropped", s, len(bad))
+	}
+	if n := cl.refusals.Count(); n != int64(len(bad)) {
+		t.Fatalf("%d refusals noted, want %d", n, len(bad))
 	}
 }
 
@@ -286,20 +323,22 @@ func TestPeerPollFreshestWins(t *testing.T) {
 func TestPeerClockAhead(t *testing.T) {
 	now := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
 	ahead := now.Add(time.Hour)
-	w := &wireQuota{Conn: "c", From: "p",
-		Poll: &wirePoll{At: ahead.UnixNano(), Values: []wireValue{{Expires: ahead.Add(10 * time.Minute).UnixNano(), ResetAt: ahead.Add(time.Minute).UnixNano()}, {}}},
-		Headers: []wireObs{{At: ahead.UnixNano(), Readings: []wireReading{{ResetAt: ahead.Add(30 * time.Second).UnixNano()}}},
-			{At: now.Add(-time.Minute).UnixNano(), Readings: []wireReading{{ResetAt: now.UnixNano()}}},
-			{At: now.Add(maxPeerLead / 2).UnixNano()}}}
-	w.fromTheFuture(now)
-	r, at := w.Poll.reading()
+	poll := &messages.SharedQuotaPoll{Conn: "c", From: "p", At: ahead.UnixNano(),
+		Values: []messages.SharedQuotaValue{{Expires: ahead.Add(10 * time.Minute).UnixNano(), ResetAt: ahead.Add(time.Minute).UnixNano()}, {}}}
+	headers := &messages.SharedQuotaHeaders{Conn: "c", From: "p", Observations: []messages.SharedQuotaObservation{
+		{At: ahead.UnixNano(), Readings: []messages.SharedQuotaReading{{ResetAt: ahead.Add(30 * time.Second).UnixNano()}}},
+		{At: now.Add(-time.Minute).UnixNano(), Readings: []messages.SharedQuotaReading{{ResetAt: now.UnixNano()}}},
+		{At: now.Add(maxPeerLead / 2).UnixNano()}}}
+	fromTheFuture(poll, now)
+	fromTheFuture(headers, now)
+	r, at := pollReading(poll)
 	if !at.Equal(now) || !r.Values[0].Expires.Equal(now.Add(10*time.Minute)) || !r.Values[0].ResetAt.Equal(now.Add(time.Minute)) {
 		t.Fatalf("poll from the future: at %v, expires %v, reset %v", at, r.Values[0].Expires, r.Values[0].ResetAt)
 	}
 	if !r.Values[1].Expires.IsZero() || !r.Values[1].ResetAt.IsZero() {
 		t.Fatalf("an unknown expiry or reset became a time: %+v", r.Values[1])
 	}
-	obs := decodeHeaders(w.Headers)
+	obs := decodeHeaders(headers.Observations)
 	if !obs[0].Obs.At.Equal(now) || !obs[0].Obs.Readings[0].ResetAt.Equal(now.Add(30*time.Second)) {
 		t.Fatalf("headers from the future: at %v, reset %v", obs[0].Obs.At, obs[0].Obs.Readings[0].ResetAt)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
@@ -13,28 +12,30 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 
-	"github.com/omniroute/gateway/actors/supervise"
+	"github.com/omniroute/gateway/internal/backoff"
+	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/quota"
+	"github.com/omniroute/gateway/messages"
 )
 
 // poller asks a provider's usage API on an interval. The HTTP exchange
 // runs on its own goroutine and comes back as a message, so the actor
-// never blocks; failures back off exponentially (with jitter) up to
-// MaxPollBackoff or eight intervals, whichever is longer.
+// never blocks; failures back off exponentially (with jitter, pollBackoff)
+// up to MaxPollBackoff or eight intervals, whichever is longer. The next
+// poll is a timer of the injected clock that only sends pollNow.
 type poller struct {
-	parent   *actor.PID
-	spec     PollSpec
-	clk      interface{ Now() time.Time }
-	client   *http.Client
-	onPoll   func(ok bool)
-	failures int
-	cancel   context.CancelFunc
-	running  *pollResult // the result slot of the poll in flight (nil: none)
-	timer    scheduler.CancelFunc
-	wg       sync.WaitGroup
-	last     []quota.Value
+	parent  *actor.PID
+	spec    PollSpec
+	clk     clock.Clock
+	client  *http.Client
+	onPoll  func(ok bool)
+	backoff backoff.Backoff // pollBackoff(spec.Interval)
+	cancel  context.CancelFunc
+	running *pollResult // the result slot of the poll in flight (nil: none)
+	timer   clock.Timer
+	wg      sync.WaitGroup
+	last    []quota.Value
 }
 
 // MaxPollBackoff caps the delay between failing polls.
@@ -50,13 +51,13 @@ type pollResult struct {
 
 func (p *poller) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
 		ctx.Send(ctx.Self(), pollNow{})
 	case *actor.Restarting, *actor.Stopping:
 		if p.timer != nil {
-			p.timer()
+			p.timer.Stop()
 		}
 		if p.cancel != nil {
 			p.cancel()
@@ -101,36 +102,30 @@ func (p *poller) done(ctx actor.Context, r *pollResult) {
 	reading := quota.Reading{Source: quota.SourceProviderAPI, Supported: true, Values: r.values}
 	next := p.spec.Interval
 	if r.err != nil {
-		p.failures++
 		reading.Err = r.err.Error()
-		next = PollBackoff(p.failures, p.spec.Interval, rand.Float64())
+		next = p.backoff.Failed()
 		if len(r.values) == 0 && len(p.last) > 0 {
 			// Keep the last good values until they expire: a failed poll
 			// is no evidence that the quota changed.
 			reading.Values = p.last
 		}
 	} else {
-		p.failures = 0
+		p.backoff.Succeeded()
 		p.last = r.values
 	}
 	if p.onPoll != nil {
 		p.onPoll(r.err == nil)
 	}
 	ctx.Send(p.parent, &readingUpdate{source: quota.SourceProviderAPI, reading: reading, at: r.at})
-	p.timer = scheduler.NewTimerScheduler(ctx).SendOnce(next, ctx.Self(), pollNow{})
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	p.timer = p.clk.AfterFunc(next, func() { root.Send(self, pollNow{}) })
 }
 
-// PollBackoff is the delay before the next poll after the n-th failure in
-// a row: interval × 2^n with ±20 % jitter (r in [0,1)), capped at the
-// larger of MaxPollBackoff and eight intervals.
-func PollBackoff(n int, interval time.Duration, r float64) time.Duration {
-	limit := max(MaxPollBackoff, 8*interval)
-	d := interval
-	for i := 0; i < n && d < limit; i++ {
-		d *= 2
-	}
-	d = min(d, limit)
-	return time.Duration(float64(d) * (0.8 + 0.4*r))
+// pollBackoff is the delay before the next poll after the n-th failure in
+// a row: interval × 2^n with ±20 % jitter, capped (before the jitter) at
+// the larger of MaxPollBackoff and eight intervals.
+func pollBackoff(interval time.Duration) backoff.Policy {
+	return backoff.Policy{Base: 2 * interval, Max: max(MaxPollBackoff, 8*interval), Factor: 2, Jitter: backoff.Around(0.2)}
 }
 
 // Fetch performs one poll of spec's API and parses the answer. Errors

@@ -284,9 +284,9 @@ func (h *Handle) Stop() {
 	}
 }
 
-// HeaderObserved is a response's parsed rate-limit headers for one model
+// headerObserved is a response's parsed rate-limit headers for one model
 // (this node's, or a peer's inside peerHeaders).
-type HeaderObserved struct {
+type headerObserved struct {
 	Model string
 	Obs   *messages.QuotaObservation
 }
@@ -298,7 +298,7 @@ func (h *Handle) Observe(conn int, model string, obs *messages.QuotaObservation)
 	if !ok || obs == nil || obs.N == 0 || (*c).removed.Load() {
 		return
 	}
-	h.root.Send((*c).header.Load(), &HeaderObserved{Model: model, Obs: obs})
+	h.root.Send((*c).header.Load(), &headerObserved{Model: model, Obs: obs})
 }
 
 // State returns a connection's published state.

@@ -14,9 +14,9 @@ import (
 	"go.uber.org/goleak"
 
 	ledgeractor "github.com/omniroute/gateway/actors/ledger"
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/quota"
+	"github.com/omniroute/gateway/internal/rolling"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/messages"
 )
@@ -86,7 +86,7 @@ func TestHeadersDriveModelStates(t *testing.T) {
 func TestConfiguredAndEstimatedSources(t *testing.T) {
 	sys := newSystem(t)
 	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 10, 0, time.UTC))
-	l, err := ledgeractor.Spawn(sys, []ledgeractor.SlotSpec{{Connection: "local/a", Model: "llama", TokensPerMinute: 1000}}, clk)
+	l, err := ledgeractor.Spawn(sys, []ledgeractor.SlotSpec{{Connection: "local/a", Model: "llama", Configured: rolling.Limits{rolling.Tokens: {rolling.Minute: 1000}}}}, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,8 @@ func TestConfiguredAndEstimatedSources(t *testing.T) {
 			est = v
 		}
 	}
-	if est.Source != quota.SourceEstimated || est.Confidence != quota.ConfidenceMedium || est.Remaining != 100 || !est.ResetAt.Equal(time.Date(2026, 5, 1, 9, 1, 0, 0, time.UTC)) {
+	if est.Source != quota.SourceEstimated || est.Confidence != quota.ConfidenceMedium || est.Remaining != 100 || !est.ResetAt.Equal(time.Date(2026, 5, 1, 9, 1, 12, 0, time.UTC)) {
+		// The 900 tokens of second 10 leave the rolling minute 62 s later.
 		t.Fatalf("estimate %+v", est)
 	}
 	if len(s.Values) != 1 || s.Values[0].Source != quota.SourceConfigured {
@@ -195,8 +196,8 @@ func TestPollBackoff(t *testing.T) {
 		{1, time.Minute, 1, 144 * time.Second},
 	}
 	for _, c := range cases {
-		if got := PollBackoff(c.n, c.interval, c.r); got != c.want {
-			t.Errorf("PollBackoff(%d, %v, %v) = %v, want %v", c.n, c.interval, c.r, got, c.want)
+		if got := pollBackoff(c.interval).Delay(c.n, c.r); got != c.want {
+			t.Errorf("pollBackoff(%v).Delay(%d, %v) = %v, want %v", c.interval, c.n, c.r, got, c.want)
 		}
 	}
 }
@@ -251,7 +252,7 @@ func TestAddAndRemoveConnections(t *testing.T) {
 	// A restarted aggregator keeps the models AddModels registered.
 	c0 := *h.conns.At(0)
 	first := c0.header.Load()
-	h.root.Send(c0.agg, supervise.Crash{Reason: "after AddModels"})
+	h.root.Send(c0.agg, messages.Crash{Reason: "after AddModels"})
 	waitState(t, h, 0, func(*ConnState) bool { return c0.header.Load() != first })
 	h.Observe(0, "gpt-4o-mini", obs)
 	if s := waitState(t, h, 0, func(s *ConnState) bool { return len(s.Models) == 2 && s.Models[1].Status == quota.StatusExhausted }); s.Models[1].Model != "gpt-4o-mini" {
@@ -267,10 +268,13 @@ func TestAddAndRemoveConnections(t *testing.T) {
 	if err != nil || b != 2 {
 		t.Fatalf("Add after Remove = %d, %v; ids are never reused", b, err)
 	}
+	// The pollers' timers run on the fake clock: each 5 ms it moves is
+	// one more interval for every poller still armed.
 	for deadline := time.Now().Add(10 * time.Second); polls[1].Load() < 6; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the live poller polled %d times in 10 s", polls[1].Load())
 		}
+		clk.Advance(5 * time.Millisecond)
 	}
 	if n := polls[0].Load(); n != stopped {
 		t.Fatalf("the removed connection polled %d more times", n-stopped)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/quota"
 	"github.com/omniroute/gateway/internal/testutil"
@@ -49,7 +48,7 @@ func TestRestartAfterPanic(t *testing.T) {
 	}
 
 	first := c.header.Load()
-	h.root.Send(c.agg, supervise.Crash{Reason: "aggregator"})
+	h.root.Send(c.agg, messages.Crash{Reason: "aggregator"})
 	watch.WaitRestarts(t, 1)
 	waitState(t, h, 0, func(*ConnState) bool { return c.header.Load() != first })
 	observe(0)
@@ -57,7 +56,7 @@ func TestRestartAfterPanic(t *testing.T) {
 	waitState(t, h, 0, func(*ConnState) bool { return polls.Load() == 2 }) // the fresh poller polled at once
 
 	// An adapter fails on its own: restarted in place, it serves again.
-	h.root.Send(c.header.Load(), supervise.Crash{Reason: "header adapter"})
+	h.root.Send(c.header.Load(), messages.Crash{Reason: "header adapter"})
 	watch.WaitRestarts(t, 2)
 	observe(9000)
 	waitState(t, h, 0, func(s *ConnState) bool { return s.Models[0].Status == quota.StatusHealthy })

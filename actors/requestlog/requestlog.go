@@ -36,6 +36,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/omniroute/gateway/internal/backoff"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/repeat"
@@ -55,9 +56,13 @@ const (
 	// see the current and the previous month.
 	MinUsageRetention = 62 * 24 * time.Hour
 	retentionEvery    = time.Hour
-	maxBackoff        = time.Minute
 	writeTimeout      = 30 * time.Second
 )
+
+// writeBackoff is the pause after each failed write in a row: 1 s,
+// doubling to a minute, without jitter (one writer per gateway: no herd
+// to spread).
+var writeBackoff = backoff.Policy{Base: time.Second, Max: time.Minute, Factor: 2}
 
 // Options configure Spawn.
 type Options struct {
@@ -67,7 +72,8 @@ type Options struct {
 	Lines *slog.Logger
 	// Log receives the writer's own warnings (a write that failed, and
 	// writing working again); nil discards them.
-	Log   *slog.Logger
+	Log *slog.Logger
+	// Clock gives the time and the tick's timer (nil: the wall clock).
 	Clock clock.Clock
 	// QueueSize bounds the records waiting for the actor.
 	QueueSize int
@@ -173,7 +179,8 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	if h.off {
 		return h, nil
 	}
-	props := actor.PropsFromProducer(func() actor.Actor { return &writer{h: h} }, actor.WithGuardian(supervisor))
+	props := actor.PropsFromProducer(func() actor.Actor { return &writer{h: h, backoff: backoff.Backoff{Policy: writeBackoff}} },
+		actor.WithGuardian(supervisor))
 	pid, err := system.Root.SpawnNamed(props, fmt.Sprintf("requestlog-%p", h))
 	if err != nil {
 		return nil, fmt.Errorf("spawning the request log writer: %w", err)
@@ -307,7 +314,7 @@ type writer struct {
 	inbox       []store.Record
 	held, loose int
 	batch       []store.Record
-	backoff     time.Duration
+	backoff     backoff.Backoff // writeBackoff
 	// lostSince counts the records lost while writes fail, for the log
 	// line that says writing works again.
 	lostSince int64
@@ -319,7 +326,7 @@ type writer struct {
 func (w *writer) Receive(ctx actor.Context) {
 	switch ctx.Message().(type) {
 	case *actor.Started:
-		w.stop = repeat.Send(ctx.ActorSystem().Root, w.h.o.Tick, w.h.o.Tick, ctx.Self(), tick{})
+		w.stop = repeat.Send(w.h.o.Clock, ctx.ActorSystem().Root, w.h.o.Tick, w.h.o.Tick, ctx.Self(), tick{})
 	case drain:
 		w.drain()
 	case tick:
@@ -453,19 +460,19 @@ func (w *writer) flush(now time.Time, full bool) {
 	}
 }
 
-// fail pauses store writes: 1s after the first error, doubling to a
-// minute. Each failed attempt is logged (at most one line per backoff:
+// fail pauses store writes for the next delay of the backoff: 1s after
+// the first error, doubling to a minute. Each failed attempt is logged (at most one line per backoff:
 // a few in the first minute, then one a minute), with the error (its
 // full text: the operator's log may name the file) and what was lost.
 //
 // The error is logged and published before it is counted, so a reader
 // that sees the count also sees this error.
 func (w *writer) fail(now time.Time, err error, lost int64) {
-	w.backoff = min(max(2*w.backoff, time.Second), maxBackoff)
-	w.retryAt = now.Add(w.backoff)
+	pause := w.backoff.Failed()
+	w.retryAt = now.Add(pause)
 	w.lostSince += lost
 	w.h.o.Log.Warn("the request log cannot be written; serving goes on, records are counted as failed until a write succeeds",
-		"err", sanitize.Secrets(err.Error()), "lostRecords", lost, "retryInMs", w.backoff.Milliseconds())
+		"err", sanitize.Secrets(err.Error()), "lostRecords", lost, "retryInMs", pause.Milliseconds())
 	w.h.lastErr.Store(&errState{msg: store.PublicMessage(err, "write failed"), at: now, retryAt: w.retryAt})
 	w.h.failing.Store(true)
 	w.h.errors.Add(1)
@@ -474,7 +481,7 @@ func (w *writer) fail(now time.Time, err error, lost int64) {
 // recovered ends a failing episode after a successful write: the backoff
 // resets and the log says how many records the episode lost.
 func (w *writer) recovered() {
-	w.backoff = 0
+	w.backoff.Succeeded()
 	if w.h.failing.Swap(false) {
 		w.h.o.Log.Info("the request log is written again", "lostRecords", w.lostSince)
 	}

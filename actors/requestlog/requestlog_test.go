@@ -52,15 +52,17 @@ func count(t *testing.T, d store.LogStore) int {
 // TestEveryTickCommitsWhatWasHandedOver: a full batch is committed at
 // once; what is left is committed by the next tick, however few records
 // it holds, so a record is durable within one commit interval of its
-// hand-over (the ticks here are sent by hand: the test decides when the
-// interval ends).
+// hand-over (the fake clock's hour is the interval: the test decides when
+// it ends).
 func TestEveryTickCommitsWhatWasHandedOver(t *testing.T) {
 	d := db(t, sqlite.Options{})
-	h, err := Spawn(system(t), Options{Store: d, Clock: clock.NewFake(t0), BatchSize: 5, Tick: time.Hour})
+	clk := clock.NewFake(t0)
+	h, err := Spawn(system(t), Options{Store: d, Clock: clk, BatchSize: 5, Tick: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Stop()
+	until(t, "the tick armed", func() bool { return clk.Pending() == 1 })
 	for i := 0; i < 5; i++ {
 		if !h.Log(rec(i), nil, nil) {
 			t.Fatal("dropped with an empty queue")
@@ -70,10 +72,10 @@ func TestEveryTickCommitsWhatWasHandedOver(t *testing.T) {
 	for i := 5; i < 12; i++ {
 		h.Log(rec(i), nil, nil)
 	}
-	h.root.Send(h.pid, tick{})
+	clk.Advance(time.Hour)
 	until(t, "the rest committed by the tick", func() bool { return h.Health().Written == 12 })
 	h.Log(rec(12), nil, nil) // one record alone
-	h.root.Send(h.pid, tick{})
+	clk.Advance(time.Hour)
 	until(t, "a single record committed by the next tick", func() bool { return h.Health().Written == 13 })
 	if n := count(t, d); n != 13 || h.Health().Queued != 0 {
 		t.Fatalf("%d rows, health %+v", n, h.Health())
@@ -268,10 +270,13 @@ func TestStopFlushesAndRetentionDeletes(t *testing.T) {
 	if err := d.InsertRequests(context.Background(), []store.Record{*old}); err != nil {
 		t.Fatal(err)
 	}
-	h, err := Spawn(system(t), Options{Store: d, Clock: clock.NewFake(t0), BatchSize: 100, Tick: 2 * time.Millisecond, Retention: 24 * time.Hour})
+	clk := clock.NewFake(t0)
+	h, err := Spawn(system(t), Options{Store: d, Clock: clk, BatchSize: 100, Tick: 2 * time.Millisecond, Retention: 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
+	until(t, "the tick armed", func() bool { return clk.Pending() == 1 })
+	clk.Advance(2 * time.Millisecond)
 	until(t, "retention applied", func() bool { return h.Health().Deleted == 1 })
 	h.Log(rec(2), nil, nil)
 	h.Stop()

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -146,76 +145,24 @@ func waitLog(t *testing.T, h *Handle, s string) string {
 	return ""
 }
 
-// fakeTimers is a Timers driven by Advance, sharing a fake clock with the
-// supervisor so that backoff, deadlines and crash windows move together.
+// fakeTimers is the supervisors' clock in these tests: a clock.Fake,
+// so that backoff, deadlines and crash windows move together, that also
+// records every delay asked of it.
 type fakeTimers struct {
-	mu     sync.Mutex
-	clk    *clock.Fake
-	timers []*fakeTimer
-	asked  []time.Duration
-}
-
-type fakeTimer struct {
-	at      time.Time
-	f       func()
-	stopped bool
+	*clock.Fake
+	mu    sync.Mutex
+	asked []time.Duration
 }
 
 func newFakeTimers() *fakeTimers {
-	return &fakeTimers{clk: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
+	return &fakeTimers{Fake: clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))}
 }
 
-func (ft *fakeTimers) AfterFunc(d time.Duration, f func()) func() bool {
+func (ft *fakeTimers) AfterFunc(d time.Duration, f func()) clock.Timer {
 	ft.mu.Lock()
-	defer ft.mu.Unlock()
-	t := &fakeTimer{at: ft.clk.Now().Add(d), f: f}
-	ft.timers = append(ft.timers, t)
 	ft.asked = append(ft.asked, d)
-	return func() bool {
-		ft.mu.Lock()
-		defer ft.mu.Unlock()
-		was := !t.stopped
-		t.stopped = true
-		return was
-	}
-}
-
-// Advance moves the clock by d and fires the timers that came due, in
-// order.
-func (ft *fakeTimers) Advance(d time.Duration) {
-	ft.mu.Lock()
-	now := ft.clk.Advance(d)
-	var due []*fakeTimer
-	keep := ft.timers[:0]
-	for _, t := range ft.timers {
-		switch {
-		case t.stopped:
-		case !t.at.After(now):
-			t.stopped = true
-			due = append(due, t)
-		default:
-			keep = append(keep, t)
-		}
-	}
-	ft.timers = keep
 	ft.mu.Unlock()
-	sort.SliceStable(due, func(i, j int) bool { return due[i].at.Before(due[j].at) })
-	for _, t := range due {
-		t.f()
-	}
-}
-
-// pending counts the timers neither fired nor cancelled.
-func (ft *fakeTimers) pending() int {
-	ft.mu.Lock()
-	defer ft.mu.Unlock()
-	n := 0
-	for _, t := range ft.timers {
-		if !t.stopped {
-			n++
-		}
-	}
-	return n
+	return ft.Fake.AfterFunc(d, f)
 }
 
 // askedFor returns nil when the delays in ms were asked of the timers in
@@ -240,19 +187,11 @@ func (ft *fakeTimers) askedFor(ms []int64) []time.Duration {
 // Timers further off (a start deadline, the next health interval) are left
 // alone.
 func (ft *fakeTimers) advanceNext(limit time.Duration) bool {
-	ft.mu.Lock()
-	now := ft.clk.Now()
-	var next *fakeTimer
-	for _, t := range ft.timers {
-		if !t.stopped && (next == nil || t.at.Before(next.at)) {
-			next = t
-		}
-	}
-	ft.mu.Unlock()
-	if next == nil || next.at.Sub(now) > limit {
+	in, ok := ft.Next()
+	if !ok || in > limit {
 		return false
 	}
-	ft.Advance(max(next.at.Sub(now), 0))
+	ft.Advance(max(in, 0))
 	return true
 }
 

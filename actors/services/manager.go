@@ -15,8 +15,8 @@
 // then SIGKILLs the group, so grandchildren never survive. A crash is
 // restarted with capped exponential backoff and jitter, reset after a
 // stable run; too many crashes in a window stop the restarts (GaveUp)
-// until an explicit start. Every delay comes from the injected Timers and
-// clock, so tests drive them.
+// until an explicit start. Every delay is a timer of the injected clock,
+// so tests drive them with a fake one.
 package services
 
 import (
@@ -42,9 +42,10 @@ import (
 type Options struct {
 	// DataDir holds the state file (required).
 	DataDir string
-	Clock   clock.Clock  // nil = wall clock
-	Timers  Timers       // nil = RealTimers
-	Logger  *slog.Logger // nil = discard
+	// Clock gives the time and every timer (health interval, start
+	// deadline, backoff, stop grace); nil = the wall clock.
+	Clock  clock.Clock
+	Logger *slog.Logger // nil = discard
 	// Rand returns a float in [0,1) for backoff jitter (nil = math/rand).
 	Rand func() float64
 	// Redact cleans each line of a child's output before it is kept and
@@ -56,7 +57,6 @@ type Options struct {
 type Manager struct {
 	root    *actor.RootContext
 	clk     clock.Clock
-	timers  Timers
 	log     *slog.Logger
 	rand    func() float64
 	redact  func(string) string
@@ -129,9 +129,6 @@ func Start(system *actor.ActorSystem, specs []Spec, o Options) (*Manager, error)
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
-	if o.Timers == nil {
-		o.Timers = RealTimers{}
-	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -146,7 +143,7 @@ func Start(system *actor.ActorSystem, specs []Spec, o Options) (*Manager, error)
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{root: system.Root, clk: o.Clock, timers: o.Timers, log: o.Logger, rand: o.Rand, redact: o.Redact, store: store,
+	m := &Manager{root: system.Root, clk: o.Clock, log: o.Logger, rand: o.Rand, redact: o.Redact, store: store,
 		hc:  &http.Client{Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}},
 		ctx: ctx, cancel: cancel, byName: map[string]*Handle{}}
 	if len(specs) > 0 {

@@ -4,10 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/svctest"
 	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/messages"
 )
 
 // TestRestartAfterPanic is finding 8 for the service supervisor: a panic
@@ -25,7 +25,7 @@ func TestRestartAfterPanic(t *testing.T) {
 		t.Fatalf("start: %v %+v", err, st)
 	}
 	first := *st.PID
-	e.m.root.Send(h.pid, supervise.Crash{Reason: "test"})
+	e.m.root.Send(h.pid, messages.Crash{Reason: "test"})
 	watch.WaitRestarts(t, 1)
 	st = waitStatus(t, h, "the service running again under the fresh supervisor", func(s Status) bool {
 		return s.State == Running && s.PID != nil && *s.PID != first

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/omniroute/gateway/internal/backoff"
 	"github.com/omniroute/gateway/internal/config"
 )
 
@@ -49,6 +50,13 @@ type RestartPolicy struct {
 	StableAfter time.Duration
 	MaxCrashes  int
 	Window      time.Duration
+}
+
+// backoff is Initial·2^(n-1) for the n-th consecutive crash, capped at
+// Max, with up to 25 % taken off so that services that crashed together
+// do not restart in lock step (and the cap is never exceeded).
+func (rp RestartPolicy) backoff() backoff.Policy {
+	return backoff.Policy{Base: rp.Initial, Max: rp.Max, Factor: 2, Jitter: backoff.Below(0.25)}
 }
 
 // Defaults, from the reference (health, stop, logs) and from the

@@ -10,10 +10,11 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/omniroute/gateway/actors/supervise"
+	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/ringbuf"
 	"github.com/omniroute/gateway/internal/sanitize"
+	"github.com/omniroute/gateway/messages"
 )
 
 // Errors a command can end with.
@@ -134,12 +135,12 @@ type supervisor struct {
 	afterStop    []chan result
 	pendingStart bool
 
-	tHealth, tDeadline, tRestart, tGrace, tPoll func() bool
+	tHealth, tDeadline, tRestart, tGrace, tPoll clock.Timer
 }
 
 func (s *supervisor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
 		s.self = ctx.Self()
@@ -181,21 +182,22 @@ func (s *supervisor) Receive(ctx actor.Context) {
 	}
 }
 
-// after schedules msg to this actor after d.
-func (s *supervisor) after(d time.Duration, msg any) func() bool {
+// after schedules msg to this actor after d on the injected clock. The
+// timer only sends: its goroutine never touches the supervisor.
+func (s *supervisor) after(d time.Duration, msg any) clock.Timer {
 	root, pid := s.m.root, s.self
-	return s.m.timers.AfterFunc(d, func() { root.Send(pid, msg) })
+	return s.m.clk.AfterFunc(d, func() { root.Send(pid, msg) })
 }
 
-func cancelTimer(t *func() bool) {
+func cancelTimer(t *clock.Timer) {
 	if *t != nil {
-		(*t)()
+		(*t).Stop()
 		*t = nil
 	}
 }
 
 func (s *supervisor) stopTimers() {
-	for _, t := range []*func() bool{&s.tHealth, &s.tDeadline, &s.tRestart, &s.tGrace, &s.tPoll} {
+	for _, t := range []*clock.Timer{&s.tHealth, &s.tDeadline, &s.tRestart, &s.tGrace, &s.tPoll} {
 		cancelTimer(t)
 	}
 }
@@ -690,18 +692,10 @@ func (s *supervisor) crash(reason string, ran time.Duration) {
 	s.replyAll(&s.startWaiters, nil)
 }
 
-// backoffFor is Initial·2^(n-1) capped at Max, with up to 25% jitter
-// taken off so that services that crashed together do not restart in
-// lock step (and the cap is never exceeded).
+// backoffFor is the delay before the restart after the n-th consecutive
+// crash (RestartPolicy.backoff).
 func (s *supervisor) backoffFor(n int) time.Duration {
-	rp := s.spec.Restart
-	d := rp.Initial
-	for i := 1; i < n && d < rp.Max; i++ {
-		d *= 2
-	}
-	d = min(d, rp.Max)
-	j := s.m.rand()
-	return d - time.Duration(float64(d)*0.25*j)
+	return s.spec.Restart.backoff().Delay(n, s.m.rand())
 }
 
 func (s *supervisor) onRestartDue(m restartDue) {

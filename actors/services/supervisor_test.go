@@ -66,7 +66,7 @@ func TestCrashLoopBacksOffThenGivesUp(t *testing.T) {
 	e := newEnv(t, map[string]config.ServiceConfig{"crashy": svc(svctest.Crash, func(c *config.ServiceConfig) {
 		c.HealthIntervalMs = 10_000
 		c.Restart = config.RestartConfig{InitialBackoffMs: 100, MaxBackoffMs: 400, MaxCrashes: 4, CrashWindowMs: 60_000}
-	})}, Options{Clock: ft.clk, Timers: ft, Rand: func() float64 { return 0 }})
+	})}, Options{Clock: ft, Rand: func() float64 { return 0 }})
 	h := e.get("crashy")
 	st, err := h.Start(ctx10(t))
 	if err != nil || st.State != Error || st.LastError == nil || *st.LastError != "Fast crash (exited with code 3)" {
@@ -99,7 +99,7 @@ func TestCrashLoopBacksOffThenGivesUp(t *testing.T) {
 		t.Fatalf("backoffs %v were not all asked of the timers (asked %v)", backoffs, asked)
 	}
 	// No restart is pending any more, however long we wait.
-	if n := ft.pending(); n != 0 {
+	if n := ft.Pending(); n != 0 {
 		t.Fatalf("%d timers still pending after giving up", n)
 	}
 	ft.Advance(time.Hour)
@@ -150,7 +150,7 @@ func TestStableRunResetsBackoff(t *testing.T) {
 		// would count a crash the test did not cause.
 		c.StartTimeoutMs = 3_600_000
 		c.Restart = config.RestartConfig{InitialBackoffMs: 100, MaxBackoffMs: 10_000, StableAfterMs: 60_000, MaxCrashes: 10, CrashWindowMs: 600_000}
-	})}, Options{Clock: ft.clk, Timers: ft, Rand: func() float64 { return 0 }})
+	})}, Options{Clock: ft, Rand: func() float64 { return 0 }})
 	h := e.get("api")
 	h.m.root.Send(h.pid, startCmd{explicit: true})
 	running := func(s Status) bool { return s.State == Running && s.Health == Healthy }
@@ -177,7 +177,7 @@ func TestStableRunResetsBackoff(t *testing.T) {
 	// member of the child's group and reports a stranger, and that verdict,
 	// not the kill, would become the crash's reason.
 	ft.Advance(61 * time.Second)
-	checked := ft.clk.Now()
+	checked := ft.Now()
 	st = kill(waitStatus(t, h, "the stable run's health check answered", func(s Status) bool {
 		return running(s) && s.LastHealthAt != nil && !s.LastHealthAt.Before(checked)
 	}))

@@ -17,14 +17,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// Crash makes the actor that receives it panic inside Receive. Tests send
-// it (every actor handles it first in its message switch) to check that
-// the actor restarts cleanly; nothing in the gateway sends it.
-type Crash struct{ Reason string }
-
-// Panic panics with c (called from an actor's Receive).
-func (c Crash) Panic() { panic("supervise.Crash: " + c.Reason) }
-
 // Restart returns a strategy that always restarts a failed actor from a
 // fresh object, for actors the gateway cannot work without: stopping one
 // would leave its handle pointing at a dead actor, and every caller

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/messages"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
@@ -25,7 +26,7 @@ func (c *crashy) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		c.incarnation = c.starts.Add(1)
-	case Crash:
+	case messages.Crash:
 		m.Panic()
 	case string:
 		c.served <- c.incarnation
@@ -48,7 +49,7 @@ func TestRestartBuildsAFreshObjectAndBacksOff(t *testing.T) {
 	var gaps []time.Duration
 	for i := 1; i <= 5; i++ {
 		began := time.Now()
-		sys.Root.Send(pid, Crash{Reason: "boom"})
+		sys.Root.Send(pid, messages.Crash{Reason: "boom"})
 		sys.Root.Send(pid, "work")
 		if got := <-served; got != int32(i+1) {
 			t.Fatalf("after failure %d the message was served by incarnation %d, want a fresh one (%d)", i, got, i+1)
@@ -60,7 +61,7 @@ func TestRestartBuildsAFreshObjectAndBacksOff(t *testing.T) {
 		t.Fatalf("restarts were not spaced out after the burst: %v", gaps)
 	}
 	if out := logs.String(); strings.Count(out, "level=ERROR msg=\"actor failed; restarting it from a fresh object\" actor=test-actor") != 5 ||
-		!strings.Contains(out, "supervise.Crash: boom") {
+		!strings.Contains(out, "messages.Crash: boom") {
 		t.Fatalf("failures not logged:\n%s", out)
 	}
 }

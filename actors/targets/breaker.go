@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/omniroute/gateway/internal/backoff"
 	"github.com/omniroute/gateway/internal/failure"
 	"github.com/omniroute/gateway/messages"
 )
@@ -109,29 +110,25 @@ type breaker struct {
 // 10 s storm the next probe comes 1–4 s after the provider recovered.
 const BackoffFactor = 1.5
 
-// Backoff returns the cooldown for the n-th consecutive incident without
-// a provider hint, before jitter: base × 1.5^(n-1), capped.
-func Backoff(n int, base, maxD time.Duration) time.Duration {
-	if n < 1 {
-		n = 1
+// backoff is the cooldown schedule of incidents without a provider hint:
+// BackoffBase × 1.5^(n-1) for the n-th, capped at BackoffMax, then ±Jitter.
+func (o *Options) backoff() backoff.Policy {
+	p := backoff.Policy{Base: o.BackoffBase, Max: o.BackoffMax, Factor: BackoffFactor}
+	if o.Jitter > 0 {
+		p.Jitter = backoff.Around(o.Jitter)
 	}
-	if n > 60 {
-		return maxD
-	}
-	d := time.Duration(float64(base) * math.Pow(BackoffFactor, float64(n-1)))
-	if d > maxD || d <= 0 {
-		return maxD
-	}
-	return d
+	return p
 }
 
-func (o *Options) jittered(d time.Duration) time.Duration {
-	if o.Jitter == 0 {
-		return d
-	}
-	f := 1 + o.Jitter*(2*o.Rand()-1)
-	return time.Duration(float64(d) * f)
+// hardBackoff is the cooldown schedule of quota, billing and credential
+// failures: HardCooldown doubled per consecutive one, up to
+// HardCooldownMax, without jitter (a human acts on it, not a herd).
+func (o *Options) hardBackoff() backoff.Policy {
+	return backoff.Policy{Base: o.HardCooldown, Max: o.HardCooldownMax, Factor: 2}
 }
+
+// cooldown is the jittered backoff for the n-th consecutive incident.
+func (o *Options) cooldown(n int) time.Duration { return o.backoff().Delay(n, o.Rand()) }
 
 // hint is the latest recovery the provider announced for m at now: its
 // Retry-After header, a body retry hint, or the reset of an exhausted
@@ -168,7 +165,7 @@ func (b *breaker) failed(m *messages.AttemptFinished, o Options, now time.Time) 
 		b.incidents++
 		b.incidentAt = now
 		b.open = true
-		b.extend(now.Add(o.jittered(Backoff(b.incidents, o.BackoffBase, o.BackoffMax))), "stream_cuts")
+		b.extend(now.Add(o.cooldown(b.incidents)), "stream_cuts")
 		return
 	}
 	reason := m.Reason
@@ -190,13 +187,9 @@ func (b *breaker) failed(m *messages.AttemptFinished, o Options, now time.Time) 
 		if !same {
 			b.hardStreak++
 		}
-		d := o.HardCooldown
-		for i := 1; i < b.hardStreak && d < o.HardCooldownMax; i++ {
-			d *= 2
-		}
-		until = later(until, now.Add(min(d, o.HardCooldownMax)))
+		until = later(until, now.Add(o.hardBackoff().Capped(b.hardStreak)))
 	} else if until.IsZero() && !same {
-		until = now.Add(o.jittered(Backoff(b.incidents, o.BackoffBase, o.BackoffMax)))
+		until = now.Add(o.cooldown(b.incidents))
 	}
 	if !until.IsZero() {
 		b.extend(until, reason)

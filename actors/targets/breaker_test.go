@@ -16,8 +16,10 @@ func TestBackoff(t *testing.T) {
 	}{{0, time.Second}, {1, time.Second}, {2, 1500 * time.Millisecond}, {3, 2250 * time.Millisecond}, {4, 3375 * time.Millisecond},
 		{10, 30 * time.Second}, {100, 30 * time.Second}}
 	for _, c := range cases {
-		if got := Backoff(c.n, time.Second, 30*time.Second); got != c.want {
-			t.Errorf("Backoff(%d) = %v, want %v", c.n, got, c.want)
+		o := Options{}
+		o.defaults()
+		if got := o.backoff().Capped(c.n); got != c.want {
+			t.Errorf("backoff after incident %d = %v, want %v", c.n, got, c.want)
 		}
 	}
 }

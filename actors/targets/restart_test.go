@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/messages"
@@ -38,7 +37,7 @@ func TestRestartAfterPanic(t *testing.T) {
 	poison.Store(true)
 	h.Report(&messages.AttemptFinished{Target: 0, Class: messages.RateLimit, Status: 429, Quota: obs, At: clk.Now()})
 	watch.WaitRestarts(t, 1)
-	h.root.Send(h.pid, supervise.Crash{Reason: "test"})
+	h.root.Send(h.pid, messages.Crash{Reason: "test"})
 	watch.WaitRestarts(t, 2)
 
 	if s := h.Snapshot(); s.Targets[1].ConsecutiveFailures != 1 || s.Targets[1].CooldownUntil == nil || s.Targets[1].Attempts != 1 {

@@ -28,7 +28,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/growable"
 	"github.com/omniroute/gateway/internal/repeat"
@@ -201,13 +200,21 @@ func (h *Handle) Len() int { return len(*h.names.Load()) }
 // Snapshot returns the latest published view.
 func (h *Handle) Snapshot() *Snapshot { return h.snap.Load() }
 
+// peerCooldown tells the actor that another node of the cluster opened a
+// target's circuit: it cools until until, for reason.
+type peerCooldown struct {
+	target int
+	until  time.Time
+	reason string
+}
+
 // PeerCooldown applies a cooldown another node of the cluster saw
 // (fire-and-forget).
 func (h *Handle) PeerCooldown(target int, until time.Time, reason string) {
 	if h.stopped.Load() {
 		return
 	}
-	h.root.Send(h.pid, &messages.PeerCooldown{Target: target, Until: until, Reason: reason})
+	h.root.Send(h.pid, &peerCooldown{target: target, until: until, reason: reason})
 }
 
 // Stop stops the actor and waits for it. Reports after Stop are dropped
@@ -295,11 +302,12 @@ func SpawnWith(system *actor.ActorSystem, names []string, clk clock.Clock, o Opt
 
 func (a *targetsActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case supervise.Crash:
+	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
 		a.h.flushPending.Store(false) // a flush the failed incarnation scheduled is gone
-		a.cancel = repeat.Send(ctx.ActorSystem().Root, PublishInterval, PublishInterval, ctx.Self(), tick{})
+		// Wall-clock ticks: this actor's tests fake Now only.
+		a.cancel = repeat.Send(clock.Real{}, ctx.ActorSystem().Root, PublishInterval, PublishInterval, ctx.Self(), tick{})
 	case *actor.Restarting:
 		// Only the timers: the fresh actor drains the accumulators (the
 		// panic may have come from draining them).
@@ -310,8 +318,8 @@ func (a *targetsActor) Receive(ctx actor.Context) {
 	case *messages.AttemptFinished:
 		a.drain() // earlier fast-path successes first, to keep the order
 		a.observe(m)
-	case *messages.PeerCooldown:
-		if m.Target >= 0 && m.Target < len(a.st) && a.st[m.Target].peer(m.Until, m.Reason) {
+	case *peerCooldown:
+		if m.target >= 0 && m.target < len(a.st) && a.st[m.target].peer(m.until, m.reason) {
 			a.publish() // routing must see it now
 		}
 	case flushSoon:

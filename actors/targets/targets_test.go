@@ -8,7 +8,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
 
-	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/messages"
@@ -131,7 +130,7 @@ func TestAddRegistersTargets(t *testing.T) {
 	if !h.TryProbe(2, clk.Now()) || h.TryProbe(2, clk.Now()) {
 		t.Fatal("the added target's single probe was not claimable exactly once")
 	}
-	sys.Root.Send(h.pid, supervise.Crash{})
+	sys.Root.Send(h.pid, messages.Crash{})
 	h.Report(&messages.AttemptFinished{Target: 1, Class: messages.Capacity, Status: 503, At: clk.Now()})
 	s = waitSnap(t, h, func(s *Snapshot) bool { return s.Targets[1].Attempts == 1 })
 	if len(s.Targets) != 3 || s.Targets[2].Target != "q/b/n" || s.Targets[2].Attempts != 1 {

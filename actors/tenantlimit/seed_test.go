@@ -87,7 +87,7 @@ func snapshotOf(names ...string) *keys.Snapshot {
 // waits on the barrier a management operation waits on.
 func publish(t *testing.T, h *Handle, s *keys.Snapshot) {
 	t.Helper()
-	h.root.Send(h.PID(), s)
+	h.root.Send(h.PID(), &messages.Published[*keys.Snapshot]{Snapshot: s})
 	if _, err := h.root.RequestFuture(h.PID(), &messages.Sync{}, 10*time.Second).Result(); err != nil {
 		t.Fatalf("the limiter did not answer the barrier: %v", err)
 	}

@@ -3,8 +3,8 @@
 //
 // The request path never waits for the actor: Reserve looks the tenant up
 // in a table the actor publishes (one atomic load and a map read) and
-// reserves all of the request's counters in one compare-and-swap on the
-// tenant's state (internal/tenantlimit); Settle adjusts them the same way.
+// reserves all of the request's counters in one step under the tenant's
+// own lock (internal/tenantlimit); Settle adjusts them the same way.
 // Neither sends a message. The actor is the only writer of the table: it
 // applies tenant sets (config-file tenants and keys from the store, each
 // with its policy), keeps a tenant's counters across policy changes, seeds
@@ -161,7 +161,7 @@ func (h *Handle) Stop() { _ = h.root.PoisonFuture(h.pid).Wait() }
 
 // PID is the actor's address, for the composition root to subscribe it to
 // the keys actor (actors/keys Handle.Subscribe): it takes every published
-// *internal/keys.Snapshot as its tenant set, and answers *messages.Sync.
+// *messages.Published[*internal/keys.Snapshot] as its tenant set, and answers *messages.Sync.
 func (h *Handle) PID() *actor.PID { return h.pid }
 
 // Reserve checks and reserves req against tenant id's limits at now. A
@@ -224,7 +224,8 @@ func (h *Handle) apply(specs []TenantSpec, readLater bool) {
 		lim := tenantlimit.LimitsOf(&s.Policy)
 		// A tenant that stays (renamed or with a new policy) keeps its
 		// entry, so its counters and the reservations pointing at them
-		// carry on. name is read only by the actor.
+		// carry on (its rate windows keep what they counted under the new
+		// limits). name is read only by the actor.
 		e := old[s.ID]
 		if e == nil {
 			e = &entry{id: s.ID}
@@ -233,8 +234,6 @@ func (h *Handle) apply(specs []TenantSpec, readLater bool) {
 			} else {
 				e.state.Seed(now, s.DaySpent, s.MonthSpent)
 			}
-		} else if prev := e.limits.Load(); prev != nil {
-			e.state.Rescale(now, prev, &lim)
 		}
 		e.name = s.Name
 		e.limits.Store(&lim)
@@ -257,7 +256,8 @@ type limiterActor struct {
 func (a *limiterActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.stop = repeat.Send(ctx.ActorSystem().Root, a.interval, a.interval, ctx.Self(), tick{})
+		// Wall-clock ticks: this actor's tests fake Now only.
+		a.stop = repeat.Send(clock.Real{}, ctx.ActorSystem().Root, a.interval, a.interval, ctx.Self(), tick{})
 		a.startRead(ctx) // a restarted actor: tenants still waiting for theirs
 	case *actor.Stopping, *actor.Restarting:
 		if a.stop != nil {
@@ -267,8 +267,8 @@ func (a *limiterActor) Receive(ctx actor.Context) {
 	case *setTenants:
 		a.h.apply(m.specs, false)
 		a.h.publish()
-	case *keys.Snapshot:
-		a.h.apply(SpecsOf(m), true)
+	case *messages.Published[*keys.Snapshot]:
+		a.h.apply(SpecsOf(m.Snapshot), true)
 		a.h.publish()
 		a.startRead(ctx)
 	case *spendRead:
@@ -359,9 +359,12 @@ type TenantView struct {
 	Name     string               `json:"name"`
 	Policy   *tenantpolicy.Policy `json:"policy"`
 	InFlight int64                `json:"inFlight"`
-	// Requests and Tokens are the per-minute buckets (nil when unlimited).
-	Requests *BucketView `json:"requests,omitempty"`
-	Tokens   *BucketView `json:"tokens,omitempty"`
+	// Requests and Tokens are the tightest request and token windows, as
+	// the rate-limit headers show them (nil when unlimited); Windows are
+	// all of them.
+	Requests *BucketView  `json:"requests,omitempty"`
+	Tokens   *BucketView  `json:"tokens,omitempty"`
+	Windows  []WindowView `json:"windows"`
 	// Spend in US dollars: settled and held by requests in flight.
 	DaySpentUSD   float64           `json:"daySpentUsd"`
 	DayHeldUSD    float64           `json:"dayHeldUsd"`
@@ -374,11 +377,20 @@ type TenantView struct {
 	Refused       map[string]uint64 `json:"refused"`
 }
 
-// BucketView is a per-minute bucket.
+// BucketView is a rolling window: its limit, what is left, and how long
+// until everything it counted has left it.
 type BucketView struct {
-	Limit     int64 `json:"limit"`
-	Remaining int64 `json:"remaining"`
-	ResetMs   int64 `json:"resetMs"`
+	Period    string `json:"period"`
+	Limit     int64  `json:"limit"`
+	Remaining int64  `json:"remaining"`
+	ResetMs   int64  `json:"resetMs"`
+}
+
+// WindowView is one rate window with what it counts now.
+type WindowView struct {
+	Dimension string `json:"dimension"`
+	Used      int64  `json:"used"`
+	BucketView
 }
 
 // Snapshot is the limiter's published view, tenants sorted by name.
@@ -401,7 +413,7 @@ func bucketView(b tenantlimit.Bucket) *BucketView {
 	if b.Limit == 0 {
 		return nil
 	}
-	return &BucketView{Limit: b.Limit, Remaining: b.Remaining, ResetMs: b.Reset.Milliseconds()}
+	return &BucketView{Period: b.Period.String(), Limit: b.Limit, Remaining: b.Remaining, ResetMs: b.Reset.Milliseconds()}
 }
 
 func (h *Handle) publish() {
@@ -416,7 +428,10 @@ func (h *Handle) publish() {
 			DaySpentUSD: pricing.USD(v.DaySpent), DayHeldUSD: pricing.USD(v.DayHeld),
 			MonthSpentUSD: pricing.USD(v.MonthSpent), MonthHeldUSD: pricing.USD(v.MonthHeld),
 			Admitted: v.Admitted, Settled: v.Settled, SettledTokens: v.SettledTokens, SettledUSD: pricing.USD(v.SettledCostNano),
-			Refused: map[string]uint64{}}
+			Refused: map[string]uint64{}, Windows: make([]WindowView, 0, len(v.Windows))}
+		for _, w := range v.Windows {
+			tv.Windows = append(tv.Windows, WindowView{Dimension: w.Dim.String(), Used: w.Used, BucketView: *bucketView(w.Bucket)})
+		}
 		for _, k := range tenantlimit.Kinds() {
 			tv.Refused[k.String()] = v.Refused[k]
 		}

@@ -468,10 +468,8 @@ func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}
 
 	t.Run("provider budget", func(t *testing.T) {
-		// The budget is per epoch-aligned minute: start well inside one.
-		if left := time.Minute - time.Duration(time.Now().UnixNano()%int64(time.Minute)); left < 15*time.Second {
-			time.Sleep(left + 100*time.Millisecond)
-		}
+		// The budget is a rolling minute: whatever the run spends inside
+		// one minute is bounded, wherever the minute starts.
 		start := time.Now()
 		var spent, offered, ok atomic.Int64
 		var failed atomic.Int64
@@ -498,8 +496,8 @@ func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
 			}
 		}
 		wg.Wait()
-		if WindowOf(start) != WindowOf(time.Now()) {
-			t.Fatalf("the run crossed a minute boundary (%s to %s): the bound is per window", start, time.Now())
+		if took := time.Since(start); took >= time.Minute {
+			t.Fatalf("the run took %s: the bound is per rolling minute", took)
 		}
 		st := mock.Stats().Models["m-budget"]
 		t.Logf("offered %d tokens, %d answers, %d tokens spent at the mock (bound %d), mock completed %d", offered.Load(), ok.Load(), spent.Load(), budget+nodes*chunk, st.Completed)
@@ -815,6 +813,3 @@ func ownerOf(t *testing.T, ns []*node, identity string) int {
 	t.Fatalf("no node has the address %q that hosts grain %s", addr, identity)
 	return -1
 }
-
-// WindowOf is the budget window (epoch-aligned minute) holding t.
-func WindowOf(t time.Time) int64 { return t.UnixNano() / int64(time.Minute) }

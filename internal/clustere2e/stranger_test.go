@@ -3,7 +3,6 @@ package clustere2e
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -27,6 +26,8 @@ import (
 
 	"github.com/omniroute/gateway/actors/credit"
 	icluster "github.com/omniroute/gateway/internal/cluster"
+	"github.com/omniroute/gateway/internal/clusterwire"
+	"github.com/omniroute/gateway/messages"
 )
 
 // A stranger is a protoactor remote of its own in a child process (this
@@ -64,12 +65,23 @@ type strangerCmd struct {
 	// grain at PID (its id at Member).
 	Identity string `json:"identity,omitempty"`
 	PID      string `json:"pid,omitempty"`
-	// credit: one request, in actors/credit's wire layout.
-	CreditOp uint8  `json:"creditOp,omitempty"`
-	Node     string `json:"node,omitempty"`
-	Window   uint64 `json:"window,omitempty"`
-	Amount   int64  `json:"amount,omitempty"`
-	Limit    int64  `json:"limit,omitempty"`
+	// credit: one messages.CreditRequest (no limit: a grain reads its
+	// budget from its own node's configuration).
+	CreditOp uint8          `json:"creditOp,omitempty"`
+	Node     string         `json:"node,omitempty"`
+	Window   uint64         `json:"window,omitempty"`
+	Amount   int64          `json:"amount,omitempty"`
+	Need     int64          `json:"need,omitempty"`
+	Backs    []strangerBack `json:"backs,omitempty"`
+	// hold: the slots to take and keep.
+	Cap int64 `json:"cap,omitempty"`
+}
+
+// strangerBack is rolling credit given back: N units of the grant the
+// grain stamped At (Unix ns).
+type strangerBack struct {
+	At int64 `json:"at"`
+	N  int64 `json:"n"`
 }
 
 // strangerOut is its answer to one command.
@@ -77,8 +89,11 @@ type strangerOut struct {
 	Answered bool   `json:"answered"`
 	Err      string `json:"err,omitempty"`
 	PID      string `json:"pid,omitempty"`
-	Granted  int64  `json:"granted"`
-	Left     int64  `json:"left"`
+	// credit: the grain's reply.
+	Granted int64 `json:"granted"`
+	Left    int64 `json:"left"`
+	At      int64 `json:"at"`
+	Refused bool  `json:"refused"`
 	// hold and held: slots the stranger holds of the grain it holds from.
 	Held int64 `json:"held"`
 	// all: each command's answer, in order.
@@ -88,42 +103,47 @@ type strangerOut struct {
 	Address string `json:"address,omitempty"`
 }
 
-// The credit grain's ops (actors/credit/wire.go).
+// The credit grain's ops.
 const (
-	creditAcquire uint8 = 1
-	creditRelease uint8 = 2
-	creditRenew   uint8 = 3
+	creditAcquire = uint8(messages.CreditAcquire)
+	creditRelease = uint8(messages.CreditRelease)
+	creditRenew   = uint8(messages.CreditRenew)
 )
 
-// encodeCredit is a credit grain request in actors/credit's wire layout
-// (wire.go: op, node, window, amount, limit as varints). It is written
-// out here because the stranger is not the credit package; the control
-// phase of TestStrangerOnTheRemotePort fails if it ever stops matching.
-func encodeCredit(op uint8, node string, window uint64, amount, limit int64) *wrapperspb.BytesValue {
-	b := []byte{op}
-	b = binary.AppendUvarint(b, uint64(len(node)))
-	b = append(b, node...)
-	b = binary.AppendUvarint(b, window)
-	b = binary.AppendVarint(b, amount)
-	b = binary.AppendVarint(b, limit)
-	return wrapperspb.Bytes(b)
+// encodeCredit is a credit grain request on the cluster's one wire, as a
+// member sends it: the stranger speaks the protocol exactly, so that only
+// the gate can keep it out (the control phase of
+// TestStrangerOnTheRemotePort shows a member would act on it).
+func encodeCredit(c *strangerCmd) *wrapperspb.BytesValue {
+	r := &messages.CreditRequest{Op: messages.CreditOp(c.CreditOp), Node: c.Node, Window: c.Window, Amount: c.Amount, Need: c.Need}
+	for _, k := range c.Backs {
+		r.Backs = append(r.Backs, messages.CreditBack{At: k.At, N: k.N})
+	}
+	return mustWrap(r)
 }
 
-// decodeCredit reads a grain's reply: flags, granted, left.
-func decodeCredit(b []byte) (granted, left int64, err error) {
-	if len(b) < 1 {
-		return 0, 0, fmt.Errorf("an empty reply")
+// mustWrap encodes a message the stranger builds; the commands are the
+// test's own, so an invalid one is the test's bug.
+func mustWrap(m messages.ClusterMessage) *wrapperspb.BytesValue {
+	v, err := clusterwire.Wrap(m)
+	if err != nil {
+		panic(err)
 	}
-	b = b[1:]
-	g, k := binary.Varint(b)
-	if k <= 0 {
-		return 0, 0, fmt.Errorf("a malformed reply")
+	return v
+}
+
+// decodeCredit reads a grain's reply into o.
+func decodeCredit(v any, o *strangerOut) error {
+	m, err := clusterwire.Unwrap(v)
+	if err != nil {
+		return err
 	}
-	l, k2 := binary.Varint(b[k:])
-	if k2 <= 0 {
-		return 0, 0, fmt.Errorf("a malformed reply")
+	r, ok := m.(*messages.CreditReply)
+	if !ok {
+		return fmt.Errorf("the grain answered a %s", m.ClusterKind())
 	}
-	return g, l, nil
+	o.Refused, o.Granted, o.Left, o.At = r.Refused, r.Granted, r.Left, r.At
+	return nil
 }
 
 // runStranger is the stranger process: it returns the exit code.
@@ -169,11 +189,10 @@ func runStranger() int {
 			wg.Wait()
 			return strangerOut{All: outs}
 		case "cooldown":
-			b, _ := json.Marshal(map[string]any{"target": c.Target, "until": c.UntilMs, "reason": "stranger", "from": "stranger"})
-			system.Root.Send(actor.NewPID(c.Member, "omniroute-cooldowns"), &wrapperspb.BytesValue{Value: b})
+			system.Root.Send(actor.NewPID(c.Member, "omniroute-cooldowns"),
+				mustWrap(&messages.SharedCooldown{Target: c.Target, Until: c.UntilMs, Reason: "stranger", From: "stranger"}))
 		case "quota":
-			b, _ := json.Marshal(map[string]any{"conn": c.Conn, "from": "stranger", "headers": []any{}})
-			system.Root.Send(actor.NewPID(c.Member, "omniroute-quota"), &wrapperspb.BytesValue{Value: b})
+			system.Root.Send(actor.NewPID(c.Member, "omniroute-quota"), mustWrap(&messages.SharedQuotaHeaders{Conn: c.Conn, From: "stranger"}))
 		case "poison":
 			system.Root.Poison(actor.NewPID(c.Member, c.Actor))
 		case "listprocesses":
@@ -202,17 +221,12 @@ func runStranger() int {
 			}
 			return strangerOut{Answered: true, PID: a.Pid.Id}
 		case "credit":
-			v, err := ask(actor.NewPID(c.Member, c.PID), encodeCredit(c.CreditOp, c.Node, c.Window, c.Amount, c.Limit))
+			v, err := ask(actor.NewPID(c.Member, c.PID), encodeCredit(&c))
 			if err != nil {
 				return strangerOut{Err: err.Error()}
 			}
 			o := strangerOut{Answered: true}
-			if bv, ok := v.(*wrapperspb.BytesValue); ok {
-				o.Granted, o.Left, err = decodeCredit(bv.Value)
-			} else {
-				err = fmt.Errorf("answered %T", v)
-			}
-			if err != nil {
+			if err := decodeCredit(v, &o); err != nil {
 				o.Err = err.Error()
 			}
 			return o
@@ -227,15 +241,16 @@ func runStranger() int {
 					held.Lock()
 					n := held.n
 					held.Unlock()
-					op, amount := creditAcquire, c.Limit-n
-					if amount <= 0 {
-						op, amount = creditRenew, n
+					req := strangerCmd{CreditOp: creditAcquire, Node: c.Node, Window: uint64(n), Amount: c.Cap - n}
+					if req.Amount <= 0 {
+						req.CreditOp, req.Amount = creditRenew, n
 					}
-					v, err := ask(pid, encodeCredit(op, c.Node, uint64(n), amount, c.Limit))
-					if bv, ok := v.(*wrapperspb.BytesValue); ok && err == nil {
-						if g, _, err := decodeCredit(bv.Value); err == nil {
+					v, err := ask(pid, encodeCredit(&req))
+					if err == nil {
+						var o strangerOut
+						if decodeCredit(v, &o) == nil {
 							held.Lock()
-							held.n = g // slots: what the node holds after the call
+							held.n = o.Granted // slots: what the node holds after the call
 							held.Unlock()
 						}
 					}

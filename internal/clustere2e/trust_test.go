@@ -22,6 +22,10 @@ const (
 	limitedKy = "sk-limited-tenant-0123456789"
 	// limitedRPM is the limited tenant's requests per minute, cluster-wide.
 	limitedRPM = 20
+	// limitedDailyUSD is its daily spend budget (its model has no price:
+	// the budget is there for its calendar grain, which the strangers
+	// attack).
+	limitedDailyUSD = 5
 	// trustCap is the capped tenant's concurrency cap in the trust test.
 	trustCap = 3
 )
@@ -50,7 +54,9 @@ func etcdState(t *testing.T, c *clientv3.Client) map[string]string {
 //
 //   - Control: while the keyed stranger is registered in etcd as a member,
 //     its messages work (a cooldown spreads, a quota reading is heard,
-//     grains activate and answer a credit request, and it holds a
+//     grains activate and answer credit requests: a rolling grain grants
+//     a token and takes it back by its stamp, a calendar grain answers
+//     its own day and refuses a day it is not in; and it holds a
 //     tenant's whole concurrency cap, so the tenant is refused on every
 //     node). This proves the attack's messages are the ones members act
 //     on.
@@ -60,13 +66,16 @@ func etcdState(t *testing.T, c *clientv3.Client) map[string]string {
 //   - Attack: both strangers send each member an hour's cooldown of a
 //     target, a quota reading, a PoisonPill for the cooldowns and quota
 //     actors, grain activations, and credit requests to the real grains'
-//     PIDs (learned in the control): a billion tokens acquired, a window
-//     of 2^40 (the probe's poisoning), a billion requests released into a
-//     tenant's per-minute budget, the whole concurrency cap, and a call of
-//     the remote layer's ListProcesses (on which protoactor's server
-//     panics, ending the process). Nothing answers; etcd is unchanged; no
-//     member heard a cooldown or a quota reading; every member serves the
-//     target and the budgeted model; the tenant's rate limit and cap
+//     PIDs (learned in the control): a billion tokens acquired from the
+//     provider's rolling budget (the wire carries no limit: the probe's
+//     limit of 10^12 has no field to go in), a window of 2^40 for the
+//     tenant's daily spend (the probe's poisoning), a billion requests
+//     given back into every second of the tenant's request window, the
+//     whole concurrency cap, and a call of the remote layer's
+//     ListProcesses (on which protoactor's server panics, ending the
+//     process). Nothing answers; etcd is unchanged; no member heard a
+//     cooldown or a quota reading; every member serves the target and
+//     the budgeted model; the tenant's rate limit (in any minute) and cap
 //     hold; a real cooldown still spreads.
 func TestStrangerOnTheRemotePort(t *testing.T) {
 	etcdAddr := startEtcd(t)
@@ -93,7 +102,8 @@ func TestStrangerOnTheRemotePort(t *testing.T) {
 	             "limited": {"targets": [{"connection": "mock/free", "model": "m-limited"}]},
 	             "flaky": {"targets": [{"connection": "mock/free", "model": "m-flaky"}, {"connection": "mock/free", "model": "m-open"}]}},
 	  "tenants": [{"name": "capped", "key_env": "CAPPED_KEY", "max_concurrent": `+fmt.Sprint(trustCap)+`},
-	              {"name": "limited", "key_env": "LIMITED_KEY", "requests_per_minute": `+fmt.Sprint(limitedRPM)+`}],
+	              {"name": "limited", "key_env": "LIMITED_KEY", "requests_per_minute": `+fmt.Sprint(limitedRPM)+`,
+	               "daily_budget_usd": `+fmt.Sprint(limitedDailyUSD)+`}],
 	  "auth": {"mode": "open", "allow_anonymous": true}}`)
 	ns := startCluster(t, exe, cfgPath, etcdAddr, 2, func(int) []string { return []string{"LIMITED_KEY=" + limitedKy} })
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}, Timeout: 30 * time.Second}
@@ -122,12 +132,16 @@ func TestStrangerOnTheRemotePort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tokens := "w/ledger/mock/budget/m-budget/tokens"
-	rpm := "w/tenant/" + res.IDForKey([]byte(limitedKy)).String() + "/requests"
+	// Rolling budgets are "r/", calendar ones "w/", caps "s/"
+	// (actors/credit).
+	tokens := "r/ledger/mock/budget/m-budget/tokens"
+	rpm := "r/tenant/" + res.IDForKey([]byte(limitedKy)).String() + "/requests"
+	spend := "w/tenant/" + res.IDForKey([]byte(limitedKy)).String() + "/spend/day"
 	conc := "s/tenant/" + res.IDForKey([]byte(cappedKy)).String() + "/concurrency"
+	grains := []string{tokens, rpm, spend, conc}
 	remoteOf := func(i int) string { return ns[i].health(t).Cluster.Address }
 	owner := map[string]string{}
-	for _, id := range []string{tokens, rpm, conc} {
+	for _, id := range grains {
 		owner[id] = remoteOf(ownerOf(t, ns, id))
 	}
 
@@ -157,19 +171,29 @@ func TestStrangerOnTheRemotePort(t *testing.T) {
 		})
 	}
 	pids := map[string]string{}
-	for _, id := range []string{tokens, rpm, conc} {
+	for _, id := range grains {
 		o := keyed.do(t, strangerCmd{Op: "activate", Member: owner[id], Identity: id})
 		if !o.Answered || o.PID == "" {
 			t.Fatalf("a member's activation of %s was not answered: %+v", id, o)
 		}
 		pids[id] = o.PID
 	}
-	window := uint64(WindowOf(time.Now()))
-	if o := keyed.do(t, strangerCmd{Op: "credit", Member: owner[tokens], PID: pids[tokens], CreditOp: creditAcquire, Node: memberID, Window: window, Amount: 1, Limit: budget}); !o.Answered || o.Granted != 1 {
-		t.Fatalf("a member's acquire of 1 token from the provider budget: %+v (the stranger's wire format must match actors/credit/wire.go)", o)
+	got := keyed.do(t, strangerCmd{Op: "credit", Member: owner[tokens], PID: pids[tokens], CreditOp: creditAcquire, Node: memberID, Amount: 1})
+	if !got.Answered || got.Granted != 1 || got.At == 0 || got.Refused {
+		t.Fatalf("a member's acquire of 1 token from the provider budget: %+v (the stranger's wire format must match actors/credit/wire.go)", got)
 	}
-	keyed.do(t, strangerCmd{Op: "credit", Member: owner[tokens], PID: pids[tokens], CreditOp: creditRelease, Node: memberID, Window: window, Amount: 1, Limit: budget})
-	keyed.do(t, strangerCmd{Op: "hold", Member: owner[conc], PID: pids[conc], Node: memberID, Limit: trustCap})
+	if o := keyed.do(t, strangerCmd{Op: "credit", Member: owner[tokens], PID: pids[tokens], CreditOp: creditRelease, Node: memberID,
+		Backs: []strangerBack{{At: got.At, N: 1}}}); !o.Answered || o.Refused {
+		t.Fatalf("a member's give-back of its token: %+v", o)
+	}
+	today := credit.PerDay.Index(time.Now())
+	if o := keyed.do(t, strangerCmd{Op: "credit", Member: owner[spend], PID: pids[spend], CreditOp: creditAcquire, Node: memberID, Window: today}); !o.Answered || o.Refused || o.Left <= 0 {
+		t.Fatalf("a member's call for today's spend budget: %+v", o)
+	}
+	if o := keyed.do(t, strangerCmd{Op: "credit", Member: owner[spend], PID: pids[spend], CreditOp: creditAcquire, Node: memberID, Window: 1 << 40, Amount: 1}); !o.Answered || !o.Refused || o.Granted != 0 {
+		t.Fatalf("a member's acquire naming window 2^40 of the daily spend: %+v (the grain refuses a window its clock is not near)", o)
+	}
+	keyed.do(t, strangerCmd{Op: "hold", Member: owner[conc], PID: pids[conc], Node: memberID, Cap: trustCap})
 	waitFor(t, "the member to hold the tenant's whole cap", func() bool { return keyed.do(t, strangerCmd{Op: "held"}).Held == trustCap })
 	before := mock.Stats().Models["m-capped"].Requests
 	for i, n := range ns {
@@ -211,11 +235,7 @@ func TestStrangerOnTheRemotePort(t *testing.T) {
 	}
 	t.Logf("a member holding the whole cap was removed: the tenant was served again on both nodes after %s (the lease is %s)", regained.Round(10*time.Millisecond), credit.LeaseTTL)
 
-	// Attack, from both strangers, well inside one budget window.
-	if left := time.Minute - time.Duration(time.Now().UnixNano()%int64(time.Minute)); left < 40*time.Second {
-		time.Sleep(left + 2*time.Second)
-	}
-	window = uint64(WindowOf(time.Now()))
+	// Attack, from both strangers.
 	stateBefore := etcdState(t, ec)
 	var heard, quotaHeard, refused []int64
 	for _, n := range ns {
@@ -232,14 +252,21 @@ func TestStrangerOnTheRemotePort(t *testing.T) {
 			strangerCmd{Op: "poison", Member: m, Actor: "omniroute-quota"},
 			strangerCmd{Op: "listprocesses", Member: m})
 	}
-	for _, id := range []string{tokens, rpm, conc} {
+	for _, id := range grains {
 		attack = append(attack, strangerCmd{Op: "activate", Member: owner[id], Identity: id})
 	}
+	// A billion requests given back at every second of the last minute:
+	// to a member, the grain would free every slot of the window (60
+	// give-backs, within the 64 one message may carry).
+	var backs []strangerBack
+	for i := range int64(60) {
+		backs = append(backs, strangerBack{At: time.Now().Add(-time.Duration(i) * time.Second).UnixNano(), N: 1e9})
+	}
 	credits := []strangerCmd{
-		{CreditOp: creditAcquire, PID: pids[tokens], Member: owner[tokens], Window: window, Amount: 1e9, Limit: 1e12},
-		{CreditOp: creditAcquire, PID: pids[tokens], Member: owner[tokens], Window: 1 << 40, Amount: 1, Limit: budget},
-		{CreditOp: creditRelease, PID: pids[rpm], Member: owner[rpm], Window: window, Amount: 1e9, Limit: limitedRPM},
-		{CreditOp: creditAcquire, PID: pids[conc], Member: owner[conc], Window: 0, Amount: trustCap, Limit: trustCap},
+		{CreditOp: creditAcquire, PID: pids[tokens], Member: owner[tokens], Amount: 1e9},
+		{CreditOp: creditAcquire, PID: pids[spend], Member: owner[spend], Window: 1 << 40, Amount: 1},
+		{CreditOp: creditRelease, PID: pids[rpm], Member: owner[rpm], Backs: backs},
+		{CreditOp: creditAcquire, PID: pids[conc], Member: owner[conc], Window: 0, Amount: trustCap},
 	}
 	for _, c := range credits {
 		c.Op, c.Node = "credit", memberID
@@ -299,8 +326,9 @@ func TestStrangerOnTheRemotePort(t *testing.T) {
 		t.Fatalf("the mock completed %d open and %d budgeted requests, want %d each", st["m-open"].Completed-openBefore, st["m-budget"].Completed-budgetBefore, len(ns))
 	}
 	// The limited tenant, offered far more than its budget on both nodes,
-	// is served at most its budget (the strangers released a billion into
-	// it); the capped tenant has at most its cap in flight.
+	// is served at most its budget in the run's minute (the strangers gave
+	// a billion back into it; its warm-up in the same rolling minute
+	// counts too); the capped tenant has at most its cap in flight.
 	var limitedOK, cappedOK atomic.Int64
 	start := time.Now()
 	stop := make(chan struct{})
@@ -321,14 +349,14 @@ func TestStrangerOnTheRemotePort(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	close(stop)
 	wg.Wait()
-	if WindowOf(start) != WindowOf(time.Now()) {
-		t.Fatalf("the run crossed a minute boundary (%s to %s): the bound is per window", start, time.Now())
+	if took := time.Since(start); took >= time.Minute {
+		t.Fatalf("the run took %s: the bound is per rolling minute", took)
 	}
 	st := mock.Stats().Models
 	t.Logf("after the attack: the limited tenant was served %d of %d a minute; the capped tenant %d, at most %d in flight (cap %d)",
 		limitedOK.Load(), limitedRPM, cappedOK.Load(), st["m-capped"].MaxInflight, trustCap)
 	if limitedOK.Load() > limitedRPM || limitedOK.Load() == 0 {
-		t.Fatalf("the limited tenant was served %d requests in one window; its limit is %d a minute", limitedOK.Load(), limitedRPM)
+		t.Fatalf("the limited tenant was served %d requests within a minute; its limit is %d a minute", limitedOK.Load(), limitedRPM)
 	}
 	if st["m-capped"].MaxInflight > trustCap || cappedOK.Load() == 0 {
 		t.Fatalf("the capped tenant: %d in flight at most, %d served; its cap is %d", st["m-capped"].MaxInflight, cappedOK.Load(), trustCap)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/omniroute/gateway/internal/quota"
+	"github.com/omniroute/gateway/internal/rolling"
 	"github.com/omniroute/gateway/messages"
 )
 
@@ -46,11 +47,128 @@ type QuotaAPI struct {
 	BaseURL string `json:"base_url,omitempty"`
 }
 
-// Limits are per-minute budgets the token ledger enforces before a request
-// is sent. 0 means no limit of that kind.
-type Limits struct {
+// Rates are rolling request and token limits the token ledger enforces
+// before a request is sent: never more than the limit in any minute, hour
+// or 24 hours (internal/rolling). 0 means no limit of that kind.
+type Rates struct {
 	TokensPerMinute   int64 `json:"tokens_per_minute,omitempty"`
 	RequestsPerMinute int64 `json:"requests_per_minute,omitempty"`
+	TokensPerHour     int64 `json:"tokens_per_hour,omitempty"`
+	RequestsPerHour   int64 `json:"requests_per_hour,omitempty"`
+	TokensPerDay      int64 `json:"tokens_per_day,omitempty"`
+	RequestsPerDay    int64 `json:"requests_per_day,omitempty"`
+}
+
+// Windows are the rates as rolling limits.
+func (r *Rates) Windows() rolling.Limits {
+	var l rolling.Limits
+	l[rolling.Requests] = [rolling.NumPeriods]int64{r.RequestsPerMinute, r.RequestsPerHour, r.RequestsPerDay}
+	l[rolling.Tokens] = [rolling.NumPeriods]int64{r.TokensPerMinute, r.TokensPerHour, r.TokensPerDay}
+	return l
+}
+
+// rateFields name Rates' windows as the file does, by dimension and
+// period.
+var rateFields = [rolling.NumDims][rolling.NumPeriods]string{
+	rolling.Requests: {"requests_per_minute", "requests_per_hour", "requests_per_day"},
+	rolling.Tokens:   {"tokens_per_minute", "tokens_per_hour", "tokens_per_day"},
+}
+
+// RateField is the file's name of window (d, p): "tokens_per_hour".
+func RateField(d rolling.Dim, p rolling.Period) string { return rateFields[d][p] }
+
+// Limits are a connection's rates, applied to each model served through
+// it (providers meter per model), and per-model rates that replace the
+// connection's windows they set for that upstream model.
+type Limits struct {
+	Rates
+	Models map[string]Rates `json:"models,omitempty"`
+}
+
+// For are the rolling limits of upstream model through the connection:
+// the model's own rates where it sets them, else the connection's.
+func (l *Limits) For(model string) rolling.Limits {
+	w := l.Windows()
+	if m, ok := l.Models[model]; ok {
+		mw := m.Windows()
+		for d := range mw {
+			for p, v := range mw[d] {
+				if v > 0 {
+					w[d][p] = v
+				}
+			}
+		}
+	}
+	return w
+}
+
+// Any reports whether any window is limited, for any model.
+func (l *Limits) Any() bool {
+	if w := l.Windows(); w.Any() {
+		return true
+	}
+	for _, m := range l.Models {
+		if w := m.Windows(); w.Any() {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckWindows explains the windows of l that could never work as
+// written: a longer window's limit below a shorter one's (the shorter
+// could never be used up). path names l in the messages.
+func CheckWindows(l rolling.Limits, path string) []string {
+	var errs []string
+	for d := range l {
+		shorter := rolling.Period(0)
+		for p := rolling.Period(1); p < rolling.NumPeriods; p++ {
+			if l[d][shorter] == 0 {
+				shorter = p
+				continue
+			}
+			if v := l[d][p]; v > 0 && v < l[d][shorter] {
+				errs = append(errs, fmt.Sprintf("%s.%s: %d is below %s (%d): that limit could never be reached; raise this one or lower %s",
+					path, rateFields[d][p], v, rateFields[d][shorter], l[d][shorter], rateFields[d][shorter]))
+			}
+			if l[d][p] > 0 {
+				shorter = p
+			}
+		}
+	}
+	return errs
+}
+
+// RateProblem is one rate window that cannot work as written.
+type RateProblem struct {
+	Field   string // "tokens_per_minute"
+	Message string
+}
+
+// MinCostProblems are the token windows of l below minTokens, what a
+// request without max_tokens reserves at the least (its output
+// reservation, OMNIROUTE_LEDGER_DEFAULT_OUTPUT_TOKENS): such a request
+// would be larger than the whole window and pass only when the window
+// holds nothing, one per window.
+func MinCostProblems(l rolling.Limits, minTokens int64) []RateProblem {
+	var out []RateProblem
+	for p, v := range l[rolling.Tokens] {
+		if v > 0 && v < minTokens {
+			out = append(out, RateProblem{rateFields[rolling.Tokens][p], fmt.Sprintf("%d is below the %d tokens a request without max_tokens reserves (OMNIROUTE_LEDGER_DEFAULT_OUTPUT_TOKENS), "+
+				"so such a request could pass only into an empty window, one per %s; raise it to at least %d or lower OMNIROUTE_LEDGER_DEFAULT_OUTPUT_TOKENS",
+				v, minTokens, rolling.Period(p), minTokens)})
+		}
+	}
+	return out
+}
+
+// CheckMinCost is MinCostProblems as messages naming path.
+func CheckMinCost(l rolling.Limits, minTokens int64, path string) []string {
+	var errs []string
+	for _, p := range MinCostProblems(l, minTokens) {
+		errs = append(errs, path+"."+p.Field+": "+p.Message)
+	}
+	return errs
 }
 
 // Windows of a custom header dimension.
@@ -154,13 +272,40 @@ func validateQuota(f *File) []string {
 				continue
 			}
 			lpath := path + ".connections." + cid + ".limits"
-			if l.TokensPerMinute < 0 || l.TokensPerMinute > maxLimit {
-				add("%s.tokens_per_minute: %d is out of range; want 0 (none) to %d", lpath, l.TokensPerMinute, int64(maxLimit))
-			}
-			if l.RequestsPerMinute < 0 || l.RequestsPerMinute > maxLimit {
-				add("%s.requests_per_minute: %d is out of range; want 0 (none) to %d", lpath, l.RequestsPerMinute, int64(maxLimit))
+			errs = append(errs, checkRates(&l.Rates, lpath)...)
+			for _, m := range sortedKeys(l.Models) {
+				r := l.Models[m]
+				mpath := fmt.Sprintf("%s.models[%q]", lpath, m)
+				if m == "" {
+					add("%s: an empty model name; name the upstream model as the provider meters it", mpath)
+				}
+				if w := r.Windows(); !w.Any() {
+					add("%s: sets no limit; set one of %s or remove the entry", mpath, strings.Join(rateFields[rolling.Requests][:], ", ")+", "+strings.Join(rateFields[rolling.Tokens][:], ", "))
+				}
+				merr := checkRates(&r, mpath)
+				if len(merr) == 0 { // with the connection's windows it does not set
+					merr = CheckWindows(l.For(m), mpath)
+				}
+				errs = append(errs, merr...)
 			}
 		}
+	}
+	return errs
+}
+
+// checkRates checks each window's range and their order.
+func checkRates(r *Rates, path string) []string {
+	var errs []string
+	w := r.Windows()
+	for d := range w {
+		for p, v := range w[d] {
+			if v < 0 || v > maxLimit {
+				errs = append(errs, fmt.Sprintf("%s.%s: %d is out of range; want 0 (none) to %d", path, rateFields[d][p], v, int64(maxLimit)))
+			}
+		}
+	}
+	if len(errs) == 0 {
+		errs = CheckWindows(w, path)
 	}
 	return errs
 }

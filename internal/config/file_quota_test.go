@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/omniroute/gateway/internal/rolling"
 )
 
 const quotaFile = `{
@@ -31,6 +33,20 @@ func TestQuotaSections(t *testing.T) {
 	}
 	if l := f.Providers["openai"].Connections["main"].Limits; l == nil || l.TokensPerMinute != 10000 || l.RequestsPerMinute != 60 {
 		t.Fatalf("limits %+v", l)
+	}
+	js := strings.Replace(quotaFile, `"requests_per_minute": 60`, `"requests_per_minute": 60, "requests_per_day": 1500,
+	  "models": {"gpt-4o-mini": {"requests_per_minute": 15, "tokens_per_day": 2000000}}`, 1)
+	f, err = DecodeFile(strings.NewReader(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := f.Providers["openai"].Connections["main"].Limits
+	mini, other := l.For("gpt-4o-mini"), l.For("gpt-4o")
+	if mini[rolling.Requests] != [rolling.NumPeriods]int64{15, 0, 1500} || mini[rolling.Tokens] != [rolling.NumPeriods]int64{10000, 0, 2000000} {
+		t.Fatalf("a model's windows replace the connection's it sets and keep the others: %+v", mini)
+	}
+	if other[rolling.Requests] != [rolling.NumPeriods]int64{60, 0, 1500} || other[rolling.Tokens] != [rolling.NumPeriods]int64{10000, 0, 0} {
+		t.Fatalf("another model has the connection's windows: %+v", other)
 	}
 	m, err := HeaderMapping(f.Providers["acme"])
 	if err != nil || m == nil || len(m.Fields) != 1 || m.Fields[0].Window != time.Minute {
@@ -67,7 +83,17 @@ func TestQuotaSectionErrors(t *testing.T) {
 		{"poll too often", `"interval_ms": 30000`, `"interval_ms": 10`, []string{"quota_api.interval_ms: 10 is out of range"}},
 		{"bad poll url", `{"kind": "deepseek"}`, `{"kind": "deepseek", "base_url": "ftp://x"}`, []string{"quota_api.base_url"}},
 		{"negative limit", `"tokens_per_minute": 10000`, `"tokens_per_minute": -1`, []string{"providers.openai.connections.main.limits.tokens_per_minute: -1 is out of range"}},
-		{"unknown limit field", `"requests_per_minute": 60`, `"requests_per_day": 60`, []string{`unknown field "requests_per_day"`}},
+		{"unknown limit field", `"requests_per_minute": 60`, `"requests_per_week": 60`, []string{`unknown field "requests_per_week"`}},
+		{"a day below the minute", `"requests_per_minute": 60`, `"requests_per_minute": 60, "requests_per_day": 50`,
+			[]string{"providers.openai.connections.main.limits.requests_per_day: 50 is below requests_per_minute (60): that limit could never be reached"}},
+		{"an hour below the minute", `"requests_per_minute": 60`, `"requests_per_minute": 60, "tokens_per_hour": 500`,
+			[]string{"limits.tokens_per_hour: 500 is below tokens_per_minute (10000)"}},
+		{"a model's day below the connection's minute", `"requests_per_minute": 60`, `"requests_per_minute": 60, "models": {"gpt-4o": {"requests_per_day": 30}}`,
+			[]string{`limits.models["gpt-4o"].requests_per_day: 30 is below requests_per_minute (60)`}},
+		{"a model entry without limits", `"requests_per_minute": 60`, `"requests_per_minute": 60, "models": {"gpt-4o": {}}`,
+			[]string{`limits.models["gpt-4o"]: sets no limit`}},
+		{"a negative model limit", `"requests_per_minute": 60`, `"requests_per_minute": 60, "models": {"gpt-4o": {"tokens_per_day": -3}}`,
+			[]string{`limits.models["gpt-4o"].tokens_per_day: -3 is out of range`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,7 +1,7 @@
 // Package ledger holds the pure parts of the pre-request token budget:
-// estimating what a request may cost before it is sent, reading what it
-// really cost from the provider's usage report, and the atomic window
-// counters that make reserve-then-settle exact under concurrency.
+// estimating what a request may cost before it is sent, and reading what
+// it really cost from the provider's usage report. The windows the
+// estimate is reserved in are internal/rolling's.
 //
 // Reserve-then-settle beats charging after completion: concurrent requests
 // see each other's reservations, so fifty requests started in the same

@@ -2,9 +2,7 @@ package ledger
 
 import (
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -77,92 +75,6 @@ func TestParseUsage(t *testing.T) {
 	u := Usage{Input: 25, CacheRead: 100, Output: 40, CacheCreation: 5, InputCached: 20}
 	if u.Total() != 170 { // InputCached is part of Input already
 		t.Fatalf("total %d", u.Total())
-	}
-}
-
-func TestCounterWindows(t *testing.T) {
-	var c Counter
-	if _, _, ok := c.Reserve(5, 600, 1000); !ok {
-		t.Fatal("first reservation refused")
-	}
-	if _, used, ok := c.Reserve(5, 500, 1000); ok || used != 600 {
-		t.Fatalf("over the limit admitted (used %d)", used)
-	}
-	if _, _, ok := c.Reserve(5, 400, 1000); !ok {
-		t.Fatal("exact fit refused")
-	}
-	// Settling below the estimate frees budget in the same window.
-	c.Adjust(5, 400, 100)
-	if got := c.Used(5); got != 700 {
-		t.Fatalf("used after settle %d", got)
-	}
-	// A new window starts empty.
-	if w, before, ok := c.Reserve(6, 900, 1000); !ok || w != 6 || before != 0 {
-		t.Fatalf("new window: %d %d %v", w, before, ok)
-	}
-	// A late settle for the old window changes nothing.
-	c.Adjust(5, 600, 0)
-	if got := c.Used(6); got != 900 {
-		t.Fatalf("old settle leaked into the new window: %d", got)
-	}
-	// A caller whose clock still reads the old window is charged to the
-	// counter's current window instead of resetting it.
-	if w, _, ok := c.Reserve(5, 200, 1000); ok || w != 6 {
-		t.Fatalf("stale window reset the counter: %d %v", w, ok)
-	}
-	// An oversized request is admitted into an empty window only.
-	var d Counter
-	if _, _, ok := d.Reserve(1, 5000, 1000); !ok {
-		t.Fatal("oversized request never admitted")
-	}
-	if _, _, ok := d.Reserve(1, 1, 1000); ok {
-		t.Fatal("admitted after the oversized request")
-	}
-	// The index wraps modulo 2^20 without confusing "ahead".
-	var e Counter
-	e.Reserve(idxMod-1, 10, 100)
-	if _, before, _ := e.Reserve(0, 10, 100); before != 0 {
-		t.Fatalf("wrapped window kept %d", before)
-	}
-}
-
-// TestCounterConcurrentReservationsAreExact: 50 goroutines reserving 1000
-// tokens each against a 10 000 budget never hold more than the budget.
-func TestCounterConcurrentReservationsAreExact(t *testing.T) {
-	for round := 0; round < 50; round++ {
-		var c Counter
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		granted := 0
-		start := make(chan struct{})
-		for i := 0; i < 50; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				if _, _, ok := c.Reserve(42, 1000, 10000); ok {
-					mu.Lock()
-					granted++
-					mu.Unlock()
-				}
-			}()
-		}
-		close(start)
-		wg.Wait()
-		if granted != 10 || c.Used(42) != 10000 {
-			t.Fatalf("round %d: granted %d, used %d", round, granted, c.Used(42))
-		}
-	}
-}
-
-func TestWindowMath(t *testing.T) {
-	at := time.Date(2026, 1, 1, 10, 0, 59, 999e6, time.UTC)
-	s, e := WindowBounds(at, time.Minute)
-	if !s.Equal(time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)) || !e.Equal(time.Date(2026, 1, 1, 10, 1, 0, 0, time.UTC)) {
-		t.Fatalf("bounds %v %v", s, e)
-	}
-	if WindowIndex(at, time.Minute)+1 != WindowIndex(at.Add(time.Millisecond), time.Minute) {
-		t.Fatal("windows are not epoch-aligned")
 	}
 }
 

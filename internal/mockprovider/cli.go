@@ -37,6 +37,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	behavior := fs.String("behavior", "", `default behaviour as JSON, e.g. '{"latency_ms":20,"chunk_count":8}'`)
 	quiet := fs.Bool("quiet", false, "do not log to stderr")
 	strict := fs.Bool("strict", false, "refuse what the real provider of each requested model refuses (strict mode of the default behaviour)")
+	reqLog := fs.Int("request-log", 0, "keep a record of up to this many model requests (GET /_mock/requests; 0: off)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -64,7 +65,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv := New(Options{Default: def, Logf: logf})
+	srv := New(Options{Default: def, Logf: logf, RequestLog: RequestLogOptions{Max: max(*reqLog, 0)}})
 	addr, err := srv.Start(*listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "mockprovider: %v\n", err)

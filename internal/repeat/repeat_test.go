@@ -7,6 +7,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
+
+	"github.com/omniroute/gateway/internal/clock"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -16,12 +18,9 @@ type (
 	flush struct{}
 )
 
-// TestSendRepeatsUntilStopped: ticks arrive at the interval and stop for
-// good once stopped, even when stopping races a firing tick (run with
-// -race: protoactor's own repeating timer fails exactly this).
-func TestSendRepeatsUntilStopped(t *testing.T) {
+func counter(t *testing.T) (*actor.ActorSystem, *actor.PID, *atomic.Int64) {
 	sys := actor.NewActorSystem()
-	defer sys.Shutdown()
+	t.Cleanup(sys.Shutdown)
 	var n atomic.Int64
 	pid := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		switch ctx.Message().(type) {
@@ -31,31 +30,63 @@ func TestSendRepeatsUntilStopped(t *testing.T) {
 			ctx.Respond(true)
 		}
 	}))
-	stop := Send(sys.Root, time.Millisecond, 2*time.Millisecond, pid, tick{})
-	deadline := time.Now().Add(5 * time.Second)
-	for n.Load() < 5 {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d ticks in 5 s at a 2 ms interval", n.Load())
-		}
-		time.Sleep(time.Millisecond)
-	}
-	stop()
-	stop() // idempotent
-	// Every tick sent was enqueued before stop returned; a request queued
-	// behind them proves they were all handled.
+	t.Cleanup(func() { sys.Root.Stop(pid) })
+	return sys, pid, &n
+}
+
+// handled waits until every message sent to pid before it was handled: a
+// request queued behind them is answered after them.
+func handled(t *testing.T, sys *actor.ActorSystem, pid *actor.PID) {
+	t.Helper()
 	if _, err := sys.Root.RequestFuture(pid, flush{}, 5*time.Second).Result(); err != nil {
 		t.Fatal(err)
 	}
-	after := n.Load()
-	time.Sleep(20 * time.Millisecond)
-	if got := n.Load(); got != after {
-		t.Fatalf("%d ticks arrived after stop returned", got-after)
+}
+
+// TestSendRepeatsUntilStopped: ticks come after initial, then once per
+// interval of the clock (one per jump of the fake clock), and never again
+// once stopped.
+func TestSendRepeatsUntilStopped(t *testing.T) {
+	sys, pid, n := counter(t)
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	stop := Send(clk, sys.Root, time.Millisecond, 2*time.Millisecond, pid, tick{})
+	for _, step := range []struct {
+		advance time.Duration
+		want    int64
+	}{{999 * time.Microsecond, 0}, {time.Microsecond, 1}, {time.Millisecond, 1}, {time.Millisecond, 2}, {2 * time.Millisecond, 3},
+		{time.Hour, 4}, {2 * time.Millisecond, 5}} { // a jump sends one tick, and the next is an interval after it
+		clk.Advance(step.advance)
+		handled(t, sys, pid)
+		if got := n.Load(); got != step.want {
+			t.Fatalf("after %v more: %d ticks, want %d", step.advance, got, step.want)
+		}
 	}
-	// Many short-lived repeaters stopped at random points.
+	stop()
+	stop() // idempotent
+	if p := clk.Pending(); p != 0 {
+		t.Fatalf("%d timers pending after stop", p)
+	}
+	clk.Advance(time.Hour)
+	handled(t, sys, pid)
+	if got := n.Load(); got != 5 {
+		t.Fatalf("%d ticks arrived after stop returned", got-5)
+	}
+}
+
+// TestStopRacesTick: on the real clock, many short-lived repeaters stopped
+// at random points while their ticks fire (run with -race: protoactor's
+// own repeating timer fails exactly this); none sends after stop returned.
+func TestStopRacesTick(t *testing.T) {
+	sys, pid, n := counter(t)
 	for i := 0; i < 200; i++ {
-		s := Send(sys.Root, 0, time.Microsecond, pid, tick{})
+		s := Send(clock.Real{}, sys.Root, 0, time.Microsecond, pid, tick{})
 		time.Sleep(time.Duration(i%3) * 100 * time.Microsecond)
 		s()
+		handled(t, sys, pid)
+		before := n.Load()
+		handled(t, sys, pid)
+		if got := n.Load(); got != before {
+			t.Fatalf("repeater %d: %d ticks after stop returned", i, got-before)
+		}
 	}
-	sys.Root.Stop(pid)
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/internal/rolling"
 )
 
 // Kind is the limit that refused a request.
@@ -19,6 +20,10 @@ const (
 	KindConcurrency
 	KindRequests
 	KindTokens
+	KindRequestsPerHour
+	KindRequestsPerDay
+	KindTokensPerHour
+	KindTokensPerDay
 	KindDailyBudgetHeld
 	KindMonthlyBudgetHeld
 	NumKinds
@@ -46,15 +51,33 @@ var kinds = [NumKinds]kindInfo{
 		"this key's monthly spend budget (monthly_budget_usd) is used up; it resets on the first of the month, 00:00 UTC (see Retry-After)"},
 	KindConcurrency: {"max_concurrent", 429, "rate_limit_exceeded", "rate_limit_error", "rate_limit_error",
 		"this key already has its maximum of requests in flight (max_concurrent); retry when one finishes"},
-	KindRequests: {"requests_per_minute", 429, "rate_limit_exceeded", "rate_limit_error", "rate_limit_error",
-		"this key's request rate limit (requests_per_minute) is reached; retry after the time in Retry-After"},
-	KindTokens: {"tokens_per_minute", 429, "rate_limit_exceeded", "rate_limit_error", "rate_limit_error",
-		"this key's token rate limit (tokens_per_minute) is reached; retry after the time in Retry-After, or lower max_tokens"},
+	KindRequests:        rateInfo("request", "requests_per_minute", ""),
+	KindTokens:          rateInfo("token", "tokens_per_minute", ", or lower max_tokens"),
+	KindRequestsPerHour: rateInfo("request", "requests_per_hour", ""),
+	KindRequestsPerDay:  rateInfo("request", "requests_per_day", ""),
+	KindTokensPerHour:   rateInfo("token", "tokens_per_hour", ", or lower max_tokens"),
+	KindTokensPerDay:    rateInfo("token", "tokens_per_day", ", or lower max_tokens"),
 	KindDailyBudgetHeld: {"daily_budget_usd_in_flight", 429, "rate_limit_exceeded", "rate_limit_error", "rate_limit_error",
 		"the rest of this key's daily budget (daily_budget_usd) is held by requests in flight (in cluster mode, also by other nodes, or not yet leased to this one); retry after the time in Retry-After"},
 	KindMonthlyBudgetHeld: {"monthly_budget_usd_in_flight", 429, "rate_limit_exceeded", "rate_limit_error", "rate_limit_error",
 		"the rest of this key's monthly budget (monthly_budget_usd) is held by requests in flight (in cluster mode, also by other nodes, or not yet leased to this one); retry after the time in Retry-After"},
 }
+
+// rateInfo is the refusal of a rolling rate window: the policy field that
+// refused is its reason.
+func rateInfo(what, field, also string) kindInfo {
+	return kindInfo{field, 429, "rate_limit_exceeded", "rate_limit_error", "rate_limit_error",
+		"this key's " + what + " rate limit (" + field + ", counted over any such window, not a calendar one) is reached; retry after the time in Retry-After" + also}
+}
+
+// rateKinds are the rate windows' kinds by dimension and period.
+var rateKinds = [rolling.NumDims][rolling.NumPeriods]Kind{
+	rolling.Requests: {KindRequests, KindRequestsPerHour, KindRequestsPerDay},
+	rolling.Tokens:   {KindTokens, KindTokensPerHour, KindTokensPerDay},
+}
+
+// RateKind is the kind of a refusal by rate window (d, p).
+func RateKind(d rolling.Dim, p rolling.Period) Kind { return rateKinds[d][p] }
 
 // String is the kind's reason name.
 func (k Kind) String() string {
@@ -153,10 +176,11 @@ func (h *Headers) add(name string, value []byte) {
 	h.n++
 }
 
-// Headers renders r's buckets in family f: OpenAI's resets are Go-style
-// durations until the bucket is full ("1s", "6m0s", "12ms"), Anthropic's
-// are RFC 3339 instants. Limits the tenant does not have are left out; a
-// refusal adds retry-after-ms.
+// Headers renders r's buckets (the tightest window of requests and of
+// tokens) in family f: OpenAI's resets are Go-style durations until the
+// window holds nothing again ("1s", "6m0s", "12ms"), Anthropic's are RFC
+// 3339 instants. Limits the tenant does not have are left out; a refusal
+// adds retry-after-ms.
 func (r *Result) Headers(f Family) Headers {
 	var h Headers
 	names := &headerNames[f&1]

@@ -12,6 +12,7 @@ import (
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/pricing"
+	"github.com/omniroute/gateway/internal/rolling"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 )
 
@@ -76,60 +77,76 @@ func TestLimitScripts(t *testing.T) {
 		p     tenantpolicy.Policy
 		steps []step
 	}{
-		{"rpm at the boundary", tenantpolicy.Policy{RequestsPerMinute: 3}, []step{
+		{"rpm: a burst, then nothing until the first second leaves the window", tenantpolicy.Policy{RequestsPerMinute: 3}, []step{
 			reserve(0, 0, 0, KindNone, 0),
 			reserve(0, 0, 0, KindNone, 0),
 			reserve(0, 0, 0, KindNone, 0),
-			reserve(0, 0, 0, KindRequests, 20*sec), // one request per 20 s comes back
-			reserve(20*sec-time.Nanosecond, 0, 0, KindRequests, 20*sec),
-			reserve(20*sec, 0, 0, KindNone, 0),
-			reserve(20*sec, 0, 0, KindRequests, 40*sec),
-			reserve(80*sec, 0, 0, KindNone, 0), // full again a window after the last
-			reserve(80*sec, 0, 0, KindNone, 0),
-			reserve(80*sec, 0, 0, KindNone, 0),
-			reserve(80*sec, 0, 0, KindRequests, 100*sec),
+			reserve(0, 0, 0, KindRequests, 62*sec), // a minute, the margin second and the slot's own
+			reserve(62*sec-time.Nanosecond, 0, 0, KindRequests, 62*sec),
+			reserve(62*sec, 0, 0, KindNone, 0),
+			reserve(62*sec, 0, 0, KindNone, 0),
+			reserve(62*sec, 0, 0, KindNone, 0),
+			reserve(62*sec, 0, 0, KindRequests, 124*sec),
 		}},
-		{"tpm at the boundary", tenantpolicy.Policy{TokensPerMinute: 1000}, []step{
+		{"rpm: no burst across a minute boundary", tenantpolicy.Policy{RequestsPerMinute: 2}, []step{
+			reserve(59*sec, 0, 0, KindNone, 0),
+			reserve(59*sec+900*time.Millisecond, 0, 0, KindNone, 0),
+			reserve(60*sec, 0, 0, KindRequests, 121*sec), // a fresh calendar minute gives nothing
+			reserve(121*sec, 0, 0, KindNone, 0),
+		}},
+		{"tpm exact fit", tenantpolicy.Policy{TokensPerMinute: 1000}, []step{
 			reserve(0, 600, 0, KindNone, 0),
-			reserve(0, 401, 0, KindTokens, 60*time.Millisecond), // one token is 60 ms of bucket
-			reserve(0, 400, 0, KindNone, 0),                     // exact fit
-			reserve(0, 1, 0, KindTokens, 60*time.Millisecond),
-			reserve(60*time.Millisecond, 1, 0, KindNone, 0),
+			reserve(sec, 401, 0, KindTokens, 62*sec),
+			reserve(sec, 400, 0, KindNone, 0), // exact fit
+			reserve(2*sec, 1, 0, KindTokens, 62*sec),
+			reserve(62*sec, 600, 0, KindNone, 0), // the 600 of second 0 left; 400 still count
+			reserve(62*sec, 1, 0, KindTokens, 63*sec),
 		}},
-		{"tpm oversized request waits for a full bucket", tenantpolicy.Policy{TokensPerMinute: 1000}, []step{
+		{"tpm oversized request waits for an empty window", tenantpolicy.Policy{TokensPerMinute: 1000}, []step{
 			reserve(0, 100, 0, KindNone, 0),
-			reserve(0, 5000, 0, KindTokens, 6*sec), // the 100 tokens drain in 6 s
-			reserve(6*sec, 5000, 0, KindNone, 0),
-			reserve(6*sec, 1, 0, KindTokens, 6*sec+5*time.Minute-59940*time.Millisecond),
+			reserve(0, 5000, 0, KindTokens, 62*sec),
+			reserve(62*sec, 5000, 0, KindNone, 0),
+			reserve(62*sec, 1, 0, KindTokens, 124*sec),
 		}},
 		{"settle below the estimate frees tokens at once (a stream that ended early)", tenantpolicy.Policy{TokensPerMinute: 1000}, []step{
 			reserve(0, 1000, 0, KindNone, 0),
-			reserve(0, 500, 0, KindTokens, 30*sec),
-			settle(0, 0, Usage{Tokens: 200, Known: true}),
-			reserve(0, 800, 0, KindNone, 0),
-			reserve(0, 1, 0, KindTokens, 60*time.Millisecond),
+			reserve(0, 500, 0, KindTokens, 62*sec),
+			settle(sec, 0, Usage{Tokens: 200, Known: true}),
+			reserve(sec, 800, 0, KindNone, 0),
+			reserve(sec, 1, 0, KindTokens, 62*sec),
 		}},
 		{"a disconnect without usage keeps the reservation", tenantpolicy.Policy{TokensPerMinute: 1000}, []step{
 			reserve(0, 1000, 0, KindNone, 0),
 			settle(0, 0, Usage{Known: false}),
-			reserve(0, 1, 0, KindTokens, 60*time.Millisecond),
+			reserve(0, 1, 0, KindTokens, 62*sec),
 		}},
 		{"a fail-over is settled with every attempt's usage", tenantpolicy.Policy{TokensPerMinute: 1000}, []step{
 			reserve(0, 300, 0, KindNone, 0),
 			settle(0, 0, Usage{Tokens: 300 + 400, Known: true}), // 300 on the first target mid-stream, 400 on the second
-			reserve(0, 301, 0, KindTokens, 60*time.Millisecond),
+			reserve(0, 301, 0, KindTokens, 62*sec),
 			reserve(0, 300, 0, KindNone, 0),
 		}},
 		{"usage above the reservation is charged from now", tenantpolicy.Policy{TokensPerMinute: 1000}, []step{
 			reserve(0, 100, 0, KindNone, 0),
-			settle(2*time.Minute, 0, Usage{Tokens: 1100, Known: true}), // the bucket was full again; 1000 more is charged
-			reserve(2*time.Minute, 1, 0, KindTokens, 2*time.Minute+60*time.Millisecond),
+			settle(2*time.Minute, 0, Usage{Tokens: 1100, Known: true}), // the window was empty again; 1000 more is charged
+			reserve(2*time.Minute, 1, 0, KindTokens, 2*time.Minute+62*sec),
 		}},
 		{"refund returns the request and its tokens", tenantpolicy.Policy{RequestsPerMinute: 1, TokensPerMinute: 1000}, []step{
 			reserve(0, 1000, 0, KindNone, 0),
-			reserve(0, 1, 0, KindRequests, time.Minute),
+			reserve(0, 1, 0, KindRequests, 62*sec),
 			settle(0, 0, Usage{Refund: true, Known: true, Tokens: 999}),
 			reserve(0, 1000, 0, KindNone, 0),
+		}},
+		{"hour and day windows at once: the request must fit all", tenantpolicy.Policy{RequestsPerMinute: 10, RequestsPerHour: 15, RequestsPerDay: 16}, []step{
+			reserve(0, 0, 0, KindNone, 0), reserve(0, 0, 0, KindNone, 0), reserve(0, 0, 0, KindNone, 0), reserve(0, 0, 0, KindNone, 0),
+			reserve(0, 0, 0, KindNone, 0), reserve(0, 0, 0, KindNone, 0), reserve(0, 0, 0, KindNone, 0), reserve(0, 0, 0, KindNone, 0),
+			reserve(0, 0, 0, KindNone, 0), reserve(0, 0, 0, KindNone, 0),
+			reserve(sec, 0, 0, KindRequests, 62*sec),
+			reserve(62*sec, 0, 0, KindNone, 0), reserve(62*sec, 0, 0, KindNone, 0), reserve(62*sec, 0, 0, KindNone, 0),
+			reserve(62*sec, 0, 0, KindNone, 0), reserve(62*sec, 0, 0, KindNone, 0),
+			reserve(63*sec, 0, 0, KindRequestsPerHour, 62*time.Minute), // the minute has room, the hour not
+			reserve(62*time.Minute, 0, 0, KindNone, 0),
+			reserve(62*time.Minute, 0, 0, KindRequestsPerDay, 24*time.Hour+2*24*time.Minute), // the hour has room, the day not
 		}},
 		{"concurrency cap", tenantpolicy.Policy{MaxConcurrent: 2}, []step{
 			reserve(0, 0, 0, KindNone, 0),
@@ -251,8 +268,8 @@ func TestHeaders(t *testing.T) {
 		got[h.Name(i)] = string(h.Value(i))
 	}
 	want := map[string]string{
-		"x-ratelimit-limit-requests": "60", "x-ratelimit-remaining-requests": "59", "x-ratelimit-reset-requests": "1s",
-		"x-ratelimit-limit-tokens": "10000", "x-ratelimit-remaining-tokens": "7500", "x-ratelimit-reset-tokens": "15s",
+		"x-ratelimit-limit-requests": "60", "x-ratelimit-remaining-requests": "59", "x-ratelimit-reset-requests": "1m2s",
+		"x-ratelimit-limit-tokens": "10000", "x-ratelimit-remaining-tokens": "7500", "x-ratelimit-reset-tokens": "1m2s",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("openai headers %v", got)
@@ -277,10 +294,10 @@ func TestHeaders(t *testing.T) {
 	}
 	want = map[string]string{
 		"anthropic-ratelimit-requests-limit": "60", "anthropic-ratelimit-requests-remaining": "0",
-		"anthropic-ratelimit-requests-reset": "2026-03-14T10:01:00Z",
-		"anthropic-ratelimit-tokens-limit":   "10000", "anthropic-ratelimit-tokens-remaining": "7516",
-		"anthropic-ratelimit-tokens-reset": "2026-03-14T10:00:15Z",
-		"retry-after-ms":                   "900",
+		"anthropic-ratelimit-requests-reset": "2026-03-14T10:01:02Z",
+		"anthropic-ratelimit-tokens-limit":   "10000", "anthropic-ratelimit-tokens-remaining": "7500",
+		"anthropic-ratelimit-tokens-reset": "2026-03-14T10:01:02Z",
+		"retry-after-ms":                   "61900",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("anthropic headers %v", got)
@@ -290,7 +307,7 @@ func TestHeaders(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, got[k], v)
 		}
 	}
-	if res.RetryAfterSeconds() != 1 {
+	if res.RetryAfterSeconds() != 62 {
 		t.Fatalf("Retry-After %d", res.RetryAfterSeconds())
 	}
 	// No per-minute limits: no headers.
@@ -429,7 +446,7 @@ func TestConcurrentReservationsAreAtomic(t *testing.T) {
 	}
 }
 
-func TestRescaleOnPolicyChange(t *testing.T) {
+func TestPolicyChangeKeepsWhatWasUsed(t *testing.T) {
 	var st State
 	two := limits(tenantpolicy.Policy{RequestsPerMinute: 2, TokensPerMinute: 1000})
 	for i := 0; i < 2; i++ {
@@ -437,10 +454,9 @@ func TestRescaleOnPolicyChange(t *testing.T) {
 			t.Fatal(res.Kind)
 		}
 	}
-	four := limits(tenantpolicy.Policy{RequestsPerMinute: 4, TokensPerMinute: 2000})
-	st.Rescale(t0, two, four)
 	// Two requests and 1000 tokens are used; the other half of the new
 	// limits is free at once.
+	four := limits(tenantpolicy.Policy{RequestsPerMinute: 4, TokensPerMinute: 2000})
 	for i := 0; i < 2; i++ {
 		if _, res := st.Reserve(t0, four, &Request{Tokens: 500}); !res.Allowed || (i == 1 && (res.Requests.Remaining != 0 || res.Tokens.Remaining != 0)) {
 			t.Fatalf("after raising: %+v", res)
@@ -451,34 +467,76 @@ func TestRescaleOnPolicyChange(t *testing.T) {
 	}
 	// Lowering keeps the used part used: nothing is free.
 	one := limits(tenantpolicy.Policy{RequestsPerMinute: 1, TokensPerMinute: 500})
-	st.Rescale(t0, four, one)
 	if _, res := st.Reserve(t0.Add(59*time.Second), one, &Request{}); res.Kind != KindRequests {
 		t.Fatalf("after lowering: %v", res.Kind)
 	}
 }
 
+// TestHeadersShowTheTightestWindow: the headers carry the window with the
+// least left, whichever its length.
+func TestHeadersShowTheTightestWindow(t *testing.T) {
+	var st State
+	lim := limits(tenantpolicy.Policy{RequestsPerMinute: 15, RequestsPerDay: 20})
+	for range 10 {
+		st.Reserve(t0, lim, &Request{})
+	}
+	_, res := st.Reserve(t0, lim, &Request{})
+	if res.Requests.Period != rolling.Minute || res.Requests.Limit != 15 || res.Requests.Remaining != 4 {
+		t.Fatalf("after 11 of 15 a minute and 20 a day: %+v", res.Requests)
+	}
+	for range 6 {
+		st.Reserve(t0.Add(62*time.Second), lim, &Request{})
+	}
+	_, res = st.Reserve(t0.Add(62*time.Second), lim, &Request{})
+	if res.Requests.Period != rolling.Day || res.Requests.Limit != 20 || res.Requests.Remaining != 2 {
+		t.Fatalf("after 18 of 20 a day: %+v", res.Requests)
+	}
+	h := res.Headers(OpenAI)
+	got := map[string]string{}
+	for i := 0; i < h.Len(); i++ {
+		got[h.Name(i)] = string(h.Value(i))
+	}
+	// The day's requests leave with their 24-minute slot, a day and two
+	// slots after it began (t0 is a slot boundary), 62 s of which passed.
+	if got["x-ratelimit-limit-requests"] != "20" || got["x-ratelimit-remaining-requests"] != "2" || got["x-ratelimit-reset-requests"] != "24h46m58s" {
+		t.Fatalf("headers %v", got)
+	}
+	v := st.View(t0.Add(62*time.Second), lim)
+	if len(v.Windows) != 2 || v.Windows[0].Period != rolling.Minute || v.Windows[0].Used != 7 || v.Windows[1].Period != rolling.Day || v.Windows[1].Used != 18 {
+		t.Fatalf("view windows %+v", v.Windows)
+	}
+}
+
 // TestRequestOnlyMeetsModelAndRateOnly: a request that generates nothing
 // (a token count, a refusal before routing) is checked against
-// allowed_models when it names a model and charged one request of
-// requests_per_minute, never refunded; it needs no concurrency slot, no
-// tokens and no budget, even when those are used up.
+// allowed_models when it names a model and charged one request of the
+// request windows, never refunded; it needs no concurrency slot, no
+// tokens and no budget, even when those are used up (the token window
+// over its limit by usage above a reservation).
 func TestRequestOnlyMeetsModelAndRateOnly(t *testing.T) {
 	var st State
 	lim := limits(tenantpolicy.Policy{RequestsPerMinute: 3, TokensPerMinute: 100, MaxConcurrent: 1, DailyBudgetUSD: 0.000001,
 		AllowedModels: []string{"claude-*"}})
-	// The one concurrency slot and the whole token bucket are taken, and
-	// the day's budget is spent.
+	// The whole token window is used and more (150 of 100), and the
+	// day's budget is spent.
 	held, r := st.Reserve(t0, lim, &Request{Model: []byte("claude-x"), Tokens: 100, Cost: 1})
 	if !r.Allowed {
 		t.Fatalf("setup: %+v", r)
 	}
-	held.Settle(t0, Usage{Tokens: 100, Cost: pricing.Nano(1), Known: true})
-	held, r = st.Reserve(t0, &Limits{RequestsPerMinute: 3, MaxConcurrent: 1, Policy: lim.Policy}, &Request{Model: []byte("claude-x")})
+	held.Settle(t0, Usage{Tokens: 150, Cost: pricing.Nano(1), Known: true})
+	// The one concurrency slot is taken, under a policy without the budget
+	// and with room for tokens (the windows keep what they counted).
+	roomy := *lim
+	roomy.DailyBudget, roomy.Rates[rolling.Tokens][rolling.Minute] = 0, 1000
+	held, r = st.Reserve(t0, &roomy, &Request{Model: []byte("claude-x"), Tokens: 1})
 	if !r.Allowed {
 		t.Fatalf("setup: %+v", r)
 	}
 	if _, r := st.Reserve(t0, lim, &Request{Model: []byte("claude-x")}); r.Allowed {
 		t.Fatal("setup: a normal request passed a spent budget")
+	}
+	if v := st.View(t0, lim); v.InFlight != 1 || v.Tokens.Used != 151 || v.Tokens.Remaining != 0 {
+		t.Fatalf("setup view: %+v", v)
 	}
 	count := &Request{Model: []byte("claude-x"), RequestOnly: true}
 	res, r := st.Reserve(t0, lim, count)
@@ -488,7 +546,9 @@ func TestRequestOnlyMeetsModelAndRateOnly(t *testing.T) {
 	if _, r := st.Reserve(t0, lim, &Request{Model: []byte("gpt-4o"), RequestOnly: true}); r.Allowed || r.Kind != KindModel {
 		t.Fatalf("a model outside allowed_models: %+v", r)
 	}
-	if _, r := st.Reserve(t0, lim, &Request{RequestOnly: true}); r.Allowed || r.Kind != KindRequests || r.RetryAfter() != 20*time.Second {
+	// t0 is a slot boundary: the three requests leave the minute's span
+	// after 60 s, the margin slot and their own.
+	if _, r := st.Reserve(t0, lim, &Request{RequestOnly: true}); r.Allowed || r.Kind != KindRequests || r.RetryAfter() != 62*time.Second {
 		t.Fatalf("the fourth request of the minute (no model named): %+v, retry %v", r, r.RetryAfter())
 	}
 	held.Settle(t0, Usage{Refund: true}) // a refund gives back the normal request only
@@ -496,7 +556,7 @@ func TestRequestOnlyMeetsModelAndRateOnly(t *testing.T) {
 		t.Fatalf("after the normal request's refund: %+v", r)
 	}
 	v := st.View(t0, lim)
-	if v.InFlight != 0 || v.Requests.Remaining != 0 {
+	if v.InFlight != 0 || v.Requests.Remaining != 0 || v.Tokens.Used != 150 {
 		t.Fatalf("view: %+v", v)
 	}
 }

@@ -1,6 +1,7 @@
 // Package tenantlimit holds the pure part of the per-tenant limiter: one
-// tenant's counters (requests and tokens per minute, requests in flight,
-// spend per UTC day and month) and the one-step reservation of all of them.
+// tenant's counters (requests and tokens in rolling windows of a minute,
+// an hour and a day, requests in flight, spend per UTC day and month) and
+// the one-step reservation of all of them.
 //
 // # One step or none
 //
@@ -9,28 +10,25 @@
 // it is refused for tokens, so a neighbour is refused for a slot nobody
 // ends up using (a false 429), and lets two requests each pass one check
 // before either charges it (slipping past a budget). Here a tenant's
-// counters are a small immutable record in one of a few slots; a writer
-// reads the current record, computes the next one, writes it into a free
-// slot it has claimed and publishes it with one compare-and-swap on the
-// tenant's current-slot word. Either the whole new record becomes current
-// or nothing changed and the writer retries on fresh numbers.
-//
-// The fast path takes no lock and sends no message: a writer that is
-// descheduled mid-update holds only a slot that is not current, so other
-// writers carry on with the other slots. Readers (headers, snapshots) copy a
-// record and check the current-slot word did not move.
+// counters sit behind one small lock: a request checks every limit and
+// charges every counter while holding it, and a refused request leaves
+// nothing behind. The critical section is a few dozen instructions (no
+// allocation, no I/O, no message), so the lock is uncontended in practice;
+// it replaced a lock-free record swap when the rate windows became rings
+// of slots (internal/rolling) too large to copy on every request.
 package tenantlimit
 
 import (
-	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/omniroute/gateway/internal/rolling"
 )
 
-// counters is the record committed as one unit.
+// counters are a tenant's limits state, guarded by State.mu.
 type counters struct {
-	reqTAT   int64 // requests: GCRA theoretical arrival time, Unix ns
-	tokTAT   int64 // tokens: same
+	rates    rolling.Windows
 	inflight int64
 	day      int64 // UTC day index of daySpent/dayHeld
 	daySpent int64 // nano-dollars settled in the day
@@ -40,28 +38,13 @@ type counters struct {
 	monHeld  int64
 }
 
-const nFields = 9
-
-// nSlots is how many records a tenant has. One is current; a writer
-// claims another. Four leave room for three writers descheduled at once
-// before a fourth has to yield.
-const nSlots = 4
-
-type slot struct {
-	claimed atomic.Uint32
-	v       [nFields]atomic.Int64
-}
-
 // State is one tenant's counters and statistics. The zero value is an
-// empty state (every bucket full, nothing spent). It must not be copied.
+// empty state (nothing used, nothing spent). It must not be copied.
 type State struct {
-	// cur is version<<8 | slot index. The version only grows, so a
-	// compare-and-swap on cur cannot succeed against a record that was
-	// replaced and later reused (no ABA).
-	cur   atomic.Uint64
-	slots [nSlots]slot
+	mu sync.Mutex
+	c  counters
 
-	// Statistics, updated on the request path with single atomic adds.
+	// Statistics, updated with single atomic adds.
 	admitted      atomic.Uint64
 	refused       [NumKinds]atomic.Uint64
 	settled       atomic.Uint64
@@ -69,96 +52,35 @@ type State struct {
 	settledCost   atomic.Int64
 }
 
-func (s *slot) load(c *counters) {
-	c.reqTAT = s.v[0].Load()
-	c.tokTAT = s.v[1].Load()
-	c.inflight = s.v[2].Load()
-	c.day = s.v[3].Load()
-	c.daySpent = s.v[4].Load()
-	c.dayHeld = s.v[5].Load()
-	c.month = s.v[6].Load()
-	c.monSpent = s.v[7].Load()
-	c.monHeld = s.v[8].Load()
-}
-
-func (s *slot) store(c *counters) {
-	s.v[0].Store(c.reqTAT)
-	s.v[1].Store(c.tokTAT)
-	s.v[2].Store(c.inflight)
-	s.v[3].Store(c.day)
-	s.v[4].Store(c.daySpent)
-	s.v[5].Store(c.dayHeld)
-	s.v[6].Store(c.month)
-	s.v[7].Store(c.monSpent)
-	s.v[8].Store(c.monHeld)
-}
-
-// read returns the current word and a copy of its record. The copy is
-// consistent only if cur still equals the word afterwards (see stable).
-func (st *State) read(c *counters) uint64 {
-	w := st.cur.Load()
-	st.slots[w&0xff].load(c)
-	return w
-}
-
-// stable reports whether the record read under w was current throughout:
-// a slot is only rewritten after cur has moved away from it, and cur never
-// returns to an old word.
-func (st *State) stable(w uint64) bool { return st.cur.Load() == w }
-
-// snapshot reads a consistent copy of the current record.
-func (st *State) snapshot(c *counters) {
-	for {
-		if st.stable(st.read(c)) {
-			return
-		}
+// rates returns the rate windows with lim's limits in force (a changed
+// policy takes effect here, keeping what the windows counted). mu is
+// held.
+func (c *counters) ratesFor(lim *Limits) *rolling.Windows {
+	if c.rates.Limits() != lim.Rates {
+		c.rates.Set(lim.Rates)
 	}
+	return &c.rates
 }
 
-// commit publishes next as the successor of the record read under w. It
-// reports false when another writer committed first; the caller retries.
-func (st *State) commit(w uint64, next *counters) bool {
-	cur := int(w & 0xff)
-	for {
-		for k := 1; k < nSlots; k++ {
-			j := (cur + k) % nSlots
-			s := &st.slots[j]
-			if !s.claimed.CompareAndSwap(0, 1) {
-				continue
-			}
-			// The slot may have become current since w was read (by a
-			// writer that has since released it); never write over the
-			// current record.
-			if st.cur.Load()&0xff == uint64(j) {
-				s.claimed.Store(0)
-				continue
-			}
-			s.store(next)
-			ok := st.cur.CompareAndSwap(w, (w>>8+1)<<8|uint64(j))
-			s.claimed.Store(0)
-			return ok
+// roll starts a new day or month empty. A caller whose clock still reads
+// the previous period is charged to the counter's current one. mu is
+// held.
+func (c *counters) roll(now time.Time) {
+	if day := DayIndex(now); c.day < day {
+		c.day, c.daySpent, c.dayHeld = day, 0, 0
+		if month := MonthIndex(now); c.month < month {
+			c.month, c.monSpent, c.monHeld = month, 0, 0
 		}
-		if !st.stable(w) {
-			return false
-		}
-		// Every other slot is claimed by a writer that is not running
-		// right now; let one of them finish.
-		runtime.Gosched()
 	}
 }
 
 // seed sets the spend already settled today and this month (read from the
 // request log at start-up) on a state nobody else uses yet.
 func (st *State) seed(now time.Time, daySpent, monthSpent int64) {
-	var c counters
-	for {
-		w := st.read(&c)
-		c.day, c.month = DayIndex(now), MonthIndex(now)
-		c.daySpent, c.monSpent = max(daySpent, 0), max(monthSpent, 0)
-		if st.commit(w, &c) {
-			return
-		}
-	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.c.day, st.c.month = DayIndex(now), MonthIndex(now)
+	st.c.daySpent, st.c.monSpent = max(daySpent, 0), max(monthSpent, 0)
 }
 
 // addSpent adds spend settled before the state was in use (read from the
@@ -167,24 +89,20 @@ func (st *State) seed(now time.Time, daySpent, monthSpent int64) {
 // past is left alone (the read's figure is for a period that is over).
 func (st *State) addSpent(at time.Time, daySpent, monthSpent int64) {
 	day, month := DayIndex(at), MonthIndex(at)
-	var c counters
-	for {
-		w := st.read(&c)
-		if c.day < day { // as Reserve: a new period starts empty
-			c.day, c.daySpent, c.dayHeld = day, 0, 0
-		}
-		if c.day == day {
-			c.daySpent += max(daySpent, 0)
-		}
-		if c.month < month {
-			c.month, c.monSpent, c.monHeld = month, 0, 0
-		}
-		if c.month == month {
-			c.monSpent += max(monthSpent, 0)
-		}
-		if st.commit(w, &c) {
-			return
-		}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	c := &st.c
+	if c.day < day { // as Reserve: a new period starts empty
+		c.day, c.daySpent, c.dayHeld = day, 0, 0
+	}
+	if c.day == day {
+		c.daySpent += max(daySpent, 0)
+	}
+	if c.month < month {
+		c.month, c.monSpent, c.monHeld = month, 0, 0
+	}
+	if c.month == month {
+		c.monSpent += max(monthSpent, 0)
 	}
 }
 

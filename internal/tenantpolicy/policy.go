@@ -16,16 +16,24 @@ import (
 	"io"
 	"math"
 	"strings"
+
+	"github.com/omniroute/gateway/internal/rolling"
 )
 
 // Policy is one tenant's limits. JSON names are the configuration file's
 // and the management API's field names.
 type Policy struct {
-	// RequestsPerMinute caps requests started per minute (0 = none).
+	// RequestsPerMinute caps requests started in any minute (0 = none).
 	RequestsPerMinute int64 `json:"requests_per_minute,omitempty"`
-	// TokensPerMinute caps tokens per minute: input estimate plus
+	// TokensPerMinute caps tokens in any minute: input estimate plus
 	// max_tokens reserved at admission, settled from the real usage.
 	TokensPerMinute int64 `json:"tokens_per_minute,omitempty"`
+	// The same per hour and per day (any hour, any 24 hours: rolling
+	// windows like the minute's, not calendar days).
+	RequestsPerHour int64 `json:"requests_per_hour,omitempty"`
+	RequestsPerDay  int64 `json:"requests_per_day,omitempty"`
+	TokensPerHour   int64 `json:"tokens_per_hour,omitempty"`
+	TokensPerDay    int64 `json:"tokens_per_day,omitempty"`
 	// MaxConcurrent caps requests in flight at once (0 = none).
 	MaxConcurrent int64 `json:"max_concurrent,omitempty"`
 	// DailyBudgetUSD caps spend per UTC calendar day, in US dollars.
@@ -71,8 +79,20 @@ type Field struct {
 
 // Fields lists every policy field in the order of the struct.
 var Fields = []Field{
-	{"requests_per_minute", "requests started per minute (0 = no limit)", func(p *Policy) (string, string) { return "", checkRate(p.RequestsPerMinute) }},
-	{"tokens_per_minute", "tokens per minute, reserved from the estimate and max_tokens, settled from usage (0 = no limit)", func(p *Policy) (string, string) { return "", checkRate(p.TokensPerMinute) }},
+	{"requests_per_minute", "requests started in any minute (0 = no limit)", func(p *Policy) (string, string) { return "", checkRate(p.RequestsPerMinute) }},
+	{"tokens_per_minute", "tokens in any minute, reserved from the estimate and max_tokens, settled from usage (0 = no limit)", func(p *Policy) (string, string) { return "", checkRate(p.TokensPerMinute) }},
+	{"requests_per_hour", "requests started in any hour (0 = no limit)", func(p *Policy) (string, string) {
+		return "", checkWindow(p.RequestsPerHour, p.RequestsPerMinute, "requests_per_minute")
+	}},
+	{"requests_per_day", "requests started in any 24 hours (0 = no limit)", func(p *Policy) (string, string) {
+		return "", checkWindow(p.RequestsPerDay, shorter(p.RequestsPerHour, p.RequestsPerMinute), shorterName(p.RequestsPerHour, "requests"))
+	}},
+	{"tokens_per_hour", "tokens in any hour, counted like tokens_per_minute (0 = no limit)", func(p *Policy) (string, string) {
+		return "", checkWindow(p.TokensPerHour, p.TokensPerMinute, "tokens_per_minute")
+	}},
+	{"tokens_per_day", "tokens in any 24 hours, counted like tokens_per_minute (0 = no limit)", func(p *Policy) (string, string) {
+		return "", checkWindow(p.TokensPerDay, shorter(p.TokensPerHour, p.TokensPerMinute), shorterName(p.TokensPerHour, "tokens"))
+	}},
 	{"max_concurrent", "requests in flight at once (0 = no limit)", func(p *Policy) (string, string) {
 		if p.MaxConcurrent < 0 || p.MaxConcurrent > MaxConcurrent {
 			return "", fmt.Sprintf("must be between 0 (no limit) and %d, got %d", MaxConcurrent, p.MaxConcurrent)
@@ -102,6 +122,34 @@ func checkRate(v int64) string {
 		return fmt.Sprintf("must be between 0 (no limit) and %d, got %d", int64(MaxRate), v)
 	}
 	return ""
+}
+
+// checkWindow checks a longer window's limit v against the limit of the
+// next shorter window that is set (name): below it, the shorter window
+// could never be used up, which is never what was meant.
+func checkWindow(v, shorter int64, name string) string {
+	if msg := checkRate(v); msg != "" {
+		return msg
+	}
+	if v > 0 && shorter > v {
+		return fmt.Sprintf("%d is below %s (%d): that limit could never be reached; raise this one or lower %s", v, name, shorter, name)
+	}
+	return ""
+}
+
+// shorter is the hour's limit when set, else the minute's.
+func shorter(hour, minute int64) int64 {
+	if hour > 0 {
+		return hour
+	}
+	return minute
+}
+
+func shorterName(hour int64, dim string) string {
+	if hour > 0 {
+		return dim + "_per_hour"
+	}
+	return dim + "_per_minute"
 }
 
 func checkBudget(v float64) string {
@@ -170,8 +218,17 @@ func (p *Policy) Validate(prefix string) error {
 // Limited reports whether the policy restricts anything the limiter checks
 // (rates, concurrency, budgets or models).
 func (p *Policy) Limited() bool {
-	return p.RequestsPerMinute > 0 || p.TokensPerMinute > 0 || p.MaxConcurrent > 0 ||
+	return p.RequestsPerMinute > 0 || p.TokensPerMinute > 0 || p.RequestsPerHour > 0 || p.RequestsPerDay > 0 ||
+		p.TokensPerHour > 0 || p.TokensPerDay > 0 || p.MaxConcurrent > 0 ||
 		p.DailyBudgetUSD > 0 || p.MonthlyBudgetUSD > 0 || len(p.AllowedModels) > 0
+}
+
+// Rates are the policy's rolling rate limits.
+func (p *Policy) Rates() rolling.Limits {
+	var l rolling.Limits
+	l[rolling.Requests] = [rolling.NumPeriods]int64{p.RequestsPerMinute, p.RequestsPerHour, p.RequestsPerDay}
+	l[rolling.Tokens] = [rolling.NumPeriods]int64{p.TokensPerMinute, p.TokensPerHour, p.TokensPerDay}
+	return l
 }
 
 // EffectiveWeight is Weight after its default.

@@ -22,6 +22,11 @@ func TestValidate(t *testing.T) {
 		{"negative rpm", Policy{RequestsPerMinute: -1}, []string{"t.requests_per_minute"}},
 		{"negative tpm", Policy{TokensPerMinute: -5}, []string{"t.tokens_per_minute"}},
 		{"huge tpm", Policy{TokensPerMinute: MaxRate + 1}, []string{"t.tokens_per_minute"}},
+		{"several windows", Policy{RequestsPerMinute: 15, RequestsPerHour: 200, RequestsPerDay: 1500, TokensPerMinute: 1000, TokensPerDay: 100000}, nil},
+		{"a day below the minute: the minute could never be reached", Policy{RequestsPerMinute: 100, RequestsPerDay: 50}, []string{"t.requests_per_day"}},
+		{"a day below the hour", Policy{TokensPerMinute: 10, TokensPerHour: 1000, TokensPerDay: 500}, []string{"t.tokens_per_day"}},
+		{"an hour below the minute", Policy{TokensPerMinute: 1000, TokensPerHour: 500}, []string{"t.tokens_per_hour"}},
+		{"negative hour", Policy{RequestsPerHour: -1}, []string{"t.requests_per_hour"}},
 		{"negative concurrency", Policy{MaxConcurrent: -2}, []string{"t.max_concurrent"}},
 		{"negative budgets", Policy{DailyBudgetUSD: -0.01, MonthlyBudgetUSD: -3}, []string{"t.daily_budget_usd", "t.monthly_budget_usd"}},
 		{"nan budget", Policy{DailyBudgetUSD: math.NaN()}, []string{"t.daily_budget_usd"}},
@@ -53,6 +58,10 @@ func TestValidate(t *testing.T) {
 	}
 	if err := (&Policy{RequestsPerMinute: -1}).Validate(""); err == nil || !strings.HasPrefix(err.Error(), "requests_per_minute: ") {
 		t.Fatalf("no prefix: %v", err)
+	}
+	err := (&Policy{RequestsPerMinute: 100, RequestsPerDay: 50}).Validate("")
+	if err == nil || !strings.Contains(err.Error(), "requests_per_day: 50 is below requests_per_minute (100)") {
+		t.Fatalf("the error does not explain the window that could never be reached: %v", err)
 	}
 }
 

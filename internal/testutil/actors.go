@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/omniroute/gateway/internal/clock"
 )
 
 // Letters records, from an actor system's event stream, the dead letters
@@ -89,6 +91,24 @@ func (l *Letters) NoDeadLettersFor(t testing.TB, d time.Duration) {
 	before := len(l.dead)
 	l.mu.Unlock()
 	time.Sleep(d)
+	if got := l.DeadLetters(); len(got) > before {
+		t.Fatalf("dead letters after stop (a timer outlived its actor): %v", got[before:])
+	}
+}
+
+// NoTimerLeft fails the test if the watched actors, stopped, left a timer
+// on their fake clock, or if moving that clock on by d sends them
+// anything: the fake-clock form of NoDeadLettersFor, with no wall time
+// spent. clk must be theirs alone.
+func (l *Letters) NoTimerLeft(t testing.TB, clk *clock.Fake, d time.Duration) {
+	t.Helper()
+	if n := clk.Pending(); n != 0 {
+		t.Fatalf("%d timers still pending after stop (a timer outlived its actor)", n)
+	}
+	l.mu.Lock()
+	before := len(l.dead)
+	l.mu.Unlock()
+	clk.Advance(d) // a timer's send (and so its dead letter) happens inside Advance
 	if got := l.DeadLetters(); len(got) > before {
 		t.Fatalf("dead letters after stop (a timer outlived its actor): %v", got[before:])
 	}

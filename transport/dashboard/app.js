@@ -58,6 +58,13 @@ function fill(table, items, row, more) {
 
 const fmtNum = (v, d) => (v === undefined || v === null ? "–" : Number(v).toFixed(d === undefined ? 0 : d));
 const fmtSec = (v) => (v === undefined ? "–" : v < 1 ? (v * 1000).toFixed(0) + " ms" : v.toFixed(2) + " s");
+// fmtWait is a wait in milliseconds: "0 s", "12 s", "1 min 2 s", "24 h 47 min".
+const fmtWait = (ms) => {
+  const s = Math.ceil((ms || 0) / 1000);
+  if (s < 60) return s + " s";
+  if (s < 3600) return Math.floor(s / 60) + " min " + (s % 60) + " s";
+  return Math.floor(s / 3600) + " h " + Math.floor((s % 3600) / 60) + " min";
+};
 function fmtBytes(n) {
   if (n === undefined) return "–";
   const u = ["B", "KiB", "MiB", "GiB"];
@@ -148,6 +155,16 @@ function render(s) {
     cell(tr, p.circuit, "circuit"); cell(tr, p.cooldownReason || "", "reason"); cell(tr, fmtTime(p.cooldownUntil), "until");
     cell(tr, p.consecutiveFailures); cell(tr, p.successes + "/" + p.attempts);
   }, s.providerCount > provs.length ? "… " + (s.providerCount - provs.length) + " more targets" : "");
+
+  const lims = s.limits || [];
+  $("limits-count").textContent = "(" + (s.limitCount || 0) + " windows)";
+  fill("limits-table", lims, (tr, w) => {
+    tr.dataset.budget = w.kind + ":" + w.budget + (w.model ? "/" + w.model : "") + ":" + w.dimension + ":" + w.period;
+    if (w.remaining === 0) tr.className = "bad";
+    else if (w.used >= 0.8 * w.limit) tr.className = "warn";
+    cell(tr, w.kind); cell(tr, w.budget); cell(tr, w.model || ""); cell(tr, w.dimension); cell(tr, w.period);
+    cell(tr, w.used, "used"); cell(tr, w.limit); cell(tr, w.remaining, "remaining"); cell(tr, fmtWait(w.resetMs), "reset");
+  }, s.limitCount > lims.length ? "… " + (s.limitCount - lims.length) + " more windows" : "");
 
   const cl = s.cluster;
   $("cluster").hidden = !cl;

@@ -135,11 +135,14 @@ func joinCluster(system *actor.ActorSystem, a Assembly) error {
 		return err
 	}
 	store := credit.NewEtcdStore(ec, "/omniroute/credit/"+cfg.Name+"/")
-	node, err := icluster.Start(system, cfg, icluster.Options{Kinds: []*pcluster.Kind{credit.NewKind(store, a.Clock())}, Etcd: ec})
+	// The grains read their budgets from this node's configuration, which
+	// AttachCluster hands them through the leases.
+	budgets := &credit.Budgets{}
+	node, err := icluster.Start(system, cfg, icluster.Options{Kinds: []*pcluster.Kind{credit.NewKind(store, a.Clock(), budgets)}, Etcd: ec})
 	if err != nil {
 		return err
 	}
-	leases, err := credit.Start(system, node.Cluster(), credit.Options{Node: node.ID(), Clock: a.Clock()})
+	leases, err := credit.Start(system, node.Cluster(), credit.Options{Node: node.ID(), Clock: a.Clock(), Budgets: budgets})
 	if err != nil {
 		node.Stop()
 		return err
