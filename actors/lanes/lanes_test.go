@@ -621,17 +621,12 @@ func TestLightLaneIsServedNext(t *testing.T) {
 	e.until("idle", func(s *Snapshot) bool { return s.ActiveCost == 0 })
 }
 
-// TestStandingQueueSheds: once the drain rate is known and the upstream
-// is overloaded (arrivals outrun grants), a lane's burst may queue up to
-// two targets' worth of wait (burstWaitTargets). A lane that has not
-// emptied for the burst interval (four targets) is a standing queue: it
-// keeps waiting while it holds its length (a closed loop of callers), and
-// sheds what would
-// wait past the queueing target once it grows, while another tenant's
-// lane, empty until now, still queues.
-func TestStandingQueueSheds(t *testing.T) {
-	// A fixed limit of 8 (the lane mechanics apart from the controller),
-	// and answers of 100 ms: the drain rate is 80 a second.
+// warmFull starts lanes with a fixed limit of 8 (the lane mechanics
+// apart from the controller), warms them with answers of 100 ms (a drain
+// rate of 80 a second), and fills the limit so that everything else
+// queues: the leases holding it are returned.
+func warmFull(t *testing.T) (*env, Upstream, []*Lease) {
+	t.Helper()
 	e := start(t, func(c *admission.Config) { c.MinLimit, c.InitialLimit, c.MaxLimit = 8, 8, 8; c.VirtualLanes = true })
 	var leases []*Lease
 	for i := 0; i < 40; i++ {
@@ -654,7 +649,6 @@ func TestStandingQueueSheds(t *testing.T) {
 	if up.DrainPerSecond <= 0 || up.QueueTargetMs <= 0 {
 		t.Fatalf("no drain rate after the warm-up: %+v", up)
 	}
-	// Fill the limit so that everything else queues.
 	for {
 		var l Lease
 		if e.h.TryAcquire(Ticket{Tenant: id("w"), Cost: 1}, &l) != None {
@@ -662,6 +656,19 @@ func TestStandingQueueSheds(t *testing.T) {
 		}
 		leases = append(leases, &l)
 	}
+	return e, up, leases
+}
+
+// TestStandingQueueSheds: once the drain rate is known and the upstream
+// is overloaded (arrivals outrun grants), a lane's burst may queue up to
+// two targets' worth of wait (burstWaitTargets). A lane that has not
+// emptied for the burst interval (four targets) is a standing queue: it
+// keeps waiting while it holds its length (a closed loop of callers), and
+// sheds what would
+// wait past the queueing target once it grows, while another tenant's
+// lane, empty until now, still queues.
+func TestStandingQueueSheds(t *testing.T) {
+	e, up, leases := warmFull(t)
 	target := time.Duration(up.QueueTargetMs * float64(time.Millisecond))
 	// Queue x's burst past the target (but within a burst's allowance).
 	burst := int(target.Seconds()*up.DrainPerSecond) + 2
@@ -935,33 +942,8 @@ func TestQueueWakesTheMeasuringTick(t *testing.T) {
 // counts show it (which let an overload refill the queue by hundreds,
 // seconds of wait, between two sheds).
 func TestShedQueueRefillingIsShedAgain(t *testing.T) {
-	e := start(t, func(c *admission.Config) { c.MinLimit, c.InitialLimit, c.MaxLimit = 8, 8, 8; c.VirtualLanes = true })
-	var leases []*Lease
-	for i := 0; i < 40; i++ { // answers of 100 ms: a drain of 80 a second
-		for j := 0; j < 8; j++ {
-			var l Lease
-			if r := e.h.TryAcquire(Ticket{Tenant: id("w"), Cost: 1}, &l); r != None {
-				t.Fatalf("warm-up: %q", r.Code())
-			}
-			leases = append(leases, &l)
-		}
-		e.clk.Advance(100 * time.Millisecond)
-		for _, l := range leases {
-			e.h.Release(l, success)
-		}
-		leases = leases[:0]
-		e.h.Tick()
-		e.h.Sync()
-	}
-	up := e.h.Snapshot().Upstreams[0]
+	e, up, leases := warmFull(t)
 	target := time.Duration(up.QueueTargetMs * float64(time.Millisecond))
-	for {
-		var l Lease
-		if e.h.TryAcquire(Ticket{Tenant: id("w"), Cost: 1}, &l) != None {
-			break
-		}
-		leases = append(leases, &l)
-	}
 	// send offers one request of x: queued (returned) or shed.
 	send := func() (*pending, bool) {
 		t.Helper()
