@@ -117,7 +117,11 @@ func RunCodingAgents(ctx context.Context, o Options) (Report, error) {
 		return rep, err
 	}
 	rep.figureSeeds("requests", colOf(runs, func(r agentsRun) float64 { return float64(r.sent) }), "")
-	rep.note("error codes, first seed: %s", topCodes(runs[0].codes, 5))
+	for i, r := range runs {
+		// Every seed's: the gate is zero refusals, and one in a later
+		// seed must say what it was.
+		rep.note("error codes, seed %d: %s", i+1, topCodes(r.codes, 5))
+	}
 	rep.gate("coding agents: admission refusals", aggMax, colOf(runs, func(r agentsRun) float64 { return float64(r.refused) }), "= 0", "requests",
 		func(v float64) bool { return v == 0 }, "any code of the lanes' refusal table or of the ingest byte budget")
 	rep.gate("coding agents: success", aggMedian, colOf(runs, func(r agentsRun) float64 { return 100 * r.success }), "≥ 99", "%",
