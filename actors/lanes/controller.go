@@ -581,10 +581,8 @@ func (c *controller) queueTarget() time.Duration {
 
 func (c *controller) buildView() *view {
 	ctl := c.ctl
-	capCount := c.u.gate.Stats().Cap
 	v := &view{limit: ctl.Limit(), knee: ctl.Knee(), phase: ctl.Phase(), converged: ctl.Converged(),
-		configured: c.cfg.MinLimit == c.cfg.MaxLimit || ctl.Limit() >= c.cfg.MaxLimit || capCount > 0 && capCount <= ctl.Limit(),
-		baseline:   [2]time.Duration{ctl.BaselineOf(true), ctl.BaselineOf(false)}, held: ctl.Held(),
+		baseline: [2]time.Duration{ctl.BaselineOf(true), ctl.BaselineOf(false)}, held: ctl.Held(),
 		drainRate: ctl.DrainRate(), target: c.queueTarget(), pressure: ctl.Pressure(), overloaded: c.flow.overloaded,
 		last: ctl.Last(), window: c.window, virtQueuedCount: c.virtN, virtQueuedCost: c.virtCost, laneCount: len(c.lanes),
 		laneTenants: c.tenants, utilization: c.utilization, answered: c.lastDone}

@@ -177,15 +177,10 @@ func (u *upstream) stop() {
 // cares to show; Snapshot adds the live counters. Lanes read it to decide
 // whether a newcomer's queueing fits.
 type view struct {
-	limit     int64
-	knee      float64
-	phase     string
-	converged bool
-	// configured: the capacity in force is the operator's, not a
-	// measurement: the limit pinned (ADAPTIVE_ADMISSION_MIN_LIMIT =
-	// MAX_LIMIT) or at its maximum, or the upstream's max_concurrent at or
-	// below it.
-	configured bool
+	limit      int64
+	knee       float64
+	phase      string
+	converged  bool
 	baseline   [2]time.Duration // stream, plain
 	held       time.Duration
 	drainRate  float64 // cost per second
@@ -211,14 +206,6 @@ type view struct {
 	laneTenants                     []LaneTenant
 	virtQueuedCount, virtQueuedCost int64
 	shutdown                        bool
-}
-
-// atKnee reports whether the limit rests on a knee the provider showed
-// (a queue beyond the noise, loss or a hang) and is at it: cruising or
-// probing above it. Only then is a queue the provider's, and an overload
-// may be shed.
-func (v *view) atKnee() bool {
-	return v.configured || v.converged && (v.phase == "cruise" || v.phase == "probe")
 }
 
 // baselineFor is the no-queue latency of an answer of the kind (0 when
