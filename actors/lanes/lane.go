@@ -216,9 +216,10 @@ func (l *laneActor) enqueue(ctx actor.Context, w *waiter) {
 // backlog) passes that: waiting longer could only end in a timeout.
 //
 // One more refusal is an overload's: while the upstream is overloaded
-// (over the last window more joined its queues than they were granted:
-// demand the provider cannot take, however long it waits, see
-// controller.rollFlow), a queue is kept short, CoDel's good queue and
+// (the requests present at it, in flight and waiting, grew past a tenth
+// of a window's answers: demand the provider cannot take, however long
+// it waits, see controller.rollFlow), or while this lane sheds or ended
+// shedding within the last window, a queue is kept short, CoDel's good queue and
 // bad queue: a lane that emptied within the last burst interval (a
 // tenant within its fair share, whose bursts drain) may queue up to
 // burstWaitTargets' worth of wait, or one hold time of a place if
@@ -260,8 +261,7 @@ func (l *laneActor) admissible(w *waiter) (Reason, int) {
 	recent := !l.shedEnded[c].IsZero() && now.Sub(l.shedEnded[c]) < l.u.h.cfg.Window()
 	if !known || !v.overloaded && !l.shedding[c] && !recent {
 		// Demand the upstream keeps pace with (a closed loop of callers,
-		// a burst being served) waits its turn, and so does a queue the
-		// limit makes rather than the provider (above).
+		// a burst being served) waits its turn, up to its patience.
 		return None, 0
 	}
 	interval := burstIntervals * v.target
