@@ -39,11 +39,19 @@ type controller struct {
 	flow struct {
 		markAt                time.Time
 		markPresent, markDone int64
-		lastGrowth, lastDone  int64 // over the last whole window; lastGrowth -1: none yet
+		lastGrowth, lastDone  int64 // over the last whole window
+		// hasLast: a whole window was measured (growth may be negative:
+		// a sentinel of -1 read a shrinking window as none, and the
+		// next window's refill was judged against no answers).
+		hasLast bool
 		// markLate is upstream.outOfTime at markAt, lastLate its growth
 		// over the last whole window.
 		markLate, lastLate int64
-		overloaded         bool
+		// fromIdle: the window began on an idle upstream (the first
+		// ever, or one whose last window started empty and answered
+		// nothing), and it has not answered since.
+		fromIdle   bool
+		overloaded bool
 	}
 	// released counts the leases the controller folded in (drainReleases).
 	released int64
@@ -280,18 +288,35 @@ func (c *controller) rollFlow(now time.Time) {
 	present := st.ActiveCount() + st.Waiting[admission.Interactive] + st.Waiting[admission.Batch]
 	late := c.u.outOfTime.Load()
 	if f.markAt.IsZero() {
-		f.markAt, f.markPresent, f.markDone, f.lastGrowth, f.markLate = now, present, c.released, -1, late
+		f.markAt, f.markPresent, f.markDone, f.hasLast, f.markLate, f.fromIdle = now, present, c.released, false, late, true
 	}
 	if now.Sub(f.markAt) >= c.cfg.Window() {
+		f.fromIdle = f.markPresent == 0 && c.released == f.markDone
 		f.lastGrowth, f.lastDone, f.lastLate = present-f.markPresent, c.released-f.markDone, late-f.markLate
+		f.hasLast = !f.fromIdle // an idle window measured no rate
 		f.markAt, f.markPresent, f.markDone, f.markLate = now, present, c.released, late
+	}
+	// An idle upstream has no rate for its callers to outgrow: until it
+	// answers, the callers arriving are who is present (a closed loop
+	// starting, eight agents at once), not growth, and the window's
+	// growth counts from its first answer. Taking that step for growth
+	// shed a closed loop's start above the initial limit as an overload.
+	// An overload from idle is judged one answer's time later; a hang
+	// with callers present is not idle, and requests turned away for
+	// time (late, below) are an overload whatever the mark.
+	if f.fromIdle {
+		if c.released == f.markDone {
+			f.markPresent = present
+		} else {
+			f.fromIdle = false
+		}
 	}
 	// The window so far tells at once (an overload's first moments fill a
 	// queue); the last whole one keeps the verdict across the roll.
 	// Early in a window its answers are a handful, so growth so far is
 	// judged against a whole window's answers when one is known.
 	scale := c.released - f.markDone
-	if f.lastGrowth >= 0 {
+	if f.hasLast {
 		scale = max(scale, f.lastDone)
 	}
 	// Requests turned away for time (their wait would pass, or passed,
@@ -299,7 +324,7 @@ func (c *controller) rollFlow(now time.Time) {
 	// callers' patience it stops growing, the rest being turned away,
 	// and without them the verdict would end there, leaving a queue as
 	// long as the patience (seconds) to every caller it admits.
-	f.overloaded = growsPast(present-f.markPresent, scale) || (f.lastGrowth >= 0 && growsPast(f.lastGrowth, f.lastDone)) ||
+	f.overloaded = growsPast(present-f.markPresent, scale) || (f.hasLast && growsPast(f.lastGrowth, f.lastDone)) ||
 		late > f.markLate || f.lastLate > 0
 }
 

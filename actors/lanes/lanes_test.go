@@ -128,6 +128,34 @@ func (p *pending) still(t *testing.T) {
 	}
 }
 
+// offer sends one request of tn and reports whether it was shed (else it
+// queued, or was granted at once, and is returned).
+func (e *env) offer(t *testing.T, tn string) (*pending, bool) {
+	t.Helper()
+	n := e.h.Snapshot().QueuedCount
+	p := e.acquireAsync(tn, admission.Interactive, 1, nil)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		select {
+		case r := <-p.done:
+			if r == None {
+				p.done <- r // granted at once: wait sees it
+				return p, false
+			}
+			if r != Overloaded {
+				t.Fatalf("%s: %q, want queued or %q", tn, r.Code(), Overloaded.Code())
+			}
+			return nil, true
+		default:
+		}
+		if e.h.Snapshot().QueuedCount > n {
+			return p, false
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the request was neither queued nor shed")
+		}
+	}
+}
+
 // until polls the snapshot until cond holds.
 func (e *env) until(what string, cond func(*Snapshot) bool) *Snapshot {
 	e.t.Helper()
@@ -686,38 +714,20 @@ func TestStandingQueueSheds(t *testing.T) {
 	for i := 0; i < burst; i++ {
 		xs = append(xs, queue("x"))
 	}
-	// queueOrShed sends one request of tn and reports whether it was shed
-	// (else it queued and is returned).
-	queueOrShed := func(tn string) (*pending, bool) {
-		t.Helper()
-		n := e.h.Snapshot().QueuedCount
-		p := e.acquireAsync(tn, admission.Interactive, 1, nil)
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-			select {
-			case r := <-p.done:
-				if r != Overloaded {
-					t.Fatalf("%s: %q, want queued or %q", tn, r.Code(), Overloaded.Code())
-				}
-				return nil, true
-			default:
-			}
-			if e.h.Snapshot().QueuedCount > n {
-				return p, false
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the request was neither queued nor shed")
-			}
-		}
-	}
+	queueOrShed := func(tn string) (*pending, bool) { t.Helper(); return e.offer(t, tn) }
 	// x's queue has not emptied for the interval: it stands, and its
-	// arrivals outrun its grants (none): once it holds more than the
-	// target's worth by the noise margin (two requests), what comes is
-	// shed.
+	// arrivals outrun its grants (none): once the upstream's presence
+	// has grown past a tenth of a window's answers and two (wherever its
+	// flow window rolled), what comes is shed.
 	e.clk.Advance(burstIntervals*target + time.Millisecond) // the snapshot rounds the target
 	e.h.Tick()
 	e.h.Sync() // the controller sees the flow: arrivals, no grants
+	cfg := e.h.Config()
+	window := cfg.Window()
 	shed := false
-	for i := 0; i < 3 && !shed; i++ {
+	for i := 0; i < int(outrunShare*up.DrainPerSecond*window.Seconds())+4 && !shed; i++ {
+		e.h.Tick()
+		e.h.Sync()
 		var p *pending
 		if p, shed = queueOrShed("x"); !shed {
 			xs = append(xs, p)
@@ -732,8 +742,6 @@ func TestStandingQueueSheds(t *testing.T) {
 	// joined the queue kept pace with its grants, the standing queue
 	// waits although its wait exceeds the target: the re-sent requests
 	// are the same demand, not more of it.
-	cfg := e.h.Config()
-	window := cfg.Window()
 	step := window / 10
 	var lastShed time.Duration
 	for elapsed := time.Duration(0); elapsed < 3*window; elapsed += step {
@@ -944,28 +952,7 @@ func TestQueueWakesTheMeasuringTick(t *testing.T) {
 func TestShedQueueRefillingIsShedAgain(t *testing.T) {
 	e, up, leases := warmFull(t)
 	target := time.Duration(up.QueueTargetMs * float64(time.Millisecond))
-	// send offers one request of x: queued (returned) or shed.
-	send := func() (*pending, bool) {
-		t.Helper()
-		n := e.h.Snapshot().QueuedCount
-		p := e.acquireAsync("x", admission.Interactive, 1, nil)
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-			select {
-			case r := <-p.done:
-				if r != Overloaded {
-					t.Fatalf("%q, want queued or %q", r.Code(), Overloaded.Code())
-				}
-				return nil, true
-			default:
-			}
-			if e.h.Snapshot().QueuedCount > n {
-				return p, false
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the request was neither queued nor shed")
-			}
-		}
-	}
+	send := func() (*pending, bool) { t.Helper(); return e.offer(t, "x") }
 	// An open loop: requests keep coming, no grant. The queue stands
 	// past the burst interval and is shed.
 	var xs []*pending
@@ -1032,6 +1019,95 @@ func TestShedQueueRefillingIsShedAgain(t *testing.T) {
 	for _, p := range xs {
 		if r := p.wait(t); r != None {
 			t.Fatalf("queued request: %q", r.Code())
+		}
+		e.h.Release(&p.lease, success)
+	}
+}
+
+// TestClosedLoopStartingOnAnIdleUpstreamWaits: callers arriving at an
+// idle upstream (warm: its drain rate known) are who is present, not
+// growth: a closed loop of three times the limit starting at once waits
+// its turn, window after window, though its queue holds twice a hold
+// time of wait. Once the upstream answers, growth counts again: callers
+// beyond the closed loop that keep coming are shed.
+func TestClosedLoopStartingOnAnIdleUpstreamWaits(t *testing.T) {
+	e, up, leases := warmFull(t)
+	for _, l := range leases {
+		e.h.Release(l, success)
+	}
+	cfg := e.h.Config()
+	window := cfg.Window()
+	for i := 0; i < 3; i++ { // idle: whole windows with nothing present
+		e.clk.Advance(window)
+		e.h.Tick()
+		e.h.Sync()
+	}
+	hold := 100 * time.Millisecond // warmFull's answers
+	var inflight, queued []*pending
+	for i := 0; i < 24; i++ {
+		p, shed := e.offer(t, "x")
+		if shed {
+			t.Fatalf("caller %d of a closed loop starting on an idle upstream was shed (%+v)", i+1, up)
+		}
+		if i < 8 {
+			if r := p.wait(t); r != None {
+				t.Fatalf("caller %d: %q", i+1, r.Code())
+			}
+			inflight = append(inflight, p)
+		} else {
+			queued = append(queued, p)
+		}
+		e.h.Tick() // the measuring tick runs between arrivals
+		e.h.Sync()
+	}
+	// answer rounds the upstream through: the in-flight answer, the
+	// queued take their places, and each answered caller sends again
+	// (plus extra new callers a round).
+	answer := func(extra int) (shed int) {
+		t.Helper()
+		e.clk.Advance(hold)
+		for _, p := range inflight {
+			e.h.Release(&p.lease, success)
+		}
+		inflight = inflight[:0]
+		for range 8 {
+			if r := queued[0].wait(t); r != None {
+				t.Fatalf("queued caller: %q", r.Code())
+			}
+			inflight, queued = append(inflight, queued[0]), queued[1:]
+		}
+		e.h.Tick()
+		e.h.Sync()
+		for range 8 + extra {
+			if p, s := e.offer(t, "x"); s {
+				shed++
+			} else {
+				queued = append(queued, p)
+			}
+			e.h.Tick()
+			e.h.Sync()
+		}
+		return shed
+	}
+	rounds := int(3*window/hold) + 1
+	for i := range rounds {
+		if n := answer(0); n > 0 {
+			t.Fatalf("round %d of the closed loop: %d shed", i+1, n)
+		}
+	}
+	shed := 0
+	for i := 0; i < rounds && shed == 0; i++ {
+		shed = answer(4)
+	}
+	if shed == 0 {
+		t.Fatalf("callers beyond the closed loop kept coming for %d rounds (%d queued) and none was shed", rounds, len(queued))
+	}
+	for _, p := range inflight {
+		e.h.Release(&p.lease, success)
+	}
+	for _, p := range queued {
+		if r := p.wait(t); r != None {
+			t.Fatalf("queued caller: %q", r.Code())
 		}
 		e.h.Release(&p.lease, success)
 	}
