@@ -452,11 +452,21 @@ const (
 
 // DrainRate is how much queued cost the upstream takes per second at the
 // current limit (Little's law: in flight ÷ time held); 0 when unknown.
+// While the first phase calibrates below the initial limit, the rate is
+// the initial limit's, where the limit goes once the phase is judged:
+// the calibration is the gateway's own measurement, and a wait estimated
+// at its level (a quarter of the default initial limit) would shed a
+// closed loop that starts above it as an overload (eight agents starting
+// at once had their last one refused).
 func (c *Controller) DrainRate() float64 {
 	if c.heldEWMA <= 0 {
 		return 0
 	}
-	return float64(c.limit) / c.heldEWMA
+	limit := c.limit
+	if c.calibrating {
+		limit = max(limit, clamp(c.cfg.InitialLimit, c.cfg.MinLimit, c.cfg.MaxLimit))
+	}
+	return float64(limit) / c.heldEWMA
 }
 
 // Pressure is the pressure seen since the last judged phase.

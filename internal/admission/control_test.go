@@ -799,3 +799,35 @@ func TestControlBusyCPUStopsNearACalmKnee(t *testing.T) {
 		}
 	}
 }
+
+// TestControlCalibrationDrainsAtTheInitialLimit: the first phase measures
+// at calibrateLevel, below the initial limit, and the drain rate that
+// waits are estimated with is the initial limit's until the phase is
+// judged (then the limit's own): a closed loop starting above the
+// calibration level is not told a wait four times too long.
+func TestControlCalibrationDrainsAtTheInitialLimit(t *testing.T) {
+	cfg := cfgFor()
+	if cfg.InitialLimit <= calibrateLevel {
+		t.Fatalf("test setup: initial limit %d does not exceed the calibration level %d", cfg.InitialLimit, calibrateLevel)
+	}
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	c := NewController(cfg, now)
+	if c.Limit() != calibrateLevel || c.DrainRate() != 0 {
+		t.Fatalf("a new controller: limit %d, drain %.1f/s; want %d and unknown (0)", c.Limit(), c.DrainRate(), calibrateLevel)
+	}
+	held := 800 * time.Millisecond
+	c.Observe(now.Add(held), Sample{Held: held, Latency: held, OK: true})
+	want := float64(cfg.InitialLimit) / held.Seconds()
+	if got := c.DrainRate(); c.Limit() != calibrateLevel || math.Abs(got-want) > 1e-9 {
+		t.Fatalf("calibrating at limit %d: drain %.2f/s, want the initial limit's %.2f/s", c.Limit(), got, want)
+	}
+	// Judged: the limit is the initial one or more, and the drain is its own.
+	s := &ctlSim{t: t, c: c, now: now, start: now, rng: rand.New(rand.NewPCG(1, 2)), step: time.Millisecond, slots: 64, service: held, jitter: 0.3}
+	s.saturate = 64
+	if s.within(10*time.Second, func() bool { return !s.c.calibrating }) < 0 {
+		t.Fatalf("the calibration phase never ended (%+v)", s.c.Last())
+	}
+	if got, own := s.c.DrainRate(), float64(s.c.Limit())/s.c.Held().Seconds(); math.Abs(got-own) > 1e-6*own || s.c.Limit() < cfg.InitialLimit {
+		t.Fatalf("after calibration: limit %d, drain %.2f/s, want the limit's own %.2f/s at ≥ %d", s.c.Limit(), got, own, cfg.InitialLimit)
+	}
+}
