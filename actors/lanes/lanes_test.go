@@ -1023,3 +1023,96 @@ func TestShedQueueRefillingIsShedAgain(t *testing.T) {
 		e.h.Release(&p.lease, success)
 	}
 }
+
+// TestClosedLoopStartingOnAnIdleUpstreamWaits: callers arriving at an
+// idle upstream that has not shown a knee (its drain rate known, its
+// limit a lower bound of what the provider takes) are who is present,
+// not growth: a closed loop of three times the limit starting at once
+// waits its turn, window after window, though its queue holds twice a
+// hold time of wait. Once the upstream answers, growth counts again:
+// callers beyond the closed loop that keep coming are shed.
+func TestClosedLoopStartingOnAnIdleUpstreamWaits(t *testing.T) {
+	e, up, leases := warmFull(t)
+	if up.Converged {
+		t.Fatalf("test setup: the warm upstream has shown a knee (%+v)", up)
+	}
+	for _, l := range leases {
+		e.h.Release(l, success)
+	}
+	cfg := e.h.Config()
+	window := cfg.Window()
+	for i := 0; i < 3; i++ { // idle: whole windows with nothing present
+		e.clk.Advance(window)
+		e.h.Tick()
+		e.h.Sync()
+	}
+	hold := 100 * time.Millisecond // warmFull's answers
+	var inflight, queued []*pending
+	for i := 0; i < 24; i++ {
+		p, shed := e.offer(t, "x")
+		if shed {
+			t.Fatalf("caller %d of a closed loop starting on an idle upstream was shed (%+v)", i+1, up)
+		}
+		if i < 8 {
+			if r := p.wait(t); r != None {
+				t.Fatalf("caller %d: %q", i+1, r.Code())
+			}
+			inflight = append(inflight, p)
+		} else {
+			queued = append(queued, p)
+		}
+		e.h.Tick() // the measuring tick runs between arrivals
+		e.h.Sync()
+	}
+	// answer rounds the upstream through: the in-flight answer, the
+	// queued take their places, and each answered caller sends again
+	// (plus extra new callers a round).
+	answer := func(extra int) (shed int) {
+		t.Helper()
+		e.clk.Advance(hold)
+		for _, p := range inflight {
+			e.h.Release(&p.lease, success)
+		}
+		inflight = inflight[:0]
+		for range 8 {
+			if r := queued[0].wait(t); r != None {
+				t.Fatalf("queued caller: %q", r.Code())
+			}
+			inflight, queued = append(inflight, queued[0]), queued[1:]
+		}
+		e.h.Tick()
+		e.h.Sync()
+		for range 8 + extra {
+			if p, s := e.offer(t, "x"); s {
+				shed++
+			} else {
+				queued = append(queued, p)
+			}
+			e.h.Tick()
+			e.h.Sync()
+		}
+		return shed
+	}
+	rounds := int(3*window/hold) + 1
+	for i := range rounds {
+		if n := answer(0); n > 0 {
+			t.Fatalf("round %d of the closed loop: %d shed", i+1, n)
+		}
+	}
+	shed := 0
+	for i := 0; i < rounds && shed == 0; i++ {
+		shed = answer(4)
+	}
+	if shed == 0 {
+		t.Fatalf("callers beyond the closed loop kept coming for %d rounds (%d queued) and none was shed", rounds, len(queued))
+	}
+	for _, p := range inflight {
+		e.h.Release(&p.lease, success)
+	}
+	for _, p := range queued {
+		if r := p.wait(t); r != None {
+			t.Fatalf("queued caller: %q", r.Code())
+		}
+		e.h.Release(&p.lease, success)
+	}
+}
