@@ -119,3 +119,16 @@ func BenchmarkRefProxy(b *testing.B) {
 	b.Cleanup(func() { srv.Shutdown(); p.Close() })
 	benchPost(b, ln.Addr().String(), benchBody)
 }
+
+// BenchmarkPassThroughAdmissionEnforce and ...Off are BenchmarkPassThrough
+// with the admission lanes enforcing and off: the difference is what
+// admission costs a request that is never queued.
+func BenchmarkPassThroughAdmissionEnforce(b *testing.B) {
+	gw, _ := benchGateway(b, "ADAPTIVE_ADMISSION_MODE", "enforce")
+	benchPost(b, gw, benchBody)
+}
+
+func BenchmarkPassThroughAdmissionOff(b *testing.B) {
+	gw, _ := benchGateway(b, "ADAPTIVE_ADMISSION_MODE", "off")
+	benchPost(b, gw, benchBody)
+}
