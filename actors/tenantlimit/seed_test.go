@@ -73,11 +73,16 @@ func startSeeding(t *testing.T, spend SpendFunc) (*Handle, *clock.Fake) {
 // snapshotOf is a key snapshot holding the named keys, each with a daily
 // budget of $1.
 func snapshotOf(names ...string) *keys.Snapshot {
+	return snapshotWith(tenantpolicy.Policy{DailyBudgetUSD: 1}, names...)
+}
+
+// snapshotWith is a key snapshot holding the named keys, each with policy p.
+func snapshotWith(p tenantpolicy.Policy, names ...string) *keys.Snapshot {
 	var list []keys.Key
 	for i, n := range names {
 		var d [32]byte
 		d[0] = byte(i + 1)
-		list = append(list, keys.Key{Info: keys.Info{Name: n, Source: keys.FromStore, Policy: tenantpolicy.Policy{DailyBudgetUSD: 1}},
+		list = append(list, keys.Key{Info: keys.Info{Name: n, Source: keys.FromStore, Policy: p},
 			Digest: d, ID: id("key_" + n)})
 	}
 	return keys.Build(list)
@@ -154,6 +159,45 @@ func TestKeySnapshotsInForceWhileSpendIsRead(t *testing.T) {
 	}
 	if read3.at != clk.Now() {
 		t.Fatalf("the read was for %v, want the limiter's clock %v", read3.at, clk.Now())
+	}
+}
+
+// TestFirstBudgetRaisesCountedSpend: a tenant limited by its rates that
+// gets its first budget is read for. Until the read returns, its budget
+// counts what the tenant settled since it was limited; the store's figure
+// holds that spend too, so the read raises the counter to it rather than
+// adding it. A policy change that keeps a budget reads nothing.
+func TestFirstBudgetRaisesCountedSpend(t *testing.T) {
+	s := newHeldSpend()
+	h, clk := startSeeding(t, s.spend)
+	p := tenantpolicy.Policy{RequestsPerMinute: 100}
+	publish(t, h, snapshotWith(p, "a"))
+	if h.reads != 0 {
+		t.Fatalf("%d reads for a tenant without a budget", h.reads)
+	}
+	r, res := h.Reserve(id("key_a"), &tenantlimit.Request{Cost: pricing.Nano(0.25)}, clk.Now())
+	if !res.Allowed {
+		t.Fatalf("reserve: %v", res.Kind)
+	}
+	h.Settle(&r, tenantlimit.Usage{Cost: pricing.Nano(0.25), Known: true}, clk.Now())
+
+	p.DailyBudgetUSD = 1
+	publish(t, h, snapshotWith(p, "a"))
+	read := s.next(t)
+	if v, _ := daySpent(h, "a", clk); v != pricing.Nano(0.25) {
+		t.Fatalf("while the read is held: %d, want what a settled since it was limited", v)
+	}
+	// The store holds the $0.25 settled here and $0.50 from before.
+	read.answer <- spendAnswer{day: map[string]int64{id("key_a").String(): pricing.Nano(0.75)}}
+	waitDaySpent(t, h, clk, "a", 0.75)
+
+	p.DailyBudgetUSD = 2
+	publish(t, h, snapshotWith(p, "a"))
+	if h.reads != 1 {
+		t.Fatalf("%d reads; a budget raised is not read again", h.reads)
+	}
+	if v, _ := daySpent(h, "a", clk); v != pricing.Nano(0.75) {
+		t.Fatalf("after raising the budget: %d", v)
 	}
 }
 
