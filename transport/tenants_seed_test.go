@@ -46,9 +46,9 @@ func (s *heldSpendStore) Release() { s.released.Do(func() { close(s.release) }) 
 // TestSlowSpendReadDoesNotBlockKeyManagement: while the read of what a
 // tenant already spent is held (a budget added to a key makes the
 // limiter read it), key management answers: the policy change itself,
-// creating, listing, rotating and revoking keys. The new budget is in force at once,
-// counting from zero; once the read returns, the tenant's earlier spend
-// is added, and the spent budget refuses the next request.
+// creating, listing, rotating and revoking keys. The new budget is in
+// force at once, counting from zero; once the read returns, the tenant's
+// earlier spend is added, and the spent budget refuses the next request.
 func TestSlowSpendReadDoesNotBlockKeyManagement(t *testing.T) {
 	g, st, clk := startSeedGateway(t)
 
