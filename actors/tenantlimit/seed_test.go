@@ -29,19 +29,27 @@ type spendAnswer struct {
 }
 
 // heldSpend is a Spend whose every call blocks until the test answers it
-// (or its context ends): a store read as slow as the test wants.
-type heldSpend struct{ calls chan *spendCall }
+// (or its context ends, unless deaf): a store read as slow as the test
+// wants.
+type heldSpend struct {
+	calls chan *spendCall
+	deaf  bool // a store that does not heed its context
+}
 
 func newHeldSpend() *heldSpend { return &heldSpend{calls: make(chan *spendCall, 8)} }
 
 func (s *heldSpend) spend(ctx context.Context, at time.Time) (map[string]int64, map[string]int64, error) {
 	c := &spendCall{at: at, answer: make(chan spendAnswer, 1), ended: make(chan error, 1)}
 	s.calls <- c
+	done := ctx.Done()
+	if s.deaf {
+		done = nil
+	}
 	select {
 	case a := <-c.answer:
 		c.ended <- a.err
 		return a.day, a.month, a.err
-	case <-ctx.Done():
+	case <-done:
 		c.ended <- ctx.Err()
 		return nil, nil, ctx.Err()
 	}
@@ -231,6 +239,37 @@ func TestRestartDuringSpendRead(t *testing.T) {
 	}
 	s.next(t).answer <- spendAnswer{day: map[string]int64{id("key_a").String(): pricing.Nano(0.4)}}
 	waitDaySpent(t, h, clk, "a", 0.4)
+}
+
+// TestRestartDoesNotWaitForADeafRead: a read whose store does not heed
+// the cancel does not hold up a restarted actor: the fresh one starts its
+// own read and answers the barrier key management waits on while the old
+// read is still blocked; the old read's figures are dropped, and Stop
+// waits for its goroutine (goleak checks).
+func TestRestartDoesNotWaitForADeafRead(t *testing.T) {
+	s := newHeldSpend()
+	s.deaf = true
+	h, clk := startSeeding(t, s.spend)
+	publish(t, h, snapshotOf("a"))
+	first := s.next(t)
+	t.Cleanup(func() { // a failed test's blocked read must not hang Stop
+		select {
+		case first.answer <- spendAnswer{}:
+		default:
+		}
+	})
+	h.root.Send(h.pid, crash{})
+	second := s.next(t) // the fresh actor's, the first still blocked
+	publish(t, h, snapshotOf("a", "b"))
+	first.answer <- spendAnswer{day: map[string]int64{id("key_a").String(): pricing.Nano(9)}}
+	<-first.ended
+	second.answer <- spendAnswer{day: map[string]int64{id("key_a").String(): pricing.Nano(0.4)}}
+	waitDaySpent(t, h, clk, "a", 0.4)
+	s.next(t).answer <- spendAnswer{day: map[string]int64{id("key_b").String(): pricing.Nano(0.2)}}
+	waitDaySpent(t, h, clk, "b", 0.2)
+	if v, _ := daySpent(h, "a", clk); v != pricing.Nano(0.4) {
+		t.Fatalf("a: %d; the read from before the restart landed", v)
+	}
 }
 
 // TestWithoutSpendNewTenantsStartFromZero: with no Spend (actor tests,

@@ -18,8 +18,8 @@
 // today and this month is read from the store (Options.Spend) on a
 // goroutine the actor owns, one read at a time, and comes back as a
 // message that adds it (a goroutine, not an actor of its own: it makes
-// one call and sends one answer, holds nothing to supervise, and the
-// actor cancels and awaits it when it stops or restarts). A tenant that
+// one call and sends one answer, holds nothing to supervise; the actor
+// cancels it when it stops or restarts, and Stop waits for it). A tenant that
 // was limited by its rates and gets its first budget is read for too; it
 // has counted its spend all along, so the read raises its counters to the
 // store's figure rather than adding to them. A read covers the tenants that were new when it
@@ -39,6 +39,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -96,6 +97,11 @@ type Handle struct {
 	// started. Only the actor touches them; they live here so that a
 	// restarted actor carries on from them.
 	gen, reads uint64
+	// readers are the spend reads' goroutines, of every incarnation: a
+	// restart cancels its read without waiting for it (a store that is
+	// slow to notice would hold up the fresh actor, and with it the
+	// barrier key management waits on); Stop waits for them all.
+	readers sync.WaitGroup
 }
 
 // SpendFunc reads each tenant's spend (nano-dollars, by tenant id string)
@@ -273,10 +279,9 @@ type limiterActor struct {
 	interval time.Duration
 	stop     func()
 	// reading is the sequence number of the spend read in flight (0:
-	// none); cancelRead and readDone end and await its goroutine.
+	// none); cancelRead ends it.
 	reading    uint64
 	cancelRead context.CancelFunc
-	readDone   chan struct{}
 }
 
 func (a *limiterActor) Receive(ctx actor.Context) {
@@ -285,10 +290,12 @@ func (a *limiterActor) Receive(ctx actor.Context) {
 		// Wall-clock ticks: this actor's tests fake Now only.
 		a.stop = repeat.Send(clock.Real{}, ctx.ActorSystem().Root, a.interval, a.interval, ctx.Self(), tick{})
 		a.startRead(ctx) // a restarted actor: tenants still waiting for theirs
-	case *actor.Stopping, *actor.Restarting:
-		if a.stop != nil {
-			a.stop()
-		}
+	case *actor.Stopping:
+		a.stopTick()
+		a.endRead()
+		a.h.readers.Wait() // this read's goroutine and those of earlier incarnations
+	case *actor.Restarting:
+		a.stopTick()
 		a.endRead()
 	case *setTenants:
 		a.h.apply(m.specs, false)
@@ -301,7 +308,7 @@ func (a *limiterActor) Receive(ctx actor.Context) {
 		if m.seq != a.reading {
 			return // started by an incarnation before a restart
 		}
-		a.reading, a.cancelRead, a.readDone = 0, nil, nil
+		a.reading, a.cancelRead = 0, nil
 		a.h.seed(m)
 		a.h.publish()
 		a.startRead(ctx)
@@ -325,25 +332,31 @@ func (a *limiterActor) startRead(ctx actor.Context) {
 	h.reads++
 	seq, upTo, at := h.reads, h.gen, h.clk.Now()
 	rctx, cancel := context.WithTimeout(context.Background(), h.o.SpendTimeout)
-	done := make(chan struct{})
-	a.reading, a.cancelRead, a.readDone = seq, cancel, done
+	a.reading, a.cancelRead = seq, cancel
 	root, self, spend := ctx.ActorSystem().Root, ctx.Self(), h.o.Spend
+	h.readers.Add(1)
 	go func() {
-		defer close(done)
+		defer h.readers.Done()
 		defer cancel()
 		day, month, err := spend(rctx, at)
 		root.Send(self, &spendRead{seq: seq, upTo: upTo, at: at, day: day, month: month, err: err})
 	}()
 }
 
-// endRead cancels the read in flight and waits for its goroutine; the
+// endRead cancels the read in flight; its answer, if it still sends one,
+// is dropped (its sequence number is no longer the one read), and the
 // tenants it was for stay waiting, for the next incarnation's read.
 func (a *limiterActor) endRead() {
 	if a.cancelRead != nil {
 		a.cancelRead()
-		<-a.readDone
 	}
-	a.reading, a.cancelRead, a.readDone = 0, nil, nil
+	a.reading, a.cancelRead = 0, nil
+}
+
+func (a *limiterActor) stopTick() {
+	if a.stop != nil {
+		a.stop()
+	}
 }
 
 // waitingSeeds reports a tenant, added by a set up to generation upTo,
