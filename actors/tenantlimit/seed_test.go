@@ -226,8 +226,8 @@ func TestFailedSpendReadLeavesZero(t *testing.T) {
 	}
 }
 
-// TestRestartDuringSpendRead: a restart cancels the read in flight and
-// waits for it; the fresh actor reads again for the tenants still waiting.
+// TestRestartDuringSpendRead: a restart cancels the read in flight; the
+// fresh actor reads again for the tenants still waiting.
 func TestRestartDuringSpendRead(t *testing.T) {
 	s := newHeldSpend()
 	h, clk := startSeeding(t, s.spend)
