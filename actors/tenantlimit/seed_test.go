@@ -29,19 +29,27 @@ type spendAnswer struct {
 }
 
 // heldSpend is a Spend whose every call blocks until the test answers it
-// (or its context ends): a store read as slow as the test wants.
-type heldSpend struct{ calls chan *spendCall }
+// (or its context ends, unless deaf): a store read as slow as the test
+// wants.
+type heldSpend struct {
+	calls chan *spendCall
+	deaf  bool // a store that does not heed its context
+}
 
 func newHeldSpend() *heldSpend { return &heldSpend{calls: make(chan *spendCall, 8)} }
 
 func (s *heldSpend) spend(ctx context.Context, at time.Time) (map[string]int64, map[string]int64, error) {
 	c := &spendCall{at: at, answer: make(chan spendAnswer, 1), ended: make(chan error, 1)}
 	s.calls <- c
+	done := ctx.Done()
+	if s.deaf {
+		done = nil
+	}
 	select {
 	case a := <-c.answer:
 		c.ended <- a.err
 		return a.day, a.month, a.err
-	case <-ctx.Done():
+	case <-done:
 		c.ended <- ctx.Err()
 		return nil, nil, ctx.Err()
 	}
@@ -73,11 +81,16 @@ func startSeeding(t *testing.T, spend SpendFunc) (*Handle, *clock.Fake) {
 // snapshotOf is a key snapshot holding the named keys, each with a daily
 // budget of $1.
 func snapshotOf(names ...string) *keys.Snapshot {
+	return snapshotWith(tenantpolicy.Policy{DailyBudgetUSD: 1}, names...)
+}
+
+// snapshotWith is a key snapshot holding the named keys, each with policy p.
+func snapshotWith(p tenantpolicy.Policy, names ...string) *keys.Snapshot {
 	var list []keys.Key
 	for i, n := range names {
 		var d [32]byte
 		d[0] = byte(i + 1)
-		list = append(list, keys.Key{Info: keys.Info{Name: n, Source: keys.FromStore, Policy: tenantpolicy.Policy{DailyBudgetUSD: 1}},
+		list = append(list, keys.Key{Info: keys.Info{Name: n, Source: keys.FromStore, Policy: p},
 			Digest: d, ID: id("key_" + n)})
 	}
 	return keys.Build(list)
@@ -157,6 +170,45 @@ func TestKeySnapshotsInForceWhileSpendIsRead(t *testing.T) {
 	}
 }
 
+// TestFirstBudgetRaisesCountedSpend: a tenant limited by its rates that
+// gets its first budget is read for. Until the read returns, its budget
+// counts what the tenant settled since it was limited; the store's figure
+// holds that spend too, so the read raises the counter to it rather than
+// adding it. A policy change that keeps a budget reads nothing.
+func TestFirstBudgetRaisesCountedSpend(t *testing.T) {
+	s := newHeldSpend()
+	h, clk := startSeeding(t, s.spend)
+	p := tenantpolicy.Policy{RequestsPerMinute: 100}
+	publish(t, h, snapshotWith(p, "a"))
+	if h.reads != 0 {
+		t.Fatalf("%d reads for a tenant without a budget", h.reads)
+	}
+	r, res := h.Reserve(id("key_a"), &tenantlimit.Request{Cost: pricing.Nano(0.25)}, clk.Now())
+	if !res.Allowed {
+		t.Fatalf("reserve: %v", res.Kind)
+	}
+	h.Settle(&r, tenantlimit.Usage{Cost: pricing.Nano(0.25), Known: true}, clk.Now())
+
+	p.DailyBudgetUSD = 1
+	publish(t, h, snapshotWith(p, "a"))
+	read := s.next(t)
+	if v, _ := daySpent(h, "a", clk); v != pricing.Nano(0.25) {
+		t.Fatalf("while the read is held: %d, want what a settled since it was limited", v)
+	}
+	// The store holds the $0.25 settled here and $0.50 from before.
+	read.answer <- spendAnswer{day: map[string]int64{id("key_a").String(): pricing.Nano(0.75)}}
+	waitDaySpent(t, h, clk, "a", 0.75)
+
+	p.DailyBudgetUSD = 2
+	publish(t, h, snapshotWith(p, "a"))
+	if h.reads != 1 {
+		t.Fatalf("%d reads; a budget raised is not read again", h.reads)
+	}
+	if v, _ := daySpent(h, "a", clk); v != pricing.Nano(0.75) {
+		t.Fatalf("after raising the budget: %d", v)
+	}
+}
+
 // TestFailedSpendReadLeavesZero: a read that fails leaves its tenants
 // counting from zero (as when the store cannot be read), in force all the
 // same, and they are not read again.
@@ -174,8 +226,8 @@ func TestFailedSpendReadLeavesZero(t *testing.T) {
 	}
 }
 
-// TestRestartDuringSpendRead: a restart cancels the read in flight and
-// waits for it; the fresh actor reads again for the tenants still waiting.
+// TestRestartDuringSpendRead: a restart cancels the read in flight; the
+// fresh actor reads again for the tenants still waiting.
 func TestRestartDuringSpendRead(t *testing.T) {
 	s := newHeldSpend()
 	h, clk := startSeeding(t, s.spend)
@@ -187,6 +239,37 @@ func TestRestartDuringSpendRead(t *testing.T) {
 	}
 	s.next(t).answer <- spendAnswer{day: map[string]int64{id("key_a").String(): pricing.Nano(0.4)}}
 	waitDaySpent(t, h, clk, "a", 0.4)
+}
+
+// TestRestartDoesNotWaitForADeafRead: a read whose store does not heed
+// the cancel does not hold up a restarted actor: the fresh one starts its
+// own read and answers the barrier key management waits on while the old
+// read is still blocked; the old read's figures are dropped, and Stop
+// waits for its goroutine (goleak checks).
+func TestRestartDoesNotWaitForADeafRead(t *testing.T) {
+	s := newHeldSpend()
+	s.deaf = true
+	h, clk := startSeeding(t, s.spend)
+	publish(t, h, snapshotOf("a"))
+	first := s.next(t)
+	t.Cleanup(func() { // a failed test's blocked read must not hang Stop
+		select {
+		case first.answer <- spendAnswer{}:
+		default:
+		}
+	})
+	h.root.Send(h.pid, crash{})
+	second := s.next(t) // the fresh actor's, the first still blocked
+	publish(t, h, snapshotOf("a", "b"))
+	first.answer <- spendAnswer{day: map[string]int64{id("key_a").String(): pricing.Nano(9)}}
+	<-first.ended
+	second.answer <- spendAnswer{day: map[string]int64{id("key_a").String(): pricing.Nano(0.4)}}
+	waitDaySpent(t, h, clk, "a", 0.4)
+	s.next(t).answer <- spendAnswer{day: map[string]int64{id("key_b").String(): pricing.Nano(0.2)}}
+	waitDaySpent(t, h, clk, "b", 0.2)
+	if v, _ := daySpent(h, "a", clk); v != pricing.Nano(0.4) {
+		t.Fatalf("a: %d; the read from before the restart landed", v)
+	}
 }
 
 // TestWithoutSpendNewTenantsStartFromZero: with no Spend (actor tests,

@@ -17,9 +17,21 @@
 // budget is in force at once, counting from zero; what it already spent
 // today and this month is read from the store (Options.Spend) on a
 // goroutine the actor owns, one read at a time, and comes back as a
-// message that adds it. A read covers the tenants that were new when it
+// message that adds it (a goroutine, not an actor of its own: it makes
+// one call and sends one answer, holds nothing to supervise; the actor
+// cancels it when it stops or restarts, and Stop waits for it). A tenant that
+// was limited by its rates and gets its first budget is read for too; it
+// has counted its spend all along, so the read raises its counters to the
+// store's figure rather than adding to them. A read covers the tenants that were new when it
 // started, so the figures of an older read never land on a tenant that a
 // newer snapshot added after it; those wait for the next read.
+//
+// Counting from zero until the read returns, rather than refusing, is on
+// purpose: the operator's change is in force when the key API answers,
+// and a slow database turns into a budget that may overshoot by what the
+// tenant spends during the read (normally milliseconds, at most
+// Options.SpendTimeout), a failed read (logged) into one that does not
+// know the spend from before, never into an outage of the tenant's key.
 package tenantlimit
 
 import (
@@ -27,6 +39,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,9 +74,13 @@ type entry struct {
 	limits atomic.Pointer[tenantlimit.Limits]
 	state  tenantlimit.State
 	// seedGen is the generation of the tenant set that added the tenant
-	// while its spend is still to be read (0: nothing to read). Only the
-	// actor touches it.
+	// (or gave it its first budget) while its spend is still to be read
+	// (0: nothing to read). raise: the tenant was limited before, so its
+	// counters hold its spend since then and the read's figure raises
+	// them rather than adding to them (State.RaiseSpent). Only the actor
+	// touches them.
 	seedGen uint64
+	raise   bool
 }
 
 type table map[tenant.ID]*entry
@@ -80,6 +97,11 @@ type Handle struct {
 	// started. Only the actor touches them; they live here so that a
 	// restarted actor carries on from them.
 	gen, reads uint64
+	// readers are the spend reads' goroutines, of every incarnation: a
+	// restart cancels its read without waiting for it (a store that is
+	// slow to notice would hold up the fresh actor, and with it the
+	// barrier key management waits on); Stop waits for them all.
+	readers sync.WaitGroup
 }
 
 // SpendFunc reads each tenant's spend (nano-dollars, by tenant id string)
@@ -93,10 +115,14 @@ type Options struct {
 	// PublishInterval is how often the snapshot is refreshed (default 1s).
 	PublishInterval time.Duration
 	// Spend reads what tenants already spent, for tenants with a budget
-	// that a key snapshot adds (nil: they start from zero). It runs on a
+	// that a key snapshot adds or gives their first budget (nil: they
+	// count from zero, or from what they counted before). It runs on a
 	// goroutine of the actor's, never on the actor or the keys actor.
 	Spend SpendFunc
-	// SpendTimeout bounds one Spend call (default 10s).
+	// SpendTimeout bounds one Spend call (default 10s), in wall time
+	// whatever Clock is: it bounds the store's I/O, which a test's fake
+	// clock does not drive, while Clock dates the read (the day and month
+	// it is for).
 	SpendTimeout time.Duration
 	// Log receives a spend read that failed (default: discarded).
 	Log *slog.Logger
@@ -210,7 +236,9 @@ func (h *Handle) Snapshot() *Snapshot { return h.snap.Load() }
 // before the actor exists) calls it. A new tenant starts from its spec's
 // seeds; with readLater (a key snapshot, whose specs carry none) a new
 // tenant with a budget starts from zero and is left for the next spend
-// read instead.
+// read instead, and so is a tenant that stays but gets its first budget
+// (limited by its rates before: it keeps what it counted meanwhile, which
+// the read raises to what the store holds).
 func (h *Handle) apply(specs []TenantSpec, readLater bool) {
 	old := *h.table.Load()
 	next := make(table, len(specs))
@@ -227,13 +255,17 @@ func (h *Handle) apply(specs []TenantSpec, readLater bool) {
 		// carry on (its rate windows keep what they counted under the new
 		// limits). name is read only by the actor.
 		e := old[s.ID]
-		if e == nil {
+		read := readLater && h.o.Spend != nil && HasBudget(&s.Policy)
+		switch {
+		case e == nil:
 			e = &entry{id: s.ID}
-			if readLater && h.o.Spend != nil && HasBudget(&s.Policy) {
+			if read {
 				e.seedGen = h.gen
 			} else {
 				e.state.Seed(now, s.DaySpent, s.MonthSpent)
 			}
+		case read && e.seedGen == 0 && !HasBudget(e.limits.Load().Policy):
+			e.seedGen, e.raise = h.gen, true
 		}
 		e.name = s.Name
 		e.limits.Store(&lim)
@@ -247,10 +279,9 @@ type limiterActor struct {
 	interval time.Duration
 	stop     func()
 	// reading is the sequence number of the spend read in flight (0:
-	// none); cancelRead and readDone end and await its goroutine.
+	// none); cancelRead ends it.
 	reading    uint64
 	cancelRead context.CancelFunc
-	readDone   chan struct{}
 }
 
 func (a *limiterActor) Receive(ctx actor.Context) {
@@ -259,10 +290,12 @@ func (a *limiterActor) Receive(ctx actor.Context) {
 		// Wall-clock ticks: this actor's tests fake Now only.
 		a.stop = repeat.Send(clock.Real{}, ctx.ActorSystem().Root, a.interval, a.interval, ctx.Self(), tick{})
 		a.startRead(ctx) // a restarted actor: tenants still waiting for theirs
-	case *actor.Stopping, *actor.Restarting:
-		if a.stop != nil {
-			a.stop()
-		}
+	case *actor.Stopping:
+		a.stopTick()
+		a.endRead()
+		a.h.readers.Wait() // this read's goroutine and those of earlier incarnations
+	case *actor.Restarting:
+		a.stopTick()
 		a.endRead()
 	case *setTenants:
 		a.h.apply(m.specs, false)
@@ -275,7 +308,7 @@ func (a *limiterActor) Receive(ctx actor.Context) {
 		if m.seq != a.reading {
 			return // started by an incarnation before a restart
 		}
-		a.reading, a.cancelRead, a.readDone = 0, nil, nil
+		a.reading, a.cancelRead = 0, nil
 		a.h.seed(m)
 		a.h.publish()
 		a.startRead(ctx)
@@ -299,25 +332,31 @@ func (a *limiterActor) startRead(ctx actor.Context) {
 	h.reads++
 	seq, upTo, at := h.reads, h.gen, h.clk.Now()
 	rctx, cancel := context.WithTimeout(context.Background(), h.o.SpendTimeout)
-	done := make(chan struct{})
-	a.reading, a.cancelRead, a.readDone = seq, cancel, done
+	a.reading, a.cancelRead = seq, cancel
 	root, self, spend := ctx.ActorSystem().Root, ctx.Self(), h.o.Spend
+	h.readers.Add(1)
 	go func() {
-		defer close(done)
+		defer h.readers.Done()
 		defer cancel()
 		day, month, err := spend(rctx, at)
 		root.Send(self, &spendRead{seq: seq, upTo: upTo, at: at, day: day, month: month, err: err})
 	}()
 }
 
-// endRead cancels the read in flight and waits for its goroutine; the
+// endRead cancels the read in flight; its answer, if it still sends one,
+// is dropped (its sequence number is no longer the one read), and the
 // tenants it was for stay waiting, for the next incarnation's read.
 func (a *limiterActor) endRead() {
 	if a.cancelRead != nil {
 		a.cancelRead()
-		<-a.readDone
 	}
-	a.reading, a.cancelRead, a.readDone = 0, nil, nil
+	a.reading, a.cancelRead = 0, nil
+}
+
+func (a *limiterActor) stopTick() {
+	if a.stop != nil {
+		a.stop()
+	}
 }
 
 // waitingSeeds reports a tenant, added by a set up to generation upTo,
@@ -332,24 +371,33 @@ func (h *Handle) waitingSeeds(upTo uint64) bool {
 }
 
 // seed adds a finished read's figures to the tenants it was for: those
-// added up to its generation and still waiting. A tenant added after the
-// read started waits for the next one. A read that failed leaves them
-// counting from zero (the new policy is in force either way).
+// added (or given a budget) up to its generation and still waiting; a
+// tenant that was limited before its budget has its counters raised to
+// them instead. A tenant added after the read started waits for the next
+// one. A read that failed leaves them counting what this gateway settled
+// since it took them (from zero for a new tenant); the new policy is in
+// force either way.
 func (h *Handle) seed(r *spendRead) {
 	n := 0
 	for _, e := range *h.table.Load() {
 		if e.seedGen == 0 || e.seedGen > r.upTo {
 			continue
 		}
-		e.seedGen = 0
+		raise := e.raise
+		e.seedGen, e.raise = 0, false
 		n++
-		if r.err == nil {
-			id := e.id.String()
+		if r.err != nil {
+			continue
+		}
+		id := e.id.String()
+		if raise {
+			e.state.RaiseSpent(r.at, r.day[id], r.month[id])
+		} else {
 			e.state.AddSpent(r.at, r.day[id], r.month[id])
 		}
 	}
 	if r.err != nil {
-		h.o.Log.Warn("reading what tenants spent today and this month failed; their budgets count from zero", "tenants", n, "err", r.err)
+		h.o.Log.Warn("reading what tenants spent today and this month failed; their budgets count only the spend this gateway settled, not what the store holds from before", "tenants", n, "err", r.err)
 	}
 }
 

@@ -341,5 +341,16 @@ func (st *State) Seed(now time.Time, daySpent, monthSpent int64) { st.seed(now, 
 // state meanwhile stay counted; the figures are added to the day and month
 // of at, and a period the counters have already moved past is left alone.
 func (st *State) AddSpent(at time.Time, daySpent, monthSpent int64) {
-	st.addSpent(at, daySpent, monthSpent)
+	st.addSpent(at, daySpent, monthSpent, false)
+}
+
+// RaiseSpent is AddSpent for a state that has counted the tenant's spend
+// all along, since before the read (a tenant limited by its rates that
+// gains a budget): what it counted is part of what the request log holds,
+// so the larger of the two stands for the day and the month instead of
+// their sum. The log may hold more (spend from before a restart, or from
+// before the tenant was limited); the state may hold more (records the
+// writer has not committed yet, or a request log that is off).
+func (st *State) RaiseSpent(at time.Time, daySpent, monthSpent int64) {
+	st.addSpent(at, daySpent, monthSpent, true)
 }

@@ -370,23 +370,32 @@ func TestSeedAndView(t *testing.T) {
 // TestAddSpent: spend read after a state was put in service is added to
 // what the state counted meanwhile, in the day and month of the read; a
 // period the counters moved past is left alone, one they have not reached
-// yet starts from the read.
+// yet starts from the read. RaiseSpent (a state that counted all along,
+// whose figure the read holds) takes the larger of the two instead.
 func TestAddSpent(t *testing.T) {
 	lim := limits(tenantpolicy.Policy{DailyBudgetUSD: 100, MonthlyBudgetUSD: 1000})
 	nextDay, nextMonth := t0.Add(24*time.Hour), time.Date(2026, 4, 1, 0, 0, 1, 0, time.UTC)
 	for _, c := range []struct {
 		name               string
+		raise              bool      // RaiseSpent, not AddSpent
 		settledAt          time.Time // when the state settled $1 (zero: nothing)
 		at, viewAt         time.Time
-		day, month         float64 // what the read added (USD)
+		day, month         float64 // what the read found (USD)
 		wantDay, wantMonth float64
 	}{
-		{"fresh state", time.Time{}, t0, t0, 2, 3, 2, 3},
-		{"added to what the state counted", t0, t0, t0, 2, 3, 3, 4},
-		{"a day the counters moved past keeps its own figure", nextDay, t0, nextDay, 2, 3, 1, 4},
-		{"a month the counters moved past too", nextMonth, t0, nextMonth, 2, 3, 1, 1},
-		{"a later read starts the new period", t0, nextDay, nextDay, 2, 3, 2, 4},
-		{"negative figures add nothing", t0, t0, t0, -2, -3, 1, 1},
+		{"fresh state", false, time.Time{}, t0, t0, 2, 3, 2, 3},
+		{"added to what the state counted", false, t0, t0, t0, 2, 3, 3, 4},
+		{"a day the counters moved past keeps its own figure", false, nextDay, t0, nextDay, 2, 3, 1, 4},
+		{"a month the counters moved past too", false, nextMonth, t0, nextMonth, 2, 3, 1, 1},
+		{"a later read starts the new period", false, t0, nextDay, nextDay, 2, 3, 2, 4},
+		{"negative figures add nothing", false, t0, t0, t0, -2, -3, 1, 1},
+		{"raise: fresh state", true, time.Time{}, t0, t0, 2, 3, 2, 3},
+		{"raise: the read holds what the state counted", true, t0, t0, t0, 2, 3, 2, 3},
+		{"raise: the state counted more than the read", true, t0, t0, t0, 0.5, 0.25, 1, 1},
+		{"raise: a day the counters moved past keeps its own figure", true, nextDay, t0, nextDay, 2, 3, 1, 3},
+		{"raise: a month the counters moved past too", true, nextMonth, t0, nextMonth, 2, 3, 1, 1},
+		{"raise: a later read starts the new period", true, t0, nextDay, nextDay, 2, 3, 2, 3},
+		{"raise: negative figures change nothing", true, t0, t0, t0, -2, -3, 1, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var st State
@@ -397,7 +406,11 @@ func TestAddSpent(t *testing.T) {
 				}
 				r.Settle(c.settledAt, Usage{Cost: pricing.Nano(1), Known: true})
 			}
-			st.AddSpent(c.at, pricing.Nano(c.day), pricing.Nano(c.month))
+			if c.raise {
+				st.RaiseSpent(c.at, pricing.Nano(c.day), pricing.Nano(c.month))
+			} else {
+				st.AddSpent(c.at, pricing.Nano(c.day), pricing.Nano(c.month))
+			}
 			v := st.View(c.viewAt, lim)
 			if v.DaySpent != pricing.Nano(c.wantDay) || v.MonthSpent != pricing.Nano(c.wantMonth) || v.DayHeld != 0 || v.MonthHeld != 0 {
 				t.Fatalf("day %d month %d held %d/%d; want day %d month %d", v.DaySpent, v.MonthSpent, v.DayHeld, v.MonthHeld,

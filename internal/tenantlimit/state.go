@@ -87,7 +87,9 @@ func (st *State) seed(now time.Time, daySpent, monthSpent int64) {
 // request log at at) to a state that may already be counting: it is added
 // to the day and month of at; a period the counters have already moved
 // past is left alone (the read's figure is for a period that is over).
-func (st *State) addSpent(at time.Time, daySpent, monthSpent int64) {
+// With raise, the figure replaces what the state counted when it is
+// larger instead of being added to it (the figure already holds it).
+func (st *State) addSpent(at time.Time, daySpent, monthSpent int64, raise bool) {
 	day, month := DayIndex(at), MonthIndex(at)
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -96,14 +98,22 @@ func (st *State) addSpent(at time.Time, daySpent, monthSpent int64) {
 		c.day, c.daySpent, c.dayHeld = day, 0, 0
 	}
 	if c.day == day {
-		c.daySpent += max(daySpent, 0)
+		c.daySpent = combineSpent(c.daySpent, daySpent, raise)
 	}
 	if c.month < month {
 		c.month, c.monSpent, c.monHeld = month, 0, 0
 	}
 	if c.month == month {
-		c.monSpent += max(monthSpent, 0)
+		c.monSpent = combineSpent(c.monSpent, monthSpent, raise)
 	}
+}
+
+func combineSpent(counted, read int64, raise bool) int64 {
+	read = max(read, 0)
+	if raise {
+		return max(counted, read)
+	}
+	return counted + read
 }
 
 // DayIndex is the UTC calendar day holding t (days since the Unix epoch).
