@@ -9,6 +9,7 @@ import (
 
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/transport/ops"
 )
 
 // The browser policy. The gateway's callers are programs (SDKs, agents,
@@ -209,7 +210,7 @@ func quoteHeader(b []byte) string {
 // refuse writes e in the route's dialect.
 func (g *Gateway) refuse(ctx *fasthttp.RequestCtx, r route, rid []byte, e *apierror.Error) {
 	if routes[r].dialect == dialectManagement {
-		writeMgmtError(ctx, rid, e.Status, e.Type, e.Code, e.Message)
+		ops.WriteError(ctx, rid, e.Status, e.Type, e.Code, e.Message)
 		return
 	}
 	writeError(ctx, r.format(), string(rid), e)

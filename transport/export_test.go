@@ -136,7 +136,7 @@ func (a *testAborter) abort() {
 }
 
 // DashboardSnapshot is the body GET /api/dashboard/snapshot answers.
-func (g *Gateway) DashboardSnapshot() map[string]any { return g.dashboardSnapshot() }
+func (g *Gateway) DashboardSnapshot() map[string]any { return g.ops.DashboardSnapshot() }
 
 // TenantLimits returns the tenant limiter's handle.
 func (g *Gateway) TenantLimits() *tenantlimitactor.Handle { return g.ten.limits }

@@ -2,7 +2,10 @@
 // identifies the caller, reads bodies under admission, scans the JSON for
 // what routing needs, dispatches to upstream targets with failover before
 // the first byte, relays SSE with one flush per event, and renders errors in
-// the caller's API dialect.
+// the caller's API dialect. The operator APIs (services, engines, keys,
+// requests, usage, quota, dashboard, reload) are package transport/ops,
+// on this edge: routed and guarded here, served there on the ports
+// ops_ports.go supplies.
 //
 // It spawns no actor: the composition root (actors/gateway) spawns them
 // with the options an Assembly derives and attaches their handles, which
@@ -39,6 +42,7 @@ import (
 	"github.com/omniroute/gateway/internal/logging"
 	"github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/internal/sanitize"
+	"github.com/omniroute/gateway/transport/ops"
 )
 
 // Options configures a Gateway.
@@ -128,7 +132,8 @@ type Gateway struct {
 	// between headerReceived and their answer (deadlines.go).
 	oversize sync.Map
 	dirLock  *lockfile.Lock  // the data directory, held until Close
-	hist     *history.Handle // the dashboard's one-second history (dashboard.go)
+	hist     *history.Handle // the dashboard's one-second history (history.go)
+	ops      *ops.API        // the operator APIs (package ops, ops_ports.go)
 	tracer   trace.Tracer    // nil: tracing off
 	cs       *clusterSys     // cluster mode; nil for a single node (cluster.go)
 }
@@ -188,6 +193,7 @@ func Prepare(system *actor.ActorSystem, o Options) (*Assembly, error) {
 		g.log.Warn("too many wrong management keys from one address; its key attempts are refused (429 too_many_key_attempts) until its guesses refill",
 			"address", addr, "burst", keyGuessBurst, "refillSeconds", int(keyGuessEvery/time.Second))
 	})
+	g.ops = g.newOps()
 	// One gateway per data directory: two would overwrite each other's
 	// service state (lockfile). Held until Close.
 	if g.dirLock, err = lockfile.Acquire(o.Env.ResolvedDataDir()); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/transport/ops"
 )
 
 // Peer classes for management routes. The peer is always the socket's
@@ -104,12 +105,12 @@ func (g *Gateway) managementAccess(ctx *fasthttp.RequestCtx, rid []byte) bool {
 			return true
 		}
 		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="omniroute-management"`)
-		writeMgmtError(ctx, rid, 401, "authentication_error", "management_key_required",
+		ops.WriteError(ctx, rid, 401, "authentication_error", "management_key_required",
 			"management routes from another machine need a key: set OMNIROUTE_MANAGEMENT_KEY on the gateway and send it as Authorization: Bearer <key>")
 		return false
 	}
 	if w := g.keyGuessWait(ctx); w > 0 && hasBearer(ctx) {
-		writeMgmtError(ctx, rid, 429, "rate_limit_error", "too_many_key_attempts", tooManyGuesses(ctx, w))
+		ops.WriteError(ctx, rid, 429, "rate_limit_error", "too_many_key_attempts", tooManyGuesses(ctx, w))
 		return false
 	}
 	if !g.managementKeyOK(ctx) {
@@ -117,7 +118,7 @@ func (g *Gateway) managementAccess(ctx *fasthttp.RequestCtx, rid []byte) bool {
 			g.keyGuessFailed(ctx)
 		}
 		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="omniroute-management"`)
-		writeMgmtError(ctx, rid, 401, "authentication_error", "invalid_management_key",
+		ops.WriteError(ctx, rid, 401, "authentication_error", "invalid_management_key",
 			"management routes need OMNIROUTE_MANAGEMENT_KEY as Authorization: Bearer <key>")
 		return false
 	}
@@ -147,6 +148,39 @@ func (g *Gateway) managementAllowed(ctx *fasthttp.RequestCtx) bool {
 	}
 	if !g.managementKeyOK(ctx) {
 		g.keyGuessFailed(ctx)
+		return false
+	}
+	return true
+}
+
+// management guards the quota, route-preview, key, request-log and usage
+// routes (they spawn nothing, so no LOCAL_ONLY guard). With OMNIROUTE_MANAGEMENT_KEY set, the
+// caller must send it as a bearer token (managementKeyOK); without it, only
+// loopback callers are answered.
+func (g *Gateway) management(ctx *fasthttp.RequestCtx, rid string) bool {
+	key := g.opts.Env.Server.ManagementKey
+	if key == "" {
+		if isLoopback(ctx) {
+			return true
+		}
+		writeError(ctx, apierror.OpenAI, rid, &apierror.Error{Status: 403, Type: "permission_error", Code: "management_loopback_only",
+			Message: "management routes answer only loopback callers while OMNIROUTE_MANAGEMENT_KEY is unset; set it and send it as a bearer token"})
+		return false
+	}
+	if auth := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization); len(auth) < 7 || !bytes.EqualFold(auth[:7], []byte("bearer ")) {
+		writeError(ctx, apierror.OpenAI, rid, &apierror.Error{Status: 401, Type: "authentication_error", Code: "missing_management_key",
+			Message: "management routes need Authorization: Bearer <OMNIROUTE_MANAGEMENT_KEY>"})
+		return false
+	}
+	if w := g.keyGuessWait(ctx); w > 0 {
+		writeError(ctx, apierror.OpenAI, rid, &apierror.Error{Status: 429, Type: "rate_limit_error", Code: "too_many_key_attempts",
+			Message: tooManyGuesses(ctx, w)})
+		return false
+	}
+	if !g.managementKeyOK(ctx) {
+		g.keyGuessFailed(ctx)
+		writeError(ctx, apierror.OpenAI, rid, &apierror.Error{Status: 401, Type: "authentication_error", Code: "invalid_management_key",
+			Message: "the bearer token is not OMNIROUTE_MANAGEMENT_KEY"})
 		return false
 	}
 	return true

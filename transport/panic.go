@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/transport/ops"
 )
 
 // A panic while serving one request must not stop the gateway: fasthttp
@@ -60,7 +61,7 @@ func (g *Gateway) handlerPanic(ctx *fasthttp.RequestCtx, r route, rid []byte, st
 	}
 	ctx.SetConnectionClose()
 	if routes[r].dialect == dialectManagement {
-		writeMgmtError(ctx, rid, 500, "", errInternal.Code, errInternal.Message)
+		ops.WriteError(ctx, rid, 500, "", errInternal.Code, errInternal.Message)
 	} else {
 		writeError(ctx, r.format(), string(rid), errInternal)
 	}

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/actors/keys"
 	"github.com/omniroute/gateway/internal/catalog"
@@ -23,6 +22,7 @@ import (
 	"github.com/omniroute/gateway/internal/modelinfo"
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/transport/ops"
 )
 
 // Config reload (SIGHUP in cmd/omniroute, POST /api/config/reload).
@@ -47,7 +47,7 @@ import (
 // the snapshot the limiter follows.
 
 // ConfigReloadPath is the management route that re-reads the config file.
-const ConfigReloadPath = "/api/config/reload"
+const ConfigReloadPath = ops.ReloadPath
 
 // routingConfig is one loaded config file, resolved. Immutable once
 // published, except the round-robin cursors, which are atomics.
@@ -73,15 +73,8 @@ type routingConfig struct {
 	loadedAt time.Time
 }
 
-// ConfigInfo describes the config in force.
-type ConfigInfo struct {
-	Version  uint64    `json:"version"`
-	Hash     string    `json:"hash"`
-	LoadedAt time.Time `json:"loadedAt"`
-	Source   string    `json:"source"`
-	Models   int       `json:"models"`
-	Targets  int       `json:"targets"`
-}
+// ConfigInfo describes the config in force (the operator APIs show it).
+type ConfigInfo = ops.ConfigInfo
 
 // ConfigInfo returns the version, hash and load time of the config in force.
 func (g *Gateway) ConfigInfo() ConfigInfo {
@@ -102,28 +95,14 @@ type reloadState struct {
 
 // The results of a reload, the values of the metric's result label.
 const (
-	reloadOK           = "ok"
-	reloadInvalid      = "invalid"
-	reloadNeedsRestart = "needs_restart"
-	reloadUnreadable   = "unreadable"
+	reloadOK           = ops.ReloadOK
+	reloadInvalid      = ops.ReloadInvalid
+	reloadNeedsRestart = ops.ReloadNeedsRestart
+	reloadUnreadable   = ops.ReloadUnreadable
 )
 
-var reloadResults = []string{reloadOK, reloadInvalid, reloadNeedsRestart, reloadUnreadable}
-
-// ReloadResult is the answer of a reload. Applied is false when the
-// running config stayed; Errors then lists why, one problem each.
-type ReloadResult struct {
-	Applied bool   `json:"applied"`
-	Result  string `json:"result"`
-	// Changed is false when the file's content equals the running one.
-	Changed bool       `json:"changed"`
-	Config  ConfigInfo `json:"config"`
-	Errors  []string   `json:"errors,omitempty"`
-	// NeedsRestart lists settings of the new file that differ from the
-	// running ones but take effect only at the next start; the rest of
-	// the file is in force.
-	NeedsRestart []string `json:"needsRestart"`
-}
+// ReloadResult is the answer of a reload (ops.ReloadResult).
+type ReloadResult = ops.ReloadResult
 
 // buildRouting resolves f, whose catalog is cat (numbered: built first,
 // or renumbered by Onto), into a routing config for a gateway that will
@@ -255,7 +234,7 @@ func (g *Gateway) initRouting() error {
 // reloadMetrics registers the reload counters and the config gauges.
 func (g *Gateway) reloadMetrics() {
 	g.reload.results = map[string]*metrics.Counter{}
-	for _, r := range reloadResults {
+	for _, r := range ops.ReloadResults {
 		g.reload.results[r] = g.metrics.set.NewCounter(fmt.Sprintf(`omniroute_config_reloads_total{result=%q}`, r))
 	}
 	g.metrics.set.NewGauge(`omniroute_config_loaded_timestamp_seconds`, func() float64 {
@@ -343,55 +322,4 @@ func (g *Gateway) reloadDone(r ReloadResult) ReloadResult {
 		g.log.Warn("config reload refused; the running config stays", "result", r.Result, "errors", r.Errors)
 	}
 	return r
-}
-
-// configReload serves POST /api/config/reload behind the management
-// guard, with the forgery rule of state-changing management requests.
-// 200: applied (with what needs a restart); 422 invalid_config: the file
-// does not validate; 409 config_needs_restart: an earlier reload failed
-// while registering new targets with the actors, so only a restart can
-// load a config; 503 config_unreadable: the file cannot be read. Errors
-// lists every problem.
-func (g *Gateway) configReload(ctx *fasthttp.RequestCtx, rid []byte) {
-	if !ctx.IsPost() {
-		g.mgmtMethod(ctx, rid, "POST")
-		return
-	}
-	if !g.managementAccess(ctx, rid) {
-		return
-	}
-	if !managementBodyOK(ctx) {
-		g.refuse(ctx, routeManagement, rid, errMgmtMediaType)
-		return
-	}
-	r := g.ReloadConfig()
-	status := 200
-	out := struct {
-		ReloadResult
-		Error     *mgmtError `json:"error,omitempty"`
-		RequestID string     `json:"requestId,omitempty"`
-	}{ReloadResult: r}
-	switch r.Result {
-	case reloadInvalid:
-		status = 422
-		out.Error = &mgmtError{Type: "invalid_request", Code: "invalid_config", Message: "the config file is invalid; the running config stays. Fix the errors listed and reload again"}
-	case reloadNeedsRestart:
-		status = 409
-		out.Error = &mgmtError{Type: "conflict", Code: "config_needs_restart", Message: "the gateway cannot apply a config without a restart (see errors); the running config stays. Restart the gateway to use it"}
-	case reloadUnreadable:
-		status = 503
-		out.Error = &mgmtError{Type: "server_error", Code: "config_unreadable", Message: "the config file cannot be read; the running config stays"}
-	}
-	if out.Error != nil {
-		out.RequestID = string(rid)
-	}
-	writeJSON(ctx, status, out)
-}
-
-// mgmtError is the error member of a management answer (the shape
-// writeMgmtError writes).
-type mgmtError struct {
-	Message string `json:"message"`
-	Type    string `json:"type"`
-	Code    string `json:"code"`
 }

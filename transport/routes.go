@@ -5,6 +5,7 @@ import (
 
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/transport/ops"
 )
 
 // route is an index into the route table.
@@ -71,7 +72,7 @@ var routes = [numRoutes]routeSpec{
 	routeCountTokens: {label: "count_tokens", paths: []string{countTokensPath}, dialect: dialectAnthropic},
 	routeHealth:      {label: "health", paths: []string{"/api/monitoring/health", healthzPath, readyzPath}, dialect: dialectOpenAI},
 	routeMetrics:     {label: "metrics", paths: []string{"/metrics"}, dialect: dialectOpenAI},
-	routeManagement:  {label: "management", paths: []string{"/api/omniroute/route/preview", "/api/omniroute/quota", keysPath, requestsPath, usagePath, ConfigReloadPath}, dialect: dialectManagement},
+	routeManagement:  {label: "management", paths: []string{ops.PreviewPath, ops.QuotaPath, ops.KeysPath, ops.RequestsPath, ops.UsagePath, ops.ReloadPath}, dialect: dialectManagement},
 	routeRelay:       {label: "relay", paths: []string{"/api/v1/relay/chat/completions"}, dialect: dialectOpenAI, surface: catalog.Chat},
 	routeRoot:        {label: "root", paths: []string{"/"}, dialect: dialectOpenAI},
 }
@@ -92,13 +93,13 @@ var routeByPath = func() map[string]route {
 }()
 
 // routeOf maps a request path to its route: the exact paths of the table,
-// then the management prefixes (/api/services/, /api/keys/), else
-// routeOther.
+// then the operator APIs' prefixes (/api/services/, /api/keys/,
+// /dashboard/), else routeOther.
 func routeOf(path []byte) route {
 	if r, ok := routeByPath[string(path)]; ok {
 		return r
 	}
-	if isManagementPath(path) || isKeysPath(path) || isDashboardPath(path) {
+	if ops.IsServicesPath(path) || ops.IsKeysPath(path) || ops.IsDashboardPath(path) {
 		return routeManagement
 	}
 	for r := route(0); r < numRoutes; r++ {

@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/transport/ops"
 )
 
 // serve routes one request. host is the net/http request context when the
@@ -80,27 +81,27 @@ func (g *Gateway) serve(ctx *fasthttp.RequestCtx, host context.Context) {
 		ctx.SetContentType("text/plain; version=0.0.4; charset=utf-8")
 		g.metrics.write(ctx)
 	case routeManagement:
-		switch string(path) {
-		case "/api/omniroute/route/preview":
-			g.routePreview(ctx, string(rid))
-		case "/api/omniroute/quota":
-			g.quotaReport(ctx, string(rid))
-		case requestsPath:
-			g.requestsAPI(ctx, rid)
-		case usagePath:
-			g.usageAPI(ctx, rid)
-		case ConfigReloadPath:
-			g.configReload(ctx, rid)
+		switch string(path) { // the operator APIs (package ops)
+		case ops.PreviewPath:
+			g.ops.Preview(ctx, rid)
+		case ops.QuotaPath:
+			g.ops.Quota(ctx, rid)
+		case ops.RequestsPath:
+			g.ops.Requests(ctx, rid)
+		case ops.UsagePath:
+			g.ops.Usage(ctx, rid)
+		case ops.ReloadPath:
+			g.ops.Reload(ctx, rid)
 		default:
-			if isDashboardPath(path) {
-				g.dashboard(ctx, path, rid)
+			if ops.IsDashboardPath(path) {
+				g.ops.Dashboard(ctx, path, rid)
 				break
 			}
-			if isKeysPath(path) {
-				g.keysAPI(ctx, rid)
+			if ops.IsKeysPath(path) {
+				g.ops.Keys(ctx, rid)
 				break
 			}
-			g.managementRoute(ctx, path, rid, host)
+			g.ops.Services(ctx, path, rid, host)
 		}
 	default:
 		writeError(ctx, otherFormat(path, &ctx.Request.Header), string(rid), errNotFound(string(path)))
@@ -154,7 +155,7 @@ func (g *Gateway) serverError(ctx *fasthttp.RequestCtx, err error) {
 }
 
 // rootBody names the gateway and where its pages are, for GET /.
-const rootBody = `{"name":"omniroute","description":"OmniRoute AI gateway: OpenAI and Anthropic APIs under /v1","dashboard":"` + dashboardPath + `","health":"` + healthzPath + `"}`
+const rootBody = `{"name":"omniroute","description":"OmniRoute AI gateway: OpenAI and Anthropic APIs under /v1","dashboard":"` + ops.DashboardPath + `","health":"` + healthzPath + `"}`
 
 // root answers GET / (and HEAD /, which clients such as Claude Code send
 // at start to see that the base URL answers) with 200.

@@ -45,7 +45,7 @@ import (
 //
 // The composition root (actors/gateway) spawns its actors on the options
 // OpenStore, KeysOptions, AttachKeys and RequestLogOptions give; the
-// management routes are in keys_api.go and requests_api.go.
+// management routes are in package ops (ops/keys.go, ops/requests.go).
 
 // Store is the persistence the tenant layer uses (keys, request log,
 // usage), re-exported for hosts that back it with their own store.

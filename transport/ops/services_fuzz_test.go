@@ -1,8 +1,7 @@
-package transport
+package ops
 
 import (
 	"encoding/json"
-	"net"
 	"testing"
 )
 
@@ -27,20 +26,6 @@ func FuzzParseAutoStart(f *testing.F) {
 		}
 		if b, ok := v["enabled"].(bool); !ok || b != enabled {
 			t.Fatalf("accepted %q as %v", body, enabled)
-		}
-	})
-}
-
-// FuzzClassifyPeer checks that only loopback addresses are loopback and
-// that nothing panics on odd IPs.
-func FuzzClassifyPeer(f *testing.F) {
-	f.Add([]byte{127, 0, 0, 1})
-	f.Add([]byte{10, 1, 2, 3})
-	f.Add(make([]byte, 16))
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		c := classifyPeer(raw)
-		if c == peerLoopback && !net.IP(raw).IsLoopback() {
-			t.Fatalf("%v classified as loopback", raw)
 		}
 	})
 }

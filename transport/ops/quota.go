@@ -1,80 +1,51 @@
-package transport
+package ops
 
 import (
-	"bytes"
 	"io"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/omniroute/gateway/actors/ledger"
+	ledgeractor "github.com/omniroute/gateway/actors/ledger"
 	quotaactor "github.com/omniroute/gateway/actors/quota"
 	"github.com/omniroute/gateway/actors/targets"
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/routing"
 )
 
-// management guards the quota and route-preview routes (they spawn
-// nothing, so no LOCAL_ONLY guard). With OMNIROUTE_MANAGEMENT_KEY set, the
-// caller must send it as a bearer token (managementKeyOK); without it, only
-// loopback callers are answered.
-func (g *Gateway) management(ctx *fasthttp.RequestCtx, rid string) bool {
-	key := g.opts.Env.Server.ManagementKey
-	if key == "" {
-		if isLoopback(ctx) {
-			return true
-		}
-		writeError(ctx, apierror.OpenAI, rid, &apierror.Error{Status: 403, Type: "permission_error", Code: "management_loopback_only",
-			Message: "management routes answer only loopback callers while OMNIROUTE_MANAGEMENT_KEY is unset; set it and send it as a bearer token"})
-		return false
-	}
-	if auth := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization); len(auth) < 7 || !bytes.EqualFold(auth[:7], []byte("bearer ")) {
-		writeError(ctx, apierror.OpenAI, rid, &apierror.Error{Status: 401, Type: "authentication_error", Code: "missing_management_key",
-			Message: "management routes need Authorization: Bearer <OMNIROUTE_MANAGEMENT_KEY>"})
-		return false
-	}
-	if w := g.keyGuessWait(ctx); w > 0 {
-		writeError(ctx, apierror.OpenAI, rid, &apierror.Error{Status: 429, Type: "rate_limit_error", Code: "too_many_key_attempts",
-			Message: tooManyGuesses(ctx, w)})
-		return false
-	}
-	if !g.managementKeyOK(ctx) {
-		g.keyGuessFailed(ctx)
-		writeError(ctx, apierror.OpenAI, rid, &apierror.Error{Status: 401, Type: "authentication_error", Code: "invalid_management_key",
-			Message: "the bearer token is not OMNIROUTE_MANAGEMENT_KEY"})
-		return false
-	}
-	return true
-}
+// The quota report's and the route preview's paths.
+const (
+	QuotaPath   = "/api/omniroute/quota"
+	PreviewPath = "/api/omniroute/route/preview"
+)
 
 // maxPreviewBody bounds a route preview request.
 const maxPreviewBody = 1 << 20
 
-// routePreview ranks the candidates of POST /api/omniroute/route/preview
+// Preview ranks the candidates of POST /api/omniroute/route/preview
 // with the live scoring rules. It sends no request upstream.
-func (g *Gateway) routePreview(ctx *fasthttp.RequestCtx, rid string) {
+func (a *API) Preview(ctx *fasthttp.RequestCtx, rid []byte) {
 	if !ctx.IsPost() {
 		ctx.Response.Header.Set(fasthttp.HeaderAllow, "POST")
-		writeError(ctx, apierror.OpenAI, rid, errMethod("POST"))
+		a.edge.Error(ctx, rid, errMethod("POST"))
 		return
 	}
-	if !g.management(ctx, rid) {
+	if !a.edge.Management(ctx, rid) {
 		return
 	}
-	if !managementBodyOK(ctx) {
-		g.refuse(ctx, routeManagement, []byte(rid), errMgmtMediaType)
+	if !a.edge.Body(ctx, rid) {
 		return
 	}
 	body, tooLarge := readLimited(ctx, maxPreviewBody)
 	if tooLarge {
 		ctx.SetConnectionClose()
-		writeError(ctx, apierror.OpenAI, rid, &apierror.Error{Status: 413, Type: "invalid_request_error", Code: "payload_too_large",
+		a.edge.Error(ctx, rid, &apierror.Error{Status: 413, Type: "invalid_request_error", Code: "payload_too_large",
 			Message: "a route preview body may not exceed 1 MiB (at most 100 candidates)"})
 		return
 	}
 	cands, err := routing.ParsePreview(body)
 	if err != nil {
-		writeError(ctx, apierror.OpenAI, rid, &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_route_preview", Message: err.Error()})
+		a.edge.Error(ctx, rid, &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_route_preview", Message: err.Error()})
 		return
 	}
 	ranked, sel := routing.Rank(cands)
@@ -91,6 +62,11 @@ func (g *Gateway) routePreview(ctx *fasthttp.RequestCtx, rid string) {
 		out.Selected = &ranked[sel].ProviderID
 	}
 	writeJSON(ctx, 200, out)
+}
+
+// errMethod is the 405 of the routes that answer in the OpenAI dialect.
+func errMethod(allow string) *apierror.Error {
+	return &apierror.Error{Status: 405, Type: "invalid_request_error", Code: "method_not_allowed", Message: "method not allowed; use " + allow}
 }
 
 // readLimited returns the request body, or tooLarge past limit.
@@ -126,34 +102,34 @@ type targetQuotaView struct {
 
 type connQuotaView struct {
 	*quotaactor.ConnState
-	Ledger  []ledger.SlotView `json:"ledger"`
-	Targets []targetQuotaView `json:"targets"`
+	Ledger  []ledgeractor.SlotView `json:"ledger"`
+	Targets []targetQuotaView      `json:"targets"`
 }
 
 var budgetNames = map[routing.Budget]string{routing.BudgetUnconfigured: "unlimited", routing.BudgetAffordable: "available",
 	routing.BudgetExhausted: "exhausted", routing.BudgetInsufficient: "insufficient"}
 
-// quotaReport serves GET /api/omniroute/quota: every connection's state,
+// Quota serves GET /api/omniroute/quota: every connection's state,
 // values and sources, its token budgets, and each target's circuit and
 // cooldown. Credentials never appear: they are not in any snapshot.
-func (g *Gateway) quotaReport(ctx *fasthttp.RequestCtx, rid string) {
+func (a *API) Quota(ctx *fasthttp.RequestCtx, rid []byte) {
 	if !ctx.IsGet() {
 		ctx.Response.Header.Set(fasthttp.HeaderAllow, "GET")
-		writeError(ctx, apierror.OpenAI, rid, errMethod("GET"))
+		a.edge.Error(ctx, rid, errMethod("GET"))
 		return
 	}
-	if !g.management(ctx, rid) {
+	if !a.edge.Management(ctx, rid) {
 		return
 	}
-	qs := g.qs
-	now := g.clk.Now()
-	lsnap := qs.ledger.Snapshot()
-	tsnap := g.targets.Snapshot()
-	conns := make([]connQuotaView, qs.quota.Len())
+	rt, quota, ledger := a.rt, a.rt.Quota(), a.rt.Ledger()
+	now := rt.Now()
+	lsnap := ledger.Snapshot()
+	tsnap := rt.TargetStats()
+	conns := make([]connQuotaView, quota.Len())
 	for i := range conns {
-		conns[i] = connQuotaView{ConnState: qs.quota.State(i), Ledger: []ledger.SlotView{}, Targets: []targetQuotaView{}}
+		conns[i] = connQuotaView{ConnState: quota.State(i), Ledger: []ledgeractor.SlotView{}, Targets: []targetQuotaView{}}
 	}
-	cat := g.rc.Load().cat // the connections and targets in force
+	cat := rt.Catalog() // the connections and targets in force
 	if lsnap != nil {
 		for _, c := range cat.Connections {
 			for _, s := range lsnap.Slots {
@@ -164,9 +140,9 @@ func (g *Gateway) quotaReport(ctx *fasthttp.RequestCtx, rid string) {
 		}
 	}
 	for _, t := range cat.Targets {
-		in := qs.info.At(t.ID)
-		v := targetQuotaView{Target: t.Name, Model: in.upstream, Quota: qs.quota.ModelStatus(in.conn, in.model, now).String(), Circuit: "closed"}
-		cand := routing.Candidate{CapabilityScore: 1, HealthScore: 1, Quota: qs.quota.ModelStatus(in.conn, in.model, now)}
+		in := rt.Target(t.ID)
+		v := targetQuotaView{Target: t.Name, Model: in.Upstream, Quota: quota.ModelStatus(in.Conn, in.Model, now).String(), Circuit: "closed"}
+		cand := routing.Candidate{CapabilityScore: 1, HealthScore: 1, Quota: quota.ModelStatus(in.Conn, in.Model, now)}
 		if tsnap != nil && t.ID < len(tsnap.Targets) {
 			s := &tsnap.Targets[t.ID]
 			v.Circuit, v.CooldownUntil, v.CooldownReason = circuitOf(s, now)
@@ -176,21 +152,21 @@ func (g *Gateway) quotaReport(ctx *fasthttp.RequestCtx, rid string) {
 			}
 			v.ConsecutiveFailures, v.ErrorRate, v.LastFailureReason = s.ConsecutiveFailures, s.ErrorRate, s.LastFailureReason
 		}
-		b, _ := qs.ledger.Check(in.slot, 0, now)
+		b, _ := ledger.Check(in.Slot, 0, now)
 		cand.Budget = b
 		v.TokenBudget = budgetNames[b]
-		if !qs.aware {
+		if !rt.QuotaAware() {
 			cand.Quota, cand.Budget = 0, routing.BudgetUnconfigured
 		}
 		_, v.Eligible = routing.Score(&cand)
-		conns[in.conn].Targets = append(conns[in.conn].Targets, v)
+		conns[in.Conn].Targets = append(conns[in.Conn].Targets, v)
 	}
 	writeJSON(ctx, 200, struct {
 		At                   time.Time       `json:"at"`
 		QuotaAwareRouting    bool            `json:"quotaAwareRouting"`
 		ApproachingThreshold float64         `json:"approachingThreshold"`
 		Connections          []connQuotaView `json:"connections"`
-	}{now, qs.aware, qs.threshold, liveConns(conns)})
+	}{now, rt.QuotaAware(), rt.Threshold(), liveConns(conns)})
 }
 
 // liveConns drops the removed connections (their telemetry stopped and

@@ -1,4 +1,4 @@
-package transport
+package ops
 
 import (
 	"embed"
@@ -11,7 +11,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/actors/history"
-	"github.com/omniroute/gateway/actors/ingest"
 )
 
 // The dashboard is a static page (dashboard/*: plain HTML, CSS and JS, no
@@ -21,17 +20,19 @@ import (
 //
 // The assets carry no data, so they are served to any peer the management
 // guard does not refuse outright (loopback or private range; 403
-// LOCAL_ONLY otherwise). Everything with data or effect is behind the full
-// guard (managementAccess) and the browser policy (Origin, Sec-Fetch-Site,
-// content type); with OMNIROUTE_MANAGEMENT_KEY set the page asks for the
-// key and sends it as a bearer token.
+// LOCAL_ONLY otherwise: Edge.Local). Everything with data or effect is
+// behind the full guard (Edge.Access) and the edge's browser policy
+// (Origin, Sec-Fetch-Site, content type); with OMNIROUTE_MANAGEMENT_KEY
+// set the page asks for the key and sends it as a bearer token.
 //
 //go:embed dashboard
 var dashboardFS embed.FS
 
 const (
-	dashboardPath         = "/dashboard"
-	dashboardSnapshotPath = "/api/dashboard/snapshot"
+	// DashboardPath is the page; its assets are under DashboardPath + "/".
+	DashboardPath = "/dashboard"
+	// DashboardSnapshotPath is what the page polls.
+	DashboardSnapshotPath = "/api/dashboard/snapshot"
 
 	// Caps keep the snapshot small however many lanes and targets exist:
 	// the page shows the busiest lanes and the most troubled targets first,
@@ -48,42 +49,43 @@ var dashAssets = map[string]string{ // file → content type
 	"app.css":    "text/css; charset=utf-8",
 }
 
-func isDashboardPath(p []byte) bool {
+// IsDashboardPath reports the dashboard's paths: the page, its assets
+// and the snapshot.
+func IsDashboardPath(p []byte) bool {
 	s := string(p)
-	return s == dashboardPath || strings.HasPrefix(s, dashboardPath+"/") || s == dashboardSnapshotPath
+	return s == DashboardPath || strings.HasPrefix(s, DashboardPath+"/") || s == DashboardSnapshotPath
 }
 
-// dashboard serves the page, its assets and the snapshot.
-func (g *Gateway) dashboard(ctx *fasthttp.RequestCtx, p []byte, rid []byte) {
+// Dashboard serves the page, its assets and the snapshot.
+func (a *API) Dashboard(ctx *fasthttp.RequestCtx, p []byte, rid []byte) {
 	if !ctx.IsGet() && !ctx.IsHead() {
 		ctx.Response.Header.Set(fasthttp.HeaderAllow, "GET")
-		writeMgmtError(ctx, rid, 405, "invalid_request", "method_not_allowed", "use GET")
+		WriteError(ctx, rid, 405, "invalid_request", "method_not_allowed", "use GET")
 		return
 	}
-	if string(p) == dashboardSnapshotPath {
-		if !g.managementAccess(ctx, rid) {
+	if string(p) == DashboardSnapshotPath {
+		if !a.edge.Access(ctx, rid) {
 			return
 		}
 		ctx.Response.Header.Set("Cache-Control", "no-store")
-		writeJSON(ctx, 200, g.dashboardSnapshot())
+		writeJSON(ctx, 200, a.DashboardSnapshot())
 		return
 	}
-	if classifyPeer(ctx.RemoteIP()) == peerRemote {
-		writeLocalOnly(ctx, rid)
+	if !a.edge.Local(ctx, rid) {
 		return
 	}
-	name := strings.TrimPrefix(strings.TrimPrefix(string(p), dashboardPath), "/")
+	name := strings.TrimPrefix(strings.TrimPrefix(string(p), DashboardPath), "/")
 	if name == "" {
 		name = "index.html"
 	}
 	ctype, ok := dashAssets[name]
 	if !ok {
-		writeMgmtError(ctx, rid, 404, "not_found", "not_found", "no dashboard asset "+path.Clean("/"+name)+"; open /dashboard")
+		WriteError(ctx, rid, 404, "not_found", "not_found", "no dashboard asset "+path.Clean("/"+name)+"; open /dashboard")
 		return
 	}
 	b, err := dashboardFS.ReadFile("dashboard/" + name)
 	if err != nil {
-		writeMgmtError(ctx, rid, 500, "", "internal_error", "dashboard asset missing from the build")
+		WriteError(ctx, rid, 500, "", "internal_error", "dashboard asset missing from the build")
 		return
 	}
 	h := &ctx.Response.Header
@@ -95,44 +97,6 @@ func (g *Gateway) dashboard(ctx *fasthttp.RequestCtx, p []byte, rid []byte) {
 	ctx.SetContentType(ctype)
 	ctx.SetStatusCode(200)
 	ctx.SetBody(b)
-}
-
-// HistoryOptions are the options of the history actor, which samples the
-// figures the dashboard charts once a second (from published snapshots
-// and atomics only: dashSample).
-func (a *Assembly) HistoryOptions() history.Options {
-	return history.Options{Clock: a.g.clk, Sample: a.g.dashSample}
-}
-
-// AttachHistory hands the front end the spawned history actor.
-func (a *Assembly) AttachHistory(h *history.Handle) { a.g.hist = h }
-
-func (g *Gateway) stopDashboard() {
-	if g.hist != nil {
-		g.hist.Stop()
-	}
-}
-
-// dashSample reads published snapshots and atomics only.
-func (g *Gateway) dashSample(now time.Time) history.Point {
-	p := history.Point{At: now, Inflight: g.metrics.inflight.Load(), InflightBytes: g.ingest.InflightBytes(),
-		Requests: g.metrics.dash.requests.Load(), Errors: g.metrics.dash.errors.Load(),
-		Buckets: make([]uint64, len(g.metrics.dash.buckets))}
-	var cum uint64
-	for i := range g.metrics.dash.buckets {
-		cum += g.metrics.dash.buckets[i].Load()
-		p.Buckets[i] = cum
-	}
-	if ts := g.targets.Snapshot(); ts != nil {
-		p.Targets = make([]history.TargetCount, len(ts.Targets))
-		for i := range ts.Targets {
-			p.Targets[i] = history.TargetCount{Attempts: ts.Targets[i].Attempts, Successes: ts.Targets[i].Successes}
-		}
-	}
-	if s := g.adm.lanes.Snapshot(); s != nil {
-		p.Limit, p.ActiveCost, p.QueuedCost, p.QueuedRequests = s.CurrentLimit, s.ActiveCost, s.QueuedCost, s.QueuedCount
-	}
-	return p
 }
 
 type dashLane struct {
@@ -185,22 +149,13 @@ type dashHistory struct {
 	Inflight   []int64 `json:"inflight"`
 }
 
-// dashboardSnapshot is everything the page shows but requests and usage,
+// DashboardSnapshot is everything the page shows but requests and usage,
 // bounded in size (dashMaxLanes, dashMaxProviders).
-func (g *Gateway) dashboardSnapshot() map[string]any {
-	now := g.clk.Now()
-	pts := g.hist.Points()
-	overall := "ok"
-	if g.draining.Load() {
-		overall = "draining"
-	} else {
-		for _, s := range g.health {
-			if _, st := safeSection(s); statusRank[st] > statusRank[overall] {
-				overall = st
-			}
-		}
-	}
-	overview := map[string]any{"inflight": g.metrics.inflight.Load()}
+func (a *API) DashboardSnapshot() map[string]any {
+	mon := a.mon
+	now := a.rt.Now()
+	pts := mon.History()
+	overview := map[string]any{"inflight": mon.Inflight()}
 	if len(pts) > 1 {
 		last := pts[len(pts)-1]
 		prev := pts[max(0, len(pts)-11)] // ten seconds back
@@ -215,13 +170,13 @@ func (g *Gateway) dashboardSnapshot() map[string]any {
 		for i := range delta {
 			delta[i] = last.Buckets[i] - base.Buckets[i]
 		}
-		if q := bucketQuantile(0.5, delta); !math.IsNaN(q) {
+		if q := bucketQuantile(a.buckets, 0.5, delta); !math.IsNaN(q) {
 			overview["p50Seconds"] = round2(q)
 		}
-		if q := bucketQuantile(0.99, delta); !math.IsNaN(q) {
+		if q := bucketQuantile(a.buckets, 0.99, delta); !math.IsNaN(q) {
 			overview["p99Seconds"] = round2(q)
 		}
-		overview["byTarget"], overview["byModel"] = g.dashRates(prev, last)
+		overview["byTarget"], overview["byModel"] = a.dashRates(prev, last)
 	}
 	hist := dashHistory{}
 	for _, p := range pts {
@@ -237,7 +192,7 @@ func (g *Gateway) dashboardSnapshot() map[string]any {
 	laneTotal := 0
 	upstreams := []dashUpstream{}
 	rejections := map[string]int64{}
-	if s := g.lanesSnapshot(); s != nil {
+	if s := mon.Lanes(); s != nil {
 		adm["mode"], adm["limit"], adm["activeCost"], adm["queuedCost"], adm["queuedRequests"] = s.Mode, s.CurrentLimit, s.ActiveCost, s.QueuedCost, s.QueuedCount
 		adm["globalLimit"], adm["laneCount"] = s.GlobalLimit, s.LaneCount
 		for k, v := range s.RejectedByReason {
@@ -267,49 +222,46 @@ func (g *Gateway) dashboardSnapshot() map[string]any {
 	if len(upstreams) > dashMaxProviders {
 		upstreams = upstreams[:dashMaxProviders]
 	}
-	for _, r := range ingest.ShedReasons {
-		if n := g.ingest.Sheds(r); n > 0 {
-			rejections["ingest_"+r.String()] += int64(n)
-		}
+	ingest, pressure, sheds := mon.Admission()
+	for k, n := range sheds {
+		rejections[k] += n
 	}
 	adm["lanes"], adm["queuedLanes"], adm["upstreams"], adm["rejections"] = nonNil(lanesOut), laneTotal, upstreams, rejections
-	adm["ingest"] = map[string]any{"inflightBytes": g.ingest.InflightBytes(), "maxInflightBytes": g.ingest.Budget().Bytes,
-		"waiting": g.ingest.Waiting(), "queuedBytes": g.ingest.QueuedBytes()}
-	if st := g.pressure.State(); st != nil {
-		adm["pressure"] = map[string]any{"severity": st.Severity.String(), "reason": st.Reason}
+	adm["ingest"] = ingest
+	if pressure != nil {
+		adm["pressure"] = pressure
 	}
 
-	providers, troubled := g.dashProviders(now)
+	providers, troubled := a.dashProviders(now)
 	services := []dashService{}
-	if g.side != nil && g.side.mgr != nil {
-		for _, h := range g.side.mgr.All() {
-			st := h.Status()
-			services = append(services, dashService{st.Tool, string(st.State), string(st.Health), st.PID, st.Restarts, st.GaveUp})
-		}
+	for _, h := range a.svc.All() {
+		st := h.Status()
+		services = append(services, dashService{st.Tool, string(st.State), string(st.Health), st.PID, st.Restarts, st.GaveUp})
 	}
 	out := map[string]any{
-		"at": now.UnixMilli(), "status": overall, "version": g.opts.Version,
-		"uptimeSeconds": int64(now.Sub(g.started) / time.Second),
+		"at": now.UnixMilli(), "status": mon.Status(), "version": mon.Version(),
+		"uptimeSeconds": int64(now.Sub(mon.Started()) / time.Second),
 		"overview":      overview, "admission": adm,
-		"providers": providers, "providerCount": len(g.rc.Load().cat.Targets), "config": g.ConfigInfo(), "troubledProviders": troubled,
+		"providers": providers, "providerCount": len(a.rt.Catalog().Targets), "config": mon.ConfigInfo(), "troubledProviders": troubled,
 		"services": services,
 	}
 	// Every rolling window's use, the fullest first.
-	windows := append(g.connectionWindows(), g.tenantWindows()...)
+	windows := mon.Windows()
 	fullestFirst(windows)
 	out["limitCount"] = len(windows)
 	out["limits"] = windows[:min(len(windows), dashMaxLimits)]
-	if cs := g.cs; cs != nil { // cluster mode: the members this node sees
-		out["cluster"] = map[string]any{"name": g.opts.Env.Cluster.ClusterName, "self": cs.node.ID(), "members": cs.node.Members()}
+	if c := mon.Cluster(); c != nil { // cluster mode: the members this node sees
+		out["cluster"] = c
 	}
 	return out
 }
 
 // dashProviders lists targets, the troubled ones (cooling, circuit not
 // closed, failing, quota not healthy) first, at most dashMaxProviders.
-func (g *Gateway) dashProviders(now time.Time) ([]dashProvider, int) {
-	tsnap := g.targets.Snapshot()
-	cat := g.rc.Load().cat // the targets the config in force routes to
+func (a *API) dashProviders(now time.Time) ([]dashProvider, int) {
+	rt, quota := a.rt, a.rt.Quota()
+	tsnap := rt.TargetStats()
+	cat := rt.Catalog() // the targets the config in force routes to
 	out := make([]dashProvider, 0, len(cat.Targets))
 	troubled := 0
 	rank := func(p *dashProvider) int {
@@ -322,10 +274,10 @@ func (g *Gateway) dashProviders(now time.Time) ([]dashProvider, int) {
 		return 2
 	}
 	for _, t := range cat.Targets {
-		in := g.qs.info.At(t.ID)
-		p := dashProvider{Target: t.Name, Connection: t.Conn.Name, Model: in.upstream,
-			Quota: g.qs.quota.ModelStatus(in.conn, in.model, now).String(), QuotaSources: []string{}, Circuit: "closed"}
-		if cs := g.qs.quota.State(in.conn); cs != nil {
+		in := rt.Target(t.ID)
+		p := dashProvider{Target: t.Name, Connection: t.Conn.Name, Model: in.Upstream,
+			Quota: quota.ModelStatus(in.Conn, in.Model, now).String(), QuotaSources: []string{}, Circuit: "closed"}
+		if cs := quota.State(in.Conn); cs != nil {
 			p.QuotaSources = cs.Sources
 		}
 		if tsnap != nil && t.ID < len(tsnap.Targets) {
@@ -355,7 +307,7 @@ type dashRate struct {
 
 // dashRates are the busiest targets and models (a model's figures are
 // its targets' together), at most dashMaxRates of each.
-func (g *Gateway) dashRates(prev, last history.Point) (byTarget, byModel []dashRate) {
+func (a *API) dashRates(prev, last history.Point) (byTarget, byModel []dashRate) {
 	dt := last.At.Sub(prev.At).Seconds()
 	byTarget, byModel = []dashRate{}, []dashRate{}
 	if dt <= 0 || len(prev.Targets) != len(last.Targets) {
@@ -368,7 +320,8 @@ func (g *Gateway) dashRates(prev, last history.Point) (byTarget, byModel []dashR
 		}
 		return r
 	}
-	for _, t := range g.rc.Load().cat.Targets {
+	cat := a.rt.Catalog()
+	for _, t := range cat.Targets {
 		if t.ID >= len(last.Targets) {
 			continue
 		}
@@ -377,7 +330,7 @@ func (g *Gateway) dashRates(prev, last history.Point) (byTarget, byModel []dashR
 			byTarget = append(byTarget, rate(t.Name, att, ok))
 		}
 	}
-	for _, m := range g.rc.Load().cat.Models {
+	for _, m := range cat.Models {
 		var att, ok uint64
 		for _, t := range m.Targets {
 			if t.ID < len(last.Targets) {
@@ -397,9 +350,9 @@ func (g *Gateway) dashRates(prev, last history.Point) (byTarget, byModel []dashR
 }
 
 // bucketQuantile estimates the q-quantile from per-bound cumulative counts
-// (durationBuckets, then +Inf) by linear interpolation inside the bucket,
-// as Prometheus' histogram_quantile does; NaN without observations.
-func bucketQuantile(q float64, cum []uint64) float64 {
+// (the bounds, then +Inf) by linear interpolation inside the bucket, as
+// Prometheus' histogram_quantile does; NaN without observations.
+func bucketQuantile(durationBuckets []float64, q float64, cum []uint64) float64 {
 	if len(cum) == 0 || cum[len(cum)-1] == 0 {
 		return math.NaN()
 	}

@@ -1,4 +1,4 @@
-package transport
+package ops
 
 import (
 	"context"
@@ -31,8 +31,9 @@ import (
 // (sqlite.MaxScanBatches), with next to go on.
 
 const (
-	requestsPath = "/api/requests"
-	usagePath    = "/api/usage"
+	// RequestsPath and UsagePath are the request log's and usage's routes.
+	RequestsPath = "/api/requests"
+	UsagePath    = "/api/usage"
 
 	// The default windows when since is not given.
 	requestsWindow = 24 * time.Hour
@@ -118,7 +119,7 @@ func parseTime(s string) (time.Time, bool) {
 }
 
 func badParam(ctx *fasthttp.RequestCtx, rid []byte, name, msg string) {
-	writeMgmtFieldError(ctx, rid, 400, "", "invalid_query", name, sanitize.Message(name, "?")+": "+msg)
+	WriteFieldError(ctx, rid, 400, "", "invalid_query", name, sanitize.Message(name, "?")+": "+msg)
 }
 
 // timeRange reads since and until.
@@ -151,12 +152,12 @@ const mgmtQueryTimeout = 10 * time.Second
 // getQuery starts a query route: GET only, the management guard, strict
 // parameters. It answers and reports false when the request goes no
 // further.
-func (g *Gateway) getQuery(ctx *fasthttp.RequestCtx, rid []byte, allowed ...string) (map[string]string, bool) {
+func (a *API) getQuery(ctx *fasthttp.RequestCtx, rid []byte, allowed ...string) (map[string]string, bool) {
 	if !ctx.IsGet() {
-		g.mgmtMethod(ctx, rid, "GET")
+		methodNotAllowed(ctx, rid, "GET")
 		return nil, false
 	}
-	if !g.management(ctx, string(rid)) {
+	if !a.edge.Management(ctx, rid) {
 		return nil, false
 	}
 	q, bad, why := queryParams(ctx, allowed...)
@@ -167,8 +168,9 @@ func (g *Gateway) getQuery(ctx *fasthttp.RequestCtx, rid []byte, allowed ...stri
 	return q, true
 }
 
-func (g *Gateway) requestsAPI(ctx *fasthttp.RequestCtx, rid []byte) {
-	q, ok := g.getQuery(ctx, rid, "tenant", "model", "status", "since", "until", "cursor", "limit")
+// Requests serves GET /api/requests.
+func (a *API) Requests(ctx *fasthttp.RequestCtx, rid []byte) {
+	q, ok := a.getQuery(ctx, rid, "tenant", "model", "status", "since", "until", "cursor", "limit")
 	if !ok {
 		return
 	}
@@ -194,18 +196,18 @@ func (g *Gateway) requestsAPI(ctx *fasthttp.RequestCtx, rid []byte) {
 		return
 	}
 	if f.Since.IsZero() {
-		f.Since = g.clk.Now().Add(-requestsWindow)
+		f.Since = a.rt.Now().Add(-requestsWindow)
 	}
 	c, cancel := context.WithTimeout(context.Background(), mgmtQueryTimeout)
 	defer cancel()
-	page, err := g.ten.db.Requests(c, f)
+	page, err := a.reqlog.Requests(c, f)
 	if err != nil {
 		if f.Cursor != "" && strings.Contains(err.Error(), "cursor") {
 			badParam(ctx, rid, "cursor", sanitize.Message(err.Error(), "not a cursor this gateway returned"))
 			return
 		}
-		g.log.Warn("reading the request log failed", "err", err)
-		writeMgmtError(ctx, rid, 503, "", "request_log_unavailable", store.PublicMessage(err, "the request log could not be read")+"; retry")
+		a.log.Warn("reading the request log failed", "err", err)
+		WriteError(ctx, rid, 503, "", "request_log_unavailable", store.PublicMessage(err, "the request log could not be read")+"; retry")
 		return
 	}
 	out := make([]requestView, 0, len(page.Records))
@@ -222,8 +224,9 @@ func (g *Gateway) requestsAPI(ctx *fasthttp.RequestCtx, rid []byte) {
 	writeJSON(ctx, 200, body)
 }
 
-func (g *Gateway) usageAPI(ctx *fasthttp.RequestCtx, rid []byte) {
-	q, ok := g.getQuery(ctx, rid, "tenant", "model", "since", "until", "bucket", "cursor", "limit")
+// Usage serves GET /api/usage.
+func (a *API) Usage(ctx *fasthttp.RequestCtx, rid []byte) {
+	q, ok := a.getQuery(ctx, rid, "tenant", "model", "since", "until", "bucket", "cursor", "limit")
 	if !ok {
 		return
 	}
@@ -256,7 +259,7 @@ func (g *Gateway) usageAPI(ctx *fasthttp.RequestCtx, rid []byte) {
 		return
 	}
 	if uq.Since.IsZero() {
-		uq.Since = g.clk.Now().Add(-usageWindow).Truncate(time.Hour)
+		uq.Since = a.rt.Now().Add(-usageWindow).Truncate(time.Hour)
 	}
 	if uq.Bucket == store.Day {
 		uq.Since = uq.Since.UTC().Truncate(24 * time.Hour) // day rows count whole days
@@ -265,18 +268,18 @@ func (g *Gateway) usageAPI(ctx *fasthttp.RequestCtx, rid []byte) {
 	defer cancel()
 	page := uq
 	page.Limit++ // one more tells whether there is a next page
-	rows, err := g.ten.db.Usage(c, page)
+	rows, err := a.reqlog.Usage(c, page)
 	var total store.UsageRow
 	var refused []store.Refusal
 	if err == nil {
-		total, err = g.ten.db.UsageTotal(c, uq)
+		total, err = a.reqlog.UsageTotal(c, uq)
 	}
 	if err == nil {
-		refused, err = g.ten.db.Refusals(c, store.UsageQuery{Since: uq.Since, Until: uq.Until, Tenant: uq.Tenant, Limit: uq.Limit})
+		refused, err = a.reqlog.Refusals(c, store.UsageQuery{Since: uq.Since, Until: uq.Until, Tenant: uq.Tenant, Limit: uq.Limit})
 	}
 	if err != nil {
-		g.log.Warn("reading usage failed", "err", err)
-		writeMgmtError(ctx, rid, 503, "", "request_log_unavailable", store.PublicMessage(err, "usage could not be read")+"; retry")
+		a.log.Warn("reading usage failed", "err", err)
+		WriteError(ctx, rid, 503, "", "request_log_unavailable", store.PublicMessage(err, "usage could not be read")+"; retry")
 		return
 	}
 	var next string

@@ -1,4 +1,4 @@
-package transport
+package ops
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/omniroute/gateway/internal/apierror"
 	ikeys "github.com/omniroute/gateway/internal/keys"
 	"github.com/omniroute/gateway/internal/sanitize"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
@@ -22,21 +21,22 @@ import (
 //	POST /api/keys/{name}/rotate    a new secret, shown once; the old one stops working
 //	POST /api/keys/{name}/revoke    the key stops working, for good
 //
-// Every route is behind the management guard (management.go) and the
-// browser policy (browser.go); bodies are strict JSON: unknown fields,
+// Every route is behind the management guard (Edge.Management) and the
+// edge's browser policy; bodies are strict JSON: unknown fields,
 // wrong types, negative limits, model patterns that match no model and
 // duplicate names are 400 with the field named.
 
 const (
-	keysPath   = "/api/keys"
-	keysPrefix = keysPath + "/"
+	// KeysPath is the key API's root; its keys are under KeysPath + "/".
+	KeysPath   = "/api/keys"
+	keysPrefix = KeysPath + "/"
 	// maxKeyBody bounds a key body (a policy lists at most 256 models).
 	maxKeyBody = 64 << 10
 )
 
-// isKeysPath reports the key API's paths.
-func isKeysPath(path []byte) bool {
-	return bytes.Equal(path, []byte(keysPath)) || bytes.HasPrefix(path, []byte(keysPrefix))
+// IsKeysPath reports the key API's paths.
+func IsKeysPath(path []byte) bool {
+	return bytes.Equal(path, []byte(KeysPath)) || bytes.HasPrefix(path, []byte(keysPrefix))
 }
 
 // keyView is a key as the API shows it, with the secret only when it was
@@ -46,24 +46,25 @@ type keyView struct {
 	Secret string     `json:"secret,omitempty"`
 }
 
-func (g *Gateway) keysAPI(ctx *fasthttp.RequestCtx, rid []byte) {
-	if !g.management(ctx, string(rid)) {
+// Keys serves the key API.
+func (a *API) Keys(ctx *fasthttp.RequestCtx, rid []byte) {
+	if !a.edge.Management(ctx, rid) {
 		return
 	}
-	kh := g.ten.keys
+	kh := a.keys
 	path := string(ctx.Path())
-	if path == keysPath {
+	if path == KeysPath {
 		switch {
 		case ctx.IsGet():
 			writeJSON(ctx, 200, map[string]any{"keys": kh.Snapshot().Infos()})
 		case ctx.IsPost():
-			body, ok := g.keyBody(ctx, rid)
+			body, ok := a.keyBody(ctx, rid)
 			if !ok {
 				return
 			}
 			name, p, err := ikeys.DecodeCreate(body)
 			if err == nil {
-				err = g.checkPolicyModels(p)
+				err = a.checkPolicyModels(p)
 			}
 			if err != nil {
 				writeKeyError(ctx, rid, err)
@@ -76,39 +77,39 @@ func (g *Gateway) keysAPI(ctx *fasthttp.RequestCtx, rid []byte) {
 			}
 			writeJSON(ctx, 201, keyView{Key: info, Secret: secret})
 		default:
-			g.mgmtMethod(ctx, rid, "GET, POST")
+			methodNotAllowed(ctx, rid, "GET, POST")
 		}
 		return
 	}
 	name, action, _ := strings.Cut(path[len(keysPrefix):], "/")
 	if name == "" {
-		writeMgmtError(ctx, rid, 404, "", "not_found", "no key name in the path; use /api/keys/{name}")
+		WriteError(ctx, rid, 404, "", "not_found", "no key name in the path; use /api/keys/{name}")
 		return
 	}
 	if err := ikeys.ValidateName(name); err != nil {
-		writeMgmtError(ctx, rid, 404, "", "key_not_found", "no key named "+sanitize.Message(name, "?")+"; GET /api/keys lists the keys")
+		WriteError(ctx, rid, 404, "", "key_not_found", "no key named "+sanitize.Message(name, "?")+"; GET /api/keys lists the keys")
 		return
 	}
 	switch action {
 	case "":
 		if !ctx.IsGet() {
-			g.mgmtMethod(ctx, rid, "GET")
+			methodNotAllowed(ctx, rid, "GET")
 			return
 		}
 		info, ok := kh.Snapshot().Info(name)
 		if !ok {
-			writeMgmtError(ctx, rid, 404, "", "key_not_found", "no key named "+name+"; GET /api/keys lists the keys")
+			WriteError(ctx, rid, 404, "", "key_not_found", "no key named "+name+"; GET /api/keys lists the keys")
 			return
 		}
 		writeJSON(ctx, 200, keyView{Key: info})
 		return
 	case "policy", "rotate", "revoke":
 	default:
-		writeMgmtError(ctx, rid, 404, "", "not_found", "no action "+sanitize.Message(action, "?")+" for a key; use policy, rotate or revoke")
+		WriteError(ctx, rid, 404, "", "not_found", "no action "+sanitize.Message(action, "?")+" for a key; use policy, rotate or revoke")
 		return
 	}
 	if !ctx.IsPost() {
-		g.mgmtMethod(ctx, rid, "POST")
+		methodNotAllowed(ctx, rid, "POST")
 		return
 	}
 	var info ikeys.Info
@@ -116,19 +117,18 @@ func (g *Gateway) keysAPI(ctx *fasthttp.RequestCtx, rid []byte) {
 	var err error
 	switch action {
 	case "policy":
-		body, ok := g.keyBody(ctx, rid)
+		body, ok := a.keyBody(ctx, rid)
 		if !ok {
 			return
 		}
 		var p tenantpolicy.Policy
 		if p, err = ikeys.DecodePolicy(body); err == nil {
-			if err = g.checkPolicyModels(p); err == nil {
+			if err = a.checkPolicyModels(p); err == nil {
 				info, err = kh.UpdatePolicy(name, p)
 			}
 		}
 	case "rotate", "revoke":
-		if !managementBodyOK(ctx) {
-			g.refuse(ctx, routeManagement, rid, errMgmtMediaType)
+		if !a.edge.Body(ctx, rid) {
 			return
 		}
 		if action == "rotate" {
@@ -145,16 +145,15 @@ func (g *Gateway) keysAPI(ctx *fasthttp.RequestCtx, rid []byte) {
 }
 
 // keyBody reads a key body: JSON, at most maxKeyBody.
-func (g *Gateway) keyBody(ctx *fasthttp.RequestCtx, rid []byte) ([]byte, bool) {
-	if !isJSONMediaType(ctx.Request.Header.ContentType()) {
-		g.refuse(ctx, routeManagement, rid, &apierror.Error{Status: 415, Type: "invalid_request_error", Code: "unsupported_media_type",
-			Message: "a key body is JSON: send Content-Type: application/json"})
+func (a *API) keyBody(ctx *fasthttp.RequestCtx, rid []byte) ([]byte, bool) {
+	if !a.edge.JSON(ctx) {
+		WriteError(ctx, rid, 415, "invalid_request_error", "unsupported_media_type", "a key body is JSON: send Content-Type: application/json")
 		return nil, false
 	}
 	body, tooLarge := readLimited(ctx, maxKeyBody)
 	if tooLarge {
 		ctx.SetConnectionClose()
-		writeMgmtError(ctx, rid, 413, "", "payload_too_large", "a key body may not exceed 64 KiB")
+		WriteError(ctx, rid, 413, "", "payload_too_large", "a key body may not exceed 64 KiB")
 		return nil, false
 	}
 	return body, true
@@ -163,12 +162,8 @@ func (g *Gateway) keyBody(ctx *fasthttp.RequestCtx, rid []byte) ([]byte, bool) {
 // checkPolicyModels refuses allowed_models entries that match none of the
 // gateway's models, and token windows a request without max_tokens could
 // never fit.
-func (g *Gateway) checkPolicyModels(p tenantpolicy.Policy) error {
-	err := checkModels(g.rc.Load().cat, "", p.AllowedModels)
-	if err == nil {
-		err = checkTokenWindows(&p, g.qs.defOut, "")
-	}
-	if err != nil {
+func (a *API) checkPolicyModels(p tenantpolicy.Policy) error {
+	if err := a.keys.CheckPolicy(p); err != nil {
 		var fe tenantpolicy.FieldError
 		errors.As(err, &fe)
 		return &ikeys.Error{Status: 400, Code: "invalid_policy", Field: fe.Path, Message: fe.Error()}
@@ -183,5 +178,5 @@ func writeKeyError(ctx *fasthttp.RequestCtx, rid []byte, err error) {
 	if !errors.As(err, &ke) {
 		ke = &ikeys.Error{Status: 500, Code: "internal_error", Message: sanitize.Message(err.Error(), "the key operation failed")}
 	}
-	writeMgmtFieldError(ctx, rid, ke.Status, "", ke.Code, ke.Field, ke.Message)
+	WriteFieldError(ctx, rid, ke.Status, "", ke.Code, ke.Field, ke.Message)
 }
