@@ -1,8 +1,10 @@
 package transport_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -480,3 +482,38 @@ func TestRelayAdmittedBeforeItsBodyIsRead(t *testing.T) {
 	}
 }
 
+// TestRelayStreamReturnsBytesAtCommit: a relayed stream, served natively or
+// by Bifrost, no longer holds its body once it has committed, as on
+// /v1/chat/completions: its bytes go back to the ingest budget while its
+// heavy-request slot stays until the stream ends (here: the caller leaves).
+func TestRelayStreamReturnsBytesAtCommit(t *testing.T) {
+	resetMock(t)
+	slow := mockprovider.Behavior{ChunkCount: 50, ChunkGapMS: 200}
+	setBehavior(t, map[string]mockprovider.Behavior{bifrostModel: slow, nativeModel: slow})
+	body := admissionBody(bifrostModel, 1<<20, 3)
+	body = append(body[:len(body)-1], `,"stream":true}`...)
+	for _, backend := range []string{"native", "bifrost"} {
+		t.Run(backend, func(t *testing.T) {
+			g := startGW(t, relayFile(t), gwOpts{env: bifrostEnv(map[string]string{"OMNIROUTE_CHAT_MAX_INFLIGHT_BYTES": "8MiB", "OMNIROUTE_RELAY_BACKEND": backend})})
+			req, _ := http.NewRequest(http.MethodPost, g.base+relayPath, bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer rt-ci")
+			resp, err := g.hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != 200 || resp.Header.Get("X-Routing-Backend") != backend {
+				t.Fatalf("status %d backend %q", resp.StatusCode, resp.Header.Get("X-Routing-Backend"))
+			}
+			// The answer's headers are written after the commit, and the
+			// stream goes on for ten seconds: both figures are settled here.
+			h := g.gw.Ingest()
+			if h.InflightBytes() != 0 || h.ActiveHeavy() != 1 {
+				t.Fatalf("during the stream: inflight %d heavy %d; want the bytes back and the slot held", h.InflightBytes(), h.ActiveHeavy())
+			}
+			resp.Body.Close()
+			waitFor(t, "the slot to come back", func() bool { return h.ActiveHeavy() == 0 })
+		})
+	}
+}
