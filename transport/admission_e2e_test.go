@@ -400,7 +400,27 @@ func TestChunkedUploads(t *testing.T) {
 	waitFor(t, "the reservation to come back", func() bool { return g.gw.Ingest().InflightBytes() == 0 })
 	// Over the budget: 413 as soon as the running total crosses it; the
 	// rest is never read.
-	conn, br := rawRequest(t, g, head("/v1/chat/completions", -1))
+	answer, body, sent := sendChunked(t, g, "/v1/chat/completions")
+	if answer.StatusCode != 413 || jsonField(t, body, "error", "code") != "body_exceeds_budget" {
+		t.Fatalf("chunked over budget: %d %s", answer.StatusCode, body)
+	}
+	if sent >= chunkedUpload {
+		t.Fatalf("the gateway read all %d bytes before answering", sent)
+	}
+	waitFor(t, "the reservation to come back", func() bool { return g.gw.Ingest().InflightBytes() == 0 && g.gw.Ingest().ActiveHeavy() == 0 })
+}
+
+// chunkedUpload is how much sendChunked offers: far more than any budget
+// a test sets, and more than the sockets between client and gateway hold.
+const chunkedUpload = 64 << 20
+
+// sendChunked uploads up to chunkedUpload bytes chunked to path (1 MiB
+// chunks, extra headers added) until the gateway answers, and returns the
+// answer and how many bytes were sent by then. The client stops sending
+// once it has its answer, as real clients do.
+func sendChunked(t *testing.T, g *gwEnv, path string, extra ...string) (*http.Response, []byte, int) {
+	t.Helper()
+	conn, br := rawRequest(t, g, head(path, -1, extra...))
 	chunk := bytes.Repeat([]byte("x"), 1<<20)
 	sent := 0
 	var answer *http.Response
@@ -415,14 +435,15 @@ func TestChunkedUploads(t *testing.T) {
 		}
 		conn.Close() // a client that got its answer stops sending
 	}()
-	for i := 0; i < 64; i++ {
+send:
+	for sent < chunkedUpload {
 		if _, err := fmt.Fprintf(conn, "%x\r\n%s\r\n", len(chunk), chunk); err != nil {
 			break
 		}
 		sent += len(chunk)
 		select {
 		case <-done:
-			i = 64
+			break send
 		default:
 		}
 	}
@@ -430,13 +451,7 @@ func TestChunkedUploads(t *testing.T) {
 	if readErr != nil {
 		t.Fatal(readErr)
 	}
-	if answer.StatusCode != 413 || jsonField(t, body, "error", "code") != "body_exceeds_budget" {
-		t.Fatalf("chunked over budget: %d %s", answer.StatusCode, body)
-	}
-	if sent >= 64<<20 {
-		t.Fatalf("the gateway read all %d bytes before answering", sent)
-	}
-	waitFor(t, "the reservation to come back", func() bool { return g.gw.Ingest().InflightBytes() == 0 && g.gw.Ingest().ActiveHeavy() == 0 })
+	return answer, body, sent
 }
 
 func TestCriticalPressureAbortsUploadBeingRead(t *testing.T) {

@@ -84,7 +84,9 @@ func (c *call) relayBifrost(host context.Context, base string, tok *relay.Token,
 	// content-free start-up events (a role-only delta) are held back, so a
 	// failure right after them still falls back (or is a 502 when forced)
 	// without the caller having seen a byte. After the commit it never
-	// falls back. An error event the provider sends is passed on.
+	// falls back, so, as on the native path, the body is freed and its
+	// bytes go back to the ingest budget (the heavy slot stays until the
+	// stream ends). An error event the provider sends is passed on.
 	c.rd.Reset(x.Body())
 	c.pending, c.pendOff, c.terminal = c.pending[:0], c.pendOff[:0], false
 	for n := 0; ; n++ {
@@ -120,6 +122,7 @@ func (c *call) relayBifrost(host context.Context, base string, tok *relay.Token,
 	c.x = x // released by finish
 	c.idle = timeout
 	ctx.SetBodyStream(&bifrostStream{c: c, base: base, forced: forced}, -1)
+	c.bodyDone()
 	return bifrostDone, true, ""
 }
 

@@ -1,8 +1,10 @@
 package transport_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -380,9 +382,13 @@ func TestRelayUsesARunningSupervisedBifrost(t *testing.T) {
 // ingest byte budget before any byte of its body is read, like the other
 // body routes, whichever backend serves it: an upload larger than the
 // budget is refused unread (413 body_exceeds_budget, the connection
-// closed), in the ExpectHandler too; a heavy upload holds its reservation
-// while its body is still to come; a full budget answers 503
-// chat_admission_busy; and a relayed upload gives its reservation back.
+// closed), in the ExpectHandler too, and a chunked one as soon as what was
+// read crosses the budget; a heavy upload holds its reservation while its
+// body is still to come; a full budget answers 503 chat_admission_busy,
+// to a declared length at once and to a chunked body at the heavy
+// threshold; no refused upload reaches the relay target or counts as
+// relayed; and an upload that fits is relayed and gives its reservation
+// back.
 func TestRelayAdmittedBeforeItsBodyIsRead(t *testing.T) {
 	resetMock(t)
 	feed := newPressureFeed()
@@ -392,6 +398,7 @@ func TestRelayAdmittedBeforeItsBodyIsRead(t *testing.T) {
 			env["OMNIROUTE_RELAY_BACKEND"] = backend
 			g := startGW(t, relayFile(t), gwOpts{env: env, pressure: feed.sample})
 			auth := "Authorization: Bearer rt-ci"
+			sentUpstream := mockStats(t).Totals.Requests
 			// Larger than the budget, announced with Expect: refused before
 			// the body is sent, as on /v1/chat/completions.
 			conn, br := rawRequest(t, g, head(relayPath, 9<<20, "Expect: 100-continue", auth))
@@ -414,7 +421,14 @@ func TestRelayAdmittedBeforeItsBodyIsRead(t *testing.T) {
 				resp.Header.Get("X-Omniroute-Admission-Reason") != "body_exceeds_budget" {
 				t.Fatalf("over the budget, unread: %d close %v %v %s", resp.StatusCode, resp.Close, resp.Header, body)
 			}
-			if s := g.gw.Ingest().Snapshot(); s.ShedsByReason["body_exceeds_budget"] != 2 {
+			// Chunked: refused as soon as what was read crosses the budget,
+			// long before the 64 MiB on offer is sent.
+			resp, body, sent := sendChunked(t, g, relayPath, auth)
+			if resp.StatusCode != 413 || jsonField(t, body, "error", "code") != "body_exceeds_budget" || !resp.Close ||
+				resp.Header.Get("X-Omniroute-Admission-Reason") != "body_exceeds_budget" || sent >= chunkedUpload {
+				t.Fatalf("chunked over the budget: %d close %v %v %s after %d bytes", resp.StatusCode, resp.Close, resp.Header, body, sent)
+			}
+			if s := g.gw.Ingest().Snapshot(); s.ShedsByReason["body_exceeds_budget"] != 3 {
 				t.Fatalf("sheds %v", s.ShedsByReason)
 			}
 			// A heavy upload reserves before its body comes; while it holds
@@ -425,8 +439,32 @@ func TestRelayAdmittedBeforeItsBodyIsRead(t *testing.T) {
 				jsonField(t, body, "error", "reason") != "inflight_bytes_budget" || resp.Header.Get("Retry-After") == "" || !resp.Close {
 				t.Fatalf("budget held: %d %v %s", resp.StatusCode, resp.Header, body)
 			}
+			// A chunked body is refused when what it read crosses the heavy
+			// threshold and nothing is free.
+			resp, body, sent = sendChunked(t, g, relayPath, auth)
+			if resp.StatusCode != 503 || jsonField(t, body, "error", "code") != "chat_admission_busy" ||
+				jsonField(t, body, "error", "reason") != "inflight_bytes_budget" || resp.Header.Get("Retry-After") == "" || !resp.Close || sent >= chunkedUpload {
+				t.Fatalf("budget held, chunked: %d %v %s after %d bytes", resp.StatusCode, resp.Header, body, sent)
+			}
 			hold.Close()
 			waitFor(t, "the held reservation to come back", func() bool { return g.gw.Ingest().InflightBytes() == 0 })
+			// The same refusals and counts as every body route, and none of
+			// them reached the relay target or counted as relayed.
+			if s := g.gw.Ingest().Snapshot(); s.ShedsByReason["body_exceeds_budget"] != 3 || s.ShedsByReason["inflight_bytes_budget"] != 2 {
+				t.Fatalf("sheds %v", s.ShedsByReason)
+			}
+			m := string(g.get("/metrics").body)
+			for _, w := range []string{`omniroute_chat_admission_sheds_total{reason="body_exceeds_budget"} 3`,
+				`omniroute_chat_admission_sheds_total{reason="inflight_bytes_budget"} 2`,
+				`omniroute_requests_total{route="relay",status="413"} 3`, `omniroute_requests_total{route="relay",status="503"} 2`,
+				`omniroute_relay_requests_total{backend="native"} 0`, `omniroute_relay_requests_total{backend="bifrost"} 0`} {
+				if !strings.Contains(m, w+"\n") {
+					t.Fatalf("metrics lack %q", w)
+				}
+			}
+			if n := mockStats(t).Totals.Requests; n != sentUpstream {
+				t.Fatalf("refused uploads reached the relay target: %d requests", n-sentUpstream)
+			}
 			// A heavy upload that fits is relayed byte for byte and gives
 			// its reservation back.
 			payload := admissionBody(bifrostModel, 1<<20, 7)
@@ -440,6 +478,42 @@ func TestRelayAdmittedBeforeItsBodyIsRead(t *testing.T) {
 				t.Fatalf("the provider got %+v", st.Bodies[len(st.Bodies)-1])
 			}
 			waitFor(t, "the reservation to come back", func() bool { return g.gw.Ingest().InflightBytes() == 0 && g.gw.Ingest().ActiveHeavy() == 0 })
+		})
+	}
+}
+
+// TestRelayStreamReturnsBytesAtCommit: a relayed stream, served natively or
+// by Bifrost, no longer holds its body once it has committed, as on
+// /v1/chat/completions: its bytes go back to the ingest budget while its
+// heavy-request slot stays until the stream ends (here: the caller leaves).
+func TestRelayStreamReturnsBytesAtCommit(t *testing.T) {
+	resetMock(t)
+	slow := mockprovider.Behavior{ChunkCount: 50, ChunkGapMS: 200}
+	setBehavior(t, map[string]mockprovider.Behavior{bifrostModel: slow, nativeModel: slow})
+	body := admissionBody(bifrostModel, 1<<20, 3)
+	body = append(body[:len(body)-1], `,"stream":true}`...)
+	for _, backend := range []string{"native", "bifrost"} {
+		t.Run(backend, func(t *testing.T) {
+			g := startGW(t, relayFile(t), gwOpts{env: bifrostEnv(map[string]string{"OMNIROUTE_CHAT_MAX_INFLIGHT_BYTES": "8MiB", "OMNIROUTE_RELAY_BACKEND": backend})})
+			req, _ := http.NewRequest(http.MethodPost, g.base+relayPath, bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer rt-ci")
+			resp, err := g.hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != 200 || resp.Header.Get("X-Routing-Backend") != backend {
+				t.Fatalf("status %d backend %q", resp.StatusCode, resp.Header.Get("X-Routing-Backend"))
+			}
+			// The answer's headers are written after the commit, and the
+			// stream goes on for ten seconds: both figures are settled here.
+			h := g.gw.Ingest()
+			if h.InflightBytes() != 0 || h.ActiveHeavy() != 1 {
+				t.Fatalf("during the stream: inflight %d heavy %d; want the bytes back and the slot held", h.InflightBytes(), h.ActiveHeavy())
+			}
+			resp.Body.Close()
+			waitFor(t, "the slot to come back", func() bool { return h.ActiveHeavy() == 0 })
 		})
 	}
 }
