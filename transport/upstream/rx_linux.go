@@ -27,8 +27,9 @@ type rxConn struct {
 	// the read returned; zero when none happened since arm.
 	rx, at time.Time
 	oob    [64]byte
-	// hold delays each armed read (tests: a gateway too busy to read).
-	hold time.Duration
+	// hold, when set, runs before each armed read (tests: a gateway too
+	// busy to read).
+	hold func()
 }
 
 // wrapRx returns c as an rxConn when the kernel gives receive times for
@@ -55,8 +56,8 @@ func (c *rxConn) Read(p []byte) (int, error) {
 	if !c.armed || len(p) == 0 {
 		return c.TCPConn.Read(p)
 	}
-	if c.hold > 0 {
-		time.Sleep(c.hold)
+	if c.hold != nil {
+		c.hold()
 	}
 	var n, oobn int
 	var rerr error
