@@ -129,7 +129,9 @@ func (p *pending) still(t *testing.T) {
 }
 
 // offer sends one request of tn and reports whether it was shed (else it
-// queued, or was granted at once, and is returned).
+// queued, or was granted at once, and is returned). The snapshot's queue
+// count must be current when it is called (grants counted): a queued
+// request is told by the count rising past it.
 func (e *env) offer(t *testing.T, tn string) (*pending, bool) {
 	t.Helper()
 	n := e.h.Snapshot().QueuedCount
@@ -1080,6 +1082,8 @@ func TestClosedLoopStartingOnAnIdleUpstreamWaits(t *testing.T) {
 			}
 			inflight, queued = append(inflight, queued[0]), queued[1:]
 		}
+		n := int64(len(queued))
+		e.until("the grants counted", func(s *Snapshot) bool { return s.QueuedCount == n })
 		e.h.Tick()
 		e.h.Sync()
 		for range 8 + extra {
