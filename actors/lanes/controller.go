@@ -47,12 +47,7 @@ type controller struct {
 		// markLate is upstream.outOfTime at markAt, lastLate its growth
 		// over the last whole window.
 		markLate, lastLate int64
-		// fromIdle: the window began on an idle upstream that has not
-		// shown its knee (the first window, or one whose last window
-		// started empty and answered nothing), and it has not answered
-		// since.
-		fromIdle   bool
-		overloaded bool
+		overloaded         bool
 	}
 	// released counts the leases the controller folded in (drainReleases).
 	released int64
@@ -289,33 +284,12 @@ func (c *controller) rollFlow(now time.Time) {
 	present := st.ActiveCount() + st.Waiting[admission.Interactive] + st.Waiting[admission.Batch]
 	late := c.u.outOfTime.Load()
 	if f.markAt.IsZero() {
-		f.markAt, f.markPresent, f.markDone, f.hasLast, f.markLate, f.fromIdle = now, present, c.released, false, late, !c.ctl.Converged()
+		f.markAt, f.markPresent, f.markDone, f.hasLast, f.markLate = now, present, c.released, false, late
 	}
 	if now.Sub(f.markAt) >= c.cfg.Window() {
-		f.fromIdle = f.markPresent == 0 && c.released == f.markDone && !c.ctl.Converged()
 		f.lastGrowth, f.lastDone, f.lastLate = present-f.markPresent, c.released-f.markDone, late-f.markLate
-		f.hasLast = !f.fromIdle // an idle window measured no rate
+		f.hasLast = true
 		f.markAt, f.markPresent, f.markDone, f.markLate = now, present, c.released, late
-	}
-	// An idle upstream that has not shown its knee has no rate for its
-	// callers to outgrow: until it answers, the callers arriving are who
-	// is present (a closed loop starting: 64 streams, eight agents at
-	// once), not growth, and its limit is a lower bound of what the
-	// provider takes; the window's growth counts from its first answer.
-	// Taking that step for growth shed a cold closed loop above the
-	// initial limit as an overload. Once the knee was shown, the limit
-	// is the provider's, and an open loop starting after an idle spell
-	// is judged at once (waiting for the first answer let one at 10× the
-	// capacity queue for an answer's time: success p99 4.8× the
-	// unloaded one). A hang with callers present is not idle, and
-	// requests turned away for time (late, below) are an overload
-	// whatever the mark.
-	if f.fromIdle {
-		if c.released == f.markDone {
-			f.markPresent = present
-		} else {
-			f.fromIdle = false
-		}
 	}
 	// The window so far tells at once (an overload's first moments fill a
 	// queue); the last whole one keeps the verdict across the roll.
