@@ -128,10 +128,10 @@ func (p *pending) still(t *testing.T) {
 	}
 }
 
-// offer sends one request of tn and reports whether it was shed (else it
-// queued, or was granted at once, and is returned). The snapshot's queue
-// count must be current when it is called (grants counted): a queued
-// request is told by the count rising past it.
+// offer sends one request of tn, which must queue or be shed, and reports
+// whether it was shed (else it queued and is returned). The snapshot's
+// queue count must be current when it is called (grants counted): a
+// queued request is told by the count rising past it.
 func (e *env) offer(t *testing.T, tn string) (*pending, bool) {
 	t.Helper()
 	n := e.h.Snapshot().QueuedCount
@@ -139,10 +139,6 @@ func (e *env) offer(t *testing.T, tn string) (*pending, bool) {
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
 		select {
 		case r := <-p.done:
-			if r == None {
-				p.done <- r // granted at once: wait sees it
-				return p, false
-			}
 			if r != Overloaded {
 				t.Fatalf("%s: %q, want queued or %q", tn, r.Code(), Overloaded.Code())
 			}
