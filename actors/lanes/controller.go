@@ -47,7 +47,14 @@ type controller struct {
 		// markLate is upstream.outOfTime at markAt, lastLate its growth
 		// over the last whole window.
 		markLate, lastLate int64
-		overloaded         bool
+		// spanAt, spanPresent and spanDone mark the start of the current
+		// ramp span; grew counts the whole spans just past in which the
+		// requests present grew (see rollFlow: before a knee is seen
+		// only a ramp is an overload).
+		spanAt                time.Time
+		spanPresent, spanDone int64
+		grew                  int
+		overloaded            bool
 	}
 	// released counts the leases the controller folded in (drainReleases).
 	released int64
@@ -299,14 +306,46 @@ func (c *controller) rollFlow(now time.Time) {
 	if f.hasLast {
 		scale = max(scale, f.lastDone)
 	}
+	grows := growsPast(present-f.markPresent, scale) || (f.hasLast && growsPast(f.lastGrowth, f.lastDone))
+	// Until the provider has shown a knee, the limit is a lower bound of
+	// its capacity (the controller is still raising it), so demand above
+	// it is no overload by itself: a closed loop of callers that starts
+	// at once (agents, a connection pool, 64 streams) steps the requests
+	// present up once and then sends only as answered, and shedding its
+	// queue, measured against a limit about to grow, was a spiral (each
+	// refused caller sent again at once; 2,885 of 3,000 streams refused
+	// within a second of a cold start). Demand the provider cannot take
+	// keeps arriving: the requests present grow span after span. So
+	// before a knee the growth must also be a ramp: growth in each of
+	// the last rampSpans spans (a step's arrivals fall in one or two).
+	if now.Sub(f.spanAt) >= max(rampSpan, c.ctl.Held()/4) {
+		if f.spanAt.IsZero() || !growsPast(present-f.spanPresent, c.released-f.spanDone) {
+			f.grew = 0
+		} else {
+			f.grew++
+		}
+		f.spanAt, f.spanPresent, f.spanDone = now, present, c.released
+	}
+	if !c.ctl.Converged() && c.cfg.MinLimit < c.cfg.MaxLimit {
+		grows = grows && f.grew >= rampSpans
+	}
 	// Requests turned away for time (their wait would pass, or passed,
 	// their deadline) are an overload too: once the queue reaches the
 	// callers' patience it stops growing, the rest being turned away,
 	// and without them the verdict would end there, leaving a queue as
 	// long as the patience (seconds) to every caller it admits.
-	f.overloaded = growsPast(present-f.markPresent, scale) || (f.hasLast && growsPast(f.lastGrowth, f.lastDone)) ||
-		late > f.markLate || f.lastLate > 0
+	f.overloaded = grows || late > f.markLate || f.lastLate > 0
 }
+
+// rampSpan and rampSpans: an unconverged upstream's growth is an
+// overload when the requests present grew in each of the last rampSpans
+// spans, each two measuring ticks or a quarter of an answer's hold time
+// if longer (a slow provider's overload grows slowly, and a closed loop
+// sends again only an answer's time after its step).
+const (
+	rampSpan  = 2 * tickEvery
+	rampSpans = 3
+)
 
 // growsPast reports whether growth exceeds a tenth of answers and two
 // requests (a burst's timing noise).

@@ -1021,3 +1021,101 @@ func TestShedQueueRefillingIsShedAgain(t *testing.T) {
 		e.h.Release(&p.lease, success)
 	}
 }
+
+// TestColdClosedLoopIsNotShed: a closed loop of 64 callers starts at
+// once on an upstream that has never answered (the defaults: the first
+// phase measures at 4, the initial limit is 16), answers taking 100 ms
+// with no queue at the provider whatever the load. Until the provider
+// has shown a knee the limit is a lower bound of its capacity, so a wait
+// estimated from it is no overload: the callers wait and the limit grows.
+// Shedding them (their wait measured at the calibration's drain rate,
+// their arrival at once read as the requests present growing) was a
+// spiral: each refused caller sends again at once, and the saturated
+// bench's 64 streams spent 2,885 of their 3,000 requests on refusals
+// within a second.
+func TestColdClosedLoopIsNotShed(t *testing.T) {
+	d := admission.DefaultConfig()
+	e := start(t, func(c *admission.Config) {
+		c.MinLimit, c.InitialLimit, c.MaxLimit, c.VirtualLanes = d.MinLimit, d.InitialLimit, d.MaxLimit, true
+	})
+	const callers = 64
+	const held = 100 * time.Millisecond
+	type caller struct {
+		p     *pending // waiting for admission, or holding p.lease
+		since time.Time
+	}
+	// The controller has measured idle windows before the loop starts (a
+	// gateway up for a while, the upstream unused).
+	for i := 0; i < 3; i++ {
+		e.clk.Advance(d.Window())
+		e.h.Tick()
+		e.h.Sync()
+	}
+	cs := make([]*caller, callers)
+	send := func(c *caller) { c.p, c.since = e.acquireAsync("x", admission.Interactive, 1, nil), time.Time{} }
+	for i := range cs {
+		cs[i] = &caller{}
+		send(cs[i])
+	}
+	// settle waits until every caller is granted or counted in the queue
+	// (a refusal fails the test), and hands the granted ones the clock.
+	answered, start := 0, e.clk.Now()
+	settle := func() {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			e.h.Tick() // the controller publishes the lanes' queues
+			e.h.Sync()
+			waiting := 0
+			for _, c := range cs {
+				if !c.since.IsZero() {
+					continue
+				}
+				select {
+				case r := <-c.p.done:
+					if r == None {
+						c.since = e.clk.Now()
+						continue
+					}
+					t.Fatalf("a cold closed loop was refused %q at %v (%d answered): %+v",
+						r.Code(), e.clk.Now().Sub(start), answered, e.h.Snapshot().Upstreams[0])
+				default:
+					waiting++
+				}
+			}
+			if int64(waiting) == e.h.Snapshot().QueuedCount {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d callers neither granted nor queued: %+v", waiting, e.h.Snapshot().Upstreams[0])
+			}
+		}
+	}
+	settle()
+	for step := 0; step < 600; step++ { // 3 s in 5 ms steps
+		e.clk.Advance(5 * time.Millisecond)
+		for _, c := range cs {
+			if !c.since.IsZero() && e.clk.Now().Sub(c.since) >= held {
+				e.h.Release(&c.p.lease, success)
+				answered++
+				send(c)
+			}
+		}
+		e.h.Tick()
+		settle()
+	}
+	if s := e.h.Snapshot(); s.Upstreams[0].CurrentLimit < callers {
+		t.Fatalf("limit %d after 3 s of 64 callers and no provider queue, want ≥ 64: %+v", s.Upstreams[0].CurrentLimit, s.Upstreams[0])
+	}
+	for _, c := range cs {
+		if !c.since.IsZero() {
+			e.h.Release(&c.p.lease, success)
+		}
+	}
+	for _, c := range cs {
+		if c.since.IsZero() {
+			if r := c.p.wait(t); r == None {
+				e.h.Release(&c.p.lease, success)
+			}
+		}
+	}
+}
