@@ -47,14 +47,19 @@ type controller struct {
 		// markLate is upstream.outOfTime at markAt, lastLate its growth
 		// over the last whole window.
 		markLate, lastLate int64
-		// spanAt, spanPresent and spanDone mark the start of the current
-		// ramp span; grew counts the whole spans just past in which the
-		// requests present grew (see rollFlow: before a knee is seen
-		// only a ramp is an overload).
-		spanAt                time.Time
-		spanPresent, spanDone int64
-		grew                  int
-		overloaded            bool
+		// spanAt and spanDone mark the start of the current span of
+		// rampSpan; spanHigh is the most requests present seen in it,
+		// high and lastHigh the most seen before it in this flow window
+		// and in the last one; growing counts the whole spans just past
+		// in which the requests present rose past those; ramped: the
+		// window's growth went on for rampSpans spans since it began
+		// (see rollFlow: before a knee is seen only growth that goes on
+		// is an overload).
+		spanAt                   time.Time
+		spanDone                 int64
+		spanHigh, high, lastHigh int64
+		growing                  int
+		ramped, overloaded       bool
 	}
 	// released counts the leases the controller folded in (drainReleases).
 	released int64
@@ -297,6 +302,7 @@ func (c *controller) rollFlow(now time.Time) {
 		f.lastGrowth, f.lastDone, f.lastLate = present-f.markPresent, c.released-f.markDone, late-f.markLate
 		f.hasLast = true
 		f.markAt, f.markPresent, f.markDone, f.markLate = now, present, c.released, late
+		f.lastHigh, f.high = f.high, 0
 	}
 	// The window so far tells at once (an overload's first moments fill a
 	// queue); the last whole one keeps the verdict across the roll.
@@ -315,19 +321,28 @@ func (c *controller) rollFlow(now time.Time) {
 	// queue, measured against a limit about to grow, was a spiral (each
 	// refused caller sent again at once; 2,885 of 3,000 streams refused
 	// within a second of a cold start). Demand the provider cannot take
-	// keeps arriving: the requests present grow span after span. So
-	// before a knee the growth must also be a ramp: growth in each of
-	// the last rampSpans spans (a step's arrivals fall in one or two).
-	if now.Sub(f.spanAt) >= max(rampSpan, c.ctl.Held()/4) {
-		if f.spanAt.IsZero() || !growsPast(present-f.spanPresent, c.released-f.spanDone) {
-			f.grew = 0
+	// keeps arriving. So before a knee the growth must also go on: the
+	// requests present rose, in each of rampSpans spans of rampSpan in a
+	// row, past the most seen before (in this window and the last; from
+	// a low point, a closed loop whose callers are slow to send again
+	// would read as rising). A step shows in a span or two and no more;
+	// an open loop's excess shows in every span, so its verdict comes
+	// three spans later than a knee allows, and then holds while the
+	// window's growth does (shedding flattens the requests present,
+	// which must not end it).
+	f.spanHigh = max(f.spanHigh, present)
+	if now.Sub(f.spanAt) >= rampSpan {
+		if !f.spanAt.IsZero() && growsPast(present-max(f.high, f.lastHigh), c.released-f.spanDone) {
+			f.growing++
 		} else {
-			f.grew++
+			f.growing = 0
 		}
-		f.spanAt, f.spanPresent, f.spanDone = now, present, c.released
+		f.spanAt, f.spanDone = now, c.released
+		f.high, f.spanHigh = max(f.high, f.spanHigh), 0
 	}
+	f.ramped = grows && (f.ramped || f.growing >= rampSpans)
 	if !c.ctl.Converged() && c.cfg.MinLimit < c.cfg.MaxLimit {
-		grows = grows && f.grew >= rampSpans
+		grows = f.ramped
 	}
 	// Requests turned away for time (their wait would pass, or passed,
 	// their deadline) are an overload too: once the queue reaches the
@@ -337,11 +352,10 @@ func (c *controller) rollFlow(now time.Time) {
 	f.overloaded = grows || late > f.markLate || f.lastLate > 0
 }
 
-// rampSpan and rampSpans: an unconverged upstream's growth is an
-// overload when the requests present grew in each of the last rampSpans
-// spans, each two measuring ticks or a quarter of an answer's hold time
-// if longer (a slow provider's overload grows slowly, and a closed loop
-// sends again only an answer's time after its step).
+// rampSpan and rampSpans: before a knee, growth is an overload once the
+// requests present rose in rampSpans spans of rampSpan (two measuring
+// ticks) in a row: a closed loop's step falls in one or two, and it
+// sends again only an answer's time later.
 const (
 	rampSpan  = 2 * tickEvery
 	rampSpans = 3
