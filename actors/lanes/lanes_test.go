@@ -1022,6 +1022,129 @@ func TestShedQueueRefillingIsShedAgain(t *testing.T) {
 	}
 }
 
+// closedLoop is a closed loop of callers of tenant x on the fake clock:
+// each holds its place for held once granted, then (unless parked) sends
+// again at once, as a load test or an agent does. A refusal fails the
+// test: the loops here are demand the upstream keeps pace with.
+type closedLoop struct {
+	t        *testing.T
+	e        *env
+	held     time.Duration
+	cs       []*loopCaller
+	answered int
+	start    time.Time
+}
+
+type loopCaller struct {
+	p      *pending  // waiting for admission, or holding p.lease
+	since  time.Time // when granted; zero while waiting
+	parked bool      // answered and not sending again
+}
+
+func newClosedLoop(t *testing.T, e *env, callers int, held time.Duration) *closedLoop {
+	l := &closedLoop{t: t, e: e, held: held, start: e.clk.Now()}
+	for i := 0; i < callers; i++ {
+		c := &loopCaller{}
+		l.send(c)
+		l.cs = append(l.cs, c)
+	}
+	l.settle()
+	t.Cleanup(l.stop)
+	return l
+}
+
+func (l *closedLoop) send(c *loopCaller) {
+	c.p, c.since, c.parked = l.e.acquireAsync("x", admission.Interactive, 1, nil), time.Time{}, false
+}
+
+// settle waits until every caller is granted or counted in the queue,
+// and hands the granted ones the clock.
+func (l *closedLoop) settle() {
+	t, e := l.t, l.e
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		e.h.Tick() // the controller publishes the lanes' queues
+		e.h.Sync()
+		waiting := 0
+		for _, c := range l.cs {
+			if c.parked || !c.since.IsZero() {
+				continue
+			}
+			select {
+			case r := <-c.p.done:
+				if r != None {
+					t.Fatalf("a closed loop was refused %q at %v (%d answered): %+v",
+						r.Code(), e.clk.Now().Sub(l.start), l.answered, e.h.Snapshot().Upstreams[0])
+				}
+				c.since = e.clk.Now()
+			default:
+				waiting++
+			}
+		}
+		if int64(waiting) == e.h.Snapshot().QueuedCount {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d callers neither granted nor queued: %+v", waiting, e.h.Snapshot().Upstreams[0])
+		}
+	}
+}
+
+// run advances the clock by d in steps of 5 ms; the callers whose answer
+// came release their place and send again, or park when park says so.
+func (l *closedLoop) run(d time.Duration, park func(i int) bool) {
+	for end := l.e.clk.Now().Add(d); l.e.clk.Now().Before(end); {
+		l.e.clk.Advance(5 * time.Millisecond)
+		for i, c := range l.cs {
+			if c.parked || c.since.IsZero() || l.e.clk.Now().Sub(c.since) < l.held {
+				continue
+			}
+			l.e.h.Release(&c.p.lease, success)
+			l.answered++
+			if park != nil && park(i) {
+				c.parked = true
+				continue
+			}
+			l.send(c)
+		}
+		l.e.h.Tick()
+		l.settle()
+	}
+}
+
+// add brings one more caller into the loop.
+func (l *closedLoop) add() {
+	c := &loopCaller{}
+	l.send(c)
+	l.cs = append(l.cs, c)
+	l.settle()
+}
+
+// resume sends the parked callers again, all at once.
+func (l *closedLoop) resume() {
+	for _, c := range l.cs {
+		if c.parked {
+			l.send(c)
+		}
+	}
+	l.settle()
+}
+
+func (l *closedLoop) stop() {
+	for _, c := range l.cs {
+		if !c.parked && !c.since.IsZero() {
+			l.e.h.Release(&c.p.lease, success)
+		}
+	}
+	for _, c := range l.cs {
+		if !c.parked && c.since.IsZero() {
+			if r := c.p.wait(l.t); r == None {
+				l.e.h.Release(&c.p.lease, success)
+			}
+		}
+	}
+}
+
 // TestColdClosedLoopIsNotShed: a closed loop of 64 callers starts at
 // once on an upstream that has never answered (the defaults: the first
 // phase measures at 4, the initial limit is 16), answers taking 100 ms
@@ -1038,12 +1161,6 @@ func TestColdClosedLoopIsNotShed(t *testing.T) {
 	e := start(t, func(c *admission.Config) {
 		c.MinLimit, c.InitialLimit, c.MaxLimit, c.VirtualLanes = d.MinLimit, d.InitialLimit, d.MaxLimit, true
 	})
-	const callers = 64
-	const held = 100 * time.Millisecond
-	type caller struct {
-		p     *pending // waiting for admission, or holding p.lease
-		since time.Time
-	}
 	// The controller has measured idle windows before the loop starts (a
 	// gateway up for a while, the upstream unused).
 	for i := 0; i < 3; i++ {
@@ -1051,71 +1168,43 @@ func TestColdClosedLoopIsNotShed(t *testing.T) {
 		e.h.Tick()
 		e.h.Sync()
 	}
-	cs := make([]*caller, callers)
-	send := func(c *caller) { c.p, c.since = e.acquireAsync("x", admission.Interactive, 1, nil), time.Time{} }
-	for i := range cs {
-		cs[i] = &caller{}
-		send(cs[i])
-	}
-	// settle waits until every caller is granted or counted in the queue
-	// (a refusal fails the test), and hands the granted ones the clock.
-	answered, start := 0, e.clk.Now()
-	settle := func() {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-			e.h.Tick() // the controller publishes the lanes' queues
-			e.h.Sync()
-			waiting := 0
-			for _, c := range cs {
-				if !c.since.IsZero() {
-					continue
-				}
-				select {
-				case r := <-c.p.done:
-					if r == None {
-						c.since = e.clk.Now()
-						continue
-					}
-					t.Fatalf("a cold closed loop was refused %q at %v (%d answered): %+v",
-						r.Code(), e.clk.Now().Sub(start), answered, e.h.Snapshot().Upstreams[0])
-				default:
-					waiting++
-				}
-			}
-			if int64(waiting) == e.h.Snapshot().QueuedCount {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d callers neither granted nor queued: %+v", waiting, e.h.Snapshot().Upstreams[0])
-			}
-		}
-	}
-	settle()
-	for step := 0; step < 600; step++ { // 3 s in 5 ms steps
-		e.clk.Advance(5 * time.Millisecond)
-		for _, c := range cs {
-			if !c.since.IsZero() && e.clk.Now().Sub(c.since) >= held {
-				e.h.Release(&c.p.lease, success)
-				answered++
-				send(c)
-			}
-		}
-		e.h.Tick()
-		settle()
-	}
+	const callers = 64
+	l := newClosedLoop(t, e, callers, 100*time.Millisecond)
+	l.run(3*time.Second, nil)
 	if s := e.h.Snapshot(); s.Upstreams[0].CurrentLimit < callers {
 		t.Fatalf("limit %d after 3 s of 64 callers and no provider queue, want ≥ 64: %+v", s.Upstreams[0].CurrentLimit, s.Upstreams[0])
 	}
-	for _, c := range cs {
-		if !c.since.IsZero() {
-			e.h.Release(&c.p.lease, success)
-		}
+}
+
+// TestShrunkWindowRefillIsNotAnOverload: a closed loop of 16 callers on
+// a fixed limit of 8 (half of them wait their turn, a standing queue past
+// the target but keeping pace with its grants; it grows to 16 slowly, a
+// caller every 100 ms). For a window, five callers are slow to send
+// again and the requests present shrink; when they come back at the next
+// window's start, the refill is no growth of demand. The flow's "no
+// window yet" sentinel of -1 read the shrunk window (growth -5) as none,
+// judged the refill against the handful of answers so far instead of a
+// whole window's, and shed it.
+func TestShrunkWindowRefillIsNotAnOverload(t *testing.T) {
+	e := start(t, func(c *admission.Config) { c.MinLimit, c.InitialLimit, c.MaxLimit, c.VirtualLanes = 8, 8, 8, true })
+	cfg := e.h.Config()
+	window := cfg.Window()
+	l := newClosedLoop(t, e, 8, 100*time.Millisecond)
+	l.run(2*window, nil)
+	for len(l.cs) < 16 {
+		l.add()
+		l.run(100*time.Millisecond, nil)
 	}
-	for _, c := range cs {
-		if c.since.IsZero() {
-			if r := c.p.wait(t); r == None {
-				e.h.Release(&c.p.lease, success)
-			}
+	l.run(2*window, nil)
+	parked := 0
+	l.run(window, func(int) bool {
+		if parked < 5 {
+			parked++
+			return true
 		}
-	}
+		return false
+	})
+	l.run(10*time.Millisecond, nil) // past the window's roll
+	l.resume()
+	l.run(window, nil)
 }
