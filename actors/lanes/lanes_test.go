@@ -1058,13 +1058,12 @@ func (l *closedLoop) send(c *loopCaller) {
 }
 
 // settle waits until every caller is granted or counted in the queue,
-// and hands the granted ones the clock.
+// and hands the granted ones the clock. It does not tick the controller.
 func (l *closedLoop) settle() {
 	t, e := l.t, l.e
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		e.h.Tick() // the controller publishes the lanes' queues
-		e.h.Sync()
+		e.h.Sync() // the controller publishes the lanes' queues
 		waiting := 0
 		for _, c := range l.cs {
 			if c.parked || !c.since.IsZero() {
@@ -1107,6 +1106,10 @@ func (l *closedLoop) run(d time.Duration, park func(i int) bool) {
 			}
 			l.send(c)
 		}
+		// The controller measures once every caller that sent is
+		// counted, as each is by then in a real loop: a tick between an
+		// answer and the caller's next request would read a dip.
+		l.settle()
 		l.e.h.Tick()
 		l.settle()
 	}
@@ -1196,15 +1199,18 @@ func TestShrunkWindowRefillIsNotAnOverload(t *testing.T) {
 		l.run(100*time.Millisecond, nil)
 	}
 	l.run(2*window, nil)
-	parked := 0
-	l.run(window, func(int) bool {
-		if parked < 5 {
-			parked++
-			return true
-		}
-		return false
-	})
-	l.run(10*time.Millisecond, nil) // past the window's roll
-	l.resume()
-	l.run(window, nil)
+	// Shrink and refill again and again, 1.3 s apart, so that the
+	// window's roll falls in every place between the two over the cycles.
+	for cycle := 0; cycle < 6; cycle++ {
+		parked := 0
+		l.run(600*time.Millisecond, func(int) bool {
+			if parked < 5 {
+				parked++
+				return true
+			}
+			return false
+		})
+		l.resume()
+		l.run(700*time.Millisecond, nil)
+	}
 }
