@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -32,15 +33,7 @@ var foreignMessages = map[string]bool{
 // case labels of type switches on an actor context's Message() and the
 // types asserted on it.
 func misplaced(fset *token.FileSet, file *ast.File) []string {
-	imports := map[string]string{}
-	for _, im := range file.Imports {
-		path, _ := strconv.Unquote(im.Path.Value)
-		name := path[strings.LastIndex(path, "/")+1:]
-		if im.Name != nil {
-			name = im.Name.Name
-		}
-		imports[name] = path
-	}
+	imports := importsOf(file)
 	var out []string
 	check := func(e ast.Expr) {
 		for {
@@ -72,25 +65,10 @@ func misplaced(fset *token.FileSet, file *ast.File) []string {
 			return
 		}
 	}
-	isMessage := func(e ast.Expr) bool {
-		c, ok := e.(*ast.CallExpr)
-		if !ok || len(c.Args) != 0 {
-			return false
-		}
-		s, ok := c.Fun.(*ast.SelectorExpr)
-		return ok && s.Sel.Name == "Message"
-	}
 	ast.Inspect(file, func(n ast.Node) bool {
 		switch n := n.(type) {
 		case *ast.TypeSwitchStmt:
-			var subject ast.Expr
-			switch a := n.Assign.(type) {
-			case *ast.AssignStmt:
-				subject = a.Rhs[0].(*ast.TypeAssertExpr).X
-			case *ast.ExprStmt:
-				subject = a.X.(*ast.TypeAssertExpr).X
-			}
-			if !isMessage(subject) {
+			if !isMessageCall(switchSubject(n)) {
 				return true
 			}
 			for _, c := range n.Body.List {
@@ -99,7 +77,7 @@ func misplaced(fset *token.FileSet, file *ast.File) []string {
 				}
 			}
 		case *ast.TypeAssertExpr:
-			if n.Type != nil && isMessage(n.X) {
+			if n.Type != nil && isMessageCall(n.X) {
 				check(n.Type)
 			}
 		}
@@ -108,40 +86,109 @@ func misplaced(fset *token.FileSet, file *ast.File) []string {
 	return out
 }
 
+// importsOf maps the names file gives its imports to their paths.
+func importsOf(file *ast.File) map[string]string {
+	imports := map[string]string{}
+	for _, im := range file.Imports {
+		path, _ := strconv.Unquote(im.Path.Value)
+		name := path[strings.LastIndex(path, "/")+1:]
+		if im.Name != nil {
+			name = im.Name.Name
+		}
+		imports[name] = path
+	}
+	return imports
+}
+
+// isMessageCall reports whether e is a call of a Message method without
+// arguments: an actor context's Message().
+func isMessageCall(e ast.Expr) bool {
+	c, ok := e.(*ast.CallExpr)
+	if !ok || len(c.Args) != 0 {
+		return false
+	}
+	s, ok := c.Fun.(*ast.SelectorExpr)
+	return ok && s.Sel.Name == "Message"
+}
+
+// switchSubject is what a type switch switches on (x in x.(type)).
+func switchSubject(s *ast.TypeSwitchStmt) ast.Expr {
+	var e ast.Expr
+	switch a := s.Assign.(type) {
+	case *ast.AssignStmt:
+		e = a.Rhs[0]
+	case *ast.ExprStmt:
+		e = a.X
+	}
+	if ta, ok := e.(*ast.TypeAssertExpr); ok {
+		return ta.X
+	}
+	return nil
+}
+
+// codeFile is one non-test Go file of the module, parsed.
+type codeFile struct {
+	dir  string // its package's directory, from the module root ("actors/keys")
+	file *ast.File
+}
+
+var moduleOnce struct {
+	sync.Once
+	fset  *token.FileSet
+	files []codeFile
+	err   error
+}
+
+// moduleCode parses the module's non-test Go files (testdata and hidden
+// directories aside), once for every test of this package.
+func moduleCode(t *testing.T) (*token.FileSet, []codeFile) {
+	t.Helper()
+	m := &moduleOnce
+	m.Do(func() {
+		m.fset = token.NewFileSet()
+		m.err = filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				if n := d.Name(); n == "testdata" || n == "node_modules" || (strings.HasPrefix(n, ".") && n != "..") {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return nil
+			}
+			f, err := parser.ParseFile(m.fset, path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				return err
+			}
+			dir, err := filepath.Rel("..", filepath.Dir(path))
+			if err != nil {
+				return err
+			}
+			m.files = append(m.files, codeFile{dir: filepath.ToSlash(dir), file: f})
+			return nil
+		})
+	})
+	if m.err != nil {
+		t.Fatal(m.err)
+	}
+	if len(m.files) < 100 {
+		t.Fatalf("parsed %d files: the walk missed the module", len(m.files))
+	}
+	return m.fset, m.files
+}
+
 // TestMessagesCrossingPackagesLiveHere walks the module's non-test code
 // and fails on every message an actor receives that crosses a package
 // boundary from outside this package.
 func TestMessagesCrossingPackagesLiveHere(t *testing.T) {
-	fset := token.NewFileSet()
-	checked := 0
-	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if n := d.Name(); n == "testdata" || n == "node_modules" || (strings.HasPrefix(n, ".") && n != "..") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		checked++
-		for _, m := range misplaced(fset, f) {
+	fset, files := moduleCode(t)
+	for _, cf := range files {
+		for _, m := range misplaced(fset, cf.file) {
 			t.Error(m)
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if checked < 100 {
-		t.Fatalf("checked %d files: the walk missed the module", checked)
 	}
 }
 

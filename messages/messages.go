@@ -1,101 +1,44 @@
-// Package messages is the protocol between the transport and the actors and
-// among actors: typed, immutable message structs and the small vocabularies
-// they carry. It imports nothing of the project, so any room may use it.
+// Package messages is the contract between packages: every message one
+// package sends an actor of another package, every message one member of
+// a cluster sends another, and the small vocabularies they carry (failure
+// classes, quota readings, ingest outcomes). It imports nothing of the
+// project, so any room may use it.
 //
-// Messages are sent as pointers and never modified after sending. They never
-// hold a *fasthttp.RequestCtx or slices of its buffers: whatever an actor
-// needs is copied in.
+// A message only its own package sends (an actor's handle to its actor,
+// an actor to itself or its children) stays private to that package.
+// TestMessagesCrossingPackagesLiveHere fails on an actor that receives an
+// exported message of its own package or one of another package of the
+// module, and TestEveryTypeIsShared on a type here that does not cross a
+// boundary (fewer than two packages use it, or, for the cluster's
+// messages, no package at all).
+//
+// Who sends what to whom:
+//
+//	AttemptFinished               transport (once per upstream attempt) → actors/targets
+//	Published[T], Sync            actors/keys → its subscribers (actors/tenantlimit)
+//	Crash                         the actor packages' restart tests → every actor under actors/
+//	CreditRequest, CreditReply    actors/credit: a node's leases ↔ a budget's grain, on the member that owns it
+//	SharedQuotaPoll,              actors/quota's cluster actor → every other member's
+//	SharedQuotaHeaders
+//	SharedCooldown                transport's cooldowns hook → every other member's cooldowns actor
+//
+// One file per concern: targets.go (an attempt's outcome and a cooldown a
+// member shares), quota.go (the quota a response's headers report and the
+// quota readings members share), ingest.go (how an ingest admission
+// ended), credit.go (the credit grains' protocol), this file (what any
+// actor or subscription uses); cluster.go and wire.go are the cluster's
+// one codec.
+//
+// Names say what a message says, in its concern's words, with no package
+// prefix (AttemptFinished, CreditRequest); a cluster message that passes
+// on what one member saw is Shared and what it carries (SharedQuotaPoll,
+// SharedCooldown), so a Receive switch shows it came from a peer.
+//
+// Messages are sent as pointers (Crash, which only tests send, as a
+// value) and never modified after sending. They never hold a
+// *fasthttp.RequestCtx or slices of its buffers: whatever an actor needs
+// is copied in.
 package messages
-
-import "time"
-
-// FailureClass says why an upstream attempt failed, in terms of what it
-// means for the target: provider-side classes (RateLimit, Quota, Capacity,
-// Timeout, Connect, Auth) say something about the target; request-caused
-// classes (Request, Canceled) never count against it.
-type FailureClass uint8
-
-// Failure classes.
-const (
-	// OK: the attempt succeeded.
-	OK FailureClass = iota
-	// Connect: the connection could not be made or broke before a response.
-	Connect
-	// Timeout: no first byte, or no data event, within the deadline.
-	Timeout
-	// RateLimit: a transient rate limit (429 that clears by itself).
-	RateLimit
-	// Quota: quota or billing exhausted (needs money or a human).
-	Quota
-	// Capacity: provider overloaded or failing (5xx, 529).
-	Capacity
-	// Auth: the connection's credential was refused (401/403).
-	Auth
-	// Request: the request itself was rejected (400, 404 model, 413, 422).
-	Request
-	// Protocol: the provider answered with something unparseable.
-	Protocol
-	// Canceled: the caller went away; says nothing about the target.
-	Canceled
-	// NumFailureClasses is the number of classes.
-	NumFailureClasses
-)
-
-var failureNames = [...]string{"ok", "connect", "timeout", "rate_limit", "quota", "capacity", "auth", "request", "protocol", "canceled"}
-
-// String returns the metric label of the class.
-func (c FailureClass) String() string {
-	if int(c) < len(failureNames) {
-		return failureNames[c]
-	}
-	return "unknown"
-}
-
-// ProviderSide reports whether the class says something about the target.
-func (c FailureClass) ProviderSide() bool {
-	switch c {
-	case Connect, Timeout, RateLimit, Quota, Capacity, Auth, Protocol:
-		return true
-	}
-	return false
-}
-
-// AttemptFinished tells the targets actor how one upstream attempt ended.
-// The transport sends it fire-and-forget, once per attempt.
-type AttemptFinished struct {
-	Target int
-	Class  FailureClass
-	Status int
-	// TTFB is time to response headers (non-streaming: the whole answer).
-	TTFB time.Duration
-	// MidStream marks a failure after a stream was committed; the attempt
-	// itself was already reported as a success.
-	MidStream bool
-	// Started is when the attempt was sent; At when it ended. The breaker
-	// groups failures of attempts that were in flight together into one
-	// incident.
-	Started time.Time
-	At      time.Time
-	// Quota carries the rate-limit headers and retry hint of the response,
-	// parsed through the connection's header mapping; nil when the response
-	// had none. The targets actor uses it for the cooldown and forwards it
-	// to the quota and ledger actors, so one message per attempt suffices.
-	Quota *QuotaObservation
-	// Reason is the failure's machine-readable cause (for example
-	// "insufficient_quota" or "anthropic_overloaded"); empty on success.
-	Reason string
-	// RetryAfter is a retry hint found in the error body (Gemini's
-	// RetryInfo.retryDelay); header hints travel in Quota.
-	RetryAfter time.Duration
-	// Probe marks the single attempt a half-open circuit let through.
-	Probe bool
-	// NoLatency marks an attempt whose TTFB is no sample of how fast the
-	// target answers a prompt (a count_tokens call answers in a fraction
-	// of a model call's time): it counts as an attempt and, on success,
-	// as a success for the circuit and cooldowns, but leaves the target's
-	// TTFB average alone, so counts cannot make a slow target look fast.
-	NoLatency bool
-}
 
 // Sync is a barrier: an actor that takes it answers it (with the same
 // message) once it has handled every message sent to it before. Whoever
@@ -106,9 +49,9 @@ type AttemptFinished struct {
 type Sync struct{}
 
 // Crash makes the actor that receives it panic inside Receive. Tests send
-// it (every actor handles it first in its message switch) to check that
-// the actor restarts cleanly under the strategy actors/supervise gave it;
-// nothing in the gateway sends it.
+// it (every actor under actors/ handles it first in its message switch,
+// which TestEveryActorTakesCrash checks) to see that the actor restarts
+// cleanly under its supervision strategy; nothing in the gateway sends it.
 type Crash struct{ Reason string }
 
 // Panic panics with c (called from an actor's Receive).

@@ -100,3 +100,195 @@ func (o *QuotaObservation) ExhaustedUntil() time.Time {
 	}
 	return until
 }
+
+// SharedQuotaValue is one value of a provider's usage API, as the member
+// that polled it read it (actors/quota's Value, with times as Unix ns; 0:
+// unknown or never).
+type SharedQuotaValue struct {
+	Dimension  QuotaDimension
+	Model      string
+	Flags      uint8
+	Limit      float64
+	Used       float64
+	Remaining  float64
+	ResetAt    int64
+	Unit       string
+	Confidence uint8
+	Expires    int64
+}
+
+// SharedQuotaPoll is a connection's usage-API poll reading, which the one
+// member that polls the connection (actors/quota's cluster actor picks it
+// by rendezvous hashing) sends every other member's quota cluster actor,
+// which feeds it to the connection's aggregator as a provider_api reading.
+// It names the connection by name: ids are a member's own.
+type SharedQuotaPoll struct {
+	Conn string
+	From string // the sending member's id
+	// At is when the poll started (Unix ns).
+	At     int64
+	Err    string // the poll's error: the endpoint and status, never a credential
+	Values []SharedQuotaValue
+}
+
+// ClusterKind implements ClusterMessage.
+func (*SharedQuotaPoll) ClusterKind() ClusterKind { return KindSharedQuotaPoll }
+
+// Validate implements ClusterMessage: a connection and a sender, known
+// dimensions, finite numbers.
+func (m *SharedQuotaPoll) Validate() error {
+	if m.Conn == "" || m.From == "" {
+		return invalid(KindSharedQuotaPoll, "no connection or no sender")
+	}
+	if len(m.Values) > MaxSharedQuotaItems {
+		return invalid(KindSharedQuotaPoll, "%d values, more than %d", len(m.Values), MaxSharedQuotaItems)
+	}
+	for i := range m.Values {
+		v := &m.Values[i]
+		if v.Dimension >= NumQuotaDimensions || !finite(v.Limit, v.Used, v.Remaining) {
+			return invalid(KindSharedQuotaPoll, "value %d: unknown dimension or a number that is not finite", i)
+		}
+	}
+	return nil
+}
+
+func (m *SharedQuotaPoll) appendWire(w *wireWriter) {
+	w.str(m.Conn)
+	w.str(m.From)
+	w.varint(m.At)
+	w.str(m.Err)
+	w.uvarint(uint64(len(m.Values)))
+	for i := range m.Values {
+		v := &m.Values[i]
+		w.u8(uint8(v.Dimension))
+		w.str(v.Model)
+		w.u8(v.Flags)
+		w.f64(v.Limit)
+		w.f64(v.Used)
+		w.f64(v.Remaining)
+		w.varint(v.ResetAt)
+		w.str(v.Unit)
+		w.u8(v.Confidence)
+		w.varint(v.Expires)
+	}
+}
+
+func (m *SharedQuotaPoll) readWire(r *wireReader) {
+	m.Conn = r.str()
+	m.From = r.str()
+	m.At = r.varint()
+	m.Err = r.str()
+	if n := r.count(MaxSharedQuotaItems, 31); n > 0 {
+		m.Values = make([]SharedQuotaValue, n)
+		for i := range m.Values {
+			v := &m.Values[i]
+			v.Dimension = QuotaDimension(r.u8())
+			v.Model = r.str()
+			v.Flags = r.u8()
+			v.Limit, v.Used, v.Remaining = r.f64(), r.f64(), r.f64()
+			v.ResetAt = r.varint()
+			v.Unit = r.str()
+			v.Confidence = r.u8()
+			v.Expires = r.varint()
+		}
+	}
+}
+
+// SharedQuotaReading is one dimension of a response's rate-limit headers
+// (QuotaReading, with times as Unix ns and the window in ns).
+type SharedQuotaReading struct {
+	Dimension QuotaDimension
+	Flags     uint8
+	Limit     float64
+	Remaining float64
+	ResetAt   int64 // 0: unknown
+	Window    int64
+}
+
+// SharedQuotaObservation is one model's latest header observation.
+type SharedQuotaObservation struct {
+	Model    string
+	At       int64 // when the response was received (Unix ns); never 0
+	Readings []SharedQuotaReading
+}
+
+// SharedQuotaHeaders is a batch of a connection's header observations
+// (the latest per model), which a member's header adapter coalesced and
+// its quota cluster actor sends every other member's, which feeds them to
+// the connection's header adapter as response_headers readings.
+type SharedQuotaHeaders struct {
+	Conn         string
+	From         string // the sending member's id
+	Observations []SharedQuotaObservation
+}
+
+// ClusterKind implements ClusterMessage.
+func (*SharedQuotaHeaders) ClusterKind() ClusterKind { return KindSharedQuotaHeaders }
+
+// Validate implements ClusterMessage: a connection and a sender, at most
+// MaxQuotaReadings per observation, known dimensions, finite numbers.
+func (m *SharedQuotaHeaders) Validate() error {
+	if m.Conn == "" || m.From == "" {
+		return invalid(KindSharedQuotaHeaders, "no connection or no sender")
+	}
+	if len(m.Observations) > MaxSharedQuotaItems {
+		return invalid(KindSharedQuotaHeaders, "%d observations, more than %d", len(m.Observations), MaxSharedQuotaItems)
+	}
+	for i := range m.Observations {
+		o := &m.Observations[i]
+		if o.At == 0 || len(o.Readings) > MaxQuotaReadings {
+			return invalid(KindSharedQuotaHeaders, "observation %d: no time, or more than %d readings", i, MaxQuotaReadings)
+		}
+		for j := range o.Readings {
+			if r := &o.Readings[j]; r.Dimension >= NumQuotaDimensions || !finite(r.Limit, r.Remaining) {
+				return invalid(KindSharedQuotaHeaders, "observation %d, reading %d: unknown dimension or a number that is not finite", i, j)
+			}
+		}
+	}
+	return nil
+}
+
+func (m *SharedQuotaHeaders) appendWire(w *wireWriter) {
+	w.str(m.Conn)
+	w.str(m.From)
+	w.uvarint(uint64(len(m.Observations)))
+	for i := range m.Observations {
+		o := &m.Observations[i]
+		w.str(o.Model)
+		w.varint(o.At)
+		w.uvarint(uint64(len(o.Readings)))
+		for j := range o.Readings {
+			r := &o.Readings[j]
+			w.u8(uint8(r.Dimension))
+			w.u8(r.Flags)
+			w.f64(r.Limit)
+			w.f64(r.Remaining)
+			w.varint(r.ResetAt)
+			w.varint(r.Window)
+		}
+	}
+}
+
+func (m *SharedQuotaHeaders) readWire(r *wireReader) {
+	m.Conn = r.str()
+	m.From = r.str()
+	if n := r.count(MaxSharedQuotaItems, 3); n > 0 {
+		m.Observations = make([]SharedQuotaObservation, n)
+		for i := range m.Observations {
+			o := &m.Observations[i]
+			o.Model = r.str()
+			o.At = r.varint()
+			if k := r.count(MaxQuotaReadings, 20); k > 0 {
+				o.Readings = make([]SharedQuotaReading, k)
+				for j := range o.Readings {
+					x := &o.Readings[j]
+					x.Dimension = QuotaDimension(r.u8())
+					x.Flags = r.u8()
+					x.Limit, x.Remaining = r.f64(), r.f64()
+					x.ResetAt = r.varint()
+					x.Window = r.varint()
+				}
+			}
+		}
+	}
+}

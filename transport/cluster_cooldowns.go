@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -72,11 +71,7 @@ func (a *cooldownsActor) Receive(ctx actor.Context) {
 		return
 	}
 	g := a.g
-	m, err := clusterwire.Unwrap(ctx.Message())
-	pc, ok := m.(*messages.SharedCooldown)
-	if err == nil && !ok {
-		err = fmt.Errorf("%w: a %s sent to the cooldowns actor", messages.ErrClusterMessage, m.ClusterKind())
-	}
+	pc, err := clusterwire.UnwrapAs[*messages.SharedCooldown](ctx.Message(), "the cooldowns actor")
 	if err != nil {
 		g.cs.cooldownRefusals.Note(ctx.Logger(), "cooldowns actor", err)
 		return

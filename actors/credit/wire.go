@@ -1,7 +1,6 @@
 package credit
 
 import (
-	"fmt"
 	"log/slog"
 
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -25,15 +24,7 @@ func encodeRequest(r *messages.CreditRequest) (*wrapperspb.BytesValue, error) {
 
 // decodeRequest reads a grain call.
 func decodeRequest(msg any) (*messages.CreditRequest, error) {
-	m, err := clusterwire.Unwrap(msg)
-	if err != nil {
-		return nil, err
-	}
-	r, ok := m.(*messages.CreditRequest)
-	if !ok {
-		return nil, fmt.Errorf("%w: a %s sent to a credit grain", messages.ErrClusterMessage, m.ClusterKind())
-	}
-	return r, nil
+	return clusterwire.UnwrapAs[*messages.CreditRequest](msg, "a credit grain")
 }
 
 // encodeReply wraps a grain's answer. Every reply is valid and a few
@@ -49,13 +40,9 @@ func encodeReply(r *messages.CreditReply) *wrapperspb.BytesValue {
 
 // decodeReply reads a grain's answer.
 func decodeReply(msg any) (messages.CreditReply, error) {
-	m, err := clusterwire.Unwrap(msg)
+	r, err := clusterwire.UnwrapAs[*messages.CreditReply](msg, "a credit grain's caller")
 	if err != nil {
 		return messages.CreditReply{}, err
-	}
-	r, ok := m.(*messages.CreditReply)
-	if !ok {
-		return messages.CreditReply{}, fmt.Errorf("%w: a credit grain answered with a %s", messages.ErrClusterMessage, m.ClusterKind())
 	}
 	return *r, nil
 }

@@ -126,7 +126,6 @@ type (
 		secret string
 		err    error
 	}
-	crash struct{}
 )
 
 // supervisor restarts the actor after a panic from a fresh object that
@@ -285,6 +284,8 @@ type keysActor struct {
 
 func (a *keysActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case messages.Crash:
+		m.Panic()
 	case *actor.Started:
 		if a.list == nil {
 			// A new incarnation (the first, or a restarted one): reload
@@ -340,8 +341,6 @@ func (a *keysActor) Receive(ctx actor.Context) {
 			// asks again once the store answers.
 			a.h.o.Log.Warn("reloading the API keys from the store failed; the keys last loaded stay in force", "err", err)
 		}
-	case crash:
-		panic("keys: crash requested by a test")
 	}
 }
 

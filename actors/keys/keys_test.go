@@ -161,7 +161,7 @@ func TestKeyLifecycle(t *testing.T) {
 func TestRestartReloadsFromTheStore(t *testing.T) {
 	f := spawn(t, filepath.Join(t.TempDir(), sqlite.FileName))
 	_, s1, _ := f.h.Create("a", tenantpolicy.Policy{})
-	f.h.root.Send(f.h.pid, crash{})
+	f.h.root.Send(f.h.pid, messages.Crash{Reason: "test"})
 	// The fresh actor reloaded "a" from the store: its name is taken, and
 	// new keys work.
 	if got := code(second(f.h.Create("a", tenantpolicy.Policy{}))); got != "duplicate_key_name/name" {
@@ -220,7 +220,7 @@ func TestSetConfigKeepsRunTimeKeys(t *testing.T) {
 		t.Fatal("a tenant listed twice was accepted")
 	}
 	check("after the refused changes")
-	f.h.root.Send(f.h.pid, crash{})
+	f.h.root.Send(f.h.pid, messages.Crash{Reason: "test"})
 	if got := code(second(f.h.Create("dev", tenantpolicy.Policy{}))); got != "duplicate_key_name/name" {
 		t.Fatalf("after a restart, dev is not a config tenant: %s", got)
 	}
@@ -433,7 +433,7 @@ func TestRestartPublishesWhatTheStoreGained(t *testing.T) {
 	if _, ok := f.h.Lookup([]byte(secret)); ok {
 		t.Fatal("the key works before any reload: the test proves nothing")
 	}
-	f.h.root.Send(f.h.pid, crash{})
+	f.h.root.Send(f.h.pid, messages.Crash{Reason: "test"})
 	waitLookup(t, f.h, secret, true)
 	// And a Reload afterwards finds nothing new to publish.
 	before := f.changes.Load()

@@ -42,6 +42,7 @@ import (
 	"github.com/omniroute/gateway/internal/repeat"
 	"github.com/omniroute/gateway/internal/sanitize"
 	"github.com/omniroute/gateway/internal/store"
+	"github.com/omniroute/gateway/messages"
 )
 
 // Defaults.
@@ -148,8 +149,6 @@ type errState struct {
 }
 
 type tick struct{}
-
-type crash struct{}
 
 // supervisor restarts the writer after a panic. The restarted object is
 // fresh; the batch the old one held is counted as failed before it goes.
@@ -324,7 +323,9 @@ type writer struct {
 }
 
 func (w *writer) Receive(ctx actor.Context) {
-	switch ctx.Message().(type) {
+	switch m := ctx.Message().(type) {
+	case messages.Crash:
+		m.Panic()
 	case *actor.Started:
 		w.stop = repeat.Send(w.h.o.Clock, ctx.ActorSystem().Root, w.h.o.Tick, w.h.o.Tick, ctx.Self(), tick{})
 	case drain:
@@ -342,8 +343,6 @@ func (w *writer) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		w.cancel()
 		w.commit()
-	case crash:
-		panic("requestlog: crash requested by a test")
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/omniroute/gateway/internal/store"
 	"github.com/omniroute/gateway/internal/store/sqlite"
 	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/messages"
 )
 
 var t0 = time.Date(2026, 3, 14, 10, 0, 0, 0, time.UTC)
@@ -254,7 +255,7 @@ func TestRestartLosesNothingHandedOver(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		h.Log(rec(i), nil, nil)
 	}
-	h.root.Send(h.pid, crash{})
+	h.root.Send(h.pid, messages.Crash{Reason: "test"})
 	h.Log(rec(10), nil, nil)
 	h.root.Send(h.pid, tick{})
 	until(t, "written after the restart", func() bool { return h.Health().Written == 4 })

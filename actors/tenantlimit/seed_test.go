@@ -233,7 +233,7 @@ func TestRestartDuringSpendRead(t *testing.T) {
 	h, clk := startSeeding(t, s.spend)
 	publish(t, h, snapshotOf("a"))
 	first := s.next(t)
-	h.root.Send(h.pid, crash{})
+	h.root.Send(h.pid, messages.Crash{Reason: "test"})
 	if err := <-first.ended; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the read in flight ended with %v, want it canceled", err)
 	}
@@ -258,7 +258,7 @@ func TestRestartDoesNotWaitForADeafRead(t *testing.T) {
 		default:
 		}
 	})
-	h.root.Send(h.pid, crash{})
+	h.root.Send(h.pid, messages.Crash{Reason: "test"})
 	second := s.next(t) // the fresh actor's, the first still blocked
 	publish(t, h, snapshotOf("a", "b"))
 	first.answer <- spendAnswer{day: map[string]int64{id("key_a").String(): pricing.Nano(9)}}

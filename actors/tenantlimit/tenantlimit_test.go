@@ -13,6 +13,7 @@ import (
 	"github.com/omniroute/gateway/internal/tenantlimit"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/messages"
 )
 
 var t0 = time.Date(2026, 3, 14, 10, 0, 0, 0, time.UTC)
@@ -160,7 +161,7 @@ func TestRestartKeepsTheTable(t *testing.T) {
 	if !res.Allowed {
 		t.Fatal(res.Kind)
 	}
-	h.root.Send(h.pid, crash{})
+	h.root.Send(h.pid, messages.Crash{Reason: "test"})
 	// The fresh actor applies the next set on the same counters.
 	h.SetTenants([]TenantSpec{{ID: id("key_a"), Name: "after", Policy: tenantpolicy.Policy{MaxConcurrent: 1}}})
 	waitSnap(t, h, func(s *Snapshot) bool {

@@ -2,9 +2,9 @@
 // over protoactor's remote layer: one codec (messages.EncodeCluster and
 // DecodeCluster) in one carrier, a protobuf BytesValue (a well-known type:
 // no code generation step and no protoc in CI). Every sender wraps with
-// Wrap and every receiver unwraps with Unwrap, and a receiver notes what it
-// could not read in a Refusals, which counts it and logs it through the
-// one redaction path.
+// Wrap and every receiver unwraps with Unwrap (UnwrapAs, when it takes one
+// kind), and a receiver notes what it could not read in a Refusals, which
+// counts it and logs it through the one redaction path.
 package clusterwire
 
 import (
@@ -36,6 +36,21 @@ func Unwrap(msg any) (messages.ClusterMessage, error) {
 		return nil, fmt.Errorf("%w: a %T, not the cluster's carrier", messages.ErrClusterMessage, msg)
 	}
 	return messages.DecodeCluster(v.Value)
+}
+
+// UnwrapAs is Unwrap for a receiver that takes one kind: it also refuses
+// a valid message of another kind, naming the kind and the receiver.
+func UnwrapAs[T messages.ClusterMessage](msg any, receiver string) (T, error) {
+	var none T
+	m, err := Unwrap(msg)
+	if err != nil {
+		return none, err
+	}
+	t, ok := m.(T)
+	if !ok {
+		return none, fmt.Errorf("%w: a %s sent to %s", messages.ErrClusterMessage, m.ClusterKind(), receiver)
+	}
+	return t, nil
 }
 
 // Refusals counts the cluster messages a receiver could not use and logs

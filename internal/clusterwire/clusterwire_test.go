@@ -34,6 +34,27 @@ func TestWrapUnwrap(t *testing.T) {
 	}
 }
 
+// TestUnwrapAs: the kind the receiver takes comes back typed; another
+// valid kind is refused with ErrClusterMessage naming it and the receiver,
+// and what Unwrap refuses UnwrapAs refuses too.
+func TestUnwrapAs(t *testing.T) {
+	in := &messages.SharedCooldown{Target: "t", Until: 5, From: "f"}
+	v, err := Wrap(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := UnwrapAs[*messages.SharedCooldown](v, "the test"); err != nil || !reflect.DeepEqual(out, in) {
+		t.Fatalf("UnwrapAs of its own kind = %#v, %v", out, err)
+	}
+	out, err := UnwrapAs[*messages.CreditReply](v, "the test")
+	if out != nil || !errors.Is(err, messages.ErrClusterMessage) || !strings.Contains(err.Error(), "a shared_cooldown sent to the test") {
+		t.Fatalf("UnwrapAs of another kind = %#v, %v", out, err)
+	}
+	if out, err := UnwrapAs[*messages.SharedCooldown](&wrapperspb.BytesValue{Value: []byte("{}")}, "the test"); out != nil || !errors.Is(err, messages.ErrClusterMessage) {
+		t.Fatalf("UnwrapAs of bytes of no envelope = %#v, %v", out, err)
+	}
+}
+
 // TestRefusalsCountAllLogOnceRedacted: every refusal is counted, the first
 // alone is logged, and the line goes through the redaction path.
 func TestRefusalsCountAllLogOnceRedacted(t *testing.T) {
