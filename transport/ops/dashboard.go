@@ -57,7 +57,8 @@ func IsDashboardPath(p []byte) bool {
 }
 
 // Dashboard serves the page, its assets and the snapshot.
-func (a *API) Dashboard(ctx *fasthttp.RequestCtx, p []byte, rid []byte) {
+func (a *API) Dashboard(ctx *fasthttp.RequestCtx, p []byte, edgeRID []byte) {
+	rid := own(edgeRID)
 	if !ctx.IsGet() && !ctx.IsHead() {
 		ctx.Response.Header.Set(fasthttp.HeaderAllow, "GET")
 		WriteError(ctx, rid, 405, "invalid_request", "method_not_allowed", "use GET")

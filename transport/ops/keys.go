@@ -47,7 +47,8 @@ type keyView struct {
 }
 
 // Keys serves the key API.
-func (a *API) Keys(ctx *fasthttp.RequestCtx, rid []byte) {
+func (a *API) Keys(ctx *fasthttp.RequestCtx, edgeRID []byte) {
+	rid := own(edgeRID)
 	if !a.edge.Management(ctx, rid) {
 		return
 	}

@@ -24,7 +24,8 @@ const maxPreviewBody = 1 << 20
 
 // Preview ranks the candidates of POST /api/omniroute/route/preview
 // with the live scoring rules. It sends no request upstream.
-func (a *API) Preview(ctx *fasthttp.RequestCtx, rid []byte) {
+func (a *API) Preview(ctx *fasthttp.RequestCtx, edgeRID []byte) {
+	rid := own(edgeRID)
 	if !ctx.IsPost() {
 		ctx.Response.Header.Set(fasthttp.HeaderAllow, "POST")
 		a.edge.Error(ctx, rid, errMethod("POST"))
@@ -112,7 +113,8 @@ var budgetNames = map[routing.Budget]string{routing.BudgetUnconfigured: "unlimit
 // Quota serves GET /api/omniroute/quota: every connection's state,
 // values and sources, its token budgets, and each target's circuit and
 // cooldown. Credentials never appear: they are not in any snapshot.
-func (a *API) Quota(ctx *fasthttp.RequestCtx, rid []byte) {
+func (a *API) Quota(ctx *fasthttp.RequestCtx, edgeRID []byte) {
+	rid := own(edgeRID)
 	if !ctx.IsGet() {
 		ctx.Response.Header.Set(fasthttp.HeaderAllow, "GET")
 		a.edge.Error(ctx, rid, errMethod("GET"))

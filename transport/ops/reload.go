@@ -53,7 +53,8 @@ type ReloadResult struct {
 // registering new targets with the actors, so only a restart can load a
 // config; 503 config_unreadable: the file cannot be read. Errors lists
 // every problem.
-func (a *API) Reload(ctx *fasthttp.RequestCtx, rid []byte) {
+func (a *API) Reload(ctx *fasthttp.RequestCtx, edgeRID []byte) {
+	rid := own(edgeRID)
 	if !ctx.IsPost() {
 		methodNotAllowed(ctx, rid, "POST")
 		return

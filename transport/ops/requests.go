@@ -169,7 +169,8 @@ func (a *API) getQuery(ctx *fasthttp.RequestCtx, rid []byte, allowed ...string) 
 }
 
 // Requests serves GET /api/requests.
-func (a *API) Requests(ctx *fasthttp.RequestCtx, rid []byte) {
+func (a *API) Requests(ctx *fasthttp.RequestCtx, edgeRID []byte) {
+	rid := own(edgeRID)
 	q, ok := a.getQuery(ctx, rid, "tenant", "model", "status", "since", "until", "cursor", "limit")
 	if !ok {
 		return
@@ -225,7 +226,8 @@ func (a *API) Requests(ctx *fasthttp.RequestCtx, rid []byte) {
 }
 
 // Usage serves GET /api/usage.
-func (a *API) Usage(ctx *fasthttp.RequestCtx, rid []byte) {
+func (a *API) Usage(ctx *fasthttp.RequestCtx, edgeRID []byte) {
+	rid := own(edgeRID)
 	q, ok := a.getQuery(ctx, rid, "tenant", "model", "since", "until", "bucket", "cursor", "limit")
 	if !ok {
 		return

@@ -43,7 +43,8 @@ func IsServicesPath(path []byte) bool {
 // Services serves /api/services... and /api/engines (see
 // IsServicesPath; host is the net/http request context, nil on
 // fasthttp). It reports false for any other path.
-func (a *API) Services(ctx *fasthttp.RequestCtx, path []byte, rid []byte, host context.Context) bool {
+func (a *API) Services(ctx *fasthttp.RequestCtx, path []byte, edgeRID []byte, host context.Context) bool {
+	rid := own(edgeRID)
 	const prefix = ServicesPath
 	if !IsServicesPath(path) {
 		return false

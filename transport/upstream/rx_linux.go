@@ -27,6 +27,13 @@ type rxConn struct {
 	// the read returned; zero when none happened since arm.
 	rx, at time.Time
 	oob    [64]byte
+	// recv is recvmsg bound once (wrapRx), and buf, n, oobn and err its
+	// argument and results: a closure made per read escaped to the heap
+	// with the variables it wrote, three allocations per armed read.
+	recv    func(fd uintptr) bool
+	buf     []byte
+	n, oobn int
+	err     error
 	// hold, when set, runs before each armed read (tests: a gateway too
 	// busy to read).
 	hold func()
@@ -49,7 +56,20 @@ func wrapRx(c net.Conn) net.Conn {
 	}); err != nil || serr != nil {
 		return c
 	}
-	return &rxConn{TCPConn: tc, raw: raw}
+	rc := &rxConn{TCPConn: tc, raw: raw}
+	rc.recv = rc.recvmsg
+	return rc
+}
+
+// recvmsg reads into c.buf with its receive time; it is the raw
+// connection's read callback (false: not ready, wait for the poller).
+func (c *rxConn) recvmsg(fd uintptr) bool {
+	for {
+		c.n, c.oobn, _, _, c.err = syscall.Recvmsg(int(fd), c.buf, c.oob[:], 0)
+		if c.err != syscall.EINTR {
+			return c.err != syscall.EAGAIN
+		}
+	}
 }
 
 func (c *rxConn) Read(p []byte) (int, error) {
@@ -59,16 +79,10 @@ func (c *rxConn) Read(p []byte) (int, error) {
 	if c.hold != nil {
 		c.hold()
 	}
-	var n, oobn int
-	var rerr error
-	err := c.raw.Read(func(fd uintptr) bool {
-		for {
-			n, oobn, _, _, rerr = syscall.Recvmsg(int(fd), p, c.oob[:], 0)
-			if rerr != syscall.EINTR {
-				return rerr != syscall.EAGAIN
-			}
-		}
-	})
+	c.buf = p
+	err := c.raw.Read(c.recv)
+	n, oobn, rerr := c.n, c.oobn, c.err
+	c.buf, c.err = nil, nil // keep neither the caller's buffer nor the error
 	if err == nil {
 		err = rerr
 	}
