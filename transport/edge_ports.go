@@ -22,17 +22,17 @@ func (g *Gateway) newEdge() (*edge.Edge, error) {
 	h[edge.HandleInference] = p.serveInference
 	h[edge.HandleCountTokens] = p.serveCountTokens
 	h[edge.HandleRelay] = p.serveRelay
-	h[edge.HandleModels] = p.serveModels
+	h[edge.HandleModels] = answers(g.models)
 	h[edge.HandleHealth] = p.serveHealth
 	h[edge.HandleProbe] = p.serveProbe
 	h[edge.HandleMetrics] = p.serveMetrics
-	h[edge.HandlePreview] = p.servePreview
-	h[edge.HandleQuota] = p.serveQuota
-	h[edge.HandleRequests] = p.serveRequests
-	h[edge.HandleUsage] = p.serveUsage
-	h[edge.HandleReload] = p.serveReload
+	h[edge.HandlePreview] = answers(g.ops.Preview)
+	h[edge.HandleQuota] = answers(g.ops.Quota)
+	h[edge.HandleRequests] = answers(g.ops.Requests)
+	h[edge.HandleUsage] = answers(g.ops.Usage)
+	h[edge.HandleReload] = answers(g.ops.Reload)
 	h[edge.HandleDashboard] = p.serveDashboard
-	h[edge.HandleKeys] = p.serveKeys
+	h[edge.HandleKeys] = answers(g.ops.Keys)
 	h[edge.HandleServices] = p.serveServices
 	return edge.New(edge.Config{Env: &g.opts.Env, Log: g.log, Clock: g.clk, Pipeline: p, Handlers: h})
 }
@@ -69,11 +69,6 @@ func (p *edgePorts) serveRelay(ctx *fasthttp.RequestCtx, r edge.Request) bool {
 	return true
 }
 
-func (p *edgePorts) serveModels(ctx *fasthttp.RequestCtx, r edge.Request) bool {
-	(*Gateway)(p).models(ctx, r.RID)
-	return false
-}
-
 func (p *edgePorts) serveHealth(ctx *fasthttp.RequestCtx, _ edge.Request) bool {
 	(*Gateway)(p).healthHandler(ctx)
 	return false
@@ -90,40 +85,19 @@ func (p *edgePorts) serveMetrics(ctx *fasthttp.RequestCtx, _ edge.Request) bool 
 	return false
 }
 
-// The operator APIs (package ops).
-
-func (p *edgePorts) servePreview(ctx *fasthttp.RequestCtx, r edge.Request) bool {
-	p.ops.Preview(ctx, r.RID)
-	return false
+// answers adapts a handler that answers in full given the request id
+// (models and most operator APIs).
+func answers(f func(ctx *fasthttp.RequestCtx, rid []byte)) edge.HandlerFunc {
+	return func(ctx *fasthttp.RequestCtx, r edge.Request) bool {
+		f(ctx, r.RID)
+		return false
+	}
 }
 
-func (p *edgePorts) serveQuota(ctx *fasthttp.RequestCtx, r edge.Request) bool {
-	p.ops.Quota(ctx, r.RID)
-	return false
-}
-
-func (p *edgePorts) serveRequests(ctx *fasthttp.RequestCtx, r edge.Request) bool {
-	p.ops.Requests(ctx, r.RID)
-	return false
-}
-
-func (p *edgePorts) serveUsage(ctx *fasthttp.RequestCtx, r edge.Request) bool {
-	p.ops.Usage(ctx, r.RID)
-	return false
-}
-
-func (p *edgePorts) serveReload(ctx *fasthttp.RequestCtx, r edge.Request) bool {
-	p.ops.Reload(ctx, r.RID)
-	return false
-}
+// The operator APIs whose handlers take the path too (package ops).
 
 func (p *edgePorts) serveDashboard(ctx *fasthttp.RequestCtx, r edge.Request) bool {
 	p.ops.Dashboard(ctx, ctx.Path(), r.RID)
-	return false
-}
-
-func (p *edgePorts) serveKeys(ctx *fasthttp.RequestCtx, r edge.Request) bool {
-	p.ops.Keys(ctx, r.RID)
 	return false
 }
 
