@@ -24,6 +24,7 @@ import (
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tokenest"
 	"github.com/omniroute/gateway/messages"
+	"github.com/omniroute/gateway/transport/edge"
 )
 
 // Admission system 1 in the request path.
@@ -178,7 +179,7 @@ func (g *Gateway) byteStage(ctx *fasthttp.RequestCtx, id tenant.ID, host context
 	cl := int64(ctx.Request.Header.ContentLength())
 	if g.isBypass(&ctx.Request.Header) {
 		if cl > h.HardMax() {
-			return nil, false, errBodyTooLarge(h.HardMax())
+			return nil, false, edge.ErrBodyTooLarge(h.HardMax())
 		}
 		return nil, true, nil
 	}
@@ -187,7 +188,7 @@ func (g *Gateway) byteStage(ctx *fasthttp.RequestCtx, id tenant.ID, host context
 		return nil, false, errPressure
 	}
 	if cl > h.HardMax() {
-		return nil, false, errBodyTooLarge(h.HardMax())
+		return nil, false, edge.ErrBodyTooLarge(h.HardMax())
 	}
 	if cl < h.LargeBody() { // light, or of unknown length (chunked)
 		return nil, false, nil
@@ -224,7 +225,7 @@ var admitWaitPool = sync.Pool{New: func() any { return &admitWait{gone: make(cha
 func (g *Gateway) acquireWaiting(ctx *fasthttp.RequestCtx, host context.Context, id tenant.ID, n int64, grow *ingest.Lease) (*ingest.Lease, messages.IngestOutcome) {
 	var gone <-chan struct{}
 	var w *admitWait
-	var token regToken
+	var token edge.Token
 	if host != nil {
 		gone = host.Done()
 	} else {
@@ -233,7 +234,7 @@ func (g *Gateway) acquireWaiting(ctx *fasthttp.RequestCtx, host context.Context,
 		case <-w.gone:
 		default:
 		}
-		token = g.inflight.register(w, uint32(ctx.ConnID()), ctx.Conn(), time.Now())
+		token = g.inflight.Register(w, uint32(ctx.ConnID()), ctx.Conn(), time.Now())
 		gone = w.gone
 	}
 	var l *ingest.Lease
@@ -246,7 +247,7 @@ func (g *Gateway) acquireWaiting(ctx *fasthttp.RequestCtx, host context.Context,
 		l, out = g.ingest.Acquire(id, n, true, gone)
 	}
 	if w != nil {
-		g.inflight.unregister(token)
+		g.inflight.Unregister(token)
 		admitWaitPool.Put(w)
 	}
 	return l, out
@@ -341,7 +342,7 @@ func (c *call) closeUnread() {
 func (g *Gateway) lingerClose(ctx *fasthttp.RequestCtx, c net.Conn) {
 	defer func() { // a hijack handler runs on its own goroutine: a panic there would end the process
 		if p := recover(); p != nil {
-			g.notePanic(routeOf(ctx.Path()), string(ctx.Response.Header.Peek("X-Request-Id")), "linger", p)
+			g.notePanic(edge.Of(ctx.Path()), string(ctx.Response.Header.Peek("X-Request-Id")), "linger", p)
 		}
 	}()
 	raw := c
@@ -367,9 +368,9 @@ func (g *Gateway) lingerClose(ctx *fasthttp.RequestCtx, c net.Conn) {
 	case <-w.gone:
 	default:
 	}
-	token := g.inflight.register(w, 0, raw, time.Now())
+	token := g.inflight.Register(w, 0, raw, time.Now())
 	t := time.NewTimer(lingerMax)
-	if !g.hangups.watchable(raw) {
+	if !g.edge.Watchable(raw) {
 		t.Reset(lingerDelay)
 	}
 	select {
@@ -377,7 +378,7 @@ func (g *Gateway) lingerClose(ctx *fasthttp.RequestCtx, c net.Conn) {
 	case <-t.C:
 	}
 	t.Stop()
-	g.inflight.unregister(token)
+	g.inflight.Unregister(token)
 	admitWaitPool.Put(w)
 }
 
@@ -526,27 +527,27 @@ func (c *call) releaseAdmission() {
 // values. It returns the status for fasthttp (100 to continue), and false
 // for other routes.
 func (g *Gateway) expectAdmission(ctx *fasthttp.RequestCtx) (int, bool) {
-	var r route
+	var r edge.Route
 	f := apierror.OpenAI
 	if id, ok := dia.ByRoute(ctx.Path()); ok {
 		s := catalog.Surface(id)
-		r, f = surfaceRoute(s), formatFor(s)
-	} else if r = routeOf(ctx.Path()); r != routeRelay {
+		r, f = edge.SurfaceRoute(s), formatFor(s)
+	} else if r = edge.Of(ctx.Path()); r != edge.Relay {
 		return 0, false
 	}
 	var e *apierror.Error
 	switch {
 	case !ctx.IsPost():
-		e = errMethod("POST")
+		e = edge.ErrMethod("POST")
 		ctx.Response.Header.Set(fasthttp.HeaderAllow, "POST")
-	case r == routeRelay && g.side.relay.tokens.Len() == 0:
+	case r == edge.Relay && g.side.relay.tokens.Len() == 0:
 		e = errRelayNotEnabled
-	case !isJSONMediaType(ctx.Request.Header.ContentType()):
+	case !edge.IsJSONMediaType(ctx.Request.Header.ContentType()):
 		e = errMediaType
 	}
 	if e == nil {
 		var id tenant.ID
-		if r == routeRelay {
+		if r == edge.Relay {
 			id, e = g.expectRelayCaller(ctx)
 		} else {
 			id, e = g.expectCaller(ctx)
@@ -569,19 +570,14 @@ func (g *Gateway) expectAdmission(ctx *fasthttp.RequestCtx) (int, bool) {
 	if e == nil {
 		return fasthttp.StatusContinue, true
 	}
-	var ridBuf [64]byte
-	rid := ridBuf[:0]
-	if id := ctx.Request.Header.Peek("X-Request-Id"); validClientRequestID(id) {
-		rid = append(rid, id...)
-	} else {
-		rid = g.rids.next(rid)
-	}
+	var ridBuf [160]byte
+	rid := g.edge.RequestID(ridBuf[:0], &ctx.Request.Header)
 	ctx.Response.Header.SetBytesV("X-Request-Id", rid)
-	setAnthropicRequestID(&ctx.Response.Header, f, rid)
+	edge.SetAnthropicRequestID(&ctx.Response.Header, f, rid)
 	if e.Reason != "" {
 		ctx.Response.Header.Set("X-Omniroute-Admission-Reason", e.Reason)
 	}
-	writeError(ctx, f, string(rid), e)
+	edge.WriteError(ctx, f, string(rid), e)
 	g.metrics.request(r, e.Status)
 	return e.Status, true
 }
@@ -589,7 +585,7 @@ func (g *Gateway) expectAdmission(ctx *fasthttp.RequestCtx) (int, bool) {
 // expectCaller identifies the caller of a chat-shaped route for the
 // ExpectHandler, as the handler does (identify).
 func (g *Gateway) expectCaller(ctx *fasthttp.RequestCtx) (tenant.ID, *apierror.Error) {
-	id, _, decision := g.identifyCaller(g.rc.Load(), credential(&ctx.Request.Header), isLoopback(ctx))
+	id, _, decision := g.identifyCaller(g.rc.Load(), credential(&ctx.Request.Header), edge.IsLoopback(ctx))
 	switch decision {
 	case tenantMissing:
 		return id, errMissingKey

@@ -10,10 +10,8 @@ import (
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/tokenest"
+	"github.com/omniroute/gateway/transport/edge"
 )
-
-// countTokensPath is Anthropic's token-counting endpoint.
-const countTokensPath = "/v1/messages/count_tokens"
 
 // countTokens answers POST /v1/messages/count_tokens. It is a model call
 // like the others, only cheap: the caller's key, deadline and the byte
@@ -31,7 +29,7 @@ const countTokensPath = "/v1/messages/count_tokens"
 // X-OmniRoute-Token-Count: estimate. A refusal by admission, a missed
 // deadline or the caller's own error (a 4xx the provider gave) is answered
 // as such, in the Anthropic shape.
-func (g *Gateway) countTokens(ctx *fasthttp.RequestCtx, r route, rid []byte, host context.Context, start time.Time) {
+func (g *Gateway) countTokens(ctx *fasthttp.RequestCtx, r edge.Route, rid []byte, host context.Context, start time.Time) {
 	c := g.acquireCall(ctx, r, rid, start)
 	c.surface, c.up, c.counting = catalog.Messages, catalog.Messages, true
 	g.metrics.inflight.Add(1)

@@ -95,7 +95,7 @@ func (c *call) runList(list []*catalog.Target, fanout bool, x *exhaust) (relay, 
 				c.ctx.SetStatusCode(499)
 				return false, true
 			}
-			if g.draining.Load() && c.plan.Attempts() == 0 {
+			if g.edge.Draining() && c.plan.Attempts() == 0 {
 				c.ctx.SetConnectionClose()
 				c.fail(errDraining)
 				return false, true

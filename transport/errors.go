@@ -3,9 +3,6 @@ package transport
 import (
 	"strconv"
 
-	"github.com/valyala/bytebufferpool"
-	"github.com/valyala/fasthttp"
-
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
 )
@@ -18,30 +15,9 @@ func formatFor(s catalog.Surface) apierror.Format {
 	return apierror.OpenAI
 }
 
-// writeError renders e as the response, in format f.
-func writeError(ctx *fasthttp.RequestCtx, f apierror.Format, rid string, e *apierror.Error) {
-	ctx.Response.ResetBody()
-	ctx.SetStatusCode(e.Status)
-	ctx.SetContentType("application/json")
-	if e.RetryAfter > 0 {
-		ctx.Response.Header.Set(fasthttp.HeaderRetryAfter, strconv.Itoa(e.RetryAfter))
-	}
-	buf := bytebufferpool.Get()
-	buf.B = e.Append(buf.B, f, rid)
-	ctx.Response.SetBody(buf.B)
-	bytebufferpool.Put(buf)
-}
-
-// The gateway's own errors. Messages say what failed and what to do.
+// The pipeline's own errors (the edge's are in edge/errors.go).
+// Messages say what failed and what to do.
 var (
-	errNotFound = func(path string) *apierror.Error {
-		return &apierror.Error{Status: 404, Type: "invalid_request_error", Code: "not_found",
-			Message: "no route for " + strconv.Quote(path) + "; the gateway serves /v1/chat/completions, /v1/messages, /v1/messages/count_tokens, /v1/responses, /v1/models and /v1/models/{id}"}
-	}
-	errMethod = func(allow string) *apierror.Error {
-		return &apierror.Error{Status: 405, Type: "invalid_request_error", Code: "method_not_allowed",
-			Message: "method not allowed; use " + allow}
-	}
 	errMediaType = &apierror.Error{Status: 415, Type: "invalid_request_error", Code: "unsupported_media_type",
 		Message: "Content-Type must be application/json, and is required (with curl, add -H 'Content-Type: application/json')"}
 	errMissingKey = &apierror.Error{Status: 401, Type: "authentication_error", Code: "missing_api_key",
@@ -55,11 +31,6 @@ var (
 	errEmptyBody = &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "empty_body",
 		Message: "request body is empty; send a JSON object with at least \"model\""}
 )
-
-func errBodyTooLarge(limit int64) *apierror.Error {
-	return &apierror.Error{Status: 413, Type: "invalid_request_error", Code: "payload_too_large",
-		Message: "request body is larger than " + strconv.FormatInt(limit>>20, 10) + " MiB (OMNIROUTE_CHAT_HARD_MAX_BODY_BYTES); shorten the conversation or raise the limit"}
-}
 
 func errInvalidJSON(detail string) *apierror.Error {
 	return &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_json",

@@ -8,6 +8,7 @@ import (
 	"github.com/omniroute/gateway/actors/lanes"
 	tenantlimitactor "github.com/omniroute/gateway/actors/tenantlimit"
 	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/transport/edge"
 )
 
 // SetLogsHeartbeat shortens the logs stream heartbeat for a test; call the
@@ -21,10 +22,7 @@ func SetLogsHeartbeat(d time.Duration) (restore func()) {
 // SetPanicProbe makes requests ("handler") and streams ("stream") run f
 // first, so a test can make them panic; call the returned func after the
 // gateway stopped.
-func SetPanicProbe(f func(where string)) (restore func()) {
-	panicProbe.Store(&f)
-	return func() { panicProbe.Store(nil) }
-}
+func SetPanicProbe(f func(where string)) (restore func()) { return edge.SetPanicProbe(f) }
 
 // Panics is how many requests' handling panicked, on every route.
 func (g *Gateway) Panics() uint64 {
@@ -46,7 +44,7 @@ func MetricKinds() map[string]string {
 
 // MarkDraining sets the flag Shutdown sets first, without closing the
 // listeners, so a test can read what a draining gateway answers.
-func (g *Gateway) MarkDraining() { g.draining.Store(true) }
+func (g *Gateway) MarkDraining() { g.edge.MarkDraining() }
 
 // FillLanes gives n tenants a waiting request each, spread over the
 // gateway's upstreams (whose capacity it takes first, so the requests

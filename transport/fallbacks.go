@@ -128,7 +128,7 @@ func (c *call) runFallbacks(list []*catalog.Target) bool {
 		m := primary
 		if i >= 0 {
 			m = c.fb.models[i]
-			if c.cancel.Cancelled() || c.expired() || c.g.draining.Load() {
+			if c.cancel.Cancelled() || c.expired() || c.g.edge.Draining() {
 				break
 			}
 			c.plan.Restart()

@@ -1,11 +1,13 @@
-// Package transport is the gateway's fasthttp front end: it routes paths,
+// Package transport is the gateway's request pipeline behind the HTTP
+// edge (package transport/edge, which owns the server, the route table,
+// deadlines, hang-ups, the guards, panics and the edge's errors): it
 // identifies the caller, reads bodies under admission, scans the JSON for
 // what routing needs, dispatches to upstream targets with failover before
-// the first byte, relays SSE with one flush per event, and renders errors in
-// the caller's API dialect. The operator APIs (services, engines, keys,
+// the first byte, relays SSE with one flush per event, and renders its
+// errors in the caller's API dialect. It supplies the edge's handlers and
+// ports (edge_ports.go). The operator APIs (services, engines, keys,
 // requests, usage, quota, dashboard, reload) are package transport/ops,
-// on this edge: routed and guarded here, served there on the ports
-// ops_ports.go supplies.
+// on the same edge, served on the ports ops_ports.go supplies.
 //
 // It spawns no actor: the composition root (actors/gateway) spawns them
 // with the options an Assembly derives and attaches their handles, which
@@ -20,9 +22,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +44,7 @@ import (
 	"github.com/omniroute/gateway/internal/logging"
 	"github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/internal/sanitize"
+	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/ops"
 )
 
@@ -89,25 +92,22 @@ type Gateway struct {
 	// cat is the start-up catalog, which numbered the first connections
 	// and targets (reg holds every id since). What requests route by is
 	// rc's catalog.
-	cat      *catalog.Catalog
-	rc       atomic.Pointer[routingConfig] // the config in force (reload.go)
-	reload   reloadState
-	reg      *targetRegistry // every connection and target by id (targetset.go)
-	targets  *targets.Handle
-	metrics  *gwMetrics
-	inflight *registry
-	hangups  *hangupWatcher
-	rids     requestIDs
-	started  time.Time
-	health   []healthSection
+	cat     *catalog.Catalog
+	rc      atomic.Pointer[routingConfig] // the config in force (reload.go)
+	reload  reloadState
+	reg     *targetRegistry // every connection and target by id (targetset.go)
+	targets *targets.Handle
+	metrics *gwMetrics
+	started time.Time
+	health  []healthSection
 
-	server   *fasthttp.Server
-	draining atomic.Bool
+	// edge is the HTTP edge (server, routes, guards, hang-ups); inflight
+	// is its registry of cancellable work, which the pipeline registers
+	// its upstream exchanges and admission waits in.
+	edge     *edge.Edge
+	inflight *edge.Registry
 	active   atomic.Int64
 	closed   atomic.Bool
-	lnMu     sync.Mutex
-	lns      []net.Listener // listeners passed to Serve, closed by Shutdown
-	shutdown bool
 	side     *sidecars // services, engines, relay (sidecars.go)
 
 	ingest      *ingest.Handle
@@ -120,22 +120,16 @@ type Gateway struct {
 	// redact removes secrets from every log line and every passed-through
 	// upstream error (redact.go).
 	redact *sanitize.Redactor
-	// guesses bounds management-key guesses per address (keyguess.go).
-	guesses *keyGuesses
 
 	adm admissionState
 
 	ten *tenantSys // keys, tenant limits, request log (tenants.go)
 
-	browser browserPolicy // Host, Origin and CORS rules (browser.go)
-	// oversize marks requests whose declared length is over the hard cap
-	// between headerReceived and their answer (deadlines.go).
-	oversize sync.Map
-	dirLock  *lockfile.Lock  // the data directory, held until Close
-	hist     *history.Handle // the dashboard's one-second history (history.go)
-	ops      *ops.API        // the operator APIs (package ops, ops_ports.go)
-	tracer   trace.Tracer    // nil: tracing off
-	cs       *clusterSys     // cluster mode; nil for a single node (cluster.go)
+	dirLock *lockfile.Lock  // the data directory, held until Close
+	hist    *history.Handle // the dashboard's one-second history (history.go)
+	ops     *ops.API        // the operator APIs (package ops, ops_ports.go)
+	tracer  trace.Tracer    // nil: tracing off
+	cs      *clusterSys     // cluster mode; nil for a single node (cluster.go)
 }
 
 // Assembly is a Gateway being composed. Prepare starts one; the
@@ -184,15 +178,10 @@ func Prepare(system *actor.ActorSystem, o Options) (*Assembly, error) {
 		return nil, err
 	}
 	g.redact = g.buildRedactor()
-	g.browser = newBrowserPolicy(&o.Env)
 	g.log = logging.Redacting(o.Logger, g.redact)
 	if sharedSecret != "" {
 		g.log.Info("tenant ids use the cluster's install secret", "cluster", o.Env.Cluster.ClusterName, "source", sharedSecret)
 	}
-	g.guesses = newKeyGuesses(func(addr string) {
-		g.log.Warn("too many wrong management keys from one address; its key attempts are refused (429 too_many_key_attempts) until its guesses refill",
-			"address", addr, "burst", keyGuessBurst, "refillSeconds", int(keyGuessEvery/time.Second))
-	})
 	g.ops = g.newOps()
 	// One gateway per data directory: two would overwrite each other's
 	// service state (lockfile). Held until Close.
@@ -242,17 +231,17 @@ func (a *Assembly) Abort() {
 	g.dirLock.Release()
 }
 
-// StartFront builds the HTTP front end's own state (the in-flight
-// registry, the hang-up watcher, request ids, the fasthttp server and the
-// core health sections) once the routing actors and the cluster are
-// attached. From here on a failed composition is undone with Close.
+// StartFront builds the HTTP edge (the in-flight registry, the hang-up
+// watcher, request ids, the fasthttp server; package edge) and the core
+// health sections once the routing actors and the cluster are attached.
+// From here on a failed composition is undone with Close.
 func (a *Assembly) StartFront() {
 	g := a.g
-	g.inflight = newRegistry()
-	g.hangups = newHangupWatcher(g.inflight, g.log)
-	g.rids.init()
-	g.server = &fasthttp.Server{}
-	g.ServerConfig(g.server)
+	e, err := g.newEdge()
+	if err != nil {
+		panic(err) // the handler table is this package's own: a bug, not a setting
+	}
+	g.edge, g.inflight = e, e.Inflight()
 	g.health = []healthSection{
 		{name: "server", fn: g.serverHealth},
 		{name: "targets", fn: g.targetsHealth},
@@ -317,76 +306,23 @@ func (g *Gateway) Targets() *targets.Handle { return g.targets }
 // Handler serves one request; mount it on a fasthttp.Server. For the
 // admission guarantees (decide before the body is sent) that server needs
 // StreamRequestBody and ExpectHandler set as ServerConfig does.
-func (g *Gateway) Handler(ctx *fasthttp.RequestCtx) { g.serve(ctx, nil) }
+func (g *Gateway) Handler(ctx *fasthttp.RequestCtx) { g.edge.Handler(ctx) }
+
+// HTTPHandler returns the gateway as a net/http handler, for hosts that
+// serve with net/http (edge.HTTPHandler).
+func (g *Gateway) HTTPHandler() http.Handler { return g.edge.HTTPHandler() }
 
 // ServerConfig applies the settings the gateway relies on to s.
-func (g *Gateway) ServerConfig(s *fasthttp.Server) {
-	e := g.opts.Env.Server
-	s.Handler = g.Handler
-	s.Name = "omniroute"
-	s.StreamRequestBody = true
-	s.MaxRequestBodySize = int(g.opts.Env.Ingest.HardMaxBodyBytes) + 1
-	s.ReadTimeout = e.HeaderTimeout.Duration()
-	s.HeaderReceived = g.headerReceived // the body's own deadline (deadlines.go)
-	s.WriteTimeout = g.opts.Env.HTTP.WriteTimeout.Duration()
-	s.IdleTimeout = e.KeepAliveIdle.Duration()
-	s.Concurrency = int(e.MaxConnections)
-	s.CloseOnShutdown = true
-	s.NoDefaultServerHeader = true
-	s.NoDefaultDate = false
-	s.DisablePreParseMultipartForm = true
-	s.ReduceMemoryUsage = false
-	s.ExpectHandler = g.expect
-	s.Logger = fasthttpLogger{g.log}
-	// fasthttp would log the first and last 200 bytes of a malformed
-	// request (its Authorization header and prompt included).
-	s.SecureErrorLogMessage = true
-	s.ErrorHandler = g.serverError
-}
+func (g *Gateway) ServerConfig(s *fasthttp.Server) { g.edge.ServerConfig(s) }
 
 // Serve accepts connections on ln until Shutdown.
-//
-// Serve and Shutdown may race (a caller starts Serve in a goroutine and
-// shuts down at once): the listener is remembered and closed by Shutdown,
-// so Serve always returns.
-func (g *Gateway) Serve(ln net.Listener) error {
-	g.lnMu.Lock()
-	if g.shutdown {
-		g.lnMu.Unlock()
-		ln.Close()
-		return errors.New("transport: Serve called after Shutdown")
-	}
-	g.lns = append(g.lns, ln)
-	g.lnMu.Unlock()
-	return g.server.Serve(ln)
-}
+func (g *Gateway) Serve(ln net.Listener) error { return g.edge.Serve(ln) }
 
 // Shutdown stops accepting connections, lets in-flight requests and streams
-// finish until ctx is done, then cancels what is left, and finally stops
-// the gateway's actors and upstream pools.
+// finish until ctx is done, then cancels what is left (edge.Shutdown), and
+// finally stops the gateway's actors and upstream pools.
 func (g *Gateway) Shutdown(ctx context.Context) error {
-	g.draining.Store(true)
-	g.lnMu.Lock()
-	g.shutdown = true
-	for _, ln := range g.lns {
-		ln.Close()
-	}
-	g.lnMu.Unlock()
-	var err error
-	{
-		// Closing the listeners above makes fasthttp report their second
-		// close; only a deadline means requests are still in flight.
-		if werr := g.server.ShutdownWithContext(ctx); werr != nil && ctx.Err() != nil {
-			n := g.inflight.cancelAll()
-			g.log.Warn("shutdown timeout reached; cancelled in-flight requests", "cancelled", n)
-			err = fmt.Errorf("shutdown did not finish in time; cancelled %d in-flight upstream requests", n)
-			force, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			if ferr := g.server.ShutdownWithContext(force); ferr != nil {
-				err = fmt.Errorf("%w; connections still open after cancelling: %v", err, ferr)
-			}
-			cancel()
-		}
-	}
+	err := g.edge.Shutdown(ctx)
 	g.Close()
 	return err
 }
@@ -402,8 +338,7 @@ func (g *Gateway) Close() {
 	// left running.
 	g.reload.mu.Lock()
 	defer g.reload.mu.Unlock()
-	g.inflight.cancelAll()
-	g.hangups.Close()
+	g.edge.Close()
 	g.stopDashboard() // before the actors its sampler reads
 	if g.adm.lanes != nil {
 		g.adm.lanes.Stop()
@@ -417,11 +352,4 @@ func (g *Gateway) Close() {
 	g.metrics.unregister()
 	g.dirLock.Release()
 	g.stopCluster() // last: it stops the actor system
-}
-
-// fasthttpLogger routes fasthttp's own log lines into slog.
-type fasthttpLogger struct{ l *slog.Logger }
-
-func (f fasthttpLogger) Printf(format string, args ...any) {
-	f.l.Warn(fmt.Sprintf(format, args...), "component", "fasthttp")
 }

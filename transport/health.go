@@ -59,10 +59,10 @@ var statusRank = map[string]int{"ok": 0, "degraded": 1, "down": 2}
 // their full detail only to callers the management routes would let in;
 // others see states only, as /api/services would refuse them.
 func (g *Gateway) healthHandler(ctx *fasthttp.RequestCtx) {
-	full := g.managementAllowed(ctx)
+	full := g.edge.ManagementAllowed(ctx)
 	out := map[string]any{}
 	overall := "ok"
-	if g.draining.Load() {
+	if g.edge.Draining() {
 		overall = "draining"
 	}
 	for _, s := range g.health {
@@ -119,8 +119,8 @@ func safeSection(s healthSection) (body any, status string) {
 func (g *Gateway) serverHealth() (any, string) {
 	return map[string]any{
 		"inflightRequests":  g.active.Load(),
-		"upstreamExchanges": g.inflight.count(),
-		"draining":          g.draining.Load(),
+		"upstreamExchanges": g.inflight.Count(),
+		"draining":          g.edge.Draining(),
 		"models":            len(g.rc.Load().cat.Models),
 		"targets":           len(g.rc.Load().cat.Targets),
 		"config":            g.ConfigInfo(),

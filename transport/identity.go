@@ -2,11 +2,9 @@ package transport
 
 import (
 	"bytes"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/valyala/fasthttp"
 
@@ -65,44 +63,4 @@ func credential(h *fasthttp.RequestHeader) []byte {
 		return k
 	}
 	return bytes.TrimSpace(h.Peek("X-Goog-Api-Key"))
-}
-
-// requestIDs makes x-request-id values: a random per-process prefix and a
-// counter, so ids are unique without a syscall per request.
-type requestIDs struct {
-	prefix [8]byte
-	n      atomic.Uint64
-}
-
-func (r *requestIDs) init() {
-	var raw [4]byte
-	_, _ = rand.Read(raw[:])
-	hex.Encode(r.prefix[:], raw[:])
-}
-
-// next appends a new id ("req_" + 8 hex + 12 hex) to dst.
-func (r *requestIDs) next(dst []byte) []byte {
-	dst = append(dst, "req_"...)
-	dst = append(dst, r.prefix[:]...)
-	n := r.n.Add(1)
-	var b [12]byte
-	for i := len(b) - 1; i >= 0; i-- {
-		b[i] = "0123456789abcdef"[n&0xf]
-		n >>= 4
-	}
-	return append(dst, b[:]...)
-}
-
-// validClientRequestID accepts a caller-supplied id that is safe to echo
-// and to send upstream.
-func validClientRequestID(id []byte) bool {
-	if len(id) == 0 || len(id) > 128 {
-		return false
-	}
-	for _, c := range id {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
-			return false
-		}
-	}
-	return true
 }

@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -28,6 +27,7 @@ import (
 	"github.com/omniroute/gateway/internal/sse"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/translate"
+	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/upstream"
 )
 
@@ -41,7 +41,7 @@ type call struct {
 	ctx     *fasthttp.RequestCtx
 	surface catalog.Surface
 	format  apierror.Format
-	route   route
+	route   edge.Route
 	rid     []byte
 	ridBuf  [160]byte
 	tenant  tenant.ID
@@ -53,7 +53,7 @@ type call struct {
 	took    time.Duration // from start to settle
 
 	cancel  upstream.Cancel
-	token   regToken
+	token   edge.Token
 	stopCtx func() bool
 
 	fallbacks int
@@ -74,11 +74,11 @@ type call struct {
 	idle     time.Duration
 	closing  atomic.Bool
 	respID   []byte
-	relayed  bool           // the relay route authenticated it (relay_route.go)
-	counting bool           // a count_tokens call (count_tokens.go)
-	panicked bool           // handling panicked: the guard answers and counts it (panic.go)
-	settled  bool           // settle ran (or started): it runs once
-	dw       deadlineWriter // the stream's writer with its write deadline (deadlines.go)
+	relayed  bool                // the relay route authenticated it (relay_route.go)
+	counting bool                // a count_tokens call (count_tokens.go)
+	panicked bool                // handling panicked: the edge's guard answers it (edge/panic.go)
+	settled  bool                // settle ran (or started): it runs once
+	dw       edge.DeadlineWriter // the stream's writer with its write deadline (edge/deadlines.go)
 
 	// admission (admission.go)
 	lease  *ingest.Lease
@@ -139,9 +139,9 @@ type call struct {
 
 var callPool = sync.Pool{New: func() any { return &call{} }}
 
-func (g *Gateway) acquireCall(ctx *fasthttp.RequestCtx, r route, rid []byte, start time.Time) *call {
+func (g *Gateway) acquireCall(ctx *fasthttp.RequestCtx, r edge.Route, rid []byte, start time.Time) *call {
 	c := callPool.Get().(*call)
-	c.g, c.rc, c.ctx, c.surface, c.format, c.route, c.start = g, g.rc.Load(), ctx, routes[r].surface, r.format(), r, start
+	c.g, c.rc, c.ctx, c.surface, c.format, c.route, c.start = g, g.rc.Load(), ctx, r.Spec().Surface, r.Format(), r, start
 	c.up = c.surface
 	c.rid = append(c.ridBuf[:0], rid...)
 	return c
@@ -181,11 +181,11 @@ func (c *call) release() {
 func (c *call) fail(e *apierror.Error) {
 	e = c.chargeRefusal(e) // a limited key pays for its refusals (tenants.go)
 	c.noteError(e)
-	writeError(c.ctx, c.format, string(c.rid), e)
+	edge.WriteError(c.ctx, c.format, string(c.rid), e)
 }
 
 // inference handles /v1/chat/completions, /v1/messages and /v1/responses.
-func (g *Gateway) inference(ctx *fasthttp.RequestCtx, r route, rid []byte, host context.Context, start time.Time) {
+func (g *Gateway) inference(ctx *fasthttp.RequestCtx, r edge.Route, rid []byte, host context.Context, start time.Time) {
 	c := g.acquireCall(ctx, r, rid, start)
 	g.metrics.inflight.Add(1)
 	g.active.Add(1)
@@ -220,8 +220,8 @@ func (c *call) settle() {
 	defer c.traceEnd()           // after the outcome below is recorded
 	c.finishTenant()             // the tenant's limits and the request log (tenants.go)
 	c.releaseAdmission()
-	if c.token != (regToken{}) {
-		g.inflight.unregister(c.token)
+	if c.token != (edge.Token{}) {
+		g.inflight.Unregister(c.token)
 	}
 	if c.stopCtx != nil {
 		c.stopCtx()
@@ -277,17 +277,17 @@ func (c *call) handle(host context.Context) bool {
 // It answers the refusal itself and reports false then.
 func (c *call) accept(host context.Context) bool {
 	g, ctx := c.g, c.ctx
-	if g.draining.Load() {
+	if g.edge.Draining() {
 		ctx.SetConnectionClose()
 		c.fail(errDraining)
 		return false
 	}
 	if !ctx.IsPost() {
 		ctx.Response.Header.Set(fasthttp.HeaderAllow, "POST")
-		c.fail(errMethod("POST"))
+		c.fail(edge.ErrMethod("POST"))
 		return false
 	}
-	if !isJSONMediaType(ctx.Request.Header.ContentType()) { // missing too: see browser.go
+	if !edge.IsJSONMediaType(ctx.Request.Header.ContentType()) { // missing too: see edge/browser.go
 		c.fail(errMediaType)
 		return false
 	}
@@ -334,25 +334,11 @@ func (c *call) track(host context.Context) {
 	if host == nil {
 		conn = c.ctx.Conn()
 	}
-	c.token = g.inflight.register(&c.cancel, uint32(c.ctx.ConnID()), conn, c.start)
+	c.token = g.inflight.Register(&c.cancel, uint32(c.ctx.ConnID()), conn, c.start)
 	if host != nil {
 		cancel := &c.cancel
 		c.stopCtx = context.AfterFunc(host, cancel.Cancel)
 	}
-}
-
-func isJSONMediaType(ct []byte) bool {
-	if i := bytes.IndexByte(ct, ';'); i >= 0 {
-		ct = ct[:i]
-	}
-	ct = bytes.TrimSpace(ct)
-	return bytes.EqualFold(ct, []byte("application/json")) ||
-		(len(ct) > 5 && bytes.EqualFold(ct[len(ct)-5:], []byte("+json")))
-}
-
-func isLoopback(ctx *fasthttp.RequestCtx) bool {
-	ip := ctx.RemoteIP()
-	return ip != nil && ip.IsLoopback()
 }
 
 const (
@@ -373,7 +359,7 @@ func (c *call) readBody() bool {
 	cl := int64(ctx.Request.Header.ContentLength())
 	if cl > limit {
 		c.closeUnread()
-		c.fail(errBodyTooLarge(limit))
+		c.fail(edge.ErrBodyTooLarge(limit))
 		return false
 	}
 	c.body = bytebufferpool.Get()
@@ -396,7 +382,7 @@ func (c *call) readBody() bool {
 			if int64(len(b)) > limit {
 				c.body.B = b
 				c.closeUnread()
-				c.fail(errBodyTooLarge(limit))
+				c.fail(edge.ErrBodyTooLarge(limit))
 				return false
 			}
 			if !c.bodyProgress(int64(len(b))) {
@@ -409,8 +395,8 @@ func (c *call) readBody() bool {
 			if err != nil {
 				c.body.B = b
 				ctx.SetConnectionClose()
-				if isTimeout(err) {
-					c.fail(errBodyTimeout)
+				if edge.IsTimeout(err) {
+					c.fail(edge.ErrBodyTimeout)
 					return false
 				}
 				c.fail(&apierror.Error{Status: 400, Code: "incomplete_body", Message: "the request body could not be read completely; resend the request"})

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/omniroute/gateway/transport/edge"
 )
 
 // TestMetricTableComplete checks every entry of the metric table against
@@ -141,8 +143,8 @@ func TestGrafanaDashboardNames(t *testing.T) {
 // documented where operators read the metric.
 func TestRequestMetricNamesEveryRoute(t *testing.T) {
 	help := helpOf("omniroute_requests_total")
-	for r := route(0); r < numRoutes; r++ {
-		if l := routes[r].label; !strings.Contains(help, l) {
+	for r := edge.Route(0); r < edge.NumRoutes; r++ {
+		if l := r.String(); !strings.Contains(help, l) {
 			t.Errorf("omniroute_requests_total's help does not name route %q", l)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/growable"
 	"github.com/omniroute/gateway/messages"
+	"github.com/omniroute/gateway/transport/edge"
 )
 
 // gwMetrics holds the gateway's metric handles. Every handle a request
@@ -20,7 +21,7 @@ import (
 // path never builds a metric name.
 type gwMetrics struct {
 	set      *metrics.Set
-	routes   [numRoutes]routeSeries
+	routes   [edge.NumRoutes]routeSeries
 	inflight atomic.Int64
 	targets  *growable.List[targetSeries] // by target id; addTarget grows it
 	dash     dashCounters
@@ -91,8 +92,8 @@ func newMetrics(cat *catalog.Catalog) *gwMetrics {
 	// package is the only writer of metrics.
 	metrics.ExposeMetadata(true)
 	m := &gwMetrics{set: metrics.NewSet()}
-	for r := route(0); r < numRoutes; r++ {
-		n := routes[r].label
+	for r := edge.Route(0); r < edge.NumRoutes; r++ {
+		n := r.String()
 		rm := &m.routes[r]
 		rm.duration = m.set.NewPrometheusHistogramExt(fmt.Sprintf(`omniroute_request_duration_seconds{route=%q}`, n), durationBuckets)
 		rm.events = m.set.NewCounter(fmt.Sprintf(`omniroute_stream_events_total{route=%q}`, n))
@@ -110,11 +111,11 @@ func newMetrics(cat *catalog.Catalog) *gwMetrics {
 }
 
 // finish counts a finished request and its duration.
-func (m *gwMetrics) finish(r route, status int, took time.Duration) {
+func (m *gwMetrics) finish(r edge.Route, status int, took time.Duration) {
 	m.request(r, status)
 	d := took.Seconds()
 	m.routes[r].duration.Update(d)
-	if routes[r].surface != 0 {
+	if r.Spec().Surface != 0 {
 		m.dash.observe(status, d)
 	}
 }
@@ -122,14 +123,14 @@ func (m *gwMetrics) finish(r route, status int, took time.Duration) {
 func (m *gwMetrics) unregister() { metrics.UnregisterSet(m.set, true) }
 
 // request counts a finished request.
-func (m *gwMetrics) request(r route, status int) {
+func (m *gwMetrics) request(r edge.Route, status int) {
 	if status < 100 || status >= 600 {
 		status = 599
 	}
 	slot := &m.routes[r].requests[status]
 	c := slot.Load()
 	if c == nil {
-		c = m.set.GetOrCreateCounter(`omniroute_requests_total{route="` + routes[r].label + `",status="` + strconv.Itoa(status) + `"}`)
+		c = m.set.GetOrCreateCounter(`omniroute_requests_total{route="` + r.String() + `",status="` + strconv.Itoa(status) + `"}`)
 		slot.Store(c)
 	}
 	c.Inc()

@@ -12,35 +12,32 @@ import (
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/modelinfo"
 	"github.com/omniroute/gateway/internal/pricing"
+	"github.com/omniroute/gateway/transport/edge"
 )
 
 // modelsPrefix is the path of one model's entry: /v1/models/{id}.
-const modelsPrefix = "/v1/models/"
+const modelsPrefix = edge.ModelsPath + "/"
 
 // models answers GET /v1/models (every configured model, then every
 // alias) and GET /v1/models/{id} (the model a name resolves to through
 // the catalog's aliases, patterns and default model), in the OpenAI list
 // format, or in the Anthropic format when the caller sends
-// anthropic-version (as the Anthropic SDK does).
+// anthropic-version (as the Anthropic SDK does). The edge answered any
+// method but GET (and HEAD) before.
 func (g *Gateway) models(ctx *fasthttp.RequestCtx, rid []byte) {
 	f := apierror.OpenAI
 	anthropic := len(ctx.Request.Header.Peek("Anthropic-Version")) > 0
 	if anthropic {
 		f = apierror.Anthropic
 	}
-	if !ctx.IsGet() {
-		ctx.Response.Header.Set(fasthttp.HeaderAllow, "GET")
-		writeError(ctx, f, string(rid), errMethod("GET"))
-		return
-	}
 	rc := g.rc.Load() // one config for the whole request (reload.go)
 	cat := rc.cat
-	if _, _, d := rc.tenants.Identify(credential(&ctx.Request.Header), isLoopback(ctx)); d != tenantAllowed {
+	if _, _, d := rc.tenants.Identify(credential(&ctx.Request.Header), edge.IsLoopback(ctx)); d != tenantAllowed {
 		e := errInvalidKey
 		if d == tenantMissing {
 			e = errMissingKey
 		}
-		writeError(ctx, f, string(rid), e)
+		edge.WriteError(ctx, f, string(rid), e)
 		return
 	}
 	b := bytebufferpool.Get()
@@ -48,7 +45,7 @@ func (g *Gateway) models(ctx *fasthttp.RequestCtx, rid []byte) {
 	if id, ok := strings.CutPrefix(string(ctx.Path()), modelsPrefix); ok {
 		m := cat.Resolve([]byte(id))
 		if m == nil {
-			writeError(ctx, f, string(rid), errUnknownModel([]byte(id)))
+			edge.WriteError(ctx, f, string(rid), errUnknownModel([]byte(id)))
 			return
 		}
 		b.B = g.appendModel(b.B, anthropic, id, m)

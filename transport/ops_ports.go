@@ -20,6 +20,7 @@ import (
 	ikeys "github.com/omniroute/gateway/internal/keys"
 	"github.com/omniroute/gateway/internal/store"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
+	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/ops"
 	"github.com/omniroute/gateway/transport/upstream"
 )
@@ -43,38 +44,26 @@ func (g *Gateway) newOps() *ops.API {
 // stream (tests shorten it: SetLogsHeartbeat).
 var logsHeartbeat = 15 * time.Second
 
-// The edge's guards and writers (ops.Edge).
+// The edge's guards and writers (ops.Edge): the guards are the edge's
+// own (package edge), read when a request arrives, since the edge is
+// built after the operator APIs.
 
 func (p *opsPorts) Management(ctx *fasthttp.RequestCtx, rid []byte) bool {
-	return (*Gateway)(p).management(ctx, string(rid))
+	return p.edge.Management(ctx, rid)
 }
 
-func (p *opsPorts) Access(ctx *fasthttp.RequestCtx, rid []byte) bool {
-	return (*Gateway)(p).managementAccess(ctx, rid)
-}
+func (p *opsPorts) Access(ctx *fasthttp.RequestCtx, rid []byte) bool { return p.edge.Access(ctx, rid) }
 
-func (p *opsPorts) Local(ctx *fasthttp.RequestCtx, rid []byte) bool {
-	if classifyPeer(ctx.RemoteIP()) == peerRemote {
-		writeLocalOnly(ctx, rid)
-		return false
-	}
-	return true
-}
+func (p *opsPorts) Local(ctx *fasthttp.RequestCtx, rid []byte) bool { return p.edge.Local(ctx, rid) }
 
-func (p *opsPorts) Body(ctx *fasthttp.RequestCtx, rid []byte) bool {
-	if !managementBodyOK(ctx) {
-		(*Gateway)(p).refuse(ctx, routeManagement, rid, errMgmtMediaType)
-		return false
-	}
-	return true
-}
+func (p *opsPorts) Body(ctx *fasthttp.RequestCtx, rid []byte) bool { return p.edge.Body(ctx, rid) }
 
 func (p *opsPorts) JSON(ctx *fasthttp.RequestCtx) bool {
-	return isJSONMediaType(ctx.Request.Header.ContentType())
+	return edge.IsJSONMediaType(ctx.Request.Header.ContentType())
 }
 
 func (p *opsPorts) Error(ctx *fasthttp.RequestCtx, rid []byte, e *apierror.Error) {
-	writeError(ctx, apierror.OpenAI, string(rid), e)
+	edge.WriteError(ctx, apierror.OpenAI, string(rid), e)
 }
 
 // Stream answers ctx with body as a stream the hang-up watcher and
@@ -86,7 +75,7 @@ func (p *opsPorts) Stream(ctx *fasthttp.RequestCtx, rid []byte, host context.Con
 	if host == nil {
 		conn = ctx.Conn()
 	}
-	s.token = g.inflight.register(&s.cancel, uint32(ctx.ConnID()), conn, time.Now())
+	s.token = g.inflight.Register(&s.cancel, uint32(ctx.ConnID()), conn, time.Now())
 	if host != nil {
 		s.stopCtx = context.AfterFunc(host, s.cancel.Cancel)
 	}
@@ -103,7 +92,7 @@ type opsStream struct {
 	host    bool                 // behind net/http: no connection deadlines
 	body    ops.StreamBody
 	cancel  upstream.Cancel // cancelled by the hang-up watcher or shutdown
-	token   regToken
+	token   edge.Token
 	stopCtx func() bool
 	done    bool
 }
@@ -116,15 +105,15 @@ func (s *opsStream) SupportsBodyWriteTo() bool { return true }
 func (s *opsStream) WriteTo(w io.Writer) (n int64, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			s.g.notePanic(routeManagement, s.rid, "stream", p)
-			err = errStreamPanic
+			s.g.notePanic(edge.Management, s.rid, "stream", p)
+			err = edge.ErrStreamPanic
 		}
 	}()
-	return s.body.Stream(s.g.streamWriter(&deadlineWriter{}, s.ctx, s.host, w, time.Time{}), s.stopped)
+	return s.body.Stream(s.g.edge.StreamWriter(&edge.DeadlineWriter{}, s.ctx, s.host, w, time.Time{}), s.stopped)
 }
 
 // stopped reports that the caller hung up or the gateway is draining.
-func (s *opsStream) stopped() bool { return s.cancel.Cancelled() || s.g.draining.Load() }
+func (s *opsStream) stopped() bool { return s.cancel.Cancelled() || s.g.edge.Draining() }
 
 // Close closes the content and unregisters; fasthttp calls it once.
 func (s *opsStream) Close() error {
@@ -136,7 +125,7 @@ func (s *opsStream) Close() error {
 	if s.stopCtx != nil {
 		s.stopCtx()
 	}
-	s.g.inflight.unregister(s.token)
+	s.g.inflight.Unregister(s.token)
 	return nil
 }
 
@@ -229,7 +218,7 @@ func (p *opsPorts) Windows() []ops.LimitWindow {
 
 // Status is the overall health status, as health computes it.
 func (p *opsPorts) Status() string {
-	if p.draining.Load() {
+	if p.edge.Draining() {
 		return "draining"
 	}
 	overall := "ok"

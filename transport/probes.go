@@ -6,6 +6,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/actors/targets"
+	"github.com/omniroute/gateway/transport/edge"
 )
 
 // Orchestrator probes, with their Kubernetes meaning:
@@ -16,10 +17,7 @@ import (
 //   - GET /readyz (readiness): send traffic here. 200 only when every check
 //     of readinessChecks passes; else 503 with the failing checks and why,
 //     so the pod leaves the Service until it can serve again.
-const (
-	healthzPath = "/healthz"
-	readyzPath  = "/readyz"
-)
+const healthzPath = edge.HealthzPath
 
 // readinessCheck is one condition of /readyz: ok, or the reason it fails.
 type readinessCheck struct {
@@ -30,7 +28,7 @@ type readinessCheck struct {
 // readinessChecks is the one list of what readiness means.
 var readinessChecks = []readinessCheck{
 	{"not_draining", func(g *Gateway) (bool, string) {
-		if g.draining.Load() {
+		if g.edge.Draining() {
 			return false, "the gateway is shutting down (draining in-flight requests)"
 		}
 		return true, ""
@@ -69,11 +67,9 @@ type probeCheck struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-func (g *Gateway) probe(ctx *fasthttp.RequestCtx, rid []byte) {
-	if !ctx.IsGet() && !ctx.IsHead() {
-		writeError(ctx, routeHealth.format(), string(rid), errMethod("GET"))
-		return
-	}
+// probe answers /healthz and /readyz (the edge answered any method but
+// GET and HEAD before).
+func (g *Gateway) probe(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType("application/json")
 	ctx.Response.Header.Set("Cache-Control", "no-store")
 	if string(ctx.Path()) == healthzPath {

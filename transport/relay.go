@@ -13,6 +13,7 @@ import (
 	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/internal/sse"
 	"github.com/omniroute/gateway/messages"
+	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/upstream"
 )
 
@@ -127,8 +128,8 @@ func (c *call) WriteTo(w io.Writer) (n int64, err error) {
 			err = c.streamPanic(p)
 		}
 	}()
-	probePanic("stream")
-	return c.relay(c.g.streamWriter(&c.dw, c.ctx, c.host != nil, w, c.x.Deadline()))
+	edge.ProbePanic("stream")
+	return c.relay(c.g.edge.StreamWriter(&c.dw, c.ctx, c.host != nil, w, c.x.Deadline()))
 }
 
 func (c *call) relay(w io.Writer) (int64, error) {

@@ -16,6 +16,7 @@ import (
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/relay"
 	"github.com/omniroute/gateway/messages"
+	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/upstream"
 )
 
@@ -212,9 +213,9 @@ func (b *bifrostStream) WriteTo(w io.Writer) (n int64, err error) {
 			err = b.c.streamPanic(p)
 		}
 	}()
-	probePanic("stream")
+	edge.ProbePanic("stream")
 	c := b.c
-	return b.relay(c.g.streamWriter(&c.dw, c.ctx, c.host != nil, w, c.x.Deadline()))
+	return b.relay(c.g.edge.StreamWriter(&c.dw, c.ctx, c.host != nil, w, c.x.Deadline()))
 }
 
 func (b *bifrostStream) relay(w io.Writer) (int64, error) {

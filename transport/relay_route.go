@@ -19,6 +19,7 @@ import (
 	"github.com/omniroute/gateway/internal/relay"
 	"github.com/omniroute/gateway/internal/sanitize"
 	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/upstream"
 )
 
@@ -124,7 +125,7 @@ func (g *Gateway) bifrostEndpoint() (base, why string) {
 // relayChat handles the relay route. It runs on a pooled call so that the
 // native path is exactly the /v1/chat/completions pipeline, in-process.
 func (g *Gateway) relayChat(ctx *fasthttp.RequestCtx, rid []byte, host context.Context, start time.Time) {
-	c := g.acquireCall(ctx, routeRelay, rid, start)
+	c := g.acquireCall(ctx, edge.Relay, rid, start)
 	g.metrics.inflight.Add(1)
 	g.active.Add(1)
 	defer c.abandonOnPanic()
@@ -138,22 +139,22 @@ func (g *Gateway) relayChat(ctx *fasthttp.RequestCtx, rid []byte, host context.C
 
 func (c *call) relayHandle(host context.Context) bool {
 	g, ctx := c.g, c.ctx
-	c.host = host // behind net/http the connection is not ours (deadlines.go)
+	c.host = host // behind net/http the connection is not ours (edge/deadlines.go)
 	r := g.side.relay
 	switch {
-	case g.draining.Load():
+	case g.edge.Draining():
 		ctx.SetConnectionClose()
 		c.fail(errDraining)
 		return false
 	case !ctx.IsPost():
 		ctx.Response.Header.Set(fasthttp.HeaderAllow, "POST")
-		c.fail(errMethod("POST"))
+		c.fail(edge.ErrMethod("POST"))
 		return false
 	case r.tokens.Len() == 0:
 		c.fail(errRelayNotEnabled)
 		return false
 	}
-	if !isJSONMediaType(ctx.Request.Header.ContentType()) { // missing too: see browser.go
+	if !edge.IsJSONMediaType(ctx.Request.Header.ContentType()) { // missing too: see edge/browser.go
 		c.fail(errMediaType)
 		return false
 	}
@@ -325,7 +326,7 @@ func (c *call) identify() (tenant.ID, tenant.Decision) {
 	if c.relayed {
 		return c.tenant, tenantAllowed
 	}
-	id, e, decision := c.g.identifyCaller(c.rc, credential(&c.ctx.Request.Header), isLoopback(c.ctx))
+	id, e, decision := c.g.identifyCaller(c.rc, credential(&c.ctx.Request.Header), edge.IsLoopback(c.ctx))
 	c.ten.entry = e
 	return id, decision
 }
@@ -334,9 +335,9 @@ func (c *call) identify() (tenant.ID, tenant.Decision) {
 // pipeline can be tracked again by it.
 func (c *call) untrack() {
 	g := c.g
-	if c.token != (regToken{}) {
-		g.inflight.unregister(c.token)
-		c.token = regToken{}
+	if c.token != (edge.Token{}) {
+		g.inflight.Unregister(c.token)
+		c.token = edge.Token{}
 	}
 	if c.stopCtx != nil {
 		c.stopCtx()

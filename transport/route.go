@@ -335,7 +335,7 @@ func (c *call) waitForRecovery() bool {
 	if d <= 0 {
 		return true
 	}
-	if end, _ := c.waiter.Wait(d, changed, &c.cancel); end == planner.WaitCancelled || g.draining.Load() {
+	if end, _ := c.waiter.Wait(d, changed, &c.cancel); end == planner.WaitCancelled || g.edge.Draining() {
 		return false
 	}
 	g.metrics.routes[c.route].waited.Inc()

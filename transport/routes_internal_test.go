@@ -6,55 +6,49 @@ import (
 
 	"github.com/omniroute/gateway/actors/lanes"
 	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/transport/edge"
+	"github.com/omniroute/gateway/transport/ops"
 )
 
-// TestRouteTableComplete keeps the route table whole: every route has a
-// unique label, its paths select it, an inference surface speaks its own
-// dialect, and every per-route metric handle exists for every route (the
-// relay route once had no routing-wait counters, and a request that waited
-// on it dereferenced nil inside the handler).
-func TestRouteTableComplete(t *testing.T) {
-	seen := map[string]route{}
-	for r := route(0); r < numRoutes; r++ {
-		spec := routes[r]
-		if spec.label == "" {
-			t.Errorf("route %d has no label", r)
-		}
-		if o, dup := seen[spec.label]; dup {
-			t.Errorf("routes %d and %d share the label %q", o, r, spec.label)
-		}
-		seen[spec.label] = r
-		for _, p := range spec.paths {
-			if got := routeOf([]byte(p)); got != r {
-				t.Errorf("path %s selects route %s, want %s", p, got, r)
+// TestRoutesAgreeWithPipeline: the edge's route table (edge.Endpoints,
+// checked whole by edge's TestRouteTableComplete) agrees with what the
+// pipeline does with a route: an inference surface speaks its own
+// dialect, every surface has a route, the dispatch reaches the operator
+// APIs' paths, and every per-route metric handle exists for every route
+// (the relay route once had no routing-wait counters, and a request that
+// waited on it dereferenced nil inside the handler).
+func TestRoutesAgreeWithPipeline(t *testing.T) {
+	for r := edge.Route(0); r < edge.NumRoutes; r++ {
+		spec := r.Spec()
+		if spec.Surface != 0 {
+			if want := formatFor(spec.Surface); r.Format() != want {
+				t.Errorf("route %s speaks %v but its surface %s renders %v", r, r.Format(), spec.Surface, want)
 			}
-		}
-		if spec.surface != 0 {
-			if want := formatFor(spec.surface); r.format() != want {
-				t.Errorf("route %s speaks %v but its surface %s renders %v", r, r.format(), spec.surface, want)
-			}
-			if spec.dialect == dialectManagement {
+			if spec.Dialect == edge.DialectManagement {
 				t.Errorf("inference route %s renders management errors", r)
 			}
 		}
 	}
 	for _, s := range catalog.Surfaces {
-		if r := surfaceRoute(s); routes[r].surface != s {
+		if r := edge.SurfaceRoute(s); r.Spec().Surface != s {
 			t.Errorf("surface %s has no route", s)
+		} else if s.Route() != edge.Endpoints[edge.Find([]byte(s.Route()))].Path {
+			t.Errorf("surface %s's path %s is not its route's", s, s.Route())
 		}
 	}
-	for _, p := range []string{"/api/services", "/api/services/x/start", "/api/engines", "/api/keys", "/api/keys/agents/rotate", "/api/requests", "/api/usage"} {
-		if routeOf([]byte(p)) != routeManagement {
-			t.Errorf("%s is not a management route", p)
+	for p, want := range map[string]edge.Handler{ops.ServicesPath: edge.HandleServices, ops.ServicesPath + "/x/start": edge.HandleServices,
+		ops.EnginesPath: edge.HandleServices, ops.KeysPath: edge.HandleKeys, ops.KeysPath + "/agents/rotate": edge.HandleKeys,
+		ops.RequestsPath: edge.HandleRequests, ops.UsagePath: edge.HandleUsage, ops.QuotaPath: edge.HandleQuota,
+		ops.PreviewPath: edge.HandlePreview, ops.ReloadPath: edge.HandleReload, ops.DashboardPath: edge.HandleDashboard,
+		ops.DashboardSnapshotPath: edge.HandleDashboard} {
+		if edge.Of([]byte(p)) != edge.Management || !edge.Is([]byte(p), want) {
+			t.Errorf("%s is not served by the operator API's handler %d", p, want)
 		}
-	}
-	if routeOf([]byte("/nope")) != routeOther {
-		t.Error("an unknown path must be routeOther")
 	}
 
 	m := newMetrics(&catalog.Catalog{})
 	defer m.unregister()
-	for r := route(0); r < numRoutes; r++ {
+	for r := edge.Route(0); r < edge.NumRoutes; r++ {
 		v := reflect.ValueOf(&m.routes[r]).Elem()
 		for i := 0; i < v.NumField(); i++ {
 			f := v.Field(i)
@@ -76,23 +70,6 @@ func TestLaneErrorsComplete(t *testing.T) {
 		}
 		if r != lanes.None && (e.Code == "" || e.Message == "" || e.Status < 400) {
 			t.Errorf("reason %d answer incomplete: %+v", r, e)
-		}
-	}
-}
-
-// TestHostAllowed: IP literals (v4 octets, bracketed v6), localhost and
-// the configured names pass; any other name, or a malformed literal, does
-// not (the DNS-rebinding check of browser.go).
-func TestHostAllowed(t *testing.T) {
-	p := browserPolicy{hosts: []string{"gw.internal"}}
-	for host, want := range map[string]bool{
-		"": true, "127.0.0.1": true, "127.0.0.1:20128": true, "10.1.2.3": true, "[::1]:80": true, "[::1]": true,
-		"localhost": true, "LOCALHOST:1": true, "gw.internal": true, "GW.Internal:8443": true,
-		"256.1.1.1": false, "1.2.3": false, "1.2.3.4.5": false, "1..2.3": false, "1.2.3.4444": false, "[::1": false, "[zz]": false,
-		"evil.example": false, "gw.internal.evil.example": false, "localhost.evil.example": false, "127.0.0.1.nip.io": false,
-	} {
-		if got := p.hostAllowed([]byte(host)); got != want {
-			t.Errorf("hostAllowed(%q) = %v, want %v", host, got, want)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/actors/history"
+	"github.com/omniroute/gateway/transport/edge"
 )
 
 // The dashboard is a static page (dashboard/*: plain HTML, CSS and JS, no
@@ -30,9 +31,9 @@ var dashboardFS embed.FS
 
 const (
 	// DashboardPath is the page; its assets are under DashboardPath + "/".
-	DashboardPath = "/dashboard"
+	DashboardPath = edge.DashboardPath
 	// DashboardSnapshotPath is what the page polls.
-	DashboardSnapshotPath = "/api/dashboard/snapshot"
+	DashboardSnapshotPath = edge.DashboardSnapshotPath
 
 	// Caps keep the snapshot small however many lanes and targets exist:
 	// the page shows the busiest lanes and the most troubled targets first,
@@ -50,11 +51,8 @@ var dashAssets = map[string]string{ // file → content type
 }
 
 // IsDashboardPath reports the dashboard's paths: the page, its assets
-// and the snapshot.
-func IsDashboardPath(p []byte) bool {
-	s := string(p)
-	return s == DashboardPath || strings.HasPrefix(s, DashboardPath+"/") || s == DashboardSnapshotPath
-}
+// and the snapshot (the edge's route table says which).
+func IsDashboardPath(p []byte) bool { return edge.Is(p, edge.HandleDashboard) }
 
 // Dashboard serves the page, its assets and the snapshot.
 func (a *API) Dashboard(ctx *fasthttp.RequestCtx, p []byte, edgeRID []byte) {

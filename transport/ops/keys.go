@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"bytes"
 	"errors"
 	"strings"
 
@@ -10,6 +9,7 @@ import (
 	ikeys "github.com/omniroute/gateway/internal/keys"
 	"github.com/omniroute/gateway/internal/sanitize"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
+	"github.com/omniroute/gateway/transport/edge"
 )
 
 // The key API (docs/tenants.md, "Key lifecycle"):
@@ -28,16 +28,15 @@ import (
 
 const (
 	// KeysPath is the key API's root; its keys are under KeysPath + "/".
-	KeysPath   = "/api/keys"
+	KeysPath   = edge.KeysPath
 	keysPrefix = KeysPath + "/"
 	// maxKeyBody bounds a key body (a policy lists at most 256 models).
 	maxKeyBody = 64 << 10
 )
 
-// IsKeysPath reports the key API's paths.
-func IsKeysPath(path []byte) bool {
-	return bytes.Equal(path, []byte(KeysPath)) || bytes.HasPrefix(path, []byte(keysPrefix))
-}
+// IsKeysPath reports the key API's paths (the edge's route table says
+// which).
+func IsKeysPath(path []byte) bool { return edge.Is(path, edge.HandleKeys) }
 
 // keyView is a key as the API shows it, with the secret only when it was
 // just made.

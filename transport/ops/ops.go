@@ -2,10 +2,11 @@
 // the key API, the request log and usage, the quota report and route
 // preview, the dashboard and config reload.
 //
-// It sits on the HTTP edge (package transport), which routes every path,
+// It sits on the HTTP edge (package transport/edge), which routes every
+// path by its route table (the paths here are the table's constants),
 // applies the browser policy before a handler runs, and owns the
-// management guards, the error dialects of the inference API and the
-// streaming machinery; ops never imports transport. What ops needs of the
+// management guards, the error dialects and the hang-up and deadline
+// machinery of streams; ops never imports transport. What ops needs of the
 // running gateway it declares here as ports (Edge, Routing, Keys,
 // RequestLog, Services, Reloader, Monitor), and transport supplies them,
 // reading its published snapshots and the actors' handles at call time.
@@ -35,6 +36,7 @@ import (
 	"github.com/omniroute/gateway/internal/routing"
 	"github.com/omniroute/gateway/internal/store"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
+	"github.com/omniroute/gateway/transport/edge"
 )
 
 // Edge is what the HTTP edge does for an operator route. Each guard
@@ -209,10 +211,11 @@ func methodNotAllowed(ctx *fasthttp.RequestCtx, rid []byte, allow string) {
 }
 
 // WriteError writes the management error body
-// {"error":{"message","type","code"},"requestId"}. The type follows the
-// reference: given, else server_error (5xx), not_found (404), conflict
-// (409), invalid_request (others). The edge writes its refusals on
-// operator routes with it too.
+// {"error":{"message","type","code"},"requestId"}
+// (edge.WriteManagementError, which the edge's refusals on operator
+// routes use too). The type follows the reference: given, else
+// server_error (5xx), not_found (404), conflict (409), invalid_request
+// (others).
 func WriteError(ctx *fasthttp.RequestCtx, rid []byte, status int, typ, code, msg string) {
 	WriteFieldError(ctx, rid, status, typ, code, "", msg)
 }
@@ -220,34 +223,7 @@ func WriteError(ctx *fasthttp.RequestCtx, rid []byte, status int, typ, code, msg
 // WriteFieldError is WriteError naming the field to blame (as "field",
 // when not empty) for a body that failed validation.
 func WriteFieldError(ctx *fasthttp.RequestCtx, rid []byte, status int, typ, code, field, msg string) {
-	if typ == "" {
-		switch {
-		case status >= 500:
-			typ = "server_error"
-		case status == 404:
-			typ = "not_found"
-		case status == 409:
-			typ = "conflict"
-		default:
-			typ = "invalid_request"
-		}
-	}
-	ctx.Response.ResetBody()
-	ctx.SetStatusCode(status)
-	ctx.SetContentType("application/json")
-	b := append([]byte(nil), `{"error":{"message":`...)
-	b = apierror.AppendString(b, msg)
-	b = append(b, `,"type":`...)
-	b = apierror.AppendString(b, typ)
-	b = append(b, `,"code":`...)
-	b = apierror.AppendString(b, code)
-	if field != "" {
-		b = append(b, `,"field":`...)
-		b = apierror.AppendString(b, field)
-	}
-	b = append(b, `},"requestId":`...)
-	b = apierror.AppendString(b, string(rid))
-	ctx.SetBody(append(b, '}'))
+	edge.WriteManagementFieldError(ctx, rid, status, typ, code, field, msg)
 }
 
 // writeJSON answers status with v as JSON, never cached.

@@ -11,12 +11,13 @@ import (
 	"github.com/omniroute/gateway/actors/targets"
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/routing"
+	"github.com/omniroute/gateway/transport/edge"
 )
 
 // The quota report's and the route preview's paths.
 const (
-	QuotaPath   = "/api/omniroute/quota"
-	PreviewPath = "/api/omniroute/route/preview"
+	QuotaPath   = edge.QuotaPath
+	PreviewPath = edge.PreviewPath
 )
 
 // maxPreviewBody bounds a route preview request.

@@ -4,10 +4,12 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/omniroute/gateway/transport/edge"
 )
 
 // ReloadPath is the management route that re-reads the config file.
-const ReloadPath = "/api/config/reload"
+const ReloadPath = edge.ReloadPath
 
 // ConfigInfo describes the config in force.
 type ConfigInfo struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/sanitize"
 	"github.com/omniroute/gateway/internal/store"
+	"github.com/omniroute/gateway/transport/edge"
 )
 
 // The request log and usage API (docs/tenants.md):
@@ -32,8 +33,8 @@ import (
 
 const (
 	// RequestsPath and UsagePath are the request log's and usage's routes.
-	RequestsPath = "/api/requests"
-	UsagePath    = "/api/usage"
+	RequestsPath = edge.RequestsPath
+	UsagePath    = edge.UsagePath
 
 	// The default windows when since is not given.
 	requestsWindow = 24 * time.Hour

@@ -15,6 +15,7 @@ import (
 	"github.com/omniroute/gateway/actors/services"
 	"github.com/omniroute/gateway/internal/ringbuf"
 	"github.com/omniroute/gateway/internal/sanitize"
+	"github.com/omniroute/gateway/transport/edge"
 )
 
 // Limits of GET /api/services/<tool>/logs.
@@ -30,15 +31,13 @@ const (
 // The services and engines API's paths: ServicesPath and everything
 // under it, and EnginesPath.
 const (
-	ServicesPath = "/api/services"
-	EnginesPath  = "/api/engines"
+	ServicesPath = edge.ServicesPath
+	EnginesPath  = edge.EnginesPath
 )
 
-// IsServicesPath reports the paths of the services and engines API.
-func IsServicesPath(path []byte) bool {
-	return bytes.Equal(path, []byte(ServicesPath)) || bytes.HasPrefix(path, []byte(ServicesPath+"/")) ||
-		bytes.Equal(path, []byte(EnginesPath))
-}
+// IsServicesPath reports the paths of the services and engines API (the
+// edge's route table says which).
+func IsServicesPath(path []byte) bool { return edge.Is(path, edge.HandleServices) }
 
 // Services serves /api/services... and /api/engines (see
 // IsServicesPath; host is the net/http request context, nil on

@@ -1,4 +1,4 @@
-package transport
+package edge
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/config"
-	"github.com/omniroute/gateway/transport/ops"
 )
 
 // The browser policy. The gateway's callers are programs (SDKs, agents,
@@ -127,28 +126,29 @@ const exposedHeaders = "X-Request-Id, X-OmniRoute-Target, X-OmniRoute-Fallbacks,
 	"X-OmniRoute-Priority, X-OmniRoute-Admission-Wait-Ms, X-OmniRoute-Skipped-Targets, X-Omniroute-Admission-Reason, Retry-After, " +
 	"Request-Id, X-OmniRoute-Translated, X-OmniRoute-Dropped"
 
-// guardBrowser applies the policy before a request is routed. It writes
-// the refusal (or the preflight answer) and returns false when the request
-// goes no further.
-func (g *Gateway) guardBrowser(ctx *fasthttp.RequestCtx, r route, rid []byte) bool {
-	p := &g.browser
+// guardBrowser applies the policy before a request is routed (guard is
+// the class of the endpoint the path selects). It writes the refusal (or
+// the preflight answer) and returns false when the request goes no
+// further.
+func (e *Edge) guardBrowser(ctx *fasthttp.RequestCtx, r Route, guard Guard, rid []byte) bool {
+	p := &e.browser
 	h := &ctx.Request.Header
 	if !p.hostAllowed(h.Host()) {
-		g.refuse(ctx, r, rid, &apierror.Error{Status: 403, Type: "permission_error", Code: "host_not_allowed",
+		writeIn(ctx, r, rid, &apierror.Error{Status: 403, Type: "permission_error", Code: "host_not_allowed",
 			Message: "the Host header " + quoteHeader(h.Host()) + " is not a name of this gateway (DNS rebinding defence); call it by IP address or localhost, or add the name to OMNIROUTE_ALLOWED_HOSTS"})
 		return false
 	}
 	origin := h.Peek("Origin")
 	if len(origin) == 0 {
-		if r == routeManagement && bytes.EqualFold(h.Peek("Sec-Fetch-Site"), []byte("cross-site")) {
-			g.refuse(ctx, r, rid, errOrigin("a cross-site page"))
+		if guard.operator() && bytes.EqualFold(h.Peek("Sec-Fetch-Site"), []byte("cross-site")) {
+			writeIn(ctx, r, rid, errOrigin("a cross-site page"))
 			return false
 		}
 		return true
 	}
 	ok, cors := p.originAllowed(origin, h.Host())
 	if !ok {
-		g.refuse(ctx, r, rid, errOrigin(quoteHeader(origin)))
+		writeIn(ctx, r, rid, errOrigin(quoteHeader(origin)))
 		return false
 	}
 	if !cors {
@@ -207,23 +207,22 @@ func quoteHeader(b []byte) string {
 	return sb.String()
 }
 
-// refuse writes e in the route's dialect.
-func (g *Gateway) refuse(ctx *fasthttp.RequestCtx, r route, rid []byte, e *apierror.Error) {
-	if routes[r].dialect == dialectManagement {
-		ops.WriteError(ctx, rid, e.Status, e.Type, e.Code, e.Message)
-		return
+// Body enforces the content rule for a management request that changes
+// state: a JSON body, or no body and no Content-Type. A text/plain or
+// form body is what a cross-origin page can send without a preflight, so
+// it is refused (415, management dialect) even when empty.
+func (e *Edge) Body(ctx *fasthttp.RequestCtx, rid []byte) bool {
+	if !managementBodyOK(ctx) {
+		writeIn(ctx, Management, rid, errMgmtMediaType)
+		return false
 	}
-	writeError(ctx, r.format(), string(rid), e)
+	return true
 }
 
-// managementBodyOK enforces the content rule for a management request
-// that changes state: a JSON body, or no body and no Content-Type. A
-// text/plain or form body is what a cross-origin page can send without a
-// preflight, so it is refused even when empty.
 func managementBodyOK(ctx *fasthttp.RequestCtx) bool {
 	ct := ctx.Request.Header.ContentType()
 	if len(ct) > 0 {
-		return isJSONMediaType(ct)
+		return IsJSONMediaType(ct)
 	}
 	cl := ctx.Request.Header.ContentLength()
 	return cl == 0 || cl == -2 // no body declared (-2: no Content-Length, no chunking)
@@ -231,3 +230,15 @@ func managementBodyOK(ctx *fasthttp.RequestCtx) bool {
 
 var errMgmtMediaType = &apierror.Error{Status: 415, Type: "invalid_request_error", Code: "unsupported_media_type",
 	Message: "a management request that changes state takes a JSON body (Content-Type: application/json) or no body and no Content-Type"}
+
+// IsJSONMediaType reports a JSON media type (application/json or any
+// +json), the only body a browser cannot send cross-origin without a
+// preflight.
+func IsJSONMediaType(ct []byte) bool {
+	if i := bytes.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	ct = bytes.TrimSpace(ct)
+	return bytes.EqualFold(ct, []byte("application/json")) ||
+		(len(ct) > 5 && bytes.EqualFold(ct[len(ct)-5:], []byte("+json")))
+}

@@ -1,4 +1,4 @@
-package transport
+package edge
 
 import (
 	"io"
@@ -14,9 +14,9 @@ import (
 // flushed per event through http.ResponseController; a client disconnect
 // (r.Context) cancels the upstream exchange. The fasthttp Handler is
 // faster; this adapter trades some speed for fitting an existing mux.
-func (g *Gateway) HTTPHandler() http.Handler { return httpAdapter{g} }
+func (e *Edge) HTTPHandler() http.Handler { return httpAdapter{e} }
 
-type httpAdapter struct{ g *Gateway }
+type httpAdapter struct{ e *Edge }
 
 func (a httpAdapter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var req fasthttp.Request
@@ -33,7 +33,7 @@ func (a httpAdapter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil && r.Body != http.NoBody {
 		ctx.Request.SetBodyStream(r.Body, int(r.ContentLength))
 	}
-	a.g.serve(&ctx, r.Context())
+	a.e.serve(&ctx, r.Context())
 
 	h := w.Header()
 	for k, v := range ctx.Response.Header.All() {

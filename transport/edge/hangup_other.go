@@ -1,6 +1,6 @@
 //go:build !linux
 
-package transport
+package edge
 
 import (
 	"log/slog"
@@ -11,7 +11,7 @@ import (
 // upstream call then ends at its next write or its timeout.
 type hangupWatcher struct{}
 
-func newHangupWatcher(*registry, *slog.Logger) *hangupWatcher { return &hangupWatcher{} }
+func newHangupWatcher(*Registry, *slog.Logger) *hangupWatcher { return &hangupWatcher{} }
 
 func (*hangupWatcher) Close() {}
 

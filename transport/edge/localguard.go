@@ -1,4 +1,4 @@
-package transport
+package edge
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/internal/apierror"
-	"github.com/omniroute/gateway/transport/ops"
 )
 
 // Peer classes for management routes. The peer is always the socket's
@@ -71,8 +70,8 @@ func writeLocalOnly(ctx *fasthttp.RequestCtx, rid []byte) {
 // managementKeyOK reports whether the caller sent OMNIROUTE_MANAGEMENT_KEY
 // as a bearer token. It compares SHA-256 digests in constant time, so
 // neither the key's content nor its length leaks through timing.
-func (g *Gateway) managementKeyOK(ctx *fasthttp.RequestCtx) bool {
-	key := g.opts.Env.Server.ManagementKey
+func (e *Edge) managementKeyOK(ctx *fasthttp.RequestCtx) bool {
+	key := e.env.Server.ManagementKey
 	got := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)
 	if key == "" || len(got) <= 7 || !bytes.EqualFold(got[:7], []byte("bearer ")) {
 		return false
@@ -82,8 +81,9 @@ func (g *Gateway) managementKeyOK(ctx *fasthttp.RequestCtx) bool {
 	return len(got) > 0 && subtle.ConstantTimeCompare(a[:], b[:]) == 1
 }
 
-// managementAccess decides a management request before any other work.
-// It writes the refusal and returns false, or returns true.
+// Access decides a request to a LocalOperator route (services, engines,
+// reload, the dashboard snapshot) before any other work. It writes the
+// refusal and returns false, or returns true.
 //
 //  1. A peer that is neither loopback nor in a private range gets 403
 //     LOCAL_ONLY, before authentication: these routes spawn processes.
@@ -93,32 +93,32 @@ func (g *Gateway) managementKeyOK(ctx *fasthttp.RequestCtx) bool {
 //  3. When it is unset, only loopback peers are let in: a private-range
 //     peer gets 401 asking for the key, so that an unset key never lets
 //     another machine on the LAN start programs here.
-func (g *Gateway) managementAccess(ctx *fasthttp.RequestCtx, rid []byte) bool {
+func (e *Edge) Access(ctx *fasthttp.RequestCtx, rid []byte) bool {
 	class := classifyPeer(ctx.RemoteIP())
 	if class == peerRemote {
 		writeLocalOnly(ctx, rid)
 		return false
 	}
-	key := g.opts.Env.Server.ManagementKey
+	key := e.env.Server.ManagementKey
 	if key == "" {
 		if class == peerLoopback {
 			return true
 		}
 		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="omniroute-management"`)
-		ops.WriteError(ctx, rid, 401, "authentication_error", "management_key_required",
+		WriteManagementError(ctx, rid, 401, "authentication_error", "management_key_required",
 			"management routes from another machine need a key: set OMNIROUTE_MANAGEMENT_KEY on the gateway and send it as Authorization: Bearer <key>")
 		return false
 	}
-	if w := g.keyGuessWait(ctx); w > 0 && hasBearer(ctx) {
-		ops.WriteError(ctx, rid, 429, "rate_limit_error", "too_many_key_attempts", tooManyGuesses(ctx, w))
+	if w := e.keyGuessWait(ctx); w > 0 && hasBearer(ctx) {
+		WriteManagementError(ctx, rid, 429, "rate_limit_error", "too_many_key_attempts", tooManyGuesses(ctx, w))
 		return false
 	}
-	if !g.managementKeyOK(ctx) {
+	if !e.managementKeyOK(ctx) {
 		if hasBearer(ctx) {
-			g.keyGuessFailed(ctx)
+			e.keyGuessFailed(ctx)
 		}
 		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="omniroute-management"`)
-		ops.WriteError(ctx, rid, 401, "authentication_error", "invalid_management_key",
+		WriteManagementError(ctx, rid, 401, "authentication_error", "invalid_management_key",
 			"management routes need OMNIROUTE_MANAGEMENT_KEY as Authorization: Bearer <key>")
 		return false
 	}
@@ -132,56 +132,72 @@ func hasBearer(ctx *fasthttp.RequestCtx) bool {
 	return len(got) > 7 && bytes.EqualFold(got[:7], []byte("bearer "))
 }
 
-// managementAllowed reports, without answering, whether managementAccess
-// would let the caller in.
-func (g *Gateway) managementAllowed(ctx *fasthttp.RequestCtx) bool {
+// ManagementAllowed reports, without answering, whether Access would let
+// the caller in (health shows such callers its full view).
+func (e *Edge) ManagementAllowed(ctx *fasthttp.RequestCtx) bool {
 	class := classifyPeer(ctx.RemoteIP())
 	switch {
 	case class == peerRemote:
 		return false
-	case g.opts.Env.Server.ManagementKey == "":
+	case e.env.Server.ManagementKey == "":
 		return class == peerLoopback
 	case !hasBearer(ctx):
 		return false
-	case g.keyGuessWait(ctx) > 0:
+	case e.keyGuessWait(ctx) > 0:
 		return false // no oracle: the full view would say the key is right
 	}
-	if !g.managementKeyOK(ctx) {
-		g.keyGuessFailed(ctx)
+	if !e.managementKeyOK(ctx) {
+		e.keyGuessFailed(ctx)
 		return false
 	}
 	return true
 }
 
-// management guards the quota, route-preview, key, request-log and usage
-// routes (they spawn nothing, so no LOCAL_ONLY guard). With OMNIROUTE_MANAGEMENT_KEY set, the
+// Management guards the Operator routes: quota, route preview, keys,
+// request log and usage (they spawn nothing, so no LOCAL_ONLY guard). With OMNIROUTE_MANAGEMENT_KEY set, the
 // caller must send it as a bearer token (managementKeyOK); without it, only
 // loopback callers are answered.
-func (g *Gateway) management(ctx *fasthttp.RequestCtx, rid string) bool {
-	key := g.opts.Env.Server.ManagementKey
+func (e *Edge) Management(ctx *fasthttp.RequestCtx, rid []byte) bool {
+	key := e.env.Server.ManagementKey
 	if key == "" {
-		if isLoopback(ctx) {
+		if IsLoopback(ctx) {
 			return true
 		}
-		writeError(ctx, apierror.OpenAI, rid, &apierror.Error{Status: 403, Type: "permission_error", Code: "management_loopback_only",
+		WriteError(ctx, apierror.OpenAI, string(rid), &apierror.Error{Status: 403, Type: "permission_error", Code: "management_loopback_only",
 			Message: "management routes answer only loopback callers while OMNIROUTE_MANAGEMENT_KEY is unset; set it and send it as a bearer token"})
 		return false
 	}
 	if auth := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization); len(auth) < 7 || !bytes.EqualFold(auth[:7], []byte("bearer ")) {
-		writeError(ctx, apierror.OpenAI, rid, &apierror.Error{Status: 401, Type: "authentication_error", Code: "missing_management_key",
+		WriteError(ctx, apierror.OpenAI, string(rid), &apierror.Error{Status: 401, Type: "authentication_error", Code: "missing_management_key",
 			Message: "management routes need Authorization: Bearer <OMNIROUTE_MANAGEMENT_KEY>"})
 		return false
 	}
-	if w := g.keyGuessWait(ctx); w > 0 {
-		writeError(ctx, apierror.OpenAI, rid, &apierror.Error{Status: 429, Type: "rate_limit_error", Code: "too_many_key_attempts",
+	if w := e.keyGuessWait(ctx); w > 0 {
+		WriteError(ctx, apierror.OpenAI, string(rid), &apierror.Error{Status: 429, Type: "rate_limit_error", Code: "too_many_key_attempts",
 			Message: tooManyGuesses(ctx, w)})
 		return false
 	}
-	if !g.managementKeyOK(ctx) {
-		g.keyGuessFailed(ctx)
-		writeError(ctx, apierror.OpenAI, rid, &apierror.Error{Status: 401, Type: "authentication_error", Code: "invalid_management_key",
+	if !e.managementKeyOK(ctx) {
+		e.keyGuessFailed(ctx)
+		WriteError(ctx, apierror.OpenAI, string(rid), &apierror.Error{Status: 401, Type: "authentication_error", Code: "invalid_management_key",
 			Message: "the bearer token is not OMNIROUTE_MANAGEMENT_KEY"})
 		return false
 	}
 	return true
+}
+
+// Local refuses a remote peer with 403 LOCAL_ONLY (the LocalPage routes:
+// the dashboard's page and assets, which carry no data).
+func (e *Edge) Local(ctx *fasthttp.RequestCtx, rid []byte) bool {
+	if classifyPeer(ctx.RemoteIP()) == peerRemote {
+		writeLocalOnly(ctx, rid)
+		return false
+	}
+	return true
+}
+
+// IsLoopback reports a loopback peer (the socket's address).
+func IsLoopback(ctx *fasthttp.RequestCtx) bool {
+	ip := ctx.RemoteIP()
+	return ip != nil && ip.IsLoopback()
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package transport
+package edge
 
 import (
 	"errors"
@@ -21,10 +21,10 @@ import (
 // for EPOLLRDHUP (peer closed or shut down its write side) only, one-shot.
 // One goroutine blocks in EpollWait; an event cancels the exchange whose
 // registration token it carries. Data arriving on the socket (a pipelined
-// request) raises no event. A second goroutine sweeps the registry every
+// request) raises no event. A second goroutine sweeps the Registry every
 // armDelay to arm requests that became due.
 type hangupWatcher struct {
-	reg  *registry
+	reg  *Registry
 	log  *slog.Logger
 	epfd int
 	wake [2]int // pipe that stops the event loop
@@ -33,7 +33,7 @@ type hangupWatcher struct {
 	once sync.Once
 }
 
-func newHangupWatcher(reg *registry, log *slog.Logger) *hangupWatcher {
+func newHangupWatcher(reg *Registry, log *slog.Logger) *hangupWatcher {
 	w := &hangupWatcher{reg: reg, log: log, epfd: -1, stop: make(chan struct{})}
 	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
@@ -79,7 +79,7 @@ func (w *hangupWatcher) loop() {
 			if e.Fd == -1 {
 				return // woken by Close
 			}
-			w.reg.cancel(regToken{shard: uint32(e.Fd) >> 24, idx: uint32(e.Fd) & 0xffffff, gen: uint32(e.Pad)})
+			w.reg.cancel(Token{shard: uint32(e.Fd) >> 24, idx: uint32(e.Fd) & 0xffffff, gen: uint32(e.Pad)})
 		}
 	}
 }
@@ -98,9 +98,9 @@ func (w *hangupWatcher) sweep() {
 	}
 }
 
-// arm registers conn's socket with the token t; the registry holds the
+// arm registers conn's socket with the token t; the Registry holds the
 // shard lock.
-func (w *hangupWatcher) arm(conn net.Conn, t regToken) (int, bool) {
+func (w *hangupWatcher) arm(conn net.Conn, t Token) (int, bool) {
 	if t.idx > 0xffffff {
 		return -1, false
 	}

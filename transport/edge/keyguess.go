@@ -1,4 +1,4 @@
-package transport
+package edge
 
 import (
 	"net/netip"
@@ -105,13 +105,13 @@ func (k *keyGuesses) failed(addr netip.Addr, now time.Time) {
 
 // keyGuessWait is how long the caller must wait before its next
 // management-key attempt (keyGuesses.wait).
-func (g *Gateway) keyGuessWait(ctx *fasthttp.RequestCtx) time.Duration {
-	return g.guesses.wait(guessAddr(ctx.RemoteIP()), g.clk.Now())
+func (e *Edge) keyGuessWait(ctx *fasthttp.RequestCtx) time.Duration {
+	return e.guesses.wait(guessAddr(ctx.RemoteIP()), e.clk.Now())
 }
 
 // keyGuessFailed counts the caller's wrong management key.
-func (g *Gateway) keyGuessFailed(ctx *fasthttp.RequestCtx) {
-	g.guesses.failed(guessAddr(ctx.RemoteIP()), g.clk.Now())
+func (e *Edge) keyGuessFailed(ctx *fasthttp.RequestCtx) {
+	e.guesses.failed(guessAddr(ctx.RemoteIP()), e.clk.Now())
 }
 
 // tooManyGuesses is the answer to a key attempt from an address whose

@@ -1,4 +1,4 @@
-package transport
+package edge
 
 import (
 	"net"
@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// canceler is what the registry cancels: an upstream exchange's
+// Canceler is what the Registry cancels: an upstream exchange's
 // *upstream.Cancel, or a request waiting for admission.
-type canceler interface{ Cancel() }
+type Canceler interface{ Cancel() }
 
-// registry tracks the cancel handle of every in-flight upstream exchange so
+// Registry tracks the cancel handle of every in-flight upstream exchange so
 // that a client hang-up (by slot) or a forced shutdown (all) can abort them.
 // It is sharded so that registering is not one lock for every request.
 //
@@ -19,7 +19,7 @@ type canceler interface{ Cancel() }
 // many requests that finish sooner never pay for it. A client that left
 // before the arming is still seen, because epoll reports a hang-up that is
 // already pending when the socket is added.
-type registry struct {
+type Registry struct {
 	shards [registryShards]regShard
 	arm    armer
 }
@@ -40,30 +40,30 @@ type regShard struct {
 
 type regSlot struct {
 	gen    uint32
-	cancel canceler
+	cancel Canceler
 	conn   net.Conn // client connection to watch, nil when not watchable
 	since  time.Time
 	fd     int // >= 0 while armed
 }
 
-// regToken identifies a registration.
-type regToken struct {
+// Token identifies a registration; the zero Token is none.
+type Token struct {
 	shard uint32
 	idx   uint32
 	gen   uint32
 }
 
-// armer arms and disarms hang-up watches; the registry calls it with the
+// armer arms and disarms hang-up watches; the Registry calls it with the
 // shard lock held.
 type armer interface {
-	arm(conn net.Conn, t regToken) (fd int, ok bool)
+	arm(conn net.Conn, t Token) (fd int, ok bool)
 	disarm(fd int)
 }
 
-func newRegistry() *registry { return &registry{} }
+func newRegistry() *Registry { return &Registry{} }
 
-// register adds c; conn is the client connection to watch (nil if none).
-func (r *registry) register(c canceler, hint uint32, conn net.Conn, now time.Time) regToken {
+// Register adds c; conn is the client connection to watch (nil if none).
+func (r *Registry) Register(c Canceler, hint uint32, conn net.Conn, now time.Time) Token {
 	si := hint % registryShards
 	s := &r.shards[si]
 	s.mu.Lock()
@@ -78,12 +78,13 @@ func (r *registry) register(c canceler, hint uint32, conn net.Conn, now time.Tim
 	sl := &s.slots[idx]
 	sl.gen++
 	sl.cancel, sl.conn, sl.since, sl.fd = c, conn, now, -1
-	t := regToken{shard: si, idx: idx, gen: sl.gen}
+	t := Token{shard: si, idx: idx, gen: sl.gen}
 	s.mu.Unlock()
 	return t
 }
 
-func (r *registry) unregister(t regToken) {
+// Unregister removes the registration t (a stale token is ignored).
+func (r *Registry) Unregister(t Token) {
 	s := &r.shards[t.shard]
 	s.mu.Lock()
 	if int(t.idx) < len(s.slots) && s.slots[t.idx].gen == t.gen && s.slots[t.idx].cancel != nil {
@@ -98,7 +99,7 @@ func (r *registry) unregister(t regToken) {
 }
 
 // armDue arms the watch of every request in flight since before cutoff.
-func (r *registry) armDue(cutoff time.Time) {
+func (r *Registry) armDue(cutoff time.Time) {
 	if r.arm == nil {
 		return
 	}
@@ -110,7 +111,7 @@ func (r *registry) armDue(cutoff time.Time) {
 			if sl.cancel == nil || sl.conn == nil || sl.fd >= 0 || sl.since.After(cutoff) {
 				continue
 			}
-			if fd, ok := r.arm.arm(sl.conn, regToken{shard: uint32(i), idx: uint32(j), gen: sl.gen}); ok {
+			if fd, ok := r.arm.arm(sl.conn, Token{shard: uint32(i), idx: uint32(j), gen: sl.gen}); ok {
 				sl.fd = fd
 			} else {
 				sl.conn = nil // not watchable; do not retry every sweep
@@ -121,9 +122,9 @@ func (r *registry) armDue(cutoff time.Time) {
 }
 
 // cancel aborts the exchange registered under t, if it is still the same.
-// Cancel runs under the shard lock: unregister takes the same lock, so a
+// Cancel runs under the shard lock: Unregister takes the same lock, so a
 // handle is never cancelled after its request has moved on and been reused.
-func (r *registry) cancel(t regToken) bool {
+func (r *Registry) cancel(t Token) bool {
 	if t.shard >= registryShards {
 		return false
 	}
@@ -139,8 +140,8 @@ func (r *registry) cancel(t regToken) bool {
 	return false
 }
 
-// cancelAll aborts every registered exchange and reports how many.
-func (r *registry) cancelAll() int {
+// CancelAll aborts every registered exchange and reports how many.
+func (r *Registry) CancelAll() int {
 	n := 0
 	for i := range r.shards {
 		s := &r.shards[i]
@@ -156,8 +157,8 @@ func (r *registry) cancelAll() int {
 	return n
 }
 
-// count returns the number of registrations (for health).
-func (r *registry) count() int {
+// Count returns the number of registrations (for health).
+func (r *Registry) Count() int {
 	n := 0
 	for i := range r.shards {
 		s := &r.shards[i]
