@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/omniroute/gateway/actors/gateway"
+	ledgeractor "github.com/omniroute/gateway/actors/ledger"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
@@ -336,7 +337,10 @@ func TestConcurrentRequestsNeverOvershootTheTokenBudget(t *testing.T) {
 		}
 	}
 	// Settled at the provider's real usage, which is below the estimate.
-	waitFor(t, "the ledger snapshot", func() bool { return g.quota().Connections[0].Ledger[0].TotalRequests == int64(codes[200]) })
+	waitFor(t, "the ledger snapshot", func() bool {
+		clk.Advance(ledgeractor.PublishInterval) // the ledger publishes on its tick, on the gateway's clock
+		return g.quota().Connections[0].Ledger[0].TotalRequests == int64(codes[200])
+	})
 	q := g.quota()
 	l := q.Connections[0].Ledger[0]
 	if l.Model != "m-budget" || l.TotalRequests != int64(codes[200]) || l.TotalTokens >= int64(codes[200])*est || l.Tokens == nil || l.Tokens.Limit != 10000 {
@@ -355,6 +359,7 @@ func TestStreamUsageSettlesAndIsStripped(t *testing.T) {
     "meter": {"targets": [{"connection": "oai/a", "model": "m-meter"}]}`), nil, clk)
 	setBehavior(t, map[string]mockprovider.Behavior{"m-meter": {ChunkCount: 4, CompletionTokens: 7}})
 	settled := func() int64 {
+		clk.Advance(ledgeractor.PublishInterval) // the ledger publishes on its tick, on the gateway's clock
 		q := g.quota()
 		return q.Connections[0].Ledger[0].TotalTokens
 	}

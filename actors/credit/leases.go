@@ -342,7 +342,9 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
-		// Wall-clock ticks: this actor's tests fake Now only.
+		// Wall-clock ticks, the one actor left on them: its tests run three
+		// nodes on one fake clock and look at the instant after a jump,
+		// before a tick has refilled or renewed at the new time.
 		a.stop = repeat.Send(clock.Real{}, ctx.ActorSystem().Root, a.interval, a.interval, ctx.Self(), tick{})
 	case *actor.Stopping, *actor.Restarting:
 		if a.stop != nil {

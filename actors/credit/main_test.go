@@ -120,7 +120,7 @@ func TestMain(m *testing.M) {
 	host = &grainHost{sys: sys, props: grainProps(store, clk, budgets), pids: map[string]*actor.PID{}}
 	for i := range members {
 		s := actor.NewActorSystem(quiet)
-		l, err := Start(s, host, Options{Node: fmt.Sprintf("node-%d", i), Clock: clk, Interval: 20 * time.Millisecond})
+		l, err := Start(s, host, Options{Node: fmt.Sprintf("node-%d", i), Clock: clk, Interval: tickEvery})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -145,6 +145,10 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// tickEvery is the lease actors' tick here (on the wall clock: see
+// Leases' tick).
+const tickEvery = 20 * time.Millisecond
 
 // waitFor polls cond until it holds (testutil.Until: a bound for a stuck
 // actor, not a timing assertion).

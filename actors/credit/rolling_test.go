@@ -235,9 +235,14 @@ func TestRollingCreditEndsAndGoesBack(t *testing.T) {
 		}
 		return took == limit-1
 	})
-	time.Sleep(50 * time.Millisecond)
+	// Node 1 asks for more, as a refused request does, and has the
+	// grain's answer (or its word that there is none): nothing more.
 	if _, ok, _ := b.Take(clk.Now(), 1); ok {
 		t.Fatal("node 1 took more than the limit left")
+	}
+	b.Ask(1, 10*time.Second)
+	if _, ok, _ := b.Take(clk.Now(), 1); ok {
+		t.Fatal("node 1 took more than the limit left after asking the grain")
 	}
 }
 

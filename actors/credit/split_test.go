@@ -25,7 +25,7 @@ func TestTwoActivationsOfAGrainGrantTheLimitOnce(t *testing.T) {
 		// on the grain host's system and store.
 		view := &grainHost{sys: host.sys, props: host.props, pids: map[string]*actor.PID{}}
 		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-		l, err := Start(sys, view, Options{Node: fmt.Sprintf("split-%d", i), Clock: clk, Interval: 20 * time.Millisecond})
+		l, err := Start(sys, view, Options{Node: fmt.Sprintf("split-%d", i), Clock: clk, Interval: tickEvery})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,9 +70,16 @@ func TestTwoActivationsOfAGrainGrantTheLimitOnce(t *testing.T) {
 				}()
 			}
 			waitFor(t, "the nodes to spend most of the budget", func() bool { return total.Load() >= limit*3/4 })
-			// Long enough for each node's lease actor to ask its own
-			// activation again many times over (every 20 ms).
-			time.Sleep(300 * time.Millisecond)
+			// Until each node has its own activation's word that the
+			// budget is spent: with the clock still, neither gets more.
+			waitFor(t, "both nodes to hear the budget is spent", func() bool {
+				for _, p := range pools {
+					if _, said := p.Word(clk.Now()); !said {
+						return false
+					}
+				}
+				return true
+			})
 			stop.Store(true)
 			wg.Wait()
 			if got := total.Load(); got > limit {

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 
+	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/messages"
 )
@@ -19,8 +19,9 @@ type ingestActor struct {
 	q       *fairQueue
 	waiters map[*acquireBytes]*waiter
 
-	sched   *scheduler.TimerScheduler
-	timer   scheduler.CancelFunc
+	// timer is the one deadline tick, on the handle's clock, due at
+	// timerAt.
+	timer   clock.Timer
 	timerAt time.Time
 }
 
@@ -38,7 +39,6 @@ func (a *ingestActor) Receive(ctx actor.Context) {
 	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
-		a.sched = scheduler.NewTimerScheduler(ctx)
 		// After a restart: the failed actor's pending wake may be lost, and
 		// its queue is gone.
 		a.h.wakePending.Store(false)
@@ -158,7 +158,7 @@ func (a *ingestActor) arm(ctx actor.Context) {
 	next := a.q.nextDeadline()
 	if next.IsZero() {
 		if a.timer != nil {
-			a.timer()
+			a.timer.Stop()
 			a.timer, a.timerAt = nil, time.Time{}
 		}
 		return
@@ -167,10 +167,12 @@ func (a *ingestActor) arm(ctx actor.Context) {
 		return
 	}
 	if a.timer != nil {
-		a.timer()
+		a.timer.Stop()
 	}
 	d := max(next.Sub(a.h.clk.Now()), time.Millisecond)
-	a.timer, a.timerAt = a.sched.SendOnce(d, ctx.Self(), tickMsg), next
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	a.timer = a.h.clk.AfterFunc(d, func() { root.Send(self, tickMsg) })
+	a.timerAt = next
 }
 
 // publish stores the queue figures the handle and health read.
@@ -187,7 +189,7 @@ func (a *ingestActor) publish() {
 // is going away (IngestStopped), or this actor is being restarted.
 func (a *ingestActor) stop(o messages.IngestOutcome) {
 	if a.timer != nil {
-		a.timer()
+		a.timer.Stop()
 		a.timer = nil
 	}
 	replies := make([]chan<- messages.IngestOutcome, 0, len(a.waiters))

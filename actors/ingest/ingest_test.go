@@ -14,6 +14,7 @@ import (
 	"github.com/omniroute/gateway/internal/budget"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/pressure"
+	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/messages"
 )
 
@@ -294,7 +295,7 @@ func TestCriticalPressureAbortsLargestUploadsFirst(t *testing.T) {
 	// kept for it.
 	late, _ := h.Acquire(key("k"), 2*mib, true, nil)
 	h.OnPressure(&pressure.State{Severity: pressure.High})
-	time.Sleep(20 * time.Millisecond)
+	testutil.Drain(t, h.root, h.pid) // an abort it sent would be done
 	for _, u := range ups {
 		if u.aborted.Load() {
 			t.Fatal("high pressure must not abort uploads")
@@ -303,7 +304,7 @@ func TestCriticalPressureAbortsLargestUploadsFirst(t *testing.T) {
 	h.OnPressure(&pressure.State{Severity: pressure.Critical})
 	// 39 MiB being read: the 20 MiB upload is half of it or more.
 	waitUntil(t, "an abort", func() bool { return leases[1].Aborted() })
-	time.Sleep(20 * time.Millisecond)
+	testutil.Drain(t, h.root, h.pid) // the sample's whole abort run is done
 	if ups[0].aborted.Load() || ups[2].aborted.Load() || ups[3].aborted.Load() || !ups[1].aborted.Load() || late.Aborted() {
 		t.Fatalf("aborted %v %v %v %v; want only the 20 MiB upload", ups[0].aborted.Load(), ups[1].aborted.Load(), ups[2].aborted.Load(), ups[3].aborted.Load())
 	}

@@ -2,7 +2,9 @@ package ingest
 
 import (
 	"testing"
+	"time"
 
+	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/messages"
 )
@@ -12,7 +14,8 @@ import (
 // held is answered (a shed the caller can retry), the reservations in the
 // handle survive, the queue works again, and no timer outlives the actor.
 func TestRestartAfterPanic(t *testing.T) {
-	h, _ := spawn(t, nil)
+	clk := clock.NewFake(time.Unix(1000, 0)) // the waiters' deadlines never pass by themselves
+	h, _ := spawn(t, func(c *Config) { c.Clock = clk })
 	sys := h.root.ActorSystem()
 	watch := testutil.WatchActors(t, sys, h.pid.Id)
 	held, _ := h.Acquire(key("a"), 6*mib, true, nil)
@@ -40,5 +43,5 @@ func TestRestartAfterPanic(t *testing.T) {
 		t.Fatalf("ledger not back to zero: %+v", h.Snapshot())
 	}
 	h.Stop()
-	watch.NoDeadLettersFor(t, 2*h.cfg.BudgetWaitCap) // the waiters' deadline timer
+	watch.NoTimerLeft(t, clk, 2*h.cfg.BudgetWaitCap) // the waiters' deadline timer
 }

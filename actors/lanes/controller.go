@@ -8,10 +8,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/omniroute/gateway/internal/admission"
-	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/repeat"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/messages"
@@ -76,10 +74,10 @@ type controller struct {
 	virtCost int64
 	virtN    int64
 
-	cancels []scheduler.CancelFunc
+	cancels []func()
 	// sub cancels the measuring tick; it runs while the upstream has work
 	// and stops after a window without any (idle counts its ticks).
-	sub    scheduler.CancelFunc
+	sub    func()
 	idle   int
 	self   *actor.PID
 	root   *actor.RootContext
@@ -165,8 +163,7 @@ func (c *controller) Receive(ctx actor.Context) {
 		}
 		if !c.manual {
 			w := c.cfg.Window()
-			// Wall-clock ticks: the lanes' tests fake Now only.
-			c.cancels = append(c.cancels, repeat.Send(clock.Real{}, c.root, w, w, ctx.Self(), windowTick{}))
+			c.cancels = append(c.cancels, repeat.Send(c.u.h.clk, c.root, w, w, ctx.Self(), windowTick{}))
 			c.wake()
 		}
 		c.publish(true)
@@ -221,7 +218,7 @@ func (c *controller) Receive(ctx actor.Context) {
 func (c *controller) wake() {
 	c.idle = 0
 	if c.sub == nil && !c.manual && c.root != nil {
-		c.sub = repeat.Send(clock.Real{}, c.root, tickEvery, tickEvery, c.self, subTick{})
+		c.sub = repeat.Send(c.u.h.clk, c.root, tickEvery, tickEvery, c.self, subTick{})
 	}
 }
 

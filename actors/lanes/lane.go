@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/omniroute/gateway/internal/admission"
+	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/messages"
 )
@@ -73,9 +73,10 @@ type laneActor struct {
 	shedEnded [admission.NumClasses]time.Time
 	evicted   bool
 	armed     time.Time
-	cancel    scheduler.CancelFunc
-	timers    *scheduler.TimerScheduler
-	me        *actor.PID
+	// deadline is the timer of the next deadline check (armed: when).
+	deadline clock.Timer
+	root     *actor.RootContext
+	me       *actor.PID
 }
 
 func (l *laneActor) Receive(ctx actor.Context) {
@@ -83,19 +84,18 @@ func (l *laneActor) Receive(ctx actor.Context) {
 	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
-		l.timers = scheduler.NewTimerScheduler(ctx)
-		l.me = ctx.Self()
+		l.root, l.me = ctx.ActorSystem().Root, ctx.Self()
 	case *actor.Restarting:
 		// The queue dies with this object: its waiters may retry, and the
 		// controller learns the lane is empty.
-		if l.cancel != nil {
-			l.cancel()
+		if l.deadline != nil {
+			l.deadline.Stop()
 		}
 		l.rejectAll(Unavailable)
 		l.report(ctx, false, nil)
 	case *actor.Stopping:
-		if l.cancel != nil {
-			l.cancel()
+		if l.deadline != nil {
+			l.deadline.Stop()
 		}
 		if l.u.h.stopped.Load() {
 			l.rejectAll(Shutdown)
@@ -127,7 +127,7 @@ func (l *laneActor) Receive(ctx actor.Context) {
 			ctx.Respond(true)
 		}
 		if !l.shared && !l.u.h.stopped.Load() {
-			l.timers.SendOnce(stopGrace, ctx.Self(), stopLane{})
+			l.after(stopGrace, stopLane{})
 		}
 	case stopLane:
 		ctx.Stop(ctx.Self())
@@ -425,15 +425,21 @@ func (l *laneActor) arm(t time.Time) {
 	if !l.armed.IsZero() && !t.Before(l.armed) {
 		return
 	}
-	if l.cancel != nil {
-		l.cancel()
+	if l.deadline != nil {
+		l.deadline.Stop()
 	}
 	d := t.Sub(l.u.h.clk.Now())
 	if d < time.Millisecond {
 		d = time.Millisecond
 	}
 	l.armed = t
-	l.cancel = l.timers.SendOnce(d, l.me, deadlineDue{})
+	l.deadline = l.after(d, deadlineDue{})
+}
+
+// after sends the lane msg once d has passed on the injected clock.
+func (l *laneActor) after(d time.Duration, msg any) clock.Timer {
+	root, me := l.root, l.me
+	return l.u.h.clk.AfterFunc(d, func() { root.Send(me, msg) })
 }
 
 func (l *laneActor) rejectAll(r Reason) {

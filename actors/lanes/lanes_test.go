@@ -885,7 +885,8 @@ func TestQueueWakesTheMeasuringTick(t *testing.T) {
 	cfg.MinLimit, cfg.InitialLimit, cfg.MaxLimit = 4, 4, 4
 	cfg.WindowMs = 50 // the tick sleeps after a window without work
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	h, err := Spawn(sys, Options{Config: cfg, Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), Upstreams: []UpstreamSpec{{Name: "u0"}}})
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	h, err := Spawn(sys, Options{Config: cfg, Clock: clk, Upstreams: []UpstreamSpec{{Name: "u0"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -913,10 +914,13 @@ func TestQueueWakesTheMeasuringTick(t *testing.T) {
 		t.Fatalf("queued request: %q", r.Code())
 	}
 	h.Release(&p.lease, success)
-	for deadline := time.Now().Add(5 * time.Second); measuring(t, h); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the measuring tick did not go to sleep while idle")
+	// Idle ticks, one per step of the clock, until a window without work
+	// has passed: the tick stops (a bound of windows, not of wall time).
+	for n := 0; measuring(t, h); n++ {
+		if n > 3*int(cfg.Window()/tickEvery) {
+			t.Fatalf("the measuring tick did not go to sleep after %d idle ticks", n)
 		}
+		clk.Advance(tickEvery)
 	}
 	if leases = fill(); len(leases) != 4 {
 		t.Fatalf("%d places taken on the fast path, want the limit of 4", len(leases))

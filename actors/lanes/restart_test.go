@@ -25,7 +25,8 @@ func TestRestartAfterPanic(t *testing.T) {
 		cfg := admission.DefaultConfig()
 		cfg.Mode, cfg.VirtualLanes = admission.ModeEnforce, virtual
 		cfg.MinLimit, cfg.InitialLimit, cfg.MaxLimit, cfg.WindowMs = 20, 20, 20, 50
-		h, err := Spawn(sys, Options{Config: cfg, Clock: clock.Real{}, Upstreams: []UpstreamSpec{{Name: "u0"}}})
+		clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		h, err := Spawn(sys, Options{Config: cfg, Clock: clk, Upstreams: []UpstreamSpec{{Name: "u0"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +72,7 @@ func TestRestartAfterPanic(t *testing.T) {
 		h.Release(&queued.lease, success)
 		e.until("idle", func(s *Snapshot) bool { return s.ActiveCost == 0 })
 		h.Stop()
-		watch.NoDeadLettersFor(t, 4*time.Duration(cfg.WindowMs)*time.Millisecond)
+		watch.NoTimerLeft(t, clk, 4*cfg.Window())
 		sys.Shutdown()
 	}
 }

@@ -22,7 +22,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/omniroute/gateway/actors/supervise"
 
 	"github.com/omniroute/gateway/internal/clock"
@@ -310,7 +309,7 @@ type ledgerActor struct {
 	h      *Handle
 	acct   []account
 	header []rolling.Limits
-	cancel scheduler.CancelFunc
+	cancel func()
 }
 
 // PublishInterval is how often the ledger is republished.
@@ -350,8 +349,7 @@ func (a *ledgerActor) Receive(ctx actor.Context) {
 	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
-		// Wall-clock ticks: this actor's tests fake Now only.
-		a.cancel = repeat.Send(clock.Real{}, ctx.ActorSystem().Root, PublishInterval, PublishInterval, ctx.Self(), tick{})
+		a.cancel = repeat.Send(a.h.clk, ctx.ActorSystem().Root, PublishInterval, PublishInterval, ctx.Self(), tick{})
 	case *actor.Restarting, *actor.Stopping:
 		if a.cancel != nil {
 			a.cancel()

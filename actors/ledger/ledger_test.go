@@ -52,6 +52,17 @@ func waitSnap(t *testing.T, h *Handle, cond func(*Snapshot) bool) *Snapshot {
 	}
 }
 
+// published moves clk on by one publish interval, so that the ledger's
+// tick comes behind everything sent to it before, and returns the
+// snapshot the tick published.
+func published(t *testing.T, h *Handle, clk *clock.Fake) *Snapshot {
+	t.Helper()
+	testutil.Drain(t, h.root, h.pid) // started (its tick armed) and caught up
+	clk.Advance(PublishInterval)
+	testutil.Drain(t, h.root, h.pid)
+	return h.Snapshot()
+}
+
 func TestReserveSettleRefund(t *testing.T) {
 	h, clk := start(t, SlotSpec{Connection: "p/a", Model: "m", Configured: lim(10000, 3)}, SlotSpec{Connection: "p/b", Model: "m"})
 	now := clk.Now()
@@ -90,8 +101,8 @@ func TestReserveSettleRefund(t *testing.T) {
 	if v, _ := h.Check(0, 0, now); v != routing.BudgetExhausted {
 		t.Fatalf("tokens exhausted: %v", v)
 	}
-	s := waitSnap(t, h, func(s *Snapshot) bool { return s.Slots[0].TotalRequests == 1 && s.Slots[0].Refunds == 1 })
-	if v := s.Slots[0]; v.TotalTokens != 1000 || s.Slots[1].Limited || v.Tokens.Used != 10000 || v.Requests.Used != 2 || len(v.Windows) != 2 {
+	s := published(t, h, clk)
+	if v := s.Slots[0]; v.TotalRequests != 1 || v.Refunds != 1 || v.TotalTokens != 1000 || s.Slots[1].Limited || v.Tokens.Used != 10000 || v.Requests.Used != 2 || len(v.Windows) != 2 {
 		t.Fatalf("snapshot %+v tokens %+v requests %+v", v, v.Tokens, v.Requests)
 	}
 	// A minute later nothing has left yet: there is no fresh window at a
@@ -132,8 +143,8 @@ func TestHourAndDayWindows(t *testing.T) {
 	if b, at := h.Check(0, 0, later); b != routing.BudgetExhausted || !at.Equal(now.Add(24*time.Hour+48*time.Minute)) {
 		t.Fatalf("the day is full: %v until %v", b, at)
 	}
-	s := waitSnap(t, h, func(s *Snapshot) bool { return len(s.Slots[0].Windows) == 2 && s.Slots[0].Requests.Period == "day" })
-	if w := s.Slots[0].Windows; w[0].Period != "minute" || w[1].Period != "day" || w[1].Used != 12 || w[1].Source != SourceConfigured {
+	s := published(t, h, clk)
+	if w := s.Slots[0].Windows; len(w) != 2 || s.Slots[0].Requests.Period != "day" || w[0].Period != "minute" || w[1].Period != "day" || w[1].Used != 12 || w[1].Source != SourceConfigured {
 		t.Fatalf("windows %+v", w)
 	}
 }
@@ -226,7 +237,9 @@ func TestAddSlotsEnforcesNewBudgets(t *testing.T) {
 	// A restarted actor keeps accounts for the added slot.
 	h.root.Send(h.pid, messages.Crash{Reason: "after AddSlots"})
 	h.Settle(&r, 10, false)
-	waitSnap(t, h, func(s *Snapshot) bool { return len(s.Slots) == 2 && s.Slots[1].TotalTokens == 10 })
+	if s := published(t, h, clk); len(s.Slots) != 2 || s.Slots[1].TotalTokens != 10 {
+		t.Fatalf("after a restart the added slot's settle is not counted: %+v", s.Slots)
+	}
 }
 
 // TestSetConfiguredChangesLimits: new configured limits are in force when

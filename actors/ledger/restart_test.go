@@ -39,7 +39,9 @@ func TestRestartAfterPanic(t *testing.T) {
 		t.Fatalf("the restart forgot the header token limit: %+v", l)
 	}
 	h.Settle(&r, 100, false)
-	waitSnap(t, h, func(s *Snapshot) bool { return s.Slots[0].Tokens.Used == 100 })
+	if s := published(t, h, clk); s.Slots[0].Tokens.Used != 100 {
+		t.Fatalf("the fresh actor published %d tokens used, want the settled 100", s.Slots[0].Tokens.Used)
+	}
 	h.Stop()
-	watch.NoDeadLettersFor(t, 2*PublishInterval)
+	watch.NoTimerLeft(t, clk, 2*PublishInterval)
 }

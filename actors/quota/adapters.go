@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/quota"
@@ -37,7 +36,7 @@ type headerAdapter struct {
 	byModel   map[string][]heldValue
 	dirty     bool
 	seen      bool
-	cancel    scheduler.CancelFunc
+	cancel    func()
 	// outbox is the latest local observation per model not yet sent to
 	// the peers; sentSinceTick says a batch left since the last tick.
 	outbox        map[string]messages.QuotaObservation
@@ -74,9 +73,7 @@ func (a *headerAdapter) Receive(ctx actor.Context) {
 	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
-		// Wall-clock ticks: the quota tests fake Now only (see the poller for
-		// a timer on the injected clock).
-		a.cancel = repeat.Send(clock.Real{}, ctx.ActorSystem().Root, HeaderFlushInterval, HeaderFlushInterval, ctx.Self(), flush{})
+		a.cancel = repeat.Send(a.clk, ctx.ActorSystem().Root, HeaderFlushInterval, HeaderFlushInterval, ctx.Self(), flush{})
 	case *actor.Restarting, *actor.Stopping:
 		if a.cancel != nil {
 			a.cancel()
@@ -254,8 +251,9 @@ func (a *configuredAdapter) Receive(ctx actor.Context) {
 // word), once per EstimateInterval.
 type estimateAdapter struct {
 	parent *actor.PID
+	clk    clock.Clock
 	read   func() []quota.Value
-	cancel scheduler.CancelFunc
+	cancel func()
 	last   []quota.Value
 	sent   bool
 }
@@ -270,7 +268,7 @@ func (a *estimateAdapter) Receive(ctx actor.Context) {
 	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
-		a.cancel = repeat.Send(clock.Real{}, ctx.ActorSystem().Root, EstimateInterval, EstimateInterval, ctx.Self(), readLedger{})
+		a.cancel = repeat.Send(a.clk, ctx.ActorSystem().Root, EstimateInterval, EstimateInterval, ctx.Self(), readLedger{})
 	case *actor.Restarting, *actor.Stopping:
 		if a.cancel != nil {
 			a.cancel()

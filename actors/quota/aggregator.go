@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/backoff"
@@ -64,7 +63,7 @@ type aggregator struct {
 	opts     Options
 	ready    chan struct{} // closed by the first incarnation's Started
 	readings [quota.SourceUnknown]quota.Reading
-	timer    scheduler.CancelFunc
+	timer    clock.Timer // the re-evaluation, due at timerAt
 	timerAt  time.Time
 	// peers is the handle's cluster actor (nil inside: single node);
 	// pollAt is when the poll reading held was taken, here or on a peer:
@@ -94,7 +93,7 @@ func (a *aggregator) Receive(ctx actor.Context) {
 		a.start(ctx)
 	case *actor.Restarting, *actor.Stopping:
 		if a.timer != nil {
-			a.timer()
+			a.timer.Stop()
 			a.timer = nil
 		}
 	case *readingUpdate:
@@ -161,7 +160,7 @@ func (a *aggregator) start(ctx actor.Context) {
 	if a.opts.Estimates != nil && a.spec.Budgeted {
 		read, id := a.opts.Estimates, a.id
 		ctx.Spawn(actor.PropsFromProducer(func() actor.Actor {
-			return &estimateAdapter{parent: self, read: func() []quota.Value { return read(id) }}
+			return &estimateAdapter{parent: self, clk: a.clk, read: func() []quota.Value { return read(id) }}
 		}))
 	}
 	a.c.header.Store(header)
@@ -199,14 +198,15 @@ func (a *aggregator) update(ctx actor.Context) {
 	// ends at its reset even if no new evidence arrives.
 	if !until.IsZero() && (a.timerAt.IsZero() || until.Before(a.timerAt)) {
 		if a.timer != nil {
-			a.timer()
+			a.timer.Stop()
 		}
 		d := until.Sub(now) + time.Millisecond
 		if d < time.Millisecond {
 			d = time.Millisecond
 		}
 		a.timerAt = until
-		a.timer = scheduler.NewTimerScheduler(ctx).SendOnce(d, ctx.Self(), reevaluate{})
+		root, self := ctx.ActorSystem().Root, ctx.Self()
+		a.timer = a.clk.AfterFunc(d, func() { root.Send(self, reevaluate{}) })
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/omniroute/gateway/actors/supervise"
-	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/clusterwire"
 	"github.com/omniroute/gateway/internal/rendezvous"
 	"github.com/omniroute/gateway/internal/repeat"
@@ -161,7 +160,7 @@ func (a *clusterActor) Receive(ctx actor.Context) {
 		m.Panic()
 	case *actor.Started:
 		a.check(ctx)
-		a.cancel = repeat.Send(clock.Real{}, ctx.ActorSystem().Root, a.o.CheckInterval, a.o.CheckInterval, ctx.Self(), checkMembers{})
+		a.cancel = repeat.Send(a.cl.h.clk, ctx.ActorSystem().Root, a.o.CheckInterval, a.o.CheckInterval, ctx.Self(), checkMembers{})
 	case *actor.Restarting, *actor.Stopping:
 		if a.cancel != nil {
 			a.cancel()

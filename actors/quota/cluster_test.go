@@ -113,8 +113,13 @@ func TestPeerHeadersMergeAsLocalOnes(t *testing.T) {
 	if s := p.cl[0].Stats(); s.Sent != 1 || s.Heard != 0 {
 		t.Fatalf("member A: %+v, want one batch sent and nothing heard", s)
 	}
-	// Give B's flush ticks a chance to echo (they must not).
-	time.Sleep(3 * HeaderFlushInterval)
+	// B's flush ticks come and go without an echo: three ticks, then B's
+	// header adapter, B's cluster actor and A's have handled all they
+	// were sent.
+	for range 3 {
+		clk.Advance(HeaderFlushInterval)
+	}
+	testutil.Drain(t, sys.Root, (*p.h[1].conns.At(0)).header.Load(), p.cl[1].pid, p.cl[0].pid)
 	if s := p.cl[1].Stats(); s.Heard != 1 || s.Sent != 0 {
 		t.Fatalf("member B: %+v, want one batch heard and none sent (a peer's reading is never passed on)", s)
 	}
@@ -123,18 +128,18 @@ func TestPeerHeadersMergeAsLocalOnes(t *testing.T) {
 	// before B's, arriving after) loses; A's fresher one wins.
 	t1 := t0.Add(2 * time.Second)
 	p.h[1].Observe(0, "gpt-4o", tokensObs(t1, 9000))
-	waitState(t, p.h[1], 0, func(s *ConnState) bool { return s.Models[0].Status == quota.StatusHealthy })
+	waitTicking(t, p.h[1], 0, clk, HeaderFlushInterval, func(s *ConnState) bool { return s.Models[0].Status == quota.StatusHealthy })
 	p.h[0].Observe(0, "gpt-4o", tokensObs(t0.Add(time.Second), 0))
 	// A marker after it on the same path (A's header adapter, both
 	// cluster actors, B's header adapter, each in order): once B shows
 	// it, B has handled the stale observation too.
 	p.h[0].Observe(0, "gpt-4o-mini", tokensObs(t1, 0))
-	s := waitState(t, p.h[1], 0, func(s *ConnState) bool { return s.Models[1].Status == quota.StatusExhausted })
+	s := waitTicking(t, p.h[1], 0, clk, HeaderFlushInterval, func(s *ConnState) bool { return s.Models[1].Status == quota.StatusExhausted })
 	if s.Models[0].Status != quota.StatusHealthy || s.Models[0].Values[0].Remaining != 9000 {
 		t.Fatalf("an older peer observation replaced a fresher local one: %+v", s.Models[0])
 	}
 	p.h[0].Observe(0, "gpt-4o", tokensObs(t1.Add(time.Second), 100))
-	waitState(t, p.h[1], 0, func(s *ConnState) bool {
+	waitTicking(t, p.h[1], 0, clk, HeaderFlushInterval, func(s *ConnState) bool {
 		return s.Models[0].Status == quota.StatusApproaching && s.Models[0].Values[0].Remaining == 100
 	})
 }
@@ -195,11 +200,14 @@ func TestOnePollerPerConnection(t *testing.T) {
 	if owner < 0 {
 		t.Fatal("no member polls the connection")
 	}
-	// Several checks later, still one poll (interval 1 h): the other
-	// member's state came from the owner's.
-	time.Sleep(100 * time.Millisecond)
-	if n := polls.Load(); n != 1 {
-		t.Fatalf("%d polls by two members, want 1", n)
+	// Several checks later, still one poller and one poll (interval
+	// 1 h): the other member's state came from the owner's.
+	for range 5 {
+		clk.Advance(20 * time.Millisecond) // CheckInterval
+		testutil.Drain(t, sys.Root, p.cl[0].pid, p.cl[1].pid)
+	}
+	if n, ps := polls.Load(), p.cl[1-owner].Stats().Polling; n != 1 || len(ps) != 0 {
+		t.Fatalf("%d polls by two members, the other polling %v; want 1 poll by the owner alone", n, ps)
 	}
 	other := 1 - owner
 	if s := p.cl[other].Stats(); s.Heard != 1 {
@@ -208,7 +216,10 @@ func TestOnePollerPerConnection(t *testing.T) {
 	// The owner leaves: the survivor sees only itself and takes over.
 	alone := []Member{{ID: []string{"e2e@a", "e2e@b"}[other], Self: true}}
 	p.members[other].Store(&alone)
-	testutil.Until(t, "the survivor to poll", func() bool { return polls.Load() == 2 && len(p.cl[other].Stats().Polling) == 1 })
+	testutil.Until(t, "the survivor to poll", func() bool {
+		clk.Advance(20 * time.Millisecond) // its next check
+		return polls.Load() == 2 && len(p.cl[other].Stats().Polling) == 1
+	})
 }
 
 // TestWireRoundTripAndRejects: a poll reading survives the wire (values,
@@ -369,7 +380,7 @@ func TestJoiningMemberHearsTheLastHeaders(t *testing.T) {
 	// A's batch went to no peer. B joins: both list both.
 	p.members[1].Store(&p.full[1])
 	p.members[0].Store(&p.full[0])
-	waitState(t, p.h[1], 0, func(s *ConnState) bool { return s.Models[0].Status == quota.StatusExhausted })
+	waitTicking(t, p.h[1], 0, clk, 20*time.Millisecond, func(s *ConnState) bool { return s.Models[0].Status == quota.StatusExhausted })
 }
 
 // TestJoiningMemberHearsTheLastPoll: a member that joins gets the poll
@@ -400,7 +411,7 @@ func TestJoiningMemberHearsTheLastPoll(t *testing.T) {
 	// It joins: both list both.
 	p.members[other].Store(&p.full[other])
 	p.members[owner].Store(&p.full[owner])
-	waitState(t, p.h[other], 0, func(s *ConnState) bool {
+	waitTicking(t, p.h[other], 0, clk, 20*time.Millisecond, func(s *ConnState) bool {
 		return s.Status == quota.StatusExhausted && s.Values[0].Source == quota.SourceProviderAPI
 	})
 	if n := polls.Load(); n != 1 {

@@ -43,6 +43,20 @@ func waitState(t *testing.T, h *Handle, conn int, cond func(*ConnState) bool) *C
 	}
 }
 
+// waitTicking is waitState while clk moves on by step between looks, so
+// that the ticks of the actors on it (header flushes, ledger reads,
+// cluster checks) fire.
+func waitTicking(t *testing.T, h *Handle, conn int, clk *clock.Fake, step time.Duration, cond func(*ConnState) bool) *ConnState {
+	t.Helper()
+	var s *ConnState
+	testutil.Until(t, "the connection's state", func() bool {
+		clk.Advance(step)
+		s = h.State(conn)
+		return s != nil && cond(s)
+	})
+	return s
+}
+
 func TestHeadersDriveModelStates(t *testing.T) {
 	sys := newSystem(t)
 	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
@@ -102,7 +116,9 @@ func TestConfiguredAndEstimatedSources(t *testing.T) {
 	if !r.Active {
 		t.Fatal("reservation refused")
 	}
-	s := waitState(t, h, 0, func(s *ConnState) bool {
+	// The ledger publishes the reservation on its tick, the estimate
+	// adapter reads it on its own.
+	s := waitTicking(t, h, 0, clk, ledgeractor.PublishInterval, func(s *ConnState) bool {
 		return len(s.Models[0].Values) == 2 && s.Models[0].Status == quota.StatusApproaching
 	})
 	var est quota.Value

@@ -58,9 +58,9 @@ func TestRestartAfterPanic(t *testing.T) {
 	// An adapter fails on its own: restarted in place, it serves again.
 	h.root.Send(c.header.Load(), messages.Crash{Reason: "header adapter"})
 	watch.WaitRestarts(t, 2)
-	observe(9000)
-	waitState(t, h, 0, func(s *ConnState) bool { return s.Models[0].Status == quota.StatusHealthy })
+	observe(9000) // good news to a fresh adapter that held no bad: sent on its flush tick
+	waitTicking(t, h, 0, clk, HeaderFlushInterval, func(s *ConnState) bool { return s.Models[0].Status == quota.StatusHealthy })
 
 	h.Stop()
-	watch.NoDeadLettersFor(t, EstimateInterval+EstimateInterval/2)
+	watch.NoTimerLeft(t, clk, EstimateInterval+EstimateInterval/2)
 }

@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/omniroute/gateway/internal/backoff"
+	"github.com/omniroute/gateway/internal/clock"
 )
 
 // Restart returns a strategy that always restarts a failed actor from a
@@ -23,22 +26,29 @@ import (
 // waiting on it would hang or fail. A failure is logged at error level
 // with the actor kind, the panic value and the message that caused it
 // (that message is dropped). A panic loop does not spin: after burst
-// failures within window, each restart waits a little longer (up to
-// maxDelay), so a poison message cannot eat a core. kind names the actor
-// in logs.
+// failures within window, each restart waits longer (restartBackoff), so a
+// poison message cannot eat a core. kind names the actor in logs.
 //
 // One value per actor kind (package-level): protoactor caches a guardian
 // per strategy instance.
-func Restart(kind string) actor.SupervisorStrategy {
-	return &restart{kind: kind, window: 10 * time.Second, burst: 3, step: 100 * time.Millisecond, maxDelay: 5 * time.Second}
+func Restart(kind string) actor.SupervisorStrategy { return RestartOn(kind, clock.Real{}) }
+
+// RestartOn is Restart with the delayed restarts timed on clk (tests
+// pass a clock.Fake).
+func RestartOn(kind string, clk clock.Clock) actor.SupervisorStrategy {
+	return &restart{kind: kind, clk: clk, window: 10 * time.Second, burst: 3}
 }
 
+// restartBackoff spaces out the restarts beyond the burst: the first
+// waits 100 ms, each next one twice as long, up to 5 s. No jitter: the
+// actors of one process do not retry a shared resource together.
+var restartBackoff = backoff.Policy{Base: 100 * time.Millisecond, Max: 5 * time.Second, Factor: 2}
+
 type restart struct {
-	kind     string
-	window   time.Duration
-	burst    int
-	step     time.Duration
-	maxDelay time.Duration
+	kind   string
+	clk    clock.Clock
+	window time.Duration
+	burst  int
 }
 
 func (s *restart) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, message any) {
@@ -49,7 +59,7 @@ func (s *restart) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, ch
 	n := rs.NumberOfFailures(s.window)
 	delay := time.Duration(0)
 	if n > s.burst {
-		delay = min(time.Duration(n-s.burst)*s.step, s.maxDelay)
+		delay = restartBackoff.Delay(n-s.burst, 0)
 	}
 	sys.Logger().Error("actor failed; restarting it from a fresh object", slog.String("actor", s.kind), slog.String("pid", child.Id),
 		slog.String("panic", fmt.Sprint(reason)), slog.String("message", fmt.Sprintf("%T", message)),
@@ -59,5 +69,5 @@ func (s *restart) HandleFailure(sys *actor.ActorSystem, sup actor.Supervisor, ch
 		sup.RestartChildren(child)
 		return
 	}
-	time.AfterFunc(delay, func() { sup.RestartChildren(child) })
+	s.clk.AfterFunc(delay, func() { sup.RestartChildren(child) })
 }

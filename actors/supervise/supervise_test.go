@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
 
+	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/messages"
 )
@@ -36,32 +37,43 @@ func (c *crashy) Receive(ctx actor.Context) {
 // TestRestartBuildsAFreshObjectAndBacksOff: every failure restarts the
 // actor from a fresh object (a new incarnation serves the next message),
 // is logged at error level, and once failures come faster than the burst
-// allows, restarts are spaced out instead of spinning.
+// allows, restarts are spaced out instead of spinning: the restart waits
+// for its delay on the strategy's clock (100 ms, then doubling), and the
+// message sent meanwhile waits for the fresh object.
 func TestRestartBuildsAFreshObjectAndBacksOff(t *testing.T) {
 	var logs testutil.SyncBuffer
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.NewTextHandler(&logs, nil)) }))
 	defer sys.Shutdown()
+	clk := clock.NewFake(time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC))
 	var starts atomic.Int32
 	served := make(chan int32, 1)
 	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &crashy{starts: &starts, served: served} },
-		actor.WithGuardian(Restart("test-actor"))))
+		actor.WithGuardian(RestartOn("test-actor", clk))))
 	defer sys.Root.Stop(pid)
-	var gaps []time.Duration
-	for i := 1; i <= 5; i++ {
-		began := time.Now()
+
+	// Failures 1 to 3 are the burst: restarted at once. Failures 4 to 6
+	// wait 100, 200 and 400 ms of the clock.
+	delays := []time.Duration{0, 0, 0, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond}
+	for i, delay := range delays {
 		sys.Root.Send(pid, messages.Crash{Reason: "boom"})
 		sys.Root.Send(pid, "work")
-		if got := <-served; got != int32(i+1) {
-			t.Fatalf("after failure %d the message was served by incarnation %d, want a fresh one (%d)", i, got, i+1)
+		if delay > 0 {
+			testutil.Until(t, "the delayed restart is scheduled", func() bool { return clk.Pending() == 1 })
+			if in, _ := clk.Next(); in != delay {
+				t.Fatalf("failure %d: restart scheduled in %v, want %v", i+1, in, delay)
+			}
+			clk.Advance(delay - time.Nanosecond)
+			if n, pending := starts.Load(), clk.Pending(); n != int32(i+1) || pending != 1 {
+				t.Fatalf("failure %d: %d incarnations and %d timers a moment before the delay ends; want the old count %d and the restart pending", i+1, n, pending, i+1)
+			}
+			clk.Advance(time.Nanosecond)
 		}
-		gaps = append(gaps, time.Since(began))
+		if got := <-served; got != int32(i+2) {
+			t.Fatalf("after failure %d the message was served by incarnation %d, want a fresh one (%d)", i+1, got, i+2)
+		}
 	}
-	// Failures 4 and 5 exceed the burst of 3: 100 ms and 200 ms delays.
-	if gaps[3] < 100*time.Millisecond || gaps[4] < 200*time.Millisecond {
-		t.Fatalf("restarts were not spaced out after the burst: %v", gaps)
-	}
-	if out := logs.String(); strings.Count(out, "level=ERROR msg=\"actor failed; restarting it from a fresh object\" actor=test-actor") != 5 ||
-		!strings.Contains(out, "messages.Crash: boom") {
+	if out := logs.String(); strings.Count(out, "level=ERROR msg=\"actor failed; restarting it from a fresh object\" actor=test-actor") != len(delays) ||
+		!strings.Contains(out, "messages.Crash: boom") || !strings.Contains(out, "delay=400ms") {
 		t.Fatalf("failures not logged:\n%s", out)
 	}
 }

@@ -49,5 +49,5 @@ func TestRestartAfterPanic(t *testing.T) {
 		t.Fatalf("the streak did not continue after the restart: %+v", s.Targets[1])
 	}
 	h.Stop()
-	watch.NoDeadLettersFor(t, PublishInterval+PublishInterval/2)
+	watch.NoTimerLeft(t, clk, PublishInterval+PublishInterval/2)
 }

@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/scheduler"
 
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/growable"
@@ -263,9 +262,9 @@ type targetsActor struct {
 	names  []string
 	st     []state
 	dirty  bool
-	cancel scheduler.CancelFunc
-	// flushTimer cancels the scheduled flush, if any.
-	flushTimer scheduler.CancelFunc
+	cancel func()
+	// flushTimer is the scheduled flush, if any.
+	flushTimer clock.Timer
 	// nextExpiry is the earliest cooldown end not yet republished.
 	nextExpiry time.Time
 }
@@ -306,8 +305,7 @@ func (a *targetsActor) Receive(ctx actor.Context) {
 		m.Panic()
 	case *actor.Started:
 		a.h.flushPending.Store(false) // a flush the failed incarnation scheduled is gone
-		// Wall-clock ticks: this actor's tests fake Now only.
-		a.cancel = repeat.Send(clock.Real{}, ctx.ActorSystem().Root, PublishInterval, PublishInterval, ctx.Self(), tick{})
+		a.cancel = repeat.Send(a.clk, ctx.ActorSystem().Root, PublishInterval, PublishInterval, ctx.Self(), tick{})
 	case *actor.Restarting:
 		// Only the timers: the fresh actor drains the accumulators (the
 		// panic may have come from draining them).
@@ -323,7 +321,8 @@ func (a *targetsActor) Receive(ctx actor.Context) {
 			a.publish() // routing must see it now
 		}
 	case flushSoon:
-		a.flushTimer = scheduler.NewTimerScheduler(ctx).SendOnce(CoalesceDelay, ctx.Self(), flush{})
+		root, self := ctx.ActorSystem().Root, ctx.Self()
+		a.flushTimer = a.clk.AfterFunc(CoalesceDelay, func() { root.Send(self, flush{}) })
 	case flush:
 		a.h.flushPending.Store(false) // before draining: later reports schedule anew
 		a.drain()
@@ -344,7 +343,7 @@ func (a *targetsActor) stopTimers() {
 		a.cancel()
 	}
 	if a.flushTimer != nil {
-		a.flushTimer()
+		a.flushTimer.Stop()
 	}
 }
 

@@ -19,6 +19,10 @@ func newSystem() *actor.ActorSystem {
 	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 }
 
+// waitSnap waits until the published snapshot matches cond. Between
+// looks it sends the actor its publish tick, whose timer runs on the
+// tests' fake clock: the tests move that clock only where time matters
+// (cooldowns), and TestSuccessesCoalesce drives the timers themselves.
 func waitSnap(t *testing.T, h *Handle, cond func(*Snapshot) bool) *Snapshot {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -30,6 +34,7 @@ func waitSnap(t *testing.T, h *Handle, cond func(*Snapshot) bool) *Snapshot {
 			t.Fatalf("snapshot never matched; last %+v", h.Snapshot())
 		}
 		time.Sleep(time.Millisecond)
+		h.root.Send(h.pid, tick{})
 	}
 }
 
@@ -78,11 +83,13 @@ func TestOutcomesArePublished(t *testing.T) {
 }
 
 // TestSuccessesCoalesce: successes on a clean target are folded in by one
-// flush, not one message each, and none is lost.
+// flush, not one message each, CoalesceDelay after the first on the
+// actor's clock, and published by the next tick; none is lost.
 func TestSuccessesCoalesce(t *testing.T) {
 	sys := newSystem()
 	defer sys.Shutdown()
-	h, err := Spawn(sys, []string{"p/a/m"}, clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)))
+	clk := clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	h, err := Spawn(sys, []string{"p/a/m"}, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,11 +100,23 @@ func TestSuccessesCoalesce(t *testing.T) {
 	if !h.flushPending.Load() {
 		t.Fatal("no flush scheduled after fast-path successes")
 	}
-	// The flush (after CoalesceDelay) is not a failure: wait for the tick
-	// or the flush to publish.
-	s := waitSnap(t, h, func(s *Snapshot) bool { return s.Targets[0].Successes == 1000 })
-	if s.Targets[0].Attempts != 1000 || s.Targets[0].TTFBEWMAMillis != 1 {
-		t.Fatalf("after coalescing: %+v", s.Targets[0])
+	testutil.Drain(t, h.root, h.pid) // the flush timer is armed
+	clk.Advance(CoalesceDelay - time.Nanosecond)
+	testutil.Drain(t, h.root, h.pid)
+	if !h.flushPending.Load() {
+		t.Fatal("flushed before CoalesceDelay passed")
+	}
+	clk.Advance(time.Nanosecond)
+	testutil.Drain(t, h.root, h.pid)
+	if h.flushPending.Load() {
+		t.Fatal("no flush CoalesceDelay after the successes")
+	}
+	// The flush is not a failure: the tick publishes it.
+	clk.Advance(PublishInterval - CoalesceDelay)
+	testutil.Drain(t, h.root, h.pid)
+	s := h.Snapshot()
+	if s.Targets[0].Successes != 1000 || s.Targets[0].Attempts != 1000 || s.Targets[0].TTFBEWMAMillis != 1 {
+		t.Fatalf("after coalescing and a tick: %+v", s.Targets[0])
 	}
 }
 

@@ -286,8 +286,7 @@ func (a *limiterActor) Receive(ctx actor.Context) {
 	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
-		// Wall-clock ticks: this actor's tests fake Now only.
-		a.stop = repeat.Send(clock.Real{}, ctx.ActorSystem().Root, a.interval, a.interval, ctx.Self(), tick{})
+		a.stop = repeat.Send(a.h.clk, ctx.ActorSystem().Root, a.interval, a.interval, ctx.Self(), tick{})
 		a.startRead(ctx) // a restarted actor: tenants still waiting for theirs
 	case *actor.Stopping:
 		a.stopTick()

@@ -1,7 +1,8 @@
 // Package backoff is the one schedule of delays after consecutive
 // failures: the target breaker's cooldowns, the quota poller's retries,
-// the service supervisor's restarts and the request-log writer's pauses
-// all come from a Policy, each with its own numbers.
+// the service supervisor's restarts, the request-log writer's pauses and
+// the actor restarts after a burst of panics (actors/supervise) all come
+// from a Policy, each with its own numbers.
 //
 // The n-th consecutive failure waits Base·Factor^(n-1), capped at Max,
 // then scaled by a jitter factor drawn from the injected source, so that

@@ -8,13 +8,14 @@ import (
 
 const ms = time.Millisecond
 
-// TestSchedules: the schedules of the four users, at both ends of their
+// TestSchedules: the schedules of the five users, at both ends of their
 // jitter and in the middle.
 func TestSchedules(t *testing.T) {
 	breaker := Policy{Base: time.Second, Max: 30 * time.Second, Factor: 1.5, Jitter: Around(0.1)}
 	poller := Policy{Base: 2 * time.Minute, Max: 10 * time.Minute, Factor: 2, Jitter: Around(0.2)}
 	supervisor := Policy{Base: 100 * ms, Max: time.Second, Jitter: Below(0.25)}
 	writer := Policy{Base: time.Second, Max: time.Minute}
+	restarts := Policy{Base: 100 * ms, Max: 5 * time.Second, Factor: 2}
 	for _, tc := range []struct {
 		name string
 		p    Policy
@@ -31,6 +32,7 @@ func TestSchedules(t *testing.T) {
 		{"supervisor, middle", supervisor, 0.5, []time.Duration{87500 * time.Microsecond, 175 * ms, 350 * ms, 700 * ms, 875 * ms}},
 		{"supervisor, three quarters", supervisor, 0.75, []time.Duration{81250 * time.Microsecond, 162500 * time.Microsecond, 325 * ms, 650 * ms, 812500 * time.Microsecond}},
 		{"writer: doubles to a minute, no jitter", writer, 0.9, []time.Duration{1, 2, 4, 8, 16, 32, 60, 60}},
+		{"actor restarts: doubles to 5 s, no jitter", restarts, 0.7, []time.Duration{100 * ms, 200 * ms, 400 * ms, 800 * ms, 1600 * ms, 3200 * ms, 5000 * ms, 5000 * ms}},
 	} {
 		for i, want := range tc.want {
 			if want == 0 {

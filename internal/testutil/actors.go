@@ -113,3 +113,17 @@ func (l *Letters) NoTimerLeft(t testing.TB, clk *clock.Fake, d time.Duration) {
 		t.Fatalf("dead letters after stop (a timer outlived its actor): %v", got[before:])
 	}
 }
+
+// Drain returns once each actor, in the order given, has handled every
+// message sent to it before: protoactor answers a Touch from the actor's
+// mailbox, behind them. Following a path of actors in order (a sender
+// before its receiver) drains what each handed on to the next, so a test
+// asserts that something did not happen without sleeping for it.
+func Drain(t testing.TB, root *actor.RootContext, pids ...*actor.PID) {
+	t.Helper()
+	for _, pid := range pids {
+		if _, err := root.RequestFuture(pid, &actor.Touch{}, 10*time.Second).Result(); err != nil {
+			t.Fatalf("draining %s: %v", pid.Id, err)
+		}
+	}
+}
