@@ -50,6 +50,11 @@ func TestRestartAfterPanic(t *testing.T) {
 			t.Fatalf("virtual %v: the failed lane's waiter got %q", virtual, r.Code())
 		}
 		watch.WaitRestarts(t, 1)
+		// The snapshot counts the failed waiter out before the next one
+		// queues: a stale count of 1 let the next wait pass at once, and
+		// the controller crashed with that waiter still on its way to a
+		// lane being stopped (a dead letter nobody answers).
+		e.until("the failed lane's queue counted out", func(s *Snapshot) bool { return s.QueuedCount == 0 })
 		// Then the controller, with a waiter queued again.
 		queued = e.acquireAsync("b", admission.Interactive, 5, nil)
 		e.until("queued again", func(s *Snapshot) bool { return s.QueuedCount == 1 })
