@@ -1186,12 +1186,16 @@ func TestColdClosedLoopIsNotShed(t *testing.T) {
 // TestShrunkWindowRefillIsNotAnOverload: a closed loop of 16 callers on
 // a fixed limit of 8 (half of them wait their turn, a standing queue past
 // the target but keeping pace with its grants; it grows to 16 slowly, a
-// caller every 100 ms). For a window, five callers are slow to send
-// again and the requests present shrink; when they come back at the next
-// window's start, the refill is no growth of demand. The flow's "no
-// window yet" sentinel of -1 read the shrunk window (growth -5) as none,
-// judged the refill against the handful of answers so far instead of a
-// whole window's, and shed it.
+// caller every 100 ms: a step of 8 at once on a fixed limit is still
+// shed as an overload, see docs/admission.md). Five callers are slow to
+// send again for 600 ms and the requests present shrink; when they come
+// back the refill is no growth of demand. The flow's "no window yet"
+// sentinel of -1 read a shrunk window (growth -5) as none, judged a
+// refill early in the next window against the handful of answers so far
+// instead of a whole window's, and shed it. The cycle repeats six times,
+// 1.3 s apart, so the window's roll falls everywhere between shrink and
+// refill; with the sentinel back it fails in about two runs of five (the
+// shed also needs the lane's own count to outrun).
 func TestShrunkWindowRefillIsNotAnOverload(t *testing.T) {
 	e := start(t, func(c *admission.Config) { c.MinLimit, c.InitialLimit, c.MaxLimit, c.VirtualLanes = 8, 8, 8, true })
 	cfg := e.h.Config()
