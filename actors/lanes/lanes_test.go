@@ -1027,7 +1027,7 @@ func TestShedQueueRefillingIsShedAgain(t *testing.T) {
 }
 
 // closedLoop is a closed loop of callers of tenant x on the fake clock:
-// each holds its place for held once granted, then (unless parked) sends
+// each holds its place for held once granted, then sends
 // again at once, as a load test or an agent does. A refusal fails the
 // test: the loops here are demand the upstream keeps pace with.
 type closedLoop struct {
@@ -1040,9 +1040,8 @@ type closedLoop struct {
 }
 
 type loopCaller struct {
-	p      *pending  // waiting for admission, or holding p.lease
-	since  time.Time // when granted; zero while waiting
-	parked bool      // answered and not sending again
+	p     *pending  // waiting for admission, or holding p.lease
+	since time.Time // when granted; zero while waiting
 }
 
 func newClosedLoop(t *testing.T, e *env, callers int, held time.Duration) *closedLoop {
@@ -1058,7 +1057,7 @@ func newClosedLoop(t *testing.T, e *env, callers int, held time.Duration) *close
 }
 
 func (l *closedLoop) send(c *loopCaller) {
-	c.p, c.since, c.parked = l.e.acquireAsync("x", admission.Interactive, 1, nil), time.Time{}, false
+	c.p, c.since = l.e.acquireAsync("x", admission.Interactive, 1, nil), time.Time{}
 }
 
 // settle waits until every caller is granted or counted in the queue,
@@ -1070,7 +1069,7 @@ func (l *closedLoop) settle() {
 		e.h.Sync() // the controller publishes the lanes' queues
 		waiting := 0
 		for _, c := range l.cs {
-			if c.parked || !c.since.IsZero() {
+			if !c.since.IsZero() {
 				continue
 			}
 			select {
@@ -1094,20 +1093,16 @@ func (l *closedLoop) settle() {
 }
 
 // run advances the clock by d in steps of 5 ms; the callers whose answer
-// came release their place and send again, or park when park says so.
-func (l *closedLoop) run(d time.Duration, park func(i int) bool) {
+// came release their place and send again.
+func (l *closedLoop) run(d time.Duration) {
 	for end := l.e.clk.Now().Add(d); l.e.clk.Now().Before(end); {
 		l.e.clk.Advance(5 * time.Millisecond)
-		for i, c := range l.cs {
-			if c.parked || c.since.IsZero() || l.e.clk.Now().Sub(c.since) < l.held {
+		for _, c := range l.cs {
+			if c.since.IsZero() || l.e.clk.Now().Sub(c.since) < l.held {
 				continue
 			}
 			l.e.h.Release(&c.p.lease, success)
 			l.answered++
-			if park != nil && park(i) {
-				c.parked = true
-				continue
-			}
 			l.send(c)
 		}
 		// The controller measures once every caller that sent is
@@ -1119,32 +1114,14 @@ func (l *closedLoop) run(d time.Duration, park func(i int) bool) {
 	}
 }
 
-// add brings one more caller into the loop.
-func (l *closedLoop) add() {
-	c := &loopCaller{}
-	l.send(c)
-	l.cs = append(l.cs, c)
-	l.settle()
-}
-
-// resume sends the parked callers again, all at once.
-func (l *closedLoop) resume() {
-	for _, c := range l.cs {
-		if c.parked {
-			l.send(c)
-		}
-	}
-	l.settle()
-}
-
 func (l *closedLoop) stop() {
 	for _, c := range l.cs {
-		if !c.parked && !c.since.IsZero() {
+		if !c.since.IsZero() {
 			l.e.h.Release(&c.p.lease, success)
 		}
 	}
 	for _, c := range l.cs {
-		if !c.parked && c.since.IsZero() {
+		if c.since.IsZero() {
 			if r := c.p.wait(l.t); r == None {
 				l.e.h.Release(&c.p.lease, success)
 			}
@@ -1177,48 +1154,8 @@ func TestColdClosedLoopIsNotShed(t *testing.T) {
 	}
 	const callers = 64
 	l := newClosedLoop(t, e, callers, 100*time.Millisecond)
-	l.run(3*time.Second, nil)
+	l.run(3 * time.Second)
 	if s := e.h.Snapshot(); s.Upstreams[0].CurrentLimit < callers {
 		t.Fatalf("limit %d after 3 s of 64 callers and no provider queue, want ≥ 64: %+v", s.Upstreams[0].CurrentLimit, s.Upstreams[0])
-	}
-}
-
-// TestShrunkWindowRefillIsNotAnOverload: a closed loop of 16 callers on
-// a fixed limit of 8 (half of them wait their turn, a standing queue past
-// the target but keeping pace with its grants; it grows to 16 slowly, a
-// caller every 100 ms: a step of 8 at once on a fixed limit is still
-// shed as an overload, see docs/admission.md). Five callers are slow to
-// send again for 600 ms and the requests present shrink; when they come
-// back the refill is no growth of demand. The flow's "no window yet"
-// sentinel of -1 read a shrunk window (growth -5) as none, judged a
-// refill early in the next window against the handful of answers so far
-// instead of a whole window's, and shed it. The cycle repeats six times,
-// 1.3 s apart, so the window's roll falls everywhere between shrink and
-// refill; with the sentinel back it fails in about two runs of five (the
-// shed also needs the lane's own count to outrun).
-func TestShrunkWindowRefillIsNotAnOverload(t *testing.T) {
-	e := start(t, func(c *admission.Config) { c.MinLimit, c.InitialLimit, c.MaxLimit, c.VirtualLanes = 8, 8, 8, true })
-	cfg := e.h.Config()
-	window := cfg.Window()
-	l := newClosedLoop(t, e, 8, 100*time.Millisecond)
-	l.run(2*window, nil)
-	for len(l.cs) < 16 {
-		l.add()
-		l.run(100*time.Millisecond, nil)
-	}
-	l.run(2*window, nil)
-	// Shrink and refill again and again, 1.3 s apart, so that the
-	// window's roll falls in every place between the two over the cycles.
-	for cycle := 0; cycle < 6; cycle++ {
-		parked := 0
-		l.run(600*time.Millisecond, func(int) bool {
-			if parked < 5 {
-				parked++
-				return true
-			}
-			return false
-		})
-		l.resume()
-		l.run(700*time.Millisecond, nil)
 	}
 }
