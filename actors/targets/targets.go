@@ -304,12 +304,15 @@ func (a *targetsActor) Receive(ctx actor.Context) {
 	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
-		a.h.flushPending.Store(false) // a flush the failed incarnation scheduled is gone
 		a.cancel = repeat.Send(a.clk, ctx.ActorSystem().Root, PublishInterval, PublishInterval, ctx.Self(), tick{})
 	case *actor.Restarting:
 		// Only the timers: the fresh actor drains the accumulators (the
-		// panic may have come from draining them).
+		// panic may have come from draining them). The flush the failed
+		// incarnation scheduled is gone with its timer, so the next
+		// report schedules anew. Not on Started: the first Started may
+		// run after reports already scheduled a flush.
 		a.stopTimers()
+		a.h.flushPending.Store(false)
 	case *actor.Stopping:
 		a.stopTimers()
 		a.drain()
