@@ -163,7 +163,18 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 		return nil, err
 	}
 	a.publish()
-	props := actor.PropsFromProducer(func() actor.Actor { return &keysActor{h: h} }, actor.WithGuardian(supervisor))
+	// The first incarnation is the one that just loaded and published;
+	// a restart starts from a fresh object, which reloads on Started.
+	// (Were the first one fresh too, its Started would read the store a
+	// second time, later, and take in writes nobody asked it to reload.)
+	var first atomic.Pointer[keysActor]
+	first.Store(a)
+	props := actor.PropsFromProducer(func() actor.Actor {
+		if a := first.Swap(nil); a != nil {
+			return a
+		}
+		return &keysActor{h: h}
+	}, actor.WithGuardian(supervisor))
 	pid, err := system.Root.SpawnNamed(props, fmt.Sprintf("keys-%p", h))
 	if err != nil {
 		return nil, fmt.Errorf("spawning the keys actor: %w", err)
