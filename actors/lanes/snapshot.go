@@ -98,20 +98,17 @@ type Snapshot struct {
 	VirtualLanes bool   `json:"virtualLanes"`
 	// CurrentLimit is the sum of the upstreams' limits; MinLimit and
 	// MaxLimit bound each one.
-	CurrentLimit       int64 `json:"currentLimit"`
-	MinLimit           int64 `json:"minLimit"`
-	MaxLimit           int64 `json:"maxLimit"`
-	GlobalLimit        int64 `json:"globalLimit"`
-	GlobalActiveCost   int64 `json:"globalActiveCost"`
-	ActiveCost         int64 `json:"activeCost"`
-	ActiveCount        int64 `json:"activeCount"`
-	QueuedCost         int64 `json:"queuedCost"`
-	QueuedCount        int64 `json:"queuedCount"`
-	VirtualActiveCost  int64 `json:"virtualActiveCost"`
-	VirtualActiveCount int64 `json:"virtualActiveCount"`
-	VirtualQueuedCost  int64 `json:"virtualQueuedCost"`
-	VirtualQueuedCount int64 `json:"virtualQueuedCount"`
-	LaneCount          int   `json:"laneCount"`
+	CurrentLimit     int64 `json:"currentLimit"`
+	MinLimit         int64 `json:"minLimit"`
+	MaxLimit         int64 `json:"maxLimit"`
+	GlobalLimit      int64 `json:"globalLimit"`
+	GlobalActiveCost int64 `json:"globalActiveCost"`
+	ActiveCost       int64 `json:"activeCost"`
+	ActiveCount      int64 `json:"activeCount"`
+	QueuedCost       int64 `json:"queuedCost"`
+	QueuedCount      int64 `json:"queuedCount"`
+	VirtualFigures
+	LaneCount int `json:"laneCount"`
 	// LaneQueuedCount and LaneQueuedCost are the requests waiting in
 	// tenant lanes (with lanes off, in the shared lanes) over all
 	// upstreams; LaneTenants the lanes with the most queued, summed over
@@ -127,6 +124,30 @@ type Snapshot struct {
 	Utilization      float64 `json:"utilization"`
 	ShortLatencyEwma float64 `json:"shortLatencyEwma"`
 	LongLatencyEwma  float64 `json:"longLatencyEwma"`
+	Decisions
+	ResourceFigures
+	Shutdown bool `json:"shutdown"`
+
+	Classes   map[string]ClassFigures `json:"classes"`
+	Upstreams []Upstream              `json:"upstreams"`
+}
+
+// The groups below are embedded in Snapshot: their fields are at the top
+// level of the JSON payload (the names operators' dashboards use), grouped
+// here by what they tell.
+
+// VirtualFigures are the fan-out probes' own in-flight and queued work
+// (virtual lanes), over all upstreams.
+type VirtualFigures struct {
+	VirtualActiveCost  int64 `json:"virtualActiveCost"`
+	VirtualActiveCount int64 `json:"virtualActiveCount"`
+	VirtualQueuedCost  int64 `json:"virtualQueuedCost"`
+	VirtualQueuedCount int64 `json:"virtualQueuedCount"`
+}
+
+// Decisions count what admission decided since start; the Would counts
+// are shadow mode's (what enforce would have done).
+type Decisions struct {
 	// VirtualFanoutSkipped counts fan-out targets (a combo's, fusion
 	// members) passed over because their upstream had no room.
 	VirtualFanoutSkipped int64            `json:"virtualFanoutSkipped"`
@@ -138,13 +159,14 @@ type Snapshot struct {
 	WouldAdmitCount      int64            `json:"wouldAdmitCount"`
 	WouldQueueCount      int64            `json:"wouldQueueCount"`
 	WouldRejectCount     int64            `json:"wouldRejectCount"`
-	ResourceSeverity     string           `json:"resourceSeverity"`
-	ResourceReason       string           `json:"resourceReason"`
-	ResourceObservedAt   int64            `json:"resourceObservedAtMs"`
-	Shutdown             bool             `json:"shutdown"`
+}
 
-	Classes   map[string]ClassFigures `json:"classes"`
-	Upstreams []Upstream              `json:"upstreams"`
+// ResourceFigures are the last resource-pressure reading (memory, CPU,
+// descriptors) the lanes acted on.
+type ResourceFigures struct {
+	ResourceSeverity   string `json:"resourceSeverity"`
+	ResourceReason     string `json:"resourceReason"`
+	ResourceObservedAt int64  `json:"resourceObservedAtMs"`
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -153,10 +175,11 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // view plus the gates' live counters. It never waits on an actor.
 func (h *Handle) Snapshot() *Snapshot {
 	s := &Snapshot{Mode: h.cfg.Mode.String(), VirtualLanes: h.cfg.VirtualLanes, MinLimit: h.cfg.MinLimit, MaxLimit: h.cfg.MaxLimit,
-		GlobalLimit: h.global.Max(), GlobalActiveCost: h.global.Active(), RejectedByReason: map[string]int64{},
+		GlobalLimit: h.global.Max(), GlobalActiveCost: h.global.Active(),
 		Classes: map[string]ClassFigures{}, Shutdown: h.stopped.Load(),
-		WouldAdmitCount: h.wouldAdmit.Load(), WouldQueueCount: h.wouldQueue.Load(), WouldRejectCount: h.wouldReject.Load(),
-		BusyCount: h.busy.Load(), VirtualFanoutSkipped: h.skipped.Load()}
+		Decisions: Decisions{RejectedByReason: map[string]int64{},
+			WouldAdmitCount: h.wouldAdmit.Load(), WouldQueueCount: h.wouldQueue.Load(), WouldRejectCount: h.wouldReject.Load(),
+			BusyCount: h.busy.Load(), VirtualFanoutSkipped: h.skipped.Load()}}
 	var classActive, classCount, classWaiting [admission.NumClasses]int64
 	var busyCost, limitSum, ewmaWeight, shortSum, longSum float64
 	tenants := map[string]*LaneTenant{}

@@ -62,9 +62,28 @@ type Controller struct {
 	atMeasure   Reading // the gate's counters when measurement began
 	haveStart   bool    // atMeasure holds a reading
 
-	// baseline is the no-queue latency per kind of sample, seconds (0:
-	// not yet known), and baseErr its relative standard error;
-	// heldEWMA the mean time an answer holds its slot.
+	// The controller's state falls in groups, each read and written by
+	// its own part of the decision (see the type of each).
+	latencies
+	knees
+	probing
+	testRun
+	cpuBound
+	hangMemory
+
+	pressure     Pressure
+	criticalAt   time.Time
+	last         PhaseReport
+	phases       uint64
+	queueSeen    bool
+	lastReadings Reading
+}
+
+// latencies: what the answers' timing says about the provider and the
+// gateway. baseline is the no-queue latency per kind of sample, seconds
+// (0: not yet known), and baseErr its relative standard error; heldEWMA
+// the mean time an answer holds its slot.
+type latencies struct {
 	baseline [numKinds]float64
 	baseErr  [numKinds]float64
 	// startN, startSum and startSq accumulate the answers of start-up
@@ -75,19 +94,42 @@ type Controller struct {
 	startSum [numKinds]float64
 	startSq  [numKinds]float64
 	heldEWMA float64
+	// local is the gateway's own mean wait to read an answer over the
+	// last judged phase (seconds).
+	local float64
+	// shortEWMA and longEWMA follow the answers' latencies (seconds; the
+	// OmniRoute health names shortLatencyEwma and longLatencyEwma, with
+	// its weights): what operators' dashboards plot, not what the
+	// controller decides by.
+	shortEWMA, longEWMA float64
+}
 
+// knees: where answers began to queue, and what a fall of it has
+// not yet confirmed.
+type knees struct {
 	// knee is the last level at which answers queued (0: never), and
-	// kneeAt when; cruiseLeft counts phases at the limit before the next
-	// probe.
+	// kneeAt when.
 	knee   float64
 	kneeAt time.Time
 	// prevKnee is the knee before it last fell, while the fall is not
 	// yet confirmed (0: none).
 	prevKnee float64
+	// calmKnee is the knee last found by a phase judged while the CPU
+	// was not used up (0: none): growth on the gateway's own saturation
+	// alone stops at calmHeadroom times it, so a busy CPU never doubles
+	// the limit far past a capacity the provider showed without noise
+	// (measured: 16 slots pushed to 800 while 2 MiB bodies used the CPU).
+	calmKnee float64
+}
+
+// probing: the cruise between probes above the limit, and what a probe
+// is compared with.
+type probing struct {
 	// lastFull is the last judged phase if it was a cruise or a probe
 	// full with demand waiting: what a probe is compared with (an unsure
 	// probe is compared with the same phase again); probeUnsure counts
-	// the repeats of an unsure probe.
+	// the repeats of an unsure probe; cruiseLeft counts phases at the
+	// limit before the next probe.
 	lastFull    phaseMeasure
 	probeUnsure int
 	cruiseLeft  int
@@ -96,14 +138,16 @@ type Controller struct {
 	// where it was, since every probe queues answers for a phase, and
 	// returns to cruisePhases when the knee moves.
 	cruiseEvery int
-	// A test is a run of drain phases checking whether the queue seen at
-	// the limit is the load's: trigger is the phase that queued, prev the
-	// level just above the current drain.
 	// lastRate is the delivery rate (answers per second) of the last
 	// judged phase that was full with demand waiting, and lastLevel its
 	// mean in flight: a step up that delivers no more is past the knee.
 	lastRate, lastLevel float64
 	gainSuspect         bool
+}
+
+// testRun: a test is a run of drain phases checking whether the queue
+// seen at the limit is the load's.
+type testRun struct {
 	// calibrating: the first phase, at calibrateLevel.
 	calibrating bool
 	// suspect: the last phase showed a queue that only just cleared the
@@ -114,24 +158,26 @@ type Controller struct {
 	// machine's CPU to explain (see judge's credible); it runs on while
 	// the CPU is used up.
 	credibleTest bool
+	verify       bool           // the test checks a kind's first no-queue latency
+	chain        []phaseMeasure // the phase that queued (the trigger), then each drain above the current one
+	// drainLevel is the in-flight level the current drain phase keeps to.
+	drainLevel float64
+}
+
+// cpuBound: whether the gateway's own CPU, not the provider, was the
+// busy part of the phases judged.
+type cpuBound struct {
 	// selfBound: the last judged phase's answers waited longer on the
 	// gateway than at the provider (see judge).
 	selfBound bool
-	// calmKnee is the knee last found by a phase judged while the CPU
-	// was not used up (0: none): growth on the gateway's own saturation
-	// alone stops at calmHeadroom times it, so a busy CPU never doubles
-	// the limit far past a capacity the provider showed without noise
-	// (measured: 16 slots pushed to 800 while 2 MiB bodies used the CPU).
-	calmKnee float64
 	// judgedBusy: the phase being judged ran on a used-up CPU.
 	judgedBusy bool
 	// busySteps counts the busy steps since the last judged phase.
 	busySteps int
-	verify    bool           // the test checks a kind's first no-queue latency
-	chain     []phaseMeasure // the phase that queued, then each drain above the current one
-	// drainLevel is the in-flight level the current drain phase keeps to.
-	drainLevel float64
+}
 
+// hangMemory: an incident in which the provider stopped answering.
+type hangMemory struct {
 	// hangFrom is the knee estimate when a hang began (0: no hang);
 	// hangOver: the last phase hung.
 	hangFrom float64
@@ -141,23 +187,6 @@ type Controller struct {
 	// timeouts and losses lower the limit phase by phase, but an outage
 	// says nothing about the capacity behind it). 0: none.
 	hangRestore float64
-
-	// local is the gateway's own mean wait to read an answer over the
-	// last judged phase (seconds).
-	local float64
-
-	// shortEWMA and longEWMA follow the answers' latencies (seconds; the
-	// OmniRoute health names shortLatencyEwma and longLatencyEwma, with
-	// its weights): what operators' dashboards plot, not what the
-	// controller decides by.
-	shortEWMA, longEWMA float64
-
-	pressure     Pressure
-	criticalAt   time.Time
-	last         PhaseReport
-	phases       uint64
-	queueSeen    bool
-	lastReadings Reading
 }
 
 // ControlConfig tunes a Controller.

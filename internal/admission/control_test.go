@@ -35,16 +35,7 @@ type ctlSim struct {
 	stream float64
 	ttft   float64
 
-	// demand: saturate is a closed loop of that many callers (waiting or
-	// in flight);
-	// rate is an open-loop arrival rate per second; giveUp a caller
-	// timeout (0: none).
-	saturate int
-	rate     float64
-	// unbounded: the gate admits everything (shadow mode).
-	unbounded bool
-	giveUp    time.Duration
-	arrivals  float64
+	simDemand
 
 	waiting  []time.Time // callers queued at the gate (arrival times)
 	flight   []*ctlReq   // admitted, at the provider
@@ -61,23 +52,39 @@ type ctlSim struct {
 	service_ serviceHeap // in service, by when they are done
 	queued   []*ctlReq   // at the provider, waiting for a slot
 
-	// localPer models a machine whose CPU is the bottleneck (the gateway
-	// itself, a load generator beside it): each request admitted with n
-	// in flight waits n × localPer for a CPU on the gateway's side (what
-	// the gateway measures, Sample.Local) and localShare times that on a
-	// provider on the same machine (in the latency the gateway sees),
-	// with no queue at the provider at all.
-	localPer   time.Duration
-	localShare float64
-	// unmeasured: the gateway does not see its share of the wait
-	// (Sample.Local stays 0: no receive times, or the machine's other
-	// processes are what is slow); busy: the reading says the CPU is used
-	// up (Reading.Busy).
-	unmeasured, cpuBusy bool
+	simMachine
 
 	// ground truth
 	served     int
 	servedCost float64 // slot-seconds used
+}
+
+// simDemand is who sends: saturate is a closed loop of that many callers
+// (waiting or in flight); rate an open-loop arrival rate per second;
+// giveUp a caller timeout (0: none).
+type simDemand struct {
+	saturate int
+	rate     float64
+	// unbounded: the gate admits everything (shadow mode).
+	unbounded bool
+	giveUp    time.Duration
+	arrivals  float64
+}
+
+// simMachine is the machine the gateway runs on. localPer models one whose
+// CPU is the bottleneck (the gateway itself, a load generator beside it):
+// each request admitted with n in flight waits n × localPer for a CPU on
+// the gateway's side (what the gateway measures, Sample.Local) and
+// localShare times that on a provider on the same machine (in the latency
+// the gateway sees), with no queue at the provider at all.
+type simMachine struct {
+	localPer   time.Duration
+	localShare float64
+	// unmeasured: the gateway does not see its share of the wait
+	// (Sample.Local stays 0: no receive times, or the machine's other
+	// processes are what is slow); cpuBusy: the reading says the CPU is
+	// used up (Reading.Busy).
+	unmeasured, cpuBusy bool
 }
 
 type ctlReq struct {
