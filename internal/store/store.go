@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/sanitize"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 )
@@ -239,6 +240,12 @@ type UsageRow struct {
 	TokensCached int64
 	CostNano     int64
 }
+
+// CostUSD is the record's cost in dollars, as the APIs show it.
+func (r *Record) CostUSD() float64 { return pricing.USD(r.CostNano) }
+
+// CostUSD is the row's cost in dollars, as the APIs show it.
+func (u *UsageRow) CostUSD() float64 { return pricing.USD(u.CostNano) }
 
 // LogStore persists the request log and its usage aggregates.
 type LogStore interface {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/sanitize"
 	"github.com/omniroute/gateway/internal/store"
 	"github.com/omniroute/gateway/transport/edge"
@@ -217,7 +216,7 @@ func (a *API) Requests(ctx *fasthttp.RequestCtx, edgeRID []byte) {
 		out = append(out, requestView{Time: r.Time, RequestID: r.RequestID, TenantID: r.TenantID, TenantName: r.TenantName, Model: r.Model,
 			Target: r.Target, CallerDialect: r.CallerDialect, UpstreamDialect: r.UpstreamDialect, Status: r.Status, ErrorCode: r.ErrorCode,
 			Attempts: r.Attempts, Fallbacks: r.Fallbacks, AdmissionWaitMs: ms(r.AdmissionWait), TTFTMs: ms(r.TTFT), LatencyMs: ms(r.Latency),
-			TokensIn: r.TokensIn, TokensOut: r.TokensOut, TokensCached: r.TokensCached, CostUSD: pricing.USD(r.CostNano), ClientIP: string(r.ClientIP), Changes: r.Changes})
+			TokensIn: r.TokensIn, TokensOut: r.TokensOut, TokensCached: r.TokensCached, CostUSD: r.CostUSD(), ClientIP: string(r.ClientIP), Changes: r.Changes})
 	}
 	body := map[string]any{"requests": out}
 	if page.Next != "" {
@@ -293,7 +292,7 @@ func (a *API) Usage(ctx *fasthttp.RequestCtx, edgeRID []byte) {
 	out := make([]usageView, 0, len(rows))
 	for _, u := range rows {
 		out = append(out, usageView{Start: u.Start, TenantID: u.TenantID, TenantName: u.TenantName, Model: u.Model, Requests: u.Requests, Errors: u.Errors,
-			TokensIn: u.TokensIn, TokensOut: u.TokensOut, TokensCached: u.TokensCached, CostUSD: pricing.USD(u.CostNano)})
+			TokensIn: u.TokensIn, TokensOut: u.TokensOut, TokensCached: u.TokensCached, CostUSD: u.CostUSD()})
 	}
 	refusedOut := make([]refusalView, 0, len(refused))
 	var refusedTotal int64
@@ -303,7 +302,7 @@ func (a *API) Usage(ctx *fasthttp.RequestCtx, edgeRID []byte) {
 	}
 	body := map[string]any{"bucket": string(uq.Bucket), "since": uq.Since.UTC(), "usage": out, "refused": refusedOut,
 		"total": map[string]any{"requests": total.Requests, "errors": total.Errors, "tokensIn": total.TokensIn,
-			"tokensOut": total.TokensOut, "tokensCached": total.TokensCached, "costUsd": pricing.USD(total.CostNano), "refused": refusedTotal}}
+			"tokensOut": total.TokensOut, "tokensCached": total.TokensCached, "costUsd": total.CostUSD(), "refused": refusedTotal}}
 	if !uq.Until.IsZero() {
 		body["until"] = uq.Until.UTC()
 	}
