@@ -45,6 +45,14 @@ type CreditRequest struct {
 	// when it will.
 	Need  int64
 	Backs []CreditBack
+	// Seq numbers a rolling request among the node's calls to this grain
+	// (1, 2, ...; 0: none). A call whose answer did not come (a timeout,
+	// a store write that may or may not have landed) is sent again with
+	// the same Seq and content, and the grain, which keeps each node's
+	// last Seq with its answer in its durable record, applies it once:
+	// a retry after a lost answer gets the grant the first one made, and
+	// give-backs are never taken twice.
+	Seq uint64
 }
 
 // ClusterKind implements ClusterMessage.
@@ -74,6 +82,7 @@ func (m *CreditRequest) appendWire(w *wireWriter) {
 		w.varint(b.At)
 		w.varint(b.N)
 	}
+	w.uvarint(m.Seq)
 }
 
 func (m *CreditRequest) readWire(r *wireReader) {
@@ -88,6 +97,7 @@ func (m *CreditRequest) readWire(r *wireReader) {
 			m.Backs[i] = CreditBack{At: r.varint(), N: r.varint()}
 		}
 	}
+	m.Seq = r.uvarint()
 }
 
 // CreditReply is a credit grain's answer to a CreditRequest.

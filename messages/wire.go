@@ -26,7 +26,7 @@ import (
 
 const (
 	wireMagic   = 0xC1
-	wireVersion = 1
+	wireVersion = 2
 	wireHeader  = 3
 )
 

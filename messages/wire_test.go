@@ -21,9 +21,9 @@ func validClusterMessages() map[ClusterKind][]ClusterMessage {
 	}
 	return map[ClusterKind][]ClusterMessage{
 		KindCreditRequest: {
-			&CreditRequest{Op: CreditAcquire, Node: "n1", Window: 29000000, Amount: 640},
+			&CreditRequest{Op: CreditAcquire, Node: "n1", Window: 29000000, Amount: 640, Seq: 7},
 			&CreditRequest{Op: CreditRelease, Node: "ü\x00x", Window: 1<<63 + 5, Amount: -3, Backs: []CreditBack{{At: 1 << 62, N: 5}, {At: -1, N: 0}}},
-			&CreditRequest{Op: CreditRenew, Node: long, Amount: math.MaxInt64, Need: math.MinInt64, Backs: backs},
+			&CreditRequest{Op: CreditRenew, Node: long, Amount: math.MaxInt64, Need: math.MinInt64, Backs: backs, Seq: math.MaxUint64},
 		},
 		KindCreditReply: {
 			&CreditReply{},
@@ -126,7 +126,7 @@ func TestClusterCodecRefuses(t *testing.T) {
 		{"the cooldowns' and quota's JSON of the release before", oldJSON, "not an envelope"},
 		{"a credit grain call of the release before", []byte{1, 2, 'n', '1', 0, 2, 0, 0}, "not an envelope"},
 		{"a credit grain reply of the release before", []byte{2, 0, 10, 2, 0, 0, 0, 0}, "not an envelope"},
-		{"another version", append([]byte{wireMagic, wireVersion + 1}, good[2:]...), "wire version 2"},
+		{"another version", append([]byte{wireMagic, wireVersion + 1}, good[2:]...), "wire version 3"},
 		{"kind 0", []byte{wireMagic, wireVersion, 0}, "unknown kind 0"},
 		{"an unknown kind", []byte{wireMagic, wireVersion, byte(numClusterKinds)}, "unknown kind"},
 		{"cut short", good[:len(good)-1], "cut short"},

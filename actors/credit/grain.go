@@ -3,6 +3,8 @@ package credit
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -127,6 +129,9 @@ type grain struct {
 	window  uint64
 	granted int64
 	rolls   *rolling.Windows
+	// calls is each node's last rolling call applied (by node), kept in
+	// the record with the windows it changed.
+	calls map[string]CallMark
 	// fullAt is when a rolling window last filled.
 	fullAt time.Time
 
@@ -260,14 +265,29 @@ func (g *grain) rollingOp(r *messages.CreditRequest, b Budget) (messages.CreditR
 			return messages.CreditReply{Unavailable: true}, nil
 		}
 		g.rolls = rolling.NewWindows(lim, CreditTTL)
+		g.calls = map[string]CallMark{}
 		if g.version != 0 {
 			g.rolls.Restore(rec.Rings)
+			for _, m := range rec.Calls {
+				g.calls[m.Node] = m
+			}
 		}
 		g.loaded = true
 	}
 	g.rolls.Set(lim)
 	clockNow := g.clk.Now()
 	now := clockNow.UnixNano()
+	if m, ok := g.calls[r.Node]; ok && r.Seq > 0 && r.Seq <= m.Seq {
+		if r.Seq < m.Seq {
+			// An older call arriving after a newer one was applied: the
+			// node has moved on and reads no answer to it.
+			return messages.CreditReply{Refused: true}, nil
+		}
+		// A retry of the call applied last (its answer was lost, or the
+		// write that made it durable timed out yet landed): the same
+		// answer, nothing applied again.
+		return g.rollingReply(r, clockNow, m.Granted, m.At), nil
+	}
 	for _, k := range r.Backs {
 		if k.At > now+int64(rolling.Minute.Slot()) {
 			return messages.CreditReply{Refused: true}, nil
@@ -289,7 +309,10 @@ func (g *grain) rollingOp(r *messages.CreditRequest, b Budget) (messages.CreditR
 		}
 	}
 	if changed {
-		if err := g.save(Record{Rings: g.rolls.State()}); err != nil {
+		if r.Seq > 0 {
+			g.calls[r.Node] = CallMark{Node: r.Node, Seq: r.Seq, Granted: n, At: now}
+		}
+		if err := g.save(Record{Rings: g.rolls.State(), Calls: g.marks(now)}); err != nil {
 			// Not durable: nothing is granted, and the windows in memory
 			// are dropped so that the next call starts from the last
 			// record, as a fresh activation would.
@@ -297,7 +320,15 @@ func (g *grain) rollingOp(r *messages.CreditRequest, b Budget) (messages.CreditR
 			return messages.CreditReply{Unavailable: true}, err
 		}
 	}
-	rep := messages.CreditReply{Granted: n, At: now}
+	return g.rollingReply(r, clockNow, n, now), nil
+}
+
+// rollingReply is the answer to r that granted n stamped at: the tightest
+// window's figures now, and, when a window is full, when what the node
+// needs fits again.
+func (g *grain) rollingReply(r *messages.CreditRequest, clockNow time.Time, n, at int64) messages.CreditReply {
+	now := clockNow.UnixNano()
+	rep := messages.CreditReply{Granted: n, At: at}
 	if t, ok := g.rolls.Tightest(now, rolling.Requests); ok {
 		rep.Left, rep.Limit, rep.Period, rep.ResetMs = t.Remaining, t.Limit, uint8(t.Period), t.Reset.Milliseconds()
 	}
@@ -319,7 +350,27 @@ func (g *grain) rollingOp(r *messages.CreditRequest, b Budget) (messages.CreditR
 		}
 	}
 	rep.Contended = clockNow.Sub(g.fullAt) < CreditTTL
-	return rep, nil
+	return rep
+}
+
+// markAge is how long the grain keeps a node's last call: far longer than
+// a node retries one (retryFor), so a retry is never applied twice, and
+// short enough that the members of past runs leave the record.
+const markAge = 5 * time.Minute
+
+// marks are the calls to keep in the record: the last one of each node,
+// for markAge.
+func (g *grain) marks(now int64) []CallMark {
+	out := make([]CallMark, 0, len(g.calls))
+	for node, m := range g.calls {
+		if now-m.At > int64(markAge) {
+			delete(g.calls, node)
+			continue
+		}
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b CallMark) int { return strings.Compare(a.Node, b.Node) })
+	return out
 }
 
 // conflictRetries bounds how often one call re-reads a record another

@@ -358,6 +358,7 @@ func (a *leaseActor) Receive(ctx actor.Context) {
 		}
 	case tick:
 		for _, p := range *a.l.pools.Load() {
+			p.retryDue = p.retry != nil // a failed call goes again now
 			if p.pending.CompareAndSwap(false, true) && !a.next(ctx, p, false) {
 				p.pending.Store(false)
 			}

@@ -130,6 +130,12 @@ type Pool struct {
 	// pending is set while a grain call for this pool is queued or in
 	// flight: one at a time per pool.
 	pending atomic.Bool
+	// retry is a rolling call that failed without a refusal, to be sent
+	// again as it was at the next tick (retryDue); only the lease actor
+	// reads and writes them (a restarted actor takes them over with the
+	// pool).
+	retry    *result
+	retryDue bool
 	// held is the slots the grain last said this node holds; only the
 	// lease actor writes it.
 	held atomic.Int64

@@ -30,6 +30,14 @@ import (
 // request needs, so the grain's count is what was spent and the wait it
 // gives a refused request is the truth for every node.
 
+// callSeq numbers this process's rolling calls: increasing per node (a
+// node is one process), whichever pool makes them.
+var callSeq atomic.Uint64
+
+// retryFor is how long a node sends a failed call again before it gives
+// it up; a grain keeps a node's last call far longer (markAge).
+const retryFor = 30 * time.Second
+
 // rollLease is one lease: its word is the generation's tag and the
 // credit left (packWord), so taking credit and noticing that the lease
 // was replaced are one compare-and-swap.
@@ -291,6 +299,26 @@ func (p *Pool) Bucket(now time.Time) (rolling.Bucket, bool) {
 // reports whether it did.
 func (a *leaseActor) nextRolling(ctx actor.Context, p *Pool, kicked bool, now time.Time, chunk int64) bool {
 	t := now.UnixNano()
+	// A call whose answer did not come is sent again, as it was, before
+	// anything new: the grain applies it once (messages.CreditRequest's
+	// Seq), so its grant is not lost and its give-backs not lost or
+	// taken twice. On the next tick after it failed (retryDue), so that
+	// a grain that answers Unavailable at once is not asked in a loop;
+	// given up after retryFor (what it gave back then stays counted at
+	// the grain until it leaves the windows: the safe direction).
+	if r := p.retry; r != nil {
+		switch {
+		case now.Sub(r.sentAt) > retryFor:
+			p.retry = nil
+		case !p.retryDue:
+			return false
+		default:
+			p.retry, p.retryDue = nil, false
+			r.rep, r.err = messages.CreditReply{}, nil
+			a.call(ctx, r)
+			return true
+		}
+	}
 	// What a lease held when it ended goes back to the grain.
 	for i := range p.lease {
 		if p.lease[i].expires.Load() <= t {
@@ -364,17 +392,23 @@ func (a *leaseActor) nextRolling(ctx actor.Context, p *Pool, kicked bool, now ti
 	if req.Op == messages.CreditRelease && len(req.Backs) == 0 {
 		return false
 	}
+	req.Seq = callSeq.Add(1)
 	a.call(ctx, &result{p: p, req: req, sentAt: now, lease: i})
 	return true
 }
 
-// applyRolling folds a rolling grain's answer into the pool. A failed
-// call loses what it gave back from this node's side: the grain may have
-// taken it already, so it cannot be spent again here (the safe
-// direction; the grain counts it until it leaves its windows).
+// applyRolling folds a rolling grain's answer into the pool. A call that
+// failed without a refusal is kept to be sent again (nextRolling); what it
+// gave back cannot be spent here meanwhile, since the grain may have
+// taken it already.
 func (a *leaseActor) applyRolling(m *result, failed bool) {
 	p, req, rep := m.p, &m.req, &m.rep
 	if failed {
+		if !rep.Refused && req.Seq > 0 {
+			// No answer, or the grain could not make it durable: it may
+			// have applied the call all the same. Send it again.
+			p.retry, p.retryDue = m, false
+		}
 		if req.Op == messages.CreditAcquire && m.err == nil && rep.Unavailable {
 			// Not known there yet, or not durable: ask again a little
 			// later (keeping a later wait the grain gave before).

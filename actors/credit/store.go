@@ -25,6 +25,26 @@ type Record struct {
 	Granted int64
 	// Rings are a rolling budget's windows (nil for a calendar one).
 	Rings []rolling.RingState
+	// Calls are a rolling budget's last call of each node, written with
+	// the windows the call changed, so a retry of it is answered from
+	// here, not applied twice, even by another activation.
+	Calls []CallMark `json:",omitempty"`
+}
+
+// CallMark is a node's last rolling call a grain applied: its Seq, what
+// it granted and the grant's stamp (the grain's clock, Unix ns; also when
+// it was applied).
+type CallMark struct {
+	Node    string
+	Seq     uint64
+	Granted int64
+	At      int64
+}
+
+// rollingRecord is a rolling record's form in etcd after "R ".
+type rollingRecord struct {
+	Rings []rolling.RingState
+	Calls []CallMark `json:",omitempty"`
 }
 
 // Store keeps window grains' records where every member can read them.
@@ -99,6 +119,14 @@ func (s *EtcdStore) Load(ctx context.Context, key string) (Record, int64, error)
 		return Record{}, 0, nil
 	}
 	kv := resp.Kvs[0]
+	if v, ok := strings.CutPrefix(string(kv.Value), "R "); ok {
+		var rr rollingRecord
+		if err := json.Unmarshal([]byte(v), &rr); err != nil {
+			return Record{}, 0, fmt.Errorf("budget record %q in etcd is malformed: %v", key, err)
+		}
+		return Record{Rings: rr.Rings, Calls: rr.Calls}, kv.ModRevision, nil
+	}
+	// "r " is the form before call marks: the windows alone.
 	if v, ok := strings.CutPrefix(string(kv.Value), "r "); ok {
 		var rec Record
 		if err := json.Unmarshal([]byte(v), &rec.Rings); err != nil {
@@ -122,11 +150,11 @@ func (s *EtcdStore) Load(ctx context.Context, key string) (Record, int64, error)
 func (s *EtcdStore) Save(ctx context.Context, key string, r Record, version int64) (int64, error) {
 	v := strconv.FormatUint(r.Window, 10) + " " + strconv.FormatInt(r.Granted, 10)
 	if r.Rings != nil {
-		b, err := json.Marshal(r.Rings)
+		b, err := json.Marshal(rollingRecord{Rings: r.Rings, Calls: r.Calls})
 		if err != nil {
 			return 0, fmt.Errorf("encoding budget record %q: %w", key, err)
 		}
-		v = "r " + string(b)
+		v = "R " + string(b)
 	}
 	k := s.prefix + key
 	resp, err := s.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(k), "=", version)).Then(clientv3.OpPut(k, v)).Commit()

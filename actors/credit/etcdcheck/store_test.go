@@ -60,7 +60,25 @@ func TestEtcdStoreWritesOnlyOverTheVersionItRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec, v, err = s.Load(ctx, "r/k")
-	if err != nil || v != rv || !reflect.DeepEqual(rec.Rings, want) {
-		t.Fatalf("a rolling record read back as %+v version %d (want %+v at %d) %v", rec.Rings, v, want, rv, err)
+	if err != nil || v != rv || !reflect.DeepEqual(rec.Rings, want) || rec.Calls != nil {
+		t.Fatalf("a rolling record read back as %+v version %d (want %+v at %d) %v", rec, v, want, rv, err)
+	}
+	// With the nodes' last calls, which a retry is answered from.
+	calls := []credit.CallMark{{Node: "n1", Seq: 9, Granted: 4, At: 1 << 60}, {Node: "n2", Seq: 1, At: 5}}
+	rv, err = s.Save(ctx, "r/k", credit.Record{Rings: want, Calls: calls}, rv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, v, err = s.Load(ctx, "r/k")
+	if err != nil || v != rv || !reflect.DeepEqual(rec.Rings, want) || !reflect.DeepEqual(rec.Calls, calls) {
+		t.Fatalf("a rolling record with calls read back as %+v version %d %v", rec, v, err)
+	}
+	// A record written before the calls were kept ("r " and the rings
+	// alone) still reads.
+	if _, err := c.Put(ctx, "/omniroute/credit/test/r/old", `r [{"Dim":0,"Period":0,"Head":42,"Counts":[1,0,3]}]`); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _, err = s.Load(ctx, "r/old"); err != nil || len(rec.Rings) != 1 || rec.Rings[0].Head != 42 || rec.Calls != nil {
+		t.Fatalf("a record of the earlier form read back as %+v %v", rec, err)
 	}
 }
