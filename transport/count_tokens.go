@@ -31,7 +31,7 @@ import (
 // as such, in the Anthropic shape.
 func (g *Gateway) countTokens(ctx *fasthttp.RequestCtx, r edge.Route, rid []byte, host context.Context, start time.Time) {
 	c := g.acquireCall(ctx, r, rid, start)
-	c.surface, c.up, c.counting = catalog.Messages, catalog.Messages, true
+	c.surface, c.trans.up, c.counting = catalog.Messages, catalog.Messages, true
 	g.metrics.inflight.Add(1)
 	g.active.Add(1)
 	defer c.abandonOnPanic()

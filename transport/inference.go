@@ -6,27 +6,17 @@ import (
 	"io"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/valyala/bytebufferpool"
 	"github.com/valyala/fasthttp"
-	"go.opentelemetry.io/otel/trace"
 
-	"github.com/omniroute/gateway/actors/ingest"
-	"github.com/omniroute/gateway/actors/lanes"
-	"github.com/omniroute/gateway/internal/admission"
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/config"
 	dia "github.com/omniroute/gateway/internal/dialect"
-	"github.com/omniroute/gateway/internal/fit"
 	"github.com/omniroute/gateway/internal/jsonscan"
-	"github.com/omniroute/gateway/internal/modelinfo"
-	"github.com/omniroute/gateway/internal/planner"
-	"github.com/omniroute/gateway/internal/sse"
 	"github.com/omniroute/gateway/internal/tenant"
-	"github.com/omniroute/gateway/internal/translate"
 	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/upstream"
 )
@@ -39,102 +29,47 @@ type call struct {
 	// keeps it to its end, whatever reloads happen meanwhile.
 	rc      *routingConfig
 	ctx     *fasthttp.RequestCtx
+	host    context.Context // the net/http host's request context, nil on fasthttp
 	surface catalog.Surface
 	format  apierror.Format
 	route   edge.Route
 	rid     []byte
 	ridBuf  [160]byte
+	start   time.Time
 	tenant  tenant.ID
 	scan    jsonscan.Request
 	model   *catalog.Model
 	body    *bytebufferpool.ByteBuffer
-	out     *bytebufferpool.ByteBuffer
-	start   time.Time
-	took    time.Duration // from start to settle
-
 	cancel  upstream.Cancel
-	token   edge.Token
-	stopCtx func() bool
 
-	fallbacks int
-	target    *catalog.Target
 	// deadline is when the caller stops waiting (zero: it did not say);
-	// see readDeadline. attemptStart is when the current attempt was sent.
-	deadline     time.Time
-	attemptStart time.Time
-	// waiter serves waits for a cooling target; kept across uses.
-	waiter planner.Waiter
+	// see readDeadline.
+	deadline time.Time
+	relayed  bool // the relay route authenticated it (relay_route.go)
+	counting bool // a count_tokens call (count_tokens.go)
 
-	// streaming relay state
-	x        *upstream.Exchange
-	rd       sse.Reader
-	pending  []byte
-	pendOff  []int
-	terminal bool
-	idle     time.Duration
-	closing  atomic.Bool
-	respID   []byte
-	relayed  bool                // the relay route authenticated it (relay_route.go)
-	counting bool                // a count_tokens call (count_tokens.go)
-	panicked bool                // handling panicked: the edge's guard answers it (edge/panic.go)
-	settled  bool                // settle ran (or started): it runs once
-	dw       edge.DeadlineWriter // the stream's writer with its write deadline (edge/deadlines.go)
-
-	// admission (admission.go)
-	lease  *ingest.Lease
-	bypass bool
-	host   context.Context
+	life    lifeState    // how it is registered and ended (inference.go)
+	intake  intakeState  // ingest: the byte budget's reservation (admission.go)
+	lane    laneState    // admit: the lease on the attempt's upstream (lanes.go)
+	att     attemptState // attempt: the target tried and what it left (dispatch.go)
+	stream  streamState  // relay: the committed stream (relay.go)
+	trans   translation  // the attempt's upstream dialect and translator (translated.go)
+	fitting fitState     // the body fitted to the target's model (fitting.go)
+	trace   traceState   // the request's spans (tracing.go)
 
 	plan plan       // routing, token reservation and usage metering (route.go)
 	ten  tenantCall // the caller's key, limits reservation, log (tenants.go)
-
-	// admission (lanes.go): the current attempt's lease on its upstream,
-	// the priority class, and why admission refused, if it did.
-	laneLease    lanes.Lease
-	class        admission.Class
-	refusal      lanes.Reason
-	refusalRetry int
-	waited       time.Duration // queued for admission, over all attempts
-	// attemptReason is the failure reason of the last attempt.
-	attemptReason string
-	streamCut     bool
-	skips         int
-	skipped       [maxSkipNames]int32 // target ids skipped, for the header
-	alt           *bytebufferpool.ByteBuffer
-	altScan       jsonscan.Request
-
-	// tracing (tracing.go): nil unless a tracer provider is configured
-	span, attemptSpan trace.Span
-
-	// translation (translated.go): the attempt's upstream dialect, and
-	// when it is not the caller's, the translator, the translated body,
-	// the upstream model it was written for and the stream's frame buffer.
-	up      catalog.Surface
-	tr      *translate.Translator
-	tbody   *bytebufferpool.ByteBuffer
-	trModel string
-	trInfo  *modelinfo.Info
-	evbuf   []byte
-
-	// fitting (fitting.go): the fitter and the raw body it fitted; fitted
-	// when the attempt sends fbody, fitRan when the fitter's changes are
-	// the attempt's; the caller's strict setting; reply, the caller's
-	// model name as a JSON string when answers are renamed to it, and
-	// rbuf, a renamed answer or event.
-	fitter fit.Fitter
-	fbody  *bytebufferpool.ByteBuffer
-	fitted bool
-	fitRan bool
-	strict uint8
-	reply  []byte
-	rbuf   []byte
 	// fb is the caller's per-request fallbacks (fallbacks.go).
 	fb fallbackReq
-	// session affinity (session.go): the conversation's key (0: none
-	// found), computed once; hashes, the candidates' hashes.
-	session     uint64
-	sessionDone bool
-	hashes      []uint64
+}
+
+// lifeState is how the call is registered and ended (inference.go).
+type lifeState struct {
+	token    edge.Token
+	stopCtx  func() bool
+	panicked bool          // handling panicked: the edge's guard answers it (edge/panic.go)
+	settled  bool          // settle ran (or started): it runs once
+	took     time.Duration // from start to settle
 }
 
 var callPool = sync.Pool{New: func() any { return &call{} }}
@@ -142,7 +77,7 @@ var callPool = sync.Pool{New: func() any { return &call{} }}
 func (g *Gateway) acquireCall(ctx *fasthttp.RequestCtx, r edge.Route, rid []byte, start time.Time) *call {
 	c := callPool.Get().(*call)
 	c.g, c.rc, c.ctx, c.surface, c.format, c.route, c.start = g, g.rc.Load(), ctx, r.Spec().Surface, r.Format(), r, start
-	c.up = c.surface
+	c.trans.up = c.surface
 	c.rid = append(c.ridBuf[:0], rid...)
 	return c
 }
@@ -151,30 +86,19 @@ func (c *call) release() {
 	if c.body != nil {
 		bytebufferpool.Put(c.body)
 	}
-	if c.out != nil {
-		bytebufferpool.Put(c.out)
-	}
-	if c.alt != nil {
-		bytebufferpool.Put(c.alt)
-	}
-	if c.x != nil {
-		c.x.Release()
-	}
-	c.releaseTranslation()
 	c.cancel.Reset()
-	if c.fbody != nil {
-		bytebufferpool.Put(c.fbody)
-	}
-	pending, offs, rd, scan, altScan, pl, waiter, evbuf := c.pending[:0], c.pendOff[:0], c.rd, c.scan, c.altScan, c.plan.reset(), c.waiter, c.evbuf[:0]
-	fitter, reply, rbuf, fb, hashes := c.fitter, c.reply[:0], c.rbuf[:0], c.fb.reset(), c.hashes[:0]
-	// The scans keep their scratch space but not their results: Model
-	// aliases this request's body, which goes back to its pool now, and a
-	// later call refused before it scans (the request log reads the model)
-	// must not see it.
+	// The scan keeps its scratch space but not its results: Model aliases
+	// this request's body, which goes back to its pool now, and a later
+	// call refused before it scans (the request log reads the model) must
+	// not see it.
+	scan := c.scan
 	scan.Reset()
-	altScan.Reset()
-	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan, altScan: altScan, plan: pl, waiter: waiter, evbuf: evbuf,
-		fitter: fitter, reply: reply, rbuf: rbuf, fb: fb, hashes: hashes}
+	// The call is rebuilt from its zero value: a field survives only where
+	// its stage's recycle (or reset) names it, and those name buffers and
+	// scratch space, never a result. A field added to any state is cleared
+	// here without anyone remembering to.
+	*c = call{scan: scan, plan: c.plan.reset(), fb: c.fb.reset(), att: c.att.recycle(),
+		stream: c.stream.recycle(), trans: c.trans.recycle(), fitting: c.fitting.recycle()}
 	callPool.Put(c)
 }
 
@@ -210,25 +134,25 @@ func (c *call) finish() {
 // It runs at most once: a panic inside it must not make the panic guard
 // give the same leases back twice.
 func (c *call) settle() {
-	if c.settled {
+	if c.life.settled {
 		return
 	}
-	c.settled = true
+	c.life.settled = true
 	g := c.g
 	c.settleUsage()
-	c.took = time.Since(c.start) // one clock read for the log and the metrics
-	defer c.traceEnd()           // after the outcome below is recorded
-	c.finishTenant()             // the tenant's limits and the request log (tenants.go)
+	c.life.took = time.Since(c.start) // one clock read for the log and the metrics
+	defer c.traceEnd()                // after the outcome below is recorded
+	c.finishTenant()                  // the tenant's limits and the request log (tenants.go)
 	c.releaseAdmission()
-	if c.token != (edge.Token{}) {
-		g.inflight.Unregister(c.token)
+	if c.life.token != (edge.Token{}) {
+		g.inflight.Unregister(c.life.token)
 	}
-	if c.stopCtx != nil {
-		c.stopCtx()
+	if c.life.stopCtx != nil {
+		c.life.stopCtx()
 	}
 	c.releaseStream()
-	if !c.panicked { // the panic guard counts the request as a 500
-		g.metrics.finish(c.route, c.ctx.Response.StatusCode(), c.took)
+	if !c.life.panicked { // the panic guard counts the request as a 500
+		g.metrics.finish(c.route, c.ctx.Response.StatusCode(), c.life.took)
 	}
 	g.metrics.inflight.Add(-1)
 	g.active.Add(-1)
@@ -334,10 +258,10 @@ func (c *call) track(host context.Context) {
 	if host == nil {
 		conn = c.ctx.Conn()
 	}
-	c.token = g.inflight.Register(&c.cancel, uint32(c.ctx.ConnID()), conn, c.start)
+	c.life.token = g.inflight.Register(&c.cancel, uint32(c.ctx.ConnID()), conn, c.start)
 	if host != nil {
 		cancel := &c.cancel
-		c.stopCtx = context.AfterFunc(host, cancel.Cancel)
+		c.life.stopCtx = context.AfterFunc(host, cancel.Cancel)
 	}
 }
 

@@ -88,11 +88,11 @@ func (c *call) relayBifrost(host context.Context, base string, tok *relay.Token,
 	// falls back, so, as on the native path, the body is freed and its
 	// bytes go back to the ingest budget (the heavy slot stays until the
 	// stream ends). An error event the provider sends is passed on.
-	c.rd.Reset(x.Body())
-	c.pending, c.pendOff, c.terminal = c.pending[:0], c.pendOff[:0], false
+	c.stream.rd.Reset(x.Body())
+	c.stream.pending, c.stream.pendOff, c.stream.terminal = c.stream.pending[:0], c.stream.pendOff[:0], false
 	for n := 0; ; n++ {
 		x.SetReadDeadline(time.Now().Add(timeout))
-		ev, err := c.rd.Next()
+		ev, err := c.stream.rd.Next()
 		if err != nil {
 			class := classifyStreamError(x, err)
 			x.Release()
@@ -106,10 +106,10 @@ func (c *call) relayBifrost(host context.Context, base string, tok *relay.Token,
 		}
 		c.hold(ev)
 		if c.isTerminal(ev) {
-			c.terminal = true
+			c.stream.terminal = true
 			break
 		}
-		if c.isErrorEvent(ev) || !c.isStartup(ev) || n+1 >= maxHeldEvents || len(c.pending) >= maxHeldBytes {
+		if c.isErrorEvent(ev) || !c.isStartup(ev) || n+1 >= maxHeldEvents || len(c.stream.pending) >= maxHeldBytes {
 			break
 		}
 	}
@@ -120,8 +120,8 @@ func (c *call) relayBifrost(host context.Context, base string, tok *relay.Token,
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
 	ctx.Response.Header.Set("X-Accel-Buffering", "no")
 	c.bifrostHeaders(x)
-	c.x = x // released by finish
-	c.idle = timeout
+	c.stream.x = x // released by finish
+	c.stream.idle = timeout
 	ctx.SetBodyStream(&bifrostStream{c: c, base: base, forced: forced}, -1)
 	c.bodyDone()
 	return bifrostDone, true, ""
@@ -215,16 +215,16 @@ func (b *bifrostStream) WriteTo(w io.Writer) (n int64, err error) {
 	}()
 	edge.ProbePanic("stream")
 	c := b.c
-	return b.relay(c.g.edge.StreamWriter(&c.dw, c.ctx, c.host != nil, w, c.x.Deadline()))
+	return b.relay(c.g.edge.StreamWriter(&c.stream.dw, c.ctx, c.host != nil, w, c.stream.x.Deadline()))
 }
 
 func (b *bifrostStream) relay(w io.Writer) (int64, error) {
 	c := b.c
-	x := c.x
+	x := c.stream.x
 	var total int64
 	prev := 0
-	for _, off := range c.pendOff {
-		n, err := w.Write(c.pending[prev:off])
+	for _, off := range c.stream.pendOff {
+		n, err := w.Write(c.stream.pending[prev:off])
 		total += int64(n)
 		if err != nil {
 			c.cancel.Cancel()
@@ -232,11 +232,11 @@ func (b *bifrostStream) relay(w io.Writer) (int64, error) {
 		}
 		prev = off
 	}
-	events := len(c.pendOff)
-	sawFinish := bytes.Contains(c.pending, finishReasonSet)
-	for !c.terminal {
-		x.SetReadDeadline(time.Now().Add(c.idle))
-		ev, err := c.rd.Next()
+	events := len(c.stream.pendOff)
+	sawFinish := bytes.Contains(c.stream.pending, finishReasonSet)
+	for !c.stream.terminal {
+		x.SetReadDeadline(time.Now().Add(c.stream.idle))
+		ev, err := c.stream.rd.Next()
 		if err != nil {
 			if err == io.EOF && sawFinish {
 				// Some OpenAI-compatible servers end without [DONE].
@@ -286,11 +286,11 @@ func (b *bifrostStream) relay(w io.Writer) (int64, error) {
 			sawFinish = true
 		}
 		if isErr || c.isTerminal(ev) {
-			c.terminal = true
+			c.stream.terminal = true
 		}
 	}
 	c.g.metrics.routes[c.route].events.Add(events)
-	if c.terminal {
+	if c.stream.terminal {
 		c.drain(x)
 	}
 	return total, nil

@@ -335,13 +335,13 @@ func (c *call) identify() (tenant.ID, tenant.Decision) {
 // pipeline can be tracked again by it.
 func (c *call) untrack() {
 	g := c.g
-	if c.token != (edge.Token{}) {
-		g.inflight.Unregister(c.token)
-		c.token = edge.Token{}
+	if c.life.token != (edge.Token{}) {
+		g.inflight.Unregister(c.life.token)
+		c.life.token = edge.Token{}
 	}
-	if c.stopCtx != nil {
-		c.stopCtx()
-		c.stopCtx = nil
+	if c.life.stopCtx != nil {
+		c.life.stopCtx()
+		c.life.stopCtx = nil
 	}
 }
 
