@@ -270,9 +270,8 @@ func (g *Gateway) busy(out messages.IngestOutcome) *apierror.Error {
 // ExpectHandler already took. A call whose body is read already passed it
 // before the read (the relay route admits, reads and then may hand the
 // call to the native pipeline, which asks again).
-func (c *call) admitBytes(host context.Context) bool {
+func (c *call) admitBytes() bool {
 	ctx := c.ctx
-	c.host = host
 	if c.body != nil {
 		return true
 	}
@@ -286,7 +285,7 @@ func (c *call) admitBytes(host context.Context) bool {
 		}
 		return true
 	}
-	l, bypass, e := c.g.byteStage(ctx, c.tenant, host)
+	l, bypass, e := c.g.byteStage(ctx, c.tenant, c.host)
 	if e != nil {
 		c.reject(e)
 		return false
@@ -586,15 +585,7 @@ func (g *Gateway) expectAdmission(ctx *fasthttp.RequestCtx) (int, bool) {
 // ExpectHandler, as the handler does (identify).
 func (g *Gateway) expectCaller(ctx *fasthttp.RequestCtx) (tenant.ID, *apierror.Error) {
 	id, _, decision := g.identifyCaller(g.rc.Load(), credential(&ctx.Request.Header), edge.IsLoopback(ctx))
-	switch decision {
-	case tenantMissing:
-		return id, errMissingKey
-	case tenantInvalid:
-		return id, errInvalidKey
-	case tenant.Retired:
-		return id, errRetiredKey
-	}
-	return id, nil
+	return id, keyError(decision)
 }
 
 // expectRelayCaller checks the relay token for the ExpectHandler, as the

@@ -74,9 +74,9 @@ type lifeState struct {
 
 var callPool = sync.Pool{New: func() any { return &call{} }}
 
-func (g *Gateway) acquireCall(ctx *fasthttp.RequestCtx, r edge.Route, rid []byte, start time.Time) *call {
+func (g *Gateway) acquireCall(ctx *fasthttp.RequestCtx, r edge.Route, rid []byte, host context.Context, start time.Time) *call {
 	c := callPool.Get().(*call)
-	c.g, c.rc, c.ctx, c.surface, c.format, c.route, c.start = g, g.rc.Load(), ctx, r.Spec().Surface, r.Format(), r, start
+	c.g, c.rc, c.ctx, c.host, c.surface, c.format, c.route, c.start = g, g.rc.Load(), ctx, host, r.Spec().Surface, r.Format(), r, start
 	c.trans.up = c.surface
 	c.rid = append(c.ridBuf[:0], rid...)
 	return c
@@ -108,13 +108,16 @@ func (c *call) fail(e *apierror.Error) {
 	edge.WriteError(c.ctx, c.format, string(c.rid), e)
 }
 
-// inference handles /v1/chat/completions, /v1/messages and /v1/responses.
+// inference handles the model routes (/v1/chat/completions,
+// /v1/messages, /v1/responses, /v1/embeddings): the model walk, then
+// settle when the handler ends or, for a committed stream, when its relay
+// does.
 func (g *Gateway) inference(ctx *fasthttp.RequestCtx, r edge.Route, rid []byte, host context.Context, start time.Time) {
-	c := g.acquireCall(ctx, r, rid, start)
+	c := g.acquireCall(ctx, r, rid, host, start)
 	g.metrics.inflight.Add(1)
 	g.active.Add(1)
 	defer c.abandonOnPanic()
-	streaming := c.handle(host)
+	streaming := c.handle()
 	c.applyTenantHeaders()
 	if streaming {
 		return // the relay finishes the call
@@ -158,48 +161,76 @@ func (c *call) settle() {
 	g.active.Add(-1)
 }
 
-// handle runs the request up to the response (or the commit of a stream).
-// It reports whether a relay now owns the call.
-func (c *call) handle(host context.Context) bool {
-	if !c.accept(host) {
-		return false
-	}
-	if c.scan.Stream && !dia.Of(dia.ID(c.surface)).Streams {
-		c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_field",
-			Message: c.surface.Route() + " does not stream; remove \"stream\" from the request"})
-		return false
-	}
-	if !c.admitStructure() || !c.readStrict() {
-		return false
-	}
-	c.model = c.rc.cat.Resolve(c.scan.Model)
-	c.traceStart()
-	if c.model == nil {
-		c.fail(errUnknownModel(c.scan.Model))
-		return false
-	}
-	if len(c.model.TargetsFor(c.surface)) == 0 || (c.model.Strategy == config.StrategyFusion && !c.model.Surfaces.Has(c.surface)) {
-		c.fail(errWrongSurface(c.model, c.surface))
-		return false
-	}
-	if !c.readFallbacks() { // the caller's fallback models (fallbacks.go)
-		return false
-	}
-	if !c.reserveTenant() { // tenant limits, before admission (tenants.go)
-		return false
-	}
-	c.track(host)
-	if !c.priority() {
-		return false
-	}
-	return c.dispatch()
+// The walk of one request. Each step is one stage's work on the call, a
+// method of call in the file of its stage, and reports whether the
+// request goes on; a step that reports false has answered the caller
+// itself. The order is the policy, and this is the one place it is
+// written:
+//
+//	entry:  screen → identify → readDeadline → ingest → scanBody
+//	model:  checkStream → admitStructure → readStrict → resolveModel →
+//	        readFallbacks → reserveTenant → track → priority
+//	then    dispatch: per candidate, plan (next: rank, claim) → admit
+//	        (tryAdmit, admit) → attempt → relay (commitStream, WriteTo)
+//	last    settle (finish), once, when the handler or the relay ends
+//
+// Nothing is read before the caller is known and its deadline read;
+// nothing of the body before the ingest budget admitted it; no model
+// before the body is scanned; no upstream capacity (admit) before the
+// tenant's limits reserved what the request may cost, so a tenant over
+// its limits never takes a lane from one that is not.
+type step func(*call) bool
+
+// entryWalk takes a model call up to a scanned body that names a model.
+// Every model route starts with it: the model walk, count_tokens, and
+// the relay route, which runs its parts around its own token check.
+var entryWalk = [...]step{
+	(*call).screen,       // the edge's refusals: draining, method, media type
+	(*call).identify,     // identify: the caller's key (identity.go)
+	(*call).readDeadline, // how long the caller waits (deadline.go)
+	(*call).ingest,       // ingest: the byte budget, then the body (admission.go)
+	(*call).scanBody,     // scan: the JSON scan, a model named
 }
 
-// accept runs a model call's entry checks, up to a scanned body that
-// names a model: draining, method, media type, the caller's key, its
-// deadline, the byte stage of admission and the body read under the cap.
-// It answers the refusal itself and reports false then.
-func (c *call) accept(host context.Context) bool {
+// modelWalk takes a scanned model call up to dispatch.
+var modelWalk = [...]step{
+	(*call).checkStream,    // scan: stream only where the API streams
+	(*call).admitStructure, // ingest's structural stage (admission.go)
+	(*call).readStrict,     // X-OmniRoute-Strict (fitting.go)
+	(*call).resolveModel,   // the model and its API; the root span opens (tracing.go)
+	(*call).readFallbacks,  // the caller's fallback models (fallbacks.go)
+	(*call).reserveTenant,  // tenant limits, before admission (tenants.go)
+	(*call).track,          // hang-up and shutdown can cancel it from here on
+	(*call).priority,       // the admission class (lanes.go)
+}
+
+// walk runs steps in order until one stops the request.
+func (c *call) walk(steps []step) bool {
+	for _, s := range steps {
+		if !s(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// handle walks a model call to its answer (or the commit of a stream):
+// the entry, the model walk, then dispatch, which runs plan, admit,
+// attempt and relay per candidate. It reports whether a relay now owns
+// the call.
+func (c *call) handle() bool {
+	return c.walk(entryWalk[:]) && c.walk(modelWalk[:]) && c.dispatch()
+}
+
+// screen refuses what the edge already knows is wrong before any work:
+// a draining gateway, a method other than POST, a body that is not JSON.
+func (c *call) screen() bool {
+	return c.open() && c.jsonBody()
+}
+
+// open refuses a request while the gateway drains, and any method but
+// POST.
+func (c *call) open() bool {
 	g, ctx := c.g, c.ctx
 	if g.edge.Draining() {
 		ctx.SetConnectionClose()
@@ -211,32 +242,28 @@ func (c *call) accept(host context.Context) bool {
 		c.fail(edge.ErrMethod("POST"))
 		return false
 	}
-	if !edge.IsJSONMediaType(ctx.Request.Header.ContentType()) { // missing too: see edge/browser.go
+	return true
+}
+
+// jsonBody refuses a body not declared as JSON (a missing type too: see
+// edge/browser.go).
+func (c *call) jsonBody() bool {
+	if !edge.IsJSONMediaType(c.ctx.Request.Header.ContentType()) {
 		c.fail(errMediaType)
 		return false
 	}
-	id, decision := c.identify()
-	switch decision {
-	case tenantMissing:
-		c.fail(errMissingKey)
-		return false
-	case tenantInvalid:
-		c.fail(errInvalidKey)
-		return false
-	case tenant.Retired:
-		c.fail(errRetiredKey)
-		return false
-	}
-	c.tenant = id
-	if !c.readDeadline() {
-		return false
-	}
-	if !c.admitBytes(host) {
-		return false
-	}
-	if !c.readBody() {
-		return false
-	}
+	return true
+}
+
+// ingest runs the byte stage of admission and reads the body under the
+// hard cap: the body is read only once the ingest budget admitted it.
+func (c *call) ingest() bool {
+	return c.admitBytes() && c.readBody()
+}
+
+// scanBody scans the body once (the one JSON pass every later stage
+// reads) and requires a model named by a string.
+func (c *call) scanBody() bool {
 	if err := jsonscan.ScanRequest(c.body.B, &c.scan); err != nil {
 		c.fail(describeScanError(err))
 		return false
@@ -248,21 +275,50 @@ func (c *call) accept(host context.Context) bool {
 	return true
 }
 
+// checkStream refuses "stream" on an API that does not stream.
+func (c *call) checkStream() bool {
+	if c.scan.Stream && !dia.Of(dia.ID(c.surface)).Streams {
+		c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_field",
+			Message: c.surface.Route() + " does not stream; remove \"stream\" from the request"})
+		return false
+	}
+	return true
+}
+
+// resolveModel resolves the model the body names and checks it serves
+// the route's API. The root span opens here, once the model is known
+// (tracing.go), even for a model that is then refused.
+func (c *call) resolveModel() bool {
+	c.model = c.rc.cat.Resolve(c.scan.Model)
+	c.traceStart()
+	if c.model == nil {
+		c.fail(errUnknownModel(c.scan.Model))
+		return false
+	}
+	if len(c.model.TargetsFor(c.surface)) == 0 || (c.model.Strategy == config.StrategyFusion && !c.model.Surfaces.Has(c.surface)) {
+		c.fail(errWrongSurface(c.model, c.surface))
+		return false
+	}
+	return true
+}
+
 // track registers the call so a client hang-up or a forced shutdown can
 // cancel its upstream exchange. On fasthttp the client socket is watched
 // once the request has waited armDelay; behind net/http, the host's request
-// context does the same job.
-func (c *call) track(host context.Context) {
+// context does the same job. It is the last step before the request holds
+// upstream capacity, which a caller who left must give back.
+func (c *call) track() bool {
 	g := c.g
 	var conn net.Conn
-	if host == nil {
+	if c.host == nil {
 		conn = c.ctx.Conn()
 	}
 	c.life.token = g.inflight.Register(&c.cancel, uint32(c.ctx.ConnID()), conn, c.start)
-	if host != nil {
+	if c.host != nil {
 		cancel := &c.cancel
-		c.life.stopCtx = context.AfterFunc(host, cancel.Cancel)
+		c.life.stopCtx = context.AfterFunc(c.host, cancel.Cancel)
 	}
+	return true
 }
 
 const (

@@ -2,7 +2,6 @@ package transport
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"strconv"
@@ -34,7 +33,7 @@ const (
 // body, or a stream that broke before its first event. A provider error
 // the relay passes on (a 429, a 4xx, a 5xx with a provider error body) is
 // the answer, and clears the relay's cooldown: the relay is up.
-func (c *call) relayBifrost(host context.Context, base string, tok *relay.Token, forced bool) (bifrostOutcome, bool, string) {
+func (c *call) relayBifrost(base string, tok *relay.Token, forced bool) (bifrostOutcome, bool, string) {
 	g, ctx := c.g, c.ctx
 	r := g.side.relay
 	hostport, tls, prefix, err := splitBase(base)
@@ -42,7 +41,7 @@ func (c *call) relayBifrost(host context.Context, base string, tok *relay.Token,
 		return bifrostFailed, false, "invalid Bifrost base URL"
 	}
 	client := r.client(hostport, tls, g)
-	c.track(host)
+	c.track()
 	x := upstream.AcquireExchange()
 	c.buildRelayRequest(x, hostport, prefix, tok)
 	r.m.bifrost.Inc()
