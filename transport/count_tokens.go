@@ -32,12 +32,7 @@ import (
 func (g *Gateway) countTokens(ctx *fasthttp.RequestCtx, r edge.Route, rid []byte, host context.Context, start time.Time) {
 	c := g.acquireCall(ctx, r, rid, host, start)
 	c.surface, c.trans.up, c.counting = catalog.Messages, catalog.Messages, true
-	g.metrics.inflight.Add(1)
-	g.active.Add(1)
-	defer c.abandonOnPanic()
-	c.handleCount()
-	c.applyTenantHeaders()
-	c.finish()
+	g.run(c, (*call).handleCount)
 }
 
 // countWalk takes a count after the entry up to its targets: no
@@ -53,13 +48,14 @@ var countWalk = [...]step{
 
 // handleCount walks a count_tokens call to its answer: the entry, the
 // count walk, then the model's Anthropic-dialect targets (runTargets: plan,
-// admit, attempt).
-func (c *call) handleCount() {
+// admit, attempt). A count never streams: it reports false.
+func (c *call) handleCount() bool {
 	if !c.walk(entryWalk[:]) || !c.walk(countWalk[:]) {
-		return
+		return false
 	}
 	list := c.model.TargetsFor(catalog.Messages)
 	c.runTargets(list, c.model.WeightsFor(catalog.Messages), len(list) > 1)
+	return false
 }
 
 // resolveCount resolves the model a count names.

@@ -470,24 +470,11 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 	req := &x.Req
 	p := t.Conn.Provider
 	h := &req.Header
-	h.SetMethod(fasthttp.MethodPost)
-	uri := bytebufferpool.Get()
-	uri.B = append(uri.B[:0], p.BasePath...)
+	path := c.trans.up.Path()
 	if c.counting {
-		uri.B = append(uri.B, countPath...)
-	} else {
-		uri.B = append(uri.B, c.trans.up.Path()...)
+		path = countPath
 	}
-	h.SetRequestURIBytes(uri.B)
-	bytebufferpool.Put(uri)
-	h.SetHost(c.g.client(t.Conn.ID).Addr())
-	h.SetContentType("application/json")
-	if c.scan.Stream {
-		h.Set(fasthttp.HeaderAccept, "text/event-stream")
-	} else {
-		h.Set(fasthttp.HeaderAccept, "application/json")
-	}
-	h.Set(fasthttp.HeaderAcceptEncoding, "identity")
+	c.startRequest(h, p.BasePath, path, c.g.client(t.Conn.ID).Addr())
 	for _, name := range forwardedRequestHeaders {
 		if c.trans.up != c.surface && !forwardTranslated(name, c.trans.up) {
 			continue // another family's headers mean nothing to this provider
@@ -538,6 +525,26 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 	}
 	c.att.out.B = jsonscan.AppendWithModel(c.att.out.B[:0], body, scan, up)
 	req.SetBodyRaw(c.att.out.B)
+}
+
+// startRequest writes what every upstream request (a target's, the
+// Bifrost relay's) starts with: POST base+path to host, a JSON body, the
+// answer wanted as events for a stream, and no compression (a stream is
+// relayed as its bytes arrive).
+func (c *call) startRequest(h *fasthttp.RequestHeader, base, path, host string) {
+	h.SetMethod(fasthttp.MethodPost)
+	uri := bytebufferpool.Get()
+	uri.B = append(append(uri.B[:0], base...), path...)
+	h.SetRequestURIBytes(uri.B)
+	bytebufferpool.Put(uri)
+	h.SetHost(host)
+	h.SetContentType("application/json")
+	if c.scan.Stream {
+		h.Set(fasthttp.HeaderAccept, "text/event-stream")
+	} else {
+		h.Set(fasthttp.HeaderAccept, "application/json")
+	}
+	h.Set(fasthttp.HeaderAcceptEncoding, "identity")
 }
 
 // upstreamModel is the model name to write into the body sent to t, or ""

@@ -113,11 +113,19 @@ func (c *call) fail(e *apierror.Error) {
 // settle when the handler ends or, for a committed stream, when its relay
 // does.
 func (g *Gateway) inference(ctx *fasthttp.RequestCtx, r edge.Route, rid []byte, host context.Context, start time.Time) {
-	c := g.acquireCall(ctx, r, rid, host, start)
+	g.run(g.acquireCall(ctx, r, rid, host, start), (*call).handle)
+}
+
+// run takes a pooled call along walk (handle, relayHandle, handleCount),
+// which reports whether a relay now owns the call, and settles it unless
+// one does. Every model route's handler is this: the in-flight counts,
+// the panic guard that gives back what the call holds, and the tenant's
+// rate-limit headers on whatever the answer is.
+func (g *Gateway) run(c *call, walk func(*call) bool) {
 	g.metrics.inflight.Add(1)
 	g.active.Add(1)
 	defer c.abandonOnPanic()
-	streaming := c.handle()
+	streaming := walk(c)
 	c.applyTenantHeaders()
 	if streaming {
 		return // the relay finishes the call

@@ -24,34 +24,57 @@ const (
 	maxHeldBytes  = 64 << 10
 )
 
-// prime reads a streaming answer up to its first content event, holding
-// back content-free start-up events (Anthropic message_start, ping and
-// content_block_start; Responses response.created, in_progress and the
-// empty output item and part; a role-only chat delta), so that an error
-// that arrives right after them still fails over instead of reaching the
-// caller. Nothing has been written to the caller yet.
+// prime reads a streaming answer up to its first content event
+// (holdStartup), so that an error that arrives right after the start-up
+// events still fails over instead of reaching the caller. Nothing has
+// been written to the caller yet.
 func (c *call) prime(x *upstream.Exchange) (messages.FailureClass, bool) {
-	c.stream.rd.Reset(x.Body())
-	c.stream.pending, c.stream.pendOff, c.stream.terminal = c.stream.pending[:0], c.stream.pendOff[:0], false
+	ev, err := c.holdStartup(x, 0, true)
+	switch {
+	case err != nil:
+		return classifyStreamError(x, err), false
+	case ev != nil:
+		c.plan.verdict = failure.AnalyzeEvent(ev.Data)
+		return c.plan.verdict.Class, false
+	}
+	return messages.OK, true
+}
+
+// holdStartup reads the stream of x up to its first content event,
+// holding back content-free start-up events (Anthropic message_start,
+// ping and content_block_start; Responses response.created, in_progress
+// and the empty output item and part; a role-only chat delta), at most
+// maxHeldEvents and maxHeldBytes of them. With idle set, each read has
+// that long. An error event ends it: with failover it is returned
+// unheld (the native path fails over on it), else it is held to be passed
+// on (the Bifrost relay's). It returns the read error, if any. The native
+// path and the Bifrost relay both commit through it.
+func (c *call) holdStartup(x *upstream.Exchange, idle time.Duration, failover bool) (*sse.Event, error) {
+	s := &c.stream
+	s.rd.Reset(x.Body())
+	s.pending, s.pendOff, s.terminal = s.pending[:0], s.pendOff[:0], false
 	for n := 0; ; n++ {
-		ev, err := c.stream.rd.Next()
-		if err != nil {
-			return classifyStreamError(x, err), false
+		if idle > 0 {
+			x.SetReadDeadline(time.Now().Add(idle))
 		}
-		if c.isErrorEvent(ev) {
-			c.plan.verdict = failure.AnalyzeEvent(ev.Data)
-			return c.plan.verdict.Class, false
+		ev, err := s.rd.Next()
+		if err != nil {
+			return nil, err
+		}
+		isErr := c.isErrorEvent(ev)
+		if isErr && failover {
+			return ev, nil
 		}
 		if c.meterEvent(ev) {
 			continue // the usage-only chunk the caller did not ask for
 		}
 		c.hold(ev)
 		if c.isTerminal(ev) {
-			c.stream.terminal = true
-			return messages.OK, true
+			s.terminal = true
+			return nil, nil
 		}
-		if !c.isStartup(ev) || n+1 >= maxHeldEvents || len(c.stream.pending) >= maxHeldBytes {
-			return messages.OK, true
+		if isErr || !c.isStartup(ev) || n+1 >= maxHeldEvents || len(s.pending) >= maxHeldBytes {
+			return nil, nil
 		}
 	}
 }
@@ -134,16 +157,9 @@ func (c *call) WriteTo(w io.Writer) (n int64, err error) {
 }
 
 func (c *call) relay(w io.Writer) (int64, error) {
-	var total int64
-	prev := 0
-	for _, off := range c.stream.pendOff {
-		n, err := w.Write(c.stream.pending[prev:off])
-		total += int64(n)
-		if err != nil {
-			c.cancel.Cancel()
-			return total, err
-		}
-		prev = off
+	total, err := c.writeHeld(w)
+	if err != nil {
+		return total, err
 	}
 	c.g.metrics.routes[c.route].events.Add(len(c.stream.pendOff))
 	x := c.stream.x
@@ -212,6 +228,23 @@ func (c *call) relay(w io.Writer) (int64, error) {
 	}
 	c.g.metrics.routes[c.route].events.Add(events)
 	c.drain(x)
+	return total, nil
+}
+
+// writeHeld writes the events held back before the commit, one write
+// (one HTTP chunk) each; a failed write cancels the upstream exchange.
+func (c *call) writeHeld(w io.Writer) (int64, error) {
+	var total int64
+	prev := 0
+	for _, off := range c.stream.pendOff {
+		n, err := w.Write(c.stream.pending[prev:off])
+		total += int64(n)
+		if err != nil {
+			c.cancel.Cancel()
+			return total, err
+		}
+		prev = off
+	}
 	return total, nil
 }
 

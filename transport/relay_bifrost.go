@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/valyala/bytebufferpool"
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/internal/apierror"
@@ -87,30 +86,16 @@ func (c *call) relayBifrost(base string, tok *relay.Token, forced bool) (bifrost
 	// falls back, so, as on the native path, the body is freed and its
 	// bytes go back to the ingest budget (the heavy slot stays until the
 	// stream ends). An error event the provider sends is passed on.
-	c.stream.rd.Reset(x.Body())
-	c.stream.pending, c.stream.pendOff, c.stream.terminal = c.stream.pending[:0], c.stream.pendOff[:0], false
-	for n := 0; ; n++ {
-		x.SetReadDeadline(time.Now().Add(timeout))
-		ev, err := c.stream.rd.Next()
-		if err != nil {
-			class := classifyStreamError(x, err)
-			x.Release()
-			c.untrack()
-			if class == messages.Canceled {
-				ctx.SetConnectionClose()
-				ctx.SetStatusCode(499)
-				return bifrostCanceled, false, ""
-			}
-			return bifrostFailed, false, "Bifrost stream ended before its first content event (" + class.String() + ")"
+	if _, err := c.holdStartup(x, timeout, false); err != nil {
+		class := classifyStreamError(x, err)
+		x.Release()
+		c.untrack()
+		if class == messages.Canceled {
+			ctx.SetConnectionClose()
+			ctx.SetStatusCode(499)
+			return bifrostCanceled, false, ""
 		}
-		c.hold(ev)
-		if c.isTerminal(ev) {
-			c.stream.terminal = true
-			break
-		}
-		if c.isErrorEvent(ev) || !c.isStartup(ev) || n+1 >= maxHeldEvents || len(c.stream.pending) >= maxHeldBytes {
-			break
-		}
+		return bifrostFailed, false, "Bifrost stream ended before its first content event (" + class.String() + ")"
 	}
 	r.cool.Clear(base)
 	ctx.SetStatusCode(status)
@@ -158,19 +143,7 @@ func (c *call) buildRelayRequest(x *upstream.Exchange, hostport, prefix string, 
 	r := c.g.side.relay
 	req := &x.Req
 	h := &req.Header
-	h.SetMethod(fasthttp.MethodPost)
-	uri := bytebufferpool.Get()
-	uri.B = append(append(uri.B[:0], prefix...), "/v1/chat/completions"...)
-	h.SetRequestURIBytes(uri.B)
-	bytebufferpool.Put(uri)
-	h.SetHost(hostport)
-	h.SetContentType("application/json")
-	if c.scan.Stream {
-		h.Set(fasthttp.HeaderAccept, "text/event-stream")
-	} else {
-		h.Set(fasthttp.HeaderAccept, "application/json")
-	}
-	h.Set(fasthttp.HeaderAcceptEncoding, "identity")
+	c.startRequest(h, prefix, "/v1/chat/completions", hostport)
 	for _, name := range forwardedRequestHeaders {
 		if v := c.ctx.Request.Header.Peek(name); len(v) > 0 {
 			h.SetBytesV(name, v)
@@ -220,16 +193,9 @@ func (b *bifrostStream) WriteTo(w io.Writer) (n int64, err error) {
 func (b *bifrostStream) relay(w io.Writer) (int64, error) {
 	c := b.c
 	x := c.stream.x
-	var total int64
-	prev := 0
-	for _, off := range c.stream.pendOff {
-		n, err := w.Write(c.stream.pending[prev:off])
-		total += int64(n)
-		if err != nil {
-			c.cancel.Cancel()
-			return total, err
-		}
-		prev = off
+	total, err := c.writeHeld(w)
+	if err != nil {
+		return total, err
 	}
 	events := len(c.stream.pendOff)
 	sawFinish := bytes.Contains(c.stream.pending, finishReasonSet)

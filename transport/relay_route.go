@@ -124,16 +124,7 @@ func (g *Gateway) bifrostEndpoint() (base, why string) {
 // relayChat handles the relay route. It runs on a pooled call so that the
 // native path is exactly the /v1/chat/completions pipeline, in-process.
 func (g *Gateway) relayChat(ctx *fasthttp.RequestCtx, rid []byte, host context.Context, start time.Time) {
-	c := g.acquireCall(ctx, edge.Relay, rid, host, start)
-	g.metrics.inflight.Add(1)
-	g.active.Add(1)
-	defer c.abandonOnPanic()
-	streaming := c.relayHandle()
-	c.applyTenantHeaders()
-	if streaming {
-		return
-	}
-	c.finish()
+	g.run(g.acquireCall(ctx, edge.Relay, rid, host, start), (*call).relayHandle)
 }
 
 // relayHandle is the relay route's walk: the entry's steps around the
