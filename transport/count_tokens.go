@@ -48,7 +48,7 @@ var countWalk = [...]step{
 
 // handleCount walks a count_tokens call to its answer: the entry, the
 // count walk, then the model's Anthropic-dialect targets (runTargets: plan,
-// admit, attempt). A count never streams: it reports false.
+// admit, attempt). It reports false: a count is answered whole.
 func (c *call) handleCount() bool {
 	if !c.walk(entryWalk[:]) || !c.walk(countWalk[:]) {
 		return false

@@ -182,11 +182,13 @@ func (c *call) settle() {
 //	        (tryAdmit, admit) → attempt → relay (commitStream, WriteTo)
 //	last    settle (finish), once, when the handler or the relay ends
 //
-// Nothing is read before the caller is known and its deadline read;
-// nothing of the body before the ingest budget admitted it; no model
-// before the body is scanned; no upstream capacity (admit) before the
-// tenant's limits reserved what the request may cost, so a tenant over
-// its limits never takes a lane from one that is not.
+// Why this order: no byte of the body is read before the caller is known
+// and its deadline read, nor before the ingest budget admitted it; no
+// model is resolved before the one scan of the body; no upstream
+// capacity is taken (admit) before the tenant's limits reserved what the
+// request may cost, so a tenant over its limits never holds a lane
+// another tenant could use; the call is tracked just before it may wait
+// for or hold that capacity, which a caller who left must give back.
 type step func(*call) bool
 
 // entryWalk takes a model call up to a scanned body that names a model.
