@@ -454,7 +454,11 @@ func (c *call) bodyProgress(total int64) bool {
 	return true
 }
 
-// admitStructure runs the structural stage after the JSON scan.
+// admitStructure runs the structural stage after the JSON scan: a
+// conversation over the message limit is refused, and a byte-light but
+// structurally heavy body takes a heavy slot as a large one does. A step
+// of the model walk (inference.go): it needs the scan's counts, and comes
+// before any model or tenant work is spent on a body it may refuse.
 func (c *call) admitStructure() bool {
 	a := &c.g.opts.Env.Admission
 	if limit := int(a.HardMaxMessages); limit > 0 && c.scan.Messages > limit {

@@ -139,7 +139,9 @@ const (
 )
 
 // readStrict reads X-OmniRoute-Strict; a value other than true or false
-// is a 400.
+// is a 400. A step of the model walk (inference.go): a bad header is
+// refused before the tenant's limits reserve anything for the request;
+// fitting reads the setting per attempt.
 func (c *call) readStrict() bool {
 	v := c.ctx.Request.Header.Peek("X-Omniroute-Strict")
 	switch string(v) {

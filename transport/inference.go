@@ -285,7 +285,8 @@ func (c *call) scanBody() bool {
 	return true
 }
 
-// checkStream refuses "stream" on an API that does not stream.
+// checkStream refuses "stream" on an API that does not stream
+// (embeddings): the first refusal the scan makes possible.
 func (c *call) checkStream() bool {
 	if c.scan.Stream && !dia.Of(dia.ID(c.surface)).Streams {
 		c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_field",

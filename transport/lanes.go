@@ -77,7 +77,9 @@ func (g *Gateway) Lanes() *lanes.Handle { return g.adm.lanes }
 // priority decides the request's class: the tenant's policy's class, else
 // OMNIROUTE_PRIORITY_DEFAULT_CLASS; the header may choose either class,
 // except that a tenant configured as batch cannot raise itself. It writes
-// the class header, or the error for a bad header value.
+// the class header, or the error for a bad header value. The last step
+// of the model walk (inference.go): the lanes of the admit stage, which
+// dispatch runs per candidate, queue by it.
 func (c *call) priority() bool {
 	a := &c.g.adm
 	base, fixed := a.defaultClass, false
