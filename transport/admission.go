@@ -270,9 +270,8 @@ func (g *Gateway) busy(out messages.IngestOutcome) *apierror.Error {
 // ExpectHandler already took. A call whose body is read already passed it
 // before the read (the relay route admits, reads and then may hand the
 // call to the native pipeline, which asks again).
-func (c *call) admitBytes(host context.Context) bool {
+func (c *call) admitBytes() bool {
 	ctx := c.ctx
-	c.host = host
 	if c.body != nil {
 		return true
 	}
@@ -280,18 +279,18 @@ func (c *call) admitBytes(host context.Context) bool {
 		ctx.RemoveUserValue(admissionKey{})
 		switch d := v.(type) {
 		case *ingest.Lease:
-			c.lease = d
+			c.intake.lease = d
 		case *admissionMark:
-			c.bypass = d.bypass
+			c.intake.bypass = d.bypass
 		}
 		return true
 	}
-	l, bypass, e := c.g.byteStage(ctx, c.tenant, host)
+	l, bypass, e := c.g.byteStage(ctx, c.tenant, c.host)
 	if e != nil {
 		c.reject(e)
 		return false
 	}
-	c.lease, c.bypass = l, bypass
+	c.intake.lease, c.intake.bypass = l, bypass
 	return true
 }
 
@@ -387,15 +386,15 @@ const lingerDelay = 500 * time.Millisecond
 
 // startReading makes an admitted upload abortable under critical pressure.
 func (c *call) startReading() {
-	if c.lease != nil {
-		c.lease.StartReading(c)
+	if c.intake.lease != nil {
+		c.intake.lease.StartReading(c)
 	}
 }
 
 // doneReading ends the abortable phase.
 func (c *call) doneReading() {
-	if c.lease != nil {
-		c.lease.DoneReading()
+	if c.intake.lease != nil {
+		c.intake.lease.DoneReading()
 	}
 }
 
@@ -411,17 +410,17 @@ func (c *call) AbortRead() {
 // It stops an aborted upload, reserves for a chunked body once it crosses
 // the heavy threshold, and grows that reservation as the body keeps coming.
 func (c *call) bodyProgress(total int64) bool {
-	if c.bypass {
+	if c.intake.bypass {
 		return true
 	}
 	h := c.g.ingest
-	if c.lease != nil {
-		if c.lease.Aborted() {
+	if c.intake.lease != nil {
+		if c.intake.lease.Aborted() {
 			h.Shed(messages.ShedResourcePressure)
 			c.reject(errPressure)
 			return false
 		}
-		if total <= c.lease.Bytes() {
+		if total <= c.intake.lease.Bytes() {
 			return true
 		}
 	} else if total < h.LargeBody() {
@@ -436,33 +435,37 @@ func (c *call) bodyProgress(total int64) bool {
 	}
 	step := h.LargeBody()
 	target := min((total+step-1)/step*step, h.HardMax(), h.Budget().Bytes)
-	if c.lease == nil {
+	if c.intake.lease == nil {
 		if l, ok := h.TryAcquire(target, true); ok {
-			c.lease = l
+			c.intake.lease = l
 		} else if l, out := c.g.acquireWaiting(c.ctx, c.host, c.tenant, target, nil); l != nil {
-			c.lease = l
+			c.intake.lease = l
 		} else {
 			c.reject(c.g.busy(out))
 			return false
 		}
-		c.lease.StartReading(c)
+		c.intake.lease.StartReading(c)
 		return true
 	}
-	if _, out := c.g.acquireWaiting(c.ctx, c.host, c.tenant, target, c.lease); out != messages.IngestAdmitted {
+	if _, out := c.g.acquireWaiting(c.ctx, c.host, c.tenant, target, c.intake.lease); out != messages.IngestAdmitted {
 		c.reject(c.g.busy(out))
 		return false
 	}
 	return true
 }
 
-// admitStructure runs the structural stage after the JSON scan.
+// admitStructure runs the structural stage after the JSON scan: a
+// conversation over the message limit is refused, and a byte-light but
+// structurally heavy body takes a heavy slot as a large one does. A step
+// of the model walk (inference.go): it needs the scan's counts, and comes
+// before any model or tenant work is spent on a body it may refuse.
 func (c *call) admitStructure() bool {
 	a := &c.g.opts.Env.Admission
 	if limit := int(a.HardMaxMessages); limit > 0 && c.scan.Messages > limit {
 		c.fail(errHistoryTooLong(limit))
 		return false
 	}
-	if c.bypass || c.lease != nil {
+	if c.intake.bypass || c.intake.lease != nil {
 		return true
 	}
 	heavy := c.scan.Messages >= int(a.HeavyMessages) || c.scan.Tools >= int(a.HeavyTools)
@@ -489,7 +492,7 @@ func (c *call) admitStructure() bool {
 		}
 	}
 	l.DoneReading() // the body is already read: nothing to abort
-	c.lease = l
+	c.intake.lease = l
 	return true
 }
 
@@ -497,27 +500,27 @@ func (c *call) admitStructure() bool {
 // stream committed: no further failover) and returns its bytes to the
 // budget; the heavy-request slot stays until the request finishes.
 func (c *call) bodyDone() {
-	if c.x != nil {
-		c.x.Req.ResetBody() // it pointed into the buffers freed below
+	if c.stream.x != nil {
+		c.stream.x.Req.ResetBody() // it pointed into the buffers freed below
 	}
 	if c.body != nil {
 		bytebufferpool.Put(c.body)
 		c.body = nil
 	}
-	if c.out != nil {
-		bytebufferpool.Put(c.out)
-		c.out = nil
+	if c.att.out != nil {
+		bytebufferpool.Put(c.att.out)
+		c.att.out = nil
 	}
-	if c.lease != nil {
-		c.lease.ReleaseBytes()
+	if c.intake.lease != nil {
+		c.intake.lease.ReleaseBytes()
 	}
 }
 
 // releaseAdmission returns the reservation at the end of the request.
 func (c *call) releaseAdmission() {
-	if c.lease != nil {
-		c.lease.Release()
-		c.lease = nil
+	if c.intake.lease != nil {
+		c.intake.lease.Release()
+		c.intake.lease = nil
 	}
 }
 
@@ -586,15 +589,7 @@ func (g *Gateway) expectAdmission(ctx *fasthttp.RequestCtx) (int, bool) {
 // ExpectHandler, as the handler does (identify).
 func (g *Gateway) expectCaller(ctx *fasthttp.RequestCtx) (tenant.ID, *apierror.Error) {
 	id, _, decision := g.identifyCaller(g.rc.Load(), credential(&ctx.Request.Header), edge.IsLoopback(ctx))
-	switch decision {
-	case tenantMissing:
-		return id, errMissingKey
-	case tenantInvalid:
-		return id, errInvalidKey
-	case tenant.Retired:
-		return id, errRetiredKey
-	}
-	return id, nil
+	return id, keyError(decision)
 }
 
 // expectRelayCaller checks the relay token for the ExpectHandler, as the
@@ -637,4 +632,12 @@ func errStructureBusy(retryAfter int) *apierror.Error {
 func errHistoryTooLong(limit int) *apierror.Error {
 	return &apierror.Error{Status: 413, Type: "payload_too_large", Code: "chat_history_too_large", Reason: "message_limit",
 		Message: fmt.Sprintf("Chat history exceeds the %d-message limit; compact the conversation and retry.", limit)}
+}
+
+// intakeState is the ingest stage's state: the ingest budget's
+// reservation (nil for a light body) and whether the internal self-loop
+// bypass applies.
+type intakeState struct {
+	lease  *ingest.Lease
+	bypass bool
 }

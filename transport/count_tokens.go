@@ -30,42 +30,63 @@ import (
 // deadline or the caller's own error (a 4xx the provider gave) is answered
 // as such, in the Anthropic shape.
 func (g *Gateway) countTokens(ctx *fasthttp.RequestCtx, r edge.Route, rid []byte, host context.Context, start time.Time) {
-	c := g.acquireCall(ctx, r, rid, start)
-	c.surface, c.up, c.counting = catalog.Messages, catalog.Messages, true
-	g.metrics.inflight.Add(1)
-	g.active.Add(1)
-	defer c.abandonOnPanic()
-	c.handleCount(host)
-	c.applyTenantHeaders()
-	c.finish()
+	c := g.acquireCall(ctx, r, rid, host, start)
+	c.surface, c.trans.up, c.counting = catalog.Messages, catalog.Messages, true
+	g.run(c, (*call).handleCount)
 }
 
-// handleCount runs a count_tokens call to its answer.
-func (c *call) handleCount(host context.Context) {
-	if !c.accept(host) {
-		return
+// countWalk takes a count after the entry up to its targets: no
+// structural stage, strict mode, fallbacks or reservation (a count runs
+// no prompt), the key's scope charged instead.
+var countWalk = [...]step{
+	(*call).resolveCount, // the model, whatever its APIs
+	(*call).chargeCount,  // the key's allowed_models and one request of its rate (tenants.go)
+	(*call).countable,    // no Anthropic-dialect target: the estimate answers
+	(*call).track,
+	(*call).priority,
+}
+
+// handleCount walks a count_tokens call to its answer: the entry, the
+// count walk, then the model's Anthropic-dialect targets (runTargets: plan,
+// admit, attempt). It reports false: a count is answered whole.
+func (c *call) handleCount() bool {
+	if !c.walk(entryWalk[:]) || !c.walk(countWalk[:]) {
+		return false
 	}
+	list := c.model.TargetsFor(catalog.Messages)
+	c.runTargets(list, c.model.WeightsFor(catalog.Messages), len(list) > 1)
+	return false
+}
+
+// resolveCount resolves the model a count names.
+func (c *call) resolveCount() bool {
 	c.model = c.rc.cat.Resolve(c.scan.Model)
 	if c.model == nil {
 		c.fail(errUnknownModel(c.scan.Model))
-		return
+		return false
 	}
-	// The key's scope: its allowed_models and one request of its rate
-	// (tenants.go), whether a provider or the estimate answers.
+	return true
+}
+
+// chargeCount charges the key's scope: its allowed_models and one
+// request of its rate (tenants.go), whether a provider or the estimate
+// answers.
+func (c *call) chargeCount() bool {
 	if e := c.chargeRequest(c.scan.Model); e != nil {
 		c.fail(e)
-		return
+		return false
 	}
-	list := c.model.TargetsFor(catalog.Messages)
-	if !c.model.Surfaces.Has(catalog.Messages) || len(list) == 0 {
+	return true
+}
+
+// countable answers the local estimate when the model has no
+// Anthropic-dialect target to count, and stops the walk then.
+func (c *call) countable() bool {
+	if !c.model.Surfaces.Has(catalog.Messages) || len(c.model.TargetsFor(catalog.Messages)) == 0 {
 		c.estimateCount()
-		return
+		return false
 	}
-	c.track(host)
-	if !c.priority() {
-		return
-	}
-	c.runTargets(list, c.model.WeightsFor(catalog.Messages), len(list) > 1)
+	return true
 }
 
 // estimateCount answers the local estimate.

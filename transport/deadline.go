@@ -15,7 +15,9 @@ const TimeoutHeader = edge.TimeoutHeader
 // (edge.CallerTimeout: X-Stainless-Timeout and x-omniroute-timeout-ms,
 // the earlier wins). The request never waits for admission or a cooling
 // target past it and is never sent upstream after it. An unreadable
-// gateway header is a 400.
+// gateway header is a 400. A step of the entry walk (inference.go),
+// before ingest: an unreadable header is refused before the body is
+// admitted and read.
 func (c *call) readDeadline() bool {
 	d, e := edge.CallerTimeout(&c.ctx.Request.Header)
 	if e != nil {

@@ -80,11 +80,11 @@ func (c *call) runList(list []*catalog.Target, fanout bool, x *exhaust) (relay, 
 	// (never sent upstream after it).
 	for c.plan.More(g.clk.Now()) {
 		t := c.next(list)
-		if t == nil && c.plan.Attempts() > 0 && c.refusal == lanes.None {
+		if t == nil && c.plan.Attempts() > 0 && c.lane.refusal == lanes.None {
 			t = c.retry(list, x.lastClass)
 		}
 		if t == nil {
-			if c.refusal != lanes.None {
+			if c.lane.refusal != lanes.None {
 				break
 			}
 			if c.waitForRecovery() {
@@ -130,17 +130,17 @@ func (c *call) runList(list []*catalog.Target, fanout bool, x *exhaust) (relay, 
 		case attemptBusy:
 			x.busy++
 			c.abandonAttempt()
-			c.fallbacks++
+			c.att.fallbacks++
 			continue
 		case attemptExpired:
 			c.abandonAttempt()
 			c.fail(errDeadline("its deadline passed while it waited for its turn"))
 			return false, true
 		}
-		o, drop := outcomeOf(x.lastClass, c.attemptReason)
+		o, drop := outcomeOf(x.lastClass, c.att.reason)
 		c.releaseLease(o, drop)
 		c.releaseAttempt(x.lastClass)
-		c.fallbacks++
+		c.att.fallbacks++
 	}
 	c.logCombo(fanout, "exhausted")
 	return false, false
@@ -152,15 +152,15 @@ func (c *call) runList(list []*catalog.Target, fanout bool, x *exhaust) (relay, 
 // failures were.
 func (c *call) answerExhausted(list []*catalog.Target, x *exhaust) {
 	g := c.g
-	if c.counting && c.refusal == lanes.None && !c.expired() {
-		c.fallbacks = max(c.fallbacks-1, 0)
+	if c.counting && c.lane.refusal == lanes.None && !c.expired() {
+		c.att.fallbacks = max(c.att.fallbacks-1, 0)
 		c.estimateCount() // no Anthropic-dialect target could count
 		return
 	}
 	if c.plan.Attempts() == 0 {
 		switch {
-		case c.refusal != lanes.None:
-			c.failAdmission(c.refusal, c.refusalRetry)
+		case c.lane.refusal != lanes.None:
+			c.failAdmission(c.lane.refusal, c.lane.refusalRetry)
 		case c.unfit(list):
 			c.fail(c.errTooLarge(list))
 		case c.expired():
@@ -170,7 +170,7 @@ func (c *call) answerExhausted(list []*catalog.Target, x *exhaust) {
 		}
 		return
 	}
-	c.fallbacks--
+	c.att.fallbacks--
 	if x.last.status != 0 {
 		c.passThroughError(&x.last)
 		c.finalError(x.last.status, x.lastClass)
@@ -210,16 +210,16 @@ const (
 func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messages.FailureClass) (attemptOutcome, bool) {
 	g := c.g
 	if !c.prepareAttempt(t) {
-		c.target = t
+		c.att.target = t
 		return attemptDone, false // refused in the caller's dialect: nothing was sent
 	}
 	client := g.client(t.Conn.ID)
 	x := upstream.AcquireExchange()
 	c.buildRequest(x, t)
-	c.attemptStart = g.clk.Now()
+	c.att.start = g.clk.Now()
 	c.traceAttemptStart(t)
 	defer c.traceAttemptEnd()
-	if left, ok := c.remaining(c.attemptStart); ok {
+	if left, ok := c.remaining(c.att.start); ok {
 		if left <= 0 {
 			// Its turn came (admission, a pooled connection) after the
 			// caller's deadline: the caller is gone, never send it.
@@ -233,7 +233,7 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 		x.Release()
 		return attemptBusy, false
 	}
-	c.attemptReason = ""
+	c.att.reason = ""
 	if err != nil {
 		class := classifyTransportError(err)
 		c.report(t, class, 0, 0)
@@ -245,13 +245,13 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 		return attemptFailover, false
 	}
 	provider, local := x.Arrival()
-	c.g.adm.lanes.Answered(&c.laneLease, provider, local)
+	c.g.adm.lanes.Answered(&c.lane.lease, provider, local)
 	status := x.Resp.StatusCode()
 	c.observe(t, x, status)
 	if status < 200 || status >= 300 {
 		c.plan.verdict = failure.Analyze(status, x.Resp.Body())
 		class := c.plan.verdict.Class
-		c.attemptReason = c.plan.verdict.Reason
+		c.att.reason = c.plan.verdict.Reason
 		c.report(t, class, status, x.TTFB)
 		*lastClass = class
 		if class.ProviderSide() {
@@ -259,11 +259,11 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 			last.contentType = append(last.contentType[:0], x.Resp.Header.ContentType()...)
 			last.retryAfter = append(last.retryAfter[:0], x.Resp.Header.Peek(fasthttp.HeaderRetryAfter)...)
 			last.body = append(last.body[:0], x.Resp.Body()...)
-			last.up = c.up
+			last.up = c.trans.up
 			x.Release()
 			return attemptFailover, false
 		}
-		c.target = t
+		c.att.target = t
 		c.passThrough(x)
 		x.Release()
 		if c.translating() {
@@ -274,7 +274,7 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 	if !c.scan.Stream || !isEventStream(x.Resp.Header.ContentType()) {
 		c.report(t, messages.OK, status, x.TTFB)
 		c.markFirstToken()
-		c.target = t
+		c.att.target = t
 		c.meterBody(x)
 		if c.scan.Stream {
 			// The provider ignored "stream" and sent a plain body.
@@ -305,10 +305,10 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 	c.report(t, messages.OK, status, x.TTFB)
 	provider, local = x.Arrival()
 	x.Disarm()
-	c.g.adm.lanes.FirstByte(&c.laneLease, provider, local) // first token read: the stream's latency sample
+	c.g.adm.lanes.FirstByte(&c.lane.lease, provider, local) // first token read: the stream's latency sample
 	c.markFirstToken()
-	c.target = t
-	c.x = x
+	c.att.target = t
+	c.stream.x = x
 	c.commitStream(x)
 	return attemptDone, true
 }
@@ -327,7 +327,7 @@ func (c *call) report(t *catalog.Target, class messages.FailureClass, status int
 		g.metrics.target(t.ID).ttfb.Update(ttfb.Seconds())
 	}
 	c.traceAttemptOutcome(class, status, ttfb)
-	m := &messages.AttemptFinished{Target: t.ID, Class: class, Status: status, TTFB: ttfb, Started: c.attemptStart, At: g.clk.Now(), NoLatency: c.counting}
+	m := &messages.AttemptFinished{Target: t.ID, Class: class, Status: status, TTFB: ttfb, Started: c.att.start, At: g.clk.Now(), NoLatency: c.counting}
 	c.plan.annotate(m, m.At)
 	g.targets.Report(m)
 }
@@ -336,7 +336,7 @@ func (c *call) report(t *catalog.Target, class messages.FailureClass, status int
 // attempt was already counted as a success, so only the failure is added.
 func (c *call) reportMidStream(class messages.FailureClass) {
 	g := c.g
-	g.targets.Report(&messages.AttemptFinished{Target: c.target.ID, Class: class, MidStream: true, Started: c.attemptStart, At: g.clk.Now()})
+	g.targets.Report(&messages.AttemptFinished{Target: c.att.target.ID, Class: class, MidStream: true, Started: c.att.start, At: g.clk.Now()})
 }
 
 func classifyTransportError(err error) messages.FailureClass {
@@ -448,15 +448,15 @@ func (c *call) passThroughError(e *upstreamError) {
 // fallbacks happened.
 func (c *call) routingHeaders() {
 	h := &c.ctx.Response.Header
-	if c.target != nil {
-		h.Set("X-OmniRoute-Target", c.target.Name)
+	if c.att.target != nil {
+		h.Set("X-OmniRoute-Target", c.att.target.Name)
 	}
 	var b [20]byte
-	h.SetBytesV("X-OmniRoute-Fallbacks", strconv.AppendInt(b[:0], int64(c.fallbacks), 10))
-	if c.fallbacks > 0 {
-		c.g.metrics.routes[c.route].fallback.Add(c.fallbacks)
+	h.SetBytesV("X-OmniRoute-Fallbacks", strconv.AppendInt(b[:0], int64(c.att.fallbacks), 10))
+	if c.att.fallbacks > 0 {
+		c.g.metrics.routes[c.route].fallback.Add(c.att.fallbacks)
 	}
-	if c.skips > 0 {
+	if c.lane.skips > 0 {
 		c.skippedHeader(h)
 	}
 }
@@ -470,26 +470,13 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 	req := &x.Req
 	p := t.Conn.Provider
 	h := &req.Header
-	h.SetMethod(fasthttp.MethodPost)
-	uri := bytebufferpool.Get()
-	uri.B = append(uri.B[:0], p.BasePath...)
+	path := c.trans.up.Path()
 	if c.counting {
-		uri.B = append(uri.B, countPath...)
-	} else {
-		uri.B = append(uri.B, c.up.Path()...)
+		path = countPath
 	}
-	h.SetRequestURIBytes(uri.B)
-	bytebufferpool.Put(uri)
-	h.SetHost(c.g.client(t.Conn.ID).Addr())
-	h.SetContentType("application/json")
-	if c.scan.Stream {
-		h.Set(fasthttp.HeaderAccept, "text/event-stream")
-	} else {
-		h.Set(fasthttp.HeaderAccept, "application/json")
-	}
-	h.Set(fasthttp.HeaderAcceptEncoding, "identity")
+	c.startRequest(h, p.BasePath, path, c.g.client(t.Conn.ID).Addr())
 	for _, name := range forwardedRequestHeaders {
-		if c.up != c.surface && !forwardTranslated(name, c.up) {
+		if c.trans.up != c.surface && !forwardTranslated(name, c.trans.up) {
 			continue // another family's headers mean nothing to this provider
 		}
 		v := c.ctx.Request.Header.Peek(name)
@@ -505,7 +492,7 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 			h.SetBytesV(name, v)
 		}
 	}
-	if c.up == catalog.Messages && len(h.Peek("Anthropic-Version")) == 0 {
+	if c.trans.up == catalog.Messages && len(h.Peek("Anthropic-Version")) == 0 {
 		h.Set("Anthropic-Version", "2023-06-01")
 	}
 	for _, kv := range p.Headers {
@@ -514,30 +501,50 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 	setUpstreamAuth(h, p.Auth, t.Conn.APIKey())
 	h.SetBytesV("X-Request-Id", c.rid)
 	if c.translating() {
-		req.SetBodyRaw(c.tbody.B) // the translator wrote the upstream model
+		req.SetBodyRaw(c.trans.tbody.B) // the translator wrote the upstream model
 		return
 	}
-	if c.fitted {
-		req.SetBodyRaw(c.fbody.B) // the fitter wrote the model and the usage request
+	if c.fitting.fitted {
+		req.SetBodyRaw(c.fitting.fbody.B) // the fitter wrote the model and the usage request
 		return
 	}
-	if c.alt == nil && c.injectUsage(req, t) {
+	if c.att.alt == nil && c.injectUsage(req, t) {
 		return
 	}
 	body, scan := c.body.B, &c.scan
-	if c.alt != nil { // a fusion judge: the caller's request plus the panel's answers
-		body, scan = c.alt.B, &c.altScan
+	if c.att.alt != nil { // a fusion judge: the caller's request plus the panel's answers
+		body, scan = c.att.alt.B, &c.att.altScan
 	}
 	up := c.upstreamModel(t)
 	if up == "" {
 		req.SetBodyRaw(body)
 		return
 	}
-	if c.out == nil {
-		c.out = bytebufferpool.Get()
+	if c.att.out == nil {
+		c.att.out = bytebufferpool.Get()
 	}
-	c.out.B = jsonscan.AppendWithModel(c.out.B[:0], body, scan, up)
-	req.SetBodyRaw(c.out.B)
+	c.att.out.B = jsonscan.AppendWithModel(c.att.out.B[:0], body, scan, up)
+	req.SetBodyRaw(c.att.out.B)
+}
+
+// startRequest writes what every upstream request (a target's, the
+// Bifrost relay's) starts with: POST base+path to host, a JSON body, the
+// answer wanted as events for a stream, and no compression (a stream is
+// relayed as its bytes arrive).
+func (c *call) startRequest(h *fasthttp.RequestHeader, base, path, host string) {
+	h.SetMethod(fasthttp.MethodPost)
+	uri := bytebufferpool.Get()
+	uri.B = append(append(uri.B[:0], base...), path...)
+	h.SetRequestURIBytes(uri.B)
+	bytebufferpool.Put(uri)
+	h.SetHost(host)
+	h.SetContentType("application/json")
+	if c.scan.Stream {
+		h.Set(fasthttp.HeaderAccept, "text/event-stream")
+	} else {
+		h.Set(fasthttp.HeaderAccept, "application/json")
+	}
+	h.Set(fasthttp.HeaderAcceptEncoding, "identity")
 }
 
 // upstreamModel is the model name to write into the body sent to t, or ""
@@ -547,8 +554,8 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 // alias.
 func (c *call) upstreamModel(t *catalog.Target) string {
 	scan := &c.scan
-	if c.alt != nil {
-		scan = &c.altScan
+	if c.att.alt != nil {
+		scan = &c.att.altScan
 		if t.UpstreamModel == "" || t.UpstreamModel == string(scan.Model) {
 			return ""
 		}
@@ -572,4 +579,33 @@ func forwardTranslated(name string, up catalog.Surface) bool {
 		return false
 	}
 	return true
+}
+
+// attemptState is the attempt stage's state: the target of the current
+// (at the end, the serving) attempt and when it was sent, how many
+// fallbacks the request took, the last failure's reason, the body
+// rewritten for the target, and for a fusion judge the body it is sent
+// instead of the caller's (alt, scanned in altScan).
+type attemptState struct {
+	target    *catalog.Target
+	start     time.Time
+	fallbacks int
+	reason    string // the last failed attempt's reason (failure.Verdict)
+	out       *bytebufferpool.ByteBuffer
+	alt       *bytebufferpool.ByteBuffer
+	altScan   jsonscan.Request
+}
+
+// recycle gives the attempt's bodies back and returns the state for the
+// next call, keeping only the judge scan's scratch space.
+func (a *attemptState) recycle() attemptState {
+	if a.out != nil {
+		bytebufferpool.Put(a.out)
+	}
+	if a.alt != nil {
+		bytebufferpool.Put(a.alt)
+	}
+	scan := a.altScan
+	scan.Reset() // its results alias the judge body, gone now
+	return attemptState{altScan: scan}
 }

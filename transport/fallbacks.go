@@ -38,7 +38,10 @@ func (f *fallbackReq) reset() fallbackReq { return fallbackReq{models: f.models[
 
 // readFallbacks reads the body's models and fallbacks lists. A name
 // that is not a string, resolves to no model, is not allowed for the
-// key, cannot serve the route's API, or one too many, is a clear 4xx.
+// key, cannot serve the route's API, or one too many, is a clear 4xx. A
+// step of the model walk (inference.go), after the model is resolved and
+// before the tenant's limits: their reservation is priced over the
+// fallback models' targets too.
 func (c *call) readFallbacks() bool {
 	c.fb.primary = c.model
 	for _, m := range c.scan.Members {

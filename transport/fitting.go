@@ -55,7 +55,7 @@ var gatewayFields = []string{"models", "fallbacks"}
 // anything changed, is c.fbody and buildRequest sends it as it is (the
 // model name and the usage request are written by the fitter then).
 func (c *call) fitRaw(t *catalog.Target) bool {
-	c.fitted, c.fitRan = false, false
+	c.fitting.fitted, c.fitting.fitRan = false, false
 	if c.counting || !c.surface.Translated() {
 		return true // a token count or an embeddings call: no answer to generate
 	}
@@ -64,28 +64,28 @@ func (c *call) fitRaw(t *catalog.Target) bool {
 		return true
 	}
 	body, members := c.body.B, c.scan.Members
-	if c.alt != nil { // a fusion judge
-		body, members = c.alt.B, c.altScan.Members
+	if c.att.alt != nil { // a fusion judge
+		body, members = c.att.alt.B, c.att.altScan.Members
 	}
 	o := fit.Options{Strict: c.strictFor(info), Model: c.upstreamModel(t)}
 	if c.fb.present {
 		o.Consume = gatewayFields
 	}
-	if c.alt == nil && c.up == catalog.Chat && c.scan.Stream && !c.scan.IncludeUsage && c.plan.metering {
+	if c.att.alt == nil && c.trans.up == catalog.Chat && c.scan.Stream && !c.scan.IncludeUsage && c.plan.metering {
 		o.IncludeUsage = true
 		c.plan.injected = true
 	}
-	if c.fbody == nil {
-		c.fbody = bytebufferpool.Get()
+	if c.fitting.fbody == nil {
+		c.fitting.fbody = bytebufferpool.Get()
 	}
-	out, changed, err := c.fitter.Fit(c.fbody.B[:0], body, members, dia.ID(c.up), info, &o)
-	c.fitRan = true
+	out, changed, err := c.fitting.fitter.Fit(c.fitting.fbody.B[:0], body, members, dia.ID(c.trans.up), info, &o)
+	c.fitting.fitRan = true
 	if err != nil {
 		c.refuseFit(err)
 		return false
 	}
 	if changed {
-		c.fbody.B, c.fitted = out, true
+		c.fitting.fbody.B, c.fitting.fitted = out, true
 	} else if o.IncludeUsage {
 		c.plan.injected = false // nothing written: injectUsage will
 	}
@@ -94,26 +94,26 @@ func (c *call) fitRaw(t *catalog.Target) bool {
 
 // fitTranslated fits the translated body in c.tbody for target t.
 func (c *call) fitTranslated(t *catalog.Target) bool {
-	c.fitRan = false
+	c.fitting.fitRan = false
 	info := c.info(t)
 	if info.Permissive() {
 		return true
 	}
-	if c.fbody == nil {
-		c.fbody = bytebufferpool.Get()
+	if c.fitting.fbody == nil {
+		c.fitting.fbody = bytebufferpool.Get()
 	}
 	// The caller's limit, when it set one, is its own; else the
 	// translator wrote its default, which may be fitted silently.
 	o := fit.Options{Strict: c.strictFor(info), OwnLimit: c.scan.MaxTokens < 0, Caller: dia.ID(c.surface)}
-	out, changed, err := c.fitter.Fit(c.fbody.B[:0], c.tbody.B, nil, dia.ID(c.up), info, &o)
-	c.fitRan = true
+	out, changed, err := c.fitting.fitter.Fit(c.fitting.fbody.B[:0], c.trans.tbody.B, nil, dia.ID(c.trans.up), info, &o)
+	c.fitting.fitRan = true
 	if err != nil {
 		c.refuseFit(err)
 		return false
 	}
 	if changed {
-		c.fbody.B = out
-		c.tbody, c.fbody = c.fbody, c.tbody
+		c.fitting.fbody.B = out
+		c.trans.tbody, c.fitting.fbody = c.fitting.fbody, c.trans.tbody
 	}
 	return true
 }
@@ -122,7 +122,7 @@ func (c *call) fitTranslated(t *catalog.Target) bool {
 // model is info: the gateway model's strict, the model table's (or the
 // config's model_info) strict, or the caller's X-OmniRoute-Strict.
 func (c *call) strictFor(info *modelinfo.Info) bool {
-	switch c.strict {
+	switch c.fitting.strict {
 	case strictOn:
 		return true
 	case strictOff:
@@ -139,16 +139,18 @@ const (
 )
 
 // readStrict reads X-OmniRoute-Strict; a value other than true or false
-// is a 400.
+// is a 400. A step of the model walk (inference.go): a bad header is
+// refused before the tenant's limits reserve anything for the request;
+// fitting reads the setting per attempt.
 func (c *call) readStrict() bool {
 	v := c.ctx.Request.Header.Peek("X-Omniroute-Strict")
 	switch string(v) {
 	case "":
-		c.strict = strictUnset
+		c.fitting.strict = strictUnset
 	case "true", "1":
-		c.strict = strictOn
+		c.fitting.strict = strictOn
 	case "false", "0":
-		c.strict = strictOff
+		c.fitting.strict = strictOff
 	default:
 		c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_strict",
 			Message: "X-OmniRoute-Strict must be true or false, got " + strconv.Quote(string(v))})
@@ -193,16 +195,16 @@ func (c *call) appendChanges(dst []byte, k fit.Kind) []byte {
 		}
 	}
 	if k == fit.Dropped && c.translating() {
-		for _, f := range c.tr.Dropped() {
+		for _, f := range c.trans.tr.Dropped() {
 			sep()
 			dst = append(dst, f...)
 		}
 	}
-	if !c.fitRan {
+	if !c.fitting.fitRan {
 		return dst
 	}
-	up, caller := dia.ID(c.up), dia.ID(c.surface)
-	for _, ch := range c.fitter.Changes() {
+	up, caller := dia.ID(c.trans.up), dia.ID(c.surface)
+	for _, ch := range c.fitting.fitter.Changes() {
 		name := fit.CallerName(ch.Field, up, caller)
 		if ch.Kind != k || name == "" {
 			continue // not the caller's field: the translation added it
@@ -222,7 +224,7 @@ func (c *call) appendChanges(dst []byte, k fit.Kind) []byte {
 // changesForLog is the request log's changes field of the serving
 // attempt ("" when it changed nothing).
 func (c *call) changesForLog() string {
-	if c.target == nil || (!c.fitRan && !c.translating()) {
+	if c.att.target == nil || (!c.fitting.fitRan && !c.translating()) {
 		return ""
 	}
 	b := bytebufferpool.Get()
@@ -245,18 +247,18 @@ func (c *call) changesForLog() string {
 // renamed: they carry the caller's model name whenever the gateway sent
 // another one upstream (an alias, a pattern, a target's model).
 func (c *call) setReplyModel(t *catalog.Target) {
-	c.reply = c.reply[:0]
+	c.fitting.reply = c.fitting.reply[:0]
 	if c.counting {
 		return
 	}
 	if p := c.fb.primary; p != nil && c.model != p { // a fallback model serves: its name
 		if c.model.Name != upstreamName(t) {
-			c.reply = apierror.AppendString(c.reply, c.model.Name)
+			c.fitting.reply = apierror.AppendString(c.fitting.reply, c.model.Name)
 		}
 		return
 	}
 	if string(c.scan.Model) != upstreamName(t) {
-		c.reply = apierror.AppendString(c.reply, c.scan.Model)
+		c.fitting.reply = apierror.AppendString(c.fitting.reply, c.scan.Model)
 	}
 }
 
@@ -264,14 +266,14 @@ func (c *call) setReplyModel(t *catalog.Target) {
 // caller's model name (c.reply), in c.rbuf; b itself when no renaming is
 // due.
 func (c *call) renamed(b []byte) []byte {
-	if len(c.reply) == 0 {
+	if len(c.fitting.reply) == 0 {
 		return b
 	}
-	out, n := jsonscan.AppendReplacingStrings(c.rbuf[:0], b, "model", c.reply)
+	out, n := jsonscan.AppendReplacingStrings(c.fitting.rbuf[:0], b, "model", c.fitting.reply)
 	if n == 0 {
 		return b
 	}
-	c.rbuf = out
+	c.fitting.rbuf = out
 	return out
 }
 
@@ -318,4 +320,28 @@ func (c *call) unfit(list []*catalog.Target) bool {
 		}
 	}
 	return len(list) > 0
+}
+
+// fitState is the fitting's state: the fitter and the body it fitted;
+// fitted when the attempt sends fbody, fitRan when the fitter's changes
+// are the attempt's; the caller's strict setting; reply, the caller's
+// model name as a JSON string when answers are renamed to it, and rbuf,
+// a renamed answer or event.
+type fitState struct {
+	fitter fit.Fitter
+	fbody  *bytebufferpool.ByteBuffer
+	fitted bool
+	fitRan bool
+	strict uint8
+	reply  []byte
+	rbuf   []byte
+}
+
+// recycle gives the fitted body back and returns the state for the next
+// call, keeping the fitter and the rename buffers.
+func (f *fitState) recycle() fitState {
+	if f.fbody != nil {
+		bytebufferpool.Put(f.fbody)
+	}
+	return fitState{fitter: f.fitter, reply: f.reply[:0], rbuf: f.rbuf[:0]}
 }

@@ -133,7 +133,7 @@ func (c *call) fusion() bool {
 		// member's changes are not reported (the judge's answer is).
 		body := mb.B
 		if info := c.info(m.t); !info.Permissive() {
-			if fb, changed, err := c.fitter.Fit(nil, mb.B, nil, dia.ID(c.surface), info, &fit.Options{}); err == nil && changed {
+			if fb, changed, err := c.fitting.fitter.Fit(nil, mb.B, nil, dia.ID(c.surface), info, &fit.Options{}); err == nil && changed {
 				body = fb
 			}
 		}
@@ -151,7 +151,7 @@ func (c *call) fusion() bool {
 		}
 	}
 	var wg sync.WaitGroup
-	c.attemptStart = g.clk.Now()
+	c.att.start = g.clk.Now()
 	for _, m := range members {
 		wg.Add(1)
 		go func(m *panelMember) {
@@ -180,7 +180,7 @@ func (c *call) fusion() bool {
 		return false
 	}
 	h.Set("X-OmniRoute-Fusion-Panel", "answered="+strconv.Itoa(len(answered))+"; failed="+strconv.Itoa(len(failed))+
-		"; skipped="+strconv.Itoa(c.skips)+"; quorum="+strconv.Itoa(quorum))
+		"; skipped="+strconv.Itoa(c.lane.skips)+"; quorum="+strconv.Itoa(quorum))
 	if len(answered) > 0 {
 		h.Set("X-OmniRoute-Fusion-Answered", memberNames(answered))
 	}
@@ -191,7 +191,7 @@ func (c *call) fusion() bool {
 		c.routingHeaders()
 		c.fail(&apierror.Error{Status: 503, Type: "server_error", Code: "fusion_quorum_not_met", RetryAfter: 1,
 			Message: fmt.Sprintf("only %d of %d fusion panel members of model %q answered (%d failed, %d skipped); the quorum is %d; retry after the Retry-After delay",
-				len(answered), len(panel), c.model.Name, len(failed), c.skips, quorum)})
+				len(answered), len(panel), c.model.Name, len(failed), c.lane.skips, quorum)})
 		return false
 	}
 
@@ -199,13 +199,13 @@ func (c *call) fusion() bool {
 	for i, m := range answered {
 		answers[i] = m.answer
 	}
-	c.alt = bytebufferpool.Get()
-	if c.alt.B, err = judgeBody(c.alt.B[:0], c.surface, c.body.B, judgePrompt(fm.prompt, answers)); err != nil {
+	c.att.alt = bytebufferpool.Get()
+	if c.att.alt.B, err = judgeBody(c.att.alt.B[:0], c.surface, c.body.B, judgePrompt(fm.prompt, answers)); err != nil {
 		c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_request",
 			Message: "cannot build the fusion judge request: " + err.Error()})
 		return false
 	}
-	if err := jsonscan.ScanRequest(c.alt.B, &c.altScan); err != nil {
+	if err := jsonscan.ScanRequest(c.att.alt.B, &c.att.altScan); err != nil {
 		c.fail(errInvalidJSON(err.Error()))
 		return false
 	}
@@ -330,7 +330,7 @@ func memberNames(ms []*panelMember) string {
 
 func (g *Gateway) logFusion(c *call, answered, failed []*panelMember, quorum int) {
 	g.log.Debug("fusion panel", "model", c.model.Name, "answered", memberNames(answered), "failed", memberNames(failed),
-		"skipped", c.skips, "quorum", quorum, "requestId", string(c.rid))
+		"skipped", c.lane.skips, "quorum", quorum, "requestId", string(c.rid))
 }
 
 // panelAnswer extracts the text of a non-streaming answer on surface s.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/tenant"
 )
@@ -63,4 +64,33 @@ func credential(h *fasthttp.RequestHeader) []byte {
 		return k
 	}
 	return bytes.TrimSpace(h.Peek("X-Goog-Api-Key"))
+}
+
+// identify is the walk's identify stage: the caller's key (or the relay
+// token already checked) names its tenant, which every later stage keys
+// on (the ingest queue's fairness, the limits, the lanes, the log). It
+// comes first after the edge's checks: nothing of the body is read for a
+// caller the gateway refuses.
+func (c *call) identify() bool {
+	id, decision := c.caller()
+	if e := keyError(decision); e != nil {
+		c.fail(e)
+		return false
+	}
+	c.tenant = id
+	return true
+}
+
+// keyError is the answer to a key the resolver refused, nil for an
+// allowed one: the handler's and the ExpectHandler's (expectCaller).
+func keyError(d tenant.Decision) *apierror.Error {
+	switch d {
+	case tenantMissing:
+		return errMissingKey
+	case tenantInvalid:
+		return errInvalidKey
+	case tenant.Retired:
+		return errRetiredKey
+	}
+	return nil
 }

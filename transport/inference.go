@@ -6,27 +6,17 @@ import (
 	"io"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/valyala/bytebufferpool"
 	"github.com/valyala/fasthttp"
-	"go.opentelemetry.io/otel/trace"
 
-	"github.com/omniroute/gateway/actors/ingest"
-	"github.com/omniroute/gateway/actors/lanes"
-	"github.com/omniroute/gateway/internal/admission"
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/config"
 	dia "github.com/omniroute/gateway/internal/dialect"
-	"github.com/omniroute/gateway/internal/fit"
 	"github.com/omniroute/gateway/internal/jsonscan"
-	"github.com/omniroute/gateway/internal/modelinfo"
-	"github.com/omniroute/gateway/internal/planner"
-	"github.com/omniroute/gateway/internal/sse"
 	"github.com/omniroute/gateway/internal/tenant"
-	"github.com/omniroute/gateway/internal/translate"
 	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/upstream"
 )
@@ -39,110 +29,55 @@ type call struct {
 	// keeps it to its end, whatever reloads happen meanwhile.
 	rc      *routingConfig
 	ctx     *fasthttp.RequestCtx
+	host    context.Context // the net/http host's request context, nil on fasthttp
 	surface catalog.Surface
 	format  apierror.Format
 	route   edge.Route
 	rid     []byte
 	ridBuf  [160]byte
+	start   time.Time
 	tenant  tenant.ID
 	scan    jsonscan.Request
 	model   *catalog.Model
 	body    *bytebufferpool.ByteBuffer
-	out     *bytebufferpool.ByteBuffer
-	start   time.Time
-	took    time.Duration // from start to settle
-
 	cancel  upstream.Cancel
-	token   edge.Token
-	stopCtx func() bool
 
-	fallbacks int
-	target    *catalog.Target
 	// deadline is when the caller stops waiting (zero: it did not say);
-	// see readDeadline. attemptStart is when the current attempt was sent.
-	deadline     time.Time
-	attemptStart time.Time
-	// waiter serves waits for a cooling target; kept across uses.
-	waiter planner.Waiter
+	// see readDeadline.
+	deadline time.Time
+	relayed  bool // the relay route authenticated it (relay_route.go)
+	counting bool // a count_tokens call (count_tokens.go)
 
-	// streaming relay state
-	x        *upstream.Exchange
-	rd       sse.Reader
-	pending  []byte
-	pendOff  []int
-	terminal bool
-	idle     time.Duration
-	closing  atomic.Bool
-	respID   []byte
-	relayed  bool                // the relay route authenticated it (relay_route.go)
-	counting bool                // a count_tokens call (count_tokens.go)
-	panicked bool                // handling panicked: the edge's guard answers it (edge/panic.go)
-	settled  bool                // settle ran (or started): it runs once
-	dw       edge.DeadlineWriter // the stream's writer with its write deadline (edge/deadlines.go)
-
-	// admission (admission.go)
-	lease  *ingest.Lease
-	bypass bool
-	host   context.Context
+	life    lifeState    // how it is registered and ended (inference.go)
+	intake  intakeState  // ingest: the byte budget's reservation (admission.go)
+	lane    laneState    // admit: the lease on the attempt's upstream (lanes.go)
+	att     attemptState // attempt: the target tried and what it left (dispatch.go)
+	stream  streamState  // relay: the committed stream (relay.go)
+	trans   translation  // the attempt's upstream dialect and translator (translated.go)
+	fitting fitState     // the body fitted to the target's model (fitting.go)
+	trace   traceState   // the request's spans (tracing.go)
 
 	plan plan       // routing, token reservation and usage metering (route.go)
 	ten  tenantCall // the caller's key, limits reservation, log (tenants.go)
-
-	// admission (lanes.go): the current attempt's lease on its upstream,
-	// the priority class, and why admission refused, if it did.
-	laneLease    lanes.Lease
-	class        admission.Class
-	refusal      lanes.Reason
-	refusalRetry int
-	waited       time.Duration // queued for admission, over all attempts
-	// attemptReason is the failure reason of the last attempt.
-	attemptReason string
-	streamCut     bool
-	skips         int
-	skipped       [maxSkipNames]int32 // target ids skipped, for the header
-	alt           *bytebufferpool.ByteBuffer
-	altScan       jsonscan.Request
-
-	// tracing (tracing.go): nil unless a tracer provider is configured
-	span, attemptSpan trace.Span
-
-	// translation (translated.go): the attempt's upstream dialect, and
-	// when it is not the caller's, the translator, the translated body,
-	// the upstream model it was written for and the stream's frame buffer.
-	up      catalog.Surface
-	tr      *translate.Translator
-	tbody   *bytebufferpool.ByteBuffer
-	trModel string
-	trInfo  *modelinfo.Info
-	evbuf   []byte
-
-	// fitting (fitting.go): the fitter and the raw body it fitted; fitted
-	// when the attempt sends fbody, fitRan when the fitter's changes are
-	// the attempt's; the caller's strict setting; reply, the caller's
-	// model name as a JSON string when answers are renamed to it, and
-	// rbuf, a renamed answer or event.
-	fitter fit.Fitter
-	fbody  *bytebufferpool.ByteBuffer
-	fitted bool
-	fitRan bool
-	strict uint8
-	reply  []byte
-	rbuf   []byte
 	// fb is the caller's per-request fallbacks (fallbacks.go).
 	fb fallbackReq
-	// session affinity (session.go): the conversation's key (0: none
-	// found), computed once; hashes, the candidates' hashes.
-	session     uint64
-	sessionDone bool
-	hashes      []uint64
+}
+
+// lifeState is how the call is registered and ended (inference.go).
+type lifeState struct {
+	token    edge.Token
+	stopCtx  func() bool
+	panicked bool          // handling panicked: the edge's guard answers it (edge/panic.go)
+	settled  bool          // settle ran (or started): it runs once
+	took     time.Duration // from start to settle
 }
 
 var callPool = sync.Pool{New: func() any { return &call{} }}
 
-func (g *Gateway) acquireCall(ctx *fasthttp.RequestCtx, r edge.Route, rid []byte, start time.Time) *call {
+func (g *Gateway) acquireCall(ctx *fasthttp.RequestCtx, r edge.Route, rid []byte, host context.Context, start time.Time) *call {
 	c := callPool.Get().(*call)
-	c.g, c.rc, c.ctx, c.surface, c.format, c.route, c.start = g, g.rc.Load(), ctx, r.Spec().Surface, r.Format(), r, start
-	c.up = c.surface
+	c.g, c.rc, c.ctx, c.host, c.surface, c.format, c.route, c.start = g, g.rc.Load(), ctx, host, r.Spec().Surface, r.Format(), r, start
+	c.trans.up = c.surface
 	c.rid = append(c.ridBuf[:0], rid...)
 	return c
 }
@@ -151,30 +86,19 @@ func (c *call) release() {
 	if c.body != nil {
 		bytebufferpool.Put(c.body)
 	}
-	if c.out != nil {
-		bytebufferpool.Put(c.out)
-	}
-	if c.alt != nil {
-		bytebufferpool.Put(c.alt)
-	}
-	if c.x != nil {
-		c.x.Release()
-	}
-	c.releaseTranslation()
 	c.cancel.Reset()
-	if c.fbody != nil {
-		bytebufferpool.Put(c.fbody)
-	}
-	pending, offs, rd, scan, altScan, pl, waiter, evbuf := c.pending[:0], c.pendOff[:0], c.rd, c.scan, c.altScan, c.plan.reset(), c.waiter, c.evbuf[:0]
-	fitter, reply, rbuf, fb, hashes := c.fitter, c.reply[:0], c.rbuf[:0], c.fb.reset(), c.hashes[:0]
-	// The scans keep their scratch space but not their results: Model
-	// aliases this request's body, which goes back to its pool now, and a
-	// later call refused before it scans (the request log reads the model)
-	// must not see it.
+	// The scan keeps its scratch space but not its results: Model aliases
+	// this request's body, which goes back to its pool now, and a later
+	// call refused before it scans (the request log reads the model) must
+	// not see it.
+	scan := c.scan
 	scan.Reset()
-	altScan.Reset()
-	*c = call{pending: pending, pendOff: offs, rd: rd, scan: scan, altScan: altScan, plan: pl, waiter: waiter, evbuf: evbuf,
-		fitter: fitter, reply: reply, rbuf: rbuf, fb: fb, hashes: hashes}
+	// The call is rebuilt from its zero value: a field survives only where
+	// its stage's recycle (or reset) names it, and those name buffers and
+	// scratch space, never a result. A field added to any state is cleared
+	// here without anyone remembering to.
+	*c = call{scan: scan, plan: c.plan.reset(), fb: c.fb.reset(), att: c.att.recycle(),
+		stream: c.stream.recycle(), trans: c.trans.recycle(), fitting: c.fitting.recycle()}
 	callPool.Put(c)
 }
 
@@ -184,13 +108,24 @@ func (c *call) fail(e *apierror.Error) {
 	edge.WriteError(c.ctx, c.format, string(c.rid), e)
 }
 
-// inference handles /v1/chat/completions, /v1/messages and /v1/responses.
+// inference handles the model routes (/v1/chat/completions,
+// /v1/messages, /v1/responses, /v1/embeddings): the model walk, then
+// settle when the handler ends or, for a committed stream, when its relay
+// does.
 func (g *Gateway) inference(ctx *fasthttp.RequestCtx, r edge.Route, rid []byte, host context.Context, start time.Time) {
-	c := g.acquireCall(ctx, r, rid, start)
+	g.run(g.acquireCall(ctx, r, rid, host, start), (*call).handle)
+}
+
+// run takes a pooled call along walk (handle, relayHandle, handleCount),
+// which reports whether a relay now owns the call, and settles it unless
+// one does. Every model route's handler is this: the in-flight counts,
+// the panic guard that gives back what the call holds, and the tenant's
+// rate-limit headers on whatever the answer is.
+func (g *Gateway) run(c *call, walk func(*call) bool) {
 	g.metrics.inflight.Add(1)
 	g.active.Add(1)
 	defer c.abandonOnPanic()
-	streaming := c.handle(host)
+	streaming := walk(c)
 	c.applyTenantHeaders()
 	if streaming {
 		return // the relay finishes the call
@@ -210,72 +145,102 @@ func (c *call) finish() {
 // It runs at most once: a panic inside it must not make the panic guard
 // give the same leases back twice.
 func (c *call) settle() {
-	if c.settled {
+	if c.life.settled {
 		return
 	}
-	c.settled = true
+	c.life.settled = true
 	g := c.g
 	c.settleUsage()
-	c.took = time.Since(c.start) // one clock read for the log and the metrics
-	defer c.traceEnd()           // after the outcome below is recorded
-	c.finishTenant()             // the tenant's limits and the request log (tenants.go)
+	c.life.took = time.Since(c.start) // one clock read for the log and the metrics
+	defer c.traceEnd()                // after the outcome below is recorded
+	c.finishTenant()                  // the tenant's limits and the request log (tenants.go)
 	c.releaseAdmission()
-	if c.token != (edge.Token{}) {
-		g.inflight.Unregister(c.token)
+	if c.life.token != (edge.Token{}) {
+		g.inflight.Unregister(c.life.token)
 	}
-	if c.stopCtx != nil {
-		c.stopCtx()
+	if c.life.stopCtx != nil {
+		c.life.stopCtx()
 	}
 	c.releaseStream()
-	if !c.panicked { // the panic guard counts the request as a 500
-		g.metrics.finish(c.route, c.ctx.Response.StatusCode(), c.took)
+	if !c.life.panicked { // the panic guard counts the request as a 500
+		g.metrics.finish(c.route, c.ctx.Response.StatusCode(), c.life.took)
 	}
 	g.metrics.inflight.Add(-1)
 	g.active.Add(-1)
 }
 
-// handle runs the request up to the response (or the commit of a stream).
-// It reports whether a relay now owns the call.
-func (c *call) handle(host context.Context) bool {
-	if !c.accept(host) {
-		return false
-	}
-	if c.scan.Stream && !dia.Of(dia.ID(c.surface)).Streams {
-		c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_field",
-			Message: c.surface.Route() + " does not stream; remove \"stream\" from the request"})
-		return false
-	}
-	if !c.admitStructure() || !c.readStrict() {
-		return false
-	}
-	c.model = c.rc.cat.Resolve(c.scan.Model)
-	c.traceStart()
-	if c.model == nil {
-		c.fail(errUnknownModel(c.scan.Model))
-		return false
-	}
-	if len(c.model.TargetsFor(c.surface)) == 0 || (c.model.Strategy == config.StrategyFusion && !c.model.Surfaces.Has(c.surface)) {
-		c.fail(errWrongSurface(c.model, c.surface))
-		return false
-	}
-	if !c.readFallbacks() { // the caller's fallback models (fallbacks.go)
-		return false
-	}
-	if !c.reserveTenant() { // tenant limits, before admission (tenants.go)
-		return false
-	}
-	c.track(host)
-	if !c.priority() {
-		return false
-	}
-	return c.dispatch()
+// The walk of one request. Each step is one stage's work on the call, a
+// method of call in the file of its stage, and reports whether the
+// request goes on; a step that reports false has answered the caller
+// itself. The order is the policy, and this is the one place it is
+// written:
+//
+//	entry:  screen → identify → readDeadline → ingest → scanBody
+//	model:  checkStream → admitStructure → readStrict → resolveModel →
+//	        readFallbacks → reserveTenant → track → priority
+//	then    dispatch: per candidate, plan (next: rank, claim) → admit
+//	        (tryAdmit, admit) → attempt → relay (commitStream, WriteTo)
+//	last    settle (finish), once, when the handler or the relay ends
+//
+// Why this order: no byte of the body is read before the caller is known
+// and its deadline read, nor before the ingest budget admitted it; no
+// model is resolved before the one scan of the body; no upstream
+// capacity is taken (admit) before the tenant's limits reserved what the
+// request may cost, so a tenant over its limits never holds a lane
+// another tenant could use; the call is tracked just before it may wait
+// for or hold that capacity, which a caller who left must give back.
+type step func(*call) bool
+
+// entryWalk takes a model call up to a scanned body that names a model.
+// Every model route starts with it: the model walk, count_tokens, and
+// the relay route, which runs its parts around its own token check.
+var entryWalk = [...]step{
+	(*call).screen,       // the edge's refusals: draining, method, media type
+	(*call).identify,     // identify: the caller's key (identity.go)
+	(*call).readDeadline, // how long the caller waits (deadline.go)
+	(*call).ingest,       // ingest: the byte budget, then the body (admission.go)
+	(*call).scanBody,     // scan: the JSON scan, a model named
 }
 
-// accept runs a model call's entry checks, up to a scanned body that
-// names a model: draining, method, media type, the caller's key, its
-// deadline, the byte stage of admission and the body read under the cap.
-// It answers the refusal itself and reports false then.
-func (c *call) accept(host context.Context) bool {
+// modelWalk takes a scanned model call up to dispatch.
+var modelWalk = [...]step{
+	(*call).checkStream,    // scan: stream only where the API streams
+	(*call).admitStructure, // ingest's structural stage (admission.go)
+	(*call).readStrict,     // X-OmniRoute-Strict (fitting.go)
+	(*call).resolveModel,   // the model and its API; the root span opens (tracing.go)
+	(*call).readFallbacks,  // the caller's fallback models (fallbacks.go)
+	(*call).reserveTenant,  // tenant limits, before admission (tenants.go)
+	(*call).track,          // hang-up and shutdown can cancel it from here on
+	(*call).priority,       // the admission class (lanes.go)
+}
+
+// walk runs steps in order until one stops the request.
+func (c *call) walk(steps []step) bool {
+	for _, s := range steps {
+		if !s(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// handle walks a model call to its answer (or the commit of a stream):
+// the entry, the model walk, then dispatch, which runs plan, admit,
+// attempt and relay per candidate. It reports whether a relay now owns
+// the call.
+func (c *call) handle() bool {
+	return c.walk(entryWalk[:]) && c.walk(modelWalk[:]) && c.dispatch()
+}
+
+// screen refuses what the edge already knows is wrong before any work:
+// a draining gateway, a method other than POST, a body that is not JSON.
+func (c *call) screen() bool {
+	return c.open() && c.jsonBody()
+}
+
+// open refuses a request while the gateway drains, and any method but
+// POST.
+func (c *call) open() bool {
 	g, ctx := c.g, c.ctx
 	if g.edge.Draining() {
 		ctx.SetConnectionClose()
@@ -287,32 +252,28 @@ func (c *call) accept(host context.Context) bool {
 		c.fail(edge.ErrMethod("POST"))
 		return false
 	}
-	if !edge.IsJSONMediaType(ctx.Request.Header.ContentType()) { // missing too: see edge/browser.go
+	return true
+}
+
+// jsonBody refuses a body not declared as JSON (a missing type too: see
+// edge/browser.go).
+func (c *call) jsonBody() bool {
+	if !edge.IsJSONMediaType(c.ctx.Request.Header.ContentType()) {
 		c.fail(errMediaType)
 		return false
 	}
-	id, decision := c.identify()
-	switch decision {
-	case tenantMissing:
-		c.fail(errMissingKey)
-		return false
-	case tenantInvalid:
-		c.fail(errInvalidKey)
-		return false
-	case tenant.Retired:
-		c.fail(errRetiredKey)
-		return false
-	}
-	c.tenant = id
-	if !c.readDeadline() {
-		return false
-	}
-	if !c.admitBytes(host) {
-		return false
-	}
-	if !c.readBody() {
-		return false
-	}
+	return true
+}
+
+// ingest runs the byte stage of admission and reads the body under the
+// hard cap: the body is read only once the ingest budget admitted it.
+func (c *call) ingest() bool {
+	return c.admitBytes() && c.readBody()
+}
+
+// scanBody scans the body once (the one JSON pass every later stage
+// reads) and requires a model named by a string.
+func (c *call) scanBody() bool {
 	if err := jsonscan.ScanRequest(c.body.B, &c.scan); err != nil {
 		c.fail(describeScanError(err))
 		return false
@@ -324,21 +285,51 @@ func (c *call) accept(host context.Context) bool {
 	return true
 }
 
+// checkStream refuses "stream" on an API that does not stream
+// (embeddings): the first refusal the scan makes possible.
+func (c *call) checkStream() bool {
+	if c.scan.Stream && !dia.Of(dia.ID(c.surface)).Streams {
+		c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_field",
+			Message: c.surface.Route() + " does not stream; remove \"stream\" from the request"})
+		return false
+	}
+	return true
+}
+
+// resolveModel resolves the model the body names and checks it serves
+// the route's API. The root span opens here, once the model is known
+// (tracing.go), even for a model that is then refused.
+func (c *call) resolveModel() bool {
+	c.model = c.rc.cat.Resolve(c.scan.Model)
+	c.traceStart()
+	if c.model == nil {
+		c.fail(errUnknownModel(c.scan.Model))
+		return false
+	}
+	if len(c.model.TargetsFor(c.surface)) == 0 || (c.model.Strategy == config.StrategyFusion && !c.model.Surfaces.Has(c.surface)) {
+		c.fail(errWrongSurface(c.model, c.surface))
+		return false
+	}
+	return true
+}
+
 // track registers the call so a client hang-up or a forced shutdown can
 // cancel its upstream exchange. On fasthttp the client socket is watched
 // once the request has waited armDelay; behind net/http, the host's request
-// context does the same job.
-func (c *call) track(host context.Context) {
+// context does the same job. It is the last step before the request holds
+// upstream capacity, which a caller who left must give back.
+func (c *call) track() bool {
 	g := c.g
 	var conn net.Conn
-	if host == nil {
+	if c.host == nil {
 		conn = c.ctx.Conn()
 	}
-	c.token = g.inflight.Register(&c.cancel, uint32(c.ctx.ConnID()), conn, c.start)
-	if host != nil {
+	c.life.token = g.inflight.Register(&c.cancel, uint32(c.ctx.ConnID()), conn, c.start)
+	if c.host != nil {
 		cancel := &c.cancel
-		c.stopCtx = context.AfterFunc(host, cancel.Cancel)
+		c.life.stopCtx = context.AfterFunc(c.host, cancel.Cancel)
 	}
+	return true
 }
 
 const (

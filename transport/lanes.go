@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -76,14 +77,16 @@ func (g *Gateway) Lanes() *lanes.Handle { return g.adm.lanes }
 // priority decides the request's class: the tenant's policy's class, else
 // OMNIROUTE_PRIORITY_DEFAULT_CLASS; the header may choose either class,
 // except that a tenant configured as batch cannot raise itself. It writes
-// the class header, or the error for a bad header value.
+// the class header, or the error for a bad header value. The last step
+// of the model walk (inference.go): the lanes of the admit stage, which
+// dispatch runs per candidate, queue by it.
 func (c *call) priority() bool {
 	a := &c.g.adm
 	base, fixed := a.defaultClass, false
 	if cl, ok := c.tenantClass(); ok {
 		base, fixed = cl, true
 	}
-	c.class = base
+	c.lane.class = base
 	if v := c.ctx.Request.Header.Peek(PriorityHeader); len(v) > 0 {
 		want, ok := admission.ParseClassBytes(v)
 		if !ok {
@@ -91,10 +94,10 @@ func (c *call) priority() bool {
 			return false
 		}
 		if !fixed || base != admission.Batch {
-			c.class = want
+			c.lane.class = want
 		}
 	}
-	c.ctx.Response.Header.Set("X-OmniRoute-Priority", c.class.String())
+	c.ctx.Response.Header.Set("X-OmniRoute-Priority", c.lane.class.String())
 	return true
 }
 
@@ -106,7 +109,7 @@ func (c *call) attemptCost() int64 {
 }
 
 func (c *call) ticket(t *catalog.Target) lanes.Ticket {
-	return lanes.Ticket{Upstream: t.ID, Tenant: c.tenant, Class: c.class, Cost: c.attemptCost(),
+	return lanes.Ticket{Upstream: t.ID, Tenant: c.tenant, Class: c.lane.class, Cost: c.attemptCost(),
 		Stream: c.scan.Stream, Deadline: c.deadline, Abort: &c.cancel}
 }
 
@@ -121,9 +124,9 @@ func (c *call) admit(t *catalog.Target, l *lanes.Lease) lanes.Reason {
 	r := c.g.adm.lanes.Acquire(c.ticket(t), l)
 	if r == lanes.None && l.Waited > 0 {
 		c.traceAdmissionWait(t, l.Waited)
-		c.waited += l.Waited
+		c.lane.waited += l.Waited
 		var b [20]byte
-		c.ctx.Response.Header.SetBytesV("X-OmniRoute-Admission-Wait-Ms", strconv.AppendInt(b[:0], c.waited.Milliseconds(), 10))
+		c.ctx.Response.Header.SetBytesV("X-OmniRoute-Admission-Wait-Ms", strconv.AppendInt(b[:0], c.lane.waited.Milliseconds(), 10))
 	}
 	return r
 }
@@ -151,8 +154,8 @@ func (c *call) failAdmission(r lanes.Reason, retry int) {
 
 // releaseLease ends the current attempt's lease with its outcome.
 func (c *call) releaseLease(o lanes.Outcome, drop bool) {
-	if c.laneLease.Held() {
-		c.g.adm.lanes.Release(&c.laneLease, lanes.Completion{Outcome: o, Drop: drop})
+	if c.lane.lease.Held() {
+		c.g.adm.lanes.Release(&c.lane.lease, lanes.Completion{Outcome: o, Drop: drop})
 	}
 }
 
@@ -181,13 +184,13 @@ func outcomeOf(class messages.FailureClass, reason string) (lanes.Outcome, bool)
 
 // releaseStream ends a committed stream's lease at the end of its relay.
 func (c *call) releaseStream() {
-	if !c.laneLease.Held() {
+	if !c.lane.lease.Held() {
 		return
 	}
 	switch {
 	case c.cancel.Cancelled() || c.ctx.Response.StatusCode() == 499:
 		c.releaseLease(lanes.Cancelled, false)
-	case c.streamCut:
+	case c.stream.cut:
 		c.releaseLease(lanes.UpstreamError, false)
 	default:
 		c.releaseLease(lanes.Success, false)
@@ -196,20 +199,20 @@ func (c *call) releaseStream() {
 
 func (c *call) noteSkip(t *catalog.Target) {
 	c.g.adm.lanes.NoteSkipped()
-	if c.skips < maxSkipNames {
-		c.skipped[c.skips] = int32(t.ID)
+	if c.lane.skips < maxSkipNames {
+		c.lane.skipped[c.lane.skips] = int32(t.ID)
 	}
-	c.skips++
+	c.lane.skips++
 }
 
 // skippedHeader names the targets skipped (no room on their upstream).
 func (c *call) skippedHeader(h *fasthttp.ResponseHeader) {
 	var b strings.Builder
-	for i := 0; i < c.skips && i < maxSkipNames; i++ {
+	for i := 0; i < c.lane.skips && i < maxSkipNames; i++ {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(c.g.targetName(int(c.skipped[i])))
+		b.WriteString(c.g.targetName(int(c.lane.skipped[i])))
 	}
 	h.Set("X-OmniRoute-Skipped-Targets", b.String())
 }
@@ -221,11 +224,11 @@ func (c *call) logCombo(fanout bool, what string) {
 		return
 	}
 	served := ""
-	if c.target != nil {
-		served = c.target.Name
+	if c.att.target != nil {
+		served = c.att.target.Name
 	}
 	g.log.Debug("combo "+what, "model", c.model.Name, "strategy", c.model.Strategy, "target", served,
-		"fallbacks", c.fallbacks, "skipped", c.skips, "requestId", string(c.rid))
+		"fallbacks", c.att.fallbacks, "skipped", c.lane.skips, "requestId", string(c.rid))
 }
 
 var errPriority = &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_priority",
@@ -262,4 +265,16 @@ func (g *Gateway) lanesHealth() (any, string) {
 		status = "down"
 	}
 	return s, status
+}
+
+// laneState is the admit stage's state: the current attempt's lease on
+// its upstream, the priority class, and why admission refused, if it did.
+type laneState struct {
+	lease        lanes.Lease
+	class        admission.Class
+	refusal      lanes.Reason
+	refusalRetry int
+	waited       time.Duration // queued for admission, over all attempts
+	skips        int
+	skipped      [maxSkipNames]int32 // target ids skipped, for the header
 }

@@ -57,7 +57,7 @@ func (c *call) meterEvent(ev *sse.Event) bool {
 	if !p.metering {
 		return false
 	}
-	switch c.up {
+	switch c.trans.up {
 	case catalog.Chat:
 		if !bytes.Contains(ev.Data, usageKey) {
 			return false
@@ -82,15 +82,15 @@ func (c *call) meterEvent(ev *sse.Event) bool {
 // when a token budget needs the real usage and the caller did not ask for
 // it; the chunk is stripped again before it reaches the caller.
 func (c *call) injectUsage(req *fasthttp.Request, t *catalog.Target) bool {
-	if c.up != catalog.Chat || !c.scan.Stream || c.scan.IncludeUsage || !c.plan.metering {
+	if c.trans.up != catalog.Chat || !c.scan.Stream || c.scan.IncludeUsage || !c.plan.metering {
 		return false
 	}
 	model := c.upstreamModel(t)
-	if c.out == nil {
-		c.out = bytebufferpool.Get()
+	if c.att.out == nil {
+		c.att.out = bytebufferpool.Get()
 	}
-	c.out.B = jsonscan.AppendIncludeUsage(c.out.B[:0], c.body.B, &c.scan, model)
-	req.SetBodyRaw(c.out.B)
+	c.att.out.B = jsonscan.AppendIncludeUsage(c.att.out.B[:0], c.body.B, &c.scan, model)
+	req.SetBodyRaw(c.att.out.B)
 	c.plan.injected = true
 	return true
 }

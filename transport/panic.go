@@ -33,8 +33,8 @@ func (c *call) abandonOnPanic() {
 	if _, ok := p.(*edge.RequestPanic); !ok {
 		p = &edge.RequestPanic{Value: p, Stack: debug.Stack()}
 	}
-	c.closing.Store(true) // a body stream set before the panic must not finish the call again
-	c.panicked = true
+	c.stream.closing.Store(true) // a body stream set before the panic must not finish the call again
+	c.life.panicked = true
 	c.cancel.Cancel()
 	func() {
 		defer func() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/omniroute/gateway/internal/apierror"
@@ -23,34 +24,57 @@ const (
 	maxHeldBytes  = 64 << 10
 )
 
-// prime reads a streaming answer up to its first content event, holding
-// back content-free start-up events (Anthropic message_start, ping and
-// content_block_start; Responses response.created, in_progress and the
-// empty output item and part; a role-only chat delta), so that an error
-// that arrives right after them still fails over instead of reaching the
-// caller. Nothing has been written to the caller yet.
+// prime reads a streaming answer up to its first content event
+// (holdStartup), so that an error that arrives right after the start-up
+// events still fails over instead of reaching the caller. Nothing has
+// been written to the caller yet.
 func (c *call) prime(x *upstream.Exchange) (messages.FailureClass, bool) {
-	c.rd.Reset(x.Body())
-	c.pending, c.pendOff, c.terminal = c.pending[:0], c.pendOff[:0], false
+	ev, err := c.holdStartup(x, 0, true)
+	switch {
+	case err != nil:
+		return classifyStreamError(x, err), false
+	case ev != nil:
+		c.plan.verdict = failure.AnalyzeEvent(ev.Data)
+		return c.plan.verdict.Class, false
+	}
+	return messages.OK, true
+}
+
+// holdStartup reads the stream of x up to its first content event,
+// holding back content-free start-up events (Anthropic message_start,
+// ping and content_block_start; Responses response.created, in_progress
+// and the empty output item and part; a role-only chat delta), at most
+// maxHeldEvents and maxHeldBytes of them. With idle set, each read has
+// that long. An error event ends it: with failover it is returned
+// unheld (the native path fails over on it), else it is held to be passed
+// on (the Bifrost relay's). It returns the read error, if any. The native
+// path and the Bifrost relay both commit through it.
+func (c *call) holdStartup(x *upstream.Exchange, idle time.Duration, failover bool) (*sse.Event, error) {
+	s := &c.stream
+	s.rd.Reset(x.Body())
+	s.pending, s.pendOff, s.terminal = s.pending[:0], s.pendOff[:0], false
 	for n := 0; ; n++ {
-		ev, err := c.rd.Next()
-		if err != nil {
-			return classifyStreamError(x, err), false
+		if idle > 0 {
+			x.SetReadDeadline(time.Now().Add(idle))
 		}
-		if c.isErrorEvent(ev) {
-			c.plan.verdict = failure.AnalyzeEvent(ev.Data)
-			return c.plan.verdict.Class, false
+		ev, err := s.rd.Next()
+		if err != nil {
+			return nil, err
+		}
+		isErr := c.isErrorEvent(ev)
+		if isErr && failover {
+			return ev, nil
 		}
 		if c.meterEvent(ev) {
 			continue // the usage-only chunk the caller did not ask for
 		}
 		c.hold(ev)
 		if c.isTerminal(ev) {
-			c.terminal = true
-			return messages.OK, true
+			s.terminal = true
+			return nil, nil
 		}
-		if !c.isStartup(ev) || n+1 >= maxHeldEvents || len(c.pending) >= maxHeldBytes {
-			return messages.OK, true
+		if isErr || !c.isStartup(ev) || n+1 >= maxHeldEvents || len(s.pending) >= maxHeldBytes {
+			return nil, nil
 		}
 	}
 }
@@ -58,8 +82,8 @@ func (c *call) prime(x *upstream.Exchange) (messages.FailureClass, bool) {
 func (c *call) hold(ev *sse.Event) {
 	if c.translating() {
 		if out := c.translateEvent(ev); len(out) > 0 {
-			c.pending = append(c.pending, out...)
-			c.pendOff = append(c.pendOff, len(c.pending))
+			c.stream.pending = append(c.stream.pending, out...)
+			c.stream.pendOff = append(c.stream.pendOff, len(c.stream.pending))
 		}
 		return
 	}
@@ -69,10 +93,10 @@ func (c *call) hold(ev *sse.Event) {
 	} else {
 		raw = c.renamed(raw)
 	}
-	c.pending = append(c.pending, raw...)
-	c.pendOff = append(c.pendOff, len(c.pending))
-	if c.surface == catalog.Responses && len(c.respID) == 0 && bytes.Equal(ev.Name, []byte("response.created")) {
-		c.respID = append(c.respID[:0], jsonStringField(ev.Data, `"id":"`)...)
+	c.stream.pending = append(c.stream.pending, raw...)
+	c.stream.pendOff = append(c.stream.pendOff, len(c.stream.pending))
+	if c.surface == catalog.Responses && len(c.stream.respID) == 0 && bytes.Equal(ev.Name, []byte("response.created")) {
+		c.stream.respID = append(c.stream.respID[:0], jsonStringField(ev.Data, `"id":"`)...)
 	}
 }
 
@@ -103,7 +127,7 @@ func (c *call) commitStream(x *upstream.Exchange) {
 	}
 	c.routingHeaders()
 	c.answerHeaders(&ctx.Response.Header)
-	c.idle = c.g.opts.Env.Upstream.IdleTimeout.Duration()
+	c.stream.idle = c.g.opts.Env.Upstream.IdleTimeout.Duration()
 	ctx.SetBodyStream(c, -1)
 	c.bodyDone()
 }
@@ -129,50 +153,43 @@ func (c *call) WriteTo(w io.Writer) (n int64, err error) {
 		}
 	}()
 	edge.ProbePanic("stream")
-	return c.relay(c.g.edge.StreamWriter(&c.dw, c.ctx, c.host != nil, w, c.x.Deadline()))
+	return c.relay(c.g.edge.StreamWriter(&c.stream.dw, c.ctx, c.host != nil, w, c.stream.x.Deadline()))
 }
 
 func (c *call) relay(w io.Writer) (int64, error) {
-	var total int64
-	prev := 0
-	for _, off := range c.pendOff {
-		n, err := w.Write(c.pending[prev:off])
-		total += int64(n)
-		if err != nil {
-			c.cancel.Cancel()
-			return total, err
-		}
-		prev = off
+	total, err := c.writeHeld(w)
+	if err != nil {
+		return total, err
 	}
-	c.g.metrics.routes[c.route].events.Add(len(c.pendOff))
-	x := c.x
+	c.g.metrics.routes[c.route].events.Add(len(c.stream.pendOff))
+	x := c.stream.x
 	events := 0
 	sawFinish := false
 	var lastArm time.Time
-	for !c.terminal {
+	for !c.stream.terminal {
 		now := time.Now()
 		if now.Sub(lastArm) > 100*time.Millisecond {
-			x.SetReadDeadline(now.Add(c.idle))
+			x.SetReadDeadline(now.Add(c.stream.idle))
 			lastArm = now
 		}
-		ev, err := c.rd.Next()
+		ev, err := c.stream.rd.Next()
 		if err != nil {
 			if err == io.EOF && c.translating() {
-				if out, ok := c.tr.End(c.evbuf[:0]); ok {
-					c.evbuf = out
+				if out, ok := c.trans.tr.End(c.trans.evbuf[:0]); ok {
+					c.trans.evbuf = out
 					n, werr := w.Write(out)
 					total += int64(n)
 					x.MarkEOF()
 					return total, werr
 				}
-			} else if err == io.EOF && c.up == catalog.Chat && sawFinish {
+			} else if err == io.EOF && c.trans.up == catalog.Chat && sawFinish {
 				// Some OpenAI-compatible servers end without [DONE].
 				n, werr := w.Write(doneFrame)
 				total += int64(n)
 				x.MarkEOF()
 				return total, werr
 			}
-			n, werr := c.interrupt(w, x, err, len(c.pendOff)+events)
+			n, werr := c.interrupt(w, x, err, len(c.stream.pendOff)+events)
 			total += int64(n)
 			return total, werr
 		}
@@ -186,7 +203,7 @@ func (c *call) relay(w io.Writer) (int64, error) {
 			}
 			if raw = c.translateEvent(ev); len(raw) == 0 {
 				if isErr || c.isTerminal(ev) {
-					c.terminal = true
+					c.stream.terminal = true
 				}
 				continue // nothing for the caller (an empty write would end the chunked body)
 			}
@@ -202,15 +219,32 @@ func (c *call) relay(w io.Writer) (int64, error) {
 			return total, werr
 		}
 		events++
-		if c.up == catalog.Chat && !sawFinish && bytes.Contains(ev.Data, finishReasonSet) {
+		if c.trans.up == catalog.Chat && !sawFinish && bytes.Contains(ev.Data, finishReasonSet) {
 			sawFinish = true
 		}
 		if isErr || c.isTerminal(ev) {
-			c.terminal = true
+			c.stream.terminal = true
 		}
 	}
 	c.g.metrics.routes[c.route].events.Add(events)
 	c.drain(x)
+	return total, nil
+}
+
+// writeHeld writes the events held back before the commit, one write
+// (one HTTP chunk) each; a failed write cancels the upstream exchange.
+func (c *call) writeHeld(w io.Writer) (int64, error) {
+	var total int64
+	prev := 0
+	for _, off := range c.stream.pendOff {
+		n, err := w.Write(c.stream.pending[prev:off])
+		total += int64(n)
+		if err != nil {
+			c.cancel.Cancel()
+			return total, err
+		}
+		prev = off
+	}
 	return total, nil
 }
 
@@ -224,7 +258,7 @@ var (
 func (c *call) drain(x *upstream.Exchange) {
 	x.SetReadDeadline(time.Now().Add(time.Second))
 	for i := 0; i < 4; i++ {
-		if _, err := c.rd.Next(); err != nil {
+		if _, err := c.stream.rd.Next(); err != nil {
 			if err == io.EOF {
 				x.MarkEOF()
 			}
@@ -236,7 +270,7 @@ func (c *call) drain(x *upstream.Exchange) {
 // Close ends the call; fasthttp calls it once after WriteTo (or instead of
 // it when the response could not be written).
 func (c *call) Close() error {
-	if c.closing.CompareAndSwap(false, true) {
+	if c.stream.closing.CompareAndSwap(false, true) {
 		defer func() {
 			if p := recover(); p != nil {
 				c.closePanic(p)
@@ -255,20 +289,20 @@ func (c *call) interrupt(w io.Writer, x *upstream.Exchange, err error, seq int) 
 		return 0, nil // the caller is gone; nobody to tell
 	}
 	c.g.metrics.routes[c.route].cut.Inc()
-	c.streamCut = true
+	c.stream.cut = true
 	c.reportMidStream(class)
 	msg := "the upstream provider ended the stream before completing it; the answer is incomplete, retry the request"
 	switch {
 	case class == messages.Timeout && !time.Now().Before(x.Deadline()):
 		msg = "the stream reached its time limit (OMNIROUTE_UPSTREAM_TOTAL_TIMEOUT_MS, or the caller's own deadline) and was cut off; the answer is incomplete"
 	case class == messages.Timeout:
-		msg = "the upstream provider sent no data for " + strconv.FormatInt(int64(c.idle/time.Second), 10) + "s; the answer is incomplete, retry the request"
+		msg = "the upstream provider sent no data for " + strconv.FormatInt(int64(c.stream.idle/time.Second), 10) + "s; the answer is incomplete, retry the request"
 	case class == messages.Protocol:
 		msg = "the upstream provider sent an event larger than the gateway accepts; the answer is incomplete"
 	}
 	buf := make([]byte, 0, 512)
 	if c.translating() {
-		return w.Write(c.tr.Interrupt(buf, &apierror.Error{Status: 502, Type: "server_error", AnthropicType: "api_error", Code: "stream_interrupted", Message: msg}, string(c.rid)))
+		return w.Write(c.trans.tr.Interrupt(buf, &apierror.Error{Status: 502, Type: "server_error", AnthropicType: "api_error", Code: "stream_interrupted", Message: msg}, string(c.rid)))
 	}
 	switch c.surface {
 	case catalog.Chat:
@@ -287,7 +321,7 @@ func (c *call) interrupt(w io.Writer, x *upstream.Exchange, err error, seq int) 
 		buf = append(buf, "}\n\nevent: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":"...)
 		buf = strconv.AppendInt(buf, int64(seq+1), 10)
 		buf = append(buf, ",\"response\":{\"id\":"...)
-		buf = apierror.AppendString(buf, string(c.respID))
+		buf = apierror.AppendString(buf, string(c.stream.respID))
 		buf = append(buf, ",\"object\":\"response\",\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":"...)
 		buf = apierror.AppendString(buf, msg)
 		buf = append(buf, "}}}\n\n"...)
@@ -297,7 +331,7 @@ func (c *call) interrupt(w io.Writer, x *upstream.Exchange, err error, seq int) 
 
 // isTerminal reports the event that completes a stream on the surface.
 func (c *call) isTerminal(ev *sse.Event) bool {
-	switch c.up {
+	switch c.trans.up {
 	case catalog.Chat:
 		return bytes.Equal(bytes.TrimSpace(ev.Data), []byte("[DONE]"))
 	case catalog.Messages:
@@ -310,7 +344,7 @@ func (c *call) isTerminal(ev *sse.Event) bool {
 
 // isErrorEvent reports an in-stream error sent by the provider.
 func (c *call) isErrorEvent(ev *sse.Event) bool {
-	switch c.up {
+	switch c.trans.up {
 	case catalog.Chat:
 		return bytes.Contains(ev.Data, []byte(`"error"`)) && jsonscan.HasTopLevelKey(ev.Data, "error")
 	case catalog.Messages:
@@ -323,7 +357,7 @@ func (c *call) isErrorEvent(ev *sse.Event) bool {
 
 // isStartup reports content-free events that may be held back.
 func (c *call) isStartup(ev *sse.Event) bool {
-	switch c.up {
+	switch c.trans.up {
 	case catalog.Chat:
 		d := ev.Data
 		return bytes.Contains(d, []byte(`"role"`)) && !bytes.Contains(d, []byte(`"tool_calls"`)) && !hasNonEmptyContent(d)
@@ -368,4 +402,32 @@ func jsonStringField(d []byte, key string) []byte {
 		return nil
 	}
 	return d[:j]
+}
+
+// streamState is the relay stage's state: the committed exchange and its
+// event reader, the events held back before the commit (pending, ended
+// at the offsets pendOff), whether the terminal event was read, the idle
+// limit, the body stream's close-once flag, a Responses stream's id (for
+// its interrupt frame), the caller's deadline writer, and whether the
+// stream was cut short.
+type streamState struct {
+	x        *upstream.Exchange
+	rd       sse.Reader
+	pending  []byte
+	pendOff  []int
+	terminal bool
+	idle     time.Duration
+	closing  atomic.Bool
+	respID   []byte
+	dw       edge.DeadlineWriter // the stream's writer with its write deadline (edge/deadlines.go)
+	cut      bool
+}
+
+// recycle gives the exchange back and returns the state for the next
+// call, keeping the reader and the hold buffers.
+func (s *streamState) recycle() streamState {
+	if s.x != nil {
+		s.x.Release()
+	}
+	return streamState{rd: s.rd, pending: s.pending[:0], pendOff: s.pendOff[:0]}
 }

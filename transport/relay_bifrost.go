@@ -2,7 +2,6 @@ package transport
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"strconv"
@@ -10,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/valyala/bytebufferpool"
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/internal/apierror"
@@ -34,7 +32,7 @@ const (
 // body, or a stream that broke before its first event. A provider error
 // the relay passes on (a 429, a 4xx, a 5xx with a provider error body) is
 // the answer, and clears the relay's cooldown: the relay is up.
-func (c *call) relayBifrost(host context.Context, base string, tok *relay.Token, forced bool) (bifrostOutcome, bool, string) {
+func (c *call) relayBifrost(base string, tok *relay.Token, forced bool) (bifrostOutcome, bool, string) {
 	g, ctx := c.g, c.ctx
 	r := g.side.relay
 	hostport, tls, prefix, err := splitBase(base)
@@ -42,7 +40,7 @@ func (c *call) relayBifrost(host context.Context, base string, tok *relay.Token,
 		return bifrostFailed, false, "invalid Bifrost base URL"
 	}
 	client := r.client(hostport, tls, g)
-	c.track(host)
+	c.track()
 	x := upstream.AcquireExchange()
 	c.buildRelayRequest(x, hostport, prefix, tok)
 	r.m.bifrost.Inc()
@@ -88,30 +86,16 @@ func (c *call) relayBifrost(host context.Context, base string, tok *relay.Token,
 	// falls back, so, as on the native path, the body is freed and its
 	// bytes go back to the ingest budget (the heavy slot stays until the
 	// stream ends). An error event the provider sends is passed on.
-	c.rd.Reset(x.Body())
-	c.pending, c.pendOff, c.terminal = c.pending[:0], c.pendOff[:0], false
-	for n := 0; ; n++ {
-		x.SetReadDeadline(time.Now().Add(timeout))
-		ev, err := c.rd.Next()
-		if err != nil {
-			class := classifyStreamError(x, err)
-			x.Release()
-			c.untrack()
-			if class == messages.Canceled {
-				ctx.SetConnectionClose()
-				ctx.SetStatusCode(499)
-				return bifrostCanceled, false, ""
-			}
-			return bifrostFailed, false, "Bifrost stream ended before its first content event (" + class.String() + ")"
+	if _, err := c.holdStartup(x, timeout, false); err != nil {
+		class := classifyStreamError(x, err)
+		x.Release()
+		c.untrack()
+		if class == messages.Canceled {
+			ctx.SetConnectionClose()
+			ctx.SetStatusCode(499)
+			return bifrostCanceled, false, ""
 		}
-		c.hold(ev)
-		if c.isTerminal(ev) {
-			c.terminal = true
-			break
-		}
-		if c.isErrorEvent(ev) || !c.isStartup(ev) || n+1 >= maxHeldEvents || len(c.pending) >= maxHeldBytes {
-			break
-		}
+		return bifrostFailed, false, "Bifrost stream ended before its first content event (" + class.String() + ")"
 	}
 	r.cool.Clear(base)
 	ctx.SetStatusCode(status)
@@ -120,8 +104,8 @@ func (c *call) relayBifrost(host context.Context, base string, tok *relay.Token,
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
 	ctx.Response.Header.Set("X-Accel-Buffering", "no")
 	c.bifrostHeaders(x)
-	c.x = x // released by finish
-	c.idle = timeout
+	c.stream.x = x // released by finish
+	c.stream.idle = timeout
 	ctx.SetBodyStream(&bifrostStream{c: c, base: base, forced: forced}, -1)
 	c.bodyDone()
 	return bifrostDone, true, ""
@@ -159,19 +143,7 @@ func (c *call) buildRelayRequest(x *upstream.Exchange, hostport, prefix string, 
 	r := c.g.side.relay
 	req := &x.Req
 	h := &req.Header
-	h.SetMethod(fasthttp.MethodPost)
-	uri := bytebufferpool.Get()
-	uri.B = append(append(uri.B[:0], prefix...), "/v1/chat/completions"...)
-	h.SetRequestURIBytes(uri.B)
-	bytebufferpool.Put(uri)
-	h.SetHost(hostport)
-	h.SetContentType("application/json")
-	if c.scan.Stream {
-		h.Set(fasthttp.HeaderAccept, "text/event-stream")
-	} else {
-		h.Set(fasthttp.HeaderAccept, "application/json")
-	}
-	h.Set(fasthttp.HeaderAcceptEncoding, "identity")
+	c.startRequest(h, prefix, "/v1/chat/completions", hostport)
 	for _, name := range forwardedRequestHeaders {
 		if v := c.ctx.Request.Header.Peek(name); len(v) > 0 {
 			h.SetBytesV(name, v)
@@ -215,28 +187,21 @@ func (b *bifrostStream) WriteTo(w io.Writer) (n int64, err error) {
 	}()
 	edge.ProbePanic("stream")
 	c := b.c
-	return b.relay(c.g.edge.StreamWriter(&c.dw, c.ctx, c.host != nil, w, c.x.Deadline()))
+	return b.relay(c.g.edge.StreamWriter(&c.stream.dw, c.ctx, c.host != nil, w, c.stream.x.Deadline()))
 }
 
 func (b *bifrostStream) relay(w io.Writer) (int64, error) {
 	c := b.c
-	x := c.x
-	var total int64
-	prev := 0
-	for _, off := range c.pendOff {
-		n, err := w.Write(c.pending[prev:off])
-		total += int64(n)
-		if err != nil {
-			c.cancel.Cancel()
-			return total, err
-		}
-		prev = off
+	x := c.stream.x
+	total, err := c.writeHeld(w)
+	if err != nil {
+		return total, err
 	}
-	events := len(c.pendOff)
-	sawFinish := bytes.Contains(c.pending, finishReasonSet)
-	for !c.terminal {
-		x.SetReadDeadline(time.Now().Add(c.idle))
-		ev, err := c.rd.Next()
+	events := len(c.stream.pendOff)
+	sawFinish := bytes.Contains(c.stream.pending, finishReasonSet)
+	for !c.stream.terminal {
+		x.SetReadDeadline(time.Now().Add(c.stream.idle))
+		ev, err := c.stream.rd.Next()
 		if err != nil {
 			if err == io.EOF && sawFinish {
 				// Some OpenAI-compatible servers end without [DONE].
@@ -286,11 +251,11 @@ func (b *bifrostStream) relay(w io.Writer) (int64, error) {
 			sawFinish = true
 		}
 		if isErr || c.isTerminal(ev) {
-			c.terminal = true
+			c.stream.terminal = true
 		}
 	}
 	c.g.metrics.routes[c.route].events.Add(events)
-	if c.terminal {
+	if c.stream.terminal {
 		c.drain(x)
 	}
 	return total, nil

@@ -15,7 +15,6 @@ import (
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/engines"
-	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/internal/relay"
 	"github.com/omniroute/gateway/internal/sanitize"
 	"github.com/omniroute/gateway/internal/tenant"
@@ -125,37 +124,23 @@ func (g *Gateway) bifrostEndpoint() (base, why string) {
 // relayChat handles the relay route. It runs on a pooled call so that the
 // native path is exactly the /v1/chat/completions pipeline, in-process.
 func (g *Gateway) relayChat(ctx *fasthttp.RequestCtx, rid []byte, host context.Context, start time.Time) {
-	c := g.acquireCall(ctx, edge.Relay, rid, start)
-	g.metrics.inflight.Add(1)
-	g.active.Add(1)
-	defer c.abandonOnPanic()
-	streaming := c.relayHandle(host)
-	c.applyTenantHeaders()
-	if streaming {
-		return
-	}
-	c.finish()
+	g.run(g.acquireCall(ctx, edge.Relay, rid, host, start), (*call).relayHandle)
 }
 
-func (c *call) relayHandle(host context.Context) bool {
+// relayHandle is the relay route's walk: the entry's steps around the
+// relay token's own check (in place of identify), then the backend's
+// choice; the native backend is the model walk (handle).
+func (c *call) relayHandle() bool {
 	g, ctx := c.g, c.ctx
-	c.host = host // behind net/http the connection is not ours (edge/deadlines.go)
 	r := g.side.relay
-	switch {
-	case g.edge.Draining():
-		ctx.SetConnectionClose()
-		c.fail(errDraining)
+	if !c.open() {
 		return false
-	case !ctx.IsPost():
-		ctx.Response.Header.Set(fasthttp.HeaderAllow, "POST")
-		c.fail(edge.ErrMethod("POST"))
-		return false
-	case r.tokens.Len() == 0:
+	}
+	if r.tokens.Len() == 0 {
 		c.fail(errRelayNotEnabled)
 		return false
 	}
-	if !edge.IsJSONMediaType(ctx.Request.Header.ContentType()) { // missing too: see edge/browser.go
-		c.fail(errMediaType)
+	if !c.jsonBody() {
 		return false
 	}
 	raw := credential(&ctx.Request.Header)
@@ -186,15 +171,7 @@ func (c *call) relayHandle(host context.Context) bool {
 	// it: the body is read to choose the backend. The relay token's
 	// tenant id is the fairness key in the ingest queue.
 	c.tenant = c.rc.tenants.IDForKey(raw)
-	if !c.admitBytes(host) || !c.readBody() {
-		return false
-	}
-	if err := jsonscan.ScanRequest(c.body.B, &c.scan); err != nil {
-		c.fail(describeScanError(err))
-		return false
-	}
-	if c.scan.ModelStart < 0 || !c.scan.ModelIsString || len(c.scan.Model) == 0 {
-		c.fail(errMissingModel)
+	if !c.ingest() || !c.scanBody() {
 		return false
 	}
 	model := string(c.scan.Model)
@@ -210,7 +187,7 @@ func (c *call) relayHandle(host context.Context) bool {
 	backend, forced := r.backend(base)
 	switch backend {
 	case config.RelayNative:
-		return c.relayNative(host, "", "")
+		return c.relayNative("", "")
 	case config.RelayBifrost:
 		if base == "" {
 			c.fail(&apierror.Error{Status: 503, Type: "server_error", Code: "bifrost_unavailable",
@@ -225,21 +202,21 @@ func (c *call) relayHandle(host context.Context) bool {
 	}
 	if !forced {
 		if base == "" {
-			return c.relayNative(host, "", "")
+			return c.relayNative("", "")
 		}
 		if r.manifest != nil {
 			if ok, reason := r.manifest.Eligibility(providerOf(c.rc.cat, model)); !ok {
-				return c.relayNative(host, reason, reason)
+				return c.relayNative(reason, reason)
 			}
 		}
 		if c.scan.Stream && !bool(r.env.BifrostStreaming) {
-			return c.relayNative(host, relay.ReasonIneligible, relay.ReasonIneligible+"; streaming disabled (BIFROST_STREAMING_ENABLED=0)")
+			return c.relayNative(relay.ReasonIneligible, relay.ReasonIneligible+"; streaming disabled (BIFROST_STREAMING_ENABLED=0)")
 		}
 		if rem := r.cool.Remaining(base, g.clk.Now()); rem > 0 {
-			return c.relayNative(host, relay.ReasonCooldown, relay.ReasonCooldown+"; remaining="+strconv.FormatInt(rem.Milliseconds(), 10)+"ms")
+			return c.relayNative(relay.ReasonCooldown, relay.ReasonCooldown+"; remaining="+strconv.FormatInt(rem.Milliseconds(), 10)+"ms")
 		}
 	}
-	outcome, streaming, detail := c.relayBifrost(host, base, tok, forced)
+	outcome, streaming, detail := c.relayBifrost(base, tok, forced)
 	switch outcome {
 	case bifrostDone:
 		return streaming
@@ -255,13 +232,13 @@ func (c *call) relayHandle(host context.Context) bool {
 	}
 	r.cool.Record(base, g.clk.Now(), r.env.BifrostCooldown.Duration())
 	g.log.Warn("bifrost relay failed; cooling it and serving natively", "base", base, "cooldownMs", int64(r.env.BifrostCooldown), "err", detail)
-	return c.relayNative(host, relay.ReasonError, relay.ReasonError+"; "+detail)
+	return c.relayNative(relay.ReasonError, relay.ReasonError+"; "+detail)
 }
 
 // relayNative serves the request through the native pipeline. reason is
 // the fallback reason code ("" when native was chosen, not fallen back
 // to); value is the X-Routing-Fallback header.
-func (c *call) relayNative(host context.Context, reason, value string) bool {
+func (c *call) relayNative(reason, value string) bool {
 	r := c.g.side.relay
 	h := &c.ctx.Response.Header
 	h.Set("X-Routing-Backend", "native")
@@ -275,7 +252,7 @@ func (c *call) relayNative(host context.Context, reason, value string) bool {
 		}
 	}
 	r.m.native.Inc()
-	return c.handle(host)
+	return c.handle()
 }
 
 var errRelayNotEnabled = &apierror.Error{Status: 404, Type: "invalid_request_error", Code: "relay_not_enabled",
@@ -320,9 +297,9 @@ func providerOf(cat *catalog.Catalog, model string) string {
 	return ""
 }
 
-// identify returns the caller's tenant: the relay token's (already
+// caller returns the caller's tenant: the relay token's (already
 // checked) for a relayed call, else the key resolution of the front door.
-func (c *call) identify() (tenant.ID, tenant.Decision) {
+func (c *call) caller() (tenant.ID, tenant.Decision) {
 	if c.relayed {
 		return c.tenant, tenantAllowed
 	}
@@ -335,13 +312,13 @@ func (c *call) identify() (tenant.ID, tenant.Decision) {
 // pipeline can be tracked again by it.
 func (c *call) untrack() {
 	g := c.g
-	if c.token != (edge.Token{}) {
-		g.inflight.Unregister(c.token)
-		c.token = edge.Token{}
+	if c.life.token != (edge.Token{}) {
+		g.inflight.Unregister(c.life.token)
+		c.life.token = edge.Token{}
 	}
-	if c.stopCtx != nil {
-		c.stopCtx()
-		c.stopCtx = nil
+	if c.life.stopCtx != nil {
+		c.life.stopCtx()
+		c.life.stopCtx = nil
 	}
 }
 

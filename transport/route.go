@@ -54,11 +54,16 @@ type plan struct {
 	// svcDown names the supervised service of a candidate passed over
 	// because it is not running as the gateway's own child (sidecars.go).
 	svcDown string
+
+	// sess is the conversation's session affinity (session.go).
+	sess sessionState
+	// waiter serves waits for a cooling target; kept across uses.
+	waiter planner.Waiter
 }
 
 // reset clears p for the next request, keeping its buffers.
 func (p *plan) reset() plan {
-	q := plan{Plan: p.Plan, busy: p.busy[:0], probeID: -1}
+	q := plan{Plan: p.Plan, busy: p.busy[:0], probeID: -1, waiter: p.waiter, sess: sessionState{hashes: p.sess.hashes[:0]}}
 	q.Plan.Reset()
 	return q
 }
@@ -88,11 +93,11 @@ func (c *call) rank(list []*catalog.Target) {
 	var o planner.Order
 	if c.model.Strategy == config.StrategyRoundRobin && len(list) > 1 {
 		o = planner.Order{RoundRobin: true, Cursor: c.rc.rr[c.model.Index].Add(1) - 1, Schedule: c.model.ScheduleFor(c.surface)}
-		if !c.sessionDone { // once per request: the body does not change
-			c.session, c.sessionDone = c.sessionKey(), true
+		if !c.plan.sess.done { // once per request: the body does not change
+			c.plan.sess.key, c.plan.sess.done = c.sessionKey(), true
 		}
-		if c.session != 0 {
-			o.Session, o.Hashes = c.session, c.targetHashes(list)
+		if c.plan.sess.key != 0 {
+			o.Session, o.Hashes = c.plan.sess.key, c.targetHashes(list)
 		}
 	}
 	p.Rank(c, len(list), c.g.clk.Now(), o)
@@ -156,13 +161,13 @@ func (c *call) next(list []*catalog.Target) *catalog.Target {
 	if !p.Ranked() {
 		c.rank(list)
 	}
-	c.refusal, c.refusalRetry = lanes.None, 0
+	c.lane.refusal, c.lane.refusalRetry = lanes.None, 0
 	p.busy = p.busy[:0]
 	for _, i := range p.Candidates() {
 		if p.Tried(i) {
 			continue
 		}
-		if !c.tryAdmit(list[i], &c.laneLease) {
+		if !c.tryAdmit(list[i], &c.lane.lease) {
 			p.busy = append(p.busy, i)
 			continue
 		}
@@ -177,8 +182,8 @@ func (c *call) next(list []*catalog.Target) *catalog.Target {
 		return nil
 	}
 	first := p.busy[0]
-	if r := c.admit(list[first], &c.laneLease); r != lanes.None {
-		c.refusal, c.refusalRetry = r, c.laneLease.RetryAfter
+	if r := c.admit(list[first], &c.lane.lease); r != lanes.None {
+		c.lane.refusal, c.lane.refusalRetry = r, c.lane.lease.RetryAfter
 		return nil
 	}
 	if c.claim(list, first, p.NeedsProbe(first)) {
@@ -243,8 +248,8 @@ func (c *call) retry(list []*catalog.Target, class messages.FailureClass) *catal
 		return nil
 	}
 	t := list[i]
-	if r := c.admit(t, &c.laneLease); r != lanes.None {
-		c.refusal, c.refusalRetry = r, c.laneLease.RetryAfter
+	if r := c.admit(t, &c.lane.lease); r != lanes.None {
+		c.lane.refusal, c.lane.refusalRetry = r, c.lane.lease.RetryAfter
 		return nil
 	}
 	if !c.claim(list, i, true) {
@@ -335,7 +340,7 @@ func (c *call) waitForRecovery() bool {
 	if d <= 0 {
 		return true
 	}
-	if end, _ := c.waiter.Wait(d, changed, &c.cancel); end == planner.WaitCancelled || g.edge.Draining() {
+	if end, _ := c.plan.waiter.Wait(d, changed, &c.cancel); end == planner.WaitCancelled || g.edge.Draining() {
 		return false
 	}
 	g.metrics.routes[c.route].waited.Inc()

@@ -57,9 +57,17 @@ func (c *call) sessionKey() uint64 {
 // targetHashes fills c.hashes with list's targets' hashes (rendezvous
 // members), by position.
 func (c *call) targetHashes(list []*catalog.Target) []uint64 {
-	c.hashes = c.hashes[:0]
+	c.plan.sess.hashes = c.plan.sess.hashes[:0]
 	for _, t := range list {
-		c.hashes = append(c.hashes, t.Hash)
+		c.plan.sess.hashes = append(c.plan.sess.hashes, t.Hash)
 	}
-	return c.hashes
+	return c.plan.sess.hashes
+}
+
+// sessionState is a request's session affinity: the conversation's key
+// (0: none found), computed once (done), and the candidates' hashes.
+type sessionState struct {
+	key    uint64
+	done   bool
+	hashes []uint64
 }

@@ -30,14 +30,14 @@ func tenantFastPath(t testing.TB) (*Gateway, *call, []byte) {
 	var ctx fasthttp.RequestCtx
 	ctx.Request.Header.SetMethod("POST")
 	ctx.Request.SetRequestURI("/v1/chat/completions")
-	c := g.acquireCall(&ctx, edge.Chat, []byte("rid"), time.Now())
+	c := g.acquireCall(&ctx, edge.Chat, []byte("rid"), nil, time.Now())
 	c.body = bytebufferpool.Get()
 	c.body.B = append(c.body.B[:0], `{"model":"m","max_tokens":256,"messages":[{"role":"user","content":"hello there"}]}`...)
 	if err := jsonscan.ScanRequest(c.body.B, &c.scan); err != nil {
 		t.Fatal(err)
 	}
 	c.model = g.cat.Model(c.scan.Model)
-	c.target = c.model.Targets[0] // as if a provider answered: its headers are replaced
+	c.att.target = c.model.Targets[0] // as if a provider answered: its headers are replaced
 	t.Cleanup(c.release)
 	return g, c, []byte(secret)
 }

@@ -608,7 +608,7 @@ func (c *call) applyTenantHeaders() {
 		return
 	}
 	h := &c.ctx.Response.Header
-	if c.target != nil && hasRateLimitHeader(h) { // only a provider's answer brings its own
+	if c.att.target != nil && hasRateLimitHeader(h) { // only a provider's answer brings its own
 		for n, canon := range tenantHeaderCanon {
 			if n != tenantlimit.RetryAfterMsHeader { // the provider's retry hint stays
 				h.DelBytes(canon)
@@ -726,11 +726,11 @@ func (c *call) finishTenant() {
 		c.logRefusal()
 		return
 	}
-	reached := p.Attempts() > 0 || (c.model != nil && c.model.Strategy == config.StrategyFusion && c.target != nil)
+	reached := p.Attempts() > 0 || (c.model != nil && c.model.Strategy == config.StrategyFusion && c.att.target != nil)
 	if tc.meter && p.metering && p.Attempts() > 0 { // the serving attempt is still open
 		seen := pricing.FromLedger(p.usage)
-		seenCost := c.costOf(c.target, seen)
-		final := p.usage.Seen && (!c.scan.Stream || c.up != catalog.Messages || c.terminal)
+		seenCost := c.costOf(c.att.target, seen)
+		final := p.usage.Seen && (!c.scan.Stream || c.trans.up != catalog.Messages || c.stream.terminal)
 		if p.usage.Seen {
 			tc.addUsage(seen)
 		}
@@ -770,7 +770,7 @@ func (c *call) logRequest(reached bool) {
 	// The record stays on this stack: Log copies it, and copies the ids
 	// from the bytes they are in, so logging a request allocates nothing.
 	var r store.Record
-	lat := c.took
+	lat := c.life.took
 	if _, real := g.clk.(clock.Real); real {
 		r.Time = c.start // the same instant, without another clock read
 	} else {
@@ -793,25 +793,25 @@ func (c *call) logRequest(reached bool) {
 	// Caller and upstream dialect: the route's API surface, and the API
 	// the serving attempt spoke (they differ when it was translated).
 	r.CallerDialect = c.surface.String()
-	if c.target != nil {
-		r.Target, r.UpstreamDialect = c.target.Name, c.up.String()
+	if c.att.target != nil {
+		r.Target, r.UpstreamDialect = c.att.target.Name, c.trans.up.String()
 	}
 	r.Status = ctx.Response.StatusCode()
 	switch {
-	case c.streamCut:
+	case c.stream.cut:
 		r.ErrorCode = "stream_interrupted"
 	case r.Status == 499:
 		r.ErrorCode = "client_closed_request"
 	case r.Status < 400:
 	case tc.errCode != "":
 		r.ErrorCode = tc.errCode
-	case c.attemptReason != "":
-		r.ErrorCode = c.attemptReason
+	case c.att.reason != "":
+		r.ErrorCode = c.att.reason
 	default:
 		r.ErrorCode = "upstream_error"
 	}
-	r.Attempts, r.Fallbacks = c.plan.Attempts(), c.fallbacks
-	r.AdmissionWait, r.TTFT, r.Latency = c.waited, tc.ttft, lat
+	r.Attempts, r.Fallbacks = c.plan.Attempts(), c.att.fallbacks
+	r.AdmissionWait, r.TTFT, r.Latency = c.lane.waited, tc.ttft, lat
 	r.TokensIn, r.TokensOut, r.TokensCached = tc.in, tc.out, tc.cached
 	if reached {
 		r.CostNano = tc.cost

@@ -47,7 +47,7 @@ func (c *call) traceStart() {
 	if c.model != nil {
 		name = op + " " + c.model.Name
 	}
-	_, c.span = tr.Start(context.Background(), name, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(c.start),
+	_, c.trace.span = tr.Start(context.Background(), name, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(c.start),
 		trace.WithAttributes(
 			attribute.String("gen_ai.operation.name", op),
 			attribute.String("gen_ai.request.model", strings.ToValidUTF8(string(asked[:min(len(asked), maxLoggedModel)]), "?")),
@@ -59,70 +59,76 @@ func (c *call) traceStart() {
 
 // traceEnd closes the root span with the answer's status and usage.
 func (c *call) traceEnd() {
-	if c.span == nil {
+	if c.trace.span == nil {
 		return
 	}
 	status := c.ctx.Response.StatusCode()
-	attrs := []attribute.KeyValue{attribute.Int("http.response.status_code", status), attribute.Int("omniroute.fallbacks", c.fallbacks)}
+	attrs := []attribute.KeyValue{attribute.Int("http.response.status_code", status), attribute.Int("omniroute.fallbacks", c.att.fallbacks)}
 	if u := &c.plan.usage; u.Seen {
 		attrs = append(attrs, attribute.Int64("gen_ai.usage.input_tokens", u.Input+u.CacheRead+u.CacheCreation),
 			attribute.Int64("gen_ai.usage.output_tokens", u.Output))
 	}
-	if c.target != nil {
-		attrs = append(attrs, attribute.String("gen_ai.provider.name", c.target.Conn.Provider.ID),
-			attribute.String("gen_ai.response.model", c.target.UpstreamModel), attribute.String("omniroute.target", c.target.Name))
+	if c.att.target != nil {
+		attrs = append(attrs, attribute.String("gen_ai.provider.name", c.att.target.Conn.Provider.ID),
+			attribute.String("gen_ai.response.model", c.att.target.UpstreamModel), attribute.String("omniroute.target", c.att.target.Name))
 	}
-	if c.waited > 0 {
-		attrs = append(attrs, attribute.Int64("omniroute.admission_wait_ms", c.waited.Milliseconds()))
+	if c.lane.waited > 0 {
+		attrs = append(attrs, attribute.Int64("omniroute.admission_wait_ms", c.lane.waited.Milliseconds()))
 	}
-	c.span.SetAttributes(attrs...)
-	if status >= 500 || c.streamCut {
-		c.span.SetStatus(codes.Error, "HTTP "+strconv.Itoa(status))
+	c.trace.span.SetAttributes(attrs...)
+	if status >= 500 || c.stream.cut {
+		c.trace.span.SetStatus(codes.Error, "HTTP "+strconv.Itoa(status))
 	}
-	c.span.End()
-	c.span = nil
+	c.trace.span.End()
+	c.trace.span = nil
 }
 
 // traceAdmissionWait records a finished admission wait as a child span.
 func (c *call) traceAdmissionWait(t *catalog.Target, waited time.Duration) {
-	if c.span == nil || waited <= 0 {
+	if c.trace.span == nil || waited <= 0 {
 		return
 	}
 	now := time.Now()
-	_, sp := c.g.tracer.Start(trace.ContextWithSpan(context.Background(), c.span), "admission wait", trace.WithTimestamp(now.Add(-waited)),
-		trace.WithAttributes(attribute.String("omniroute.target", t.Name), attribute.String("omniroute.priority", c.class.String())))
+	_, sp := c.g.tracer.Start(trace.ContextWithSpan(context.Background(), c.trace.span), "admission wait", trace.WithTimestamp(now.Add(-waited)),
+		trace.WithAttributes(attribute.String("omniroute.target", t.Name), attribute.String("omniroute.priority", c.lane.class.String())))
 	sp.End(trace.WithTimestamp(now))
 }
 
 // traceAttemptStart opens the span of one upstream attempt; its outcome is
 // set by traceAttemptOutcome (report) and it ends with the attempt.
 func (c *call) traceAttemptStart(t *catalog.Target) {
-	if c.span == nil {
+	if c.trace.span == nil {
 		return
 	}
-	_, c.attemptSpan = c.g.tracer.Start(trace.ContextWithSpan(context.Background(), c.span), "attempt "+t.Name, trace.WithSpanKind(trace.SpanKindClient),
+	_, c.trace.attemptSpan = c.g.tracer.Start(trace.ContextWithSpan(context.Background(), c.trace.span), "attempt "+t.Name, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("gen_ai.operation.name", genAIOperation(c.surface)),
 			attribute.String("gen_ai.provider.name", t.Conn.Provider.ID), attribute.String("gen_ai.request.model", t.UpstreamModel),
 			attribute.String("omniroute.target", t.Name)))
 }
 
 func (c *call) traceAttemptOutcome(class messages.FailureClass, status int, ttfb time.Duration) {
-	if c.attemptSpan == nil {
+	if c.trace.attemptSpan == nil {
 		return
 	}
-	c.attemptSpan.SetAttributes(attribute.String("omniroute.outcome", class.String()), attribute.Int64("omniroute.ttfb_ms", ttfb.Milliseconds()))
+	c.trace.attemptSpan.SetAttributes(attribute.String("omniroute.outcome", class.String()), attribute.Int64("omniroute.ttfb_ms", ttfb.Milliseconds()))
 	if status != 0 {
-		c.attemptSpan.SetAttributes(attribute.Int("http.response.status_code", status))
+		c.trace.attemptSpan.SetAttributes(attribute.Int("http.response.status_code", status))
 	}
 	if class != messages.OK {
-		c.attemptSpan.SetStatus(codes.Error, class.String())
+		c.trace.attemptSpan.SetStatus(codes.Error, class.String())
 	}
 }
 
 func (c *call) traceAttemptEnd() {
-	if c.attemptSpan == nil {
+	if c.trace.attemptSpan == nil {
 		return
 	}
-	c.attemptSpan.End()
-	c.attemptSpan = nil
+	c.trace.attemptSpan.End()
+	c.trace.attemptSpan = nil
+}
+
+// traceState is the request's spans: the root span and the current
+// attempt's; both nil unless a tracer provider is configured.
+type traceState struct {
+	span, attemptSpan trace.Span
 }

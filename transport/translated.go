@@ -2,6 +2,7 @@ package transport
 
 import (
 	"errors"
+	"github.com/omniroute/gateway/internal/modelinfo"
 
 	"github.com/valyala/bytebufferpool"
 	"github.com/valyala/fasthttp"
@@ -45,40 +46,40 @@ func (c *call) upstreamSurface(t *catalog.Target) catalog.Surface {
 // model would need changed) is answered 400 in the caller's dialect: it
 // returns false.
 func (c *call) prepareAttempt(t *catalog.Target) bool {
-	c.up = c.upstreamSurface(t)
+	c.trans.up = c.upstreamSurface(t)
 	c.setReplyModel(t)
-	if c.up == c.surface {
+	if c.trans.up == c.surface {
 		return c.fitRaw(t)
 	}
 	model, info := upstreamName(t), c.info(t)
-	if c.tr != nil && c.tr.To() == dia.ID(c.up) && c.trModel == model && c.trInfo == info {
+	if c.trans.tr != nil && c.trans.tr.To() == dia.ID(c.trans.up) && c.trans.trModel == model && c.trans.trInfo == info {
 		return true
 	}
 	opts := translate.Options{Model: model, Created: c.g.clk.Now().Unix(),
 		// A model the table knows to take no cache_control gets no
 		// breakpoints added.
 		NoAutoCache: info.Family != "" && !info.CacheControl}
-	if len(c.reply) > 0 {
+	if len(c.fitting.reply) > 0 {
 		opts.ReplyModel = c.scan.Model
 		if p := c.fb.primary; p != nil && c.model != p {
 			opts.ReplyModel = []byte(c.model.Name)
 		}
 	}
-	if c.tr == nil {
-		c.tr = translate.Get(dia.ID(c.surface), dia.ID(c.up), opts)
+	if c.trans.tr == nil {
+		c.trans.tr = translate.Get(dia.ID(c.surface), dia.ID(c.trans.up), opts)
 	} else {
-		c.tr.Reset(dia.ID(c.surface), dia.ID(c.up), opts)
+		c.trans.tr.Reset(dia.ID(c.surface), dia.ID(c.trans.up), opts)
 	}
-	c.trModel, c.trInfo = model, nil
-	if c.tbody == nil {
-		c.tbody = bytebufferpool.Get()
+	c.trans.trModel, c.trans.trInfo = model, nil
+	if c.trans.tbody == nil {
+		c.trans.tbody = bytebufferpool.Get()
 	}
 	body := c.body.B
-	if c.alt != nil { // a fusion judge: the caller's request plus the panel's answers
-		body = c.alt.B
+	if c.att.alt != nil { // a fusion judge: the caller's request plus the panel's answers
+		body = c.att.alt.B
 	}
 	var err error
-	c.tbody.B, err = c.tr.Request(c.tbody.B[:0], body)
+	c.trans.tbody.B, err = c.trans.tr.Request(c.trans.tbody.B[:0], body)
 	if err != nil {
 		var te *translate.Error
 		if errors.As(err, &te) {
@@ -91,12 +92,12 @@ func (c *call) prepareAttempt(t *catalog.Target) bool {
 	if !c.fitTranslated(t) {
 		return false
 	}
-	c.trInfo = info
+	c.trans.trInfo = info
 	return true
 }
 
 // translating reports whether the current attempt translates.
-func (c *call) translating() bool { return c.up != c.surface && c.tr != nil }
+func (c *call) translating() bool { return c.trans.up != c.surface && c.trans.tr != nil }
 
 // translateAnswer rewrites a non-stream answer already set on the response
 // (passThrough) into the caller's dialect: a success through
@@ -109,13 +110,13 @@ func (c *call) translateAnswer() {
 	buf := bytebufferpool.Get()
 	defer bytebufferpool.Put(buf)
 	if status >= 300 {
-		st, b := c.tr.Error(buf.B[:0], status, ctx.Response.Body(), string(c.rid))
+		st, b := c.trans.tr.Error(buf.B[:0], status, ctx.Response.Body(), string(c.rid))
 		ctx.SetStatusCode(st)
 		ctx.Response.Header.SetContentType("application/json")
 		ctx.Response.SetBody(b)
 		return
 	}
-	b, err := c.tr.Response(buf.B[:0], ctx.Response.Body())
+	b, err := c.trans.tr.Response(buf.B[:0], ctx.Response.Body())
 	if err != nil {
 		var ue *translate.UpstreamError
 		if !errors.As(err, &ue) {
@@ -149,13 +150,13 @@ func (c *call) translateKeptError(up catalog.Surface) {
 // frames (none, one or several), in c.evbuf. A stream the translator cannot
 // read ends with the caller's in-band error.
 func (c *call) translateEvent(ev *sse.Event) []byte {
-	out, err := c.tr.Event(c.evbuf[:0], ev)
+	out, err := c.trans.tr.Event(c.trans.evbuf[:0], ev)
 	if err != nil {
-		out = c.tr.Interrupt(out, &apierror.Error{Status: 502, Type: "server_error", AnthropicType: "api_error",
+		out = c.trans.tr.Interrupt(out, &apierror.Error{Status: 502, Type: "server_error", AnthropicType: "api_error",
 			Code: "upstream_protocol_error", Message: "the provider's stream could not be translated: " + err.Error()}, string(c.rid))
-		c.terminal = true
+		c.stream.terminal = true
 	}
-	c.evbuf = out
+	c.trans.evbuf = out
 	return out
 }
 
@@ -165,7 +166,7 @@ func (c *call) translateEvent(ev *sse.Event) []byte {
 // say what changed (docs/translation.md, docs/models.md).
 func (c *call) setTranslatedHeaders(h *fasthttp.ResponseHeader, up catalog.Surface) {
 	h.Set("X-OmniRoute-Translated", c.surface.String()+"->"+up.String())
-	if c.tr == nil || c.tr.To() != dia.ID(up) {
+	if c.trans.tr == nil || c.trans.tr.To() != dia.ID(up) {
 		return
 	}
 	c.changeHeaders(h)
@@ -175,18 +176,34 @@ func (c *call) setTranslatedHeaders(h *fasthttp.ResponseHeader, up catalog.Surfa
 // translation, and what the gateway changed in the request.
 func (c *call) answerHeaders(h *fasthttp.ResponseHeader) {
 	if c.translating() {
-		c.setTranslatedHeaders(h, c.up)
+		c.setTranslatedHeaders(h, c.trans.up)
 		return
 	}
 	c.changeHeaders(h)
 }
 
-// releaseTranslation gives the translator and its buffer back.
-func (c *call) releaseTranslation() {
-	if c.tr != nil {
-		translate.Put(c.tr)
+// translation is an attempt's dialect state: the attempt's upstream
+// dialect (up), and when it is not the caller's, the translator, the
+// translated body, the upstream model and model entry it was written for
+// (a failover to the same dialect and model reuses it) and the stream's
+// frame buffer.
+type translation struct {
+	up      catalog.Surface
+	tr      *translate.Translator
+	tbody   *bytebufferpool.ByteBuffer
+	trModel string
+	trInfo  *modelinfo.Info
+	evbuf   []byte
+}
+
+// recycle gives the translator and its body back and returns the state
+// for the next call, keeping only the frame buffer.
+func (t *translation) recycle() translation {
+	if t.tr != nil {
+		translate.Put(t.tr)
 	}
-	if c.tbody != nil {
-		bytebufferpool.Put(c.tbody)
+	if t.tbody != nil {
+		bytebufferpool.Put(t.tbody)
 	}
+	return translation{evbuf: t.evbuf[:0]}
 }
