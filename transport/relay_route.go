@@ -175,8 +175,8 @@ func (c *call) relayHandle(host context.Context) bool {
 			r.m.rejected[rejectRateLimited].Inc()
 			secs := int((wait + time.Second - 1) / time.Second)
 			h.Set("X-RateLimit-Scope", "token")
-			c.fail(&apierror.Error{Status: 429, Type: "rate_limit_error", Code: "rate_limit_exceeded", RetryAfter: max(secs, 1),
-				Message: "relay token " + strconv.Quote(tok.Name) + " is over its rate limit of " + strconv.Itoa(l.Requests) + " requests per window; retry after " + strconv.Itoa(max(secs, 1)) + "s"})
+			c.fail(apierror.New(apierror.CodeRateLimitExceeded,
+				"relay token "+strconv.Quote(tok.Name)+" is over its rate limit of "+strconv.Itoa(l.Requests)+" requests per window; retry after "+strconv.Itoa(max(secs, 1))+"s").Retry(max(secs, 1)))
 			return false
 		}
 	}
@@ -200,8 +200,7 @@ func (c *call) relayHandle(host context.Context) bool {
 	model := string(c.scan.Model)
 	if !tok.Allows(model) {
 		r.m.rejected[rejectModel].Inc()
-		c.fail(&apierror.Error{Status: 403, Type: "permission_error", Code: "model_not_allowed",
-			Message: "model " + strconv.Quote(model) + " is not allowed by relay token " + strconv.Quote(tok.Name)})
+		c.fail(apierror.New(apierror.CodeModelNotAllowed, "model "+strconv.Quote(model)+" is not allowed by relay token "+strconv.Quote(tok.Name)))
 		return false
 	}
 	c.relayed = true
@@ -213,13 +212,11 @@ func (c *call) relayHandle(host context.Context) bool {
 		return c.relayNative(host, "", "")
 	case config.RelayBifrost:
 		if base == "" {
-			c.fail(&apierror.Error{Status: 503, Type: "server_error", Code: "bifrost_unavailable",
-				Message: "OMNIROUTE_RELAY_BACKEND forces bifrost but " + why})
+			c.fail(apierror.New(apierror.CodeBifrostUnavailable, why))
 			return false
 		}
 		if c.scan.Stream && !bool(r.env.BifrostStreaming) {
-			c.fail(&apierror.Error{Status: 503, Type: "server_error", Code: "bifrost_streaming_disabled",
-				Message: "OMNIROUTE_RELAY_BACKEND forces bifrost but streaming through Bifrost is disabled (BIFROST_STREAMING_ENABLED=0); send stream:false or enable it"})
+			c.fail(apierror.New(apierror.CodeBifrostStreamingDisabled))
 			return false
 		}
 	}
@@ -249,8 +246,7 @@ func (c *call) relayHandle(host context.Context) bool {
 	r.m.bifrostFailures.Inc()
 	if forced {
 		ctx.Response.Header.Set("X-Bifrost-Fallback", "/api/v1/relay/chat/completions")
-		c.fail(&apierror.Error{Status: 502, Type: "server_error", Code: "bad_gateway",
-			Message: "the Bifrost relay failed: " + detail + "; retry, or set OMNIROUTE_RELAY_BACKEND=auto to fall back to the native pipeline"})
+		c.fail(apierror.New(apierror.CodeBadGateway, detail))
 		return false
 	}
 	r.cool.Record(base, g.clk.Now(), r.env.BifrostCooldown.Duration())
@@ -278,8 +274,7 @@ func (c *call) relayNative(host context.Context, reason, value string) bool {
 	return c.handle(host)
 }
 
-var errRelayNotEnabled = &apierror.Error{Status: 404, Type: "invalid_request_error", Code: "relay_not_enabled",
-	Message: "the relay route is not enabled on this gateway: add relay.tokens to the config file"}
+var errRelayNotEnabled = apierror.New(apierror.CodeRelayNotEnabled)
 
 // authenticate checks a relay token (raw, the caller's credential) at now:
 // present, configured, not expired. A refusal is counted under its reason
@@ -288,19 +283,16 @@ var errRelayNotEnabled = &apierror.Error{Status: 404, Type: "invalid_request_err
 func (r *relayRoute) authenticate(raw []byte, now time.Time) (*relay.Token, *apierror.Error) {
 	if len(raw) == 0 {
 		r.m.rejected[rejectMissing].Inc()
-		return nil, &apierror.Error{Status: 401, Type: "authentication_error", Code: "missing_relay_token",
-			Message: "no relay token: send Authorization: Bearer <relay token>"}
+		return nil, apierror.New(apierror.CodeMissingRelayToken)
 	}
 	tok := r.tokens.Lookup(raw)
 	if tok == nil {
 		r.m.rejected[rejectInvalid].Inc()
-		return nil, &apierror.Error{Status: 401, Type: "authentication_error", Code: "invalid_api_key",
-			Message: "invalid relay token: it is not configured on this gateway"}
+		return nil, apierror.New(apierror.CodeInvalidAPIKey, "invalid relay token: it is not configured on this gateway")
 	}
 	if tok.Expired(now) {
 		r.m.rejected[rejectExpired].Inc()
-		return nil, &apierror.Error{Status: 401, Type: "authentication_error", Code: "relay_token_expired",
-			Message: "relay token " + strconv.Quote(tok.Name) + " expired at " + tok.Expires.UTC().Format(time.RFC3339) + "; ask the gateway operator for a new one"}
+		return nil, apierror.New(apierror.CodeRelayTokenExpired, tok.Name, tok.Expires.UTC().Format(time.RFC3339))
 	}
 	return tok, nil
 }

@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -163,9 +162,7 @@ func (g *Gateway) errServiceDown(model, name string) *apierror.Error {
 			retry = 1 // on its way back
 		}
 	}
-	return &apierror.Error{Status: 503, Type: "server_error", AnthropicType: "overloaded_error", Code: "service_unavailable", RetryAfter: retry,
-		Message: "model " + strconv.Quote(model) + " is served by the supervised service " + strconv.Quote(name) + ", which is " + st +
-			"; the gateway sends prompts only to a service it started itself and that passes its health check. Start it (POST /api/services/" + name + "/start) or retry once it is back"}
+	return apierror.New(apierror.CodeServiceUnavailable, model, name, st, name).Retry(retry)
 }
 
 // Engines returns the router-backend registry.
