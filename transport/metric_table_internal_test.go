@@ -3,8 +3,14 @@ package transport
 import (
 	"bytes"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -147,5 +153,54 @@ func TestRequestMetricNamesEveryRoute(t *testing.T) {
 		if l := r.String(); !strings.Contains(help, l) {
 			t.Errorf("omniroute_requests_total's help does not name route %q", l)
 		}
+	}
+}
+
+// TestNoMetricNameOutsideTable: no Go file of the module (tests aside)
+// spells a metric family's name in a string literal but metric_table.go:
+// code that registers a series names its family by the table's constant,
+// so a family cannot be renamed in one place and not the other, or
+// registered without its row.
+func TestNoMetricNameOutsideTable(t *testing.T) {
+	root := ".."
+	table, _ := filepath.Abs("metric_table.go")
+	fset := token.NewFileSet()
+	files := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		if abs, _ := filepath.Abs(path); abs == table {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		files++
+		ast.Inspect(f, func(n ast.Node) bool {
+			if b, ok := n.(*ast.BasicLit); ok && b.Kind == token.STRING {
+				if s, _ := strconv.Unquote(b.Value); strings.HasPrefix(s, "omniroute_") {
+					t.Errorf("%s: metric name %q written out; use its constant from metric_table.go", fset.Position(b.Pos()), s)
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("read %d Go files; the walk missed the module", files)
 	}
 }
