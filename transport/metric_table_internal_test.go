@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/omniroute/gateway/internal/relay"
+	"github.com/omniroute/gateway/messages"
 	"github.com/omniroute/gateway/transport/edge"
 )
 
@@ -202,5 +204,32 @@ func TestNoMetricNameOutsideTable(t *testing.T) {
 	}
 	if files < 100 {
 		t.Fatalf("read %d Go files; the walk missed the module", files)
+	}
+}
+
+// TestMetricHelpNamesEveryReason: the help (and docs/metrics.md's meaning)
+// of a family labelled by a reason names every reason of its table, so a
+// reason added to the table cannot be missing from the docs.
+func TestMetricHelpNamesEveryReason(t *testing.T) {
+	help := map[string]string{}
+	for _, d := range metricTable {
+		help[d.name] = d.help
+	}
+	var want = map[string][]string{}
+	for _, f := range relay.Fallbacks() {
+		want[metricRelayFallbacksTotal] = append(want[metricRelayFallbacksTotal], f.String())
+	}
+	for _, r := range relay.Rejections() {
+		want[metricRelayRejectedTotal] = append(want[metricRelayRejectedTotal], r.String())
+	}
+	for _, o := range messages.ShedOutcomes() {
+		want[metricChatAdmissionShedsTotal] = append(want[metricChatAdmissionShedsTotal], o.String())
+	}
+	for family, names := range want {
+		for _, n := range names {
+			if !regexp.MustCompile(`\b` + regexp.QuoteMeta(n) + `\b`).MatchString(help[family]) {
+				t.Errorf("%s: help %q does not name reason %s", family, help[family], n)
+			}
+		}
 	}
 }

@@ -40,19 +40,9 @@ type relayRoute struct {
 
 type relayMetrics struct {
 	native, bifrost, bifrostFailures *metrics.Counter
-	fallback                         [len(fallbackReasons)]*metrics.Counter
-	rejected                         [len(rejectReasons)]*metrics.Counter
+	fallback                         [relay.NumFallbacks]*metrics.Counter
+	rejected                         [relay.NumRejections]*metrics.Counter
 }
-
-var rejectReasons = [...]string{"missing_token", "invalid_token", "expired_token", "rate_limited", "model_not_allowed"}
-
-const (
-	rejectMissing = iota
-	rejectInvalid
-	rejectExpired
-	rejectRateLimited
-	rejectModel
-)
 
 func (g *Gateway) newRelayRoute() (*relayRoute, error) {
 	r := &relayRoute{env: g.opts.Env.Relay, clients: map[string]*upstream.Client{}, engine: g.side.engines.RelayBackend()}
@@ -172,10 +162,10 @@ func (c *call) relayHandle(host context.Context) bool {
 		h.Set("X-RateLimit-Limit", strconv.Itoa(l.Requests))
 		h.Set("X-RateLimit-Remaining", strconv.Itoa(remaining))
 		if !ok {
-			r.m.rejected[rejectRateLimited].Inc()
+			r.m.rejected[relay.RejectRateLimited].Inc()
 			secs := int((wait + time.Second - 1) / time.Second)
 			h.Set("X-RateLimit-Scope", "token")
-			c.fail(apierror.New(apierror.CodeRateLimitExceeded,
+			c.fail(apierror.New(relay.RejectRateLimited.Code(),
 				"relay token "+strconv.Quote(tok.Name)+" is over its rate limit of "+strconv.Itoa(l.Requests)+" requests per window; retry after "+strconv.Itoa(max(secs, 1))+"s").Retry(max(secs, 1)))
 			return false
 		}
@@ -199,8 +189,8 @@ func (c *call) relayHandle(host context.Context) bool {
 	}
 	model := string(c.scan.Model)
 	if !tok.Allows(model) {
-		r.m.rejected[rejectModel].Inc()
-		c.fail(apierror.New(apierror.CodeModelNotAllowed, "model "+strconv.Quote(model)+" is not allowed by relay token "+strconv.Quote(tok.Name)))
+		r.m.rejected[relay.RejectModelNotAllowed].Inc()
+		c.fail(apierror.New(relay.RejectModelNotAllowed.Code(), "model "+strconv.Quote(model)+" is not allowed by relay token "+strconv.Quote(tok.Name)))
 		return false
 	}
 	c.relayed = true
@@ -209,7 +199,7 @@ func (c *call) relayHandle(host context.Context) bool {
 	backend, forced := r.backend(base)
 	switch backend {
 	case config.RelayNative:
-		return c.relayNative(host, "", "")
+		return c.relayNative(host, relay.ReasonNone, "")
 	case config.RelayBifrost:
 		if base == "" {
 			c.fail(apierror.New(apierror.CodeBifrostUnavailable, why))
@@ -222,18 +212,18 @@ func (c *call) relayHandle(host context.Context) bool {
 	}
 	if !forced {
 		if base == "" {
-			return c.relayNative(host, "", "")
+			return c.relayNative(host, relay.ReasonNone, "")
 		}
 		if r.manifest != nil {
 			if ok, reason := r.manifest.Eligibility(providerOf(c.rc.cat, model)); !ok {
-				return c.relayNative(host, reason, reason)
+				return c.relayNative(host, reason, reason.String())
 			}
 		}
 		if c.scan.Stream && !bool(r.env.BifrostStreaming) {
-			return c.relayNative(host, relay.ReasonIneligible, relay.ReasonIneligible+"; streaming disabled (BIFROST_STREAMING_ENABLED=0)")
+			return c.relayNative(host, relay.ReasonIneligible, relay.ReasonIneligible.String()+"; streaming disabled (BIFROST_STREAMING_ENABLED=0)")
 		}
 		if rem := r.cool.Remaining(base, g.clk.Now()); rem > 0 {
-			return c.relayNative(host, relay.ReasonCooldown, relay.ReasonCooldown+"; remaining="+strconv.FormatInt(rem.Milliseconds(), 10)+"ms")
+			return c.relayNative(host, relay.ReasonCooldown, relay.ReasonCooldown.String()+"; remaining="+strconv.FormatInt(rem.Milliseconds(), 10)+"ms")
 		}
 	}
 	outcome, streaming, detail := c.relayBifrost(host, base, tok, forced)
@@ -251,24 +241,20 @@ func (c *call) relayHandle(host context.Context) bool {
 	}
 	r.cool.Record(base, g.clk.Now(), r.env.BifrostCooldown.Duration())
 	g.log.Warn("bifrost relay failed; cooling it and serving natively", "base", base, "cooldownMs", int64(r.env.BifrostCooldown), "err", detail)
-	return c.relayNative(host, relay.ReasonError, relay.ReasonError+"; "+detail)
+	return c.relayNative(host, relay.ReasonError, relay.ReasonError.String()+"; "+detail)
 }
 
 // relayNative serves the request through the native pipeline. reason is
-// the fallback reason code ("" when native was chosen, not fallen back
+// the fallback reason (ReasonNone when native was chosen, not fallen back
 // to); value is the X-Routing-Fallback header.
-func (c *call) relayNative(host context.Context, reason, value string) bool {
+func (c *call) relayNative(host context.Context, reason relay.Fallback, value string) bool {
 	r := c.g.side.relay
 	h := &c.ctx.Response.Header
 	h.Set("X-Routing-Backend", "native")
-	if reason != "" {
+	if reason != relay.ReasonNone {
 		h.Set("X-Routing-Fallback", value)
-		h.Set("X-Routing-Fallback-Reason", reason)
-		for i, fr := range fallbackReasons {
-			if fr == reason {
-				r.m.fallback[i].Inc()
-			}
-		}
+		h.Set("X-Routing-Fallback-Reason", reason.String())
+		r.m.fallback[reason].Inc()
 	}
 	r.m.native.Inc()
 	return c.handle(host)
@@ -282,17 +268,17 @@ var errRelayNotEnabled = apierror.New(apierror.CodeRelayNotEnabled)
 // bad token is refused before its body is sent.
 func (r *relayRoute) authenticate(raw []byte, now time.Time) (*relay.Token, *apierror.Error) {
 	if len(raw) == 0 {
-		r.m.rejected[rejectMissing].Inc()
-		return nil, apierror.New(apierror.CodeMissingRelayToken)
+		r.m.rejected[relay.RejectMissingToken].Inc()
+		return nil, apierror.New(relay.RejectMissingToken.Code())
 	}
 	tok := r.tokens.Lookup(raw)
 	if tok == nil {
-		r.m.rejected[rejectInvalid].Inc()
-		return nil, apierror.New(apierror.CodeInvalidAPIKey, "invalid relay token: it is not configured on this gateway")
+		r.m.rejected[relay.RejectInvalidToken].Inc()
+		return nil, apierror.New(relay.RejectInvalidToken.Code(), "invalid relay token: it is not configured on this gateway")
 	}
 	if tok.Expired(now) {
-		r.m.rejected[rejectExpired].Inc()
-		return nil, apierror.New(apierror.CodeRelayTokenExpired, tok.Name, tok.Expires.UTC().Format(time.RFC3339))
+		r.m.rejected[relay.RejectExpiredToken].Inc()
+		return nil, apierror.New(relay.RejectExpiredToken.Code(), tok.Name, tok.Expires.UTC().Format(time.RFC3339))
 	}
 	return tok, nil
 }

@@ -293,11 +293,11 @@ func (g *Gateway) sidecarMetrics(set *metrics.Set) {
 	r.m.native = set.NewCounter(metricRelayRequestsTotal + `{backend="native"}`)
 	r.m.bifrost = set.NewCounter(metricRelayRequestsTotal + `{backend="bifrost"}`)
 	r.m.bifrostFailures = set.NewCounter(metricRelayBifrostFailuresTotal)
-	for i, reason := range fallbackReasons {
-		r.m.fallback[i] = set.NewCounter(fmt.Sprintf(metricRelayFallbacksTotal+`{reason=%q}`, reason))
+	for _, reason := range relay.Fallbacks() {
+		r.m.fallback[reason] = set.NewCounter(fmt.Sprintf(metricRelayFallbacksTotal+`{reason=%q}`, reason))
 	}
-	for i, reason := range rejectReasons {
-		r.m.rejected[i] = set.NewCounter(fmt.Sprintf(metricRelayRejectedTotal+`{reason=%q}`, reason))
+	for _, reason := range relay.Rejections() {
+		r.m.rejected[reason] = set.NewCounter(fmt.Sprintf(metricRelayRejectedTotal+`{reason=%q}`, reason))
 	}
 	set.NewGauge(metricRelayBifrostCooldownSeconds, func() float64 {
 		base, _ := g.bifrostEndpoint()
@@ -311,8 +311,6 @@ func b2f(b bool) float64 {
 	}
 	return 0
 }
-
-var fallbackReasons = [...]string{relay.ReasonCooldown, relay.ReasonError, relay.ReasonIneligible, relay.ReasonProviderUnknown}
 
 // client returns the pooled upstream client for a Bifrost host:port.
 func (r *relayRoute) client(hostport string, tls bool, g *Gateway) *upstream.Client {
