@@ -242,7 +242,11 @@ func (c Code) Status() int { return table[c].Status }
 func New(c Code, args ...any) *Error {
 	e := Make(c, table[c].Message)
 	if len(args) > 0 {
-		e.Message = fmt.Sprintf(e.Message, args...)
+		if m, ok := args[0].(string); ok && len(args) == 1 && e.Message == "%s" {
+			e.Message = m // the site's own words: no formatting, no copy
+		} else {
+			e.Message = fmt.Sprintf(e.Message, args...)
+		}
 	}
 	return &e
 }

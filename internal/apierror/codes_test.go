@@ -243,3 +243,12 @@ func TestReadmeListsEveryCode(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkNew: the cost of building a refusal from the table (the
+// overload path builds one per shed request).
+func BenchmarkNew(b *testing.B) {
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		_ = New(CodeChatAdmissionBusy, "Chat admission capacity is temporarily unavailable. Retry shortly.").WithReason("queue_timeout").Retry(2)
+	}
+}
