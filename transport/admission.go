@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/subtle"
-	"fmt"
 	"net"
-	"strconv"
 	"sync"
 	"time"
 
@@ -608,30 +606,25 @@ func (g *Gateway) expectRelayCaller(ctx *fasthttp.RequestCtx) (tenant.ID, *apier
 // Admission errors: status, type, code and message as OmniRoute answers
 // them, in the caller's dialect.
 var (
-	errPressure = &apierror.Error{Status: 503, Type: "server_error", Code: "resource_pressure", Reason: "resource_pressure",
-		Message: "Service temporarily unavailable due to resource pressure. Retry shortly.", RetryAfter: 2}
-	errClientGone = &apierror.Error{Status: 499, Type: "invalid_request_error", Code: "client_closed_request",
-		Message: "the client closed the connection while waiting for admission"}
+	errPressure   = apierror.New(apierror.CodeResourcePressure).WithReason(messages.ShedResourcePressure.String()).Retry(2)
+	errClientGone = apierror.New(apierror.CodeClientClosedRequest)
 )
 
 func errExceedsBudget(b int64) *apierror.Error {
-	return &apierror.Error{Status: 413, Type: "payload_too_large", Code: "body_exceeds_budget", Reason: "body_exceeds_budget",
-		Message: "Request body exceeds the chat ingest budget (max " + strconv.FormatInt(max(1, b>>20), 10) + " MB)."}
+	return apierror.New(apierror.CodeBodyExceedsBudget, max(1, b>>20)).WithReason(messages.ShedBodyExceedsBudget.String())
 }
 
 func errBusy(reason string, retryAfter int) *apierror.Error {
-	return &apierror.Error{Status: 503, Type: "server_error", Code: "chat_admission_busy", Reason: reason, RetryAfter: retryAfter,
-		Message: "Chat admission capacity is temporarily unavailable. Retry shortly."}
+	return apierror.New(apierror.CodeChatAdmissionBusy, "Chat admission capacity is temporarily unavailable. Retry shortly.").WithReason(reason).Retry(retryAfter)
 }
 
 func errStructureBusy(retryAfter int) *apierror.Error {
-	return &apierror.Error{Status: 503, Type: "server_error", Code: "chat_admission_busy", Reason: "structure_limit", RetryAfter: retryAfter,
-		Message: "Local chat admission capacity is busy for this structurally heavy request; upstream provider routing was not attempted. Retry shortly."}
+	return apierror.New(apierror.CodeChatAdmissionBusy, "Local chat admission capacity is busy for this structurally heavy request; upstream provider routing was not attempted. Retry shortly.").
+		WithReason(messages.BusyStructureLimit.String()).Retry(retryAfter)
 }
 
 func errHistoryTooLong(limit int) *apierror.Error {
-	return &apierror.Error{Status: 413, Type: "payload_too_large", Code: "chat_history_too_large", Reason: "message_limit",
-		Message: fmt.Sprintf("Chat history exceeds the %d-message limit; compact the conversation and retry.", limit)}
+	return apierror.New(apierror.CodeChatHistoryTooLarge, limit).WithReason(messages.RefusedMessageLimit.String())
 }
 
 // intakeState is the ingest stage's state: the ingest budget's

@@ -46,6 +46,6 @@ func (c *call) expired() bool {
 }
 
 func errDeadline(what string) *apierror.Error {
-	return &apierror.Error{Status: 503, Type: "server_error", AnthropicType: "overloaded_error", Code: "admission_deadline", RetryAfter: 1,
-		Message: "the request could not be answered within its deadline (X-Stainless-Timeout or x-omniroute-timeout-ms): " + what + "; retry with a longer timeout or later"}
+	return apierror.New(apierror.CodeAdmissionDeadline,
+		"the request could not be answered within its deadline (X-Stainless-Timeout or x-omniroute-timeout-ms): "+what+"; retry with a longer timeout or later").Retry(1)
 }

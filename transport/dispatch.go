@@ -177,18 +177,14 @@ func (c *call) answerExhausted(list []*catalog.Target, x *exhaust) {
 		return
 	}
 	if x.busy == c.plan.Attempts() {
-		c.fail(&apierror.Error{Status: 503, Type: "server_error", Code: "upstream_busy", RetryAfter: 1,
-			Message: "every upstream connection of model " + strconv.Quote(c.model.Name) + " is busy; retry shortly, or raise OMNIROUTE_UPSTREAM_MAX_CONNS or the connection's max_conns"})
+		c.fail(apierror.New(apierror.CodeUpstreamBusy, c.model.Name).Retry(1))
 		return
 	}
-	e := &apierror.Error{Status: 502, Code: "upstream_unavailable", Type: "server_error",
-		RetryAfter: c.plan.Final(0, x.lastClass, g.clk.Now()).RetryAfter,
-		Message:    "no upstream target of model " + strconv.Quote(c.model.Name) + " could be reached (" + x.lastClass.String() + "); retry later"}
+	e := apierror.New(apierror.CodeUpstreamUnavailable, c.model.Name, x.lastClass.String())
 	if x.lastClass == messages.Timeout {
-		e.Status, e.Code = 504, "upstream_timeout"
-		e.Message = "no upstream target of model " + strconv.Quote(c.model.Name) + " answered in time; retry later or raise OMNIROUTE_UPSTREAM_TTFB_TIMEOUT_MS"
+		e = apierror.New(apierror.CodeUpstreamTimeout, c.model.Name)
 	}
-	c.fail(e)
+	c.fail(e.Retry(c.plan.Final(0, x.lastClass, g.clk.Now()).RetryAfter))
 }
 
 type attemptOutcome uint8

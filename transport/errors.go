@@ -18,36 +18,28 @@ func formatFor(s catalog.Surface) apierror.Format {
 // The pipeline's own errors (the edge's are in edge/errors.go).
 // Messages say what failed and what to do.
 var (
-	errMediaType = &apierror.Error{Status: 415, Type: "invalid_request_error", Code: "unsupported_media_type",
-		Message: "Content-Type must be application/json, and is required (with curl, add -H 'Content-Type: application/json')"}
-	errMissingKey = &apierror.Error{Status: 401, Type: "authentication_error", Code: "missing_api_key",
-		Message: "no API key: send Authorization: Bearer <key> or x-api-key: <key>"}
-	errInvalidKey = &apierror.Error{Status: 401, Type: "authentication_error", Code: "invalid_api_key",
-		Message: "the API key is not configured on this gateway"}
-	errDraining = &apierror.Error{Status: 503, Type: "server_error", Code: "shutting_down",
-		Message: "the gateway is shutting down; retry against another instance", RetryAfter: 1}
-	errMissingModel = &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "missing_model",
-		Message: `request body has no "model" string; set "model" to one of the names listed by GET /v1/models`}
-	errEmptyBody = &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "empty_body",
-		Message: "request body is empty; send a JSON object with at least \"model\""}
+	errMediaType = apierror.New(apierror.CodeUnsupportedMediaType,
+		"Content-Type must be application/json, and is required (with curl, add -H 'Content-Type: application/json')")
+	errMissingKey   = apierror.New(apierror.CodeMissingAPIKey)
+	errInvalidKey   = apierror.New(apierror.CodeInvalidAPIKey, "the API key is not configured on this gateway")
+	errDraining     = apierror.New(apierror.CodeShuttingDown, "the gateway is shutting down; retry against another instance").Retry(1)
+	errMissingModel = apierror.New(apierror.CodeMissingModel)
+	errEmptyBody    = apierror.New(apierror.CodeEmptyBody)
 )
 
 func errInvalidJSON(detail string) *apierror.Error {
-	return &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_json",
-		Message: "request body is not valid JSON: " + detail}
+	return apierror.New(apierror.CodeInvalidJSON, "request body is not valid JSON: "+detail)
 }
 
 func errUnknownModel(name []byte) *apierror.Error {
-	return &apierror.Error{Status: 404, Type: "invalid_request_error", AnthropicType: "not_found_error", Code: "model_not_found",
-		Message: "model " + strconv.Quote(string(name)) + " is not configured on this gateway; GET /v1/models lists the available models"}
+	return apierror.New(apierror.CodeModelNotFound, string(name))
 }
 
 func errWrongSurface(m *catalog.Model, s catalog.Surface) *apierror.Error {
 	if !s.Translated() {
-		return &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "unsupported_api_format",
-			Message: "model " + strconv.Quote(m.Name) + " has no target whose provider serves " + s.String() + " (" + s.Route() +
-				" is passed through, never translated); use a model on a provider that lists \"" + s.String() +
-				"\" in its apis (an OpenAI-compatible endpoint; Anthropic-dialect providers have none)"}
+		return apierror.New(apierror.CodeUnsupportedAPIFormat, "model "+strconv.Quote(m.Name)+" has no target whose provider serves "+s.String()+" ("+s.Route()+
+			" is passed through, never translated); use a model on a provider that lists \""+s.String()+
+			"\" in its apis (an OpenAI-compatible endpoint; Anthropic-dialect providers have none)")
 	}
 	msg := "model " + strconv.Quote(m.Name) + " is served only through "
 	for i, n := range m.Surfaces.Names() {
@@ -57,7 +49,7 @@ func errWrongSurface(m *catalog.Model, s catalog.Surface) *apierror.Error {
 		msg += (surfaceByName(n)).Route()
 	}
 	msg += "; call that endpoint, or add a target whose provider speaks " + s.String() + " or another translated API"
-	return &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "unsupported_api_format", Message: msg}
+	return apierror.New(apierror.CodeUnsupportedAPIFormat, msg)
 }
 
 func surfaceByName(n string) catalog.Surface {

@@ -60,8 +60,7 @@ func (c *call) readFallbacks() bool {
 			i++
 			name, isStr := jsonscan.AppendString(nil, el)
 			if !isStr {
-				c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_field", Param: at,
-					Message: at + " must be a model name (a string)"})
+				c.fail(apierror.New(apierror.CodeInvalidField, at+" must be a model name (a string)").WithParam(at))
 				refused = true
 				return false
 			}
@@ -72,8 +71,7 @@ func (c *call) readFallbacks() bool {
 			return false
 		}
 		if !ok {
-			c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_field", Param: field,
-				Message: field + " must be a list of model names"})
+			c.fail(apierror.New(apierror.CodeInvalidField, field+" must be a list of model names").WithParam(field))
 			return false
 		}
 	}
@@ -105,13 +103,12 @@ func (c *call) addFallback(at string, name []byte) bool {
 		}
 	}
 	if len(m.TargetsFor(c.surface)) == 0 || m.Strategy == config.StrategyFusion {
-		c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "unsupported_api_format", Param: at,
-			Message: at + ": model " + strconv.Quote(m.Name) + " cannot serve " + c.surface.Route() + " as a fallback (a fusion model, or no target for this API)"})
+		c.fail(apierror.New(apierror.CodeUnsupportedAPIFormat,
+			at+": model "+strconv.Quote(m.Name)+" cannot serve "+c.surface.Route()+" as a fallback (a fusion model, or no target for this API)").WithParam(at))
 		return false
 	}
 	if len(c.fb.models) == maxFallbacks {
-		c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_field", Param: at,
-			Message: "at most " + strconv.Itoa(maxFallbacks) + " fallback models may be named in a request"})
+		c.fail(apierror.New(apierror.CodeInvalidField, "at most "+strconv.Itoa(maxFallbacks)+" fallback models may be named in a request").WithParam(at))
 		return false
 	}
 	c.fb.models = append(c.fb.models, m)

@@ -1,8 +1,6 @@
 package transport
 
 import (
-	"strconv"
-
 	"github.com/valyala/bytebufferpool"
 	"github.com/valyala/fasthttp"
 
@@ -152,8 +150,7 @@ func (c *call) readStrict() bool {
 	case "false", "0":
 		c.fitting.strict = strictOff
 	default:
-		c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_strict",
-			Message: "X-OmniRoute-Strict must be true or false, got " + strconv.Quote(string(v))})
+		c.fail(apierror.New(apierror.CodeInvalidStrict, string(v)))
 		return false
 	}
 	return true
@@ -166,8 +163,7 @@ func (c *call) refuseFit(err error) {
 		c.fail(errInvalidJSON(err.Error()))
 		return
 	}
-	c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "unsupported_parameter", Param: r.Field,
-		Message: r.Field + ": " + r.Message})
+	c.fail(apierror.New(apierror.CodeUnsupportedParameter, r.Field, r.Message).WithParam(r.Field))
 }
 
 // changeHeaders tells the caller what reached the provider differently
@@ -301,12 +297,9 @@ func (c *call) errTooLarge(list []*catalog.Target) *apierror.Error {
 		tools = tools || info.Tools
 	}
 	if c.scan.Tools > 0 && !tools {
-		return &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "tools_not_supported", Param: "tools",
-			Message: "no target of model " + strconv.Quote(c.model.Name) + " takes tools (GET /v1/models/" + c.model.Name + " shows its models); remove tools, or use a model whose targets take them"}
+		return apierror.New(apierror.CodeToolsNotSupported, c.model.Name, c.model.Name).WithParam("tools")
 	}
-	return &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded", Param: "messages",
-		Message: "the prompt is about " + strconv.FormatInt(c.plan.input, 10) + " tokens (estimated), above the " + strconv.FormatInt(window, 10) +
-			"-token context window of every target of model " + strconv.Quote(c.model.Name) + "; shorten the conversation or use a model with a larger window"}
+	return apierror.New(apierror.CodeContextLengthExceeded, c.plan.input, window, c.model.Name).WithParam("messages")
 }
 
 // unfit reports whether no target of list can take the request.

@@ -189,9 +189,8 @@ func (c *call) fusion() bool {
 	}
 	if len(answered) < quorum {
 		c.routingHeaders()
-		c.fail(&apierror.Error{Status: 503, Type: "server_error", Code: "fusion_quorum_not_met", RetryAfter: 1,
-			Message: fmt.Sprintf("only %d of %d fusion panel members of model %q answered (%d failed, %d skipped); the quorum is %d; retry after the Retry-After delay",
-				len(answered), len(panel), c.model.Name, len(failed), c.lane.skips, quorum)})
+		c.fail(apierror.New(apierror.CodeFusionQuorumNotMet,
+			len(answered), len(panel), c.model.Name, len(failed), c.lane.skips, quorum).Retry(1))
 		return false
 	}
 
@@ -201,8 +200,7 @@ func (c *call) fusion() bool {
 	}
 	c.att.alt = bytebufferpool.Get()
 	if c.att.alt.B, err = judgeBody(c.att.alt.B[:0], c.surface, c.body.B, judgePrompt(fm.prompt, answers)); err != nil {
-		c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_request",
-			Message: "cannot build the fusion judge request: " + err.Error()})
+		c.fail(apierror.New(apierror.CodeInvalidRequest, err.Error()))
 		return false
 	}
 	if err := jsonscan.ScanRequest(c.att.alt.B, &c.att.altScan); err != nil {

@@ -289,8 +289,7 @@ func (c *call) scanBody() bool {
 // (embeddings): the first refusal the scan makes possible.
 func (c *call) checkStream() bool {
 	if c.scan.Stream && !dia.Of(dia.ID(c.surface)).Streams {
-		c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_field",
-			Message: c.surface.Route() + " does not stream; remove \"stream\" from the request"})
+		c.fail(apierror.New(apierror.CodeInvalidField, c.surface.Route()+" does not stream; remove \"stream\" from the request"))
 		return false
 	}
 	return true
@@ -390,7 +389,7 @@ func (c *call) readBody() bool {
 					c.fail(edge.ErrBodyTimeout)
 					return false
 				}
-				c.fail(&apierror.Error{Status: 400, Code: "incomplete_body", Message: "the request body could not be read completely; resend the request"})
+				c.fail(apierror.New(apierror.CodeIncompleteBody))
 				return false
 			}
 			if chunked && n > 0 {
@@ -417,10 +416,9 @@ func describeScanError(err error) *apierror.Error {
 	case errors.Is(err, jsonscan.ErrNotObject):
 		return errInvalidJSON("the top-level value must be an object")
 	case errors.As(err, &de):
-		return &apierror.Error{Status: 400, Code: "duplicate_field", Message: "request body is ambiguous: " + de.Error()}
+		return apierror.New(apierror.CodeDuplicateField, de.Error())
 	case errors.As(err, &fe):
-		return &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_field",
-			Message: "request body " + fe.Error() + "; the gateway budgets and prices requests on it"}
+		return apierror.New(apierror.CodeInvalidField, "request body "+fe.Error()+"; the gateway budgets and prices requests on it")
 	}
 	return errInvalidJSON(err.Error())
 }

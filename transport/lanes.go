@@ -231,16 +231,25 @@ func (c *call) logCombo(fanout bool, what string) {
 		"fallbacks", c.att.fallbacks, "skipped", c.lane.skips, "requestId", string(c.rid))
 }
 
-var errPriority = &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_priority",
-	Message: "the x-omniroute-priority header must be interactive or batch"}
+var errPriority = apierror.New(apierror.CodeInvalidPriority)
 
 // laneErrors are the admission rejections as the caller sees them, one
-// per lanes.Reason, built from the lanes package's reason table so that
-// every reason has its answer.
+// per lanes.Reason, built from the lanes package's reason table (the
+// message, Retry-After) and the table of error codes (status, type, code,
+// the message's frame) so that every reason has its answer. The reasons
+// that are no refusal (None, Busy from TryAcquire, Aborted: answered 499
+// by failAdmission) never reach a caller; they stand on the unavailable
+// answer so that no lookup is nil.
 var laneErrors = func() (out [lanes.NumReasons]*apierror.Error) {
 	for r := lanes.Reason(0); r < lanes.NumReasons; r++ {
-		out[r] = &apierror.Error{Status: r.Status(), Type: "server_error", AnthropicType: "overloaded_error", Code: r.Code(),
-			RetryAfter: r.RetryAfter(), Message: "Service temporarily unavailable: " + r.Message()}
+		if r.Rejection() {
+			out[r] = apierror.New(r.APICode(), r.Message()).Retry(r.RetryAfter())
+		}
+	}
+	for r := lanes.Reason(0); r < lanes.NumReasons; r++ {
+		if out[r] == nil {
+			out[r] = out[lanes.Unavailable]
+		}
 	}
 	return out
 }()

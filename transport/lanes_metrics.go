@@ -56,16 +56,16 @@ func (g *Gateway) upstreamMetrics(i int, name string) {
 		})
 	}
 	lbl := fmt.Sprintf(`{upstream=%q}`, name)
-	gauge(`omniroute_admission_upstream_limit`+lbl, func(u *lanes.Upstream) float64 { return float64(u.CurrentLimit) })
-	gauge(`omniroute_admission_upstream_knee_estimate`+lbl, func(u *lanes.Upstream) float64 { return u.KneeEstimate })
-	gauge(`omniroute_admission_upstream_active_cost`+lbl, func(u *lanes.Upstream) float64 { return float64(u.ActiveCost) })
-	gauge(`omniroute_admission_upstream_active_requests`+lbl, func(u *lanes.Upstream) float64 { return float64(u.ActiveCount) })
-	gauge(`omniroute_admission_upstream_queued_requests`+lbl, func(u *lanes.Upstream) float64 { return float64(u.QueuedCount) })
-	gauge(fmt.Sprintf(`omniroute_admission_upstream_baseline_seconds{upstream=%q,kind="stream"}`, name),
+	gauge(metricAdmissionUpstreamLimit+lbl, func(u *lanes.Upstream) float64 { return float64(u.CurrentLimit) })
+	gauge(metricAdmissionUpstreamKneeEstimate+lbl, func(u *lanes.Upstream) float64 { return u.KneeEstimate })
+	gauge(metricAdmissionUpstreamActiveCost+lbl, func(u *lanes.Upstream) float64 { return float64(u.ActiveCost) })
+	gauge(metricAdmissionUpstreamActiveRequests+lbl, func(u *lanes.Upstream) float64 { return float64(u.ActiveCount) })
+	gauge(metricAdmissionUpstreamQueuedRequests+lbl, func(u *lanes.Upstream) float64 { return float64(u.QueuedCount) })
+	gauge(fmt.Sprintf(metricAdmissionUpstreamBaselineSeconds+`{upstream=%q,kind="stream"}`, name),
 		func(u *lanes.Upstream) float64 { return u.BaselineStreamMs / 1000 })
-	gauge(fmt.Sprintf(`omniroute_admission_upstream_baseline_seconds{upstream=%q,kind="plain"}`, name),
+	gauge(fmt.Sprintf(metricAdmissionUpstreamBaselineSeconds+`{upstream=%q,kind="plain"}`, name),
 		func(u *lanes.Upstream) float64 { return u.BaselinePlainMs / 1000 })
-	gauge(`omniroute_admission_upstream_drain_per_second`+lbl, func(u *lanes.Upstream) float64 { return u.DrainPerSecond })
+	gauge(metricAdmissionUpstreamDrainPerSecond+lbl, func(u *lanes.Upstream) float64 { return u.DrainPerSecond })
 }
 
 // registerLanesMetrics exposes the adaptiveAdmission figures as
@@ -76,42 +76,42 @@ func (g *Gateway) registerLanesMetrics() {
 	gauge := func(name string, f func(s *lanes.Snapshot) float64) {
 		set.NewGauge(name, func() float64 { return f(g.lanesSnapshot()) })
 	}
-	gauge(`omniroute_admission_limit`, func(s *lanes.Snapshot) float64 { return float64(s.CurrentLimit) })
-	gauge(`omniroute_admission_min_limit`, func(s *lanes.Snapshot) float64 { return float64(s.MinLimit) })
-	gauge(`omniroute_admission_max_limit`, func(s *lanes.Snapshot) float64 { return float64(s.MaxLimit) })
-	gauge(`omniroute_admission_global_limit`, func(s *lanes.Snapshot) float64 { return float64(s.GlobalLimit) })
-	gauge(`omniroute_admission_global_active_cost`, func(s *lanes.Snapshot) float64 { return float64(s.GlobalActiveCost) })
-	gauge(`omniroute_admission_active_cost`, func(s *lanes.Snapshot) float64 { return float64(s.ActiveCost) })
-	gauge(`omniroute_admission_active_requests`, func(s *lanes.Snapshot) float64 { return float64(s.ActiveCount) })
-	gauge(`omniroute_admission_queued_cost`, func(s *lanes.Snapshot) float64 { return float64(s.QueuedCost) })
-	gauge(`omniroute_admission_queued_requests`, func(s *lanes.Snapshot) float64 { return float64(s.QueuedCount) })
-	gauge(`omniroute_admission_lanes`, func(s *lanes.Snapshot) float64 { return float64(s.LaneCount) })
-	gauge(`omniroute_admission_virtual_lanes_enabled`, func(s *lanes.Snapshot) float64 { return b2f(s.VirtualLanes) })
-	gauge(`omniroute_admission_virtual_active_cost`, func(s *lanes.Snapshot) float64 { return float64(s.VirtualActiveCost) })
-	gauge(`omniroute_admission_virtual_active_requests`, func(s *lanes.Snapshot) float64 { return float64(s.VirtualActiveCount) })
-	gauge(`omniroute_admission_virtual_queued_cost`, func(s *lanes.Snapshot) float64 { return float64(s.VirtualQueuedCost) })
-	gauge(`omniroute_admission_virtual_queued_requests`, func(s *lanes.Snapshot) float64 { return float64(s.VirtualQueuedCount) })
-	gauge(`omniroute_admission_admitted_total`, func(s *lanes.Snapshot) float64 { return float64(s.AdmittedCount) })
-	gauge(`omniroute_admission_rejected_total`, func(s *lanes.Snapshot) float64 { return float64(s.RejectedCount) })
-	gauge(`omniroute_admission_aborted_total`, func(s *lanes.Snapshot) float64 { return float64(s.AbortedCount) })
-	gauge(`omniroute_admission_busy_total`, func(s *lanes.Snapshot) float64 { return float64(s.BusyCount) })
-	gauge(`omniroute_admission_would_admit_total`, func(s *lanes.Snapshot) float64 { return float64(s.WouldAdmitCount) })
-	gauge(`omniroute_admission_would_queue_total`, func(s *lanes.Snapshot) float64 { return float64(s.WouldQueueCount) })
-	gauge(`omniroute_admission_would_reject_total`, func(s *lanes.Snapshot) float64 { return float64(s.WouldRejectCount) })
-	gauge(`omniroute_admission_shutdown`, func(s *lanes.Snapshot) float64 { return b2f(s.Shutdown) })
+	gauge(metricAdmissionLimit, func(s *lanes.Snapshot) float64 { return float64(s.CurrentLimit) })
+	gauge(metricAdmissionMinLimit, func(s *lanes.Snapshot) float64 { return float64(s.MinLimit) })
+	gauge(metricAdmissionMaxLimit, func(s *lanes.Snapshot) float64 { return float64(s.MaxLimit) })
+	gauge(metricAdmissionGlobalLimit, func(s *lanes.Snapshot) float64 { return float64(s.GlobalLimit) })
+	gauge(metricAdmissionGlobalActiveCost, func(s *lanes.Snapshot) float64 { return float64(s.GlobalActiveCost) })
+	gauge(metricAdmissionActiveCost, func(s *lanes.Snapshot) float64 { return float64(s.ActiveCost) })
+	gauge(metricAdmissionActiveRequests, func(s *lanes.Snapshot) float64 { return float64(s.ActiveCount) })
+	gauge(metricAdmissionQueuedCost, func(s *lanes.Snapshot) float64 { return float64(s.QueuedCost) })
+	gauge(metricAdmissionQueuedRequests, func(s *lanes.Snapshot) float64 { return float64(s.QueuedCount) })
+	gauge(metricAdmissionLanes, func(s *lanes.Snapshot) float64 { return float64(s.LaneCount) })
+	gauge(metricAdmissionVirtualLanesEnabled, func(s *lanes.Snapshot) float64 { return b2f(s.VirtualLanes) })
+	gauge(metricAdmissionVirtualActiveCost, func(s *lanes.Snapshot) float64 { return float64(s.VirtualActiveCost) })
+	gauge(metricAdmissionVirtualActiveRequests, func(s *lanes.Snapshot) float64 { return float64(s.VirtualActiveCount) })
+	gauge(metricAdmissionVirtualQueuedCost, func(s *lanes.Snapshot) float64 { return float64(s.VirtualQueuedCost) })
+	gauge(metricAdmissionVirtualQueuedRequests, func(s *lanes.Snapshot) float64 { return float64(s.VirtualQueuedCount) })
+	gauge(metricAdmissionAdmittedTotal, func(s *lanes.Snapshot) float64 { return float64(s.AdmittedCount) })
+	gauge(metricAdmissionRejectedTotal, func(s *lanes.Snapshot) float64 { return float64(s.RejectedCount) })
+	gauge(metricAdmissionAbortedTotal, func(s *lanes.Snapshot) float64 { return float64(s.AbortedCount) })
+	gauge(metricAdmissionBusyTotal, func(s *lanes.Snapshot) float64 { return float64(s.BusyCount) })
+	gauge(metricAdmissionWouldAdmitTotal, func(s *lanes.Snapshot) float64 { return float64(s.WouldAdmitCount) })
+	gauge(metricAdmissionWouldQueueTotal, func(s *lanes.Snapshot) float64 { return float64(s.WouldQueueCount) })
+	gauge(metricAdmissionWouldRejectTotal, func(s *lanes.Snapshot) float64 { return float64(s.WouldRejectCount) })
+	gauge(metricAdmissionShutdown, func(s *lanes.Snapshot) float64 { return b2f(s.Shutdown) })
 	for _, m := range []string{"off", "shadow", "enforce"} {
-		gauge(`omniroute_admission_mode{mode="`+m+`"}`, func(s *lanes.Snapshot) float64 { return b2f(s.Mode == m) })
+		gauge(metricAdmissionMode+`{mode="`+m+`"}`, func(s *lanes.Snapshot) float64 { return b2f(s.Mode == m) })
 	}
 	for cl := admission.Class(0); cl < admission.NumClasses; cl++ {
 		name := cl.String()
 		lbl := `{class="` + name + `"}`
-		gauge(`omniroute_admission_class_active_cost`+lbl, func(s *lanes.Snapshot) float64 { return float64(s.Classes[name].ActiveCost) })
-		gauge(`omniroute_admission_class_active_requests`+lbl, func(s *lanes.Snapshot) float64 { return float64(s.Classes[name].ActiveCount) })
-		gauge(`omniroute_admission_class_waiting_requests`+lbl, func(s *lanes.Snapshot) float64 { return float64(s.Classes[name].WaitingCount) })
-		gauge(`omniroute_admission_class_admitted_total`+lbl, func(s *lanes.Snapshot) float64 { return float64(s.Classes[name].AdmittedCount) })
+		gauge(metricAdmissionClassActiveCost+lbl, func(s *lanes.Snapshot) float64 { return float64(s.Classes[name].ActiveCost) })
+		gauge(metricAdmissionClassActiveRequests+lbl, func(s *lanes.Snapshot) float64 { return float64(s.Classes[name].ActiveCount) })
+		gauge(metricAdmissionClassWaitingRequests+lbl, func(s *lanes.Snapshot) float64 { return float64(s.Classes[name].WaitingCount) })
+		gauge(metricAdmissionClassAdmittedTotal+lbl, func(s *lanes.Snapshot) float64 { return float64(s.Classes[name].AdmittedCount) })
 		for _, r := range lanes.Rejections() {
 			code := r.Code()
-			gauge(`omniroute_admission_class_rejected_total{class="`+name+`",reason="`+code+`"}`, func(s *lanes.Snapshot) float64 {
+			gauge(metricAdmissionClassRejectedTotal+`{class="`+name+`",reason="`+code+`"}`, func(s *lanes.Snapshot) float64 {
 				return float64(s.Classes[name].Rejected[code])
 			})
 		}

@@ -34,6 +34,92 @@ type metricDef struct {
 	help   string // one line: the HELP text and the docs' meaning column
 }
 
+// The metric families' names: the one place each is written. Code that
+// registers a series names its family by these constants (TestNoMetricNameOutsideTable).
+const (
+	metricRequestsTotal                      = "omniroute_requests_total"
+	metricRequestDurationSeconds             = "omniroute_request_duration_seconds"
+	metricRequestsInflight                   = "omniroute_requests_inflight"
+	metricUpstreamAttemptsTotal              = "omniroute_upstream_attempts_total"
+	metricUpstreamResponsesTotal             = "omniroute_upstream_responses_total"
+	metricUpstreamTtfbSeconds                = "omniroute_upstream_ttfb_seconds"
+	metricFallbacksTotal                     = "omniroute_fallbacks_total"
+	metricStreamEventsTotal                  = "omniroute_stream_events_total"
+	metricStreamInterruptedTotal             = "omniroute_stream_interrupted_total"
+	metricRoutingWaitsTotal                  = "omniroute_routing_waits_total"
+	metricRoutingRetriesTotal                = "omniroute_routing_retries_total"
+	metricRequestPanicsTotal                 = "omniroute_request_panics_total"
+	metricConfigReloadsTotal                 = "omniroute_config_reloads_total"
+	metricConfigLoadedTimestampSeconds       = "omniroute_config_loaded_timestamp_seconds"
+	metricConfigVersion                      = "omniroute_config_version"
+	metricServiceState                       = "omniroute_service_state"
+	metricServiceHealth                      = "omniroute_service_health"
+	metricServiceRestartsTotal               = "omniroute_service_restarts_total"
+	metricServiceCrashes                     = "omniroute_service_crashes"
+	metricServiceGaveUp                      = "omniroute_service_gave_up"
+	metricServiceLogBytes                    = "omniroute_service_log_bytes"
+	metricRelayRequestsTotal                 = "omniroute_relay_requests_total"
+	metricRelayFallbacksTotal                = "omniroute_relay_fallbacks_total"
+	metricRelayBifrostFailuresTotal          = "omniroute_relay_bifrost_failures_total"
+	metricRelayRejectedTotal                 = "omniroute_relay_rejected_total"
+	metricRelayBifrostCooldownSeconds        = "omniroute_relay_bifrost_cooldown_seconds"
+	metricChatAdmissionInflightBytes         = "omniroute_chat_admission_inflight_bytes"
+	metricChatAdmissionMaxInflightBytes      = "omniroute_chat_admission_max_inflight_bytes"
+	metricChatAdmissionBudgetInfo            = "omniroute_chat_admission_budget_info"
+	metricChatAdmissionActiveHeavy           = "omniroute_chat_admission_active_heavy"
+	metricChatAdmissionActiveHealthyHeadroom = "omniroute_chat_admission_active_healthy_headroom"
+	metricChatAdmissionCountCap              = "omniroute_chat_admission_count_cap"
+	metricChatAdmissionWaiting               = "omniroute_chat_admission_waiting"
+	metricChatAdmissionQueuedBytes           = "omniroute_chat_admission_queued_bytes"
+	metricChatAdmissionLanes                 = "omniroute_chat_admission_lanes"
+	metricChatAdmissionQueuedRequestsTotal   = "omniroute_chat_admission_queued_requests_total"
+	metricChatAdmissionShedsTotal            = "omniroute_chat_admission_sheds_total"
+	metricResourcePressureSeverity           = "omniroute_resource_pressure_severity"
+	metricResourcePressureReason             = "omniroute_resource_pressure_reason"
+	metricQuotaModels                        = "omniroute_quota_models"
+	metricQuotaPollsTotal                    = "omniroute_quota_polls_total"
+	metricCircuitState                       = "omniroute_circuit_state"
+	metricTargetCooldownSeconds              = "omniroute_target_cooldown_seconds"
+	metricRoutingSkipsTotal                  = "omniroute_routing_skips_total"
+	metricLedgerReservedTokens               = "omniroute_ledger_reserved_tokens"
+	metricAdmissionLimit                     = "omniroute_admission_limit"
+	metricAdmissionMinLimit                  = "omniroute_admission_min_limit"
+	metricAdmissionMaxLimit                  = "omniroute_admission_max_limit"
+	metricAdmissionGlobalLimit               = "omniroute_admission_global_limit"
+	metricAdmissionGlobalActiveCost          = "omniroute_admission_global_active_cost"
+	metricAdmissionActiveCost                = "omniroute_admission_active_cost"
+	metricAdmissionActiveRequests            = "omniroute_admission_active_requests"
+	metricAdmissionQueuedCost                = "omniroute_admission_queued_cost"
+	metricAdmissionQueuedRequests            = "omniroute_admission_queued_requests"
+	metricAdmissionLanes                     = "omniroute_admission_lanes"
+	metricAdmissionVirtualLanesEnabled       = "omniroute_admission_virtual_lanes_enabled"
+	metricAdmissionVirtualActiveCost         = "omniroute_admission_virtual_active_cost"
+	metricAdmissionVirtualActiveRequests     = "omniroute_admission_virtual_active_requests"
+	metricAdmissionVirtualQueuedCost         = "omniroute_admission_virtual_queued_cost"
+	metricAdmissionVirtualQueuedRequests     = "omniroute_admission_virtual_queued_requests"
+	metricAdmissionAdmittedTotal             = "omniroute_admission_admitted_total"
+	metricAdmissionRejectedTotal             = "omniroute_admission_rejected_total"
+	metricAdmissionAbortedTotal              = "omniroute_admission_aborted_total"
+	metricAdmissionBusyTotal                 = "omniroute_admission_busy_total"
+	metricAdmissionWouldAdmitTotal           = "omniroute_admission_would_admit_total"
+	metricAdmissionWouldQueueTotal           = "omniroute_admission_would_queue_total"
+	metricAdmissionWouldRejectTotal          = "omniroute_admission_would_reject_total"
+	metricAdmissionMode                      = "omniroute_admission_mode"
+	metricAdmissionShutdown                  = "omniroute_admission_shutdown"
+	metricAdmissionClassActiveCost           = "omniroute_admission_class_active_cost"
+	metricAdmissionClassActiveRequests       = "omniroute_admission_class_active_requests"
+	metricAdmissionClassWaitingRequests      = "omniroute_admission_class_waiting_requests"
+	metricAdmissionClassAdmittedTotal        = "omniroute_admission_class_admitted_total"
+	metricAdmissionClassRejectedTotal        = "omniroute_admission_class_rejected_total"
+	metricAdmissionUpstreamLimit             = "omniroute_admission_upstream_limit"
+	metricAdmissionUpstreamKneeEstimate      = "omniroute_admission_upstream_knee_estimate"
+	metricAdmissionUpstreamActiveCost        = "omniroute_admission_upstream_active_cost"
+	metricAdmissionUpstreamActiveRequests    = "omniroute_admission_upstream_active_requests"
+	metricAdmissionUpstreamQueuedRequests    = "omniroute_admission_upstream_queued_requests"
+	metricAdmissionUpstreamBaselineSeconds   = "omniroute_admission_upstream_baseline_seconds"
+	metricAdmissionUpstreamDrainPerSecond    = "omniroute_admission_upstream_drain_per_second"
+)
+
 // metricTable is the one list of the gateway's metric families. /metrics
 // takes each family's # HELP and # TYPE from it (writeExposition), and
 // docs/metrics.md holds its rendering (TestMetricTableDocs), so a family
@@ -45,97 +131,97 @@ type metricDef struct {
 // counter, which is what they are.
 var metricTable = []metricDef{
 	// Requests.
-	{"omniroute_requests_total", kindCounter, "`route`, `status`", "Finished requests by route (chat, messages, responses, embeddings, models (with /v1/models/{id}), count_tokens, health (with /healthz and /readyz), metrics, management (with the dashboard), relay, root (GET and HEAD /), other) and HTTP status; a caller that left before the answer counts as status 499."},
-	{"omniroute_request_duration_seconds", kindHistogram, "`route`", "Time from request start to the end of the response (for streams: to the end of the stream)."},
-	{"omniroute_requests_inflight", kindGauge, "", "Requests being handled, streams included."},
-	{"omniroute_upstream_attempts_total", kindCounter, "`target`, `outcome`", "Upstream attempts by target (provider/connection/model) and outcome: ok, connect, timeout, rate_limit, quota, capacity, auth, request, protocol, canceled."},
-	{"omniroute_upstream_responses_total", kindCounter, "`target`, `status`", "HTTP statuses providers answered with, by target."},
-	{"omniroute_upstream_ttfb_seconds", kindHistogram, "`target`", "Time to response headers of successful upstream attempts (token counts excluded: they are no sample of a model call)."},
-	{"omniroute_fallbacks_total", kindCounter, "`route`", "Failed upstream attempts before the one that answered."},
-	{"omniroute_stream_events_total", kindCounter, "`route`", "SSE events relayed to callers."},
-	{"omniroute_stream_interrupted_total", kindCounter, "`route`", "Streams ended by an upstream failure after the first byte (an in-band error was sent)."},
-	{"omniroute_routing_waits_total", kindCounter, "`route`, `outcome`", "Requests that found every target out: recovered (waited, then routed) or refused (429 targets_exhausted, or 503 targets_unavailable when every target failed)."},
-	{"omniroute_routing_retries_total", kindCounter, "`route`", "Requests whose only target was retried once (as its circuit's probe) after a transient failure."},
-	{"omniroute_request_panics_total", kindCounter, "`route`", "Requests whose handling panicked (answered 500 internal_error, or a stream cut off); the gateway keeps serving."},
+	{metricRequestsTotal, kindCounter, "`route`, `status`", "Finished requests by route (chat, messages, responses, embeddings, models (with /v1/models/{id}), count_tokens, health (with /healthz and /readyz), metrics, management (with the dashboard), relay, root (GET and HEAD /), other) and HTTP status; a caller that left before the answer counts as status 499."},
+	{metricRequestDurationSeconds, kindHistogram, "`route`", "Time from request start to the end of the response (for streams: to the end of the stream)."},
+	{metricRequestsInflight, kindGauge, "", "Requests being handled, streams included."},
+	{metricUpstreamAttemptsTotal, kindCounter, "`target`, `outcome`", "Upstream attempts by target (provider/connection/model) and outcome: ok, connect, timeout, rate_limit, quota, capacity, auth, request, protocol, canceled."},
+	{metricUpstreamResponsesTotal, kindCounter, "`target`, `status`", "HTTP statuses providers answered with, by target."},
+	{metricUpstreamTtfbSeconds, kindHistogram, "`target`", "Time to response headers of successful upstream attempts (token counts excluded: they are no sample of a model call)."},
+	{metricFallbacksTotal, kindCounter, "`route`", "Failed upstream attempts before the one that answered."},
+	{metricStreamEventsTotal, kindCounter, "`route`", "SSE events relayed to callers."},
+	{metricStreamInterruptedTotal, kindCounter, "`route`", "Streams ended by an upstream failure after the first byte (an in-band error was sent)."},
+	{metricRoutingWaitsTotal, kindCounter, "`route`, `outcome`", "Requests that found every target out: recovered (waited, then routed) or refused (429 targets_exhausted, or 503 targets_unavailable when every target failed)."},
+	{metricRoutingRetriesTotal, kindCounter, "`route`", "Requests whose only target was retried once (as its circuit's probe) after a transient failure."},
+	{metricRequestPanicsTotal, kindCounter, "`route`", "Requests whose handling panicked (answered 500 internal_error, or a stream cut off); the gateway keeps serving."},
 
 	// Config reload (reload.go).
-	{"omniroute_config_reloads_total", kindCounter, "`result`", "Config reloads (SIGHUP, POST /api/config/reload) by result: ok (in force), invalid (the file does not validate), needs_restart (an earlier reload failed while registering new targets: only a restart loads a config now), unreadable (no file, or it cannot be read); the running config stays on all but ok."},
-	{"omniroute_config_loaded_timestamp_seconds", kindGauge, "", "Unix time the config in force was loaded (start-up or the last applied reload)."},
-	{"omniroute_config_version", kindGauge, "", "Version of the config in force: 1 at start-up, one more per applied reload."},
+	{metricConfigReloadsTotal, kindCounter, "`result`", "Config reloads (SIGHUP, POST /api/config/reload) by result: ok (in force), invalid (the file does not validate), needs_restart (an earlier reload failed while registering new targets: only a restart loads a config now), unreadable (no file, or it cannot be read); the running config stays on all but ok."},
+	{metricConfigLoadedTimestampSeconds, kindGauge, "", "Unix time the config in force was loaded (start-up or the last applied reload)."},
+	{metricConfigVersion, kindGauge, "", "Version of the config in force: 1 at start-up, one more per applied reload."},
 
 	// Supervised services and the relay.
-	{"omniroute_service_state", kindGauge, "`service`, `state`", "1 for the service's current state (not_installed, stopped, starting, running, stopping, error), 0 for the others."},
-	{"omniroute_service_health", kindGauge, "`service`, `health`", "1 for the service's current health (healthy, unhealthy, unknown), 0 for the others."},
-	{"omniroute_service_restarts_total", kindCounter, "`service`", "Automatic restarts of the service since the gateway started."},
-	{"omniroute_service_crashes", kindGauge, "`service`", "Crashes of the service inside the current crash window."},
-	{"omniroute_service_gave_up", kindGauge, "`service`", "1 while the supervisor has given up restarting the service (cleared by an explicit start)."},
-	{"omniroute_service_log_bytes", kindGauge, "`service`", "Bytes held by the service's log ring."},
-	{"omniroute_relay_requests_total", kindCounter, "`backend`", "Relay requests sent to bifrost or served by native."},
-	{"omniroute_relay_fallbacks_total", kindCounter, "`reason`", "Relay requests that fell back to native: bifrost-cooldown, bifrost-error, bifrost-ineligible, bifrost-provider-unknown."},
-	{"omniroute_relay_bifrost_failures_total", kindCounter, "", "Relay failures of Bifrost (connect, timeout, 5xx without a provider error body, stream broken before its first content event)."},
-	{"omniroute_relay_rejected_total", kindCounter, "`reason`", "Relay requests refused: missing_token, invalid_token, expired_token, rate_limited, model_not_allowed."},
-	{"omniroute_relay_bifrost_cooldown_seconds", kindGauge, "", "Time left on the cooldown of the current Bifrost endpoint."},
+	{metricServiceState, kindGauge, "`service`, `state`", "1 for the service's current state (not_installed, stopped, starting, running, stopping, error), 0 for the others."},
+	{metricServiceHealth, kindGauge, "`service`, `health`", "1 for the service's current health (healthy, unhealthy, unknown), 0 for the others."},
+	{metricServiceRestartsTotal, kindCounter, "`service`", "Automatic restarts of the service since the gateway started."},
+	{metricServiceCrashes, kindGauge, "`service`", "Crashes of the service inside the current crash window."},
+	{metricServiceGaveUp, kindGauge, "`service`", "1 while the supervisor has given up restarting the service (cleared by an explicit start)."},
+	{metricServiceLogBytes, kindGauge, "`service`", "Bytes held by the service's log ring."},
+	{metricRelayRequestsTotal, kindCounter, "`backend`", "Relay requests sent to bifrost or served by native."},
+	{metricRelayFallbacksTotal, kindCounter, "`reason`", "Relay requests that fell back to native: bifrost-cooldown, bifrost-error, bifrost-ineligible, bifrost-provider-unknown."},
+	{metricRelayBifrostFailuresTotal, kindCounter, "", "Relay failures of Bifrost (connect, timeout, 5xx without a provider error body, stream broken before its first content event)."},
+	{metricRelayRejectedTotal, kindCounter, "`reason`", "Relay requests refused: missing_token, invalid_token, expired_token, rate_limited, model_not_allowed."},
+	{metricRelayBifrostCooldownSeconds, kindGauge, "", "Time left on the cooldown of the current Bifrost endpoint."},
 
 	// Ingest byte budget (chatAdmission) and memory pressure.
-	{"omniroute_chat_admission_inflight_bytes", kindGauge, "", "Request-body bytes reserved from the ingest budget now."},
-	{"omniroute_chat_admission_max_inflight_bytes", kindGauge, "", "The ingest byte budget."},
-	{"omniroute_chat_admission_budget_info", kindGauge, "`source`", "Always 1; source is where the ingest budget came from: go_memlimit, cgroup, physical, override."},
-	{"omniroute_chat_admission_active_heavy", kindGauge, "", "Heavy requests in flight (a reservation's count slot, held until the request ends)."},
-	{"omniroute_chat_admission_active_healthy_headroom", kindGauge, "", "Heavy requests admitted through the healthy headroom."},
-	{"omniroute_chat_admission_count_cap", kindGauge, "", "OMNIROUTE_CHAT_MAX_HEAVY_IN_FLIGHT, 0 when no count cap is set."},
-	{"omniroute_chat_admission_waiting", kindGauge, "", "Requests queued for ingest admission."},
-	{"omniroute_chat_admission_queued_bytes", kindGauge, "", "Bytes the queued requests wait for."},
-	{"omniroute_chat_admission_lanes", kindGauge, "", "Callers with requests queued for ingest admission (callers are not labels: keys are unbounded)."},
-	{"omniroute_chat_admission_queued_requests_total", kindCounter, "", "Reservations that went through the queue instead of the lock-free fast path."},
-	{"omniroute_chat_admission_sheds_total", kindCounter, "`reason` (and a total without it)", "Requests refused by ingest admission: queue_timeout, queued_bytes_budget, body_exceeds_budget, inflight_bytes_budget, resource_pressure; clients that left while queued are not counted."},
-	{"omniroute_resource_pressure_severity", kindGauge, "", "Memory pressure: 0 normal, 1 high, 2 critical."},
-	{"omniroute_resource_pressure_reason", kindGauge, "`reason`", "1 for the signal behind the current pressure severity (none, go_heap_ratio, cgroup_ratio, cgroup_high, psi_some, psi_full, oom_event), else 0."},
+	{metricChatAdmissionInflightBytes, kindGauge, "", "Request-body bytes reserved from the ingest budget now."},
+	{metricChatAdmissionMaxInflightBytes, kindGauge, "", "The ingest byte budget."},
+	{metricChatAdmissionBudgetInfo, kindGauge, "`source`", "Always 1; source is where the ingest budget came from: go_memlimit, cgroup, physical, override."},
+	{metricChatAdmissionActiveHeavy, kindGauge, "", "Heavy requests in flight (a reservation's count slot, held until the request ends)."},
+	{metricChatAdmissionActiveHealthyHeadroom, kindGauge, "", "Heavy requests admitted through the healthy headroom."},
+	{metricChatAdmissionCountCap, kindGauge, "", "OMNIROUTE_CHAT_MAX_HEAVY_IN_FLIGHT, 0 when no count cap is set."},
+	{metricChatAdmissionWaiting, kindGauge, "", "Requests queued for ingest admission."},
+	{metricChatAdmissionQueuedBytes, kindGauge, "", "Bytes the queued requests wait for."},
+	{metricChatAdmissionLanes, kindGauge, "", "Callers with requests queued for ingest admission (callers are not labels: keys are unbounded)."},
+	{metricChatAdmissionQueuedRequestsTotal, kindCounter, "", "Reservations that went through the queue instead of the lock-free fast path."},
+	{metricChatAdmissionShedsTotal, kindCounter, "`reason` (and a total without it)", "Requests refused by ingest admission: queue_timeout, queued_bytes_budget, body_exceeds_budget, inflight_bytes_budget, resource_pressure; clients that left while queued are not counted."},
+	{metricResourcePressureSeverity, kindGauge, "", "Memory pressure: 0 normal, 1 high, 2 critical."},
+	{metricResourcePressureReason, kindGauge, "`reason`", "1 for the signal behind the current pressure severity (none, go_heap_ratio, cgroup_ratio, cgroup_high, psi_some, psi_full, oom_event), else 0."},
 
 	// Quota, cooldowns, circuits, ledger.
-	{"omniroute_quota_models", kindGauge, "`connection`, `state`", "Models served through the connection in each quota state (healthy, approaching_limit, exhausted, unavailable, unknown)."},
-	{"omniroute_quota_polls_total", kindCounter, "`connection`, `outcome`", "Usage-API polls of the connection (ok, error)."},
-	{"omniroute_circuit_state", kindGauge, "`target`, `state`", "1 for the target's current circuit state (closed, open, half_open), else 0."},
-	{"omniroute_target_cooldown_seconds", kindGauge, "`target`", "Seconds until the target may be tried again (0 when not cooling)."},
-	{"omniroute_routing_skips_total", kindCounter, "`target`, `reason`", "Requests that skipped the target: cooling, circuit_open, quota_exhausted, token_budget, service_unavailable (its supervised service is not running as the gateway's own child)."},
-	{"omniroute_ledger_reserved_tokens", kindGauge, "", "Tokens held or used in the ledger's token windows (each budget's tightest), all budgets together."},
+	{metricQuotaModels, kindGauge, "`connection`, `state`", "Models served through the connection in each quota state (healthy, approaching_limit, exhausted, unavailable, unknown)."},
+	{metricQuotaPollsTotal, kindCounter, "`connection`, `outcome`", "Usage-API polls of the connection (ok, error)."},
+	{metricCircuitState, kindGauge, "`target`, `state`", "1 for the target's current circuit state (closed, open, half_open), else 0."},
+	{metricTargetCooldownSeconds, kindGauge, "`target`", "Seconds until the target may be tried again (0 when not cooling)."},
+	{metricRoutingSkipsTotal, kindCounter, "`target`, `reason`", "Requests that skipped the target: cooling, circuit_open, quota_exhausted, token_budget, service_unavailable (its supervised service is not running as the gateway's own child)."},
+	{metricLedgerReservedTokens, kindGauge, "", "Tokens held or used in the ledger's token windows (each budget's tightest), all budgets together."},
 
 	// Adaptive admission (adaptiveAdmission).
-	{"omniroute_admission_limit", kindGauge, "", "Sum of the upstreams' admission limits (cost units)."},
-	{"omniroute_admission_min_limit", kindGauge, "", "Lowest admission limit of each upstream (ADAPTIVE_ADMISSION_MIN_LIMIT)."},
-	{"omniroute_admission_max_limit", kindGauge, "", "Highest admission limit of each upstream (ADAPTIVE_ADMISSION_MAX_LIMIT)."},
-	{"omniroute_admission_global_limit", kindGauge, "", "Process-wide bound on in-flight cost (ADAPTIVE_ADMISSION_GLOBAL_LIMIT)."},
-	{"omniroute_admission_global_active_cost", kindGauge, "", "Cost held under the process-wide bound."},
-	{"omniroute_admission_active_cost", kindGauge, "", "Cost of the held admission leases over all upstreams."},
-	{"omniroute_admission_active_requests", kindGauge, "", "Held admission leases over all upstreams."},
-	{"omniroute_admission_queued_cost", kindGauge, "", "Cost waiting for admission over all upstreams."},
-	{"omniroute_admission_queued_requests", kindGauge, "", "Requests waiting for admission over all upstreams."},
-	{"omniroute_admission_lanes", kindGauge, "", "Tenant lanes."},
-	{"omniroute_admission_virtual_lanes_enabled", kindGauge, "", "1 with OMNIROUTE_CHAT_VIRTUAL_LANES."},
-	{"omniroute_admission_virtual_active_cost", kindGauge, "", "Shadow mode: cost enforce would hold."},
-	{"omniroute_admission_virtual_active_requests", kindGauge, "", "Shadow mode: leases enforce would hold."},
-	{"omniroute_admission_virtual_queued_cost", kindGauge, "", "Shadow mode: cost enforce would queue."},
-	{"omniroute_admission_virtual_queued_requests", kindGauge, "", "Shadow mode: requests enforce would queue."},
-	{"omniroute_admission_admitted_total", kindCounter, "", "Admission grants."},
-	{"omniroute_admission_rejected_total", kindCounter, "", "Admission rejections."},
-	{"omniroute_admission_aborted_total", kindCounter, "", "Callers that left while waiting for admission."},
-	{"omniroute_admission_busy_total", kindCounter, "", "Try-acquires that found no room (a target skipped for another)."},
-	{"omniroute_admission_would_admit_total", kindCounter, "", "Shadow mode: requests enforce would have admitted at once."},
-	{"omniroute_admission_would_queue_total", kindCounter, "", "Shadow mode: requests enforce would have queued."},
-	{"omniroute_admission_would_reject_total", kindCounter, "", "Shadow mode: requests enforce would have rejected."},
-	{"omniroute_admission_mode", kindGauge, "`mode`", "1 for the configured admission mode (off, shadow, enforce)."},
-	{"omniroute_admission_shutdown", kindGauge, "", "1 after admission stopped."},
-	{"omniroute_admission_class_active_cost", kindGauge, "`class`", "Cost held by the priority class."},
-	{"omniroute_admission_class_active_requests", kindGauge, "`class`", "Leases held by the priority class."},
-	{"omniroute_admission_class_waiting_requests", kindGauge, "`class`", "Requests of the priority class waiting for admission."},
-	{"omniroute_admission_class_admitted_total", kindCounter, "`class`", "Admission grants of the priority class."},
-	{"omniroute_admission_class_rejected_total", kindCounter, "`class`, `reason`", "Admission rejections by priority class and error code."},
-	{"omniroute_admission_upstream_limit", kindGauge, "`upstream`", "The upstream's admission limit (cost units)."},
-	{"omniroute_admission_upstream_knee_estimate", kindGauge, "`upstream`", "The upstream controller's estimate of the provider's knee (cost units)."},
-	{"omniroute_admission_upstream_active_cost", kindGauge, "`upstream`", "Cost held on the upstream."},
-	{"omniroute_admission_upstream_active_requests", kindGauge, "`upstream`", "Leases held on the upstream."},
-	{"omniroute_admission_upstream_queued_requests", kindGauge, "`upstream`", "Requests waiting for the upstream."},
-	{"omniroute_admission_upstream_baseline_seconds", kindGauge, "`upstream`, `kind` (`stream`, `plain`)", "The upstream's no-queue latency (a stream's is its time to first token)."},
-	{"omniroute_admission_upstream_drain_per_second", kindGauge, "`upstream`", "The upstream's measured drain rate (cost per second) the shedding decisions use."},
+	{metricAdmissionLimit, kindGauge, "", "Sum of the upstreams' admission limits (cost units)."},
+	{metricAdmissionMinLimit, kindGauge, "", "Lowest admission limit of each upstream (ADAPTIVE_ADMISSION_MIN_LIMIT)."},
+	{metricAdmissionMaxLimit, kindGauge, "", "Highest admission limit of each upstream (ADAPTIVE_ADMISSION_MAX_LIMIT)."},
+	{metricAdmissionGlobalLimit, kindGauge, "", "Process-wide bound on in-flight cost (ADAPTIVE_ADMISSION_GLOBAL_LIMIT)."},
+	{metricAdmissionGlobalActiveCost, kindGauge, "", "Cost held under the process-wide bound."},
+	{metricAdmissionActiveCost, kindGauge, "", "Cost of the held admission leases over all upstreams."},
+	{metricAdmissionActiveRequests, kindGauge, "", "Held admission leases over all upstreams."},
+	{metricAdmissionQueuedCost, kindGauge, "", "Cost waiting for admission over all upstreams."},
+	{metricAdmissionQueuedRequests, kindGauge, "", "Requests waiting for admission over all upstreams."},
+	{metricAdmissionLanes, kindGauge, "", "Tenant lanes."},
+	{metricAdmissionVirtualLanesEnabled, kindGauge, "", "1 with OMNIROUTE_CHAT_VIRTUAL_LANES."},
+	{metricAdmissionVirtualActiveCost, kindGauge, "", "Shadow mode: cost enforce would hold."},
+	{metricAdmissionVirtualActiveRequests, kindGauge, "", "Shadow mode: leases enforce would hold."},
+	{metricAdmissionVirtualQueuedCost, kindGauge, "", "Shadow mode: cost enforce would queue."},
+	{metricAdmissionVirtualQueuedRequests, kindGauge, "", "Shadow mode: requests enforce would queue."},
+	{metricAdmissionAdmittedTotal, kindCounter, "", "Admission grants."},
+	{metricAdmissionRejectedTotal, kindCounter, "", "Admission rejections."},
+	{metricAdmissionAbortedTotal, kindCounter, "", "Callers that left while waiting for admission."},
+	{metricAdmissionBusyTotal, kindCounter, "", "Try-acquires that found no room (a target skipped for another)."},
+	{metricAdmissionWouldAdmitTotal, kindCounter, "", "Shadow mode: requests enforce would have admitted at once."},
+	{metricAdmissionWouldQueueTotal, kindCounter, "", "Shadow mode: requests enforce would have queued."},
+	{metricAdmissionWouldRejectTotal, kindCounter, "", "Shadow mode: requests enforce would have rejected."},
+	{metricAdmissionMode, kindGauge, "`mode`", "1 for the configured admission mode (off, shadow, enforce)."},
+	{metricAdmissionShutdown, kindGauge, "", "1 after admission stopped."},
+	{metricAdmissionClassActiveCost, kindGauge, "`class`", "Cost held by the priority class."},
+	{metricAdmissionClassActiveRequests, kindGauge, "`class`", "Leases held by the priority class."},
+	{metricAdmissionClassWaitingRequests, kindGauge, "`class`", "Requests of the priority class waiting for admission."},
+	{metricAdmissionClassAdmittedTotal, kindCounter, "`class`", "Admission grants of the priority class."},
+	{metricAdmissionClassRejectedTotal, kindCounter, "`class`, `reason`", "Admission rejections by priority class and error code."},
+	{metricAdmissionUpstreamLimit, kindGauge, "`upstream`", "The upstream's admission limit (cost units)."},
+	{metricAdmissionUpstreamKneeEstimate, kindGauge, "`upstream`", "The upstream controller's estimate of the provider's knee (cost units)."},
+	{metricAdmissionUpstreamActiveCost, kindGauge, "`upstream`", "Cost held on the upstream."},
+	{metricAdmissionUpstreamActiveRequests, kindGauge, "`upstream`", "Leases held on the upstream."},
+	{metricAdmissionUpstreamQueuedRequests, kindGauge, "`upstream`", "Requests waiting for the upstream."},
+	{metricAdmissionUpstreamBaselineSeconds, kindGauge, "`upstream`, `kind` (`stream`, `plain`)", "The upstream's no-queue latency (a stream's is its time to first token)."},
+	{metricAdmissionUpstreamDrainPerSecond, kindGauge, "`upstream`", "The upstream's measured drain rate (cost per second) the shedding decisions use."},
 }
 
 // durationBuckets are the le bounds of the duration histograms: model

@@ -3,11 +3,19 @@ package transport
 import (
 	"bytes"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/omniroute/gateway/internal/relay"
+	"github.com/omniroute/gateway/messages"
 	"github.com/omniroute/gateway/transport/edge"
 )
 
@@ -146,6 +154,82 @@ func TestRequestMetricNamesEveryRoute(t *testing.T) {
 	for r := edge.Route(0); r < edge.NumRoutes; r++ {
 		if l := r.String(); !strings.Contains(help, l) {
 			t.Errorf("omniroute_requests_total's help does not name route %q", l)
+		}
+	}
+}
+
+// TestNoMetricNameOutsideTable: no Go file of the module (tests aside)
+// spells a metric family's name in a string literal but metric_table.go:
+// code that registers a series names its family by the table's constant,
+// so a family cannot be renamed in one place and not the other, or
+// registered without its row.
+func TestNoMetricNameOutsideTable(t *testing.T) {
+	root := ".."
+	table, _ := filepath.Abs("metric_table.go")
+	fset := token.NewFileSet()
+	files := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		if abs, _ := filepath.Abs(path); abs == table {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		files++
+		ast.Inspect(f, func(n ast.Node) bool {
+			if b, ok := n.(*ast.BasicLit); ok && b.Kind == token.STRING {
+				if s, _ := strconv.Unquote(b.Value); strings.HasPrefix(s, "omniroute_") {
+					t.Errorf("%s: metric name %q written out; use its constant from metric_table.go", fset.Position(b.Pos()), s)
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("read %d Go files; the walk missed the module", files)
+	}
+}
+
+// TestMetricHelpNamesEveryReason: the help (and docs/metrics.md's meaning)
+// of a family labelled by a reason names every reason of its table, so a
+// reason added to the table cannot be missing from the docs.
+func TestMetricHelpNamesEveryReason(t *testing.T) {
+	help := map[string]string{}
+	for _, d := range metricTable {
+		help[d.name] = d.help
+	}
+	var want = map[string][]string{}
+	for _, f := range relay.Fallbacks() {
+		want[metricRelayFallbacksTotal] = append(want[metricRelayFallbacksTotal], f.String())
+	}
+	for _, r := range relay.Rejections() {
+		want[metricRelayRejectedTotal] = append(want[metricRelayRejectedTotal], r.String())
+	}
+	for _, o := range messages.ShedOutcomes() {
+		want[metricChatAdmissionShedsTotal] = append(want[metricChatAdmissionShedsTotal], o.String())
+	}
+	for family, names := range want {
+		for _, n := range names {
+			if !regexp.MustCompile(`\b` + regexp.QuoteMeta(n) + `\b`).MatchString(help[family]) {
+				t.Errorf("%s: help %q does not name reason %s", family, help[family], n)
+			}
 		}
 	}
 }

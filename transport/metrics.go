@@ -44,9 +44,9 @@ func (m *gwMetrics) addTarget(name string) {
 	ts := m.targets.At(m.targets.Grow(1))
 	ts.name = name
 	for c := messages.FailureClass(0); c < messages.NumFailureClasses; c++ {
-		ts.attempts[c] = m.set.GetOrCreateCounter(fmt.Sprintf(`omniroute_upstream_attempts_total{target=%q,outcome=%q}`, name, c.String()))
+		ts.attempts[c] = m.set.GetOrCreateCounter(fmt.Sprintf(metricUpstreamAttemptsTotal+`{target=%q,outcome=%q}`, name, c.String()))
 	}
-	ts.ttfb = m.set.GetOrCreatePrometheusHistogramExt(fmt.Sprintf(`omniroute_upstream_ttfb_seconds{target=%q}`, name), durationBuckets)
+	ts.ttfb = m.set.GetOrCreatePrometheusHistogramExt(fmt.Sprintf(metricUpstreamTtfbSeconds+`{target=%q}`, name), durationBuckets)
 }
 
 // dashCounters are the inference figures the dashboard's history samples
@@ -95,17 +95,17 @@ func newMetrics(cat *catalog.Catalog) *gwMetrics {
 	for r := edge.Route(0); r < edge.NumRoutes; r++ {
 		n := r.String()
 		rm := &m.routes[r]
-		rm.duration = m.set.NewPrometheusHistogramExt(fmt.Sprintf(`omniroute_request_duration_seconds{route=%q}`, n), durationBuckets)
-		rm.events = m.set.NewCounter(fmt.Sprintf(`omniroute_stream_events_total{route=%q}`, n))
-		rm.cut = m.set.NewCounter(fmt.Sprintf(`omniroute_stream_interrupted_total{route=%q}`, n))
-		rm.fallback = m.set.NewCounter(fmt.Sprintf(`omniroute_fallbacks_total{route=%q}`, n))
-		rm.waited = m.set.NewCounter(fmt.Sprintf(`omniroute_routing_waits_total{route=%q,outcome="recovered"}`, n))
-		rm.refused = m.set.NewCounter(fmt.Sprintf(`omniroute_routing_waits_total{route=%q,outcome="refused"}`, n))
-		rm.retries = m.set.NewCounter(fmt.Sprintf(`omniroute_routing_retries_total{route=%q}`, n))
-		rm.panics = m.set.NewCounter(fmt.Sprintf(`omniroute_request_panics_total{route=%q}`, n))
+		rm.duration = m.set.NewPrometheusHistogramExt(fmt.Sprintf(metricRequestDurationSeconds+`{route=%q}`, n), durationBuckets)
+		rm.events = m.set.NewCounter(fmt.Sprintf(metricStreamEventsTotal+`{route=%q}`, n))
+		rm.cut = m.set.NewCounter(fmt.Sprintf(metricStreamInterruptedTotal+`{route=%q}`, n))
+		rm.fallback = m.set.NewCounter(fmt.Sprintf(metricFallbacksTotal+`{route=%q}`, n))
+		rm.waited = m.set.NewCounter(fmt.Sprintf(metricRoutingWaitsTotal+`{route=%q,outcome="recovered"}`, n))
+		rm.refused = m.set.NewCounter(fmt.Sprintf(metricRoutingWaitsTotal+`{route=%q,outcome="refused"}`, n))
+		rm.retries = m.set.NewCounter(fmt.Sprintf(metricRoutingRetriesTotal+`{route=%q}`, n))
+		rm.panics = m.set.NewCounter(fmt.Sprintf(metricRequestPanicsTotal+`{route=%q}`, n))
 	}
 	m.targets = &growable.List[targetSeries]{} // recordPlan adds them
-	m.set.NewGauge(`omniroute_requests_inflight`, func() float64 { return float64(m.inflight.Load()) })
+	m.set.NewGauge(metricRequestsInflight, func() float64 { return float64(m.inflight.Load()) })
 	metrics.RegisterSet(m.set)
 	return m
 }
@@ -130,7 +130,7 @@ func (m *gwMetrics) request(r edge.Route, status int) {
 	slot := &m.routes[r].requests[status]
 	c := slot.Load()
 	if c == nil {
-		c = m.set.GetOrCreateCounter(`omniroute_requests_total{route="` + r.String() + `",status="` + strconv.Itoa(status) + `"}`)
+		c = m.set.GetOrCreateCounter(metricRequestsTotal + `{route="` + r.String() + `",status="` + strconv.Itoa(status) + `"}`)
 		slot.Store(c)
 	}
 	c.Inc()
@@ -149,7 +149,7 @@ func (m *gwMetrics) upstreamStatus(target, status int) {
 	}
 	c := arr[status].Load()
 	if c == nil {
-		c = m.set.GetOrCreateCounter(`omniroute_upstream_responses_total{target="` + ts.name + `",status="` + strconv.Itoa(status) + `"}`)
+		c = m.set.GetOrCreateCounter(metricUpstreamResponsesTotal + `{target="` + ts.name + `",status="` + strconv.Itoa(status) + `"}`)
 		arr[status].Store(c)
 	}
 	c.Inc()

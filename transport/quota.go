@@ -154,12 +154,12 @@ func (qs *quotaSys) targetMetrics(g *Gateway, t *catalog.Target) {
 	set := g.metrics.set
 	var skips [numSkips]*metrics.Counter
 	for r := 0; r < numSkips; r++ {
-		skips[r] = set.NewCounter(fmt.Sprintf(`omniroute_routing_skips_total{target=%q,reason=%q}`, t.Name, skipNames[r]))
+		skips[r] = set.NewCounter(fmt.Sprintf(metricRoutingSkipsTotal+`{target=%q,reason=%q}`, t.Name, skipNames[r]))
 	}
 	qs.m.skips.Append(skips)
 	for _, st := range []string{"closed", "open", "half_open"} {
 		id, st := t.ID, st
-		set.NewGauge(fmt.Sprintf(`omniroute_circuit_state{target=%q,state=%q}`, t.Name, st), func() float64 {
+		set.NewGauge(fmt.Sprintf(metricCircuitState+`{target=%q,state=%q}`, t.Name, st), func() float64 {
 			if s := g.targets.Snapshot(); s != nil && id < len(s.Targets) {
 				if targets.CircuitState(s.Targets[id].Open, s.Targets[id].CoolUntil, g.clk.Now()) == st {
 					return 1
@@ -169,7 +169,7 @@ func (qs *quotaSys) targetMetrics(g *Gateway, t *catalog.Target) {
 		})
 	}
 	id := t.ID
-	set.NewGauge(fmt.Sprintf(`omniroute_target_cooldown_seconds{target=%q}`, t.Name), func() float64 {
+	set.NewGauge(fmt.Sprintf(metricTargetCooldownSeconds+`{target=%q}`, t.Name), func() float64 {
 		if s := g.targets.Snapshot(); s != nil && id < len(s.Targets) {
 			if d := s.Targets[id].CoolUntil.Sub(g.clk.Now()); d > 0 {
 				return d.Seconds()
@@ -182,11 +182,11 @@ func (qs *quotaSys) targetMetrics(g *Gateway, t *catalog.Target) {
 // connMetrics registers the quota series of the next connection id.
 func (qs *quotaSys) connMetrics(g *Gateway, c *catalog.Connection) {
 	set := g.metrics.set
-	qs.m.pollOK.Append(set.NewCounter(fmt.Sprintf(`omniroute_quota_polls_total{connection=%q,outcome="ok"}`, c.Name)))
-	qs.m.pollErr.Append(set.NewCounter(fmt.Sprintf(`omniroute_quota_polls_total{connection=%q,outcome="error"}`, c.Name)))
+	qs.m.pollOK.Append(set.NewCounter(fmt.Sprintf(metricQuotaPollsTotal+`{connection=%q,outcome="ok"}`, c.Name)))
+	qs.m.pollErr.Append(set.NewCounter(fmt.Sprintf(metricQuotaPollsTotal+`{connection=%q,outcome="error"}`, c.Name)))
 	for _, st := range quota.Statuses {
 		id, st := c.ID, st
-		set.NewGauge(fmt.Sprintf(`omniroute_quota_models{connection=%q,state=%q}`, c.Name, st.String()), func() float64 {
+		set.NewGauge(fmt.Sprintf(metricQuotaModels+`{connection=%q,state=%q}`, c.Name, st.String()), func() float64 {
 			cs := qs.quota.State(id)
 			if cs == nil {
 				return 0
@@ -204,7 +204,7 @@ func (qs *quotaSys) connMetrics(g *Gateway, c *catalog.Connection) {
 
 // ledgerMetrics registers the ledger's gauge.
 func (qs *quotaSys) ledgerMetrics(g *Gateway) {
-	g.metrics.set.NewGauge(`omniroute_ledger_reserved_tokens`, func() float64 {
+	g.metrics.set.NewGauge(metricLedgerReservedTokens, func() float64 {
 		var n uint64
 		if s := qs.ledger.Snapshot(); s != nil {
 			for i := range s.Slots {

@@ -302,19 +302,21 @@ func (c *call) interrupt(w io.Writer, x *upstream.Exchange, err error, seq int) 
 	}
 	buf := make([]byte, 0, 512)
 	if c.translating() {
-		return w.Write(c.trans.tr.Interrupt(buf, &apierror.Error{Status: 502, Type: "server_error", AnthropicType: "api_error", Code: "stream_interrupted", Message: msg}, string(c.rid)))
+		return w.Write(c.trans.tr.Interrupt(buf, apierror.New(apierror.CodeStreamInterrupted, msg), string(c.rid)))
 	}
 	switch c.surface {
 	case catalog.Chat:
 		buf = append(buf, "data: "...)
-		buf = (&apierror.Error{Status: 502, Type: "server_error", Code: "stream_interrupted", Message: msg}).Append(buf, apierror.OpenAI, "")
+		buf = apierror.New(apierror.CodeStreamInterrupted, msg).Append(buf, apierror.OpenAI, "")
 		buf = append(buf, "\n\n"...)
 	case catalog.Messages:
 		buf = append(buf, "event: error\ndata: "...)
-		buf = (&apierror.Error{Status: 502, AnthropicType: "api_error", Code: "stream_interrupted", Message: msg}).Append(buf, apierror.Anthropic, string(c.rid))
+		buf = apierror.New(apierror.CodeStreamInterrupted, msg).Append(buf, apierror.Anthropic, string(c.rid))
 		buf = append(buf, "\n\n"...)
 	case catalog.Responses:
-		buf = append(buf, "event: error\ndata: {\"type\":\"error\",\"code\":\"stream_interrupted\",\"message\":"...)
+		buf = append(buf, "event: error\ndata: {\"type\":\"error\",\"code\":"...)
+		buf = apierror.AppendString(buf, apierror.CodeStreamInterrupted.String())
+		buf = append(buf, ",\"message\":"...)
 		buf = apierror.AppendString(buf, msg)
 		buf = append(buf, ",\"param\":null,\"sequence_number\":"...)
 		buf = strconv.AppendInt(buf, int64(seq), 10)

@@ -228,7 +228,7 @@ func (b *bifrostStream) relay(w io.Writer) (int64, error) {
 			msg := "the Bifrost relay ended the stream before completing it (" + what + "); the answer is incomplete, retry the request"
 			buf := make([]byte, 0, 256)
 			buf = append(buf, "data: "...)
-			buf = (&apierror.Error{Status: 502, Type: "server_error", Code: "stream_interrupted", Message: msg}).Append(buf, apierror.OpenAI, "")
+			buf = apierror.New(apierror.CodeStreamInterrupted, msg).Append(buf, apierror.OpenAI, "")
 			buf = append(buf, "\n\n"...)
 			n, werr := w.Write(buf)
 			total += int64(n)

@@ -39,19 +39,9 @@ type relayRoute struct {
 
 type relayMetrics struct {
 	native, bifrost, bifrostFailures *metrics.Counter
-	fallback                         [len(fallbackReasons)]*metrics.Counter
-	rejected                         [len(rejectReasons)]*metrics.Counter
+	fallback                         [relay.NumFallbacks]*metrics.Counter
+	rejected                         [relay.NumRejections]*metrics.Counter
 }
-
-var rejectReasons = [...]string{"missing_token", "invalid_token", "expired_token", "rate_limited", "model_not_allowed"}
-
-const (
-	rejectMissing = iota
-	rejectInvalid
-	rejectExpired
-	rejectRateLimited
-	rejectModel
-)
 
 func (g *Gateway) newRelayRoute() (*relayRoute, error) {
 	r := &relayRoute{env: g.opts.Env.Relay, clients: map[string]*upstream.Client{}, engine: g.side.engines.RelayBackend()}
@@ -157,11 +147,11 @@ func (c *call) relayHandle() bool {
 		h.Set("X-RateLimit-Limit", strconv.Itoa(l.Requests))
 		h.Set("X-RateLimit-Remaining", strconv.Itoa(remaining))
 		if !ok {
-			r.m.rejected[rejectRateLimited].Inc()
+			r.m.rejected[relay.RejectRateLimited].Inc()
 			secs := int((wait + time.Second - 1) / time.Second)
 			h.Set("X-RateLimit-Scope", "token")
-			c.fail(&apierror.Error{Status: 429, Type: "rate_limit_error", Code: "rate_limit_exceeded", RetryAfter: max(secs, 1),
-				Message: "relay token " + strconv.Quote(tok.Name) + " is over its rate limit of " + strconv.Itoa(l.Requests) + " requests per window; retry after " + strconv.Itoa(max(secs, 1)) + "s"})
+			c.fail(apierror.New(relay.RejectRateLimited.Code(),
+				"relay token "+strconv.Quote(tok.Name)+" is over its rate limit of "+strconv.Itoa(l.Requests)+" requests per window; retry after "+strconv.Itoa(max(secs, 1))+"s").Retry(max(secs, 1)))
 			return false
 		}
 	}
@@ -176,9 +166,8 @@ func (c *call) relayHandle() bool {
 	}
 	model := string(c.scan.Model)
 	if !tok.Allows(model) {
-		r.m.rejected[rejectModel].Inc()
-		c.fail(&apierror.Error{Status: 403, Type: "permission_error", Code: "model_not_allowed",
-			Message: "model " + strconv.Quote(model) + " is not allowed by relay token " + strconv.Quote(tok.Name)})
+		r.m.rejected[relay.RejectModelNotAllowed].Inc()
+		c.fail(apierror.New(relay.RejectModelNotAllowed.Code(), "model "+strconv.Quote(model)+" is not allowed by relay token "+strconv.Quote(tok.Name)))
 		return false
 	}
 	c.relayed = true
@@ -187,33 +176,31 @@ func (c *call) relayHandle() bool {
 	backend, forced := r.backend(base)
 	switch backend {
 	case config.RelayNative:
-		return c.relayNative("", "")
+		return c.relayNative(relay.ReasonNone, "")
 	case config.RelayBifrost:
 		if base == "" {
-			c.fail(&apierror.Error{Status: 503, Type: "server_error", Code: "bifrost_unavailable",
-				Message: "OMNIROUTE_RELAY_BACKEND forces bifrost but " + why})
+			c.fail(apierror.New(apierror.CodeBifrostUnavailable, why))
 			return false
 		}
 		if c.scan.Stream && !bool(r.env.BifrostStreaming) {
-			c.fail(&apierror.Error{Status: 503, Type: "server_error", Code: "bifrost_streaming_disabled",
-				Message: "OMNIROUTE_RELAY_BACKEND forces bifrost but streaming through Bifrost is disabled (BIFROST_STREAMING_ENABLED=0); send stream:false or enable it"})
+			c.fail(apierror.New(apierror.CodeBifrostStreamingDisabled))
 			return false
 		}
 	}
 	if !forced {
 		if base == "" {
-			return c.relayNative("", "")
+			return c.relayNative(relay.ReasonNone, "")
 		}
 		if r.manifest != nil {
 			if ok, reason := r.manifest.Eligibility(providerOf(c.rc.cat, model)); !ok {
-				return c.relayNative(reason, reason)
+				return c.relayNative(reason, reason.String())
 			}
 		}
 		if c.scan.Stream && !bool(r.env.BifrostStreaming) {
-			return c.relayNative(relay.ReasonIneligible, relay.ReasonIneligible+"; streaming disabled (BIFROST_STREAMING_ENABLED=0)")
+			return c.relayNative(relay.ReasonIneligible, relay.ReasonIneligible.String()+"; streaming disabled (BIFROST_STREAMING_ENABLED=0)")
 		}
 		if rem := r.cool.Remaining(base, g.clk.Now()); rem > 0 {
-			return c.relayNative(relay.ReasonCooldown, relay.ReasonCooldown+"; remaining="+strconv.FormatInt(rem.Milliseconds(), 10)+"ms")
+			return c.relayNative(relay.ReasonCooldown, relay.ReasonCooldown.String()+"; remaining="+strconv.FormatInt(rem.Milliseconds(), 10)+"ms")
 		}
 	}
 	outcome, streaming, detail := c.relayBifrost(base, tok, forced)
@@ -226,37 +213,31 @@ func (c *call) relayHandle() bool {
 	r.m.bifrostFailures.Inc()
 	if forced {
 		ctx.Response.Header.Set("X-Bifrost-Fallback", "/api/v1/relay/chat/completions")
-		c.fail(&apierror.Error{Status: 502, Type: "server_error", Code: "bad_gateway",
-			Message: "the Bifrost relay failed: " + detail + "; retry, or set OMNIROUTE_RELAY_BACKEND=auto to fall back to the native pipeline"})
+		c.fail(apierror.New(apierror.CodeBadGateway, detail))
 		return false
 	}
 	r.cool.Record(base, g.clk.Now(), r.env.BifrostCooldown.Duration())
 	g.log.Warn("bifrost relay failed; cooling it and serving natively", "base", base, "cooldownMs", int64(r.env.BifrostCooldown), "err", detail)
-	return c.relayNative(relay.ReasonError, relay.ReasonError+"; "+detail)
+	return c.relayNative(relay.ReasonError, relay.ReasonError.String()+"; "+detail)
 }
 
 // relayNative serves the request through the native pipeline. reason is
-// the fallback reason code ("" when native was chosen, not fallen back
+// the fallback reason (ReasonNone when native was chosen, not fallen back
 // to); value is the X-Routing-Fallback header.
-func (c *call) relayNative(reason, value string) bool {
+func (c *call) relayNative(reason relay.Fallback, value string) bool {
 	r := c.g.side.relay
 	h := &c.ctx.Response.Header
 	h.Set("X-Routing-Backend", "native")
-	if reason != "" {
+	if reason != relay.ReasonNone {
 		h.Set("X-Routing-Fallback", value)
-		h.Set("X-Routing-Fallback-Reason", reason)
-		for i, fr := range fallbackReasons {
-			if fr == reason {
-				r.m.fallback[i].Inc()
-			}
-		}
+		h.Set("X-Routing-Fallback-Reason", reason.String())
+		r.m.fallback[reason].Inc()
 	}
 	r.m.native.Inc()
 	return c.handle()
 }
 
-var errRelayNotEnabled = &apierror.Error{Status: 404, Type: "invalid_request_error", Code: "relay_not_enabled",
-	Message: "the relay route is not enabled on this gateway: add relay.tokens to the config file"}
+var errRelayNotEnabled = apierror.New(apierror.CodeRelayNotEnabled)
 
 // authenticate checks a relay token (raw, the caller's credential) at now:
 // present, configured, not expired. A refusal is counted under its reason
@@ -264,20 +245,17 @@ var errRelayNotEnabled = &apierror.Error{Status: 404, Type: "invalid_request_err
 // bad token is refused before its body is sent.
 func (r *relayRoute) authenticate(raw []byte, now time.Time) (*relay.Token, *apierror.Error) {
 	if len(raw) == 0 {
-		r.m.rejected[rejectMissing].Inc()
-		return nil, &apierror.Error{Status: 401, Type: "authentication_error", Code: "missing_relay_token",
-			Message: "no relay token: send Authorization: Bearer <relay token>"}
+		r.m.rejected[relay.RejectMissingToken].Inc()
+		return nil, apierror.New(relay.RejectMissingToken.Code())
 	}
 	tok := r.tokens.Lookup(raw)
 	if tok == nil {
-		r.m.rejected[rejectInvalid].Inc()
-		return nil, &apierror.Error{Status: 401, Type: "authentication_error", Code: "invalid_api_key",
-			Message: "invalid relay token: it is not configured on this gateway"}
+		r.m.rejected[relay.RejectInvalidToken].Inc()
+		return nil, apierror.New(relay.RejectInvalidToken.Code(), "invalid relay token: it is not configured on this gateway")
 	}
 	if tok.Expired(now) {
-		r.m.rejected[rejectExpired].Inc()
-		return nil, &apierror.Error{Status: 401, Type: "authentication_error", Code: "relay_token_expired",
-			Message: "relay token " + strconv.Quote(tok.Name) + " expired at " + tok.Expires.UTC().Format(time.RFC3339) + "; ask the gateway operator for a new one"}
+		r.m.rejected[relay.RejectExpiredToken].Inc()
+		return nil, apierror.New(relay.RejectExpiredToken.Code(), tok.Name, tok.Expires.UTC().Format(time.RFC3339))
 	}
 	return tok, nil
 }

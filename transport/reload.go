@@ -235,12 +235,12 @@ func (g *Gateway) initRouting() error {
 func (g *Gateway) reloadMetrics() {
 	g.reload.results = map[string]*metrics.Counter{}
 	for _, r := range ops.ReloadResults {
-		g.reload.results[r] = g.metrics.set.NewCounter(fmt.Sprintf(`omniroute_config_reloads_total{result=%q}`, r))
+		g.reload.results[r] = g.metrics.set.NewCounter(fmt.Sprintf(metricConfigReloadsTotal+`{result=%q}`, r))
 	}
-	g.metrics.set.NewGauge(`omniroute_config_loaded_timestamp_seconds`, func() float64 {
+	g.metrics.set.NewGauge(metricConfigLoadedTimestampSeconds, func() float64 {
 		return float64(g.rc.Load().loadedAt.UnixMilli()) / 1000
 	})
-	g.metrics.set.NewGauge(`omniroute_config_version`, func() float64 { return float64(g.rc.Load().version) })
+	g.metrics.set.NewGauge(metricConfigVersion, func() float64 { return float64(g.rc.Load().version) })
 }
 
 // ReloadConfig re-reads the config file (OMNIROUTE_CONFIG) and, when it

@@ -367,13 +367,9 @@ func (c *call) refuse() {
 	g.metrics.routes[c.route].refused.Inc()
 	after := strconv.Itoa(r.RetryAfter)
 	if r.Outage {
-		c.fail(&apierror.Error{Status: 503, Type: "server_error", Code: "targets_unavailable", RetryAfter: r.RetryAfter,
-			Message: "every target of model " + strconv.Quote(c.model.Name) + " failed at its provider and is cooling down; the earliest is tried again in " +
-				after + "s, retry after that (GET /api/omniroute/quota shows why)"})
+		c.fail(apierror.New(apierror.CodeTargetsUnavailable, c.model.Name, after).Retry(r.RetryAfter))
 	} else {
-		c.fail(&apierror.Error{Status: 429, Type: "rate_limit_error", AnthropicType: "rate_limit_error", Code: "targets_exhausted", RetryAfter: r.RetryAfter,
-			Message: "every target of model " + strconv.Quote(c.model.Name) + " is rate limited, out of quota or over its token budget (or failed); the earliest recovers in " +
-				after + "s, retry after that (GET /api/omniroute/quota shows why)"})
+		c.fail(apierror.New(apierror.CodeTargetsExhausted, c.model.Name, after).Retry(r.RetryAfter))
 	}
 	if r.NoRetry {
 		c.ctx.Response.Header.Set("X-Should-Retry", "false")

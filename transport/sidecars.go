@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -163,9 +162,7 @@ func (g *Gateway) errServiceDown(model, name string) *apierror.Error {
 			retry = 1 // on its way back
 		}
 	}
-	return &apierror.Error{Status: 503, Type: "server_error", AnthropicType: "overloaded_error", Code: "service_unavailable", RetryAfter: retry,
-		Message: "model " + strconv.Quote(model) + " is served by the supervised service " + strconv.Quote(name) + ", which is " + st +
-			"; the gateway sends prompts only to a service it started itself and that passes its health check. Start it (POST /api/services/" + name + "/start) or retry once it is back"}
+	return apierror.New(apierror.CodeServiceUnavailable, model, name, st, name).Retry(retry)
 }
 
 // Engines returns the router-backend registry.
@@ -281,28 +278,28 @@ func (g *Gateway) sidecarMetrics(set *metrics.Set) {
 		name := h.Name()
 		for _, st := range services.AllStates {
 			st := st
-			set.NewGauge(fmt.Sprintf(`omniroute_service_state{service=%q,state=%q}`, name, st), func() float64 { return b2f(h.Status().State == st) })
+			set.NewGauge(fmt.Sprintf(metricServiceState+`{service=%q,state=%q}`, name, st), func() float64 { return b2f(h.Status().State == st) })
 		}
 		for _, he := range services.AllHealth {
 			he := he
-			set.NewGauge(fmt.Sprintf(`omniroute_service_health{service=%q,health=%q}`, name, he), func() float64 { return b2f(h.Status().Health == he) })
+			set.NewGauge(fmt.Sprintf(metricServiceHealth+`{service=%q,health=%q}`, name, he), func() float64 { return b2f(h.Status().Health == he) })
 		}
-		set.NewGauge(fmt.Sprintf(`omniroute_service_restarts_total{service=%q}`, name), func() float64 { return float64(h.Status().Restarts) })
-		set.NewGauge(fmt.Sprintf(`omniroute_service_crashes{service=%q}`, name), func() float64 { return float64(h.Status().Crashes) })
-		set.NewGauge(fmt.Sprintf(`omniroute_service_gave_up{service=%q}`, name), func() float64 { return b2f(h.Status().GaveUp) })
-		set.NewGauge(fmt.Sprintf(`omniroute_service_log_bytes{service=%q}`, name), func() float64 { return float64(h.Logs().Bytes()) })
+		set.NewGauge(fmt.Sprintf(metricServiceRestartsTotal+`{service=%q}`, name), func() float64 { return float64(h.Status().Restarts) })
+		set.NewGauge(fmt.Sprintf(metricServiceCrashes+`{service=%q}`, name), func() float64 { return float64(h.Status().Crashes) })
+		set.NewGauge(fmt.Sprintf(metricServiceGaveUp+`{service=%q}`, name), func() float64 { return b2f(h.Status().GaveUp) })
+		set.NewGauge(fmt.Sprintf(metricServiceLogBytes+`{service=%q}`, name), func() float64 { return float64(h.Logs().Bytes()) })
 	}
 	r := g.side.relay
-	r.m.native = set.NewCounter(`omniroute_relay_requests_total{backend="native"}`)
-	r.m.bifrost = set.NewCounter(`omniroute_relay_requests_total{backend="bifrost"}`)
-	r.m.bifrostFailures = set.NewCounter(`omniroute_relay_bifrost_failures_total`)
-	for i, reason := range fallbackReasons {
-		r.m.fallback[i] = set.NewCounter(fmt.Sprintf(`omniroute_relay_fallbacks_total{reason=%q}`, reason))
+	r.m.native = set.NewCounter(metricRelayRequestsTotal + `{backend="native"}`)
+	r.m.bifrost = set.NewCounter(metricRelayRequestsTotal + `{backend="bifrost"}`)
+	r.m.bifrostFailures = set.NewCounter(metricRelayBifrostFailuresTotal)
+	for _, reason := range relay.Fallbacks() {
+		r.m.fallback[reason] = set.NewCounter(fmt.Sprintf(metricRelayFallbacksTotal+`{reason=%q}`, reason))
 	}
-	for i, reason := range rejectReasons {
-		r.m.rejected[i] = set.NewCounter(fmt.Sprintf(`omniroute_relay_rejected_total{reason=%q}`, reason))
+	for _, reason := range relay.Rejections() {
+		r.m.rejected[reason] = set.NewCounter(fmt.Sprintf(metricRelayRejectedTotal+`{reason=%q}`, reason))
 	}
-	set.NewGauge(`omniroute_relay_bifrost_cooldown_seconds`, func() float64 {
+	set.NewGauge(metricRelayBifrostCooldownSeconds, func() float64 {
 		base, _ := g.bifrostEndpoint()
 		return r.cool.Remaining(base, g.clk.Now()).Seconds()
 	})
@@ -314,8 +311,6 @@ func b2f(b bool) float64 {
 	}
 	return 0
 }
-
-var fallbackReasons = [...]string{relay.ReasonCooldown, relay.ReasonError, relay.ReasonIneligible, relay.ReasonProviderUnknown}
 
 // client returns the pooled upstream client for a Bifrost host:port.
 func (r *relayRoute) client(hostport string, tls bool, g *Gateway) *upstream.Client {

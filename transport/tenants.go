@@ -471,8 +471,8 @@ func (g *Gateway) identifyCaller(rc *routingConfig, key []byte, loopback bool) (
 	return id, nil, dec
 }
 
-var errRetiredKey = &apierror.Error{Status: 401, Type: "authentication_error", Code: "invalid_api_key",
-	Message: "the API key was revoked or rotated; use the key's current secret or ask the gateway operator for a new key"}
+var errRetiredKey = apierror.New(apierror.CodeInvalidAPIKey,
+	"the API key was revoked or rotated; use the key's current secret or ask the gateway operator for a new key")
 
 // tenantClass is the priority class of the caller's policy, if it sets one.
 func (c *call) tenantClass() (admission.Class, bool) {
@@ -799,9 +799,9 @@ func (c *call) logRequest(reached bool) {
 	r.Status = ctx.Response.StatusCode()
 	switch {
 	case c.stream.cut:
-		r.ErrorCode = "stream_interrupted"
+		r.ErrorCode = apierror.CodeStreamInterrupted.String()
 	case r.Status == 499:
-		r.ErrorCode = "client_closed_request"
+		r.ErrorCode = apierror.CodeClientClosedRequest.String()
 	case r.Status < 400:
 	case tc.errCode != "":
 		r.ErrorCode = tc.errCode

@@ -85,7 +85,7 @@ func (c *call) prepareAttempt(t *catalog.Target) bool {
 		if errors.As(err, &te) {
 			c.fail(te.APIError())
 		} else {
-			c.fail(&apierror.Error{Status: 400, Type: "invalid_request_error", Code: translate.CodeInvalid, Message: err.Error()})
+			c.fail(apierror.New(apierror.CodeInvalidField, err.Error()))
 		}
 		return false
 	}
@@ -152,8 +152,8 @@ func (c *call) translateKeptError(up catalog.Surface) {
 func (c *call) translateEvent(ev *sse.Event) []byte {
 	out, err := c.trans.tr.Event(c.trans.evbuf[:0], ev)
 	if err != nil {
-		out = c.trans.tr.Interrupt(out, &apierror.Error{Status: 502, Type: "server_error", AnthropicType: "api_error",
-			Code: "upstream_protocol_error", Message: "the provider's stream could not be translated: " + err.Error()}, string(c.rid))
+		out = c.trans.tr.Interrupt(out, apierror.New(apierror.CodeUpstreamProtocolError,
+			"the provider's stream could not be translated: "+err.Error()), string(c.rid))
 		c.stream.terminal = true
 	}
 	c.trans.evbuf = out

@@ -441,8 +441,7 @@ type Snapshot struct {
 }
 
 // ShedReasons lists the shed outcomes in report order.
-var ShedReasons = []messages.IngestOutcome{messages.ShedQueueTimeout, messages.ShedQueuedBytesBudget,
-	messages.ShedBodyExceedsBudget, messages.ShedInflightBytesBudget, messages.ShedResourcePressure}
+var ShedReasons = messages.ShedOutcomes()
 
 // SlowPathRequests returns how many reservations went through the actor
 // (queued) rather than the lock-free fast path.

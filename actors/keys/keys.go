@@ -46,6 +46,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/keys"
 	"github.com/omniroute/gateway/internal/store"
@@ -264,7 +265,7 @@ func (h *Handle) Revoke(name string) (keys.Info, error) {
 func (h *Handle) ask(m any) (keys.Info, string, error) {
 	v, err := h.root.RequestFuture(h.pid, m, h.o.Timeout).Result()
 	if err != nil {
-		return keys.Info{}, "", &keys.Error{Status: 503, Code: "key_store_unavailable", Message: fmt.Sprintf("the key store did not answer (%v); retry", err)}
+		return keys.Info{}, "", keys.NewError(apierror.CodeKeyStoreUnavailable, "", fmt.Sprintf("the key store did not answer (%v); retry", err))
 	}
 	h.sync()
 	r := v.(*result)
@@ -485,7 +486,7 @@ func (a *keysActor) create(m *createKey) *result {
 		return &result{err: err}
 	}
 	if err := m.policy.Validate(""); err != nil {
-		return &result{err: &keys.Error{Status: 400, Code: "invalid_policy", Field: firstField(err), Message: err.Error()}}
+		return &result{err: keys.NewError(apierror.CodeInvalidPolicy, firstField(err), err.Error())}
 	}
 	if k := a.find(m.name); k != nil {
 		why := "an existing key"
@@ -494,7 +495,7 @@ func (a *keysActor) create(m *createKey) *result {
 		} else if k.RevokedAt != nil {
 			why = "a revoked key (names are never reused)"
 		}
-		return &result{err: &keys.Error{Status: 400, Code: "duplicate_key_name", Field: "name", Message: fmt.Sprintf("name %q is used by %s; choose another name", m.name, why)}}
+		return &result{err: keys.NewError(apierror.CodeDuplicateKeyName, "name", fmt.Sprintf("name %q is used by %s; choose another name", m.name, why))}
 	}
 	secret, err := keys.GenerateSecret()
 	if err != nil {
@@ -529,11 +530,11 @@ func (a *keysActor) change(name string, apply func(*keys.Key) error, rotate bool
 	}
 	switch {
 	case k == nil:
-		return &result{err: &keys.Error{Status: 404, Code: "key_not_found", Field: "name", Message: fmt.Sprintf("no key named %q", name)}}
+		return &result{err: keys.NewError(apierror.CodeKeyNotFound, "name", fmt.Sprintf("no key named %q", name))}
 	case k.Source == keys.FromConfig:
-		return &result{err: &keys.Error{Status: 409, Code: "read_only_tenant", Field: "name", Message: fmt.Sprintf("%q is a config-file tenant; change it in the config file and reload it (SIGHUP or POST /api/config/reload)", name)}}
+		return &result{err: keys.NewError(apierror.CodeReadOnlyTenant, "name", name)}
 	case k.RevokedAt != nil:
-		return &result{err: &keys.Error{Status: 409, Code: "key_revoked", Field: "name", Message: fmt.Sprintf("key %q is revoked; create a new key", name)}}
+		return &result{err: keys.NewError(apierror.CodeKeyRevoked, "name", fmt.Sprintf("key %q is revoked; create a new key", name))}
 	}
 	var secret string
 	if rotate {
@@ -570,12 +571,12 @@ func firstField(err error) string {
 func (a *keysActor) storeError(name string, err error) error {
 	switch {
 	case errors.Is(err, store.ErrDuplicateName):
-		return &keys.Error{Status: 400, Code: "duplicate_key_name", Field: "name", Message: fmt.Sprintf("name %q is already used; choose another name", name)}
+		return keys.NewError(apierror.CodeDuplicateKeyName, "name", fmt.Sprintf("name %q is already used; choose another name", name))
 	case errors.Is(err, store.ErrNotFound):
-		return &keys.Error{Status: 404, Code: "key_not_found", Field: "name", Message: fmt.Sprintf("no key named %q", name)}
+		return keys.NewError(apierror.CodeKeyNotFound, "name", fmt.Sprintf("no key named %q", name))
 	case errors.Is(err, store.ErrRevoked):
-		return &keys.Error{Status: 409, Code: "key_revoked", Field: "name", Message: fmt.Sprintf("key %q is revoked", name)}
+		return keys.NewError(apierror.CodeKeyRevoked, "name", fmt.Sprintf("key %q is revoked", name))
 	}
 	a.h.o.Log.Warn("the key store failed", "key", name, "err", err)
-	return &keys.Error{Status: 503, Code: "key_store_unavailable", Message: "the key store failed (" + store.PublicMessage(err, "no detail") + "); keys already issued keep working; retry once the store answers"}
+	return keys.NewError(apierror.CodeKeyStoreUnavailable, "", "the key store failed ("+store.PublicMessage(err, "no detail")+"); keys already issued keep working; retry once the store answers")
 }

@@ -37,6 +37,7 @@ import (
 
 	"github.com/omniroute/gateway/actors/supervise"
 	"github.com/omniroute/gateway/internal/admission"
+	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/growable"
 	"github.com/omniroute/gateway/internal/tenant"
@@ -67,10 +68,14 @@ const (
 
 // reasonInfo is what a caller is told about a reason.
 type reasonInfo struct {
-	code       string // machine-readable error code
-	status     int    // HTTP status of a refusal
+	// code is the error a refusal answers with: its code and status come
+	// from the gateway's table of error codes (apierror); only a refusal
+	// the caller is answered with (a rejection) has one.
+	code apierror.Code
+	// name and status stand for code where the reason is no refusal.
+	name       string
+	status     int
 	retryAfter int    // default Retry-After seconds (0 = none)
-	rejection  bool   // a refusal the caller is answered with
 	message    string // what happened and what to do
 }
 
@@ -78,47 +83,61 @@ type reasonInfo struct {
 // code, status, Retry-After and message here (TestReasonTableComplete), so
 // a reason cannot be added without what the caller is told.
 var reasons = [NumReasons]reasonInfo{
-	None: {code: "", status: 200},
-	QueueFull: {code: "admission_queue_full", status: 503, retryAfter: 1, rejection: true,
+	None: {name: "", status: 200},
+	QueueFull: {code: apierror.CodeAdmissionQueueFull, retryAfter: 1,
 		message: "the admission queue of this model's provider is full; retry after the Retry-After delay"},
-	Deadline: {code: "admission_deadline", status: 503, retryAfter: 1, rejection: true,
+	Deadline: {code: apierror.CodeAdmissionDeadline, retryAfter: 1,
 		message: "the request could not be admitted in time for its deadline (ADAPTIVE_ADMISSION_MAX_WAIT_MS, X-Stainless-Timeout or x-omniroute-timeout-ms); retry with a longer timeout or later"},
-	Overloaded: {code: "admission_overloaded", status: 503, retryAfter: 1, rejection: true,
+	Overloaded: {code: apierror.CodeAdmissionOverloaded, retryAfter: 1,
 		message: "the provider of this model is at its capacity and its queue would not drain within the queueing target; retry after the Retry-After delay (the measured drain time)"},
-	LaneEvicted: {code: "admission_lane_evicted", status: 503, retryAfter: 1, rejection: true,
+	LaneEvicted: {code: apierror.CodeAdmissionLaneEvicted, retryAfter: 1,
 		message: "the request's admission lane was evicted while it waited; retry after the Retry-After delay"},
-	Shutdown: {code: "admission_shutdown", status: 503, rejection: true,
+	Shutdown: {code: apierror.CodeAdmissionShutdown,
 		message: "the gateway is shutting down; retry against another instance"},
-	Unavailable: {code: "admission_unavailable", status: 503, retryAfter: 1, rejection: true,
+	Unavailable: {code: apierror.CodeAdmissionUnavailable, retryAfter: 1,
 		message: "admission did not answer in time; retry after the Retry-After delay"},
-	GlobalFull: {code: "admission_global_limit", status: 503, retryAfter: 1, rejection: true,
+	GlobalFull: {code: apierror.CodeAdmissionGlobalLimit, retryAfter: 1,
 		message: "the gateway holds as much work as ADAPTIVE_ADMISSION_GLOBAL_LIMIT allows; retry after the Retry-After delay or raise the limit"},
-	Busy:    {code: "admission_busy", status: 503, message: "no room on this upstream now"},
-	Aborted: {code: "admission_aborted", status: 499, message: "the caller left while its request was queued"},
+	Busy:    {name: "admission_busy", status: 503, message: "no room on this upstream now"},
+	Aborted: {name: "admission_aborted", status: 499, message: "the caller left while its request was queued"},
 }
 
 // Code is the machine-readable error code.
-func (r Reason) Code() string { return reasons[r].code }
+func (r Reason) Code() string {
+	if c := reasons[r].code; c != 0 {
+		return c.String()
+	}
+	return reasons[r].name
+}
+
+// APICode is the error a refusal answers with (zero for a reason that is
+// no refusal).
+func (r Reason) APICode() apierror.Code { return reasons[r].code }
 
 // RetryAfter is the default Retry-After in seconds (0 = none); a lease
 // may carry a measured one (Lease.RetryAfter).
 func (r Reason) RetryAfter() int { return reasons[r].retryAfter }
 
 // Status is the HTTP status of a request refused for r.
-func (r Reason) Status() int { return reasons[r].status }
+func (r Reason) Status() int {
+	if c := reasons[r].code; c != 0 {
+		return c.Status()
+	}
+	return reasons[r].status
+}
 
 // Message says what happened and what to do.
 func (r Reason) Message() string { return reasons[r].message }
 
 // Rejection reports whether r is a refusal the caller is answered with.
-func (r Reason) Rejection() bool { return reasons[r].rejection }
+func (r Reason) Rejection() bool { return reasons[r].code != 0 }
 
 // Rejections lists every refusal, in table order, for tables built from
 // this one.
 func Rejections() []Reason {
 	var out []Reason
 	for r := Reason(0); r < NumReasons; r++ {
-		if reasons[r].rejection {
+		if r.Rejection() {
 			out = append(out, r)
 		}
 	}

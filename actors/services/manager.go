@@ -118,7 +118,7 @@ func newSupervisor(m *Manager, h *Handle) *supervisor {
 		s.state = NotInstalled
 	}
 	if last := h.snap.Load(); last != nil {
-		s.restarts, s.lastExit = last.Restarts, last.LastExit
+		s.crashes.restarts, s.crashes.lastExit = last.Restarts, last.LastExit
 	}
 	return s
 }

@@ -111,11 +111,23 @@ type supervisor struct {
 	installed bool
 	autoStart bool
 
+	probes  probeState  // health checks
+	crashes crashState  // crashes, restarts and their backoff
+	ending  killState   // the end of the child and of the supervisor
+	waiting waiters     // callers waiting on a start or stop
+	timers  superTimers // the pending timers
+}
+
+// probeState is the health checking of the running child.
+type probeState struct {
 	healthFails  int
 	lastHealthAt time.Time
 	probing      bool
 	startProbes  int
+}
 
+// crashState is the crash history and the restart policy's state.
+type crashState struct {
 	restarts    uint64
 	consecutive int
 	crashTimes  []time.Time
@@ -124,17 +136,27 @@ type supervisor struct {
 	backoff     time.Duration
 	lastExit    *Exit
 	killReason  string // set when the supervisor kills a child it will count as crashed
+}
 
+// killState is how the current child is ending, and whether the
+// supervisor is closing for good.
+type killState struct {
 	exitSeen bool
 	killed   bool
 	killedAt time.Time
 	closing  bool
+}
 
+// waiters are the callers waiting for a start or a stop to finish.
+type waiters struct {
 	startWaiters []chan result
 	stopWaiters  []chan result
 	afterStop    []chan result
 	pendingStart bool
+}
 
+// superTimers are the supervisor's timers, at most one of each pending.
+type superTimers struct {
 	tHealth, tDeadline, tRestart, tGrace, tPoll clock.Timer
 }
 
@@ -197,7 +219,7 @@ func cancelTimer(t *clock.Timer) {
 }
 
 func (s *supervisor) stopTimers() {
-	for _, t := range []*clock.Timer{&s.tHealth, &s.tDeadline, &s.tRestart, &s.tGrace, &s.tPoll} {
+	for _, t := range []*clock.Timer{&s.timers.tHealth, &s.timers.tDeadline, &s.timers.tRestart, &s.timers.tGrace, &s.timers.tPoll} {
 		cancelTimer(t)
 	}
 }
@@ -218,22 +240,22 @@ func (s *supervisor) bump() {
 func (s *supervisor) abandon() {
 	s.stopTimers()
 	s.bump() // the killed child's exit, and probes in flight, are now stale
-	wanted := s.pendingStart || s.state == Starting || s.state == Running || (s.state == Error && !s.nextRestart.IsZero())
+	wanted := s.waiting.pendingStart || s.state == Starting || s.state == Running || (s.state == Error && !s.crashes.nextRestart.IsZero())
 	if p := s.proc; p != nil {
 		p.signalGroup(syscall.SIGKILL)
 		p.closeReadersAfter(readerGrace)
 		s.proc = nil
 	}
-	s.h.resume.Store(wanted && !s.closing)
+	s.h.resume.Store(wanted && !s.ending.closing)
 	s.event("the supervisor failed; killed the service's process group, a fresh supervisor takes over")
 	if s.state != NotInstalled {
-		s.state, s.health, s.startedAt, s.nextRestart = Stopped, Unknown, time.Time{}, time.Time{}
+		s.state, s.health, s.startedAt, s.crashes.nextRestart = Stopped, Unknown, time.Time{}, time.Time{}
 	}
 	s.publish()
 	failed := errors.New("the service's supervisor failed and was restarted; retry the command")
-	s.replyAll(&s.startWaiters, failed)
-	s.replyAll(&s.afterStop, failed)
-	s.replyAll(&s.stopWaiters, nil) // the process is gone, as asked
+	s.replyAll(&s.waiting.startWaiters, failed)
+	s.replyAll(&s.waiting.afterStop, failed)
+	s.replyAll(&s.waiting.stopWaiters, nil) // the process is gone, as asked
 }
 
 // event records a supervisor line in the service's log, so the logs
@@ -244,8 +266,8 @@ func (s *supervisor) event(format string, args ...any) {
 
 func (s *supervisor) status() Status {
 	st := Status{Tool: s.spec.Name, State: s.state, Health: s.health, Port: s.spec.Port,
-		Instance: s.instance, Installed: s.installed, AutoStart: s.autoStart, Restarts: s.restarts,
-		Crashes: len(s.crashTimes), ConsecutiveCrashes: s.consecutive, GaveUp: s.gaveUp, HealthFailures: s.healthFails, LastExit: s.lastExit}
+		Instance: s.instance, Installed: s.installed, AutoStart: s.autoStart, Restarts: s.crashes.restarts,
+		Crashes: len(s.crashes.crashTimes), ConsecutiveCrashes: s.crashes.consecutive, GaveUp: s.crashes.gaveUp, HealthFailures: s.probes.healthFails, LastExit: s.crashes.lastExit}
 	if s.proc != nil {
 		pid := s.proc.pid
 		st.PID = &pid
@@ -258,13 +280,13 @@ func (s *supervisor) status() Status {
 		e := s.lastError
 		st.LastError = &e
 	}
-	if !s.nextRestart.IsZero() {
-		t := s.nextRestart
+	if !s.crashes.nextRestart.IsZero() {
+		t := s.crashes.nextRestart
 		st.NextRestartAt = &t
-		st.BackoffMs = s.backoff.Milliseconds()
+		st.BackoffMs = s.crashes.backoff.Milliseconds()
 	}
-	if !s.lastHealthAt.IsZero() {
-		t := s.lastHealthAt
+	if !s.probes.lastHealthAt.IsZero() {
+		t := s.probes.lastHealthAt
 		st.LastHealthAt = &t
 	}
 	return st
@@ -294,7 +316,7 @@ func (s *supervisor) replyAll(list *[]chan result, err error) {
 func (s *supervisor) onStart(m startCmd) {
 	s.automatic = false
 	switch {
-	case s.closing:
+	case s.ending.closing:
 		reply(m.reply, s.status(), ErrClosed)
 		return
 	case !s.installed:
@@ -305,18 +327,18 @@ func (s *supervisor) onStart(m startCmd) {
 	case Running:
 		reply(m.reply, s.status(), nil)
 	case Starting:
-		s.startWaiters = append(s.startWaiters, m.reply)
+		s.waiting.startWaiters = append(s.waiting.startWaiters, m.reply)
 	case Stopping:
-		s.pendingStart = true
-		s.afterStop = append(s.afterStop, m.reply)
+		s.waiting.pendingStart = true
+		s.waiting.afterStop = append(s.waiting.afterStop, m.reply)
 	default:
 		if m.explicit {
 			s.clearCrashes()
 		}
-		cancelTimer(&s.tRestart)
-		s.nextRestart, s.backoff = time.Time{}, 0
+		cancelTimer(&s.timers.tRestart)
+		s.crashes.nextRestart, s.crashes.backoff = time.Time{}, 0
 		if m.reply != nil {
-			s.startWaiters = append(s.startWaiters, m.reply)
+			s.waiting.startWaiters = append(s.waiting.startWaiters, m.reply)
 		}
 		s.begin()
 	}
@@ -325,15 +347,15 @@ func (s *supervisor) onStart(m startCmd) {
 // clearCrashes forgets the crash history: an explicit start is the
 // operator saying "try again".
 func (s *supervisor) clearCrashes() {
-	s.gaveUp = false
-	s.consecutive = 0
-	s.crashTimes = nil
+	s.crashes.gaveUp = false
+	s.crashes.consecutive = 0
+	s.crashes.crashTimes = nil
 }
 
 func (s *supervisor) onRestart(m restartCmd) {
 	s.automatic = false
 	switch {
-	case s.closing:
+	case s.ending.closing:
 		reply(m.reply, s.status(), ErrClosed)
 		return
 	case !s.installed:
@@ -343,48 +365,48 @@ func (s *supervisor) onRestart(m restartCmd) {
 	s.clearCrashes()
 	switch {
 	case s.state == Stopping:
-		s.pendingStart = true
-		s.afterStop = append(s.afterStop, m.reply)
+		s.waiting.pendingStart = true
+		s.waiting.afterStop = append(s.waiting.afterStop, m.reply)
 	case s.proc != nil:
-		s.pendingStart = true
-		s.afterStop = append(s.afterStop, m.reply)
-		s.replyAll(&s.startWaiters, errors.New("start superseded by restart"))
+		s.waiting.pendingStart = true
+		s.waiting.afterStop = append(s.waiting.afterStop, m.reply)
+		s.replyAll(&s.waiting.startWaiters, errors.New("start superseded by restart"))
 		s.beginStop()
 	default:
 		// Nothing of ours runs (stopped, error or probing): a fresh start.
-		cancelTimer(&s.tRestart)
-		s.nextRestart, s.backoff = time.Time{}, 0
-		s.replyAll(&s.startWaiters, errors.New("start superseded by restart"))
-		s.startWaiters = append(s.startWaiters, m.reply)
+		cancelTimer(&s.timers.tRestart)
+		s.crashes.nextRestart, s.crashes.backoff = time.Time{}, 0
+		s.replyAll(&s.waiting.startWaiters, errors.New("start superseded by restart"))
+		s.waiting.startWaiters = append(s.waiting.startWaiters, m.reply)
 		s.begin()
 	}
 }
 
 func (s *supervisor) onStop(m stopCmd) {
 	if m.closing {
-		s.closing = true
+		s.ending.closing = true
 	}
 	switch {
 	case s.state == Stopping:
-		s.stopWaiters = append(s.stopWaiters, m.reply)
+		s.waiting.stopWaiters = append(s.waiting.stopWaiters, m.reply)
 	case s.proc != nil:
-		s.stopWaiters = append(s.stopWaiters, m.reply)
-		s.replyAll(&s.startWaiters, errors.New("start cancelled by stop"))
+		s.waiting.stopWaiters = append(s.waiting.stopWaiters, m.reply)
+		s.replyAll(&s.waiting.startWaiters, errors.New("start cancelled by stop"))
 		s.beginStop()
 	default:
 		// Nothing of ours runs: a probe in flight is invalidated, a
 		// pending restart is cancelled.
 		s.bump()
 		s.stopTimers()
-		s.probing = false
+		s.probes.probing = false
 		s.instance = ""
-		s.startedAt, s.nextRestart, s.backoff = time.Time{}, time.Time{}, 0
-		s.health, s.healthFails = Unknown, 0
+		s.startedAt, s.crashes.nextRestart, s.crashes.backoff = time.Time{}, time.Time{}, 0
+		s.health, s.probes.healthFails = Unknown, 0
 		if s.state != NotInstalled {
 			s.state = Stopped
-			s.gaveUp = false
+			s.crashes.gaveUp = false
 		}
-		s.replyAll(&s.startWaiters, errors.New("start cancelled by stop"))
+		s.replyAll(&s.waiting.startWaiters, errors.New("start cancelled by stop"))
 		s.publish()
 		reply(m.reply, s.status(), nil)
 	}
@@ -414,7 +436,7 @@ func (s *supervisor) onInstall(m installCmd) {
 		}
 		s.bump()
 		s.stopTimers()
-		s.installed, s.state, s.nextRestart, s.backoff = false, NotInstalled, time.Time{}, 0
+		s.installed, s.state, s.crashes.nextRestart, s.crashes.backoff = false, NotInstalled, time.Time{}, 0
 		s.clearCrashes()
 		s.publish()
 		reply(m.reply, s.status(), nil)
@@ -444,7 +466,7 @@ func (s *supervisor) onInstall(m installCmd) {
 func (s *supervisor) begin() {
 	s.bump()
 	s.state, s.health, s.lastError = Starting, Unknown, ""
-	s.instance, s.healthFails, s.startedAt = "", 0, time.Time{}
+	s.instance, s.probes.healthFails, s.startedAt = "", 0, time.Time{}
 	s.publish()
 	gen, spec, hc, root, pid := s.gen, s.spec, s.m.hc, s.m.root, s.self
 	s.m.goProbe(func() {
@@ -493,7 +515,7 @@ func (s *supervisor) fail(msg string) {
 	s.state, s.health, s.lastError = Error, Unknown, msg
 	s.event("%s", msg)
 	s.publish()
-	s.replyAll(&s.startWaiters, nil)
+	s.replyAll(&s.waiting.startWaiters, nil)
 }
 
 func (s *supervisor) spawn() {
@@ -519,20 +541,20 @@ func (s *supervisor) spawn() {
 	s.spawnedAt = s.now()
 	s.startedAt = s.spawnedAt
 	s.event("started pid %d on port %d", c.pid, s.spec.Port)
-	s.tDeadline = s.after(s.spec.StartTimeout, startDeadline{gen})
-	s.startProbes = 0
-	s.tHealth = s.after(s.startProbeDelay(), healthTick{gen})
+	s.timers.tDeadline = s.after(s.spec.StartTimeout, startDeadline{gen})
+	s.probes.startProbes = 0
+	s.timers.tHealth = s.after(s.startProbeDelay(), healthTick{gen})
 	s.publish()
 }
 
 // --- health ---
 
 func (s *supervisor) onHealthTick(m healthTick) {
-	s.tHealth = nil
-	if m.gen != s.gen || (s.state != Starting && s.state != Running) || s.probing {
+	s.timers.tHealth = nil
+	if m.gen != s.gen || (s.state != Starting && s.state != Running) || s.probes.probing {
 		return
 	}
-	s.probing = true
+	s.probes.probing = true
 	gen, spec, hc, root, pid := s.gen, s.spec, s.m.hc, s.m.root, s.self
 	nonce, pgid := s.nonce, 0
 	if s.proc != nil {
@@ -551,39 +573,39 @@ func (s *supervisor) onHealthDone(m healthDone) {
 	if m.gen != s.gen {
 		return
 	}
-	s.probing = false
-	s.lastHealthAt = s.now()
+	s.probes.probing = false
+	s.probes.lastHealthAt = s.now()
 	r := m.res
 	switch s.state {
 	case Starting:
 		if r.ok {
-			cancelTimer(&s.tDeadline)
-			s.state, s.health, s.healthFails, s.instance = Running, Healthy, 0, r.instance
+			cancelTimer(&s.timers.tDeadline)
+			s.state, s.health, s.probes.healthFails, s.instance = Running, Healthy, 0, r.instance
 			s.event("healthy after %dms", s.now().Sub(s.spawnedAt).Milliseconds())
-			s.tHealth = s.after(s.spec.HealthInterval, healthTick{s.gen})
+			s.timers.tHealth = s.after(s.spec.HealthInterval, healthTick{s.gen})
 			s.publish()
-			s.replyAll(&s.startWaiters, nil)
+			s.replyAll(&s.waiting.startWaiters, nil)
 			return
 		}
-		s.tHealth = s.after(s.startProbeDelay(), healthTick{s.gen})
+		s.timers.tHealth = s.after(s.startProbeDelay(), healthTick{s.gen})
 	case Running:
 		if r.ok {
-			s.health, s.healthFails = Healthy, 0
+			s.health, s.probes.healthFails = Healthy, 0
 			s.publish()
 		} else {
-			s.healthFails++
+			s.probes.healthFails++
 			if r.stranger {
 				// Another process answers on the port: our child does not
 				// serve it, and nothing may be sent there a moment longer.
-				s.healthFails = max(s.healthFails, s.spec.HealthFailures)
+				s.probes.healthFails = max(s.probes.healthFails, s.spec.HealthFailures)
 			}
-			if s.healthFails >= s.spec.HealthFailures && s.health != Unhealthy {
+			if s.probes.healthFails >= s.spec.HealthFailures && s.health != Unhealthy {
 				s.health = Unhealthy
-				s.lastError = fmt.Sprintf("health check failed %d times in a row: %s", s.healthFails, r.detail)
+				s.lastError = fmt.Sprintf("health check failed %d times in a row: %s", s.probes.healthFails, r.detail)
 				s.event("%s", s.lastError)
 				switch {
 				case s.proc != nil && s.spec.Restart.Enabled:
-					s.killReason = s.lastError
+					s.crashes.killReason = s.lastError
 					s.proc.signalGroup(syscall.SIGKILL)
 					s.publish()
 					return // the exit restarts it
@@ -591,23 +613,23 @@ func (s *supervisor) onHealthDone(m healthDone) {
 			}
 			s.publish()
 		}
-		s.tHealth = s.after(s.spec.HealthInterval, healthTick{s.gen})
+		s.timers.tHealth = s.after(s.spec.HealthInterval, healthTick{s.gen})
 	}
 }
 
 // startProbeDelay is the gap before the next probe of a starting service.
 func (s *supervisor) startProbeDelay() time.Duration {
-	d := startProbeFirst << min(s.startProbes, 4)
-	s.startProbes++
+	d := startProbeFirst << min(s.probes.startProbes, 4)
+	s.probes.startProbes++
 	return min(d, startProbeEvery, s.spec.HealthInterval)
 }
 
 func (s *supervisor) onStartDeadline(m startDeadline) {
-	s.tDeadline = nil
+	s.timers.tDeadline = nil
 	if m.gen != s.gen || s.state != Starting || s.proc == nil {
 		return
 	}
-	s.killReason = fmt.Sprintf("did not become healthy within %dms of starting", s.spec.StartTimeout.Milliseconds())
+	s.crashes.killReason = fmt.Sprintf("did not become healthy within %dms of starting", s.spec.StartTimeout.Milliseconds())
 	s.proc.signalGroup(syscall.SIGKILL)
 }
 
@@ -618,9 +640,9 @@ func (s *supervisor) onExited(m exited) {
 		return
 	}
 	e := m.exit
-	s.lastExit = &e
+	s.crashes.lastExit = &e
 	if s.state == Stopping {
-		s.exitSeen = true
+		s.ending.exitSeen = true
 		s.event("pid %d exited (%s)", s.proc.pid, exitText(e))
 		s.checkStopped()
 		return
@@ -629,11 +651,11 @@ func (s *supervisor) onExited(m exited) {
 	p.signalGroup(syscall.SIGKILL) // leave no grandchild behind
 	p.closeReadersAfter(readerGrace)
 	s.proc = nil
-	cancelTimer(&s.tHealth)
-	cancelTimer(&s.tDeadline)
-	s.probing = false
-	reason := s.killReason
-	s.killReason = ""
+	cancelTimer(&s.timers.tHealth)
+	cancelTimer(&s.timers.tDeadline)
+	s.probes.probing = false
+	reason := s.crashes.killReason
+	s.crashes.killReason = ""
 	if reason == "" {
 		reason = exitText(e)
 		if e.RanMs < FastCrash.Milliseconds() {
@@ -660,36 +682,36 @@ func exitText(e Exit) string {
 // crash applies the restart policy after an unexpected end of the child.
 func (s *supervisor) crash(reason string, ran time.Duration) {
 	now := s.now()
-	s.health, s.healthFails, s.startedAt = Unknown, 0, time.Time{}
+	s.health, s.probes.healthFails, s.startedAt = Unknown, 0, time.Time{}
 	rp := s.spec.Restart
 	if ran >= rp.StableAfter {
-		s.consecutive = 0 // a stable run earns a fresh backoff
+		s.crashes.consecutive = 0 // a stable run earns a fresh backoff
 	}
-	s.consecutive++
-	kept := s.crashTimes[:0]
-	for _, t := range s.crashTimes {
+	s.crashes.consecutive++
+	kept := s.crashes.crashTimes[:0]
+	for _, t := range s.crashes.crashTimes {
 		if now.Sub(t) < rp.Window {
 			kept = append(kept, t)
 		}
 	}
-	s.crashTimes = append(kept, now)
+	s.crashes.crashTimes = append(kept, now)
 	s.state, s.lastError = Error, reason
 	switch {
-	case s.closing || !rp.Enabled:
+	case s.ending.closing || !rp.Enabled:
 		s.event("%s", reason)
-	case len(s.crashTimes) > rp.MaxCrashes:
-		s.gaveUp = true
+	case len(s.crashes.crashTimes) > rp.MaxCrashes:
+		s.crashes.gaveUp = true
 		s.lastError = fmt.Sprintf("gave up after %d crashes within %ds (last: %s); fix the service, then POST /api/services/%s/start",
-			len(s.crashTimes), int(rp.Window/time.Second), reason, s.spec.Name)
+			len(s.crashes.crashTimes), int(rp.Window/time.Second), reason, s.spec.Name)
 		s.event("%s", s.lastError)
 	default:
-		d := s.backoffFor(s.consecutive)
-		s.backoff, s.nextRestart = d, now.Add(d)
-		s.event("%s; restarting in %dms (crash %d of at most %d within %ds)", reason, d.Milliseconds(), len(s.crashTimes), rp.MaxCrashes, int(rp.Window/time.Second))
-		s.tRestart = s.after(d, restartDue{s.gen})
+		d := s.backoffFor(s.crashes.consecutive)
+		s.crashes.backoff, s.crashes.nextRestart = d, now.Add(d)
+		s.event("%s; restarting in %dms (crash %d of at most %d within %ds)", reason, d.Milliseconds(), len(s.crashes.crashTimes), rp.MaxCrashes, int(rp.Window/time.Second))
+		s.timers.tRestart = s.after(d, restartDue{s.gen})
 	}
 	s.publish()
-	s.replyAll(&s.startWaiters, nil)
+	s.replyAll(&s.waiting.startWaiters, nil)
 }
 
 // backoffFor is the delay before the restart after the n-th consecutive
@@ -699,12 +721,12 @@ func (s *supervisor) backoffFor(n int) time.Duration {
 }
 
 func (s *supervisor) onRestartDue(m restartDue) {
-	s.tRestart = nil
-	if m.gen != s.gen || s.state != Error || s.gaveUp || s.closing {
+	s.timers.tRestart = nil
+	if m.gen != s.gen || s.state != Error || s.crashes.gaveUp || s.ending.closing {
 		return
 	}
-	s.restarts++
-	s.nextRestart, s.backoff = time.Time{}, 0
+	s.crashes.restarts++
+	s.crashes.nextRestart, s.crashes.backoff = time.Time{}, 0
 	s.automatic = true
 	s.begin()
 }
@@ -712,39 +734,39 @@ func (s *supervisor) onRestartDue(m restartDue) {
 // --- stop ---
 
 func (s *supervisor) beginStop() {
-	cancelTimer(&s.tHealth)
-	cancelTimer(&s.tDeadline)
-	cancelTimer(&s.tRestart)
-	s.probing = false
+	cancelTimer(&s.timers.tHealth)
+	cancelTimer(&s.timers.tDeadline)
+	cancelTimer(&s.timers.tRestart)
+	s.probes.probing = false
 	s.state = Stopping
-	s.exitSeen, s.killed = false, false
+	s.ending.exitSeen, s.ending.killed = false, false
 	s.proc.signalGroup(syscall.SIGTERM)
 	s.event("stopping pid %d (SIGTERM to its process group, SIGKILL after %dms)", s.proc.pid, s.spec.StopTimeout.Milliseconds())
-	s.tGrace = s.after(s.spec.StopTimeout, graceOver{s.gen})
-	s.tPoll = s.after(stopPollEvery, stopPoll{s.gen})
+	s.timers.tGrace = s.after(s.spec.StopTimeout, graceOver{s.gen})
+	s.timers.tPoll = s.after(stopPollEvery, stopPoll{s.gen})
 	s.publish()
 }
 
 func (s *supervisor) onGraceOver(m graceOver) {
-	s.tGrace = nil
+	s.timers.tGrace = nil
 	if m.gen != s.gen || s.state != Stopping || s.proc == nil {
 		return
 	}
-	s.killed, s.killedAt = true, s.now()
+	s.ending.killed, s.ending.killedAt = true, s.now()
 	s.event("still running %dms after SIGTERM; sending SIGKILL to the process group", s.spec.StopTimeout.Milliseconds())
 	s.proc.signalGroup(syscall.SIGKILL)
 }
 
 func (s *supervisor) onStopPoll(m stopPoll) {
-	s.tPoll = nil
+	s.timers.tPoll = nil
 	if m.gen != s.gen || s.state != Stopping {
 		return
 	}
-	if s.exitSeen {
+	if s.ending.exitSeen {
 		s.checkStopped()
 	}
 	if s.state == Stopping {
-		s.tPoll = s.after(stopPollEvery, stopPoll{s.gen})
+		s.timers.tPoll = s.after(stopPollEvery, stopPoll{s.gen})
 	}
 }
 
@@ -753,30 +775,30 @@ func (s *supervisor) onStopPoll(m stopPoll) {
 func (s *supervisor) checkStopped() {
 	p := s.proc
 	if p.groupAlive() {
-		if !s.killed || s.now().Sub(s.killedAt) < killWait {
+		if !s.ending.killed || s.now().Sub(s.ending.killedAt) < killWait {
 			return
 		}
 		s.event("process group %d still has members %dms after SIGKILL; giving up on it", p.pid, killWait.Milliseconds())
 	}
 	p.closeReadersAfter(readerGrace)
 	s.proc = nil
-	cancelTimer(&s.tGrace)
-	cancelTimer(&s.tPoll)
-	s.state, s.health, s.healthFails = Stopped, Unknown, 0
+	cancelTimer(&s.timers.tGrace)
+	cancelTimer(&s.timers.tPoll)
+	s.state, s.health, s.probes.healthFails = Stopped, Unknown, 0
 	s.startedAt, s.instance = time.Time{}, ""
-	if s.killed {
+	if s.ending.killed {
 		s.lastError = fmt.Sprintf("did not stop within %dms of SIGTERM and was killed", s.spec.StopTimeout.Milliseconds())
 	}
 	s.event("stopped")
 	s.publish()
-	s.replyAll(&s.stopWaiters, nil)
-	if s.pendingStart && !s.closing {
-		s.pendingStart = false
-		s.startWaiters = append(s.startWaiters, s.afterStop...)
-		s.afterStop = nil
+	s.replyAll(&s.waiting.stopWaiters, nil)
+	if s.waiting.pendingStart && !s.ending.closing {
+		s.waiting.pendingStart = false
+		s.waiting.startWaiters = append(s.waiting.startWaiters, s.waiting.afterStop...)
+		s.waiting.afterStop = nil
 		s.begin()
 		return
 	}
-	s.pendingStart = false
-	s.replyAll(&s.afterStop, ErrClosed)
+	s.waiting.pendingStart = false
+	s.replyAll(&s.waiting.afterStop, ErrClosed)
 }

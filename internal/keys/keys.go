@@ -18,6 +18,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 )
@@ -47,8 +48,7 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 // ValidateName checks a key name (the same rule as config tenant names).
 func ValidateName(name string) error {
 	if !nameRE.MatchString(name) {
-		return &Error{Status: 400, Code: "invalid_key_name", Field: "name",
-			Message: fmt.Sprintf("name %q: want 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", name)}
+		return NewError(apierror.CodeInvalidKeyName, "name", name)
 	}
 	return nil
 }
@@ -60,6 +60,14 @@ type Error struct {
 	Code    string
 	Field   string
 	Message string
+}
+
+// NewError is the key API's error of code c (its status and code from
+// the table of error codes), blaming field ("" for none), its message
+// the table's, filled in with args.
+func NewError(c apierror.Code, field string, args ...any) *Error {
+	a := apierror.New(c, args...)
+	return &Error{Status: a.Status, Code: a.Code, Field: field, Message: a.Message}
 }
 
 func (e *Error) Error() string {
@@ -103,7 +111,7 @@ func DecodePolicy(body []byte) (tenantpolicy.Policy, error) {
 
 // policyError turns a tenantpolicy error into a 400 naming the first field.
 func policyError(err error) error {
-	e := &Error{Status: 400, Code: "invalid_policy", Message: err.Error()}
+	e := NewError(apierror.CodeInvalidPolicy, "", err.Error())
 	switch v := err.(type) {
 	case tenantpolicy.FieldError:
 		e.Field = v.Path

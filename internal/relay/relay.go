@@ -22,16 +22,89 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/config"
 )
 
-// Fallback reason codes (X-Routing-Fallback-Reason).
+// Fallback is why a relay request Bifrost could have served was served
+// by the native pipeline: the relay's family of fallback reasons.
+type Fallback uint8
+
+// Fallback reasons (ReasonNone: no fallback).
 const (
-	ReasonCooldown        = "bifrost-cooldown"
-	ReasonError           = "bifrost-error"
-	ReasonIneligible      = "bifrost-ineligible"
-	ReasonProviderUnknown = "bifrost-provider-unknown"
+	ReasonNone Fallback = iota
+	ReasonCooldown
+	ReasonError
+	ReasonIneligible
+	ReasonProviderUnknown
+	NumFallbacks
 )
+
+// fallbacks is the one table of the fallback reasons: each one's code, as
+// sent in X-Routing-Fallback-Reason and counted in
+// omniroute_relay_fallbacks_total (TestReasonTables).
+var fallbacks = [NumFallbacks]string{
+	ReasonNone:            "",
+	ReasonCooldown:        "bifrost-cooldown",
+	ReasonError:           "bifrost-error",
+	ReasonIneligible:      "bifrost-ineligible",
+	ReasonProviderUnknown: "bifrost-provider-unknown",
+}
+
+// String is the reason's code.
+func (f Fallback) String() string { return fallbacks[f] }
+
+// Fallbacks lists the fallback reasons (ReasonNone excluded).
+func Fallbacks() []Fallback {
+	out := make([]Fallback, 0, NumFallbacks-1)
+	for f := ReasonNone + 1; f < NumFallbacks; f++ {
+		out = append(out, f)
+	}
+	return out
+}
+
+// Rejection is why the relay refused a request: the relay's family of
+// rejection reasons.
+type Rejection uint8
+
+// Rejection reasons.
+const (
+	RejectMissingToken Rejection = iota
+	RejectInvalidToken
+	RejectExpiredToken
+	RejectRateLimited
+	RejectModelNotAllowed
+	NumRejections
+)
+
+// rejections is the one table of the rejection reasons: each one's name,
+// counted in omniroute_relay_rejected_total, and the error the caller
+// gets (TestReasonTables).
+var rejections = [NumRejections]struct {
+	name string
+	code apierror.Code
+}{
+	RejectMissingToken:    {"missing_token", apierror.CodeMissingRelayToken},
+	RejectInvalidToken:    {"invalid_token", apierror.CodeInvalidAPIKey},
+	RejectExpiredToken:    {"expired_token", apierror.CodeRelayTokenExpired},
+	RejectRateLimited:     {"rate_limited", apierror.CodeRateLimitExceeded},
+	RejectModelNotAllowed: {"model_not_allowed", apierror.CodeModelNotAllowed},
+}
+
+// String is the reason's name (the metric's label).
+func (r Rejection) String() string { return rejections[r].name }
+
+// Code is the error a request refused for r is answered with.
+func (r Rejection) Code() apierror.Code { return rejections[r].code }
+
+// Rejections lists the rejection reasons.
+func Rejections() []Rejection {
+	out := make([]Rejection, 0, NumRejections)
+	for r := Rejection(0); r < NumRejections; r++ {
+		out = append(out, r)
+	}
+	return out
+}
 
 // Token is one relay credential.
 type Token struct {
@@ -217,7 +290,7 @@ func (c *Cooldowns) Clear(base string) {
 type Manifest map[string]config.RelayProvider
 
 // Eligibility answers for provider: eligible, or the fallback reason.
-func (m Manifest) Eligibility(provider string) (eligible bool, reason string) {
+func (m Manifest) Eligibility(provider string) (eligible bool, reason Fallback) {
 	p, ok := m[provider]
 	switch {
 	case !ok || provider == "":
@@ -225,7 +298,7 @@ func (m Manifest) Eligibility(provider string) (eligible bool, reason string) {
 	case !p.Bifrost:
 		return false, ReasonIneligible
 	}
-	return true, ""
+	return true, ReasonNone
 }
 
 // ProviderError reports whether a non-2xx relay answer carries an error

@@ -142,9 +142,10 @@ func TestCooldowns(t *testing.T) {
 func TestManifest(t *testing.T) {
 	m := Manifest{"openai": {Bifrost: true}, "mock": {Bifrost: false}}
 	for _, tc := range []struct {
-		p, reason string
-		ok        bool
-	}{{"openai", "", true}, {"mock", ReasonIneligible, false}, {"groq", ReasonProviderUnknown, false}, {"", ReasonProviderUnknown, false}} {
+		p      string
+		reason Fallback
+		ok     bool
+	}{{"openai", ReasonNone, true}, {"mock", ReasonIneligible, false}, {"groq", ReasonProviderUnknown, false}, {"", ReasonProviderUnknown, false}} {
 		ok, reason := m.Eligibility(tc.p)
 		if ok != tc.ok || reason != tc.reason {
 			t.Errorf("Eligibility(%q) = %v %q", tc.p, ok, reason)

@@ -33,23 +33,22 @@ const (
 type kindInfo struct {
 	// Name is the machine-readable reason (the error's "reason" field),
 	// named after the policy field that refused.
-	Name          string
-	Status        int
-	Code          string
-	Type          string // OpenAI error type
-	AnthropicType string
-	Message       string
+	Name string
+	// Code is the error the refusal answers with; its status and type
+	// are the table of error codes' (apierror).
+	Code    apierror.Code
+	Message string
 }
 
 var kinds = [NumKinds]kindInfo{
 	KindNone: {Name: "none"},
-	KindModel: {"allowed_models", 403, "model_not_allowed", "permission_error", "permission_error",
+	KindModel: {"allowed_models", apierror.CodeModelNotAllowed,
 		"this key may not use the requested model (allowed_models); ask for one of its allowed models"},
-	KindDailyBudget: {"daily_budget_usd", 402, "budget_exceeded", "insufficient_quota", "billing_error",
+	KindDailyBudget: {"daily_budget_usd", apierror.CodeBudgetExceeded,
 		"this key's daily spend budget (daily_budget_usd) is used up; it resets at 00:00 UTC (see Retry-After)"},
-	KindMonthlyBudget: {"monthly_budget_usd", 402, "budget_exceeded", "insufficient_quota", "billing_error",
+	KindMonthlyBudget: {"monthly_budget_usd", apierror.CodeBudgetExceeded,
 		"this key's monthly spend budget (monthly_budget_usd) is used up; it resets on the first of the month, 00:00 UTC (see Retry-After)"},
-	KindConcurrency: {"max_concurrent", 429, "rate_limit_exceeded", "rate_limit_error", "rate_limit_error",
+	KindConcurrency: {"max_concurrent", apierror.CodeRateLimitExceeded,
 		"this key already has its maximum of requests in flight (max_concurrent); retry when one finishes"},
 	KindRequests:        rateInfo("request", "requests_per_minute", ""),
 	KindTokens:          rateInfo("token", "tokens_per_minute", ", or lower max_tokens"),
@@ -57,16 +56,16 @@ var kinds = [NumKinds]kindInfo{
 	KindRequestsPerDay:  rateInfo("request", "requests_per_day", ""),
 	KindTokensPerHour:   rateInfo("token", "tokens_per_hour", ", or lower max_tokens"),
 	KindTokensPerDay:    rateInfo("token", "tokens_per_day", ", or lower max_tokens"),
-	KindDailyBudgetHeld: {"daily_budget_usd_in_flight", 429, "rate_limit_exceeded", "rate_limit_error", "rate_limit_error",
+	KindDailyBudgetHeld: {"daily_budget_usd_in_flight", apierror.CodeRateLimitExceeded,
 		"the rest of this key's daily budget (daily_budget_usd) is held by requests in flight (in cluster mode, also by other nodes, or not yet leased to this one); retry after the time in Retry-After"},
-	KindMonthlyBudgetHeld: {"monthly_budget_usd_in_flight", 429, "rate_limit_exceeded", "rate_limit_error", "rate_limit_error",
+	KindMonthlyBudgetHeld: {"monthly_budget_usd_in_flight", apierror.CodeRateLimitExceeded,
 		"the rest of this key's monthly budget (monthly_budget_usd) is held by requests in flight (in cluster mode, also by other nodes, or not yet leased to this one); retry after the time in Retry-After"},
 }
 
 // rateInfo is the refusal of a rolling rate window: the policy field that
 // refused is its reason.
 func rateInfo(what, field, also string) kindInfo {
-	return kindInfo{field, 429, "rate_limit_exceeded", "rate_limit_error", "rate_limit_error",
+	return kindInfo{field, apierror.CodeRateLimitExceeded,
 		"this key's " + what + " rate limit (" + field + ", counted over any such window, not a calendar one) is reached; retry after the time in Retry-After" + also}
 }
 
@@ -104,7 +103,8 @@ func (k Kind) Budget() bool { return k == KindDailyBudget || k == KindMonthlyBud
 // seconds. The message is a constant, so building it does not allocate.
 func (r *Result) APIError() apierror.Error {
 	k := kinds[r.Kind]
-	e := apierror.Error{Status: k.Status, Type: k.Type, AnthropicType: k.AnthropicType, Code: k.Code, Message: k.Message, Reason: k.Name}
+	e := apierror.Make(k.Code, k.Message)
+	e.Reason = k.Name
 	if r.Kind != KindModel {
 		e.RetryAfter = r.RetryAfterSeconds()
 	}

@@ -249,10 +249,11 @@ func TestErrors(t *testing.T) {
 	}
 	for _, k := range Kinds() {
 		ki := kinds[k]
-		if ki.Name == "" || ki.Status == 0 || ki.Code == "" || ki.Type == "" || ki.AnthropicType == "" || ki.Message == "" || k.String() != ki.Name {
+		d := ki.Code.Def()
+		if ki.Name == "" || d.Status == 0 || d.Code == "" || d.Type == "" || apierror.AnthropicType(d.Status) == "" || ki.Message == "" || k.String() != ki.Name {
 			t.Errorf("kind %d is incomplete: %+v", k, ki)
 		}
-		if k.Budget() != (ki.Code == "budget_exceeded") {
+		if k.Budget() != (d.Code == "budget_exceeded") {
 			t.Errorf("kind %s: Budget() disagrees with its code", ki.Name)
 		}
 	}

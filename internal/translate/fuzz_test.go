@@ -25,7 +25,7 @@ func fuzzRequest(t *testing.T, from dialect.ID, body []byte) {
 		out, err := tr.Request(nil, body)
 		if err != nil {
 			var te *Error
-			if !errors.As(err, &te) || te.Field == "" || te.Code == "" {
+			if !errors.As(err, &te) || te.Field == "" || te.Code == 0 {
 				t.Fatalf("%s→%s: untyped error %v", from, to, err)
 			}
 			continue

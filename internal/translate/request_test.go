@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/dialect"
 )
 
@@ -25,7 +26,7 @@ type reqWant struct {
 	body    string
 	dropped []string
 	field   string // refusal: the field named
-	code    string
+	code    apierror.Code
 }
 
 const weatherSchema = `{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`
@@ -212,7 +213,7 @@ var refusals = []struct {
 	to     dialect.ID
 	body   string
 	field  string
-	code   string
+	code   apierror.Code
 	reason string
 }{
 	{dialect.Chat, dialect.Messages, `{"model":"m","n":2,"messages":[{"role":"user","content":"x"}]}`, "n", CodeUnsupported, ""},
@@ -304,7 +305,7 @@ func TestRefusals(t *testing.T) {
 			t.Errorf("%s: a refusal left output %q", tc.body, out)
 		}
 		a := te.APIError()
-		if a.Status != 400 || a.Code != tc.code || !strings.Contains(a.Message, tc.field) {
+		if a.Status != 400 || a.Code != tc.code.String() || !strings.Contains(a.Message, tc.field) {
 			t.Errorf("%s: API error %+v", tc.body, a)
 		}
 	}

@@ -50,12 +50,12 @@ type Options struct {
 	ReplyModel []byte
 }
 
-// Error codes of translation refusals.
+// Error codes of translation refusals (rows of the table of error codes).
 const (
-	CodeUnsupported      = "unsupported_field"
-	CodeInvalid          = "invalid_field"
-	CodePreviousResponse = "previous_response_not_supported"
-	CodeInvalidJSON      = "invalid_json"
+	CodeUnsupported      = apierror.CodeUnsupportedField
+	CodeInvalid          = apierror.CodeInvalidField
+	CodePreviousResponse = apierror.CodePreviousResponseNotSupported
+	CodeInvalidJSON      = apierror.CodeInvalidJSON
 )
 
 // Error is a request the translator refuses: a field the upstream dialect
@@ -63,7 +63,7 @@ const (
 // 400 (APIError) in the caller's dialect.
 type Error struct {
 	Field   string // JSON path in the caller's body, e.g. "messages[2].content[0].type"
-	Code    string
+	Code    apierror.Code
 	Message string
 }
 
@@ -71,7 +71,7 @@ func (e *Error) Error() string { return e.Field + ": " + e.Message }
 
 // APIError renders the refusal as the gateway's 400.
 func (e *Error) APIError() *apierror.Error {
-	return &apierror.Error{Status: 400, Type: "invalid_request_error", Code: e.Code, Message: e.Error()}
+	return apierror.New(e.Code, e.Error())
 }
 
 // UpstreamError is an upstream answer the translator cannot read (not the
@@ -82,7 +82,7 @@ func (e *UpstreamError) Error() string { return e.Msg }
 
 // APIError renders it as the gateway's 502.
 func (e *UpstreamError) APIError() *apierror.Error {
-	return &apierror.Error{Status: 502, Type: "server_error", Code: "upstream_protocol_error", Message: e.Msg}
+	return apierror.New(apierror.CodeUpstreamProtocolError, e.Msg)
 }
 
 // Translator converts one request and its answer. The zero value is not
@@ -164,7 +164,7 @@ func (t *Translator) drop(field string) {
 	t.dropped = append(t.dropped, field)
 }
 
-func (t *Translator) refuse(code string, field loc, format string, args ...any) error {
+func (t *Translator) refuse(code apierror.Code, field loc, format string, args ...any) error {
 	return &Error{Field: field.String(), Code: code, Message: fmt.Sprintf(format, args...)}
 }
 

@@ -134,8 +134,7 @@ func (e *Edge) guardBrowser(ctx *fasthttp.RequestCtx, r Route, guard Guard, rid 
 	p := &e.browser
 	h := &ctx.Request.Header
 	if !p.hostAllowed(h.Host()) {
-		writeIn(ctx, r, rid, &apierror.Error{Status: 403, Type: "permission_error", Code: "host_not_allowed",
-			Message: "the Host header " + quoteHeader(h.Host()) + " is not a name of this gateway (DNS rebinding defence); call it by IP address or localhost, or add the name to OMNIROUTE_ALLOWED_HOSTS"})
+		writeIn(ctx, r, rid, apierror.New(apierror.CodeHostNotAllowed, quoteHeader(h.Host())))
 		return false
 	}
 	origin := h.Peek("Origin")
@@ -186,8 +185,7 @@ func validHeaderList(b []byte) bool {
 }
 
 func errOrigin(who string) *apierror.Error {
-	return &apierror.Error{Status: 403, Type: "permission_error", Code: "origin_not_allowed",
-		Message: "requests from " + who + " are not allowed (browser request forgery defence); add the origin to OMNIROUTE_CORS_ORIGINS to let a browser app call the gateway"}
+	return apierror.New(apierror.CodeOriginNotAllowed, who)
 }
 
 // quoteHeader quotes a header value for a message, bounded.
@@ -228,8 +226,8 @@ func managementBodyOK(ctx *fasthttp.RequestCtx) bool {
 	return cl == 0 || cl == -2 // no body declared (-2: no Content-Length, no chunking)
 }
 
-var errMgmtMediaType = &apierror.Error{Status: 415, Type: "invalid_request_error", Code: "unsupported_media_type",
-	Message: "a management request that changes state takes a JSON body (Content-Type: application/json) or no body and no Content-Type"}
+var errMgmtMediaType = apierror.New(apierror.CodeUnsupportedMediaType,
+	"a management request that changes state takes a JSON body (Content-Type: application/json) or no body and no Content-Type")
 
 // IsJSONMediaType reports a JSON media type (application/json or any
 // +json), the only body a browser cannot send cross-origin without a

@@ -85,8 +85,7 @@ func parseMillis(v []byte) (time.Duration, bool) {
 }
 
 // ErrInvalidTimeout answers an unreadable x-omniroute-timeout-ms.
-var ErrInvalidTimeout = &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_timeout",
-	Message: "the x-omniroute-timeout-ms header must be a positive whole number of milliseconds, such as 30000"}
+var ErrInvalidTimeout = apierror.New(apierror.CodeInvalidTimeout)
 
 // ChunkWindow is how far ahead of what arrived a chunked body's deadline
 // reaches.

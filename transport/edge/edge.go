@@ -335,17 +335,15 @@ func (e *Edge) expect(ctx *fasthttp.RequestCtx) (status int) {
 // timeouts, a declared body over the hard cap) as JSON instead of plain
 // text.
 func (e *Edge) serverError(ctx *fasthttp.RequestCtx, err error) {
-	ae := &apierror.Error{Status: fasthttp.StatusBadRequest, Type: "invalid_request_error", Code: "bad_request",
-		Message: "malformed HTTP request; check the request line and headers"}
+	ae := apierror.New(apierror.CodeBadRequest)
 	var small *fasthttp.ErrSmallBuffer
 	if _, over := e.oversize.LoadAndDelete(&ctx.Request.Header); over {
 		ae = ErrBodyTooLarge(int64(e.env.Ingest.HardMaxBodyBytes))
 	} else if errors.As(err, &small) {
-		ae = &apierror.Error{Status: fasthttp.StatusRequestHeaderFieldsTooLarge, Type: "invalid_request_error", Code: "headers_too_large",
-			Message: "request headers are too large; send fewer or shorter headers"}
+		ae = apierror.New(apierror.CodeHeadersTooLarge)
 	} else if IsTimeout(err) {
-		ae = &apierror.Error{Status: fasthttp.StatusRequestTimeout, Type: "invalid_request_error", Code: "request_timeout",
-			Message: "the request headers were not received within OMNIROUTE_HEADER_TIMEOUT_MS; resend the request"}
+		ae = apierror.New(apierror.CodeRequestTimeout,
+			"the request headers were not received within OMNIROUTE_HEADER_TIMEOUT_MS; resend the request")
 	}
 	ctx.SetConnectionClose()
 	WriteError(ctx, apierror.OpenAI, "", ae)

@@ -36,16 +36,7 @@ func WriteManagementError(ctx *fasthttp.RequestCtx, rid []byte, status int, typ,
 // blame.
 func WriteManagementFieldError(ctx *fasthttp.RequestCtx, rid []byte, status int, typ, code, field, msg string) {
 	if typ == "" {
-		switch {
-		case status >= 500:
-			typ = "server_error"
-		case status == 404:
-			typ = "not_found"
-		case status == 409:
-			typ = "conflict"
-		default:
-			typ = "invalid_request"
-		}
+		typ = apierror.ManagementType(status)
 	}
 	ctx.Response.ResetBody()
 	ctx.SetStatusCode(status)
@@ -65,11 +56,17 @@ func WriteManagementFieldError(ctx *fasthttp.RequestCtx, rid []byte, status int,
 	ctx.SetBody(append(b, '}'))
 }
 
+// writeManagement writes e as the operator APIs' error, its type the
+// table's (OpenAI) one, as the edge's refusals on operator routes have it.
+func writeManagement(ctx *fasthttp.RequestCtx, rid []byte, e *apierror.Error) {
+	WriteManagementError(ctx, rid, e.Status, e.Type, e.Code, e.Message)
+}
+
 // writeIn writes e in route r's dialect as the edge renders it before the
 // caller's headers are read (refusals, the panic answer).
 func writeIn(ctx *fasthttp.RequestCtx, r Route, rid []byte, e *apierror.Error) {
 	if routes[r].Dialect == DialectManagement {
-		WriteManagementError(ctx, rid, e.Status, e.Type, e.Code, e.Message)
+		writeManagement(ctx, rid, e)
 		return
 	}
 	WriteError(ctx, r.Format(), string(rid), e)
@@ -79,27 +76,24 @@ func writeIn(ctx *fasthttp.RequestCtx, r Route, rid []byte, e *apierror.Error) {
 
 // ErrNotFound answers a path no row of the route table serves.
 func ErrNotFound(path string) *apierror.Error {
-	return &apierror.Error{Status: 404, Type: "invalid_request_error", Code: "not_found",
-		Message: "no route for " + strconv.Quote(path) + "; the gateway serves " + inferencePaths}
+	return apierror.New(apierror.CodeNotFound, "no route for "+strconv.Quote(path)+"; the gateway serves "+inferencePaths)
 }
 
 // ErrMethod answers a method the route does not take; allow names the
 // ones it does ("GET or HEAD").
 func ErrMethod(allow string) *apierror.Error {
-	return &apierror.Error{Status: 405, Type: "invalid_request_error", Code: "method_not_allowed",
-		Message: "method not allowed; use " + allow}
+	return apierror.New(apierror.CodeMethodNotAllowed, "method not allowed; use "+allow)
 }
 
 // ErrInternal answers a request whose handling panicked.
-var ErrInternal = &apierror.Error{Status: 500, Type: "server_error", AnthropicType: "api_error", Code: "internal_error",
-	Message: "the gateway failed while handling this request (logged with its request id); retry, and report it if it persists"}
+var ErrInternal = apierror.New(apierror.CodeInternalError,
+	"the gateway failed while handling this request (logged with its request id); retry, and report it if it persists")
 
 // ErrBodyTooLarge answers a body over OMNIROUTE_CHAT_HARD_MAX_BODY_BYTES.
 func ErrBodyTooLarge(limit int64) *apierror.Error {
-	return &apierror.Error{Status: 413, Type: "invalid_request_error", Code: "payload_too_large",
-		Message: "request body is larger than " + strconv.FormatInt(limit>>20, 10) + " MiB (OMNIROUTE_CHAT_HARD_MAX_BODY_BYTES); shorten the conversation or raise the limit"}
+	return apierror.New(apierror.CodePayloadTooLarge, "request body is larger than "+strconv.FormatInt(limit>>20, 10)+" MiB (OMNIROUTE_CHAT_HARD_MAX_BODY_BYTES); shorten the conversation or raise the limit")
 }
 
 // ErrBodyTimeout answers a body that missed its arrival deadline.
-var ErrBodyTimeout = &apierror.Error{Status: 408, Type: "invalid_request_error", Code: "request_timeout",
-	Message: "the request body did not arrive in time (OMNIROUTE_HEADER_TIMEOUT_MS plus its size at OMNIROUTE_UPLOAD_MIN_BYTES_PER_SEC); resend it over a faster link or raise the limit"}
+var ErrBodyTimeout = apierror.New(apierror.CodeRequestTimeout,
+	"the request body did not arrive in time (OMNIROUTE_HEADER_TIMEOUT_MS plus its size at OMNIROUTE_UPLOAD_MIN_BYTES_PER_SEC); resend it over a faster link or raise the limit")

@@ -105,12 +105,11 @@ func (e *Edge) Access(ctx *fasthttp.RequestCtx, rid []byte) bool {
 			return true
 		}
 		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="omniroute-management"`)
-		WriteManagementError(ctx, rid, 401, "authentication_error", "management_key_required",
-			"management routes from another machine need a key: set OMNIROUTE_MANAGEMENT_KEY on the gateway and send it as Authorization: Bearer <key>")
+		writeManagement(ctx, rid, apierror.New(apierror.CodeManagementKeyRequired))
 		return false
 	}
 	if w := e.keyGuessWait(ctx); w > 0 && hasBearer(ctx) {
-		WriteManagementError(ctx, rid, 429, "rate_limit_error", "too_many_key_attempts", tooManyGuesses(ctx, w))
+		writeManagement(ctx, rid, apierror.New(apierror.CodeTooManyKeyAttempts, tooManyGuesses(ctx, w)))
 		return false
 	}
 	if !e.managementKeyOK(ctx) {
@@ -118,8 +117,8 @@ func (e *Edge) Access(ctx *fasthttp.RequestCtx, rid []byte) bool {
 			e.keyGuessFailed(ctx)
 		}
 		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="omniroute-management"`)
-		WriteManagementError(ctx, rid, 401, "authentication_error", "invalid_management_key",
-			"management routes need OMNIROUTE_MANAGEMENT_KEY as Authorization: Bearer <key>")
+		writeManagement(ctx, rid, apierror.New(apierror.CodeInvalidManagementKey,
+			"management routes need OMNIROUTE_MANAGEMENT_KEY as Authorization: Bearer <key>"))
 		return false
 	}
 	return true
@@ -163,24 +162,20 @@ func (e *Edge) Management(ctx *fasthttp.RequestCtx, rid []byte) bool {
 		if IsLoopback(ctx) {
 			return true
 		}
-		WriteError(ctx, apierror.OpenAI, string(rid), &apierror.Error{Status: 403, Type: "permission_error", Code: "management_loopback_only",
-			Message: "management routes answer only loopback callers while OMNIROUTE_MANAGEMENT_KEY is unset; set it and send it as a bearer token"})
+		WriteError(ctx, apierror.OpenAI, string(rid), apierror.New(apierror.CodeManagementLoopbackOnly))
 		return false
 	}
 	if auth := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization); len(auth) < 7 || !bytes.EqualFold(auth[:7], []byte("bearer ")) {
-		WriteError(ctx, apierror.OpenAI, string(rid), &apierror.Error{Status: 401, Type: "authentication_error", Code: "missing_management_key",
-			Message: "management routes need Authorization: Bearer <OMNIROUTE_MANAGEMENT_KEY>"})
+		WriteError(ctx, apierror.OpenAI, string(rid), apierror.New(apierror.CodeMissingManagementKey))
 		return false
 	}
 	if w := e.keyGuessWait(ctx); w > 0 {
-		WriteError(ctx, apierror.OpenAI, string(rid), &apierror.Error{Status: 429, Type: "rate_limit_error", Code: "too_many_key_attempts",
-			Message: tooManyGuesses(ctx, w)})
+		WriteError(ctx, apierror.OpenAI, string(rid), apierror.New(apierror.CodeTooManyKeyAttempts, tooManyGuesses(ctx, w)))
 		return false
 	}
 	if !e.managementKeyOK(ctx) {
 		e.keyGuessFailed(ctx)
-		WriteError(ctx, apierror.OpenAI, string(rid), &apierror.Error{Status: 401, Type: "authentication_error", Code: "invalid_management_key",
-			Message: "the bearer token is not OMNIROUTE_MANAGEMENT_KEY"})
+		WriteError(ctx, apierror.OpenAI, string(rid), apierror.New(apierror.CodeInvalidManagementKey, "the bearer token is not OMNIROUTE_MANAGEMENT_KEY"))
 		return false
 	}
 	return true

@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/actors/history"
+	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/transport/edge"
 )
 
@@ -59,7 +60,7 @@ func (a *API) Dashboard(ctx *fasthttp.RequestCtx, p []byte, edgeRID []byte) {
 	rid := own(edgeRID)
 	if !ctx.IsGet() && !ctx.IsHead() {
 		ctx.Response.Header.Set(fasthttp.HeaderAllow, "GET")
-		WriteError(ctx, rid, 405, "invalid_request", "method_not_allowed", "use GET")
+		WriteError(ctx, rid, apierror.CodeMethodNotAllowed, "use GET")
 		return
 	}
 	if string(p) == DashboardSnapshotPath {
@@ -79,12 +80,12 @@ func (a *API) Dashboard(ctx *fasthttp.RequestCtx, p []byte, edgeRID []byte) {
 	}
 	ctype, ok := dashAssets[name]
 	if !ok {
-		WriteError(ctx, rid, 404, "not_found", "not_found", "no dashboard asset "+path.Clean("/"+name)+"; open /dashboard")
+		WriteError(ctx, rid, apierror.CodeNotFound, "no dashboard asset "+path.Clean("/"+name)+"; open /dashboard")
 		return
 	}
 	b, err := dashboardFS.ReadFile("dashboard/" + name)
 	if err != nil {
-		WriteError(ctx, rid, 500, "", "internal_error", "dashboard asset missing from the build")
+		WriteError(ctx, rid, apierror.CodeInternalError, "dashboard asset missing from the build")
 		return
 	}
 	h := &ctx.Response.Header

@@ -6,6 +6,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/omniroute/gateway/internal/apierror"
 	ikeys "github.com/omniroute/gateway/internal/keys"
 	"github.com/omniroute/gateway/internal/sanitize"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
@@ -83,11 +84,11 @@ func (a *API) Keys(ctx *fasthttp.RequestCtx, edgeRID []byte) {
 	}
 	name, action, _ := strings.Cut(path[len(keysPrefix):], "/")
 	if name == "" {
-		WriteError(ctx, rid, 404, "", "not_found", "no key name in the path; use /api/keys/{name}")
+		WriteError(ctx, rid, apierror.CodeNotFound, "no key name in the path; use /api/keys/{name}")
 		return
 	}
 	if err := ikeys.ValidateName(name); err != nil {
-		WriteError(ctx, rid, 404, "", "key_not_found", "no key named "+sanitize.Message(name, "?")+"; GET /api/keys lists the keys")
+		WriteError(ctx, rid, apierror.CodeKeyNotFound, "no key named "+sanitize.Message(name, "?")+"; GET /api/keys lists the keys")
 		return
 	}
 	switch action {
@@ -98,14 +99,14 @@ func (a *API) Keys(ctx *fasthttp.RequestCtx, edgeRID []byte) {
 		}
 		info, ok := kh.Snapshot().Info(name)
 		if !ok {
-			WriteError(ctx, rid, 404, "", "key_not_found", "no key named "+name+"; GET /api/keys lists the keys")
+			WriteError(ctx, rid, apierror.CodeKeyNotFound, "no key named "+name+"; GET /api/keys lists the keys")
 			return
 		}
 		writeJSON(ctx, 200, keyView{Key: info})
 		return
 	case "policy", "rotate", "revoke":
 	default:
-		WriteError(ctx, rid, 404, "", "not_found", "no action "+sanitize.Message(action, "?")+" for a key; use policy, rotate or revoke")
+		WriteError(ctx, rid, apierror.CodeNotFound, "no action "+sanitize.Message(action, "?")+" for a key; use policy, rotate or revoke")
 		return
 	}
 	if !ctx.IsPost() {
@@ -147,13 +148,14 @@ func (a *API) Keys(ctx *fasthttp.RequestCtx, edgeRID []byte) {
 // keyBody reads a key body: JSON, at most maxKeyBody.
 func (a *API) keyBody(ctx *fasthttp.RequestCtx, rid []byte) ([]byte, bool) {
 	if !a.edge.JSON(ctx) {
-		WriteError(ctx, rid, 415, "invalid_request_error", "unsupported_media_type", "a key body is JSON: send Content-Type: application/json")
+		e := apierror.New(apierror.CodeUnsupportedMediaType, "a key body is JSON: send Content-Type: application/json")
+		edge.WriteManagementError(ctx, rid, e.Status, e.Type, e.Code, e.Message)
 		return nil, false
 	}
 	body, tooLarge := readLimited(ctx, maxKeyBody)
 	if tooLarge {
 		ctx.SetConnectionClose()
-		WriteError(ctx, rid, 413, "", "payload_too_large", "a key body may not exceed 64 KiB")
+		WriteError(ctx, rid, apierror.CodePayloadTooLarge, "a key body may not exceed 64 KiB")
 		return nil, false
 	}
 	return body, true
@@ -166,7 +168,7 @@ func (a *API) checkPolicyModels(p tenantpolicy.Policy) error {
 	if err := a.keys.CheckPolicy(p); err != nil {
 		var fe tenantpolicy.FieldError
 		errors.As(err, &fe)
-		return &ikeys.Error{Status: 400, Code: "invalid_policy", Field: fe.Path, Message: fe.Error()}
+		return ikeys.NewError(apierror.CodeInvalidPolicy, fe.Path, fe.Error())
 	}
 	return nil
 }
@@ -176,7 +178,7 @@ func (a *API) checkPolicyModels(p tenantpolicy.Policy) error {
 func writeKeyError(ctx *fasthttp.RequestCtx, rid []byte, err error) {
 	var ke *ikeys.Error
 	if !errors.As(err, &ke) {
-		ke = &ikeys.Error{Status: 500, Code: "internal_error", Message: sanitize.Message(err.Error(), "the key operation failed")}
+		ke = ikeys.NewError(apierror.CodeInternalError, "", sanitize.Message(err.Error(), "the key operation failed"))
 	}
-	WriteFieldError(ctx, rid, ke.Status, "", ke.Code, ke.Field, ke.Message)
+	edge.WriteManagementFieldError(ctx, rid, ke.Status, "", ke.Code, ke.Field, ke.Message)
 }

@@ -207,30 +207,32 @@ func New(p Ports) *API {
 // methodNotAllowed answers 405 naming the methods allowed.
 func methodNotAllowed(ctx *fasthttp.RequestCtx, rid []byte, allow string) {
 	ctx.Response.Header.Set(fasthttp.HeaderAllow, allow)
-	WriteError(ctx, rid, 405, "", "method_not_allowed", "method not allowed; use "+allow)
+	WriteError(ctx, rid, apierror.CodeMethodNotAllowed, "method not allowed; use "+allow)
 }
 
 // WriteError writes the management error body
 // {"error":{"message","type","code"},"requestId"}
 // (edge.WriteManagementError, which the edge's refusals on operator
-// routes use too). The type follows the reference: given, else
-// server_error (5xx), not_found (404), conflict (409), invalid_request
-// (others).
-func WriteError(ctx *fasthttp.RequestCtx, rid []byte, status int, typ, code, msg string) {
-	WriteFieldError(ctx, rid, status, typ, code, "", msg)
+// routes use too) of code c: its status and code from the table of error
+// codes, its message the table's filled in with args. The type follows
+// the reference: server_error (5xx), not_found (404), conflict (409),
+// invalid_request (others) (apierror.ManagementType).
+func WriteError(ctx *fasthttp.RequestCtx, rid []byte, c apierror.Code, args ...any) {
+	WriteFieldError(ctx, rid, c, "", args...)
 }
 
 // WriteFieldError is WriteError naming the field to blame (as "field",
 // when not empty) for a body that failed validation.
-func WriteFieldError(ctx *fasthttp.RequestCtx, rid []byte, status int, typ, code, field, msg string) {
-	edge.WriteManagementFieldError(ctx, rid, status, typ, code, field, msg)
+func WriteFieldError(ctx *fasthttp.RequestCtx, rid []byte, c apierror.Code, field string, args ...any) {
+	e := apierror.New(c, args...)
+	edge.WriteManagementFieldError(ctx, rid, e.Status, "", e.Code, field, e.Message)
 }
 
 // writeJSON answers status with v as JSON, never cached.
 func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		WriteError(ctx, nil, 500, "", "internal_error", "response could not be encoded")
+		WriteError(ctx, nil, apierror.CodeInternalError, "response could not be encoded")
 		return
 	}
 	ctx.SetStatusCode(status)

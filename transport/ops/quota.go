@@ -41,13 +41,12 @@ func (a *API) Preview(ctx *fasthttp.RequestCtx, edgeRID []byte) {
 	body, tooLarge := readLimited(ctx, maxPreviewBody)
 	if tooLarge {
 		ctx.SetConnectionClose()
-		a.edge.Error(ctx, rid, &apierror.Error{Status: 413, Type: "invalid_request_error", Code: "payload_too_large",
-			Message: "a route preview body may not exceed 1 MiB (at most 100 candidates)"})
+		a.edge.Error(ctx, rid, apierror.New(apierror.CodePayloadTooLarge, "a route preview body may not exceed 1 MiB (at most 100 candidates)"))
 		return
 	}
 	cands, err := routing.ParsePreview(body)
 	if err != nil {
-		a.edge.Error(ctx, rid, &apierror.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_route_preview", Message: err.Error()})
+		a.edge.Error(ctx, rid, apierror.New(apierror.CodeInvalidRoutePreview, err.Error()))
 		return
 	}
 	ranked, sel := routing.Rank(cands)
@@ -68,7 +67,7 @@ func (a *API) Preview(ctx *fasthttp.RequestCtx, edgeRID []byte) {
 
 // errMethod is the 405 of the routes that answer in the OpenAI dialect.
 func errMethod(allow string) *apierror.Error {
-	return &apierror.Error{Status: 405, Type: "invalid_request_error", Code: "method_not_allowed", Message: "method not allowed; use " + allow}
+	return apierror.New(apierror.CodeMethodNotAllowed, "method not allowed; use "+allow)
 }
 
 // readLimited returns the request body, or tooLarge past limit.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/transport/edge"
 )
 
@@ -74,18 +75,19 @@ func (a *API) Reload(ctx *fasthttp.RequestCtx, edgeRID []byte) {
 		Error     *mgmtError `json:"error,omitempty"`
 		RequestID string     `json:"requestId,omitempty"`
 	}{ReloadResult: r}
+	var code apierror.Code
 	switch r.Result {
 	case ReloadInvalid:
-		status = 422
-		out.Error = &mgmtError{Type: "invalid_request", Code: "invalid_config", Message: "the config file is invalid; the running config stays. Fix the errors listed and reload again"}
+		code = apierror.CodeInvalidConfig
 	case ReloadNeedsRestart:
-		status = 409
-		out.Error = &mgmtError{Type: "conflict", Code: "config_needs_restart", Message: "the gateway cannot apply a config without a restart (see errors); the running config stays. Restart the gateway to use it"}
+		code = apierror.CodeConfigNeedsRestart
 	case ReloadUnreadable:
-		status = 503
-		out.Error = &mgmtError{Type: "server_error", Code: "config_unreadable", Message: "the config file cannot be read; the running config stays"}
+		code = apierror.CodeConfigUnreadable
 	}
-	if out.Error != nil {
+	if code != 0 {
+		e := apierror.New(code)
+		status = e.Status
+		out.Error = &mgmtError{Type: apierror.ManagementType(e.Status), Code: e.Code, Message: e.Message}
 		out.RequestID = string(rid)
 	}
 	writeJSON(ctx, status, out)

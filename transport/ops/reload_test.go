@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/transport/edge"
 )
 
 // edgeStub is an Edge whose Access guard lets in or refuses every
@@ -22,7 +23,7 @@ func (e *edgeStub) Management(*fasthttp.RequestCtx, []byte) bool { panic("not a 
 func (e *edgeStub) Access(ctx *fasthttp.RequestCtx, rid []byte) bool {
 	e.accessed++
 	if !e.allow {
-		WriteError(ctx, rid, 403, "permission_error", "refused_by_stub", "refused")
+		edge.WriteManagementError(ctx, rid, 403, "permission_error", "refused_by_stub", "refused")
 	}
 	return e.allow
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/sanitize"
 	"github.com/omniroute/gateway/internal/store"
 	"github.com/omniroute/gateway/transport/edge"
@@ -119,7 +120,7 @@ func parseTime(s string) (time.Time, bool) {
 }
 
 func badParam(ctx *fasthttp.RequestCtx, rid []byte, name, msg string) {
-	WriteFieldError(ctx, rid, 400, "", "invalid_query", name, sanitize.Message(name, "?")+": "+msg)
+	WriteFieldError(ctx, rid, apierror.CodeInvalidQuery, name, sanitize.Message(name, "?"), msg)
 }
 
 // timeRange reads since and until.
@@ -208,7 +209,7 @@ func (a *API) Requests(ctx *fasthttp.RequestCtx, edgeRID []byte) {
 			return
 		}
 		a.log.Warn("reading the request log failed", "err", err)
-		WriteError(ctx, rid, 503, "", "request_log_unavailable", store.PublicMessage(err, "the request log could not be read")+"; retry")
+		WriteError(ctx, rid, apierror.CodeRequestLogUnavailable, store.PublicMessage(err, "the request log could not be read"))
 		return
 	}
 	out := make([]requestView, 0, len(page.Records))
@@ -281,7 +282,7 @@ func (a *API) Usage(ctx *fasthttp.RequestCtx, edgeRID []byte) {
 	}
 	if err != nil {
 		a.log.Warn("reading usage failed", "err", err)
-		WriteError(ctx, rid, 503, "", "request_log_unavailable", store.PublicMessage(err, "usage could not be read")+"; retry")
+		WriteError(ctx, rid, apierror.CodeRequestLogUnavailable, store.PublicMessage(err, "usage could not be read"))
 		return
 	}
 	var next string

@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/actors/services"
+	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/ringbuf"
 	"github.com/omniroute/gateway/internal/sanitize"
 	"github.com/omniroute/gateway/transport/edge"
@@ -76,7 +77,7 @@ func (a *API) Services(ctx *fasthttp.RequestCtx, path []byte, edgeRID []byte, ho
 	tool, action, _ := strings.Cut(rest, "/")
 	h, ok := a.svc.Get(tool)
 	if !ok {
-		WriteError(ctx, rid, 404, "", "service_not_found", "Service '"+sanitize.Message(tool, "?")+"' not found; GET /api/services lists the configured services")
+		WriteError(ctx, rid, apierror.CodeServiceNotFound, sanitize.Message(tool, "?"))
 		return true
 	}
 	want := "POST"
@@ -85,7 +86,7 @@ func (a *API) Services(ctx *fasthttp.RequestCtx, path []byte, edgeRID []byte, ho
 		want = "GET"
 	case "start", "stop", "restart", "auto-start", "install", "uninstall":
 	default:
-		WriteError(ctx, rid, 404, "", "not_found", "no action "+strconv.Quote(sanitize.Message(action, "?"))+" for a service; use start, stop, restart, status, logs, auto-start, install or uninstall")
+		WriteError(ctx, rid, apierror.CodeNotFound, "no action "+strconv.Quote(sanitize.Message(action, "?"))+" for a service; use start, stop, restart, status, logs, auto-start, install or uninstall")
 		return true
 	}
 	if string(ctx.Method()) != want {
@@ -125,35 +126,35 @@ func serviceCommand(ctx *fasthttp.RequestCtx, rid []byte, h *services.Handle, wa
 	case err == nil:
 		writeJSON(ctx, 200, st)
 	case errors.Is(err, services.ErrNotInstalled):
-		WriteError(ctx, rid, 409, "", "not_installed", h.Name()+" is not installed; install its program, then POST /api/services/"+h.Name()+"/install")
+		WriteError(ctx, rid, apierror.CodeNotInstalled, h.Name(), h.Name())
 	case errors.Is(err, services.ErrNotInstallable):
-		WriteError(ctx, rid, 409, "", "not_installable", sanitize.Message(err.Error(), "the service cannot be installed here"))
+		WriteError(ctx, rid, apierror.CodeNotInstallable, sanitize.Message(err.Error(), "the service cannot be installed here"))
 	case errors.Is(err, services.ErrBusy):
-		WriteError(ctx, rid, 409, "", "service_running", h.Name()+" is "+string(st.State)+"; stop it first")
+		WriteError(ctx, rid, apierror.CodeServiceRunning, h.Name(), string(st.State))
 	case errors.Is(err, services.ErrTimeout):
 		writeJSON(ctx, 202, st)
 	case errors.Is(err, services.ErrClosed):
-		WriteError(ctx, rid, 503, "", "shutting_down", "the gateway is shutting down")
+		WriteError(ctx, rid, apierror.CodeShuttingDown, "the gateway is shutting down")
 	default:
-		WriteError(ctx, rid, 500, "", "internal_error", sanitize.Message(err.Error(), "unexpected error"))
+		WriteError(ctx, rid, apierror.CodeInternalError, sanitize.Message(err.Error(), "unexpected error"))
 	}
 }
 
 func serviceAutoStart(ctx *fasthttp.RequestCtx, rid []byte, h *services.Handle) {
 	body, ok := readSmallBody(ctx, 4<<10)
 	if !ok {
-		WriteError(ctx, rid, 400, "", "invalid_body", "request body is too large or incomplete; send {\"enabled\": true|false}")
+		WriteError(ctx, rid, apierror.CodeInvalidBody, "request body is too large or incomplete; send {\"enabled\": true|false}")
 		return
 	}
 	enabled, code, msg := parseAutoStart(body)
-	if code != "" {
-		WriteError(ctx, rid, 400, "", code, msg)
+	if code != 0 {
+		WriteError(ctx, rid, code, msg)
 		return
 	}
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := h.SetAutoStart(c, enabled); err != nil {
-		WriteError(ctx, rid, 500, "", "internal_error", sanitize.Message(err.Error(), "could not save the setting"))
+		WriteError(ctx, rid, apierror.CodeInternalError, sanitize.Message(err.Error(), "could not save the setting"))
 		return
 	}
 	ctx.SetStatusCode(204)
@@ -161,7 +162,7 @@ func serviceAutoStart(ctx *fasthttp.RequestCtx, rid []byte, h *services.Handle) 
 
 // parseAutoStart decodes exactly {"enabled": true|false}. On bad input it
 // returns the error code and message to send with a 400.
-func parseAutoStart(body []byte) (enabled bool, code, msg string) {
+func parseAutoStart(body []byte) (enabled bool, code apierror.Code, msg string) {
 	var req struct {
 		Enabled *bool `json:"enabled"`
 	}
@@ -170,17 +171,17 @@ func parseAutoStart(body []byte) (enabled bool, code, msg string) {
 	if err := dec.Decode(&req); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return false, "invalid_json", "Invalid JSON body; send {\"enabled\": true|false}"
+			return false, apierror.CodeInvalidJSON, "Invalid JSON body; send {\"enabled\": true|false}"
 		}
-		return false, "invalid_body", "body must be {\"enabled\": true|false}: " + sanitize.Message(err.Error(), "wrong shape")
+		return false, apierror.CodeInvalidBody, "body must be {\"enabled\": true|false}: " + sanitize.Message(err.Error(), "wrong shape")
 	}
 	if dec.More() || req.Enabled == nil {
-		return false, "invalid_body", "body must be exactly {\"enabled\": true|false}"
+		return false, apierror.CodeInvalidBody, "body must be exactly {\"enabled\": true|false}"
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return false, "invalid_body", "body must be exactly {\"enabled\": true|false}"
+		return false, apierror.CodeInvalidBody, "body must be exactly {\"enabled\": true|false}"
 	}
-	return *req.Enabled, "", ""
+	return *req.Enabled, 0, ""
 }
 
 // readSmallBody reads a request body of at most limit bytes.
@@ -207,14 +208,14 @@ func (a *API) serviceLogs(ctx *fasthttp.RequestCtx, rid []byte, h *services.Hand
 	if v := args.Peek("tail"); len(v) > 0 {
 		n, err := strconv.Atoi(string(v))
 		if err != nil || n < 0 || n > logsTailMax {
-			WriteError(ctx, rid, 400, "", "invalid_tail", "tail must be a whole number from 0 to "+strconv.Itoa(logsTailMax)+" (default "+strconv.Itoa(logsTailDefault)+")")
+			WriteError(ctx, rid, apierror.CodeInvalidTail, logsTailMax, logsTailDefault)
 			return
 		}
 		tail = n
 	}
 	filter := string(args.Peek("filter"))
 	if len(filter) > logsFilterMax {
-		WriteError(ctx, rid, 400, "", "invalid_filter", "filter exceeds maximum length of "+strconv.Itoa(logsFilterMax)+" characters")
+		WriteError(ctx, rid, apierror.CodeInvalidFilter, logsFilterMax)
 		return
 	}
 	snap, sub := h.Logs().Subscribe(tail, filter, logsBuffer)

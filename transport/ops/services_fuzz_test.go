@@ -14,7 +14,7 @@ func FuzzParseAutoStart(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		enabled, code, msg := parseAutoStart(body)
-		if code != "" {
+		if code != 0 {
 			if msg == "" || enabled {
 				t.Fatalf("refusal without message, or with a value: %q %q %v", code, msg, enabled)
 			}
