@@ -3,11 +3,11 @@ package transport
 import (
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/omniroute/gateway/actors/gateway/spawn"
+	"github.com/omniroute/gateway/transport/gateway/spawn"
 )
 
 // newForTest composes a gateway for the tests inside this package, which
-// cannot import actors/gateway (it imports transport): the same two steps
+// cannot import transport/gateway (it imports transport): the same two steps
 // as gateway.New, Prepare and spawn.All (which does not import transport).
 func newForTest(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	a, err := Prepare(system, o)

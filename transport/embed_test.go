@@ -14,7 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/valyala/fasthttp"
 
-	"github.com/omniroute/gateway/actors/gateway"
+	"github.com/omniroute/gateway/transport/gateway"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/transport"
 )

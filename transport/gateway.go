@@ -9,9 +9,9 @@
 // requests, usage, quota, dashboard, reload) are package transport/ops,
 // on the same edge, served on the ports ops_ports.go supplies.
 //
-// It spawns no actor: the composition root (actors/gateway) spawns them
+// It spawns no actor: the composition root (transport/gateway) spawns them
 // with the options an Assembly derives and attaches their handles, which
-// the request path then reads. Embedders call actors/gateway's New, not
+// the request path then reads. Embedders call transport/gateway's New, not
 // this package.
 package transport
 
@@ -133,7 +133,7 @@ type Gateway struct {
 }
 
 // Assembly is a Gateway being composed. Prepare starts one; the
-// composition root (actors/gateway) spawns each actor with the options
+// composition root (transport/gateway) spawns each actor with the options
 // the Assembly derives from the catalog and the environment, and hands
 // the spawned handle back with the matching Attach method, in the order
 // the methods' comments give (an actor's options may read the handles

@@ -43,7 +43,7 @@ import (
 //	→ settle (finishTenant: the limiter from the real usage, once; one
 //	  record to the request log, handed over without waiting).
 //
-// The composition root (actors/gateway) spawns its actors on the options
+// The composition root (transport/gateway) spawns its actors on the options
 // OpenStore, KeysOptions, AttachKeys and RequestLogOptions give; the
 // management routes are in package ops (ops/keys.go, ops/requests.go).
 
@@ -189,7 +189,7 @@ func (a *Assembly) openSharedKeys() error {
 // KeysOptions are the keys actor's options: the store OpenStore opened,
 // the config's tenants, and a change hook that republishes the tenants'
 // weights (an atomic store: the hook runs on the keys actor). The limiter
-// follows the keys as a subscriber of the actor (actors/gateway/spawn).
+// follows the keys as a subscriber of the actor (transport/gateway/spawn).
 func (a *Assembly) KeysOptions() keys.Options {
 	g, ts := a.g, a.g.ten
 	rc := g.rc.Load()

@@ -18,7 +18,7 @@ package gateway
 import (
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/omniroute/gateway/actors/gateway/spawn"
+	"github.com/omniroute/gateway/transport/gateway/spawn"
 	"github.com/omniroute/gateway/transport"
 )
 

@@ -1,7 +1,7 @@
 // Package spawn spawns a gateway's actors, in order, onto the Assembly
 // transport.Prepare returns: the composition root's steps. It is its own
 // package, importing the actor packages and not transport, so that both
-// the composition root (actors/gateway.New) and transport's own internal
+// the composition root (transport/gateway.New) and transport's own internal
 // tests compose a gateway with the same code.
 package spawn
 
