@@ -18,8 +18,8 @@ package gateway
 import (
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/omniroute/gateway/transport/gateway/spawn"
 	"github.com/omniroute/gateway/transport"
+	"github.com/omniroute/gateway/transport/gateway/spawn"
 )
 
 // Options configures a Gateway: the environment, the config file, and the
