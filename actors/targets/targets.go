@@ -91,6 +91,40 @@ type Handle struct {
 	// waiting for a cooling target wakes when a probe closes its circuit
 	// instead of polling the snapshot.
 	changed atomic.Pointer[chan struct{}]
+	// observers and cooldowns are the subscribers the composition root
+	// set (SubscribeObservations, SubscribeCooldowns); nil: none.
+	observers, cooldowns atomic.Pointer[actor.PID]
+}
+
+// SubscribeObservations makes the actor send pid each attempt's
+// rate-limit headers as a *messages.QuotaObserved (for a run of
+// coalesced successes, the latest). The composition root subscribes the
+// link that hands them to the quota and ledger actors before any request
+// runs; the actor only sends, so it never does their work.
+func (h *Handle) SubscribeObservations(pid *actor.PID) { h.observers.Store(pid) }
+
+// SubscribeCooldowns makes the actor send pid a *messages.TargetCooledDown
+// whenever a failure seen here opens a target's circuit or pushes its
+// cooldown later (cluster mode: the cooldowns actor tells the other
+// members). A cooldown applied from a peer (PeerCooldown) is not reported.
+func (h *Handle) SubscribeCooldowns(pid *actor.PID) { h.cooldowns.Store(pid) }
+
+// observed sends the observation subscriber target's headers.
+func (a *targetsActor) observed(target int, obs *messages.QuotaObservation) {
+	if pid := a.h.observers.Load(); pid != nil {
+		a.h.root.Send(pid, &messages.QuotaObserved{Target: target, Obs: obs})
+	}
+}
+
+// ID returns the id of the target named name, from the published names
+// (a peer's cooldown names its target).
+func (h *Handle) ID(name string) (int, bool) {
+	for i, n := range *h.names.Load() {
+		if n == name {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // Changed returns a channel that is closed at the next publish of the
@@ -359,8 +393,8 @@ func (a *targetsActor) drain() {
 			continue
 		}
 		timed, sum := acc.timed.Swap(0), acc.ttfbSum.Swap(0)
-		if obs := acc.obs.Swap(nil); obs != nil && a.h.opts.OnObservation != nil {
-			a.h.opts.OnObservation(i, obs)
+		if obs := acc.obs.Swap(nil); obs != nil {
+			a.observed(i, obs)
 		}
 		s := &a.st[i]
 		s.attempts += n
@@ -377,8 +411,8 @@ func (a *targetsActor) observe(m *messages.AttemptFinished) {
 	if m.Target < 0 || m.Target >= len(a.st) {
 		return
 	}
-	if m.Quota != nil && a.h.opts.OnObservation != nil && !m.Quota.Empty() {
-		a.h.opts.OnObservation(m.Target, m.Quota)
+	if m.Quota != nil && !m.Quota.Empty() {
+		a.observed(m.Target, m.Quota)
 	}
 	s := &a.st[m.Target]
 	if !m.MidStream {
@@ -409,8 +443,8 @@ func (a *targetsActor) observe(m *messages.AttemptFinished) {
 		s.consecutive++
 		was, wasOpen := s.coolUntil, s.open
 		s.failed(m, a.h.opts, a.clk.Now())
-		if f := a.h.opts.OnCooldown; f != nil && (s.coolUntil.After(was) || s.open && !wasOpen) {
-			f(m.Target, s.coolUntil, s.coolReason)
+		if pid := a.h.cooldowns.Load(); pid != nil && (s.coolUntil.After(was) || s.open && !wasOpen) {
+			a.h.root.Send(pid, &messages.TargetCooledDown{Target: m.Target, Name: a.names[m.Target], Until: s.coolUntil, Reason: s.coolReason})
 		}
 	}
 	s.lastClass = m.Class
