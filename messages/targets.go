@@ -90,23 +90,11 @@ type AttemptFinished struct {
 	NoLatency bool
 }
 
-// TargetCooledDown tells the targets actor's cooldown subscriber (the
-// cluster's cooldowns actor, actors/cooldowns, which the composition root
-// subscribes in cluster mode) that a failure seen on this member opened a
-// target's circuit or pushed its cooldown later. A cooldown applied from
-// a peer is never reported again (no echo).
-type TargetCooledDown struct {
-	Target int    // the target's id on this member
-	Name   string // its name, which ids are not across members
-	Until  time.Time
-	Reason string
-}
-
 // SharedCooldown tells every other member that a failure on the sender
 // opened a target's circuit or pushed its cooldown later (the sender's
-// cooldowns actor sends it on a TargetCooledDown, each member's cooldowns
-// actor receives it and cools the target of that name until Until,
-// capped by its own clock).
+// cooldowns actor, actors/targets' cluster.go, sends it when its targets
+// actor reports one; each member's cooldowns actor receives it and cools
+// the target of that name until Until, capped by its own clock).
 type SharedCooldown struct {
 	Target string // the target's name: ids are a member's own
 	Until  int64  // Unix ms

@@ -53,7 +53,7 @@ type clusterSys struct {
 	clk     clock.Clock
 	// cooldowns counts the cooldowns this node told its peers, the ones
 	// it applied from them and the ones it could not send or read
-	// (actors/cooldowns; AttachCooldowns).
+	// (actors/targets' cooldowns actor; AttachCooldowns).
 	cooldowns CooldownCounts
 	// quota shares quota telemetry with the peers (ShareQuota); nil until
 	// then.
@@ -276,7 +276,7 @@ func (cs *clusterSys) budget(key string) (credit.Budget, bool) {
 func (a *Assembly) DetachCluster() { a.g.cs = nil }
 
 // CooldownCounts is the cluster cooldowns actor as the health section
-// reads it (*actors/cooldowns.Handle): the cooldowns told to the peers,
+// reads it (*actors/targets.Cluster): the cooldowns told to the peers,
 // applied from them, and dropped (could not be sent or read). An alias
 // of the literal, so the composition root's interface names the same
 // type without importing this package.

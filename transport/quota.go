@@ -115,10 +115,10 @@ func (a *Assembly) QuotaOptions(ledger *ledgeractor.Handle) quotaactor.Options {
 
 // TargetsOptions are the targets actor's options: breaker and cooldown
 // settings from the environment. The attempts' rate-limit headers reach
-// the quota and ledger actors, and cooldowns the cluster's peers, through
-// the subscriptions the composition root sets up (QuotaRoute, and
-// actors/cooldowns), never through code of theirs run on the targets
-// actor.
+// the quota and ledger actors, and cooldowns the cluster's peers, as
+// messages to the actors the composition root sets up (the observations
+// link, which reads QuotaRoute; the targets' cooldowns actor), never
+// through code of theirs run on the targets actor.
 func (a *Assembly) TargetsOptions() targets.Options {
 	env := a.g.opts.Env.Quota
 	return targets.Options{

@@ -59,7 +59,8 @@ func newBreakerEnv(t *testing.T, o Options) *breakerEnv {
 	t.Cleanup(func() { h.Stop(); sys.Shutdown() })
 	e.inbox = testutil.NewInbox(t, sys)
 	h.SubscribeObservations(e.inbox.PID)
-	h.SubscribeCooldowns(e.inbox.PID)
+	h.cluster.Store(&Cluster{h: h, pid: e.inbox.PID}) // the inbox stands for the cooldowns actor
+	t.Cleanup(func() { h.cluster.Store(nil) })        // before the inbox stops: Stop must not stop it again
 	return e
 }
 
@@ -309,9 +310,9 @@ func TestHardFailuresOpenAtOnce(t *testing.T) {
 	})
 }
 
-// TestPeerCooldown: a failure seen here is sent to the cooldown
-// subscriber as a TargetCooledDown (what cluster mode tells the other
-// nodes), with the target's id and name; a cooldown a peer reported opens
+// TestPeerCooldown: a failure seen here is sent to the cooldowns actor
+// (what cluster mode tells the other nodes), with the target's id and
+// name; a cooldown a peer reported opens
 // the circuit here until its end without counting an incident or being
 // reported again, never shortens a longer local one, and this node's own
 // probe closes it afterwards.
@@ -321,9 +322,9 @@ func TestPeerCooldown(t *testing.T) {
 	m := at(0, messages.RateLimit, 429, now.Add(-time.Second))
 	m.Reason, m.Quota = "rate_limit", retryAfter(20*time.Second)
 	e.report(m)
-	got := testutil.Of[*messages.TargetCooledDown](t, e.inbox)
-	if len(got) != 1 || got[0].Target != 0 || got[0].Name != "p/a/m" || !got[0].Until.Equal(now.Add(20*time.Second)) || got[0].Reason != "rate_limit" {
-		t.Fatalf("the cooldown subscriber was told %+v", got)
+	got := testutil.Of[*cooledDown](t, e.inbox)
+	if len(got) != 1 || got[0].target != 0 || got[0].name != "p/a/m" || !got[0].until.Equal(now.Add(20*time.Second)) || got[0].reason != "rate_limit" {
+		t.Fatalf("the cooldowns actor was told %+v", got)
 	}
 
 	// Target 1 cools on a peer's word.
@@ -343,7 +344,7 @@ func TestPeerCooldown(t *testing.T) {
 	if s := e.h.Snapshot().Targets[0]; !s.CoolUntil.Equal(now.Add(20*time.Second)) || s.CooldownReason != "rate_limit" {
 		t.Fatalf("a shorter peer cooldown changed the local one: %+v", s)
 	}
-	if told := testutil.Of[*messages.TargetCooledDown](t, e.inbox); len(told) != 1 {
+	if told := testutil.Of[*cooledDown](t, e.inbox); len(told) != 1 {
 		t.Fatalf("peer cooldowns were reported again: %+v", told)
 	}
 }

@@ -91,9 +91,13 @@ type Handle struct {
 	// waiting for a cooling target wakes when a probe closes its circuit
 	// instead of polling the snapshot.
 	changed atomic.Pointer[chan struct{}]
-	// observers and cooldowns are the subscribers the composition root
-	// set (SubscribeObservations, SubscribeCooldowns); nil: none.
-	observers, cooldowns atomic.Pointer[actor.PID]
+	// observers is the observation subscriber the composition root set
+	// (SubscribeObservations); nil: none.
+	observers atomic.Pointer[actor.PID]
+	// cluster is the cooldowns actor, the cooldown subscriber (cluster
+	// mode: StartCluster); nil on a single node.
+	cluster atomic.Pointer[Cluster]
+	clk     clock.Clock
 }
 
 // SubscribeObservations makes the actor send pid each attempt's
@@ -102,12 +106,6 @@ type Handle struct {
 // link that hands them to the quota and ledger actors before any request
 // runs; the actor only sends, so it never does their work.
 func (h *Handle) SubscribeObservations(pid *actor.PID) { h.observers.Store(pid) }
-
-// SubscribeCooldowns makes the actor send pid a *messages.TargetCooledDown
-// whenever a failure seen here opens a target's circuit or pushes its
-// cooldown later (cluster mode: the cooldowns actor tells the other
-// members). A cooldown applied from a peer (PeerCooldown) is not reported.
-func (h *Handle) SubscribeCooldowns(pid *actor.PID) { h.cooldowns.Store(pid) }
 
 // observed sends the observation subscriber target's headers.
 func (a *targetsActor) observed(target int, obs *messages.QuotaObservation) {
@@ -255,6 +253,9 @@ func (h *Handle) PeerCooldown(target int, until time.Time, reason string) {
 func (h *Handle) Stop() {
 	h.stopped.Store(true)
 	_ = h.root.PoisonFuture(h.pid).Wait()
+	if cl := h.cluster.Swap(nil); cl != nil {
+		cl.stop() // after the targets actor, which sends to it
+	}
 }
 
 // PublishInterval is how often successes alone are republished; failures
@@ -312,7 +313,7 @@ func Spawn(system *actor.ActorSystem, names []string, clk clock.Clock) (*Handle,
 // SpawnWith starts the actor with breaker options.
 func SpawnWith(system *actor.ActorSystem, names []string, clk clock.Clock, o Options) (*Handle, error) {
 	o.defaults()
-	h := &Handle{root: system.Root, slots: &growable.List[slot]{}, opts: o}
+	h := &Handle{root: system.Root, slots: &growable.List[slot]{}, opts: o, clk: clk}
 	h.slots.Grow(len(names))
 	names = slices.Clone(names)
 	h.names.Store(&names)
@@ -443,8 +444,9 @@ func (a *targetsActor) observe(m *messages.AttemptFinished) {
 		s.consecutive++
 		was, wasOpen := s.coolUntil, s.open
 		s.failed(m, a.h.opts, a.clk.Now())
-		if pid := a.h.cooldowns.Load(); pid != nil && (s.coolUntil.After(was) || s.open && !wasOpen) {
-			a.h.root.Send(pid, &messages.TargetCooledDown{Target: m.Target, Name: a.names[m.Target], Until: s.coolUntil, Reason: s.coolReason})
+		if cl := a.h.cluster.Load(); cl != nil && (s.coolUntil.After(was) || s.open && !wasOpen) {
+			// Cluster mode: the cooldowns actor tells the other members.
+			a.h.root.Send(cl.pid, &cooledDown{target: m.Target, name: a.names[m.Target], until: s.coolUntil, reason: s.coolReason})
 		}
 	}
 	s.lastClass = m.Class

@@ -29,12 +29,17 @@ func (a *inboxActor) Receive(ctx actor.Context) {
 	}
 }
 
-// NewInbox spawns an inbox on sys; it stops when the test ends.
+// NewInbox spawns an inbox on sys; it stops when the test ends, unless
+// the system was shut down before (which stopped it).
 func NewInbox(t testing.TB, sys *actor.ActorSystem) *Inbox {
 	t.Helper()
 	b := &Inbox{root: sys.Root}
 	b.PID = sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &inboxActor{b: b} }))
-	t.Cleanup(func() { sys.Root.Stop(b.PID) })
+	t.Cleanup(func() {
+		if !sys.IsStopped() {
+			_ = sys.Root.PoisonFuture(b.PID).Wait()
+		}
+	})
 	return b
 }
 

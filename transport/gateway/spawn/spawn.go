@@ -10,7 +10,7 @@
 // goes on, never as code of one actor run on another's goroutine:
 //
 //	targets  → the observations link → quota, ledger   messages.QuotaObserved (link.go)
-//	targets  → cooldowns (cluster mode) → the peers     messages.TargetCooledDown
+//	targets  → its cooldowns actor (cluster mode) → the peers   messages.SharedCooldown
 //	pressure → ingest, the lanes' pressure follower     messages.Published[*pressure.State]
 //	keys     → tenant limits                            messages.Published[*keys.Snapshot], messages.Sync
 package spawn
@@ -23,7 +23,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 
-	"github.com/omniroute/gateway/actors/cooldowns"
 	"github.com/omniroute/gateway/actors/credit"
 	"github.com/omniroute/gateway/actors/history"
 	"github.com/omniroute/gateway/actors/ingest"
@@ -193,19 +192,23 @@ func joinCluster(system *actor.ActorSystem, a Assembly, hs *handles) error {
 		node.Stop()
 		return err
 	}
-	// The targets actor tells the cooldowns actor what cooled here; the
+	// The targets actor tells its cooldowns actor what cooled here; the
 	// cooldowns actor tells the peers, and applies theirs by name.
-	cd, err := cooldowns.Spawn(system, cooldowns.Options{Node: node, Targets: hs.targets, Clock: a.Clock(),
-		Log: a.Logger().With("component", "cooldowns")})
+	cd, err := hs.targets.StartCluster(targets.ClusterOptions{Self: node.ID(), Log: a.Logger().With("component", "cooldowns"),
+		Members: func() []targets.Member {
+			ms := node.Members()
+			out := make([]targets.Member, len(ms))
+			for i, m := range ms {
+				out[i] = targets.Member{ID: m.ID, Address: m.Address, Self: m.Self}
+			}
+			return out
+		}})
 	if err != nil {
 		return leave(err)
 	}
-	hs.targets.SubscribeCooldowns(cd.PID())
 	a.AttachCooldowns(cd)
 	if err := a.ShareQuota(); err != nil {
-		hs.targets.SubscribeCooldowns(nil)
-		cd.Stop()
-		return leave(err)
+		return leave(err) // the targets actor's Stop (Abort) stops its cooldowns actor
 	}
 	a.ClusterJoined()
 	return nil

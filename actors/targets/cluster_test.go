@@ -1,4 +1,4 @@
-package cooldowns
+package targets
 
 import (
 	"strings"
@@ -6,57 +6,44 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/omniroute/gateway/actors/targets"
 	"github.com/omniroute/gateway/internal/clock"
-	icluster "github.com/omniroute/gateway/internal/cluster"
 	"github.com/omniroute/gateway/internal/clusterwire"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/messages"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
-
-// node is a cluster of members as the actor sees it. A member at this
-// actor system's own address whose Self is false stands for a peer: what
+// startCluster starts a targets actor and its cooldowns actor, on a
+// member "node-a" whose members are members(the system's own address).
+// A member at that address whose Self is false stands for a peer: what
 // the actor sends it comes back to this very actor, through the same
 // wire format a peer's actor receives.
-type node struct{ members []icluster.Member }
-
-func (n *node) ID() string                 { return "node-a" }
-func (n *node) Members() []icluster.Member { return n.members }
-
-// spawnWith starts a targets actor and a cooldowns actor subscribed to
-// it, on a node whose members are members(the system's own address).
-func spawnWith(t *testing.T, members func(self string) []icluster.Member) (*actor.ActorSystem, *clock.Fake, *targets.Handle, *Handle) {
+func startCluster(t *testing.T, members func(self string) []Member) (*actor.ActorSystem, *clock.Fake, *Handle, *Cluster) {
 	t.Helper()
 	sys := testutil.ActorSystem(t)
 	clk := clock.NewFake(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
-	tg, err := targets.SpawnWith(sys, []string{"p/a/m", "p/b/m"}, clk, targets.Options{Jitter: -1})
+	tg, err := SpawnWith(sys, []string{"p/a/m", "p/b/m"}, clk, Options{Jitter: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(tg.Stop)
-	h, err := Spawn(sys, Options{Node: &node{members: members(sys.Address())}, Targets: tg, Clock: clk})
+	ms := members(sys.Address())
+	cl, err := tg.StartCluster(ClusterOptions{Self: "node-a", Members: func() []Member { return ms }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(h.Stop)
-	tg.SubscribeCooldowns(h.PID())
-	return sys, clk, tg, h
+	return sys, clk, tg, cl
 }
 
 // TestCooldownReachesThePeers: a cooldown the targets actor reports (a
-// TargetCooledDown to its subscriber) goes to every member but this one
-// as a SharedCooldown naming the target, with its end and reason, and
-// the peer that receives it cools the target of that name, saying whom
-// it heard it from: what the targets actor's callback carried before
-// the link became a message.
+// message to its cooldowns actor) goes to every member but this one as a
+// SharedCooldown naming the target, with its end and reason, and the
+// peer that receives it cools the target of that name: what the targets
+// actor's callback carried before the link became a message.
 func TestCooldownReachesThePeers(t *testing.T) {
-	_, clk, tg, h := spawnWith(t, func(self string) []icluster.Member {
-		return []icluster.Member{
+	_, clk, tg, h := startCluster(t, func(self string) []Member {
+		return []Member{
 			{ID: "node-a", Address: "elsewhere:1", Self: true}, // never sent to
 			{ID: "node-b", Address: self},                      // the peer: this actor again
 		}
@@ -83,15 +70,15 @@ func TestCooldownReachesThePeers(t *testing.T) {
 // is not counted as heard; a message that is not a cooldown is dropped
 // and counted.
 func TestPeerCooldownApplied(t *testing.T) {
-	sys, clk, tg, h := spawnWith(t, func(string) []icluster.Member { return nil })
+	sys, clk, tg, h := startCluster(t, func(string) []Member { return nil })
 	now := clk.Now()
 	send := func(m *messages.SharedCooldown) {
 		w, err := clusterwire.Wrap(m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sys.Root.Send(h.PID(), w)
-		testutil.Drain(t, sys.Root, h.PID())
+		sys.Root.Send(h.pid, w)
+		testutil.Drain(t, sys.Root, h.pid)
 	}
 	send(&messages.SharedCooldown{Target: "p/b/m", Until: now.Add(20 * time.Second).UnixMilli(), Reason: "rate_limit", From: "node-b"})
 	testutil.Until(t, "target 1 cools", func() bool { return tg.Snapshot().Targets[1].Open })
@@ -105,8 +92,8 @@ func TestPeerCooldownApplied(t *testing.T) {
 	}
 	send(&messages.SharedCooldown{Target: "p/c/m", Until: now.Add(time.Minute).UnixMilli(), Reason: "x", From: "node-b"})
 	send(&messages.SharedCooldown{Target: "p/a/m", Until: now.Add(-time.Second).UnixMilli(), Reason: "x", From: "node-b"})
-	sys.Root.Send(h.PID(), wrapperspb.Bytes([]byte("not a cooldown")))
-	testutil.Drain(t, sys.Root, h.PID())
+	sys.Root.Send(h.pid, wrapperspb.Bytes([]byte("not a cooldown")))
+	testutil.Drain(t, sys.Root, h.pid)
 	if sent, heard, dropped := h.Counts(); sent != 0 || heard != 2 || dropped != 1 {
 		t.Fatalf("counts sent %d heard %d dropped %d, want 0, 2, 1", sent, heard, dropped)
 	}
