@@ -9,10 +9,11 @@
 // which one actor sends the other a typed message (package messages) and
 // goes on, never as code of one actor run on another's goroutine:
 //
-//	targets  → the observations link → quota, ledger   messages.QuotaObserved (link.go)
-//	targets  → its cooldowns actor (cluster mode) → the peers   messages.SharedCooldown
-//	pressure → ingest, the lanes' pressure follower     messages.Published[*pressure.State]
-//	keys     → tenant limits                            messages.Published[*keys.Snapshot], messages.Sync
+//	targets  → the observations link → quota, ledger     messages.QuotaObserved (link.go)
+//	targets  → its cooldowns actor → the peers (cluster)  messages.SharedCooldown
+//	pressure → ingest, the lanes' pressure follower       messages.Published[*pressure.State]
+//	keys     → tenant limits                              messages.Published[*keys.Snapshot], messages.Sync
+//	the cluster's key store → keys (cluster)              Reload, from the root's watch (watchKeys)
 package spawn
 
 import (
@@ -84,8 +85,9 @@ type Assembly interface {
 
 // All spawns every actor onto a, in this order (each one's options may
 // read the handles before it): ledger, quota and targets (routing); the
-// cluster node, its credit leases, the cooldowns actor and the quota
-// sharing (cluster mode only); the front end's own state (StartFront); keys, tenant limits and
+// cluster node, its credit leases, the targets' cooldowns actor and the
+// quota sharing (cluster mode only); the front end's own state
+// (StartFront); keys, tenant limits and
 // the request log (the tenant layer, which admission weighs by); pressure
 // and ingest (admission); lanes; the services manager, whose auto-start
 // services it waits for; history (the dashboard). On an error nothing it
