@@ -15,12 +15,15 @@
 // Who sends what to whom:
 //
 //	AttemptFinished               transport (once per upstream attempt) → actors/targets
-//	Published[T], Sync            actors/keys → its subscribers (actors/tenantlimit)
+//	QuotaObserved                 actors/targets → its observation subscriber (the composition
+//	                              root's link to the quota and ledger actors, transport/gateway/spawn)
+//	Published[T], Sync            actors/keys → its subscribers (actors/tenantlimit);
+//	                              actors/pressure → its subscribers (actors/ingest, actors/lanes), no Sync
 //	Crash                         the actor packages' restart tests → every actor under actors/
 //	CreditRequest, CreditReply    actors/credit: a node's leases ↔ a budget's grain, on the member that owns it
 //	SharedQuotaPoll,              actors/quota's cluster actor → every other member's
 //	SharedQuotaHeaders
-//	SharedCooldown                transport's cooldowns hook → every other member's cooldowns actor
+//	SharedCooldown                actors/targets' cooldowns actor → every other member's
 //
 // One file per concern: targets.go (an attempt's outcome and a cooldown a
 // member shares), quota.go (the quota a response's headers report and the

@@ -292,3 +292,13 @@ func (m *SharedQuotaHeaders) readWire(r *wireReader) {
 		}
 	}
 }
+
+// QuotaObserved carries one target's latest rate-limit headers from the
+// targets actor (which takes them with each attempt's AttemptFinished) to
+// its observation subscriber: the composition root's link, which hands
+// them to the quota actor of the target's connection and to the ledger
+// slot of its upstream model. Obs is never modified after sending.
+type QuotaObserved struct {
+	Target int
+	Obs    *QuotaObservation
+}

@@ -91,9 +91,10 @@ type AttemptFinished struct {
 }
 
 // SharedCooldown tells every other member that a failure on the sender
-// opened a target's circuit or pushed its cooldown later (transport's
-// cooldowns hook sends it, each member's cooldowns actor receives it and
-// cools the target of that name until Until, capped by its own clock).
+// opened a target's circuit or pushed its cooldown later (the sender's
+// cooldowns actor, actors/targets' cluster.go, sends it when its targets
+// actor reports one; each member's cooldowns actor receives it and cools
+// the target of that name until Until, capped by its own clock).
 type SharedCooldown struct {
 	Target string // the target's name: ids are a member's own
 	Until  int64  // Unix ms

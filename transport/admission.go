@@ -108,12 +108,11 @@ func (a *Assembly) IngestConfig(ph *pressureactor.Handle) ingest.Config {
 }
 
 // AttachAdmission hands the front end the spawned pressure and ingest
-// actors, subscribes ingest to pressure, and registers the admission
-// health section and metrics.
+// actors (the composition root subscribed ingest to pressure), and
+// registers the admission health section and metrics.
 func (a *Assembly) AttachAdmission(ph *pressureactor.Handle, ih *ingest.Handle) {
 	g := a.g
 	ad := &g.opts.Env.Admission
-	ph.Subscribe(ih.OnPressure)
 	g.pressure, g.ingest = ph, ih
 	if k := ad.SelfLoopKey(); k != "" {
 		g.selfLoopKey = []byte(k)

@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/pressure"
+	"github.com/omniroute/gateway/transport/gateway"
 )
 
 // pressureFeed is a sampler the tests steer.

@@ -13,7 +13,6 @@ import (
 	quotaactor "github.com/omniroute/gateway/actors/quota"
 	"github.com/omniroute/gateway/internal/clock"
 	icluster "github.com/omniroute/gateway/internal/cluster"
-	"github.com/omniroute/gateway/internal/clusterwire"
 	"github.com/omniroute/gateway/internal/growable"
 	ikeys "github.com/omniroute/gateway/internal/keys"
 	"github.com/omniroute/gateway/internal/rolling"
@@ -52,12 +51,10 @@ type clusterSys struct {
 	mu      sync.Mutex // serialises tenant pool creation
 	tenants atomic.Pointer[map[tenant.ID]*sharedTenant]
 	clk     clock.Clock
-	// cooldownsSent and cooldownsHeard count the cooldowns this node told
-	// its peers and the ones it applied from them (cluster_cooldowns.go).
-	cooldownsSent, cooldownsHeard atomic.Int64
-	// cooldownRefusals counts the cooldowns that could not be sent or
-	// read (clusterwire: malformed, or from a member of another release).
-	cooldownRefusals clusterwire.Refusals
+	// cooldowns counts the cooldowns this node told its peers, the ones
+	// it applied from them and the ones it could not send or read
+	// (actors/targets' cooldowns actor; AttachCooldowns).
+	cooldowns CooldownCounts
 	// quota shares quota telemetry with the peers (ShareQuota); nil until
 	// then.
 	quota *quotaactor.Cluster
@@ -213,8 +210,8 @@ func (g *Gateway) shareInstallSecret() (string, error) {
 
 // AttachCluster hands the front end the joined node and its credit
 // leases: the ledger's slots (PlanRouting ran first) become shared pools.
-// The cooldowns actor is spawned next, with CooldownsProps, under
-// CooldownsActorName; when that fails, DetachCluster undoes this.
+// The cooldowns actor is spawned next (AttachCooldowns); when that fails,
+// DetachCluster undoes this.
 func (a *Assembly) AttachCluster(node *icluster.Node, leases *credit.Leases) {
 	g := a.g
 	cs := &clusterSys{node: node, leases: leases, ledger: &growable.List[sharedSlot]{}, clk: g.clk}
@@ -278,6 +275,20 @@ func (cs *clusterSys) budget(key string) (credit.Budget, bool) {
 // it: the composition root that spawned it stops it.
 func (a *Assembly) DetachCluster() { a.g.cs = nil }
 
+// CooldownCounts is the cluster cooldowns actor as the health section
+// reads it (*actors/targets.Cluster): the cooldowns told to the peers,
+// applied from them, and dropped (could not be sent or read). An alias
+// of the literal, so the composition root's interface names the same
+// type without importing this package.
+type CooldownCounts = interface {
+	Counts() (sent, heard, dropped int64)
+}
+
+// AttachCooldowns hands the front end the cluster cooldowns actor the
+// composition root spawned (the targets actor's cooldown subscriber),
+// for the health section's counts.
+func (a *Assembly) AttachCooldowns(c CooldownCounts) { a.g.cs.cooldowns = c }
+
 // ShareQuota starts sharing quota telemetry with the other members
 // (actors/quota's cluster actor, under quotaactor.PeersActorName): this
 // node polls the usage APIs of the connections it owns by rendezvous
@@ -300,6 +311,15 @@ func (a *Assembly) ShareQuota() error {
 	}
 	g.cs.quota = cl
 	return nil
+}
+
+// cooldownCounts is the cluster section's cooldowns entry.
+func cooldownCounts(c CooldownCounts) map[string]int64 {
+	var sent, heard, dropped int64
+	if c != nil {
+		sent, heard, dropped = c.Counts()
+	}
+	return map[string]int64{"sent": sent, "heard": heard, "dropped": dropped}
 }
 
 // ClusterJoined logs the membership once the cooldowns actor runs, and
@@ -554,7 +574,7 @@ func (g *Gateway) clusterHealth() (any, string) {
 	return map[string]any{
 		"mode": "etcd", "name": g.opts.Env.Cluster.ClusterName, "self": cs.node.ID(), "address": cs.node.Address(),
 		"members": ms, "trust": cs.node.Trust(), "credit": cs.leases.Snapshot(),
-		"cooldowns": map[string]int64{"sent": cs.cooldownsSent.Load(), "heard": cs.cooldownsHeard.Load(), "dropped": cs.cooldownRefusals.Count()},
+		"cooldowns": cooldownCounts(cs.cooldowns),
 		"quota":     cs.quotaStats(),
 	}, status
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/omniroute/gateway/actors/gateway"
+	"github.com/omniroute/gateway/transport/gateway"
 )
 
 type dashSnap struct {

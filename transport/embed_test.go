@@ -14,9 +14,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/valyala/fasthttp"
 
-	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/transport"
+	"github.com/omniroute/gateway/transport/gateway"
 )
 
 // embedded builds a gateway on a host-owned actor system without serving it.

@@ -9,9 +9,9 @@
 // requests, usage, quota, dashboard, reload) are package transport/ops,
 // on the same edge, served on the ports ops_ports.go supplies.
 //
-// It spawns no actor: the composition root (actors/gateway) spawns them
+// It spawns no actor: the composition root (transport/gateway) spawns them
 // with the options an Assembly derives and attaches their handles, which
-// the request path then reads. Embedders call actors/gateway's New, not
+// the request path then reads. Embedders call transport/gateway's New, not
 // this package.
 package transport
 
@@ -40,7 +40,6 @@ import (
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
-	"github.com/omniroute/gateway/internal/lockfile"
 	"github.com/omniroute/gateway/internal/logging"
 	"github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/internal/sanitize"
@@ -68,7 +67,8 @@ type Options struct {
 	// signals use it.
 	PressureSample func() pressure.Sample
 	// Store keeps API keys, the request log and usage; nil opens the
-	// SQLite database <data dir>/omniroute.db (docs/tenants.md). The
+	// SQLite database <data dir>/omniroute.db (docs/tenants.md; the
+	// composition root opens it, transport/gateway/datadir). The
 	// gateway closes only a database it opened. In cluster mode the API
 	// keys live in etcd instead (the ones Store holds are copied there at
 	// start, docs/cluster.md "API keys"); the request log stays here.
@@ -125,15 +125,21 @@ type Gateway struct {
 
 	ten *tenantSys // keys, tenant limits, request log (tenants.go)
 
-	dirLock *lockfile.Lock  // the data directory, held until Close
-	hist    *history.Handle // the dashboard's one-second history (history.go)
-	ops     *ops.API        // the operator APIs (package ops, ops_ports.go)
-	tracer  trace.Tracer    // nil: tracing off
-	cs      *clusterSys     // cluster mode; nil for a single node (cluster.go)
+	// closers release what the composition root opened for this gateway
+	// (its data directory: the lock and the database), after the actors
+	// that use it stopped (OnClose).
+	closers []func()
+	// links stop the actors the root spawned between the routing actors
+	// (AttachLink), right after the targets actor.
+	links  []func()
+	hist   *history.Handle // the dashboard's one-second history (history.go)
+	ops    *ops.API        // the operator APIs (package ops, ops_ports.go)
+	tracer trace.Tracer    // nil: tracing off
+	cs     *clusterSys     // cluster mode; nil for a single node (cluster.go)
 }
 
 // Assembly is a Gateway being composed. Prepare starts one; the
-// composition root (actors/gateway) spawns each actor with the options
+// composition root (transport/gateway) spawns each actor with the options
 // the Assembly derives from the catalog and the environment, and hands
 // the spawned handle back with the matching Attach method, in the order
 // the methods' comments give (an actor's options may read the handles
@@ -144,14 +150,26 @@ type Assembly struct {
 	budget budget.Budget // the ingest budget, resolved by PressureOptions
 }
 
-// Prepare starts composing a gateway on system: it resolves the catalog,
-// takes the data directory's lock, plans the supervised services, creates
-// the upstream clients and the metrics. It spawns no actor. Until
-// StartFront, a failed composition is undone with Abort; after it, with
-// the Gateway's Close.
-func Prepare(system *actor.ActorSystem, o Options) (*Assembly, error) {
+// Check reports what o lacks before anything is opened for it.
+func (o *Options) Check() error {
 	if o.File == nil {
-		return nil, errors.New("building the gateway: Options.File is nil; pass config.DefaultFile() or a decoded file")
+		return errors.New("building the gateway: Options.File is nil; pass config.DefaultFile() or a decoded file")
+	}
+	return nil
+}
+
+// Prepare starts composing a gateway on system: it resolves the catalog,
+// plans the supervised services, creates the upstream clients and the
+// metrics. It spawns no actor and opens no file: the composition root
+// holds the data directory (its lock and Options.Store) and hands over
+// its release with OnClose. Until StartFront, a failed composition is
+// undone with Abort; after it, with the Gateway's Close.
+func Prepare(system *actor.ActorSystem, o Options) (*Assembly, error) {
+	if err := o.Check(); err != nil {
+		return nil, err
+	}
+	if o.Store == nil {
+		return nil, errors.New("building the gateway: Options.Store is nil; the composition root opens the data directory's store (transport/gateway/datadir) before Prepare")
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -183,11 +201,6 @@ func Prepare(system *actor.ActorSystem, o Options) (*Assembly, error) {
 		g.log.Info("tenant ids use the cluster's install secret", "cluster", o.Env.Cluster.ClusterName, "source", sharedSecret)
 	}
 	g.ops = g.newOps()
-	// One gateway per data directory: two would overwrite each other's
-	// service state (lockfile). Held until Close.
-	if g.dirLock, err = lockfile.Acquire(o.Env.ResolvedDataDir()); err != nil {
-		return nil, err
-	}
 	a := &Assembly{g: g}
 	if err := g.planServices(); err != nil {
 		a.Abort()
@@ -205,6 +218,32 @@ func Prepare(system *actor.ActorSystem, o Options) (*Assembly, error) {
 // Clock is the clock the gateway runs on (Options.Clock, else the wall
 // clock): the actors get the same one.
 func (a *Assembly) Clock() clock.Clock { return a.g.clk }
+
+// Logger is the gateway's logger (Options.Logger behind the redactor),
+// for the composition root's own lines.
+func (a *Assembly) Logger() *slog.Logger { return a.g.log }
+
+// OnClose has f run when the gateway closes (or its composition is
+// aborted), after every actor and upstream pool stopped and before the
+// cluster is left, the last registered first: the composition root
+// releases there what it opened for the gateway.
+func (a *Assembly) OnClose(f func()) { a.g.closers = append(a.g.closers, f) }
+
+// stopLinks stops the links AttachLink gave, once.
+func (g *Gateway) stopLinks() {
+	for _, stop := range g.links {
+		stop()
+	}
+	g.links = nil
+}
+
+// runClosers runs the OnClose functions once.
+func (g *Gateway) runClosers() {
+	for i := len(g.closers) - 1; i >= 0; i-- {
+		g.closers[i]()
+	}
+	g.closers = nil
+}
 
 // Abort undoes a composition that failed before StartFront: it stops the
 // cluster node and the routing actors attached so far, then releases the
@@ -224,11 +263,12 @@ func (a *Assembly) Abort() {
 	if g.targets != nil {
 		g.targets.Stop()
 	}
+	g.stopLinks()
 	if g.metrics != nil {
 		g.metrics.unregister()
 	}
 	g.closeClients()
-	g.dirLock.Release()
+	g.runClosers()
 }
 
 // StartFront builds the HTTP edge (the in-flight registry, the hang-up
@@ -344,12 +384,13 @@ func (g *Gateway) Close() {
 		g.adm.lanes.Stop()
 	}
 	g.targets.Stop()
+	g.stopLinks()
 	g.closeSidecars()
 	g.stopAdmission()
 	g.qs.stop()
 	g.stopTenants()
 	g.closeClients()
 	g.metrics.unregister()
-	g.dirLock.Release()
+	g.runClosers()
 	g.stopCluster() // last: it stops the actor system
 }

@@ -11,10 +11,10 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/valyala/fasthttp"
 
-	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/bench/refproxy"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/transport/gateway"
 )
 
 // benchGateway runs an in-process mock and gateway on loopback and returns

@@ -18,13 +18,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/logging"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/svctest"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/transport"
+	"github.com/omniroute/gateway/transport/gateway"
 )
 
 // relayDemoFile is the default shape of finding 1: a model served natively

@@ -19,11 +19,11 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
 
-	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/svctest"
 	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/transport/gateway"
 )
 
 // mock is the mock provider process shared by the package's tests. Tests

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/transport/gateway"
 )
 
 // TestManagementKeyGuessesAreSlowedDown: ten wrong management keys from

@@ -13,7 +13,6 @@ import (
 	"github.com/omniroute/gateway/internal/admission"
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
-	"github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/messages"
 )
 
@@ -44,28 +43,14 @@ func (a *Assembly) LanesOptions() lanes.Options {
 		Logger: g.log.With("component", "admission"), Weight: g.laneWeight}
 }
 
-// AttachLanes hands the front end the spawned lanes actor, feeds it the
-// gateway's memory pressure, and prepares priority classes, the health
-// section and the metrics.
+// AttachLanes hands the front end the spawned lanes actor (the
+// composition root subscribed its pressure follower to the gateway's
+// memory pressure), and prepares priority classes, the health section and
+// the metrics.
 func (a *Assembly) AttachLanes(h *lanes.Handle) {
 	g := a.g
 	ad := &g.adm
 	ad.lanes = h
-	if g.pressure != nil {
-		// The gateway's own memory pressure feeds every upstream's limit:
-		// critical halves it at once (once per window), high stops growth.
-		g.pressure.Subscribe(func(st *pressure.State) {
-			// A used-up CPU (the gateway's, or the machine it shares)
-			// makes latency no evidence of a provider's queue.
-			h.ObserveCPU(st.CPUSaturated())
-			switch st.Severity {
-			case pressure.High:
-				h.ObservePressure(admission.PressureHigh, st.Reason)
-			case pressure.Critical:
-				h.ObservePressure(admission.PressureCritical, st.Reason)
-			}
-		})
-	}
 	ad.defaultClass = admission.Class(g.opts.Env.Lanes.DefaultClass)
 	g.health = append(g.health, healthSection{name: "adaptiveAdmission", fn: g.lanesHealth, brief: briefLanes})
 	g.registerLanesMetrics()

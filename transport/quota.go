@@ -14,7 +14,6 @@ import (
 	"github.com/omniroute/gateway/internal/growable"
 	"github.com/omniroute/gateway/internal/planner"
 	"github.com/omniroute/gateway/internal/quota"
-	"github.com/omniroute/gateway/messages"
 )
 
 // targetInfo is what routing needs about a target beyond the catalog.
@@ -115,23 +114,36 @@ func (a *Assembly) QuotaOptions(ledger *ledgeractor.Handle) quotaactor.Options {
 }
 
 // TargetsOptions are the targets actor's options: breaker and cooldown
-// settings from the environment, the attempts' rate-limit headers
-// forwarded to the quota and ledger actors (attached by AttachRouting
-// before any request runs), and cooldowns told to the cluster's peers.
+// settings from the environment. The attempts' rate-limit headers reach
+// the quota and ledger actors, and cooldowns the cluster's peers, as
+// messages to the actors the composition root sets up (the observations
+// link, which reads QuotaRoute; the targets' cooldowns actor), never
+// through code of theirs run on the targets actor.
 func (a *Assembly) TargetsOptions() targets.Options {
-	g, qs, env := a.g, a.g.qs, a.g.opts.Env.Quota
+	env := a.g.opts.Env.Quota
 	return targets.Options{
 		FailureThreshold: int(env.BreakerFailures),
 		BackoffBase:      env.CooldownBase.Duration(), BackoffMax: env.CooldownMax.Duration(),
 		HardCooldown: env.QuotaCooldown.Duration(),
-		OnObservation: func(target int, obs *messages.QuotaObservation) {
-			in := qs.info.At(target)
-			qs.quota.Observe(in.conn, in.upstream, obs)
-			qs.ledger.ObserveLimits(in.slot, obs)
-		},
-		OnCooldown: g.onCooldown, // cluster mode tells the peers
 	}
 }
+
+// QuotaRoute says where target's observed rate-limit headers go: its
+// connection and upstream model (the quota actors) and its ledger slot.
+// The composition root's observations link reads it for every
+// messages.QuotaObserved; the table grows only before a target's id is
+// published, so the read needs no lock.
+func (a *Assembly) QuotaRoute(target int) (conn int, upstream string, slot int) {
+	in := a.g.qs.info.At(target)
+	return in.conn, in.upstream, in.slot
+}
+
+// AttachLink hands the front end the stop of an actor the composition
+// root spawned between the routing actors (the observations link from
+// the targets actor to the quota and ledger actors): Close runs it after
+// the targets actor, its sender, stopped and before the actors it sends
+// to stop.
+func (a *Assembly) AttachLink(stop func()) { a.g.links = append(a.g.links, stop) }
 
 // AttachRouting hands the front end the spawned ledger, quota and targets
 // actors.

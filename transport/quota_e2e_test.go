@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/omniroute/gateway/actors/gateway"
 	ledgeractor "github.com/omniroute/gateway/actors/ledger"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/transport/gateway"
 )
 
 // startGatewayClock is startGateway with the gateway's decision clock

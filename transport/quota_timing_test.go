@@ -12,9 +12,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/transport/gateway"
 )
 
 // BenchmarkChatWithQuotaRouting measures non-streaming and streaming chat

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/logging"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/transport"
+	"github.com/omniroute/gateway/transport/gateway"
 )
 
 // addedProviderKey is the API key of the providers the reload tests add

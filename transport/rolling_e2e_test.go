@@ -13,11 +13,11 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/chromedp/chromedp"
 
-	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/rolling"
 	"github.com/omniroute/gateway/internal/testutil/ratecheck"
+	"github.com/omniroute/gateway/transport/gateway"
 )
 
 // ownMock starts a mock provider process of the test's own, with a

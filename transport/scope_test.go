@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/transport/gateway"
 )
 
 // TestCountTokensUnderTheKeysScope: a token count is a request of the

@@ -13,12 +13,12 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/actors/services"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/svctest"
 	"github.com/omniroute/gateway/transport"
+	"github.com/omniroute/gateway/transport/gateway"
 )
 
 // gwOpts are the extras the sidecar tests need over startGateway.

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -28,7 +27,6 @@ import (
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/store"
 	"github.com/omniroute/gateway/internal/store/etcdkeys"
-	"github.com/omniroute/gateway/internal/store/sqlite"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantlimit"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
@@ -43,7 +41,7 @@ import (
 //	→ settle (finishTenant: the limiter from the real usage, once; one
 //	  record to the request log, handed over without waiting).
 //
-// The composition root (actors/gateway) spawns its actors on the options
+// The composition root (transport/gateway) spawns its actors on the options
 // OpenStore, KeysOptions, AttachKeys and RequestLogOptions give; the
 // management routes are in package ops (ops/keys.go, ops/requests.go).
 
@@ -54,16 +52,14 @@ type Store = store.Store
 // tenantSys is the tenant layer's wiring, built by OpenStore and the
 // Attach methods of the tenant layer.
 type tenantSys struct {
-	db    store.Store
-	ownDB bool // opened here (SQLite in the data dir): closed by stopTenants
+	db store.Store // Options.Store (the composition root opened and closes it)
 	// sharedKeys is the cluster's key store (cluster mode; nil on a single
 	// node, where the keys stay in db). The request log stays in db, per
 	// node, either way.
 	sharedKeys *etcdkeys.Store
-	// stopWatch ends the watch of sharedKeys; watchDone closes when it
-	// has returned.
-	stopWatch context.CancelFunc
-	watchDone chan struct{}
+	// stopWatch ends the composition root's watch of sharedKeys and
+	// waits for it (AttachKeysWatch); nil when there is none.
+	stopWatch func()
 	keys      *keys.Handle
 	limits    *tenantlimitactor.Handle
 	log       *requestlog.Handle
@@ -121,9 +117,9 @@ type tenantCall struct {
 	ttft            time.Duration
 }
 
-// OpenStore opens the tenant layer's store (Options.Store, else the
-// SQLite database in the data directory) that the keys actor and the
-// request log use. The tenant layer is attached before admission, whose
+// OpenStore opens the tenant layer on its store (Options.Store, which
+// the composition root opened) that the keys actor and the request log
+// use. The tenant layer is attached before admission, whose
 // ingest queue and lanes read the tenants' weights.
 //
 // In cluster mode (joined before this) the keys live in etcd instead, so
@@ -137,15 +133,7 @@ func (a *Assembly) OpenStore() error {
 	if g.cs != nil {
 		g.cs.ten.Store(ts) // the grains hosted here read tenants' budgets from it
 	}
-	if o.Store != nil {
-		ts.db = o.Store
-	} else {
-		db, err := sqlite.Open(filepath.Join(o.Env.ResolvedDataDir(), sqlite.FileName), sqlite.Options{})
-		if err != nil {
-			return fmt.Errorf("cannot start: %w", err)
-		}
-		ts.db, ts.ownDB = db, true
-	}
+	ts.db = o.Store
 	if g.cs != nil && g.cs.node.Etcd() != nil {
 		return a.openSharedKeys()
 	}
@@ -189,7 +177,7 @@ func (a *Assembly) openSharedKeys() error {
 // KeysOptions are the keys actor's options: the store OpenStore opened,
 // the config's tenants, and a change hook that republishes the tenants'
 // weights (an atomic store: the hook runs on the keys actor). The limiter
-// follows the keys as a subscriber of the actor (actors/gateway/spawn).
+// follows the keys as a subscriber of the actor (transport/gateway/spawn).
 func (a *Assembly) KeysOptions() keys.Options {
 	g, ts := a.g, a.g.ten
 	rc := g.rc.Load()
@@ -205,21 +193,10 @@ func (a *Assembly) KeysOptions() keys.Options {
 // tenant limiter's options: the tenants of the keys it loaded, with what
 // those with budgets spent today and this month (read here, at start-up:
 // a store that cannot be read stops it), and the spend read the limiter
-// runs on its own for the tenants later key changes add. In cluster
-// mode it starts the watch of the cluster's key store: every change there
-// (another node created, rotated or revoked a key), and every return of
-// etcd after an outage, sends the actor one Reload (coalesced).
+// runs on its own for the tenants later key changes add.
 func (a *Assembly) AttachKeys(kh *keys.Handle) (tenantlimitactor.Options, error) {
 	ts := a.g.ten
 	ts.keys = kh
-	if ts.sharedKeys != nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		ts.stopWatch, ts.watchDone = cancel, make(chan struct{})
-		go func() {
-			defer close(ts.watchDone)
-			ts.sharedKeys.Watch(ctx, kh.Reload)
-		}()
-	}
 	specs, err := ts.specs(kh.Snapshot())
 	if err != nil {
 		return tenantlimitactor.Options{}, fmt.Errorf("cannot start: %w", err)
@@ -227,6 +204,24 @@ func (a *Assembly) AttachKeys(kh *keys.Handle) (tenantlimitactor.Options, error)
 	return tenantlimitactor.Options{Clock: a.g.clk, Tenants: specs, Spend: ts.spend, SpendTimeout: spendTimeout,
 		Log: a.g.log.With("component", "tenantlimit")}, nil
 }
+
+// KeysWatch is, in cluster mode, the watch of the cluster's key store
+// (etcdkeys.Store.Watch): the composition root runs it and sends the
+// keys actor one Reload (coalesced) on every change there (another node
+// created, rotated or revoked a key) and every return of etcd after an
+// outage. ok is false on a single node, whose keys no one else writes.
+func (a *Assembly) KeysWatch() (watch func(ctx context.Context, onChange func()), ok bool) {
+	if ks := a.g.ten.sharedKeys; ks != nil {
+		return ks.Watch, true
+	}
+	return nil, false
+}
+
+// AttachKeysWatch hands the front end the stop of the watch KeysWatch
+// gave: Close runs it (it ends the watch and waits for it) before the
+// keys actor, which the watch sends to, stops and before the cluster
+// closes the etcd client it reads.
+func (a *Assembly) AttachKeysWatch(stop func()) { a.g.ten.stopWatch = stop }
 
 // AttachTenantLimits hands the front end the spawned tenant limiter.
 func (a *Assembly) AttachTenantLimits(lh *tenantlimitactor.Handle) { a.g.ten.limits = lh }
@@ -260,8 +255,8 @@ func (a *Assembly) AttachRequestLog(lg *requestlog.Handle, o requestlog.Options)
 	g.health = append(g.health, healthSection{name: "tenants", fn: g.tenantsHealth, brief: briefTenants})
 }
 
-// stopTenants flushes the request log and stops the tenant actors, then
-// closes the database it opened.
+// stopTenants flushes the request log and stops the tenant actors (the
+// database is the composition root's to close, after this).
 func (g *Gateway) stopTenants() {
 	ts := g.ten
 	if ts == nil {
@@ -274,18 +269,12 @@ func (g *Gateway) stopTenants() {
 		// Before the keys actor, which it sends to, and before the
 		// cluster closes the etcd client it reads.
 		ts.stopWatch()
-		<-ts.watchDone
 	}
 	if ts.keys != nil {
 		ts.keys.Stop()
 	}
 	if ts.limits != nil {
 		ts.limits.Stop()
-	}
-	if ts.ownDB && ts.db != nil {
-		if err := ts.db.Close(); err != nil {
-			g.log.Warn("closing the database failed; the last request log batch may be lost", "err", err)
-		}
 	}
 }
 

@@ -21,13 +21,13 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/store/sqlite"
 	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/transport/gateway"
 )
 
 // tenantsFile has models for the tenant tests, each with a price (per

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/actors/requestlog"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/mockprovider"
@@ -17,6 +16,7 @@ import (
 	"github.com/omniroute/gateway/internal/store"
 	"github.com/omniroute/gateway/internal/store/sqlite"
 	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/transport/gateway"
 )
 
 // heldSpendStore is the real SQLite store whose spend read, once held,

@@ -17,9 +17,9 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/tracing"
+	"github.com/omniroute/gateway/transport/gateway"
 )
 
 // otlpReceiver is an in-process OTLP/HTTP trace receiver: it decodes the

@@ -65,8 +65,13 @@ func (a *ingestActor) Receive(ctx actor.Context) {
 		a.expire()
 		a.dispatch()
 		a.arm(ctx)
-	case *abortLargest:
-		a.abortLargest()
+	case *messages.Published[*pressure.State]:
+		// A subscriber of the resource-pressure actor (the composition
+		// root subscribes it): under critical pressure, abort the largest
+		// uploads still being read.
+		if m.Snapshot.Severity == pressure.Critical {
+			a.abortLargest()
+		}
 	}
 }
 

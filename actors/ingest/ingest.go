@@ -497,17 +497,11 @@ func (h *Handle) Snapshot() Snapshot {
 	return s
 }
 
-// OnPressure is the resource-pressure actor's subscriber: under critical
-// pressure the ingest actor aborts the largest uploads still being read.
-func (h *Handle) OnPressure(st *pressure.State) {
-	if st.Severity == pressure.Critical && !h.stopped.Load() {
-		h.root.Send(h.pid, abortMsg)
-	}
-}
-
-var abortMsg = &abortLargest{}
-
-type abortLargest struct{}
+// PID is the ingest actor, for the resource-pressure actor's Subscribe:
+// each state it samples reaches the actor as a
+// *messages.Published[*internal/pressure.State], and under critical
+// pressure the actor aborts the largest uploads still being read.
+func (h *Handle) PID() *actor.PID { return h.pid }
 
 func sortLanes(v []LaneView) {
 	sort.Slice(v, func(i, j int) bool { return string(v[i].key[:]) < string(v[j].key[:]) })

@@ -294,14 +294,14 @@ func TestCriticalPressureAbortsLargestUploadsFirst(t *testing.T) {
 	// One was granted, but its reader has not registered yet: the abort is
 	// kept for it.
 	late, _ := h.Acquire(key("k"), 2*mib, true, nil)
-	h.OnPressure(&pressure.State{Severity: pressure.High})
+	samplePressure(h, pressure.High)
 	testutil.Drain(t, h.root, h.pid) // an abort it sent would be done
 	for _, u := range ups {
 		if u.aborted.Load() {
 			t.Fatal("high pressure must not abort uploads")
 		}
 	}
-	h.OnPressure(&pressure.State{Severity: pressure.Critical})
+	samplePressure(h, pressure.Critical)
 	// 39 MiB being read: the 20 MiB upload is half of it or more.
 	waitUntil(t, "an abort", func() bool { return leases[1].Aborted() })
 	testutil.Drain(t, h.root, h.pid) // the sample's whole abort run is done
@@ -309,12 +309,12 @@ func TestCriticalPressureAbortsLargestUploadsFirst(t *testing.T) {
 		t.Fatalf("aborted %v %v %v %v; want only the 20 MiB upload", ups[0].aborted.Load(), ups[1].aborted.Load(), ups[2].aborted.Load(), ups[3].aborted.Load())
 	}
 	// The next critical sample takes the next largest.
-	h.OnPressure(&pressure.State{Severity: pressure.Critical})
+	samplePressure(h, pressure.Critical)
 	waitUntil(t, "the second abort", func() bool { return leases[3].Aborted() })
 	// Critical samples go on until the late lease is aborted too; its
 	// reader is stopped the moment it registers.
 	for !late.Aborted() {
-		h.OnPressure(&pressure.State{Severity: pressure.Critical})
+		samplePressure(h, pressure.Critical)
 		time.Sleep(time.Millisecond)
 	}
 	lateUp := &fakeUpload{}
@@ -422,4 +422,10 @@ func TestLedgerUnderConcurrency(t *testing.T) {
 		t.Fatal("nothing admitted")
 	}
 	t.Logf("admitted %d, shed %d, slow path %d", admitted.Load(), shed.Load(), h.slowPath.Load())
+}
+
+// samplePressure sends the ingest actor a sampled pressure state, as the
+// resource-pressure actor sends its subscribers.
+func samplePressure(h *Handle, sev pressure.Severity) {
+	h.root.Send(h.PID(), &messages.Published[*pressure.State]{Snapshot: &pressure.State{Severity: sev}})
 }

@@ -194,6 +194,8 @@ type Handle struct {
 	stopped atomic.Bool
 	sub     *eventstream.Subscription
 	stop    sync.Once
+	// follower takes the resource-pressure actor's samples (pressure.go).
+	follower *actor.PID
 
 	admitted    [admission.NumClasses]atomic.Int64
 	rejected    [admission.NumClasses][NumReasons]atomic.Int64
@@ -232,6 +234,8 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 		h.ups.Append(newUpstream(h, i, spec, o))
 	}
 	h.sub = system.EventStream.Subscribe(h.deadLetter)
+	h.follower = system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return &pressureFollower{h: h} },
+		actor.WithGuardian(followerStrategy)))
 	return h, nil
 }
 
@@ -591,6 +595,7 @@ func (h *Handle) Stop() {
 		h.addMu.Lock() // no upstream starts after the loop below
 		h.stopped.Store(true)
 		h.addMu.Unlock()
+		_ = h.root.PoisonFuture(h.follower).Wait() // before the controllers it sends to
 		h.all(func(u *upstream) { u.stop() })
 		h.root.ActorSystem().EventStream.Unsubscribe(h.sub)
 	})

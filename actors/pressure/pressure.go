@@ -4,9 +4,10 @@
 // publishes the state as an immutable snapshot that admission reads with
 // one atomic load, never a message.
 //
-// Subscribers (the ingest actor's handle) are called after every sample on
-// the actor's goroutine, so that critical pressure can abort uploads
-// without polling. Transitions are logged with the figures behind them:
+// Subscribers (the ingest actor, the lanes' pressure follower) are sent
+// every sampled state as a message, so that critical pressure can abort
+// uploads and halve the upstreams' limits without polling, each on its
+// own goroutine: this actor only sends. Transitions are logged with the figures behind them:
 // OmniRoute's 503 storms were hard to diagnose because its logs did not say
 // which signal tripped.
 package pressure
@@ -57,7 +58,7 @@ type Handle struct {
 	root  *actor.RootContext
 	pid   *actor.PID
 	state atomic.Pointer[mem.State]
-	subs  atomic.Pointer[[]func(*mem.State)]
+	subs  atomic.Pointer[[]*actor.PID]
 	// stopped makes Stop idempotent (a second Poison would be a dead letter).
 	stopped atomic.Bool
 }
@@ -65,12 +66,14 @@ type Handle struct {
 // State returns the latest state; never nil after Spawn.
 func (h *Handle) State() *mem.State { return h.state.Load() }
 
-// Subscribe adds fn, called on the actor's goroutine after every sample
-// with the new state. fn must not block.
-func (h *Handle) Subscribe(fn func(*mem.State)) {
+// Subscribe makes the actor send pid every state it samples from now on,
+// as a *messages.Published[*internal/pressure.State] (the same immutable
+// value State returns). The composition root subscribes the ingest actor
+// and the lanes' pressure follower.
+func (h *Handle) Subscribe(pid *actor.PID) {
 	for {
 		old := h.subs.Load()
-		next := append(append([]func(*mem.State){}, *old...), fn)
+		next := append(append([]*actor.PID{}, *old...), pid)
 		if h.subs.CompareAndSwap(old, &next) {
 			return
 		}
@@ -134,7 +137,7 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 		}
 	}
 	h := &Handle{root: system.Root}
-	none := []func(*mem.State){}
+	none := []*actor.PID{}
 	h.subs.Store(&none)
 	first := &pressureActor{h: h, opts: o, tracker: mem.NewTracker(o.Config)}
 	first.observe(o.Sample()) // published before anyone reads it
@@ -184,8 +187,8 @@ func (a *pressureActor) observe(s mem.Sample) {
 		a.logTransition(prev, st)
 	}
 	a.h.state.Store(&st)
-	for _, fn := range *a.h.subs.Load() {
-		fn(&st)
+	for _, pid := range *a.h.subs.Load() {
+		a.h.root.Send(pid, &messages.Published[*mem.State]{Snapshot: &st})
 	}
 }
 

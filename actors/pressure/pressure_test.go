@@ -13,6 +13,7 @@ import (
 	"github.com/omniroute/gateway/internal/clock"
 	mem "github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/messages"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
@@ -58,9 +59,8 @@ func TestSamplesDriveSeverityAndSubscribers(t *testing.T) {
 	if st := h.State(); st == nil || st.Severity != mem.Normal || !st.ObservedAt.Equal(clk.Now()) {
 		t.Fatalf("the first sample is taken at spawn: %+v", st)
 	}
-	var seen []mem.Severity
-	var smu sync.Mutex
-	h.Subscribe(func(s *mem.State) { smu.Lock(); seen = append(seen, s.Severity); smu.Unlock() })
+	inbox := testutil.NewInbox(t, sys)
+	h.Subscribe(inbox.PID)
 	set := func(s mem.Sample) { mu.Lock(); next = s; mu.Unlock() }
 	set(sample(0.95))
 	h.Tick()
@@ -72,8 +72,11 @@ func TestSamplesDriveSeverityAndSubscribers(t *testing.T) {
 	}
 	h.Observe(sample(0.2))
 	waitState(t, h, func(s *mem.State) bool { return s.Severity == mem.Normal })
-	smu.Lock()
-	defer smu.Unlock()
+	testutil.Drain(t, sys.Root, h.pid) // the last sample's message is sent
+	var seen []mem.Severity
+	for _, m := range testutil.Of[*messages.Published[*mem.State]](t, inbox) {
+		seen = append(seen, m.Snapshot.Severity)
+	}
 	if len(seen) != 3 || seen[0] != mem.Normal || seen[1] != mem.Critical || seen[2] != mem.Normal {
 		t.Fatalf("subscriber saw %v", seen)
 	}

@@ -33,15 +33,6 @@ type Options struct {
 	// ProbeTimeout frees a half-open probe whose outcome never arrived
 	// (default 15 min: longer than any upstream exchange).
 	ProbeTimeout time.Duration
-	// OnObservation receives each attempt's parsed rate-limit headers, on
-	// the actor's goroutine; the composition root forwards them to the
-	// quota and ledger actors.
-	OnObservation func(target int, obs *messages.QuotaObservation)
-	// OnCooldown is told, on the actor's goroutine, when a failure seen
-	// here opened a target's circuit or pushed its cooldown later
-	// (cluster mode tells the other nodes). A cooldown applied from a
-	// peer (PeerCooldown) is not reported again.
-	OnCooldown func(target int, until time.Time, reason string)
 }
 
 func (o *Options) defaults() {

@@ -1,11 +1,13 @@
 package targets
 
 import (
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/omniroute/gateway/internal/clock"
+	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/messages"
 )
 
@@ -28,27 +30,37 @@ type breakerEnv struct {
 	t   *testing.T
 	h   *Handle
 	clk *clock.Fake
-	mu  sync.Mutex
-	obs []int
+	sys *actor.ActorSystem
+	// inbox subscribes to the actor's observations and cooldowns.
+	inbox *testutil.Inbox
+}
+
+// observed are the targets whose headers the actor sent its observation
+// subscriber so far, in order.
+func (e *breakerEnv) observed() []int {
+	var out []int
+	for _, m := range testutil.Of[*messages.QuotaObserved](e.t, e.inbox) {
+		out = append(out, m.Target)
+	}
+	return out
 }
 
 func newBreakerEnv(t *testing.T, o Options) *breakerEnv {
 	t.Helper()
 	sys := newSystem()
 	clk := clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	e := &breakerEnv{t: t, clk: clk}
+	e := &breakerEnv{t: t, clk: clk, sys: sys}
 	o.Rand = func() float64 { return 0.5 } // jitter factor exactly 1
-	o.OnObservation = func(target int, _ *messages.QuotaObservation) {
-		e.mu.Lock()
-		e.obs = append(e.obs, target)
-		e.mu.Unlock()
-	}
 	h, err := SpawnWith(sys, []string{"p/a/m", "p/b/m"}, clk, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.h = h
 	t.Cleanup(func() { h.Stop(); sys.Shutdown() })
+	e.inbox = testutil.NewInbox(t, sys)
+	h.SubscribeObservations(e.inbox.PID)
+	h.cluster.Store(&Cluster{h: h, pid: e.inbox.PID}) // the inbox stands for the cooldowns actor
+	t.Cleanup(func() { h.cluster.Store(nil) })        // before the inbox stops: Stop must not stop it again
 	return e
 }
 
@@ -120,11 +132,8 @@ func TestCooldownFollowsTheProviderHint(t *testing.T) {
 	if s = e.report(m); !s.CoolUntil.Equal(now.Add(34 * time.Second)) {
 		t.Fatalf("body hint ignored: %v", s.CoolUntil.Sub(now))
 	}
-	e.mu.Lock()
-	n := len(e.obs)
-	e.mu.Unlock()
-	if n != 3 {
-		t.Fatalf("observations forwarded %d times, want 3", n)
+	if got := e.observed(); len(got) != 3 || got[0] != 0 || got[1] != 0 || got[2] != 0 {
+		t.Fatalf("observations forwarded for targets %v, want target 0's three", got)
 	}
 }
 
@@ -301,33 +310,21 @@ func TestHardFailuresOpenAtOnce(t *testing.T) {
 	})
 }
 
-// TestPeerCooldown: a failure seen here is reported to OnCooldown (what
-// cluster mode tells the other nodes); a cooldown a peer reported opens
+// TestPeerCooldown: a failure seen here is sent to the cooldowns actor
+// (what cluster mode tells the other nodes), with the target's id and
+// name; a cooldown a peer reported opens
 // the circuit here until its end without counting an incident or being
 // reported again, never shortens a longer local one, and this node's own
 // probe closes it afterwards.
 func TestPeerCooldown(t *testing.T) {
-	type cool struct {
-		target int
-		until  time.Time
-		reason string
-	}
-	var mu sync.Mutex
-	var told []cool
-	e := newBreakerEnv(t, Options{OnCooldown: func(target int, until time.Time, reason string) {
-		mu.Lock()
-		told = append(told, cool{target, until, reason})
-		mu.Unlock()
-	}})
+	e := newBreakerEnv(t, Options{})
 	now := e.clk.Now()
 	m := at(0, messages.RateLimit, 429, now.Add(-time.Second))
 	m.Reason, m.Quota = "rate_limit", retryAfter(20*time.Second)
 	e.report(m)
-	mu.Lock()
-	got := append([]cool(nil), told...)
-	mu.Unlock()
-	if len(got) != 1 || got[0].target != 0 || !got[0].until.Equal(now.Add(20*time.Second)) || got[0].reason != "rate_limit" {
-		t.Fatalf("OnCooldown was told %+v", got)
+	got := testutil.Of[*cooledDown](t, e.inbox)
+	if len(got) != 1 || got[0].target != 0 || got[0].name != "p/a/m" || !got[0].until.Equal(now.Add(20*time.Second)) || got[0].reason != "rate_limit" {
+		t.Fatalf("the cooldowns actor was told %+v", got)
 	}
 
 	// Target 1 cools on a peer's word.
@@ -347,9 +344,7 @@ func TestPeerCooldown(t *testing.T) {
 	if s := e.h.Snapshot().Targets[0]; !s.CoolUntil.Equal(now.Add(20*time.Second)) || s.CooldownReason != "rate_limit" {
 		t.Fatalf("a shorter peer cooldown changed the local one: %+v", s)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(told) != 1 {
+	if told := testutil.Of[*cooledDown](t, e.inbox); len(told) != 1 {
 		t.Fatalf("peer cooldowns were reported again: %+v", told)
 	}
 }

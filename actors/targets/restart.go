@@ -5,9 +5,9 @@ import (
 	"github.com/omniroute/gateway/messages"
 )
 
-// strategy restarts the targets actor after a panic (in OnObservation,
-// for instance): routing reads its snapshot for every request, so it must
-// come back. The fresh actor rebuilds its state from the last published
+// strategy restarts the targets actor after a panic (a bug in draining
+// the accumulators, for instance): routing reads its snapshot for every
+// request, so it must come back. The fresh actor rebuilds its state from the last published
 // snapshot (restoreState): counters, failure streaks, cooldowns and open
 // circuits and the incident count survive; only a quota failure streak's
 // doubling and a stream-cut streak start over.

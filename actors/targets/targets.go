@@ -91,6 +91,38 @@ type Handle struct {
 	// waiting for a cooling target wakes when a probe closes its circuit
 	// instead of polling the snapshot.
 	changed atomic.Pointer[chan struct{}]
+	// observers is the observation subscriber the composition root set
+	// (SubscribeObservations); nil: none.
+	observers atomic.Pointer[actor.PID]
+	// cluster is the cooldowns actor, the cooldown subscriber (cluster
+	// mode: StartCluster); nil on a single node.
+	cluster atomic.Pointer[Cluster]
+	clk     clock.Clock
+}
+
+// SubscribeObservations makes the actor send pid each attempt's
+// rate-limit headers as a *messages.QuotaObserved (for a run of
+// coalesced successes, the latest). The composition root subscribes the
+// link that hands them to the quota and ledger actors before any request
+// runs; the actor only sends, so it never does their work.
+func (h *Handle) SubscribeObservations(pid *actor.PID) { h.observers.Store(pid) }
+
+// observed sends the observation subscriber target's headers.
+func (a *targetsActor) observed(target int, obs *messages.QuotaObservation) {
+	if pid := a.h.observers.Load(); pid != nil {
+		a.h.root.Send(pid, &messages.QuotaObserved{Target: target, Obs: obs})
+	}
+}
+
+// ID returns the id of the target named name, from the published names
+// (a peer's cooldown names its target).
+func (h *Handle) ID(name string) (int, bool) {
+	for i, n := range *h.names.Load() {
+		if n == name {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // Changed returns a channel that is closed at the next publish of the
@@ -221,6 +253,9 @@ func (h *Handle) PeerCooldown(target int, until time.Time, reason string) {
 func (h *Handle) Stop() {
 	h.stopped.Store(true)
 	_ = h.root.PoisonFuture(h.pid).Wait()
+	if cl := h.cluster.Swap(nil); cl != nil {
+		cl.stop() // after the targets actor, which sends to it
+	}
 }
 
 // PublishInterval is how often successes alone are republished; failures
@@ -278,7 +313,7 @@ func Spawn(system *actor.ActorSystem, names []string, clk clock.Clock) (*Handle,
 // SpawnWith starts the actor with breaker options.
 func SpawnWith(system *actor.ActorSystem, names []string, clk clock.Clock, o Options) (*Handle, error) {
 	o.defaults()
-	h := &Handle{root: system.Root, slots: &growable.List[slot]{}, opts: o}
+	h := &Handle{root: system.Root, slots: &growable.List[slot]{}, opts: o, clk: clk}
 	h.slots.Grow(len(names))
 	names = slices.Clone(names)
 	h.names.Store(&names)
@@ -359,8 +394,8 @@ func (a *targetsActor) drain() {
 			continue
 		}
 		timed, sum := acc.timed.Swap(0), acc.ttfbSum.Swap(0)
-		if obs := acc.obs.Swap(nil); obs != nil && a.h.opts.OnObservation != nil {
-			a.h.opts.OnObservation(i, obs)
+		if obs := acc.obs.Swap(nil); obs != nil {
+			a.observed(i, obs)
 		}
 		s := &a.st[i]
 		s.attempts += n
@@ -377,8 +412,8 @@ func (a *targetsActor) observe(m *messages.AttemptFinished) {
 	if m.Target < 0 || m.Target >= len(a.st) {
 		return
 	}
-	if m.Quota != nil && a.h.opts.OnObservation != nil && !m.Quota.Empty() {
-		a.h.opts.OnObservation(m.Target, m.Quota)
+	if m.Quota != nil && !m.Quota.Empty() {
+		a.observed(m.Target, m.Quota)
 	}
 	s := &a.st[m.Target]
 	if !m.MidStream {
@@ -409,8 +444,9 @@ func (a *targetsActor) observe(m *messages.AttemptFinished) {
 		s.consecutive++
 		was, wasOpen := s.coolUntil, s.open
 		s.failed(m, a.h.opts, a.clk.Now())
-		if f := a.h.opts.OnCooldown; f != nil && (s.coolUntil.After(was) || s.open && !wasOpen) {
-			f(m.Target, s.coolUntil, s.coolReason)
+		if cl := a.h.cluster.Load(); cl != nil && (s.coolUntil.After(was) || s.open && !wasOpen) {
+			// Cluster mode: the cooldowns actor tells the other members.
+			a.h.root.Send(cl.pid, &cooledDown{target: m.Target, name: a.names[m.Target], until: s.coolUntil, reason: s.coolReason})
 		}
 	}
 	s.lastClass = m.Class

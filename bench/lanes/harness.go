@@ -28,9 +28,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/valyala/fasthttp"
 
-	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/transport/gateway"
 )
 
 // Options configures a scenario run.

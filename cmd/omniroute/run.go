@@ -16,11 +16,11 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/cluster"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/logging"
 	"github.com/omniroute/gateway/internal/tracing"
+	"github.com/omniroute/gateway/transport/gateway"
 )
 
 // run serves until a signal other than SIGHUP arrives on sig, then shuts

@@ -8,9 +8,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
 
-	"github.com/omniroute/gateway/actors/gateway"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/transport"
+	"github.com/omniroute/gateway/transport/gateway"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }

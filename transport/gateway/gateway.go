@@ -18,8 +18,9 @@ package gateway
 import (
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/omniroute/gateway/actors/gateway/spawn"
 	"github.com/omniroute/gateway/transport"
+	"github.com/omniroute/gateway/transport/gateway/datadir"
+	"github.com/omniroute/gateway/transport/gateway/spawn"
 )
 
 // Options configures a Gateway: the environment, the config file, and the
@@ -34,12 +35,14 @@ type Gateway struct {
 	*transport.Gateway
 }
 
-// New builds a gateway on system: transport.Prepare resolves the
-// catalog, creates the upstream clients and derives tenant identities,
-// then spawn.All spawns the actors in order (its comment gives it). On an
-// error nothing it started is left running.
+// New builds a gateway on system: it takes the data directory (its lock,
+// then the SQLite store unless Options.Store is the host's;
+// datadir.Open), transport.Prepare resolves the catalog, creates the
+// upstream clients and derives tenant identities, then spawn.All spawns
+// the actors in order (its comment gives it). On an error nothing it
+// started is left running; Close releases the data directory last.
 func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
-	a, err := transport.Prepare(system, o)
+	a, err := prepare(system, o)
 	if err != nil {
 		return nil, err
 	}
@@ -47,4 +50,25 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	return &Gateway{Gateway: a.Gateway()}, nil
+}
+
+// prepare is New's first half: the data directory held, then
+// transport.Prepare on its store; the gateway's Close (or the
+// composition's Abort) releases it.
+func prepare(system *actor.ActorSystem, o Options) (*transport.Assembly, error) {
+	if err := o.Check(); err != nil {
+		return nil, err
+	}
+	dd, err := datadir.Open(o.Env.ResolvedDataDir(), o.Store)
+	if err != nil {
+		return nil, err
+	}
+	o.Store = dd.Store
+	a, err := transport.Prepare(system, o)
+	if err != nil {
+		dd.Close(nil)
+		return nil, err
+	}
+	a.OnClose(func() { dd.Close(a.Logger()) })
+	return a, nil
 }

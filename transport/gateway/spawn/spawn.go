@@ -1,12 +1,25 @@
 // Package spawn spawns a gateway's actors, in order, onto the Assembly
-// transport.Prepare returns: the composition root's steps. It is its own
-// package, importing the actor packages and not transport, so that both
-// the composition root (actors/gateway.New) and transport's own internal
-// tests compose a gateway with the same code.
+// transport.Prepare returns, and links them: the composition root's
+// steps. It is its own package, importing the actor packages and not
+// transport, so that both the composition root (transport/gateway.New)
+// and transport's own internal tests compose a gateway with the same
+// code.
+//
+// Every link between two actors is set up here, as a subscription by
+// which one actor sends the other a typed message (package messages) and
+// goes on, never as code of one actor run on another's goroutine:
+//
+//	targets  → the observations link → quota, ledger     messages.QuotaObserved (link.go)
+//	targets  → its cooldowns actor → the peers (cluster)  messages.SharedCooldown
+//	pressure → ingest, the lanes' pressure follower       messages.Published[*pressure.State]
+//	keys     → tenant limits                              messages.Published[*keys.Snapshot], messages.Sync
+//	the cluster's key store → keys (cluster)              Reload, from the root's watch (watchKeys)
 package spawn
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
@@ -37,16 +50,21 @@ type Assembly interface {
 	QuotaOptions(*ledgeractor.Handle) quotaactor.Options
 	TargetsOptions() targets.Options
 	AttachRouting(*ledgeractor.Handle, *quotaactor.Handle, *targets.Handle)
+	QuotaRoute(target int) (conn int, upstream string, slot int)
+	AttachLink(stop func())
 	ClusterConfig() (icluster.Config, bool)
 	AttachCluster(*icluster.Node, *credit.Leases)
 	DetachCluster()
-	CooldownsActor() (*actor.Props, string)
+	Logger() *slog.Logger
+	AttachCooldowns(cooldownCounts)
 	ShareQuota() error
 	ClusterJoined()
 	StartFront()
 	OpenStore() error
 	KeysOptions() keys.Options
 	AttachKeys(*keys.Handle) (tenantlimitactor.Options, error)
+	KeysWatch() (watch func(ctx context.Context, onChange func()), ok bool)
+	AttachKeysWatch(stop func())
 	AttachTenantLimits(*tenantlimitactor.Handle)
 	RequestLogOptions() requestlog.Options
 	AttachRequestLog(*requestlog.Handle, requestlog.Options)
@@ -67,26 +85,28 @@ type Assembly interface {
 
 // All spawns every actor onto a, in this order (each one's options may
 // read the handles before it): ledger, quota and targets (routing); the
-// cluster node, its credit leases, the cooldowns actor and the quota
-// sharing (cluster mode only); the front end's own state (StartFront); keys, tenant limits and
+// cluster node, its credit leases, the targets' cooldowns actor and the
+// quota sharing (cluster mode only); the front end's own state
+// (StartFront); keys, tenant limits and
 // the request log (the tenant layer, which admission weighs by); pressure
 // and ingest (admission); lanes; the services manager, whose auto-start
 // services it waits for; history (the dashboard). On an error nothing it
 // started is left running.
 func All(system *actor.ActorSystem, a Assembly) error {
-	if err := spawnRouting(system, a); err != nil {
+	var hs handles
+	if err := spawnRouting(system, a, &hs); err != nil {
 		a.Abort()
 		return err
 	}
-	if err := joinCluster(system, a); err != nil {
+	if err := joinCluster(system, a, &hs); err != nil {
 		a.Abort()
 		return err
 	}
 	a.StartFront()
-	for _, start := range []func(*actor.ActorSystem, Assembly) error{
+	for _, start := range []func(*actor.ActorSystem, Assembly, *handles) error{
 		startTenants, startAdmission, startLanes, startServices, startHistory,
 	} {
-		if err := start(system, a); err != nil {
+		if err := start(system, a, &hs); err != nil {
 			a.Close()
 			return err
 		}
@@ -94,10 +114,23 @@ func All(system *actor.ActorSystem, a Assembly) error {
 	return nil
 }
 
+// cooldownCounts is the cooldowns actor as the front end's health
+// section reads it (transport.CooldownCounts, the same type).
+type cooldownCounts = interface {
+	Counts() (sent, heard, dropped int64)
+}
+
+// handles are the actors spawned so far that a later step links to.
+type handles struct {
+	targets  *targets.Handle
+	pressure *pressureactor.Handle
+}
+
 // spawnRouting starts the ledger, the quota actors and the targets actor
 // (whose attempt reports carry the header observations the other two
-// need) on the start-up catalog's plan.
-func spawnRouting(system *actor.ActorSystem, a Assembly) error {
+// need) on the start-up catalog's plan, and the observations link
+// between them.
+func spawnRouting(system *actor.ActorSystem, a Assembly, hs *handles) error {
 	slots, conns, names, err := a.PlanRouting()
 	if err != nil {
 		return err
@@ -119,13 +152,20 @@ func spawnRouting(system *actor.ActorSystem, a Assembly) error {
 		return err
 	}
 	a.AttachRouting(ledger, q, t)
+	link, err := spawnObservations(system, a.QuotaRoute, q, ledger)
+	if err != nil {
+		return err // Abort stops the three
+	}
+	t.SubscribeObservations(link)
+	a.AttachLink(func() { _ = system.Root.PoisonFuture(link).Wait() })
+	hs.targets = t
 	return nil
 }
 
 // joinCluster joins the cluster when cluster mode is on. It runs after
 // the ledger exists (its slots become shared pools) and before the
 // tenant layer.
-func joinCluster(system *actor.ActorSystem, a Assembly) error {
+func joinCluster(system *actor.ActorSystem, a Assembly, hs *handles) error {
 	cfg, on := a.ClusterConfig()
 	if !on {
 		return nil
@@ -154,12 +194,23 @@ func joinCluster(system *actor.ActorSystem, a Assembly) error {
 		node.Stop()
 		return err
 	}
-	props, name := a.CooldownsActor()
-	if _, err := system.Root.SpawnNamed(props, name); err != nil {
-		return leave(fmt.Errorf("spawning the cluster cooldowns actor %q: %w", name, err))
-	}
-	if err := a.ShareQuota(); err != nil {
+	// The targets actor tells its cooldowns actor what cooled here; the
+	// cooldowns actor tells the peers, and applies theirs by name.
+	cd, err := hs.targets.StartCluster(targets.ClusterOptions{Self: node.ID(), Log: a.Logger().With("component", "cooldowns"),
+		Members: func() []targets.Member {
+			ms := node.Members()
+			out := make([]targets.Member, len(ms))
+			for i, m := range ms {
+				out[i] = targets.Member{ID: m.ID, Address: m.Address, Self: m.Self}
+			}
+			return out
+		}})
+	if err != nil {
 		return leave(err)
+	}
+	a.AttachCooldowns(cd)
+	if err := a.ShareQuota(); err != nil {
+		return leave(err) // the targets actor's Stop (Abort) stops its cooldowns actor
 	}
 	a.ClusterJoined()
 	return nil
@@ -170,11 +221,8 @@ func joinCluster(system *actor.ActorSystem, a Assembly) error {
 // before admission, whose ingest queue and lanes read the tenants'
 // weights, and after the cluster join: in
 // cluster mode OpenStore puts the keys in etcd (copying this node's own
-// keys there first) and AttachKeys starts the watch that sends the keys
-// actor a Reload on every change, so keys are the same on every node. The
-// watch is a goroutine, not an actor: it only forwards, and nothing it
-// holds needs supervising (it re-establishes itself after an etcd outage).
-func startTenants(system *actor.ActorSystem, a Assembly) error {
+// keys there first) and watchKeys links that store to the keys actor.
+func startTenants(system *actor.ActorSystem, a Assembly, _ *handles) error {
 	if err := a.OpenStore(); err != nil {
 		return err
 	}
@@ -185,6 +233,9 @@ func startTenants(system *actor.ActorSystem, a Assembly) error {
 	lo, err := a.AttachKeys(kh)
 	if err != nil {
 		return err
+	}
+	if watch, ok := a.KeysWatch(); ok {
+		a.AttachKeysWatch(watchKeys(watch, kh.Reload))
 	}
 	lh, err := tenantlimitactor.Spawn(system, lo)
 	if err != nil {
@@ -207,9 +258,27 @@ func startTenants(system *actor.ActorSystem, a Assembly) error {
 	return nil
 }
 
+// watchKeys links the cluster's key store to the keys actor (cluster
+// mode): it runs watch, a goroutine of the root's and not an actor (it
+// only forwards, and nothing it holds needs supervising: it
+// re-establishes itself after an etcd outage), which calls reload (the
+// keys actor's Reload, coalesced) on every change, so keys are the same
+// on every node. It returns the stop, which ends the watch and waits for
+// it; the front end's Close runs it before the keys actor stops.
+func watchKeys(watch func(ctx context.Context, onChange func()), reload func()) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		watch(ctx, reload)
+	}()
+	return func() { cancel(); <-done }
+}
+
 // startAdmission starts the resource-pressure and ingest actors on the
-// budget resolved once.
-func startAdmission(system *actor.ActorSystem, a Assembly) error {
+// budget resolved once; the ingest actor follows the pressure (under
+// critical pressure it aborts the largest uploads still being read).
+func startAdmission(system *actor.ActorSystem, a Assembly, hs *handles) error {
 	ph, err := pressureactor.Spawn(system, a.PressureOptions())
 	if err != nil {
 		return err
@@ -219,16 +288,22 @@ func startAdmission(system *actor.ActorSystem, a Assembly) error {
 		ph.Stop()
 		return err
 	}
+	ph.Subscribe(ih.PID())
 	a.AttachAdmission(ph, ih)
+	hs.pressure = ph
 	return nil
 }
 
-// startLanes starts one admission controller per upstream.
-func startLanes(system *actor.ActorSystem, a Assembly) error {
+// startLanes starts one admission controller per upstream, whose pressure
+// follower takes the gateway's memory pressure (critical halves every
+// upstream's limit, high stops growth, a used-up CPU makes latency no
+// evidence of a provider's queue).
+func startLanes(system *actor.ActorSystem, a Assembly, hs *handles) error {
 	h, err := lanes.Spawn(system, a.LanesOptions())
 	if err != nil {
 		return err
 	}
+	hs.pressure.Subscribe(h.PressurePID())
 	a.AttachLanes(h)
 	return nil
 }
@@ -236,7 +311,7 @@ func startLanes(system *actor.ActorSystem, a Assembly) error {
 // startServices spawns the services' supervisors; attaching them builds
 // the relay and waits for the auto-start services, so that the first
 // request finds them up.
-func startServices(system *actor.ActorSystem, a Assembly) error {
+func startServices(system *actor.ActorSystem, a Assembly, _ *handles) error {
 	specs, so := a.ServicesPlan()
 	mgr, err := services.Start(system, specs, so)
 	if err != nil {
@@ -247,7 +322,7 @@ func startServices(system *actor.ActorSystem, a Assembly) error {
 
 // startHistory spawns the history actor that samples the figures the
 // dashboard charts, once a second.
-func startHistory(system *actor.ActorSystem, a Assembly) error {
+func startHistory(system *actor.ActorSystem, a Assembly, _ *handles) error {
 	h, err := history.Spawn(system, a.HistoryOptions())
 	if err != nil {
 		return err

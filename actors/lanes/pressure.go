@@ -1,0 +1,45 @@
+package lanes
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/omniroute/gateway/actors/supervise"
+	"github.com/omniroute/gateway/internal/admission"
+	"github.com/omniroute/gateway/internal/pressure"
+	"github.com/omniroute/gateway/messages"
+)
+
+// followerStrategy restarts the pressure follower after a panic: it holds
+// nothing, and every upstream's reaction to the gateway's own memory
+// pressure depends on it taking the next sample.
+var followerStrategy = supervise.Restart("admission-pressure")
+
+// pressureFollower is the lanes' subscriber of the resource-pressure
+// actor (the composition root subscribes PressurePID): the gateway's own
+// memory pressure feeds every upstream's limit, critical halves it at
+// once (once per window), high stops growth; a used-up CPU (the
+// gateway's, or the machine it shares) makes latency no evidence of a
+// provider's queue. The pressure actor only sends; the fan-out to the
+// controllers runs here.
+type pressureFollower struct{ h *Handle }
+
+func (f *pressureFollower) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case messages.Crash:
+		m.Panic()
+	case *messages.Published[*pressure.State]:
+		st := m.Snapshot
+		f.h.ObserveCPU(st.CPUSaturated())
+		switch st.Severity {
+		case pressure.High:
+			f.h.ObservePressure(admission.PressureHigh, st.Reason)
+		case pressure.Critical:
+			f.h.ObservePressure(admission.PressureCritical, st.Reason)
+		}
+	}
+}
+
+// PressurePID is the lanes' pressure follower, for the resource-pressure
+// actor's Subscribe: each state it samples arrives as a
+// *messages.Published[*internal/pressure.State].
+func (h *Handle) PressurePID() *actor.PID { return h.follower }

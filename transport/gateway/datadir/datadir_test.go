@@ -1,0 +1,68 @@
+package datadir
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/omniroute/gateway/internal/lockfile"
+	"github.com/omniroute/gateway/internal/store"
+	"github.com/omniroute/gateway/internal/testutil"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+
+// TestOpenHoldsTheDirectory: a second Open of a held directory is refused
+// with lockfile.ErrHeld; Close closes the database Open opened and
+// releases the lock, so the directory can be opened again.
+func TestOpenHoldsTheDirectory(t *testing.T) {
+	dir := t.TempDir()
+	h, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Store.Keys(context.Background()); err != nil {
+		t.Fatalf("the SQLite store Open opened does not answer: %v", err)
+	}
+	if _, err := Open(dir, nil); !errors.Is(err, lockfile.ErrHeld) {
+		t.Fatalf("second Open of a held directory: %v, want lockfile.ErrHeld", err)
+	}
+	db := h.Store
+	h.Close(nil)
+	h.Close(nil) // idempotent
+	if _, err := db.Keys(context.Background()); err == nil {
+		t.Fatal("the database Open opened is still open after Close")
+	}
+	h2, err := Open(dir, nil)
+	if err != nil {
+		t.Fatalf("Open after Close: %v", err)
+	}
+	h2.Close(nil)
+}
+
+// hostStore is a host's own store: Close must leave it open.
+type hostStore struct {
+	store.Store
+	closed bool
+}
+
+func (s *hostStore) Close() error { s.closed = true; return nil }
+
+// TestHostStoreStaysOpen: with the host's store, Open opens no database
+// and Close does not close the host's.
+func TestHostStoreStaysOpen(t *testing.T) {
+	host := &hostStore{}
+	h, err := Open(t.TempDir(), host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Store != host {
+		t.Fatalf("Store is %T, want the host's", h.Store)
+	}
+	h.Close(nil)
+	if host.closed {
+		t.Fatal("Close closed the host's store")
+	}
+}
