@@ -39,6 +39,7 @@ func (g *Gateway) countTokens(ctx *fasthttp.RequestCtx, r edge.Route, rid []byte
 // structural stage, strict mode, fallbacks or reservation (a count runs
 // no prompt), the key's scope charged instead.
 var countWalk = [...]step{
+	(*call).wholeCount,   // a count is answered whole: no "stream"
 	(*call).resolveCount, // the model, whatever its APIs
 	(*call).chargeCount,  // the key's allowed_models and one request of its rate (tenants.go)
 	(*call).countable,    // no Anthropic-dialect target: the estimate answers
@@ -56,6 +57,18 @@ func (c *call) handleCount() bool {
 	list := c.model.TargetsFor(catalog.Messages)
 	c.runTargets(list, c.model.WeightsFor(catalog.Messages), len(list) > 1)
 	return false
+}
+
+// wholeCount refuses "stream": true. Anthropic's count_tokens takes no
+// stream member, and a count is answered whole (handleCount hands the
+// call back when it returns): a provider that streamed its answer would
+// leave the stream writing from a call already back in its pool.
+func (c *call) wholeCount() bool {
+	if c.scan.Stream {
+		c.fail(apierror.New(apierror.CodeInvalidField, c.surface.Route()+"/count_tokens does not stream; remove \"stream\" from the request"))
+		return false
+	}
+	return true
 }
 
 // resolveCount resolves the model a count names.

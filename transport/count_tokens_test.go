@@ -132,3 +132,24 @@ func TestCountTokensFailover(t *testing.T) {
 		t.Fatal("a 400 was failed over")
 	}
 }
+
+// TestCountTokensRefusesStream: a count with "stream": true is refused
+// before any provider is asked (count_tokens takes no stream member, and a
+// count is answered whole), with a 400 in the Anthropic shape that says
+// what to remove.
+func TestCountTokensRefusesStream(t *testing.T) {
+	resetMock(t)
+	g := startGateway(t, countFile(t), nil)
+	r := g.post("/v1/messages/count_tokens", `{"model":"count-pair","stream":true,`+countPrompt, "Anthropic-Version", "2023-06-01")
+	if r.status != 400 || jsonField(t, r.body, "type") != "error" || jsonField(t, r.body, "error", "type") != "invalid_request_error" ||
+		!strings.Contains(jsonField(t, r.body, "error", "message").(string), `/v1/messages/count_tokens does not stream; remove "stream"`) {
+		t.Fatalf("a streamed count: %d %s", r.status, r.body)
+	}
+	if n := countCalls(t, "m-count-bad") + countCalls(t, "m-count-good"); n != 0 {
+		t.Fatalf("the provider was asked %d times", n)
+	}
+	// Without it the same count is served.
+	if r := g.post("/v1/messages/count_tokens", `{"model":"count-pair","stream":false,`+countPrompt); r.status != 200 {
+		t.Fatalf("stream false: %d %s", r.status, r.body)
+	}
+}
