@@ -125,17 +125,23 @@ type Gateway struct {
 
 	ten *tenantSys // keys, tenant limits, request log (tenants.go)
 
-	// closers release what the composition root opened for this gateway
-	// (its data directory: the lock and the database), after the actors
-	// that use it stopped (OnClose).
-	closers []func()
-	// links stop the actors the root spawned between the routing actors
-	// (AttachLink), right after the targets actor.
-	links  []func()
+	stops  rootStops       // what the composition root handed over to stop
 	hist   *history.Handle // the dashboard's one-second history (history.go)
 	ops    *ops.API        // the operator APIs (package ops, ops_ports.go)
 	tracer trace.Tracer    // nil: tracing off
 	cs     *clusterSys     // cluster mode; nil for a single node (cluster.go)
+}
+
+// rootStops is what the composition root handed the gateway to stop at
+// Close.
+type rootStops struct {
+	// closers release what the root opened for this gateway (its data
+	// directory: the lock and the database), after the actors that use
+	// it stopped (OnClose).
+	closers []func()
+	// links stop the actors the root spawned between the routing actors
+	// (AttachLink), right after the targets actor.
+	links []func()
 }
 
 // Assembly is a Gateway being composed. Prepare starts one; the
@@ -227,22 +233,22 @@ func (a *Assembly) Logger() *slog.Logger { return a.g.log }
 // aborted), after every actor and upstream pool stopped and before the
 // cluster is left, the last registered first: the composition root
 // releases there what it opened for the gateway.
-func (a *Assembly) OnClose(f func()) { a.g.closers = append(a.g.closers, f) }
+func (a *Assembly) OnClose(f func()) { a.g.stops.closers = append(a.g.stops.closers, f) }
 
 // stopLinks stops the links AttachLink gave, once.
 func (g *Gateway) stopLinks() {
-	for _, stop := range g.links {
+	for _, stop := range g.stops.links {
 		stop()
 	}
-	g.links = nil
+	g.stops.links = nil
 }
 
 // runClosers runs the OnClose functions once.
 func (g *Gateway) runClosers() {
-	for i := len(g.closers) - 1; i >= 0; i-- {
-		g.closers[i]()
+	for i := len(g.stops.closers) - 1; i >= 0; i-- {
+		g.stops.closers[i]()
 	}
-	g.closers = nil
+	g.stops.closers = nil
 }
 
 // Abort undoes a composition that failed before StartFront: it stops the

@@ -143,7 +143,7 @@ func (a *Assembly) QuotaRoute(target int) (conn int, upstream string, slot int) 
 // the targets actor to the quota and ledger actors): Close runs it after
 // the targets actor, its sender, stopped and before the actors it sends
 // to stop.
-func (a *Assembly) AttachLink(stop func()) { a.g.links = append(a.g.links, stop) }
+func (a *Assembly) AttachLink(stop func()) { a.g.stops.links = append(a.g.stops.links, stop) }
 
 // AttachRouting hands the front end the spawned ledger, quota and targets
 // actors.
