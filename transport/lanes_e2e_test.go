@@ -537,7 +537,20 @@ func TestAdmissionHealthHasTheOperatorNames(t *testing.T) {
 		t.Fatalf("a caller that cannot wait: %d %s", r.status, r.body)
 	}
 	waitFor(t, "a busy window", func() bool { return g.admissionNumber("utilization") > 0 })
-	adm := g.admission()
+	// The refused caller's lane publishes its emptied queue a moment after
+	// the refusal is answered: wait until one lane alone shows a queue.
+	var adm map[string]any
+	waitFor(t, "one queued lane", func() bool {
+		adm = g.admission()
+		tenants, _ := adm["laneTenants"].([]any)
+		n := 0
+		for _, x := range tenants {
+			if lt, _ := x.(map[string]any); lt["queuedCount"] != nil && lt["queuedCount"] != float64(0) {
+				n++
+			}
+		}
+		return n == 1
+	})
 	if adm["laneQueuedCount"] != float64(1) || adm["laneQueuedCost"] != float64(1) || adm["laneCount"].(float64) < 1 {
 		t.Fatalf("lane figures: %v", adm)
 	}
