@@ -1,6 +1,9 @@
 package translate
 
-import "github.com/omniroute/gateway/internal/dialect"
+import (
+	"github.com/omniroute/gateway/internal/dialect"
+	"github.com/omniroute/gateway/internal/translate/ir"
+)
 
 // readChat reads an OpenAI Chat Completions request into the IR.
 func (t *Translator) readChat() error {
@@ -36,7 +39,7 @@ func (t *Translator) readChat() error {
 		case "stop":
 			err = t.readStops(at("stop"))
 		case "stream":
-			r.Stream = t.readTri() == True
+			r.Stream = t.readTri() == ir.True
 		case "stream_options":
 			err = t.chatStreamOptions()
 		case "n":
@@ -47,7 +50,7 @@ func (t *Translator) readChat() error {
 		case "response_format":
 			err = t.chatResponseFormat()
 		case "reasoning_effort":
-			err = t.readEffort(at("reasoning_effort"), EffortNone, EffortXHigh)
+			err = t.readEffort(at("reasoning_effort"), ir.EffortNone, ir.EffortXHigh)
 		case "user":
 			r.User, err = t.readRS(at("user"))
 		case "safety_identifier":
@@ -61,7 +64,7 @@ func (t *Translator) readChat() error {
 		case "verbosity":
 			r.Verbosity, err = t.readRS(at("verbosity"))
 		case "logprobs":
-			if t.readTri() == True {
+			if t.readTri() == ir.True {
 				err = t.unsupported(at("logprobs"), "logprobs")
 			}
 		case "audio":
@@ -73,7 +76,7 @@ func (t *Translator) readChat() error {
 			c.Skip()
 			err = t.unsupported(loc{}.atKey(k), "the legacy functions API (use tools and tool_choice)")
 		case "store":
-			if t.readTri() == True {
+			if t.readTri() == ir.True {
 				t.drop("store")
 			}
 		default:
@@ -97,7 +100,7 @@ func (t *Translator) chatStreamOptions() error {
 	}
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
 		if string(k) == "include_usage" {
-			t.req.IncludeUsage = t.readTri() == True
+			t.req.IncludeUsage = t.readTri() == ir.True
 			continue
 		}
 		c.Skip()
@@ -111,7 +114,7 @@ func (t *Translator) chatModalities() error {
 		return t.invalid(at("modalities"), "must be an array")
 	}
 	for c.Next() {
-		if s := strRS(c); rsEquals(s, "audio") {
+		if s := ir.StrRS(c); ir.RSEquals(s, "audio") {
 			return t.unsupported(at("modalities"), "audio output")
 		} else if s == nil {
 			c.Skip()
@@ -163,7 +166,7 @@ func (t *Translator) chatMessage(i int) error {
 		case "refusal":
 			var s []byte
 			if s, err = t.readRS(field.at("refusal")); err == nil {
-				r.add(Part{Kind: KindText, Text: s})
+				r.Add(ir.Part{Kind: ir.KindText, Text: s})
 			}
 		case "reasoning_content", "reasoning":
 			c.Skip() // reasoning in history: no other dialect can take it back
@@ -182,22 +185,22 @@ func (t *Translator) chatMessage(i int) error {
 	switch string(role) {
 	case "system", "developer":
 		for _, p := range r.Parts[lo:] {
-			if p.Kind != KindText {
+			if p.Kind != ir.KindText {
 				return t.invalid(field.at("content"), "a %s message may hold only text", role)
 			}
 			r.System = append(r.System, p)
 		}
 		r.Parts = r.Parts[:lo]
 	case "user":
-		r.push(RoleUser, lo)
+		r.Push(ir.RoleUser, lo)
 	case "assistant":
-		r.push(RoleAssistant, lo)
+		r.Push(ir.RoleAssistant, lo)
 	case "tool":
 		if callID == nil {
 			return t.invalid(field.at("tool_call_id"), "a tool message needs the tool_call_id it answers")
 		}
-		r.add(Part{Kind: KindToolResult, ID: callID, Result: r.moveInner(lo)})
-		r.push(RoleUser, lo)
+		r.Add(ir.Part{Kind: ir.KindToolResult, ID: callID, Result: r.MoveInner(lo)})
+		r.Push(ir.RoleUser, lo)
 	case "":
 		return t.invalid(field.at("role"), "is missing")
 	default:
@@ -227,7 +230,7 @@ func (t *Translator) chatPart(field loc) error {
 		case "text", "refusal":
 			text, err = t.readRS(field.atKey(k))
 		case "image_url":
-			if s := strRS(c); s != nil {
+			if s := ir.StrRS(c); s != nil {
 				url = s // some clients send the URL itself
 				break
 			}
@@ -239,7 +242,7 @@ func (t *Translator) chatPart(field loc) error {
 				case "url":
 					url, err = t.readRS(field.at("image_url.url"))
 				case "detail":
-					detail = strRS(c)
+					detail = ir.StrRS(c)
 					if detail == nil {
 						c.Skip()
 					}
@@ -283,32 +286,32 @@ func (t *Translator) chatPart(field loc) error {
 		if text == nil {
 			return t.invalid(field, "a %s part needs its %s", typ, typ)
 		}
-		t.req.add(Part{Kind: KindText, Text: text, Cache: cache})
+		t.req.Add(ir.Part{Kind: ir.KindText, Text: text, Cache: cache})
 	case "image_url":
 		if url == nil {
 			return t.invalid(field.at("image_url.url"), "is missing")
 		}
-		p := Part{Kind: KindImage, Detail: detail, Cache: cache}
+		p := ir.Part{Kind: ir.KindImage, Detail: detail, Cache: cache}
 		if err := t.mediaFromURL(&p, url, field.at("image_url.url")); err != nil {
 			return err
 		}
-		t.req.add(p)
+		t.req.Add(p)
 	case "file":
-		p := Part{Kind: KindDocument, Filename: filename, Cache: cache}
+		p := ir.Part{Kind: ir.KindDocument, Filename: filename, Cache: cache}
 		switch {
 		case fileData != nil:
 			if err := t.mediaFromURL(&p, fileData, field.at("file.file_data")); err != nil {
 				return err
 			}
-			if p.Src != SrcBase64 {
+			if p.Src != ir.SrcBase64 {
 				return t.invalid(field.at("file.file_data"), "must be a base64 data URL")
 			}
 		case fileID != nil:
-			p.Src, p.Data = SrcFile, fileID
+			p.Src, p.Data = ir.SrcFile, fileID
 		default:
 			return t.invalid(field.at("file"), "needs file_data or file_id")
 		}
-		t.req.add(p)
+		t.req.Add(p)
 	case "input_audio":
 		return t.unsupported(field.at("type"), "audio input")
 	default:
@@ -327,7 +330,7 @@ func (t *Translator) chatToolCalls(field loc) error {
 		if !c.Object() {
 			return t.invalid(f, "must be an object")
 		}
-		p := Part{Kind: KindToolCall, ArgsEscaped: true}
+		p := ir.Part{Kind: ir.KindToolCall, ArgsEscaped: true}
 		for k, ok := c.Key(); ok; k, ok = c.Key() {
 			var err error
 			switch string(k) {
@@ -335,7 +338,7 @@ func (t *Translator) chatToolCalls(field loc) error {
 				p.ID, err = t.readRS(f.at("id"))
 			case "type":
 				var s []byte
-				if s, err = t.readRS(f.at("type")); err == nil && !rsEquals(s, "function") && !rsEquals(s, "custom") {
+				if s, err = t.readRS(f.at("type")); err == nil && !ir.RSEquals(s, "function") && !ir.RSEquals(s, "custom") {
 					err = t.invalid(f.at("type"), "unknown tool call type %q", s)
 				}
 			case "function", "custom":
@@ -369,7 +372,7 @@ func (t *Translator) chatToolCalls(field loc) error {
 		if p.Args == nil {
 			p.Args = p.Name[:0] // empty arguments
 		}
-		t.req.add(p)
+		t.req.Add(p)
 	}
 	return nil
 }
@@ -385,7 +388,7 @@ func (t *Translator) chatTools() error {
 			return t.invalid(f, "must be an object")
 		}
 		var typ []byte
-		var tl Tool
+		var tl ir.Tool
 		for k, ok := c.Key(); ok; k, ok = c.Key() {
 			var err error
 			switch string(k) {
@@ -404,9 +407,9 @@ func (t *Translator) chatTools() error {
 		}
 		switch string(typ) {
 		case "function", "":
-			tl.Kind = ToolFunction
+			tl.Kind = ir.ToolFunction
 		case "custom":
-			tl.Kind = ToolCustom
+			tl.Kind = ir.ToolCustom
 		default:
 			t.drop("tools[].type=" + string(typ))
 			continue
@@ -422,7 +425,7 @@ func (t *Translator) chatTools() error {
 // toolBody reads the inner object of an OpenAI tool definition (chat's
 // "function"/"custom" object, or a Responses tool itself, whose type goes
 // to typ).
-func (t *Translator) toolBody(tl *Tool, field loc, typ *[]byte) error {
+func (t *Translator) toolBody(tl *ir.Tool, field loc, typ *[]byte) error {
 	c := &t.cur
 	if !c.Object() {
 		return t.invalid(field, "must be an object")
@@ -470,7 +473,7 @@ func (t *Translator) toolBody(tl *Tool, field loc, typ *[]byte) error {
 
 func (t *Translator) chatToolChoice() error {
 	c := &t.cur
-	if s := strRS(c); s != nil {
+	if s := ir.StrRS(c); s != nil {
 		return t.choiceWord(s, at("tool_choice"))
 	}
 	if !c.Object() {
@@ -500,8 +503,8 @@ func (t *Translator) chatToolChoice() error {
 			return err
 		}
 	}
-	if (rsEquals(typ, "function") || rsEquals(typ, "custom")) && name != nil {
-		t.req.Choice = ToolChoice{Mode: ChoiceTool, Name: name}
+	if (ir.RSEquals(typ, "function") || ir.RSEquals(typ, "custom")) && name != nil {
+		t.req.Choice = ir.ToolChoice{Mode: ir.ChoiceTool, Name: name}
 		return nil
 	}
 	return t.unsupported(at("tool_choice.type"), "tool_choice of type \""+string(typ)+"\"")
@@ -511,11 +514,11 @@ func (t *Translator) chatToolChoice() error {
 func (t *Translator) choiceWord(s []byte, field loc) error {
 	switch string(s) {
 	case "auto":
-		t.req.Choice.Mode = ChoiceAuto
+		t.req.Choice.Mode = ir.ChoiceAuto
 	case "none":
-		t.req.Choice.Mode = ChoiceNone
+		t.req.Choice.Mode = ir.ChoiceNone
 	case "required":
-		t.req.Choice.Mode = ChoiceRequired
+		t.req.Choice.Mode = ir.ChoiceRequired
 	default:
 		return t.invalid(field, "unknown tool_choice %q (use auto, none or required)", s)
 	}
@@ -548,7 +551,7 @@ func (t *Translator) chatResponseFormat() error {
 
 // schemaBody reads {name, description, schema, strict} (chat's json_schema
 // object, or a Responses text.format itself, whose type goes to typ).
-func (t *Translator) schemaBody(f *OutputFormat, field loc, typ *[]byte) error {
+func (t *Translator) schemaBody(f *ir.OutputFormat, field loc, typ *[]byte) error {
 	c := &t.cur
 	if !c.Object() {
 		return t.invalid(field, "must be an object")
@@ -587,14 +590,14 @@ func (t *Translator) formatType(typ []byte, field loc) error {
 	f := &t.req.Format
 	switch string(typ) {
 	case "text":
-		f.Kind = FormatText
+		f.Kind = ir.FormatText
 	case "json_object":
-		f.Kind = FormatJSONObject
+		f.Kind = ir.FormatJSONObject
 	case "json_schema":
 		if f.Schema == nil {
 			return t.invalid(field, "json_schema needs a schema")
 		}
-		f.Kind = FormatJSONSchema
+		f.Kind = ir.FormatJSONSchema
 	default:
 		return t.invalid(field, "unknown format type %q (use text, json_object or json_schema)", typ)
 	}

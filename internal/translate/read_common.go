@@ -2,8 +2,8 @@ package translate
 
 import (
 	"bytes"
+	"github.com/omniroute/gateway/internal/translate/ir"
 	"strconv"
-	"strings"
 )
 
 // Helpers shared by the request readers.
@@ -76,16 +76,16 @@ var keyWords = [...]string{"function", "custom", "text", "refusal", "arguments",
 	"background", "prompt", "functions", "function_call", "effort"}
 
 // readTri consumes a boolean (anything else is left as Unset and skipped).
-func (t *Translator) readTri() Tri {
+func (t *Translator) readTri() ir.Tri {
 	v, ok := t.cur.Bool()
 	if !ok {
 		t.cur.Skip()
-		return Unset
+		return ir.Unset
 	}
 	if v {
-		return True
+		return ir.True
 	}
-	return False
+	return ir.False
 }
 
 // readNumber consumes a number; field names the caller's field for the
@@ -108,7 +108,7 @@ func (t *Translator) readInt(field loc) (int64, error) {
 
 // readRS consumes a string value as a raw string.
 func (t *Translator) readRS(field loc) ([]byte, error) {
-	if s := strRS(&t.cur); s != nil {
+	if s := ir.StrRS(&t.cur); s != nil {
 		return s, nil
 	}
 	return nil, t.invalid(field, "must be a string")
@@ -117,7 +117,7 @@ func (t *Translator) readRS(field loc) ([]byte, error) {
 // readStops reads a stop value: a string or an array of strings.
 func (t *Translator) readStops(field loc) error {
 	c := &t.cur
-	if s := strRS(c); s != nil {
+	if s := ir.StrRS(c); s != nil {
 		t.req.Stop = append(t.req.Stop, s)
 		return nil
 	}
@@ -126,7 +126,7 @@ func (t *Translator) readStops(field loc) error {
 	}
 	c.Array()
 	for i := 0; c.Next(); i++ {
-		s := strRS(c)
+		s := ir.StrRS(c)
 		if s == nil {
 			return t.invalid(field.index(i), "must be a string")
 		}
@@ -141,16 +141,16 @@ var base64Marker = []byte(";base64,")
 // a base64 data URL becomes SrcBase64 with its media type, anything else
 // SrcURL. A data URL that is not base64 is refused: no other dialect can
 // carry it.
-func (t *Translator) mediaFromURL(p *Part, url []byte, field loc) error {
+func (t *Translator) mediaFromURL(p *ir.Part, url []byte, field loc) error {
 	if !bytes.HasPrefix(url, []byte("data:")) {
-		p.Src, p.Data = SrcURL, url
+		p.Src, p.Data = ir.SrcURL, url
 		return nil
 	}
 	i := bytes.Index(url, base64Marker)
 	if i < 0 {
 		return t.invalid(field, "a data URL must be base64-encoded (data:<media type>;base64,<data>)")
 	}
-	p.Src, p.MediaType, p.Data = SrcBase64, url[len("data:"):i], url[i+len(base64Marker):]
+	p.Src, p.MediaType, p.Data = ir.SrcBase64, url[len("data:"):i], url[i+len(base64Marker):]
 	return nil
 }
 
@@ -158,8 +158,8 @@ func (t *Translator) mediaFromURL(p *Part, url []byte, field loc) error {
 // an array whose elements part reads.
 func (t *Translator) contentList(field loc, part func(*Translator, loc) error) error {
 	c := &t.cur
-	if s := strRS(c); s != nil {
-		t.req.add(Part{Kind: KindText, Text: s})
+	if s := ir.StrRS(c); s != nil {
+		t.req.Add(ir.Part{Kind: ir.KindText, Text: s})
 		return nil
 	}
 	if !c.Array() {
@@ -175,16 +175,16 @@ func (t *Translator) contentList(field loc, part func(*Translator, loc) error) e
 
 // readEffort reads a reasoning effort word of the caller's scale, least
 // to most.
-func (t *Translator) readEffort(field loc, least, most Effort) error {
+func (t *Translator) readEffort(field loc, least, most ir.Effort) error {
 	s, err := t.readRS(field)
 	if err != nil {
 		return err
 	}
-	if e := parseEffort(s); e >= least && e <= most {
+	if e := ir.ParseEffort(s); e >= least && e <= most {
 		t.req.Reasoning.Effort = e
 		return nil
 	}
-	return t.invalid(field, "unknown effort %q; use one of %s", s, strings.Join(effortNames[least:most+1], ", "))
+	return t.invalid(field, "unknown effort %q; use one of %s", s, ir.EffortList(least, most))
 }
 
 // readObjectRaw consumes an object and returns its bytes.
@@ -193,23 +193,4 @@ func (t *Translator) readObjectRaw(field loc) ([]byte, error) {
 		return nil, t.invalid(field, "must be an object")
 	}
 	return t.cur.Skip(), nil
-}
-
-// orderAssistant stably sorts an assistant turn's parts into reasoning,
-// content, tool calls. Turns are short; insertion sort allocates nothing.
-func orderAssistant(parts []Part) {
-	rank := func(k Kind) int {
-		switch k {
-		case KindReasoning:
-			return 0
-		case KindToolCall:
-			return 2
-		}
-		return 1
-	}
-	for i := 1; i < len(parts); i++ {
-		for j := i; j > 0 && rank(parts[j].Kind) < rank(parts[j-1].Kind); j-- {
-			parts[j], parts[j-1] = parts[j-1], parts[j]
-		}
-	}
 }

@@ -4,17 +4,7 @@ import (
 	"bytes"
 
 	"github.com/omniroute/gateway/internal/dialect"
-)
-
-// Reasoning state crosses dialects inside the caller's own opaque field,
-// tagged with the dialect that made it, so it comes back to the provider
-// that can read it: an OpenAI encrypted reasoning item rides in an
-// Anthropic thinking signature, an Anthropic signature in a Responses
-// encrypted_content. Untagged state belongs to the caller's own dialect.
-const (
-	envResponses = "omniroute.v1.responses:"         // + item id + ":" + encrypted_content
-	envMessages  = "omniroute.v1.messages:"          // + thinking signature
-	envRedacted  = "omniroute.v1.messages-redacted:" // + redacted_thinking data
+	"github.com/omniroute/gateway/internal/translate/ir"
 )
 
 // readMessages reads an Anthropic Messages request into the IR.
@@ -51,7 +41,7 @@ func (t *Translator) readMessages() error {
 		case "stop_sequences":
 			err = t.readStops(at("stop_sequences"))
 		case "stream":
-			r.Stream = t.readTri() == True
+			r.Stream = t.readTri() == ir.True
 		case "thinking":
 			err = t.anthropicThinking()
 		case "output_config":
@@ -76,8 +66,8 @@ func (t *Translator) readMessages() error {
 func (t *Translator) anthropicSystem() error {
 	c := &t.cur
 	r := &t.req
-	if s := strRS(c); s != nil {
-		r.System = append(r.System, Part{Kind: KindText, Text: s})
+	if s := ir.StrRS(c); s != nil {
+		r.System = append(r.System, ir.Part{Kind: ir.KindText, Text: s})
 		return nil
 	}
 	if !c.Array() {
@@ -90,7 +80,7 @@ func (t *Translator) anthropicSystem() error {
 		}
 	}
 	for _, p := range r.Parts[lo:] {
-		if p.Kind != KindText {
+		if p.Kind != ir.KindText {
 			return t.invalid(at("system"), "may hold only text blocks")
 		}
 		r.System = append(r.System, p)
@@ -111,7 +101,7 @@ func (t *Translator) anthropicMessages() error {
 			return t.invalid(field, "must be an object")
 		}
 		lo := int32(len(r.Parts))
-		var role Role
+		var role ir.Role
 		system := false
 		for k, ok := c.Key(); ok; k, ok = c.Key() {
 			var err error
@@ -121,9 +111,9 @@ func (t *Translator) anthropicMessages() error {
 				if s, err = t.readRS(field.at("role")); err == nil {
 					switch string(s) {
 					case "user":
-						role = RoleUser
+						role = ir.RoleUser
 					case "assistant":
-						role = RoleAssistant
+						role = ir.RoleAssistant
 					case "system":
 						// Claude Code (2.1.x) sends mid-conversation
 						// system messages; like chat's and Responses'
@@ -144,7 +134,7 @@ func (t *Translator) anthropicMessages() error {
 		}
 		if system {
 			for _, p := range r.Parts[lo:] {
-				if p.Kind != KindText {
+				if p.Kind != ir.KindText {
 					return t.invalid(field.at("content"), "a system message may hold only text")
 				}
 				r.System = append(r.System, p)
@@ -155,7 +145,7 @@ func (t *Translator) anthropicMessages() error {
 		if role == 0 {
 			return t.invalid(field.at("role"), "is missing")
 		}
-		r.push(role, lo)
+		r.Push(role, lo)
 	}
 	return nil
 }
@@ -175,8 +165,8 @@ func (t *Translator) anthropicBlock(field loc, topLevel bool) error {
 		return t.invalid(field, "must be an object")
 	}
 	var typ []byte
-	p := Part{}
-	var content Span
+	p := ir.Part{}
+	var content ir.Span
 	hasContent := false
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
 		if c.Null() {
@@ -203,15 +193,15 @@ func (t *Translator) anthropicBlock(field loc, topLevel bool) error {
 		case "tool_use_id":
 			p.ID, err = t.readRS(field.at("tool_use_id"))
 		case "is_error":
-			p.IsError = t.readTri() == True
+			p.IsError = t.readTri() == ir.True
 		case "content":
 			if !topLevel {
 				return t.invalid(field.at("content"), "nested tool results are not allowed")
 			}
 			hasContent = true
 			lo := int32(len(r.Parts))
-			if s := strRS(c); s != nil {
-				r.add(Part{Kind: KindText, Text: s})
+			if s := ir.StrRS(c); s != nil {
+				r.Add(ir.Part{Kind: ir.KindText, Text: s})
 			} else if c.Array() {
 				for j := 0; c.Next(); j++ {
 					if err := t.anthropicBlock(field.at("content").index(j), false); err != nil {
@@ -221,7 +211,7 @@ func (t *Translator) anthropicBlock(field loc, topLevel bool) error {
 			} else {
 				return t.invalid(field.at("content"), "must be a string or an array of blocks")
 			}
-			content = r.moveInner(lo)
+			content = r.MoveInner(lo)
 		case "thinking":
 			p.Text, err = t.readRS(field.at("thinking"))
 		case "signature":
@@ -240,15 +230,15 @@ func (t *Translator) anthropicBlock(field loc, topLevel bool) error {
 		if p.Text == nil {
 			return t.invalid(field.at("text"), "is missing")
 		}
-		p.Kind = KindText
+		p.Kind = ir.KindText
 	case "image", "document":
 		if p.Src == 0 {
 			return t.invalid(field.at("source"), "is missing")
 		}
-		p.Kind = KindImage
+		p.Kind = ir.KindImage
 		if typ[0] == 'd' {
-			p.Kind = KindDocument
-		} else if p.Src == SrcText {
+			p.Kind = ir.KindDocument
+		} else if p.Src == ir.SrcText {
 			return t.invalid(field.at("source.type"), "an image cannot have a text source")
 		}
 	case "tool_use":
@@ -261,7 +251,7 @@ func (t *Translator) anthropicBlock(field loc, topLevel bool) error {
 		if p.Args == nil {
 			p.Args = []byte("{}")
 		}
-		p.Kind = KindToolCall
+		p.Kind = ir.KindToolCall
 	case "tool_result":
 		if !topLevel {
 			return t.invalid(field.at("type"), "tool_result cannot appear here")
@@ -269,20 +259,20 @@ func (t *Translator) anthropicBlock(field loc, topLevel bool) error {
 		if p.ID == nil {
 			return t.invalid(field.at("tool_use_id"), "is missing")
 		}
-		p.Kind, p.Text = KindToolResult, nil
+		p.Kind, p.Text = ir.KindToolResult, nil
 		if hasContent {
 			p.Result = content
 		} else {
-			p.Result = Span{int32(len(r.Inner)), int32(len(r.Inner))}
+			p.Result = ir.Span{Lo: int32(len(r.Inner)), Hi: int32(len(r.Inner))}
 		}
 	case "thinking", "redacted_thinking":
 		if !topLevel {
 			return t.invalid(field.at("type"), "%s cannot appear here", typ)
 		}
-		p.Kind, p.Redacted, p.Origin = KindReasoning, typ[0] == 'r', dialect.Messages
-		if !p.Redacted && bytes.HasPrefix(p.Sig, []byte(envResponses)) {
+		p.Kind, p.Redacted, p.Origin = ir.KindReasoning, typ[0] == 'r', dialect.Messages
+		if !p.Redacted && bytes.HasPrefix(p.Sig, []byte(ir.EnvResponses)) {
 			// An OpenAI reasoning item this gateway carried in a signature.
-			rest := p.Sig[len(envResponses):]
+			rest := p.Sig[len(ir.EnvResponses):]
 			if i := bytes.IndexByte(rest, ':'); i > 0 {
 				p.Origin, p.ID, p.Sig = dialect.Responses, rest[:i], rest[i+1:]
 			}
@@ -290,11 +280,11 @@ func (t *Translator) anthropicBlock(field loc, topLevel bool) error {
 	default:
 		return t.unsupported(field.at("type"), "the content block type \""+string(typ)+"\"")
 	}
-	r.add(p)
+	r.Add(p)
 	return nil
 }
 
-func (t *Translator) anthropicSource(p *Part, field loc) error {
+func (t *Translator) anthropicSource(p *ir.Part, field loc) error {
 	c := &t.cur
 	if !c.Object() {
 		return t.invalid(field, "must be an object")
@@ -321,13 +311,13 @@ func (t *Translator) anthropicSource(p *Part, field loc) error {
 		if p.MediaType == nil || p.Data == nil {
 			return t.invalid(field, "a base64 source needs media_type and data")
 		}
-		p.Src = SrcBase64
+		p.Src = ir.SrcBase64
 	case "url":
-		p.Src = SrcURL
+		p.Src = ir.SrcURL
 	case "file":
-		p.Src = SrcFile
+		p.Src = ir.SrcFile
 	case "text":
-		p.Src = SrcText
+		p.Src = ir.SrcText
 	default:
 		return t.unsupported(field.at("type"), "the source type \""+string(typ)+"\"")
 	}
@@ -348,7 +338,7 @@ func (t *Translator) anthropicTools() error {
 			return t.invalid(f, "must be an object")
 		}
 		var typ []byte
-		tl := Tool{Kind: ToolFunction}
+		tl := ir.Tool{Kind: ir.ToolFunction}
 		// Fields of a kept tool the other dialects have no place for
 		// (defer_loading: Anthropic's tool search, which Claude Code
 		// uses for MCP tools; input_examples, …): the tool is sent as an
@@ -384,7 +374,7 @@ func (t *Translator) anthropicTools() error {
 				return err
 			}
 		}
-		if typ != nil && !rsEquals(typ, "custom") {
+		if typ != nil && !ir.RSEquals(typ, "custom") {
 			// A server tool (web search, bash, text editor, …) that only
 			// Anthropic runs: the model elsewhere cannot call it.
 			t.drop("tools[].type=" + string(typ))
@@ -415,8 +405,8 @@ func (t *Translator) anthropicToolChoice() error {
 		case "name":
 			name, err = t.readRS(at("tool_choice.name"))
 		case "disable_parallel_tool_use":
-			if t.readTri() == True {
-				t.req.Parallel = False
+			if t.readTri() == ir.True {
+				t.req.Parallel = ir.False
 			}
 		default:
 			c.Skip()
@@ -428,16 +418,16 @@ func (t *Translator) anthropicToolChoice() error {
 	ch := &t.req.Choice
 	switch string(typ) {
 	case "auto":
-		ch.Mode = ChoiceAuto
+		ch.Mode = ir.ChoiceAuto
 	case "any":
-		ch.Mode = ChoiceRequired
+		ch.Mode = ir.ChoiceRequired
 	case "none":
-		ch.Mode = ChoiceNone
+		ch.Mode = ir.ChoiceNone
 	case "tool":
 		if name == nil {
 			return t.invalid(at("tool_choice.name"), "is missing")
 		}
-		ch.Mode, ch.Name = ChoiceTool, name
+		ch.Mode, ch.Name = ir.ChoiceTool, name
 	default:
 		return t.invalid(at("tool_choice.type"), "unknown tool_choice type %q (use auto, any, tool or none)", typ)
 	}
@@ -492,7 +482,7 @@ func (t *Translator) anthropicOutputConfig() error {
 		var err error
 		switch string(k) {
 		case "effort":
-			err = t.readEffort(at("output_config.effort"), EffortLow, EffortMax)
+			err = t.readEffort(at("output_config.effort"), ir.EffortLow, ir.EffortMax)
 		case "format":
 			var typ []byte
 			if !c.Object() {
@@ -511,7 +501,7 @@ func (t *Translator) anthropicOutputConfig() error {
 					return err
 				}
 			}
-			if !rsEquals(typ, "json_schema") {
+			if !ir.RSEquals(typ, "json_schema") {
 				return t.invalid(at("output_config.format.type"), "unknown format type %q (use json_schema)", typ)
 			}
 			err = t.formatType(typ, at("output_config.format"))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"github.com/omniroute/gateway/internal/dialect"
+	"github.com/omniroute/gateway/internal/translate/ir"
 )
 
 // readResponses reads an OpenAI Responses request into the IR. The whole
@@ -29,9 +30,9 @@ func (t *Translator) readResponses() error {
 			var s []byte
 			if s, err = t.readRS(at("instructions")); err == nil {
 				// Instructions come before any system item of the input.
-				r.System = append(r.System, Part{})
+				r.System = append(r.System, ir.Part{})
 				copy(r.System[1:], r.System)
-				r.System[0] = Part{Kind: KindText, Text: s}
+				r.System[0] = ir.Part{Kind: ir.KindText, Text: s}
 			}
 		case "tools":
 			err = t.respTools()
@@ -46,7 +47,7 @@ func (t *Translator) readResponses() error {
 		case "top_p":
 			r.TopP, err = t.readNumber(at("top_p"))
 		case "stream":
-			r.Stream = t.readTri() == True
+			r.Stream = t.readTri() == ir.True
 		case "include":
 			err = t.respInclude()
 		case "reasoning":
@@ -64,7 +65,7 @@ func (t *Translator) readResponses() error {
 		case "service_tier":
 			r.ServiceTier, err = t.readRS(at("service_tier"))
 		case "store":
-			if t.readTri() == True {
+			if t.readTri() == ir.True {
 				t.drop("store")
 			}
 		case "previous_response_id", "conversation":
@@ -93,11 +94,11 @@ func (t *Translator) respInclude() error {
 		return t.invalid(at("include"), "must be an array")
 	}
 	for c.Next() {
-		s := strRS(c)
+		s := ir.StrRS(c)
 		switch {
 		case s == nil:
 			c.Skip()
-		case rsEquals(s, "reasoning.encrypted_content"):
+		case ir.RSEquals(s, "reasoning.encrypted_content"):
 			t.req.WantEncrypted = true
 		default:
 			t.drop("include")
@@ -119,7 +120,7 @@ func (t *Translator) respReasoning() error {
 		var err error
 		switch string(k) {
 		case "effort":
-			err = t.readEffort(at("reasoning.effort"), EffortNone, EffortXHigh)
+			err = t.readEffort(at("reasoning.effort"), ir.EffortNone, ir.EffortXHigh)
 		case "summary", "generate_summary":
 			rz.Summary, err = t.readRS(at("reasoning").atKey(k))
 		default:
@@ -163,10 +164,10 @@ func (t *Translator) respText() error {
 func (t *Translator) respInput() error {
 	c := &t.cur
 	r := &t.req
-	if s := strRS(c); s != nil {
+	if s := ir.StrRS(c); s != nil {
 		lo := int32(len(r.Parts))
-		r.add(Part{Kind: KindText, Text: s})
-		r.push(RoleUser, lo)
+		r.Add(ir.Part{Kind: ir.KindText, Text: s})
+		r.Push(ir.RoleUser, lo)
 		return nil
 	}
 	if !c.Array() {
@@ -216,8 +217,8 @@ func (t *Translator) respItem(i int) error {
 			args, err = t.readRS(field.atKey(k))
 		case "output":
 			hasOutput = true
-			if s := strRS(c); s != nil {
-				r.add(Part{Kind: KindText, Text: s})
+			if s := ir.StrRS(c); s != nil {
+				r.Add(ir.Part{Kind: ir.KindText, Text: s})
 			} else {
 				err = t.respContent(field.at("output"))
 			}
@@ -248,12 +249,12 @@ func (t *Translator) respItem(i int) error {
 		}
 		switch string(role) {
 		case "user":
-			r.push(RoleUser, lo)
+			r.Push(ir.RoleUser, lo)
 		case "assistant":
-			r.push(RoleAssistant, lo)
+			r.Push(ir.RoleAssistant, lo)
 		case "system", "developer":
 			for _, p := range r.Parts[lo:] {
-				if p.Kind != KindText {
+				if p.Kind != ir.KindText {
 					return t.invalid(field.at("content"), "a %s message may hold only text", role)
 				}
 				r.System = append(r.System, p)
@@ -267,25 +268,25 @@ func (t *Translator) respItem(i int) error {
 			return t.invalid(field, "a %s needs call_id, name and its arguments", typ)
 		}
 		r.Parts = r.Parts[:lo]
-		r.add(Part{Kind: KindToolCall, ID: callID, Name: name, Args: args, ArgsEscaped: true, Custom: typ[0] == 'c'})
-		r.push(RoleAssistant, lo)
+		r.Add(ir.Part{Kind: ir.KindToolCall, ID: callID, Name: name, Args: args, ArgsEscaped: true, Custom: typ[0] == 'c'})
+		r.Push(ir.RoleAssistant, lo)
 	case "function_call_output", "custom_tool_call_output":
 		if callID == nil || !hasOutput {
 			return t.invalid(field, "a %s needs call_id and output", typ)
 		}
-		r.add(Part{Kind: KindToolResult, ID: callID, Custom: typ[0] == 'c', Result: r.moveInner(lo)})
-		r.push(RoleUser, lo)
+		r.Add(ir.Part{Kind: ir.KindToolResult, ID: callID, Custom: typ[0] == 'c', Result: r.MoveInner(lo)})
+		r.Push(ir.RoleUser, lo)
 	case "reasoning":
-		p := Part{Kind: KindReasoning, Text: summary, ID: id, Sig: enc, Origin: dialect.Responses}
+		p := ir.Part{Kind: ir.KindReasoning, Text: summary, ID: id, Sig: enc, Origin: dialect.Responses}
 		switch {
-		case bytes.HasPrefix(enc, []byte(envMessages)):
-			p.Origin, p.ID, p.Sig = dialect.Messages, nil, enc[len(envMessages):]
-		case bytes.HasPrefix(enc, []byte(envRedacted)):
-			p.Origin, p.ID, p.Sig, p.Redacted = dialect.Messages, nil, enc[len(envRedacted):], true
+		case bytes.HasPrefix(enc, []byte(ir.EnvMessages)):
+			p.Origin, p.ID, p.Sig = dialect.Messages, nil, enc[len(ir.EnvMessages):]
+		case bytes.HasPrefix(enc, []byte(ir.EnvRedacted)):
+			p.Origin, p.ID, p.Sig, p.Redacted = dialect.Messages, nil, enc[len(ir.EnvRedacted):], true
 		}
 		r.Parts = r.Parts[:lo] // reasoning_text content: the summary stands for it
-		r.add(p)
-		r.push(RoleAssistant, lo)
+		r.Add(p)
+		r.Push(ir.RoleAssistant, lo)
 	case "additional_tools":
 		r.Parts = r.Parts[:lo]
 	case "item_reference":
@@ -377,38 +378,38 @@ func (t *Translator) respPart(field loc) error {
 		if text == nil {
 			return t.invalid(field.at("text"), "is missing")
 		}
-		t.req.add(Part{Kind: KindText, Text: text})
+		t.req.Add(ir.Part{Kind: ir.KindText, Text: text})
 	case "input_image":
-		p := Part{Kind: KindImage, Detail: detail}
+		p := ir.Part{Kind: ir.KindImage, Detail: detail}
 		switch {
 		case url != nil:
 			if err := t.mediaFromURL(&p, url, field.at("image_url")); err != nil {
 				return err
 			}
 		case fileID != nil:
-			p.Src, p.Data = SrcFile, fileID
+			p.Src, p.Data = ir.SrcFile, fileID
 		default:
 			return t.invalid(field, "an input_image needs image_url or file_id")
 		}
-		t.req.add(p)
+		t.req.Add(p)
 	case "input_file":
-		p := Part{Kind: KindDocument, Filename: filename}
+		p := ir.Part{Kind: ir.KindDocument, Filename: filename}
 		switch {
 		case fileData != nil:
 			if err := t.mediaFromURL(&p, fileData, field.at("file_data")); err != nil {
 				return err
 			}
-			if p.Src != SrcBase64 {
+			if p.Src != ir.SrcBase64 {
 				return t.invalid(field.at("file_data"), "must be a base64 data URL")
 			}
 		case fileURL != nil:
-			p.Src, p.Data = SrcURL, fileURL
+			p.Src, p.Data = ir.SrcURL, fileURL
 		case fileID != nil:
-			p.Src, p.Data = SrcFile, fileID
+			p.Src, p.Data = ir.SrcFile, fileID
 		default:
 			return t.invalid(field, "an input_file needs file_data, file_url or file_id")
 		}
-		t.req.add(p)
+		t.req.Add(p)
 	case "input_audio":
 		return t.unsupported(field.at("type"), "audio input")
 	default:
@@ -432,7 +433,7 @@ func (t *Translator) respToolList(field loc) error {
 	for i := 0; c.Next(); i++ {
 		f := field.index(i)
 		var typ []byte
-		var tl Tool
+		var tl ir.Tool
 		before := len(t.req.Tools)
 		if err := t.toolBody(&tl, f, &typ); err != nil {
 			return err
@@ -445,9 +446,9 @@ func (t *Translator) respToolList(field loc) error {
 		}
 		switch string(typ) {
 		case "function":
-			tl.Kind = ToolFunction
+			tl.Kind = ir.ToolFunction
 		case "custom":
-			tl.Kind = ToolCustom
+			tl.Kind = ir.ToolCustom
 		default:
 			// Hosted tools (web_search, file_search, code_interpreter,
 			// computer use, MCP, image generation, local shell): only an
@@ -465,7 +466,7 @@ func (t *Translator) respToolList(field loc) error {
 
 func (t *Translator) respToolChoice() error {
 	c := &t.cur
-	if s := strRS(c); s != nil {
+	if s := ir.StrRS(c); s != nil {
 		return t.choiceWord(s, at("tool_choice"))
 	}
 	if !c.Object() {
@@ -486,8 +487,8 @@ func (t *Translator) respToolChoice() error {
 			return err
 		}
 	}
-	if (rsEquals(typ, "function") || rsEquals(typ, "custom")) && name != nil {
-		t.req.Choice = ToolChoice{Mode: ChoiceTool, Name: name}
+	if (ir.RSEquals(typ, "function") || ir.RSEquals(typ, "custom")) && name != nil {
+		t.req.Choice = ir.ToolChoice{Mode: ir.ChoiceTool, Name: name}
 		return nil
 	}
 	return t.unsupported(at("tool_choice.type"), "tool_choice of type \""+string(typ)+"\"")

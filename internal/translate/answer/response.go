@@ -1,18 +1,18 @@
-package translate
+package answer
 
 import (
 	"errors"
 
-	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/jsonscan"
+	"github.com/omniroute/gateway/internal/translate/ir"
 )
 
 // Response converts a non-stream upstream answer into the caller's
-// dialect, appending it to dst. An answer that is not the upstream
-// dialect's shape is an *UpstreamError (502).
-func (t *Translator) Response(dst, body []byte) ([]byte, error) {
-	t.resp.reset()
+// dialect, appending it to dst. The error says what of the answer the
+// reader could not read.
+func (t *Converter) Response(dst, body []byte) ([]byte, error) {
+	t.resp.Reset()
 	t.arena = t.arena[:0]
 	t.cur.Reset(body)
 	var err error
@@ -28,7 +28,7 @@ func (t *Translator) Response(dst, body []byte) ([]byte, error) {
 		err = t.cur.End()
 	}
 	if err != nil {
-		return dst, &UpstreamError{Msg: "the " + t.to.String() + " upstream answered with a body the gateway cannot read (" + err.Error() + ")"}
+		return dst, err
 	}
 	switch t.from {
 	case dialect.Chat:
@@ -40,30 +40,6 @@ func (t *Translator) Response(dst, body []byte) ([]byte, error) {
 	}
 }
 
-// Error converts an upstream error answer (status and body in the
-// upstream dialect) into the caller's: the status to answer and the body,
-// appended to dst. rid is the gateway's request id.
-func (t *Translator) Error(dst []byte, status int, body []byte, rid string) (int, []byte) {
-	return ConvertError(dst, t.from, t.to, status, body, rid)
-}
-
-// ConvertError is Error for any pair of dialects, without a Translator:
-// after failover across dialects the error answered may be an earlier
-// attempt's, of another upstream dialect than the translator's now.
-func ConvertError(dst []byte, caller, upstream dialect.ID, status int, body []byte, rid string) (int, []byte) {
-	e := mapError(caller, upstream, status, body)
-	return e.Status, dialect.Of(caller).AppendError(dst, e, rid)
-}
-
-// MapError reads an upstream error answer into the caller's vocabulary.
-func (t *Translator) MapError(status int, body []byte) *apierror.Error {
-	return mapError(t.from, t.to, status, body)
-}
-
-func mapError(caller, upstream dialect.ID, status int, body []byte) *apierror.Error {
-	return dialect.Of(caller).MapError(upstream, dialect.Of(upstream).ParseError(status, body))
-}
-
 // Readers of non-stream answers.
 
 // members are the string members of an answer's objects (blocks, items,
@@ -73,7 +49,7 @@ type members struct {
 	typ, id, callID, name, args, text, sig, enc []byte
 }
 
-func (t *Translator) strMember(k []byte, m *members) bool {
+func (t *Converter) strMember(k []byte, m *members) bool {
 	var dst *[]byte
 	switch string(k) {
 	case "type":
@@ -95,21 +71,21 @@ func (t *Translator) strMember(k []byte, m *members) bool {
 	default:
 		return false
 	}
-	*dst = strRS(&t.cur)
+	*dst = ir.StrRS(&t.cur)
 	return *dst != nil
 }
 
 // answerMeta reads the answer's id, model and creation time when k names
 // one of them, reporting whether it consumed the value.
-func (t *Translator) answerMeta(k []byte) bool {
+func (t *Converter) answerMeta(k []byte) bool {
 	c := &t.cur
 	rp := &t.resp
 	switch string(k) {
 	case "id":
-		rp.ID = strRS(c)
+		rp.ID = ir.StrRS(c)
 		return rp.ID != nil
 	case "model":
-		rp.Model = strRS(c)
+		rp.Model = ir.StrRS(c)
 		return rp.Model != nil
 	case "created", "created_at":
 		rp.Created, _ = c.Int()
@@ -129,7 +105,7 @@ func shapeErr(c *jsonscan.Cursor) error {
 	return errShape
 }
 
-func (t *Translator) readChatResponse() error {
+func (t *Converter) readChatResponse() error {
 	c := &t.cur
 	rp := &t.resp
 	if !c.Object() {
@@ -165,7 +141,7 @@ func (t *Translator) readChatResponse() error {
 	return c.Err()
 }
 
-func (t *Translator) chatChoice() error {
+func (t *Converter) chatChoice() error {
 	c := &t.cur
 	rp := &t.resp
 	if !c.Object() {
@@ -182,14 +158,14 @@ func (t *Translator) chatChoice() error {
 			for k2, ok := c.Key(); ok; k2, ok = c.Key() {
 				switch string(k2) {
 				case "content", "refusal":
-					if s := strRS(c); s != nil {
-						rp.Parts = append(rp.Parts, Part{Kind: KindText, Text: s})
+					if s := ir.StrRS(c); s != nil {
+						rp.Parts = append(rp.Parts, ir.Part{Kind: ir.KindText, Text: s})
 						continue
 					}
 				case "reasoning_content", "reasoning":
-					if s := strRS(c); s != nil {
+					if s := ir.StrRS(c); s != nil {
 						// reasoning text some OpenAI-compatible servers add
-						rp.Parts = append(rp.Parts, Part{Kind: KindReasoning, Text: s, Origin: dialect.Chat})
+						rp.Parts = append(rp.Parts, ir.Part{Kind: ir.KindReasoning, Text: s, Origin: dialect.Chat})
 						continue
 					}
 				case "tool_calls":
@@ -202,10 +178,10 @@ func (t *Translator) chatChoice() error {
 				}
 				c.Skip()
 			}
-			orderAssistant(rp.Parts)
+			ir.OrderAssistant(rp.Parts)
 			continue
 		case "finish_reason":
-			if s := strRS(c); s != nil {
+			if s := ir.StrRS(c); s != nil {
 				rp.Stop = chatStop(s)
 				continue
 			}
@@ -215,7 +191,7 @@ func (t *Translator) chatChoice() error {
 	return nil
 }
 
-func (t *Translator) chatResponseCalls() error {
+func (t *Converter) chatResponseCalls() error {
 	c := &t.cur
 	rp := &t.resp
 	c.Array()
@@ -225,7 +201,7 @@ func (t *Translator) chatResponseCalls() error {
 		}
 		var m members
 		t.chatCallMembers(&m)
-		p := Part{Kind: KindToolCall, ArgsEscaped: true, ID: m.id, Name: m.name, Args: m.args}
+		p := ir.Part{Kind: ir.KindToolCall, ArgsEscaped: true, ID: m.id, Name: m.name, Args: m.args}
 		if p.Name == nil {
 			continue
 		}
@@ -241,7 +217,7 @@ func (t *Translator) chatResponseCalls() error {
 // delta's): its id and index, and the name and arguments of its function
 // (or custom input); m.typ is set to "custom" for a custom call. It
 // returns the index, -1 when absent.
-func (t *Translator) chatCallMembers(m *members) int {
+func (t *Converter) chatCallMembers(m *members) int {
 	c := &t.cur
 	idx := -1
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
@@ -252,7 +228,7 @@ func (t *Translator) chatCallMembers(m *members) int {
 			}
 			continue
 		case "id":
-			if m.id = strRS(c); m.id != nil {
+			if m.id = ir.StrRS(c); m.id != nil {
 				continue
 			}
 		case "function", "custom":
@@ -274,21 +250,21 @@ func (t *Translator) chatCallMembers(m *members) int {
 	return idx
 }
 
-func chatStop(s []byte) StopReason {
+func chatStop(s []byte) ir.StopReason {
 	switch string(s) {
 	case "stop":
-		return StopEnd
+		return ir.StopEnd
 	case "length":
-		return StopMaxTokens
+		return ir.StopMaxTokens
 	case "tool_calls", "function_call":
-		return StopToolUse
+		return ir.StopToolUse
 	case "content_filter":
-		return StopRefusal
+		return ir.StopRefusal
 	}
-	return StopEnd
+	return ir.StopEnd
 }
 
-func (t *Translator) readMessagesResponse() error {
+func (t *Converter) readMessagesResponse() error {
 	c := &t.cur
 	rp := &t.resp
 	if !c.Object() {
@@ -310,12 +286,12 @@ func (t *Translator) readMessagesResponse() error {
 				continue
 			}
 		case "stop_reason":
-			if s := strRS(c); s != nil {
+			if s := ir.StrRS(c); s != nil {
 				rp.Stop = anthropicStop(s)
 				continue
 			}
 		case "stop_sequence":
-			if rp.StopSeq = strRS(c); rp.StopSeq != nil {
+			if rp.StopSeq = ir.StrRS(c); rp.StopSeq != nil {
 				continue
 			}
 		case "usage":
@@ -332,7 +308,7 @@ func (t *Translator) readMessagesResponse() error {
 // anthropicOutBlock reads one content block of an answer. Server-tool
 // blocks (web search results and the like) have no counterpart in the
 // caller's dialect and are left out.
-func (t *Translator) anthropicOutBlock() error {
+func (t *Converter) anthropicOutBlock() error {
 	c := &t.cur
 	rp := &t.resp
 	if !c.Object() {
@@ -350,17 +326,17 @@ func (t *Translator) anthropicOutBlock() error {
 		}
 	}
 	typ := m.typ
-	p := Part{Text: m.text, ID: m.id, Name: m.name, Sig: m.sig, Args: input}
+	p := ir.Part{Text: m.text, ID: m.id, Name: m.name, Sig: m.sig, Args: input}
 	switch string(typ) {
 	case "text":
-		p.Kind = KindText
+		p.Kind = ir.KindText
 	case "tool_use":
-		p.Kind = KindToolCall
+		p.Kind = ir.KindToolCall
 		if p.Args == nil {
 			p.Args = []byte("{}")
 		}
 	case "thinking", "redacted_thinking":
-		p.Kind, p.Origin, p.Redacted = KindReasoning, dialect.Messages, typ[0] == 'r'
+		p.Kind, p.Origin, p.Redacted = ir.KindReasoning, dialect.Messages, typ[0] == 'r'
 	default:
 		return nil
 	}
@@ -368,27 +344,27 @@ func (t *Translator) anthropicOutBlock() error {
 	return nil
 }
 
-func anthropicStop(s []byte) StopReason {
+func anthropicStop(s []byte) ir.StopReason {
 	switch string(s) {
 	case "end_turn":
-		return StopEnd
+		return ir.StopEnd
 	case "max_tokens":
-		return StopMaxTokens
+		return ir.StopMaxTokens
 	case "stop_sequence":
-		return StopSequence
+		return ir.StopSequence
 	case "tool_use":
-		return StopToolUse
+		return ir.StopToolUse
 	case "refusal":
-		return StopRefusal
+		return ir.StopRefusal
 	case "pause_turn":
-		return StopPause
+		return ir.StopPause
 	case "model_context_window_exceeded":
-		return StopContextWindow
+		return ir.StopContextWindow
 	}
-	return StopEnd
+	return ir.StopEnd
 }
 
-func (t *Translator) readResponsesResponse() error {
+func (t *Converter) readResponsesResponse() error {
 	c := &t.cur
 	rp := &t.resp
 	if !c.Object() {
@@ -402,7 +378,7 @@ func (t *Translator) readResponsesResponse() error {
 		}
 		switch string(k) {
 		case "status":
-			if status = strRS(c); status != nil {
+			if status = ir.StrRS(c); status != nil {
 				continue
 			}
 		case "incomplete_details":
@@ -410,7 +386,7 @@ func (t *Translator) readResponsesResponse() error {
 				c.Object()
 				for k2, ok := c.Key(); ok; k2, ok = c.Key() {
 					if string(k2) == "reason" {
-						if incomplete = strRS(c); incomplete != nil {
+						if incomplete = ir.StrRS(c); incomplete != nil {
 							continue
 						}
 					}
@@ -440,25 +416,25 @@ func (t *Translator) readResponsesResponse() error {
 	return nil
 }
 
-func responsesStop(status, incomplete []byte, parts []Part) StopReason {
+func responsesStop(status, incomplete []byte, parts []ir.Part) ir.StopReason {
 	if string(status) == "incomplete" {
 		if string(incomplete) == "content_filter" {
-			return StopRefusal
+			return ir.StopRefusal
 		}
-		return StopMaxTokens
+		return ir.StopMaxTokens
 	}
 	for i := range parts {
-		if parts[i].Kind == KindToolCall {
-			return StopToolUse
+		if parts[i].Kind == ir.KindToolCall {
+			return ir.StopToolUse
 		}
 	}
-	return StopEnd
+	return ir.StopEnd
 }
 
 // respOutItem reads one output item of a Responses answer. Hosted tool
 // calls (web search, code interpreter…) ran on the provider and have no
 // counterpart in the caller's dialect; they are left out.
-func (t *Translator) respOutItem() error {
+func (t *Converter) respOutItem() error {
 	c := &t.cur
 	rp := &t.resp
 	if !c.Object() {
@@ -481,8 +457,8 @@ func (t *Translator) respOutItem() error {
 					}
 					for k2, ok := c.Key(); ok; k2, ok = c.Key() {
 						if string(k2) == "text" || string(k2) == "refusal" {
-							if s := strRS(c); s != nil {
-								rp.Parts = append(rp.Parts, Part{Kind: KindText, Text: s})
+							if s := ir.StrRS(c); s != nil {
+								rp.Parts = append(rp.Parts, ir.Part{Kind: ir.KindText, Text: s})
 								continue
 							}
 						}
@@ -502,7 +478,7 @@ func (t *Translator) respOutItem() error {
 					}
 					for k2, ok := c.Key(); ok; k2, ok = c.Key() {
 						if string(k2) == "text" {
-							if s := strRS(c); s != nil {
+							if s := ir.StrRS(c); s != nil {
 								if n > 0 {
 									t.arena = append(t.arena, `\n\n`...)
 								}
@@ -525,9 +501,9 @@ func (t *Translator) respOutItem() error {
 	switch string(m.typ) {
 	case "message":
 	case "function_call", "custom_tool_call":
-		rp.Parts = append(rp.Parts[:lo], Part{Kind: KindToolCall, ID: m.callID, Name: m.name, Args: m.args, ArgsEscaped: true, Custom: m.typ[0] == 'c'})
+		rp.Parts = append(rp.Parts[:lo], ir.Part{Kind: ir.KindToolCall, ID: m.callID, Name: m.name, Args: m.args, ArgsEscaped: true, Custom: m.typ[0] == 'c'})
 	case "reasoning":
-		rp.Parts = append(rp.Parts[:lo], Part{Kind: KindReasoning, ID: m.id, Text: summary, Sig: m.enc, Origin: dialect.Responses})
+		rp.Parts = append(rp.Parts[:lo], ir.Part{Kind: ir.KindReasoning, ID: m.id, Text: summary, Sig: m.enc, Origin: dialect.Responses})
 	default:
 		rp.Parts = rp.Parts[:lo]
 	}

@@ -1,4 +1,4 @@
-package translate
+package answer
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/internal/sanitize"
 	"github.com/omniroute/gateway/internal/sse"
+	"github.com/omniroute/gateway/internal/translate/ir"
 )
 
 // Stream decoders: one upstream event read into IR stream events.
@@ -49,18 +50,18 @@ func eventType(ev *sse.Event) []byte {
 	if len(ev.Name) > 0 {
 		return ev.Name
 	}
-	return rawString(jsonscan.Get(ev.Data, "type"))
+	return ir.RawString(jsonscan.Get(ev.Data, "type"))
 }
 
 // streamMeta reads the upstream answer's id, model and creation time
 // (kept from before the caller's stream starts, which announces them)
 // when k names one, reporting whether it consumed the value.
-func (t *Translator) streamMeta(k []byte) bool {
+func (t *Converter) streamMeta(k []byte) bool {
 	c := &t.cur
 	s := &t.st
 	switch string(k) {
 	case "id", "model":
-		v := strRS(c)
+		v := ir.StrRS(c)
 		if v == nil {
 			return false
 		}
@@ -83,7 +84,7 @@ func (t *Translator) streamMeta(k []byte) bool {
 
 // Chat Completions upstream.
 
-func (t *Translator) decodeChat(w *writer, ev *sse.Event) error {
+func (t *Converter) decodeChat(w *ir.Writer, ev *sse.Event) error {
 	data := bytes.TrimSpace(ev.Data)
 	if bytes.Equal(data, doneData) {
 		t.complete(w)
@@ -126,7 +127,7 @@ func (t *Translator) decodeChat(w *writer, ev *sse.Event) error {
 	return c.Err()
 }
 
-func (t *Translator) chatStreamChoices(w *writer) error {
+func (t *Converter) chatStreamChoices(w *ir.Writer) error {
 	c := &t.cur
 	c.Array()
 	for c.Next() {
@@ -149,7 +150,7 @@ func (t *Translator) chatStreamChoices(w *writer) error {
 					continue
 				}
 			case "finish_reason":
-				if finish = strRS(c); finish != nil {
+				if finish = ir.StrRS(c); finish != nil {
 					continue
 				}
 			}
@@ -162,20 +163,20 @@ func (t *Translator) chatStreamChoices(w *writer) error {
 	return nil
 }
 
-func (t *Translator) chatStreamDelta(w *writer) error {
+func (t *Converter) chatStreamDelta(w *ir.Writer) error {
 	c := &t.cur
 	c.Object()
 	t.start(w)
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
 		switch string(k) {
 		case "content", "refusal":
-			if v := strRS(c); v != nil {
-				t.delta(w, KindText, v)
+			if v := ir.StrRS(c); v != nil {
+				t.delta(w, ir.KindText, v)
 				continue
 			}
 		case "reasoning_content", "reasoning":
-			if v := strRS(c); v != nil {
-				t.delta(w, KindReasoning, v)
+			if v := ir.StrRS(c); v != nil {
+				t.delta(w, ir.KindReasoning, v)
 				continue
 			}
 		case "tool_calls":
@@ -197,7 +198,7 @@ func (t *Translator) chatStreamDelta(w *writer) error {
 // chatStreamCall reads one tool_calls entry of a delta. A call with a new
 // id (or, without ids, a new index) starts a part; the rest are argument
 // deltas of the open call.
-func (t *Translator) chatStreamCall(w *writer) error {
+func (t *Converter) chatStreamCall(w *ir.Writer) error {
 	c := &t.cur
 	s := &t.st
 	if !c.Object() {
@@ -206,7 +207,7 @@ func (t *Translator) chatStreamCall(w *writer) error {
 	var m members
 	idx := t.chatCallMembers(&m)
 	id, name, args, custom := m.id, m.name, m.args, m.typ != nil
-	open := s.open == KindToolCall
+	open := s.open == ir.KindToolCall
 	switch {
 	case id != nil && (!open || !bytes.Equal(id, s.callID)):
 	case id == nil && (!open || (idx >= 0 && idx > s.chatTool)):
@@ -215,12 +216,12 @@ func (t *Translator) chatStreamCall(w *writer) error {
 		}
 		// A server that sends no ids: make one the result can refer to.
 		s.genID = append(s.genID[:0], "call_omniroute_"...)
-		s.genID = appendUint(s.genID, s.nParts)
+		s.genID = ir.AppendUint(s.genID, s.nParts)
 		id = s.genID
 	case idx >= 0 && idx < s.chatTool:
 		return errToolOrder
 	default:
-		t.delta(w, KindToolCall, args)
+		t.delta(w, ir.KindToolCall, args)
 		return nil
 	}
 	if idx < 0 {
@@ -229,15 +230,15 @@ func (t *Translator) chatStreamCall(w *writer) error {
 	if name == nil {
 		name = id[:0]
 	}
-	t.partStart(w, KindToolCall, id, name, custom)
+	t.partStart(w, ir.KindToolCall, id, name, custom)
 	s.chatTool = idx
-	t.delta(w, KindToolCall, args)
+	t.delta(w, ir.KindToolCall, args)
 	return nil
 }
 
 // Anthropic Messages upstream.
 
-func (t *Translator) decodeMessages(w *writer, ev *sse.Event) error {
+func (t *Converter) decodeMessages(w *ir.Writer, ev *sse.Event) error {
 	s := &t.st
 	c := &t.cur
 	c.Reset(ev.Data)
@@ -290,11 +291,11 @@ func (t *Translator) decodeMessages(w *writer, ev *sse.Event) error {
 					for k2, ok := c.Key(); ok; k2, ok = c.Key() {
 						switch string(k2) {
 						case "stop_reason":
-							if stop = strRS(c); stop != nil {
+							if stop = ir.StrRS(c); stop != nil {
 								continue
 							}
 						case "stop_sequence":
-							if seq = strRS(c); seq != nil {
+							if seq = ir.StrRS(c); seq != nil {
 								continue
 							}
 						}
@@ -323,7 +324,7 @@ func (t *Translator) decodeMessages(w *writer, ev *sse.Event) error {
 	return nil // ping and events newer than this converter
 }
 
-func (t *Translator) anthropicStreamBlock(w *writer) error {
+func (t *Converter) anthropicStreamBlock(w *ir.Writer) error {
 	c := &t.cur
 	s := &t.st
 	if !c.Object() {
@@ -344,14 +345,14 @@ func (t *Translator) anthropicStreamBlock(w *writer) error {
 		typ, id, name, text, sig := m.typ, m.id, m.name, m.text, m.sig
 		switch string(typ) {
 		case "text":
-			t.partStart(w, KindText, nil, nil, false)
-			t.delta(w, KindText, text)
+			t.partStart(w, ir.KindText, nil, nil, false)
+			t.delta(w, ir.KindText, text)
 		case "tool_use":
-			t.partStart(w, KindToolCall, id, name, false)
+			t.partStart(w, ir.KindToolCall, id, name, false)
 		case "thinking", "redacted_thinking":
-			t.partStart(w, KindReasoning, nil, nil, false)
+			t.partStart(w, ir.KindReasoning, nil, nil, false)
 			s.redacted = typ[0] == 'r'
-			t.delta(w, KindReasoning, text)
+			t.delta(w, ir.KindReasoning, text)
 			t.signature(sig)
 		default:
 			// Server tool use and results run on Anthropic's side; the
@@ -362,7 +363,7 @@ func (t *Translator) anthropicStreamBlock(w *writer) error {
 	return nil
 }
 
-func (t *Translator) anthropicStreamDelta(w *writer) error {
+func (t *Converter) anthropicStreamDelta(w *ir.Writer) error {
 	c := &t.cur
 	if t.st.skipBlock {
 		return nil
@@ -379,22 +380,22 @@ func (t *Translator) anthropicStreamDelta(w *writer) error {
 		for k2, ok := c.Key(); ok; k2, ok = c.Key() {
 			switch string(k2) {
 			case "text":
-				if v := strRS(c); v != nil {
-					t.delta(w, KindText, v)
+				if v := ir.StrRS(c); v != nil {
+					t.delta(w, ir.KindText, v)
 					continue
 				}
 			case "partial_json":
-				if v := strRS(c); v != nil {
-					t.delta(w, KindToolCall, v)
+				if v := ir.StrRS(c); v != nil {
+					t.delta(w, ir.KindToolCall, v)
 					continue
 				}
 			case "thinking":
-				if v := strRS(c); v != nil {
-					t.delta(w, KindReasoning, v)
+				if v := ir.StrRS(c); v != nil {
+					t.delta(w, ir.KindReasoning, v)
 					continue
 				}
 			case "signature":
-				if v := strRS(c); v != nil {
+				if v := ir.StrRS(c); v != nil {
 					t.signature(v)
 					continue
 				}
@@ -408,7 +409,7 @@ func (t *Translator) anthropicStreamDelta(w *writer) error {
 // Responses upstream.
 
 // respStreamObject reads the "response" object of a lifecycle event.
-func (t *Translator) respStreamObject(status, reason, code, msg *[]byte) {
+func (t *Converter) respStreamObject(status, reason, code, msg *[]byte) {
 	c := &t.cur
 	s := &t.st
 	c.Object()
@@ -418,7 +419,7 @@ func (t *Translator) respStreamObject(status, reason, code, msg *[]byte) {
 		}
 		switch string(k) {
 		case "status":
-			if *status = strRS(c); *status != nil {
+			if *status = ir.StrRS(c); *status != nil {
 				continue
 			}
 		case "usage":
@@ -433,15 +434,15 @@ func (t *Translator) respStreamObject(status, reason, code, msg *[]byte) {
 				for k2, ok := c.Key(); ok; k2, ok = c.Key() {
 					switch {
 					case !isErr && string(k2) == "reason":
-						if *reason = strRS(c); *reason != nil {
+						if *reason = ir.StrRS(c); *reason != nil {
 							continue
 						}
 					case isErr && string(k2) == "code":
-						if *code = strRS(c); *code != nil {
+						if *code = ir.StrRS(c); *code != nil {
 							continue
 						}
 					case isErr && string(k2) == "message":
-						if *msg = strRS(c); *msg != nil {
+						if *msg = ir.StrRS(c); *msg != nil {
 							continue
 						}
 					}
@@ -454,7 +455,7 @@ func (t *Translator) respStreamObject(status, reason, code, msg *[]byte) {
 	}
 }
 
-func (t *Translator) decodeResponses(w *writer, ev *sse.Event) error {
+func (t *Converter) decodeResponses(w *ir.Writer, ev *sse.Event) error {
 	s := &t.st
 	c := &t.cur
 	c.Reset(ev.Data)
@@ -482,15 +483,15 @@ func (t *Translator) decodeResponses(w *writer, ev *sse.Event) error {
 				continue
 			}
 		case "delta":
-			if d = strRS(c); d != nil {
+			if d = ir.StrRS(c); d != nil {
 				continue
 			}
 		case "code":
-			if code = strRS(c); code != nil {
+			if code = ir.StrRS(c); code != nil {
 				continue
 			}
 		case "message":
-			if msg = strRS(c); msg != nil {
+			if msg = ir.StrRS(c); msg != nil {
 				continue
 			}
 		}
@@ -507,9 +508,9 @@ func (t *Translator) decodeResponses(w *writer, ev *sse.Event) error {
 		switch string(itemType) {
 		case "message":
 		case "function_call", "custom_tool_call":
-			t.partStart(w, KindToolCall, callID, name, itemType[0] == 'c')
+			t.partStart(w, ir.KindToolCall, callID, name, itemType[0] == 'c')
 		case "reasoning":
-			t.partStart(w, KindReasoning, id, nil, false)
+			t.partStart(w, ir.KindReasoning, id, nil, false)
 			s.summaryParts = 0
 		default:
 			// Hosted tool calls (web search, code interpreter, …) ran on
@@ -518,35 +519,35 @@ func (t *Translator) decodeResponses(w *writer, ev *sse.Event) error {
 		}
 	case "response.content_part.added":
 		if !s.skipItem && (string(itemType) == "output_text" || string(itemType) == "refusal") {
-			t.partStart(w, KindText, nil, nil, false)
+			t.partStart(w, ir.KindText, nil, nil, false)
 		}
 	case "response.output_text.delta", "response.refusal.delta":
-		t.delta(w, KindText, d)
+		t.delta(w, ir.KindText, d)
 	case "response.content_part.done":
-		if s.open == KindText {
+		if s.open == ir.KindText {
 			t.partStop(w)
 		}
 	case "response.function_call_arguments.delta", "response.custom_tool_call_input.delta":
-		if s.open == KindToolCall {
-			t.delta(w, KindToolCall, d)
+		if s.open == ir.KindToolCall {
+			t.delta(w, ir.KindToolCall, d)
 		}
 	case "response.reasoning_summary_part.added":
-		if s.open == KindReasoning {
+		if s.open == ir.KindReasoning {
 			if s.summaryParts > 0 {
-				t.delta(w, KindReasoning, []byte(`\n\n`))
+				t.delta(w, ir.KindReasoning, []byte(`\n\n`))
 			}
 			s.summaryParts++
 		}
 	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
-		if s.open == KindReasoning {
-			t.delta(w, KindReasoning, d)
+		if s.open == ir.KindReasoning {
+			t.delta(w, ir.KindReasoning, d)
 		}
 	case "response.output_item.done":
 		if s.skipItem {
 			s.skipItem = false
 			return nil
 		}
-		if s.open == KindReasoning {
+		if s.open == ir.KindReasoning {
 			t.signature(enc)
 		}
 		t.partStop(w)
@@ -557,7 +558,7 @@ func (t *Translator) decodeResponses(w *writer, ev *sse.Event) error {
 	case "response.failed", "error":
 		var m []byte
 		if msg != nil {
-			m, _ = unescapeRS(nil, msg)
+			m, _ = ir.UnescapeRS(nil, msg)
 		}
 		e := &apierror.Error{Code: string(code), Message: sanitize.Message(string(m), "the upstream provider reported a failure without a message")}
 		e.Status = inbandStatus("", e.Code)

@@ -1,0 +1,591 @@
+package answer
+
+import (
+	"bytes"
+
+	"github.com/omniroute/gateway/internal/dialect"
+	"github.com/omniroute/gateway/internal/jsonscan"
+	"github.com/omniroute/gateway/internal/translate/ir"
+)
+
+// Writers of non-stream answers, and the pieces streams share with them.
+
+func chatUsage(w *ir.Writer, u *dialect.Usage) {
+	w.Obj()
+	w.Key("prompt_tokens")
+	w.Int(u.Input)
+	w.Key("completion_tokens")
+	w.Int(u.Output)
+	w.Key("total_tokens")
+	w.Int(u.Input + u.Output)
+	w.Key("prompt_tokens_details")
+	w.Obj()
+	w.Key("cached_tokens")
+	w.Int(u.CacheRead)
+	w.End('}')
+	w.Key("completion_tokens_details")
+	w.Obj()
+	w.Key("reasoning_tokens")
+	w.Int(u.Reasoning)
+	w.End('}')
+	w.End('}')
+}
+
+func anthropicUsage(w *ir.Writer, u *dialect.Usage) {
+	w.Obj()
+	w.Key("input_tokens")
+	w.Int(max(u.Input-u.CacheRead-u.CacheWrite, 0))
+	w.Key("cache_creation_input_tokens")
+	w.Int(u.CacheWrite)
+	w.Key("cache_read_input_tokens")
+	w.Int(u.CacheRead)
+	w.Key("output_tokens")
+	w.Int(u.Output)
+	w.End('}')
+}
+
+func responsesUsage(w *ir.Writer, u *dialect.Usage) {
+	w.Obj()
+	w.Key("input_tokens")
+	w.Int(u.Input)
+	w.Key("input_tokens_details")
+	w.Obj()
+	w.Key("cached_tokens")
+	w.Int(u.CacheRead)
+	w.End('}')
+	w.Key("output_tokens")
+	w.Int(u.Output)
+	w.Key("output_tokens_details")
+	w.Obj()
+	w.Key("reasoning_tokens")
+	w.Int(u.Reasoning)
+	w.End('}')
+	w.Key("total_tokens")
+	w.Int(u.Input + u.Output)
+	w.End('}')
+}
+
+// finalStop is the stop reason to report: a turn that ends normally with
+// tool calls in it stopped to use them (some OpenAI-compatible servers
+// say "stop" there).
+func finalStop(s ir.StopReason, hasCalls bool) ir.StopReason {
+	if s == ir.StopUnset || (s == ir.StopEnd && hasCalls) {
+		if hasCalls {
+			return ir.StopToolUse
+		}
+		return ir.StopEnd
+	}
+	return s
+}
+
+func chatFinish(s ir.StopReason) string {
+	switch s {
+	case ir.StopMaxTokens, ir.StopContextWindow:
+		return `"length"`
+	case ir.StopToolUse:
+		return `"tool_calls"`
+	case ir.StopRefusal:
+		return `"content_filter"`
+	}
+	return `"stop"`
+}
+
+func anthropicStopName(s ir.StopReason) string {
+	switch s {
+	case ir.StopMaxTokens:
+		return `"max_tokens"`
+	case ir.StopSequence:
+		return `"stop_sequence"`
+	case ir.StopToolUse:
+		return `"tool_use"`
+	case ir.StopRefusal:
+		return `"refusal"`
+	case ir.StopPause:
+		return `"pause_turn"`
+	case ir.StopContextWindow:
+		return `"model_context_window_exceeded"`
+	}
+	return `"end_turn"`
+}
+
+// responsesStatus is a Responses answer's status and incomplete reason.
+func responsesStatus(s ir.StopReason) (status, reason string) {
+	switch s {
+	case ir.StopMaxTokens, ir.StopContextWindow:
+		return `"incomplete"`, `"max_output_tokens"`
+	case ir.StopRefusal:
+		return `"incomplete"`, `"content_filter"`
+	}
+	return `"completed"`, ""
+}
+
+// outputText writes a Responses output_text content part.
+func outputText(w *ir.Writer, text []byte) {
+	w.Obj()
+	w.Key("type")
+	w.Lit(`"output_text"`)
+	w.Key("text")
+	w.RS(text)
+	w.Key("annotations")
+	w.Lit("[]")
+	w.End('}')
+}
+
+// envelope writes the string prefix+a[+":"+b]: reasoning state tagged
+// with the dialect that can read it (see read_messages.go).
+func envelope(w *ir.Writer, prefix string, a, b []byte) {
+	w.Sep()
+	w.B = append(w.B, '"')
+	w.B = append(w.B, prefix...)
+	w.B = append(w.B, a...)
+	if b != nil {
+		w.B = append(w.B, ':')
+		w.B = append(w.B, b...)
+	}
+	w.B = append(w.B, '"')
+	w.Comma = true
+}
+
+// anthropicSignature writes the signature an Anthropic caller keeps for
+// reasoning another dialect made: OpenAI's encrypted reasoning in an
+// envelope, or "" when there is nothing to carry.
+func anthropicSignature(w *ir.Writer, p *ir.Part) {
+	if p.Origin == dialect.Responses && p.ID != nil && p.Sig != nil {
+		envelope(w, ir.EnvResponses, p.ID, p.Sig)
+		return
+	}
+	if p.Origin == dialect.Messages {
+		w.RSOrEmpty(p.Sig)
+		return
+	}
+	w.Lit(`""`)
+}
+
+// encryptedContent writes the encrypted_content a Responses caller keeps
+// for reasoning: Anthropic's signature in an envelope, OpenAI's own as is.
+func encryptedContent(w *ir.Writer, p *ir.Part) {
+	switch {
+	case p.Sig == nil:
+	case p.Origin == dialect.Messages && p.Redacted:
+		w.Key("encrypted_content")
+		envelope(w, ir.EnvRedacted, p.Sig, nil)
+	case p.Origin == dialect.Messages:
+		w.Key("encrypted_content")
+		envelope(w, ir.EnvMessages, p.Sig, nil)
+	case p.Origin == dialect.Responses:
+		w.Key("encrypted_content")
+		w.RS(p.Sig)
+	}
+}
+
+// idWith writes "prefix" + base + "_" + n as an id: item ids a Responses
+// caller needs that the upstream did not make.
+func idWith(w *ir.Writer, prefix string, base []byte, n int) {
+	w.Sep()
+	w.B = append(w.B, '"')
+	w.B = append(w.B, prefix...)
+	w.B = append(w.B, base...)
+	w.B = append(w.B, '_')
+	w.B = ir.AppendUint(w.B, n)
+	w.B = append(w.B, '"')
+	w.Comma = true
+}
+
+// customInput writes the free-form input of a call to a caller's custom
+// tool, which the upstream saw as a function taking {"input": string}.
+// Arguments of another shape are passed whole as the input text.
+func (t *Converter) customInput(w *ir.Writer, p *ir.Part) {
+	text := p.Args
+	if p.ArgsEscaped {
+		var ok bool
+		if t.tmp, ok = ir.UnescapeRS(t.tmp[:0], p.Args); ok {
+			text = t.tmp
+		}
+	}
+	var c jsonscan.Cursor
+	c.Reset(text)
+	if c.Peek() == '{' {
+		c.Object()
+		for k, ok := c.Key(); ok; k, ok = c.Key() {
+			if string(k) == "input" {
+				if s := ir.StrRS(&c); s != nil {
+					w.RS(s)
+					return
+				}
+			}
+			c.Skip()
+		}
+	}
+	w.StrBytes(text)
+}
+
+// toolInput writes a tool call's arguments as an Anthropic input object
+// in an answer. A model that wrote arguments that are not a JSON object
+// cannot be refused after the fact; its text is kept under one key so the
+// tool reports the mistake instead of running on made-up input.
+func (t *Converter) toolInput(w *ir.Writer, p *ir.Part) {
+	if !p.ArgsEscaped {
+		w.Raw(p.Args)
+		return
+	}
+	var ok bool
+	t.tmp, ok = ir.UnescapeRS(t.tmp[:0], p.Args)
+	text := bytes.TrimSpace(t.tmp)
+	switch {
+	case ok && len(text) == 0:
+		w.Lit("{}")
+	case ok && ir.IsObject(text):
+		w.Raw(text)
+	default:
+		w.Obj()
+		w.Key(InvalidArgumentsKey)
+		w.RS(p.Args)
+		w.End('}')
+	}
+}
+
+// InvalidArgumentsKey holds, in an Anthropic tool_use input, arguments an
+// upstream model wrote that are not a JSON object.
+const InvalidArgumentsKey = "_invalid_arguments"
+
+func (t *Converter) respModel(w *ir.Writer) {
+	if len(t.opts.ReplyModel) > 0 {
+		w.StrBytes(t.opts.ReplyModel)
+	} else if t.resp.Model != nil {
+		w.RS(t.resp.Model)
+	} else {
+		w.Str(t.opts.Model)
+	}
+}
+
+func (t *Converter) respCreated() int64 {
+	if t.resp.Created > 0 {
+		return t.resp.Created
+	}
+	return t.opts.Created
+}
+
+func hasCalls(parts []ir.Part) bool {
+	for i := range parts {
+		if parts[i].Kind == ir.KindToolCall {
+			return true
+		}
+	}
+	return false
+}
+
+// respID is the upstream's answer id, or a fixed one.
+func (t *Converter) respID() []byte {
+	if t.resp.ID != nil {
+		return t.resp.ID
+	}
+	return []byte("omniroute")
+}
+
+func (t *Converter) writeChatResponse(dst []byte) []byte {
+	rp := &t.resp
+	w := ir.Writer{B: dst}
+	w.Obj()
+	w.Key("id")
+	w.RS(t.respID())
+	w.Key("object")
+	w.Lit(`"chat.completion"`)
+	w.Key("created")
+	w.Int(t.respCreated())
+	w.Key("model")
+	t.respModel(&w)
+	w.Key("choices")
+	w.Arr()
+	w.Obj()
+	w.Key("index")
+	w.Lit("0")
+	w.Key("message")
+	w.Obj()
+	w.Key("role")
+	w.Lit(`"assistant"`)
+	w.Key("content")
+	texts := 0
+	for i := range rp.Parts {
+		if rp.Parts[i].Kind == ir.KindText {
+			texts++
+		}
+	}
+	if texts == 0 {
+		w.Lit("null")
+	} else {
+		ir.JoinText(&w, rp.Parts)
+	}
+	w.Key("refusal")
+	w.Lit("null")
+	for i := range rp.Parts {
+		if p := &rp.Parts[i]; p.Kind == ir.KindReasoning && len(p.Text) > 0 {
+			// reasoning_content: the field OpenAI-compatible clients read
+			// reasoning text from; chat has no standard one.
+			w.Key("reasoning_content")
+			w.RS(p.Text)
+			break
+		}
+	}
+	if hasCalls(rp.Parts) {
+		w.Key("tool_calls")
+		w.Arr()
+		for i := range rp.Parts {
+			if p := &rp.Parts[i]; p.Kind == ir.KindToolCall {
+				t.chatCallOut(&w, p, -1)
+			}
+		}
+		w.End(']')
+	}
+	w.End('}')
+	w.Key("finish_reason")
+	w.Lit(chatFinish(finalStop(rp.Stop, hasCalls(rp.Parts))))
+	w.Key("logprobs")
+	w.Lit("null")
+	w.End('}')
+	w.End(']')
+	w.Key("usage")
+	chatUsage(&w, &rp.Usage)
+	w.End('}')
+	return w.B
+}
+
+// chatCallOut writes one tool call of a chat answer (index ≥ 0: a stream
+// delta's tool_calls entry).
+func (t *Converter) chatCallOut(w *ir.Writer, p *ir.Part, index int) {
+	w.Obj()
+	if index >= 0 {
+		w.Key("index")
+		w.Int(int64(index))
+	}
+	w.Key("id")
+	w.RS(p.ID)
+	custom := p.Custom || t.isCustom(p.Name)
+	w.Key("type")
+	if custom {
+		w.Lit(`"custom"`)
+		w.Key("custom")
+		w.Obj()
+		w.Key("name")
+		w.RS(p.Name)
+		w.Key("input")
+		if p.Custom {
+			w.RS(p.Args)
+		} else {
+			t.customInput(w, p)
+		}
+	} else {
+		w.Lit(`"function"`)
+		w.Key("function")
+		w.Obj()
+		w.Key("name")
+		w.RS(p.Name)
+		w.Key("arguments")
+		t.argsString(w, p)
+	}
+	w.End('}')
+	w.End('}')
+}
+
+func (t *Converter) writeMessagesResponse(dst []byte) []byte {
+	rp := &t.resp
+	w := ir.Writer{B: dst}
+	w.Obj()
+	w.Key("id")
+	w.RS(t.respID())
+	w.Key("type")
+	w.Lit(`"message"`)
+	w.Key("role")
+	w.Lit(`"assistant"`)
+	w.Key("model")
+	t.respModel(&w)
+	w.Key("content")
+	w.Arr()
+	for i := range rp.Parts {
+		p := &rp.Parts[i]
+		switch p.Kind {
+		case ir.KindText:
+			if len(p.Text) == 0 {
+				continue
+			}
+			w.Obj()
+			w.Key("type")
+			w.Lit(`"text"`)
+			w.Key("text")
+			w.RS(p.Text)
+			w.End('}')
+		case ir.KindToolCall:
+			w.Obj()
+			w.Key("type")
+			w.Lit(`"tool_use"`)
+			w.Key("id")
+			ir.ToolID(&w, p.ID)
+			w.Key("name")
+			w.RS(p.Name)
+			w.Key("input")
+			if p.Custom {
+				w.Raw(t.customArgs(p))
+			} else {
+				t.toolInput(&w, p)
+			}
+			w.End('}')
+		case ir.KindReasoning:
+			w.Obj()
+			w.Key("type")
+			w.Lit(`"thinking"`)
+			w.Key("thinking")
+			w.RSOrEmpty(p.Text)
+			w.Key("signature")
+			anthropicSignature(&w, p)
+			w.End('}')
+		}
+	}
+	w.End(']')
+	w.Key("stop_reason")
+	w.Lit(anthropicStopName(finalStop(rp.Stop, hasCalls(rp.Parts))))
+	w.Key("stop_sequence")
+	if rp.StopSeq != nil {
+		w.RS(rp.StopSeq)
+	} else {
+		w.Lit("null")
+	}
+	w.Key("usage")
+	anthropicUsage(&w, &rp.Usage)
+	w.End('}')
+	return w.B
+}
+
+func (t *Converter) writeResponsesResponse(dst []byte) []byte {
+	rp := &t.resp
+	id := t.respID()
+	w := ir.Writer{B: dst}
+	w.Obj()
+	w.Key("id")
+	responseID(&w, id)
+	w.Key("object")
+	w.Lit(`"response"`)
+	w.Key("created_at")
+	w.Int(t.respCreated())
+	status, reason := responsesStatus(finalStop(rp.Stop, hasCalls(rp.Parts)))
+	w.Key("status")
+	w.Lit(status)
+	w.Key("error")
+	w.Lit("null")
+	w.Key("incomplete_details")
+	if reason != "" {
+		w.Lit(`{"reason":` + reason + `}`)
+	} else {
+		w.Lit("null")
+	}
+	w.Key("model")
+	t.respModel(&w)
+	w.Key("output")
+	w.Arr()
+	for i := 0; i < len(rp.Parts); {
+		p := &rp.Parts[i]
+		if p.Kind == ir.KindText {
+			j := i
+			for j < len(rp.Parts) && rp.Parts[j].Kind == ir.KindText {
+				j++
+			}
+			t.responsesMessageItem(&w, id, i, rp.Parts[i:j], true)
+			i = j
+			continue
+		}
+		t.responsesItem(&w, id, i, p)
+		i++
+	}
+	w.End(']')
+	w.Key("parallel_tool_calls")
+	w.Lit("true")
+	w.Key("store")
+	w.Lit("false")
+	w.Key("usage")
+	responsesUsage(&w, &rp.Usage)
+	w.End('}')
+	return w.B
+}
+
+// responseID writes a Responses id for the upstream answer id: kept when
+// it is one already, else prefixed.
+func responseID(w *ir.Writer, id []byte) {
+	if bytes.HasPrefix(id, []byte("resp_")) {
+		w.RS(id)
+		return
+	}
+	w.Sep()
+	w.B = append(w.B, `"resp_`...)
+	w.B = append(w.B, id...)
+	w.B = append(w.B, '"')
+	w.Comma = true
+}
+
+// responsesMessageItem writes an assistant message output item holding
+// texts (done: completed, with the text; else the in-progress shell).
+func (t *Converter) responsesMessageItem(w *ir.Writer, base []byte, n int, texts []ir.Part, done bool) {
+	w.Obj()
+	w.Key("id")
+	idWith(w, "msg_", base, n)
+	w.Key("type")
+	w.Lit(`"message"`)
+	w.Key("status")
+	if done {
+		w.Lit(`"completed"`)
+	} else {
+		w.Lit(`"in_progress"`)
+	}
+	w.Key("role")
+	w.Lit(`"assistant"`)
+	w.Key("content")
+	w.Arr()
+	for i := 0; done && i < len(texts); i++ {
+		outputText(w, texts[i].Text)
+	}
+	w.End(']')
+	w.End('}')
+}
+
+// responsesItem writes a function call or reasoning output item.
+func (t *Converter) responsesItem(w *ir.Writer, base []byte, n int, p *ir.Part) {
+	w.Obj()
+	switch p.Kind {
+	case ir.KindToolCall:
+		custom := p.Custom || t.isCustom(p.Name)
+		w.Key("id")
+		idWith(w, "fc_", base, n)
+		w.Key("type")
+		if custom {
+			w.Lit(`"custom_tool_call"`)
+		} else {
+			w.Lit(`"function_call"`)
+		}
+		w.Key("status")
+		w.Lit(`"completed"`)
+		w.Key("call_id")
+		w.RS(p.ID)
+		w.Key("name")
+		w.RS(p.Name)
+		if custom {
+			w.Key("input")
+			if p.Custom {
+				w.RS(p.Args)
+			} else {
+				t.customInput(w, p)
+			}
+		} else {
+			w.Key("arguments")
+			t.argsString(w, p)
+		}
+	case ir.KindReasoning:
+		w.Key("id")
+		if p.Origin == dialect.Responses && p.ID != nil {
+			w.RS(p.ID)
+		} else {
+			idWith(w, "rs_", base, n)
+		}
+		w.Key("type")
+		w.Lit(`"reasoning"`)
+		ir.Summary(w, p.Text)
+		encryptedContent(w, p)
+	}
+	w.End('}')
+}
