@@ -107,6 +107,10 @@ type Translator struct {
 	custom  [][]byte
 	nameBuf []byte
 
+	// recs are the records of the objects being read, by depth (read.go).
+	recs  [6]record
+	depth int
+
 	// ans converts the answer (package answer).
 	ans answer.Converter
 }
@@ -212,16 +216,9 @@ func (t *Translator) Read(body []byte) error {
 	t.custom = t.custom[:0]
 	t.nameBuf = t.nameBuf[:0]
 	t.arena = t.arena[:0]
+	t.depth = 0
 	t.cur.Reset(body)
-	var err error
-	switch t.from {
-	case dialect.Chat:
-		err = t.readChat()
-	case dialect.Messages:
-		err = t.readMessages()
-	case dialect.Responses:
-		err = t.readResponses()
-	}
+	err := t.request(requestTable(t.from))
 	if cerr := t.cur.Err(); cerr != nil {
 		return t.syntax(cerr) // a broken body, whatever the reader made of it
 	}
