@@ -80,4 +80,3 @@ func BenchmarkStreamEvent(b *testing.B) {
 		})
 	}
 }
-
