@@ -53,34 +53,27 @@ func eventType(ev *sse.Event) []byte {
 	return ir.RawString(jsonscan.Get(ev.Data, "type"))
 }
 
-// streamMeta reads the upstream answer's id, model and creation time
-// (kept from before the caller's stream starts, which announces them)
-// when k names one, reporting whether it consumed the value.
-func (t *Converter) streamMeta(k []byte) bool {
-	c := &t.cur
+// streamHead keeps what an event says about the answer (its id, model
+// and creation time) until the caller's stream, which announces them,
+// has started.
+func (t *Converter) streamHead(m *members) {
 	s := &t.st
-	switch string(k) {
-	case "id", "model":
-		v := ir.StrRS(c)
-		if v == nil {
-			return false
-		}
-		if !s.started {
-			if k[0] == 'i' {
-				s.id = append(s.id[:0], v...)
-			} else {
-				s.model = append(s.model[:0], v...)
-			}
-		}
-		return true
-	case "created", "created_at":
-		if n, _ := c.Int(); !s.started {
-			s.created = n
-		}
-		return true
+	if s.started {
+		return
 	}
-	return false
+	if m.id != nil {
+		s.id = append(s.id[:0], m.id...)
+	}
+	if m.model != nil {
+		s.model = append(s.model[:0], m.model...)
+	}
+	if m.created != 0 {
+		s.created = m.created
+	}
 }
+
+// errStop ends a walk early: the event ended the stream.
+var errStop = errors.New("stream ended")
 
 // Chat Completions upstream.
 
@@ -90,123 +83,61 @@ func (t *Converter) decodeChat(w *ir.Writer, ev *sse.Event) error {
 		t.complete(w)
 		return nil
 	}
-	s := &t.st
-	c := &t.cur
-	c.Reset(data)
-	if !c.Object() {
-		return shapeErr(c)
-	}
-	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		if t.streamMeta(k) {
-			continue
-		}
+	t.cur.Reset(data)
+	var m members
+	err := t.scan(&m, &t.st.usage, func(k []byte) (bool, error) {
 		switch string(k) {
 		case "choices":
-			if c.Peek() == '[' {
-				if err := t.chatStreamChoices(w); err != nil {
-					return err
-				}
-				continue
-			}
-		case "usage":
-			if c.Peek() == '{' {
-				dialect.Of(dialect.Chat).ParseUsage(c.Skip(), &s.usage)
-				continue
-			}
+			t.streamHead(&m) // before the first delta starts the caller's stream
+			return t.items(func(int) error { return t.chatStreamChoice(w) })
 		case "error":
-			if c.Peek() != 'n' {
-				c.Skip()
+			if t.cur.Peek() != 'n' {
+				t.cur.Skip()
 				e := dialect.Of(dialect.Chat).ParseError(0, data)
 				e.Status = inbandStatus(e.Type, e.Code)
 				t.fail(w, e)
-				return nil
+				return true, errStop
 			}
 		}
-		c.Skip()
+		return false, nil
+	})
+	if err == errStop {
+		return nil
 	}
-	return c.Err()
+	t.streamHead(&m)
+	return err
 }
 
-func (t *Converter) chatStreamChoices(w *ir.Writer) error {
-	c := &t.cur
-	c.Array()
-	for c.Next() {
-		if !c.Object() {
-			return shapeErr(c)
+// chatStreamChoice reads a choice of a chunk; only the first is the
+// caller's.
+func (t *Converter) chatStreamChoice(w *ir.Writer) error {
+	m := members{index: -1}
+	err := t.scan(&m, &t.st.usage, func(k []byte) (bool, error) {
+		if string(k) != "delta" || t.cur.Peek() != '{' || m.index > 0 {
+			return false, nil
 		}
-		var finish []byte
-		first := true
-		for k, ok := c.Key(); ok; k, ok = c.Key() {
-			switch string(k) {
-			case "index":
-				n, _ := c.Int()
-				first = n == 0
-				continue
-			case "delta":
-				if c.Peek() == '{' && first {
-					if err := t.chatStreamDelta(w); err != nil {
-						return err
-					}
-					continue
-				}
-			case "finish_reason":
-				if finish = ir.StrRS(c); finish != nil {
-					continue
-				}
-			}
-			c.Skip()
-		}
-		if finish != nil && first {
-			t.finish(w, chatStop(finish), nil)
-		}
+		t.start(w)
+		return true, t.chatMessage(
+			func(k ir.Kind, v []byte) { t.delta(w, k, v) },
+			func() error { return t.chatStreamCall(w) })
+	})
+	if err == nil && m.stop != nil && m.index <= 0 {
+		t.finish(w, stopOf(chatStops, m.stop), nil)
 	}
-	return nil
-}
-
-func (t *Converter) chatStreamDelta(w *ir.Writer) error {
-	c := &t.cur
-	c.Object()
-	t.start(w)
-	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		switch string(k) {
-		case "content", "refusal":
-			if v := ir.StrRS(c); v != nil {
-				t.delta(w, ir.KindText, v)
-				continue
-			}
-		case "reasoning_content", "reasoning":
-			if v := ir.StrRS(c); v != nil {
-				t.delta(w, ir.KindReasoning, v)
-				continue
-			}
-		case "tool_calls":
-			if c.Peek() == '[' {
-				c.Array()
-				for c.Next() {
-					if err := t.chatStreamCall(w); err != nil {
-						return err
-					}
-				}
-				continue
-			}
-		}
-		c.Skip()
-	}
-	return nil
+	return err
 }
 
 // chatStreamCall reads one tool_calls entry of a delta. A call with a new
 // id (or, without ids, a new index) starts a part; the rest are argument
 // deltas of the open call.
 func (t *Converter) chatStreamCall(w *ir.Writer) error {
-	c := &t.cur
 	s := &t.st
-	if !c.Object() {
-		return shapeErr(c)
-	}
 	var m members
-	idx := t.chatCallMembers(&m)
-	id, name, args, custom := m.id, m.name, m.args, m.typ != nil
+	custom, err := t.chatCall(&m)
+	if err != nil {
+		return err
+	}
+	idx, id, name, args := m.index, m.id, m.name, m.args
 	open := s.open == ir.KindToolCall
 	switch {
 	case id != nil && (!open || !bytes.Equal(id, s.callID)):
@@ -240,38 +171,68 @@ func (t *Converter) chatStreamCall(w *ir.Writer) error {
 
 func (t *Converter) decodeMessages(w *ir.Writer, ev *sse.Event) error {
 	s := &t.st
-	c := &t.cur
-	c.Reset(ev.Data)
+	t.cur.Reset(ev.Data)
+	var m members
 	switch string(eventType(ev)) {
 	case "message_start":
-		if !c.Object() {
-			return shapeErr(c)
+		if err := t.scan(&m, &s.usage, nil); err != nil { // the message's id, model, usage
+			return err
 		}
-		for k, ok := c.Key(); ok; k, ok = c.Key() {
-			if string(k) != "message" || c.Peek() != '{' {
-				c.Skip()
-				continue
-			}
-			c.Object()
-			for k2, ok := c.Key(); ok; k2, ok = c.Key() {
-				if t.streamMeta(k2) {
-					continue
-				}
-				switch string(k2) {
-				case "usage":
-					if c.Peek() == '{' {
-						dialect.Of(dialect.Messages).ParseUsage(c.Skip(), &s.usage)
-						continue
-					}
-				}
-				c.Skip()
-			}
-		}
+		t.streamHead(&m)
 		t.start(w)
 	case "content_block_start":
-		return t.anthropicStreamBlock(w)
+		var block members
+		found := false
+		err := t.scan(&m, nil, func(k []byte) (bool, error) {
+			if string(k) != "content_block" || t.cur.Peek() != '{' {
+				return false, nil
+			}
+			found = true
+			return true, t.scan(&block, nil, nil)
+		})
+		if err != nil || !found {
+			return err
+		}
+		pk, ok := anthropicBlocks[string(block.typ)]
+		switch {
+		case !ok:
+			// Server tool use and results run on Anthropic's side; the
+			// caller's dialect has no block for them.
+			s.skipBlock = true
+		case pk.kind == ir.KindToolCall:
+			t.partStart(w, ir.KindToolCall, block.id, block.name, false)
+		default:
+			t.partStart(w, pk.kind, nil, nil, false)
+			s.redacted = pk.alt
+			t.delta(w, pk.kind, block.text)
+			t.signature(block.sig)
+		}
 	case "content_block_delta":
-		return t.anthropicStreamDelta(w)
+		if s.skipBlock {
+			return nil
+		}
+		return t.scan(&m, nil, func(k []byte) (bool, error) {
+			if string(k) != "delta" || t.cur.Peek() != '{' {
+				return false, nil
+			}
+			var d members
+			return true, t.scan(&d, nil, func(k []byte) (bool, error) {
+				kind := anthropicDeltas[string(k)]
+				if kind == 0 {
+					return false, nil // type, citations
+				}
+				v := ir.StrRS(&t.cur)
+				switch {
+				case v == nil:
+					return false, nil
+				case kind == kindSignature:
+					t.signature(v)
+				default:
+					t.delta(w, kind, v)
+				}
+				return true, nil
+			})
+		})
 	case "content_block_stop":
 		if s.skipBlock {
 			s.skipBlock = false
@@ -279,40 +240,11 @@ func (t *Converter) decodeMessages(w *ir.Writer, ev *sse.Event) error {
 		}
 		t.partStop(w)
 	case "message_delta":
-		if !c.Object() {
-			return shapeErr(c)
+		if err := t.scan(&m, &s.usage, nil); err != nil { // the delta's stop_reason and stop_sequence
+			return err
 		}
-		var stop, seq []byte
-		for k, ok := c.Key(); ok; k, ok = c.Key() {
-			switch string(k) {
-			case "delta":
-				if c.Peek() == '{' {
-					c.Object()
-					for k2, ok := c.Key(); ok; k2, ok = c.Key() {
-						switch string(k2) {
-						case "stop_reason":
-							if stop = ir.StrRS(c); stop != nil {
-								continue
-							}
-						case "stop_sequence":
-							if seq = ir.StrRS(c); seq != nil {
-								continue
-							}
-						}
-						c.Skip()
-					}
-					continue
-				}
-			case "usage":
-				if c.Peek() == '{' {
-					dialect.Of(dialect.Messages).ParseUsage(c.Skip(), &s.usage)
-					continue
-				}
-			}
-			c.Skip()
-		}
-		if stop != nil {
-			t.finish(w, anthropicStop(stop), seq)
+		if m.stop != nil {
+			t.finish(w, stopOf(anthropicStops, m.stop), m.stopSeq)
 		}
 	case "message_stop":
 		t.complete(w)
@@ -324,212 +256,63 @@ func (t *Converter) decodeMessages(w *ir.Writer, ev *sse.Event) error {
 	return nil // ping and events newer than this converter
 }
 
-func (t *Converter) anthropicStreamBlock(w *ir.Writer) error {
-	c := &t.cur
-	s := &t.st
-	if !c.Object() {
-		return shapeErr(c)
-	}
-	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		if string(k) != "content_block" || c.Peek() != '{' {
-			c.Skip()
-			continue
-		}
-		var m members
-		c.Object()
-		for k2, ok := c.Key(); ok; k2, ok = c.Key() {
-			if !t.strMember(k2, &m) {
-				c.Skip()
-			}
-		}
-		typ, id, name, text, sig := m.typ, m.id, m.name, m.text, m.sig
-		switch string(typ) {
-		case "text":
-			t.partStart(w, ir.KindText, nil, nil, false)
-			t.delta(w, ir.KindText, text)
-		case "tool_use":
-			t.partStart(w, ir.KindToolCall, id, name, false)
-		case "thinking", "redacted_thinking":
-			t.partStart(w, ir.KindReasoning, nil, nil, false)
-			s.redacted = typ[0] == 'r'
-			t.delta(w, ir.KindReasoning, text)
-			t.signature(sig)
-		default:
-			// Server tool use and results run on Anthropic's side; the
-			// caller's dialect has no block for them.
-			s.skipBlock = true
-		}
-	}
-	return nil
-}
+// kindSignature marks a signature delta in anthropicDeltas.
+const kindSignature ir.Kind = 255
 
-func (t *Converter) anthropicStreamDelta(w *ir.Writer) error {
-	c := &t.cur
-	if t.st.skipBlock {
-		return nil
-	}
-	if !c.Object() {
-		return shapeErr(c)
-	}
-	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		if string(k) != "delta" || c.Peek() != '{' {
-			c.Skip()
-			continue
-		}
-		c.Object()
-		for k2, ok := c.Key(); ok; k2, ok = c.Key() {
-			switch string(k2) {
-			case "text":
-				if v := ir.StrRS(c); v != nil {
-					t.delta(w, ir.KindText, v)
-					continue
-				}
-			case "partial_json":
-				if v := ir.StrRS(c); v != nil {
-					t.delta(w, ir.KindToolCall, v)
-					continue
-				}
-			case "thinking":
-				if v := ir.StrRS(c); v != nil {
-					t.delta(w, ir.KindReasoning, v)
-					continue
-				}
-			case "signature":
-				if v := ir.StrRS(c); v != nil {
-					t.signature(v)
-					continue
-				}
-			}
-			c.Skip() // type, citations
-		}
-	}
-	return nil
-}
+// anthropicDeltas are the members of a content_block_delta's delta, by
+// the part they add to.
+var anthropicDeltas = map[string]ir.Kind{"text": ir.KindText, "partial_json": ir.KindToolCall,
+	"thinking": ir.KindReasoning, "signature": kindSignature}
 
 // Responses upstream.
 
-// respStreamObject reads the "response" object of a lifecycle event.
-func (t *Converter) respStreamObject(status, reason, code, msg *[]byte) {
-	c := &t.cur
-	s := &t.st
-	c.Object()
-	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		if t.streamMeta(k) {
-			continue
-		}
-		switch string(k) {
-		case "status":
-			if *status = ir.StrRS(c); *status != nil {
-				continue
-			}
-		case "usage":
-			if c.Peek() == '{' {
-				dialect.Of(dialect.Responses).ParseUsage(c.Skip(), &s.usage)
-				continue
-			}
-		case "incomplete_details", "error":
-			if c.Peek() == '{' {
-				isErr := string(k) == "error"
-				c.Object()
-				for k2, ok := c.Key(); ok; k2, ok = c.Key() {
-					switch {
-					case !isErr && string(k2) == "reason":
-						if *reason = ir.StrRS(c); *reason != nil {
-							continue
-						}
-					case isErr && string(k2) == "code":
-						if *code = ir.StrRS(c); *code != nil {
-							continue
-						}
-					case isErr && string(k2) == "message":
-						if *msg = ir.StrRS(c); *msg != nil {
-							continue
-						}
-					}
-					c.Skip()
-				}
-				continue
-			}
-		}
-		c.Skip()
-	}
-}
-
 func (t *Converter) decodeResponses(w *ir.Writer, ev *sse.Event) error {
 	s := &t.st
-	c := &t.cur
-	c.Reset(ev.Data)
+	t.cur.Reset(ev.Data)
 	typ := eventType(ev)
-	if !c.Object() {
-		return shapeErr(c)
-	}
-	var status, reason, code, msg, d []byte
-	var item members
-	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		switch string(k) {
-		case "response":
-			if c.Peek() == '{' {
-				t.respStreamObject(&status, &reason, &code, &msg)
-				continue
-			}
-		case "item", "part":
-			if c.Peek() == '{' {
-				c.Object()
-				for k2, ok := c.Key(); ok; k2, ok = c.Key() {
-					if !t.strMember(k2, &item) {
-						c.Skip()
-					}
-				}
-				continue
-			}
-		case "delta":
-			if d = ir.StrRS(c); d != nil {
-				continue
-			}
-		case "code":
-			if code = ir.StrRS(c); code != nil {
-				continue
-			}
-		case "message":
-			if msg = ir.StrRS(c); msg != nil {
-				continue
-			}
+	// The event's members, with its response object's (id, model, status,
+	// usage, incomplete_details, error) flattened in; the item or part
+	// it names apart.
+	var m, item members
+	err := t.scan(&m, &s.usage, func(k []byte) (bool, error) {
+		if (string(k) != "item" && string(k) != "part") || t.cur.Peek() != '{' {
+			return false, nil
 		}
-		c.Skip()
-	}
-	if err := c.Err(); err != nil {
+		return true, t.scan(&item, nil, nil)
+	})
+	if err != nil {
 		return err
 	}
-	itemType, id, callID, name, enc := item.typ, item.id, item.callID, item.name, item.enc
+	t.streamHead(&m)
+	pk, known := responsesItems[string(item.typ)]
 	switch string(typ) {
 	case "response.created", "response.in_progress", "response.queued":
 		t.start(w)
 	case "response.output_item.added":
-		switch string(itemType) {
-		case "message":
-		case "function_call", "custom_tool_call":
-			t.partStart(w, ir.KindToolCall, callID, name, itemType[0] == 'c')
-		case "reasoning":
-			t.partStart(w, ir.KindReasoning, id, nil, false)
-			s.summaryParts = 0
-		default:
+		switch {
+		case !known:
 			// Hosted tool calls (web search, code interpreter, …) ran on
 			// the provider; the caller's dialect has no item for them.
 			s.skipItem = true
+		case pk.kind == ir.KindToolCall:
+			t.partStart(w, ir.KindToolCall, item.callID, item.name, pk.alt)
+		case pk.kind == ir.KindReasoning:
+			t.partStart(w, ir.KindReasoning, item.id, nil, false)
+			s.summaryParts = 0
 		}
 	case "response.content_part.added":
-		if !s.skipItem && (string(itemType) == "output_text" || string(itemType) == "refusal") {
+		if !s.skipItem && (string(item.typ) == "output_text" || string(item.typ) == "refusal") {
 			t.partStart(w, ir.KindText, nil, nil, false)
 		}
 	case "response.output_text.delta", "response.refusal.delta":
-		t.delta(w, ir.KindText, d)
+		t.delta(w, ir.KindText, m.delta)
 	case "response.content_part.done":
 		if s.open == ir.KindText {
 			t.partStop(w)
 		}
 	case "response.function_call_arguments.delta", "response.custom_tool_call_input.delta":
 		if s.open == ir.KindToolCall {
-			t.delta(w, ir.KindToolCall, d)
+			t.delta(w, ir.KindToolCall, m.delta)
 		}
 	case "response.reasoning_summary_part.added":
 		if s.open == ir.KindReasoning {
@@ -540,7 +323,7 @@ func (t *Converter) decodeResponses(w *ir.Writer, ev *sse.Event) error {
 		}
 	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
 		if s.open == ir.KindReasoning {
-			t.delta(w, ir.KindReasoning, d)
+			t.delta(w, ir.KindReasoning, m.delta)
 		}
 	case "response.output_item.done":
 		if s.skipItem {
@@ -548,19 +331,19 @@ func (t *Converter) decodeResponses(w *ir.Writer, ev *sse.Event) error {
 			return nil
 		}
 		if s.open == ir.KindReasoning {
-			t.signature(enc)
+			t.signature(item.enc)
 		}
 		t.partStop(w)
 	case "response.completed", "response.incomplete":
 		t.start(w)
-		t.finish(w, responsesStop(status, reason, nil), nil)
+		t.finish(w, responsesStop(m.status, m.reason, false), nil)
 		t.complete(w)
 	case "response.failed", "error":
-		var m []byte
-		if msg != nil {
-			m, _ = ir.UnescapeRS(nil, msg)
+		var msg []byte
+		if m.msg != nil {
+			msg, _ = ir.UnescapeRS(nil, m.msg)
 		}
-		e := &apierror.Error{Code: string(code), Message: sanitize.Message(string(m), "the upstream provider reported a failure without a message")}
+		e := &apierror.Error{Code: string(m.code), Message: sanitize.Message(string(msg), "the upstream provider reported a failure without a message")}
 		e.Status = inbandStatus("", e.Code)
 		t.fail(w, e)
 	}
