@@ -38,45 +38,11 @@ func endEvent(w *ir.Writer) {
 	w.Comma = false
 }
 
-func (t *Converter) streamModel(w *ir.Writer) {
-	if len(t.opts.ReplyModel) > 0 {
-		w.StrBytes(t.opts.ReplyModel)
-	} else if len(t.st.model) > 0 {
-		w.RS(t.st.model)
-	} else {
-		w.Str(t.opts.Model)
-	}
-}
-
-func (t *Converter) streamID(w *ir.Writer, fallback string) {
-	if len(t.st.id) > 0 {
-		w.RS(t.st.id)
-	} else {
-		w.Lit(fallback)
-	}
-}
-
-func (t *Converter) streamCreated() int64 {
-	if t.st.created > 0 {
-		return t.st.created
-	}
-	return t.opts.Created
-}
-
 // Chat Completions caller.
 
 func (t *Converter) chatChunk(w *ir.Writer) {
 	event(w, "", "")
-	w.Key("id")
-	t.streamID(w, `"chatcmpl-omniroute"`)
-	w.Key("object")
-	w.Lit(`"chat.completion.chunk"`)
-	w.Key("created")
-	w.Int(t.streamCreated())
-	w.Key("model")
-	t.streamModel(w)
-	w.Key("choices")
-	w.Arr()
+	t.chatHead(w, t.streamAbout(), `"chatcmpl-omniroute"`, `"chat.completion.chunk"`)
 }
 
 // chunkChoice opens choices[0] and its delta.
@@ -216,24 +182,7 @@ func (t *Converter) chatComplete(w *ir.Writer) {
 func (t *Converter) anthropicStart(w *ir.Writer) {
 	event(w, "message_start", "message_start")
 	w.Key("message")
-	w.Obj()
-	w.Key("id")
-	t.streamID(w, `"msg_omniroute"`)
-	w.Key("type")
-	w.Lit(`"message"`)
-	w.Key("role")
-	w.Lit(`"assistant"`)
-	w.Key("model")
-	t.streamModel(w)
-	w.Key("content")
-	w.Lit("[]")
-	w.Key("stop_reason")
-	w.Lit("null")
-	w.Key("stop_sequence")
-	w.Lit("null")
-	w.Key("usage")
-	anthropicUsage(w, &t.st.usage)
-	w.End('}')
+	t.anthropicMessage(w, t.streamAbout(), `"msg_omniroute"`, nil, "null", nil, &t.st.usage)
 	endEvent(w)
 	t.st.seq++
 }
@@ -361,49 +310,19 @@ func (t *Converter) respEvent(w *ir.Writer, typ string) {
 	t.st.seq++
 }
 
-// responseObject writes the response object of the opening and closing
-// events.
-func (t *Converter) responseObject(w *ir.Writer, status, reason string, final bool) {
+// streamResponse writes the response object of the opening and closing
+// events (final: with the items done and the usage).
+func (t *Converter) streamResponse(w *ir.Writer, status, reason string, final bool) {
 	s := &t.st
-	w.Obj()
-	w.Key("id")
-	w.RS(s.respID)
-	w.Key("object")
-	w.Lit(`"response"`)
-	w.Key("created_at")
-	w.Int(t.streamCreated())
-	w.Key("status")
-	w.Lit(status)
-	w.Key("error")
-	w.Lit("null")
-	w.Key("incomplete_details")
-	if reason != "" {
-		w.Obj()
-		w.Key("reason")
-		w.Lit(reason)
-		w.End('}')
-	} else {
-		w.Lit("null")
-	}
-	w.Key("model")
-	t.streamModel(w)
-	w.Key("output")
-	w.Arr()
+	var u *dialect.Usage
 	if final {
-		w.Raw(s.items)
+		u = &s.usage
 	}
-	w.End(']')
-	w.Key("parallel_tool_calls")
-	w.Lit("true")
-	w.Key("store")
-	w.Lit("false")
-	w.Key("usage")
-	if final {
-		responsesUsage(w, &s.usage)
-	} else {
-		w.Lit("null")
-	}
-	w.End('}')
+	t.responseObject(w, t.streamAbout(), s.respID, status, reason, func() {
+		if final {
+			w.Raw(s.items)
+		}
+	}, u)
 }
 
 func (t *Converter) responsesStart(w *ir.Writer) {
@@ -418,7 +337,7 @@ func (t *Converter) responsesStart(w *ir.Writer) {
 	for _, typ := range [...]string{"response.created", "response.in_progress"} {
 		t.respEvent(w, typ)
 		w.Key("response")
-		t.responseObject(w, `"in_progress"`, "", false)
+		t.streamResponse(w, `"in_progress"`, "", false)
 		endEvent(w)
 	}
 }
@@ -669,7 +588,7 @@ func (t *Converter) responsesComplete(w *ir.Writer) {
 		t.respEvent(w, "response.completed")
 	}
 	w.Key("response")
-	t.responseObject(w, status, reason, true)
+	t.streamResponse(w, status, reason, true)
 	endEvent(w)
 }
 

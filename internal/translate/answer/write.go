@@ -248,21 +248,134 @@ func (t *Converter) toolInput(w *ir.Writer, p *ir.Part) {
 // upstream model wrote that are not a JSON object.
 const InvalidArgumentsKey = "_invalid_arguments"
 
-func (t *Converter) respModel(w *ir.Writer) {
+// about is what an answer says about itself: the upstream's id, model
+// and creation time (empty, 0: it said none). A whole answer has them
+// from its body, a stream from its first events.
+type about struct {
+	id, model []byte
+	created   int64
+}
+
+func (t *Converter) answerAbout() about { return about{t.resp.ID, t.resp.Model, t.resp.Created} }
+func (t *Converter) streamAbout() about { return about{t.st.id, t.st.model, t.st.created} }
+
+// writeID writes the upstream's answer id, or fallback (a literal).
+func writeID(w *ir.Writer, id []byte, fallback string) {
+	if len(id) > 0 {
+		w.RS(id)
+	} else {
+		w.Lit(fallback)
+	}
+}
+
+// writeModel writes the model an answer names: the caller's own name for
+// it, else the upstream's, else the one the gateway sent.
+func (t *Converter) writeModel(w *ir.Writer, a *about) {
 	if len(t.opts.ReplyModel) > 0 {
 		w.StrBytes(t.opts.ReplyModel)
-	} else if t.resp.Model != nil {
-		w.RS(t.resp.Model)
+	} else if len(a.model) > 0 {
+		w.RS(a.model)
 	} else {
 		w.Str(t.opts.Model)
 	}
 }
 
-func (t *Converter) respCreated() int64 {
-	if t.resp.Created > 0 {
-		return t.resp.Created
+// created is an answer's creation time: the upstream's, else the
+// gateway's clock's.
+func (t *Converter) created(a *about) int64 {
+	if a.created > 0 {
+		return a.created
 	}
 	return t.opts.Created
+}
+
+// chatHead opens a chat completion or chunk (object) up to its choices.
+func (t *Converter) chatHead(w *ir.Writer, a about, fallbackID, object string) {
+	w.Key("id")
+	writeID(w, a.id, fallbackID)
+	w.Key("object")
+	w.Lit(object)
+	w.Key("created")
+	w.Int(t.created(&a))
+	w.Key("model")
+	t.writeModel(w, &a)
+	w.Key("choices")
+	w.Arr()
+}
+
+// anthropicMessage writes an Anthropic message object: the answer whole,
+// or the one a stream's message_start announces (content empty, stop
+// "null", usage so far).
+func (t *Converter) anthropicMessage(w *ir.Writer, a about, fallbackID string, content func(), stop string, stopSeq []byte, u *dialect.Usage) {
+	w.Obj()
+	w.Key("id")
+	writeID(w, a.id, fallbackID)
+	w.Key("type")
+	w.Lit(`"message"`)
+	w.Key("role")
+	w.Lit(`"assistant"`)
+	w.Key("model")
+	t.writeModel(w, &a)
+	w.Key("content")
+	w.Arr()
+	if content != nil {
+		content()
+	}
+	w.End(']')
+	w.Key("stop_reason")
+	w.Lit(stop)
+	w.Key("stop_sequence")
+	if stopSeq != nil {
+		w.RS(stopSeq)
+	} else {
+		w.Lit("null")
+	}
+	w.Key("usage")
+	anthropicUsage(w, u)
+	w.End('}')
+}
+
+// responseObject writes a Responses response object: the answer whole,
+// or the one a stream's opening (usage nil: null) and closing events
+// carry. id is the upstream's answer id; output writes the items.
+func (t *Converter) responseObject(w *ir.Writer, a about, id []byte, status, reason string, output func(), u *dialect.Usage) {
+	w.Obj()
+	w.Key("id")
+	responseID(w, id)
+	w.Key("object")
+	w.Lit(`"response"`)
+	w.Key("created_at")
+	w.Int(t.created(&a))
+	w.Key("status")
+	w.Lit(status)
+	w.Key("error")
+	w.Lit("null")
+	w.Key("incomplete_details")
+	if reason != "" {
+		w.Obj()
+		w.Key("reason")
+		w.Lit(reason)
+		w.End('}')
+	} else {
+		w.Lit("null")
+	}
+	w.Key("model")
+	t.writeModel(w, &a)
+	w.Key("output")
+	w.Arr()
+	output()
+	w.End(']')
+	w.Key("parallel_tool_calls")
+	w.Lit("true")
+	w.Key("store")
+	w.Lit("false")
+	w.Key("usage")
+	if u != nil {
+		responsesUsage(w, u)
+	} else {
+		w.Lit("null")
+	}
+	w.End('}')
 }
 
 func hasCalls(parts []ir.Part) bool {
@@ -286,16 +399,7 @@ func (t *Converter) writeChatResponse(dst []byte) []byte {
 	rp := &t.resp
 	w := ir.Writer{B: dst}
 	w.Obj()
-	w.Key("id")
-	w.RS(t.respID())
-	w.Key("object")
-	w.Lit(`"chat.completion"`)
-	w.Key("created")
-	w.Int(t.respCreated())
-	w.Key("model")
-	t.respModel(&w)
-	w.Key("choices")
-	w.Arr()
+	t.chatHead(&w, t.answerAbout(), `"omniroute"`, `"chat.completion"`)
 	w.Obj()
 	w.Key("index")
 	w.Lit("0")
@@ -388,120 +492,72 @@ func (t *Converter) chatCallOut(w *ir.Writer, p *ir.Part, index int) {
 
 func (t *Converter) writeMessagesResponse(dst []byte) []byte {
 	rp := &t.resp
-	w := ir.Writer{B: dst}
-	w.Obj()
-	w.Key("id")
-	w.RS(t.respID())
-	w.Key("type")
-	w.Lit(`"message"`)
-	w.Key("role")
-	w.Lit(`"assistant"`)
-	w.Key("model")
-	t.respModel(&w)
-	w.Key("content")
-	w.Arr()
-	for i := range rp.Parts {
-		p := &rp.Parts[i]
-		switch p.Kind {
-		case ir.KindText:
-			if len(p.Text) == 0 {
-				continue
+	w := &ir.Writer{B: dst}
+	t.anthropicMessage(w, t.answerAbout(), `"omniroute"`, func() {
+		for i := range rp.Parts {
+			p := &rp.Parts[i]
+			switch p.Kind {
+			case ir.KindText:
+				if len(p.Text) == 0 {
+					continue
+				}
+				w.Obj()
+				w.Key("type")
+				w.Lit(`"text"`)
+				w.Key("text")
+				w.RS(p.Text)
+				w.End('}')
+			case ir.KindToolCall:
+				w.Obj()
+				w.Key("type")
+				w.Lit(`"tool_use"`)
+				w.Key("id")
+				ir.ToolID(w, p.ID)
+				w.Key("name")
+				w.RS(p.Name)
+				w.Key("input")
+				if p.Custom {
+					w.Raw(t.customArgs(p))
+				} else {
+					t.toolInput(w, p)
+				}
+				w.End('}')
+			case ir.KindReasoning:
+				w.Obj()
+				w.Key("type")
+				w.Lit(`"thinking"`)
+				w.Key("thinking")
+				w.RSOrEmpty(p.Text)
+				w.Key("signature")
+				anthropicSignature(w, p)
+				w.End('}')
 			}
-			w.Obj()
-			w.Key("type")
-			w.Lit(`"text"`)
-			w.Key("text")
-			w.RS(p.Text)
-			w.End('}')
-		case ir.KindToolCall:
-			w.Obj()
-			w.Key("type")
-			w.Lit(`"tool_use"`)
-			w.Key("id")
-			ir.ToolID(&w, p.ID)
-			w.Key("name")
-			w.RS(p.Name)
-			w.Key("input")
-			if p.Custom {
-				w.Raw(t.customArgs(p))
-			} else {
-				t.toolInput(&w, p)
-			}
-			w.End('}')
-		case ir.KindReasoning:
-			w.Obj()
-			w.Key("type")
-			w.Lit(`"thinking"`)
-			w.Key("thinking")
-			w.RSOrEmpty(p.Text)
-			w.Key("signature")
-			anthropicSignature(&w, p)
-			w.End('}')
 		}
-	}
-	w.End(']')
-	w.Key("stop_reason")
-	w.Lit(anthropicStopName(finalStop(rp.Stop, hasCalls(rp.Parts))))
-	w.Key("stop_sequence")
-	if rp.StopSeq != nil {
-		w.RS(rp.StopSeq)
-	} else {
-		w.Lit("null")
-	}
-	w.Key("usage")
-	anthropicUsage(&w, &rp.Usage)
-	w.End('}')
+	}, anthropicStopName(finalStop(rp.Stop, hasCalls(rp.Parts))), rp.StopSeq, &rp.Usage)
 	return w.B
 }
 
 func (t *Converter) writeResponsesResponse(dst []byte) []byte {
 	rp := &t.resp
 	id := t.respID()
-	w := ir.Writer{B: dst}
-	w.Obj()
-	w.Key("id")
-	responseID(&w, id)
-	w.Key("object")
-	w.Lit(`"response"`)
-	w.Key("created_at")
-	w.Int(t.respCreated())
+	w := &ir.Writer{B: dst}
 	status, reason := responsesStatus(finalStop(rp.Stop, hasCalls(rp.Parts)))
-	w.Key("status")
-	w.Lit(status)
-	w.Key("error")
-	w.Lit("null")
-	w.Key("incomplete_details")
-	if reason != "" {
-		w.Lit(`{"reason":` + reason + `}`)
-	} else {
-		w.Lit("null")
-	}
-	w.Key("model")
-	t.respModel(&w)
-	w.Key("output")
-	w.Arr()
-	for i := 0; i < len(rp.Parts); {
-		p := &rp.Parts[i]
-		if p.Kind == ir.KindText {
-			j := i
-			for j < len(rp.Parts) && rp.Parts[j].Kind == ir.KindText {
-				j++
+	t.responseObject(w, t.answerAbout(), id, status, reason, func() {
+		for i := 0; i < len(rp.Parts); {
+			p := &rp.Parts[i]
+			if p.Kind == ir.KindText {
+				j := i
+				for j < len(rp.Parts) && rp.Parts[j].Kind == ir.KindText {
+					j++
+				}
+				t.responsesMessageItem(w, id, i, rp.Parts[i:j], true)
+				i = j
+				continue
 			}
-			t.responsesMessageItem(&w, id, i, rp.Parts[i:j], true)
-			i = j
-			continue
+			t.responsesItem(w, id, i, p)
+			i++
 		}
-		t.responsesItem(&w, id, i, p)
-		i++
-	}
-	w.End(']')
-	w.Key("parallel_tool_calls")
-	w.Lit("true")
-	w.Key("store")
-	w.Lit("false")
-	w.Key("usage")
-	responsesUsage(&w, &rp.Usage)
-	w.End('}')
+	}, &rp.Usage)
 	return w.B
 }
 
