@@ -39,36 +39,7 @@ func (t *Translator) writeChat(dst []byte) ([]byte, error) {
 		}
 	}
 	w.End(']')
-	if len(r.Tools) > 0 {
-		w.Key("tools")
-		w.Arr()
-		for i := range r.Tools {
-			tl := &r.Tools[i]
-			if tl.Cache != nil {
-				t.drop("cache_control")
-			}
-			w.Obj()
-			w.Key("type")
-			w.Lit(`"function"`)
-			w.Key("function")
-			w.Obj()
-			w.Key("name")
-			w.RS(tl.Name)
-			w.RSField("description", tl.Description)
-			w.Key("parameters")
-			w.Raw(toolSchema(tl))
-			if tl.Kind == ir.ToolFunction {
-				w.RawField("strict", tl.Strict)
-			}
-			w.End('}')
-			w.End('}')
-		}
-		w.End(']')
-		if r.Parallel != ir.Unset {
-			w.Key("parallel_tool_calls")
-			w.Bool(r.Parallel == ir.True)
-		}
-	}
+	t.writeTools(&w, &chatTools, -1)
 	if len(r.Tools) > 0 && !openAIChoiceWord(&w, r.Choice.Mode) && r.Choice.Mode == ir.ChoiceTool {
 		w.Key("tool_choice")
 		w.Obj()
@@ -352,19 +323,7 @@ func (t *Translator) chatAssistant(w *ir.Writer, parts []ir.Part, mi int) error 
 			if p.Kind != ir.KindToolCall {
 				continue
 			}
-			w.Obj()
-			w.Key("id")
-			w.RS(p.ID)
-			w.Key("type")
-			w.Lit(`"function"`)
-			w.Key("function")
-			w.Obj()
-			w.Key("name")
-			w.RS(p.Name)
-			w.Key("arguments")
-			t.argsString(w, p)
-			w.End('}')
-			w.End('}')
+			ir.ChatCall(w, -1, p.ID, p.Name, false, func() { t.argsString(w, p) })
 		}
 		w.End(']')
 	}

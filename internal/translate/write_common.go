@@ -172,3 +172,83 @@ func BudgetForEffort(name string) int64 {
 // EffortForBudget is the effort level (a dialect.Efforts name) of an
 // Anthropic thinking budget, on the translator's scale.
 func EffortForBudget(b int64) string { return effortForBudget(b).String() }
+
+// toolShape is how a dialect writes a tool definition.
+type toolShape struct {
+	wrap      string // the object the definition sits in (chat's "function"); "": none
+	typed     bool   // a "type" member: "function", or "custom" for a custom tool kept as one
+	customs   bool   // custom tools kept as custom tools (Responses); else functions taking {"input"}
+	schemaKey string // the parameters schema's member
+	// strictDefault is written when the caller set no strict ("": none).
+	// Responses makes functions strict unless told otherwise, and strict
+	// mode refuses most schemas written for other APIs.
+	strictDefault string
+	cache         bool // cache_control kept (Anthropic); else dropped
+	parallel      bool // parallel_tool_calls a member of the request (OpenAI)
+}
+
+var (
+	chatTools      = toolShape{wrap: "function", typed: true, schemaKey: "parameters", parallel: true}
+	responsesTools = toolShape{typed: true, customs: true, schemaKey: "parameters", strictDefault: "false", parallel: true}
+	anthropicTools = toolShape{schemaKey: "input_schema", cache: true}
+)
+
+// writeTools writes the request's tools as sh says (auto: the index of the
+// tool that gets an automatic cache breakpoint, -1 none), then
+// parallel_tool_calls where the dialect has it as a member (Anthropic's
+// is in tool_choice).
+func (t *Translator) writeTools(w *ir.Writer, sh *toolShape, auto int) {
+	r := &t.req
+	if len(r.Tools) == 0 {
+		return
+	}
+	w.Key("tools")
+	w.Arr()
+	for i := range r.Tools {
+		tl := &r.Tools[i]
+		custom := sh.customs && tl.Kind == ir.ToolCustom
+		w.Obj()
+		if sh.typed {
+			w.Key("type")
+			if custom {
+				w.Lit(`"custom"`)
+			} else {
+				w.Lit(`"function"`)
+			}
+		}
+		if sh.wrap != "" {
+			w.Key(sh.wrap)
+			w.Obj()
+		}
+		w.Key("name")
+		w.RS(tl.Name)
+		w.RSField("description", tl.Description)
+		if !custom {
+			w.Key(sh.schemaKey)
+			w.Raw(toolSchema(tl))
+			switch {
+			case tl.Kind != ir.ToolFunction:
+			case tl.Strict != nil:
+				w.Key("strict")
+				w.Raw(tl.Strict)
+			case sh.strictDefault != "":
+				w.Key("strict")
+				w.Lit(sh.strictDefault)
+			}
+		}
+		if sh.wrap != "" {
+			w.End('}')
+		}
+		if sh.cache {
+			t.cacheField(w, tl.Cache, i == auto)
+		} else if tl.Cache != nil {
+			t.drop("cache_control")
+		}
+		w.End('}')
+	}
+	w.End(']')
+	if r.Parallel != ir.Unset && sh.parallel {
+		w.Key("parallel_tool_calls")
+		w.Bool(r.Parallel == ir.True)
+	}
+}

@@ -198,25 +198,7 @@ func (t *Translator) writeMessages(dst []byte) ([]byte, error) {
 		}
 	}
 	w.End(']')
-	if len(r.Tools) > 0 {
-		w.Key("tools")
-		w.Arr()
-		for i := range r.Tools {
-			tl := &r.Tools[i]
-			w.Obj()
-			w.Key("name")
-			w.RS(tl.Name)
-			w.RSField("description", tl.Description)
-			w.Key("input_schema")
-			w.Raw(toolSchema(tl))
-			if tl.Strict != nil && tl.Kind == ir.ToolFunction {
-				w.RawField("strict", tl.Strict)
-			}
-			t.cacheField(&w, tl.Cache, i == autoTool)
-			w.End('}')
-		}
-		w.End(']')
-	}
+	t.writeTools(&w, &anthropicTools, autoTool)
 	if len(r.Tools) == 0 && t.hasToolHistory() {
 		// Anthropic refuses tool_use and tool_result blocks in a request
 		// that defines no tools (an OpenAI caller's closing turn often has

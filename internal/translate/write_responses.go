@@ -32,46 +32,7 @@ func (t *Translator) writeResponses(dst []byte) ([]byte, error) {
 		}
 	}
 	w.End(']')
-	if len(r.Tools) > 0 {
-		w.Key("tools")
-		w.Arr()
-		for i := range r.Tools {
-			tl := &r.Tools[i]
-			if tl.Cache != nil {
-				t.drop("cache_control")
-			}
-			w.Obj()
-			w.Key("type")
-			if tl.Kind == ir.ToolCustom {
-				w.Lit(`"custom"`)
-				w.Key("name")
-				w.RS(tl.Name)
-				w.RSField("description", tl.Description)
-				w.End('}')
-				continue
-			}
-			w.Lit(`"function"`)
-			w.Key("name")
-			w.RS(tl.Name)
-			w.RSField("description", tl.Description)
-			w.Key("parameters")
-			w.Raw(toolSchema(tl))
-			// Responses makes functions strict unless told otherwise, and
-			// strict mode refuses most schemas written for other APIs.
-			w.Key("strict")
-			if tl.Strict != nil {
-				w.Raw(tl.Strict)
-			} else {
-				w.Lit("false")
-			}
-			w.End('}')
-		}
-		w.End(']')
-		if r.Parallel != ir.Unset {
-			w.Key("parallel_tool_calls")
-			w.Bool(r.Parallel == ir.True)
-		}
-	}
+	t.writeTools(&w, &responsesTools, -1)
 	if len(r.Tools) > 0 && !openAIChoiceWord(&w, r.Choice.Mode) && r.Choice.Mode == ir.ChoiceTool {
 		w.Key("tool_choice")
 		w.Obj()

@@ -456,38 +456,17 @@ func (t *Converter) writeChatResponse(dst []byte) []byte {
 // chatCallOut writes one tool call of a chat answer (index ≥ 0: a stream
 // delta's tool_calls entry).
 func (t *Converter) chatCallOut(w *ir.Writer, p *ir.Part, index int) {
-	w.Obj()
-	if index >= 0 {
-		w.Key("index")
-		w.Int(int64(index))
-	}
-	w.Key("id")
-	w.RS(p.ID)
 	custom := p.Custom || t.isCustom(p.Name)
-	w.Key("type")
-	if custom {
-		w.Lit(`"custom"`)
-		w.Key("custom")
-		w.Obj()
-		w.Key("name")
-		w.RS(p.Name)
-		w.Key("input")
-		if p.Custom {
+	ir.ChatCall(w, index, p.ID, p.Name, custom, func() {
+		switch {
+		case p.Custom:
 			w.RS(p.Args)
-		} else {
+		case custom:
 			t.customInput(w, p)
+		default:
+			t.argsString(w, p)
 		}
-	} else {
-		w.Lit(`"function"`)
-		w.Key("function")
-		w.Obj()
-		w.Key("name")
-		w.RS(p.Name)
-		w.Key("arguments")
-		t.argsString(w, p)
-	}
-	w.End('}')
-	w.End('}')
+	})
 }
 
 func (t *Converter) writeMessagesResponse(dst []byte) []byte {

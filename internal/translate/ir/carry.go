@@ -121,3 +121,35 @@ func AppendUint(b []byte, n int) []byte {
 	}
 	return append(b, d[i:]...)
 }
+
+// ChatCall writes a chat tool call: index (≥ 0: a chunk's tool_calls
+// entry, -1: none), id, and the name of its function or (custom) custom
+// tool; args writes the arguments string (or the custom input).
+func ChatCall(w *Writer, index int, id, name []byte, custom bool, args func()) {
+	w.Obj()
+	if index >= 0 {
+		w.Key("index")
+		w.Int(int64(index))
+	}
+	w.Key("id")
+	w.RS(id)
+	w.Key("type")
+	if custom {
+		w.Lit(`"custom"`)
+		w.Key("custom")
+		w.Obj()
+		w.Key("name")
+		w.RS(name)
+		w.Key("input")
+	} else {
+		w.Lit(`"function"`)
+		w.Key("function")
+		w.Obj()
+		w.Key("name")
+		w.RS(name)
+		w.Key("arguments")
+	}
+	args()
+	w.End('}')
+	w.End('}')
+}
