@@ -72,7 +72,7 @@ func (t *Translator) writeChat(dst []byte) ([]byte, error) {
 		w.Key("stream_options")
 		w.Lit(`{"include_usage":true}`)
 	}
-	t.chatFormat(&w)
+	t.openAIFormat(&w, "response_format", "json_schema")
 	if e := t.openAIEffort(); e != ir.EffortUnset {
 		w.Key("reasoning_effort")
 		w.Str(e.String())
@@ -115,37 +115,6 @@ func (t *Translator) openAIExtras(w *ir.Writer) {
 	w.RSField("service_tier", r.ServiceTier)
 	if t.to == dialect.Chat {
 		w.RSField("verbosity", r.Verbosity)
-	}
-}
-
-func (t *Translator) chatFormat(w *ir.Writer) {
-	f := &t.req.Format
-	switch f.Kind {
-	case ir.FormatText:
-		w.Key("response_format")
-		w.Lit(`{"type":"text"}`)
-	case ir.FormatJSONObject:
-		w.Key("response_format")
-		w.Lit(`{"type":"json_object"}`)
-	case ir.FormatJSONSchema:
-		w.Key("response_format")
-		w.Obj()
-		w.Key("type")
-		w.Lit(`"json_schema"`)
-		w.Key("json_schema")
-		w.Obj()
-		w.Key("name")
-		if f.Name != nil {
-			w.RS(f.Name)
-		} else {
-			w.Lit(`"response"`)
-		}
-		w.RSField("description", f.Description)
-		w.Key("schema")
-		w.Raw(f.Schema)
-		w.RawField("strict", f.Strict)
-		w.End('}')
-		w.End('}')
 	}
 }
 
@@ -229,12 +198,7 @@ func (t *Translator) chatPartOut(w *ir.Writer, p *ir.Part, field loc) error {
 	t.dropCache(p)
 	switch p.Kind {
 	case ir.KindText:
-		w.Obj()
-		w.Key("type")
-		w.Lit(`"text"`)
-		w.Key("text")
-		w.RS(p.Text)
-		w.End('}')
+		ir.TextPart(w, `"text"`, p.Text)
 	case ir.KindImage:
 		if p.Src == ir.SrcFile {
 			return t.unsupported(field.at("content"), "an image given by file id")
@@ -252,12 +216,7 @@ func (t *Translator) chatPartOut(w *ir.Writer, p *ir.Part, field loc) error {
 	case ir.KindDocument:
 		switch p.Src {
 		case ir.SrcText:
-			w.Obj()
-			w.Key("type")
-			w.Lit(`"text"`)
-			w.Key("text")
-			w.RS(p.Data)
-			w.End('}')
+			ir.TextPart(w, `"text"`, p.Data)
 			return nil
 		case ir.SrcURL:
 			return t.unsupported(field.at("content"), "a document given by URL")

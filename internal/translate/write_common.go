@@ -252,3 +252,41 @@ func (t *Translator) writeTools(w *ir.Writer, sh *toolShape, auto int) {
 		w.Bool(r.Parallel == ir.True)
 	}
 }
+
+// openAIFormat writes the output format as member key: chat's
+// response_format, whose schema sits in an object (wrap), or Responses'
+// text.format, which holds it itself.
+func (t *Translator) openAIFormat(w *ir.Writer, key, wrap string) {
+	f := &t.req.Format
+	switch f.Kind {
+	case ir.FormatText:
+		w.Key(key)
+		w.Lit(`{"type":"text"}`)
+	case ir.FormatJSONObject:
+		w.Key(key)
+		w.Lit(`{"type":"json_object"}`)
+	case ir.FormatJSONSchema:
+		w.Key(key)
+		w.Obj()
+		w.Key("type")
+		w.Lit(`"json_schema"`)
+		if wrap != "" {
+			w.Key(wrap)
+			w.Obj()
+		}
+		w.Key("name")
+		if f.Name != nil {
+			w.RS(f.Name)
+		} else {
+			w.Lit(`"response"`)
+		}
+		w.RSField("description", f.Description)
+		w.Key("schema")
+		w.Raw(f.Schema)
+		w.RawField("strict", f.Strict)
+		if wrap != "" {
+			w.End('}')
+		}
+		w.End('}')
+	}
+}

@@ -91,42 +91,13 @@ func (t *Translator) writeResponses(dst []byte) ([]byte, error) {
 	if r.Format.Kind != ir.FormatUnset || r.Verbosity != nil {
 		w.Key("text")
 		w.Obj()
-		t.responsesFormat(&w)
+		t.openAIFormat(&w, "format", "")
 		w.RSField("verbosity", r.Verbosity)
 		w.End('}')
 	}
 	t.openAIExtras(&w)
 	w.End('}')
 	return w.B, nil
-}
-
-// responsesFormat writes text.format.
-func (t *Translator) responsesFormat(w *ir.Writer) {
-	f := &t.req.Format
-	switch f.Kind {
-	case ir.FormatText:
-		w.Key("format")
-		w.Lit(`{"type":"text"}`)
-	case ir.FormatJSONObject:
-		w.Key("format")
-		w.Lit(`{"type":"json_object"}`)
-	case ir.FormatJSONSchema:
-		w.Key("format")
-		w.Obj()
-		w.Key("type")
-		w.Lit(`"json_schema"`)
-		w.Key("name")
-		if f.Name != nil {
-			w.RS(f.Name)
-		} else {
-			w.Lit(`"response"`)
-		}
-		w.RSField("description", f.Description)
-		w.Key("schema")
-		w.Raw(f.Schema)
-		w.RawField("strict", f.Strict)
-		w.End('}')
-	}
 }
 
 // responsesMessage writes one turn as input items: runs of content parts

@@ -541,12 +541,7 @@ func (t *Converter) responsesPartStop(w *ir.Writer) {
 		w.Key("summary_index")
 		w.Lit("0")
 		w.Key("part")
-		w.Obj()
-		w.Key("type")
-		w.Lit(`"summary_text"`)
-		w.Key("text")
-		w.RS(s.acc)
-		w.End('}')
+		ir.TextPart(w, `"summary_text"`, s.acc)
 		endEvent(w)
 	}
 	// The done item goes to the caller and into the final output list.

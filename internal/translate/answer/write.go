@@ -480,12 +480,7 @@ func (t *Converter) writeMessagesResponse(dst []byte) []byte {
 				if len(p.Text) == 0 {
 					continue
 				}
-				w.Obj()
-				w.Key("type")
-				w.Lit(`"text"`)
-				w.Key("text")
-				w.RS(p.Text)
-				w.End('}')
+				ir.TextPart(w, `"text"`, p.Text)
 			case ir.KindToolCall:
 				w.Obj()
 				w.Key("type")

@@ -77,12 +77,7 @@ func Summary(w *Writer, text []byte) {
 	w.Key("summary")
 	w.Arr()
 	if len(text) > 0 {
-		w.Obj()
-		w.Key("type")
-		w.Lit(`"summary_text"`)
-		w.Key("text")
-		w.RS(text)
-		w.End('}')
+		TextPart(w, `"summary_text"`, text)
 	}
 	w.End(']')
 }
@@ -151,5 +146,16 @@ func ChatCall(w *Writer, index int, id, name []byte, custom bool, args func()) {
 	}
 	args()
 	w.End('}')
+	w.End('}')
+}
+
+// TextPart writes a typed text part, {"type": typ, "text": text}: the
+// shape text takes in every dialect's content (typ a literal).
+func TextPart(w *Writer, typ string, text []byte) {
+	w.Obj()
+	w.Key("type")
+	w.Lit(typ)
+	w.Key("text")
+	w.RS(text)
 	w.End('}')
 }
