@@ -350,74 +350,28 @@ func (t *Converter) itemID(w *ir.Writer) {
 }
 
 // streamItem writes the open part's output item (done: completed, with its
-// accumulated content).
+// accumulated content) as a whole answer's item is written.
 func (t *Converter) streamItem(w *ir.Writer, done bool) {
 	s := &t.st
-	w.Obj()
-	w.Key("id")
-	t.itemID(w)
+	var input []byte
+	p := ir.Part{Kind: s.open}
 	switch s.open {
 	case ir.KindText:
-		w.Key("type")
-		w.Lit(`"message"`)
-		w.Key("status")
-		w.Lit(doneStatus(done))
-		w.Key("role")
-		w.Lit(`"assistant"`)
-		w.Key("content")
-		w.Arr()
-		if done {
-			outputText(w, s.acc)
-		}
-		w.End(']')
+		texts := [1]ir.Part{{Kind: ir.KindText, Text: s.acc}}
+		t.responsesMessageItem(w, s.respID, s.nParts-1, texts[:], done)
+		return
 	case ir.KindToolCall:
-		w.Key("type")
-		if s.custom {
-			w.Lit(`"custom_tool_call"`)
-		} else {
-			w.Lit(`"function_call"`)
-		}
-		w.Key("status")
-		w.Lit(doneStatus(done))
-		w.Key("call_id")
-		w.RS(s.callID)
-		w.Key("name")
-		w.RS(s.name)
-		if s.custom {
-			w.Key("input")
-			if done {
-				w.Raw(s.sig) // the extracted input, see responsesPartStop
-			} else {
-				w.Lit(`""`)
-			}
-		} else {
-			w.Key("arguments")
-			if done {
-				w.RS(s.acc)
-			} else {
-				w.Lit(`""`)
-			}
+		p.ID, p.Name, p.Args, p.ArgsEscaped, p.Custom = s.callID, s.name, s.acc, true, s.custom
+		if s.custom && done {
+			input = s.sig // the extracted input, see responsesPartStop
 		}
 	case ir.KindReasoning:
-		w.Key("type")
-		w.Lit(`"reasoning"`)
-		if done {
-			ir.Summary(w, s.acc)
-		} else {
-			ir.Summary(w, nil)
-		}
-		if done && len(s.sig) > 0 {
-			encryptedContent(w, &ir.Part{Sig: s.sig, Origin: dialect.Messages, Redacted: s.redacted})
+		p.Text, p.Origin, p.Redacted = s.acc, dialect.Messages, s.redacted
+		if len(s.sig) > 0 {
+			p.Sig = s.sig
 		}
 	}
-	w.End('}')
-}
-
-func doneStatus(done bool) string {
-	if done {
-		return `"completed"`
-	}
-	return `"in_progress"`
+	t.responsesItem(w, s.respID, s.nParts-1, &p, done, input)
 }
 
 func (t *Converter) responsesPartStart(w *ir.Writer) {

@@ -528,7 +528,7 @@ func (t *Converter) writeResponsesResponse(dst []byte) []byte {
 				i = j
 				continue
 			}
-			t.responsesItem(w, id, i, p)
+			t.responsesItem(w, id, i, p, true, nil)
 			i++
 		}
 	}, &rp.Usage)
@@ -558,11 +558,7 @@ func (t *Converter) responsesMessageItem(w *ir.Writer, base []byte, n int, texts
 	w.Key("type")
 	w.Lit(`"message"`)
 	w.Key("status")
-	if done {
-		w.Lit(`"completed"`)
-	} else {
-		w.Lit(`"in_progress"`)
-	}
+	w.Lit(doneStatus(done))
 	w.Key("role")
 	w.Lit(`"assistant"`)
 	w.Key("content")
@@ -574,8 +570,11 @@ func (t *Converter) responsesMessageItem(w *ir.Writer, base []byte, n int, texts
 	w.End('}')
 }
 
-// responsesItem writes a function call or reasoning output item.
-func (t *Converter) responsesItem(w *ir.Writer, base []byte, n int, p *ir.Part) {
+// responsesItem writes a function call or reasoning output item, for a
+// whole answer or a stream's output_item events (not done: in progress,
+// without its arguments or summary yet). input, when not nil, is a
+// custom call's input as a literal, already extracted.
+func (t *Converter) responsesItem(w *ir.Writer, base []byte, n int, p *ir.Part, done bool, input []byte) {
 	w.Obj()
 	switch p.Kind {
 	case ir.KindToolCall:
@@ -589,21 +588,27 @@ func (t *Converter) responsesItem(w *ir.Writer, base []byte, n int, p *ir.Part) 
 			w.Lit(`"function_call"`)
 		}
 		w.Key("status")
-		w.Lit(`"completed"`)
+		w.Lit(doneStatus(done))
 		w.Key("call_id")
 		w.RS(p.ID)
 		w.Key("name")
 		w.RS(p.Name)
 		if custom {
 			w.Key("input")
-			if p.Custom {
-				w.RS(p.Args)
-			} else {
-				t.customInput(w, p)
-			}
 		} else {
 			w.Key("arguments")
+		}
+		switch {
+		case !done:
+			w.Lit(`""`)
+		case !custom:
 			t.argsString(w, p)
+		case input != nil:
+			w.Raw(input)
+		case p.Custom:
+			w.RS(p.Args)
+		default:
+			t.customInput(w, p)
 		}
 	case ir.KindReasoning:
 		w.Key("id")
@@ -614,8 +619,19 @@ func (t *Converter) responsesItem(w *ir.Writer, base []byte, n int, p *ir.Part) 
 		}
 		w.Key("type")
 		w.Lit(`"reasoning"`)
-		ir.Summary(w, p.Text)
-		encryptedContent(w, p)
+		if done {
+			ir.Summary(w, p.Text)
+			encryptedContent(w, p)
+		} else {
+			ir.Summary(w, nil)
+		}
 	}
 	w.End('}')
+}
+
+func doneStatus(done bool) string {
+	if done {
+		return `"completed"`
+	}
+	return `"in_progress"`
 }
