@@ -1,7 +1,11 @@
 // Package translate converts requests, answers and streams between the
 // gateway's API dialects (internal/dialect) through one internal
-// representation (ir.go): each dialect has a reader into the IR and a
-// writer out of it, for requests, non-stream answers and stream events.
+// representation (package ir): each dialect has a reader into the IR and a
+// writer out of it. This package holds the request's way up (the readers
+// of the caller's request, read.go and a table file per dialect; the
+// writers of the upstream's, write_*.go) and the Translator callers use;
+// package answer holds the way down (non-stream answers and stream
+// events).
 //
 // A Translator serves one request: Request converts the caller's body for
 // the upstream, then Response (a non-stream answer), Event and End (a

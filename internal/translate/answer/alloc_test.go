@@ -5,7 +5,7 @@ package answer
 import "testing"
 
 // TestAllocStreamEvents: translating a content event on a warmed-up
-// translator allocates nothing, for every upstream dialect.
+// converter allocates nothing, for every upstream dialect.
 func TestAllocStreamEvents(t *testing.T) {
 	for _, be := range benchEvents {
 		tr := primed(t, be.from, be.to, be.prime)

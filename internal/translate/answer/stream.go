@@ -17,7 +17,7 @@ import (
 // full text), a custom tool call's input (whose shape differs), and the
 // few ids later frames repeat.
 
-// stream is a Translator's per-stream state.
+// stream is a Converter's per-stream state.
 type stream struct {
 	includeUsage bool // the chat caller asked for the usage chunk
 

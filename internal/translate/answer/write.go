@@ -132,7 +132,7 @@ func outputText(w *ir.Writer, text []byte) {
 }
 
 // envelope writes the string prefix+a[+":"+b]: reasoning state tagged
-// with the dialect that can read it (see read_messages.go).
+// with the dialect that can read it (see ir.EnvResponses).
 func envelope(w *ir.Writer, prefix string, a, b []byte) {
 	w.Sep()
 	w.B = append(w.B, '"')

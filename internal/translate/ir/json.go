@@ -55,7 +55,7 @@ func (w *Writer) Lit(v string) {
 	w.Comma = true
 }
 
-// RS writes a raw string (see ir.go) back as a string literal.
+// RS writes a raw string (see the package doc) back as a string literal.
 func (w *Writer) RS(v []byte) {
 	w.Sep()
 	w.B = append(w.B, '"')
