@@ -572,7 +572,12 @@ func (t *Translator) openAIPart(pt *partTypes, o *record, field loc) error {
 		t.req.Add(ir.Part{Kind: ir.KindText, Text: o.v[sText], Cache: o.v[sCache]})
 		return nil
 	}
-	p := ir.Part{Kind: spec.kind, Detail: o.v[sDetail], Filename: o.v[sFilename], Cache: o.v[sCache]}
+	p := ir.Part{Kind: spec.kind, Cache: o.v[sCache]}
+	if spec.kind == ir.KindImage {
+		p.Detail = o.v[sDetail]
+	} else {
+		p.Filename = o.v[sFilename]
+	}
 	for _, s := range spec.from {
 		v := o.v[s]
 		if v == nil {
