@@ -26,63 +26,11 @@ type members struct {
 	index                                       int // -1: absent
 }
 
-// str is where the string member k goes, by every dialect's name for
-// it; nil for a member not kept.
-func (m *members) str(k []byte) *[]byte {
-	switch string(k) {
-	case "type":
-		return &m.typ
-	case "id":
-		return &m.id
-	case "call_id":
-		return &m.callID
-	case "name":
-		return &m.name
-	case "arguments", "input", "partial_json":
-		return &m.args
-	case "text", "thinking", "refusal":
-		return &m.text
-	case "signature", "data":
-		return &m.sig
-	case "encrypted_content":
-		return &m.enc
-	case "model":
-		return &m.model
-	case "stop_reason", "finish_reason":
-		return &m.stop
-	case "stop_sequence":
-		return &m.stopSeq
-	case "status":
-		return &m.status
-	case "reason":
-		return &m.reason
-	case "code":
-		return &m.code
-	case "message":
-		return &m.msg
-	case "delta":
-		return &m.delta
-	}
-	return nil
-}
-
-// flat reports the objects whose members count as the enclosing
-// object's: the answer inside a stream event (Anthropic's message,
-// Responses' response), a message_delta's delta, a Responses answer's
-// incomplete_details and error, a chat tool call's function.
-func flat(k []byte) bool {
-	switch string(k) {
-	case "message", "response", "delta", "incomplete_details", "error", "function", "custom":
-		return true
-	}
-	return false
-}
-
 // scan reads the object at the cursor into m: each member is offered to
 // other first (nil: none), which reports whether it consumed it; then
 // the members above go to m, usage is parsed into u in the upstream's
-// dialect, the objects flat names are read into m too, and the rest is
-// skipped. The error is other's, or the shape error when the value is no
+// dialect, the objects below are read into m too, and the rest is
+// skipped (all of it when m is nil: an object only other reads). The error is other's, or the shape error when the value is no
 // object.
 func (t *Converter) scan(m *members, u *dialect.Usage, other func(k []byte) (bool, error)) error {
 	c := &t.cur
@@ -99,13 +47,52 @@ func (t *Converter) scan(m *members, u *dialect.Usage, other func(k []byte) (boo
 				continue
 			}
 		}
-		if dst := m.str(k); dst != nil {
-			if s := ir.StrRS(c); s != nil {
-				*dst = s
-				continue
-			}
+		if m == nil {
+			c.Skip()
+			continue
 		}
+		// dst: a string member, by every dialect's name for it; flat: an
+		// object whose members count as this one's (the answer inside a
+		// stream event, Anthropic's message and Responses' response; a
+		// message_delta's delta; a Responses answer's incomplete_details
+		// and error; a chat tool call's function).
+		var dst *[]byte
+		flat := false
 		switch string(k) {
+		case "type":
+			dst = &m.typ
+		case "id":
+			dst = &m.id
+		case "call_id":
+			dst = &m.callID
+		case "name":
+			dst = &m.name
+		case "arguments", "input", "partial_json":
+			dst = &m.args
+		case "text", "thinking", "refusal":
+			dst = &m.text
+		case "signature", "data":
+			dst = &m.sig
+		case "encrypted_content":
+			dst = &m.enc
+		case "model":
+			dst = &m.model
+		case "stop_reason", "finish_reason":
+			dst = &m.stop
+		case "stop_sequence":
+			dst = &m.stopSeq
+		case "status":
+			dst = &m.status
+		case "reason":
+			dst = &m.reason
+		case "code":
+			dst = &m.code
+		case "message":
+			dst, flat = &m.msg, true
+		case "delta":
+			dst, flat = &m.delta, true
+		case "response", "incomplete_details", "error", "function", "custom":
+			flat = true
 		case "created", "created_at":
 			m.created, _ = c.Int()
 			continue
@@ -115,12 +102,18 @@ func (t *Converter) scan(m *members, u *dialect.Usage, other func(k []byte) (boo
 			}
 			continue
 		case "usage":
-			if c.Peek() == '{' {
+			if c.Peek() == '{' && u != nil {
 				dialect.Of(t.to).ParseUsage(c.Skip(), u)
 				continue
 			}
 		}
-		if flat(k) && c.Peek() == '{' {
+		if dst != nil {
+			if s := ir.StrRS(c); s != nil {
+				*dst = s
+				continue
+			}
+		}
+		if flat && c.Peek() == '{' {
 			if err := t.scan(m, u, nil); err != nil {
 				return err
 			}

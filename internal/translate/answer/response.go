@@ -94,8 +94,7 @@ func (t *Converter) chatChoice() error {
 // reasoning text some OpenAI-compatible servers add), each tool call to
 // call.
 func (t *Converter) chatMessage(text func(ir.Kind, []byte), call func() error) error {
-	var m members
-	return t.scan(&m, nil, func(k []byte) (bool, error) {
+	return t.scan(nil, nil, func(k []byte) (bool, error) {
 		kind := ir.KindText
 		switch string(k) {
 		case "tool_calls":

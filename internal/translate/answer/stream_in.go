@@ -172,9 +172,9 @@ func (t *Converter) chatStreamCall(w *ir.Writer) error {
 func (t *Converter) decodeMessages(w *ir.Writer, ev *sse.Event) error {
 	s := &t.st
 	t.cur.Reset(ev.Data)
-	var m members
 	switch string(eventType(ev)) {
 	case "message_start":
+		var m members
 		if err := t.scan(&m, &s.usage, nil); err != nil { // the message's id, model, usage
 			return err
 		}
@@ -183,7 +183,7 @@ func (t *Converter) decodeMessages(w *ir.Writer, ev *sse.Event) error {
 	case "content_block_start":
 		var block members
 		found := false
-		err := t.scan(&m, nil, func(k []byte) (bool, error) {
+		err := t.scan(nil, nil, func(k []byte) (bool, error) {
 			if string(k) != "content_block" || t.cur.Peek() != '{' {
 				return false, nil
 			}
@@ -211,13 +211,12 @@ func (t *Converter) decodeMessages(w *ir.Writer, ev *sse.Event) error {
 		if s.skipBlock {
 			return nil
 		}
-		return t.scan(&m, nil, func(k []byte) (bool, error) {
+		return t.scan(nil, nil, func(k []byte) (bool, error) {
 			if string(k) != "delta" || t.cur.Peek() != '{' {
 				return false, nil
 			}
-			var d members
-			return true, t.scan(&d, nil, func(k []byte) (bool, error) {
-				kind := anthropicDeltas[string(k)]
+			return true, t.scan(nil, nil, func(k []byte) (bool, error) {
+				kind := anthropicDelta(k)
 				if kind == 0 {
 					return false, nil // type, citations
 				}
@@ -240,6 +239,7 @@ func (t *Converter) decodeMessages(w *ir.Writer, ev *sse.Event) error {
 		}
 		t.partStop(w)
 	case "message_delta":
+		var m members
 		if err := t.scan(&m, &s.usage, nil); err != nil { // the delta's stop_reason and stop_sequence
 			return err
 		}
@@ -256,13 +256,24 @@ func (t *Converter) decodeMessages(w *ir.Writer, ev *sse.Event) error {
 	return nil // ping and events newer than this converter
 }
 
-// kindSignature marks a signature delta in anthropicDeltas.
+// kindSignature marks a signature delta (see anthropicDelta).
 const kindSignature ir.Kind = 255
 
-// anthropicDeltas are the members of a content_block_delta's delta, by
-// the part they add to.
-var anthropicDeltas = map[string]ir.Kind{"text": ir.KindText, "partial_json": ir.KindToolCall,
-	"thinking": ir.KindReasoning, "signature": kindSignature}
+// anthropicDelta is the part a member of a content_block_delta's delta
+// adds to (0: none of them).
+func anthropicDelta(k []byte) ir.Kind {
+	switch string(k) {
+	case "text":
+		return ir.KindText
+	case "partial_json":
+		return ir.KindToolCall
+	case "thinking":
+		return ir.KindReasoning
+	case "signature":
+		return kindSignature
+	}
+	return 0
+}
 
 // Responses upstream.
 
@@ -284,11 +295,11 @@ func (t *Converter) decodeResponses(w *ir.Writer, ev *sse.Event) error {
 		return err
 	}
 	t.streamHead(&m)
-	pk, known := responsesItems[string(item.typ)]
 	switch string(typ) {
 	case "response.created", "response.in_progress", "response.queued":
 		t.start(w)
 	case "response.output_item.added":
+		pk, known := responsesItems[string(item.typ)]
 		switch {
 		case !known:
 			// Hosted tool calls (web search, code interpreter, …) ran on
