@@ -23,15 +23,15 @@ type members struct {
 	model, stop, stopSeq, status, reason        []byte
 	code, msg, delta                            []byte
 	created                                     int64
-	index                                       int // -1: absent
+	index                                       int // a chat choice's or call's; its readers start it at -1
 }
 
 // scan reads the object at the cursor into m: each member is offered to
 // other first (nil: none), which reports whether it consumed it; then
 // the members above go to m, usage is parsed into u in the upstream's
 // dialect, the objects below are read into m too, and the rest is
-// skipped (all of it when m is nil: an object only other reads). The error is other's, or the shape error when the value is no
-// object.
+// skipped (all of it when m is nil: an object only other reads). The
+// error is other's, or the shape error when the value is no object.
 func (t *Converter) scan(m *members, u *dialect.Usage, other func(k []byte) (bool, error)) error {
 	c := &t.cur
 	if !c.Object() {
