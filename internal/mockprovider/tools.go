@@ -15,6 +15,7 @@ import (
 	"github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/internal/translate"
+	"github.com/omniroute/gateway/internal/translate/ir"
 )
 
 // ToolScript scripts one round of a tool loop.
@@ -105,30 +106,30 @@ func (q *request) scriptTool(body []byte) {
 	if tr.Read(body) != nil {
 		return
 	}
-	ir := tr.IR()
-	if len(ir.Messages) == 0 || ir.Messages[len(ir.Messages)-1].Role != translate.RoleUser {
+	req := tr.IR()
+	if len(req.Messages) == 0 || req.Messages[len(req.Messages)-1].Role != ir.RoleUser {
 		return
 	}
 	// The ids of earlier calls to the tool; a result for one of them in
 	// the last user turn means the loop is at its second step.
 	var calls [][]byte
-	for _, m := range ir.Messages {
-		for _, p := range ir.Parts[m.Parts.Lo:m.Parts.Hi] {
-			if p.Kind == translate.KindToolCall && bytes.Equal(p.Name, ct.nameRaw) {
+	for _, m := range req.Messages {
+		for _, p := range req.Parts[m.Parts.Lo:m.Parts.Hi] {
+			if p.Kind == ir.KindToolCall && bytes.Equal(p.Name, ct.nameRaw) {
 				calls = append(calls, p.ID)
 			}
 		}
 	}
-	last := ir.Messages[len(ir.Messages)-1]
+	last := req.Messages[len(req.Messages)-1]
 	results := false
-	for _, p := range ir.Parts[last.Parts.Lo:last.Parts.Hi] {
-		if p.Kind != translate.KindToolResult {
+	for _, p := range req.Parts[last.Parts.Lo:last.Parts.Hi] {
+		if p.Kind != ir.KindToolResult {
 			continue
 		}
 		results = true
 		for _, id := range calls {
 			if bytes.Equal(id, p.ID) {
-				q.r.beh = q.beh.withText(strings.ReplaceAll(ct.s.reply(), "{result}", resultText(ir, &p)))
+				q.r.beh = q.beh.withText(strings.ReplaceAll(ct.s.reply(), "{result}", resultText(req, &p)))
 				q.m.c.toolResults.Add(1)
 				q.s.totals.toolResults.Add(1)
 				return
@@ -138,7 +139,7 @@ func (q *request) scriptTool(body []byte) {
 	if results {
 		return // results of other tools: answer as usual
 	}
-	for _, tl := range ir.Tools {
+	for _, tl := range req.Tools {
 		if bytes.Equal(tl.Name, ct.nameRaw) {
 			q.r.tool = &toolCall{ct: ct}
 			q.m.c.toolCalls.Add(1)
@@ -156,10 +157,10 @@ func (s *ToolScript) reply() string {
 }
 
 // resultText is the text of a tool result, its text parts joined.
-func resultText(ir *translate.Request, p *translate.Part) string {
+func resultText(req *ir.Request, p *ir.Part) string {
 	var out []byte
-	for _, q := range ir.ResultParts(p) {
-		if q.Kind != translate.KindText {
+	for _, q := range req.ResultParts(p) {
+		if q.Kind != ir.KindText {
 			continue
 		}
 		if len(out) > 0 {

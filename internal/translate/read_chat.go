@@ -1,602 +1,182 @@
 package translate
 
-import "github.com/omniroute/gateway/internal/dialect"
+import (
+	"github.com/omniroute/gateway/internal/dialect"
+	"github.com/omniroute/gateway/internal/translate/ir"
+)
 
-// readChat reads an OpenAI Chat Completions request into the IR.
-func (t *Translator) readChat() error {
-	c := &t.cur
-	r := &t.req
-	if !c.Object() {
-		return t.invalid(at("body"), "must be a JSON object")
-	}
-	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		if c.Null() {
-			continue // null is absent, as the API treats it
-		}
-		var err error
-		switch string(k) {
-		case "model":
-			c.Skip()
-		case "messages":
-			err = t.chatMessages()
-		case "tools":
-			err = t.chatTools()
-		case "tool_choice":
-			err = t.chatToolChoice()
-		case "parallel_tool_calls":
-			r.Parallel = t.readTri()
-		case "max_tokens", "max_completion_tokens":
-			r.MaxTokens, err = t.readInt(loc{}.atKey(k))
-		case "temperature":
-			r.Temperature, err = t.readNumber(at("temperature"))
-		case "top_p":
-			r.TopP, err = t.readNumber(at("top_p"))
-		case "top_k":
-			r.TopK, err = t.readNumber(at("top_k"))
-		case "stop":
-			err = t.readStops(at("stop"))
-		case "stream":
-			r.Stream = t.readTri() == True
-		case "stream_options":
-			err = t.chatStreamOptions()
-		case "n":
-			var n int64
-			if n, err = t.readInt(at("n")); err == nil && n > 1 && t.to != dialect.Chat {
-				err = t.unsupported(at("n"), "more than one choice (n > 1)")
-			}
-		case "response_format":
-			err = t.chatResponseFormat()
-		case "reasoning_effort":
-			err = t.readEffort(at("reasoning_effort"), EffortNone, EffortXHigh)
-		case "user":
-			r.User, err = t.readRS(at("user"))
-		case "safety_identifier":
-			r.SafetyID, err = t.readRS(at("safety_identifier"))
-		case "prompt_cache_key":
-			r.PromptCacheKey, err = t.readRS(at("prompt_cache_key"))
-		case "metadata":
-			r.Metadata, err = t.readObjectRaw(at("metadata"))
-		case "service_tier":
-			r.ServiceTier, err = t.readRS(at("service_tier"))
-		case "verbosity":
-			r.Verbosity, err = t.readRS(at("verbosity"))
-		case "logprobs":
-			if t.readTri() == True {
-				err = t.unsupported(at("logprobs"), "logprobs")
-			}
-		case "audio":
-			c.Skip()
-			err = t.unsupported(at("audio"), "audio output")
-		case "modalities":
-			err = t.chatModalities()
-		case "functions", "function_call":
-			c.Skip()
-			err = t.unsupported(loc{}.atKey(k), "the legacy functions API (use tools and tool_choice)")
-		case "store":
-			if t.readTri() == True {
-				t.drop("store")
-			}
-		default:
-			// seed, frequency/presence penalties, logit_bias, top_logprobs,
-			// prediction, web_search_options and fields newer than this
-			// converter: sampling hints or features the upstream lacks.
-			c.Skip()
-			t.drop(string(k))
-		}
-		if err != nil {
+// The OpenAI Chat Completions request, as tables (see read.go).
+
+var chatRoles = newRoles("system", "system", "developer", "system", "user", "user", "assistant", "assistant", "tool", "tool")
+
+var chatParts = &partTypes{
+	types: map[string]partType{
+		"text":        {kind: ir.KindText},
+		"refusal":     {kind: ir.KindText},
+		"image_url":   {kind: ir.KindImage, from: []slot{sURL}, missing: "is missing", missingAt: "image_url.url"},
+		"file":        {kind: ir.KindDocument, from: []slot{sFileData, sFileID}, missing: "needs file_data or file_id", missingAt: "file"},
+		"input_audio": {what: "audio input"},
+	},
+	paths: [nValues]string{sURL: "image_url.url", sFileData: "file.file_data"},
+}
+
+var chatToolKinds = toolKinds{"function": ir.ToolFunction, "": ir.ToolFunction, "custom": ir.ToolCustom}
+
+var chatRequest, chatMessage, chatPart, chatImageURL, chatToolCall, chatTool, chatChoice, chatFormat, chatStreamOptions *table
+
+func init() {
+	chatImageURL = newTable(false, nil, entries{"url": str(sURL), "detail": {kind: vStrOrSkip, slot: sDetail}})
+	chatPart = newTable(false, nil, entries{
+		"type":          str(sType),
+		"text refusal":  str(sText),
+		"image_url":     fn(readChatImageURL),
+		"file":          sub(newTable(false, nil, entries{"file_data": str(sFileData), "file_id": str(sFileID), "filename": str(sFilename)})),
+		"cache_control": raw(sCache), // an extension some OpenAI-compatible hosts take
+	})
+	callFn := newTable(false, nil, entries{"name": str(sName), "arguments input": {kind: vStr, slot: sArgs, path: "arguments"}})
+	chatToolCall = newTable(false, nil, entries{
+		"id":       str(sID),
+		"type":     str(sType),
+		"function": sub(callFn),
+		"custom":   {kind: vSub, sub: callFn, slot: fCustom},
+	})
+	chatMessage = newTable(true, dropUnder("messages."), entries{
+		"role":         str(sRole),
+		"content":      fn(func(t *Translator, f loc) error { return t.contentList(f, readChatPart) }),
+		"tool_calls":   fn(func(t *Translator, f loc) error { return t.each(f, readChatToolCall) }),
+		"tool_call_id": str(sCallID),
+		"refusal": fn(func(t *Translator, f loc) error {
+			s, err := t.readRS(f)
+			t.req.Add(ir.Part{Kind: ir.KindText, Text: s})
 			return err
-		}
-	}
-	return c.Err()
-}
+		}),
+		// reasoning in history: no other dialect can take it back
+		"reasoning_content reasoning": drop("messages.reasoning_content"),
+		"name":                        drop("messages.name"),
+	})
+	chatTool = newTable(false, nil, entries{
+		"type":            str(sType),
+		"function custom": sub(newTable(true, nil, toolBody)),
+		"cache_control":   raw(sCache),
+	})
+	chatChoice = newTable(false, nil, entries{"type": str(sType), "function custom": sub(newTable(false, nil, entries{"name": str(sName)}))})
+	chatFormat = newTable(false, nil, entries{"type": str(sType), "json_schema": sub(newTable(true, nil, schemaBody))})
+	chatStreamOptions = newTable(false, nil, entries{"include_usage": flag(fTrue)})
 
-func (t *Translator) chatStreamOptions() error {
-	c := &t.cur
-	if !c.Object() {
-		return t.invalid(at("stream_options"), "must be an object")
-	}
-	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		if string(k) == "include_usage" {
-			t.req.IncludeUsage = t.readTri() == True
-			continue
-		}
-		c.Skip()
-	}
-	return nil
-}
-
-func (t *Translator) chatModalities() error {
-	c := &t.cur
-	if !c.Array() {
-		return t.invalid(at("modalities"), "must be an array")
-	}
-	for c.Next() {
-		if s := strRS(c); rsEquals(s, "audio") {
-			return t.unsupported(at("modalities"), "audio output")
-		} else if s == nil {
-			c.Skip()
-		}
-	}
-	return nil
-}
-
-func (t *Translator) chatMessages() error {
-	c := &t.cur
-	if !c.Array() {
-		return t.invalid(at("messages"), "must be an array")
-	}
-	for i := 0; c.Next(); i++ {
-		if err := t.chatMessage(i); err != nil {
+	// seed, frequency/presence penalties, logit_bias, top_logprobs,
+	// prediction, web_search_options and fields newer than this converter
+	// (sampling hints or features the upstream lacks) are dropped.
+	chatRequest = newTable(true, dropKey, sharedRequest, openAIRequest, entries{
+		"messages":                         fn(func(t *Translator, f loc) error { return t.each(f, readChatMessage) }),
+		"tools":                            fn(func(t *Translator, f loc) error { return t.each(f, readChatTool) }),
+		"tool_choice":                      fn(func(t *Translator, f loc) error { return t.openAIToolChoice(f, chatChoice) }),
+		"max_tokens max_completion_tokens": fn(readMaxTokens),
+		"top_k":                            numInto(func(r *ir.Request) *[]byte { return &r.TopK }),
+		"stop":                             fn((*Translator).readStops),
+		"stream_options": fn(func(t *Translator, f loc) error {
+			o, err := t.object(f, chatStreamOptions)
+			if err == nil {
+				t.req.IncludeUsage = o.is(fTrue)
+			}
 			return err
-		}
-	}
-	return nil
+		}),
+		"n": fn(func(t *Translator, f loc) error {
+			n, err := t.readInt(f)
+			if err == nil && n > 1 && t.to != dialect.Chat {
+				err = t.unsupported(f, "more than one choice (n > 1)")
+			}
+			return err
+		}),
+		"response_format": fn(func(t *Translator, f loc) error {
+			o, err := t.object(f, chatFormat)
+			if err != nil {
+				return err
+			}
+			return t.format(o, o.v[sType], f.at("type"))
+		}),
+		"reasoning_effort": openAIEffort,
+		"verbosity":        strInto(func(r *ir.Request) *[]byte { return &r.Verbosity }),
+		"logprobs": fn(func(t *Translator, f loc) error {
+			if t.readTri() == ir.True {
+				return t.unsupported(f, "logprobs")
+			}
+			return nil
+		}),
+		"audio":                   refuse("audio output"),
+		"modalities":              fn(readChatModalities),
+		"functions function_call": refuse("the legacy functions API (use tools and tool_choice)"),
+	})
 }
 
-// chatMessage reads one message. Its content is read before its role may
-// be known (members come in any order) and placed afterwards: system and
-// developer text goes to the system prompt, a tool message becomes a
+// readChatMessage reads one message. Its content is read before its role
+// may be known (members come in any order) and placed afterwards: system
+// and developer text goes to the system prompt, a tool message becomes a
 // tool result in a user turn.
-func (t *Translator) chatMessage(i int) error {
-	c := &t.cur
-	r := &t.req
-	field := at("messages").index(i)
-	if !c.Object() {
-		return t.invalid(field, "must be an object")
+func readChatMessage(t *Translator, field loc) error {
+	lo := int32(len(t.req.Parts))
+	o, err := t.object(field, chatMessage)
+	if err != nil {
+		return err
 	}
-	lo := int32(len(r.Parts))
-	var role, callID []byte
-	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		if c.Null() {
-			continue
-		}
-		var err error
-		switch string(k) {
-		case "role":
-			role, err = t.readRS(field.at("role"))
-		case "content":
-			err = t.chatContent(field.at("content"))
-		case "tool_calls":
-			err = t.chatToolCalls(field.at("tool_calls"))
-		case "tool_call_id":
-			callID, err = t.readRS(field.at("tool_call_id"))
-		case "refusal":
-			var s []byte
-			if s, err = t.readRS(field.at("refusal")); err == nil {
-				r.add(Part{Kind: KindText, Text: s})
-			}
-		case "reasoning_content", "reasoning":
-			c.Skip() // reasoning in history: no other dialect can take it back
-			t.drop("messages.reasoning_content")
-		case "name":
-			c.Skip()
-			t.drop("messages.name")
-		default:
-			c.Skip()
-			t.drop("messages." + string(k))
-		}
-		if err != nil {
-			return err
-		}
-	}
-	switch string(role) {
-	case "system", "developer":
-		for _, p := range r.Parts[lo:] {
-			if p.Kind != KindText {
-				return t.invalid(field.at("content"), "a %s message may hold only text", role)
-			}
-			r.System = append(r.System, p)
-		}
-		r.Parts = r.Parts[:lo]
-	case "user":
-		r.push(RoleUser, lo)
-	case "assistant":
-		r.push(RoleAssistant, lo)
-	case "tool":
-		if callID == nil {
-			return t.invalid(field.at("tool_call_id"), "a tool message needs the tool_call_id it answers")
-		}
-		r.add(Part{Kind: KindToolResult, ID: callID, Result: r.moveInner(lo)})
-		r.push(RoleUser, lo)
-	case "":
-		return t.invalid(field.at("role"), "is missing")
-	default:
-		return t.invalid(field.at("role"), "unknown role %q (use system, developer, user, assistant or tool)", role)
-	}
-	return nil
+	return t.place(chatRoles, o.v[sRole], lo, field, o.v[sCallID])
 }
 
-// chatContent reads a content value (string or array of parts) into parts.
-func (t *Translator) chatContent(field loc) error {
-	return t.contentList(field, (*Translator).chatPart)
+func readChatPart(t *Translator, field loc) error {
+	o, err := t.object(field, chatPart)
+	if err != nil {
+		return err
+	}
+	return t.openAIPart(chatParts, o, field)
 }
 
-// chatPart reads one content part. Members may come in any order, so the
-// candidates are collected and the type decides at the end.
-func (t *Translator) chatPart(field loc) error {
-	c := &t.cur
-	if !c.Object() {
-		return t.invalid(field, "must be an object")
-	}
-	var typ, text, url, detail, fileData, fileID, filename, cache []byte
-	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		var err error
-		switch string(k) {
-		case "type":
-			typ, err = t.readRS(field.at("type"))
-		case "text", "refusal":
-			text, err = t.readRS(field.atKey(k))
-		case "image_url":
-			if s := strRS(c); s != nil {
-				url = s // some clients send the URL itself
-				break
-			}
-			if !c.Object() {
-				return t.invalid(field.at("image_url"), "must be an object with url")
-			}
-			for k2, ok := c.Key(); ok; k2, ok = c.Key() {
-				switch string(k2) {
-				case "url":
-					url, err = t.readRS(field.at("image_url.url"))
-				case "detail":
-					detail = strRS(c)
-					if detail == nil {
-						c.Skip()
-					}
-				default:
-					c.Skip()
-				}
-				if err != nil {
-					return err
-				}
-			}
-		case "file":
-			if !c.Object() {
-				return t.invalid(field.at("file"), "must be an object")
-			}
-			for k2, ok := c.Key(); ok; k2, ok = c.Key() {
-				switch string(k2) {
-				case "file_data":
-					fileData, err = t.readRS(field.at("file.file_data"))
-				case "file_id":
-					fileID, err = t.readRS(field.at("file.file_id"))
-				case "filename":
-					filename, err = t.readRS(field.at("file.filename"))
-				default:
-					c.Skip()
-				}
-				if err != nil {
-					return err
-				}
-			}
-		case "cache_control":
-			cache = c.Skip() // an extension some OpenAI-compatible hosts take
-		default:
-			c.Skip()
-		}
-		if err != nil {
-			return err
-		}
-	}
-	switch string(typ) {
-	case "text", "refusal":
-		if text == nil {
-			return t.invalid(field, "a %s part needs its %s", typ, typ)
-		}
-		t.req.add(Part{Kind: KindText, Text: text, Cache: cache})
-	case "image_url":
-		if url == nil {
-			return t.invalid(field.at("image_url.url"), "is missing")
-		}
-		p := Part{Kind: KindImage, Detail: detail, Cache: cache}
-		if err := t.mediaFromURL(&p, url, field.at("image_url.url")); err != nil {
-			return err
-		}
-		t.req.add(p)
-	case "file":
-		p := Part{Kind: KindDocument, Filename: filename, Cache: cache}
-		switch {
-		case fileData != nil:
-			if err := t.mediaFromURL(&p, fileData, field.at("file.file_data")); err != nil {
-				return err
-			}
-			if p.Src != SrcBase64 {
-				return t.invalid(field.at("file.file_data"), "must be a base64 data URL")
-			}
-		case fileID != nil:
-			p.Src, p.Data = SrcFile, fileID
-		default:
-			return t.invalid(field.at("file"), "needs file_data or file_id")
-		}
-		t.req.add(p)
-	case "input_audio":
-		return t.unsupported(field.at("type"), "audio input")
-	default:
-		return t.invalid(field.at("type"), "unknown content part type %q", typ)
-	}
-	return nil
-}
-
-func (t *Translator) chatToolCalls(field loc) error {
-	c := &t.cur
-	if !c.Array() {
-		return t.invalid(field, "must be an array")
-	}
-	for j := 0; c.Next(); j++ {
-		f := field.index(j)
-		if !c.Object() {
-			return t.invalid(f, "must be an object")
-		}
-		p := Part{Kind: KindToolCall, ArgsEscaped: true}
-		for k, ok := c.Key(); ok; k, ok = c.Key() {
-			var err error
-			switch string(k) {
-			case "id":
-				p.ID, err = t.readRS(f.at("id"))
-			case "type":
-				var s []byte
-				if s, err = t.readRS(f.at("type")); err == nil && !rsEquals(s, "function") && !rsEquals(s, "custom") {
-					err = t.invalid(f.at("type"), "unknown tool call type %q", s)
-				}
-			case "function", "custom":
-				p.Custom = string(k) == "custom"
-				if !c.Object() {
-					return t.invalid(f.atKey(k), "must be an object")
-				}
-				for k2, ok := c.Key(); ok; k2, ok = c.Key() {
-					switch string(k2) {
-					case "name":
-						p.Name, err = t.readRS(f.at("function.name"))
-					case "arguments", "input":
-						p.Args, err = t.readRS(f.at("function.arguments"))
-					default:
-						c.Skip()
-					}
-					if err != nil {
-						return err
-					}
-				}
-			default:
-				c.Skip()
-			}
-			if err != nil {
-				return err
-			}
-		}
-		if p.ID == nil || p.Name == nil {
-			return t.invalid(f, "a tool call needs id and function.name")
-		}
-		if p.Args == nil {
-			p.Args = p.Name[:0] // empty arguments
-		}
-		t.req.add(p)
-	}
-	return nil
-}
-
-func (t *Translator) chatTools() error {
-	c := &t.cur
-	if !c.Array() {
-		return t.invalid(at("tools"), "must be an array")
-	}
-	for i := 0; c.Next(); i++ {
-		f := at("tools").index(i)
-		if !c.Object() {
-			return t.invalid(f, "must be an object")
-		}
-		var typ []byte
-		var tl Tool
-		for k, ok := c.Key(); ok; k, ok = c.Key() {
-			var err error
-			switch string(k) {
-			case "type":
-				typ, err = t.readRS(f.at("type"))
-			case "function", "custom":
-				err = t.toolBody(&tl, f.atKey(k), nil)
-			case "cache_control":
-				tl.Cache = c.Skip()
-			default:
-				c.Skip()
-			}
-			if err != nil {
-				return err
-			}
-		}
-		switch string(typ) {
-		case "function", "":
-			tl.Kind = ToolFunction
-		case "custom":
-			tl.Kind = ToolCustom
-		default:
-			t.drop("tools[].type=" + string(typ))
-			continue
-		}
-		if tl.Name == nil {
-			return t.invalid(f.at("function.name"), "is missing")
-		}
-		t.req.Tools = append(t.req.Tools, tl)
-	}
-	return nil
-}
-
-// toolBody reads the inner object of an OpenAI tool definition (chat's
-// "function"/"custom" object, or a Responses tool itself, whose type goes
-// to typ).
-func (t *Translator) toolBody(tl *Tool, field loc, typ *[]byte) error {
-	c := &t.cur
-	if !c.Object() {
-		return t.invalid(field, "must be an object")
-	}
-	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		if c.Null() {
-			continue
-		}
-		var err error
-		switch string(k) {
-		case "name":
-			tl.Name, err = t.readRS(field.at("name"))
-		case "description":
-			tl.Description, err = t.readRS(field.at("description"))
-		case "parameters":
-			tl.Schema, err = t.readObjectRaw(field.at("parameters"))
-		case "strict":
-			tl.Strict = c.Skip()
-		case "format":
-			c.Skip() // a custom tool's grammar: no other dialect has one
-			t.drop("tools[].format")
-		case "tools":
-			if typ == nil {
-				c.Skip()
-				break
-			}
-			// A Responses namespace's member tools (typ is only asked
-			// for by the Responses reader).
-			err = t.respToolList(field.at("tools"))
-		case "type":
-			if typ == nil {
-				c.Skip()
-				break
-			}
-			*typ, err = t.readRS(field.at("type"))
-		default:
-			c.Skip()
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (t *Translator) chatToolChoice() error {
-	c := &t.cur
-	if s := strRS(c); s != nil {
-		return t.choiceWord(s, at("tool_choice"))
-	}
-	if !c.Object() {
-		return t.invalid(at("tool_choice"), "must be a string or an object")
-	}
-	var typ, name []byte
-	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		var err error
-		switch string(k) {
-		case "type":
-			typ, err = t.readRS(at("tool_choice.type"))
-		case "function", "custom":
-			if !c.Object() {
-				return t.invalid(at("tool_choice").atKey(k), "must be an object")
-			}
-			for k2, ok := c.Key(); ok; k2, ok = c.Key() {
-				if string(k2) == "name" {
-					name, err = t.readRS(at("tool_choice.function.name"))
-				} else {
-					c.Skip()
-				}
-			}
-		default:
-			c.Skip()
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if (rsEquals(typ, "function") || rsEquals(typ, "custom")) && name != nil {
-		t.req.Choice = ToolChoice{Mode: ChoiceTool, Name: name}
+// readChatImageURL reads image_url: an object with url and detail, or
+// the URL itself, as some clients send it.
+func readChatImageURL(t *Translator, field loc) error {
+	if s := ir.StrRS(&t.cur); s != nil {
+		t.rec().v[sURL] = s
 		return nil
 	}
-	return t.unsupported(at("tool_choice.type"), "tool_choice of type \""+string(typ)+"\"")
+	if t.cur.Peek() != '{' {
+		return t.invalid(field, "must be an object with url")
+	}
+	return t.subObject(field, chatImageURL)
 }
 
-// choiceWord reads the OpenAI tool_choice words.
-func (t *Translator) choiceWord(s []byte, field loc) error {
-	switch string(s) {
-	case "auto":
-		t.req.Choice.Mode = ChoiceAuto
-	case "none":
-		t.req.Choice.Mode = ChoiceNone
-	case "required":
-		t.req.Choice.Mode = ChoiceRequired
-	default:
-		return t.invalid(field, "unknown tool_choice %q (use auto, none or required)", s)
+func readChatToolCall(t *Translator, f loc) error {
+	o, err := t.object(f, chatToolCall)
+	if err != nil {
+		return err
 	}
+	if typ := o.v[sType]; typ != nil && !ir.RSEquals(typ, "function") && !ir.RSEquals(typ, "custom") {
+		return t.invalid(f.at("type"), "unknown tool call type %q", typ)
+	}
+	p := ir.Part{Kind: ir.KindToolCall, ArgsEscaped: true, ID: o.v[sID], Name: o.v[sName], Args: o.v[sArgs], Custom: o.is(fCustom)}
+	if p.ID == nil || p.Name == nil {
+		return t.invalid(f, "a tool call needs id and function.name")
+	}
+	if p.Args == nil {
+		p.Args = p.Name[:0] // empty arguments
+	}
+	t.req.Add(p)
 	return nil
 }
 
-func (t *Translator) chatResponseFormat() error {
-	c := &t.cur
-	if !c.Object() {
-		return t.invalid(at("response_format"), "must be an object")
+func readChatTool(t *Translator, f loc) error {
+	o, err := t.object(f, chatTool)
+	if err != nil {
+		return err
 	}
-	f := &t.req.Format
-	var typ []byte
-	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		var err error
-		switch string(k) {
-		case "type":
-			typ, err = t.readRS(at("response_format.type"))
-		case "json_schema":
-			err = t.schemaBody(f, at("response_format.json_schema"), nil)
-		default:
-			c.Skip()
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return t.formatType(typ, at("response_format.type"))
+	_, err = t.tool(chatToolKinds, o, f, "function.name")
+	return err
 }
 
-// schemaBody reads {name, description, schema, strict} (chat's json_schema
-// object, or a Responses text.format itself, whose type goes to typ).
-func (t *Translator) schemaBody(f *OutputFormat, field loc, typ *[]byte) error {
-	c := &t.cur
-	if !c.Object() {
-		return t.invalid(field, "must be an object")
-	}
-	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		if c.Null() {
-			continue
+func readChatModalities(t *Translator, f loc) error {
+	return t.each(f, func(t *Translator, _ loc) error {
+		if s := ir.StrRS(&t.cur); ir.RSEquals(s, "audio") {
+			return t.unsupported(at("modalities"), "audio output")
+		} else if s == nil {
+			t.cur.Skip()
 		}
-		var err error
-		switch string(k) {
-		case "name":
-			f.Name, err = t.readRS(field.at("name"))
-		case "description":
-			f.Description, err = t.readRS(field.at("description"))
-		case "schema":
-			f.Schema, err = t.readObjectRaw(field.at("schema"))
-		case "strict":
-			f.Strict = c.Skip()
-		case "type":
-			if typ == nil {
-				c.Skip()
-				break
-			}
-			*typ, err = t.readRS(field.at("type"))
-		default:
-			c.Skip()
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (t *Translator) formatType(typ []byte, field loc) error {
-	f := &t.req.Format
-	switch string(typ) {
-	case "text":
-		f.Kind = FormatText
-	case "json_object":
-		f.Kind = FormatJSONObject
-	case "json_schema":
-		if f.Schema == nil {
-			return t.invalid(field, "json_schema needs a schema")
-		}
-		f.Kind = FormatJSONSchema
-	default:
-		return t.invalid(field, "unknown format type %q (use text, json_object or json_schema)", typ)
-	}
-	return nil
+		return nil
+	})
 }

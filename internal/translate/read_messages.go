@@ -4,251 +4,162 @@ import (
 	"bytes"
 
 	"github.com/omniroute/gateway/internal/dialect"
+	"github.com/omniroute/gateway/internal/translate/ir"
 )
 
-// Reasoning state crosses dialects inside the caller's own opaque field,
-// tagged with the dialect that made it, so it comes back to the provider
-// that can read it: an OpenAI encrypted reasoning item rides in an
-// Anthropic thinking signature, an Anthropic signature in a Responses
-// encrypted_content. Untagged state belongs to the caller's own dialect.
-const (
-	envResponses = "omniroute.v1.responses:"         // + item id + ":" + encrypted_content
-	envMessages  = "omniroute.v1.messages:"          // + thinking signature
-	envRedacted  = "omniroute.v1.messages-redacted:" // + redacted_thinking data
-)
+// The Anthropic Messages request, as tables (see read.go).
 
-// readMessages reads an Anthropic Messages request into the IR.
-func (t *Translator) readMessages() error {
-	c := &t.cur
-	r := &t.req
-	if !c.Object() {
-		return t.invalid(at("body"), "must be a JSON object")
+// Claude Code (2.1.x) sends mid-conversation system messages; like chat's
+// and Responses' they are hoisted into the system prompt.
+var anthropicRoles = newRoles("user", "user", "assistant", "assistant", "system", "system")
+
+// anthropicToolKinds: a tool without a type is the caller's own; a typed
+// one (web search, bash, text editor, …) is a server tool only Anthropic
+// runs, which the model elsewhere cannot call.
+var anthropicToolKinds = toolKinds{"": ir.ToolFunction, "custom": ir.ToolFunction}
+
+var anthropicWords = choiceWords{"auto": ir.ChoiceAuto, "any": ir.ChoiceRequired, "none": ir.ChoiceNone, "tool": ir.ChoiceTool}
+
+var anthropicRequest, anthropicMessage, anthropicBlock, anthropicNested, anthropicSource, anthropicTool, anthropicChoice, anthropicThinking, anthropicOutput, anthropicFormat *table
+
+func init() {
+	anthropicSource = newTable(false, nil, entries{"type": str(sType), "media_type": str(sMediaType), "data url file_id": str(sData)})
+	block := entries{
+		"type":           str(sType),
+		"text thinking":  str(sText),
+		"cache_control":  raw(sCache),
+		"source":         fn(readAnthropicSource),
+		"title":          str(sFilename),
+		"id tool_use_id": str(sID),
+		"name":           str(sName),
+		"input":          {kind: vObj, slot: sArgs},
+		"is_error":       flag(fIsError),
+		"signature data": str(sSig),
 	}
-	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		if c.Null() {
-			continue
+	// The blocks of a tool result and of system cannot hold tool use.
+	anthropicNested = newTable(true, nil, block, entries{"content": fn(func(t *Translator, f loc) error {
+		return t.invalid(f, "nested tool results are not allowed")
+	})})
+	anthropicBlock = newTable(true, nil, block, entries{"content": {kind: vFn, slot: fContent, fn: readToolResultContent}})
+	anthropicMessage = newTable(false, nil, entries{
+		"role":    str(sRole),
+		"content": fn(func(t *Translator, f loc) error { return t.contentList(f, readAnthropicBlock) }),
+	})
+	// Fields of a kept tool the other dialects have no place for
+	// (defer_loading: Anthropic's tool search, which Claude Code uses for
+	// MCP tools; input_examples, …): the tool is sent as an ordinary one
+	// and they are reported dropped.
+	anthropicTool = newTable(true, func(_ *Translator, o *record, k []byte) {
+		if o.nExtra < len(o.extra) {
+			o.extra[o.nExtra] = k
+			o.nExtra++
 		}
-		var err error
-		switch string(k) {
-		case "model":
-			c.Skip()
-		case "max_tokens":
-			r.MaxTokens, err = t.readInt(at("max_tokens"))
-		case "messages":
-			err = t.anthropicMessages()
-		case "system":
-			err = t.anthropicSystem()
-		case "tools":
-			err = t.anthropicTools()
-		case "tool_choice":
-			err = t.anthropicToolChoice()
-		case "temperature":
-			r.Temperature, err = t.readNumber(at("temperature"))
-		case "top_p":
-			r.TopP, err = t.readNumber(at("top_p"))
-		case "top_k":
-			r.TopK, err = t.readNumber(at("top_k"))
-		case "stop_sequences":
-			err = t.readStops(at("stop_sequences"))
-		case "stream":
-			r.Stream = t.readTri() == True
-		case "thinking":
-			err = t.anthropicThinking()
-		case "output_config":
-			err = t.anthropicOutputConfig()
-		case "mcp_servers":
-			c.Skip()
-			err = t.unsupported(at("mcp_servers"), "server-side MCP connectors")
-		default:
-			// metadata, service_tier, context_management, container,
-			// inference_geo, speed and newer fields: Anthropic-side
-			// features other providers do not have.
-			c.Skip()
-			t.drop(string(k))
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return c.Err()
+	}, entries{
+		"type":          str(sType),
+		"name":          str(sName),
+		"description":   str(sDesc),
+		"input_schema":  {kind: vObj, slot: sSchema},
+		"cache_control": raw(sCache),
+		"strict":        raw(sStrict),
+	})
+	anthropicChoice = newTable(false, nil, entries{"type": str(sType), "name": str(sName), "disable_parallel_tool_use": flag(fTrue)})
+	anthropicThinking = newTable(false, nil, entries{"type": str(sType), "budget_tokens": {kind: vInt}})
+	anthropicFormat = newTable(false, nil, entries{"type": str(sType), "schema": {kind: vObj, slot: sSchema}})
+	anthropicOutput = newTable(true, dropUnder("output_config."), entries{
+		"effort": fn(func(t *Translator, f loc) error { return t.readEffort(f, ir.EffortLow, ir.EffortMax) }),
+		"format": fn(readAnthropicFormat),
+	})
+
+	// metadata, service_tier, context_management, container,
+	// inference_geo, speed and newer fields (Anthropic-side features
+	// other providers do not have) are dropped.
+	anthropicRequest = newTable(true, dropKey, sharedRequest, entries{
+		"max_tokens":     fn(readMaxTokens),
+		"messages":       fn(func(t *Translator, f loc) error { return t.each(f, readAnthropicMessage) }),
+		"system":         fn(readAnthropicSystem),
+		"tools":          fn(func(t *Translator, f loc) error { return t.each(f, readAnthropicTool) }),
+		"tool_choice":    fn(readAnthropicChoice),
+		"top_k":          numInto(func(r *ir.Request) *[]byte { return &r.TopK }),
+		"stop_sequences": fn((*Translator).readStops),
+		"thinking":       fn(readAnthropicThinking),
+		"output_config":  nested(anthropicOutput),
+		"mcp_servers":    refuse("server-side MCP connectors"),
+	})
 }
 
-func (t *Translator) anthropicSystem() error {
-	c := &t.cur
+func readAnthropicSystem(t *Translator, f loc) error {
 	r := &t.req
-	if s := strRS(c); s != nil {
-		r.System = append(r.System, Part{Kind: KindText, Text: s})
+	if s := ir.StrRS(&t.cur); s != nil {
+		r.System = append(r.System, ir.Part{Kind: ir.KindText, Text: s})
 		return nil
 	}
-	if !c.Array() {
-		return t.invalid(at("system"), "must be a string or an array of text blocks")
+	if t.cur.Peek() != '[' {
+		return t.invalid(f, "must be a string or an array of text blocks")
 	}
 	lo := int32(len(r.Parts))
-	for i := 0; c.Next(); i++ {
-		if err := t.anthropicBlock(at("system").index(i), false); err != nil {
-			return err
-		}
+	if err := t.each(f, readNestedBlock); err != nil {
+		return err
 	}
-	for _, p := range r.Parts[lo:] {
-		if p.Kind != KindText {
-			return t.invalid(at("system"), "may hold only text blocks")
-		}
-		r.System = append(r.System, p)
-	}
-	r.Parts = r.Parts[:lo]
-	return nil
+	return t.hoist(lo, f, nil)
 }
 
-func (t *Translator) anthropicMessages() error {
-	c := &t.cur
+func readAnthropicMessage(t *Translator, field loc) error {
+	lo := int32(len(t.req.Parts))
+	o, err := t.object(field, anthropicMessage)
+	if err != nil {
+		return err
+	}
+	return t.place(anthropicRoles, o.v[sRole], lo, field, nil)
+}
+
+// readToolResultContent reads a tool result's content into Request.Inner.
+func readToolResultContent(t *Translator, f loc) error {
 	r := &t.req
-	if !c.Array() {
-		return t.invalid(at("messages"), "must be an array")
+	lo := int32(len(r.Parts))
+	if s := ir.StrRS(&t.cur); s != nil {
+		r.Add(ir.Part{Kind: ir.KindText, Text: s})
+	} else if t.cur.Peek() != '[' {
+		return t.invalid(f, "must be a string or an array of blocks")
+	} else if err := t.each(f, readNestedBlock); err != nil {
+		return err
 	}
-	for i := 0; c.Next(); i++ {
-		field := at("messages").index(i)
-		if !c.Object() {
-			return t.invalid(field, "must be an object")
-		}
-		lo := int32(len(r.Parts))
-		var role Role
-		system := false
-		for k, ok := c.Key(); ok; k, ok = c.Key() {
-			var err error
-			switch string(k) {
-			case "role":
-				var s []byte
-				if s, err = t.readRS(field.at("role")); err == nil {
-					switch string(s) {
-					case "user":
-						role = RoleUser
-					case "assistant":
-						role = RoleAssistant
-					case "system":
-						// Claude Code (2.1.x) sends mid-conversation
-						// system messages; like chat's and Responses'
-						// they are hoisted into the system prompt.
-						system = true
-					default:
-						err = t.invalid(field.at("role"), "unknown role %q (use user, assistant or system)", s)
-					}
-				}
-			case "content":
-				err = t.anthropicContent(field.at("content"))
-			default:
-				c.Skip()
-			}
-			if err != nil {
-				return err
-			}
-		}
-		if system {
-			for _, p := range r.Parts[lo:] {
-				if p.Kind != KindText {
-					return t.invalid(field.at("content"), "a system message may hold only text")
-				}
-				r.System = append(r.System, p)
-			}
-			r.Parts = r.Parts[:lo]
-			continue
-		}
-		if role == 0 {
-			return t.invalid(field.at("role"), "is missing")
-		}
-		r.push(role, lo)
-	}
+	t.rec().span = r.MoveInner(lo)
 	return nil
 }
 
-func (t *Translator) anthropicContent(field loc) error {
-	return t.contentList(field, (*Translator).anthropicTopBlock)
-}
+func readAnthropicBlock(t *Translator, field loc) error { return t.anthropicBlock(field, true) }
 
-func (t *Translator) anthropicTopBlock(field loc) error { return t.anthropicBlock(field, true) }
+func readNestedBlock(t *Translator, field loc) error { return t.anthropicBlock(field, false) }
 
-// anthropicBlock reads one content block into parts. nested is false for
+// anthropicBlock reads one content block into parts. topLevel is false for
 // the blocks of a tool result and of system, which cannot hold tool use.
 func (t *Translator) anthropicBlock(field loc, topLevel bool) error {
-	c := &t.cur
 	r := &t.req
-	if !c.Object() {
-		return t.invalid(field, "must be an object")
+	tab := anthropicBlock
+	if !topLevel {
+		tab = anthropicNested
 	}
-	var typ []byte
-	p := Part{}
-	var content Span
-	hasContent := false
-	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		if c.Null() {
-			continue
-		}
-		var err error
-		switch string(k) {
-		case "type":
-			typ, err = t.readRS(field.at("type"))
-		case "text":
-			p.Text, err = t.readRS(field.at("text"))
-		case "cache_control":
-			p.Cache = c.Skip()
-		case "source":
-			err = t.anthropicSource(&p, field.at("source"))
-		case "title":
-			p.Filename, err = t.readRS(field.at("title"))
-		case "id":
-			p.ID, err = t.readRS(field.at("id"))
-		case "name":
-			p.Name, err = t.readRS(field.at("name"))
-		case "input":
-			p.Args, err = t.readObjectRaw(field.at("input"))
-		case "tool_use_id":
-			p.ID, err = t.readRS(field.at("tool_use_id"))
-		case "is_error":
-			p.IsError = t.readTri() == True
-		case "content":
-			if !topLevel {
-				return t.invalid(field.at("content"), "nested tool results are not allowed")
-			}
-			hasContent = true
-			lo := int32(len(r.Parts))
-			if s := strRS(c); s != nil {
-				r.add(Part{Kind: KindText, Text: s})
-			} else if c.Array() {
-				for j := 0; c.Next(); j++ {
-					if err := t.anthropicBlock(field.at("content").index(j), false); err != nil {
-						return err
-					}
-				}
-			} else {
-				return t.invalid(field.at("content"), "must be a string or an array of blocks")
-			}
-			content = r.moveInner(lo)
-		case "thinking":
-			p.Text, err = t.readRS(field.at("thinking"))
-		case "signature":
-			p.Sig, err = t.readRS(field.at("signature"))
-		case "data":
-			p.Sig, err = t.readRS(field.at("data"))
-		default:
-			c.Skip() // citations, context, …
-		}
-		if err != nil {
-			return err
-		}
+	o, err := t.object(field, tab)
+	if err != nil {
+		return err
 	}
+	typ := o.v[sType]
+	p := ir.Part{Text: o.v[sText], Cache: o.v[sCache], Src: o.src, MediaType: o.v[sMediaType], Data: o.v[sData],
+		Filename: o.v[sFilename], ID: o.v[sID], Name: o.v[sName], Args: o.v[sArgs], IsError: o.is(fIsError), Sig: o.v[sSig]}
 	switch string(typ) {
 	case "text":
 		if p.Text == nil {
 			return t.invalid(field.at("text"), "is missing")
 		}
-		p.Kind = KindText
+		p.Kind = ir.KindText
 	case "image", "document":
 		if p.Src == 0 {
 			return t.invalid(field.at("source"), "is missing")
 		}
-		p.Kind = KindImage
+		p.Kind = ir.KindImage
 		if typ[0] == 'd' {
-			p.Kind = KindDocument
-		} else if p.Src == SrcText {
+			p.Kind = ir.KindDocument
+		} else if p.Src == ir.SrcText {
 			return t.invalid(field.at("source.type"), "an image cannot have a text source")
 		}
 	case "tool_use":
@@ -261,7 +172,7 @@ func (t *Translator) anthropicBlock(field loc, topLevel bool) error {
 		if p.Args == nil {
 			p.Args = []byte("{}")
 		}
-		p.Kind = KindToolCall
+		p.Kind = ir.KindToolCall
 	case "tool_result":
 		if !topLevel {
 			return t.invalid(field.at("type"), "tool_result cannot appear here")
@@ -269,20 +180,20 @@ func (t *Translator) anthropicBlock(field loc, topLevel bool) error {
 		if p.ID == nil {
 			return t.invalid(field.at("tool_use_id"), "is missing")
 		}
-		p.Kind, p.Text = KindToolResult, nil
-		if hasContent {
-			p.Result = content
+		p.Kind, p.Text = ir.KindToolResult, nil
+		if o.is(fContent) {
+			p.Result = o.span
 		} else {
-			p.Result = Span{int32(len(r.Inner)), int32(len(r.Inner))}
+			p.Result = ir.Span{Lo: int32(len(r.Inner)), Hi: int32(len(r.Inner))}
 		}
 	case "thinking", "redacted_thinking":
 		if !topLevel {
 			return t.invalid(field.at("type"), "%s cannot appear here", typ)
 		}
-		p.Kind, p.Redacted, p.Origin = KindReasoning, typ[0] == 'r', dialect.Messages
-		if !p.Redacted && bytes.HasPrefix(p.Sig, []byte(envResponses)) {
+		p.Kind, p.Redacted, p.Origin = ir.KindReasoning, typ[0] == 'r', dialect.Messages
+		if !p.Redacted && bytes.HasPrefix(p.Sig, []byte(ir.EnvResponses)) {
 			// An OpenAI reasoning item this gateway carried in a signature.
-			rest := p.Sig[len(envResponses):]
+			rest := p.Sig[len(ir.EnvResponses):]
 			if i := bytes.IndexByte(rest, ':'); i > 0 {
 				p.Origin, p.ID, p.Sig = dialect.Responses, rest[:i], rest[i+1:]
 			}
@@ -290,238 +201,108 @@ func (t *Translator) anthropicBlock(field loc, topLevel bool) error {
 	default:
 		return t.unsupported(field.at("type"), "the content block type \""+string(typ)+"\"")
 	}
-	r.add(p)
+	r.Add(p)
 	return nil
 }
 
-func (t *Translator) anthropicSource(p *Part, field loc) error {
-	c := &t.cur
-	if !c.Object() {
-		return t.invalid(field, "must be an object")
+// readAnthropicSource reads a block's source into the block's record.
+func readAnthropicSource(t *Translator, field loc) error {
+	o, err := t.object(field, anthropicSource)
+	if err != nil {
+		return err
 	}
-	var typ []byte
-	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		var err error
-		switch string(k) {
-		case "type":
-			typ, err = t.readRS(field.at("type"))
-		case "media_type":
-			p.MediaType, err = t.readRS(field.at("media_type"))
-		case "data", "url", "file_id":
-			p.Data, err = t.readRS(field.atKey(k))
-		default:
-			c.Skip()
-		}
-		if err != nil {
-			return err
-		}
-	}
-	switch string(typ) {
+	var src ir.Source
+	switch string(o.v[sType]) {
 	case "base64":
-		if p.MediaType == nil || p.Data == nil {
+		if o.v[sMediaType] == nil || o.v[sData] == nil {
 			return t.invalid(field, "a base64 source needs media_type and data")
 		}
-		p.Src = SrcBase64
+		src = ir.SrcBase64
 	case "url":
-		p.Src = SrcURL
+		src = ir.SrcURL
 	case "file":
-		p.Src = SrcFile
+		src = ir.SrcFile
 	case "text":
-		p.Src = SrcText
+		src = ir.SrcText
 	default:
-		return t.unsupported(field.at("type"), "the source type \""+string(typ)+"\"")
+		return t.unsupported(field.at("type"), "the source type \""+string(o.v[sType])+"\"")
 	}
-	if p.Data == nil {
+	if o.v[sData] == nil {
 		return t.invalid(field, "has no data, url or file_id")
 	}
+	b := t.rec()
+	b.src, b.v[sMediaType], b.v[sData] = src, o.v[sMediaType], o.v[sData]
 	return nil
 }
 
-func (t *Translator) anthropicTools() error {
-	c := &t.cur
-	if !c.Array() {
-		return t.invalid(at("tools"), "must be an array")
+func readAnthropicTool(t *Translator, f loc) error {
+	o, err := t.object(f, anthropicTool)
+	if err != nil {
+		return err
 	}
-	for i := 0; c.Next(); i++ {
-		f := at("tools").index(i)
-		if !c.Object() {
-			return t.invalid(f, "must be an object")
-		}
-		var typ []byte
-		tl := Tool{Kind: ToolFunction}
-		// Fields of a kept tool the other dialects have no place for
-		// (defer_loading: Anthropic's tool search, which Claude Code
-		// uses for MCP tools; input_examples, …): the tool is sent as an
-		// ordinary one and they are reported dropped.
-		var extra [4][]byte
-		nExtra := 0
-		for k, ok := c.Key(); ok; k, ok = c.Key() {
-			if c.Null() {
-				continue
-			}
-			var err error
-			switch string(k) {
-			case "type":
-				typ, err = t.readRS(f.at("type"))
-			case "name":
-				tl.Name, err = t.readRS(f.at("name"))
-			case "description":
-				tl.Description, err = t.readRS(f.at("description"))
-			case "input_schema":
-				tl.Schema, err = t.readObjectRaw(f.at("input_schema"))
-			case "cache_control":
-				tl.Cache = c.Skip()
-			case "strict":
-				tl.Strict = c.Skip()
-			default:
-				if nExtra < len(extra) {
-					extra[nExtra] = k
-					nExtra++
-				}
-				c.Skip()
-			}
-			if err != nil {
-				return err
-			}
-		}
-		if typ != nil && !rsEquals(typ, "custom") {
-			// A server tool (web search, bash, text editor, …) that only
-			// Anthropic runs: the model elsewhere cannot call it.
-			t.drop("tools[].type=" + string(typ))
-			continue
-		}
-		if tl.Name == nil {
-			return t.invalid(f.at("name"), "is missing")
-		}
-		for _, k := range extra[:nExtra] {
+	kept, err := t.tool(anthropicToolKinds, o, f, "name")
+	if kept {
+		for _, k := range o.extra[:o.nExtra] {
 			t.drop("tools[]." + string(k))
 		}
-		t.req.Tools = append(t.req.Tools, tl)
 	}
-	return nil
+	return err
 }
 
-func (t *Translator) anthropicToolChoice() error {
-	c := &t.cur
-	if !c.Object() {
-		return t.invalid(at("tool_choice"), "must be an object")
+func readAnthropicChoice(t *Translator, f loc) error {
+	o, err := t.object(f, anthropicChoice)
+	if err != nil {
+		return err
 	}
-	var typ, name []byte
-	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		var err error
-		switch string(k) {
-		case "type":
-			typ, err = t.readRS(at("tool_choice.type"))
-		case "name":
-			name, err = t.readRS(at("tool_choice.name"))
-		case "disable_parallel_tool_use":
-			if t.readTri() == True {
-				t.req.Parallel = False
-			}
-		default:
-			c.Skip()
-		}
-		if err != nil {
-			return err
-		}
+	if o.is(fTrue) {
+		t.req.Parallel = ir.False
 	}
-	ch := &t.req.Choice
-	switch string(typ) {
-	case "auto":
-		ch.Mode = ChoiceAuto
-	case "any":
-		ch.Mode = ChoiceRequired
-	case "none":
-		ch.Mode = ChoiceNone
-	case "tool":
-		if name == nil {
-			return t.invalid(at("tool_choice.name"), "is missing")
-		}
-		ch.Mode, ch.Name = ChoiceTool, name
+	typ := o.v[sType]
+	mode, ok := anthropicWords[string(typ)]
+	switch {
+	case !ok:
+		return t.invalid(f.at("type"), "unknown tool_choice type %q (use auto, any, tool or none)", typ)
+	case mode == ir.ChoiceTool && o.v[sName] == nil:
+		return t.invalid(f.at("name"), "is missing")
+	case mode == ir.ChoiceTool:
+		t.req.Choice = ir.ToolChoice{Mode: mode, Name: o.v[sName]}
 	default:
-		return t.invalid(at("tool_choice.type"), "unknown tool_choice type %q (use auto, any, tool or none)", typ)
+		t.req.Choice.Mode = mode
 	}
 	return nil
 }
 
-func (t *Translator) anthropicThinking() error {
-	c := &t.cur
-	if !c.Object() {
-		return t.invalid(at("thinking"), "must be an object")
+func readAnthropicThinking(t *Translator, f loc) error {
+	o, err := t.object(f, anthropicThinking)
+	if err != nil {
+		return err
 	}
 	rz := &t.req.Reasoning
-	var typ []byte
-	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		var err error
-		switch string(k) {
-		case "type":
-			typ, err = t.readRS(at("thinking.type"))
-		case "budget_tokens":
-			rz.Budget, err = t.readInt(at("thinking.budget_tokens"))
-		default:
-			c.Skip()
-		}
-		if err != nil {
-			return err
-		}
-	}
-	switch string(typ) {
+	rz.Budget = o.n
+	switch typ := o.v[sType]; string(typ) {
 	case "enabled":
 		if rz.Budget == 0 {
-			return t.invalid(at("thinking.budget_tokens"), "is required when thinking is enabled")
+			return t.invalid(f.at("budget_tokens"), "is required when thinking is enabled")
 		}
 	case "adaptive":
 		rz.Adaptive = true
 	case "disabled":
 		rz.Disabled, rz.Budget = true, 0
 	default:
-		return t.invalid(at("thinking.type"), "unknown thinking type %q (use enabled, adaptive or disabled)", typ)
+		return t.invalid(f.at("type"), "unknown thinking type %q (use enabled, adaptive or disabled)", typ)
 	}
 	return nil
 }
 
-func (t *Translator) anthropicOutputConfig() error {
-	c := &t.cur
-	if !c.Object() {
-		return t.invalid(at("output_config"), "must be an object")
+func readAnthropicFormat(t *Translator, f loc) error {
+	o, err := t.object(f, anthropicFormat)
+	if err != nil {
+		return err
 	}
-	for k, ok := c.Key(); ok; k, ok = c.Key() {
-		if c.Null() {
-			continue
-		}
-		var err error
-		switch string(k) {
-		case "effort":
-			err = t.readEffort(at("output_config.effort"), EffortLow, EffortMax)
-		case "format":
-			var typ []byte
-			if !c.Object() {
-				return t.invalid(at("output_config.format"), "must be an object")
-			}
-			for k2, ok := c.Key(); ok; k2, ok = c.Key() {
-				switch string(k2) {
-				case "type":
-					typ, err = t.readRS(at("output_config.format.type"))
-				case "schema":
-					t.req.Format.Schema, err = t.readObjectRaw(at("output_config.format.schema"))
-				default:
-					c.Skip()
-				}
-				if err != nil {
-					return err
-				}
-			}
-			if !rsEquals(typ, "json_schema") {
-				return t.invalid(at("output_config.format.type"), "unknown format type %q (use json_schema)", typ)
-			}
-			err = t.formatType(typ, at("output_config.format"))
-		default:
-			c.Skip()
-			t.drop("output_config." + string(k))
-		}
-		if err != nil {
-			return err
-		}
+	typ := o.v[sType]
+	if !ir.RSEquals(typ, "json_schema") {
+		return t.invalid(f.at("type"), "unknown format type %q (use json_schema)", typ)
 	}
-	return nil
+	t.req.Format.Schema = o.v[sSchema]
+	return t.formatType(typ, f)
 }

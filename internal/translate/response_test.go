@@ -11,13 +11,14 @@ import (
 
 	"github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/sse"
+	"github.com/omniroute/gateway/internal/translate/ir"
 )
 
 // decodeBody reads a caller-dialect answer body into the SDK's own type
 // and reports what it means.
-func decodeBody(t *testing.T, from dialect.ID, b []byte) answer {
+func decodeBody(t *testing.T, from dialect.ID, b []byte) outcome {
 	t.Helper()
-	var got answer
+	var got outcome
 	switch from {
 	case dialect.Chat:
 		var cc openai.ChatCompletion
@@ -41,7 +42,7 @@ func decodeBody(t *testing.T, from dialect.ID, b []byte) answer {
 		}
 		_ = json.Unmarshal(b, &extra)
 		got.thinking = extra.Choices[0].Message.Reasoning
-		got.stop = map[string]StopReason{"stop": StopEnd, "length": StopMaxTokens, "tool_calls": StopToolUse}[cc.Choices[0].FinishReason]
+		got.stop = map[string]ir.StopReason{"stop": ir.StopEnd, "length": ir.StopMaxTokens, "tool_calls": ir.StopToolUse}[cc.Choices[0].FinishReason]
 		u := cc.Usage
 		got.usage = dialect.Usage{Input: u.PromptTokens, Output: u.CompletionTokens, CacheRead: u.PromptTokensDetails.CachedTokens, Reasoning: u.CompletionTokensDetails.ReasoningTokens}
 	case dialect.Messages:
@@ -62,7 +63,7 @@ func decodeBody(t *testing.T, from dialect.ID, b []byte) answer {
 				got.calls = append(got.calls, call{blk.ID, blk.Name, string(blk.Input)})
 			}
 		}
-		got.stop = map[anthropic.StopReason]StopReason{"end_turn": StopEnd, "max_tokens": StopMaxTokens, "tool_use": StopToolUse}[msg.StopReason]
+		got.stop = map[anthropic.StopReason]ir.StopReason{"end_turn": ir.StopEnd, "max_tokens": ir.StopMaxTokens, "tool_use": ir.StopToolUse}[msg.StopReason]
 		u := msg.Usage
 		got.usage = dialect.Usage{Input: u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens, Output: u.OutputTokens, CacheRead: u.CacheReadInputTokens}
 	default:
@@ -87,11 +88,11 @@ func decodeBody(t *testing.T, from dialect.ID, b []byte) answer {
 		}
 		switch {
 		case r.Status == "incomplete":
-			got.stop = StopMaxTokens
+			got.stop = ir.StopMaxTokens
 		case len(got.calls) > 0:
-			got.stop = StopToolUse
+			got.stop = ir.StopToolUse
 		default:
-			got.stop = StopEnd
+			got.stop = ir.StopEnd
 		}
 		u := r.Usage
 		got.usage = dialect.Usage{Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.InputTokensDetails.CachedTokens, Reasoning: u.OutputTokensDetails.ReasoningTokens}

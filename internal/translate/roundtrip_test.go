@@ -7,15 +7,16 @@ import (
 	"testing"
 
 	"github.com/omniroute/gateway/internal/dialect"
+	"github.com/omniroute/gateway/internal/translate/ir"
 )
 
 // meaning renders what a request asks for, in a form that ignores how a
 // dialect spells it: the round-trip property compares these.
-func meaning(t *testing.T, r *Request) string {
+func meaning(t *testing.T, r *ir.Request) string {
 	t.Helper()
 	var b strings.Builder
 	text := func(rs []byte) string {
-		v, ok := unescapeRS(nil, rs)
+		v, ok := ir.UnescapeRS(nil, rs)
 		if !ok {
 			t.Fatalf("bad raw string %q", rs)
 		}
@@ -35,21 +36,21 @@ func meaning(t *testing.T, r *Request) string {
 		out, _ := json.Marshal(v)
 		return string(out)
 	}
-	var part func(p *Part)
-	part = func(p *Part) {
+	var part func(p *ir.Part)
+	part = func(p *ir.Part) {
 		switch p.Kind {
-		case KindText:
+		case ir.KindText:
 			fmt.Fprintf(&b, "  text %q\n", text(p.Text))
-		case KindImage, KindDocument:
+		case ir.KindImage, ir.KindDocument:
 			fmt.Fprintf(&b, "  media %d src %d %q %q\n", p.Kind, p.Src, p.MediaType, p.Data)
-		case KindToolCall:
+		case ir.KindToolCall:
 			fmt.Fprintf(&b, "  call %s %s %s\n", p.ID, p.Name, canon(p.Args, p.ArgsEscaped))
-		case KindToolResult:
+		case ir.KindToolResult:
 			fmt.Fprintf(&b, "  result %s error=%v\n", p.ID, p.IsError)
 			for _, q := range r.ResultParts(p) {
 				part(&q)
 			}
-		case KindReasoning:
+		case ir.KindReasoning:
 			fmt.Fprintf(&b, "  reasoning origin %d\n", p.Origin)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/sse"
+	"github.com/omniroute/gateway/internal/translate/ir"
 )
 
 // translateStream runs upstream (an SSE byte stream of dialect `to`)
@@ -73,7 +74,7 @@ func sseResponse(b []byte) *http.Response {
 
 // decodeStream reads a caller-dialect stream with that dialect's official
 // SDK and reports what the SDK understood.
-func decodeStream(t *testing.T, from dialect.ID, b []byte) (answer, error) {
+func decodeStream(t *testing.T, from dialect.ID, b []byte) (outcome, error) {
 	t.Helper()
 	switch from {
 	case dialect.Chat:
@@ -84,11 +85,11 @@ func decodeStream(t *testing.T, from dialect.ID, b []byte) (answer, error) {
 	return decodeResponsesSDK(t, b)
 }
 
-func decodeChatSDK(t *testing.T, b []byte) (answer, error) {
+func decodeChatSDK(t *testing.T, b []byte) (outcome, error) {
 	stream := ssestream.NewStream[openai.ChatCompletionChunk](ssestream.NewDecoder(sseResponse(b)), nil)
 	defer stream.Close()
 	var acc openai.ChatCompletionAccumulator
-	var got answer
+	var got outcome
 	sawUsage := false
 	for stream.Next() {
 		chunk := stream.Current()
@@ -130,22 +131,22 @@ func decodeChatSDK(t *testing.T, b []byte) (answer, error) {
 	}
 	switch acc.Choices[0].FinishReason {
 	case "stop":
-		got.stop = StopEnd
+		got.stop = ir.StopEnd
 	case "length":
-		got.stop = StopMaxTokens
+		got.stop = ir.StopMaxTokens
 	case "tool_calls":
-		got.stop = StopToolUse
+		got.stop = ir.StopToolUse
 	}
 	got.usage = dialect.Usage{Input: acc.Usage.PromptTokens, Output: acc.Usage.CompletionTokens,
 		CacheRead: acc.Usage.PromptTokensDetails.CachedTokens, Reasoning: acc.Usage.CompletionTokensDetails.ReasoningTokens}
 	return got, nil
 }
 
-func decodeAnthropicSDK(t *testing.T, b []byte) (answer, error) {
+func decodeAnthropicSDK(t *testing.T, b []byte) (outcome, error) {
 	stream := assestream.NewStream[anthropic.MessageStreamEventUnion](assestream.NewDecoder(sseResponse(b)), nil)
 	defer stream.Close()
 	var msg anthropic.Message
-	var got answer
+	var got outcome
 	for stream.Next() {
 		if err := msg.Accumulate(stream.Current()); err != nil {
 			t.Fatalf("accumulate: %v", err)
@@ -166,21 +167,21 @@ func decodeAnthropicSDK(t *testing.T, b []byte) (answer, error) {
 	}
 	switch msg.StopReason {
 	case "end_turn":
-		got.stop = StopEnd
+		got.stop = ir.StopEnd
 	case "max_tokens":
-		got.stop = StopMaxTokens
+		got.stop = ir.StopMaxTokens
 	case "tool_use":
-		got.stop = StopToolUse
+		got.stop = ir.StopToolUse
 	}
 	u := msg.Usage
 	got.usage = dialect.Usage{Input: u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens, Output: u.OutputTokens, CacheRead: u.CacheReadInputTokens}
 	return got, nil
 }
 
-func decodeResponsesSDK(t *testing.T, b []byte) (answer, error) {
+func decodeResponsesSDK(t *testing.T, b []byte) (outcome, error) {
 	stream := ssestream.NewStream[responses.ResponseStreamEventUnion](ssestream.NewDecoder(sseResponse(b)), nil)
 	defer stream.Close()
-	var got answer
+	var got outcome
 	seq := int64(0)
 	var final *responses.Response
 	deltas := map[string]string{}
@@ -236,11 +237,11 @@ func decodeResponsesSDK(t *testing.T, b []byte) (answer, error) {
 	}
 	switch {
 	case final.Status == "incomplete":
-		got.stop = StopMaxTokens
+		got.stop = ir.StopMaxTokens
 	case len(got.calls) > 0:
-		got.stop = StopToolUse
+		got.stop = ir.StopToolUse
 	default:
-		got.stop = StopEnd
+		got.stop = ir.StopEnd
 	}
 	u := final.Usage
 	got.usage = dialect.Usage{Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.InputTokensDetails.CachedTokens, Reasoning: u.OutputTokensDetails.ReasoningTokens}
@@ -265,7 +266,7 @@ func sameJSON(a, b string) bool {
 // Reasoning text is not part of a chat caller's standard answer, and
 // Anthropic reports no reasoning token count, so those are compared only
 // where both sides carry them.
-func checkAnswer(t *testing.T, from, to dialect.ID, got, want answer, ids bool) {
+func checkAnswer(t *testing.T, from, to dialect.ID, got, want outcome, ids bool) {
 	t.Helper()
 	if got.text != want.text {
 		t.Errorf("text %q, want %q", got.text, want.text)

@@ -1,7 +1,11 @@
 // Package translate converts requests, answers and streams between the
 // gateway's API dialects (internal/dialect) through one internal
-// representation (ir.go): each dialect has a reader into the IR and a
-// writer out of it, for requests, non-stream answers and stream events.
+// representation (package ir): each dialect has a reader into the IR and a
+// writer out of it. This package holds the request's way up (the readers
+// of the caller's request, read.go and a table file per dialect; the
+// writers of the upstream's, write_*.go) and the Translator callers use;
+// package answer holds the way down (non-stream answers and stream
+// events).
 //
 // A Translator serves one request: Request converts the caller's body for
 // the upstream, then Response (a non-stream answer), Event and End (a
@@ -20,6 +24,9 @@ import (
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/jsonscan"
+	"github.com/omniroute/gateway/internal/sse"
+	"github.com/omniroute/gateway/internal/translate/answer"
+	"github.com/omniroute/gateway/internal/translate/ir"
 )
 
 // DefaultMaxTokens is the max_tokens written to an Anthropic upstream,
@@ -91,9 +98,8 @@ type Translator struct {
 	from, to dialect.ID
 	opts     Options
 
-	req  Request
-	resp Response
-	cur  jsonscan.Cursor
+	req ir.Request
+	cur jsonscan.Cursor
 	// dropped lists the caller's fields dropped by a documented rule.
 	dropped []string
 	// arena holds text the readers build (joined summaries); IR values
@@ -105,7 +111,12 @@ type Translator struct {
 	custom  [][]byte
 	nameBuf []byte
 
-	st stream
+	// recs are the records of the objects being read, by depth (read.go).
+	recs  [6]record
+	depth int
+
+	// ans converts the answer (package answer).
+	ans answer.Converter
 }
 
 // New returns a translator from caller dialect from to upstream dialect to.
@@ -133,12 +144,11 @@ func (t *Translator) Reset(from, to dialect.ID, opts Options) {
 		panic("translate: unknown dialect")
 	}
 	t.from, t.to, t.opts = from, to, opts
-	t.req.reset()
-	t.resp.reset()
+	t.req.Reset()
 	t.dropped = t.dropped[:0]
 	t.custom = t.custom[:0]
 	t.nameBuf = t.nameBuf[:0]
-	t.st.reset(t)
+	t.ans.Reset(from, to, answer.Options{Model: opts.Model, Created: opts.Created, ReplyModel: opts.ReplyModel})
 }
 
 // From and To are the caller's and the upstream's dialects.
@@ -153,7 +163,7 @@ func (t *Translator) Dropped() []string { return t.dropped }
 
 // IR returns the request as last read (valid until the next Request; its
 // raw values alias the caller's body).
-func (t *Translator) IR() *Request { return &t.req }
+func (t *Translator) IR() *ir.Request { return &t.req }
 
 func (t *Translator) drop(field string) {
 	for _, f := range t.dropped {
@@ -205,21 +215,14 @@ func (t *Translator) Request(dst, body []byte) ([]byte, error) {
 // body itself is an *Error; refusals that depend on the upstream dialect
 // come from Request.
 func (t *Translator) Read(body []byte) error {
-	t.req.reset()
+	t.req.Reset()
 	t.dropped = t.dropped[:0]
 	t.custom = t.custom[:0]
 	t.nameBuf = t.nameBuf[:0]
 	t.arena = t.arena[:0]
+	t.depth = 0
 	t.cur.Reset(body)
-	var err error
-	switch t.from {
-	case dialect.Chat:
-		err = t.readChat()
-	case dialect.Messages:
-		err = t.readMessages()
-	case dialect.Responses:
-		err = t.readResponses()
-	}
+	err := t.request(requestTable(t.from))
 	if cerr := t.cur.Err(); cerr != nil {
 		return t.syntax(cerr) // a broken body, whatever the reader made of it
 	}
@@ -231,9 +234,9 @@ func (t *Translator) Read(body []byte) error {
 	if err != nil {
 		return err
 	}
-	t.req.normalize()
+	t.req.Normalize()
 	t.noteCustomTools()
-	t.st.includeUsage = t.req.IncludeUsage
+	t.ans.SetRequest(t.custom, t.req.IncludeUsage)
 	return nil
 }
 
@@ -241,7 +244,7 @@ func (t *Translator) Read(body []byte) error {
 // after the caller's body may be gone.
 func (t *Translator) noteCustomTools() {
 	for i := range t.req.Tools {
-		if tl := &t.req.Tools[i]; tl.Kind == ToolCustom {
+		if tl := &t.req.Tools[i]; tl.Kind == ir.ToolCustom {
 			start := len(t.nameBuf)
 			t.nameBuf = append(t.nameBuf, tl.Name...)
 			t.custom = append(t.custom, t.nameBuf[start:len(t.nameBuf):len(t.nameBuf)])
@@ -251,14 +254,7 @@ func (t *Translator) noteCustomTools() {
 
 // isCustom reports whether name (a raw string) is one of the caller's
 // custom tools.
-func (t *Translator) isCustom(name []byte) bool {
-	for _, n := range t.custom {
-		if string(n) == string(name) {
-			return true
-		}
-	}
-	return false
-}
+func (t *Translator) isCustom(name []byte) bool { return t.ans.IsCustom(name) }
 
 // maxTokens is the output limit to write; def is used when the caller
 // set none (≤ 0: write none).
@@ -267,4 +263,76 @@ func (t *Translator) maxTokens(def int64) int64 {
 		return n
 	}
 	return def
+}
+
+// Response converts a non-stream upstream answer into the caller's
+// dialect, appending it to dst. An answer that is not the upstream
+// dialect's shape is an *UpstreamError (502).
+func (t *Translator) Response(dst, body []byte) ([]byte, error) {
+	out, err := t.ans.Response(dst, body)
+	if err != nil {
+		return dst, &UpstreamError{Msg: "the " + t.to.String() + " upstream answered with a body the gateway cannot read (" + err.Error() + ")"}
+	}
+	return out, nil
+}
+
+// Event translates one upstream stream event, appending the caller's
+// frames (often exactly one, sometimes none or a few) to dst. An event the
+// translator cannot read is an *UpstreamError; the caller then ends the
+// stream with Interrupt. An upstream error event becomes the caller's
+// in-band error and ends the stream (Done reports true).
+func (t *Translator) Event(dst []byte, ev *sse.Event) ([]byte, error) {
+	out, err := t.ans.Event(dst, ev)
+	if err != nil {
+		return dst, &UpstreamError{Msg: "the " + t.to.String() + " upstream sent a stream event the gateway cannot read (" + err.Error() + ")"}
+	}
+	return out, nil
+}
+
+// End handles the upstream stream ending without its terminal event. A
+// chat upstream that already gave its finish_reason is complete (some
+// OpenAI-compatible servers omit [DONE]): the caller's closing frames are
+// appended and ok is true. Otherwise ok is false and the caller must end
+// the stream with Interrupt.
+func (t *Translator) End(dst []byte) (out []byte, ok bool) { return t.ans.End(dst) }
+
+// Done reports whether the caller's stream is complete (terminal event or
+// in-band error written).
+func (t *Translator) Done() bool { return t.ans.Done() }
+
+// Started reports whether the caller has been sent any frame.
+func (t *Translator) Started() bool { return t.ans.Started() }
+
+// Usage is the usage reported by the upstream so far.
+func (t *Translator) Usage() dialect.Usage { return t.ans.Usage() }
+
+// Interrupt appends the caller's in-band error frames that end a stream
+// broken after its first byte (the gateway's own failure: upstream cut,
+// idle timeout, unreadable event). rid is the gateway's request id.
+func (t *Translator) Interrupt(dst []byte, e *apierror.Error, rid string) []byte {
+	return t.ans.Interrupt(dst, e, rid)
+}
+
+// Error converts an upstream error answer (status and body in the
+// upstream dialect) into the caller's: the status to answer and the body,
+// appended to dst. rid is the gateway's request id.
+func (t *Translator) Error(dst []byte, status int, body []byte, rid string) (int, []byte) {
+	return ConvertError(dst, t.from, t.to, status, body, rid)
+}
+
+// ConvertError is Error for any pair of dialects, without a Translator:
+// after failover across dialects the error answered may be an earlier
+// attempt's, of another upstream dialect than the translator's now.
+func ConvertError(dst []byte, caller, upstream dialect.ID, status int, body []byte, rid string) (int, []byte) {
+	e := mapError(caller, upstream, status, body)
+	return e.Status, dialect.Of(caller).AppendError(dst, e, rid)
+}
+
+// MapError reads an upstream error answer into the caller's vocabulary.
+func (t *Translator) MapError(status int, body []byte) *apierror.Error {
+	return mapError(t.from, t.to, status, body)
+}
+
+func mapError(caller, upstream dialect.ID, status int, body []byte) *apierror.Error {
+	return dialect.Of(caller).MapError(upstream, dialect.Of(upstream).ParseError(status, body))
 }

@@ -1,32 +1,35 @@
 package translate
 
-import "github.com/omniroute/gateway/internal/dialect"
+import (
+	"github.com/omniroute/gateway/internal/dialect"
+	"github.com/omniroute/gateway/internal/translate/ir"
+)
 
 // writeChat writes the IR as an OpenAI Chat Completions request.
 func (t *Translator) writeChat(dst []byte) ([]byte, error) {
 	r := &t.req
-	w := writer{b: dst}
-	w.obj()
-	w.key("model")
-	w.str(t.opts.Model)
-	w.key("messages")
-	w.arr()
+	w := ir.Writer{B: dst}
+	w.Obj()
+	w.Key("model")
+	w.Str(t.opts.Model)
+	w.Key("messages")
+	w.Arr()
 	if len(r.System) > 0 {
-		w.obj()
-		w.key("role")
-		w.lit(`"system"`)
-		w.key("content")
+		w.Obj()
+		w.Key("role")
+		w.Lit(`"system"`)
+		w.Key("content")
 		for i := range r.System {
 			t.dropCache(&r.System[i])
 		}
-		joinText(&w, r.System)
-		w.end('}')
+		ir.JoinText(&w, r.System)
+		w.End('}')
 	}
 	for mi := range r.Messages {
 		m := &r.Messages[mi]
 		parts := r.Parts[m.Parts.Lo:m.Parts.Hi]
 		var err error
-		if m.Role == RoleAssistant {
+		if m.Role == ir.RoleAssistant {
 			err = t.chatAssistant(&w, parts, mi)
 		} else {
 			err = t.chatUser(&w, parts, mi)
@@ -35,143 +38,83 @@ func (t *Translator) writeChat(dst []byte) ([]byte, error) {
 			return dst, err
 		}
 	}
-	w.end(']')
-	if len(r.Tools) > 0 {
-		w.key("tools")
-		w.arr()
-		for i := range r.Tools {
-			tl := &r.Tools[i]
-			if tl.Cache != nil {
-				t.drop("cache_control")
-			}
-			w.obj()
-			w.key("type")
-			w.lit(`"function"`)
-			w.key("function")
-			w.obj()
-			w.key("name")
-			w.rs(tl.Name)
-			w.rsField("description", tl.Description)
-			w.key("parameters")
-			w.raw(toolSchema(tl))
-			if tl.Kind == ToolFunction {
-				w.rawField("strict", tl.Strict)
-			}
-			w.end('}')
-			w.end('}')
-		}
-		w.end(']')
-		if r.Parallel != Unset {
-			w.key("parallel_tool_calls")
-			w.bool(r.Parallel == True)
-		}
-	}
-	if len(r.Tools) > 0 && !openAIChoiceWord(&w, r.Choice.Mode) && r.Choice.Mode == ChoiceTool {
-		w.key("tool_choice")
-		w.obj()
-		w.key("type")
-		w.lit(`"function"`)
-		w.key("function")
-		w.obj()
-		w.key("name")
-		w.rs(r.Choice.Name)
-		w.end('}')
-		w.end('}')
+	w.End(']')
+	t.writeTools(&w, &chatTools, -1)
+	if len(r.Tools) > 0 && !openAIChoiceWord(&w, r.Choice.Mode) && r.Choice.Mode == ir.ChoiceTool {
+		w.Key("tool_choice")
+		w.Obj()
+		w.Key("type")
+		w.Lit(`"function"`)
+		w.Key("function")
+		w.Obj()
+		w.Key("name")
+		w.RS(r.Choice.Name)
+		w.End('}')
+		w.End('}')
 	}
 	if n := t.maxTokens(0); n > 0 {
 		// max_tokens, which most OpenAI-compatible servers know; a model
 		// that wants max_completion_tokens gets it from internal/fit.
-		w.key("max_tokens")
-		w.int(n)
+		w.Key("max_tokens")
+		w.Int(n)
 	}
-	w.rawField("temperature", r.Temperature)
-	w.rawField("top_p", r.TopP)
+	w.RawField("temperature", r.Temperature)
+	w.RawField("top_p", r.TopP)
 	if r.TopK != nil {
 		t.drop("top_k")
 	}
-	w.rsListField("stop", r.Stop)
+	w.RSListField("stop", r.Stop)
 	if r.Stream {
 		// Always ask for the usage chunk: the caller's dialect reports
 		// usage at the end of every stream, and the gateway meters it.
-		w.key("stream")
-		w.lit("true")
-		w.key("stream_options")
-		w.lit(`{"include_usage":true}`)
+		w.Key("stream")
+		w.Lit("true")
+		w.Key("stream_options")
+		w.Lit(`{"include_usage":true}`)
 	}
-	t.chatFormat(&w)
-	if e := t.openAIEffort(); e != EffortUnset {
-		w.key("reasoning_effort")
-		w.str(e.String())
+	t.openAIFormat(&w, "response_format", "json_schema")
+	if e := t.openAIEffort(); e != ir.EffortUnset {
+		w.Key("reasoning_effort")
+		w.Str(e.String())
 	}
 	if r.Reasoning.Summary != nil {
 		t.drop("reasoning.summary")
 	}
 	t.openAIExtras(&w)
-	w.end('}')
-	return w.b, nil
+	w.End('}')
+	return w.B, nil
 }
 
 // openAIChoiceWord writes tool_choice for the modes OpenAI spells as a
 // word (chat and responses alike) and reports whether it did.
-func openAIChoiceWord(w *writer, m ChoiceMode) bool {
+func openAIChoiceWord(w *ir.Writer, m ir.ChoiceMode) bool {
 	var word string
 	switch m {
-	case ChoiceAuto:
+	case ir.ChoiceAuto:
 		word = `"auto"`
-	case ChoiceNone:
+	case ir.ChoiceNone:
 		word = `"none"`
-	case ChoiceRequired:
+	case ir.ChoiceRequired:
 		word = `"required"`
 	default:
 		return false
 	}
-	w.key("tool_choice")
-	w.lit(word)
+	w.Key("tool_choice")
+	w.Lit(word)
 	return true
 }
 
 // openAIExtras writes the fields chat and responses share by name, and
 // records the ones that have no OpenAI equivalent.
-func (t *Translator) openAIExtras(w *writer) {
+func (t *Translator) openAIExtras(w *ir.Writer) {
 	r := &t.req
-	w.rsField("user", r.User)
-	w.rsField("safety_identifier", r.SafetyID)
-	w.rsField("prompt_cache_key", r.PromptCacheKey)
-	w.rawField("metadata", r.Metadata)
-	w.rsField("service_tier", r.ServiceTier)
+	w.RSField("user", r.User)
+	w.RSField("safety_identifier", r.SafetyID)
+	w.RSField("prompt_cache_key", r.PromptCacheKey)
+	w.RawField("metadata", r.Metadata)
+	w.RSField("service_tier", r.ServiceTier)
 	if t.to == dialect.Chat {
-		w.rsField("verbosity", r.Verbosity)
-	}
-}
-
-func (t *Translator) chatFormat(w *writer) {
-	f := &t.req.Format
-	switch f.Kind {
-	case FormatText:
-		w.key("response_format")
-		w.lit(`{"type":"text"}`)
-	case FormatJSONObject:
-		w.key("response_format")
-		w.lit(`{"type":"json_object"}`)
-	case FormatJSONSchema:
-		w.key("response_format")
-		w.obj()
-		w.key("type")
-		w.lit(`"json_schema"`)
-		w.key("json_schema")
-		w.obj()
-		w.key("name")
-		if f.Name != nil {
-			w.rs(f.Name)
-		} else {
-			w.lit(`"response"`)
-		}
-		w.rsField("description", f.Description)
-		w.key("schema")
-		w.raw(f.Schema)
-		w.rawField("strict", f.Strict)
-		w.end('}')
-		w.end('}')
+		w.RSField("verbosity", r.Verbosity)
 	}
 }
 
@@ -179,13 +122,13 @@ func (t *Translator) chatFormat(w *writer) {
 // (chat answers each call with one), then the rest as a user message. A
 // tool message holds only text, so media a tool returned follows in that
 // user message.
-func (t *Translator) chatUser(w *writer, parts []Part, mi int) error {
+func (t *Translator) chatUser(w *ir.Writer, parts []ir.Part, mi int) error {
 	r := &t.req
 	rest := 0
 	var media bool
 	for i := range parts {
 		p := &parts[i]
-		if p.Kind != KindToolResult {
+		if p.Kind != ir.KindToolResult {
 			rest++
 			continue
 		}
@@ -193,14 +136,14 @@ func (t *Translator) chatUser(w *writer, parts []Part, mi int) error {
 		if p.IsError {
 			t.drop("tool_result.is_error")
 		}
-		w.obj()
-		w.key("role")
-		w.lit(`"tool"`)
-		w.key("tool_call_id")
-		w.rs(p.ID)
-		w.key("content")
-		joinText(w, res)
-		w.end('}')
+		w.Obj()
+		w.Key("role")
+		w.Lit(`"tool"`)
+		w.Key("tool_call_id")
+		w.RS(p.ID)
+		w.Key("content")
+		ir.JoinText(w, res)
+		w.End('}')
 		if !textOnly(res) {
 			media = true
 		}
@@ -208,24 +151,24 @@ func (t *Translator) chatUser(w *writer, parts []Part, mi int) error {
 	if rest == 0 && !media {
 		return nil
 	}
-	w.obj()
-	w.key("role")
-	w.lit(`"user"`)
-	w.key("content")
+	w.Obj()
+	w.Key("role")
+	w.Lit(`"user"`)
+	w.Key("content")
 	if !media && rest == 1 {
 		for i := range parts {
-			if p := &parts[i]; p.Kind == KindText {
+			if p := &parts[i]; p.Kind == ir.KindText {
 				t.dropCache(p)
-				w.rs(p.Text)
-				w.end('}')
+				w.RS(p.Text)
+				w.End('}')
 				return nil
 			}
 		}
 	}
-	w.arr()
+	w.Arr()
 	for i := range parts {
 		p := &parts[i]
-		if p.Kind == KindToolResult {
+		if p.Kind == ir.KindToolResult {
 			continue
 		}
 		if err := t.chatPartOut(w, p, at("messages").index(mi)); err != nil {
@@ -233,79 +176,69 @@ func (t *Translator) chatUser(w *writer, parts []Part, mi int) error {
 		}
 	}
 	for i := range parts {
-		if parts[i].Kind != KindToolResult {
+		if parts[i].Kind != ir.KindToolResult {
 			continue
 		}
 		res := r.ResultParts(&parts[i])
 		for j := range res {
-			if res[j].Kind != KindText {
+			if res[j].Kind != ir.KindText {
 				if err := t.chatPartOut(w, &res[j], at("messages").index(mi)); err != nil {
 					return err
 				}
 			}
 		}
 	}
-	w.end(']')
-	w.end('}')
+	w.End(']')
+	w.End('}')
 	return nil
 }
 
 // chatPartOut writes one user content part.
-func (t *Translator) chatPartOut(w *writer, p *Part, field loc) error {
+func (t *Translator) chatPartOut(w *ir.Writer, p *ir.Part, field loc) error {
 	t.dropCache(p)
 	switch p.Kind {
-	case KindText:
-		w.obj()
-		w.key("type")
-		w.lit(`"text"`)
-		w.key("text")
-		w.rs(p.Text)
-		w.end('}')
-	case KindImage:
-		if p.Src == SrcFile {
+	case ir.KindText:
+		ir.TextPart(w, `"text"`, p.Text)
+	case ir.KindImage:
+		if p.Src == ir.SrcFile {
 			return t.unsupported(field.at("content"), "an image given by file id")
 		}
-		w.obj()
-		w.key("type")
-		w.lit(`"image_url"`)
-		w.key("image_url")
-		w.obj()
-		w.key("url")
+		w.Obj()
+		w.Key("type")
+		w.Lit(`"image_url"`)
+		w.Key("image_url")
+		w.Obj()
+		w.Key("url")
 		mediaURL(w, p)
-		w.rsField("detail", p.Detail)
-		w.end('}')
-		w.end('}')
-	case KindDocument:
+		w.RSField("detail", p.Detail)
+		w.End('}')
+		w.End('}')
+	case ir.KindDocument:
 		switch p.Src {
-		case SrcText:
-			w.obj()
-			w.key("type")
-			w.lit(`"text"`)
-			w.key("text")
-			w.rs(p.Data)
-			w.end('}')
+		case ir.SrcText:
+			ir.TextPart(w, `"text"`, p.Data)
 			return nil
-		case SrcURL:
+		case ir.SrcURL:
 			return t.unsupported(field.at("content"), "a document given by URL")
 		}
 		if err := t.fileIDCrossing(p, field.at("content")); err != nil {
 			return err
 		}
-		w.obj()
-		w.key("type")
-		w.lit(`"file"`)
-		w.key("file")
-		w.obj()
-		if p.Src == SrcFile {
-			w.key("file_id")
-			w.rs(p.Data)
+		w.Obj()
+		w.Key("type")
+		w.Lit(`"file"`)
+		w.Key("file")
+		w.Obj()
+		if p.Src == ir.SrcFile {
+			w.Key("file_id")
+			w.RS(p.Data)
 		} else {
-			w.key("file_data")
+			w.Key("file_data")
 			mediaURL(w, p)
 		}
-		w.rsField("filename", p.Filename)
-		w.end('}')
-		w.end('}')
+		w.RSField("filename", p.Filename)
+		w.End('}')
+		w.End('}')
 	default:
 		return t.invalid(field, "a user message cannot hold this part")
 	}
@@ -314,15 +247,15 @@ func (t *Translator) chatPartOut(w *writer, p *Part, field loc) error {
 
 // chatAssistant writes an assistant turn: its text as content, its tool
 // calls as tool_calls. Reasoning cannot be sent back to a chat model.
-func (t *Translator) chatAssistant(w *writer, parts []Part, mi int) error {
+func (t *Translator) chatAssistant(w *ir.Writer, parts []ir.Part, mi int) error {
 	texts, calls := 0, 0
 	for i := range parts {
 		switch parts[i].Kind {
-		case KindText:
+		case ir.KindText:
 			texts++
-		case KindToolCall:
+		case ir.KindToolCall:
 			calls++
-		case KindReasoning:
+		case ir.KindReasoning:
 			t.drop("reasoning")
 		default:
 			return t.invalid(at("messages").index(mi), "an assistant message can hold only text, reasoning and tool calls for a %s upstream", t.to)
@@ -332,39 +265,27 @@ func (t *Translator) chatAssistant(w *writer, parts []Part, mi int) error {
 	if texts == 0 && calls == 0 {
 		return nil
 	}
-	w.obj()
-	w.key("role")
-	w.lit(`"assistant"`)
-	w.key("content")
+	w.Obj()
+	w.Key("role")
+	w.Lit(`"assistant"`)
+	w.Key("content")
 	if texts == 0 {
-		w.lit("null")
+		w.Lit("null")
 	} else {
-		joinText(w, parts)
+		ir.JoinText(w, parts)
 	}
 	if calls > 0 {
-		w.key("tool_calls")
-		w.arr()
+		w.Key("tool_calls")
+		w.Arr()
 		for i := range parts {
 			p := &parts[i]
-			if p.Kind != KindToolCall {
+			if p.Kind != ir.KindToolCall {
 				continue
 			}
-			w.obj()
-			w.key("id")
-			w.rs(p.ID)
-			w.key("type")
-			w.lit(`"function"`)
-			w.key("function")
-			w.obj()
-			w.key("name")
-			w.rs(p.Name)
-			w.key("arguments")
-			t.argsString(w, p)
-			w.end('}')
-			w.end('}')
+			ir.ChatCall(w, -1, p.ID, p.Name, false, func() { t.argsString(w, p) })
 		}
-		w.end(']')
+		w.End(']')
 	}
-	w.end('}')
+	w.End('}')
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/omniroute/gateway/internal/dialect"
+	"github.com/omniroute/gateway/internal/translate/ir"
 )
 
 const ephemeral = `{"type":"ephemeral"}`
@@ -28,7 +29,7 @@ func (t *Translator) planThinking() thinkingPlan {
 	if def <= 0 {
 		def = DefaultMaxTokens
 	}
-	e := EffortUnset
+	e := ir.EffortUnset
 	if !r.Reasoning.Disabled {
 		e = r.Reasoning.Effort
 	}
@@ -37,12 +38,12 @@ func (t *Translator) planThinking() thinkingPlan {
 	case r.Reasoning.Disabled:
 	case r.Reasoning.Budget > 0:
 		budget = r.Reasoning.Budget // an Anthropic caller's own budget
-	case r.Reasoning.Adaptive && e == EffortUnset:
-		budget = effortBudget[EffortMedium]
-	case e >= EffortMinimal && int(e) < len(effortBudget):
+	case r.Reasoning.Adaptive && e == ir.EffortUnset:
+		budget = effortBudget[ir.EffortMedium]
+	case e >= ir.EffortMinimal && int(e) < len(effortBudget):
 		budget = effortBudget[e]
 	}
-	if budget > 0 && (r.Choice.Mode == ChoiceRequired || r.Choice.Mode == ChoiceTool || !t.thinkingContinues()) {
+	if budget > 0 && (r.Choice.Mode == ir.ChoiceRequired || r.Choice.Mode == ir.ChoiceTool || !t.thinkingContinues()) {
 		t.drop("reasoning_effort")
 		budget = 0
 	}
@@ -73,20 +74,20 @@ func (t *Translator) thinkingContinues() bool {
 	r := &t.req
 	for mi := len(r.Messages) - 1; mi >= 0; mi-- {
 		m := &r.Messages[mi]
-		if m.Role != RoleAssistant {
+		if m.Role != ir.RoleAssistant {
 			continue
 		}
 		parts := r.Parts[m.Parts.Lo:m.Parts.Hi]
 		hasCall := false
 		for i := range parts {
-			if parts[i].Kind == KindToolCall {
+			if parts[i].Kind == ir.KindToolCall {
 				hasCall = true
 			}
 		}
 		if !hasCall {
 			return true
 		}
-		return len(parts) > 0 && parts[0].Kind == KindReasoning && parts[0].Origin == dialect.Messages
+		return len(parts) > 0 && parts[0].Kind == ir.KindReasoning && parts[0].Origin == dialect.Messages
 	}
 	return true
 }
@@ -98,7 +99,7 @@ const noToolsPlaceholder = `[{"name":"omniroute_no_tools","description":"No tool
 // hasToolHistory reports tool calls or results in the conversation.
 func (t *Translator) hasToolHistory() bool {
 	for i := range t.req.Parts {
-		if k := t.req.Parts[i].Kind; k == KindToolCall || k == KindToolResult {
+		if k := t.req.Parts[i].Kind; k == ir.KindToolCall || k == ir.KindToolResult {
 			return true
 		}
 	}
@@ -145,11 +146,11 @@ func (t *Translator) autoCache() (tool, system int, spots [2]cacheSpot) {
 	n := 0
 	for mi := len(r.Messages) - 1; mi >= 0 && n < 2; mi-- {
 		m := &r.Messages[mi]
-		if n == 1 && m.Role != RoleUser {
+		if n == 1 && m.Role != ir.RoleUser {
 			continue
 		}
 		for pi := m.Parts.Hi - 1; pi >= m.Parts.Lo; pi-- {
-			if p := &r.Parts[pi]; p.Kind != KindReasoning && !(p.Kind == KindText && len(p.Text) == 0) {
+			if p := &r.Parts[pi]; p.Kind != ir.KindReasoning && !(p.Kind == ir.KindText && len(p.Text) == 0) {
 				spots[n] = cacheSpot{mi, int(pi)}
 				n++
 				break
@@ -164,76 +165,58 @@ func (t *Translator) writeMessages(dst []byte) ([]byte, error) {
 	r := &t.req
 	plan := t.planThinking()
 	autoTool, autoSys, spots := t.autoCache()
-	w := writer{b: dst}
-	w.obj()
-	w.key("model")
-	w.str(t.opts.Model)
-	w.key("max_tokens")
-	w.int(plan.maxTokens)
+	w := ir.Writer{B: dst}
+	w.Obj()
+	w.Key("model")
+	w.Str(t.opts.Model)
+	w.Key("max_tokens")
+	w.Int(plan.maxTokens)
 	if len(r.System) > 0 {
-		w.key("system")
-		w.arr()
+		w.Key("system")
+		w.Arr()
 		for i := range r.System {
 			p := &r.System[i]
 			if len(p.Text) == 0 {
 				continue // Anthropic refuses empty text blocks
 			}
-			w.obj()
-			w.key("type")
-			w.lit(`"text"`)
-			w.key("text")
-			w.rs(p.Text)
+			w.Obj()
+			w.Key("type")
+			w.Lit(`"text"`)
+			w.Key("text")
+			w.RS(p.Text)
 			t.cacheField(&w, p.Cache, i == autoSys)
-			w.end('}')
+			w.End('}')
 		}
-		w.end(']')
+		w.End(']')
 	}
-	w.key("messages")
-	w.arr()
+	w.Key("messages")
+	w.Arr()
 	for mi := range r.Messages {
 		m := &r.Messages[mi]
 		if err := t.anthropicMessage(&w, m, mi, spots); err != nil {
 			return dst, err
 		}
 	}
-	w.end(']')
-	if len(r.Tools) > 0 {
-		w.key("tools")
-		w.arr()
-		for i := range r.Tools {
-			tl := &r.Tools[i]
-			w.obj()
-			w.key("name")
-			w.rs(tl.Name)
-			w.rsField("description", tl.Description)
-			w.key("input_schema")
-			w.raw(toolSchema(tl))
-			if tl.Strict != nil && tl.Kind == ToolFunction {
-				w.rawField("strict", tl.Strict)
-			}
-			t.cacheField(&w, tl.Cache, i == autoTool)
-			w.end('}')
-		}
-		w.end(']')
-	}
+	w.End(']')
+	t.writeTools(&w, &anthropicTools, autoTool)
 	if len(r.Tools) == 0 && t.hasToolHistory() {
 		// Anthropic refuses tool_use and tool_result blocks in a request
 		// that defines no tools (an OpenAI caller's closing turn often has
 		// none): a tool the model is told not to call, and may not.
-		w.key("tools")
-		w.lit(noToolsPlaceholder)
-		w.key("tool_choice")
-		w.lit(`{"type":"none"}`)
+		w.Key("tools")
+		w.Lit(noToolsPlaceholder)
+		w.Key("tool_choice")
+		w.Lit(`{"type":"none"}`)
 	}
 	t.anthropicChoice(&w)
 	if plan.budget > 0 {
-		w.key("thinking")
-		w.obj()
-		w.key("type")
-		w.lit(`"enabled"`)
-		w.key("budget_tokens")
-		w.int(plan.budget)
-		w.end('}')
+		w.Key("thinking")
+		w.Obj()
+		w.Key("type")
+		w.Lit(`"enabled"`)
+		w.Key("budget_tokens")
+		w.Int(plan.budget)
+		w.End('}')
 		// Anthropic refuses sampling settings with thinking on.
 		for _, f := range [...]struct {
 			name string
@@ -249,39 +232,39 @@ func (t *Translator) writeMessages(dst []byte) ([]byte, error) {
 				return dst, t.invalid(at("temperature"), "is %s, above 1, the highest temperature of the Anthropic Messages upstream; send 0 to 1", r.Temperature)
 			}
 		}
-		w.rawField("temperature", r.Temperature)
-		w.rawField("top_p", r.TopP)
-		w.rawField("top_k", r.TopK)
+		w.RawField("temperature", r.Temperature)
+		w.RawField("top_p", r.TopP)
+		w.RawField("top_k", r.TopK)
 	}
-	w.rsListField("stop_sequences", r.Stop)
+	w.RSListField("stop_sequences", r.Stop)
 	if r.Stream {
-		w.key("stream")
-		w.lit("true")
+		w.Key("stream")
+		w.Lit("true")
 	}
 	switch r.Format.Kind {
-	case FormatJSONSchema:
-		w.key("output_config")
-		w.obj()
-		w.key("format")
-		w.obj()
-		w.key("type")
-		w.lit(`"json_schema"`)
-		w.key("schema")
-		w.raw(r.Format.Schema)
-		w.end('}')
-		w.end('}')
-	case FormatJSONObject:
+	case ir.FormatJSONSchema:
+		w.Key("output_config")
+		w.Obj()
+		w.Key("format")
+		w.Obj()
+		w.Key("type")
+		w.Lit(`"json_schema"`)
+		w.Key("schema")
+		w.Raw(r.Format.Schema)
+		w.End('}')
+		w.End('}')
+	case ir.FormatJSONObject:
 		return dst, t.unsupported(at("response_format"), "JSON mode without a schema (json_object; Anthropic needs json_schema)")
 	}
 	if user := r.User; user != nil || r.SafetyID != nil {
 		if user == nil {
 			user = r.SafetyID
 		}
-		w.key("metadata")
-		w.obj()
-		w.key("user_id")
-		w.rs(user)
-		w.end('}')
+		w.Key("metadata")
+		w.Obj()
+		w.Key("user_id")
+		w.RS(user)
+		w.End('}')
 	}
 	for _, f := range [...]struct {
 		name string
@@ -291,58 +274,58 @@ func (t *Translator) writeMessages(dst []byte) ([]byte, error) {
 			t.drop(f.name)
 		}
 	}
-	w.end('}')
-	return w.b, nil
+	w.End('}')
+	return w.B, nil
 }
 
-func (t *Translator) cacheField(w *writer, cache []byte, auto bool) {
+func (t *Translator) cacheField(w *ir.Writer, cache []byte, auto bool) {
 	switch {
 	case cache != nil:
-		w.key("cache_control")
-		w.raw(cache)
+		w.Key("cache_control")
+		w.Raw(cache)
 	case auto:
-		w.key("cache_control")
-		w.lit(ephemeral)
+		w.Key("cache_control")
+		w.Lit(ephemeral)
 	}
 }
 
-func (t *Translator) anthropicChoice(w *writer) {
+func (t *Translator) anthropicChoice(w *ir.Writer) {
 	r := &t.req
 	if len(r.Tools) == 0 {
 		return // Anthropic refuses a tool_choice without tools
 	}
 	mode := r.Choice.Mode
-	if mode == ChoiceUnset && r.Parallel == False {
-		mode = ChoiceAuto
+	if mode == ir.ChoiceUnset && r.Parallel == ir.False {
+		mode = ir.ChoiceAuto
 	}
-	if mode == ChoiceUnset {
+	if mode == ir.ChoiceUnset {
 		return
 	}
-	w.key("tool_choice")
-	w.obj()
-	w.key("type")
+	w.Key("tool_choice")
+	w.Obj()
+	w.Key("type")
 	switch mode {
-	case ChoiceAuto:
-		w.lit(`"auto"`)
-	case ChoiceNone:
-		w.lit(`"none"`)
-	case ChoiceRequired:
-		w.lit(`"any"`)
-	case ChoiceTool:
-		w.lit(`"tool"`)
-		w.key("name")
-		w.rs(r.Choice.Name)
+	case ir.ChoiceAuto:
+		w.Lit(`"auto"`)
+	case ir.ChoiceNone:
+		w.Lit(`"none"`)
+	case ir.ChoiceRequired:
+		w.Lit(`"any"`)
+	case ir.ChoiceTool:
+		w.Lit(`"tool"`)
+		w.Key("name")
+		w.RS(r.Choice.Name)
 	}
-	if r.Parallel == False && mode != ChoiceNone {
-		w.key("disable_parallel_tool_use")
-		w.lit("true")
+	if r.Parallel == ir.False && mode != ir.ChoiceNone {
+		w.Key("disable_parallel_tool_use")
+		w.Lit("true")
 	}
-	w.end('}')
+	w.End('}')
 }
 
 // anthropicMessage writes one turn. Empty text is skipped (Anthropic
 // refuses empty text blocks) and so is a turn left with nothing.
-func (t *Translator) anthropicMessage(w *writer, m *Message, mi int, spots [2]cacheSpot) error {
+func (t *Translator) anthropicMessage(w *ir.Writer, m *ir.Message, mi int, spots [2]cacheSpot) error {
 	r := &t.req
 	parts := r.Parts[m.Parts.Lo:m.Parts.Hi]
 	any := false
@@ -355,15 +338,15 @@ func (t *Translator) anthropicMessage(w *writer, m *Message, mi int, spots [2]ca
 	if !any {
 		return nil
 	}
-	w.obj()
-	w.key("role")
-	if m.Role == RoleAssistant {
-		w.lit(`"assistant"`)
+	w.Obj()
+	w.Key("role")
+	if m.Role == ir.RoleAssistant {
+		w.Lit(`"assistant"`)
 	} else {
-		w.lit(`"user"`)
+		w.Lit(`"user"`)
 	}
-	w.key("content")
-	w.arr()
+	w.Key("content")
+	w.Arr()
 	for i := range parts {
 		p := &parts[i]
 		if !t.anthropicWritable(p) {
@@ -375,18 +358,18 @@ func (t *Translator) anthropicMessage(w *writer, m *Message, mi int, spots [2]ca
 			return err
 		}
 	}
-	w.end(']')
-	w.end('}')
+	w.End(']')
+	w.End('}')
 	return nil
 }
 
 // anthropicWritable reports whether p becomes a block: empty text and
 // reasoning another dialect made are left out (the latter recorded).
-func (t *Translator) anthropicWritable(p *Part) bool {
+func (t *Translator) anthropicWritable(p *ir.Part) bool {
 	switch p.Kind {
-	case KindText:
+	case ir.KindText:
 		return len(p.Text) > 0
-	case KindReasoning:
+	case ir.KindReasoning:
 		if p.Origin != dialect.Messages {
 			t.drop("reasoning")
 			return false
@@ -395,54 +378,54 @@ func (t *Translator) anthropicWritable(p *Part) bool {
 	return true
 }
 
-func (t *Translator) anthropicBlockOut(w *writer, p *Part, field loc, auto bool) error {
+func (t *Translator) anthropicBlockOut(w *ir.Writer, p *ir.Part, field loc, auto bool) error {
 	r := &t.req
-	w.obj()
-	w.key("type")
+	w.Obj()
+	w.Key("type")
 	switch p.Kind {
-	case KindText:
-		w.lit(`"text"`)
-		w.key("text")
-		w.rs(p.Text)
-	case KindImage, KindDocument:
-		if p.Kind == KindImage {
-			w.lit(`"image"`)
+	case ir.KindText:
+		w.Lit(`"text"`)
+		w.Key("text")
+		w.RS(p.Text)
+	case ir.KindImage, ir.KindDocument:
+		if p.Kind == ir.KindImage {
+			w.Lit(`"image"`)
 			if p.Detail != nil {
 				t.drop("detail")
 			}
 		} else {
-			w.lit(`"document"`)
+			w.Lit(`"document"`)
 		}
 		if err := t.anthropicSourceOut(w, p, field); err != nil {
 			return err
 		}
-		if p.Kind == KindDocument {
-			w.rsField("title", p.Filename)
+		if p.Kind == ir.KindDocument {
+			w.RSField("title", p.Filename)
 		}
-	case KindToolCall:
-		w.lit(`"tool_use"`)
-		w.key("id")
-		toolID(w, p.ID)
-		w.key("name")
-		w.rs(p.Name)
-		w.key("input")
+	case ir.KindToolCall:
+		w.Lit(`"tool_use"`)
+		w.Key("id")
+		ir.ToolID(w, p.ID)
+		w.Key("name")
+		w.RS(p.Name)
+		w.Key("input")
 		if err := t.argsObject(w, p, field.at("tool_calls.arguments")); err != nil {
 			return err
 		}
-	case KindToolResult:
-		w.lit(`"tool_result"`)
-		w.key("tool_use_id")
-		toolID(w, p.ID)
+	case ir.KindToolResult:
+		w.Lit(`"tool_result"`)
+		w.Key("tool_use_id")
+		ir.ToolID(w, p.ID)
 		res := r.ResultParts(p)
-		if len(res) == 1 && res[0].Kind == KindText && len(res[0].Text) == 0 {
+		if len(res) == 1 && res[0].Kind == ir.KindText && len(res[0].Text) == 0 {
 			res = nil // an empty result: Anthropic takes no content better than ""
 		}
 		if len(res) > 0 {
-			w.key("content")
-			if len(res) == 1 && res[0].Kind == KindText && res[0].Cache == nil {
-				w.rs(res[0].Text)
+			w.Key("content")
+			if len(res) == 1 && res[0].Kind == ir.KindText && res[0].Cache == nil {
+				w.RS(res[0].Text)
 			} else {
-				w.arr()
+				w.Arr()
 				for j := range res {
 					if !t.anthropicWritable(&res[j]) {
 						continue
@@ -451,82 +434,62 @@ func (t *Translator) anthropicBlockOut(w *writer, p *Part, field loc, auto bool)
 						return err
 					}
 				}
-				w.end(']')
+				w.End(']')
 			}
 		}
 		if p.IsError {
-			w.key("is_error")
-			w.lit("true")
+			w.Key("is_error")
+			w.Lit("true")
 		}
-	case KindReasoning:
+	case ir.KindReasoning:
 		if p.Redacted {
-			w.lit(`"redacted_thinking"`)
-			w.key("data")
-			w.rs(p.Sig)
+			w.Lit(`"redacted_thinking"`)
+			w.Key("data")
+			w.RS(p.Sig)
 		} else {
-			w.lit(`"thinking"`)
-			w.key("thinking")
-			w.rsOrEmpty(p.Text)
-			w.key("signature")
-			w.rsOrEmpty(p.Sig)
+			w.Lit(`"thinking"`)
+			w.Key("thinking")
+			w.RSOrEmpty(p.Text)
+			w.Key("signature")
+			w.RSOrEmpty(p.Sig)
 		}
-		w.end('}')
+		w.End('}')
 		return nil // thinking blocks take no cache_control
 	}
 	t.cacheField(w, p.Cache, auto)
-	w.end('}')
+	w.End('}')
 	return nil
 }
 
-func (t *Translator) anthropicSourceOut(w *writer, p *Part, field loc) error {
-	w.key("source")
-	w.obj()
-	w.key("type")
+func (t *Translator) anthropicSourceOut(w *ir.Writer, p *ir.Part, field loc) error {
+	w.Key("source")
+	w.Obj()
+	w.Key("type")
 	switch p.Src {
-	case SrcBase64:
-		w.lit(`"base64"`)
-		w.key("media_type")
-		w.rs(p.MediaType)
-		w.key("data")
-		w.rs(p.Data)
-	case SrcURL:
-		w.lit(`"url"`)
-		w.key("url")
-		w.rs(p.Data)
-	case SrcText:
-		w.lit(`"text"`)
-		w.key("media_type")
-		w.lit(`"text/plain"`)
-		w.key("data")
-		w.rs(p.Data)
-	case SrcFile:
+	case ir.SrcBase64:
+		w.Lit(`"base64"`)
+		w.Key("media_type")
+		w.RS(p.MediaType)
+		w.Key("data")
+		w.RS(p.Data)
+	case ir.SrcURL:
+		w.Lit(`"url"`)
+		w.Key("url")
+		w.RS(p.Data)
+	case ir.SrcText:
+		w.Lit(`"text"`)
+		w.Key("media_type")
+		w.Lit(`"text/plain"`)
+		w.Key("data")
+		w.RS(p.Data)
+	case ir.SrcFile:
 		if err := t.fileIDCrossing(p, field.at("content")); err != nil {
 			return err
 		}
-		w.lit(`"file"`)
-		w.key("file_id")
-		w.rs(p.Data)
+		w.Lit(`"file"`)
+		w.Key("file_id")
+		w.RS(p.Data)
 	}
-	w.end('}')
+	w.End('}')
 	return nil
-}
-
-// toolID writes a tool call id with every byte Anthropic's id pattern
-// (^[a-zA-Z0-9_-]+$) refuses replaced by '_'. Some OpenAI-compatible
-// servers make ids such as "functions.get_weather:0"; the same mapping on
-// the call and its result keeps them paired.
-func toolID(w *writer, id []byte) {
-	w.sep()
-	w.b = append(w.b, '"')
-	for _, c := range id {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			c = '_'
-		}
-		w.b = append(w.b, c)
-	}
-	if len(id) == 0 {
-		w.b = append(w.b, '_')
-	}
-	w.b = append(w.b, '"')
-	w.comma = true
 }

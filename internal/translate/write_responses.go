@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"github.com/omniroute/gateway/internal/dialect"
+	"github.com/omniroute/gateway/internal/translate/ir"
 )
 
 // writeResponses writes the IR as an OpenAI Responses request. It always
@@ -11,85 +12,46 @@ import (
 // no response ids to continue from.
 func (t *Translator) writeResponses(dst []byte) ([]byte, error) {
 	r := &t.req
-	w := writer{b: dst}
-	w.obj()
-	w.key("model")
-	w.str(t.opts.Model)
+	w := ir.Writer{B: dst}
+	w.Obj()
+	w.Key("model")
+	w.Str(t.opts.Model)
 	if len(r.System) > 0 {
-		w.key("instructions")
+		w.Key("instructions")
 		for i := range r.System {
 			t.dropCache(&r.System[i])
 		}
-		joinText(&w, r.System)
+		ir.JoinText(&w, r.System)
 	}
-	w.key("input")
-	w.arr()
+	w.Key("input")
+	w.Arr()
 	for mi := range r.Messages {
 		m := &r.Messages[mi]
 		if err := t.responsesMessage(&w, m, mi); err != nil {
 			return dst, err
 		}
 	}
-	w.end(']')
-	if len(r.Tools) > 0 {
-		w.key("tools")
-		w.arr()
-		for i := range r.Tools {
-			tl := &r.Tools[i]
-			if tl.Cache != nil {
-				t.drop("cache_control")
-			}
-			w.obj()
-			w.key("type")
-			if tl.Kind == ToolCustom {
-				w.lit(`"custom"`)
-				w.key("name")
-				w.rs(tl.Name)
-				w.rsField("description", tl.Description)
-				w.end('}')
-				continue
-			}
-			w.lit(`"function"`)
-			w.key("name")
-			w.rs(tl.Name)
-			w.rsField("description", tl.Description)
-			w.key("parameters")
-			w.raw(toolSchema(tl))
-			// Responses makes functions strict unless told otherwise, and
-			// strict mode refuses most schemas written for other APIs.
-			w.key("strict")
-			if tl.Strict != nil {
-				w.raw(tl.Strict)
-			} else {
-				w.lit("false")
-			}
-			w.end('}')
-		}
-		w.end(']')
-		if r.Parallel != Unset {
-			w.key("parallel_tool_calls")
-			w.bool(r.Parallel == True)
-		}
-	}
-	if len(r.Tools) > 0 && !openAIChoiceWord(&w, r.Choice.Mode) && r.Choice.Mode == ChoiceTool {
-		w.key("tool_choice")
-		w.obj()
-		w.key("type")
+	w.End(']')
+	t.writeTools(&w, &responsesTools, -1)
+	if len(r.Tools) > 0 && !openAIChoiceWord(&w, r.Choice.Mode) && r.Choice.Mode == ir.ChoiceTool {
+		w.Key("tool_choice")
+		w.Obj()
+		w.Key("type")
 		if t.isCustom(r.Choice.Name) {
-			w.lit(`"custom"`)
+			w.Lit(`"custom"`)
 		} else {
-			w.lit(`"function"`)
+			w.Lit(`"function"`)
 		}
-		w.key("name")
-		w.rs(r.Choice.Name)
-		w.end('}')
+		w.Key("name")
+		w.RS(r.Choice.Name)
+		w.End('}')
 	}
 	if n := t.maxTokens(0); n > 0 {
-		w.key("max_output_tokens")
-		w.int(n)
+		w.Key("max_output_tokens")
+		w.Int(n)
 	}
-	w.rawField("temperature", r.Temperature)
-	w.rawField("top_p", r.TopP)
+	w.RawField("temperature", r.Temperature)
+	w.RawField("top_p", r.TopP)
 	if r.TopK != nil {
 		t.drop("top_k")
 	}
@@ -101,83 +63,54 @@ func (t *Translator) writeResponses(dst []byte) ([]byte, error) {
 		return dst, t.unsupported(field, "stop sequences")
 	}
 	if r.Stream {
-		w.key("stream")
-		w.lit("true")
+		w.Key("stream")
+		w.Lit("true")
 	}
-	w.key("store")
-	w.lit("false")
-	if e := t.openAIEffort(); e != EffortUnset {
-		w.key("reasoning")
-		w.obj()
-		w.key("effort")
-		w.str(e.String())
+	w.Key("store")
+	w.Lit("false")
+	if e := t.openAIEffort(); e != ir.EffortUnset {
+		w.Key("reasoning")
+		w.Obj()
+		w.Key("effort")
+		w.Str(e.String())
 		if r.Reasoning.Summary != nil {
-			w.key("summary")
-			w.rs(r.Reasoning.Summary)
+			w.Key("summary")
+			w.RS(r.Reasoning.Summary)
 		} else if t.from == dialect.Messages {
-			w.key("summary")
-			w.lit(`"auto"`) // the thinking text an Anthropic caller shows
+			w.Key("summary")
+			w.Lit(`"auto"`) // the thinking text an Anthropic caller shows
 		}
-		w.end('}')
+		w.End('}')
 		if t.from == dialect.Messages {
 			// The reasoning comes back inside the caller's thinking
 			// signature, for the next turn of a tool loop.
-			w.key("include")
-			w.lit(`["reasoning.encrypted_content"]`)
+			w.Key("include")
+			w.Lit(`["reasoning.encrypted_content"]`)
 		}
 	}
-	if r.Format.Kind != FormatUnset || r.Verbosity != nil {
-		w.key("text")
-		w.obj()
-		t.responsesFormat(&w)
-		w.rsField("verbosity", r.Verbosity)
-		w.end('}')
+	if r.Format.Kind != ir.FormatUnset || r.Verbosity != nil {
+		w.Key("text")
+		w.Obj()
+		t.openAIFormat(&w, "format", "")
+		w.RSField("verbosity", r.Verbosity)
+		w.End('}')
 	}
 	t.openAIExtras(&w)
-	w.end('}')
-	return w.b, nil
-}
-
-// responsesFormat writes text.format.
-func (t *Translator) responsesFormat(w *writer) {
-	f := &t.req.Format
-	switch f.Kind {
-	case FormatText:
-		w.key("format")
-		w.lit(`{"type":"text"}`)
-	case FormatJSONObject:
-		w.key("format")
-		w.lit(`{"type":"json_object"}`)
-	case FormatJSONSchema:
-		w.key("format")
-		w.obj()
-		w.key("type")
-		w.lit(`"json_schema"`)
-		w.key("name")
-		if f.Name != nil {
-			w.rs(f.Name)
-		} else {
-			w.lit(`"response"`)
-		}
-		w.rsField("description", f.Description)
-		w.key("schema")
-		w.raw(f.Schema)
-		w.rawField("strict", f.Strict)
-		w.end('}')
-	}
+	w.End('}')
+	return w.B, nil
 }
 
 // responsesMessage writes one turn as input items: runs of content parts
 // become a message item, each tool call, result and reasoning its own item.
-func (t *Translator) responsesMessage(w *writer, m *Message, mi int) error {
+func (t *Translator) responsesMessage(w *ir.Writer, m *ir.Message, mi int) error {
 	r := &t.req
 	parts := r.Parts[m.Parts.Lo:m.Parts.Hi]
 	field := at("messages").index(mi)
 	open := false
 	closeMsg := func() {
 		if open {
-			w.end(']')
-			w.end('}')
+			w.End(']')
+			w.End('}')
 			open = false
 		}
 	}
@@ -185,91 +118,91 @@ func (t *Translator) responsesMessage(w *writer, m *Message, mi int) error {
 		p := &parts[i]
 		t.dropCache(p)
 		switch p.Kind {
-		case KindText, KindImage, KindDocument:
-			if p.Kind == KindText && len(p.Text) == 0 {
+		case ir.KindText, ir.KindImage, ir.KindDocument:
+			if p.Kind == ir.KindText && len(p.Text) == 0 {
 				continue
 			}
 			if !open {
-				w.obj()
-				w.key("type")
-				w.lit(`"message"`)
-				w.key("role")
-				if m.Role == RoleAssistant {
-					w.lit(`"assistant"`)
+				w.Obj()
+				w.Key("type")
+				w.Lit(`"message"`)
+				w.Key("role")
+				if m.Role == ir.RoleAssistant {
+					w.Lit(`"assistant"`)
 				} else {
-					w.lit(`"user"`)
+					w.Lit(`"user"`)
 				}
-				w.key("content")
-				w.arr()
+				w.Key("content")
+				w.Arr()
 				open = true
 			}
-			if err := t.responsesPart(w, p, m.Role == RoleAssistant, field); err != nil {
+			if err := t.responsesPart(w, p, m.Role == ir.RoleAssistant, field); err != nil {
 				return err
 			}
-		case KindToolCall:
+		case ir.KindToolCall:
 			closeMsg()
-			w.obj()
-			w.key("type")
+			w.Obj()
+			w.Key("type")
 			if p.Custom {
-				w.lit(`"custom_tool_call"`)
-				w.key("call_id")
-				w.rs(p.ID)
-				w.key("name")
-				w.rs(p.Name)
-				w.key("input")
-				w.rs(p.Args)
+				w.Lit(`"custom_tool_call"`)
+				w.Key("call_id")
+				w.RS(p.ID)
+				w.Key("name")
+				w.RS(p.Name)
+				w.Key("input")
+				w.RS(p.Args)
 			} else {
-				w.lit(`"function_call"`)
-				w.key("call_id")
-				w.rs(p.ID)
-				w.key("name")
-				w.rs(p.Name)
-				w.key("arguments")
+				w.Lit(`"function_call"`)
+				w.Key("call_id")
+				w.RS(p.ID)
+				w.Key("name")
+				w.RS(p.Name)
+				w.Key("arguments")
 				t.argsString(w, p)
 			}
-			w.end('}')
-		case KindToolResult:
+			w.End('}')
+		case ir.KindToolResult:
 			closeMsg()
-			w.obj()
-			w.key("type")
+			w.Obj()
+			w.Key("type")
 			if p.Custom {
-				w.lit(`"custom_tool_call_output"`)
+				w.Lit(`"custom_tool_call_output"`)
 			} else {
-				w.lit(`"function_call_output"`)
+				w.Lit(`"function_call_output"`)
 			}
-			w.key("call_id")
-			w.rs(p.ID)
-			w.key("output")
+			w.Key("call_id")
+			w.RS(p.ID)
+			w.Key("output")
 			res := r.ResultParts(p)
 			if textOnly(res) {
-				joinText(w, res)
+				ir.JoinText(w, res)
 			} else {
-				w.arr()
+				w.Arr()
 				for j := range res {
 					if err := t.responsesPart(w, &res[j], false, field); err != nil {
 						return err
 					}
 				}
-				w.end(']')
+				w.End(']')
 			}
 			if p.IsError {
 				t.drop("tool_result.is_error")
 			}
-			w.end('}')
-		case KindReasoning:
+			w.End('}')
+		case ir.KindReasoning:
 			if p.Origin != dialect.Responses || p.ID == nil {
 				t.drop("reasoning")
 				continue
 			}
 			closeMsg()
-			w.obj()
-			w.key("type")
-			w.lit(`"reasoning"`)
-			w.key("id")
-			w.rs(p.ID)
-			summary(w, p.Text)
-			w.rsField("encrypted_content", p.Sig)
-			w.end('}')
+			w.Obj()
+			w.Key("type")
+			w.Lit(`"reasoning"`)
+			w.Key("id")
+			w.RS(p.ID)
+			ir.Summary(w, p.Text)
+			w.RSField("encrypted_content", p.Sig)
+			w.End('}')
 		}
 	}
 	closeMsg()
@@ -277,71 +210,71 @@ func (t *Translator) responsesMessage(w *writer, m *Message, mi int) error {
 }
 
 // responsesPart writes one content part of a message item or tool output.
-func (t *Translator) responsesPart(w *writer, p *Part, assistant bool, field loc) error {
-	w.obj()
-	w.key("type")
+func (t *Translator) responsesPart(w *ir.Writer, p *ir.Part, assistant bool, field loc) error {
+	w.Obj()
+	w.Key("type")
 	switch p.Kind {
-	case KindText:
+	case ir.KindText:
 		if assistant {
-			w.lit(`"output_text"`)
+			w.Lit(`"output_text"`)
 		} else {
-			w.lit(`"input_text"`)
+			w.Lit(`"input_text"`)
 		}
-		w.key("text")
-		w.rs(p.Text)
-	case KindImage:
+		w.Key("text")
+		w.RS(p.Text)
+	case ir.KindImage:
 		if assistant {
 			return t.invalid(field, "an assistant message cannot hold an image for a %s upstream", t.to)
 		}
-		w.lit(`"input_image"`)
-		if p.Src == SrcFile {
+		w.Lit(`"input_image"`)
+		if p.Src == ir.SrcFile {
 			if err := t.fileIDCrossing(p, field.at("content")); err != nil {
 				return err
 			}
-			w.key("file_id")
-			w.rs(p.Data)
+			w.Key("file_id")
+			w.RS(p.Data)
 		} else {
-			w.key("image_url")
+			w.Key("image_url")
 			mediaURL(w, p)
 		}
-		w.key("detail")
+		w.Key("detail")
 		if p.Detail != nil {
-			w.rs(p.Detail)
+			w.RS(p.Detail)
 		} else {
-			w.lit(`"auto"`)
+			w.Lit(`"auto"`)
 		}
-	case KindDocument:
-		if p.Src == SrcText {
-			w.lit(`"input_text"`)
-			w.key("text")
-			w.rs(p.Data)
+	case ir.KindDocument:
+		if p.Src == ir.SrcText {
+			w.Lit(`"input_text"`)
+			w.Key("text")
+			w.RS(p.Data)
 			break
 		}
-		w.lit(`"input_file"`)
+		w.Lit(`"input_file"`)
 		switch p.Src {
-		case SrcURL:
-			w.key("file_url")
-			w.rs(p.Data)
-		case SrcFile:
+		case ir.SrcURL:
+			w.Key("file_url")
+			w.RS(p.Data)
+		case ir.SrcFile:
 			if err := t.fileIDCrossing(p, field.at("content")); err != nil {
 				return err
 			}
-			w.key("file_id")
-			w.rs(p.Data)
+			w.Key("file_id")
+			w.RS(p.Data)
 		default:
-			w.key("file_data")
+			w.Key("file_data")
 			mediaURL(w, p)
-			w.key("filename")
+			w.Key("filename")
 			switch {
 			case p.Filename != nil:
-				w.rs(p.Filename)
+				w.RS(p.Filename)
 			case bytes.Equal(p.MediaType, []byte("application/pdf")):
-				w.lit(`"document.pdf"`)
+				w.Lit(`"document.pdf"`)
 			default:
-				w.lit(`"document"`)
+				w.Lit(`"document"`)
 			}
 		}
 	}
-	w.end('}')
+	w.End('}')
 	return nil
 }

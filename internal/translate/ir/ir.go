@@ -1,11 +1,10 @@
-package translate
-
-import "github.com/omniroute/gateway/internal/dialect"
-
-// The internal representation (IR). Every converter reads its dialect into
-// these types or writes them out, so three dialects need six request
-// converters, six response converters and six stream converters instead
-// of one per pair.
+// Package ir is the internal representation (IR) the translators of
+// internal/translate read every dialect into and write every dialect out
+// of, so three dialects need a reader and a writer each (for requests in
+// internal/translate, for answers and streams in internal/translate/answer)
+// instead of one converter per pair. It also holds the JSON writer both
+// sides write with and the encodings by which one dialect's state rides
+// in another's fields (carry.go).
 //
 // String values are kept as "raw strings": the bytes between the quotes of
 // a JSON string literal as received, escapes intact. Copying one into
@@ -13,6 +12,13 @@ import "github.com/omniroute/gateway/internal/dialect"
 // it is valid JSON because the walk that found it validated it. nil means
 // absent; a non-nil empty slice is the empty string. Raw values (schemas,
 // numbers, cache_control objects) alias the caller's body too.
+package ir
+
+import (
+	"strings"
+
+	"github.com/omniroute/gateway/internal/dialect"
+)
 
 // Kind is the kind of a content part.
 type Kind uint8
@@ -185,7 +191,14 @@ var effortNames = [...]string{"", "none", "minimal", "low", "medium", "high", "x
 
 func (e Effort) String() string { return effortNames[e] }
 
-func parseEffort(b []byte) Effort {
+// EffortList names the efforts from least to most, comma-separated, for
+// an error message that lists a dialect's scale.
+func EffortList(least, most Effort) string {
+	return strings.Join(effortNames[least:most+1], ", ")
+}
+
+// ParseEffort reads an effort word of the merged scale.
+func ParseEffort(b []byte) Effort {
 	for i, n := range effortNames {
 		if i > 0 && n == string(b) {
 			return Effort(i)
@@ -239,31 +252,31 @@ type Request struct {
 	WantEncrypted bool
 }
 
-func (r *Request) reset() {
+func (r *Request) Reset() {
 	*r = Request{System: r.System[:0], Messages: r.Messages[:0], Parts: r.Parts[:0], Inner: r.Inner[:0], Tools: r.Tools[:0], Stop: r.Stop[:0], MaxTokens: -1}
 }
 
-// add appends a part and returns its index.
-func (r *Request) add(p Part) int32 {
+// Add appends a part and returns its index.
+func (r *Request) Add(p Part) int32 {
 	r.Parts = append(r.Parts, p)
 	return int32(len(r.Parts) - 1)
 }
 
-// moveInner moves the parts from lo on (a tool result's content, just
+// MoveInner moves the parts from lo on (a tool result's content, just
 // read) to Inner and returns their span there.
-func (r *Request) moveInner(lo int32) Span {
+func (r *Request) MoveInner(lo int32) Span {
 	start := int32(len(r.Inner))
 	r.Inner = append(r.Inner, r.Parts[lo:]...)
 	r.Parts = r.Parts[:lo]
 	return Span{start, int32(len(r.Inner))}
 }
 
-// push appends the parts from lo on as a message of role, merging it
+// Push appends the parts from lo on as a message of role, merging it
 // into the previous message when that has the same role and ends at lo
 // (Responses lists a turn's text, calls and results as separate items;
 // chat needs one assistant message per turn with all its tool calls). An
 // empty message is not added.
-func (r *Request) push(role Role, lo int32) {
+func (r *Request) Push(role Role, lo int32) {
 	hi := int32(len(r.Parts))
 	if n := len(r.Messages); n > 0 && r.Messages[n-1].Role == role && r.Messages[n-1].Parts.Hi == lo {
 		r.Messages[n-1].Parts.Hi = hi
@@ -274,12 +287,12 @@ func (r *Request) push(role Role, lo int32) {
 	}
 }
 
-// normalize puts each assistant turn in the order every dialect accepts:
+// Normalize puts each assistant turn in the order every dialect accepts:
 // reasoning first, then text and media, then tool calls.
-func (r *Request) normalize() {
+func (r *Request) Normalize() {
 	for _, m := range r.Messages {
 		if m.Role == RoleAssistant {
-			orderAssistant(r.Parts[m.Parts.Lo:m.Parts.Hi])
+			OrderAssistant(r.Parts[m.Parts.Lo:m.Parts.Hi])
 		}
 	}
 }
@@ -313,6 +326,25 @@ type Response struct {
 	Usage   dialect.Usage
 }
 
-func (r *Response) reset() {
+func (r *Response) Reset() {
 	*r = Response{Parts: r.Parts[:0]}
+}
+
+// OrderAssistant stably sorts an assistant turn's parts into reasoning,
+// content, tool calls. Turns are short; insertion sort allocates nothing.
+func OrderAssistant(parts []Part) {
+	rank := func(k Kind) int {
+		switch k {
+		case KindReasoning:
+			return 0
+		case KindToolCall:
+			return 2
+		}
+		return 1
+	}
+	for i := 1; i < len(parts); i++ {
+		for j := i; j > 0 && rank(parts[j].Kind) < rank(parts[j-1].Kind); j-- {
+			parts[j], parts[j-1] = parts[j-1], parts[j]
+		}
+	}
 }

@@ -1,9 +1,10 @@
-package translate
+package answer
 
 import (
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/sse"
+	"github.com/omniroute/gateway/internal/translate/ir"
 )
 
 // Streams translate one upstream event at a time: a decoder for the
@@ -16,7 +17,7 @@ import (
 // full text), a custom tool call's input (whose shape differs), and the
 // few ids later frames repeat.
 
-// stream is a Translator's per-stream state.
+// stream is a Converter's per-stream state.
 type stream struct {
 	includeUsage bool // the chat caller asked for the usage chunk
 
@@ -24,13 +25,13 @@ type stream struct {
 	id, model             []byte // the upstream answer's, copied
 	created               int64
 	usage                 dialect.Usage
-	stop                  StopReason
+	stop                  ir.StopReason
 	stopSeq               []byte
 	finished              bool // finish was seen
 	sawCall               bool
 
 	// The open part.
-	open     Kind
+	open     ir.Kind
 	custom   bool   // the open tool call is to a caller's custom tool
 	redacted bool   // the open reasoning part is redacted thinking
 	callID   []byte // the open tool call's id
@@ -54,7 +55,7 @@ type stream struct {
 	respID   []byte // Responses caller: the response id as announced
 }
 
-func (s *stream) reset(t *Translator) {
+func (s *stream) reset() {
 	*s = stream{
 		id: s.id[:0], model: s.model[:0], stopSeq: s.stopSeq[:0], callID: s.callID[:0], name: s.name[:0],
 		partID: s.partID[:0], acc: s.acc[:0], sig: s.sig[:0], items: s.items[:0], respID: s.respID[:0], genID: s.genID[:0],
@@ -64,14 +65,14 @@ func (s *stream) reset(t *Translator) {
 
 // Event translates one upstream stream event, appending the caller's
 // frames (often exactly one, sometimes none or a few) to dst. An event the
-// translator cannot read is an *UpstreamError; the caller then ends the
-// stream with Interrupt. An upstream error event becomes the caller's
-// in-band error and ends the stream (Done reports true).
-func (t *Translator) Event(dst []byte, ev *sse.Event) ([]byte, error) {
+// converter cannot read is an error saying what it could not read; the
+// caller then ends the stream with Interrupt. An upstream error event
+// becomes the caller's in-band error and ends the stream (Done reports true).
+func (t *Converter) Event(dst []byte, ev *sse.Event) ([]byte, error) {
 	if t.st.done {
 		return dst, nil
 	}
-	w := writer{b: dst}
+	w := ir.Writer{B: dst}
 	var err error
 	switch t.to {
 	case dialect.Chat:
@@ -82,9 +83,9 @@ func (t *Translator) Event(dst []byte, ev *sse.Event) ([]byte, error) {
 		err = t.decodeResponses(&w, ev)
 	}
 	if err != nil {
-		return dst, &UpstreamError{Msg: "the " + t.to.String() + " upstream sent a stream event the gateway cannot read (" + err.Error() + ")"}
+		return dst, err
 	}
-	return w.b, nil
+	return w.B, nil
 }
 
 // End handles the upstream stream ending without its terminal event. A
@@ -92,32 +93,32 @@ func (t *Translator) Event(dst []byte, ev *sse.Event) ([]byte, error) {
 // OpenAI-compatible servers omit [DONE]): the caller's closing frames are
 // appended and ok is true. Otherwise ok is false and the caller must end
 // the stream with Interrupt.
-func (t *Translator) End(dst []byte) (out []byte, ok bool) {
+func (t *Converter) End(dst []byte) (out []byte, ok bool) {
 	if t.st.done {
 		return dst, !t.st.failed
 	}
 	if t.to == dialect.Chat && t.st.finished {
-		w := writer{b: dst}
+		w := ir.Writer{B: dst}
 		t.complete(&w)
-		return w.b, true
+		return w.B, true
 	}
 	return dst, false
 }
 
 // Done reports whether the caller's stream is complete (terminal event or
 // in-band error written).
-func (t *Translator) Done() bool { return t.st.done }
+func (t *Converter) Done() bool { return t.st.done }
 
 // Started reports whether the caller has been sent any frame.
-func (t *Translator) Started() bool { return t.st.started }
+func (t *Converter) Started() bool { return t.st.started }
 
 // Usage is the usage reported by the upstream so far.
-func (t *Translator) Usage() dialect.Usage { return t.st.usage }
+func (t *Converter) Usage() dialect.Usage { return t.st.usage }
 
 // Interrupt appends the caller's in-band error frames that end a stream
 // broken after its first byte (the gateway's own failure: upstream cut,
 // idle timeout, unreadable event). rid is the gateway's request id.
-func (t *Translator) Interrupt(dst []byte, e *apierror.Error, rid string) []byte {
+func (t *Converter) Interrupt(dst []byte, e *apierror.Error, rid string) []byte {
 	if t.st.done {
 		return dst
 	}
@@ -131,7 +132,7 @@ func (t *Translator) Interrupt(dst []byte, e *apierror.Error, rid string) []byte
 
 // start begins the caller's answer once (decoders call it when the
 // upstream announces its answer, or lazily before the first content).
-func (t *Translator) start(w *writer) {
+func (t *Converter) start(w *ir.Writer) {
 	s := &t.st
 	if s.started {
 		return
@@ -149,7 +150,7 @@ func (t *Translator) start(w *writer) {
 
 // partStart opens a part (closing any open one). For a tool call, id and
 // name are raw strings; for reasoning, id is the upstream item id.
-func (t *Translator) partStart(w *writer, k Kind, id, name []byte, custom bool) {
+func (t *Converter) partStart(w *ir.Writer, k ir.Kind, id, name []byte, custom bool) {
 	t.start(w)
 	s := &t.st
 	if s.open != 0 {
@@ -158,12 +159,12 @@ func (t *Translator) partStart(w *writer, k Kind, id, name []byte, custom bool) 
 	s.open, s.custom, s.redacted = k, custom, false
 	s.acc, s.sig = s.acc[:0], s.sig[:0]
 	switch k {
-	case KindToolCall:
+	case ir.KindToolCall:
 		s.callID = append(s.callID[:0], id...)
 		s.name = append(s.name[:0], name...)
 		s.custom = custom || t.isCustom(name)
 		s.sawCall = true
-	case KindReasoning:
+	case ir.KindReasoning:
 		s.partID = append(s.partID[:0], id...)
 	}
 	s.nParts++ // the open part is number nParts-1
@@ -179,7 +180,7 @@ func (t *Translator) partStart(w *writer, k Kind, id, name []byte, custom bool) 
 
 // delta adds raw string d to the open part of kind k, opening one when
 // none of that kind is open.
-func (t *Translator) delta(w *writer, k Kind, d []byte) {
+func (t *Converter) delta(w *ir.Writer, k ir.Kind, d []byte) {
 	if len(d) == 0 {
 		return
 	}
@@ -200,15 +201,15 @@ func (t *Translator) delta(w *writer, k Kind, d []byte) {
 // signature adds opaque reasoning state (raw string) to the open
 // reasoning part. It is written when the part ends, wrapped for the
 // caller's dialect (see envelope).
-func (t *Translator) signature(sig []byte) {
+func (t *Converter) signature(sig []byte) {
 	s := &t.st
-	if s.open == KindReasoning {
+	if s.open == ir.KindReasoning {
 		s.sig = append(s.sig, sig...)
 	}
 }
 
 // partStop closes the open part, if any.
-func (t *Translator) partStop(w *writer) {
+func (t *Converter) partStop(w *ir.Writer) {
 	s := &t.st
 	if s.open == 0 {
 		return
@@ -226,7 +227,7 @@ func (t *Translator) partStop(w *writer) {
 
 // finish records why the model stopped, closing the open part. A chat
 // caller sees its finish chunk now; the others at complete.
-func (t *Translator) finish(w *writer, stop StopReason, seq []byte) {
+func (t *Converter) finish(w *ir.Writer, stop ir.StopReason, seq []byte) {
 	s := &t.st
 	t.start(w)
 	t.partStop(w)
@@ -245,13 +246,13 @@ func (t *Translator) finish(w *writer, stop StopReason, seq []byte) {
 }
 
 // complete ends the caller's stream with its terminal frames.
-func (t *Translator) complete(w *writer) {
+func (t *Converter) complete(w *ir.Writer) {
 	s := &t.st
 	if s.done {
 		return
 	}
 	if !s.finished {
-		t.finish(w, StopEnd, nil)
+		t.finish(w, ir.StopEnd, nil)
 	}
 	s.done = true
 	switch t.from {
@@ -266,7 +267,7 @@ func (t *Translator) complete(w *writer) {
 
 // fail ends the caller's stream with the upstream's in-band error, mapped
 // to the caller's vocabulary.
-func (t *Translator) fail(w *writer, e *apierror.Error) {
+func (t *Converter) fail(w *ir.Writer, e *apierror.Error) {
 	s := &t.st
 	if s.done {
 		return
@@ -275,13 +276,13 @@ func (t *Translator) fail(w *writer, e *apierror.Error) {
 	m := dialect.Of(t.from).MapError(t.to, e)
 	switch t.from {
 	case dialect.Chat:
-		w.b = append(w.b, "data: "...)
-		w.b = m.Append(w.b, apierror.OpenAI, "")
-		w.b = append(w.b, "\n\n"...)
+		w.B = append(w.B, "data: "...)
+		w.B = m.Append(w.B, apierror.OpenAI, "")
+		w.B = append(w.B, "\n\n"...)
 	case dialect.Messages:
-		w.b = append(w.b, "event: error\ndata: "...)
-		w.b = m.Append(w.b, apierror.Anthropic, "")
-		w.b = append(w.b, "\n\n"...)
+		w.B = append(w.B, "event: error\ndata: "...)
+		w.B = m.Append(w.B, apierror.Anthropic, "")
+		w.B = append(w.B, "\n\n"...)
 	default:
 		t.responsesFail(w, m)
 	}
