@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,6 +35,15 @@ type pair struct {
 
 func startPair(t *testing.T, sys *actor.ActorSystem, specs []ConnSpec, clk clock.Clock) *pair {
 	return startPairWith(t, sys, specs, clk, nil)
+}
+
+// started is closed, per test, once its pair's cluster actors are both
+// spawned.
+var started sync.Map // *testing.T → chan struct{}
+
+func pairStarted(t *testing.T) chan struct{} {
+	ch, _ := started.LoadOrStore(t, make(chan struct{}))
+	return ch.(chan struct{})
 }
 
 // startPairWith starts the pair with view(i, list) as member i's first
@@ -71,6 +81,8 @@ func startPairWith(t *testing.T, sys *actor.ActorSystem, specs []ConnSpec, clk c
 		}
 		p.cl[i] = cl
 	}
+	close(pairStarted(t))
+	t.Cleanup(func() { started.Delete(t) })
 	return p
 }
 
@@ -163,9 +175,21 @@ func normalise(ms []ModelState) []ModelState {
 
 // polledConnection is a DeepSeek connection named name whose usage API
 // is a test server counting its polls (it stops with the test).
+//
+// The provider answers only once the test's pair is started (startPair
+// opens it): a reading shared while the other member's cluster actor is
+// still being spawned reaches a PID protoactor has registered but whose
+// mailbox it has not finished setting up (a data race inside protoactor's
+// spawn, seen under -race). Across processes, the remote layer stands
+// between them.
 func polledConnection(t *testing.T, name string) (*atomic.Int32, []ConnSpec) {
 	polls := &atomic.Int32{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-pairStarted(t):
+		case <-r.Context().Done():
+			return
+		}
 		polls.Add(1)
 		w.Write([]byte(`{"is_available":true,"balance_infos":[{"currency":"USD","total_balance":"0.00"}]}`))
 	}))
