@@ -16,7 +16,13 @@ import (
 // answer.
 func rollingCall(t *testing.T, h *grainHost, key string, r messages.CreditRequest) messages.CreditReply {
 	t.Helper()
-	v, err := h.Request(rollingPrefix+key, KindName, mustRequest(t, &r))
+	return grainCall(t, h, rollingPrefix+key, r)
+}
+
+// grainCall makes one call to grain id of host h and reads its answer.
+func grainCall(t *testing.T, h *grainHost, id string, r messages.CreditRequest) messages.CreditReply {
+	t.Helper()
+	v, err := h.Request(id, KindName, mustRequest(t, &r))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -124,15 +124,7 @@ func TestRollingGrainUsesItsOwnLimits(t *testing.T) {
 func TestGrainRefusesOutOfRange(t *testing.T) {
 	call := func(id string, r messages.CreditRequest) messages.CreditReply {
 		t.Helper()
-		v, err := host.Request(id, KindName, mustRequest(t, &r))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep, err := decodeReply(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rep
+		return grainCall(t, host, id, r)
 	}
 	cal := uniq("test/cal-range")
 	setBudget(cal, Budget{Limit: 100, Period: PerDay})
