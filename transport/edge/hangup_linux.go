@@ -22,7 +22,8 @@ import (
 // One goroutine blocks in EpollWait; an event cancels the exchange whose
 // registration token it carries. Data arriving on the socket (a pipelined
 // request) raises no event. A second goroutine sweeps the Registry every
-// armDelay to arm requests that became due.
+// armDelay to arm requests that became due, and sleeps while nothing is
+// registered.
 type hangupWatcher struct {
 	reg  *Registry
 	log  *slog.Logger
@@ -84,16 +85,31 @@ func (w *hangupWatcher) loop() {
 	}
 }
 
+// sweep arms due requests every armDelay while any are registered, and
+// sleeps (Registry.sleep) after sleepAfter sweeps found none.
 func (w *hangupWatcher) sweep() {
 	defer w.wg.Done()
 	t := time.NewTicker(armDelay)
 	defer t.Stop()
+	empty := 0
 	for {
 		select {
 		case <-w.stop:
 			return
 		case now := <-t.C:
-			w.reg.armDue(now.Add(-armDelay))
+			if w.reg.armDue(now.Add(-armDelay)) > 0 {
+				empty = 0
+				continue
+			}
+			if empty++; empty < sleepAfter {
+				continue
+			}
+			t.Stop()
+			if !w.reg.sleep(w.stop) {
+				return
+			}
+			empty = 0
+			t.Reset(armDelay)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package edge
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,6 +23,12 @@ type Canceler interface{ Cancel() }
 type Registry struct {
 	shards [registryShards]regShard
 	arm    armer
+	// asleep is set while the sweep sleeps (nothing registered for a
+	// while): the next Register wakes it through wake. An idle gateway
+	// then takes no timer wake-ups for the sweep, where a ticking sweep
+	// cost it a hundred a second (most of its idle CPU).
+	asleep atomic.Bool
+	wake   chan struct{}
 }
 
 const registryShards = 32
@@ -60,7 +67,7 @@ type armer interface {
 	disarm(fd int)
 }
 
-func newRegistry() *Registry { return &Registry{} }
+func newRegistry() *Registry { return &Registry{wake: make(chan struct{}, 1)} }
 
 // Register adds c; conn is the client connection to watch (nil if none).
 func (r *Registry) Register(c Canceler, hint uint32, conn net.Conn, now time.Time) Token {
@@ -80,6 +87,12 @@ func (r *Registry) Register(c Canceler, hint uint32, conn net.Conn, now time.Tim
 	sl.cancel, sl.conn, sl.since, sl.fd = c, conn, now, -1
 	t := Token{shard: si, idx: idx, gen: sl.gen}
 	s.mu.Unlock()
+	if conn != nil && r.asleep.Load() && r.asleep.CompareAndSwap(true, false) {
+		select {
+		case r.wake <- struct{}{}:
+		default:
+		}
+	}
 	return t
 }
 
@@ -98,15 +111,19 @@ func (r *Registry) Unregister(t Token) {
 	s.mu.Unlock()
 }
 
-// armDue arms the watch of every request in flight since before cutoff.
-func (r *Registry) armDue(cutoff time.Time) {
+// armDue arms the watch of every request in flight since before cutoff
+// and returns how many watchable requests are registered (armed or not).
+func (r *Registry) armDue(cutoff time.Time) (watchable int) {
 	if r.arm == nil {
-		return
+		return 0
 	}
 	for i := range r.shards {
 		s := &r.shards[i]
 		s.mu.Lock()
 		for j := range s.slots {
+			if sl := &s.slots[j]; sl.cancel != nil && sl.conn != nil {
+				watchable++
+			}
 			sl := &s.slots[j]
 			if sl.cancel == nil || sl.conn == nil || sl.fd >= 0 || sl.since.After(cutoff) {
 				continue
@@ -115,10 +132,54 @@ func (r *Registry) armDue(cutoff time.Time) {
 				sl.fd = fd
 			} else {
 				sl.conn = nil // not watchable; do not retry every sweep
+				watchable--
 			}
 		}
 		s.mu.Unlock()
 	}
+	return watchable
+}
+
+// sleepAfter is how many sweeps in a row must find nothing to watch
+// before the sweep sleeps: a second's worth, so a steady trickle of
+// requests keeps it ticking rather than waking it for each one. A
+// variable only so that a test can have the sweep sleep at once.
+var sleepAfter = int(time.Second / armDelay)
+
+// sleep parks the sweep until a watchable request is registered, or
+// stop closes; it returns false on stop. The flag is set before the
+// registry is counted again, so a Register that the count missed saw it
+// set and wakes the sweep.
+func (r *Registry) sleep(stop <-chan struct{}) bool {
+	r.asleep.Store(true)
+	if r.watchable() > 0 {
+		if r.asleep.CompareAndSwap(true, false) {
+			return true
+		}
+		// A Register took the flag and sent (or is sending) a wake.
+	}
+	select {
+	case <-r.wake:
+		return true
+	case <-stop:
+		return false
+	}
+}
+
+// watchable counts the registrations with a client connection to watch.
+func (r *Registry) watchable() int {
+	n := 0
+	for i := range r.shards {
+		s := &r.shards[i]
+		s.mu.Lock()
+		for j := range s.slots {
+			if sl := &s.slots[j]; sl.cancel != nil && sl.conn != nil {
+				n++
+			}
+		}
+		s.mu.Unlock()
+	}
+	return n
 }
 
 // cancel aborts the exchange registered under t, if it is still the same.
