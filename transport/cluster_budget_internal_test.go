@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/omniroute/gateway/actors/credit"
+	ikeys "github.com/omniroute/gateway/internal/keys"
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/rolling"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
@@ -34,7 +35,7 @@ func TestGrainBudgetsComeFromThisNodesConfig(t *testing.T) {
 	ts := &tenantSys{}
 	p := &tenantpolicy.Policy{RequestsPerMinute: 10, TokensPerDay: 50000, MaxConcurrent: 3, DailyBudgetUSD: 2}
 	pol := map[string]*tenantpolicy.Policy{"abc": p}
-	ts.policies.Store(&pol)
+	ts.shares.Store(&ikeys.Shares{Policies: pol})
 	cs.ten.Store(ts)
 	for key, want := range map[string]struct {
 		b  credit.Budget

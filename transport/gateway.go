@@ -139,8 +139,10 @@ type rootStops struct {
 	// directory: the lock and the database), after the actors that use
 	// it stopped (OnClose).
 	closers []func()
-	// links stop the actors the root spawned between the routing actors
-	// (AttachLink), right after the targets actor.
+	// links stop the actors the root spawned between other actors
+	// (AttachLink: the observations link of the routing actors, the
+	// tenants' shares follower of the keys actor), right after the
+	// targets actor.
 	links []func()
 }
 

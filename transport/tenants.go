@@ -66,13 +66,12 @@ type tenantSys struct {
 	// logOn: the request log takes records; then every request reads the
 	// provider's usage report, so its tokens and cost can be logged.
 	logOn bool
-	// weights are the tenants' fair shares (only those other than 1),
-	// published on every key change for the ingest queue and the lanes.
-	weights atomic.Pointer[map[tenant.ID]int64]
-	// policies are the active tenants' policies by id string, published
-	// on every key change: what the cluster's grains hosted here read
-	// their budgets from.
-	policies atomic.Pointer[map[string]*tenantpolicy.Policy]
+	// shares are the tenants' fair shares (for the ingest queue and the
+	// lanes) and policies (what the cluster's grains hosted here read
+	// their budgets from): the composition root's subscriber of the keys
+	// actor derives them from every snapshot and publishes them here
+	// (TenantShares), off the keys actor.
+	shares atomic.Pointer[ikeys.Shares]
 	clk      func() time.Time
 }
 
@@ -174,10 +173,9 @@ func (a *Assembly) openSharedKeys() error {
 	return nil
 }
 
-// KeysOptions are the keys actor's options: the store OpenStore opened,
-// the config's tenants, and a change hook that republishes the tenants'
-// weights (an atomic store: the hook runs on the keys actor). The limiter
-// follows the keys as a subscriber of the actor (transport/gateway/spawn).
+// KeysOptions are the keys actor's options: the store OpenStore opened
+// and the config's tenants. The limiter and the tenants' shares follow
+// the keys as subscribers of the actor (transport/gateway/spawn).
 func (a *Assembly) KeysOptions() keys.Options {
 	g, ts := a.g, a.g.ten
 	rc := g.rc.Load()
@@ -185,8 +183,7 @@ func (a *Assembly) KeysOptions() keys.Options {
 	if ts.sharedKeys != nil {
 		ks = ts.sharedKeys
 	}
-	return keys.Options{Store: ks, Resolver: rc.tenants, Config: rc.config, Clock: g.clk, Log: g.log.With("component", "keys"),
-		OnChange: ts.publishWeights}
+	return keys.Options{Store: ks, Resolver: rc.tenants, Config: rc.config, Clock: g.clk, Log: g.log.With("component", "keys")}
 }
 
 // AttachKeys hands the front end the spawned keys actor and returns the
@@ -392,41 +389,17 @@ func (ts *tenantSys) spend(ctx context.Context, at time.Time) (day, month map[st
 	return day, month, nil
 }
 
-// publishWeights runs on the keys actor after every change (OnChange): it
-// publishes the tenants' weights for the ingest queue and the lanes, and
-// their policies (the cluster's grains read tenants' budgets from them),
-// and nothing else (it must not block).
-func (ts *tenantSys) publishWeights(s *ikeys.Snapshot) {
-	w := map[tenant.ID]int64{}
-	pol := map[string]*tenantpolicy.Policy{}
-	for _, e := range s.Active() {
-		if v := e.Policy.EffectiveWeight(); v != tenantpolicy.DefaultWeight {
-			w[e.TenantID] = v
-		}
-		pol[e.TenantID.String()] = e.Policy
-	}
-	ts.weights.Store(&w)
-	ts.policies.Store(&pol)
-}
+// TenantShares is where the composition root's subscriber of the keys
+// actor publishes the tenants' shares it derives from every snapshot.
+func (a *Assembly) TenantShares() *atomic.Pointer[ikeys.Shares] { return &a.g.ten.shares }
 
 // policy is the active tenant id's policy.
-func (ts *tenantSys) policy(id string) (*tenantpolicy.Policy, bool) {
-	m := ts.policies.Load()
-	if m == nil {
-		return nil, false
-	}
-	p, ok := (*m)[id]
-	return p, ok
-}
+func (ts *tenantSys) policy(id string) (*tenantpolicy.Policy, bool) { return ts.shares.Load().Policy(id) }
 
 // tenantWeight is a tenant's fair share for the ingest queue.
 func (g *Gateway) tenantWeight(id [20]byte) int64 {
 	if ts := g.ten; ts != nil {
-		if w := ts.weights.Load(); w != nil {
-			if v, ok := (*w)[tenant.ID(id)]; ok {
-				return v
-			}
-		}
+		return ts.shares.Load().Weight(tenant.ID(id))
 	}
 	return tenantpolicy.DefaultWeight
 }

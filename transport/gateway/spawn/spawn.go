@@ -13,6 +13,7 @@
 //	targets  → its cooldowns actor → the peers (cluster)  messages.SharedCooldown
 //	pressure → ingest, the lanes' pressure follower       messages.Published[*pressure.State]
 //	keys     → tenant limits                              messages.Published[*keys.Snapshot], messages.Sync
+//	keys     → the shares follower (weights, policies)    messages.Published[*keys.Snapshot], messages.Sync (shares.go)
 //	the cluster's key store → keys (cluster)              Reload, from the root's watch (watchKeys)
 package spawn
 
@@ -20,6 +21,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
@@ -38,6 +40,7 @@ import (
 	tenantlimitactor "github.com/omniroute/gateway/actors/tenantlimit"
 	"github.com/omniroute/gateway/internal/clock"
 	icluster "github.com/omniroute/gateway/internal/cluster"
+	ikeys "github.com/omniroute/gateway/internal/keys"
 )
 
 // Assembly is a gateway being composed (*transport.Assembly): for each
@@ -62,6 +65,7 @@ type Assembly interface {
 	StartFront()
 	OpenStore() error
 	KeysOptions() keys.Options
+	TenantShares() *atomic.Pointer[ikeys.Shares]
 	AttachKeys(*keys.Handle) (tenantlimitactor.Options, error)
 	KeysWatch() (watch func(ctx context.Context, onChange func()), ok bool)
 	AttachKeysWatch(stop func())
@@ -249,6 +253,13 @@ func startTenants(system *actor.ActorSystem, a Assembly, _ *handles) error {
 	if err := kh.Subscribe(lh.PID()); err != nil {
 		return fmt.Errorf("cannot start: %w", err)
 	}
+	// So do the tenants' shares, which admission (started next) weighs
+	// by and the cluster's grains read budgets from.
+	_, stopShares, err := followShares(system, kh, a.TenantShares())
+	if err != nil {
+		return err
+	}
+	a.AttachLink(stopShares)
 	ro := a.RequestLogOptions()
 	lg, err := requestlog.Spawn(system, ro)
 	if err != nil {
