@@ -72,7 +72,7 @@ type tenantSys struct {
 	// actor derives them from every snapshot and publishes them here
 	// (TenantShares), off the keys actor.
 	shares atomic.Pointer[ikeys.Shares]
-	clk      func() time.Time
+	clk    func() time.Time
 }
 
 type targetPrice struct {
@@ -394,7 +394,9 @@ func (ts *tenantSys) spend(ctx context.Context, at time.Time) (day, month map[st
 func (a *Assembly) TenantShares() *atomic.Pointer[ikeys.Shares] { return &a.g.ten.shares }
 
 // policy is the active tenant id's policy.
-func (ts *tenantSys) policy(id string) (*tenantpolicy.Policy, bool) { return ts.shares.Load().Policy(id) }
+func (ts *tenantSys) policy(id string) (*tenantpolicy.Policy, bool) {
+	return ts.shares.Load().Policy(id)
+}
 
 // tenantWeight is a tenant's fair share for the ingest queue.
 func (g *Gateway) tenantWeight(id [20]byte) int64 {
