@@ -139,10 +139,10 @@ func (a *Assembly) QuotaRoute(target int) (conn int, upstream string, slot int) 
 }
 
 // AttachLink hands the front end the stop of an actor the composition
-// root spawned between other actors (the observations link from the
-// targets actor to the quota and ledger actors, the tenants' shares
-// follower of the keys actor): Close runs it after the targets actor
-// stopped and before the actors the links send to or follow stop.
+// root spawned between the routing actors (the observations link from
+// the targets actor to the quota and ledger actors): Close runs it after
+// the targets actor, its sender, stopped and before the actors it sends
+// to stop.
 func (a *Assembly) AttachLink(stop func()) { a.g.stops.links = append(a.g.stops.links, stop) }
 
 // AttachRouting hands the front end the spawned ledger, quota and targets
