@@ -43,10 +43,10 @@ type clusterSys struct {
 	ledgerKeys sync.Map
 	// slotLimits reads a ledger slot's configured windows (the ledger's).
 	slotLimits func(slot int) (rolling.Limits, bool)
-	// ten is the tenant layer once it is open (OpenStore runs after the
-	// cluster is joined, and grains may be asked before): the tenants'
-	// policies the grains read their budgets from.
-	ten atomic.Pointer[tenantSys]
+	// ten is the tenant layer's port once it is attached (the root starts
+	// the layer after the cluster is joined, and grains may be asked
+	// before): the tenants' policies the grains read their budgets from.
+	ten atomic.Pointer[Tenants]
 
 	mu      sync.Mutex // serialises tenant pool creation
 	tenants atomic.Pointer[map[tenant.ID]*sharedTenant]
@@ -237,7 +237,7 @@ func (cs *clusterSys) budget(key string) (credit.Budget, bool) {
 		if ts == nil {
 			return credit.Budget{}, false
 		}
-		p, ok := ts.policy(id)
+		p, ok := (*ts).Shares().Policy(id)
 		if !ok {
 			return credit.Budget{}, false
 		}

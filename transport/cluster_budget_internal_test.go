@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/omniroute/gateway/actors/credit"
+	ikeys "github.com/omniroute/gateway/internal/keys"
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/rolling"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
@@ -31,11 +32,9 @@ func TestGrainBudgetsComeFromThisNodesConfig(t *testing.T) {
 			t.Errorf("%s: %+v %v, want %+v %v", key, b, ok, want.b, want.ok)
 		}
 	}
-	ts := &tenantSys{}
 	p := &tenantpolicy.Policy{RequestsPerMinute: 10, TokensPerDay: 50000, MaxConcurrent: 3, DailyBudgetUSD: 2}
-	pol := map[string]*tenantpolicy.Policy{"abc": p}
-	ts.policies.Store(&pol)
-	cs.ten.Store(ts)
+	var ts Tenants = sharesOnly{shares: &ikeys.Shares{Policies: map[string]*tenantpolicy.Policy{"abc": p}}}
+	cs.ten.Store(&ts)
 	for key, want := range map[string]struct {
 		b  credit.Budget
 		ok bool
@@ -53,3 +52,11 @@ func TestGrainBudgetsComeFromThisNodesConfig(t *testing.T) {
 		}
 	}
 }
+
+// sharesOnly is a tenant layer of which only the shares are read.
+type sharesOnly struct {
+	Tenants
+	shares *ikeys.Shares
+}
+
+func (s sharesOnly) Shares() *ikeys.Shares { return s.shares }

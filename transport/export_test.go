@@ -137,4 +137,8 @@ func (a *testAborter) abort() {
 func (g *Gateway) DashboardSnapshot() map[string]any { return g.ops.DashboardSnapshot() }
 
 // TenantLimits returns the tenant limiter's handle.
-func (g *Gateway) TenantLimits() *tenantlimitactor.Handle { return g.ten.limits }
+func (g *Gateway) TenantLimits() *tenantlimitactor.Handle {
+	return g.ten.(interface {
+		Limiter() *tenantlimitactor.Handle
+	}).Limiter()
+}

@@ -11,8 +11,9 @@
 //
 // It spawns no actor: the composition root (transport/gateway) spawns them
 // with the options an Assembly derives and attaches their handles, which
-// the request path then reads. Embedders call transport/gateway's New, not
-// this package.
+// the request path then reads; the tenant layer it reaches only through
+// the port it declares (Tenants, tenants.go), which the root implements.
+// Embedders call transport/gateway's New, not this package.
 package transport
 
 import (
@@ -123,7 +124,7 @@ type Gateway struct {
 
 	adm admissionState
 
-	ten *tenantSys // keys, tenant limits, request log (tenants.go)
+	ten Tenants // the tenant layer's port (tenants.go); nil until attached
 
 	stops  rootStops       // what the composition root handed over to stop
 	hist   *history.Handle // the dashboard's one-second history (history.go)

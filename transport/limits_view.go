@@ -30,19 +30,8 @@ func (g *Gateway) connectionWindows() []ops.LimitWindow {
 
 // tenantWindows are the tenant limiter's windows.
 func (g *Gateway) tenantWindows() []ops.LimitWindow {
-	out := []ops.LimitWindow{}
-	if g.ten == nil || g.ten.limits == nil {
-		return out
+	if g.ten == nil {
+		return []ops.LimitWindow{}
 	}
-	s := g.ten.limits.Snapshot()
-	if s == nil {
-		return out
-	}
-	for _, tv := range s.Tenants {
-		for _, w := range tv.Windows {
-			out = append(out, ops.LimitWindow{Kind: "tenant", Budget: tv.Name, Dimension: w.Dimension, Period: w.Period,
-				Limit: w.Limit, Used: w.Used, Remaining: w.Remaining, ResetMs: w.ResetMs})
-		}
-	}
-	return out
+	return g.ten.Windows()
 }

@@ -146,18 +146,18 @@ func (p *opsPorts) Target(id int) ops.Target {
 
 // The keys actor (ops.Keys).
 
-func (p *opsPorts) Snapshot() *ikeys.Snapshot { return p.ten.keys.Snapshot() }
+func (p *opsPorts) Snapshot() *ikeys.Snapshot { return p.ten.Keys() }
 
 func (p *opsPorts) Create(name string, pol tenantpolicy.Policy) (ikeys.Info, string, error) {
-	return p.ten.keys.Create(name, pol)
+	return p.ten.Create(name, pol)
 }
 
 func (p *opsPorts) UpdatePolicy(name string, pol tenantpolicy.Policy) (ikeys.Info, error) {
-	return p.ten.keys.UpdatePolicy(name, pol)
+	return p.ten.UpdatePolicy(name, pol)
 }
 
-func (p *opsPorts) Rotate(name string) (ikeys.Info, string, error) { return p.ten.keys.Rotate(name) }
-func (p *opsPorts) Revoke(name string) (ikeys.Info, error)         { return p.ten.keys.Revoke(name) }
+func (p *opsPorts) Rotate(name string) (ikeys.Info, string, error) { return p.ten.Rotate(name) }
+func (p *opsPorts) Revoke(name string) (ikeys.Info, error)         { return p.ten.Revoke(name) }
 
 // CheckPolicy holds a key's policy to the rules a config-file tenant's
 // is held to (tenants.go).
@@ -173,19 +173,19 @@ func (p *opsPorts) CheckPolicy(pol tenantpolicy.Policy) error {
 // these.
 
 func (p *opsPorts) Requests(c context.Context, f store.Filter) (store.Page, error) {
-	return p.ten.db.Requests(c, f)
+	return p.opts.Store.Requests(c, f)
 }
 
 func (p *opsPorts) Usage(c context.Context, q store.UsageQuery) ([]store.UsageRow, error) {
-	return p.ten.db.Usage(c, q)
+	return p.opts.Store.Usage(c, q)
 }
 
 func (p *opsPorts) UsageTotal(c context.Context, q store.UsageQuery) (store.UsageRow, error) {
-	return p.ten.db.UsageTotal(c, q)
+	return p.opts.Store.UsageTotal(c, q)
 }
 
 func (p *opsPorts) Refusals(c context.Context, q store.UsageQuery) ([]store.Refusal, error) {
-	return p.ten.db.Refusals(c, q)
+	return p.opts.Store.Refusals(c, q)
 }
 
 // Services and engines (ops.Services).

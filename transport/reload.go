@@ -299,7 +299,7 @@ func (g *Gateway) ReloadFile(f *config.File) ReloadResult {
 		return g.reloadDone(ReloadResult{Result: reloadNeedsRestart, Errors: []string{err.Error()}})
 	}
 	g.redact.Add(g.secrets(f, cat)...)
-	if err := g.ten.keys.SetConfig(rc.config); err != nil {
+	if err := g.ten.SetConfig(rc.config); err != nil {
 		return g.reloadDone(ReloadResult{Result: reloadInvalid, Errors: []string{err.Error()}})
 	}
 	rc.version, rc.loadedAt = cur.version+1, g.clk.Now()

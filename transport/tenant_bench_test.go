@@ -23,7 +23,7 @@ func tenantFastPath(t testing.TB) (*Gateway, *call, []byte) {
 	g := allocGateway(t, "OMNIROUTE_REQUEST_LOG", "off")
 	p := tenantpolicy.Policy{RequestsPerMinute: 1 << 32, TokensPerMinute: 1 << 32, MaxConcurrent: 1 << 20,
 		DailyBudgetUSD: 1e8, MonthlyBudgetUSD: 1e8, AllowedModels: []string{"m"}, Weight: 2}
-	_, secret, err := g.ten.keys.Create("fast", p)
+	_, secret, err := g.ten.Create("fast", p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestTenantWeightsReachAdmission(t *testing.T) {
 	if w := g.tenantWeight(other); w != 1 {
 		t.Fatalf("default weight %d, want 1", w)
 	}
-	if _, err := g.ten.keys.UpdatePolicy("fast", tenantpolicy.Policy{Weight: 5}); err != nil {
+	if _, err := g.ten.UpdatePolicy("fast", tenantpolicy.Policy{Weight: 5}); err != nil {
 		t.Fatal(err)
 	}
 	if w := g.tenantWeight(id); w != 5 {

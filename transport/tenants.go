@@ -1,21 +1,17 @@
 package transport
 
 import (
-	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/netip"
-	"os"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/actors/keys"
-	"github.com/omniroute/gateway/actors/requestlog"
-	tenantlimitactor "github.com/omniroute/gateway/actors/tenantlimit"
 	"github.com/omniroute/gateway/internal/admission"
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
@@ -26,11 +22,11 @@ import (
 	"github.com/omniroute/gateway/internal/logging"
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/store"
-	"github.com/omniroute/gateway/internal/store/etcdkeys"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantlimit"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 	"github.com/omniroute/gateway/messages"
+	"github.com/omniroute/gateway/transport/ops"
 )
 
 // The tenant layer in the request path (docs/tenants.md):
@@ -41,39 +37,45 @@ import (
 //	→ settle (finishTenant: the limiter from the real usage, once; one
 //	  record to the request log, handed over without waiting).
 //
-// The composition root (transport/gateway) spawns its actors on the options
-// OpenStore, KeysOptions, AttachKeys and RequestLogOptions give; the
-// management routes are in package ops (ops/keys.go, ops/requests.go).
+// The pipeline reaches the tenant layer's actors (keys, tenant limits,
+// request log, the tenants' shares) only through Tenants, the port it
+// declares here; the composition root builds the layer and implements
+// the port (transport/gateway/tenants). The management routes are in
+// package ops (ops/keys.go, ops/requests.go).
 
 // Store is the persistence the tenant layer uses (keys, request log,
 // usage), re-exported for hosts that back it with their own store.
 type Store = store.Store
 
-// tenantSys is the tenant layer's wiring, built by OpenStore and the
-// Attach methods of the tenant layer.
-type tenantSys struct {
-	db store.Store // Options.Store (the composition root opened and closes it)
-	// sharedKeys is the cluster's key store (cluster mode; nil on a single
-	// node, where the keys stay in db). The request log stays in db, per
-	// node, either way.
-	sharedKeys *etcdkeys.Store
-	// stopWatch ends the composition root's watch of sharedKeys and
-	// waits for it (AttachKeysWatch); nil when there is none.
-	stopWatch func()
-	keys      *keys.Handle
-	limits    *tenantlimitactor.Handle
-	log       *requestlog.Handle
-	// logOn: the request log takes records; then every request reads the
-	// provider's usage report, so its tokens and cost can be logged.
-	logOn bool
-	// weights are the tenants' fair shares (only those other than 1),
-	// published on every key change for the ingest queue and the lanes.
-	weights atomic.Pointer[map[tenant.ID]int64]
-	// policies are the active tenants' policies by id string, published
-	// on every key change: what the cluster's grains hosted here read
-	// their budgets from.
-	policies atomic.Pointer[map[string]*tenantpolicy.Policy]
-	clk      func() time.Time
+// Tenants is the pipeline's port on the tenant layer: identify a caller
+// (the key snapshot), reserve and settle a tenant's limits, log a request
+// or a refusal, read the tenants' shares (admission's weights, the
+// cluster grains' policies), and for the operator APIs and reload, key
+// management, the limiter's windows and the layer's health. The request
+// path sends no message through it (the reservation and the log's
+// hand-over are atomics and a bounded list behind it).
+//
+// It is an alias of an interface literal, and transport/gateway/tenants.Port
+// is the same literal: the composition root names the type without
+// importing transport (whose internal tests compose with the root's
+// spawn package, which could then not be imported here). A difference
+// between the two fails to compile (compose_internal_test.go).
+type Tenants = interface {
+	Keys() *ikeys.Snapshot
+	Shares() *ikeys.Shares
+	Reserve(id tenant.ID, req *tenantlimit.Request, now time.Time) (tenantlimit.Reservation, tenantlimit.Result)
+	Settle(res *tenantlimit.Reservation, u tenantlimit.Usage, now time.Time)
+	Logging() bool
+	Log(r *store.Record, requestID, tenantID []byte)
+	Refused(tenantID []byte, tenantName, code string)
+	Create(name string, p tenantpolicy.Policy) (ikeys.Info, string, error)
+	UpdatePolicy(name string, p tenantpolicy.Policy) (ikeys.Info, error)
+	Rotate(name string) (ikeys.Info, string, error)
+	Revoke(name string) (ikeys.Info, error)
+	SetConfig(cfg []keys.ConfigTenant) error
+	Windows() []ops.LimitWindow
+	Health() (body any, status string)
+	Stop()
 }
 
 type targetPrice struct {
@@ -89,6 +91,12 @@ type tenantCall struct {
 	// mode.
 	entry *ikeys.Entry
 	res   tenantlimit.Reservation
+	// req is the reservation's request, and rec the request's record for
+	// the log: here in the pooled call, not on the stack, since they
+	// pass through the port (an interface), whose pointer arguments the
+	// compiler cannot keep on the stack.
+	req tenantlimit.Request
+	rec store.Record
 	// hdr are the rate-limit headers, rendered at the reservation and set
 	// on the answer whatever it is (applyTenantHeaders).
 	hdr    tenantlimit.Headers
@@ -117,164 +125,45 @@ type tenantCall struct {
 	ttft            time.Duration
 }
 
-// OpenStore opens the tenant layer on its store (Options.Store, which
-// the composition root opened) that the keys actor and the request log
-// use. The tenant layer is attached before admission, whose
-// ingest queue and lanes read the tenants' weights.
-//
-// In cluster mode (joined before this) the keys live in etcd instead, so
-// that every node authenticates the same keys (docs/cluster.md, "API
-// keys"), and the keys this node's own store holds from before are copied
-// there first (openSharedKeys).
-func (a *Assembly) OpenStore() error {
-	g, o := a.g, &a.g.opts
-	ts := &tenantSys{clk: g.clk.Now}
-	g.ten = ts
+// The tenant layer's sources (transport/gateway/tenants.Source): what
+// the composition root builds it from, and where it hands the port.
+
+// Store is the node's store (Options.Store, opened by the root).
+func (a *Assembly) Store() store.Store { return a.g.opts.Store }
+
+// Env is the environment the gateway runs on.
+func (a *Assembly) Env() config.Env { return a.g.opts.Env }
+
+// RequestLogOutput receives the request log's lines (nil: stdout).
+func (a *Assembly) RequestLogOutput() io.Writer { return a.g.opts.RequestLogOutput }
+
+// Redacting puts l behind the gateway's redactor.
+func (a *Assembly) Redacting(l *slog.Logger) *slog.Logger { return logging.Redacting(l, a.g.redact) }
+
+// KeysConfig is the config in force's tenant resolver and config-file
+// tenants, for the keys actor.
+func (a *Assembly) KeysConfig() (*tenant.Resolver, []keys.ConfigTenant) {
+	rc := a.g.rc.Load()
+	return rc.tenants, rc.config
+}
+
+// AttachTenants hands the pipeline the tenant layer's port, which
+// completes it; the cluster's grains hosted here read tenants' budgets
+// from it.
+func (a *Assembly) AttachTenants(t Tenants) {
+	g := a.g
+	g.ten = t
 	if g.cs != nil {
-		g.cs.ten.Store(ts) // the grains hosted here read tenants' budgets from it
+		g.cs.ten.Store(&t)
 	}
-	ts.db = o.Store
-	if g.cs != nil && g.cs.node.Etcd() != nil {
-		return a.openSharedKeys()
-	}
-	return nil
-}
-
-// migrateTimeout bounds copying a node's own keys into etcd at start-up.
-const migrateTimeout = 30 * time.Second
-
-// openSharedKeys makes the cluster's etcd key store the keys' store and
-// copies the keys this node kept on its own into it, create-if-absent: a
-// node that ran alone before joining keeps its keys working, now on every
-// node. A name etcd already holds is never overwritten (etcd is the
-// cluster's record; Migrate logs a disagreement by name and hash prefix).
-// The node's own copies stay where they were, unused while in cluster
-// mode. A failure stops start-up (the composition's Close then closes
-// the database): serving with keys missing would refuse callers for no
-// reason they could see.
-func (a *Assembly) openSharedKeys() error {
-	g, ts := a.g, a.g.ten
-	name := g.opts.Env.Cluster.ClusterName
-	log := g.log.With("component", "keys")
-	ks := etcdkeys.New(g.cs.node.Etcd(), name, etcdkeys.Options{Log: log})
-	ctx, cancel := context.WithTimeout(context.Background(), migrateTimeout)
-	defer cancel()
-	local, err := ts.db.Keys(ctx)
-	if err != nil {
-		return fmt.Errorf("cannot start: reading this node's keys to copy them to the cluster: %w", err)
-	}
-	m, err := ks.Migrate(ctx, local, log)
-	if err != nil {
-		return fmt.Errorf("cannot start: %w", err)
-	}
-	if m.Copied > 0 || m.Conflicts > 0 {
-		log.Info("copied this node's API keys to the cluster's key store", "copied", m.Copied, "alreadyThere", m.Present, "conflicts", m.Conflicts, "etcdPrefix", etcdkeys.Prefix(name))
-	}
-	ts.sharedKeys = ks
-	return nil
-}
-
-// KeysOptions are the keys actor's options: the store OpenStore opened,
-// the config's tenants, and a change hook that republishes the tenants'
-// weights (an atomic store: the hook runs on the keys actor). The limiter
-// follows the keys as a subscriber of the actor (transport/gateway/spawn).
-func (a *Assembly) KeysOptions() keys.Options {
-	g, ts := a.g, a.g.ten
-	rc := g.rc.Load()
-	var ks store.KeyStore = ts.db
-	if ts.sharedKeys != nil {
-		ks = ts.sharedKeys
-	}
-	return keys.Options{Store: ks, Resolver: rc.tenants, Config: rc.config, Clock: g.clk, Log: g.log.With("component", "keys"),
-		OnChange: ts.publishWeights}
-}
-
-// AttachKeys hands the front end the spawned keys actor and returns the
-// tenant limiter's options: the tenants of the keys it loaded, with what
-// those with budgets spent today and this month (read here, at start-up:
-// a store that cannot be read stops it), and the spend read the limiter
-// runs on its own for the tenants later key changes add.
-func (a *Assembly) AttachKeys(kh *keys.Handle) (tenantlimitactor.Options, error) {
-	ts := a.g.ten
-	ts.keys = kh
-	specs, err := ts.specs(kh.Snapshot())
-	if err != nil {
-		return tenantlimitactor.Options{}, fmt.Errorf("cannot start: %w", err)
-	}
-	return tenantlimitactor.Options{Clock: a.g.clk, Tenants: specs, Spend: ts.spend, SpendTimeout: spendTimeout,
-		Log: a.g.log.With("component", "tenantlimit")}, nil
-}
-
-// KeysWatch is, in cluster mode, the watch of the cluster's key store
-// (etcdkeys.Store.Watch): the composition root runs it and sends the
-// keys actor one Reload (coalesced) on every change there (another node
-// created, rotated or revoked a key) and every return of etcd after an
-// outage. ok is false on a single node, whose keys no one else writes.
-func (a *Assembly) KeysWatch() (watch func(ctx context.Context, onChange func()), ok bool) {
-	if ks := a.g.ten.sharedKeys; ks != nil {
-		return ks.Watch, true
-	}
-	return nil, false
-}
-
-// AttachKeysWatch hands the front end the stop of the watch KeysWatch
-// gave: Close runs it (it ends the watch and waits for it) before the
-// keys actor, which the watch sends to, stops and before the cluster
-// closes the etcd client it reads.
-func (a *Assembly) AttachKeysWatch(stop func()) { a.g.ten.stopWatch = stop }
-
-// AttachTenantLimits hands the front end the spawned tenant limiter.
-func (a *Assembly) AttachTenantLimits(lh *tenantlimitactor.Handle) { a.g.ten.limits = lh }
-
-// RequestLogOptions are the request log writer's options: its lines
-// (redacted) on stdout and its rows in the store, as
-// OMNIROUTE_REQUEST_LOG says.
-func (a *Assembly) RequestLogOptions() requestlog.Options {
-	g, o := a.g, &a.g.opts
-	mode := o.Env.RequestLog.Mode
-	var lines *slog.Logger
-	if mode.Stdout() {
-		out := o.RequestLogOutput
-		if out == nil {
-			out = os.Stdout
-		}
-		lines = logging.Redacting(logging.New(string(o.Env.Server.LogFormat), "info", out), g.redact).With("component", "requestlog")
-	}
-	var ls store.LogStore
-	if mode.DB() {
-		ls = g.ten.db
-	}
-	return requestlog.Options{Store: ls, Lines: lines, Log: g.log.With("component", "requestlog"), Clock: g.clk, Retention: o.Env.RequestLog.RetentionDays.Duration()}
-}
-
-// AttachRequestLog hands the front end the spawned request log writer,
-// which completes the tenant layer.
-func (a *Assembly) AttachRequestLog(lg *requestlog.Handle, o requestlog.Options) {
-	g, ts := a.g, a.g.ten
-	ts.log, ts.logOn = lg, o.Store != nil || o.Lines != nil
-	g.health = append(g.health, healthSection{name: "tenants", fn: g.tenantsHealth, brief: briefTenants})
+	g.health = append(g.health, healthSection{name: "tenants", fn: t.Health, brief: briefTenants})
 }
 
 // stopTenants flushes the request log and stops the tenant actors (the
 // database is the composition root's to close, after this).
 func (g *Gateway) stopTenants() {
-	ts := g.ten
-	if ts == nil {
-		return
-	}
-	if ts.log != nil {
-		ts.log.Stop()
-	}
-	if ts.stopWatch != nil {
-		// Before the keys actor, which it sends to, and before the
-		// cluster closes the etcd client it reads.
-		ts.stopWatch()
-	}
-	if ts.keys != nil {
-		ts.keys.Stop()
-	}
-	if ts.limits != nil {
-		ts.limits.Stop()
+	if g.ten != nil {
+		g.ten.Stop()
 	}
 }
 
@@ -348,85 +237,10 @@ func checkModels(cat *catalog.Catalog, prefix string, patterns []string) error {
 	return nil
 }
 
-// specs are the limiter's tenants at start-up: every active key with its
-// policy, and for those with budgets, what they spent today and this
-// month (from the usage aggregates), so that a restart does not forget
-// spend. Tenants that later key changes add are seeded by the limiter
-// itself (Options.Spend), off the keys actor.
-func (ts *tenantSys) specs(s *ikeys.Snapshot) ([]tenantlimitactor.TenantSpec, error) {
-	out := tenantlimitactor.SpecsOf(s)
-	var day, month map[string]int64
-	for i := range out {
-		sp := &out[i]
-		if !tenantlimitactor.HasBudget(&sp.Policy) {
-			continue
-		}
-		if day == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), spendTimeout)
-			var err error
-			day, month, err = ts.spend(ctx, ts.clk())
-			cancel()
-			if err != nil {
-				return nil, err
-			}
-		}
-		id := sp.ID.String()
-		sp.DaySpent, sp.MonthSpent = day[id], month[id]
-	}
-	return out, nil
-}
-
-// spendTimeout bounds one read of the tenants' spend.
-const spendTimeout = 10 * time.Second
-
-// spend reads each tenant's spend today and this month as of at, from the
-// usage aggregates (tenantlimitactor.SpendFunc).
-func (ts *tenantSys) spend(ctx context.Context, at time.Time) (day, month map[string]int64, err error) {
-	now := at.UTC()
-	if day, err = ts.db.Spend(ctx, tenantlimit.DayEnd(tenantlimit.DayIndex(now)-1)); err != nil {
-		return nil, nil, fmt.Errorf("reading today's spend for the budgets: %w", err)
-	}
-	if month, err = ts.db.Spend(ctx, time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)); err != nil {
-		return nil, nil, fmt.Errorf("reading this month's spend for the budgets: %w", err)
-	}
-	return day, month, nil
-}
-
-// publishWeights runs on the keys actor after every change (OnChange): it
-// publishes the tenants' weights for the ingest queue and the lanes, and
-// their policies (the cluster's grains read tenants' budgets from them),
-// and nothing else (it must not block).
-func (ts *tenantSys) publishWeights(s *ikeys.Snapshot) {
-	w := map[tenant.ID]int64{}
-	pol := map[string]*tenantpolicy.Policy{}
-	for _, e := range s.Active() {
-		if v := e.Policy.EffectiveWeight(); v != tenantpolicy.DefaultWeight {
-			w[e.TenantID] = v
-		}
-		pol[e.TenantID.String()] = e.Policy
-	}
-	ts.weights.Store(&w)
-	ts.policies.Store(&pol)
-}
-
-// policy is the active tenant id's policy.
-func (ts *tenantSys) policy(id string) (*tenantpolicy.Policy, bool) {
-	m := ts.policies.Load()
-	if m == nil {
-		return nil, false
-	}
-	p, ok := (*m)[id]
-	return p, ok
-}
-
 // tenantWeight is a tenant's fair share for the ingest queue.
 func (g *Gateway) tenantWeight(id [20]byte) int64 {
 	if ts := g.ten; ts != nil {
-		if w := ts.weights.Load(); w != nil {
-			if v, ok := (*w)[tenant.ID(id)]; ok {
-				return v
-			}
-		}
+		return ts.Shares().Weight(tenant.ID(id))
 	}
 	return tenantpolicy.DefaultWeight
 }
@@ -447,7 +261,7 @@ func (g *Gateway) identifyCaller(rc *routingConfig, key []byte, loopback bool) (
 		id, _, d := rc.tenants.Identify(key, loopback)
 		return id, nil, d
 	}
-	snap := g.ten.keys.Snapshot()
+	snap := g.ten.Keys()
 	d := sha256.Sum256(key)
 	if e, ok := snap.LookupDigest(d); ok {
 		return e.TenantID, e, tenant.Allowed
@@ -482,7 +296,7 @@ func (c *call) reserveTenant() bool {
 		return true
 	}
 	e := tc.entry
-	tc.meter = ts.logOn
+	tc.meter = ts.Logging()
 	if e == nil || !e.Policy.Limited() {
 		tc.passed = true
 		return true
@@ -505,8 +319,8 @@ func (c *call) reserveTenant() bool {
 			}
 		}
 	}
-	req := tenantlimit.Request{Model: c.scan.Model, Tokens: tc.est, Cost: tc.estCost}
-	res, r := ts.limits.Reserve(e.TenantID, &req, g.clk.Now())
+	tc.req = tenantlimit.Request{Model: c.scan.Model, Tokens: tc.est, Cost: tc.estCost}
+	res, r := ts.Reserve(e.TenantID, &tc.req, g.clk.Now())
 	tc.res = res
 	if r.Limited() || !r.Allowed {
 		tc.hdr, tc.hasHdr = r.Headers(hdrFamily(c.format)), true
@@ -517,7 +331,7 @@ func (c *call) reserveTenant() bool {
 		// and the headers show the cluster's windows where they have less
 		// left than this node's.
 		if kind, retry := g.cs.takeTenant(&tc.shared, e, tc.est, tc.estCost, r.Now); kind != tenantlimit.KindNone {
-			ts.limits.Settle(&tc.res, tenantlimit.Usage{Refund: true}, r.Now)
+			ts.Settle(&tc.res, tenantlimit.Usage{Refund: true}, r.Now)
 			r.Allowed, r.Kind, r.RetryAt = false, kind, retry.UnixNano()
 		}
 		g.cs.tenantWindows(e, &r)
@@ -562,8 +376,8 @@ func (c *call) chargeRequest(model []byte) *apierror.Error {
 		return nil
 	}
 	tc.charged = true
-	req := tenantlimit.Request{Model: model, RequestOnly: true}
-	_, r := ts.limits.Reserve(e.TenantID, &req, g.clk.Now())
+	tc.req = tenantlimit.Request{Model: model, RequestOnly: true}
+	_, r := ts.Reserve(e.TenantID, &tc.req, g.clk.Now())
 	if r.Allowed && g.cs != nil {
 		if kind, retry := g.cs.takeTenantRequest(e, r.Now); kind != tenantlimit.KindNone {
 			r.Allowed, r.Kind, r.RetryAt = false, kind, retry.UnixNano()
@@ -706,7 +520,8 @@ func (c *call) costOf(t *catalog.Target, u pricing.Usage) int64 {
 func (c *call) finishTenant() {
 	g, tc, p := c.g, &c.ten, &c.plan
 	ts := g.ten
-	if ts == nil || (!tc.meter && !ts.logOn) || c.counting { // a count is no model call: not logged
+	logOn := ts != nil && ts.Logging()
+	if ts == nil || (!tc.meter && !logOn) || c.counting { // a count is no model call: not logged
 		return
 	}
 	if !tc.passed {
@@ -741,9 +556,9 @@ func (c *call) finishTenant() {
 		g.cs.give(&tc.shared, tc.tokens, tc.cost, !reached)
 	}
 	if tc.res.Active() {
-		ts.limits.Settle(&tc.res, tenantlimit.Usage{Tokens: tc.tokens, Cost: tc.cost, Known: reached, Refund: !reached}, g.clk.Now())
+		ts.Settle(&tc.res, tenantlimit.Usage{Tokens: tc.tokens, Cost: tc.cost, Known: reached, Refund: !reached}, g.clk.Now())
 	}
-	if ts.logOn {
+	if logOn {
 		c.logRequest(reached)
 	}
 }
@@ -756,9 +571,11 @@ const maxLoggedModel = 128
 // blocks. Nothing secret is in it: ids, names, numbers, the address class.
 func (c *call) logRequest(reached bool) {
 	g, tc, ctx := c.g, &c.ten, c.ctx
-	// The record stays on this stack: Log copies it, and copies the ids
-	// from the bytes they are in, so logging a request allocates nothing.
-	var r store.Record
+	// The record is the pooled call's (tenantCall.rec): Log copies it, and
+	// copies the ids from the bytes they are in, so logging a request
+	// allocates nothing.
+	r := &tc.rec
+	*r = store.Record{}
 	lat := c.life.took
 	if _, real := g.clk.(clock.Real); real {
 		r.Time = c.start // the same instant, without another clock read
@@ -807,7 +624,7 @@ func (c *call) logRequest(reached bool) {
 	}
 	r.ClientIP = clientIPClass(ctx.RemoteIP())
 	r.Changes = c.changesForLog()
-	g.ten.log.Log(&r, c.rid, tid)
+	g.ten.Log(r, c.rid, tid)
 }
 
 // Refusal buckets for callers without a key entry: anonymous callers,
@@ -838,7 +655,7 @@ func (c *call) logRefusal() {
 	default:
 		code = "internal_error" // a panic before the limits (panic.go)
 	}
-	c.g.ten.log.Refused(id, name, code)
+	c.g.ten.Refused(id, name, code)
 }
 
 func clientIPClass(ip []byte) store.IPClass {
@@ -860,34 +677,4 @@ func briefTenants(body any) any {
 		}
 	}
 	return out
-}
-
-// tenantsHealth is the tenants section of the health report: keys, the
-// limiter's tenants, and the request log writer (degraded while writes
-// fail: serving goes on, records are counted as failed); in cluster mode
-// whether the watch of the keys in etcd is live (degraded while not).
-func (g *Gateway) tenantsHealth() (any, string) {
-	ts := g.ten
-	h := ts.log.Health()
-	status := "ok"
-	if h.Failing {
-		status = "degraded"
-	}
-	active := len(ts.keys.Snapshot().Active())
-	limited := 0
-	if s := ts.limits.Snapshot(); s != nil {
-		limited = len(s.Tenants)
-	}
-	out := map[string]any{"activeKeys": active, "limitedTenants": limited, "requestLog": h, "keyStore": "local",
-		"windows": g.tenantWindows()}
-	if ks := ts.sharedKeys; ks != nil {
-		// Degraded while the watch is down: keys keep working, but
-		// changes made on other nodes are not seen here and management
-		// answers 503.
-		out["keyStore"], out["keysWatching"] = "etcd", ks.Watching()
-		if !ks.Watching() {
-			status = "degraded"
-		}
-	}
-	return out, status
 }

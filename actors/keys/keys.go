@@ -23,8 +23,9 @@
 // operations queued behind it, wait out the timeout. The read at start-up,
 // which no caller waits on, has the whole timeout.
 //
-// The actor only publishes. What other actors derive from the keys (the
-// tenant limiter's tenant set) reaches them as a message: Subscribe, which
+// The actor only publishes. What others derive from the keys (the tenant
+// limiter's tenant set, admission's weights and the cluster grains'
+// policies, keys.Shares) reaches them as a message: Subscribe, which
 // the composition root calls, makes the actor send every snapshot it
 // publishes to the subscriber, in order. A management operation returns
 // once every subscriber has taken the snapshot it made (a messages.Sync
@@ -69,11 +70,6 @@ type Options struct {
 	Resolver *tenant.Resolver // derives tenant ids
 	Config   []ConfigTenant
 	Clock    clock.Clock
-	// OnChange is called with every new snapshot, from the actor (and once
-	// from Spawn); the composition root derives the admission weights from
-	// it. It must not block: it runs on the actor's goroutine, so anything
-	// slow or owned by another actor belongs to a subscriber (Subscribe).
-	OnChange func(*keys.Snapshot)
 	// Timeout bounds one management operation (default 10s); each store
 	// call the actor makes is bounded by a third of it, except the read
 	// at start-up, which has all of it.
@@ -147,9 +143,6 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
 	}
-	if o.OnChange == nil {
-		o.OnChange = func(*keys.Snapshot) {}
-	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -197,8 +190,8 @@ func uniqueNames(cfg []ConfigTenant) error {
 
 // SetConfig replaces the config-file tenants (a config reload): the keys
 // issued at run time stay as they are. It waits until the new snapshot
-// is published (and OnChange has run), so the tenants are in force when
-// it returns; a config tenant whose name a stored key uses is refused
+// is published and every subscriber has taken it, so the tenants are in
+// force when it returns; a config tenant whose name a stored key uses is refused
 // and nothing changes.
 func (h *Handle) SetConfig(cfg []ConfigTenant) error {
 	if err := uniqueNames(cfg); err != nil {
@@ -367,8 +360,9 @@ func (a *keysActor) storeCtx() (context.Context, context.CancelFunc) {
 func (a *keysActor) storeBound() time.Duration { return a.h.o.Timeout / 3 }
 
 // refresh reloads the store and publishes only if the key set differs
-// from the one last published (OnChange re-derives every tenant's limits
-// and weights, which a reload that found nothing new should not cost).
+// from the one last published (every subscriber re-derives every
+// tenant's limits and weights, which a reload that found nothing new
+// should not cost).
 func (a *keysActor) refresh() error {
 	if err := a.load(a.storeBound()); err != nil {
 		return err
@@ -463,7 +457,6 @@ func (a *keysActor) publish() {
 	s := keys.Build(a.list)
 	a.h.pub = a.list
 	a.h.snap.Store(s)
-	a.h.o.OnChange(s)
 	if subs := a.h.subs.Load(); subs != nil {
 		m := &messages.Published[*keys.Snapshot]{Snapshot: s}
 		for _, pid := range *subs {

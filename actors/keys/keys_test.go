@@ -42,12 +42,12 @@ func spawn(t *testing.T, path string) *fixture {
 	}
 	f := &fixture{db: db, sys: testutil.ActorSystem(t)}
 	h, err := Spawn(f.sys, Options{Store: db, Resolver: resolver, Clock: clock.NewFake(time.Date(2026, 3, 14, 10, 0, 0, 0, time.UTC)),
-		Config:   []ConfigTenant{{Name: "ops", KeySHA256: sha256.Sum256([]byte("ops-key")), Policy: tenantpolicy.Policy{Class: "batch"}}},
-		OnChange: func(*keys.Snapshot) { f.changes.Add(1) }})
+		Config: []ConfigTenant{{Name: "ops", KeySHA256: sha256.Sum256([]byte("ops-key")), Policy: tenantpolicy.Policy{Class: "batch"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.h = h
+	countPublications(t, f.sys, h, &f.changes)
 	t.Cleanup(f.stop)
 	return f
 }
@@ -140,8 +140,8 @@ func TestKeyLifecycle(t *testing.T) {
 	if got := code(second(h.Rotate("ci"))); got != "key_revoked/name" {
 		t.Fatalf("rotate a revoked key: %s", got)
 	}
-	if f.changes.Load() != 5 { // spawn, create, update, rotate, revoke
-		t.Fatalf("OnChange called %d times", f.changes.Load())
+	if f.changes.Load() != 5 { // the one in force, create, update, rotate, revoke
+		t.Fatalf("the subscriber was sent %d snapshots", f.changes.Load())
 	}
 	_, live, _ := h.Create("live", tenantpolicy.Policy{DailyBudgetUSD: 3})
 	// A restart finds everything as it was.
@@ -184,7 +184,7 @@ func second[T any](_ keys.Info, _ T, err error) error { return err }
 
 // TestSetConfigKeepsRunTimeKeys: a config reload replaces the config-file
 // tenants in one step (the old one's key stops working, the new one's
-// works, OnChange runs), keeps the keys issued at run time, refuses a
+// works, the subscriber is sent it), keeps the keys issued at run time, refuses a
 // config tenant named like a stored key without changing anything, and a
 // restarted actor rebuilds from the new config, not the start-up one.
 func TestSetConfigKeepsRunTimeKeys(t *testing.T) {
@@ -236,11 +236,12 @@ func TestSetConfigKeepsRunTimeKeys(t *testing.T) {
 func TestReloadSeesAnotherWriter(t *testing.T) {
 	a := spawn(t, filepath.Join(t.TempDir(), sqlite.FileName))
 	b := &fixture{db: a.db, sys: a.sys}
-	hb, err := Spawn(b.sys, Options{Store: a.db, Resolver: resolver, OnChange: func(*keys.Snapshot) { b.changes.Add(1) }})
+	hb, err := Spawn(b.sys, Options{Store: a.db, Resolver: resolver})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(hb.Stop)
+	countPublications(t, b.sys, hb, &b.changes)
 	_, secret, err := a.h.Create("shared", tenantpolicy.Policy{})
 	if err != nil {
 		t.Fatal(err)
@@ -251,12 +252,12 @@ func TestReloadSeesAnotherWriter(t *testing.T) {
 	before := b.changes.Load()
 	hb.Reload()
 	waitLookup(t, hb, secret, true)
-	// OnChange runs just after the snapshot is stored, so a lookup can see
-	// the key a moment before the count moves; the exact count is checked
+	// The subscriber is sent the snapshot just after it is stored, so a
+	// lookup can see the key a moment before the count moves; the exact count is checked
 	// after the ask below, which the actor answers only when done.
 	for deadline := time.Now().Add(10 * time.Second); b.changes.Load() == before; time.Sleep(2 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("a reload that found one new key did not call OnChange in 10 s")
+			t.Fatal("a reload that found one new key did not reach the subscriber in 10 s")
 		}
 	}
 	hb.Reload()
@@ -450,6 +451,33 @@ func TestRestartPublishesWhatTheStoreGained(t *testing.T) {
 	}
 	if got := f.changes.Load() - before; got != 1 {
 		t.Fatalf("%d publications for one create after a reload that found nothing", got)
+	}
+}
+
+// counter is a subscriber that counts the snapshots it is sent.
+type counter struct{ n *atomic.Int64 }
+
+func (c counter) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *messages.Published[*keys.Snapshot]:
+		c.n.Add(1)
+	case *messages.Sync:
+		ctx.Respond(m)
+	}
+}
+
+// countPublications subscribes a counter of h's publications into n
+// (the snapshot in force counts one); operations return once it took
+// theirs.
+func countPublications(t *testing.T, sys *actor.ActorSystem, h *Handle, n *atomic.Int64) {
+	t.Helper()
+	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return counter{n: n} }))
+	t.Cleanup(func() { _ = sys.Root.PoisonFuture(pid).Wait() })
+	if err := h.Subscribe(pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sys.Root.RequestFuture(pid, &messages.Sync{}, 10*time.Second).Result(); err != nil {
+		t.Fatal(err) // the snapshot in force is counted from here
 	}
 }
 

@@ -248,3 +248,49 @@ func (s *Snapshot) Active() []*Entry {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
+
+// Shares is what admission and the cluster's grains read of one
+// snapshot's tenants: their fair shares (only those other than the
+// default) and their policies, by tenant id string. It is derived from a
+// snapshot by the keys actor's subscriber (SharesOf, in the composition
+// root), never on the keys actor, and published whole. A nil *Shares is
+// the empty set.
+type Shares struct {
+	Weights  map[tenant.ID]int64
+	Policies map[string]*tenantpolicy.Policy
+}
+
+// SharesOf derives the shares of s's active keys.
+func SharesOf(s *Snapshot) *Shares {
+	sh := &Shares{Weights: map[tenant.ID]int64{}, Policies: map[string]*tenantpolicy.Policy{}}
+	for _, e := range s.byDigest {
+		if e == nil {
+			continue
+		}
+		if v := e.Policy.EffectiveWeight(); v != tenantpolicy.DefaultWeight {
+			sh.Weights[e.TenantID] = v
+		}
+		sh.Policies[e.TenantID.String()] = e.Policy
+	}
+	return sh
+}
+
+// Weight is tenant id's fair share (tenantpolicy.DefaultWeight unless its
+// policy sets one). It does not allocate.
+func (sh *Shares) Weight(id tenant.ID) int64 {
+	if sh != nil {
+		if v, ok := sh.Weights[id]; ok {
+			return v
+		}
+	}
+	return tenantpolicy.DefaultWeight
+}
+
+// Policy is the active tenant id's policy.
+func (sh *Shares) Policy(id string) (*tenantpolicy.Policy, bool) {
+	if sh == nil {
+		return nil, false
+	}
+	p, ok := sh.Policies[id]
+	return p, ok
+}

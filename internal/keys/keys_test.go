@@ -109,3 +109,45 @@ func TestSnapshotLookup(t *testing.T) {
 		t.Fatalf("Lookup allocated %.1f times", a)
 	}
 }
+
+// TestSharesOf: the shares are the active keys' weights (only those
+// other than the default) and policies; a revoked key has none, and a
+// nil *Shares is the empty set.
+func TestSharesOf(t *testing.T) {
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	heavy, plain, gone := tenant.ID{1}, tenant.ID{2}, tenant.ID{3}
+	s := Build([]Key{
+		{Info: Info{Name: "heavy", Source: FromStore, Policy: tenantpolicy.Policy{Weight: 4, RequestsPerMinute: 7}}, Digest: [32]byte{1}, ID: heavy},
+		{Info: Info{Name: "plain", Source: FromStore}, Digest: [32]byte{2}, ID: plain},
+		{Info: Info{Name: "gone", Source: FromStore, Policy: tenantpolicy.Policy{Weight: 9}, RevokedAt: &at}, Digest: [32]byte{3}, ID: gone},
+	})
+	sh := SharesOf(s)
+	if w := sh.Weight(heavy); w != 4 {
+		t.Errorf("heavy's weight %d, want 4", w)
+	}
+	if w := sh.Weight(plain); w != tenantpolicy.DefaultWeight {
+		t.Errorf("plain's weight %d, want the default", w)
+	}
+	if w := sh.Weight(gone); w != tenantpolicy.DefaultWeight {
+		t.Errorf("a revoked key's weight %d, want the default", w)
+	}
+	if len(sh.Weights) != 1 {
+		t.Errorf("weights %v: only the ones other than the default", sh.Weights)
+	}
+	if p, ok := sh.Policy(heavy.String()); !ok || p.RequestsPerMinute != 7 {
+		t.Errorf("heavy's policy %+v %v", p, ok)
+	}
+	if _, ok := sh.Policy(plain.String()); !ok {
+		t.Error("plain has no policy entry")
+	}
+	if _, ok := sh.Policy(gone.String()); ok {
+		t.Error("a revoked key has a policy entry")
+	}
+	var none *Shares
+	if none.Weight(heavy) != tenantpolicy.DefaultWeight {
+		t.Error("a nil Shares gives a weight other than the default")
+	}
+	if _, ok := none.Policy(heavy.String()); ok {
+		t.Error("a nil Shares has a policy")
+	}
+}

@@ -12,13 +12,12 @@
 //	targets  → the observations link → quota, ledger     messages.QuotaObserved (link.go)
 //	targets  → its cooldowns actor → the peers (cluster)  messages.SharedCooldown
 //	pressure → ingest, the lanes' pressure follower       messages.Published[*pressure.State]
-//	keys     → tenant limits                              messages.Published[*keys.Snapshot], messages.Sync
-//	the cluster's key store → keys (cluster)              Reload, from the root's watch (watchKeys)
+//	keys     → tenant limits                              messages.Published[*keys.Snapshot], messages.Sync (tenants)
+//	keys     → the shares follower (weights, policies)    messages.Published[*keys.Snapshot], messages.Sync (tenants)
+//	the cluster's key store → keys (cluster)              Reload, from the root's watch (tenants)
 package spawn
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -27,17 +26,15 @@ import (
 	"github.com/omniroute/gateway/actors/credit"
 	"github.com/omniroute/gateway/actors/history"
 	"github.com/omniroute/gateway/actors/ingest"
-	"github.com/omniroute/gateway/actors/keys"
 	"github.com/omniroute/gateway/actors/lanes"
 	ledgeractor "github.com/omniroute/gateway/actors/ledger"
 	pressureactor "github.com/omniroute/gateway/actors/pressure"
 	quotaactor "github.com/omniroute/gateway/actors/quota"
-	"github.com/omniroute/gateway/actors/requestlog"
 	"github.com/omniroute/gateway/actors/services"
 	"github.com/omniroute/gateway/actors/targets"
-	tenantlimitactor "github.com/omniroute/gateway/actors/tenantlimit"
 	"github.com/omniroute/gateway/internal/clock"
 	icluster "github.com/omniroute/gateway/internal/cluster"
+	"github.com/omniroute/gateway/transport/gateway/tenants"
 )
 
 // Assembly is a gateway being composed (*transport.Assembly): for each
@@ -60,14 +57,8 @@ type Assembly interface {
 	ShareQuota() error
 	ClusterJoined()
 	StartFront()
-	OpenStore() error
-	KeysOptions() keys.Options
-	AttachKeys(*keys.Handle) (tenantlimitactor.Options, error)
-	KeysWatch() (watch func(ctx context.Context, onChange func()), ok bool)
-	AttachKeysWatch(stop func())
-	AttachTenantLimits(*tenantlimitactor.Handle)
-	RequestLogOptions() requestlog.Options
-	AttachRequestLog(*requestlog.Handle, requestlog.Options)
+	// The tenant layer's sources, and AttachTenants (package tenants).
+	tenants.Source
 	PressureOptions() pressureactor.Options
 	IngestConfig(*pressureactor.Handle) ingest.Config
 	AttachAdmission(*pressureactor.Handle, *ingest.Handle)
@@ -87,8 +78,9 @@ type Assembly interface {
 // read the handles before it): ledger, quota and targets (routing); the
 // cluster node, its credit leases, the targets' cooldowns actor and the
 // quota sharing (cluster mode only); the front end's own state
-// (StartFront); keys, tenant limits and
-// the request log (the tenant layer, which admission weighs by); pressure
+// (StartFront); keys, tenant limits, the tenants' shares and the
+// request log (the tenant layer, package tenants, which admission weighs
+// by); pressure
 // and ingest (admission); lanes; the services manager, whose auto-start
 // services it waits for; history (the dashboard). On an error nothing it
 // started is left running.
@@ -124,6 +116,7 @@ type cooldownCounts = interface {
 type handles struct {
 	targets  *targets.Handle
 	pressure *pressureactor.Handle
+	cluster  tenants.Cluster // the joined cluster's etcd (cluster mode)
 }
 
 // spawnRouting starts the ledger, the quota actors and the targets actor
@@ -213,66 +206,19 @@ func joinCluster(system *actor.ActorSystem, a Assembly, hs *handles) error {
 		return leave(err) // the targets actor's Stop (Abort) stops its cooldowns actor
 	}
 	a.ClusterJoined()
+	hs.cluster = tenants.Cluster{Etcd: node.Etcd(), Name: cfg.Name}
 	return nil
 }
 
-// startTenants opens the store, loads the keys, starts the limiter (a
-// subscriber of the keys actor) and the request log writer. It runs
-// before admission, whose ingest queue and lanes read the tenants'
-// weights, and after the cluster join: in
-// cluster mode OpenStore puts the keys in etcd (copying this node's own
-// keys there first) and watchKeys links that store to the keys actor.
-func startTenants(system *actor.ActorSystem, a Assembly, _ *handles) error {
-	if err := a.OpenStore(); err != nil {
-		return err
-	}
-	kh, err := keys.Spawn(system, a.KeysOptions())
-	if err != nil {
-		return fmt.Errorf("cannot start: %w", err)
-	}
-	lo, err := a.AttachKeys(kh)
-	if err != nil {
-		return err
-	}
-	if watch, ok := a.KeysWatch(); ok {
-		a.AttachKeysWatch(watchKeys(watch, kh.Reload))
-	}
-	lh, err := tenantlimitactor.Spawn(system, lo)
-	if err != nil {
-		return err
-	}
-	a.AttachTenantLimits(lh)
-	// The limiter follows the keys: every snapshot the keys actor
-	// publishes (from the one in force now) reaches it as a message, and
-	// key operations return once it took theirs. The keys actor only
-	// sends; the limiter reads what new tenants spent off both actors.
-	if err := kh.Subscribe(lh.PID()); err != nil {
-		return fmt.Errorf("cannot start: %w", err)
-	}
-	ro := a.RequestLogOptions()
-	lg, err := requestlog.Spawn(system, ro)
-	if err != nil {
-		return err
-	}
-	a.AttachRequestLog(lg, ro)
-	return nil
-}
-
-// watchKeys links the cluster's key store to the keys actor (cluster
-// mode): it runs watch, a goroutine of the root's and not an actor (it
-// only forwards, and nothing it holds needs supervising: it
-// re-establishes itself after an etcd outage), which calls reload (the
-// keys actor's Reload, coalesced) on every change, so keys are the same
-// on every node. It returns the stop, which ends the watch and waits for
-// it; the front end's Close runs it before the keys actor stops.
-func watchKeys(watch func(ctx context.Context, onChange func()), reload func()) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		watch(ctx, reload)
-	}()
-	return func() { cancel(); <-done }
+// startTenants starts the tenant layer (package tenants: the keys' store,
+// the keys actor, the tenant limiter and the shares follower subscribed
+// to it, the request log writer) and hands the pipeline its port. It
+// runs before admission, whose ingest queue and lanes read the tenants'
+// weights, and after the cluster join: in cluster mode the keys live in
+// etcd (this node's own keys copied there first), watched for changes
+// other nodes make.
+func startTenants(system *actor.ActorSystem, a Assembly, hs *handles) error {
+	return tenants.Start(system, a, hs.cluster)
 }
 
 // startAdmission starts the resource-pressure and ingest actors on the
