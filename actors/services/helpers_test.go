@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.uber.org/goleak"
 
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
@@ -23,7 +22,7 @@ import (
 
 func TestMain(m *testing.M) {
 	svctest.RunIfChild() // the supervisor spawns this binary as its services
-	goleak.VerifyTestMain(m, testutil.LeakOptions()...)
+	testutil.VerifyTestMain(m)
 }
 
 // svc returns the config of a helper service in mode, with short health

@@ -11,12 +11,11 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
-	"go.uber.org/goleak"
 
 	"github.com/omniroute/gateway/internal/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 // server runs a fasthttp handler on loopback for one test.
 func server(t *testing.T, h fasthttp.RequestHandler) string {
