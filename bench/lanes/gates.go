@@ -308,6 +308,17 @@ func gateEnv(extra map[string]string) map[string]string {
 	return env
 }
 
+// openGate opens the report of a scenario run on gateEnv(nil), as the
+// gated scenarios all begin: the options' defaults, the report, and the
+// environment as its first note.
+func openGate(o *Options, scenario string) (Report, map[string]string) {
+	o.defaults()
+	rep := Report{Scenario: scenario, Full: o.Full}
+	env := gateEnv(nil)
+	rep.note("environment: %s", envText(env))
+	return rep, env
+}
+
 // defaultsEnv is the environment of a gate that says "with the defaults":
 // only the mode, because the gate needs enforce (the default is shadow).
 func defaultsEnv() map[string]string { return map[string]string{"ADAPTIVE_ADMISSION_MODE": "enforce"} }
