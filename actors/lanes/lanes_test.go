@@ -2,7 +2,6 @@ package lanes
 
 import (
 	"fmt"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -44,7 +43,7 @@ func start(t testing.TB, edit func(*admission.Config), caps ...int) *env {
 	for i, c := range caps {
 		ups = append(ups, UpstreamSpec{Name: fmt.Sprintf("u%d", i), Cap: c})
 	}
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	sys := testutil.NewActorSystem()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	h, err := Spawn(sys, Options{Config: cfg, Clock: clk, ManualTicks: true, Upstreams: ups})
 	if err != nil {
@@ -883,7 +882,7 @@ func TestQueueWakesTheMeasuringTick(t *testing.T) {
 	cfg.Mode = admission.ModeEnforce
 	cfg.MinLimit, cfg.InitialLimit, cfg.MaxLimit = 4, 4, 4
 	cfg.WindowMs = 50 // the tick sleeps after a window without work
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	sys := testutil.NewActorSystem()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	h, err := Spawn(sys, Options{Config: cfg, Clock: clk, Upstreams: []UpstreamSpec{{Name: "u0"}}})
 	if err != nil {

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/omniroute/gateway/internal/clock"
 	mem "github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/internal/testutil"
@@ -16,10 +14,6 @@ import (
 )
 
 func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
-
-func newSystem() *actor.ActorSystem {
-	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-}
 
 func sample(goRatio float64) mem.Sample {
 	return mem.Sample{GoUsed: int64(goRatio * 1000), GoLimit: 1000, CgroupCurrent: -1, CgroupFile: -1, CgroupMax: -1, CgroupHigh: -1, OOM: -1, OOMKill: -1, PSISome: -1, PSIFull: -1}
@@ -42,7 +36,7 @@ func waitState(t *testing.T, h *Handle, cond func(*mem.State) bool) *mem.State {
 }
 
 func TestSamplesDriveSeverityAndSubscribers(t *testing.T) {
-	sys := newSystem()
+	sys := testutil.NewActorSystem()
 	defer sys.Shutdown()
 	clk := clock.NewFake(time.Unix(500, 0))
 	var mu sync.Mutex
@@ -85,7 +79,7 @@ func TestSamplesDriveSeverityAndSubscribers(t *testing.T) {
 }
 
 func TestTimerSamplesEveryInterval(t *testing.T) {
-	sys := newSystem()
+	sys := testutil.NewActorSystem()
 	defer sys.Shutdown()
 	var mu sync.Mutex
 	n := 0
@@ -104,7 +98,7 @@ func TestTimerSamplesEveryInterval(t *testing.T) {
 }
 
 func TestInvalidThresholds(t *testing.T) {
-	sys := newSystem()
+	sys := testutil.NewActorSystem()
 	defer sys.Shutdown()
 	cfg := mem.DefaultConfig()
 	cfg.HighRatio = 0.99
@@ -114,7 +108,7 @@ func TestInvalidThresholds(t *testing.T) {
 }
 
 func TestRealSystemSample(t *testing.T) {
-	sys := newSystem()
+	sys := testutil.NewActorSystem()
 	defer sys.Shutdown()
 	h, err := Spawn(sys, Options{Config: mem.DefaultConfig(), Manual: true})
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -72,7 +71,7 @@ func newEnv(t *testing.T, services map[string]config.ServiceConfig, o Options) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	system := testutil.NewActorSystem()
 	m, err := Start(system, specs, o)
 	if err != nil {
 		t.Fatal(err)

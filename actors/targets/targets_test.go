@@ -1,11 +1,8 @@
 package targets
 
 import (
-	"log/slog"
 	"testing"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/testutil"
@@ -13,10 +10,6 @@ import (
 )
 
 func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
-
-func newSystem() *actor.ActorSystem {
-	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-}
 
 // waitSnap waits until the published snapshot matches cond. Between
 // looks it sends the actor its publish tick, whose timer runs on the
@@ -38,7 +31,7 @@ func waitSnap(t *testing.T, h *Handle, cond func(*Snapshot) bool) *Snapshot {
 }
 
 func TestOutcomesArePublished(t *testing.T) {
-	sys := newSystem()
+	sys := testutil.NewActorSystem()
 	defer sys.Shutdown()
 	clk := clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	h, err := Spawn(sys, []string{"p/a/m", "p/b/m"}, clk)
@@ -85,7 +78,7 @@ func TestOutcomesArePublished(t *testing.T) {
 // flush, not one message each, CoalesceDelay after the first on the
 // actor's clock, and published by the next tick; none is lost.
 func TestSuccessesCoalesce(t *testing.T) {
-	sys := newSystem()
+	sys := testutil.NewActorSystem()
 	defer sys.Shutdown()
 	clk := clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	h, err := Spawn(sys, []string{"p/a/m"}, clk)
@@ -123,7 +116,7 @@ func TestSuccessesCoalesce(t *testing.T) {
 // are in the snapshot Add waited for, take reports, claim probes, and
 // survive a restart of the actor with their names.
 func TestAddRegistersTargets(t *testing.T) {
-	sys := newSystem()
+	sys := testutil.NewActorSystem()
 	defer sys.Shutdown()
 	clk := clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	h, err := Spawn(sys, []string{"p/a/m"}, clk)
@@ -161,7 +154,7 @@ func TestAddRegistersTargets(t *testing.T) {
 // failure streak, on the fast path and the actor's path alike, but leaves
 // the TTFB average where the model calls put it.
 func TestNoLatencySuccessKeepsTTFB(t *testing.T) {
-	sys := newSystem()
+	sys := testutil.NewActorSystem()
 	defer sys.Shutdown()
 	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	h, err := Spawn(sys, []string{"p/a/m"}, clock.NewFake(at))
