@@ -7,11 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"reflect"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -295,7 +296,7 @@ func (f *File) Validate() error {
 	if len(f.Providers) == 0 {
 		add("providers: at least one provider is required")
 	}
-	for _, pid := range sortedKeys(f.Providers) {
+	for _, pid := range slices.Sorted(maps.Keys(f.Providers)) {
 		p := f.Providers[pid]
 		path := "providers." + pid
 		if !nameRE.MatchString(pid) {
@@ -334,7 +335,7 @@ func (f *File) Validate() error {
 				}
 			}
 		}
-		for _, h := range sortedKeys(p.Headers) {
+		for _, h := range slices.Sorted(maps.Keys(p.Headers)) {
 			if !headerRE.MatchString(h) || isReservedHeader(h) {
 				add("%s.headers.%s: not an allowed header name (letters, digits and '-'; not a hop-by-hop, auth or length header)", path, h)
 			}
@@ -342,7 +343,7 @@ func (f *File) Validate() error {
 		if len(p.Connections) == 0 {
 			add("%s.connections: at least one connection is required (use {\"default\": {}} for a keyless provider)", path)
 		}
-		for _, cid := range sortedKeys(p.Connections) {
+		for _, cid := range slices.Sorted(maps.Keys(p.Connections)) {
 			c := p.Connections[cid]
 			cpath := path + ".connections." + cid
 			if !nameRE.MatchString(cid) {
@@ -362,7 +363,7 @@ func (f *File) Validate() error {
 	if len(f.Models) == 0 {
 		add("models: at least one model is required")
 	}
-	for _, name := range sortedKeys(f.Models) {
+	for _, name := range slices.Sorted(maps.Keys(f.Models)) {
 		m := f.Models[name]
 		path := "models." + name
 		if !modelRE.MatchString(name) {
@@ -541,21 +542,12 @@ func isReservedHeader(h string) bool {
 	return false
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // validateModelRouting checks aliases, model patterns and the default
 // model: each must name a configured model, an alias must not shadow a
 // model, and a pattern must be a valid model glob.
 func (f *File) validateModelRouting(add func(string, ...any)) {
 	known := func(m string) bool { _, ok := f.Models[m]; return ok }
-	for _, a := range sortedKeys(f.Aliases) {
+	for _, a := range slices.Sorted(maps.Keys(f.Aliases)) {
 		path := "aliases." + a
 		if !modelRE.MatchString(a) {
 			add("%s: alias name must be 1-128 characters of letters, digits and ._:/@+-", path)

@@ -4,12 +4,10 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/omniroute/gateway/internal/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 func TestEstimate(t *testing.T) {
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hello"}]}`) // 60 bytes
