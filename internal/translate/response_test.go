@@ -44,7 +44,7 @@ func decodeBody(t *testing.T, from dialect.ID, b []byte) outcome {
 		got.thinking = extra.Choices[0].Message.Reasoning
 		got.stop = map[string]ir.StopReason{"stop": ir.StopEnd, "length": ir.StopMaxTokens, "tool_calls": ir.StopToolUse}[cc.Choices[0].FinishReason]
 		u := cc.Usage
-		got.usage = dialect.Usage{Input: u.PromptTokens, Output: u.CompletionTokens, CacheRead: u.PromptTokensDetails.CachedTokens, Reasoning: u.CompletionTokensDetails.ReasoningTokens}
+		got.usage = dialect.Usage{Input: u.PromptTokens, Output: u.CompletionTokens, Cached: u.PromptTokensDetails.CachedTokens, Reasoning: u.CompletionTokensDetails.ReasoningTokens}
 	case dialect.Messages:
 		var msg anthropic.Message
 		if err := json.Unmarshal(b, &msg); err != nil {
@@ -65,7 +65,7 @@ func decodeBody(t *testing.T, from dialect.ID, b []byte) outcome {
 		}
 		got.stop = map[anthropic.StopReason]ir.StopReason{"end_turn": ir.StopEnd, "max_tokens": ir.StopMaxTokens, "tool_use": ir.StopToolUse}[msg.StopReason]
 		u := msg.Usage
-		got.usage = dialect.Usage{Input: u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens, Output: u.OutputTokens, CacheRead: u.CacheReadInputTokens}
+		got.usage = dialect.Usage{Input: u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens, Output: u.OutputTokens, Cached: u.CacheReadInputTokens}
 	default:
 		var r responses.Response
 		if err := json.Unmarshal(b, &r); err != nil {
@@ -95,7 +95,7 @@ func decodeBody(t *testing.T, from dialect.ID, b []byte) outcome {
 			got.stop = ir.StopEnd
 		}
 		u := r.Usage
-		got.usage = dialect.Usage{Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.InputTokensDetails.CachedTokens, Reasoning: u.OutputTokensDetails.ReasoningTokens}
+		got.usage = dialect.Usage{Input: u.InputTokens, Output: u.OutputTokens, Cached: u.InputTokensDetails.CachedTokens, Reasoning: u.OutputTokensDetails.ReasoningTokens}
 	}
 	return got
 }

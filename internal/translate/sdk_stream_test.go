@@ -138,7 +138,7 @@ func decodeChatSDK(t *testing.T, b []byte) (outcome, error) {
 		got.stop = ir.StopToolUse
 	}
 	got.usage = dialect.Usage{Input: acc.Usage.PromptTokens, Output: acc.Usage.CompletionTokens,
-		CacheRead: acc.Usage.PromptTokensDetails.CachedTokens, Reasoning: acc.Usage.CompletionTokensDetails.ReasoningTokens}
+		Cached: acc.Usage.PromptTokensDetails.CachedTokens, Reasoning: acc.Usage.CompletionTokensDetails.ReasoningTokens}
 	return got, nil
 }
 
@@ -174,7 +174,7 @@ func decodeAnthropicSDK(t *testing.T, b []byte) (outcome, error) {
 		got.stop = ir.StopToolUse
 	}
 	u := msg.Usage
-	got.usage = dialect.Usage{Input: u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens, Output: u.OutputTokens, CacheRead: u.CacheReadInputTokens}
+	got.usage = dialect.Usage{Input: u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens, Output: u.OutputTokens, Cached: u.CacheReadInputTokens}
 	return got, nil
 }
 
@@ -244,7 +244,7 @@ func decodeResponsesSDK(t *testing.T, b []byte) (outcome, error) {
 		got.stop = ir.StopEnd
 	}
 	u := final.Usage
-	got.usage = dialect.Usage{Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.InputTokensDetails.CachedTokens, Reasoning: u.OutputTokensDetails.ReasoningTokens}
+	got.usage = dialect.Usage{Input: u.InputTokens, Output: u.OutputTokens, Cached: u.InputTokensDetails.CachedTokens, Reasoning: u.OutputTokensDetails.ReasoningTokens}
 	return got, nil
 }
 
@@ -294,7 +294,7 @@ func checkAnswer(t *testing.T, from, to dialect.ID, got, want outcome, ids bool)
 	if from == dialect.Messages {
 		gu.Reasoning = 0
 	}
-	if gu.Input != wu.Input || gu.Output != wu.Output || gu.CacheRead != wu.CacheRead || gu.Reasoning != wu.Reasoning {
+	if gu.Input != wu.Input || gu.Output != wu.Output || gu.Cached != wu.Cached || gu.Reasoning != wu.Reasoning {
 		t.Errorf("usage %+v, want %+v", gu, wu)
 	}
 }
