@@ -66,7 +66,7 @@ func (c *call) handleCount() bool {
 // leave the stream writing from a call already back in its pool.
 func (c *call) wholeCount() bool {
 	if c.scan.Stream {
-		c.fail(apierror.New(apierror.CodeInvalidField, c.surface.Route()+"/count_tokens does not stream; remove \"stream\" from the request"))
+		c.fail(apierror.New(apierror.CodeInvalidField, c.upDialect().CountTokensRoute+" does not stream; remove \"stream\" from the request"))
 		return false
 	}
 	return true

@@ -277,16 +277,6 @@ func ByRoute(path []byte) (ID, bool) {
 	return 0, false
 }
 
-// ByCountRoute finds the dialect whose token-counting route is path.
-func ByCountRoute(path []byte) (ID, bool) {
-	for _, id := range All {
-		if r := table[id].CountTokensRoute; r != "" && r == string(path) {
-			return id, true
-		}
-	}
-	return 0, false
-}
-
 // CallerHeaders are the dialects' version and beta headers (each once, in
 // table order): a caller's SDK sends them for the provider, so the gateway
 // passes them on (within the rule of ForwardsTranslated).

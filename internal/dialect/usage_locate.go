@@ -113,4 +113,3 @@ func valueEnd(b []byte, i int) int {
 	}
 	return j
 }
-
