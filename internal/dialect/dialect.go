@@ -84,11 +84,14 @@ func AuthHeader(style string) string {
 	return ""
 }
 
-// The gateway's own routes of the dialects (the table's Route members).
-// They are constants so the edge's route table (transport/edge) can name
-// them in its own constant block and in constant expressions.
+// The gateway's own routes of the dialects (the table's Route members),
+// and the chat path under a base URL (the relay route, /api/v1/relay +
+// PathChat, mirrors it). They are constants so the edge's route table
+// (transport/edge) can name them in its own constant block and in
+// constant expressions.
 const (
-	RouteChat       = "/v1/chat/completions"
+	PathChat        = "/chat/completions"
+	RouteChat       = "/v1" + PathChat
 	RouteMessages   = "/v1/messages"
 	RouteResponses  = "/v1/responses"
 	RouteEmbeddings = "/v1/embeddings"
@@ -178,7 +181,7 @@ const openAIBeta = "Openai-Beta"
 var table = [numIDs]Dialect{
 	Chat: {
 		ID: Chat, Name: "chat", Family: OpenAI,
-		Path: "/chat/completions", Route: RouteChat,
+		Path: PathChat, Route: RouteChat,
 		Auth: AuthBearer, BetaHeader: openAIBeta, RequestIDHeader: "X-Request-Id", ErrorFormat: apierror.OpenAI,
 		Translated: true, Streams: true,
 		DoneSentinel: true,

@@ -277,7 +277,7 @@ const (
 	HealthzPath           = "/healthz"
 	ReadyzPath            = "/readyz"
 	MetricsPath           = "/metrics"
-	RelayPath             = "/api/v1/relay" + dialect.RouteChat
+	RelayPath             = "/api/v1/relay" + dialect.PathChat
 	DashboardPath         = "/dashboard"
 	DashboardSnapshotPath = "/api/dashboard/snapshot"
 	ReloadPath            = "/api/config/reload"
