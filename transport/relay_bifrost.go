@@ -227,10 +227,7 @@ func (b *bifrostStream) relay(w io.Writer) (int64, error) {
 				what = "no final event"
 			}
 			msg := "the Bifrost relay ended the stream before completing it (" + what + "); the answer is incomplete, retry the request"
-			buf := make([]byte, 0, 256)
-			buf = append(buf, "data: "...)
-			buf = apierror.New(apierror.CodeStreamInterrupted, msg).Append(buf, apierror.OpenAI, "")
-			buf = append(buf, "\n\n"...)
+			buf := dia.Of(dia.Chat).AppendInterrupt(make([]byte, 0, 256), apierror.New(apierror.CodeStreamInterrupted, msg), string(c.rid), dia.StreamPosition{})
 			n, werr := w.Write(buf)
 			total += int64(n)
 			c.g.metrics.routes[c.route].events.Add(events)
