@@ -1,9 +1,12 @@
 // Package dialect describes the inference API dialects the gateway speaks
-// (OpenAI Chat Completions, Anthropic Messages, OpenAI Responses) in one
-// table: their paths, default auth style, error shapes and status mapping,
-// stream grammar, in-band interrupt frame and usage reports. Everything
-// that used to be a switch over the API surface in several files reads
-// this table instead, so adding a dialect is one entry here plus its
+// (OpenAI Chat Completions, Anthropic Messages, OpenAI Responses,
+// embeddings) in one table: their paths and the gateway's routes, auth
+// styles and their headers, version and beta headers, error shapes and
+// status mapping, stream grammar, in-band interrupt frame and usage
+// reports (the gateway's one Usage type and its one parser). Everything
+// that used to be a switch over the API surface or a literal in several
+// files reads this table instead (TestNoDialectLiteralOutsideTable fails
+// on a literal elsewhere), so adding a dialect is one entry here plus its
 // converters in internal/translate.
 //
 // A request has a caller dialect (the path it came in on) and each attempt
