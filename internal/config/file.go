@@ -272,9 +272,9 @@ func describeJSONError(err error, data []byte) error {
 }
 
 func position(data []byte, off int64) (line, col int) {
-	if off > int64(len(data)) {
-		off = int64(len(data))
-	}
+	// encoding/json reports offset -1 for some errors (a type error in a
+	// map key that is not valid UTF-8): clamp, never slice out of range.
+	off = min(max(off, 0), int64(len(data)))
 	line = 1 + bytes.Count(data[:off], []byte{'\n'})
 	col = int(off) - bytes.LastIndexByte(data[:off], '\n')
 	return line, col
