@@ -308,7 +308,7 @@ func (c *call) settleUsage() {
 	}
 	actual := p.est
 	if p.usage.Seen {
-		actual = p.usage.Total()
+		actual = p.usage.Tokens()
 	}
 	c.settleLedger(actual, false)
 }

@@ -396,10 +396,12 @@ func Build(f *config.File, getenv func(string) (string, bool)) (*Catalog, error)
 		for _, a := range p.APIs {
 			rp.APIs = rp.APIs.add(parseSurface(a))
 		}
-		if rp.Auth == "" {
-			rp.Auth = "bearer"
-			if rp.APIs == SurfaceSet(0).add(Messages) {
-				rp.Auth = "x-api-key"
+		if rp.Auth == "" { // a one-API provider's default is its dialect's
+			rp.Auth = dialect.AuthBearer
+			for _, s := range Surfaces {
+				if rp.APIs == SurfaceSet(0).add(s) {
+					rp.Auth = dialect.Of(dialect.ID(s)).Auth
+				}
 			}
 		}
 		for _, h := range slices.Sorted(maps.Keys(p.Headers)) {

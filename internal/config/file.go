@@ -272,9 +272,9 @@ func describeJSONError(err error, data []byte) error {
 }
 
 func position(data []byte, off int64) (line, col int) {
-	if off > int64(len(data)) {
-		off = int64(len(data))
-	}
+	// encoding/json reports offset -1 for some errors (a type error in a
+	// map key that is not valid UTF-8): clamp, never slice out of range.
+	off = min(max(off, 0), int64(len(data)))
 	line = 1 + bytes.Count(data[:off], []byte{'\n'})
 	col = int(off) - bytes.LastIndexByte(data[:off], '\n')
 	return line, col
@@ -318,10 +318,8 @@ func (f *File) Validate() error {
 			}
 			seen[a] = true
 		}
-		switch p.Auth {
-		case "", "bearer", "x-api-key", "x-goog-api-key", "none":
-		default:
-			add("%s.auth: %q is not an auth style; want bearer, x-api-key, x-goog-api-key or none", path, p.Auth)
+		if p.Auth != "" && !slices.Contains(dialect.AuthStyles[:], p.Auth) {
+			add("%s.auth: %q is not an auth style; want %s", path, p.Auth, authStyleList)
 		}
 		if b := p.AnthropicBeta; b != nil {
 			switch b.Mode {
@@ -531,13 +529,24 @@ func isLoopbackURL(s string) bool {
 	return h == "127.0.0.1" || h == "localhost" || h == "::1"
 }
 
+// authStyleList names the auth styles for the error that refuses another
+// ("bearer, x-api-key, x-goog-api-key or none").
+var authStyleList = strings.Join(dialect.AuthStyles[:len(dialect.AuthStyles)-1], ", ") + " or " + dialect.AuthStyles[len(dialect.AuthStyles)-1]
+
 // isReservedHeader reports headers a provider config may not set because the
-// gateway owns them.
+// gateway owns them: the hop-by-hop ones and every auth style's key header
+// (the dialect table's).
 func isReservedHeader(h string) bool {
-	switch strings.ToLower(h) {
+	h = strings.ToLower(h)
+	switch h {
 	case "host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade",
-		"te", "trailer", "proxy-authorization", "authorization", "x-api-key", "x-goog-api-key", "cookie":
+		"te", "trailer", "proxy-authorization", "cookie":
 		return true
+	}
+	for _, s := range dialect.AuthStyles {
+		if a := dialect.AuthHeader(s); a != "" && strings.EqualFold(a, h) {
+			return true
+		}
 	}
 	return false
 }

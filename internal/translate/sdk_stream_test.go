@@ -140,7 +140,7 @@ func chatOutcome(cc *openai.ChatCompletion) outcome {
 	}
 	got.stop = map[string]ir.StopReason{"stop": ir.StopEnd, "length": ir.StopMaxTokens, "tool_calls": ir.StopToolUse}[cc.Choices[0].FinishReason]
 	u := cc.Usage
-	got.usage = dialect.Usage{Input: u.PromptTokens, Output: u.CompletionTokens, CacheRead: u.PromptTokensDetails.CachedTokens, Reasoning: u.CompletionTokensDetails.ReasoningTokens}
+	got.usage = dialect.Usage{Input: u.PromptTokens, Output: u.CompletionTokens, Cached: u.PromptTokensDetails.CachedTokens, Reasoning: u.CompletionTokensDetails.ReasoningTokens}
 	return got
 }
 
@@ -174,7 +174,7 @@ func anthropicOutcome(msg *anthropic.Message) outcome {
 	}
 	got.stop = map[anthropic.StopReason]ir.StopReason{"end_turn": ir.StopEnd, "max_tokens": ir.StopMaxTokens, "tool_use": ir.StopToolUse}[msg.StopReason]
 	u := msg.Usage
-	got.usage = dialect.Usage{Input: u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens, Output: u.OutputTokens, CacheRead: u.CacheReadInputTokens}
+	got.usage = dialect.Usage{Input: u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens, Output: u.OutputTokens, Cached: u.CacheReadInputTokens}
 	return got
 }
 
@@ -253,7 +253,7 @@ func responsesOutcome(r *responses.Response) outcome {
 		got.stop = ir.StopEnd
 	}
 	u := r.Usage
-	got.usage = dialect.Usage{Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.InputTokensDetails.CachedTokens, Reasoning: u.OutputTokensDetails.ReasoningTokens}
+	got.usage = dialect.Usage{Input: u.InputTokens, Output: u.OutputTokens, Cached: u.InputTokensDetails.CachedTokens, Reasoning: u.OutputTokensDetails.ReasoningTokens}
 	return got
 }
 
@@ -303,7 +303,7 @@ func checkAnswer(t *testing.T, from, to dialect.ID, got, want outcome, ids bool)
 	if from == dialect.Messages {
 		gu.Reasoning = 0
 	}
-	if gu.Input != wu.Input || gu.Output != wu.Output || gu.CacheRead != wu.CacheRead || gu.Reasoning != wu.Reasoning {
+	if gu.Input != wu.Input || gu.Output != wu.Output || gu.Cached != wu.Cached || gu.Reasoning != wu.Reasoning {
 		t.Errorf("usage %+v, want %+v", gu, wu)
 	}
 }
