@@ -235,16 +235,11 @@ func mockStats(t *testing.T) mockprovider.Stats {
 	return s
 }
 
-// waitFor polls cond until it holds or 5 s pass.
+// waitFor polls cond until it holds (testutil.Until: a bound for a stuck
+// gateway, not a timing assertion).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Until(t, what, cond)
 }
 
 func sha(b []byte) string {

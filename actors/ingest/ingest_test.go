@@ -77,13 +77,7 @@ func waitResult(t *testing.T, ch chan result) result {
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Until(t, what, cond)
 }
 
 func TestFastPathSendsNoMessage(t *testing.T) {

@@ -7,6 +7,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/omniroute/gateway/internal/testutil"
 )
 
 type chanCanceler chan struct{}
@@ -31,7 +33,7 @@ func TestSweepSleepsAndWakesForAHangUp(t *testing.T) {
 	if w.epfd < 0 {
 		t.Fatal("epoll unavailable on this linux machine")
 	}
-	waitFor(t, "the idle sweep to sleep", reg.asleep.Load)
+	testutil.Until(t, "the idle sweep to sleep", reg.asleep.Load)
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -53,7 +55,7 @@ func TestSweepSleepsAndWakesForAHangUp(t *testing.T) {
 	if reg.asleep.Load() {
 		t.Fatal("Register with a connection to watch left the sweep asleep")
 	}
-	waitFor(t, "the woken sweep to arm the request", func() bool {
+	testutil.Until(t, "the woken sweep to arm the request", func() bool {
 		s := &reg.shards[tok.shard]
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -91,7 +93,7 @@ func TestRegistrySleepProtocol(t *testing.T) {
 
 	woke := make(chan bool, 1)
 	go func() { woke <- reg.sleep(make(chan struct{})) }()
-	waitFor(t, "sleep to set its flag", reg.asleep.Load)
+	testutil.Until(t, "sleep to set its flag", reg.asleep.Load)
 	tok = reg.Register(make(chanCanceler, 1), 2, conn, time.Now())
 	select {
 	case ok := <-woke:
@@ -106,7 +108,7 @@ func TestRegistrySleepProtocol(t *testing.T) {
 	// A registration without a connection to watch does not wake it.
 	stop := make(chan struct{})
 	go func() { woke <- reg.sleep(stop) }()
-	waitFor(t, "sleep to set its flag", reg.asleep.Load)
+	testutil.Until(t, "sleep to set its flag", reg.asleep.Load)
 	reg.Unregister(reg.Register(make(chanCanceler, 1), 3, nil, time.Now()))
 	if !reg.asleep.Load() {
 		t.Fatal("a registration with no connection woke the sweep")
@@ -114,18 +116,5 @@ func TestRegistrySleepProtocol(t *testing.T) {
 	close(stop)
 	if <-woke {
 		t.Fatal("sleep stopped returned true")
-	}
-}
-
-// waitFor polls cond until it holds, failing after 10 s (a bound for a
-// stuck test, not a timing assertion).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10 s for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

@@ -148,11 +148,12 @@ var sleepAfter = int(time.Second / armDelay)
 
 // sleep parks the sweep until a watchable request is registered, or
 // stop closes; it returns false on stop. The flag is set before the
-// registry is counted again, so a Register that the count missed saw it
-// set and wakes the sweep.
+// registry is counted again (every registration, watchable or not: one
+// without a socket only keeps the sweep ticking a while longer), so a
+// Register that the count missed saw it set and wakes the sweep.
 func (r *Registry) sleep(stop <-chan struct{}) bool {
 	r.asleep.Store(true)
-	if r.watchable() > 0 {
+	if r.Count() > 0 {
 		if r.asleep.CompareAndSwap(true, false) {
 			return true
 		}
@@ -164,22 +165,6 @@ func (r *Registry) sleep(stop <-chan struct{}) bool {
 	case <-stop:
 		return false
 	}
-}
-
-// watchable counts the registrations with a client connection to watch.
-func (r *Registry) watchable() int {
-	n := 0
-	for i := range r.shards {
-		s := &r.shards[i]
-		s.mu.Lock()
-		for j := range s.slots {
-			if sl := &s.slots[j]; sl.cancel != nil && sl.conn != nil {
-				n++
-			}
-		}
-		s.mu.Unlock()
-	}
-	return n
 }
 
 // cancel aborts the exchange registered under t, if it is still the same.
