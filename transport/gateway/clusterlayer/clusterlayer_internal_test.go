@@ -1,9 +1,12 @@
-package transport
+package clusterlayer
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/omniroute/gateway/actors/credit"
+	icluster "github.com/omniroute/gateway/internal/cluster"
 	ikeys "github.com/omniroute/gateway/internal/keys"
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/rolling"
@@ -14,11 +17,11 @@ import (
 // serves is this node's configuration and keys, by grain key; a key the
 // node does not know, or a window it does not limit, is no budget.
 func TestGrainBudgetsComeFromThisNodesConfig(t *testing.T) {
-	cs := &clusterSys{}
+	l := &Layer{}
 	var slot rolling.Limits
 	slot[rolling.Requests] = [rolling.NumPeriods]int64{60, 0, 1500}
-	cs.slotLimits = func(s int) (rolling.Limits, bool) { return slot, s == 0 }
-	cs.ledgerKeys.Store("ledger/p/a/m-1", 0)
+	l.slotLimits = func(s int) (rolling.Limits, bool) { return slot, s == 0 }
+	l.ledgerKeys.Store("ledger/p/a/m-1", 0)
 	for key, want := range map[string]struct {
 		b  credit.Budget
 		ok bool
@@ -28,13 +31,12 @@ func TestGrainBudgetsComeFromThisNodesConfig(t *testing.T) {
 		"ledger/p/a/m-2/requests": {credit.Budget{}, false}, // not a budget of this node
 		"tenant/abc/requests":     {credit.Budget{}, false}, // the tenant layer is not open yet
 	} {
-		if b, ok := cs.budget(key); ok != want.ok || (ok && b != want.b) {
+		if b, ok := l.budget(key); ok != want.ok || (ok && b != want.b) {
 			t.Errorf("%s: %+v %v, want %+v %v", key, b, ok, want.b, want.ok)
 		}
 	}
 	p := &tenantpolicy.Policy{RequestsPerMinute: 10, TokensPerDay: 50000, MaxConcurrent: 3, DailyBudgetUSD: 2}
-	var ts Tenants = sharesOnly{shares: &ikeys.Shares{Policies: map[string]*tenantpolicy.Policy{"abc": p}}}
-	cs.ten.Store(&ts)
+	l.Follow(sharesOnly{&ikeys.Shares{Policies: map[string]*tenantpolicy.Policy{"abc": p}}})
 	for key, want := range map[string]struct {
 		b  credit.Budget
 		ok bool
@@ -47,16 +49,26 @@ func TestGrainBudgetsComeFromThisNodesConfig(t *testing.T) {
 		"tenant/xyz/requests":    {credit.Budget{}, false}, // a key this node has not heard of
 		"tenant/abc/other":       {credit.Budget{}, false},
 	} {
-		if b, ok := cs.budget(key); ok != want.ok || (ok && b != want.b) {
+		if b, ok := l.budget(key); ok != want.ok || (ok && b != want.b) {
 			t.Errorf("%s: %+v %v, want %+v %v", key, b, ok, want.b, want.ok)
 		}
 	}
 }
 
 // sharesOnly is a tenant layer of which only the shares are read.
-type sharesOnly struct {
-	Tenants
-	shares *ikeys.Shares
-}
+type sharesOnly struct{ shares *ikeys.Shares }
 
 func (s sharesOnly) Shares() *ikeys.Shares { return s.shares }
+
+// TestBriefHidesMembers: what the cluster's health section shows a
+// caller the management routes refuse has the member count and no
+// member's address or id.
+func TestBriefHidesMembers(t *testing.T) {
+	full := map[string]any{"mode": "etcd", "name": "prod", "self": "node-7f3a", "address": "10.0.0.5:7946",
+		"members": []icluster.Member{{ID: "node-7f3a", Address: "10.0.0.5:7946"}, {ID: "node-9b1c", Address: "10.0.0.6:7946"}}}
+	b, _ := json.Marshal((&Layer{}).Brief(full))
+	if strings.Contains(string(b), "10.0.0.") || strings.Contains(string(b), "node-") || !strings.Contains(string(b), `"memberCount":2`) ||
+		!strings.Contains(string(b), `"name":"prod"`) {
+		t.Fatalf("brief cluster: %s", b)
+	}
+}
