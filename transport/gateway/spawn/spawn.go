@@ -72,11 +72,11 @@ type Assembly interface {
 // All spawns every actor onto a, in this order (each one's options may
 // read the handles before it): ledger, quota and targets (routing); the
 // cluster node, its credit leases, the targets' cooldowns actor and the
-// quota sharing (cluster mode only); the front end's own state
-// (StartFront); keys, tenant limits, the tenants' shares and the
-// request log (the tenant layer, package tenants, which admission weighs
-// by); pressure
-// and ingest (admission); lanes; the services manager, whose auto-start
+// quota sharing (cluster mode only, package clusterlayer); the front
+// end's own state (StartFront); keys, tenant limits, the tenants' shares
+// and the request log (the tenant layer, package tenants, which
+// admission weighs by, and in cluster mode the grains' tenant budgets);
+// pressure and ingest (admission); lanes; the services manager, whose auto-start
 // services it waits for; history (the dashboard). On an error nothing it
 // started is left running.
 func All(system *actor.ActorSystem, a Assembly) error {
