@@ -2,11 +2,14 @@ package clusterlayer
 
 import (
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/omniroute/gateway/actors/credit"
+	"github.com/omniroute/gateway/internal/clock"
 	icluster "github.com/omniroute/gateway/internal/cluster"
+	"github.com/omniroute/gateway/internal/config"
 	ikeys "github.com/omniroute/gateway/internal/keys"
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/rolling"
@@ -70,5 +73,38 @@ func TestBriefHidesMembers(t *testing.T) {
 	if strings.Contains(string(b), "10.0.0.") || strings.Contains(string(b), "node-") || !strings.Contains(string(b), `"memberCount":2`) ||
 		!strings.Contains(string(b), `"name":"prod"`) {
 		t.Fatalf("brief cluster: %s", b)
+	}
+}
+
+// singleNode is a gateway being composed with cluster mode off.
+type singleNode struct {
+	env      config.Env
+	attached bool
+}
+
+func (s *singleNode) Clock() clock.Clock   { return clock.Real{} }
+func (s *singleNode) Logger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+func (s *singleNode) Env() config.Env      { return s.env }
+func (s *singleNode) AttachCluster(Port)   { s.attached = true }
+
+// TestSingleNodeHasNoClusterLayer: with cluster mode off (the default)
+// nothing is joined or attached, so the pipeline checks one nil pointer,
+// and the install secret stays the node's own.
+func TestSingleNodeHasNoClusterLayer(t *testing.T) {
+	env, err := config.LoadEnv(map[string]string{"OMNIROUTE_TENANT_SECRET": "0123456789abcdef0123"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &singleNode{env: env}
+	l, err := Start(nil, src, Routing{})
+	if l != nil || err != nil || src.attached {
+		t.Fatalf("Start on a single node: %v %v, attached %v", l, err, src.attached)
+	}
+	if _, on := Config(&env); on {
+		t.Fatal("Config says cluster mode is on")
+	}
+	got, err := ShareInstallSecret(&env)
+	if got != "" || err != nil || env.Server.TenantSecret != "0123456789abcdef0123" {
+		t.Fatalf("ShareInstallSecret on a single node: %q %v, secret %q", got, err, env.Server.TenantSecret)
 	}
 }
