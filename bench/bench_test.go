@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/omniroute/gateway/bench/lanes"
 	"github.com/omniroute/gateway/bench/loadgen"
 	"github.com/omniroute/gateway/bench/report"
@@ -15,7 +13,7 @@ import (
 	"github.com/omniroute/gateway/internal/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 // withUnavailable registers a scenario this build cannot run for the
 // duration of a test (every issue's scenario is wired in now, so the

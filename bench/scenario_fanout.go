@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/omniroute/gateway/bench/loadgen"
@@ -166,7 +168,7 @@ const minFanoutSuccess = 0.99
 
 func codesText(m map[string]int) string {
 	var parts []string
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, fmt.Sprintf("%s × %d", k, m[k]))
 	}
 	if len(parts) == 0 {

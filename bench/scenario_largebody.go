@@ -3,8 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 
 	"github.com/omniroute/gateway/bench/largebody"
 	"github.com/omniroute/gateway/bench/report"
@@ -69,7 +70,7 @@ func runLargeBody(ctx context.Context, r *Runner, s *report.Scenario) error {
 			figure("Largest sampled RSS, "+g, "MiB", one(float64(rep.MaxSampledRSS)/(1<<20))),
 			figure("Duration, "+g, "s", one(rep.Duration.Seconds())),
 		)
-		for _, k := range sortedKeys(rep.Outcomes) {
+		for _, k := range slices.Sorted(maps.Keys(rep.Outcomes)) {
 			s.Figures = append(s.Figures, figure(fmt.Sprintf("Answers %s, %s", k, g), "", one(float64(rep.Outcomes[k]))))
 		}
 	}
@@ -78,20 +79,11 @@ func runLargeBody(ctx context.Context, r *Runner, s *report.Scenario) error {
 
 func outcomesText(m map[string]int) string {
 	out := ""
-	for i, k := range sortedKeys(m) {
+	for i, k := range slices.Sorted(maps.Keys(m)) {
 		if i > 0 {
 			out += ", "
 		}
 		out += fmt.Sprintf("%s × %d", k, m[k])
 	}
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

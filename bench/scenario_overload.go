@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -238,7 +240,7 @@ func admissionFigures(t *Target) []report.Figure {
 		figure("Admitted by the adaptive controller over the scenario, "+t.Label, "", one(float64(a.AdmittedCount))),
 		figure("Try-acquires that found no room (busyCount), "+t.Label, "", one(float64(a.BusyCount))),
 	}
-	for _, k := range sortedKeys(a.RejectedByReason) {
+	for _, k := range slices.Sorted(maps.Keys(a.RejectedByReason)) {
 		out = append(out, figure(fmt.Sprintf("Rejected by the adaptive controller, %s, %s", k, t.Label), "", one(float64(a.RejectedByReason[k]))))
 	}
 	return out

@@ -9,6 +9,7 @@ import (
 
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
+	dia "github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/tokenest"
 	"github.com/omniroute/gateway/transport/edge"
 )
@@ -65,7 +66,7 @@ func (c *call) handleCount() bool {
 // leave the stream writing from a call already back in its pool.
 func (c *call) wholeCount() bool {
 	if c.scan.Stream {
-		c.fail(apierror.New(apierror.CodeInvalidField, c.surface.Route()+"/count_tokens does not stream; remove \"stream\" from the request"))
+		c.fail(apierror.New(apierror.CodeInvalidField, c.upDialect().CountTokensRoute+" does not stream; remove \"stream\" from the request"))
 		return false
 	}
 	return true
@@ -122,23 +123,19 @@ func (c *call) estimateCount() {
 	c.routingHeaders()
 }
 
-// countPath is the upstream path of a count, under the provider's base.
-const countPath = "/messages/count_tokens"
-
-// setUpstreamAuth writes the provider's credential header.
+// setUpstreamAuth writes the provider's credential header, named by the
+// dialect table for the provider's auth style.
 func setUpstreamAuth(h *fasthttp.RequestHeader, auth, key string) {
-	if key == "" {
+	name := dia.AuthHeader(auth)
+	if key == "" || name == "" {
 		return
 	}
-	switch auth {
-	case "bearer":
+	if auth == dia.AuthBearer {
 		v := bytebufferpool.Get()
 		v.B = append(append(v.B[:0], "Bearer "...), key...)
-		h.SetBytesV(fasthttp.HeaderAuthorization, v.B)
+		h.SetBytesV(name, v.B)
 		bytebufferpool.Put(v)
-	case "x-api-key":
-		h.Set("X-Api-Key", key)
-	case "x-goog-api-key":
-		h.Set("X-Goog-Api-Key", key)
+		return
 	}
+	h.Set(name, key)
 }

@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/config"
+	dia "github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/failure"
 	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/messages"
@@ -457,8 +459,14 @@ func (c *call) routingHeaders() {
 	}
 }
 
-// forwardedRequestHeaders are caller headers passed to the provider.
-var forwardedRequestHeaders = []string{"Anthropic-Version", "Anthropic-Beta", "Openai-Beta", "User-Agent", "Idempotency-Key"}
+// forwardedRequestHeaders are caller headers passed to the provider: the
+// dialects' version and beta headers (the table's CallerHeaders) and the
+// ones every API reads.
+var forwardedRequestHeaders = append(slices.Clone(dia.CallerHeaders), "User-Agent", "Idempotency-Key")
+
+// betaHeader is the Anthropic beta header, the one a provider's beta
+// policy (providers.*.anthropic_beta) filters.
+var betaHeader = dia.Of(dia.Messages).BetaHeader
 
 // buildRequest fills x.Req for target t: path, auth, selected caller
 // headers, and the body with only "model" rewritten.
@@ -466,17 +474,17 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 	req := &x.Req
 	p := t.Conn.Provider
 	h := &req.Header
-	path := c.trans.up.Path()
+	path := c.upDialect().Path
 	if c.counting {
-		path = countPath
+		path = c.upDialect().CountTokensPath
 	}
 	c.startRequest(h, p.BasePath, path, c.g.client(t.Conn.ID).Addr())
 	for _, name := range forwardedRequestHeaders {
-		if c.trans.up != c.surface && !forwardTranslated(name, c.trans.up) {
-			continue // another family's headers mean nothing to this provider
+		if c.trans.up != c.surface && !dia.ForwardsTranslated(name, dia.ID(c.trans.up)) {
+			continue // another dialect's headers mean nothing to this provider
 		}
 		v := c.ctx.Request.Header.Peek(name)
-		if len(v) > 0 && name == "Anthropic-Beta" && p.Beta != nil {
+		if len(v) > 0 && name == betaHeader && p.Beta != nil {
 			buf := bytebufferpool.Get()
 			if v = p.FilterBeta(buf.B[:0], v); len(v) > 0 {
 				h.SetBytesV(name, v)
@@ -488,8 +496,8 @@ func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
 			h.SetBytesV(name, v)
 		}
 	}
-	if c.trans.up == catalog.Messages && len(h.Peek("Anthropic-Version")) == 0 {
-		h.Set("Anthropic-Version", "2023-06-01")
+	if d := c.upDialect(); d.VersionHeader != "" && len(h.Peek(d.VersionHeader)) == 0 {
+		h.Set(d.VersionHeader, d.Version)
 	}
 	for _, kv := range p.Headers {
 		h.Set(kv[0], kv[1])
@@ -561,20 +569,6 @@ func (c *call) upstreamModel(t *catalog.Target) string {
 		return up
 	}
 	return ""
-}
-
-// forwardTranslated reports whether a forwarded caller header goes to an
-// upstream of dialect up when the call is translated: Anthropic headers
-// only to a Messages upstream, OpenAI-Beta never (its values name one
-// dialect's betas), the rest always.
-func forwardTranslated(name string, up catalog.Surface) bool {
-	switch name {
-	case "Anthropic-Version", "Anthropic-Beta":
-		return up == catalog.Messages
-	case "Openai-Beta":
-		return false
-	}
-	return true
 }
 
 // attemptState is the attempt stage's state: the target of the current

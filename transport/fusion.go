@@ -386,7 +386,7 @@ func judgePrompt(template string, answers []string) string {
 	return strings.ReplaceAll(template, "{{answers}}", b.String())
 }
 
-var errJudgeShape = errors.New(`the conversation ("messages", or "input" on /v1/responses) must be an array or, for "input", a string`)
+var errJudgeShape = errors.New(`the conversation ("messages", or "input" on ` + dia.RouteResponses + `) must be an array or, for "input", a string`)
 
 // judgeBody appends the judge request for surface s: the caller's body with
 // one more user message carrying prompt, appended to "messages" (or to

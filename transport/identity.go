@@ -10,6 +10,7 @@ import (
 
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/config"
+	dia "github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/tenant"
 )
 
@@ -51,20 +52,27 @@ func tenantDigest(o Options, i int, t config.Tenant) ([32]byte, error) {
 	return d, nil
 }
 
-// credential returns the caller's API key from Authorization: Bearer,
-// x-api-key or x-goog-api-key, in that order, trimmed. The slice aliases
-// the request header.
+// credential returns the caller's API key from the headers of the
+// dialect table's auth styles (Authorization: Bearer, x-api-key,
+// x-goog-api-key), in that order, trimmed. The slice aliases the request
+// header.
 func credential(h *fasthttp.RequestHeader) []byte {
 	if a := h.Peek(fasthttp.HeaderAuthorization); len(a) > 7 && bytes.EqualFold(a[:7], []byte("bearer ")) {
 		if k := bytes.TrimSpace(a[7:]); len(k) > 0 {
 			return k
 		}
 	}
-	if k := bytes.TrimSpace(h.Peek("X-Api-Key")); len(k) > 0 {
+	if k := bytes.TrimSpace(h.Peek(xAPIKeyHeader)); len(k) > 0 {
 		return k
 	}
-	return bytes.TrimSpace(h.Peek("X-Goog-Api-Key"))
+	return bytes.TrimSpace(h.Peek(googAPIKeyHeader))
 }
+
+// The headers of the key-only auth styles, read from the table once.
+var (
+	xAPIKeyHeader    = dia.AuthHeader(dia.AuthXAPIKey)
+	googAPIKeyHeader = dia.AuthHeader(dia.AuthGoogAPIKey)
+)
 
 // identify is the walk's identify stage: the caller's key (or the relay
 // token already checked) names its tenant, which every later stage keys

@@ -7,8 +7,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/internal/catalog"
+	dia "github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/jsonscan"
-	"github.com/omniroute/gateway/internal/ledger"
 	"github.com/omniroute/gateway/internal/quota"
 	"github.com/omniroute/gateway/internal/sse"
 	"github.com/omniroute/gateway/messages"
@@ -36,47 +36,37 @@ func (c *call) observe(t *catalog.Target, x *upstream.Exchange, status int) {
 	}
 }
 
-// meterBody reads the usage report of a buffered answer.
+// meterBody reads the usage report of a buffered answer, in the
+// upstream's dialect (the table's parser).
 func (c *call) meterBody(x *upstream.Exchange) {
 	if c.plan.metering {
-		ledger.ParseUsage(x.Resp.Body(), &c.plan.usage)
+		c.upDialect().BodyUsage(x.Resp.Body(), &c.plan.usage)
 	}
 }
 
-var (
-	usageKey     = []byte(`"usage"`)
-	emptyChoices = []byte(`"choices":[]`)
-)
+var emptyChoices = []byte(`"choices":[]`)
 
-// meterEvent reads usage from a stream event: the chat usage chunk,
-// Anthropic's message_start and cumulative message_delta, the Responses
-// API's terminal response. It reports whether the event must be dropped:
-// the usage-only chat chunk the gateway asked for on a caller's behalf.
+// meterEvent reads usage from a stream event the upstream's dialect says
+// carries it (the table's UsageEvents: the chat usage chunk, Anthropic's
+// message_start and cumulative message_delta, the Responses API's
+// terminal response). It reports whether the event must be dropped: the
+// usage-only chat chunk the gateway asked for on a caller's behalf
+// (injectUsage).
 func (c *call) meterEvent(ev *sse.Event) bool {
 	p := &c.plan
 	if !p.metering {
 		return false
 	}
-	switch c.trans.up {
-	case catalog.Chat:
-		if !bytes.Contains(ev.Data, usageKey) {
-			return false
-		}
-		ledger.ParseUsage(ev.Data, &p.usage)
-		return p.injected && bytes.Contains(ev.Data, emptyChoices)
-	case catalog.Messages:
-		switch string(ev.Name) {
-		case "message_start", "message_delta":
-			ledger.ParseUsage(ev.Data, &p.usage)
-		}
-	case catalog.Responses:
-		switch string(ev.Name) {
-		case "response.completed", "response.incomplete", "response.failed":
-			ledger.ParseUsage(ev.Data, &p.usage)
-		}
+	d := c.upDialect()
+	if !d.IsUsage(ev) {
+		return false
 	}
-	return false
+	d.EventUsage(ev, &p.usage)
+	return p.injected && bytes.Contains(ev.Data, emptyChoices)
 }
+
+// upDialect is the table's row of the attempt's upstream dialect.
+func (c *call) upDialect() *dia.Dialect { return dia.Of(dia.ID(c.trans.up)) }
 
 // injectUsage builds a streaming chat body that asks for the usage chunk
 // when a token budget needs the real usage and the caller did not ask for

@@ -47,6 +47,7 @@ const (
 	metricStreamEventsTotal                  = "omniroute_stream_events_total"
 	metricStreamInterruptedTotal             = "omniroute_stream_interrupted_total"
 	metricRoutingWaitsTotal                  = "omniroute_routing_waits_total"
+	metricRoutingWaiting                     = "omniroute_routing_waiting"
 	metricRoutingRetriesTotal                = "omniroute_routing_retries_total"
 	metricRequestPanicsTotal                 = "omniroute_request_panics_total"
 	metricConfigReloadsTotal                 = "omniroute_config_reloads_total"
@@ -140,6 +141,7 @@ var metricTable = []metricDef{
 	{metricFallbacksTotal, kindCounter, "`route`", "Failed upstream attempts before the one that answered."},
 	{metricStreamEventsTotal, kindCounter, "`route`", "SSE events relayed to callers."},
 	{metricStreamInterruptedTotal, kindCounter, "`route`", "Streams ended by an upstream failure after the first byte (an in-band error was sent)."},
+	{metricRoutingWaiting, kindGauge, "", "Requests waiting now for one of their model's targets to recover (every target out, the earliest recovery within the wait budget)."},
 	{metricRoutingWaitsTotal, kindCounter, "`route`, `outcome`", "Requests that found every target out: recovered (waited, then routed) or refused (429 targets_exhausted, or 503 targets_unavailable when every target failed)."},
 	{metricRoutingRetriesTotal, kindCounter, "`route`", "Requests whose only target was retried once (as its circuit's probe) after a transient failure."},
 	{metricRequestPanicsTotal, kindCounter, "`route`", "Requests whose handling panicked (answered 500 internal_error, or a stream cut off); the gateway keeps serving."},

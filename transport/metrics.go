@@ -23,8 +23,12 @@ type gwMetrics struct {
 	set      *metrics.Set
 	routes   [edge.NumRoutes]routeSeries
 	inflight atomic.Int64
-	targets  *growable.List[targetSeries] // by target id; addTarget grows it
-	dash     dashCounters
+	// waiting counts the requests parked waiting for a target to recover
+	// (waitForRecovery): the operator's sign that a model's targets are
+	// all out and callers are being held rather than refused.
+	waiting atomic.Int64
+	targets *growable.List[targetSeries] // by target id; addTarget grows it
+	dash    dashCounters
 }
 
 // targetSeries are one target's handles.
@@ -106,6 +110,7 @@ func newMetrics(cat *catalog.Catalog) *gwMetrics {
 	}
 	m.targets = &growable.List[targetSeries]{} // recordPlan adds them
 	m.set.NewGauge(metricRequestsInflight, func() float64 { return float64(m.inflight.Load()) })
+	m.set.NewGauge(metricRoutingWaiting, func() float64 { return float64(m.waiting.Load()) })
 	metrics.RegisterSet(m.set)
 	return m
 }

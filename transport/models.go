@@ -10,6 +10,7 @@ import (
 
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
+	dia "github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/modelinfo"
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/transport/edge"
@@ -26,7 +27,7 @@ const modelsPrefix = edge.ModelsPath + "/"
 // method but GET (and HEAD) before.
 func (g *Gateway) models(ctx *fasthttp.RequestCtx, rid []byte) {
 	f := apierror.OpenAI
-	anthropic := len(ctx.Request.Header.Peek("Anthropic-Version")) > 0
+	anthropic := len(ctx.Request.Header.Peek(dia.Of(dia.Messages).VersionHeader)) > 0
 	if anthropic {
 		f = apierror.Anthropic
 	}

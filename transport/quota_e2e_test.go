@@ -230,7 +230,11 @@ func TestAllTargetsOutAnswer429WithEarliestRecovery(t *testing.T) {
 	clk.Advance(3 * time.Second)
 	done := make(chan response, 1)
 	go func() { done <- g.post("/v1/chat/completions", `{"model":"out","messages":[]}`) }()
-	time.Sleep(150 * time.Millisecond)
+	// The clock moves on only once the request waits (a request that
+	// arrived after the move would find b back and never wait).
+	waitFor(t, "the request to wait for the recovery", func() bool {
+		return strings.Contains(scrape(t, g), "\nomniroute_routing_waiting 1\n")
+	})
 	select {
 	case r := <-done:
 		t.Fatalf("answered before the recovery: %d %v %s", r.status, r.header, r.body)

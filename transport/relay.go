@@ -9,9 +9,8 @@ import (
 	"time"
 
 	"github.com/omniroute/gateway/internal/apierror"
-	"github.com/omniroute/gateway/internal/catalog"
+	dia "github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/failure"
-	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/internal/sse"
 	"github.com/omniroute/gateway/messages"
 	"github.com/omniroute/gateway/transport/edge"
@@ -95,7 +94,7 @@ func (c *call) hold(ev *sse.Event) {
 	}
 	c.stream.pending = append(c.stream.pending, raw...)
 	c.stream.pendOff = append(c.stream.pendOff, len(c.stream.pending))
-	if c.surface == catalog.Responses && len(c.stream.respID) == 0 && bytes.Equal(ev.Name, []byte("response.created")) {
+	if len(c.stream.respID) == 0 && dia.Of(dia.ID(c.surface)).AnnouncesID(ev) {
 		c.stream.respID = append(c.stream.respID[:0], jsonStringField(ev.Data, `"id":"`)...)
 	}
 }
@@ -182,9 +181,9 @@ func (c *call) relay(w io.Writer) (int64, error) {
 					x.MarkEOF()
 					return total, werr
 				}
-			} else if err == io.EOF && c.trans.up == catalog.Chat && sawFinish {
+			} else if err == io.EOF && c.upDialect().DoneSentinel && sawFinish {
 				// Some OpenAI-compatible servers end without [DONE].
-				n, werr := w.Write(doneFrame)
+				n, werr := w.Write(dia.DoneFrame)
 				total += int64(n)
 				x.MarkEOF()
 				return total, werr
@@ -219,7 +218,7 @@ func (c *call) relay(w io.Writer) (int64, error) {
 			return total, werr
 		}
 		events++
-		if c.trans.up == catalog.Chat && !sawFinish && bytes.Contains(ev.Data, finishReasonSet) {
+		if !sawFinish && c.upDialect().DoneSentinel && bytes.Contains(ev.Data, finishReasonSet) {
 			sawFinish = true
 		}
 		if isErr || c.isTerminal(ev) {
@@ -248,10 +247,7 @@ func (c *call) writeHeld(w io.Writer) (int64, error) {
 	return total, nil
 }
 
-var (
-	doneFrame       = []byte("data: [DONE]\n\n")
-	finishReasonSet = []byte(`"finish_reason":"`)
-)
+var finishReasonSet = []byte(`"finish_reason":"`)
 
 // drain reads what follows the terminal event (normally just the end of
 // the chunked body) so the upstream connection can be reused.
@@ -300,96 +296,22 @@ func (c *call) interrupt(w io.Writer, x *upstream.Exchange, err error, seq int) 
 	case class == messages.Protocol:
 		msg = "the upstream provider sent an event larger than the gateway accepts; the answer is incomplete"
 	}
+	e := apierror.New(apierror.CodeStreamInterrupted, msg)
 	buf := make([]byte, 0, 512)
 	if c.translating() {
-		return w.Write(c.trans.tr.Interrupt(buf, apierror.New(apierror.CodeStreamInterrupted, msg), string(c.rid)))
+		return w.Write(c.trans.tr.Interrupt(buf, e, string(c.rid)))
 	}
-	switch c.surface {
-	case catalog.Chat:
-		buf = append(buf, "data: "...)
-		buf = apierror.New(apierror.CodeStreamInterrupted, msg).Append(buf, apierror.OpenAI, "")
-		buf = append(buf, "\n\n"...)
-	case catalog.Messages:
-		buf = append(buf, "event: error\ndata: "...)
-		buf = apierror.New(apierror.CodeStreamInterrupted, msg).Append(buf, apierror.Anthropic, string(c.rid))
-		buf = append(buf, "\n\n"...)
-	case catalog.Responses:
-		buf = append(buf, "event: error\ndata: {\"type\":\"error\",\"code\":"...)
-		buf = apierror.AppendString(buf, apierror.CodeStreamInterrupted.String())
-		buf = append(buf, ",\"message\":"...)
-		buf = apierror.AppendString(buf, msg)
-		buf = append(buf, ",\"param\":null,\"sequence_number\":"...)
-		buf = strconv.AppendInt(buf, int64(seq), 10)
-		buf = append(buf, "}\n\nevent: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":"...)
-		buf = strconv.AppendInt(buf, int64(seq+1), 10)
-		buf = append(buf, ",\"response\":{\"id\":"...)
-		buf = apierror.AppendString(buf, string(c.stream.respID))
-		buf = append(buf, ",\"object\":\"response\",\"status\":\"failed\",\"error\":{\"code\":\"server_error\",\"message\":"...)
-		buf = apierror.AppendString(buf, msg)
-		buf = append(buf, "}}}\n\n"...)
-	}
-	return w.Write(buf)
+	pos := dia.StreamPosition{Seq: seq, ResponseID: c.stream.respID}
+	return w.Write(dia.Of(dia.ID(c.surface)).AppendInterrupt(buf, e, string(c.rid), pos))
 }
 
-// isTerminal reports the event that completes a stream on the surface.
-func (c *call) isTerminal(ev *sse.Event) bool {
-	switch c.trans.up {
-	case catalog.Chat:
-		return bytes.Equal(bytes.TrimSpace(ev.Data), []byte("[DONE]"))
-	case catalog.Messages:
-		return bytes.Equal(ev.Name, []byte("message_stop"))
-	case catalog.Responses:
-		return bytes.Equal(ev.Name, []byte("response.completed")) || bytes.Equal(ev.Name, []byte("response.incomplete"))
-	}
-	return false
-}
-
-// isErrorEvent reports an in-stream error sent by the provider.
-func (c *call) isErrorEvent(ev *sse.Event) bool {
-	switch c.trans.up {
-	case catalog.Chat:
-		return bytes.Contains(ev.Data, []byte(`"error"`)) && jsonscan.HasTopLevelKey(ev.Data, "error")
-	case catalog.Messages:
-		return bytes.Equal(ev.Name, []byte("error"))
-	case catalog.Responses:
-		return bytes.Equal(ev.Name, []byte("error")) || bytes.Equal(ev.Name, []byte("response.failed"))
-	}
-	return false
-}
-
-// isStartup reports content-free events that may be held back.
-func (c *call) isStartup(ev *sse.Event) bool {
-	switch c.trans.up {
-	case catalog.Chat:
-		d := ev.Data
-		return bytes.Contains(d, []byte(`"role"`)) && !bytes.Contains(d, []byte(`"tool_calls"`)) && !hasNonEmptyContent(d)
-	case catalog.Messages:
-		switch string(ev.Name) {
-		case "message_start", "ping", "content_block_start":
-			return true
-		}
-	case catalog.Responses:
-		switch string(ev.Name) {
-		case "response.created", "response.in_progress", "response.queued", "response.output_item.added", "response.content_part.added":
-			return true
-		}
-	}
-	return false
-}
-
-// hasNonEmptyContent reports a "content" value that is a non-empty string.
-func hasNonEmptyContent(d []byte) bool {
-	for {
-		i := bytes.Index(d, []byte(`"content":`))
-		if i < 0 {
-			return false
-		}
-		d = bytes.TrimLeft(d[i+len(`"content":`):], " \t")
-		if len(d) > 0 && d[0] == '"' && len(d) > 1 && d[1] != '"' {
-			return true
-		}
-	}
-}
+// isTerminal, isErrorEvent and isStartup read the upstream dialect's
+// stream grammar from the table: the event that completes a stream, an
+// in-stream error sent by the provider, a content-free event that may be
+// held back.
+func (c *call) isTerminal(ev *sse.Event) bool   { return c.upDialect().IsTerminal(ev) }
+func (c *call) isErrorEvent(ev *sse.Event) bool { return c.upDialect().IsError(ev) }
+func (c *call) isStartup(ev *sse.Event) bool    { return c.upDialect().IsStartup(ev) }
 
 // jsonStringField returns the raw string value after key (e.g. `"id":"`),
 // up to the closing quote, without unescaping.

@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/internal/apierror"
+	dia "github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/relay"
 	"github.com/omniroute/gateway/messages"
 	"github.com/omniroute/gateway/transport/edge"
@@ -137,13 +138,13 @@ func (c *call) bifrostAnswer(base string, x *upstream.Exchange) {
 	x.Release()
 }
 
-// buildRelayRequest fills x.Req: POST <prefix>/v1/chat/completions with
+// buildRelayRequest fills x.Req: POST <prefix> + the chat route with
 // the caller's body unchanged, the relay's own key, and who asked.
 func (c *call) buildRelayRequest(x *upstream.Exchange, hostport, prefix string, tok *relay.Token) {
 	r := c.g.side.relay
 	req := &x.Req
 	h := &req.Header
-	c.startRequest(h, prefix, "/v1/chat/completions", hostport)
+	c.startRequest(h, prefix, dia.Of(dia.Chat).Route, hostport)
 	for _, name := range forwardedRequestHeaders {
 		if v := c.ctx.Request.Header.Peek(name); len(v) > 0 {
 			h.SetBytesV(name, v)
@@ -205,7 +206,7 @@ func (b *bifrostStream) relay(w io.Writer) (int64, error) {
 		if err != nil {
 			if err == io.EOF && sawFinish {
 				// Some OpenAI-compatible servers end without [DONE].
-				n, werr := w.Write(doneFrame)
+				n, werr := w.Write(dia.DoneFrame)
 				total += int64(n)
 				x.MarkEOF()
 				c.g.metrics.routes[c.route].events.Add(events)
@@ -226,10 +227,7 @@ func (b *bifrostStream) relay(w io.Writer) (int64, error) {
 				what = "no final event"
 			}
 			msg := "the Bifrost relay ended the stream before completing it (" + what + "); the answer is incomplete, retry the request"
-			buf := make([]byte, 0, 256)
-			buf = append(buf, "data: "...)
-			buf = apierror.New(apierror.CodeStreamInterrupted, msg).Append(buf, apierror.OpenAI, "")
-			buf = append(buf, "\n\n"...)
+			buf := dia.Of(dia.Chat).AppendInterrupt(make([]byte, 0, 256), apierror.New(apierror.CodeStreamInterrupted, msg), string(c.rid), dia.StreamPosition{})
 			n, werr := w.Write(buf)
 			total += int64(n)
 			c.g.metrics.routes[c.route].events.Add(events)

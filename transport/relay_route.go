@@ -212,7 +212,7 @@ func (c *call) relayHandle() bool {
 	}
 	r.m.bifrostFailures.Inc()
 	if forced {
-		ctx.Response.Header.Set("X-Bifrost-Fallback", "/api/v1/relay/chat/completions")
+		ctx.Response.Header.Set("X-Bifrost-Fallback", edge.RelayPath)
 		c.fail(apierror.New(apierror.CodeBadGateway, detail))
 		return false
 	}

@@ -308,7 +308,7 @@ func (c *call) settleUsage() {
 	}
 	actual := p.est
 	if p.usage.Seen {
-		actual = p.usage.Total()
+		actual = p.usage.Tokens()
 	}
 	c.settleLedger(actual, false)
 }
@@ -340,7 +340,10 @@ func (c *call) waitForRecovery() bool {
 	if d <= 0 {
 		return true
 	}
-	if end, _ := c.plan.waiter.Wait(d, changed, &c.cancel); end == planner.WaitCancelled || g.edge.Draining() {
+	g.metrics.waiting.Add(1)
+	end, _ := c.plan.waiter.Wait(d, changed, &c.cancel)
+	g.metrics.waiting.Add(-1)
+	if end == planner.WaitCancelled || g.edge.Draining() {
 		return false
 	}
 	g.metrics.routes[c.route].waited.Inc()

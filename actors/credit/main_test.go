@@ -2,7 +2,6 @@ package credit
 
 import (
 	"fmt"
-	"log/slog"
 	"os"
 	"sync"
 	"testing"
@@ -108,8 +107,7 @@ func rollingPool(i int, key string, windows [rolling.NumPeriods]int64) *Pool {
 }
 
 func TestMain(m *testing.M) {
-	quiet := actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) })
-	sys := actor.NewActorSystem(quiet)
+	sys := testutil.NewActorSystem()
 	budgets.Set(func(key string) (Budget, bool) {
 		b, ok := budgetMap.Load(key)
 		if !ok {
@@ -119,7 +117,7 @@ func TestMain(m *testing.M) {
 	})
 	host = &grainHost{sys: sys, props: grainProps(store, clk, budgets), pids: map[string]*actor.PID{}}
 	for i := range members {
-		s := actor.NewActorSystem(quiet)
+		s := testutil.NewActorSystem()
 		l, err := Start(s, host, Options{Node: fmt.Sprintf("node-%d", i), Clock: clk, Interval: tickEvery})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

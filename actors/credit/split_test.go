@@ -2,13 +2,14 @@ package credit
 
 import (
 	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/omniroute/gateway/internal/testutil"
 )
 
 // TestTwoActivationsOfAGrainGrantTheLimitOnce: members that disagree on
@@ -24,7 +25,7 @@ func TestTwoActivationsOfAGrainGrantTheLimitOnce(t *testing.T) {
 		// Each node's own view: its own activation of every identity,
 		// on the grain host's system and store.
 		view := &grainHost{sys: host.sys, props: host.props, pids: map[string]*actor.PID{}}
-		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+		sys := testutil.NewActorSystem()
 		l, err := Start(sys, view, Options{Node: fmt.Sprintf("split-%d", i), Clock: clk, Interval: tickEvery})
 		if err != nil {
 			t.Fatal(err)

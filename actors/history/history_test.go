@@ -1,24 +1,16 @@
 package history
 
 import (
-	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
-	"go.uber.org/goleak"
 
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/messages"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
-
-func newSystem() *actor.ActorSystem {
-	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-}
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 // waitLen polls until the ring holds at least n points.
 func waitLen(t *testing.T, h *Handle, n int) []Point {
@@ -38,7 +30,7 @@ func waitLen(t *testing.T, h *Handle, n int) []Point {
 // TestRingKeepsTheLastSamples: samples arrive in order, the ring keeps the
 // last Size, and a published slice is never changed by later samples.
 func TestRingKeepsTheLastSamples(t *testing.T) {
-	sys := newSystem()
+	sys := testutil.NewActorSystem()
 	defer sys.Shutdown()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	var n atomic.Int64
@@ -76,7 +68,7 @@ func TestRingKeepsTheLastSamples(t *testing.T) {
 // TestRestartKeepsTheRing: a panic restarts the actor and the ring goes on
 // from where it was.
 func TestRestartKeepsTheRing(t *testing.T) {
-	sys := newSystem()
+	sys := testutil.NewActorSystem()
 	defer sys.Shutdown()
 	var n atomic.Int64
 	h, err := Spawn(sys, Options{Manual: true, Sample: func(time.Time) Point { return Point{Limit: n.Add(1)} }})
@@ -96,7 +88,7 @@ func TestRestartKeepsTheRing(t *testing.T) {
 
 // TestTimerSamples: without Manual the actor samples by itself.
 func TestTimerSamples(t *testing.T) {
-	sys := newSystem()
+	sys := testutil.NewActorSystem()
 	defer sys.Shutdown()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	h, err := Spawn(sys, Options{Interval: 10 * time.Millisecond, Clock: clk, Sample: func(time.Time) Point { return Point{} }})

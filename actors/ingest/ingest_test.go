@@ -2,14 +2,11 @@ package ingest
 
 import (
 	"encoding/json"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/omniroute/gateway/internal/budget"
 	"github.com/omniroute/gateway/internal/clock"
@@ -17,10 +14,6 @@ import (
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/messages"
 )
-
-func newSystem() *actor.ActorSystem {
-	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-}
 
 type fakePressure struct {
 	st atomic.Pointer[pressure.State]
@@ -34,7 +27,7 @@ func (f *fakePressure) set(sev pressure.Severity, goUsed, goLimit int64) {
 
 func spawn(t *testing.T, mut func(*Config)) (*Handle, *fakePressure) {
 	t.Helper()
-	sys := newSystem()
+	sys := testutil.NewActorSystem()
 	fp := &fakePressure{}
 	fp.set(pressure.Normal, -1, -1)
 	cfg := Config{
@@ -251,7 +244,7 @@ func TestGrow(t *testing.T) {
 }
 
 func TestStopAnswersWaiters(t *testing.T) {
-	sys := newSystem()
+	sys := testutil.NewActorSystem()
 	defer sys.Shutdown()
 	h, err := Spawn(sys, Config{Budget: budget.Budget{Bytes: 8 * mib}, LargeBody: 256 * kib, QueueWait: time.Minute, BudgetWaitCap: time.Minute, MaxQueuedBytes: 64 * mib})
 	if err != nil {

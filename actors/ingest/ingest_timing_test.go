@@ -4,12 +4,13 @@ import (
 	"testing"
 
 	"github.com/omniroute/gateway/internal/budget"
+	"github.com/omniroute/gateway/internal/testutil"
 )
 
 // BenchmarkFastPath is a heavy reservation that fits while nobody waits:
 // two CASes, a lease and its registration, then the release.
 func BenchmarkFastPath(b *testing.B) {
-	sys := newSystem()
+	sys := testutil.NewActorSystem()
 	defer sys.Shutdown()
 	h, err := Spawn(sys, Config{Budget: budget.Budget{Bytes: 1 << 40}, LargeBody: 256 * kib, MaxQueuedBytes: 1 << 30})
 	if err != nil {
@@ -30,7 +31,7 @@ func BenchmarkFastPath(b *testing.B) {
 
 // BenchmarkLightDecision is the check a light body costs.
 func BenchmarkLightDecision(b *testing.B) {
-	sys := newSystem()
+	sys := testutil.NewActorSystem()
 	defer sys.Shutdown()
 	fp := &fakePressure{}
 	h, err := Spawn(sys, Config{Budget: budget.Budget{Bytes: 1 << 30}, LargeBody: 256 * kib, MaxQueuedBytes: 1 << 30, Pressure: fp})

@@ -593,10 +593,8 @@ func (c *controller) closeWindow(ctx actor.Context) {
 	}
 	c.winAt = r
 	c.lastDone, c.winDone = c.winDone, 0
-	last := c.ctl.Last()
-	c.window = Window{Phase: last.Phase, Rule: last.Rule, LimitBefore: last.LimitBefore, LimitAfter: last.LimitAfter,
-		Inflight: last.Inflight, QueueRatio: last.QueueRatio, KneeEstimate: last.Knee, Samples: last.Samples,
-		Pending: last.Pending, Drops: last.Drops, Limited: last.Limited, LocalDelayMs: last.LocalMs, Phases: c.ctl.Phases()}
+	c.window = windowOf(c.ctl.Last())
+	c.window.Phases = c.ctl.Phases()
 	c.step(ctx)
 	c.publish(true)
 }

@@ -2,13 +2,11 @@ package lanes
 
 import (
 	"fmt"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.uber.org/goleak"
 
 	"github.com/omniroute/gateway/internal/admission"
 	"github.com/omniroute/gateway/internal/clock"
@@ -16,7 +14,7 @@ import (
 	"github.com/omniroute/gateway/internal/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 type env struct {
 	t   testing.TB
@@ -45,7 +43,7 @@ func start(t testing.TB, edit func(*admission.Config), caps ...int) *env {
 	for i, c := range caps {
 		ups = append(ups, UpstreamSpec{Name: fmt.Sprintf("u%d", i), Cap: c})
 	}
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	sys := testutil.NewActorSystem()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	h, err := Spawn(sys, Options{Config: cfg, Clock: clk, ManualTicks: true, Upstreams: ups})
 	if err != nil {
@@ -884,7 +882,7 @@ func TestQueueWakesTheMeasuringTick(t *testing.T) {
 	cfg.Mode = admission.ModeEnforce
 	cfg.MinLimit, cfg.InitialLimit, cfg.MaxLimit = 4, 4, 4
 	cfg.WindowMs = 50 // the tick sleeps after a window without work
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	sys := testutil.NewActorSystem()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	h, err := Spawn(sys, Options{Config: cfg, Clock: clk, Upstreams: []UpstreamSpec{{Name: "u0"}}})
 	if err != nil {

@@ -1,11 +1,8 @@
 package lanes
 
 import (
-	"log/slog"
 	"testing"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/omniroute/gateway/internal/admission"
 	"github.com/omniroute/gateway/internal/clock"
@@ -21,7 +18,7 @@ import (
 // Stop no window or sub-window tick of any incarnation is left.
 func TestRestartAfterPanic(t *testing.T) {
 	for _, virtual := range []bool{true, false} {
-		sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+		sys := testutil.NewActorSystem()
 		cfg := admission.DefaultConfig()
 		cfg.Mode, cfg.VirtualLanes = admission.ModeEnforce, virtual
 		cfg.MinLimit, cfg.InitialLimit, cfg.MaxLimit, cfg.WindowMs = 20, 20, 20, 50

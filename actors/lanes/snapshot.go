@@ -30,23 +30,11 @@ type ClassFigures struct {
 }
 
 // Window is an upstream's last judged controller phase, as of the last
-// reporting window.
+// reporting window (its JSON is the phase report's fields, flat, and the
+// phase count; localDelayMs: see docs/admission.md).
 type Window struct {
-	Phase        string  `json:"phase"`
-	Rule         string  `json:"rule"`
-	LimitBefore  int64   `json:"limitBefore"`
-	LimitAfter   int64   `json:"limitAfter"`
-	Inflight     float64 `json:"inflight"`
-	QueueRatio   float64 `json:"queueRatio"`
-	KneeEstimate float64 `json:"kneeEstimate"`
-	Samples      int     `json:"samples"`
-	Pending      int64   `json:"pending"`
-	Drops        int     `json:"drops"`
-	Limited      bool    `json:"limited"`
-	// LocalDelayMs is the gateway's own mean wait to read the phase's
-	// answers (see docs/admission.md).
-	LocalDelayMs float64 `json:"localDelayMs"`
-	Phases       uint64  `json:"phases"`
+	admission.PhaseReport
+	Phases uint64 `json:"phases"`
 }
 
 // Upstream is one upstream's admission figures.
@@ -274,11 +262,7 @@ func (h *Handle) Snapshot() *Snapshot {
 	return s
 }
 
-func windowOf(r admission.PhaseReport) Window {
-	return Window{Phase: r.Phase, Rule: r.Rule, LimitBefore: r.LimitBefore, LimitAfter: r.LimitAfter, Inflight: r.Inflight,
-		QueueRatio: r.QueueRatio, KneeEstimate: r.Knee, Samples: r.Samples, Pending: r.Pending, Drops: r.Drops, Limited: r.Limited,
-		LocalDelayMs: r.LocalMs}
-}
+func windowOf(r admission.PhaseReport) Window { return Window{PhaseReport: r} }
 
 func round1(v float64) float64 { return float64(int64(v*10+0.5)) / 10 }
 

@@ -1,14 +1,10 @@
 package ledger
 
 import (
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
-	"go.uber.org/goleak"
 
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/rolling"
@@ -17,11 +13,11 @@ import (
 	"github.com/omniroute/gateway/messages"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 func start(t testing.TB, slots ...SlotSpec) (*Handle, *clock.Fake) {
 	t.Helper()
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	sys := testutil.NewActorSystem()
 	clk := clock.NewFake(time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC))
 	h, err := Spawn(sys, slots, clk)
 	if err != nil {

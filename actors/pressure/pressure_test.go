@@ -7,20 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-	"go.uber.org/goleak"
-
 	"github.com/omniroute/gateway/internal/clock"
 	mem "github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/messages"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
-
-func newSystem() *actor.ActorSystem {
-	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-}
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 func sample(goRatio float64) mem.Sample {
 	return mem.Sample{GoUsed: int64(goRatio * 1000), GoLimit: 1000, CgroupCurrent: -1, CgroupFile: -1, CgroupMax: -1, CgroupHigh: -1, OOM: -1, OOMKill: -1, PSISome: -1, PSIFull: -1}
@@ -43,7 +36,7 @@ func waitState(t *testing.T, h *Handle, cond func(*mem.State) bool) *mem.State {
 }
 
 func TestSamplesDriveSeverityAndSubscribers(t *testing.T) {
-	sys := newSystem()
+	sys := testutil.NewActorSystem()
 	defer sys.Shutdown()
 	clk := clock.NewFake(time.Unix(500, 0))
 	var mu sync.Mutex
@@ -86,7 +79,7 @@ func TestSamplesDriveSeverityAndSubscribers(t *testing.T) {
 }
 
 func TestTimerSamplesEveryInterval(t *testing.T) {
-	sys := newSystem()
+	sys := testutil.NewActorSystem()
 	defer sys.Shutdown()
 	var mu sync.Mutex
 	n := 0
@@ -105,7 +98,7 @@ func TestTimerSamplesEveryInterval(t *testing.T) {
 }
 
 func TestInvalidThresholds(t *testing.T) {
-	sys := newSystem()
+	sys := testutil.NewActorSystem()
 	defer sys.Shutdown()
 	cfg := mem.DefaultConfig()
 	cfg.HighRatio = 0.99
@@ -115,7 +108,7 @@ func TestInvalidThresholds(t *testing.T) {
 }
 
 func TestRealSystemSample(t *testing.T) {
-	sys := newSystem()
+	sys := testutil.NewActorSystem()
 	defer sys.Shutdown()
 	h, err := Spawn(sys, Options{Config: mem.DefaultConfig(), Manual: true})
 	if err != nil {

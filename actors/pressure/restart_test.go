@@ -16,7 +16,7 @@ import (
 // samples again on its own timer (of the fake clock the test moves), and
 // after Stop no tick of either incarnation is left.
 func TestRestartAfterPanic(t *testing.T) {
-	sys := newSystem()
+	sys := testutil.NewActorSystem()
 	defer sys.Shutdown()
 	var ratio atomic.Value
 	ratio.Store(0.95)

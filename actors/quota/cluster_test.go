@@ -99,7 +99,7 @@ func tokensObs(at time.Time, remaining float64) *messages.QuotaObservation {
 // (no echo). An older observation from a peer loses to the fresher one
 // B holds; a fresher one wins.
 func TestPeerHeadersMergeAsLocalOnes(t *testing.T) {
-	sys := newSystem(t)
+	sys := testutil.ActorSystem(t)
 	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
 	m, _ := quota.Family("openai")
 	specs := []ConnSpec{{Provider: "openai", Name: "openai/main", Models: []string{"gpt-4o", "gpt-4o-mini"}, Mapping: m}}
@@ -204,7 +204,7 @@ func polledConnection(t *testing.T, name string) (*atomic.Int32, []ConnSpec) {
 // next check.
 func TestOnePollerPerConnection(t *testing.T) {
 	polls, specs := polledConnection(t, "deepseek/main")
-	sys := newSystem(t)
+	sys := testutil.ActorSystem(t)
 	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
 	p := startPair(t, sys, specs, clk)
 	for i := range p.h {
@@ -277,7 +277,7 @@ func TestWireRoundTripAndRejects(t *testing.T) {
 		t.Fatalf("a long poll error (%d bytes) kept the reading off the wire: %v", len(long.Err), err)
 	}
 
-	sys := newSystem(t)
+	sys := testutil.ActorSystem(t)
 	clk := clock.NewFake(at)
 	h, err := Spawn(sys, []ConnSpec{{Provider: "openrouter", Name: "openrouter/main", Models: []string{"m"}}}, clk, Options{SharedPolls: true})
 	if err != nil {
@@ -312,7 +312,7 @@ func TestWireRoundTripAndRejects(t *testing.T) {
 // one held only when it was taken later; an older one (from a member that
 // still polled during a handover) loses.
 func TestPeerPollFreshestWins(t *testing.T) {
-	sys := newSystem(t)
+	sys := testutil.ActorSystem(t)
 	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
 	h, err := Spawn(sys, []ConnSpec{{Provider: "deepseek", Name: "deepseek/main", Models: []string{"deepseek-chat"},
 		Poll: &PollSpec{Kind: quota.PollDeepSeek, BaseURL: "http://127.0.0.1:1", Interval: time.Hour}}}, clk, Options{SharedPolls: true})
@@ -389,7 +389,7 @@ func TestPeerClockAhead(t *testing.T) {
 // member A was alone reaches member B when it joins, without a new
 // response.
 func TestJoiningMemberHearsTheLastHeaders(t *testing.T) {
-	sys := newSystem(t)
+	sys := testutil.ActorSystem(t)
 	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
 	m, _ := quota.Family("openai")
 	specs := []ConnSpec{{Provider: "openai", Name: "openai/main", Models: []string{"gpt-4o"}, Mapping: m}}
@@ -413,7 +413,7 @@ func TestJoiningMemberHearsTheLastHeaders(t *testing.T) {
 func TestJoiningMemberHearsTheLastPoll(t *testing.T) {
 	const name = "deepseek/main"
 	polls, specs := polledConnection(t, name)
-	sys := newSystem(t)
+	sys := testutil.ActorSystem(t)
 	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
 	owner := 0
 	if rendezvous.Owner(name, []string{"e2e@a", "e2e@b"}) == "e2e@b" {

@@ -2,16 +2,12 @@ package quota
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
-	"go.uber.org/goleak"
 
 	ledgeractor "github.com/omniroute/gateway/actors/ledger"
 	"github.com/omniroute/gateway/internal/clock"
@@ -21,13 +17,7 @@ import (
 	"github.com/omniroute/gateway/messages"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
-
-func newSystem(t *testing.T) *actor.ActorSystem {
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	t.Cleanup(sys.Shutdown)
-	return sys
-}
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 func waitState(t *testing.T, h *Handle, conn int, cond func(*ConnState) bool) *ConnState {
 	t.Helper()
@@ -58,7 +48,7 @@ func waitTicking(t *testing.T, h *Handle, conn int, clk *clock.Fake, step time.D
 }
 
 func TestHeadersDriveModelStates(t *testing.T) {
-	sys := newSystem(t)
+	sys := testutil.ActorSystem(t)
 	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
 	m, _ := quota.Family("openai")
 	h, err := Spawn(sys, []ConnSpec{{Provider: "openai", Name: "openai/main", Models: []string{"gpt-4o", "gpt-4o-mini"}, Mapping: m}}, clk, Options{})
@@ -98,7 +88,7 @@ func TestHeadersDriveModelStates(t *testing.T) {
 }
 
 func TestConfiguredAndEstimatedSources(t *testing.T) {
-	sys := newSystem(t)
+	sys := testutil.ActorSystem(t)
 	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 10, 0, time.UTC))
 	l, err := ledgeractor.Spawn(sys, []ledgeractor.SlotSpec{{Connection: "local/a", Model: "llama", Configured: rolling.Limits{rolling.Tokens: {rolling.Minute: 1000}}}}, clk)
 	if err != nil {
@@ -160,7 +150,7 @@ func TestPollers(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	sys := newSystem(t)
+	sys := testutil.ActorSystem(t)
 	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
 	var polls atomic.Int32
 	h, err := Spawn(sys, []ConnSpec{
@@ -238,7 +228,7 @@ func TestAddAndRemoveConnections(t *testing.T) {
 		w.Write([]byte(`{"is_available":true,"balance_infos":[{"currency":"USD","total_balance":"4.20"}]}`))
 	}))
 	defer srv.Close()
-	sys := newSystem(t)
+	sys := testutil.ActorSystem(t)
 	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
 	m, _ := quota.Family("openai")
 	h, err := Spawn(sys, []ConnSpec{{Provider: "openai", Name: "openai/main", Models: []string{"gpt-4o"}, Mapping: m}}, clk, Options{})

@@ -26,7 +26,7 @@ func TestRestartAfterPanic(t *testing.T) {
 		w.Write([]byte(`{"is_available":true,"balance_infos":[{"currency":"USD","total_balance":"4.20"}]}`))
 	}))
 	defer srv.Close()
-	sys := newSystem(t)
+	sys := testutil.ActorSystem(t)
 	clk := clock.NewFake(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
 	m, _ := quota.Family("openai")
 	cfg := []quota.Value{{Dimension: messages.DimRequests, Flags: quota.HasLimit, Limit: 60, Unit: "requests", Source: quota.SourceConfigured, Confidence: quota.ConfidenceHigh}}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.uber.org/goleak"
 
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
@@ -23,7 +21,7 @@ import (
 
 func TestMain(m *testing.M) {
 	svctest.RunIfChild() // the supervisor spawns this binary as its services
-	goleak.VerifyTestMain(m, testutil.LeakOptions()...)
+	testutil.VerifyTestMain(m)
 }
 
 // svc returns the config of a helper service in mode, with short health
@@ -73,7 +71,7 @@ func newEnv(t *testing.T, services map[string]config.ServiceConfig, o Options) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	system := testutil.NewActorSystem()
 	m, err := Start(system, specs, o)
 	if err != nil {
 		t.Fatal(err)

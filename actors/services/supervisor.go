@@ -313,14 +313,24 @@ func (s *supervisor) replyAll(list *[]chan result, err error) {
 
 // --- commands ---
 
-func (s *supervisor) onStart(m startCmd) {
+// refuseCommand takes an operator's start or restart out of automatic
+// mode and answers it with the error that refuses it (shutting down, not
+// installed), reporting whether it did.
+func (s *supervisor) refuseCommand(r chan result) bool {
 	s.automatic = false
 	switch {
 	case s.ending.closing:
-		reply(m.reply, s.status(), ErrClosed)
-		return
+		reply(r, s.status(), ErrClosed)
+		return true
 	case !s.installed:
-		reply(m.reply, s.status(), ErrNotInstalled)
+		reply(r, s.status(), ErrNotInstalled)
+		return true
+	}
+	return false
+}
+
+func (s *supervisor) onStart(m startCmd) {
+	if s.refuseCommand(m.reply) {
 		return
 	}
 	switch s.state {
@@ -353,13 +363,7 @@ func (s *supervisor) clearCrashes() {
 }
 
 func (s *supervisor) onRestart(m restartCmd) {
-	s.automatic = false
-	switch {
-	case s.ending.closing:
-		reply(m.reply, s.status(), ErrClosed)
-		return
-	case !s.installed:
-		reply(m.reply, s.status(), ErrNotInstalled)
+	if s.refuseCommand(m.reply) {
 		return
 	}
 	s.clearCrashes()

@@ -2,14 +2,12 @@ package services
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/svctest"
+	"github.com/omniroute/gateway/internal/testutil"
 )
 
 // BenchmarkStartStop measures one start (spawn, first passing health
@@ -20,7 +18,7 @@ func BenchmarkStartStop(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	system := testutil.NewActorSystem()
 	defer system.Shutdown()
 	m, err := Start(system, specs, Options{DataDir: b.TempDir()})
 	if err != nil {

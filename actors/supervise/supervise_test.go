@@ -8,14 +8,13 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"go.uber.org/goleak"
 
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/messages"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 type crashy struct {
 	incarnation int32

@@ -47,7 +47,7 @@ func (e *breakerEnv) observed() []int {
 
 func newBreakerEnv(t *testing.T, o Options) *breakerEnv {
 	t.Helper()
-	sys := newSystem()
+	sys := testutil.NewActorSystem()
 	clk := clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	e := &breakerEnv{t: t, clk: clk, sys: sys}
 	o.Rand = func() float64 { return 0.5 } // jitter factor exactly 1

@@ -1,22 +1,29 @@
 package targets
 
 import (
-	"log/slog"
 	"testing"
 	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
-	"go.uber.org/goleak"
 
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/messages"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
-func newSystem() *actor.ActorSystem {
-	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+// spawnTargets starts a targets actor for names on a fake clock at
+// 2026-11-30 12:00 UTC, in an actor system of its own; both stop when the
+// test ends.
+func spawnTargets(t *testing.T, names ...string) (*Handle, *clock.Fake) {
+	t.Helper()
+	sys := testutil.ActorSystem(t)
+	clk := clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	h, err := Spawn(sys, names, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Stop)
+	return h, clk
 }
 
 // waitSnap waits until the published snapshot matches cond. Between
@@ -39,14 +46,7 @@ func waitSnap(t *testing.T, h *Handle, cond func(*Snapshot) bool) *Snapshot {
 }
 
 func TestOutcomesArePublished(t *testing.T) {
-	sys := newSystem()
-	defer sys.Shutdown()
-	clk := clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	h, err := Spawn(sys, []string{"p/a/m", "p/b/m"}, clk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Stop()
+	h, clk := spawnTargets(t, "p/a/m", "p/b/m")
 	if s := h.Snapshot(); s == nil || len(s.Targets) != 2 || s.Targets[0].Target != "p/a/m" {
 		t.Fatalf("initial snapshot %+v", s)
 	}
@@ -86,14 +86,7 @@ func TestOutcomesArePublished(t *testing.T) {
 // flush, not one message each, CoalesceDelay after the first on the
 // actor's clock, and published by the next tick; none is lost.
 func TestSuccessesCoalesce(t *testing.T) {
-	sys := newSystem()
-	defer sys.Shutdown()
-	clk := clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	h, err := Spawn(sys, []string{"p/a/m"}, clk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Stop()
+	h, clk := spawnTargets(t, "p/a/m")
 	for i := 0; i < 1000; i++ {
 		h.Report(&messages.AttemptFinished{Target: 0, Class: messages.OK, TTFB: time.Millisecond})
 	}
@@ -124,14 +117,7 @@ func TestSuccessesCoalesce(t *testing.T) {
 // are in the snapshot Add waited for, take reports, claim probes, and
 // survive a restart of the actor with their names.
 func TestAddRegistersTargets(t *testing.T) {
-	sys := newSystem()
-	defer sys.Shutdown()
-	clk := clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	h, err := Spawn(sys, []string{"p/a/m"}, clk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Stop()
+	h, clk := spawnTargets(t, "p/a/m")
 	first, err := h.Add([]string{"q/b/m", "q/b/n"})
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +135,7 @@ func TestAddRegistersTargets(t *testing.T) {
 	if !h.TryProbe(2, clk.Now()) || h.TryProbe(2, clk.Now()) {
 		t.Fatal("the added target's single probe was not claimable exactly once")
 	}
-	sys.Root.Send(h.pid, messages.Crash{})
+	h.root.Send(h.pid, messages.Crash{})
 	h.Report(&messages.AttemptFinished{Target: 1, Class: messages.Capacity, Status: 503, At: clk.Now()})
 	s = waitSnap(t, h, func(s *Snapshot) bool { return s.Targets[1].Attempts == 1 })
 	if len(s.Targets) != 3 || s.Targets[2].Target != "q/b/n" || s.Targets[2].Attempts != 1 {
@@ -162,14 +148,8 @@ func TestAddRegistersTargets(t *testing.T) {
 // failure streak, on the fast path and the actor's path alike, but leaves
 // the TTFB average where the model calls put it.
 func TestNoLatencySuccessKeepsTTFB(t *testing.T) {
-	sys := newSystem()
-	defer sys.Shutdown()
-	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	h, err := Spawn(sys, []string{"p/a/m"}, clock.NewFake(at))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Stop()
+	h, clk := spawnTargets(t, "p/a/m")
+	at := clk.Now()
 	// Fast path (clean target): one timed success, then quick counts.
 	h.Report(&messages.AttemptFinished{Target: 0, Class: messages.OK, TTFB: 100 * time.Millisecond, At: at})
 	for i := 0; i < 10; i++ {

@@ -1,6 +1,7 @@
 package lanes
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -306,6 +307,28 @@ func gateEnv(extra map[string]string) map[string]string {
 		env[k] = v
 	}
 	return env
+}
+
+// openGate opens the report of a scenario run on gateEnv(nil), as the
+// gated scenarios all begin: the options' defaults, the report, and the
+// environment as its first note.
+func openGate(o *Options, scenario string) (Report, map[string]string) {
+	o.defaults()
+	rep := Report{Scenario: scenario, Full: o.Full}
+	env := gateEnv(nil)
+	rep.note("environment: %s", envText(env))
+	return rep, env
+}
+
+// gateRuns opens a gated scenario's report (openGate), notes what it
+// runs (about, formatted with args) and runs run once a seed on the gate
+// environment.
+func gateRuns[R any](ctx context.Context, o *Options, scenario string, run func(context.Context, Options, int64, map[string]string) (R, error),
+	about string, args ...any) (Report, []R, error) {
+	rep, env := openGate(o, scenario)
+	rep.note(about, args...)
+	runs, err := runSeeds(*o, func(seed int64) (R, error) { return run(ctx, *o, seed, env) })
+	return rep, runs, err
 }
 
 // defaultsEnv is the environment of a gate that says "with the defaults":

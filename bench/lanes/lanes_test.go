@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/omniroute/gateway/internal/testutil"
 )
 
@@ -24,7 +22,7 @@ func TestMain(m *testing.M) {
 	if *debugLog {
 		GatewayLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	goleak.VerifyTestMain(m, testutil.LeakOptions()...)
+	testutil.VerifyTestMain(m)
 }
 
 // TestScenarios runs the three scenarios (smoke by default; -lanes.full for

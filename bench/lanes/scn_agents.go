@@ -99,10 +99,7 @@ type agentsRun struct {
 // first token 300 ms, 20 chunks 25 ms apart). Gates: no admission
 // refusal (agentRefusal), ≥ 99 % success, provider slots ≥ 90 % used.
 func RunCodingAgents(ctx context.Context, o Options) (Report, error) {
-	o.defaults()
-	rep := Report{Scenario: "coding-agents", Full: o.Full}
-	env := gateEnv(nil)
-	rep.note("environment: %s", envText(env))
+	rep, env := openGate(&o, "coding-agents")
 	rep.note("mock (Anthropic Messages) %d slots, 300 ms to the first token + 20 chunks × 25 ms; %d agents, closed loop (no think time; %v pause after a 429/503, an SDK's first retry delay), 20 s", agentCount, agentCount, refusedPause)
 	var costs []string
 	for _, size := range agentSizes(agentCount) {

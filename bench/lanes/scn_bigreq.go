@@ -34,12 +34,7 @@ type bigRun struct {
 // %. Gates: ≥ 90 % of the 2 MiB requests are served; the small tenant's p99
 // stays within its unloaded p99 + 100 ms.
 func RunBigRequests(ctx context.Context, o Options) (Report, error) {
-	o.defaults()
-	rep := Report{Scenario: "big-requests", Full: o.Full}
-	env := gateEnv(nil)
-	rep.note("environment: %s", envText(env))
-	rep.note("mock 16 slots × 100 ms (±30 %%); tenant small: 1 KiB bodies at 60 %% of capacity (5 s warm-up, 10 s alone, then 20 s beside big); tenant big: 2 MiB bodies at 20 %%; clients wait up to 30 s")
-	runs, err := runSeeds(o, func(seed int64) (bigRun, error) { return runBigRequests(ctx, o, seed, env) })
+	rep, runs, err := gateRuns(ctx, &o, "big-requests", runBigRequests, "mock 16 slots × 100 ms (±30 %%); tenant small: 1 KiB bodies at 60 %% of capacity (5 s warm-up, 10 s alone, then 20 s beside big); tenant big: 2 MiB bodies at 20 %%; clients wait up to 30 s")
 	if err != nil {
 		return rep, err
 	}

@@ -33,10 +33,7 @@ type capacityRun struct {
 // knee) within 5 windows of the halving and stays there; after the restore
 // it reaches 0.9× the knee within 10 windows.
 func RunCapacityStep(ctx context.Context, o Options) (Report, error) {
-	o.defaults()
-	rep := Report{Scenario: "capacity-step", Full: o.Full}
-	env := gateEnv(nil)
-	rep.note("environment: %s", envText(env))
+	rep, env := openGate(&o, "capacity-step")
 	rep.note("mock 32 → 16 → 32 slots × 200 ms (±30 %%), slots resized in place; one tenant at 1.25× the 32-slot capacity, clients give up after 10 s")
 	rep.note("warm-up 15 s, halved 20 s, restored 20 s; health read every 100 ms; a window is 1 s (ADAPTIVE_ADMISSION_WINDOW_MS default); the limit is the tightest currentLimit health reports")
 	runs, err := runSeeds(o, func(seed int64) (capacityRun, error) { return runCapacityStep(ctx, o, seed, env) })

@@ -29,12 +29,7 @@ type deadlineRun struct {
 // deadline, and no request sent upstream after its deadline (the mock's
 // request log against each request's send time).
 func RunDeadline(ctx context.Context, o Options) (Report, error) {
-	o.defaults()
-	rep := Report{Scenario: "deadline", Full: o.Full}
-	env := gateEnv(nil)
-	rep.note("environment: %s", envText(env))
-	rep.note("mock 16 slots × 100 ms (±30 %%); one tenant at 3× capacity for 15 s; headers X-Stainless-Timeout: 1 and x-omniroute-timeout-ms: 1000; clients wait up to 10 s")
-	runs, err := runSeeds(o, func(seed int64) (deadlineRun, error) { return runDeadline(ctx, o, seed, env) })
+	rep, runs, err := gateRuns(ctx, &o, "deadline", runDeadline, "mock 16 slots × 100 ms (±30 %%); one tenant at 3× capacity for 15 s; headers X-Stainless-Timeout: 1 and x-omniroute-timeout-ms: 1000; clients wait up to 10 s")
 	if err != nil {
 		return rep, err
 	}

@@ -29,12 +29,7 @@ type giveUpRun struct {
 // mock's request log: requests that reached the provider after their
 // client had left.
 func RunGiveUp(ctx context.Context, o Options) (Report, error) {
-	o.defaults()
-	rep := Report{Scenario: "give-up", Full: o.Full}
-	env := gateEnv(nil)
-	rep.note("environment: %s", envText(env))
-	rep.note("mock 16 slots × 100 ms (±30 %%); one tenant at 3× capacity for 20 s from a cold start; clients close their connection after %v; health read every 100 ms", giveUpTimeout)
-	runs, err := runSeeds(o, func(seed int64) (giveUpRun, error) { return runGiveUp(ctx, o, seed, env) })
+	rep, runs, err := gateRuns(ctx, &o, "give-up", runGiveUp, "mock 16 slots × 100 ms (±30 %%); one tenant at 3× capacity for 20 s from a cold start; clients close their connection after %v; health read every 100 ms", giveUpTimeout)
 	if err != nil {
 		return rep, err
 	}

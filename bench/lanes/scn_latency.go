@@ -25,12 +25,7 @@ type latencyRun struct {
 // 10 s after the step: throughput ≥ 90 % of the new capacity, and the
 // provider's mean in flight (mock ground truth) ≥ 0.9 × its slots.
 func RunLatencyStep(ctx context.Context, o Options) (Report, error) {
-	o.defaults()
-	rep := Report{Scenario: "latency-step", Full: o.Full}
-	env := gateEnv(nil)
-	rep.note("environment: %s", envText(env))
-	rep.note("mock 32 slots, 200 → 400 ms (±30 %%) after a 15 s warm-up, then 25 s; one tenant at 1.25× the 200 ms capacity, clients give up after 10 s; measured from 10 s after the step")
-	runs, err := runSeeds(o, func(seed int64) (latencyRun, error) { return runLatencyStep(ctx, o, seed, env) })
+	rep, runs, err := gateRuns(ctx, &o, "latency-step", runLatencyStep, "mock 32 slots, 200 → 400 ms (±30 %%) after a 15 s warm-up, then 25 s; one tenant at 1.25× the 200 ms capacity, clients give up after 10 s; measured from 10 s after the step")
 	if err != nil {
 		return rep, err
 	}

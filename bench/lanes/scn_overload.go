@@ -37,12 +37,7 @@ type overloadRun struct {
 // every refusal is a 429 or 503 with Retry-After and a reason (no other
 // failure, no client timeout); refusal p99 ≤ 10 ms.
 func RunOverload(ctx context.Context, o Options) (Report, error) {
-	o.defaults()
-	rep := Report{Scenario: "overload-5x-10x", Full: o.Full}
-	env := gateEnv(nil)
-	rep.note("environment: %s", envText(env))
-	rep.note("mock 16 slots × 200 ms (±30 %%), capacity 80 req/s; one tenant: 10 s at 30 %% (unloaded p99), 20 s at 5×, 3 s idle, 20 s at 10×; clients give up after 10 s")
-	runs, err := runSeeds(o, func(seed int64) (overloadRun, error) { return runOverload(ctx, o, seed, env) })
+	rep, runs, err := gateRuns(ctx, &o, "overload-5x-10x", runOverload, "mock 16 slots × 200 ms (±30 %%), capacity 80 req/s; one tenant: 10 s at 30 %% (unloaded p99), 20 s at 5×, 3 s idle, 20 s at 10×; clients give up after 10 s")
 	if err != nil {
 		return rep, err
 	}

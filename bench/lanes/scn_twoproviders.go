@@ -39,10 +39,7 @@ type twoRun struct {
 // small one is slow the big one still runs at its knee and its own limit
 // (when the gateway reports per-upstream limits) does not fall.
 func RunTwoProviders(ctx context.Context, o Options) (Report, error) {
-	o.defaults()
-	rep := Report{Scenario: "two-providers", Full: o.Full}
-	env := gateEnv(nil)
-	rep.note("environment: %s", envText(env))
+	rep, env := openGate(&o, "two-providers")
 	rep.note("model duo: round-robin over provider small (m-small: 16 slots × 200 ms) and provider big (m-big: 48 slots × 200 ms), ±30 %% latency; one tenant at 1.25× the joint 320 req/s; clients give up after 10 s")
 	rep.note("phase A 20 s (measured from 5 s); phase B: m-small at 800 ms for 20 s (measured from 5 s in); per-upstream limits are health currentLimits whose path names small or big")
 	runs, err := runSeeds(o, func(seed int64) (twoRun, error) { return runTwoProviders(ctx, o, seed, env) })

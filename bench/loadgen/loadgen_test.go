@@ -5,13 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 func startMock(t *testing.T, models map[string]mockprovider.Behavior) string {
 	t.Helper()

@@ -9,12 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/omniroute/gateway/internal/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 func shell(t *testing.T) string {
 	t.Helper()

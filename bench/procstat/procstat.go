@@ -115,13 +115,7 @@ func ReadMemory(pid int) (Memory, error) {
 func parseStatus(b []byte) (Memory, error) {
 	var m Memory
 	var seen int
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
+	for line := range bytes.Lines(b) { // Fields drops the line's '\n'
 		var dst *int64
 		switch {
 		case bytes.HasPrefix(line, []byte("VmRSS:")):

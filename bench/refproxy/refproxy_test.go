@@ -8,13 +8,12 @@ import (
 	"testing"
 
 	"github.com/valyala/fasthttp"
-	"go.uber.org/goleak"
 
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 func TestProxiesJSONAndStreams(t *testing.T) {
 	mock := mockprovider.New(mockprovider.Options{})

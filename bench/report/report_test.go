@@ -7,13 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/omniroute/gateway/bench/loadgen"
 	"github.com/omniroute/gateway/internal/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 func sample() *Report {
 	h := loadgen.NewHistogram()

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/omniroute/gateway/bench"
 	"github.com/omniroute/gateway/internal/testutil"
 )
@@ -15,7 +13,7 @@ func TestMain(m *testing.M) {
 	// Every issue's scenario is wired in, so the "not available in this
 	// build" path needs a scenario of its own.
 	bench.Register(bench.Scenario{Name: "test-unavailable", Order: 99, Unavailable: "registered by main_test"})
-	goleak.VerifyTestMain(m, testutil.LeakOptions()...)
+	testutil.VerifyTestMain(m)
 }
 
 func TestFlags(t *testing.T) {

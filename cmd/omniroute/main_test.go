@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/testutil"
 )
@@ -28,7 +26,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("OMNIROUTE_TEST_AS_MAIN") == "1" {
 		os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	goleak.VerifyTestMain(m, testutil.LeakOptions()...)
+	testutil.VerifyTestMain(m)
 }
 
 // syncBuffer is an io.Writer safe to read while run writes to it.

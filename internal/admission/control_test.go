@@ -412,14 +412,21 @@ func TestControlCallersWhoGiveUpAreEvidence(t *testing.T) {
 	}
 }
 
+// hungSim saturates a provider of 16 slots × 100 ms for 5 s and then
+// hangs it for 10 s (it stays hung); before is the limit before the hang.
+func hungSim(t *testing.T, seed uint64) (s *ctlSim, before int64) {
+	s = newCtlSimSeed(t, cfgFor(), 16, 100*time.Millisecond, seed)
+	s.saturate = 64
+	s.run(5*time.Second, nil)
+	before = s.c.Limit()
+	s.hang = true
+	s.run(10*time.Second, nil)
+	return s, before
+}
+
 func TestControlHangThenRecovery(t *testing.T) {
 	for _, seed := range seeds {
-		s := newCtlSimSeed(t, cfgFor(), 16, 100*time.Millisecond, seed)
-		s.saturate = 64
-		s.run(5*time.Second, nil)
-		before := s.c.Limit()
-		s.hang = true
-		s.run(10*time.Second, nil)
+		s, before := hungSim(t, seed)
 		if l := s.c.Limit(); l > before {
 			t.Fatalf("seed %d: "+"the limit grew from %d to %d while the provider hung", seed, before, l)
 		}
@@ -439,12 +446,7 @@ func TestControlHangThenRecovery(t *testing.T) {
 // floor (which at a limit of one needs a dozen answers a phase).
 func TestControlHangUndoneWhenAnswersReturn(t *testing.T) {
 	for _, seed := range seeds {
-		s := newCtlSimSeed(t, cfgFor(), 16, 100*time.Millisecond, seed)
-		s.saturate = 64
-		s.run(5*time.Second, nil)
-		before := s.c.Limit()
-		s.hang = true
-		s.run(10*time.Second, nil)
+		s, before := hungSim(t, seed)
 		low := s.c.Limit()
 		if float64(low) >= 0.5*float64(before) {
 			t.Fatalf("seed %d: the hang left the limit at %d (before %d): the test tests nothing", seed, low, before)

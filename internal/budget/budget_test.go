@@ -7,13 +7,11 @@ import (
 	"runtime/debug"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/internal/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 const (
 	KiB = int64(1) << 10

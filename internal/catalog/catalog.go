@@ -8,9 +8,10 @@ package catalog
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"net/url"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/omniroute/gateway/internal/config"
@@ -381,7 +382,7 @@ func Build(f *config.File, getenv func(string) (string, bool)) (*Catalog, error)
 	var errs []string
 	providers := map[string]*Provider{}
 	conns := map[string]*Connection{}
-	for _, pid := range sortedKeys(f.Providers) {
+	for _, pid := range slices.Sorted(maps.Keys(f.Providers)) {
 		p := f.Providers[pid]
 		rp := &Provider{ID: pid, BaseURL: strings.TrimRight(p.BaseURL, "/"), Auth: p.Auth}
 		u, err := url.Parse(rp.BaseURL)
@@ -395,20 +396,22 @@ func Build(f *config.File, getenv func(string) (string, bool)) (*Catalog, error)
 		for _, a := range p.APIs {
 			rp.APIs = rp.APIs.add(parseSurface(a))
 		}
-		if rp.Auth == "" {
-			rp.Auth = "bearer"
-			if rp.APIs == SurfaceSet(0).add(Messages) {
-				rp.Auth = "x-api-key"
+		if rp.Auth == "" { // a one-API provider's default is its dialect's
+			rp.Auth = dialect.AuthBearer
+			for _, s := range Surfaces {
+				if rp.APIs == SurfaceSet(0).add(s) {
+					rp.Auth = dialect.Of(dialect.ID(s)).Auth
+				}
 			}
 		}
-		for _, h := range sortedKeys(p.Headers) {
+		for _, h := range slices.Sorted(maps.Keys(p.Headers)) {
 			rp.Headers = append(rp.Headers, [2]string{h, p.Headers[h]})
 		}
 		rp.Beta = p.AnthropicBeta
 		rp.Quota = config.Provider{RateLimitHeaders: p.RateLimitHeaders, CustomRateLimitHeaders: p.CustomRateLimitHeaders, QuotaAPI: p.QuotaAPI}
 		providers[pid] = rp
 		c.Providers = append(c.Providers, rp)
-		for _, cid := range sortedKeys(p.Connections) {
+		for _, cid := range slices.Sorted(maps.Keys(p.Connections)) {
 			pc := p.Connections[cid]
 			conn := &Connection{ID: len(c.Connections), Name: pid + "/" + cid, Provider: rp, MaxConns: pc.MaxConns}
 			if pc.Limits != nil {
@@ -426,7 +429,7 @@ func Build(f *config.File, getenv func(string) (string, bool)) (*Catalog, error)
 		}
 	}
 	targets := map[string]*Target{}
-	for _, name := range sortedKeys(f.Models) {
+	for _, name := range slices.Sorted(maps.Keys(f.Models)) {
 		m := f.Models[name]
 		rm := &Model{Name: name, Strategy: m.Strategy, Description: m.Description, Strict: m.Strict}
 		if rm.Strategy == "" {
@@ -469,7 +472,7 @@ func Build(f *config.File, getenv func(string) (string, bool)) (*Catalog, error)
 		c.Models = append(c.Models, rm)
 	}
 	c.aliases = map[string]*Model{}
-	for _, a := range sortedKeys(f.Aliases) {
+	for _, a := range slices.Sorted(maps.Keys(f.Aliases)) {
 		if m := c.byName[f.Aliases[a]]; m != nil && c.byName[a] == nil {
 			c.aliases[a] = m
 			c.Aliases = append(c.Aliases, Alias{Name: a, Model: m})
@@ -558,13 +561,4 @@ func (ids IDs) Add(conns []*Connection, targets []*Target) {
 	for _, t := range targets {
 		ids.Targets[t.Name] = t.ID
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -6,13 +6,11 @@ import (
 	"sync"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/internal/testutil/etcdtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 // TestShareInstallSecret: against a real etcd, members starting at once
 // with different secrets all come away with one of them, the one etcd

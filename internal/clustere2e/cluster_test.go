@@ -375,6 +375,15 @@ type sender struct {
 	refusable  bool
 }
 
+// countOK is a sendUntil answer callback that counts the 200s in n.
+func countOK(n *atomic.Int64) func(status int) {
+	return func(s int) {
+		if s == 200 {
+			n.Add(1)
+		}
+	}
+}
+
 // sendUntil runs s against addr on a goroutine of wg until stop closes,
 // handing each 200 or allowed 429 to answered (pausing 10 ms after a 429).
 // Any other answer fails the test, described by where, and ends the loop.

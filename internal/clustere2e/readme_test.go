@@ -173,16 +173,8 @@ func walkthrough(t *testing.T, block, exe string, n int) {
 	stop := make(chan struct{})
 	for _, nd := range ns {
 		for c := 0; c < 4; c++ {
-			sendUntil(t, &wg, client, nd.addr, sender{readmeRatedKy, "rated", true}, stop, func(s int) {
-				if s == 200 {
-					rated.Add(1)
-				}
-			}, func() string { return "the rated tenant" })
-			sendUntil(t, &wg, client, nd.addr, sender{readmeCappedKy, "capped", true}, stop, func(s int) {
-				if s == 200 {
-					capped.Add(1)
-				}
-			}, func() string { return "the capped tenant" })
+			sendUntil(t, &wg, client, nd.addr, sender{readmeRatedKy, "rated", true}, stop, countOK(&rated), func() string { return "the rated tenant" })
+			sendUntil(t, &wg, client, nd.addr, sender{readmeCappedKy, "capped", true}, stop, countOK(&capped), func() string { return "the capped tenant" })
 		}
 	}
 	time.Sleep(4 * time.Second)

@@ -334,16 +334,8 @@ func TestStrangerOnTheRemotePort(t *testing.T) {
 	stop := make(chan struct{})
 	for _, n := range ns {
 		for c := 0; c < 4; c++ {
-			sendUntil(t, &wg, client, n.addr, sender{limitedKy, "limited", true}, stop, func(s int) {
-				if s == 200 {
-					limitedOK.Add(1)
-				}
-			}, func() string { return "the limited tenant" })
-			sendUntil(t, &wg, client, n.addr, sender{cappedKy, "capped", true}, stop, func(s int) {
-				if s == 200 {
-					cappedOK.Add(1)
-				}
-			}, func() string { return "the capped tenant" })
+			sendUntil(t, &wg, client, n.addr, sender{limitedKy, "limited", true}, stop, countOK(&limitedOK), func() string { return "the limited tenant" })
+			sendUntil(t, &wg, client, n.addr, sender{cappedKy, "capped", true}, stop, countOK(&cappedOK), func() string { return "the capped tenant" })
 		}
 	}
 	time.Sleep(3 * time.Second)

@@ -7,11 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"reflect"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -271,9 +272,9 @@ func describeJSONError(err error, data []byte) error {
 }
 
 func position(data []byte, off int64) (line, col int) {
-	if off > int64(len(data)) {
-		off = int64(len(data))
-	}
+	// encoding/json reports offset -1 for some errors (a type error in a
+	// map key that is not valid UTF-8): clamp, never slice out of range.
+	off = min(max(off, 0), int64(len(data)))
 	line = 1 + bytes.Count(data[:off], []byte{'\n'})
 	col = int(off) - bytes.LastIndexByte(data[:off], '\n')
 	return line, col
@@ -295,7 +296,7 @@ func (f *File) Validate() error {
 	if len(f.Providers) == 0 {
 		add("providers: at least one provider is required")
 	}
-	for _, pid := range sortedKeys(f.Providers) {
+	for _, pid := range slices.Sorted(maps.Keys(f.Providers)) {
 		p := f.Providers[pid]
 		path := "providers." + pid
 		if !nameRE.MatchString(pid) {
@@ -317,10 +318,8 @@ func (f *File) Validate() error {
 			}
 			seen[a] = true
 		}
-		switch p.Auth {
-		case "", "bearer", "x-api-key", "x-goog-api-key", "none":
-		default:
-			add("%s.auth: %q is not an auth style; want bearer, x-api-key, x-goog-api-key or none", path, p.Auth)
+		if p.Auth != "" && !slices.Contains(dialect.AuthStyles[:], p.Auth) {
+			add("%s.auth: %q is not an auth style; want %s", path, p.Auth, authStyleList)
 		}
 		if b := p.AnthropicBeta; b != nil {
 			switch b.Mode {
@@ -334,7 +333,7 @@ func (f *File) Validate() error {
 				}
 			}
 		}
-		for _, h := range sortedKeys(p.Headers) {
+		for _, h := range slices.Sorted(maps.Keys(p.Headers)) {
 			if !headerRE.MatchString(h) || isReservedHeader(h) {
 				add("%s.headers.%s: not an allowed header name (letters, digits and '-'; not a hop-by-hop, auth or length header)", path, h)
 			}
@@ -342,7 +341,7 @@ func (f *File) Validate() error {
 		if len(p.Connections) == 0 {
 			add("%s.connections: at least one connection is required (use {\"default\": {}} for a keyless provider)", path)
 		}
-		for _, cid := range sortedKeys(p.Connections) {
+		for _, cid := range slices.Sorted(maps.Keys(p.Connections)) {
 			c := p.Connections[cid]
 			cpath := path + ".connections." + cid
 			if !nameRE.MatchString(cid) {
@@ -362,7 +361,7 @@ func (f *File) Validate() error {
 	if len(f.Models) == 0 {
 		add("models: at least one model is required")
 	}
-	for _, name := range sortedKeys(f.Models) {
+	for _, name := range slices.Sorted(maps.Keys(f.Models)) {
 		m := f.Models[name]
 		path := "models." + name
 		if !modelRE.MatchString(name) {
@@ -530,24 +529,26 @@ func isLoopbackURL(s string) bool {
 	return h == "127.0.0.1" || h == "localhost" || h == "::1"
 }
 
+// authStyleList names the auth styles for the error that refuses another
+// ("bearer, x-api-key, x-goog-api-key or none").
+var authStyleList = strings.Join(dialect.AuthStyles[:len(dialect.AuthStyles)-1], ", ") + " or " + dialect.AuthStyles[len(dialect.AuthStyles)-1]
+
 // isReservedHeader reports headers a provider config may not set because the
-// gateway owns them.
+// gateway owns them: the hop-by-hop ones and every auth style's key header
+// (the dialect table's).
 func isReservedHeader(h string) bool {
-	switch strings.ToLower(h) {
+	h = strings.ToLower(h)
+	switch h {
 	case "host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade",
-		"te", "trailer", "proxy-authorization", "authorization", "x-api-key", "x-goog-api-key", "cookie":
+		"te", "trailer", "proxy-authorization", "cookie":
 		return true
 	}
-	return false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+	for _, s := range dialect.AuthStyles {
+		if a := dialect.AuthHeader(s); a != "" && strings.EqualFold(a, h) {
+			return true
+		}
 	}
-	sort.Strings(keys)
-	return keys
+	return false
 }
 
 // validateModelRouting checks aliases, model patterns and the default
@@ -555,7 +556,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // model, and a pattern must be a valid model glob.
 func (f *File) validateModelRouting(add func(string, ...any)) {
 	known := func(m string) bool { _, ok := f.Models[m]; return ok }
-	for _, a := range sortedKeys(f.Aliases) {
+	for _, a := range slices.Sorted(maps.Keys(f.Aliases)) {
 		path := "aliases." + a
 		if !modelRE.MatchString(a) {
 			add("%s: alias name must be 1-128 characters of letters, digits and ._:/@+-", path)

@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -71,7 +73,7 @@ func validateAdmissionSections(f *File) []string {
 	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	// tenants[].class is checked with the rest of the policy
 	// (file_tenants.go); a test holds its names to admission's.
-	for _, name := range sortedKeys(f.Models) {
+	for _, name := range slices.Sorted(maps.Keys(f.Models)) {
 		m := f.Models[name]
 		path := "models." + name
 		for i, t := range m.Targets {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/omniroute/gateway/internal/dialect"
@@ -115,7 +116,7 @@ func (t *ModelInfoTable) UnmarshalJSON(b []byte) error {
 		return errors.New("model_info: want an object of upstream model name or pattern → {context_window, max_output, …}")
 	}
 	out := make(ModelInfoTable, len(raw))
-	for _, k := range sortedKeys(raw) {
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		var m ModelInfo
 		if err := tenantpolicy.DecodeStrict(raw[k], &m); err != nil {
 			return atPath("model_info."+k, err)
@@ -202,14 +203,14 @@ func init() { fileValidators = append(fileValidators, validateModelInfo) }
 // model_info.
 func validateModelInfo(f *File) []string {
 	var errs []string
-	for _, k := range sortedKeys(f.ModelInfo) {
+	for _, k := range slices.Sorted(maps.Keys(f.ModelInfo)) {
 		if err := tenantpolicy.ValidPattern(k); err != nil {
 			errs = append(errs, fmt.Sprintf("model_info.%s: %v", k, err))
 		}
 		m := f.ModelInfo[k]
 		errs = append(errs, m.Validate("model_info."+k)...)
 	}
-	for _, name := range sortedKeys(f.Models) {
+	for _, name := range slices.Sorted(maps.Keys(f.Models)) {
 		for i, t := range f.Models[name].Targets {
 			if t.ModelInfo != nil {
 				errs = append(errs, t.ModelInfo.Validate(fmt.Sprintf("models.%s.targets[%d].model_info", name, i))...)

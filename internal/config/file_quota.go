@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -220,7 +221,7 @@ func init() { fileValidators = append(fileValidators, validateQuota) }
 func validateQuota(f *File) []string {
 	var errs []string
 	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
-	for _, pid := range sortedKeys(f.Providers) {
+	for _, pid := range slices.Sorted(maps.Keys(f.Providers)) {
 		p := f.Providers[pid]
 		path := "providers." + pid
 		switch {
@@ -266,14 +267,14 @@ func validateQuota(f *File) []string {
 				add("%s.base_url: required for a service:// provider (the usage API needs a real URL)", qpath)
 			}
 		}
-		for _, cid := range sortedKeys(p.Connections) {
+		for _, cid := range slices.Sorted(maps.Keys(p.Connections)) {
 			l := p.Connections[cid].Limits
 			if l == nil {
 				continue
 			}
 			lpath := path + ".connections." + cid + ".limits"
 			errs = append(errs, checkRates(&l.Rates, lpath)...)
-			for _, m := range sortedKeys(l.Models) {
+			for _, m := range slices.Sorted(maps.Keys(l.Models)) {
 				r := l.Models[m]
 				mpath := fmt.Sprintf("%s.models[%q]", lpath, m)
 				if m == "" {

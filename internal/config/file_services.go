@@ -2,8 +2,10 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -170,7 +172,7 @@ func init() { fileValidators = append(fileValidators, validateServiceSections) }
 func validateServiceSections(f *File) []string {
 	var errs []string
 	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
-	for _, id := range sortedKeys(f.Services) {
+	for _, id := range slices.Sorted(maps.Keys(f.Services)) {
 		s := f.Services[id]
 		p := "services." + id
 		if !nameRE.MatchString(id) {
@@ -190,7 +192,7 @@ func validateServiceSections(f *File) []string {
 				}
 			}
 		}
-		for _, k := range sortedKeys(s.Env) {
+		for _, k := range slices.Sorted(maps.Keys(s.Env)) {
 			if !envVarRE.MatchString(k) {
 				add("%s.env.%s: not an environment variable name", p, k)
 			}
@@ -238,7 +240,7 @@ func validateServiceSections(f *File) []string {
 			add("%s.restart: initial_backoff_ms (%d) exceeds max_backoff_ms (%d)", p, s.Restart.InitialBackoffMs, s.Restart.MaxBackoffMs)
 		}
 	}
-	for _, pid := range sortedKeys(f.Providers) {
+	for _, pid := range slices.Sorted(maps.Keys(f.Providers)) {
 		u, err := url.Parse(f.Providers[pid].BaseURL)
 		if err == nil && u.Scheme == "service" {
 			if _, ok := f.Services[u.Host]; !ok {
@@ -247,7 +249,7 @@ func validateServiceSections(f *File) []string {
 		}
 	}
 	relayEngines := []string{}
-	for _, id := range sortedKeys(f.Engines) {
+	for _, id := range slices.Sorted(maps.Keys(f.Engines)) {
 		e := f.Engines[id]
 		p := "engines." + id
 		if !nameRE.MatchString(id) {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
@@ -41,7 +43,7 @@ func (t *PriceTable) UnmarshalJSON(b []byte) error {
 		return errors.New("prices: want an object of model name or pattern → {input, output, …}")
 	}
 	out := make(PriceTable, len(raw))
-	for _, k := range sortedKeys(raw) {
+	for _, k := range slices.Sorted(maps.Keys(raw)) {
 		var p pricing.Price
 		if err := tenantpolicy.DecodeStrict(raw[k], &p); err != nil {
 			return atPath("prices."+k, err)
@@ -77,7 +79,7 @@ func validateTenantsAndPrices(f *File) []string {
 			}
 		}
 	}
-	for _, k := range sortedKeys(f.Prices) {
+	for _, k := range slices.Sorted(maps.Keys(f.Prices)) {
 		errs = append(errs, pricing.Validate("prices."+k, k, f.Prices[k])...)
 	}
 	return errs

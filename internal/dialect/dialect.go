@@ -1,9 +1,12 @@
 // Package dialect describes the inference API dialects the gateway speaks
-// (OpenAI Chat Completions, Anthropic Messages, OpenAI Responses) in one
-// table: their paths, default auth style, error shapes and status mapping,
-// stream grammar, in-band interrupt frame and usage reports. Everything
-// that used to be a switch over the API surface in several files reads
-// this table instead, so adding a dialect is one entry here plus its
+// (OpenAI Chat Completions, Anthropic Messages, OpenAI Responses,
+// embeddings) in one table: their paths and the gateway's routes, auth
+// styles and their headers, version and beta headers, error shapes and
+// status mapping, stream grammar, in-band interrupt frame and usage
+// reports (the gateway's one Usage type and its one parser). Everything
+// that used to be a switch over the API surface or a literal in several
+// files reads this table instead (TestNoDialectLiteralOutsideTable fails
+// on a literal elsewhere), so adding a dialect is one entry here plus its
 // converters in internal/translate.
 //
 // A request has a caller dialect (the path it came in on) and each attempt
@@ -12,6 +15,8 @@
 package dialect
 
 import (
+	"slices"
+
 	"github.com/omniroute/gateway/internal/apierror"
 )
 
@@ -53,11 +58,49 @@ const (
 	Anthropic
 )
 
-// Auth styles a provider may expect (catalog.Provider.Auth spells them the
-// same way).
+// Auth styles a provider may expect (catalog.Provider.Auth and the
+// configuration's providers.*.auth spell them the same way). Each but
+// AuthNone names the header the key travels in (AuthHeader).
 const (
-	AuthBearer  = "bearer"
-	AuthXAPIKey = "x-api-key"
+	AuthBearer     = "bearer"
+	AuthXAPIKey    = "x-api-key"
+	AuthGoogAPIKey = "x-goog-api-key"
+	AuthNone       = "none"
+)
+
+// AuthStyles lists the auth styles a provider may be configured with, in
+// the order a caller's key is looked for (transport's credential).
+var AuthStyles = [...]string{AuthBearer, AuthXAPIKey, AuthGoogAPIKey, AuthNone}
+
+// AuthHeader is the request header that carries a key of auth style
+// style ("" for none or an unknown style). A bearer key is the value
+// "Bearer <key>"; the others carry the key alone.
+func AuthHeader(style string) string {
+	switch style {
+	case AuthBearer:
+		return "Authorization"
+	case AuthXAPIKey:
+		return "X-Api-Key"
+	case AuthGoogAPIKey:
+		return "X-Goog-Api-Key"
+	}
+	return ""
+}
+
+// The gateway's own routes of the dialects (the table's Route members),
+// and the chat path under a base URL (the relay route, /api/v1/relay +
+// PathChat, mirrors it). They are constants so the edge's route table
+// (transport/edge) can name them in its own constant block and in
+// constant expressions.
+const (
+	PathChat        = "/chat/completions"
+	RouteChat       = "/v1" + PathChat
+	RouteMessages   = "/v1/messages"
+	RouteResponses  = "/v1/responses"
+	RouteEmbeddings = "/v1/embeddings"
+	// RouteCountTokens is Anthropic's token-counting route (the Messages
+	// row's CountTokensRoute).
+	RouteCountTokens = RouteMessages + "/count_tokens"
 )
 
 // Dialect is one API dialect.
@@ -71,16 +114,30 @@ type Dialect struct {
 	// gateway's own path for it.
 	Path  string
 	Route string
-	// CountTokensPath is the token-counting endpoint under the base URL, ""
-	// when the dialect has none.
-	CountTokensPath string
+	// CountTokensPath is the token-counting endpoint under the base URL
+	// and CountTokensRoute the gateway's own path for it, both "" when the
+	// gateway counts no tokens in the dialect (only Anthropic's count is
+	// served: POST /v1/messages/count_tokens).
+	CountTokensPath  string
+	CountTokensRoute string
 	// Auth is the default auth header style of a provider that speaks only
-	// this dialect.
+	// this dialect (catalog fills providers.*.auth from it).
 	Auth string
-	// Headers are request headers the dialect requires; the gateway adds
-	// them to a translated request whose caller did not send them.
-	Headers [][2]string
-	// RequestIDHeader is where this dialect's SDK reads the request id.
+	// VersionHeader and Version: the API version header the dialect
+	// requires and the version the gateway sends when the caller sent
+	// none (the gateway adds it to every request to a provider of the
+	// dialect, translated ones included). A caller that sends the version
+	// header is taken to speak the dialect where the path does not say
+	// (the edge's 404s, GET /v1/models). "" when the dialect has none.
+	VersionHeader string
+	Version       string
+	// BetaHeader is where the dialect's SDKs name the beta features a
+	// request opts into; the gateway passes it on (ForwardsTranslated
+	// says when across dialects).
+	BetaHeader string
+	// RequestIDHeader is where this dialect's SDK reads the request id;
+	// the gateway sets it beside its own X-Request-Id on answers in the
+	// dialect's error format.
 	RequestIDHeader string
 	// ErrorFormat is the shape of error bodies.
 	ErrorFormat apierror.Format
@@ -101,13 +158,16 @@ type Dialect struct {
 	// names that carry an error in-band (chat marks errors with a top-level
 	// "error" key instead). Startup: content-free opening events a relay
 	// may hold back to fail over on an error that follows them. UsageEvents:
-	// events whose data carries a usage report.
+	// events whose data carries a usage report. IDEvent: the event that
+	// announces the response id a later interrupt frame must repeat
+	// (StreamPosition.ResponseID), "" when the frame needs none.
 	NamedEvents  bool
 	DoneSentinel bool
 	Terminal     []string
 	ErrorEvents  []string
 	Startup      []string
 	UsageEvents  []string
+	IDEvent      string
 
 	// Params are the top-level request fields the dialect's official API
 	// reference documents (betas included), model and the message list
@@ -117,11 +177,15 @@ type Dialect struct {
 	Params []string
 }
 
+// openAIBeta is the OpenAI SDKs' beta header, shared by the OpenAI
+// dialects (so its values never cross a translation: ForwardsTranslated).
+const openAIBeta = "Openai-Beta"
+
 var table = [numIDs]Dialect{
 	Chat: {
 		ID: Chat, Name: "chat", Family: OpenAI,
-		Path: "/chat/completions", Route: "/v1/chat/completions",
-		Auth: AuthBearer, RequestIDHeader: "x-request-id", ErrorFormat: apierror.OpenAI,
+		Path: PathChat, Route: RouteChat,
+		Auth: AuthBearer, BetaHeader: openAIBeta, RequestIDHeader: "X-Request-Id", ErrorFormat: apierror.OpenAI,
 		Translated: true, Streams: true,
 		DoneSentinel: true,
 		// platform.openai.com/docs/api-reference/chat/create
@@ -133,9 +197,10 @@ var table = [numIDs]Dialect{
 	},
 	Messages: {
 		ID: Messages, Name: "messages", Family: Anthropic,
-		Path: "/messages", Route: "/v1/messages", CountTokensPath: "/messages/count_tokens",
-		Auth: AuthXAPIKey, Headers: [][2]string{{"anthropic-version", "2023-06-01"}},
-		RequestIDHeader: "request-id", ErrorFormat: apierror.Anthropic,
+		Path: "/messages", Route: RouteMessages,
+		CountTokensPath: "/messages/count_tokens", CountTokensRoute: RouteCountTokens,
+		Auth: AuthXAPIKey, VersionHeader: "Anthropic-Version", Version: "2023-06-01", BetaHeader: "Anthropic-Beta",
+		RequestIDHeader: "Request-Id", ErrorFormat: apierror.Anthropic,
 		Translated: true, Streams: true,
 		NamedEvents: true,
 		Terminal:    []string{"message_stop"},
@@ -151,8 +216,8 @@ var table = [numIDs]Dialect{
 	},
 	Responses: {
 		ID: Responses, Name: "responses", Family: OpenAI,
-		Path: "/responses", Route: "/v1/responses", CountTokensPath: "/responses/input_tokens",
-		Auth: AuthBearer, RequestIDHeader: "x-request-id", ErrorFormat: apierror.OpenAI,
+		Path: "/responses", Route: RouteResponses,
+		Auth: AuthBearer, BetaHeader: openAIBeta, RequestIDHeader: "X-Request-Id", ErrorFormat: apierror.OpenAI,
 		Translated: true, Streams: true,
 		NamedEvents: true,
 		Terminal:    []string{"response.completed", "response.incomplete"},
@@ -160,6 +225,7 @@ var table = [numIDs]Dialect{
 		Startup: []string{"response.created", "response.in_progress", "response.queued",
 			"response.output_item.added", "response.content_part.added"},
 		UsageEvents: []string{"response.completed", "response.incomplete", "response.failed"},
+		IDEvent:     "response.created",
 		// platform.openai.com/docs/api-reference/responses/create, and
 		// client_metadata, which Codex sends every turn.
 		Params: []string{"model", "input", "background", "client_metadata", "conversation", "include", "instructions", "max_output_tokens",
@@ -171,8 +237,8 @@ var table = [numIDs]Dialect{
 	// that list "embeddings" in their apis; never translated or streamed.
 	Embeddings: {
 		ID: Embeddings, Name: "embeddings", Family: OpenAI,
-		Path: "/embeddings", Route: "/v1/embeddings",
-		Auth: AuthBearer, RequestIDHeader: "x-request-id", ErrorFormat: apierror.OpenAI,
+		Path: "/embeddings", Route: RouteEmbeddings,
+		Auth: AuthBearer, BetaHeader: openAIBeta, RequestIDHeader: "X-Request-Id", ErrorFormat: apierror.OpenAI,
 		Params: []string{"model", "input", "dimensions", "encoding_format", "user"},
 	},
 }
@@ -215,6 +281,40 @@ func ByRoute(path []byte) (ID, bool) {
 		}
 	}
 	return 0, false
+}
+
+// CallerHeaders are the dialects' version and beta headers (each once, in
+// table order): a caller's SDK sends them for the provider, so the gateway
+// passes them on (within the rule of ForwardsTranslated).
+var CallerHeaders = func() []string {
+	var out []string
+	for _, id := range All {
+		for _, h := range [...]string{table[id].VersionHeader, table[id].BetaHeader} {
+			if h != "" && !slices.Contains(out, h) {
+				out = append(out, h)
+			}
+		}
+	}
+	return out
+}()
+
+// ForwardsTranslated reports whether a caller's header name (canonical
+// form) goes to a provider of dialect up on a call translated from another
+// dialect. A header no dialect owns (User-Agent) always goes; one owned by
+// exactly one dialect (Anthropic's version and beta headers) goes only to
+// a provider of that dialect; one several dialects share (OpenAI-Beta)
+// never, because its values name one API's betas and mean something else,
+// or nothing, to the other.
+func ForwardsTranslated(name string, up ID) bool {
+	owners, own := 0, false
+	for _, id := range All {
+		d := &table[id]
+		if name == d.VersionHeader || name == d.BetaHeader {
+			owners++
+			own = own || id == up
+		}
+	}
+	return owners == 0 || (owners == 1 && own)
 }
 
 // Accepts reports whether the dialect's API documents the top-level

@@ -25,20 +25,20 @@ var streamExamples = map[ID][]frameWant{
 		{frame: `data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}],"usage":null}`},
 		{frame: `data: {"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":""}}]}}]}`},
 		{frame: `data: {"id":"c1","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12,"prompt_tokens_details":{"cached_tokens":4},"completion_tokens_details":{"reasoning_tokens":1}}}`,
-			usage: Usage{Input: 9, Output: 3, CacheRead: 4, Reasoning: 1, Seen: true}},
+			usage: Usage{Input: 9, Output: 3, Cached: 4, Reasoning: 1, Seen: true}},
 		{frame: `data: {"error":{"message":"overloaded","type":"server_error","code":null}}`, isError: true},
 		{frame: `data: [DONE]`, terminal: true},
 	},
 	Messages: {
 		{frame: "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":10,\"cache_read_input_tokens\":20,\"cache_creation_input_tokens\":5,\"output_tokens\":1}}}",
-			startup: true, usage: Usage{Input: 35, Output: 1, CacheRead: 20, CacheWrite: 5, Seen: true}},
+			startup: true, usage: Usage{Input: 35, Output: 1, Cached: 20, CacheWrite: 5, Seen: true}},
 		{frame: "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}", startup: true},
 		{frame: "event: ping\ndata: {\"type\":\"ping\"}", startup: true},
 		{frame: "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}"},
 		{frame: "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}"},
 		// Cumulative: output replaces, the input counts stay from message_start.
 		{frame: "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":15}}",
-			usage: Usage{Input: 35, Output: 15, CacheRead: 20, CacheWrite: 5, Seen: true}},
+			usage: Usage{Input: 35, Output: 15, Cached: 20, CacheWrite: 5, Seen: true}},
 		{frame: "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}", isError: true},
 		{frame: "event: message_stop\ndata: {\"type\":\"message_stop\"}", terminal: true},
 	},
@@ -51,7 +51,7 @@ var streamExamples = map[ID][]frameWant{
 		{frame: "event: error\ndata: {\"type\":\"error\",\"code\":\"server_error\",\"message\":\"x\",\"sequence_number\":5}", isError: true},
 		{frame: "event: response.failed\ndata: {\"type\":\"response.failed\",\"sequence_number\":6,\"response\":{\"id\":\"resp_1\",\"status\":\"failed\",\"usage\":null}}", isError: true},
 		{frame: "event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":7,\"response\":{\"id\":\"resp_1\",\"status\":\"completed\",\"usage\":{\"input_tokens\":30,\"input_tokens_details\":{\"cached_tokens\":10},\"output_tokens\":8,\"output_tokens_details\":{\"reasoning_tokens\":6},\"total_tokens\":38}}}",
-			terminal: true, usage: Usage{Input: 30, Output: 8, CacheRead: 10, Reasoning: 6, Seen: true}},
+			terminal: true, usage: Usage{Input: 30, Output: 8, Cached: 10, Reasoning: 6, Seen: true}},
 	},
 }
 
@@ -61,9 +61,9 @@ var bodyExamples = map[ID]struct {
 	want Usage
 }{
 	Chat: {`{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"x"},"finish_reason":"stop"}],"usage":{"prompt_tokens":100,"completion_tokens":20,"total_tokens":120,"prompt_tokens_details":{"cached_tokens":64,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":12}}}`,
-		Usage{Input: 100, Output: 20, CacheRead: 64, Reasoning: 12, Seen: true}},
+		Usage{Input: 100, Output: 20, Cached: 64, Reasoning: 12, Seen: true}},
 	Messages: {`{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"x"}],"stop_reason":"end_turn","usage":{"input_tokens":3,"cache_creation_input_tokens":100,"cache_read_input_tokens":2000,"output_tokens":50}}`,
-		Usage{Input: 2103, Output: 50, CacheRead: 2000, CacheWrite: 100, Seen: true}},
+		Usage{Input: 2103, Output: 50, Cached: 2000, CacheWrite: 100, Seen: true}},
 	Responses: {`{"id":"resp_1","object":"response","status":"completed","output":[],"usage":{"input_tokens":328,"input_tokens_details":{"cached_tokens":0},"output_tokens":52,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":380}}`,
 		Usage{Input: 328, Output: 52, Seen: true}},
 	Embeddings: {`{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.0023064255,-0.009327292]}],"model":"text-embedding-3-small","usage":{"prompt_tokens":8,"total_tokens":8}}`,
@@ -218,9 +218,10 @@ func TestBodyUsage(t *testing.T) {
 		if !Of(id).BodyUsage([]byte(ex.body), &u) || u != ex.want {
 			t.Errorf("%s: usage %+v, want %+v", id, u, ex.want)
 		}
-		l := u.Ledger()
-		if l.Total() != u.Input+u.Output {
-			t.Errorf("%s: ledger total %d, usage %d+%d", id, l.Total(), u.Input, u.Output)
+		// The budget ledger settles Tokens: the whole prompt (cache reads
+		// and writes counted once) and the whole answer.
+		if u.Tokens() != ex.want.Input+ex.want.Output {
+			t.Errorf("%s: tokens %d, want %d+%d", id, u.Tokens(), ex.want.Input, ex.want.Output)
 		}
 	}
 	var u Usage

@@ -63,6 +63,12 @@ func (d *Dialect) IsUsage(ev *sse.Event) bool {
 	return named(d.UsageEvents, ev.Name)
 }
 
+// AnnouncesID reports the event that carries the response id the
+// dialect's interrupt frame repeats (IDEvent).
+func (d *Dialect) AnnouncesID(ev *sse.Event) bool {
+	return d.IDEvent != "" && string(ev.Name) == d.IDEvent
+}
+
 // hasNonEmptyContent reports a "content" value that is a non-empty string.
 func hasNonEmptyContent(d []byte) bool {
 	for {

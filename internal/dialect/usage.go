@@ -1,40 +1,42 @@
 package dialect
 
 import (
-	"bytes"
-
 	"github.com/omniroute/gateway/internal/jsonscan"
-	"github.com/omniroute/gateway/internal/ledger"
 	"github.com/omniroute/gateway/internal/sse"
 )
 
-// Usage is a token report in one normal form for every dialect. The
-// dialects disagree on what "input" means (OpenAI's prompt_tokens includes
-// cached tokens, Anthropic's input_tokens excludes cache reads and writes),
-// so Input here is always the whole prompt and the cache counts are parts
-// of it; Output is every generated token and Reasoning the part of it spent
-// thinking.
+// Usage is a token report in one normal form for every dialect, and the
+// gateway's only one: the meter reads it (transport), the budget ledger
+// settles and pricing prices it (ledger.Usage and pricing.Usage are this
+// type), the translators carry it between dialects. The dialects disagree
+// on what "input" means (OpenAI's prompt_tokens includes cached tokens,
+// Anthropic's input_tokens excludes cache reads and writes), so Input here
+// is always the whole prompt and the cache counts are parts of it; Output
+// is every generated token and Reasoning the part of it spent thinking.
+// That is the rule docs/tenants.md states for tokens_in and for the cost:
+// OpenAI's cached_tokens and Anthropic's cache reads are Cached, priced as
+// cached_input; Anthropic's cache writes are CacheWrite; reasoning is
+// priced as reasoning.
 type Usage struct {
 	Input      int64 // every prompt token, cached ones included
 	Output     int64 // every generated token, reasoning included
-	CacheRead  int64 // of Input, read from the prompt cache
+	Cached     int64 // of Input, read from the prompt cache
 	CacheWrite int64 // of Input, written to the prompt cache (Anthropic)
 	Reasoning  int64 // of Output, spent on reasoning
 	Seen       bool  // a report was found
 }
 
-// Ledger converts u to the budget ledger's form, whose Input excludes the
-// cache counts (so Total stays Input+Output).
-func (u *Usage) Ledger() ledger.Usage {
-	return ledger.Usage{Input: u.Input - u.CacheRead - u.CacheWrite, Output: u.Output,
-		CacheRead: u.CacheRead, CacheCreation: u.CacheWrite, Seen: u.Seen}
-}
+// Tokens is what the request consumed against a token budget or a
+// tokens-per-minute limit: the whole prompt and the whole answer (counts
+// below zero, which no provider sends, count as zero).
+func (u Usage) Tokens() int64 { return max(u.Input, 0) + max(u.Output, 0) }
 
 var usageKey = []byte(`"usage"`)
 
-// BodyUsage reads the usage report of a non-stream answer body into u.
+// BodyUsage reads the usage report of a non-stream answer body into u:
+// the last "usage" object that is a member of an object (lastUsageObject).
 func (d *Dialect) BodyUsage(body []byte, u *Usage) bool {
-	return d.ParseUsage(jsonscan.Get(body, "usage"), u)
+	return d.ParseUsage(lastUsageObject(body), u)
 }
 
 // EventUsage reads the usage report an event carries into u: the chat
@@ -45,24 +47,22 @@ func (d *Dialect) EventUsage(ev *sse.Event, u *Usage) bool {
 	if !d.IsUsage(ev) {
 		return false
 	}
-	switch d.ID {
-	case Messages:
-		if bytes.Equal(ev.Name, []byte("message_start")) {
-			return d.ParseUsage(jsonscan.Get(ev.Data, "message", "usage"), u)
-		}
-		return d.ParseUsage(jsonscan.Get(ev.Data, "usage"), u)
-	case Responses:
-		return d.ParseUsage(jsonscan.Get(ev.Data, "response", "usage"), u)
-	}
-	return d.ParseUsage(jsonscan.Get(ev.Data, "usage"), u)
+	// Each usage event carries one report (message_start's in message,
+	// the Responses terminal's in response), so the last usage object is
+	// it, found without walking a terminal event's whole response.
+	return d.ParseUsage(lastUsageObject(ev.Data), u)
 }
 
 // ParseUsage merges the usage object obj (in the dialect's own field names)
-// into u. nil or a non-object (e.g. "usage":null) reports false.
-func (d *Dialect) ParseUsage(obj []byte, u *Usage) bool {
+// into u. nil or a non-object (e.g. "usage":null) reports false, and so
+// does a malformed object, which leaves u as it was; a negative count is
+// not a count.
+func (d *Dialect) ParseUsage(obj []byte, dst *Usage) bool {
 	if len(obj) == 0 || obj[0] != '{' {
 		return false
 	}
+	v := *dst
+	u := &v
 	var c jsonscan.Cursor
 	c.Reset(obj)
 	c.Object()
@@ -73,27 +73,27 @@ func (d *Dialect) ParseUsage(obj []byte, u *Usage) bool {
 	for k, ok := c.Key(); ok; k, ok = c.Key() {
 		switch string(k) {
 		case "prompt_tokens", "input_tokens":
-			if n, ok := c.Int(); ok {
+			if n, ok := c.Int(); ok && countable(n) {
 				in, found = n, true
 			}
 		case "completion_tokens", "output_tokens":
-			if n, ok := c.Int(); ok {
+			if n, ok := c.Int(); ok && countable(n) {
 				u.Output, found = n, true
 			}
 		case "cache_read_input_tokens":
-			if n, ok := c.Int(); ok {
+			if n, ok := c.Int(); ok && countable(n) {
 				read, found = n, true
 			}
 		case "cache_creation_input_tokens":
-			if n, ok := c.Int(); ok {
+			if n, ok := c.Int(); ok && countable(n) {
 				write, found = n, true
 			}
 		case "prompt_tokens_details", "input_tokens_details":
-			if n, ok := detail(&c, "cached_tokens"); ok {
+			if n, ok := detail(&c, "cached_tokens"); ok && countable(n) {
 				read, found = n, true
 			}
 		case "completion_tokens_details", "output_tokens_details":
-			if n, ok := detail(&c, "reasoning_tokens"); ok {
+			if n, ok := detail(&c, "reasoning_tokens"); ok && countable(n) {
 				u.Reasoning, found = n, true
 			}
 		default:
@@ -105,31 +105,39 @@ func (d *Dialect) ParseUsage(obj []byte, u *Usage) bool {
 	}
 	if d.Family == Anthropic {
 		if in >= 0 || read >= 0 || write >= 0 {
-			base := u.Input - u.CacheRead - u.CacheWrite
+			base := u.Input - u.Cached - u.CacheWrite
 			if in >= 0 {
 				base = in
 			}
 			if read >= 0 {
-				u.CacheRead = read
+				u.Cached = read
 			}
 			if write >= 0 {
 				u.CacheWrite = write
 			}
-			u.Input = base + u.CacheRead + u.CacheWrite
+			u.Input = base + u.Cached + u.CacheWrite
 		}
 	} else {
 		if in >= 0 {
 			u.Input = in
 		}
 		if read >= 0 {
-			u.CacheRead = read
+			u.Cached = read
 		}
 	}
 	if found {
 		u.Seen = true
+		*dst = v
 	}
 	return found
 }
+
+// maxCount bounds a token count: 15 digits, far above any request, low
+// enough that the sums over a report (Input plus its cache parts) never
+// overflow. A larger number, like a negative one, is not a count.
+const maxCount = 999_999_999_999_999
+
+func countable(n int64) bool { return n >= 0 && n <= maxCount }
 
 // detail reads one integer member of a nested details object (or skips a
 // null).

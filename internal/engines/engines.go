@@ -14,7 +14,8 @@
 package engines
 
 import (
-	"sort"
+	"maps"
+	"slices"
 
 	"github.com/omniroute/gateway/internal/config"
 )
@@ -111,7 +112,7 @@ func Build(f *config.File, bifrostBaseURL string) *Registry {
 	r := &Registry{byID: map[string]*Engine{}}
 	r.add(Native())
 	relayDeclared := false
-	for _, id := range sortedKeys(f.Engines) {
+	for _, id := range slices.Sorted(maps.Keys(f.Engines)) {
 		c := f.Engines[id]
 		e := &Engine{ID: id, Lifecycle: Lifecycle(c.Lifecycle), Relay: RelayRole(c.Relay), BaseURL: c.BaseURL,
 			DefaultPort: c.DefaultPort, HealthPath: c.HealthPath, Telemetry: c.Telemetry, Source: "config"}
@@ -146,7 +147,7 @@ func Build(f *config.File, bifrostBaseURL string) *Registry {
 			claimed[e.Service] = true
 		}
 	}
-	for _, id := range sortedKeys(f.Services) {
+	for _, id := range slices.Sorted(maps.Keys(f.Services)) {
 		if claimed[id] || r.byID[id] != nil {
 			continue
 		}
@@ -205,13 +206,4 @@ func (r *Registry) RelayBackend() *Engine {
 		}
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

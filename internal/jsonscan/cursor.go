@@ -77,24 +77,15 @@ func (c *Cursor) Peek() byte {
 // value is not an object, consuming nothing: a value of another type is
 // the caller's to judge, while a byte that starts no value is recorded as
 // a syntax error.
-func (c *Cursor) Object() bool {
-	if p := c.Peek(); p != '{' {
-		c.notValue(p)
-		return false
-	}
-	if c.depth >= MaxDepth {
-		c.fail("JSON nested too deeply")
-		return false
-	}
-	c.depth++
-	c.s.i++
-	return true
-}
+func (c *Cursor) Object() bool { return c.enter('{') }
 
 // Array enters the array at the cursor; like Object it reports false for
 // a value of another type.
-func (c *Cursor) Array() bool {
-	if p := c.Peek(); p != '[' {
+func (c *Cursor) Array() bool { return c.enter('[') }
+
+// enter steps into the container that open starts, one level deeper.
+func (c *Cursor) enter(open byte) bool {
+	if p := c.Peek(); p != open {
 		c.notValue(p)
 		return false
 	}

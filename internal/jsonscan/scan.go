@@ -527,19 +527,13 @@ func (s *scanner) number() error {
 	if s.b[s.i] == '0' {
 		s.i++
 	} else if s.b[s.i] >= '1' && s.b[s.i] <= '9' {
-		for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
-			s.i++
-		}
+		s.digits()
 	} else {
 		return s.errf("invalid number")
 	}
 	if s.i < len(s.b) && s.b[s.i] == '.' {
 		s.i++
-		d := s.i
-		for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
-			s.i++
-		}
-		if s.i == d {
+		if s.digits() == 0 {
 			return s.errf("invalid number: digits expected after '.'")
 		}
 	}
@@ -548,15 +542,20 @@ func (s *scanner) number() error {
 		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
 			s.i++
 		}
-		d := s.i
-		for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
-			s.i++
-		}
-		if s.i == d {
+		if s.digits() == 0 {
 			return s.errf("invalid number: digits expected in exponent")
 		}
 	}
 	return nil
+}
+
+// digits steps over a run of decimal digits and reports how many.
+func (s *scanner) digits() int {
+	d := s.i
+	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+		s.i++
+	}
+	return s.i - d
 }
 
 // unescape decodes the JSON string contents raw into dst.

@@ -41,13 +41,7 @@ func ParseBytesValue(b []byte) int64 {
 // (memory.stat, memory.events, memory.oom_control), or -1 when the key is
 // absent or its value is not a non-negative integer.
 func ParseKeyedValue(b []byte, key string) int64 {
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
+	for line := range bytes.Lines(b) { // TrimSpace drops the line's '\n'
 		k, v, ok := bytes.Cut(bytes.TrimSpace(line), []byte(" "))
 		if ok && string(k) == key {
 			return ParseBytesValue(v)
@@ -70,13 +64,7 @@ type PSI struct {
 // A line that is missing or malformed leaves its PSI with OK false.
 // Averages are percentages and must lie in [0, 100].
 func ParsePSI(b []byte) (some, full PSI) {
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
+	for line := range bytes.Lines(b) { // Fields drops the line's '\n'
 		fields := strings.Fields(string(line))
 		if len(fields) < 4 {
 			continue
@@ -120,13 +108,7 @@ func ParsePSI(b []byte) (some, full PSI) {
 
 // ParseMeminfoTotal returns MemTotal from /proc/meminfo in bytes, or -1.
 func ParseMeminfoTotal(b []byte) int64 {
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
+	for line := range bytes.Lines(b) { // TrimSpace drops the line's '\n'
 		rest, ok := bytes.CutPrefix(line, []byte("MemTotal:"))
 		if !ok {
 			continue

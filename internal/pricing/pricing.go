@@ -16,6 +16,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/ledger"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 )
@@ -38,27 +39,19 @@ type Price struct {
 	Reasoning   float64 `json:"reasoning,omitempty"`
 }
 
-// Usage is what a request consumed, normalised: Input counts every input
-// token, cache reads and writes included, and Cached and CacheWrite say how
-// many of them were which; Output counts every output token, reasoning
-// included, and Reasoning says how many were reasoning.
-type Usage struct {
-	Input      int64
-	Cached     int64
-	CacheWrite int64
-	Output     int64
-	Reasoning  int64
-}
+// Usage is what a request consumed: the dialect table's one form
+// (internal/dialect): Input counts every input token, cache reads and
+// writes included, and Cached and CacheWrite say how many of them were
+// which; Output counts every output token, reasoning included, and
+// Reasoning says how many were reasoning. Its Tokens is the amount a
+// tokens-per-minute limit counts.
+type Usage = dialect.Usage
 
-// FromLedger normalises a usage report parsed by internal/ledger, whose
-// Input excludes Anthropic's cache reads and writes but includes OpenAI's
-// cached tokens (reported apart as InputCached).
-func FromLedger(u ledger.Usage) Usage {
-	return Usage{Input: u.Input + u.CacheRead + u.CacheCreation, Cached: u.CacheRead + u.InputCached, CacheWrite: u.CacheCreation, Output: u.Output}
-}
-
-// Tokens is the usage's total, the amount a tokens-per-minute limit counts.
-func (u Usage) Tokens() int64 { return max(u.Input, 0) + max(u.Output, 0) }
+// FromLedger returns the ledger's report, which is the same type since
+// the table's parser became the only one. It stays only for the callers in
+// transport/tenants.go, which another change rewrites; new code passes the
+// report itself.
+func FromLedger(u ledger.Usage) Usage { return u }
 
 // Cost is the usage's cost in nano-dollars, rounded to the nearest.
 // Breakdowns larger than their totals are clamped, so a confused usage

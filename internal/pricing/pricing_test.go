@@ -6,7 +6,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/omniroute/gateway/internal/ledger"
+	"github.com/omniroute/gateway/internal/dialect"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -92,19 +92,25 @@ func TestCost(t *testing.T) {
 			t.Errorf("%s: %d, want %d", c.name, got, c.want)
 		}
 	}
-	// An Anthropic stream's usage as ledger parses it.
-	u := FromLedger(ledger.Usage{Input: 25, CacheRead: 100, CacheCreation: 10, Output: 40})
+	// An Anthropic answer's usage as the dialect table parses it.
+	var u Usage
+	dialect.Of(dialect.Messages).ParseUsage([]byte(`{"input_tokens":25,"cache_read_input_tokens":100,"cache_creation_input_tokens":10,"output_tokens":40}`), &u)
 	if u.Input != 135 || u.Cached != 100 || u.CacheWrite != 10 || u.Tokens() != 175 {
-		t.Fatalf("FromLedger: %+v", u)
+		t.Fatalf("anthropic usage: %+v", u)
 	}
 	if got := claude.Cost(u); got != 25*3000+100*300+10*3750+40*15000 {
 		t.Fatalf("anthropic cost %d", got)
 	}
 	// An OpenAI answer: prompt_tokens counts its cached tokens.
 	gpt4o := Price{Input: 2.5, CachedInput: 1.25, Output: 10}
-	o := FromLedger(ledger.Usage{Input: 2000, InputCached: 1500, Output: 100})
+	var o Usage
+	dialect.Of(dialect.Chat).ParseUsage([]byte(`{"prompt_tokens":2000,"prompt_tokens_details":{"cached_tokens":1500},"completion_tokens":100}`), &o)
 	if o.Input != 2000 || o.Cached != 1500 || o.Tokens() != 2100 {
-		t.Fatalf("FromLedger (OpenAI): %+v", o)
+		t.Fatalf("openai usage: %+v", o)
+	}
+	// The one report the ledger settles is the one pricing prices.
+	if FromLedger(o) != o {
+		t.Fatal("FromLedger changed the report")
 	}
 	if got := gpt4o.Cost(o); got != 500*2500+1500*1250+100*10000 {
 		t.Fatalf("openai cost %d", got)

@@ -85,19 +85,11 @@ func ParseOpenRouterKey(body []byte, now, expires time.Time) ([]Value, error) {
 	}
 	d := doc.Data
 	v := Value{Dimension: messages.DimCredits, Unit: "USD", Source: SourceProviderAPI, Confidence: ConfidenceAuthoritative, Expires: expires}
-	if f, ok := num(d.Limit); ok {
-		v.Limit, v.Flags = f, v.Flags|HasLimit
-	}
-	if f, ok := num(d.LimitRemaining); ok {
-		v.Remaining, v.Flags = f, v.Flags|HasRemaining
-	}
-	if f, ok := num(d.Usage); ok {
-		v.Used, v.Flags = f, v.Flags|HasUsed
-		// Usage is lifetime spend; it exhausts nothing unless a limit that
-		// resets never applies, so compare only against the remaining.
-		if v.Known(HasLimit) && d.LimitReset != nil && *d.LimitReset != "" {
-			v.Flags &^= HasUsed
-		}
+	v.setNumbers(d.Limit, d.LimitRemaining, d.Usage)
+	// Usage is lifetime spend; it exhausts nothing unless a limit that
+	// resets never applies, so compare only against the remaining.
+	if v.Known(HasUsed) && v.Known(HasLimit) && d.LimitReset != nil && *d.LimitReset != "" {
+		v.Flags &^= HasUsed
 	}
 	if d.LimitReset != nil {
 		if t, ok := nextReset(*d.LimitReset, now); ok {
@@ -107,21 +99,27 @@ func ParseOpenRouterKey(body []byte, now, expires time.Time) ([]Value, error) {
 	out := []Value{v}
 	if fd := d.FreeDaily; fd != nil {
 		dv := Value{Dimension: messages.DimDailyRequests, Unit: "requests", Source: SourceProviderAPI, Confidence: ConfidenceAuthoritative, Expires: expires}
-		if f, ok := num(fd.Limit); ok {
-			dv.Limit, dv.Flags = f, dv.Flags|HasLimit
-		}
-		if f, ok := num(fd.Remaining); ok {
-			dv.Remaining, dv.Flags = f, dv.Flags|HasRemaining
-		}
-		if f, ok := num(fd.Used); ok {
-			dv.Used, dv.Flags = f, dv.Flags|HasUsed
-		}
+		dv.setNumbers(fd.Limit, fd.Remaining, fd.Used)
 		if dv.Flags != 0 {
 			dv.ResetAt, _ = nextReset("daily", now)
 			out = append(out, dv)
 		}
 	}
 	return out, nil
+}
+
+// setNumbers takes the limit, remaining and used of an API answer, each
+// flagged known only when it is a number.
+func (v *Value) setNumbers(limit, remaining, used json.RawMessage) {
+	if f, ok := num(limit); ok {
+		v.Limit, v.Flags = f, v.Flags|HasLimit
+	}
+	if f, ok := num(remaining); ok {
+		v.Remaining, v.Flags = f, v.Flags|HasRemaining
+	}
+	if f, ok := num(used); ok {
+		v.Used, v.Flags = f, v.Flags|HasUsed
+	}
 }
 
 // nextReset returns the next UTC boundary of an OpenRouter limit_reset.

@@ -6,12 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/omniroute/gateway/internal/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 

@@ -3,8 +3,9 @@ package routing
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -51,7 +52,7 @@ func ParsePreview(body []byte) ([]Candidate, error) {
 		return nil, &PreviewError{Issues: []string{"the body must be a JSON object such as {\"candidates\":[…]}"}}
 	}
 	var issues []string
-	for _, k := range sortedKeys(top) {
+	for _, k := range slices.Sorted(maps.Keys(top)) {
 		if k != "candidates" {
 			issues = append(issues, strconv.Quote(k)+": unknown field; the body has only \"candidates\"")
 		}
@@ -82,7 +83,7 @@ func parseCandidate(raw json.RawMessage, path string, c *Candidate, issues []str
 	if json.Unmarshal(raw, &m) != nil || m == nil {
 		return append(issues, path+": must be an object")
 	}
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if !candidateFields[k] {
 			issues = append(issues, path+"."+k+": unknown field")
 		}
@@ -154,12 +155,3 @@ type trailingError struct{}
 func (trailingError) Error() string { return "trailing data" }
 
 var errTrailing = trailingError{}
-
-func sortedKeys(m map[string]json.RawMessage) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}

@@ -4,6 +4,7 @@ package testutil
 import (
 	"bytes"
 	"sync"
+	"testing"
 
 	"go.uber.org/goleak"
 )
@@ -49,4 +50,11 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// VerifyTestMain runs a package's tests and then fails the run if any
+// goroutine is left beyond those LeakOptions ignores: every package's
+// TestMain is this one call.
+func VerifyTestMain(m *testing.M, extra ...goleak.Option) {
+	goleak.VerifyTestMain(m, LeakOptions(extra...)...)
 }

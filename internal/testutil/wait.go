@@ -25,7 +25,13 @@ func Until(t testing.TB, what string, cond func() bool) {
 // ActorSystem returns an actor system that logs nothing, shut down when
 // the test ends.
 func ActorSystem(t testing.TB) *actor.ActorSystem {
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	sys := NewActorSystem()
 	t.Cleanup(sys.Shutdown)
 	return sys
+}
+
+// NewActorSystem returns an actor system that logs nothing, for a test
+// that decides itself when to shut it down.
+func NewActorSystem() *actor.ActorSystem {
+	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 }

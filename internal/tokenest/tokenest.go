@@ -176,51 +176,12 @@ func (w *walker) value(d int) {
 	switch w.peek() {
 	case '"':
 		w.str()
-	case '{':
+	case '{', '[':
 		if d >= MaxDepth {
 			w.exhaust()
 			return
 		}
-		w.i++
-		for !w.stop {
-			w.ws()
-			if w.eat('}') {
-				return
-			}
-			if w.peek() != '"' {
-				w.fail()
-				return
-			}
-			w.str() // keys count like strings
-			w.ws()
-			if !w.eat(':') {
-				w.fail()
-				return
-			}
-			w.ws()
-			w.value(d + 1)
-			w.ws()
-			if !w.eat(',') && w.peek() != '}' {
-				w.fail()
-			}
-		}
-	case '[':
-		if d >= MaxDepth {
-			w.exhaust()
-			return
-		}
-		w.i++
-		for !w.stop {
-			w.ws()
-			if w.eat(']') {
-				return
-			}
-			w.value(d + 1)
-			w.ws()
-			if !w.eat(',') && w.peek() != ']' {
-				w.fail()
-			}
-		}
+		w.container(d)
 	default: // number, true, false, null: no tokens
 		for w.i < len(w.b) {
 			switch w.b[w.i] {
@@ -228,6 +189,40 @@ func (w *walker) value(d int) {
 				return
 			}
 			w.i++
+		}
+	}
+}
+
+// container walks the object or array that opens at w.i, its values one
+// level below d; an object's keys count like strings.
+func (w *walker) container(d int) {
+	closer, keyed := byte(']'), w.b[w.i] == '{'
+	if keyed {
+		closer = '}'
+	}
+	w.i++
+	for !w.stop {
+		w.ws()
+		if w.eat(closer) {
+			return
+		}
+		if keyed {
+			if w.peek() != '"' {
+				w.fail()
+				return
+			}
+			w.str()
+			w.ws()
+			if !w.eat(':') {
+				w.fail()
+				return
+			}
+			w.ws()
+		}
+		w.value(d + 1)
+		w.ws()
+		if !w.eat(',') && w.peek() != closer {
+			w.fail()
 		}
 	}
 }

@@ -6,12 +6,10 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"go.uber.org/goleak"
-
 	"github.com/omniroute/gateway/internal/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 func nested(depth int) string {
 	return strings.Repeat(`{"a":`, depth) + `1` + strings.Repeat(`}`, depth)

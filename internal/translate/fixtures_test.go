@@ -31,7 +31,7 @@ type outcome struct {
 	calls    []call
 	thinking string
 	stop     ir.StopReason
-	usage    dialect.Usage // Input, Output, CacheRead compared
+	usage    dialect.Usage // Input, Output, Cached compared
 }
 
 type call struct{ id, name, args string }
@@ -49,7 +49,7 @@ var streamFixtures = []streamFixture{
 			data(chatChunkHead+`[],"usage":{"prompt_tokens":19,"completion_tokens":10,"total_tokens":29,"prompt_tokens_details":{"cached_tokens":3,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":2}}}`),
 			data(`[DONE]`),
 		),
-		want: outcome{text: "Hello, \"wörld\"\n<tag> & \u2028", stop: ir.StopEnd, usage: dialect.Usage{Input: 19, Output: 10, CacheRead: 3, Reasoning: 2}},
+		want: outcome{text: "Hello, \"wörld\"\n<tag> & \u2028", stop: ir.StopEnd, usage: dialect.Usage{Input: 19, Output: 10, Cached: 3, Reasoning: 2}},
 	},
 	{
 		name: "chat parallel tool calls", upstream: dialect.Chat,
@@ -90,7 +90,7 @@ var streamFixtures = []streamFixture{
 			named("message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":15}}`),
 			named("message_stop", `{"type":"message_stop"}`),
 		),
-		want: outcome{text: "Hello!\n\"quoted\"", stop: ir.StopEnd, usage: dialect.Usage{Input: 35, Output: 15, CacheRead: 10}},
+		want: outcome{text: "Hello!\n\"quoted\"", stop: ir.StopEnd, usage: dialect.Usage{Input: 35, Output: 15, Cached: 10}},
 	},
 	{
 		name: "messages tool use", upstream: dialect.Messages,
@@ -162,7 +162,7 @@ var streamFixtures = []streamFixture{
 			named("response.completed", `{"type":"response.completed","sequence_number":12,"response":{"id":"resp_1","object":"response","created_at":1741290958,"status":"completed","model":"gpt-5","output":[],"usage":{"input_tokens":300,"input_tokens_details":{"cached_tokens":256},"output_tokens":90,"output_tokens_details":{"reasoning_tokens":64},"total_tokens":390}}}`),
 		),
 		want: outcome{thinking: "**Checking** the weather", calls: []call{{"call_12345xyz", "get_weather", `{"location":"Paris, France"}`}},
-			stop: ir.StopToolUse, usage: dialect.Usage{Input: 300, Output: 90, CacheRead: 256, Reasoning: 64}},
+			stop: ir.StopToolUse, usage: dialect.Usage{Input: 300, Output: 90, Cached: 256, Reasoning: 64}},
 	},
 }
 
@@ -180,7 +180,7 @@ var bodyFixtures = []bodyFixture{
 	{"chat tool calls", dialect.Chat, `{"id":"chatcmpl-abc123","object":"chat.completion","created":1699896916,"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_abc123","type":"function","function":{"name":"get_current_weather","arguments":"{\n\"location\": \"Boston, MA\"\n}"}},{"id":"call_def","type":"function","function":{"name":"get_time","arguments":""}}]},"logprobs":null,"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":82,"completion_tokens":17,"total_tokens":99,"completion_tokens_details":{"reasoning_tokens":0}}}`,
 		outcome{calls: []call{{"call_abc123", "get_current_weather", `{"location":"Boston, MA"}`}, {"call_def", "get_time", `{}`}}, stop: ir.StopToolUse, usage: dialect.Usage{Input: 82, Output: 17}}},
 	{"messages text", dialect.Messages, `{"content":[{"text":"Hi! My name is Claude.","type":"text"}],"id":"msg_013Zva2CMHLNnXjNJJKqJ2EF","model":"claude-opus-4-6","role":"assistant","stop_reason":"end_turn","stop_sequence":null,"type":"message","usage":{"input_tokens":2095,"output_tokens":503,"cache_read_input_tokens":1000,"cache_creation_input_tokens":5}}`,
-		outcome{text: "Hi! My name is Claude.", stop: ir.StopEnd, usage: dialect.Usage{Input: 3100, Output: 503, CacheRead: 1000}}},
+		outcome{text: "Hi! My name is Claude.", stop: ir.StopEnd, usage: dialect.Usage{Input: 3100, Output: 503, Cached: 1000}}},
 	{"messages thinking and tool use", dialect.Messages, `{"id":"msg_01Aq9w938a90dw8q","model":"claude-opus-4-6","stop_reason":"tool_use","role":"assistant","type":"message","content":[{"type":"thinking","thinking":"I should look up the weather.","signature":"WaUjzkypQ2mUEVM36O2TxuC06KN8xyfbJwyem2dw3URve"},{"type":"text","text":"I'll check the current weather in Paris for you."},{"type":"tool_use","id":"toolu_01A09q90qw90lq917835lq9","name":"get_weather","input":{"location":"Paris, France"}}],"usage":{"input_tokens":10,"output_tokens":40}}`,
 		outcome{text: "I'll check the current weather in Paris for you.", thinking: "I should look up the weather.",
 			calls: []call{{"toolu_01A09q90qw90lq917835lq9", "get_weather", `{"location":"Paris, France"}`}}, stop: ir.StopToolUse, usage: dialect.Usage{Input: 10, Output: 40}}},
@@ -189,7 +189,7 @@ var bodyFixtures = []bodyFixture{
 	{"responses text", dialect.Responses, `{"id":"resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b","object":"response","created_at":1741476542,"status":"completed","error":null,"incomplete_details":null,"instructions":null,"max_output_tokens":null,"model":"gpt-4.1-2025-04-14","output":[{"type":"message","id":"msg_67ccd2bf17f0819081ff3bb2cf6508e60bb6a6b452d3795b","status":"completed","role":"assistant","content":[{"type":"output_text","text":"In a peaceful grove beneath a silver moon...","annotations":[]}]}],"parallel_tool_calls":true,"previous_response_id":null,"reasoning":{"effort":null,"summary":null},"store":true,"temperature":1.0,"text":{"format":{"type":"text"}},"tool_choice":"auto","tools":[],"top_p":1.0,"truncation":"disabled","usage":{"input_tokens":36,"input_tokens_details":{"cached_tokens":0},"output_tokens":87,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":123},"user":null,"metadata":{}}`,
 		outcome{text: "In a peaceful grove beneath a silver moon...", stop: ir.StopEnd, usage: dialect.Usage{Input: 36, Output: 87}}},
 	{"responses reasoning and function call", dialect.Responses, `{"id":"resp_2","object":"response","created_at":1741476542,"status":"completed","model":"o4-mini","output":[{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"Need the weather."}],"encrypted_content":"gAAAAB=="},{"type":"function_call","id":"fc_1","call_id":"call_1","name":"get_weather","arguments":"{\"location\":\"Paris\"}","status":"completed"}],"usage":{"input_tokens":50,"input_tokens_details":{"cached_tokens":32},"output_tokens":70,"output_tokens_details":{"reasoning_tokens":48},"total_tokens":120}}`,
-		outcome{thinking: "Need the weather.", calls: []call{{"call_1", "get_weather", `{"location":"Paris"}`}}, stop: ir.StopToolUse, usage: dialect.Usage{Input: 50, Output: 70, CacheRead: 32, Reasoning: 48}}},
+		outcome{thinking: "Need the weather.", calls: []call{{"call_1", "get_weather", `{"location":"Paris"}`}}, stop: ir.StopToolUse, usage: dialect.Usage{Input: 50, Output: 70, Cached: 32, Reasoning: 48}}},
 	{"responses incomplete", dialect.Responses, `{"id":"resp_3","object":"response","created_at":1,"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"model":"gpt-4.1","output":[{"type":"message","id":"msg_1","status":"incomplete","role":"assistant","content":[{"type":"output_text","text":"Partial","annotations":[]}]}],"usage":{"input_tokens":3,"output_tokens":16,"total_tokens":19}}`,
 		outcome{text: "Partial", stop: ir.StopMaxTokens, usage: dialect.Usage{Input: 3, Output: 16}}},
 }

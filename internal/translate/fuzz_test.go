@@ -19,6 +19,13 @@ import (
 // target dialect's own reader accepts (for streams: SSE frames with JSON
 // data in the caller's grammar that its decoder accepts).
 
+// fuzzOn is a fuzz target for one dialect: seeded by seed, each input
+// held to check's property.
+func fuzzOn(f *testing.F, id dialect.ID, seed func(*testing.F, dialect.ID), check func(*testing.T, dialect.ID, []byte)) {
+	seed(f, id)
+	f.Fuzz(func(t *testing.T, b []byte) { check(t, id, b) })
+}
+
 func fuzzRequest(t *testing.T, from dialect.ID, body []byte) {
 	for _, to := range dialect.Translated {
 		tr := New(from, to, Options{Model: "m"})
@@ -59,20 +66,11 @@ func seedRequests(f *testing.F, from dialect.ID) {
 	f.Add([]byte(minimalRequest[from]))
 }
 
-func FuzzRequestChat(f *testing.F) {
-	seedRequests(f, dialect.Chat)
-	f.Fuzz(func(t *testing.T, body []byte) { fuzzRequest(t, dialect.Chat, body) })
-}
+func FuzzRequestChat(f *testing.F) { fuzzOn(f, dialect.Chat, seedRequests, fuzzRequest) }
 
-func FuzzRequestMessages(f *testing.F) {
-	seedRequests(f, dialect.Messages)
-	f.Fuzz(func(t *testing.T, body []byte) { fuzzRequest(t, dialect.Messages, body) })
-}
+func FuzzRequestMessages(f *testing.F) { fuzzOn(f, dialect.Messages, seedRequests, fuzzRequest) }
 
-func FuzzRequestResponses(f *testing.F) {
-	seedRequests(f, dialect.Responses)
-	f.Fuzz(func(t *testing.T, body []byte) { fuzzRequest(t, dialect.Responses, body) })
-}
+func FuzzRequestResponses(f *testing.F) { fuzzOn(f, dialect.Responses, seedRequests, fuzzRequest) }
 
 func fuzzResponse(t *testing.T, upstream dialect.ID, body []byte) {
 	for _, from := range dialect.Translated {
@@ -106,20 +104,11 @@ func seedBodies(f *testing.F, upstream dialect.ID) {
 	}
 }
 
-func FuzzResponseChat(f *testing.F) {
-	seedBodies(f, dialect.Chat)
-	f.Fuzz(func(t *testing.T, body []byte) { fuzzResponse(t, dialect.Chat, body) })
-}
+func FuzzResponseChat(f *testing.F) { fuzzOn(f, dialect.Chat, seedBodies, fuzzResponse) }
 
-func FuzzResponseMessages(f *testing.F) {
-	seedBodies(f, dialect.Messages)
-	f.Fuzz(func(t *testing.T, body []byte) { fuzzResponse(t, dialect.Messages, body) })
-}
+func FuzzResponseMessages(f *testing.F) { fuzzOn(f, dialect.Messages, seedBodies, fuzzResponse) }
 
-func FuzzResponseResponses(f *testing.F) {
-	seedBodies(f, dialect.Responses)
-	f.Fuzz(func(t *testing.T, body []byte) { fuzzResponse(t, dialect.Responses, body) })
-}
+func FuzzResponseResponses(f *testing.F) { fuzzOn(f, dialect.Responses, seedBodies, fuzzResponse) }
 
 // fuzzStream relays stream (upstream dialect bytes) into each caller
 // dialect and checks the caller's frames.
@@ -214,17 +203,8 @@ func seedStreams(f *testing.F, upstream dialect.ID) {
 	f.Add([]byte(strings.Repeat("data: {}\n\n", 3)))
 }
 
-func FuzzStreamChat(f *testing.F) {
-	seedStreams(f, dialect.Chat)
-	f.Fuzz(func(t *testing.T, stream []byte) { fuzzStream(t, dialect.Chat, stream) })
-}
+func FuzzStreamChat(f *testing.F) { fuzzOn(f, dialect.Chat, seedStreams, fuzzStream) }
 
-func FuzzStreamMessages(f *testing.F) {
-	seedStreams(f, dialect.Messages)
-	f.Fuzz(func(t *testing.T, stream []byte) { fuzzStream(t, dialect.Messages, stream) })
-}
+func FuzzStreamMessages(f *testing.F) { fuzzOn(f, dialect.Messages, seedStreams, fuzzStream) }
 
-func FuzzStreamResponses(f *testing.F) {
-	seedStreams(f, dialect.Responses)
-	f.Fuzz(func(t *testing.T, stream []byte) { fuzzStream(t, dialect.Responses, stream) })
-}
+func FuzzStreamResponses(f *testing.F) { fuzzOn(f, dialect.Responses, seedStreams, fuzzStream) }

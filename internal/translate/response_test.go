@@ -11,7 +11,6 @@ import (
 
 	"github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/sse"
-	"github.com/omniroute/gateway/internal/translate/ir"
 )
 
 // decodeBody reads a caller-dialect answer body into the SDK's own type
@@ -28,11 +27,7 @@ func decodeBody(t *testing.T, from dialect.ID, b []byte) outcome {
 		if cc.Object != "chat.completion" || len(cc.Choices) != 1 {
 			t.Fatalf("not a chat completion: %s", b)
 		}
-		m := cc.Choices[0].Message
-		got.text = m.Content
-		for _, tc := range m.ToolCalls {
-			got.calls = append(got.calls, call{tc.ID, tc.Function.Name, tc.Function.Arguments})
-		}
+		got = chatOutcome(&cc)
 		var extra struct {
 			Choices []struct {
 				Message struct {
@@ -42,9 +37,6 @@ func decodeBody(t *testing.T, from dialect.ID, b []byte) outcome {
 		}
 		_ = json.Unmarshal(b, &extra)
 		got.thinking = extra.Choices[0].Message.Reasoning
-		got.stop = map[string]ir.StopReason{"stop": ir.StopEnd, "length": ir.StopMaxTokens, "tool_calls": ir.StopToolUse}[cc.Choices[0].FinishReason]
-		u := cc.Usage
-		got.usage = dialect.Usage{Input: u.PromptTokens, Output: u.CompletionTokens, CacheRead: u.PromptTokensDetails.CachedTokens, Reasoning: u.CompletionTokensDetails.ReasoningTokens}
 	case dialect.Messages:
 		var msg anthropic.Message
 		if err := json.Unmarshal(b, &msg); err != nil {
@@ -53,19 +45,7 @@ func decodeBody(t *testing.T, from dialect.ID, b []byte) outcome {
 		if msg.Type != "message" || msg.Role != "assistant" {
 			t.Fatalf("not a message: %s", b)
 		}
-		for _, blk := range msg.Content {
-			switch blk.Type {
-			case "text":
-				got.text += blk.Text
-			case "thinking":
-				got.thinking += blk.Thinking
-			case "tool_use":
-				got.calls = append(got.calls, call{blk.ID, blk.Name, string(blk.Input)})
-			}
-		}
-		got.stop = map[anthropic.StopReason]ir.StopReason{"end_turn": ir.StopEnd, "max_tokens": ir.StopMaxTokens, "tool_use": ir.StopToolUse}[msg.StopReason]
-		u := msg.Usage
-		got.usage = dialect.Usage{Input: u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens, Output: u.OutputTokens, CacheRead: u.CacheReadInputTokens}
+		got = anthropicOutcome(&msg)
 	default:
 		var r responses.Response
 		if err := json.Unmarshal(b, &r); err != nil {
@@ -74,28 +54,7 @@ func decodeBody(t *testing.T, from dialect.ID, b []byte) outcome {
 		if r.Object != "response" || !strings.HasPrefix(r.ID, "resp_") {
 			t.Fatalf("not a response: %s", b)
 		}
-		for _, item := range r.Output {
-			switch item.Type {
-			case "message":
-				got.text += r.OutputText()
-			case "function_call":
-				got.calls = append(got.calls, call{item.CallID, item.Name, item.Arguments.OfString})
-			case "reasoning":
-				for _, s := range item.Summary {
-					got.thinking += s.Text
-				}
-			}
-		}
-		switch {
-		case r.Status == "incomplete":
-			got.stop = ir.StopMaxTokens
-		case len(got.calls) > 0:
-			got.stop = ir.StopToolUse
-		default:
-			got.stop = ir.StopEnd
-		}
-		u := r.Usage
-		got.usage = dialect.Usage{Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.InputTokensDetails.CachedTokens, Reasoning: u.OutputTokensDetails.ReasoningTokens}
+		got = responsesOutcome(&r)
 	}
 	return got
 }

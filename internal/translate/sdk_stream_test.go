@@ -124,37 +124,44 @@ func decodeChatSDK(t *testing.T, b []byte) (outcome, error) {
 	if len(acc.Choices) == 0 {
 		return got, errors.New("no choices")
 	}
-	m := acc.Choices[0].Message
+	thinking := got.thinking
+	got = chatOutcome(&acc.ChatCompletion)
+	got.thinking = thinking
+	return got, nil
+}
+
+// chatOutcome is what a chat completion with at least one choice means.
+func chatOutcome(cc *openai.ChatCompletion) outcome {
+	var got outcome
+	m := cc.Choices[0].Message
 	got.text = m.Content
 	for _, tc := range m.ToolCalls {
 		got.calls = append(got.calls, call{tc.ID, tc.Function.Name, tc.Function.Arguments})
 	}
-	switch acc.Choices[0].FinishReason {
-	case "stop":
-		got.stop = ir.StopEnd
-	case "length":
-		got.stop = ir.StopMaxTokens
-	case "tool_calls":
-		got.stop = ir.StopToolUse
-	}
-	got.usage = dialect.Usage{Input: acc.Usage.PromptTokens, Output: acc.Usage.CompletionTokens,
-		CacheRead: acc.Usage.PromptTokensDetails.CachedTokens, Reasoning: acc.Usage.CompletionTokensDetails.ReasoningTokens}
-	return got, nil
+	got.stop = map[string]ir.StopReason{"stop": ir.StopEnd, "length": ir.StopMaxTokens, "tool_calls": ir.StopToolUse}[cc.Choices[0].FinishReason]
+	u := cc.Usage
+	got.usage = dialect.Usage{Input: u.PromptTokens, Output: u.CompletionTokens, Cached: u.PromptTokensDetails.CachedTokens, Reasoning: u.CompletionTokensDetails.ReasoningTokens}
+	return got
 }
 
 func decodeAnthropicSDK(t *testing.T, b []byte) (outcome, error) {
 	stream := assestream.NewStream[anthropic.MessageStreamEventUnion](assestream.NewDecoder(sseResponse(b)), nil)
 	defer stream.Close()
 	var msg anthropic.Message
-	var got outcome
 	for stream.Next() {
 		if err := msg.Accumulate(stream.Current()); err != nil {
 			t.Fatalf("accumulate: %v", err)
 		}
 	}
 	if err := stream.Err(); err != nil {
-		return got, err
+		return outcome{}, err
 	}
+	return anthropicOutcome(&msg), nil
+}
+
+// anthropicOutcome is what an Anthropic message means.
+func anthropicOutcome(msg *anthropic.Message) outcome {
+	var got outcome
 	for _, blk := range msg.Content {
 		switch blk.Type {
 		case "text":
@@ -165,17 +172,10 @@ func decodeAnthropicSDK(t *testing.T, b []byte) (outcome, error) {
 			got.calls = append(got.calls, call{blk.ID, blk.Name, string(blk.Input)})
 		}
 	}
-	switch msg.StopReason {
-	case "end_turn":
-		got.stop = ir.StopEnd
-	case "max_tokens":
-		got.stop = ir.StopMaxTokens
-	case "tool_use":
-		got.stop = ir.StopToolUse
-	}
+	got.stop = map[anthropic.StopReason]ir.StopReason{"end_turn": ir.StopEnd, "max_tokens": ir.StopMaxTokens, "tool_use": ir.StopToolUse}[msg.StopReason]
 	u := msg.Usage
-	got.usage = dialect.Usage{Input: u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens, Output: u.OutputTokens, CacheRead: u.CacheReadInputTokens}
-	return got, nil
+	got.usage = dialect.Usage{Input: u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens, Output: u.OutputTokens, Cached: u.CacheReadInputTokens}
+	return got
 }
 
 func decodeResponsesSDK(t *testing.T, b []byte) (outcome, error) {
@@ -222,6 +222,15 @@ func decodeResponsesSDK(t *testing.T, b []byte) (outcome, error) {
 		if doneItems[int64(i)] != item.RawJSON() {
 			t.Errorf("output[%d] in response.completed differs from its output_item.done:\n%s\n%s", i, item.RawJSON(), doneItems[int64(i)])
 		}
+	}
+	return responsesOutcome(final), nil
+}
+
+// responsesOutcome is what a Responses answer means: each message item's
+// text, function calls, reasoning summaries, the stop and the usage.
+func responsesOutcome(r *responses.Response) outcome {
+	var got outcome
+	for _, item := range r.Output {
 		switch item.Type {
 		case "message":
 			for _, c := range item.Content {
@@ -236,16 +245,16 @@ func decodeResponsesSDK(t *testing.T, b []byte) (outcome, error) {
 		}
 	}
 	switch {
-	case final.Status == "incomplete":
+	case r.Status == "incomplete":
 		got.stop = ir.StopMaxTokens
 	case len(got.calls) > 0:
 		got.stop = ir.StopToolUse
 	default:
 		got.stop = ir.StopEnd
 	}
-	u := final.Usage
-	got.usage = dialect.Usage{Input: u.InputTokens, Output: u.OutputTokens, CacheRead: u.InputTokensDetails.CachedTokens, Reasoning: u.OutputTokensDetails.ReasoningTokens}
-	return got, nil
+	u := r.Usage
+	got.usage = dialect.Usage{Input: u.InputTokens, Output: u.OutputTokens, Cached: u.InputTokensDetails.CachedTokens, Reasoning: u.OutputTokensDetails.ReasoningTokens}
+	return got
 }
 
 // sameJSON compares two JSON texts by value; empty arguments mean {}.
@@ -294,7 +303,7 @@ func checkAnswer(t *testing.T, from, to dialect.ID, got, want outcome, ids bool)
 	if from == dialect.Messages {
 		gu.Reasoning = 0
 	}
-	if gu.Input != wu.Input || gu.Output != wu.Output || gu.CacheRead != wu.CacheRead || gu.Reasoning != wu.Reasoning {
+	if gu.Input != wu.Input || gu.Output != wu.Output || gu.Cached != wu.Cached || gu.Reasoning != wu.Reasoning {
 		t.Errorf("usage %+v, want %+v", gu, wu)
 	}
 }

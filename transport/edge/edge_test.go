@@ -12,14 +12,13 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
-	"go.uber.org/goleak"
 
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 // stubPipeline records what the edge reports to the gateway behind it.
 type stubPipeline struct {

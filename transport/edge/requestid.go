@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/internal/dialect"
 )
 
 // RequestID appends the request's id to dst: the caller's X-Request-Id
@@ -20,12 +21,15 @@ func (e *Edge) RequestID(dst []byte, h *fasthttp.RequestHeader) []byte {
 }
 
 // SetAnthropicRequestID adds request-id, where the Anthropic SDK reads a
-// response's request id, beside X-Request-Id on Anthropic-dialect answers.
+// response's request id (the dialect table's RequestIDHeader), beside
+// X-Request-Id on Anthropic-dialect answers.
 func SetAnthropicRequestID(h *fasthttp.ResponseHeader, f apierror.Format, rid []byte) {
 	if f == apierror.Anthropic {
-		h.SetBytesV("Request-Id", rid)
+		h.SetBytesV(anthropicRequestID, rid)
 	}
 }
+
+var anthropicRequestID = dialect.Of(dialect.Messages).RequestIDHeader
 
 // requestIDs makes x-request-id values: a random per-process prefix and a
 // counter, so ids are unique without a syscall per request.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/internal/dialect"
 )
 
 // The route table. Endpoints is the one list of the gateway's paths:
@@ -262,20 +263,21 @@ type Endpoint struct {
 }
 
 // The paths of the table. The operator APIs (transport/ops) name theirs
-// by these constants.
+// by these constants; the inference routes are the dialect table's
+// (internal/dialect), the one place that knows a dialect's paths.
 const (
 	RootPath              = "/"
-	ChatPath              = "/v1/chat/completions"
-	MessagesPath          = "/v1/messages"
-	ResponsesPath         = "/v1/responses"
-	EmbeddingsPath        = "/v1/embeddings"
+	ChatPath              = dialect.RouteChat
+	MessagesPath          = dialect.RouteMessages
+	ResponsesPath         = dialect.RouteResponses
+	EmbeddingsPath        = dialect.RouteEmbeddings
 	ModelsPath            = "/v1/models"
-	CountTokensPath       = "/v1/messages/count_tokens"
+	CountTokensPath       = dialect.RouteCountTokens
 	HealthPath            = "/api/monitoring/health"
 	HealthzPath           = "/healthz"
 	ReadyzPath            = "/readyz"
 	MetricsPath           = "/metrics"
-	RelayPath             = "/api/v1/relay/chat/completions"
+	RelayPath             = "/api/v1/relay" + dialect.PathChat
 	DashboardPath         = "/dashboard"
 	DashboardSnapshotPath = "/api/dashboard/snapshot"
 	ReloadPath            = "/api/config/reload"
@@ -381,11 +383,15 @@ func OtherFormat(path []byte, h *fasthttp.RequestHeader) apierror.Format {
 			return apierror.Anthropic
 		}
 	}
-	if len(h.Peek("Anthropic-Version")) > 0 {
+	if len(h.Peek(anthropicVersion)) > 0 {
 		return apierror.Anthropic
 	}
 	return apierror.OpenAI
 }
+
+// anthropicVersion is the Anthropic dialect's version header, which its
+// SDK sends on every request.
+var anthropicVersion = dialect.Of(dialect.Messages).VersionHeader
 
 // anthropicPaths are the paths of the Anthropic-dialect routes.
 var anthropicPaths = func() []string {

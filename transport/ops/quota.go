@@ -27,12 +27,7 @@ const maxPreviewBody = 1 << 20
 // with the live scoring rules. It sends no request upstream.
 func (a *API) Preview(ctx *fasthttp.RequestCtx, edgeRID []byte) {
 	rid := own(edgeRID)
-	if !ctx.IsPost() {
-		ctx.Response.Header.Set(fasthttp.HeaderAllow, "POST")
-		a.edge.Error(ctx, rid, errMethod("POST"))
-		return
-	}
-	if !a.edge.Management(ctx, rid) {
+	if !a.managed(ctx, rid, fasthttp.MethodPost) {
 		return
 	}
 	if !a.edge.Body(ctx, rid) {
@@ -63,6 +58,17 @@ func (a *API) Preview(ctx *fasthttp.RequestCtx, edgeRID []byte) {
 		out.Selected = &ranked[sel].ProviderID
 	}
 	writeJSON(ctx, 200, out)
+}
+
+// managed answers a request of another method than method with 405 and
+// then holds it to the management guard: it reports whether to serve it.
+func (a *API) managed(ctx *fasthttp.RequestCtx, rid []byte, method string) bool {
+	if string(ctx.Method()) != method {
+		ctx.Response.Header.Set(fasthttp.HeaderAllow, method)
+		a.edge.Error(ctx, rid, errMethod(method))
+		return false
+	}
+	return a.edge.Management(ctx, rid)
 }
 
 // errMethod is the 405 of the routes that answer in the OpenAI dialect.
@@ -115,12 +121,7 @@ var budgetNames = map[routing.Budget]string{routing.BudgetUnconfigured: "unlimit
 // cooldown. Credentials never appear: they are not in any snapshot.
 func (a *API) Quota(ctx *fasthttp.RequestCtx, edgeRID []byte) {
 	rid := own(edgeRID)
-	if !ctx.IsGet() {
-		ctx.Response.Header.Set(fasthttp.HeaderAllow, "GET")
-		a.edge.Error(ctx, rid, errMethod("GET"))
-		return
-	}
-	if !a.edge.Management(ctx, rid) {
+	if !a.managed(ctx, rid, fasthttp.MethodGet) {
 		return
 	}
 	rt, quota, ledger := a.rt, a.rt.Quota(), a.rt.Ledger()

@@ -323,18 +323,7 @@ func (c *Client) exchange(x *Exchange, stream bool, start time.Time) error {
 	}
 	// An error answer to a streaming request: buffer it so the gateway can
 	// classify it and, when failover is exhausted, pass it through.
-	if err := conn.SetReadDeadline(x.deadline); err != nil {
-		return x.classify(err)
-	}
-	body, err := readAllLimit(x.stream, 1<<20)
-	_ = x.Resp.CloseBodyStream()
-	x.stream = nil
-	if err != nil {
-		return x.classify(err)
-	}
-	x.eof = true
-	x.Resp.SetBodyRaw(body)
-	return nil
+	return x.buffer(1 << 20)
 }
 
 // readAllLimit reads r fully into a pooled-size buffer, failing past limit.
@@ -492,10 +481,16 @@ func (x *Exchange) Buffer() error {
 	if x.stream == nil {
 		return nil
 	}
+	return x.buffer(x.client.opts.MaxResponseBytes)
+}
+
+// buffer reads the rest of the streamed body (at most limit bytes, by the
+// exchange's deadline) into the response, which is then a plain body.
+func (x *Exchange) buffer(limit int) error {
 	if err := x.conn.SetReadDeadline(x.deadline); err != nil {
 		return x.classify(err)
 	}
-	body, err := readAllLimit(x.stream, x.client.opts.MaxResponseBytes)
+	body, err := readAllLimit(x.stream, limit)
 	_ = x.Resp.CloseBodyStream()
 	x.stream = nil
 	if err != nil {

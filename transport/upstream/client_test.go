@@ -11,12 +11,11 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
-	"go.uber.org/goleak"
 
 	"github.com/omniroute/gateway/internal/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 // server runs a fasthttp handler on loopback for one test.
 func server(t *testing.T, h fasthttp.RequestHandler) string {
@@ -157,35 +156,45 @@ func TestResponseTooLarge(t *testing.T) {
 	}
 }
 
-// TestStaleConnectionNotUsed: the server closes a kept-alive connection
-// while it is idle; the next exchange must notice before sending and use a
-// fresh connection.
-func TestStaleConnectionNotUsed(t *testing.T) {
+// rawServer serves every connection to a loopback listener with serve (on
+// the connection and a reader of it), closing the connection when serve
+// returns; the listener closes when the test ends.
+func rawServer(t *testing.T, serve func(conn net.Conn, br *bufio.Reader)) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			conn, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			go func(conn net.Conn) {
+			go func() {
 				defer conn.Close()
-				br := bufio.NewReader(conn)
-				var req fasthttp.Request
-				if err := req.Read(br); err != nil {
-					return
-				}
-				conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
-				// Close without announcing it: the client's pooled
-				// connection is now stale.
-			}(conn)
+				serve(conn, bufio.NewReader(conn))
+			}()
 		}
 	}()
-	c := client(ln.Addr().String(), time.Second, time.Second)
+	return ln.Addr().String()
+}
+
+// TestStaleConnectionNotUsed: the server closes a kept-alive connection
+// while it is idle; the next exchange must notice before sending and use a
+// fresh connection.
+func TestStaleConnectionNotUsed(t *testing.T) {
+	addr := rawServer(t, func(conn net.Conn, br *bufio.Reader) {
+		var req fasthttp.Request
+		if err := req.Read(br); err != nil {
+			return
+		}
+		conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
+		// Close without announcing it: the client's pooled
+		// connection is now stale.
+	})
+	c := client(addr, time.Second, time.Second)
 	defer c.Close()
 	for i := 0; i < 3; i++ {
 		time.Sleep(freshIdle + 50*time.Millisecond) // idle long enough to be checked
@@ -223,36 +232,21 @@ func TestPoolExhaustedIsBusy(t *testing.T) {
 // TestNoResendAfterWrite: a reused connection that breaks after the request
 // was written is an error, never a second send (inference costs money).
 func TestNoResendAfterWrite(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	var requests atomic.Int32
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
+	addr := rawServer(t, func(conn net.Conn, br *bufio.Reader) {
+		for n := 0; ; n++ {
+			var req fasthttp.Request
+			if err := req.Read(br); err != nil {
 				return
 			}
-			go func(conn net.Conn) {
-				defer conn.Close()
-				br := bufio.NewReader(conn)
-				for n := 0; ; n++ {
-					var req fasthttp.Request
-					if err := req.Read(br); err != nil {
-						return
-					}
-					requests.Add(1)
-					if n == 1 {
-						return // read the second request, then drop the connection
-					}
-					conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
-				}
-			}(conn)
+			requests.Add(1)
+			if n == 1 {
+				return // read the second request, then drop the connection
+			}
+			conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
 		}
-	}()
-	c := client(ln.Addr().String(), time.Second, time.Second)
+	})
+	c := client(addr, time.Second, time.Second)
 	defer c.Close()
 	x, err := do(t, c, nil, false)
 	if err != nil {

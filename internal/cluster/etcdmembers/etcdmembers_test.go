@@ -13,14 +13,13 @@ import (
 
 	pcluster "github.com/asynkron/protoactor-go/cluster"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/goleak"
 
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/internal/testutil/etcdtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 func rec(id string) record {
 	return record{ID: id, Host: "127.0.0.1", Port: 7000, Kinds: []string{"k"}}

@@ -186,15 +186,7 @@ func roomAt(admitted []time.Time, t time.Time, limit int) time.Time {
 		hi := sort.Search(len(admitted), func(j int) bool { return admitted[j].After(x) })
 		return hi-lo < limit
 	}
-	if room(t) {
-		return t
-	}
-	for _, a := range admitted {
-		if x := a.Add(time.Minute); x.After(t) && room(x) {
-			return x
-		}
-	}
-	return t
+	return firstFrom(admitted, t, room)
 }
 
 // fitsAt is the earliest moment from t on at which one more request fits
@@ -222,11 +214,18 @@ func fitsAt(admitted []time.Time, t time.Time, limit int) time.Time {
 		}
 		return true
 	}
-	if fits(t) {
+	return firstFrom(admitted, t, fits)
+}
+
+// firstFrom is the earliest of the candidates t and the moments the
+// admitted arrivals leave their minute (after t) at which ok holds; t when
+// none does.
+func firstFrom(admitted []time.Time, t time.Time, ok func(time.Time) bool) time.Time {
+	if ok(t) {
 		return t
 	}
 	for _, a := range admitted {
-		if x := a.Add(time.Minute); x.After(t) && fits(x) {
+		if x := a.Add(time.Minute); x.After(t) && ok(x) {
 			return x
 		}
 	}

@@ -23,20 +23,7 @@ func TestRoomAt(t *testing.T) {
 	if got := roomAt(later, at(40), 3); !got.Equal(at(60)) {
 		t.Errorf("with arrivals at 0, 30, 30: room from 40 s at %v, want 60 s (when the one at 0 s leaves)", got.Sub(t0))
 	}
-	arr := []time.Time{at(0), at(1), at(2)} // a limit of 3 a minute, used
-	for _, c := range []struct {
-		t, want float64
-		limit   int
-	}{
-		{5, 60, 3},  // the first leaves the minute at 60 s
-		{60, 60, 3}, // and then there is room
-		{61.5, 61.5, 3},
-		{5, 5, 4}, // room under a limit of 4
-	} {
-		if got := roomAt(arr, at(c.t), c.limit); !got.Equal(at(c.want)) {
-			t.Errorf("at %vs, limit %d: room at %v, want %vs", c.t, c.limit, got.Sub(t0), c.want)
-		}
-	}
+	checkFullMinute(t, "room", roomAt)
 }
 
 func TestFitsAt(t *testing.T) {
@@ -47,18 +34,26 @@ func TestFitsAt(t *testing.T) {
 	if got := fitsAt(later, at(20), 3); !got.Equal(at(60)) {
 		t.Errorf("with arrivals at 0, 30, 30: fits at %v, want 60 s (when the one at 0 s leaves)", got.Sub(t0))
 	}
+	checkFullMinute(t, "fits", fitsAt)
+}
+
+// checkFullMinute holds earliest (roomAt or fitsAt, named what) to the
+// cases of a minute that three arrivals filled: the answer is t while the
+// limit leaves room, else when the first arrival leaves the minute.
+func checkFullMinute(t *testing.T, what string, earliest func([]time.Time, time.Time, int) time.Time) {
+	t.Helper()
 	arr := []time.Time{at(0), at(1), at(2)} // a limit of 3 a minute, used
 	for _, c := range []struct {
 		t, want float64
 		limit   int
 	}{
 		{5, 60, 3},  // the first leaves the minute at 60 s
-		{60, 60, 3}, // and then it fits
+		{60, 60, 3}, // and then there is room
 		{61.5, 61.5, 3},
 		{5, 5, 4}, // room under a limit of 4
 	} {
-		if got := fitsAt(arr, at(c.t), c.limit); !got.Equal(at(c.want)) {
-			t.Errorf("at %vs, limit %d: fits at %v, want %vs", c.t, c.limit, got.Sub(t0), c.want)
+		if got := earliest(arr, at(c.t), c.limit); !got.Equal(at(c.want)) {
+			t.Errorf("at %vs, limit %d: %s at %v, want %vs", c.t, c.limit, what, got.Sub(t0), c.want)
 		}
 	}
 }

@@ -17,7 +17,6 @@ import (
 
 var (
 	errToolOrder = errors.New("a tool call's arguments arrived after the next call began; interleaved parallel tool calls cannot be relayed incrementally")
-	doneData     = []byte("[DONE]")
 )
 
 // inbandStatus gives an in-band error (which has no HTTP status) the
@@ -78,11 +77,11 @@ var errStop = errors.New("stream ended")
 // Chat Completions upstream.
 
 func (t *Converter) decodeChat(w *ir.Writer, ev *sse.Event) error {
-	data := bytes.TrimSpace(ev.Data)
-	if bytes.Equal(data, doneData) {
+	if dialect.Of(dialect.Chat).IsTerminal(ev) { // the table's done marker
 		t.complete(w)
 		return nil
 	}
+	data := bytes.TrimSpace(ev.Data)
 	t.cur.Reset(data)
 	var m members
 	err := t.scan(&m, &t.st.usage, func(k []byte) (bool, error) {

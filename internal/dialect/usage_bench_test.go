@@ -1,18 +1,20 @@
-package ledger
+package dialect
 
 import (
 	"bytes"
 	"testing"
 )
 
-// BenchmarkParseUsage is the metering of one non-streaming answer, as the
-// gateway reads every answer when the request log or a limit is on.
-func BenchmarkParseUsage(b *testing.B) {
+// BenchmarkBodyUsage is the metering of one non-streaming answer, as the
+// gateway reads every answer when the request log or a limit is on (it
+// was internal/ledger's BenchmarkParseUsage when ledger had its own
+// parser).
+func BenchmarkBodyUsage(b *testing.B) {
 	body := []byte(`{"id":"chatcmpl-mock-1","object":"chat.completion","created":1700000000,"model":"mock-demo","choices":[{"index":0,"message":{"role":"assistant","content":"mock reply mock reply mock reply mock reply mock reply mock reply mock reply mock reply"},"finish_reason":"stop"}],"usage":{"prompt_tokens":21,"completion_tokens":16,"total_tokens":37}}`)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		var u Usage
-		if !ParseUsage(body, &u) || u.Output != 16 {
+		if !Of(Chat).BodyUsage(body, &u) || u.Output != 16 {
 			b.Fatal(u)
 		}
 	}
