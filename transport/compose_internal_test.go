@@ -3,14 +3,15 @@ package transport
 import (
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/omniroute/gateway/transport/gateway/clusterlayer"
 	"github.com/omniroute/gateway/transport/gateway/datadir"
 	"github.com/omniroute/gateway/transport/gateway/spawn"
 )
 
 // newForTest composes a gateway for the tests inside this package, which
-// cannot import transport/gateway (it imports transport): the same three
-// steps as gateway.New, datadir.Open, Prepare and spawn.All (neither of
-// which imports transport).
+// cannot import transport/gateway (it imports transport): the same steps
+// as gateway.New, datadir.Open, clusterlayer.ShareInstallSecret, Prepare
+// and spawn.All (none of which imports transport).
 func newForTest(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	if err := o.Check(); err != nil {
 		return nil, err
@@ -20,6 +21,10 @@ func newForTest(system *actor.ActorSystem, o Options) (*Gateway, error) {
 		return nil, err
 	}
 	o.Store = dd.Store
+	if _, err := clusterlayer.ShareInstallSecret(&o.Env); err != nil {
+		dd.Close(nil)
+		return nil, err
+	}
 	a, err := Prepare(system, o)
 	if err != nil {
 		dd.Close(nil)
@@ -32,5 +37,11 @@ func newForTest(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	return a.Gateway(), nil
 }
 
-// Transport's Assembly is what spawn composes.
-var _ spawn.Assembly = (*Assembly)(nil)
+// Transport's Assembly is what spawn composes; with it the ports
+// transport declares are the root's (Tenants, Cluster: an AttachTenants
+// or AttachCluster of another type fails to compile here).
+var (
+	_ spawn.Assembly      = (*Assembly)(nil)
+	_ clusterlayer.Port   = Cluster(nil)
+	_ *clusterlayer.Share = (*ClusterShare)(nil)
+)

@@ -195,18 +195,8 @@ func Prepare(system *actor.ActorSystem, o Options) (*Assembly, error) {
 	if o.TracerProvider != nil {
 		g.tracer = o.TracerProvider.Tracer("github.com/omniroute/gateway/transport")
 	}
-	// In cluster mode tenant ids are HMACs under the cluster's install
-	// secret; it is settled before anything derives one (and before the
-	// redactor, which must know it).
-	sharedSecret, err := g.shareInstallSecret()
-	if err != nil {
-		return nil, err
-	}
 	g.redact = g.buildRedactor()
 	g.log = logging.Redacting(o.Logger, g.redact)
-	if sharedSecret != "" {
-		g.log.Info("tenant ids use the cluster's install secret", "cluster", o.Env.Cluster.ClusterName, "source", sharedSecret)
-	}
 	g.ops = g.newOps()
 	a := &Assembly{g: g}
 	if err := g.planServices(); err != nil {
@@ -295,7 +285,7 @@ func (a *Assembly) StartFront() {
 		{name: "quota", fn: g.quotaHealth},
 	}
 	if g.cs != nil {
-		g.health = append(g.health, healthSection{name: "cluster", fn: g.clusterHealth, brief: briefCluster})
+		g.health = append(g.health, healthSection{name: "cluster", fn: g.cs.port.Health, brief: g.cs.port.Brief})
 	}
 }
 

@@ -250,5 +250,5 @@ func (p *opsPorts) Cluster() map[string]any {
 	if cs == nil {
 		return nil
 	}
-	return map[string]any{"name": p.opts.Env.Cluster.ClusterName, "self": cs.node.ID(), "members": cs.node.Members()}
+	return cs.port.Summary()
 }

@@ -97,7 +97,8 @@ func (a *Assembly) PlanRouting() (slots []ledgeractor.SlotSpec, conns []quotaact
 
 // QuotaOptions are the quota actors' options: their estimates come from
 // ledger, and their polls are counted in the gateway's metrics. In
-// cluster mode pollers wait for ShareQuota's ownership decision, so a
+// cluster mode pollers wait for the quota sharing's ownership decision
+// (started by the root, transport/gateway/clusterlayer), so a
 // node never polls a connection another member owns, not even before it
 // has joined.
 func (a *Assembly) QuotaOptions(ledger *ledgeractor.Handle) quotaactor.Options {

@@ -148,14 +148,10 @@ func (a *Assembly) KeysConfig() (*tenant.Resolver, []keys.ConfigTenant) {
 }
 
 // AttachTenants hands the pipeline the tenant layer's port, which
-// completes it; the cluster's grains hosted here read tenants' budgets
-// from it.
+// completes it.
 func (a *Assembly) AttachTenants(t Tenants) {
 	g := a.g
 	g.ten = t
-	if g.cs != nil {
-		g.cs.ten.Store(&t)
-	}
 	g.health = append(g.health, healthSection{name: "tenants", fn: t.Health, brief: briefTenants})
 }
 

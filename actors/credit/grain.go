@@ -63,8 +63,8 @@ type Budget struct {
 // Budgets tells the grains this node hosts what their budgets are, from
 // this node's own configuration and keys (every member reads the same
 // config file and key store), never from the messages: a peer can ask for
-// credit but not set a limit. The node's front end sets the lookup once
-// it can answer (transport's AttachCluster); until then, and for a key
+// credit but not set a limit. The composition root sets the lookup once
+// it can answer (transport/gateway/clusterlayer.Start); until then, and for a key
 // the node does not know, a grain answers unavailable and the asking
 // node tries again.
 type Budgets struct {

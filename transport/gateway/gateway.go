@@ -19,6 +19,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/omniroute/gateway/transport"
+	"github.com/omniroute/gateway/transport/gateway/clusterlayer"
 	"github.com/omniroute/gateway/transport/gateway/datadir"
 	"github.com/omniroute/gateway/transport/gateway/spawn"
 )
@@ -52,7 +53,10 @@ func New(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	return &Gateway{Gateway: a.Gateway()}, nil
 }
 
-// prepare is New's first half: the data directory held, then
+// prepare is New's first half: the data directory held, in cluster
+// mode the install secret settled (clusterlayer.ShareInstallSecret:
+// tenant ids are HMACs under the cluster's, and transport.Prepare
+// derives them and builds the redactor that must know it), then
 // transport.Prepare on its store; the gateway's Close (or the
 // composition's Abort) releases it.
 func prepare(system *actor.ActorSystem, o Options) (*transport.Assembly, error) {
@@ -64,11 +68,19 @@ func prepare(system *actor.ActorSystem, o Options) (*transport.Assembly, error) 
 		return nil, err
 	}
 	o.Store = dd.Store
+	secret, err := clusterlayer.ShareInstallSecret(&o.Env)
+	if err != nil {
+		dd.Close(nil)
+		return nil, err
+	}
 	a, err := transport.Prepare(system, o)
 	if err != nil {
 		dd.Close(nil)
 		return nil, err
 	}
 	a.OnClose(func() { dd.Close(a.Logger()) })
+	if secret != "" {
+		a.Logger().Info("tenant ids use the cluster's install secret", "cluster", o.Env.Cluster.ClusterName, "source", secret)
+	}
 	return a, nil
 }

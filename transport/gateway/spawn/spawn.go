@@ -21,9 +21,7 @@ import (
 	"log/slog"
 
 	"github.com/asynkron/protoactor-go/actor"
-	pcluster "github.com/asynkron/protoactor-go/cluster"
 
-	"github.com/omniroute/gateway/actors/credit"
 	"github.com/omniroute/gateway/actors/history"
 	"github.com/omniroute/gateway/actors/ingest"
 	"github.com/omniroute/gateway/actors/lanes"
@@ -33,7 +31,7 @@ import (
 	"github.com/omniroute/gateway/actors/services"
 	"github.com/omniroute/gateway/actors/targets"
 	"github.com/omniroute/gateway/internal/clock"
-	icluster "github.com/omniroute/gateway/internal/cluster"
+	"github.com/omniroute/gateway/transport/gateway/clusterlayer"
 	"github.com/omniroute/gateway/transport/gateway/tenants"
 )
 
@@ -49,13 +47,10 @@ type Assembly interface {
 	AttachRouting(*ledgeractor.Handle, *quotaactor.Handle, *targets.Handle)
 	QuotaRoute(target int) (conn int, upstream string, slot int)
 	AttachLink(stop func())
-	ClusterConfig() (icluster.Config, bool)
-	AttachCluster(*icluster.Node, *credit.Leases)
-	DetachCluster()
 	Logger() *slog.Logger
-	AttachCooldowns(cooldownCounts)
-	ShareQuota() error
-	ClusterJoined()
+	// The cluster layer's sources, and AttachCluster (package
+	// clusterlayer).
+	clusterlayer.Source
 	StartFront()
 	// The tenant layer's sources, and AttachTenants (package tenants).
 	tenants.Source
@@ -77,11 +72,11 @@ type Assembly interface {
 // All spawns every actor onto a, in this order (each one's options may
 // read the handles before it): ledger, quota and targets (routing); the
 // cluster node, its credit leases, the targets' cooldowns actor and the
-// quota sharing (cluster mode only); the front end's own state
-// (StartFront); keys, tenant limits, the tenants' shares and the
-// request log (the tenant layer, package tenants, which admission weighs
-// by); pressure
-// and ingest (admission); lanes; the services manager, whose auto-start
+// quota sharing (cluster mode only, package clusterlayer); the front
+// end's own state (StartFront); keys, tenant limits, the tenants' shares
+// and the request log (the tenant layer, package tenants, which
+// admission weighs by, and in cluster mode the grains' tenant budgets);
+// pressure and ingest (admission); lanes; the services manager, whose auto-start
 // services it waits for; history (the dashboard). On an error nothing it
 // started is left running.
 func All(system *actor.ActorSystem, a Assembly) error {
@@ -106,17 +101,11 @@ func All(system *actor.ActorSystem, a Assembly) error {
 	return nil
 }
 
-// cooldownCounts is the cooldowns actor as the front end's health
-// section reads it (transport.CooldownCounts, the same type).
-type cooldownCounts = interface {
-	Counts() (sent, heard, dropped int64)
-}
-
 // handles are the actors spawned so far that a later step links to.
 type handles struct {
-	targets  *targets.Handle
+	routing  clusterlayer.Routing
 	pressure *pressureactor.Handle
-	cluster  tenants.Cluster // the joined cluster's etcd (cluster mode)
+	cluster  *clusterlayer.Layer // cluster mode; nil on a single node
 }
 
 // spawnRouting starts the ledger, the quota actors and the targets actor
@@ -151,62 +140,21 @@ func spawnRouting(system *actor.ActorSystem, a Assembly, hs *handles) error {
 	}
 	t.SubscribeObservations(link)
 	a.AttachLink(func() { _ = system.Root.PoisonFuture(link).Wait() })
-	hs.targets = t
+	hs.routing = clusterlayer.Routing{Ledger: ledger, Slots: slots, Quota: q, Targets: t}
 	return nil
 }
 
-// joinCluster joins the cluster when cluster mode is on. It runs after
-// the ledger exists (its slots become shared pools) and before the
+// joinCluster joins the cluster when cluster mode is on (package
+// clusterlayer: the node, its credit leases, the targets' cooldowns
+// actor, the quota sharing) and hands the pipeline its port. It runs
+// after the ledger exists (its slots become shared pools) and before the
 // tenant layer.
 func joinCluster(system *actor.ActorSystem, a Assembly, hs *handles) error {
-	cfg, on := a.ClusterConfig()
-	if !on {
-		return nil
-	}
-	ec, err := icluster.DialEtcd(cfg.EtcdEndpoints, cfg.EtcdTLS)
+	l, err := clusterlayer.Start(system, a, hs.routing)
 	if err != nil {
 		return err
 	}
-	store := credit.NewEtcdStore(ec, "/omniroute/credit/"+cfg.Name+"/")
-	// The grains read their budgets from this node's configuration, which
-	// AttachCluster hands them through the leases.
-	budgets := &credit.Budgets{}
-	node, err := icluster.Start(system, cfg, icluster.Options{Kinds: []*pcluster.Kind{credit.NewKind(store, a.Clock(), budgets)}, Etcd: ec})
-	if err != nil {
-		return err
-	}
-	leases, err := credit.Start(system, node.Cluster(), credit.Options{Node: node.ID(), Clock: a.Clock(), Budgets: budgets})
-	if err != nil {
-		node.Stop()
-		return err
-	}
-	a.AttachCluster(node, leases)
-	leave := func(err error) error {
-		a.DetachCluster()
-		leases.Stop()
-		node.Stop()
-		return err
-	}
-	// The targets actor tells its cooldowns actor what cooled here; the
-	// cooldowns actor tells the peers, and applies theirs by name.
-	cd, err := hs.targets.StartCluster(targets.ClusterOptions{Self: node.ID(), Log: a.Logger().With("component", "cooldowns"),
-		Members: func() []targets.Member {
-			ms := node.Members()
-			out := make([]targets.Member, len(ms))
-			for i, m := range ms {
-				out[i] = targets.Member{ID: m.ID, Address: m.Address, Self: m.Self}
-			}
-			return out
-		}})
-	if err != nil {
-		return leave(err)
-	}
-	a.AttachCooldowns(cd)
-	if err := a.ShareQuota(); err != nil {
-		return leave(err) // the targets actor's Stop (Abort) stops its cooldowns actor
-	}
-	a.ClusterJoined()
-	hs.cluster = tenants.Cluster{Etcd: node.Etcd(), Name: cfg.Name}
+	hs.cluster = l
 	return nil
 }
 
@@ -218,7 +166,23 @@ func joinCluster(system *actor.ActorSystem, a Assembly, hs *handles) error {
 // etcd (this node's own keys copied there first), watched for changes
 // other nodes make.
 func startTenants(system *actor.ActorSystem, a Assembly, hs *handles) error {
-	return tenants.Start(system, a, hs.cluster)
+	if hs.cluster == nil {
+		return tenants.Start(system, a, tenants.Cluster{})
+	}
+	return tenants.Start(system, followed{Assembly: a, cluster: hs.cluster}, tenants.Cluster{Etcd: hs.cluster.Etcd(), Name: hs.cluster.Name()})
+}
+
+// followed hands the tenant layer's port to the cluster layer too (the
+// grains hosted here read tenants' budgets from its shares) as it hands
+// it to the pipeline.
+type followed struct {
+	Assembly
+	cluster *clusterlayer.Layer
+}
+
+func (f followed) AttachTenants(p tenants.Port) {
+	f.cluster.Follow(p)
+	f.Assembly.AttachTenants(p)
 }
 
 // startAdmission starts the resource-pressure and ingest actors on the
