@@ -6,6 +6,7 @@ import (
 	ledgeractor "github.com/omniroute/gateway/actors/ledger"
 	ikeys "github.com/omniroute/gateway/internal/keys"
 	"github.com/omniroute/gateway/internal/tenantlimit"
+	"github.com/omniroute/gateway/transport/port"
 )
 
 // Cluster mode in the request path (OMNIROUTE_CLUSTER=etcd,
@@ -16,42 +17,13 @@ import (
 // Cluster, the port it declares here; the composition root joins the
 // cluster and implements the port (transport/gateway/clusterlayer).
 
-// Cluster is the pipeline's port on the cluster: take and give a
-// request's share of the shared pools (atomics, no message per request;
-// a cold or empty pool waits for its grain, within bounds the root
-// sets), the cluster's view of a tenant's windows for the rate-limit
-// headers, and for reload, the operator APIs, health and Close, the
-// slots a reload adds, the summary, the health section and leaving the
-// cluster. It is an alias of an interface literal, and
-// transport/gateway/clusterlayer.Port is the same literal, for the
-// reason Tenants is one (a difference fails to compile:
-// compose_internal_test.go).
-type Cluster = interface {
-	TakeLedger(s *ClusterShare, slot int, tokens int64, now time.Time) (bool, time.Time)
-	TakeTenant(s *ClusterShare, e *ikeys.Entry, tokens, cost int64, now time.Time) (tenantlimit.Kind, time.Time)
-	TakeTenantRequest(e *ikeys.Entry, now time.Time) (tenantlimit.Kind, time.Time)
-	TenantWindows(e *ikeys.Entry, r tenantlimit.Result) tenantlimit.Result
-	Give(s *ClusterShare, tokens, cost int64, refund bool)
-	AddSlots(slots []ledgeractor.SlotSpec)
-	Summary() map[string]any
-	Health() (body any, status string)
-	Brief(body any) any
-	Stop()
-}
+// Cluster is the pipeline's port on the cluster (package port declares
+// it once; the root's transport/gateway/clusterlayer implements it).
+type Cluster = port.Cluster
 
 // ClusterShare is what a request took from the cluster's pools, held in
-// the pooled call and given back at settle; the pipeline never reads it
-// (clusterlayer.Share, the same type, says what it holds).
-type ClusterShare = struct {
-	Slot, Tok, Req any
-	TokWin, ReqWin uint64
-	Tokens         int64
-	Spend          [2]struct {
-		Pool  any
-		Win   uint64
-		Units int64
-	}
-}
+// the pooled call and given back at settle (port.ClusterShare).
+type ClusterShare = port.ClusterShare
 
 // sharedRes is a request's share of the cluster's pools (the ledger
 // reservation's in the plan, the tenant's in tenantCall).

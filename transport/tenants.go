@@ -3,9 +3,9 @@ package transport
 import (
 	"crypto/sha256"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/netip"
+	"os"
 	"strings"
 	"time"
 
@@ -26,7 +26,7 @@ import (
 	"github.com/omniroute/gateway/internal/tenantlimit"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 	"github.com/omniroute/gateway/messages"
-	"github.com/omniroute/gateway/transport/ops"
+	"github.com/omniroute/gateway/transport/port"
 )
 
 // The tenant layer in the request path (docs/tenants.md):
@@ -47,36 +47,9 @@ import (
 // usage), re-exported for hosts that back it with their own store.
 type Store = store.Store
 
-// Tenants is the pipeline's port on the tenant layer: identify a caller
-// (the key snapshot), reserve and settle a tenant's limits, log a request
-// or a refusal, read the tenants' shares (admission's weights, the
-// cluster grains' policies), and for the operator APIs and reload, key
-// management, the limiter's windows and the layer's health. The request
-// path sends no message through it (the reservation and the log's
-// hand-over are atomics and a bounded list behind it).
-//
-// It is an alias of an interface literal, and transport/gateway/tenants.Port
-// is the same literal: the composition root names the type without
-// importing transport (whose internal tests compose with the root's
-// spawn package, which could then not be imported here). A difference
-// between the two fails to compile (compose_internal_test.go).
-type Tenants = interface {
-	Keys() *ikeys.Snapshot
-	Shares() *ikeys.Shares
-	Reserve(id tenant.ID, req *tenantlimit.Request, now time.Time) (tenantlimit.Reservation, tenantlimit.Result)
-	Settle(res *tenantlimit.Reservation, u tenantlimit.Usage, now time.Time)
-	Logging() bool
-	Log(r *store.Record, requestID, tenantID []byte)
-	Refused(tenantID []byte, tenantName, code string)
-	Create(name string, p tenantpolicy.Policy) (ikeys.Info, string, error)
-	UpdatePolicy(name string, p tenantpolicy.Policy) (ikeys.Info, error)
-	Rotate(name string) (ikeys.Info, string, error)
-	Revoke(name string) (ikeys.Info, error)
-	SetConfig(cfg []keys.ConfigTenant) error
-	Windows() []ops.LimitWindow
-	Health() (body any, status string)
-	Stop()
-}
+// Tenants is the pipeline's port on the tenant layer (package port
+// declares it once; the root's transport/gateway/tenants implements it).
+type Tenants = port.Tenants
 
 type targetPrice struct {
 	p  pricing.Price
@@ -134,11 +107,16 @@ func (a *Assembly) Store() store.Store { return a.g.opts.Store }
 // Env is the environment the gateway runs on.
 func (a *Assembly) Env() config.Env { return a.g.opts.Env }
 
-// RequestLogOutput receives the request log's lines (nil: stdout).
-func (a *Assembly) RequestLogOutput() io.Writer { return a.g.opts.RequestLogOutput }
-
-// Redacting puts l behind the gateway's redactor.
-func (a *Assembly) Redacting(l *slog.Logger) *slog.Logger { return logging.Redacting(l, a.g.redact) }
+// RequestLogLines is the request log's line logger: on
+// Options.RequestLogOutput (nil: stdout), in the gateway's log format,
+// behind the gateway's redactor.
+func (a *Assembly) RequestLogLines() *slog.Logger {
+	out := a.g.opts.RequestLogOutput
+	if out == nil {
+		out = os.Stdout
+	}
+	return logging.Redacting(logging.New(string(a.g.opts.Env.Server.LogFormat), "info", out), a.g.redact)
+}
 
 // KeysConfig is the config in force's tenant resolver and config-file
 // tenants, for the keys actor.

@@ -20,7 +20,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	pcluster "github.com/asynkron/protoactor-go/cluster"
@@ -38,73 +37,16 @@ import (
 	"github.com/omniroute/gateway/internal/rolling"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantlimit"
+	"github.com/omniroute/gateway/transport/port"
 )
 
-// Port is the request pipeline's port on the cluster, the type transport
-// declares as transport.Cluster (the same interface type: both are
-// aliases of this literal, so the root names it without importing
-// transport, as transport/gateway/tenants.Port does). Layer implements
-// it. The per-request methods spend the node's pools with atomics; a
-// pool's refill is the lease actor's, asynchronous, and a request waits
-// only for a cold pool's first lease or the grain's word on an empty one
-// (take).
-type Port = interface {
-	// TakeLedger takes a ledger reservation's share of slot's shared
-	// pools (nothing when the slot is not shared); on refusal it says
-	// when to try again.
-	TakeLedger(s *Share, slot int, tokens int64, now time.Time) (bool, time.Time)
-	// TakeTenant takes a limited tenant's request from its shared pools:
-	// a slot, a request, the token estimate and the cost estimate
-	// (nano-dollars); on refusal it names the limit.
-	TakeTenant(s *Share, e *ikeys.Entry, tokens, cost int64, now time.Time) (tenantlimit.Kind, time.Time)
-	// TakeTenantRequest takes one request of a limited tenant's shared
-	// request windows, never given back (a call that generates nothing).
-	TakeTenantRequest(e *ikeys.Entry, now time.Time) (tenantlimit.Kind, time.Time)
-	// TenantWindows is r with the cluster's view of the tenant's tightest
-	// request and token windows where it has less left than this node's
-	// own (the rate-limit headers).
-	TenantWindows(e *ikeys.Entry, r tenantlimit.Result) tenantlimit.Result
-	// Give settles what s took: tokens were used and cost nano-dollars
-	// (more than taken is charged without refusing); refund gives the
-	// request back too. s is zero after.
-	Give(s *Share, tokens, cost int64, refund bool)
-	// AddSlots shares the budgets of ledger slots a reload added.
-	AddSlots(slots []ledgeractor.SlotSpec)
-	// Summary is the operator APIs' view: the cluster's name, this node
-	// and the members it sees.
-	Summary() map[string]any
-	// Health is the cluster section of the health report, and Brief what
-	// of it callers the management routes refuse see.
-	Health() (body any, status string)
-	Brief(body any) any
-	// Stop gives the node's credit back and leaves the cluster; it stops
-	// the actor system (protoactor's cluster shutdown does), so it runs
-	// last.
-	Stop()
-}
+// Port is the request pipeline's port on the cluster (port.Cluster,
+// which transport holds); Layer implements it.
+type Port = port.Cluster
 
-// Share is what one request took from the cluster's pools, given back
-// at settle (Port.Give); zero when nothing was taken. The pipeline holds
-// it in its pooled call and never reads it. An alias of a struct literal
-// for the same reason Port is one (transport.ClusterShare is the same
-// type); the pools are *credit.Pool held as any (a pointer in an
-// interface: no allocation), so that the pipeline need not import the
-// credit actor to hold them.
-type Share = struct {
-	// Slot, Tok and Req are the concurrency slot (tenants only), the
-	// token pool and the request pool taken from; TokWin and ReqWin the
-	// pools' tickets for what was taken, Tokens how many.
-	Slot, Tok, Req any
-	TokWin, ReqWin uint64
-	Tokens         int64
-	// Spend are the cost estimate's takings from the day and month
-	// budgets (tenants only), in their units.
-	Spend [2]struct {
-		Pool  any
-		Win   uint64
-		Units int64
-	}
-}
+// Share is what one request took from the cluster's pools
+// (port.ClusterShare).
+type Share = port.ClusterShare
 
 // Source is what the cluster layer is built from: the gateway being
 // composed (transport's Assembly), which also takes the port.

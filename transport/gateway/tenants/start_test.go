@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -36,12 +35,13 @@ type source struct {
 	attached Port
 }
 
-func (s *source) Clock() clock.Clock                    { return s.clk }
-func (s *source) Logger() *slog.Logger                  { return slog.New(slog.DiscardHandler) }
-func (s *source) Store() store.Store                    { return s.db }
-func (s *source) RequestLogOutput() io.Writer           { return lockedWriter{s} }
-func (s *source) Redacting(l *slog.Logger) *slog.Logger { return l }
-func (s *source) AttachTenants(p Port)                  { s.attached = p }
+func (s *source) Clock() clock.Clock   { return s.clk }
+func (s *source) Logger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+func (s *source) Store() store.Store   { return s.db }
+func (s *source) RequestLogLines() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(lockedWriter{s}, nil))
+}
+func (s *source) AttachTenants(p Port) { s.attached = p }
 func (s *source) KeysConfig() (*tenant.Resolver, []keys.ConfigTenant) {
 	return s.res, s.cfg
 }

@@ -14,9 +14,7 @@ package tenants
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"sync/atomic"
 	"time"
 
@@ -29,37 +27,18 @@ import (
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
 	ikeys "github.com/omniroute/gateway/internal/keys"
-	"github.com/omniroute/gateway/internal/logging"
 	"github.com/omniroute/gateway/internal/store"
 	"github.com/omniroute/gateway/internal/store/etcdkeys"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantlimit"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 	"github.com/omniroute/gateway/transport/ops"
+	"github.com/omniroute/gateway/transport/port"
 )
 
-// Port is the request pipeline's port on the tenant layer, the type
-// transport declares as transport.Tenants (the same interface type:
-// both are aliases of this literal, so the root names it without
-// importing transport, which its internal tests could not then use).
-// Layer implements it.
-type Port = interface {
-	Keys() *ikeys.Snapshot
-	Shares() *ikeys.Shares
-	Reserve(id tenant.ID, req *tenantlimit.Request, now time.Time) (tenantlimit.Reservation, tenantlimit.Result)
-	Settle(res *tenantlimit.Reservation, u tenantlimit.Usage, now time.Time)
-	Logging() bool
-	Log(r *store.Record, requestID, tenantID []byte)
-	Refused(tenantID []byte, tenantName, code string)
-	Create(name string, p tenantpolicy.Policy) (ikeys.Info, string, error)
-	UpdatePolicy(name string, p tenantpolicy.Policy) (ikeys.Info, error)
-	Rotate(name string) (ikeys.Info, string, error)
-	Revoke(name string) (ikeys.Info, error)
-	SetConfig(cfg []keys.ConfigTenant) error
-	Windows() []ops.LimitWindow
-	Health() (body any, status string)
-	Stop()
-}
+// Port is the request pipeline's port on the tenant layer (port.Tenants,
+// which transport holds); Layer implements it.
+type Port = port.Tenants
 
 // Source is what the tenant layer is built from: the gateway being
 // composed (transport's Assembly), which also takes the port.
@@ -70,11 +49,11 @@ type Source interface {
 	// keys on a single node, the request log and usage always.
 	Store() store.Store
 	Env() config.Env
-	// RequestLogOutput receives the request log's lines (nil: stdout).
-	RequestLogOutput() io.Writer
-	// Redacting puts l behind the one redaction path every log line goes
-	// through (internal/sanitize).
-	Redacting(l *slog.Logger) *slog.Logger
+	// RequestLogLines is the logger the request log writes its lines to
+	// when OMNIROUTE_REQUEST_LOG includes stdout: on the embedder's
+	// output (stdout by default), in the gateway's log format, behind the
+	// one redaction path every log line goes through (internal/sanitize).
+	RequestLogLines() *slog.Logger
 	// KeysConfig is the config in force's tenant resolver and tenants.
 	KeysConfig() (*tenant.Resolver, []keys.ConfigTenant)
 	AttachTenants(Port)
@@ -221,11 +200,7 @@ func requestLogOptions(src Source) requestlog.Options {
 	mode := env.RequestLog.Mode
 	var lines *slog.Logger
 	if mode.Stdout() {
-		out := src.RequestLogOutput()
-		if out == nil {
-			out = os.Stdout
-		}
-		lines = src.Redacting(logging.New(string(env.Server.LogFormat), "info", out)).With("component", "requestlog")
+		lines = src.RequestLogLines().With("component", "requestlog")
 	}
 	var ls store.LogStore
 	if mode.DB() {

@@ -1,0 +1,108 @@
+// Package port declares the request pipeline's ports on the actor
+// layers the composition root builds: what package transport calls on
+// the tenant layer (Tenants) and on the cluster (Cluster), per request
+// and for reload, the operator APIs and shutdown. The pipeline holds
+// them; the root's layers (transport/gateway/tenants and
+// transport/gateway/clusterlayer) implement them. They live here, not in
+// transport, so that the root names the same types without importing
+// transport (whose internal tests compose a gateway with the root's
+// packages), and each list is written once.
+package port
+
+import (
+	"time"
+
+	"github.com/omniroute/gateway/actors/keys"
+	ledgeractor "github.com/omniroute/gateway/actors/ledger"
+	ikeys "github.com/omniroute/gateway/internal/keys"
+	"github.com/omniroute/gateway/internal/store"
+	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/internal/tenantlimit"
+	"github.com/omniroute/gateway/internal/tenantpolicy"
+	"github.com/omniroute/gateway/transport/ops"
+)
+
+// Tenants is the pipeline's port on the tenant layer: identify a caller
+// (the key snapshot), reserve and settle a tenant's limits, log a request
+// or a refusal, read the tenants' shares (admission's weights, the
+// cluster grains' policies), and for the operator APIs and reload, key
+// management, the limiter's windows and the layer's health. The request
+// path sends no message through it (the reservation and the log's
+// hand-over are atomics and a bounded list behind it).
+type Tenants interface {
+	Keys() *ikeys.Snapshot
+	Shares() *ikeys.Shares
+	Reserve(id tenant.ID, req *tenantlimit.Request, now time.Time) (tenantlimit.Reservation, tenantlimit.Result)
+	Settle(res *tenantlimit.Reservation, u tenantlimit.Usage, now time.Time)
+	Logging() bool
+	Log(r *store.Record, requestID, tenantID []byte)
+	Refused(tenantID []byte, tenantName, code string)
+	Create(name string, p tenantpolicy.Policy) (ikeys.Info, string, error)
+	UpdatePolicy(name string, p tenantpolicy.Policy) (ikeys.Info, error)
+	Rotate(name string) (ikeys.Info, string, error)
+	Revoke(name string) (ikeys.Info, error)
+	SetConfig(cfg []keys.ConfigTenant) error
+	Windows() []ops.LimitWindow
+	Health() (body any, status string)
+	Stop()
+}
+
+// Cluster is the pipeline's port on the cluster (cluster mode only). The
+// per-request methods spend the node's pools with atomics; a pool's
+// refill is the lease actor's, asynchronous, and a request waits only
+// for a cold pool's first lease or the grain's word on an empty one.
+type Cluster interface {
+	// TakeLedger takes a ledger reservation's share of slot's shared
+	// pools (nothing when the slot is not shared); on refusal it says
+	// when to try again.
+	TakeLedger(s *ClusterShare, slot int, tokens int64, now time.Time) (bool, time.Time)
+	// TakeTenant takes a limited tenant's request from its shared pools:
+	// a slot, a request, the token estimate and the cost estimate
+	// (nano-dollars); on refusal it names the limit.
+	TakeTenant(s *ClusterShare, e *ikeys.Entry, tokens, cost int64, now time.Time) (tenantlimit.Kind, time.Time)
+	// TakeTenantRequest takes one request of a limited tenant's shared
+	// request windows, never given back (a call that generates nothing).
+	TakeTenantRequest(e *ikeys.Entry, now time.Time) (tenantlimit.Kind, time.Time)
+	// TenantWindows is r with the cluster's view of the tenant's tightest
+	// request and token windows where it has less left than this node's
+	// own (the rate-limit headers).
+	TenantWindows(e *ikeys.Entry, r tenantlimit.Result) tenantlimit.Result
+	// Give settles what s took: tokens were used and cost nano-dollars
+	// (more than taken is charged without refusing); refund gives the
+	// request back too. s is zero after.
+	Give(s *ClusterShare, tokens, cost int64, refund bool)
+	// AddSlots shares the budgets of ledger slots a reload added.
+	AddSlots(slots []ledgeractor.SlotSpec)
+	// Summary is the operator APIs' view: the cluster's name, this node
+	// and the members it sees.
+	Summary() map[string]any
+	// Health is the cluster section of the health report, and Brief what
+	// of it callers the management routes refuse see.
+	Health() (body any, status string)
+	Brief(body any) any
+	// Stop gives the node's credit back and leaves the cluster; it stops
+	// the actor system (protoactor's cluster shutdown does), so it runs
+	// last.
+	Stop()
+}
+
+// ClusterShare is what one request took from the cluster's pools, given
+// back at settle (Cluster.Give); zero when nothing was taken. The
+// pipeline holds it in its pooled call and never reads it; the pools are
+// *credit.Pool held as any (a pointer in an interface: no allocation),
+// so that the pipeline need not import the credit actor to hold them.
+type ClusterShare struct {
+	// Slot, Tok and Req are the concurrency slot (tenants only), the
+	// token pool and the request pool taken from; TokWin and ReqWin the
+	// pools' tickets for what was taken, Tokens how many.
+	Slot, Tok, Req any
+	TokWin, ReqWin uint64
+	Tokens         int64
+	// Spend are the cost estimate's takings from the day and month
+	// budgets (tenants only), in their units.
+	Spend [2]struct {
+		Pool  any
+		Win   uint64
+		Units int64
+	}
+}
