@@ -448,7 +448,7 @@ func (c *call) tenantAttemptEnded(class messages.FailureClass) {
 		return
 	}
 	if p.usage.Seen {
-		u := pricing.FromLedger(p.usage)
+		u := p.usage
 		tc.addUsage(u)
 		tc.tokens += u.Tokens()
 		tc.cost += c.costOf(nil, u)
@@ -506,7 +506,7 @@ func (c *call) finishTenant() {
 	}
 	reached := p.Attempts() > 0 || (c.model != nil && c.model.Strategy == config.StrategyFusion && c.att.target != nil)
 	if tc.meter && p.metering && p.Attempts() > 0 { // the serving attempt is still open
-		seen := pricing.FromLedger(p.usage)
+		seen := p.usage
 		seenCost := c.costOf(c.att.target, seen)
 		final := p.usage.Seen && (!c.scan.Stream || c.trans.up != catalog.Messages || c.stream.terminal)
 		if p.usage.Seen {

@@ -17,7 +17,6 @@ import (
 	"sort"
 
 	"github.com/omniroute/gateway/internal/dialect"
-	"github.com/omniroute/gateway/internal/ledger"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 )
 
@@ -46,12 +45,6 @@ type Price struct {
 // Reasoning says how many were reasoning. Its Tokens is the amount a
 // tokens-per-minute limit counts.
 type Usage = dialect.Usage
-
-// FromLedger returns the ledger's report, which is the same type since
-// the table's parser became the only one. It stays only for the callers in
-// transport/tenants.go, which another change rewrites; new code passes the
-// report itself.
-func FromLedger(u ledger.Usage) Usage { return u }
 
 // Cost is the usage's cost in nano-dollars, rounded to the nearest.
 // Breakdowns larger than their totals are clamped, so a confused usage

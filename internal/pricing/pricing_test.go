@@ -108,10 +108,6 @@ func TestCost(t *testing.T) {
 	if o.Input != 2000 || o.Cached != 1500 || o.Tokens() != 2100 {
 		t.Fatalf("openai usage: %+v", o)
 	}
-	// The one report the ledger settles is the one pricing prices.
-	if FromLedger(o) != o {
-		t.Fatal("FromLedger changed the report")
-	}
 	if got := gpt4o.Cost(o); got != 500*2500+1500*1250+100*10000 {
 		t.Fatalf("openai cost %d", got)
 	}
