@@ -143,21 +143,13 @@ func (l *Layer) Give(r *Share, actual, cost int64, refund bool) {
 		if refund {
 			used = 0
 		}
-		if d := sp.Units - used; d > 0 {
-			p.Give(sp.Win, d)
-		} else {
-			p.Charge(sp.Win, -d)
-		}
+		settle(p, sp.Win, sp.Units, used)
 	}
 	if tok := pool(r.Tok); tok != nil {
 		if refund {
 			actual = 0
 		}
-		if d := r.Tokens - actual; d > 0 {
-			tok.Give(r.TokWin, d)
-		} else {
-			tok.Charge(r.TokWin, -d)
-		}
+		settle(tok, r.TokWin, r.Tokens, actual)
 	}
 	if req := pool(r.Req); req != nil && refund {
 		req.Give(r.ReqWin, 1)
@@ -297,4 +289,14 @@ func (l *Layer) TenantWindows(e *ikeys.Entry, r tenantlimit.Result) tenantlimit.
 		}
 	}
 	return r
+}
+
+// settle squares what was taken from p's window win with what was used:
+// the rest given back, or the excess charged without refusing.
+func settle(p *credit.Pool, win uint64, taken, used int64) {
+	if d := taken - used; d > 0 {
+		p.Give(win, d)
+	} else {
+		p.Charge(win, -d)
+	}
 }
