@@ -1,9 +1,6 @@
 package transport
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,66 +12,15 @@ import (
 	"github.com/omniroute/gateway/actors/lanes"
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
-	"github.com/omniroute/gateway/internal/config"
 	dia "github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/failure"
 	"github.com/omniroute/gateway/internal/fit"
+	"github.com/omniroute/gateway/internal/fusion"
 	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/internal/ledger"
 	"github.com/omniroute/gateway/messages"
 	"github.com/omniroute/gateway/transport/upstream"
 )
-
-// fusionModel is a resolved fusion section.
-type fusionModel struct {
-	quorum      int // 0 = majority of the panel
-	judgeModel  *catalog.Model
-	judgeTarget *catalog.Target
-	prompt      string
-}
-
-// buildFusion resolves the fusion sections of f's models (by model index
-// in cat).
-func buildFusion(f *config.File, cat *catalog.Catalog) ([]*fusionModel, error) {
-	out := make([]*fusionModel, len(cat.Models))
-	for _, m := range cat.Models {
-		if m.Strategy != config.StrategyFusion {
-			continue
-		}
-		fc := f.Models[m.Name].Fusion
-		fm := &fusionModel{prompt: fc.EffectivePrompt()}
-		if fc != nil {
-			fm.quorum = fc.Quorum
-			if fc.Judge != "" {
-				if jm := cat.Model([]byte(fc.Judge)); jm != nil {
-					fm.judgeModel = jm
-				} else {
-					for _, t := range m.Targets {
-						if t.Name == fc.Judge {
-							fm.judgeTarget = t
-						}
-					}
-					if fm.judgeTarget == nil {
-						return nil, fmt.Errorf("models.%s.fusion.judge: %q is neither a model nor a target of this model", m.Name, fc.Judge)
-					}
-				}
-			}
-		}
-		out[m.Index] = fm
-	}
-	return out, nil
-}
-
-// panelDrop lists the members a panel request goes without: panel answers
-// are collected whole (no stream) and must be text (no tools), as in
-// OmniRoute.
-func panelDrop(k []byte) bool {
-	switch string(k) {
-	case "stream", "stream_options", "tools", "tool_choice", "functions", "function_call", "parallel_tool_calls":
-		return true
-	}
-	return false
-}
 
 type panelMember struct {
 	t      *catalog.Target
@@ -100,7 +46,7 @@ func (c *call) fusion() bool {
 	base := bytebufferpool.Get()
 	defer bytebufferpool.Put(base)
 	var err error
-	if base.B, err = jsonscan.AppendWithout(base.B[:0], c.body.B, panelDrop); err != nil {
+	if base.B, err = jsonscan.AppendWithout(base.B[:0], c.body.B, fusion.PanelDrop); err != nil {
 		c.fail(errInvalidJSON(err.Error()))
 		return false
 	}
@@ -109,11 +55,7 @@ func (c *call) fusion() bool {
 		c.fail(errInvalidJSON(err.Error()))
 		return false
 	}
-	quorum := fm.quorum
-	if quorum == 0 {
-		quorum = (len(panel) + 1) / 2
-	}
-	quorum = min(quorum, len(panel))
+	quorum := fm.Quorum(len(panel))
 	members, ok := c.admitPanel(panel, quorum)
 	if !ok {
 		return false
@@ -199,7 +141,7 @@ func (c *call) fusion() bool {
 		answers[i] = m.answer
 	}
 	c.att.alt = bytebufferpool.Get()
-	if c.att.alt.B, err = judgeBody(c.att.alt.B[:0], c.surface, c.body.B, judgePrompt(fm.prompt, answers)); err != nil {
+	if c.att.alt.B, err = fusion.JudgeBody(c.att.alt.B[:0], c.surface, c.body.B, fusion.JudgePrompt(fm.Prompt, answers)); err != nil {
 		c.fail(apierror.New(apierror.CodeInvalidRequest, err.Error()))
 		return false
 	}
@@ -209,15 +151,15 @@ func (c *call) fusion() bool {
 	}
 	g.logFusion(c, answered, failed, quorum)
 	switch {
-	case fm.judgeModel != nil:
-		list := fm.judgeModel.TargetsFor(c.surface)
+	case fm.JudgeModel != nil:
+		list := fm.JudgeModel.TargetsFor(c.surface)
 		if len(list) == 0 {
-			c.fail(errWrongSurface(fm.judgeModel, c.surface))
+			c.fail(errWrongSurface(fm.JudgeModel, c.surface))
 			return false
 		}
-		return c.runTargets(list, fm.judgeModel.WeightsFor(c.surface), false)
-	case fm.judgeTarget != nil:
-		return c.runTargets([]*catalog.Target{fm.judgeTarget}, oneWeight, false)
+		return c.runTargets(list, fm.JudgeModel.WeightsFor(c.surface), false)
+	case fm.JudgeTarget != nil:
+		return c.runTargets([]*catalog.Target{fm.JudgeTarget}, oneWeight, false)
 	}
 	return c.runTargets([]*catalog.Target{answered[0].t}, oneWeight, false)
 }
@@ -308,7 +250,7 @@ func (c *call) settleMember(m *panelMember) {
 		c.report(m.t, m.class, status, m.x.TTFB)
 		return
 	}
-	text, ok := panelAnswer(c.surface, m.x.Resp.Body())
+	text, ok := fusion.Answer(c.surface, m.x.Resp.Body())
 	if !ok {
 		m.class = messages.Protocol
 		c.report(m.t, m.class, status, m.x.TTFB)
@@ -329,120 +271,4 @@ func memberNames(ms []*panelMember) string {
 func (g *Gateway) logFusion(c *call, answered, failed []*panelMember, quorum int) {
 	g.log.Debug("fusion panel", "model", c.model.Name, "answered", memberNames(answered), "failed", memberNames(failed),
 		"skipped", c.lane.skips, "quorum", quorum, "requestId", string(c.rid))
-}
-
-// panelAnswer extracts the text of a non-streaming answer on surface s.
-func panelAnswer(s catalog.Surface, body []byte) (string, bool) {
-	// Read only the answer text with the scanner: decoding whole answers
-	// with encoding/json cost fusion a sixth of its CPU.
-	var out []byte
-	texts := func(parts []byte, partType string) bool {
-		return jsonscan.Elements(parts, func(p []byte) bool {
-			if partType == "" || jsonscan.IsString(jsonscan.Get(p, "type"), partType) {
-				out, _ = jsonscan.AppendString(out, jsonscan.Get(p, "text"))
-			}
-			return true
-		})
-	}
-	switch s {
-	case catalog.Chat:
-		jsonscan.Elements(jsonscan.Get(body, "choices"), func(c []byte) bool {
-			content := jsonscan.Get(c, "message", "content")
-			if o, ok := jsonscan.AppendString(out, content); ok {
-				out = o
-			} else {
-				texts(content, "")
-			}
-			return false // the first choice
-		})
-	case catalog.Messages:
-		texts(jsonscan.Get(body, "content"), "text")
-	case catalog.Responses:
-		jsonscan.Elements(jsonscan.Get(body, "output"), func(o []byte) bool {
-			if jsonscan.IsString(jsonscan.Get(o, "type"), "message") {
-				texts(jsonscan.Get(o, "content"), "output_text")
-			}
-			return true
-		})
-	}
-	if len(out) == 0 {
-		return "", false
-	}
-	return string(out), true
-}
-
-// judgePrompt fills the template's {{answers}} with the numbered answers.
-func judgePrompt(template string, answers []string) string {
-	var b strings.Builder
-	for i, a := range answers {
-		if i > 0 {
-			b.WriteString("\n\n")
-		}
-		b.WriteString("Answer ")
-		b.WriteString(strconv.Itoa(i + 1))
-		b.WriteString(":\n")
-		b.WriteString(a)
-	}
-	return strings.ReplaceAll(template, "{{answers}}", b.String())
-}
-
-var errJudgeShape = errors.New(`the conversation ("messages", or "input" on ` + dia.RouteResponses + `) must be an array or, for "input", a string`)
-
-// judgeBody appends the judge request for surface s: the caller's body with
-// one more user message carrying prompt, appended to "messages" (or to
-// "input" on the Responses API, turning a string input into a message
-// list). Every other member keeps its bytes, so the judge answers in the
-// form the caller asked for (stream, tools, sampling settings).
-func judgeBody(dst []byte, s catalog.Surface, body []byte, prompt string) ([]byte, error) {
-	field := "messages"
-	if s == catalog.Responses {
-		field = "input"
-	}
-	vs, ve := -1, -1
-	err := jsonscan.Members(body, func(m jsonscan.Member) error {
-		if string(m.Key) == field {
-			vs, ve = m.ValueStart, m.End // the last one wins, as in upstream parsers
-		}
-		return nil
-	})
-	if err != nil {
-		return dst, err
-	}
-	msg := append([]byte(`{"role":"user","content":`), apierror.AppendString(nil, prompt)...)
-	msg = append(msg, '}')
-	if vs < 0 {
-		// No conversation at all (a Responses call continuing a stored
-		// one, say): add it before the closing brace.
-		end := bytes.LastIndexByte(body, '}')
-		open := bytes.IndexByte(body, '{')
-		dst = append(dst, body[:end]...)
-		if len(bytes.TrimSpace(body[open+1:end])) > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, '"')
-		dst = append(dst, field...)
-		dst = append(dst, `":[`...)
-		dst = append(dst, msg...)
-		dst = append(dst, ']')
-		return append(dst, body[end:]...), nil
-	}
-	v := body[vs:ve]
-	switch {
-	case v[0] == '[':
-		dst = append(dst, body[:ve-1]...)
-		if len(bytes.TrimSpace(v[1:len(v)-1])) > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, msg...)
-	case v[0] == '"' && s == catalog.Responses:
-		dst = append(dst, body[:vs]...)
-		dst = append(dst, `[{"role":"user","content":`...)
-		dst = append(dst, v...)
-		dst = append(dst, "},"...)
-		dst = append(dst, msg...)
-	default:
-		return dst, errJudgeShape
-	}
-	dst = append(dst, ']')
-	return append(dst, body[ve:]...), nil
 }

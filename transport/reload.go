@@ -19,6 +19,7 @@ import (
 	"github.com/omniroute/gateway/actors/keys"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/fusion"
 	"github.com/omniroute/gateway/internal/modelinfo"
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/tenant"
@@ -62,7 +63,7 @@ type routingConfig struct {
 	// it says of each target's model, by target ID (fitting.go).
 	models *modelinfo.Table
 	info   []*modelinfo.Info
-	fusion []*fusionModel  // by model index
+	fusion []*fusion.Model // by model index
 	rr     []atomic.Uint64 // round-robin cursor by model index
 	config []keys.ConfigTenant
 	// version counts the configs loaded (1: the one the gateway started
@@ -119,7 +120,7 @@ func (g *Gateway) buildRouting(f *config.File, cat *catalog.Catalog, nTargets in
 	rc.price = buildPrices(rc.prices, cat, nTargets)
 	rc.models = modelinfo.New(f.ModelInfo)
 	rc.info = buildInfo(rc.models, cat, nTargets)
-	if rc.fusion, err = buildFusion(f, cat); err != nil {
+	if rc.fusion, err = fusion.Build(f, cat); err != nil {
 		problems = append(problems, errorList(err)...)
 	}
 	if rc.config, err = configTenants(o, cat); err != nil {

@@ -1,4 +1,4 @@
-package transport
+package fusion
 
 import (
 	"encoding/json"
@@ -29,7 +29,7 @@ func TestJudgeBody(t *testing.T) {
 		{"responses, no input", catalog.Responses, `{"previous_response_id":"r1"}`, `{"previous_response_id":"r1","input":[` + msg + `]}`},
 		{"responses, empty object", catalog.Responses, `{}`, `{"input":[` + msg + `]}`},
 	} {
-		got, err := judgeBody([]byte("x"), tc.s, []byte(tc.in), p)
+		got, err := JudgeBody([]byte("x"), tc.s, []byte(tc.in), p)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -41,7 +41,7 @@ func TestJudgeBody(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{`{"messages":"q"}`, `{"messages":{}}`, `[1]`, `{"messages":[}`} {
-		if out, err := judgeBody([]byte("x"), catalog.Chat, []byte(bad), p); err == nil || string(out) != "x" {
+		if out, err := JudgeBody([]byte("x"), catalog.Chat, []byte(bad), p); err == nil || string(out) != "x" {
 			t.Fatalf("%s: accepted (%s)", bad, out)
 		}
 	}
@@ -53,7 +53,7 @@ func FuzzJudgeBody(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte, surf uint8, prompt string) {
 		s := catalog.Surfaces[int(surf)%len(catalog.Surfaces)]
-		out, err := judgeBody(nil, s, body, prompt)
+		out, err := JudgeBody(nil, s, body, prompt)
 		if err != nil {
 			return
 		}
@@ -107,9 +107,21 @@ func TestPanelAnswer(t *testing.T) {
 		{catalog.Responses, `{"output":[{"type":"reasoning"},{"type":"message","content":[{"type":"output_text","text":"r"}]}]}`, "r", true},
 		{catalog.Responses, `not json`, "", false},
 	} {
-		got, ok := panelAnswer(tc.s, []byte(tc.body))
+		got, ok := Answer(tc.s, []byte(tc.body))
 		if got != tc.want || ok != tc.ok {
 			t.Fatalf("%s %s: %q %v", tc.s, tc.body, got, ok)
+		}
+	}
+}
+
+func TestQuorum(t *testing.T) {
+	for _, tc := range []struct{ configured, panel, want int }{
+		{0, 1, 1}, {0, 2, 1}, {0, 3, 2}, {0, 4, 2}, {0, 5, 3}, // a majority
+		{2, 5, 2}, {5, 5, 5},
+		{4, 3, 3}, // never more than the panel
+	} {
+		if got := (&Model{quorum: tc.configured}).Quorum(tc.panel); got != tc.want {
+			t.Errorf("quorum %d of %d members: %d, want %d", tc.configured, tc.panel, got, tc.want)
 		}
 	}
 }
