@@ -23,6 +23,7 @@ import (
 	"github.com/omniroute/gateway/internal/tokenest"
 	"github.com/omniroute/gateway/messages"
 	"github.com/omniroute/gateway/transport/edge"
+	"github.com/omniroute/gateway/transport/relayroute"
 )
 
 // Admission system 1 in the request path.
@@ -264,14 +265,9 @@ func (g *Gateway) busy(out messages.IngestOutcome) *apierror.Error {
 }
 
 // admitBytes runs the byte stage for the call, or adopts the decision the
-// ExpectHandler already took. A call whose body is read already passed it
-// before the read (the relay route admits, reads and then may hand the
-// call to the native pipeline, which asks again).
+// ExpectHandler already took.
 func (c *call) admitBytes() bool {
 	ctx := c.ctx
-	if c.body != nil {
-		return true
-	}
 	if v := ctx.UserValue(admissionKey{}); v != nil {
 		ctx.RemoveUserValue(admissionKey{})
 		switch d := v.(type) {
@@ -540,8 +536,8 @@ func (g *Gateway) expectAdmission(ctx *fasthttp.RequestCtx) (int, bool) {
 	case !ctx.IsPost():
 		e = edge.ErrMethod("POST")
 		ctx.Response.Header.Set(fasthttp.HeaderAllow, "POST")
-	case r == edge.Relay && g.side.relay.tokens.Len() == 0:
-		e = errRelayNotEnabled
+	case r == edge.Relay && !g.side.relay.Enabled():
+		e = relayroute.ErrNotEnabled
 	case !edge.IsJSONMediaType(ctx.Request.Header.ContentType()):
 		e = errMediaType
 	}
@@ -594,7 +590,7 @@ func (g *Gateway) expectCaller(ctx *fasthttp.RequestCtx) (tenant.ID, *apierror.E
 // when the request is served). The token's tenant id is the fairness key.
 func (g *Gateway) expectRelayCaller(ctx *fasthttp.RequestCtx) (tenant.ID, *apierror.Error) {
 	raw := credential(&ctx.Request.Header)
-	tok, e := g.side.relay.authenticate(raw, g.clk.Now())
+	tok, e := g.side.relay.Authenticate(raw, g.clk.Now())
 	if e != nil {
 		return tenant.ID{}, e
 	}

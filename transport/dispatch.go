@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"bytes"
 	"errors"
 	"slices"
 	"strconv"
@@ -17,7 +16,9 @@ import (
 	dia "github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/failure"
 	"github.com/omniroute/gateway/internal/jsonscan"
+	"github.com/omniroute/gateway/internal/sse"
 	"github.com/omniroute/gateway/messages"
+	"github.com/omniroute/gateway/transport/relayroute"
 	"github.com/omniroute/gateway/transport/upstream"
 )
 
@@ -262,14 +263,14 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 			return attemptFailover, false
 		}
 		c.att.target = t
-		c.passThrough(x)
+		c.passThrough(x, nil)
 		x.Release()
 		if c.translating() {
 			c.translateAnswer()
 		}
 		return attemptDone, false
 	}
-	if !c.scan.Stream || !isEventStream(x.Resp.Header.ContentType()) {
+	if !c.scan.Stream || !x.EventStream() {
 		c.report(t, messages.OK, status, x.TTFB)
 		c.markFirstToken()
 		c.att.target = t
@@ -282,7 +283,7 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 				return attemptFailover, false
 			}
 		}
-		c.passThrough(x)
+		c.passThrough(x, nil)
 		x.Release()
 		if c.translating() {
 			c.translateAnswer()
@@ -306,8 +307,7 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 	c.g.adm.lanes.FirstByte(&c.lane.lease, provider, local) // first token read: the stream's latency sample
 	c.markFirstToken()
 	c.att.target = t
-	c.stream.x = x
-	c.commitStream(x)
+	c.commitStream(x, c.g.opts.Env.Upstream.IdleTimeout.Duration(), nil)
 	return attemptDone, true
 }
 
@@ -337,20 +337,18 @@ func (c *call) reportMidStream(class messages.FailureClass) {
 	g.targets.Report(&messages.AttemptFinished{Target: c.att.target.ID, Class: class, MidStream: true, Started: c.att.start, At: g.clk.Now()})
 }
 
+// classifyTransportError names the failure class of an exchange's error,
+// its exchange or its stream's (classifyStreamError).
 func classifyTransportError(err error) messages.FailureClass {
 	switch {
 	case errors.Is(err, upstream.ErrCanceled):
 		return messages.Canceled
 	case errors.Is(err, upstream.ErrTimeout):
 		return messages.Timeout
-	case errors.Is(err, upstream.ErrTooLarge):
+	case errors.Is(err, upstream.ErrTooLarge), errors.Is(err, sse.ErrEventTooLarge):
 		return messages.Protocol
 	}
 	return messages.Connect
-}
-
-func isEventStream(ct []byte) bool {
-	return bytes.HasPrefix(bytes.TrimSpace(ct), []byte("text/event-stream"))
 }
 
 // passThroughHeaders are upstream response headers the caller sees.
@@ -401,8 +399,9 @@ func equalFoldASCII(b []byte, s string) bool {
 
 // passThrough writes the upstream answer as the response. A success is
 // passed through byte for byte; an error answer's headers and body are
-// redacted first (a provider may echo the key it was sent).
-func (c *call) passThrough(x *upstream.Exchange) {
+// redacted first (a provider may echo the key it was sent). by names the
+// answer's source when it is not a target (the Bifrost relay), else nil.
+func (c *call) passThrough(x *upstream.Exchange, by relayroute.Routed) {
 	ctx := c.ctx
 	status := x.Resp.StatusCode()
 	ctx.SetStatusCode(status)
@@ -411,8 +410,7 @@ func (c *call) passThrough(x *upstream.Exchange) {
 	if up := x.Resp.Header.Peek("X-Request-Id"); len(up) > 0 {
 		ctx.Response.Header.SetBytesV("X-Upstream-Request-Id", up)
 	}
-	c.routingHeaders()
-	c.answerHeaders(&ctx.Response.Header)
+	c.routed(x, by)
 	if status >= 400 {
 		c.g.redactErrorHeaders(&ctx.Response.Header)
 		ctx.Response.SetBody(c.g.redact.Bytes(x.Resp.Body()))

@@ -12,6 +12,7 @@ import (
 	"github.com/omniroute/gateway/internal/config"
 	dia "github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/transport/edge"
 )
 
 func buildTenants(o Options) (*tenant.Resolver, error) {
@@ -74,13 +75,14 @@ var (
 	googAPIKeyHeader = dia.AuthHeader(dia.AuthGoogAPIKey)
 )
 
-// identify is the walk's identify stage: the caller's key (or the relay
-// token already checked) names its tenant, which every later stage keys
-// on (the ingest queue's fairness, the limits, the lanes, the log). It
-// comes first after the edge's checks: nothing of the body is read for a
-// caller the gateway refuses.
+// identify is the walk's identify stage: the caller's key names its
+// tenant, which every later stage keys on (the ingest queue's fairness,
+// the limits, the lanes, the log). It comes first after the edge's
+// checks: nothing of the body is read for a caller the gateway refuses.
+// (The relay route's is relayIdentify: the relay token.)
 func (c *call) identify() bool {
-	id, decision := c.caller()
+	id, entry, decision := c.g.identifyCaller(c.rc, credential(&c.ctx.Request.Header), edge.IsLoopback(c.ctx))
+	c.ten.entry = entry
 	if e := keyError(decision); e != nil {
 		c.fail(e)
 		return false

@@ -16,6 +16,7 @@ import (
 	"github.com/omniroute/gateway/internal/config"
 	dia "github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/jsonscan"
+	"github.com/omniroute/gateway/internal/relay"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/upstream"
@@ -45,8 +46,8 @@ type call struct {
 	// deadline is when the caller stops waiting (zero: it did not say);
 	// see readDeadline.
 	deadline time.Time
-	relayed  bool // the relay route authenticated it (relay_route.go)
-	counting bool // a count_tokens call (count_tokens.go)
+	relayTok *relay.Token // the relay route's token, checked (relay_route.go)
+	counting bool         // a count_tokens call (count_tokens.go)
 
 	life    lifeState    // how it is registered and ended (inference.go)
 	intake  intakeState  // ingest: the byte budget's reservation (admission.go)
@@ -192,14 +193,32 @@ func (c *call) settle() {
 type step func(*call) bool
 
 // entryWalk takes a model call up to a scanned body that names a model.
-// Every model route starts with it: the model walk, count_tokens, and
-// the relay route, which runs its parts around its own token check.
+// Every model route starts with it (the model walk, count_tokens) but
+// the relay route, whose entry (relayWalk) is built from its steps around
+// the relay's own.
 var entryWalk = [...]step{
 	(*call).screen,       // the edge's refusals: draining, method, media type
 	(*call).identify,     // identify: the caller's key (identity.go)
 	(*call).readDeadline, // how long the caller waits (deadline.go)
 	(*call).ingest,       // ingest: the byte budget, then the body (admission.go)
 	(*call).scanBody,     // scan: the JSON scan, a model named
+}
+
+// relayWalk is the relay route's entry (relay_route.go): the entry walk's
+// steps with the relay's own around them: the route refused when no relay
+// token is configured, the relay token and its rate limit in place of
+// identify, and after the scan the token's model scope. Like every body
+// route, no byte of the body is read before the ingest budget admitted
+// it. The backend the relay then chooses is Bifrost, or the rest of the
+// model walk (relayCall.Native: readDeadline, modelWalk, dispatch).
+var relayWalk = [...]step{
+	(*call).open,          // the edge's refusals: draining, method
+	(*call).relayEnabled,  // the relay route configured (a relay token)
+	(*call).jsonBody,      // the media type
+	(*call).relayIdentify, // identify: the relay token (relay_route.go)
+	(*call).ingest,        // ingest: the byte budget, then the body (admission.go)
+	(*call).scanBody,      // scan: the JSON scan, a model named
+	(*call).relayScope,    // the token's model scope
 }
 
 // modelWalk takes a scanned model call up to dispatch.
@@ -331,6 +350,20 @@ func (c *call) track() bool {
 	return true
 }
 
+// untrack undoes track, so that a relay call whose Bifrost attempt failed
+// before answering can be tracked again by the native pipeline.
+func (c *call) untrack() {
+	g := c.g
+	if c.life.token != (edge.Token{}) {
+		g.inflight.Unregister(c.life.token)
+		c.life.token = edge.Token{}
+	}
+	if c.life.stopCtx != nil {
+		c.life.stopCtx()
+		c.life.stopCtx = nil
+	}
+}
+
 const (
 	tenantAllowed = tenant.Allowed
 	tenantMissing = tenant.MissingKey
@@ -341,9 +374,6 @@ const (
 // over the cap is refused before any byte is read, and the connection is
 // closed instead of draining the upload.
 func (c *call) readBody() bool {
-	if c.body != nil {
-		return true // read already (the relay route reads it to decide)
-	}
 	ctx := c.ctx
 	limit := int64(c.g.opts.Env.Ingest.HardMaxBodyBytes)
 	cl := int64(ctx.Request.Header.ContentLength())

@@ -2,7 +2,6 @@ package transport
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"strconv"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	"github.com/omniroute/gateway/internal/sse"
 	"github.com/omniroute/gateway/messages"
 	"github.com/omniroute/gateway/transport/edge"
+	"github.com/omniroute/gateway/transport/relayroute"
 	"github.com/omniroute/gateway/transport/upstream"
 )
 
@@ -100,21 +100,16 @@ func (c *call) hold(ev *sse.Event) {
 }
 
 func classifyStreamError(x *upstream.Exchange, err error) messages.FailureClass {
-	err = x.Classify(err)
-	switch {
-	case errors.Is(err, upstream.ErrCanceled):
-		return messages.Canceled
-	case errors.Is(err, upstream.ErrTimeout):
-		return messages.Timeout
-	case errors.Is(err, sse.ErrEventTooLarge):
-		return messages.Protocol
-	}
-	return messages.Connect
+	return classifyTransportError(x.Classify(err))
 }
 
 // commitStream writes the status and headers and hands the body to the
-// relay (c.WriteTo), which fasthttp runs after the handler returns.
-func (c *call) commitStream(x *upstream.Exchange) {
+// relay (c.WriteTo), which fasthttp runs after the handler returns, each
+// upstream read given idle. src is the stream's source when it is not a
+// target (the Bifrost relay, transport/relayroute): it names itself in
+// place of the target headers and words the frame of a break; nil for a
+// target's stream.
+func (c *call) commitStream(x *upstream.Exchange, idle time.Duration, src relayroute.Source) {
 	ctx := c.ctx
 	ctx.SetStatusCode(x.Resp.StatusCode())
 	copyResponseHeaders(&ctx.Response.Header, &x.Resp.Header)
@@ -124,11 +119,25 @@ func (c *call) commitStream(x *upstream.Exchange) {
 	if up := x.Resp.Header.Peek("X-Request-Id"); len(up) > 0 {
 		ctx.Response.Header.SetBytesV("X-Upstream-Request-Id", up)
 	}
-	c.routingHeaders()
-	c.answerHeaders(&ctx.Response.Header)
-	c.stream.idle = c.g.opts.Env.Upstream.IdleTimeout.Duration()
+	c.routed(x, src)
+	c.stream.x, c.stream.src = x, src // x is released by finish
+	c.stream.idle = idle
 	ctx.SetBodyStream(c, -1)
 	c.bodyDone()
+}
+
+// routed writes the headers that name the answer's source: by's, or the
+// target's routing and answer headers when by is nil. A source that is
+// not a target is declared by the relay's port (relayroute.Routed, and
+// relayroute.Source for a stream's), the only such source.
+func (c *call) routed(x *upstream.Exchange, by relayroute.Routed) {
+	h := &c.ctx.Response.Header
+	if by != nil {
+		by.RoutedBy(h, x)
+		return
+	}
+	c.routingHeaders()
+	c.answerHeaders(h)
 }
 
 // Read satisfies io.Reader for fasthttp's body stream; the relay is always
@@ -155,15 +164,32 @@ func (c *call) WriteTo(w io.Writer) (n int64, err error) {
 	return c.relay(c.g.edge.StreamWriter(&c.stream.dw, c.ctx, c.host != nil, w, c.stream.x.Deadline()))
 }
 
+// relay is the one relay loop of every committed stream, a target's or
+// the Bifrost relay's: the held events, then every upstream event as it
+// arrives, metered, translated or renamed, and redacted when it is the
+// provider's own error event; an upstream that ends without its final
+// event after a finish reason gets the done marker it forgot, any other
+// break the source's in-band error frame (interrupt). The events written
+// are counted once, however it ends.
 func (c *call) relay(w io.Writer) (int64, error) {
 	total, err := c.writeHeld(w)
 	if err != nil {
 		return total, err
 	}
-	c.g.metrics.routes[c.route].events.Add(len(c.stream.pendOff))
+	total, events, err := c.relayEvents(w, total)
+	c.g.metrics.routes[c.route].events.Add(len(c.stream.pendOff) + events)
+	return total, err
+}
+
+// relayEvents relays the events after the held ones, returning the
+// bytes written in all (from total) and how many events it wrote.
+func (c *call) relayEvents(w io.Writer, total int64) (int64, int, error) {
 	x := c.stream.x
 	events := 0
-	sawFinish := false
+	// Some OpenAI-compatible servers end without [DONE]: the done
+	// marker is supplied when a finish reason was seen, held or relayed.
+	doneSentinel := c.upDialect().DoneSentinel
+	sawFinish := doneSentinel && bytes.Contains(c.stream.pending, finishReasonSet)
 	var lastArm time.Time
 	for !c.stream.terminal {
 		now := time.Now()
@@ -177,20 +203,16 @@ func (c *call) relay(w io.Writer) (int64, error) {
 				if out, ok := c.trans.tr.End(c.trans.evbuf[:0]); ok {
 					c.trans.evbuf = out
 					n, werr := w.Write(out)
-					total += int64(n)
 					x.MarkEOF()
-					return total, werr
+					return total + int64(n), events, werr
 				}
-			} else if err == io.EOF && c.upDialect().DoneSentinel && sawFinish {
-				// Some OpenAI-compatible servers end without [DONE].
+			} else if err == io.EOF && sawFinish {
 				n, werr := w.Write(dia.DoneFrame)
-				total += int64(n)
 				x.MarkEOF()
-				return total, werr
+				return total + int64(n), events, werr
 			}
 			n, werr := c.interrupt(w, x, err, len(c.stream.pendOff)+events)
-			total += int64(n)
-			return total, werr
+			return total + int64(n), events, werr
 		}
 		if c.meterEvent(ev) {
 			continue // the usage-only chunk the caller did not ask for
@@ -215,19 +237,18 @@ func (c *call) relay(w io.Writer) (int64, error) {
 		total += int64(n)
 		if werr != nil {
 			c.cancel.Cancel()
-			return total, werr
+			return total, events, werr
 		}
 		events++
-		if !sawFinish && c.upDialect().DoneSentinel && bytes.Contains(ev.Data, finishReasonSet) {
+		if !sawFinish && doneSentinel && bytes.Contains(ev.Data, finishReasonSet) {
 			sawFinish = true
 		}
 		if isErr || c.isTerminal(ev) {
 			c.stream.terminal = true
 		}
 	}
-	c.g.metrics.routes[c.route].events.Add(events)
 	c.drain(x)
-	return total, nil
+	return total, events, nil
 }
 
 // writeHeld writes the events held back before the commit, one write
@@ -277,14 +298,20 @@ func (c *call) Close() error {
 	return nil
 }
 
-// interrupt writes the in-band error frame of the surface after an upstream
-// failure mid-stream. seq is the number of events already relayed.
+// interrupt writes the in-band error frame after an upstream failure
+// mid-stream: the source's (the Bifrost relay's), or, for a target's
+// stream, the surface's, the failure reported against the target. seq is
+// the number of events already relayed.
 func (c *call) interrupt(w io.Writer, x *upstream.Exchange, err error, seq int) (int, error) {
 	class := classifyStreamError(x, err)
 	if class == messages.Canceled {
 		return 0, nil // the caller is gone; nobody to tell
 	}
 	c.g.metrics.routes[c.route].cut.Inc()
+	buf := make([]byte, 0, 512)
+	if src := c.stream.src; src != nil {
+		return w.Write(src.Interrupt(buf, class, err == io.EOF, string(c.rid)))
+	}
 	c.stream.cut = true
 	c.reportMidStream(class)
 	msg := "the upstream provider ended the stream before completing it; the answer is incomplete, retry the request"
@@ -297,7 +324,6 @@ func (c *call) interrupt(w io.Writer, x *upstream.Exchange, err error, seq int) 
 		msg = "the upstream provider sent an event larger than the gateway accepts; the answer is incomplete"
 	}
 	e := apierror.New(apierror.CodeStreamInterrupted, msg)
-	buf := make([]byte, 0, 512)
 	if c.translating() {
 		return w.Write(c.trans.tr.Interrupt(buf, e, string(c.rid)))
 	}
@@ -333,7 +359,7 @@ func jsonStringField(d []byte, key string) []byte {
 // at the offsets pendOff), whether the terminal event was read, the idle
 // limit, the body stream's close-once flag, a Responses stream's id (for
 // its interrupt frame), the caller's deadline writer, and whether the
-// stream was cut short.
+// stream was cut short, and its source when it is not a target.
 type streamState struct {
 	x        *upstream.Exchange
 	rd       sse.Reader
@@ -345,6 +371,7 @@ type streamState struct {
 	respID   []byte
 	dw       edge.DeadlineWriter // the stream's writer with its write deadline (edge/deadlines.go)
 	cut      bool
+	src      relayroute.Source // the source when it is not a target (commitStream), else nil
 }
 
 // recycle gives the exchange back and returns the state for the next

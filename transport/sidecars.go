@@ -12,7 +12,7 @@ import (
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/engines"
 	"github.com/omniroute/gateway/internal/relay"
-	"github.com/omniroute/gateway/transport/upstream"
+	"github.com/omniroute/gateway/transport/relayroute"
 )
 
 // sidecars is what the gateway adds around the native pipeline: the
@@ -21,7 +21,7 @@ type sidecars struct {
 	specs   []services.Spec
 	mgr     *services.Manager
 	engines *engines.Registry
-	relay   *relayRoute
+	relay   *relayroute.Route
 }
 
 // planServices resolves the services section (choosing free ports now, so
@@ -76,12 +76,14 @@ func (a *Assembly) AttachServices(mgr *services.Manager) error {
 	s := g.side
 	s.mgr = mgr
 	var err error
-	if s.relay, err = g.newRelayRoute(); err != nil {
+	if s.relay, err = relayroute.New(relayroute.Options{Env: g.opts.Env.Relay, Upstream: g.opts.Env.Upstream,
+		File: g.opts.File.Relay, Getenv: g.opts.Getenv, Engine: s.engines.RelayBackend(), Services: mgr,
+		Clock: g.clk, Log: g.log, Metrics: relayMetrics(g.metrics.set)}); err != nil {
 		return err
 	}
 	g.health = append(g.health, healthSection{name: "services", fn: g.servicesHealth, brief: briefServices},
 		healthSection{name: "engines", fn: g.enginesHealth, brief: briefEngines},
-		healthSection{name: "relay", fn: g.relayHealth, brief: briefRelay})
+		healthSection{name: "relay", fn: s.relay.Health, brief: briefRelay})
 	g.sidecarMetrics(g.metrics.set)
 	ctx, cancel := context.WithTimeout(context.Background(), autoStartWait)
 	defer cancel()
@@ -105,7 +107,7 @@ func (g *Gateway) closeSidecars() {
 		s.mgr.Close(context.Background())
 	}
 	if s.relay != nil {
-		s.relay.close()
+		s.relay.Close()
 	}
 }
 
@@ -206,10 +208,7 @@ func briefEngines(body any) any {
 
 // briefRelay keeps the backend choice, not the endpoint or why it is
 // unavailable.
-func briefRelay(body any) any {
-	full, _ := body.(map[string]any)
-	return map[string]any{"backend": full["backend"], "configuredBackend": full["configuredBackend"], "detail": detailHint}
-}
+func briefRelay(body any) any { return relayroute.Brief(body, detailHint) }
 
 const detailHint = "pids, ports, endpoints and errors are shown to callers allowed on the management routes (loopback, or the management key)"
 
@@ -250,28 +249,8 @@ func (g *Gateway) enginesHealth() (any, string) {
 	return map[string]any{"engines": g.engineViews("")}, "ok"
 }
 
-func (g *Gateway) relayHealth() (any, string) {
-	r := g.side.relay
-	base, why := g.bifrostEndpoint()
-	backend, _ := r.backend(base)
-	out := map[string]any{
-		"configuredBackend": string(r.env.Backend()),
-		"backend":           string(backend),
-		"tokens":            r.tokens.Len(),
-		"bifrost": map[string]any{
-			"enabled":             bool(r.env.BifrostEnabled),
-			"streaming":           bool(r.env.BifrostStreaming),
-			"endpoint":            base,
-			"unavailableReason":   why,
-			"cooldownRemainingMs": r.cool.Remaining(base, g.clk.Now()).Milliseconds(),
-			"timeoutMs":           int64(r.env.BifrostTimeout),
-		},
-	}
-	return out, "ok"
-}
-
 // sidecarMetrics registers pull gauges that read the published service
-// snapshots, and the relay's counters.
+// snapshots, and the relay's cooldown.
 func (g *Gateway) sidecarMetrics(set *metrics.Set) {
 	for _, h := range g.side.mgr.All() {
 		h := h
@@ -290,19 +269,22 @@ func (g *Gateway) sidecarMetrics(set *metrics.Set) {
 		set.NewGauge(fmt.Sprintf(metricServiceLogBytes+`{service=%q}`, name), func() float64 { return float64(h.Logs().Bytes()) })
 	}
 	r := g.side.relay
-	r.m.native = set.NewCounter(metricRelayRequestsTotal + `{backend="native"}`)
-	r.m.bifrost = set.NewCounter(metricRelayRequestsTotal + `{backend="bifrost"}`)
-	r.m.bifrostFailures = set.NewCounter(metricRelayBifrostFailuresTotal)
+	set.NewGauge(metricRelayBifrostCooldownSeconds, func() float64 { return r.CooldownRemaining().Seconds() })
+}
+
+// relayMetrics registers the relay's counters under the table's names.
+func relayMetrics(set *metrics.Set) relayroute.Metrics {
+	var m relayroute.Metrics
+	m.Native = set.NewCounter(metricRelayRequestsTotal + `{backend="native"}`)
+	m.Bifrost = set.NewCounter(metricRelayRequestsTotal + `{backend="bifrost"}`)
+	m.BifrostFailures = set.NewCounter(metricRelayBifrostFailuresTotal)
 	for _, reason := range relay.Fallbacks() {
-		r.m.fallback[reason] = set.NewCounter(fmt.Sprintf(metricRelayFallbacksTotal+`{reason=%q}`, reason))
+		m.Fallback[reason] = set.NewCounter(fmt.Sprintf(metricRelayFallbacksTotal+`{reason=%q}`, reason))
 	}
 	for _, reason := range relay.Rejections() {
-		r.m.rejected[reason] = set.NewCounter(fmt.Sprintf(metricRelayRejectedTotal+`{reason=%q}`, reason))
+		m.Rejected[reason] = set.NewCounter(fmt.Sprintf(metricRelayRejectedTotal+`{reason=%q}`, reason))
 	}
-	set.NewGauge(metricRelayBifrostCooldownSeconds, func() float64 {
-		base, _ := g.bifrostEndpoint()
-		return r.cool.Remaining(base, g.clk.Now()).Seconds()
-	})
+	return m
 }
 
 func b2f(b bool) float64 {
@@ -310,34 +292,4 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
-}
-
-// client returns the pooled upstream client for a Bifrost host:port.
-func (r *relayRoute) client(hostport string, tls bool, g *Gateway) *upstream.Client {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if c, ok := r.clients[hostport]; ok {
-		return c
-	}
-	u := g.opts.Env.Upstream
-	timeout := r.env.BifrostTimeout.Duration()
-	o := upstream.Options{Addr: hostport, TLS: tls, MaxConns: int(u.MaxConns),
-		ConnectTimeout: min(u.ConnectTimeout.Duration(), timeout), TTFBTimeout: timeout,
-		TotalTimeout: max(u.TotalTimeout.Duration(), timeout), MaxResponseBytes: int(u.MaxResponseBytes)}
-	for _, h := range g.side.mgr.All() {
-		if !tls && h.Addr() == hostport {
-			o.Verify = h.VerifyServer // a supervised Bifrost: only its own child
-		}
-	}
-	c := upstream.New(o)
-	r.clients[hostport] = c
-	return c
-}
-
-func (r *relayRoute) close() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, c := range r.clients {
-		c.Close()
-	}
 }

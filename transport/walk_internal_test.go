@@ -184,7 +184,7 @@ func TestWalkDocumented(t *testing.T) {
 	for _, w := range []struct {
 		name  string
 		steps []step
-	}{{"entryWalk", entryWalk[:]}, {"modelWalk", modelWalk[:]}, {"countWalk", countWalk[:]}} {
+	}{{"entryWalk", entryWalk[:]}, {"modelWalk", modelWalk[:]}, {"countWalk", countWalk[:]}, {"relayWalk", relayWalk[:]}} {
 		at := strings.Index(doc, "`"+w.name+"`")
 		if at < 0 {
 			t.Errorf("the section does not name %s", w.name)

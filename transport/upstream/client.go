@@ -14,6 +14,7 @@ package upstream
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -473,6 +474,14 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// EventStream reports whether the answer is a server-sent event stream
+// (its Content-Type is text/event-stream).
+func (x *Exchange) EventStream() bool {
+	return bytes.HasPrefix(bytes.TrimSpace(x.Resp.Header.ContentType()), eventStreamType)
+}
+
+var eventStreamType = []byte("text/event-stream")
 
 // Buffer reads the rest of a streamed body into Resp, bounded by
 // MaxResponseBytes (for a provider that answered a streaming request with a
