@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 
@@ -12,11 +11,13 @@ import (
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/engines"
 	"github.com/omniroute/gateway/internal/relay"
+	"github.com/omniroute/gateway/transport/ops"
 	"github.com/omniroute/gateway/transport/upstream"
 )
 
 // sidecars is what the gateway adds around the native pipeline: the
-// supervised services, the engine registry and the relay route.
+// supervised services (planned here in Prepare, started by the root's
+// transport/gateway/sidecars), the engine registry and the relay route.
 type sidecars struct {
 	specs   []services.Spec
 	mgr     *services.Manager
@@ -52,46 +53,24 @@ func (g *Gateway) planServices() error {
 	return nil
 }
 
-// autoStartWait bounds how long AttachServices waits for auto-start
-// services.
-const autoStartWait = 60 * time.Second
+// ServiceSpecs are the supervised services Prepare planned, ports
+// chosen (the root's transport/gateway/sidecars starts their manager).
+func (a *Assembly) ServiceSpecs() []services.Spec { return a.g.side.specs }
 
-// ServicesPlan builds the engines registry and returns the supervised
-// services (planned by Prepare, ports chosen) and the options their
-// manager is started with.
-func (a *Assembly) ServicesPlan() ([]services.Spec, services.Options) {
+// AttachServices hands the pipeline the started services manager and the
+// engines registry (the root's transport/gateway/sidecars built them),
+// builds the relay on them, and registers the relay's health section and
+// the services' and the relay's metrics.
+func (a *Assembly) AttachServices(mgr *services.Manager, reg *engines.Registry) error {
 	g := a.g
 	s := g.side
-	s.engines = engines.Build(g.opts.File, g.opts.Env.Relay.BifrostURL())
-	return s.specs, services.Options{
-		DataDir: g.opts.Env.ResolvedDataDir(), Clock: g.clk, Logger: g.log.With("component", "services"), Redact: g.redact.String}
-}
-
-// AttachServices hands the front end the started services manager,
-// builds the relay, registers health sections and metrics, then starts
-// the auto-start services and waits for them (at most autoStartWait), so
-// that the first request finds them up.
-func (a *Assembly) AttachServices(mgr *services.Manager) error {
-	g := a.g
-	s := g.side
-	s.mgr = mgr
+	s.mgr, s.engines = mgr, reg
 	var err error
 	if s.relay, err = g.newRelayRoute(); err != nil {
 		return err
 	}
-	g.health = append(g.health, healthSection{name: "services", fn: g.servicesHealth, brief: briefServices},
-		healthSection{name: "engines", fn: g.enginesHealth, brief: briefEngines},
-		healthSection{name: "relay", fn: g.relayHealth, brief: briefRelay})
+	g.op.AddHealthSection("relay", g.relayHealth, briefRelay)
 	g.sidecarMetrics(g.metrics.set)
-	ctx, cancel := context.WithTimeout(context.Background(), autoStartWait)
-	defer cancel()
-	for _, st := range mgr.StartAuto(ctx) {
-		msg := ""
-		if st.LastError != nil {
-			msg = *st.LastError
-		}
-		g.log.Warn("auto-start service did not come up", "service", st.Tool, "state", string(st.State), "error", msg)
-	}
 	return nil
 }
 
@@ -168,86 +147,11 @@ func (g *Gateway) errServiceDown(model, name string) *apierror.Error {
 // Engines returns the router-backend registry.
 func (g *Gateway) Engines() *engines.Registry { return g.side.engines }
 
-func (g *Gateway) servicesHealth() (any, string) {
-	status := "ok"
-	list := []services.Status{}
-	for _, h := range g.side.mgr.All() {
-		st := h.Status()
-		if st.AutoStart && st.Installed && !st.Usable() {
-			status = "degraded"
-		}
-		list = append(list, st)
-	}
-	return map[string]any{"services": list}, status
-}
-
-// briefServices is the services section for callers the management
-// routes refuse: each service's state and health, no pid, port or error.
-func briefServices(body any) any {
-	full, _ := body.(map[string]any)
-	list, _ := full["services"].([]services.Status)
-	out := make([]map[string]string, 0, len(list))
-	for _, st := range list {
-		out = append(out, map[string]string{"tool": st.Tool, "state": string(st.State), "health": string(st.Health)})
-	}
-	return map[string]any{"services": out, "detail": detailHint}
-}
-
-// briefEngines keeps each engine's id and state.
-func briefEngines(body any) any {
-	full, _ := body.(map[string]any)
-	list, _ := full["engines"].([]engineView)
-	out := make([]map[string]string, 0, len(list))
-	for _, e := range list {
-		out = append(out, map[string]string{"id": e.ID, "state": e.State})
-	}
-	return map[string]any{"engines": out, "detail": detailHint}
-}
-
 // briefRelay keeps the backend choice, not the endpoint or why it is
 // unavailable.
 func briefRelay(body any) any {
 	full, _ := body.(map[string]any)
-	return map[string]any{"backend": full["backend"], "configuredBackend": full["configuredBackend"], "detail": detailHint}
-}
-
-const detailHint = "pids, ports, endpoints and errors are shown to callers allowed on the management routes (loopback, or the management key)"
-
-// engineView is an engine with the live state of its service.
-type engineView struct {
-	*engines.Engine
-	State  string `json:"state"`
-	Health string `json:"health,omitempty"`
-}
-
-func (g *Gateway) engineViews(filter engines.Capability) []engineView {
-	list := g.side.engines.All()
-	if filter != "" {
-		list = g.side.engines.WithCapability(filter)
-	}
-	out := make([]engineView, 0, len(list))
-	for _, e := range list {
-		v := engineView{Engine: e}
-		switch e.Lifecycle {
-		case engines.InProcess:
-			v.State = "running"
-		case engines.Disabled:
-			v.State = "disabled"
-		case engines.External:
-			v.State = "external"
-		case engines.Supervised:
-			if h, ok := g.side.mgr.Get(e.Service); ok {
-				st := h.Status()
-				v.State, v.Health = string(st.State), string(st.Health)
-			}
-		}
-		out = append(out, v)
-	}
-	return out
-}
-
-func (g *Gateway) enginesHealth() (any, string) {
-	return map[string]any{"engines": g.engineViews("")}, "ok"
+	return map[string]any{"backend": full["backend"], "configuredBackend": full["configuredBackend"], "detail": ops.DetailHint}
 }
 
 func (g *Gateway) relayHealth() (any, string) {
