@@ -12,6 +12,7 @@ import (
 	"github.com/omniroute/gateway/internal/engines"
 	"github.com/omniroute/gateway/internal/relay"
 	"github.com/omniroute/gateway/transport/ops"
+	"github.com/omniroute/gateway/transport/port"
 	"github.com/omniroute/gateway/transport/upstream"
 )
 
@@ -22,6 +23,7 @@ type sidecars struct {
 	specs   []services.Spec
 	mgr     *services.Manager
 	engines *engines.Registry
+	checks  port.Services // the planner's and the connections' checks
 	relay   *relayRoute
 }
 
@@ -59,12 +61,13 @@ func (a *Assembly) ServiceSpecs() []services.Spec { return a.g.side.specs }
 
 // AttachServices hands the pipeline the started services manager and the
 // engines registry (the root's transport/gateway/sidecars built them),
-// builds the relay on them, and registers the relay's health section and
-// the services' and the relay's metrics.
-func (a *Assembly) AttachServices(mgr *services.Manager, reg *engines.Registry) error {
+// which the relay is built on, and its port on the services (checks);
+// it registers the relay's health section and the services' and the
+// relay's metrics.
+func (a *Assembly) AttachServices(mgr *services.Manager, reg *engines.Registry, checks port.Services) error {
 	g := a.g
 	s := g.side
-	s.mgr, s.engines = mgr, reg
+	s.mgr, s.engines, s.checks = mgr, reg, checks
 	var err error
 	if s.relay, err = g.newRelayRoute(); err != nil {
 		return err
@@ -96,37 +99,25 @@ func (g *Gateway) Services() *services.Manager {
 	return g.side.mgr
 }
 
-// serviceHandle returns the supervised service named name, or nil when
-// the gateway supervises none of that name (an embedder that resolves
-// service names itself, Options.ServiceAddr).
-func (g *Gateway) serviceHandle(name string) *services.Handle {
-	if g.side == nil {
-		return nil
-	}
-	h, _ := g.side.mgr.Get(name)
-	return h
-}
-
 // serviceDown reports whether target t is served by a supervised service
 // that is not running as the gateway's own child: the planner passes it
 // over (route.go), so no prompt goes to whatever holds its port.
 func (g *Gateway) serviceDown(t *catalog.Target) bool {
 	name := t.Conn.Provider.Service
-	if name == "" {
+	if name == "" || g.side == nil || g.side.checks == nil {
 		return false
 	}
-	h := g.serviceHandle(name)
-	return h != nil && !h.Serving()
+	return g.side.checks.Down(name)
 }
 
 // verifyService is a service:// connection's check of every new
 // connection (upstream.Options.Verify): the process that accepted it is
 // the service's own child (services.Handle.VerifyServer).
 func (g *Gateway) verifyService(name string) error {
-	if h := g.serviceHandle(name); h != nil {
-		return h.VerifyServer()
+	if g.side == nil || g.side.checks == nil {
+		return nil
 	}
-	return nil
+	return g.side.checks.Verify(name)
 }
 
 // errServiceDown answers a request whose every target is served by a
@@ -134,11 +125,12 @@ func (g *Gateway) verifyService(name string) error {
 func (g *Gateway) errServiceDown(model, name string) *apierror.Error {
 	st := "not running"
 	retry := 0
-	if h := g.serviceHandle(name); h != nil {
-		s := h.Status()
-		st = string(s.State)
-		if s.State == services.Starting || s.NextRestartAt != nil {
-			retry = 1 // on its way back
+	if g.side != nil && g.side.checks != nil {
+		if state, recovering, ok := g.side.checks.State(name); ok {
+			st = state
+			if recovering {
+				retry = 1 // on its way back
+			}
 		}
 	}
 	return apierror.New(apierror.CodeServiceUnavailable, model, name, st, name).Retry(retry)

@@ -118,6 +118,25 @@ type ClusterShare struct {
 	}
 }
 
+// Services is the pipeline's port on the supervised services
+// (transport/gateway/sidecars): the planner passes over a target whose
+// service is down, a service:// connection verifies the process it
+// reached, and the answer when every target's service is down says its
+// state. A name the gateway does not supervise (an embedder that
+// resolves service names itself) is never down and needs no check.
+type Services interface {
+	// Down reports that the supervised service name is not serving as
+	// the gateway's own child.
+	Down(name string) bool
+	// Verify checks that the process that accepted a new connection to
+	// service name is the service's own child.
+	Verify(name string) error
+	// State is the supervised service's state and whether it is on its
+	// way back (starting, or a restart scheduled); ok is false when the
+	// gateway supervises no service of that name.
+	State(name string) (state string, recovering, ok bool)
+}
+
 // Operator is the pipeline's port on the operator layer
 // (transport/gateway/opslayer): the handlers of the route table's
 // operator rows, the health sections' registry, and its stop. The

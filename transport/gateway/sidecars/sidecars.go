@@ -41,8 +41,9 @@ type Source interface {
 	// ServiceSpecs are the services the pipeline planned, ports chosen.
 	ServiceSpecs() []services.Spec
 	// AttachServices hands the pipeline the started manager and the
-	// engines registry (it builds the relay on them).
-	AttachServices(*services.Manager, *engines.Registry) error
+	// engines registry (it builds the relay on them) and its port on the
+	// services.
+	AttachServices(*services.Manager, *engines.Registry, port.Services) error
 }
 
 // autoStartWait bounds how long Start waits for auto-start services.
@@ -68,10 +69,10 @@ func Start(system *actor.ActorSystem, src Source, op port.Operator) (*Services, 
 	if err != nil {
 		return nil, err
 	}
-	if err := src.AttachServices(mgr, reg); err != nil {
+	s := &Services{mgr: mgr, reg: reg}
+	if err := src.AttachServices(mgr, reg, s); err != nil {
 		return nil, err
 	}
-	s := &Services{mgr: mgr, reg: reg}
 	op.AddHealthSection("services", s.health, briefServices)
 	op.AddHealthSection("engines", s.enginesHealth, briefEngines)
 	ctx, cancel := context.WithTimeout(context.Background(), autoStartWait)
@@ -87,7 +88,38 @@ func Start(system *actor.ActorSystem, src Source, op port.Operator) (*Services, 
 	return s, nil
 }
 
-// All are the supervised services (ops.Services).
+// The pipeline's port on the services (port.Services).
+
+// Down reports that the supervised service name is not serving as the
+// gateway's own child (false when none of that name is supervised).
+func (s *Services) Down(name string) bool {
+	h, ok := s.mgr.Get(name)
+	return ok && !h.Serving()
+}
+
+// Verify checks that the process behind a new connection to service name
+// is its own child (services.Handle.VerifyServer).
+func (s *Services) Verify(name string) error {
+	if h, ok := s.mgr.Get(name); ok {
+		return h.VerifyServer()
+	}
+	return nil
+}
+
+// State is the supervised service's state and whether it is on its way
+// back (starting, or a restart scheduled).
+func (s *Services) State(name string) (state string, recovering, ok bool) {
+	h, ok := s.mgr.Get(name)
+	if !ok {
+		return "", false, false
+	}
+	st := h.Status()
+	return string(st.State), st.State == services.Starting || st.NextRestartAt != nil, true
+}
+
+// The services and engines APIs (ops.Services).
+
+// All are the supervised services.
 func (s *Services) All() []*services.Handle { return s.mgr.All() }
 
 // Get is the supervised service named tool.
