@@ -189,3 +189,6 @@ func (l *Layer) sample(now time.Time) history.Point {
 	}
 	return p
 }
+
+// Layer is the pipeline's port on the operator layer.
+var _ port.Operator = (*Layer)(nil)

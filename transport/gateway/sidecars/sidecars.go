@@ -201,3 +201,10 @@ func (s *Services) views(filter engines.Capability) []engineView {
 func (s *Services) enginesHealth() (any, string) {
 	return map[string]any{"engines": s.views("")}, "ok"
 }
+
+// Services is the pipeline's port on the services and what the services
+// and engines APIs serve.
+var (
+	_ port.Services = (*Services)(nil)
+	_ ops.Services  = (*Services)(nil)
+)
