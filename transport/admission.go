@@ -122,7 +122,7 @@ func (a *Assembly) AttachAdmission(ph *pressureactor.Handle, ih *ingest.Handle) 
 	b := a.budget
 	g.log.Info("chat ingest budget", "bytes", b.Bytes, "source", string(b.Source), "ceilingBytes", b.CeilingBytes,
 		"largeBodyBytes", int64(ad.LargeBodyBytes), "countCap", countCap)
-	g.health = append(g.health, healthSection{name: "chatAdmission", fn: g.admissionHealth})
+	g.op.AddHealthSection("chatAdmission", g.admissionHealth, nil)
 	g.registerAdmissionMetrics()
 }
 

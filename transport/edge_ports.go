@@ -10,30 +10,23 @@ import (
 
 // edgePorts is the gateway as the HTTP edge (package edge) sees it: the
 // handler of every row of the route table, and the Pipeline port (request
-// metrics, the panic log, the Expect decision). Like opsPorts, it is a
+// metrics, the panic log, the Expect decision). Like opsReads, it is a
 // view of Gateway so that the ports' method names stay out of the
 // Gateway's own set.
 type edgePorts Gateway
 
-// newEdge builds the HTTP edge on g, with g's handlers.
+// newEdge builds the HTTP edge on g, with g's handlers for the
+// pipeline's rows and the operator layer's for the operator rows (health,
+// the operator APIs).
 func (g *Gateway) newEdge() (*edge.Edge, error) {
 	p := (*edgePorts)(g)
-	var h [edge.NumHandlers]edge.HandlerFunc
+	h := g.op.Handlers()
 	h[edge.HandleInference] = p.serveInference
 	h[edge.HandleCountTokens] = p.serveCountTokens
 	h[edge.HandleRelay] = p.serveRelay
 	h[edge.HandleModels] = answers(g.models)
-	h[edge.HandleHealth] = p.serveHealth
 	h[edge.HandleProbe] = p.serveProbe
 	h[edge.HandleMetrics] = p.serveMetrics
-	h[edge.HandlePreview] = answers(g.ops.Preview)
-	h[edge.HandleQuota] = answers(g.ops.Quota)
-	h[edge.HandleRequests] = answers(g.ops.Requests)
-	h[edge.HandleUsage] = answers(g.ops.Usage)
-	h[edge.HandleReload] = answers(g.ops.Reload)
-	h[edge.HandleDashboard] = p.serveDashboard
-	h[edge.HandleKeys] = answers(g.ops.Keys)
-	h[edge.HandleServices] = p.serveServices
 	return edge.New(edge.Config{Env: &g.opts.Env, Log: g.log, Clock: g.clk, Pipeline: p, Handlers: h})
 }
 
@@ -69,11 +62,6 @@ func (p *edgePorts) serveRelay(ctx *fasthttp.RequestCtx, r edge.Request) bool {
 	return true
 }
 
-func (p *edgePorts) serveHealth(ctx *fasthttp.RequestCtx, _ edge.Request) bool {
-	(*Gateway)(p).healthHandler(ctx)
-	return false
-}
-
 func (p *edgePorts) serveProbe(ctx *fasthttp.RequestCtx, _ edge.Request) bool {
 	(*Gateway)(p).probe(ctx)
 	return false
@@ -86,22 +74,10 @@ func (p *edgePorts) serveMetrics(ctx *fasthttp.RequestCtx, _ edge.Request) bool 
 }
 
 // answers adapts a handler that answers in full given the request id
-// (models and most operator APIs).
+// (models).
 func answers(f func(ctx *fasthttp.RequestCtx, rid []byte)) edge.HandlerFunc {
 	return func(ctx *fasthttp.RequestCtx, r edge.Request) bool {
 		f(ctx, r.RID)
 		return false
 	}
-}
-
-// The operator APIs whose handlers take the path too (package ops).
-
-func (p *edgePorts) serveDashboard(ctx *fasthttp.RequestCtx, r edge.Request) bool {
-	p.ops.Dashboard(ctx, ctx.Path(), r.RID)
-	return false
-}
-
-func (p *edgePorts) serveServices(ctx *fasthttp.RequestCtx, r edge.Request) bool {
-	p.ops.Services(ctx, ctx.Path(), r.RID, r.Host)
-	return false
 }

@@ -9,14 +9,15 @@ import (
 	tenantlimitactor "github.com/omniroute/gateway/actors/tenantlimit"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/transport/edge"
+	"github.com/omniroute/gateway/transport/gateway/opslayer"
 )
 
 // SetLogsHeartbeat shortens the logs stream heartbeat for a test; call the
 // returned func (after the gateway stopped) to restore it.
 func SetLogsHeartbeat(d time.Duration) (restore func()) {
-	old := logsHeartbeat
-	logsHeartbeat = d
-	return func() { logsHeartbeat = old }
+	old := opslayer.LogsHeartbeat
+	opslayer.LogsHeartbeat = d
+	return func() { opslayer.LogsHeartbeat = old }
 }
 
 // SetPanicProbe makes requests ("handler") and streams ("stream") run f
@@ -134,7 +135,9 @@ func (a *testAborter) abort() {
 }
 
 // DashboardSnapshot is the body GET /api/dashboard/snapshot answers.
-func (g *Gateway) DashboardSnapshot() map[string]any { return g.ops.DashboardSnapshot() }
+func (g *Gateway) DashboardSnapshot() map[string]any {
+	return g.op.(interface{ DashboardSnapshot() map[string]any }).DashboardSnapshot()
+}
 
 // TenantLimits returns the tenant limiter's handle.
 func (g *Gateway) TenantLimits() *tenantlimitactor.Handle {

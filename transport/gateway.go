@@ -6,8 +6,11 @@
 // the first byte, relays SSE with one flush per event, and renders its
 // errors in the caller's API dialect. It supplies the edge's handlers and
 // ports (edge_ports.go). The operator APIs (services, engines, keys,
-// requests, usage, quota, dashboard, reload) are package transport/ops,
-// on the same edge, served on the ports ops_ports.go supplies.
+// requests, usage, quota, dashboard, reload; package transport/ops) and
+// the health report are the root's operator layer
+// (transport/gateway/opslayer), on the same edge, which the pipeline
+// reaches through the port it declares (Operator, operator.go) and which
+// reads the pipeline through a narrow view (port.Pipeline).
 //
 // It spawns no actor: the composition root (transport/gateway) spawns them
 // with the options an Assembly derives and attaches their handles, which
@@ -33,7 +36,6 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/omniroute/gateway/actors/history"
 	"github.com/omniroute/gateway/actors/ingest"
 	pressureactor "github.com/omniroute/gateway/actors/pressure"
 	"github.com/omniroute/gateway/actors/targets"
@@ -45,7 +47,6 @@ import (
 	"github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/internal/sanitize"
 	"github.com/omniroute/gateway/transport/edge"
-	"github.com/omniroute/gateway/transport/ops"
 )
 
 // Options configures a Gateway.
@@ -100,7 +101,6 @@ type Gateway struct {
 	targets *targets.Handle
 	metrics *gwMetrics
 	started time.Time
-	health  []healthSection
 
 	// edge is the HTTP edge (server, routes, guards, hang-ups); inflight
 	// is its registry of cancellable work, which the pipeline registers
@@ -126,11 +126,10 @@ type Gateway struct {
 
 	ten Tenants // the tenant layer's port (tenants.go); nil until attached
 
-	stops  rootStops       // what the composition root handed over to stop
-	hist   *history.Handle // the dashboard's one-second history (history.go)
-	ops    *ops.API        // the operator APIs (package ops, ops_ports.go)
-	tracer trace.Tracer    // nil: tracing off
-	cs     *clusterSys     // cluster mode; nil for a single node (cluster.go)
+	stops  rootStops    // what the composition root handed over to stop
+	op     Operator     // the operator layer's port (operator.go); nil until attached
+	tracer trace.Tracer // nil: tracing off
+	cs     *clusterSys  // cluster mode; nil for a single node (cluster.go)
 }
 
 // rootStops is what the composition root handed the gateway to stop at
@@ -197,7 +196,6 @@ func Prepare(system *actor.ActorSystem, o Options) (*Assembly, error) {
 	}
 	g.redact = g.buildRedactor()
 	g.log = logging.Redacting(o.Logger, g.redact)
-	g.ops = g.newOps()
 	a := &Assembly{g: g}
 	if err := g.planServices(); err != nil {
 		a.Abort()
@@ -269,24 +267,20 @@ func (a *Assembly) Abort() {
 }
 
 // StartFront builds the HTTP edge (the in-flight registry, the hang-up
-// watcher, request ids, the fasthttp server; package edge) and the core
-// health sections once the routing actors and the cluster are attached.
-// From here on a failed composition is undone with Close.
+// watcher, request ids, the fasthttp server; package edge), its operator
+// rows the operator layer's handlers, and adds the pipeline's core health
+// sections, once the routing actors, the cluster and the operator layer
+// are attached. From here on a failed composition is undone with Close.
 func (a *Assembly) StartFront() {
 	g := a.g
 	e, err := g.newEdge()
 	if err != nil {
-		panic(err) // the handler table is this package's own: a bug, not a setting
+		panic(err) // the handler table is this package's and the operator layer's: a bug, not a setting
 	}
 	g.edge, g.inflight = e, e.Inflight()
-	g.health = []healthSection{
-		{name: "server", fn: g.serverHealth},
-		{name: "targets", fn: g.targetsHealth},
-		{name: "quota", fn: g.quotaHealth},
-	}
-	if g.cs != nil {
-		g.health = append(g.health, healthSection{name: "cluster", fn: g.cs.port.Health, brief: g.cs.port.Brief})
-	}
+	g.op.AddHealthSection("server", g.serverHealth, nil)
+	g.op.AddHealthSection("targets", g.targetsHealth, nil)
+	g.op.AddHealthSection("quota", g.quotaHealth, nil)
 }
 
 // Close undoes a composition that failed after StartFront: the
@@ -376,7 +370,9 @@ func (g *Gateway) Close() {
 	g.reload.mu.Lock()
 	defer g.reload.mu.Unlock()
 	g.edge.Close()
-	g.stopDashboard() // before the actors its sampler reads
+	if g.op != nil {
+		g.op.Stop() // the dashboard's history, before the actors its sampler reads
+	}
 	if g.adm.lanes != nil {
 		g.adm.lanes.Stop()
 	}

@@ -52,7 +52,7 @@ func (a *Assembly) AttachLanes(h *lanes.Handle) {
 	ad := &g.adm
 	ad.lanes = h
 	ad.defaultClass = admission.Class(g.opts.Env.Lanes.DefaultClass)
-	g.health = append(g.health, healthSection{name: "adaptiveAdmission", fn: g.lanesHealth, brief: briefLanes})
+	g.op.AddHealthSection("adaptiveAdmission", g.lanesHealth, briefLanes)
 	g.registerLanesMetrics()
 }
 

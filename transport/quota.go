@@ -14,6 +14,7 @@ import (
 	"github.com/omniroute/gateway/internal/growable"
 	"github.com/omniroute/gateway/internal/planner"
 	"github.com/omniroute/gateway/internal/quota"
+	"github.com/omniroute/gateway/transport/ops"
 )
 
 // targetInfo is what routing needs about a target beyond the catalog.
@@ -280,4 +281,29 @@ func (g *Gateway) quotaHealth() (any, string) {
 		status = "degraded"
 	}
 	return out, status
+}
+
+// connectionWindows are the ledger's limited windows of the connections
+// the config in force routes to (the quota section, and the operator
+// layer's Pipeline.ConnectionWindows).
+func (g *Gateway) connectionWindows() []ops.LimitWindow {
+	out := []ops.LimitWindow{}
+	s := g.qs.ledger.Snapshot()
+	if s == nil {
+		return out
+	}
+	live := map[string]bool{}
+	for _, c := range g.rc.Load().cat.Connections {
+		live[c.Name] = true
+	}
+	for _, sv := range s.Slots {
+		if !live[sv.Connection] {
+			continue
+		}
+		for _, w := range sv.Windows {
+			out = append(out, ops.LimitWindow{Kind: "connection", Budget: sv.Connection, Model: sv.Model, Dimension: w.Dimension, Period: w.Period,
+				Limit: int64(w.Limit), Used: int64(w.Used), Remaining: int64(w.Remaining), ResetMs: w.ResetMs})
+		}
+	}
+	return out
 }

@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 
@@ -12,15 +11,19 @@ import (
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/engines"
 	"github.com/omniroute/gateway/internal/relay"
+	"github.com/omniroute/gateway/transport/ops"
+	"github.com/omniroute/gateway/transport/port"
 	"github.com/omniroute/gateway/transport/relayroute"
 )
 
 // sidecars is what the gateway adds around the native pipeline: the
-// supervised services, the engine registry and the relay route.
+// supervised services (planned here in Prepare, started by the root's
+// transport/gateway/sidecars), the engine registry and the relay route.
 type sidecars struct {
 	specs   []services.Spec
 	mgr     *services.Manager
 	engines *engines.Registry
+	checks  port.Services // the planner's and the connections' checks
 	relay   *relayroute.Route
 }
 
@@ -52,48 +55,27 @@ func (g *Gateway) planServices() error {
 	return nil
 }
 
-// autoStartWait bounds how long AttachServices waits for auto-start
-// services.
-const autoStartWait = 60 * time.Second
+// ServiceSpecs are the supervised services Prepare planned, ports
+// chosen (the root's transport/gateway/sidecars starts their manager).
+func (a *Assembly) ServiceSpecs() []services.Spec { return a.g.side.specs }
 
-// ServicesPlan builds the engines registry and returns the supervised
-// services (planned by Prepare, ports chosen) and the options their
-// manager is started with.
-func (a *Assembly) ServicesPlan() ([]services.Spec, services.Options) {
+// AttachServices hands the pipeline the started services manager and the
+// engines registry (the root's transport/gateway/sidecars built them),
+// which the relay is built on, and its port on the services (checks);
+// it registers the relay's health section and the services' and the
+// relay's metrics.
+func (a *Assembly) AttachServices(mgr *services.Manager, reg *engines.Registry, checks port.Services) error {
 	g := a.g
 	s := g.side
-	s.engines = engines.Build(g.opts.File, g.opts.Env.Relay.BifrostURL())
-	return s.specs, services.Options{
-		DataDir: g.opts.Env.ResolvedDataDir(), Clock: g.clk, Logger: g.log.With("component", "services"), Redact: g.redact.String}
-}
-
-// AttachServices hands the front end the started services manager,
-// builds the relay, registers health sections and metrics, then starts
-// the auto-start services and waits for them (at most autoStartWait), so
-// that the first request finds them up.
-func (a *Assembly) AttachServices(mgr *services.Manager) error {
-	g := a.g
-	s := g.side
-	s.mgr = mgr
+	s.mgr, s.engines, s.checks = mgr, reg, checks
 	var err error
 	if s.relay, err = relayroute.New(relayroute.Options{Env: g.opts.Env.Relay, Upstream: g.opts.Env.Upstream,
 		File: g.opts.File.Relay, Getenv: g.opts.Getenv, Engine: s.engines.RelayBackend(), Services: mgr,
 		Clock: g.clk, Log: g.log, Metrics: relayMetrics(g.metrics.set)}); err != nil {
 		return err
 	}
-	g.health = append(g.health, healthSection{name: "services", fn: g.servicesHealth, brief: briefServices},
-		healthSection{name: "engines", fn: g.enginesHealth, brief: briefEngines},
-		healthSection{name: "relay", fn: s.relay.Health, brief: briefRelay})
+	g.op.AddHealthSection("relay", s.relay.Health, briefRelay)
 	g.sidecarMetrics(g.metrics.set)
-	ctx, cancel := context.WithTimeout(context.Background(), autoStartWait)
-	defer cancel()
-	for _, st := range mgr.StartAuto(ctx) {
-		msg := ""
-		if st.LastError != nil {
-			msg = *st.LastError
-		}
-		g.log.Warn("auto-start service did not come up", "service", st.Tool, "state", string(st.State), "error", msg)
-	}
 	return nil
 }
 
@@ -119,37 +101,25 @@ func (g *Gateway) Services() *services.Manager {
 	return g.side.mgr
 }
 
-// serviceHandle returns the supervised service named name, or nil when
-// the gateway supervises none of that name (an embedder that resolves
-// service names itself, Options.ServiceAddr).
-func (g *Gateway) serviceHandle(name string) *services.Handle {
-	if g.side == nil {
-		return nil
-	}
-	h, _ := g.side.mgr.Get(name)
-	return h
-}
-
 // serviceDown reports whether target t is served by a supervised service
 // that is not running as the gateway's own child: the planner passes it
 // over (route.go), so no prompt goes to whatever holds its port.
 func (g *Gateway) serviceDown(t *catalog.Target) bool {
 	name := t.Conn.Provider.Service
-	if name == "" {
+	if name == "" || g.side == nil || g.side.checks == nil {
 		return false
 	}
-	h := g.serviceHandle(name)
-	return h != nil && !h.Serving()
+	return g.side.checks.Down(name)
 }
 
 // verifyService is a service:// connection's check of every new
 // connection (upstream.Options.Verify): the process that accepted it is
 // the service's own child (services.Handle.VerifyServer).
 func (g *Gateway) verifyService(name string) error {
-	if h := g.serviceHandle(name); h != nil {
-		return h.VerifyServer()
+	if g.side == nil || g.side.checks == nil {
+		return nil
 	}
-	return nil
+	return g.side.checks.Verify(name)
 }
 
 // errServiceDown answers a request whose every target is served by a
@@ -157,11 +127,12 @@ func (g *Gateway) verifyService(name string) error {
 func (g *Gateway) errServiceDown(model, name string) *apierror.Error {
 	st := "not running"
 	retry := 0
-	if h := g.serviceHandle(name); h != nil {
-		s := h.Status()
-		st = string(s.State)
-		if s.State == services.Starting || s.NextRestartAt != nil {
-			retry = 1 // on its way back
+	if g.side != nil && g.side.checks != nil {
+		if state, recovering, ok := g.side.checks.State(name); ok {
+			st = state
+			if recovering {
+				retry = 1 // on its way back
+			}
 		}
 	}
 	return apierror.New(apierror.CodeServiceUnavailable, model, name, st, name).Retry(retry)
@@ -170,84 +141,9 @@ func (g *Gateway) errServiceDown(model, name string) *apierror.Error {
 // Engines returns the router-backend registry.
 func (g *Gateway) Engines() *engines.Registry { return g.side.engines }
 
-func (g *Gateway) servicesHealth() (any, string) {
-	status := "ok"
-	list := []services.Status{}
-	for _, h := range g.side.mgr.All() {
-		st := h.Status()
-		if st.AutoStart && st.Installed && !st.Usable() {
-			status = "degraded"
-		}
-		list = append(list, st)
-	}
-	return map[string]any{"services": list}, status
-}
-
-// briefServices is the services section for callers the management
-// routes refuse: each service's state and health, no pid, port or error.
-func briefServices(body any) any {
-	full, _ := body.(map[string]any)
-	list, _ := full["services"].([]services.Status)
-	out := make([]map[string]string, 0, len(list))
-	for _, st := range list {
-		out = append(out, map[string]string{"tool": st.Tool, "state": string(st.State), "health": string(st.Health)})
-	}
-	return map[string]any{"services": out, "detail": detailHint}
-}
-
-// briefEngines keeps each engine's id and state.
-func briefEngines(body any) any {
-	full, _ := body.(map[string]any)
-	list, _ := full["engines"].([]engineView)
-	out := make([]map[string]string, 0, len(list))
-	for _, e := range list {
-		out = append(out, map[string]string{"id": e.ID, "state": e.State})
-	}
-	return map[string]any{"engines": out, "detail": detailHint}
-}
-
 // briefRelay keeps the backend choice, not the endpoint or why it is
 // unavailable.
-func briefRelay(body any) any { return relayroute.Brief(body, detailHint) }
-
-const detailHint = "pids, ports, endpoints and errors are shown to callers allowed on the management routes (loopback, or the management key)"
-
-// engineView is an engine with the live state of its service.
-type engineView struct {
-	*engines.Engine
-	State  string `json:"state"`
-	Health string `json:"health,omitempty"`
-}
-
-func (g *Gateway) engineViews(filter engines.Capability) []engineView {
-	list := g.side.engines.All()
-	if filter != "" {
-		list = g.side.engines.WithCapability(filter)
-	}
-	out := make([]engineView, 0, len(list))
-	for _, e := range list {
-		v := engineView{Engine: e}
-		switch e.Lifecycle {
-		case engines.InProcess:
-			v.State = "running"
-		case engines.Disabled:
-			v.State = "disabled"
-		case engines.External:
-			v.State = "external"
-		case engines.Supervised:
-			if h, ok := g.side.mgr.Get(e.Service); ok {
-				st := h.Status()
-				v.State, v.Health = string(st.State), string(st.Health)
-			}
-		}
-		out = append(out, v)
-	}
-	return out
-}
-
-func (g *Gateway) enginesHealth() (any, string) {
-	return map[string]any{"engines": g.engineViews("")}, "ok"
-}
+func briefRelay(body any) any { return relayroute.Brief(body, ops.DetailHint) }
 
 // sidecarMetrics registers pull gauges that read the published service
 // snapshots, and the relay's cooldown.

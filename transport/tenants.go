@@ -126,12 +126,8 @@ func (a *Assembly) KeysConfig() (*tenant.Resolver, []keys.ConfigTenant) {
 }
 
 // AttachTenants hands the pipeline the tenant layer's port, which
-// completes it.
-func (a *Assembly) AttachTenants(t Tenants) {
-	g := a.g
-	g.ten = t
-	g.health = append(g.health, healthSection{name: "tenants", fn: t.Health, brief: briefTenants})
-}
+// completes it (its health section is the root's to add).
+func (a *Assembly) AttachTenants(t Tenants) { a.g.ten = t }
 
 // stopTenants flushes the request log and stops the tenant actors (the
 // database is the composition root's to close, after this).
@@ -635,20 +631,4 @@ func (c *call) logRefusal() {
 func clientIPClass(ip []byte) store.IPClass {
 	a, _ := netip.AddrFromSlice(ip)
 	return store.ClassifyIP(a)
-}
-
-// briefTenants is the tenants section for callers the management routes
-// would refuse: without the tenants' names and windows.
-func briefTenants(body any) any {
-	m, ok := body.(map[string]any)
-	if !ok {
-		return body
-	}
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		if k != "windows" {
-			out[k] = v
-		}
-	}
-	return out
 }

@@ -18,7 +18,6 @@ package ops
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"time"
 
@@ -68,14 +67,9 @@ type Edge interface {
 	Stream(ctx *fasthttp.RequestCtx, rid []byte, host context.Context, body StreamBody)
 }
 
-// StreamBody is the content of a long-lived answer (Edge.Stream).
-type StreamBody interface {
-	// Stream writes to w until the stream ends, the write fails, or
-	// stopped reports that the caller hung up or the gateway is draining.
-	Stream(w io.Writer, stopped func() bool) (int64, error)
-	// Close releases what the stream holds; the edge calls it once.
-	Close()
-}
+// StreamBody is the content of a long-lived answer (Edge.Stream): the
+// edge's own (edge.Stream serves it).
+type StreamBody = edge.StreamBody
 
 // Target is what the quota report and the dashboard need about a target
 // beyond the catalog: its connection, its upstream model's index in the
@@ -165,6 +159,11 @@ type Monitor interface {
 	Cluster() map[string]any
 	ConfigInfo() ConfigInfo
 }
+
+// DetailHint is what the health sections that describe supervised
+// processes and their endpoints (services, engines, relay) tell callers
+// the management routes refuse, in place of the detail.
+const DetailHint = "pids, ports, endpoints and errors are shown to callers allowed on the management routes (loopback, or the management key)"
 
 // Ports are the gateway's side of the operator APIs.
 type Ports struct {

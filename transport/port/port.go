@@ -1,9 +1,13 @@
 // Package port declares the request pipeline's ports on the actor
 // layers the composition root builds: what package transport calls on
-// the tenant layer (Tenants) and on the cluster (Cluster), per request
-// and for reload, the operator APIs and shutdown. The pipeline holds
-// them; the root's layers (transport/gateway/tenants and
-// transport/gateway/clusterlayer) implement them. They live here, not in
+// the tenant layer (Tenants), on the cluster (Cluster), per request and
+// for reload, the operator APIs and shutdown, and on the operator layer
+// (Operator: the operator routes' handlers, health, the dashboard's
+// history); and, the other way, the narrow reads of the pipeline the
+// operator layer is given (Pipeline). The pipeline holds the first three;
+// the root's layers (transport/gateway/tenants,
+// transport/gateway/clusterlayer and transport/gateway/opslayer)
+// implement them. They live here, not in
 // transport, so that the root names the same types without importing
 // transport (whose internal tests compose a gateway with the root's
 // packages), and each list is written once.
@@ -13,12 +17,15 @@ import (
 	"time"
 
 	"github.com/omniroute/gateway/actors/keys"
+	"github.com/omniroute/gateway/actors/lanes"
 	ledgeractor "github.com/omniroute/gateway/actors/ledger"
+	"github.com/omniroute/gateway/internal/catalog"
 	ikeys "github.com/omniroute/gateway/internal/keys"
 	"github.com/omniroute/gateway/internal/store"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantlimit"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
+	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/ops"
 )
 
@@ -43,7 +50,11 @@ type Tenants interface {
 	Revoke(name string) (ikeys.Info, error)
 	SetConfig(cfg []keys.ConfigTenant) error
 	Windows() []ops.LimitWindow
+	// Health is the tenants section of the health report, and Brief what
+	// of it callers the management routes refuse see (no names, no
+	// windows).
 	Health() (body any, status string)
+	Brief(body any) any
 	Stop()
 }
 
@@ -105,4 +116,87 @@ type ClusterShare struct {
 		Win   uint64
 		Units int64
 	}
+}
+
+// Services is the pipeline's port on the supervised services
+// (transport/gateway/sidecars): the planner passes over a target whose
+// service is down, a service:// connection verifies the process it
+// reached, and the answer when every target's service is down says its
+// state. A name the gateway does not supervise (an embedder that
+// resolves service names itself) is never down and needs no check.
+type Services interface {
+	// Down reports that the supervised service name is not serving as
+	// the gateway's own child.
+	Down(name string) bool
+	// Verify checks that the process that accepted a new connection to
+	// service name is the service's own child.
+	Verify(name string) error
+	// State is the supervised service's state and whether it is on its
+	// way back (starting, or a restart scheduled); ok is false when the
+	// gateway supervises no service of that name.
+	State(name string) (state string, recovering, ok bool)
+}
+
+// Operator is the pipeline's port on the operator layer
+// (transport/gateway/opslayer): the handlers of the route table's
+// operator rows, the health sections' registry, and its stop. The
+// pipeline builds the edge with these handlers and adds its own health
+// sections (server, targets, quota, admission, the relay) to the
+// registry; the root adds those of the layers it built.
+type Operator interface {
+	// Handlers has a function for every operator row of the route table
+	// (health, the dashboard, the services, keys, request log, usage,
+	// quota, route preview and reload APIs) and nil for the pipeline's.
+	Handlers() [edge.NumHandlers]edge.HandlerFunc
+	// AddHealthSection adds a section to GET /api/monitoring/health: fn
+	// returns its body and status ("ok", "degraded" or "down"); brief,
+	// when not nil, is what callers the management routes refuse see of
+	// the body.
+	AddHealthSection(name string, fn func() (any, string), brief func(body any) any)
+	// Stop stops the dashboard's history sampler; it runs before the
+	// actors the sampler reads stop.
+	Stop()
+}
+
+// Pipeline is what the operator layer reads of the pipeline beyond the
+// actors' handles the root holds: the config in force and what it
+// derives, the pipeline's own counters, and config reload. Every read is
+// of published state or atomics.
+type Pipeline interface {
+	// Catalog is the catalog of the config in force.
+	Catalog() *catalog.Catalog
+	// Target is a target's connection, quota model index, ledger slot
+	// and upstream model name.
+	Target(id int) ops.Target
+	// QuotaAware and Threshold are OMNIROUTE_QUOTA_AWARE_ROUTING and
+	// OMNIROUTE_QUOTA_APPROACHING_THRESHOLD.
+	QuotaAware() bool
+	Threshold() float64
+	// CheckPolicy holds a run-time key's policy to the rules a
+	// config-file tenant's is held to.
+	CheckPolicy(p tenantpolicy.Policy) error
+	// Inflight is the number of requests being served.
+	Inflight() int64
+	// ConnectionWindows are the ledger's limited windows of the
+	// connections the config in force routes to.
+	ConnectionWindows() []ops.LimitWindow
+	// Dash is what the dashboard's history samples of the request
+	// metrics: requests and errors so far, and the cumulative counts of
+	// the duration histogram's buckets (len(DurationBuckets())+1) put in
+	// into.
+	Dash(into []uint64) (requests, errors uint64)
+	// DurationBuckets are the upper bounds of the request duration
+	// histogram.
+	DurationBuckets() []float64
+	// Lanes is the admission lanes' snapshot of the upstreams the config
+	// in force routes to.
+	Lanes() *lanes.Snapshot
+	ConfigInfo() ops.ConfigInfo
+	ReloadConfig() ops.ReloadResult
+	// Version and Started are the gateway's version and start time.
+	Version() string
+	Started() time.Time
+	// Edge is the HTTP edge: its guards, error writer and streams; nil
+	// before the front end starts.
+	Edge() *edge.Edge
 }

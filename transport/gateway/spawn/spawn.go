@@ -15,6 +15,11 @@
 //	keys     → tenant limits                              messages.Published[*keys.Snapshot], messages.Sync (tenants)
 //	keys     → the shares follower (weights, policies)    messages.Published[*keys.Snapshot], messages.Sync (tenants)
 //	the cluster's key store → keys (cluster)              Reload, from the root's watch (tenants)
+//
+// The layers the root builds are handed each other's ports here too: the
+// operator layer (package opslayer) gets the routing actors, the
+// cluster's and the tenant layer's ports, the admission and lanes actors
+// and the services (package sidecars) as they start.
 package spawn
 
 import (
@@ -22,17 +27,18 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/omniroute/gateway/actors/history"
 	"github.com/omniroute/gateway/actors/ingest"
 	"github.com/omniroute/gateway/actors/lanes"
 	ledgeractor "github.com/omniroute/gateway/actors/ledger"
 	pressureactor "github.com/omniroute/gateway/actors/pressure"
 	quotaactor "github.com/omniroute/gateway/actors/quota"
-	"github.com/omniroute/gateway/actors/services"
 	"github.com/omniroute/gateway/actors/targets"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/transport/gateway/clusterlayer"
+	"github.com/omniroute/gateway/transport/gateway/opslayer"
+	"github.com/omniroute/gateway/transport/gateway/sidecars"
 	"github.com/omniroute/gateway/transport/gateway/tenants"
+	"github.com/omniroute/gateway/transport/port"
 )
 
 // Assembly is a gateway being composed (*transport.Assembly): for each
@@ -51,6 +57,9 @@ type Assembly interface {
 	// The cluster layer's sources, and AttachCluster (package
 	// clusterlayer).
 	clusterlayer.Source
+	// The operator layer's sources, and AttachOperator (package
+	// opslayer).
+	opslayer.Source
 	StartFront()
 	// The tenant layer's sources, and AttachTenants (package tenants).
 	tenants.Source
@@ -59,10 +68,8 @@ type Assembly interface {
 	AttachAdmission(*pressureactor.Handle, *ingest.Handle)
 	LanesOptions() lanes.Options
 	AttachLanes(*lanes.Handle)
-	ServicesPlan() ([]services.Spec, services.Options)
-	AttachServices(*services.Manager) error
-	HistoryOptions() history.Options
-	AttachHistory(*history.Handle)
+	// The services' sources, and AttachServices (package sidecars).
+	sidecars.Source
 	// Abort undoes a composition that failed before StartFront, Close
 	// one that failed after it.
 	Abort()
@@ -72,12 +79,14 @@ type Assembly interface {
 // All spawns every actor onto a, in this order (each one's options may
 // read the handles before it): ledger, quota and targets (routing); the
 // cluster node, its credit leases, the targets' cooldowns actor and the
-// quota sharing (cluster mode only, package clusterlayer); the front
-// end's own state (StartFront); keys, tenant limits, the tenants' shares
-// and the request log (the tenant layer, package tenants, which
-// admission weighs by, and in cluster mode the grains' tenant budgets);
-// pressure and ingest (admission); lanes; the services manager, whose auto-start
-// services it waits for; history (the dashboard). On an error nothing it
+// quota sharing (cluster mode only, package clusterlayer); the operator
+// layer (package opslayer: the operator APIs, the health registry), whose
+// handlers the front end's edge serves (StartFront); keys, tenant limits,
+// the tenants' shares and the request log (the tenant layer, package
+// tenants, which admission weighs by, and in cluster mode the grains'
+// tenant budgets); pressure and ingest (admission); lanes; the services
+// manager, whose auto-start services it waits for (package sidecars);
+// history (the dashboard, package opslayer). On an error nothing it
 // started is left running.
 func All(system *actor.ActorSystem, a Assembly) error {
 	var hs handles
@@ -89,6 +98,7 @@ func All(system *actor.ActorSystem, a Assembly) error {
 		a.Abort()
 		return err
 	}
+	buildOps(a, &hs)
 	a.StartFront()
 	for _, start := range []func(*actor.ActorSystem, Assembly, *handles) error{
 		startTenants, startAdmission, startLanes, startServices, startHistory,
@@ -106,6 +116,7 @@ type handles struct {
 	routing  clusterlayer.Routing
 	pressure *pressureactor.Handle
 	cluster  *clusterlayer.Layer // cluster mode; nil on a single node
+	ops      *opslayer.Layer
 }
 
 // spawnRouting starts the ledger, the quota actors and the targets actor
@@ -158,6 +169,19 @@ func joinCluster(system *actor.ActorSystem, a Assembly, hs *handles) error {
 	return nil
 }
 
+// buildOps builds the operator layer on the routing actors, the cluster's
+// port (cluster mode) and the node's store (the request log), and hands
+// the pipeline its port, before the front end starts: the edge's
+// operator rows are its handlers. The later steps hand it their actors.
+func buildOps(a Assembly, hs *handles) {
+	var cl port.Cluster // nil on a single node
+	if hs.cluster != nil {
+		cl = hs.cluster
+	}
+	r := hs.routing
+	hs.ops = opslayer.New(a, opslayer.Routing{Ledger: r.Ledger, Quota: r.Quota, Targets: r.Targets, Cluster: cl}, a.Store())
+}
+
 // startTenants starts the tenant layer (package tenants: the keys' store,
 // the keys actor, the tenant limiter and the shares follower subscribed
 // to it, the request log writer) and hands the pipeline its port. It
@@ -166,22 +190,28 @@ func joinCluster(system *actor.ActorSystem, a Assembly, hs *handles) error {
 // etcd (this node's own keys copied there first), watched for changes
 // other nodes make.
 func startTenants(system *actor.ActorSystem, a Assembly, hs *handles) error {
+	f := followed{Assembly: a, ops: hs.ops, cluster: hs.cluster}
 	if hs.cluster == nil {
-		return tenants.Start(system, a, tenants.Cluster{})
+		return tenants.Start(system, f, tenants.Cluster{})
 	}
-	return tenants.Start(system, followed{Assembly: a, cluster: hs.cluster}, tenants.Cluster{Etcd: hs.cluster.Etcd(), Name: hs.cluster.Name()})
+	return tenants.Start(system, f, tenants.Cluster{Etcd: hs.cluster.Etcd(), Name: hs.cluster.Name()})
 }
 
-// followed hands the tenant layer's port to the cluster layer too (the
-// grains hosted here read tenants' budgets from its shares) as it hands
-// it to the pipeline.
+// followed hands the tenant layer's port to the operator layer (the keys
+// API, the tenants' windows and health section) and, in cluster mode, to
+// the cluster layer (the grains hosted here read tenants' budgets from
+// its shares) as it hands it to the pipeline.
 type followed struct {
 	Assembly
-	cluster *clusterlayer.Layer
+	ops     *opslayer.Layer
+	cluster *clusterlayer.Layer // nil on a single node
 }
 
 func (f followed) AttachTenants(p tenants.Port) {
-	f.cluster.Follow(p)
+	if f.cluster != nil {
+		f.cluster.Follow(p)
+	}
+	f.ops.AttachTenants(p)
 	f.Assembly.AttachTenants(p)
 }
 
@@ -200,6 +230,7 @@ func startAdmission(system *actor.ActorSystem, a Assembly, hs *handles) error {
 	}
 	ph.Subscribe(ih.PID())
 	a.AttachAdmission(ph, ih)
+	hs.ops.AttachAdmission(ph, ih)
 	hs.pressure = ph
 	return nil
 }
@@ -215,28 +246,25 @@ func startLanes(system *actor.ActorSystem, a Assembly, hs *handles) error {
 	}
 	hs.pressure.Subscribe(h.PressurePID())
 	a.AttachLanes(h)
+	hs.ops.AttachLanes(h)
 	return nil
 }
 
-// startServices spawns the services' supervisors; attaching them builds
-// the relay and waits for the auto-start services, so that the first
-// request finds them up.
-func startServices(system *actor.ActorSystem, a Assembly, _ *handles) error {
-	specs, so := a.ServicesPlan()
-	mgr, err := services.Start(system, specs, so)
+// startServices spawns the services' supervisors (package sidecars),
+// hands them to the pipeline, which builds the relay on them, and to the
+// operator layer, and waits for the auto-start services, so that the
+// first request finds them up.
+func startServices(system *actor.ActorSystem, a Assembly, hs *handles) error {
+	s, err := sidecars.Start(system, a, hs.ops)
 	if err != nil {
 		return err
 	}
-	return a.AttachServices(mgr)
+	hs.ops.AttachServices(s)
+	return nil
 }
 
 // startHistory spawns the history actor that samples the figures the
-// dashboard charts, once a second.
-func startHistory(system *actor.ActorSystem, a Assembly, _ *handles) error {
-	h, err := history.Spawn(system, a.HistoryOptions())
-	if err != nil {
-		return err
-	}
-	a.AttachHistory(h)
-	return nil
+// dashboard charts, once a second (package opslayer).
+func startHistory(system *actor.ActorSystem, _ Assembly, hs *handles) error {
+	return hs.ops.StartHistory(system)
 }

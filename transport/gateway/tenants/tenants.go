@@ -374,3 +374,21 @@ func (l *Layer) Health() (any, string) {
 	}
 	return out, status
 }
+
+// Brief is the tenants section for callers the management routes would
+// refuse: without the tenants' names and windows.
+func (l *Layer) Brief(body any) any { return brief(body) }
+
+func brief(body any) any {
+	m, ok := body.(map[string]any)
+	if !ok {
+		return body
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if k != "windows" {
+			out[k] = v
+		}
+	}
+	return out
+}

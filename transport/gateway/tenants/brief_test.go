@@ -1,4 +1,4 @@
-package transport
+package tenants
 
 import (
 	"testing"
@@ -14,11 +14,11 @@ func TestBriefTenants(t *testing.T) {
 		{Kind: "tenant", Budget: "a", Limit: 10, Used: 5},
 	}
 	body := map[string]any{"activeKeys": 2, "windows": ws, "keyStore": "local"}
-	brief := briefTenants(body).(map[string]any)
+	brief := (&Layer{}).Brief(body).(map[string]any)
 	if _, ok := brief["windows"]; ok || brief["activeKeys"] != 2 || brief["keyStore"] != "local" {
 		t.Fatalf("brief %v", brief)
 	}
 	if _, ok := body["windows"]; !ok {
-		t.Fatal("briefTenants changed the full body")
+		t.Fatal("the tenants' brief changed the full body")
 	}
 }
