@@ -319,7 +319,7 @@ type writer struct {
 	lostSince int64
 	retryAt   time.Time
 	nextTrim  time.Time
-	stop      func()
+	ticks     repeat.Ticker
 }
 
 func (w *writer) Receive(ctx actor.Context) {
@@ -327,7 +327,7 @@ func (w *writer) Receive(ctx actor.Context) {
 	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
-		w.stop = repeat.Send(w.h.o.Clock, ctx.ActorSystem().Root, w.h.o.Tick, w.h.o.Tick, ctx.Self(), tick{})
+		w.ticks.Start(ctx, w.h.o.Clock, w.h.o.Tick, tick{})
 	case drain:
 		w.drain()
 	case tick:
@@ -339,9 +339,9 @@ func (w *writer) Receive(ctx actor.Context) {
 		w.h.queued.Add(-int64(w.held))
 		w.h.failed.Add(int64(len(w.batch) + w.loose))
 		w.batch, w.inbox = nil, nil
-		w.cancel()
+		w.ticks.Stop()
 	case *actor.Stopping:
-		w.cancel()
+		w.ticks.Stop()
 		w.commit()
 	}
 }
@@ -427,13 +427,6 @@ func (w *writer) refusals(now time.Time) {
 		return
 	}
 	w.recovered()
-}
-
-func (w *writer) cancel() {
-	if w.stop != nil {
-		w.stop()
-		w.stop = nil
-	}
 }
 
 // flush writes the batch in transactions of at most BatchSize records

@@ -274,7 +274,7 @@ func (h *Handle) apply(specs []TenantSpec, readLater bool) {
 type limiterActor struct {
 	h        *Handle
 	interval time.Duration
-	stop     func()
+	ticks    repeat.Ticker
 	// reading is the sequence number of the spend read in flight (0:
 	// none); cancelRead ends it.
 	reading    uint64
@@ -286,14 +286,14 @@ func (a *limiterActor) Receive(ctx actor.Context) {
 	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
-		a.stop = repeat.Send(a.h.clk, ctx.ActorSystem().Root, a.interval, a.interval, ctx.Self(), tick{})
+		a.ticks.Start(ctx, a.h.clk, a.interval, tick{})
 		a.startRead(ctx) // a restarted actor: tenants still waiting for theirs
 	case *actor.Stopping:
-		a.stopTick()
+		a.ticks.Stop()
 		a.endRead()
 		a.h.readers.Wait() // this read's goroutine and those of earlier incarnations
 	case *actor.Restarting:
-		a.stopTick()
+		a.ticks.Stop()
 		a.endRead()
 	case *setTenants:
 		a.h.apply(m.specs, false)
@@ -347,12 +347,6 @@ func (a *limiterActor) endRead() {
 		a.cancelRead()
 	}
 	a.reading, a.cancelRead = 0, nil
-}
-
-func (a *limiterActor) stopTick() {
-	if a.stop != nil {
-		a.stop()
-	}
 }
 
 // waitingSeeds reports a tenant, added by a set up to generation upTo,
