@@ -103,9 +103,7 @@ var strategy = supervise.Restart("credit-leases")
 
 // Start spawns the lease actor for this node.
 func Start(system *actor.ActorSystem, c Requester, o Options) (*Leases, error) {
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
+	o.Clock = clock.Or(o.Clock)
 	if o.Interval <= 0 {
 		o.Interval = RenewInterval
 	}

@@ -98,9 +98,7 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	if o.Sample == nil {
 		return nil, fmt.Errorf("history.Spawn: Options.Sample is nil")
 	}
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
+	o.Clock = clock.Or(o.Clock)
 	if o.Interval <= 0 {
 		o.Interval = time.Second
 	}

@@ -13,6 +13,7 @@
 package pressure
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -111,12 +112,8 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	if err := o.Config.Validate(); err != nil {
 		return nil, fmt.Errorf("resource pressure thresholds: %w", err)
 	}
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
+	o.Clock = clock.Or(o.Clock)
+	o.Log = cmp.Or(o.Log, slog.New(slog.DiscardHandler))
 	if o.Interval <= 0 {
 		o.Interval = DefaultInterval
 	}

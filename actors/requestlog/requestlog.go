@@ -26,6 +26,7 @@
 package requestlog
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -159,9 +160,7 @@ var supervisor = actor.NewOneForOneStrategy(5, time.Minute, actor.DefaultDecider
 // Spawn starts the writer. With neither a store nor a line logger it
 // starts nothing and Log is a no-op (mode off).
 func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
+	o.Clock = clock.Or(o.Clock)
 	if o.QueueSize <= 0 {
 		o.QueueSize = DefaultQueueSize
 	}
@@ -171,9 +170,7 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	if o.Tick <= 0 {
 		o.Tick = DefaultTick
 	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
+	o.Log = cmp.Or(o.Log, slog.New(slog.DiscardHandler))
 	h := &Handle{root: system.Root, o: o, off: o.Store == nil && o.Lines == nil}
 	if h.off {
 		return h, nil

@@ -35,6 +35,7 @@
 package tenantlimit
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -151,18 +152,14 @@ var supervisor = actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDec
 
 // Spawn starts the limiter with an initial tenant set.
 func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
+	o.Clock = clock.Or(o.Clock)
 	if o.PublishInterval <= 0 {
 		o.PublishInterval = time.Second
 	}
 	if o.SpendTimeout <= 0 {
 		o.SpendTimeout = 10 * time.Second
 	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
+	o.Log = cmp.Or(o.Log, slog.New(slog.DiscardHandler))
 	h := &Handle{root: system.Root, clk: o.Clock, o: o}
 	empty := table{}
 	h.table.Store(&empty)
