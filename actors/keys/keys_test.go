@@ -52,6 +52,30 @@ func spawn(t *testing.T, path string) *fixture {
 	return f
 }
 
+// tempDB is a fresh database in the test's directory, closed when the
+// test ends.
+func tempDB(t *testing.T) *sqlite.DB {
+	t.Helper()
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// spawnOn starts the actor on st with the store timeout given, stopped
+// when the test ends.
+func spawnOn(t *testing.T, st store.KeyStore, timeout time.Duration) *Handle {
+	t.Helper()
+	h, err := Spawn(testutil.ActorSystem(t), Options{Store: st, Resolver: resolver, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Stop)
+	return h
+}
+
 func (f *fixture) stop() {
 	if f.h != nil {
 		f.h.Stop()
@@ -351,17 +375,8 @@ func (s *boundStore) Keys(ctx context.Context) ([]store.Key, error) {
 // waits on, may take the whole timeout (a loaded machine's slow first read
 // stopped start-up at a third of it); the actor's own reads keep the third.
 func TestStartupReadHasTheWholeTimeout(t *testing.T) {
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	st := &boundStore{DB: db}
-	h, err := Spawn(testutil.ActorSystem(t), Options{Store: st, Resolver: resolver, Timeout: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Stop)
+	st := &boundStore{DB: tempDB(t)}
+	h := spawnOn(t, st, time.Hour)
 	// A reload is the actor's own read; a create asked after it is
 	// answered once it is done.
 	h.Reload()
@@ -382,17 +397,8 @@ func TestStartupReadHasTheWholeTimeout(t *testing.T) {
 // store call's own bound (a third of the timeout), not by the ask's
 // timeout, even behind a queued Reload that spends one bound itself.
 func TestUnreachableStoreAnswers503(t *testing.T) {
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	st := &hangingStore{DB: db}
-	h, err := Spawn(testutil.ActorSystem(t), Options{Store: st, Resolver: resolver, Timeout: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Stop)
+	st := &hangingStore{DB: tempDB(t)}
+	h := spawnOn(t, st, 3*time.Second)
 	_, secret, err := h.Create("before", tenantpolicy.Policy{})
 	if err != nil {
 		t.Fatal(err)
