@@ -37,3 +37,21 @@ func Callers(n int, timeout time.Duration, call func(i int, hc *http.Client) boo
 		wg.Wait()
 	}
 }
+
+// AtOnce runs f(0) … f(n-1) on n goroutines released together (none
+// starts before all are ready) and returns when all have returned: the
+// contention the concurrency tests put on a shared limit.
+func AtOnce(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			f(i)
+		}()
+	}
+	close(gate)
+	wg.Wait()
+}
