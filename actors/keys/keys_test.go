@@ -19,6 +19,7 @@ import (
 	"github.com/omniroute/gateway/internal/keys"
 	"github.com/omniroute/gateway/internal/store"
 	"github.com/omniroute/gateway/internal/store/sqlite"
+	"github.com/omniroute/gateway/internal/store/sqlite/sqlitetest"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 	"github.com/omniroute/gateway/internal/testutil"
@@ -50,18 +51,6 @@ func spawn(t *testing.T, path string) *fixture {
 	countPublications(t, f.sys, h, &f.changes)
 	t.Cleanup(f.stop)
 	return f
-}
-
-// tempDB is a fresh database in the test's directory, closed when the
-// test ends.
-func tempDB(t *testing.T) *sqlite.DB {
-	t.Helper()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
 }
 
 // spawnOn starts the actor on st with the store timeout given, stopped
@@ -375,7 +364,7 @@ func (s *boundStore) Keys(ctx context.Context) ([]store.Key, error) {
 // waits on, may take the whole timeout (a loaded machine's slow first read
 // stopped start-up at a third of it); the actor's own reads keep the third.
 func TestStartupReadHasTheWholeTimeout(t *testing.T) {
-	st := &boundStore{DB: tempDB(t)}
+	st := &boundStore{DB: sqlitetest.Open(t)}
 	h := spawnOn(t, st, time.Hour)
 	// A reload is the actor's own read; a create asked after it is
 	// answered once it is done.
@@ -397,7 +386,7 @@ func TestStartupReadHasTheWholeTimeout(t *testing.T) {
 // store call's own bound (a third of the timeout), not by the ask's
 // timeout, even behind a queued Reload that spends one bound itself.
 func TestUnreachableStoreAnswers503(t *testing.T) {
-	st := &hangingStore{DB: tempDB(t)}
+	st := &hangingStore{DB: sqlitetest.Open(t)}
 	h := spawnOn(t, st, 3*time.Second)
 	_, secret, err := h.Create("before", tenantpolicy.Policy{})
 	if err != nil {
