@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/svctest"
+	"github.com/omniroute/gateway/internal/testutil"
 )
 
 // screenshotDir is where the browser test saves what it saw (README:
@@ -162,35 +162,21 @@ func TestDashboardLimitChartFollowsCapacity(t *testing.T) {
 	setBehavior(t, map[string]mockprovider.Behavior{"m-dash-cap": {LatencyMS: 60, Slots: 8, OverSlots: "queue"}})
 
 	// Twenty callers, each its own tenant, send back to back until the end.
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for i := 0; i < 20; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			hc := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 30 * time.Second}
-			defer hc.CloseIdleConnections()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				req, _ := http.NewRequest(http.MethodPost, g.base+"/v1/chat/completions", strings.NewReader(`{"model":"cap","messages":[{"role":"user","content":"hi"}]}`))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Authorization", fmt.Sprintf("Bearer cap-caller-%d", i))
-				resp, err := hc.Do(req)
-				if err == nil {
-					io.Copy(io.Discard, resp.Body) //nolint:errcheck
-					resp.Body.Close()
-				}
-				if err != nil || resp.StatusCode != 200 {
-					time.Sleep(50 * time.Millisecond) // a shed caller backs off, as a client would
-				}
-			}
-		}()
-	}
-	defer func() { close(stop); wg.Wait() }()
+	stop := testutil.Callers(20, 30*time.Second, func(i int, hc *http.Client) bool {
+		req, _ := http.NewRequest(http.MethodPost, g.base+"/v1/chat/completions", strings.NewReader(`{"model":"cap","messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", fmt.Sprintf("Bearer cap-caller-%d", i))
+		resp, err := hc.Do(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body) //nolint:errcheck
+			resp.Body.Close()
+		}
+		if err != nil || resp.StatusCode != 200 {
+			time.Sleep(50 * time.Millisecond) // a shed caller backs off, as a client would
+		}
+		return true
+	})
+	defer stop()
 
 	b := openBrowser(t, exe)
 	if err := chromedp.Do(b.Ctx, chromedp.Navigate(g.base+"/dashboard")); err != nil {

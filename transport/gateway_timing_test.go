@@ -58,15 +58,22 @@ func benchGateway(b testing.TB, env ...string) (gwAddr, mockAddr string) {
 	return ln.Addr().String(), mockAddr
 }
 
+// benchPost posts body to the chat path b.N times with a Bearer key.
 func benchPost(b *testing.B, addr, body string) {
+	benchPostAuth(b, addr, "/v1/chat/completions", "Authorization", "Bearer bench-key", body)
+}
+
+// benchPostAuth posts body to path b.N times, authenticated by header:
+// the one loop every request benchmark of this package measures.
+func benchPostAuth(b *testing.B, addr, path, header, value, body string) {
 	hc := &fasthttp.HostClient{Addr: addr, MaxConns: 64}
 	b.Cleanup(hc.CloseIdleConnections)
 	req := fasthttp.AcquireRequest()
 	resp := fasthttp.AcquireResponse()
-	req.SetRequestURI("http://" + addr + "/v1/chat/completions")
+	req.SetRequestURI("http://" + addr + path)
 	req.Header.SetMethod("POST")
 	req.Header.SetContentType("application/json")
-	req.Header.Set("Authorization", "Bearer bench-key")
+	req.Header.Set(header, value)
 	req.SetBodyString(body)
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -2,7 +2,6 @@ package transport_test
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/store"
 	"github.com/omniroute/gateway/internal/store/sqlite"
+	"github.com/omniroute/gateway/internal/store/sqlite/sqlitetest"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/transport/gateway"
 )
@@ -144,12 +144,7 @@ func startSeedGateway(t *testing.T) (*gwEnv, *heldSpendStore, *clock.Fake) {
 	t.Helper()
 	resetMock(t)
 	setBehavior(t, map[string]mockprovider.Behavior{"m-ten-gpt": {CompletionTokens: 5}})
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	st := &heldSpendStore{DB: db, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	st := &heldSpendStore{DB: sqlitetest.Open(t), entered: make(chan struct{}, 1), release: make(chan struct{})}
 	clk := clock.NewFake(time.Date(2025, 11, 25, 10, 0, 0, 0, time.UTC))
 	g := startGatewayWith(t, tenantsFile(t), nil, gateway.Options{Clock: clk, Store: st})
 	t.Cleanup(st.Release) // before the gateway stops (cleanups run last first)

@@ -1,29 +1,11 @@
 package transport_test
 
-import (
-	"testing"
-	"time"
+import "testing"
 
-	"github.com/valyala/fasthttp"
-)
-
-// benchPostPath is benchPost on any inference path.
+// benchPostPath is benchPost on any inference path, with the key in
+// X-Api-Key.
 func benchPostPath(b *testing.B, addr, path, body string) {
-	hc := &fasthttp.HostClient{Addr: addr, MaxConns: 64}
-	req := fasthttp.AcquireRequest()
-	resp := fasthttp.AcquireResponse()
-	req.SetRequestURI("http://" + addr + path)
-	req.Header.SetMethod("POST")
-	req.Header.SetContentType("application/json")
-	req.Header.Set("X-Api-Key", "bench-key")
-	req.SetBodyString(body)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if err := hc.DoTimeout(req, resp, 5*time.Second); err != nil || resp.StatusCode() != 200 {
-			b.Fatalf("%v %d %s", err, resp.StatusCode(), resp.Body())
-		}
-	}
+	benchPostAuth(b, addr, path, "X-Api-Key", "bench-key", body)
 }
 
 const benchMessagesBody = `{"model":"demo","max_tokens":256,"system":"You are a coding agent.","messages":[{"role":"user","content":"Refactor this function please."}]`

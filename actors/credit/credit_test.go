@@ -301,9 +301,15 @@ func TestSlotGrainRebuildsFromRenewals(t *testing.T) {
 // waitHeld waits until every pool holds slots.
 func waitHeld(t *testing.T, pools []*Pool) {
 	t.Helper()
-	waitFor(t, "slot leases", func() bool {
+	waitEvery(t, "slot leases", pools, func(p *Pool) bool { return p.held.Load() != 0 })
+}
+
+// waitEvery waits until cond holds for every pool.
+func waitEvery(t *testing.T, what string, pools []*Pool, cond func(*Pool) bool) {
+	t.Helper()
+	waitFor(t, what, func() bool {
 		for _, p := range pools {
-			if p.held.Load() == 0 {
+			if !cond(p) {
 				return false
 			}
 		}
@@ -329,14 +335,7 @@ func uniq(key string) string { return fmt.Sprintf("%s-%d", key, runs.Add(1)) }
 // clock past a fresh slots grain's recovery.
 func pastRecovery(t *testing.T, pools ...*Pool) {
 	t.Helper()
-	waitFor(t, "the grains to activate", func() bool {
-		for _, p := range pools {
-			if p.refills.Load() == 0 {
-				return false
-			}
-		}
-		return true
-	})
+	waitEvery(t, "the grains to activate", pools, func(p *Pool) bool { return p.refills.Load() != 0 })
 	clk.Advance(LeaseTTL + time.Millisecond)
 }
 

@@ -95,9 +95,7 @@ var grainStrategy = supervise.Restart("credit-grain")
 // NewKind is the credit grain kind, keeping budget records in store,
 // reading time from clk and budgets from budgets.
 func NewKind(store Store, clk clock.Clock, budgets *Budgets) *pcluster.Kind {
-	if clk == nil {
-		clk = clock.Real{}
-	}
+	clk = clock.Or(clk)
 	return pcluster.NewKind(KindName, grainProps(store, clk, budgets))
 }
 

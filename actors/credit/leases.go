@@ -103,9 +103,7 @@ var strategy = supervise.Restart("credit-leases")
 
 // Start spawns the lease actor for this node.
 func Start(system *actor.ActorSystem, c Requester, o Options) (*Leases, error) {
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
+	o.Clock = clock.Or(o.Clock)
 	if o.Interval <= 0 {
 		o.Interval = RenewInterval
 	}
@@ -334,22 +332,19 @@ func (l *Leases) Snapshot() Snapshot {
 type leaseActor struct {
 	l        *Leases
 	interval time.Duration
-	stop     func()
+	ticks    repeat.Ticker
 }
 
 func (a *leaseActor) Receive(ctx actor.Context) {
+	// Wall-clock ticks, the one actor left on them: its tests run three
+	// nodes on one fake clock and look at the instant after a jump, before
+	// a tick has refilled or renewed at the new time.
+	if a.ticks.Lifecycle(ctx, clock.Real{}, a.interval, tick{}) {
+		return
+	}
 	switch m := ctx.Message().(type) {
 	case messages.Crash:
 		m.Panic()
-	case *actor.Started:
-		// Wall-clock ticks, the one actor left on them: its tests run three
-		// nodes on one fake clock and look at the instant after a jump,
-		// before a tick has refilled or renewed at the new time.
-		a.stop = repeat.Send(clock.Real{}, ctx.ActorSystem().Root, a.interval, a.interval, ctx.Self(), tick{})
-	case *actor.Stopping, *actor.Restarting:
-		if a.stop != nil {
-			a.stop()
-		}
 	case *refill:
 		// pending is already set by the kick.
 		if !a.next(ctx, m.p, true) {

@@ -82,9 +82,9 @@ type tick struct{}
 var tickMsg = &tick{}
 
 type historyActor struct {
-	h      *Handle
-	opts   Options
-	cancel func()
+	h     *Handle
+	opts  Options
+	ticks repeat.Ticker
 }
 
 // strategy restarts the actor after a panic (a sample function that
@@ -98,9 +98,7 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	if o.Sample == nil {
 		return nil, fmt.Errorf("history.Spawn: Options.Sample is nil")
 	}
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
+	o.Clock = clock.Or(o.Clock)
 	if o.Interval <= 0 {
 		o.Interval = time.Second
 	}
@@ -120,17 +118,12 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 }
 
 func (a *historyActor) Receive(ctx actor.Context) {
+	if !a.opts.Manual && a.ticks.Lifecycle(ctx, a.opts.Clock, a.opts.Interval, tickMsg) {
+		return
+	}
 	switch ctx.Message().(type) {
 	case messages.Crash:
 		ctx.Message().(messages.Crash).Panic()
-	case *actor.Started:
-		if !a.opts.Manual {
-			a.cancel = repeat.Send(a.opts.Clock, ctx.ActorSystem().Root, a.opts.Interval, a.opts.Interval, ctx.Self(), tickMsg)
-		}
-	case *actor.Restarting, *actor.Stopping:
-		if a.cancel != nil {
-			a.cancel()
-		}
 	case *tick:
 		p := a.opts.Sample(a.opts.Clock.Now())
 		old := *a.h.points.Load()

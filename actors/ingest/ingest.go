@@ -24,6 +24,7 @@
 package ingest
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -137,12 +138,8 @@ type wake struct{}
 
 // Spawn starts the ingest actor.
 func Spawn(system *actor.ActorSystem, cfg Config) (*Handle, error) {
-	if cfg.Clock == nil {
-		cfg.Clock = clock.Real{}
-	}
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
+	cfg.Log = cmp.Or(cfg.Log, slog.New(slog.DiscardHandler))
 	if cfg.BudgetWaitCap <= 0 {
 		cfg.BudgetWaitCap = DefaultBudgetWaitCap
 	}

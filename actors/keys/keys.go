@@ -36,6 +36,7 @@
 package keys
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -137,15 +138,11 @@ var supervisor = actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDec
 // timeout, not the third an operation's store call gets (a loaded
 // machine's slow first read is no reason to refuse to start).
 func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
+	o.Clock = clock.Or(o.Clock)
 	if o.Timeout <= 0 {
 		o.Timeout = 10 * time.Second
 	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
+	o.Log = cmp.Or(o.Log, slog.New(slog.DiscardHandler))
 	h := &Handle{root: system.Root, o: o}
 	if err := uniqueNames(o.Config); err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 	"github.com/omniroute/gateway/internal/keys"
 	"github.com/omniroute/gateway/internal/store"
 	"github.com/omniroute/gateway/internal/store/sqlite"
+	"github.com/omniroute/gateway/internal/store/sqlite/sqlitetest"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 	"github.com/omniroute/gateway/internal/testutil"
@@ -50,6 +51,18 @@ func spawn(t *testing.T, path string) *fixture {
 	countPublications(t, f.sys, h, &f.changes)
 	t.Cleanup(f.stop)
 	return f
+}
+
+// spawnOn starts the actor on st with the store timeout given, stopped
+// when the test ends.
+func spawnOn(t *testing.T, st store.KeyStore, timeout time.Duration) *Handle {
+	t.Helper()
+	h, err := Spawn(testutil.ActorSystem(t), Options{Store: st, Resolver: resolver, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Stop)
+	return h
 }
 
 func (f *fixture) stop() {
@@ -351,17 +364,8 @@ func (s *boundStore) Keys(ctx context.Context) ([]store.Key, error) {
 // waits on, may take the whole timeout (a loaded machine's slow first read
 // stopped start-up at a third of it); the actor's own reads keep the third.
 func TestStartupReadHasTheWholeTimeout(t *testing.T) {
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	st := &boundStore{DB: db}
-	h, err := Spawn(testutil.ActorSystem(t), Options{Store: st, Resolver: resolver, Timeout: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Stop)
+	st := &boundStore{DB: sqlitetest.Open(t)}
+	h := spawnOn(t, st, time.Hour)
 	// A reload is the actor's own read; a create asked after it is
 	// answered once it is done.
 	h.Reload()
@@ -382,17 +386,8 @@ func TestStartupReadHasTheWholeTimeout(t *testing.T) {
 // store call's own bound (a third of the timeout), not by the ask's
 // timeout, even behind a queued Reload that spends one bound itself.
 func TestUnreachableStoreAnswers503(t *testing.T) {
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	st := &hangingStore{DB: db}
-	h, err := Spawn(testutil.ActorSystem(t), Options{Store: st, Resolver: resolver, Timeout: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Stop)
+	st := &hangingStore{DB: sqlitetest.Open(t)}
+	h := spawnOn(t, st, 3*time.Second)
 	_, secret, err := h.Create("before", tenantpolicy.Policy{})
 	if err != nil {
 		t.Fatal(err)

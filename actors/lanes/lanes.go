@@ -26,6 +26,7 @@
 package lanes
 
 import (
+	"cmp"
 	"errors"
 	"log/slog"
 	"sync"
@@ -221,12 +222,8 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	if err := o.Config.Validate(); err != nil {
 		return nil, err
 	}
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Clock = clock.Or(o.Clock)
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
 	h := &Handle{cfg: o.Config, clk: o.Clock, log: o.Logger, root: system.Root, global: admission.NewGlobal(o.Config.GlobalLimit), weight: o.Weight,
 		ups: &growable.List[*upstream]{}, opts: o}
 	h.opts.Upstreams = nil

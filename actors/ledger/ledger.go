@@ -309,7 +309,7 @@ type ledgerActor struct {
 	h      *Handle
 	acct   []account
 	header []rolling.Limits
-	cancel func()
+	ticks  repeat.Ticker
 }
 
 // PublishInterval is how often the ledger is republished.
@@ -345,15 +345,12 @@ func (a *ledgerActor) grow() {
 }
 
 func (a *ledgerActor) Receive(ctx actor.Context) {
+	if a.ticks.Lifecycle(ctx, a.h.clk, PublishInterval, tick{}) {
+		return
+	}
 	switch m := ctx.Message().(type) {
 	case messages.Crash:
 		m.Panic()
-	case *actor.Started:
-		a.cancel = repeat.Send(a.h.clk, ctx.ActorSystem().Root, PublishInterval, PublishInterval, ctx.Self(), tick{})
-	case *actor.Restarting, *actor.Stopping:
-		if a.cancel != nil {
-			a.cancel()
-		}
 	case *settled:
 		a.settle(m)
 	case *limitsObserved:

@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -152,32 +151,23 @@ func TestConcurrentReservationsNeverOvershoot(t *testing.T) {
 	h, clk := start(t, SlotSpec{Connection: "p/a", Model: "m", Configured: lim(10000, 0)})
 	const est = 1700
 	var held, maxHeld atomic.Int64
-	var wg sync.WaitGroup
-	gate := make(chan struct{})
-	for i := 0; i < 50; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-gate
-			for j := 0; j < 20; j++ {
-				r, _, _ := h.Reserve(0, est, clk.Now())
-				if !r.Active {
-					continue
-				}
-				n := held.Add(est)
-				for {
-					m := maxHeld.Load()
-					if n <= m || maxHeld.CompareAndSwap(m, n) {
-						break
-					}
-				}
-				held.Add(-est)
-				h.Settle(&r, est, true)
+	testutil.AtOnce(50, func(_ int) {
+		for j := 0; j < 20; j++ {
+			r, _, _ := h.Reserve(0, est, clk.Now())
+			if !r.Active {
+				continue
 			}
-		}()
-	}
-	close(gate)
-	wg.Wait()
+			n := held.Add(est)
+			for {
+				m := maxHeld.Load()
+				if n <= m || maxHeld.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			held.Add(-est)
+			h.Settle(&r, est, true)
+		}
+	})
 	if m := maxHeld.Load(); m > 10000+est || m == 0 {
 		t.Fatalf("held at most %d tokens against a 10000 limit", m)
 	}

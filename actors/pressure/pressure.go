@@ -13,6 +13,7 @@
 package pressure
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -20,7 +21,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
-	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/omniroute/gateway/actors/supervise"
 
 	"github.com/omniroute/gateway/internal/clock"
@@ -103,7 +103,7 @@ type pressureActor struct {
 	h       *Handle
 	opts    Options
 	tracker *mem.Tracker
-	cancel  scheduler.CancelFunc
+	ticks   repeat.Ticker
 }
 
 // Spawn validates the thresholds, takes a first sample (so the published
@@ -112,12 +112,8 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	if err := o.Config.Validate(); err != nil {
 		return nil, fmt.Errorf("resource pressure thresholds: %w", err)
 	}
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
+	o.Clock = clock.Or(o.Clock)
+	o.Log = cmp.Or(o.Log, slog.New(slog.DiscardHandler))
 	if o.Interval <= 0 {
 		o.Interval = DefaultInterval
 	}
@@ -160,17 +156,12 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 var strategy = supervise.Restart("pressure")
 
 func (a *pressureActor) Receive(ctx actor.Context) {
+	if !a.opts.Manual && a.ticks.Lifecycle(ctx, a.opts.Clock, a.opts.Interval, tickMsg) {
+		return
+	}
 	switch m := ctx.Message().(type) {
 	case messages.Crash:
 		m.Panic()
-	case *actor.Started:
-		if !a.opts.Manual {
-			a.cancel = repeat.Send(a.opts.Clock, ctx.ActorSystem().Root, a.opts.Interval, a.opts.Interval, ctx.Self(), tickMsg)
-		}
-	case *actor.Restarting, *actor.Stopping:
-		if a.cancel != nil {
-			a.cancel()
-		}
 	case *tick:
 		a.observe(a.opts.Sample())
 	case *observe:

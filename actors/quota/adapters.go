@@ -36,7 +36,7 @@ type headerAdapter struct {
 	byModel   map[string][]heldValue
 	dirty     bool
 	seen      bool
-	cancel    func()
+	ticks     repeat.Ticker
 	// outbox is the latest local observation per model not yet sent to
 	// the peers; sentSinceTick says a batch left since the last tick.
 	outbox        map[string]messages.QuotaObservation
@@ -69,15 +69,12 @@ type peerHeaders struct{ obs []headerObserved }
 type reshareHeaders struct{}
 
 func (a *headerAdapter) Receive(ctx actor.Context) {
+	if a.ticks.Lifecycle(ctx, a.clk, HeaderFlushInterval, flush{}) {
+		return
+	}
 	switch m := ctx.Message().(type) {
 	case messages.Crash:
 		m.Panic()
-	case *actor.Started:
-		a.cancel = repeat.Send(a.clk, ctx.ActorSystem().Root, HeaderFlushInterval, HeaderFlushInterval, ctx.Self(), flush{})
-	case *actor.Restarting, *actor.Stopping:
-		if a.cancel != nil {
-			a.cancel()
-		}
 	case *headerObserved:
 		urgent := a.observe(m)
 		if urgent {
@@ -253,7 +250,7 @@ type estimateAdapter struct {
 	parent *actor.PID
 	clk    clock.Clock
 	read   func() []quota.Value
-	cancel func()
+	ticks  repeat.Ticker
 	last   []quota.Value
 	sent   bool
 }
@@ -264,15 +261,12 @@ const EstimateInterval = time.Second
 type readLedger struct{}
 
 func (a *estimateAdapter) Receive(ctx actor.Context) {
+	if a.ticks.Lifecycle(ctx, a.clk, EstimateInterval, readLedger{}) {
+		return
+	}
 	switch m := ctx.Message().(type) {
 	case messages.Crash:
 		m.Panic()
-	case *actor.Started:
-		a.cancel = repeat.Send(a.clk, ctx.ActorSystem().Root, EstimateInterval, EstimateInterval, ctx.Self(), readLedger{})
-	case *actor.Restarting, *actor.Stopping:
-		if a.cancel != nil {
-			a.cancel()
-		}
 	case readLedger:
 		vals := a.read()
 		if a.sent && sameValues(vals, a.last) {

@@ -138,11 +138,11 @@ type checkMembers struct{}
 // clusterActor owns the member view: who the peers are and which
 // connections this member polls.
 type clusterActor struct {
-	cl     *Cluster
-	o      ClusterOptions
-	self   string
-	peers  []*actor.PID
-	cancel func()
+	cl    *Cluster
+	o     ClusterOptions
+	self  string
+	peers []*actor.PID
+	ticks repeat.Ticker
 	// known are the peer ids of the last check: a member not among them
 	// has joined since, and has heard none of the polls this member made.
 	known map[string]bool
@@ -160,11 +160,9 @@ func (a *clusterActor) Receive(ctx actor.Context) {
 		m.Panic()
 	case *actor.Started:
 		a.check(ctx)
-		a.cancel = repeat.Send(a.cl.h.clk, ctx.ActorSystem().Root, a.o.CheckInterval, a.o.CheckInterval, ctx.Self(), checkMembers{})
+		a.ticks.Start(ctx, a.cl.h.clk, a.o.CheckInterval, checkMembers{})
 	case *actor.Restarting, *actor.Stopping:
-		if a.cancel != nil {
-			a.cancel()
-		}
+		a.ticks.Stop()
 	case checkMembers:
 		a.check(ctx)
 	case *sharePoll:

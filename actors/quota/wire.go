@@ -114,27 +114,31 @@ func fromTheFuture(m messages.ClusterMessage, now time.Time) {
 			*t -= d
 		}
 	}
+	// lead brings an observation time more than maxPeerLead ahead back to
+	// now and says by how much it moved it (0: it was not ahead).
+	lead := func(at *int64) int64 {
+		if *at <= n {
+			return 0
+		}
+		d := *at - now.UnixNano()
+		*at = now.UnixNano()
+		return d
+	}
 	switch w := m.(type) {
 	case *messages.SharedQuotaPoll:
-		if w.At <= n {
-			return
-		}
-		d := w.At - now.UnixNano()
-		w.At = now.UnixNano()
-		for i := range w.Values {
-			back(&w.Values[i].ResetAt, d)
-			back(&w.Values[i].Expires, d)
+		if d := lead(&w.At); d != 0 {
+			for i := range w.Values {
+				back(&w.Values[i].ResetAt, d)
+				back(&w.Values[i].Expires, d)
+			}
 		}
 	case *messages.SharedQuotaHeaders:
 		for i := range w.Observations {
 			o := &w.Observations[i]
-			if o.At <= n {
-				continue
-			}
-			d := o.At - now.UnixNano()
-			o.At = now.UnixNano()
-			for j := range o.Readings {
-				back(&o.Readings[j].ResetAt, d)
+			if d := lead(&o.At); d != 0 {
+				for j := range o.Readings {
+					back(&o.Readings[j].ResetAt, d)
+				}
 			}
 		}
 	}

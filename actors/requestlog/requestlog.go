@@ -26,6 +26,7 @@
 package requestlog
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -159,9 +160,7 @@ var supervisor = actor.NewOneForOneStrategy(5, time.Minute, actor.DefaultDecider
 // Spawn starts the writer. With neither a store nor a line logger it
 // starts nothing and Log is a no-op (mode off).
 func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
+	o.Clock = clock.Or(o.Clock)
 	if o.QueueSize <= 0 {
 		o.QueueSize = DefaultQueueSize
 	}
@@ -171,9 +170,7 @@ func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
 	if o.Tick <= 0 {
 		o.Tick = DefaultTick
 	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
+	o.Log = cmp.Or(o.Log, slog.New(slog.DiscardHandler))
 	h := &Handle{root: system.Root, o: o, off: o.Store == nil && o.Lines == nil}
 	if h.off {
 		return h, nil
@@ -319,7 +316,7 @@ type writer struct {
 	lostSince int64
 	retryAt   time.Time
 	nextTrim  time.Time
-	stop      func()
+	ticks     repeat.Ticker
 }
 
 func (w *writer) Receive(ctx actor.Context) {
@@ -327,7 +324,7 @@ func (w *writer) Receive(ctx actor.Context) {
 	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
-		w.stop = repeat.Send(w.h.o.Clock, ctx.ActorSystem().Root, w.h.o.Tick, w.h.o.Tick, ctx.Self(), tick{})
+		w.ticks.Start(ctx, w.h.o.Clock, w.h.o.Tick, tick{})
 	case drain:
 		w.drain()
 	case tick:
@@ -339,9 +336,9 @@ func (w *writer) Receive(ctx actor.Context) {
 		w.h.queued.Add(-int64(w.held))
 		w.h.failed.Add(int64(len(w.batch) + w.loose))
 		w.batch, w.inbox = nil, nil
-		w.cancel()
+		w.ticks.Stop()
 	case *actor.Stopping:
-		w.cancel()
+		w.ticks.Stop()
 		w.commit()
 	}
 }
@@ -427,13 +424,6 @@ func (w *writer) refusals(now time.Time) {
 		return
 	}
 	w.recovered()
-}
-
-func (w *writer) cancel() {
-	if w.stop != nil {
-		w.stop()
-		w.stop = nil
-	}
 }
 
 // flush writes the batch in transactions of at most BatchSize records

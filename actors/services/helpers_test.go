@@ -114,6 +114,14 @@ const waitLimit = 30 * time.Second
 // waitStatus polls until cond holds for h's status (waitLimit).
 func waitStatus(t *testing.T, h *Handle, what string, cond func(Status) bool) Status {
 	t.Helper()
+	return pollStatus(t, h, "waiting for "+what, cond, 5*time.Millisecond, nil)
+}
+
+// pollStatus reads h's status every pause until cond holds, failing the
+// test (doing what) after waitLimit; between reads, step (if any) is given
+// the status that did not do.
+func pollStatus(t *testing.T, h *Handle, what string, cond func(Status) bool, pause time.Duration, step func(Status)) Status {
+	t.Helper()
 	deadline := time.Now().Add(waitLimit)
 	for {
 		st := h.Status()
@@ -121,9 +129,12 @@ func waitStatus(t *testing.T, h *Handle, what string, cond func(Status) bool) St
 			return st
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; status %+v", what, st)
+			t.Fatalf("timed out %s; status %+v", what, st)
 		}
-		time.Sleep(5 * time.Millisecond)
+		if step != nil {
+			step(st)
+		}
+		time.Sleep(pause)
 	}
 }
 
@@ -206,20 +217,11 @@ func (ft *fakeTimers) advanceNext(limit time.Duration) bool {
 func (ft *fakeTimers) drive(t *testing.T, h *Handle, within time.Duration, what string, cond func(Status) bool) Status {
 	t.Helper()
 	seenReady := lastReadySeq(h)
-	deadline := time.Now().Add(waitLimit)
-	for {
-		st := h.Status()
-		if cond(st) {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out driving to %s; status %+v", what, st)
-		}
+	return pollStatus(t, h, "driving to "+what, cond, 3*time.Millisecond, func(st Status) {
 		if st.State != Starting || lastReadySeq(h) > seenReady {
 			ft.advanceNext(within)
 		}
-		time.Sleep(3 * time.Millisecond)
-	}
+	})
 }
 
 // lastReadySeq is the sequence number of the newest "svctest ready on"

@@ -20,6 +20,7 @@
 package services
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -126,12 +127,8 @@ func newSupervisor(m *Manager, h *Handle) *supervisor {
 // Start creates one supervisor actor per spec on system. It does not start
 // any process: call StartAuto for the services marked auto-start.
 func Start(system *actor.ActorSystem, specs []Spec, o Options) (*Manager, error) {
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Clock = clock.Or(o.Clock)
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
 	if o.Rand == nil {
 		o.Rand = rand.Float64
 	}

@@ -20,6 +20,7 @@ package targets
 // (actors/quota's StartCluster).
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -81,9 +82,7 @@ type cooledDown struct {
 // a message it cannot read is dropped, counted and logged once, never
 // applied.
 func (h *Handle) StartCluster(o ClusterOptions) (*Cluster, error) {
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
+	o.Log = cmp.Or(o.Log, slog.New(slog.DiscardHandler))
 	cl := &Cluster{h: h, o: o}
 	pid, err := h.root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return &cooldownsActor{cl: cl} }), CooldownsActorName)
 	if err != nil {

@@ -292,12 +292,12 @@ func (s *state) foldTTFB(meanMs float64, n uint64) {
 }
 
 type targetsActor struct {
-	h      *Handle
-	clk    clock.Clock
-	names  []string
-	st     []state
-	dirty  bool
-	cancel func()
+	h     *Handle
+	clk   clock.Clock
+	names []string
+	st    []state
+	dirty bool
+	ticks repeat.Ticker
 	// flushTimer is the scheduled flush, if any.
 	flushTimer clock.Timer
 	// nextExpiry is the earliest cooldown end not yet republished.
@@ -339,7 +339,7 @@ func (a *targetsActor) Receive(ctx actor.Context) {
 	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
-		a.cancel = repeat.Send(a.clk, ctx.ActorSystem().Root, PublishInterval, PublishInterval, ctx.Self(), tick{})
+		a.ticks.Start(ctx, a.clk, PublishInterval, tick{})
 	case *actor.Restarting:
 		// Only the timers: the fresh actor drains the accumulators (the
 		// panic may have come from draining them). The flush the failed
@@ -377,9 +377,7 @@ func (a *targetsActor) Receive(ctx actor.Context) {
 }
 
 func (a *targetsActor) stopTimers() {
-	if a.cancel != nil {
-		a.cancel()
-	}
+	a.ticks.Stop()
 	if a.flushTimer != nil {
 		a.flushTimer.Stop()
 	}

@@ -35,6 +35,7 @@
 package tenantlimit
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -151,18 +152,14 @@ var supervisor = actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDec
 
 // Spawn starts the limiter with an initial tenant set.
 func Spawn(system *actor.ActorSystem, o Options) (*Handle, error) {
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
+	o.Clock = clock.Or(o.Clock)
 	if o.PublishInterval <= 0 {
 		o.PublishInterval = time.Second
 	}
 	if o.SpendTimeout <= 0 {
 		o.SpendTimeout = 10 * time.Second
 	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
+	o.Log = cmp.Or(o.Log, slog.New(slog.DiscardHandler))
 	h := &Handle{root: system.Root, clk: o.Clock, o: o}
 	empty := table{}
 	h.table.Store(&empty)
@@ -274,7 +271,7 @@ func (h *Handle) apply(specs []TenantSpec, readLater bool) {
 type limiterActor struct {
 	h        *Handle
 	interval time.Duration
-	stop     func()
+	ticks    repeat.Ticker
 	// reading is the sequence number of the spend read in flight (0:
 	// none); cancelRead ends it.
 	reading    uint64
@@ -286,14 +283,14 @@ func (a *limiterActor) Receive(ctx actor.Context) {
 	case messages.Crash:
 		m.Panic()
 	case *actor.Started:
-		a.stop = repeat.Send(a.h.clk, ctx.ActorSystem().Root, a.interval, a.interval, ctx.Self(), tick{})
+		a.ticks.Start(ctx, a.h.clk, a.interval, tick{})
 		a.startRead(ctx) // a restarted actor: tenants still waiting for theirs
 	case *actor.Stopping:
-		a.stopTick()
+		a.ticks.Stop()
 		a.endRead()
 		a.h.readers.Wait() // this read's goroutine and those of earlier incarnations
 	case *actor.Restarting:
-		a.stopTick()
+		a.ticks.Stop()
 		a.endRead()
 	case *setTenants:
 		a.h.apply(m.specs, false)
@@ -347,12 +344,6 @@ func (a *limiterActor) endRead() {
 		a.cancelRead()
 	}
 	a.reading, a.cancelRead = 0, nil
-}
-
-func (a *limiterActor) stopTick() {
-	if a.stop != nil {
-		a.stop()
-	}
 }
 
 // waitingSeeds reports a tenant, added by a set up to generation upTo,

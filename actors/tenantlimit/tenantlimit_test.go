@@ -2,7 +2,6 @@ package tenantlimit
 
 import (
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -110,42 +109,33 @@ func TestSixtyFourRequestsAgainstACapOfTen(t *testing.T) {
 	)
 	h, clk := start(t, TenantSpec{ID: id("key_agents"), Name: "agents", Policy: tenantpolicy.Policy{MaxConcurrent: 10, TokensPerMinute: tpm}})
 	var running, peak, used, admitted, refusedCap, refusedTok atomic.Int64
-	var wg sync.WaitGroup
-	gate := make(chan struct{})
-	for g := 0; g < 64; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-gate
-			for i := 0; i < 40; i++ {
-				r, res := h.Reserve(id("key_agents"), &tenantlimit.Request{Tokens: input + maxTokens}, clk.Now())
-				if !res.Allowed {
-					switch res.Kind {
-					case tenantlimit.KindConcurrency:
-						refusedCap.Add(1)
-					case tenantlimit.KindTokens:
-						refusedTok.Add(1)
-					default:
-						t.Errorf("refused for %v", res.Kind)
-					}
-					runtime.Gosched()
-					continue
+	testutil.AtOnce(64, func(g int) {
+		for i := 0; i < 40; i++ {
+			r, res := h.Reserve(id("key_agents"), &tenantlimit.Request{Tokens: input + maxTokens}, clk.Now())
+			if !res.Allowed {
+				switch res.Kind {
+				case tenantlimit.KindConcurrency:
+					refusedCap.Add(1)
+				case tenantlimit.KindTokens:
+					refusedTok.Add(1)
+				default:
+					t.Errorf("refused for %v", res.Kind)
 				}
-				admitted.Add(1)
-				n := running.Add(1)
-				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-				}
-				runtime.Gosched() // "the provider works"
-				out := int64(g*7+i*13) % (maxTokens + 1)
-				running.Add(-1)
-				used.Add(input + out)
-				h.Settle(&r, tenantlimit.Usage{Tokens: input + out, Known: true}, clk.Now())
-				h.Settle(&r, tenantlimit.Usage{Tokens: input + out, Known: true}, clk.Now()) // released once
+				runtime.Gosched()
+				continue
 			}
-		}()
-	}
-	close(gate)
-	wg.Wait()
+			admitted.Add(1)
+			n := running.Add(1)
+			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			}
+			runtime.Gosched() // "the provider works"
+			out := int64(g*7+i*13) % (maxTokens + 1)
+			running.Add(-1)
+			used.Add(input + out)
+			h.Settle(&r, tenantlimit.Usage{Tokens: input + out, Known: true}, clk.Now())
+			h.Settle(&r, tenantlimit.Usage{Tokens: input + out, Known: true}, clk.Now()) // released once
+		}
+	})
 	if p := peak.Load(); p > 10 || p < 1 {
 		t.Fatalf("%d requests ran at once against a cap of 10", p)
 	}

@@ -421,6 +421,19 @@ func (b *seedRun) settle(r *rig, ss []sample, pts []point) {
 	b.late, b.lagP99 = 100*late, ms(p99)
 }
 
+// driveOne is a one-stream gate's seed: it drives st from t0, stops the
+// observer and settles the run; a stream that made no request is
+// errNoSamples.
+func (b *seedRun) driveOne(ctx context.Context, r *rig, t0 time.Time, seed int64, ob *observer, st stream) ([]sample, []point, error) {
+	ss := r.drive(ctx, t0, seed, st).by[st.name]
+	pts := ob.finish()
+	if len(ss) == 0 {
+		return nil, nil, errNoSamples
+	}
+	b.settle(r, ss, pts)
+	return ss, pts, nil
+}
+
 func (b seedRun) seed() seedRun { return b }
 
 // seeded is a per-seed result.

@@ -11,6 +11,7 @@
 package lanes
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -55,9 +56,7 @@ func (o *Options) defaults() {
 	if o.Scale <= 0 {
 		o.Scale = 1
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
 	if o.Seed == 0 {
 		o.Seed = 1
 	}

@@ -33,13 +33,11 @@ type capacityRun struct {
 // knee) within 5 windows of the halving and stays there; after the restore
 // it reaches 0.9× the knee within 10 windows.
 func RunCapacityStep(ctx context.Context, o Options) (Report, error) {
-	rep, env := openGate(&o, "capacity-step")
-	rep.note("mock 32 → 16 → 32 slots × 200 ms (±30 %%), slots resized in place; one tenant at 1.25× the 32-slot capacity, clients give up after 10 s")
-	rep.note("warm-up 15 s, halved 20 s, restored 20 s; health read every 100 ms; a window is 1 s (ADAPTIVE_ADMISSION_WINDOW_MS default); the limit is the tightest currentLimit health reports")
-	runs, err := runSeeds(o, func(seed int64) (capacityRun, error) { return runCapacityStep(ctx, o, seed, env) })
+	rep, runs, err := gateRuns(ctx, &o, "capacity-step", runCapacityStep, "mock 32 → 16 → 32 slots × 200 ms (±30 %%), slots resized in place; one tenant at 1.25× the 32-slot capacity, clients give up after 10 s")
 	if err != nil {
 		return rep, err
 	}
+	rep.note("warm-up 15 s, halved 20 s, restored 20 s; health read every 100 ms; a window is 1 s (ADAPTIVE_ADMISSION_WINDOW_MS default); the limit is the tightest currentLimit health reports")
 	col := func(f func(capacityRun) float64) []float64 { return colOf(runs, f) }
 	rep.note("request cost: %s = %g; limit paths in health: %v", runs[0].costFrom, runs[0].costV, runs[0].paths)
 	rep.figureSeeds("knee at 32 slots (slots × request cost)", col(func(r capacityRun) float64 { return r.kneeHi }), "cost")
@@ -98,12 +96,10 @@ func runCapacityStep(ctx context.Context, o Options, seed int64, env map[string]
 	ob := r.observe(t0, 100*time.Millisecond, "m-cap")
 	st := stream{name: "c", rate: 1.25 * capacity, to: back + restored, path: "/v1/chat/completions", body: body("cap"),
 		headers: []string{"Authorization", "Bearer tenant-cap"}, timeout: 10 * time.Second}
-	ss := r.drive(ctx, t0, seed, st).by["c"]
-	pts := ob.finish()
-	if len(ss) == 0 {
-		return out, errNoSamples
+	ss, pts, err := out.driveOne(ctx, r, t0, seed, ob, st)
+	if err != nil {
+		return out, err
 	}
-	out.settle(r, ss, pts)
 	out.paths = limitPaths(pts)
 	pts = withLimit(pts)
 	out.costV, out.costFrom = measuredCost(ss, pts, estimateCost(len(body("cap"))))

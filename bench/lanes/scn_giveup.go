@@ -62,12 +62,10 @@ func runGiveUp(ctx context.Context, o Options, seed int64, env map[string]string
 	ob := r.observe(t0, 100*time.Millisecond, "m-gu")
 	st := stream{name: "c", rate: 3 * capacity, to: dur, path: "/v1/chat/completions", body: body("gu"),
 		headers: []string{"Authorization", "Bearer tenant-gu"}, timeout: giveUpTimeout, tag: true}
-	ss := r.drive(ctx, t0, seed, st).by["c"]
-	pts := ob.finish()
-	if len(ss) == 0 {
-		return out, errNoSamples
+	ss, pts, err := out.driveOne(ctx, r, t0, seed, ob, st)
+	if err != nil {
+		return out, err
 	}
-	out.settle(r, ss, pts)
 	out.cost, out.costFrom = measuredCost(ss, pts, estimateCost(len(body("gu"))))
 	knee := float64(slots) * out.cost
 	lim := withLimit(pts)

@@ -64,12 +64,10 @@ func runLatencyStep(ctx context.Context, o Options, seed int64, env map[string]s
 	end := warm + rest
 	st := stream{name: "c", rate: 1.25 * out.capacityOld, to: end, path: "/v1/chat/completions", body: body("lat"),
 		headers: []string{"Authorization", "Bearer tenant-lat"}, timeout: 10 * time.Second}
-	ss := r.drive(ctx, t0, seed, st).by["c"]
-	pts := ob.finish()
-	if len(ss) == 0 {
-		return out, errNoSamples
+	ss, pts, err := out.driveOne(ctx, r, t0, seed, ob, st)
+	if err != nil {
+		return out, err
 	}
-	out.settle(r, ss, pts)
 	out.cost, out.costFrom = measuredCost(ss, pts, estimateCost(len(body("lat"))))
 	knee := float64(slots) * out.cost
 	from := warm + settle

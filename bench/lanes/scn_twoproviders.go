@@ -39,13 +39,11 @@ type twoRun struct {
 // small one is slow the big one still runs at its knee and its own limit
 // (when the gateway reports per-upstream limits) does not fall.
 func RunTwoProviders(ctx context.Context, o Options) (Report, error) {
-	rep, env := openGate(&o, "two-providers")
-	rep.note("model duo: round-robin over provider small (m-small: 16 slots × 200 ms) and provider big (m-big: 48 slots × 200 ms), ±30 %% latency; one tenant at 1.25× the joint 320 req/s; clients give up after 10 s")
-	rep.note("phase A 20 s (measured from 5 s); phase B: m-small at 800 ms for 20 s (measured from 5 s in); per-upstream limits are health currentLimits whose path names small or big")
-	runs, err := runSeeds(o, func(seed int64) (twoRun, error) { return runTwoProviders(ctx, o, seed, env) })
+	rep, runs, err := gateRuns(ctx, &o, "two-providers", runTwoProviders, "model duo: round-robin over provider small (m-small: 16 slots × 200 ms) and provider big (m-big: 48 slots × 200 ms), ±30 %% latency; one tenant at 1.25× the joint 320 req/s; clients give up after 10 s")
 	if err != nil {
 		return rep, err
 	}
+	rep.note("phase A 20 s (measured from 5 s); phase B: m-small at 800 ms for 20 s (measured from 5 s in); per-upstream limits are health currentLimits whose path names small or big")
 	rep.note("limit paths in health: %v", runs[0].paths)
 	use := func(f func(twoRun) upstreamUse, g func(upstreamUse) float64) []float64 {
 		return colOf(runs, func(r twoRun) float64 { return g(f(r)) })
@@ -100,12 +98,10 @@ func runTwoProviders(ctx context.Context, o Options, seed int64, env map[string]
 	end := phaseA + phaseB
 	st := stream{name: "c", rate: 1.25 * capacity, to: end, path: "/v1/chat/completions", body: body("duo"),
 		headers: []string{"Authorization", "Bearer tenant-duo"}, timeout: 10 * time.Second}
-	ss := r.drive(ctx, t0, seed, st).by["c"]
-	pts := ob.finish()
-	if len(ss) == 0 {
-		return out, errNoSamples
+	ss, pts, err := out.driveOne(ctx, r, t0, seed, ob, st)
+	if err != nil {
+		return out, err
 	}
-	out.settle(r, ss, pts)
 	out.paths = limitPaths(pts)
 	spanA, spanB := between(pts, settle, phaseA), between(pts, phaseA+settle, end)
 	measure := func(span []point, model, provider string, slots int) upstreamUse {

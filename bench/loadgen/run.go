@@ -92,28 +92,20 @@ func runClosed(ctx context.Context, c *Client, s *Spec, l Load) *Result {
 	since := sinceFunc(epoch)
 	stopAt := int64(l.Duration)
 	var issued atomic.Int64
-	per := make([][]Record, l.Concurrency)
-	var wg sync.WaitGroup
-	for i := range per {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w := newWorker(since)
-			recs := make([]Record, 0, 1024)
-			for ctx.Err() == nil && since() < stopAt && issued.Add(1) <= int64(l.MaxRequests) {
-				recs = append(recs, Record{})
-				r := &recs[len(recs)-1]
-				r.Intended = since()
-				c.do(w, s, r)
-				if p := l.PauseAfterRejection; p > 0 && (r.Status == 429 || r.Status == 503) {
-					pause(ctx, min(p, time.Duration(stopAt-since())))
-				}
+	wait := startWorkers(l.Concurrency, since, func(w *worker) []Record {
+		recs := make([]Record, 0, 1024)
+		for ctx.Err() == nil && since() < stopAt && issued.Add(1) <= int64(l.MaxRequests) {
+			recs = append(recs, Record{})
+			r := &recs[len(recs)-1]
+			r.Intended = since()
+			c.do(w, s, r)
+			if p := l.PauseAfterRejection; p > 0 && (r.Status == 429 || r.Status == 503) {
+				pause(ctx, min(p, time.Duration(stopAt-since())))
 			}
-			per[i] = recs
-		}()
-	}
-	wg.Wait()
-	return &Result{Load: l, Elapsed: time.Since(epoch), Records: flatten(per)}
+		}
+		return recs
+	})
+	return &Result{Load: l, Elapsed: time.Since(epoch), Records: wait()}
 }
 
 func runOpen(ctx context.Context, c *Client, s *Spec, l Load) *Result {
@@ -122,32 +114,42 @@ func runOpen(ctx context.Context, c *Client, s *Spec, l Load) *Result {
 	epoch := time.Now()
 	since := sinceFunc(epoch)
 	hardStop := int64(l.Duration + s.Timeout)
+	wait := startWorkers(l.Workers, since, func(w *worker) []Record {
+		var recs []Record
+		for at := range jobs {
+			recs = append(recs, Record{Intended: at})
+			r := &recs[len(recs)-1]
+			if ctx.Err() != nil || since() > hardStop {
+				r.Outcome = NotSent
+				continue
+			}
+			c.do(w, s, r)
+		}
+		return recs
+	})
+	maxBacklog := schedule(ctx, l, jobs, since)
+	close(jobs)
+	return &Result{Load: l, Elapsed: time.Since(epoch), Records: wait(), MaxBacklog: maxBacklog}
+}
 
-	per := make([][]Record, l.Workers)
+// startWorkers starts n workers, each on a goroutine with a worker (its
+// connection and buffers) of its own, and returns a function that waits
+// for them all and hands back their records in one slice. The closed and
+// the open loop differ only in what a worker does: work.
+func startWorkers(n int, since func() int64, work func(w *worker) []Record) (wait func() []Record) {
+	per := make([][]Record, n)
 	var wg sync.WaitGroup
 	for i := range per {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := newWorker(since)
-			var recs []Record
-			for at := range jobs {
-				recs = append(recs, Record{Intended: at})
-				r := &recs[len(recs)-1]
-				if ctx.Err() != nil || since() > hardStop {
-					r.Outcome = NotSent
-					continue
-				}
-				c.do(w, s, r)
-			}
-			per[i] = recs
+			per[i] = work(newWorker(since))
 		}()
 	}
-
-	maxBacklog := schedule(ctx, l, jobs, since)
-	close(jobs)
-	wg.Wait()
-	return &Result{Load: l, Elapsed: time.Since(epoch), Records: flatten(per), MaxBacklog: maxBacklog}
+	return func() []Record {
+		wg.Wait()
+		return flatten(per)
+	}
 }
 
 // schedule emits Poisson arrival times (ns since epoch) into jobs, sleeping

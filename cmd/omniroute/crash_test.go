@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/omniroute/gateway/internal/testutil"
 )
 
 // TestKillNineKeepsEveryRowBeforeTheLastCommit runs the real command (the
@@ -47,37 +49,23 @@ func TestKillNineKeepsEveryRowBeforeTheLastCommit(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var answered []answer
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := 0; w < 8; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			hc := &http.Client{Transport: &http.Transport{Proxy: nil}, Timeout: 10 * time.Second}
-			defer hc.CloseIdleConnections()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				resp, err := hc.Post("http://"+addr+"/v1/chat/completions", "application/json",
-					strings.NewReader(`{"model":"demo","messages":[{"role":"user","content":"hello"}]}`))
-				if err != nil {
-					return // killed
-				}
-				b, err := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				at := time.Now().Round(0) // the wall clock, comparable with the gateway's
-				if err != nil || resp.StatusCode != 200 || !strings.Contains(string(b), `"chat.completion"`) {
-					continue
-				}
-				mu.Lock()
-				answered = append(answered, answer{resp.Header.Get("X-Request-Id"), at})
-				mu.Unlock()
-			}
-		}()
-	}
+	stop := testutil.Callers(8, 10*time.Second, func(_ int, hc *http.Client) bool {
+		resp, err := hc.Post("http://"+addr+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"demo","messages":[{"role":"user","content":"hello"}]}`))
+		if err != nil {
+			return false // killed
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		at := time.Now().Round(0) // the wall clock, comparable with the gateway's
+		if err != nil || resp.StatusCode != 200 || !strings.Contains(string(b), `"chat.completion"`) {
+			return true
+		}
+		mu.Lock()
+		answered = append(answered, answer{resp.Header.Get("X-Request-Id"), at})
+		mu.Unlock()
+		return true
+	})
 	// Load for three seconds (and at least 1,000 answers, up to 20 s on a
 	// slow machine), then SIGKILL under it.
 	start := time.Now()
@@ -96,8 +84,7 @@ func TestKillNineKeepsEveryRowBeforeTheLastCommit(t *testing.T) {
 	killedAt := time.Now().Round(0)
 	cmd.Wait() //nolint:errcheck
 	killed = true
-	close(stop)
-	wg.Wait()
+	stop()
 	if len(answered) < 100 {
 		t.Fatalf("only %d requests answered before the kill; stderr %s", len(answered), stderr.String())
 	}

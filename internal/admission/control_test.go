@@ -110,6 +110,31 @@ func newCtlSimSeed(t *testing.T, cfg ControlConfig, slots int, service time.Dura
 // hold for: a gate on one seed could be luck.
 var seeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8}
 
+// lowest runs the simulation for d and reports the lowest limit and the
+// most callers waiting at the gate meanwhile.
+func (s *ctlSim) lowest(d time.Duration) (low int64, waited int) {
+	low = int64(1 << 62)
+	s.run(d, func() {
+		low = min(low, s.c.Limit())
+		waited = max(waited, len(s.waiting))
+	})
+	return low, waited
+}
+
+// steady16 is a 16-slot provider answering in 100 ms, run for 10 s under
+// a closed loop of callers: the set-up of the tests that then change
+// something. It fails unless the knee found is about 16 (0.8 to hi × 16).
+func steady16(t *testing.T, seed uint64, callers int, hi float64) *ctlSim {
+	t.Helper()
+	s := newCtlSimSeed(t, cfgFor(), 16, 100*time.Millisecond, seed)
+	s.saturate = callers
+	s.run(10*time.Second, nil)
+	if k := s.c.Knee(); k < 0.8*16 || k > hi*16 {
+		t.Fatalf("seed %d: set-up: knee %.1f after 10 s of %d callers, want about 16 (%.1f to %.1f)", seed, k, callers, 0.8*16, hi*16)
+	}
+	return s
+}
+
 func (s *ctlSim) reading() Reading {
 	r := Reading{At: s.now, Active: s.active, Integral: s.integral, Limited: s.limited, Pending: s.active, Busy: s.cpuBusy}
 	r.PendingAgeSum = max(0, float64(s.active)*s.now.Sub(s.start).Seconds()-s.admitSum)
@@ -582,12 +607,7 @@ func TestControlPinnedLimitKeepsItsBaseline(t *testing.T) {
 // is probed again at once: the knee is back within 3 s of the stall.
 func TestControlStallIsUndoneQuickly(t *testing.T) {
 	for _, seed := range seeds {
-		s := newCtlSimSeed(t, cfgFor(), 16, 100*time.Millisecond, seed)
-		s.saturate = 100
-		s.run(10*time.Second, nil)
-		if k := s.c.Knee(); k < 0.8*16 || k > 1.2*16 {
-			t.Fatalf("seed %d: steady knee %.1f, want about 16", seed, k)
-		}
+		s := steady16(t, seed, 100, 1.2)
 		s.service = 200 * time.Millisecond
 		s.run(200*time.Millisecond, nil)
 		s.service = 100 * time.Millisecond
@@ -621,11 +641,7 @@ func TestControlLocalDelayIsNotAQueue(t *testing.T) {
 			s := newCtlSimSeed(t, cfgFor(), 4096, tc.service, seed)
 			s.saturate, s.localPer, s.localShare = 256, tc.localPer, 1.5
 			s.run(10*time.Second, nil)
-			low, waited := int64(1<<62), 0
-			s.run(5*time.Second, func() {
-				low = min(low, s.c.Limit())
-				waited = max(waited, len(s.waiting))
-			})
+			low, waited := s.lowest(5 * time.Second)
 			if low < 256 || waited > 0 {
 				t.Errorf("seed %d, %v + %v per request in flight: the limit fell to %d (want ≥ 256, the callers) and up to %d callers waited at the gate; last phase %+v",
 					seed, tc.service, tc.localPer, low, waited, s.c.Last())
@@ -663,11 +679,7 @@ func TestControlUsedUpCPUIsNotAQueue(t *testing.T) {
 			s := newCtlSimSeed(t, cfgFor(), 4096, 20*time.Millisecond, seed)
 			s.saturate, s.localPer, s.localShare, s.unmeasured, s.cpuBusy = 256, 100*time.Microsecond, 2, true, busy
 			s.run(10*time.Second, nil)
-			low, waited := int64(1<<62), 0
-			s.run(5*time.Second, func() {
-				low = min(low, s.c.Limit())
-				waited = max(waited, len(s.waiting))
-			})
+			low, waited := s.lowest(5 * time.Second)
 			if low < 256 || waited > 0 {
 				cut++
 				if busy {
@@ -794,12 +806,7 @@ func TestControlHangBeforeAnyBaselineStaysFinite(t *testing.T) {
 // knee instead of doubling past it into the provider's queue.
 func TestControlBusyCPUStopsNearACalmKnee(t *testing.T) {
 	for _, seed := range seeds {
-		s := newCtlSimSeed(t, cfgFor(), 16, 100*time.Millisecond, seed)
-		s.saturate = 64
-		s.run(10*time.Second, nil)
-		if k := s.c.Knee(); k < 0.8*16 || k > 1.3*16 {
-			t.Fatalf("seed %d: set-up: calm knee estimate %.1f, want about 16", seed, k)
-		}
+		s := steady16(t, seed, 64, 1.3)
 		s.cpuBusy, s.localPer, s.localShare = true, 2*time.Millisecond, 0
 		var top int64
 		s.run(10*time.Second, func() { top = max(top, s.c.Limit()) })

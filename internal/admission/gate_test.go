@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"fmt"
 	"math/rand"
 	"sync"
 	"sync/atomic"
@@ -17,23 +18,24 @@ func newTestGate(limit int64) *Gate {
 // rel releases a lease admitted at 0 that had its first byte.
 func rel(g *Gate, c Class, cost int64) { g.Release(c, cost, 0, true, 0) }
 
+// expect fails the test, naming the step (what), when the gate answered v
+// instead of want.
+func expect(t *testing.T, what string, v, want Verdict) {
+	t.Helper()
+	if v != want {
+		t.Fatalf("%s: %v, want %v", what, v, want)
+	}
+}
+
 func TestGateAdmitsUntilTheLimitThenQueuesWithoutBypass(t *testing.T) {
 	g := newTestGate(10)
 	for i := 0; i < 2; i++ {
-		if v := g.Acquire(Interactive, 4, 0, true); v != Admitted {
-			t.Fatalf("acquire %d: %v", i, v)
-		}
+		expect(t, fmt.Sprintf("acquire %d", i), g.Acquire(Interactive, 4, 0, true), Admitted)
 	}
-	if v := g.Acquire(Interactive, 4, 0, true); v != Queue {
-		t.Fatalf("over the limit: %v, want queue", v)
-	}
+	expect(t, "over the limit", g.Acquire(Interactive, 4, 0, true), Queue)
 	// A small request would fit (8+2 ≤ 10), but work is waiting: no bypass.
-	if v := g.Acquire(Interactive, 2, 0, true); v != Queue {
-		t.Fatalf("bypassed queued work: %v", v)
-	}
-	if v := g.Acquire(Interactive, 2, 0, false); v != Busy {
-		t.Fatalf("unregistered: %v", v)
-	}
+	expect(t, "bypassed queued work", g.Acquire(Interactive, 2, 0, true), Queue)
+	expect(t, "unregistered", g.Acquire(Interactive, 2, 0, false), Busy)
 	rel(g, Interactive, 4)
 	if r := g.Grant(Interactive, 4, 0, 0); r != Granted {
 		t.Fatalf("grant for the waiter: %v", r)
@@ -51,20 +53,14 @@ func TestGateClassFloorsBorrowingWithoutPreemption(t *testing.T) {
 	now := int64(0)
 	// Interactive idle: batch borrows everything.
 	for i := 0; i < 10; i++ {
-		if v := g.Acquire(Batch, 10, now, true); v != Admitted {
-			t.Fatalf("batch %d: %v", i, v)
-		}
+		expect(t, fmt.Sprintf("batch %d", i), g.Acquire(Batch, 10, now, true), Admitted)
 	}
 	// Interactive returns: nothing is preempted, it queues.
-	if v := g.Acquire(Interactive, 10, now, true); v != Queue {
-		t.Fatalf("interactive with batch holding everything: %v", v)
-	}
+	expect(t, "interactive with batch holding everything", g.Acquire(Interactive, 10, now, true), Queue)
 	// As batch leases end, batch admissions stop until interactive has its floor.
 	for i := 0; i < 7; i++ {
 		rel(g, Batch, 10)
-		if v := g.Acquire(Batch, 10, now, false); v != Busy {
-			t.Fatalf("batch admitted while interactive waits below its floor (round %d): %v", i, v)
-		}
+		expect(t, fmt.Sprintf("batch admitted while interactive waits below its floor (round %d)", i), g.Acquire(Batch, 10, now, false), Busy)
 		if r := g.Grant(Interactive, 10, now, 0); r != Granted {
 			t.Fatalf("interactive grant %d: %v", i, r)
 		}
@@ -75,17 +71,13 @@ func TestGateClassFloorsBorrowingWithoutPreemption(t *testing.T) {
 	if r := g.Grant(Interactive, 10, now, 0); r != Reserved {
 		t.Fatalf("interactive took batch's floor: %v, want Reserved (room under the limit kept for batch)", r)
 	}
-	if v := g.Acquire(Batch, 5, now, true); v != Admitted {
-		t.Fatalf("batch below its floor: %v", v)
-	}
+	expect(t, "batch below its floor", g.Acquire(Batch, 5, now, true), Admitted)
 	g.Unwait(Interactive)
 	// Interactive goes idle: after the idle horizon batch may take it all.
 	for i := 0; i < 7; i++ {
 		rel(g, Interactive, 10)
 	}
-	if v := g.Acquire(Batch, 10, now+sec/2, false); v != Busy {
-		t.Fatalf("interactive's floor released before its idle horizon: %v", v)
-	}
+	expect(t, "interactive's floor released before its idle horizon", g.Acquire(Batch, 10, now+sec/2, false), Busy)
 	later := now + 2*sec
 	for i := 0; i < 7; i++ {
 		if v := g.Acquire(Batch, 10, later, true); v != Admitted {
@@ -102,21 +94,13 @@ func TestGateCapAndGlobalBound(t *testing.T) {
 	g := NewGate(100, [NumClasses]int64{75, 25}, time.Second, 2, global, gateOrigin)
 	other := NewGate(100, [NumClasses]int64{75, 25}, time.Second, 0, global, gateOrigin)
 	for i := 0; i < 2; i++ {
-		if v := g.Acquire(Interactive, 1, 0, false); v != Admitted {
-			t.Fatalf("under the cap: %v", v)
-		}
+		expect(t, "under the cap", g.Acquire(Interactive, 1, 0, false), Admitted)
 	}
 	// The cap of 2 refuses a third however much room the limit has.
-	if v := g.Acquire(Interactive, 1, 0, false); v != Busy {
-		t.Fatalf("over the cap: %v", v)
-	}
+	expect(t, "over the cap", g.Acquire(Interactive, 1, 0, false), Busy)
 	// The global bound of 10 is shared: 2 held there, 8 fit here, not 9.
-	if v := other.Acquire(Interactive, 8, 0, false); v != Admitted {
-		t.Fatalf("within the global bound: %v", v)
-	}
-	if v := other.Acquire(Interactive, 1, 0, false); v != GlobalFull {
-		t.Fatalf("past the global bound: %v", v)
-	}
+	expect(t, "within the global bound", other.Acquire(Interactive, 8, 0, false), Admitted)
+	expect(t, "past the global bound", other.Acquire(Interactive, 1, 0, false), GlobalFull)
 	rel(other, Interactive, 8)
 	if global.Active() != 2 {
 		t.Fatalf("global holds %d, want 2", global.Active())
@@ -136,9 +120,7 @@ func TestGateReadingMeasuresTheUpstream(t *testing.T) {
 	sec := int64(time.Second)
 	g.Acquire(Interactive, 2, 0, false)
 	g.Acquire(Interactive, 2, sec, false)
-	if v := g.Acquire(Interactive, 1, sec, false); v != Busy {
-		t.Fatalf("at the limit: %v", v)
-	}
+	expect(t, "at the limit", g.Acquire(Interactive, 1, sec, false), Busy)
 	r := g.Reading(gateOrigin.Add(2 * time.Second))
 	// 2 for 1 s, then 4 for 1 s: 6 cost-seconds; pending ages 2 s and 1 s.
 	if r.Integral != 6 || r.Active != 4 || r.Pending != 2 || r.PendingAgeSum != 3 || r.Limited != 1 {
@@ -214,26 +196,16 @@ func TestGateLendsWhatAnActiveClassDoesNotUse(t *testing.T) {
 			t.Fatalf("batch %d: %v (stats %+v)", i, v, g.Stats())
 		}
 	}
-	if v := g.Acquire(Batch, 5, 10*ms, false); v != Busy {
-		t.Fatalf("batch took interactive's recent demand: %v", v)
-	}
+	expect(t, "batch took interactive's recent demand", g.Acquire(Batch, 5, 10*ms, false), Busy)
 	// Interactive leases end and start again (same demand): its room stays.
 	rel(g, Interactive, 5)
-	if v := g.Acquire(Batch, 5, 20*ms, false); v != Busy {
-		t.Fatalf("batch took room interactive used 10 ms ago: %v", v)
-	}
-	if v := g.Acquire(Interactive, 5, 30*ms, true); v != Admitted {
-		t.Fatalf("interactive within its recent demand: %v", v)
-	}
+	expect(t, "batch took room interactive used 10 ms ago", g.Acquire(Batch, 5, 20*ms, false), Busy)
+	expect(t, "interactive within its recent demand", g.Acquire(Interactive, 5, 30*ms, true), Admitted)
 	// Interactive demand grows beyond: it waits (no preemption), and batch
 	// admissions stop until interactive has its floor.
-	if v := g.Acquire(Interactive, 5, 40*ms, true); v != Queue {
-		t.Fatalf("interactive above its recent demand with batch holding the rest: %v", v)
-	}
+	expect(t, "interactive above its recent demand with batch holding the rest", g.Acquire(Interactive, 5, 40*ms, true), Queue)
 	rel(g, Batch, 5)
-	if v := g.Acquire(Batch, 5, 50*ms, false); v != Busy {
-		t.Fatalf("batch admitted while interactive waits below its floor: %v", v)
-	}
+	expect(t, "batch admitted while interactive waits below its floor", g.Acquire(Batch, 5, 50*ms, false), Busy)
 	if r := g.Grant(Interactive, 5, 50*ms, 0); r != Granted {
 		t.Fatalf("interactive grant: %v", r)
 	}
@@ -249,9 +221,7 @@ func TestGrantTellsTheLimitFromReservedRoom(t *testing.T) {
 	g := newTestGate(100)
 	now := time.Now().UnixNano()
 	for i := 0; i < 8; i++ {
-		if v := g.Acquire(Interactive, 10, now, false); v != Admitted {
-			t.Fatalf("acquire %d: %v", i, v)
-		}
+		expect(t, fmt.Sprintf("acquire %d", i), g.Acquire(Interactive, 10, now, false), Admitted)
 	}
 	if r := g.Grant(Interactive, 10, now, 15); r != Reserved {
 		t.Fatalf("80 of 100 held, 15 kept for another lane: %v, want Reserved", r)

@@ -44,6 +44,15 @@ func (Real) Now() time.Time { return time.Now() }
 // AfterFunc is time.AfterFunc.
 func (Real) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
+// Or is c, or the real clock when c is nil: the default of every
+// component's optional Clock option.
+func Or(c Clock) Clock {
+	if c == nil {
+		return Real{}
+	}
+	return c
+}
+
 // Fake is a clock that moves only when a test moves it. It is safe for
 // concurrent use.
 //

@@ -36,26 +36,31 @@ func Classify(status int, body []byte) messages.FailureClass {
 	return Analyze(status, body).Class
 }
 
+// byStatus is the verdict of each status whose body is not read.
+var byStatus = map[int]Verdict{
+	401: {Class: messages.Auth, Reason: "unauthorized"},
+	403: {Class: messages.Auth, Reason: "forbidden"},
+	408: {Class: messages.Timeout, Reason: "upstream_timeout"},
+	504: {Class: messages.Timeout, Reason: "gateway_timeout"},
+	529: {Class: messages.Capacity, Reason: "overloaded"},
+	404: {Class: messages.Request, Reason: "not_found"},
+	413: {Class: messages.Request, Reason: "request_too_large"},
+}
+
 // Analyze classifies an upstream answer by status and error body.
 func Analyze(status int, body []byte) Verdict {
+	if status >= 200 && status < 300 {
+		return Verdict{Class: messages.OK}
+	}
+	if v, ok := byStatus[status]; ok {
+		return v
+	}
 	lower := lowerPrefix(body, 4096)
 	switch {
-	case status >= 200 && status < 300:
-		return Verdict{Class: messages.OK}
 	case status == 429:
 		return analyze429(lower)
 	case status == 402:
 		return analyze402(lower)
-	case status == 401:
-		return Verdict{Class: messages.Auth, Reason: "unauthorized"}
-	case status == 403:
-		return Verdict{Class: messages.Auth, Reason: "forbidden"}
-	case status == 408:
-		return Verdict{Class: messages.Timeout, Reason: "upstream_timeout"}
-	case status == 504:
-		return Verdict{Class: messages.Timeout, Reason: "gateway_timeout"}
-	case status == 529:
-		return Verdict{Class: messages.Capacity, Reason: "overloaded"}
 	case status == 503:
 		if containsAny(lower, "overloaded", "capacity", "too many requests") {
 			return Verdict{Class: messages.Capacity, Reason: "overloaded"}
@@ -65,10 +70,6 @@ func Analyze(status int, body []byte) Verdict {
 		return Verdict{Class: messages.Capacity, Reason: "server_error"}
 	case status == 400:
 		return analyze400(lower)
-	case status == 404:
-		return Verdict{Class: messages.Request, Reason: "not_found"}
-	case status == 413:
-		return Verdict{Class: messages.Request, Reason: "request_too_large"}
 	}
 	return Verdict{Class: messages.Request, Reason: "rejected"}
 }

@@ -49,3 +49,38 @@ func (r *repeater) stop() {
 	r.t.Stop()
 	r.mu.Unlock()
 }
+
+// Ticker is the tick of an actor that wants a message at a fixed interval
+// for as long as it runs. It lives in the actor object, so a restarted
+// incarnation (a fresh object) starts a tick of its own.
+type Ticker struct{ stop func() }
+
+// Start sends msg to the actor every interval on clk, the first one
+// interval from now.
+func (t *Ticker) Start(ctx actor.Context, clk clock.Clock, interval time.Duration, msg any) {
+	t.stop = Send(clk, ctx.ActorSystem().Root, interval, interval, ctx.Self(), msg)
+}
+
+// Stop ends the tick. It may be called before Start and more than once
+// (an actor stops its tick on Restarting and again on Stopping).
+func (t *Ticker) Stop() {
+	if t.stop != nil {
+		t.stop()
+	}
+}
+
+// Lifecycle is Start on *actor.Started and Stop on *actor.Restarting and
+// *actor.Stopping, for an actor with nothing else to do at those points.
+// It reports whether the message was one of the three, so that the
+// actor's own switch names only its own messages.
+func (t *Ticker) Lifecycle(ctx actor.Context, clk clock.Clock, interval time.Duration, msg any) bool {
+	switch ctx.Message().(type) {
+	case *actor.Started:
+		t.Start(ctx, clk, interval, msg)
+	case *actor.Restarting, *actor.Stopping:
+		t.Stop()
+	default:
+		return false
+	}
+	return true
+}

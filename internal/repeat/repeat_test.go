@@ -90,3 +90,45 @@ func TestStopRacesTick(t *testing.T) {
 		}
 	}
 }
+
+// TestTickerLifecycle: an actor that leaves its lifecycle to a Ticker is
+// ticked from Started on, its own switch never sees the three lifecycle
+// messages, and once it stops no timer is left on the clock.
+func TestTickerLifecycle(t *testing.T) {
+	sys := actor.NewActorSystem()
+	t.Cleanup(sys.Shutdown)
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var n, lifecycle atomic.Int64
+	var tk Ticker
+	tk.Stop() // before Start: nothing to stop
+	pid := sys.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if tk.Lifecycle(ctx, clk, time.Second, tick{}) {
+			return
+		}
+		switch ctx.Message().(type) {
+		case *actor.Started, *actor.Restarting, *actor.Stopping:
+			lifecycle.Add(1)
+		case tick:
+			n.Add(1)
+		case flush:
+			ctx.Respond(true)
+		}
+	}))
+	handled(t, sys, pid)
+	clk.Advance(time.Second)
+	handled(t, sys, pid)
+	clk.Advance(time.Second)
+	handled(t, sys, pid)
+	if got := n.Load(); got != 2 {
+		t.Fatalf("%d ticks after two intervals, want 2", got)
+	}
+	if err := sys.Root.StopFuture(pid).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got := lifecycle.Load(); got != 0 {
+		t.Fatalf("the actor's switch saw %d lifecycle messages, want 0", got)
+	}
+	if p := clk.Pending(); p != 0 {
+		t.Fatalf("%d timers pending after the actor stopped", p)
+	}
+}

@@ -101,9 +101,7 @@ func New(client *clientv3.Client, base string, o Options) *Provider {
 	if o.Grace <= 0 {
 		o.Grace = 20 * time.Second
 	}
-	if o.Clock == nil {
-		o.Clock = clock.Real{}
-	}
+	o.Clock = clock.Or(o.Clock)
 	return &Provider{client: client, base: strings.TrimSuffix(base, "/"), o: o}
 }
 

@@ -27,6 +27,7 @@
 package etcdkeys
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -83,9 +84,7 @@ func New(c *clientv3.Client, cluster string, o Options) *Store {
 	if o.Retry <= 0 {
 		o.Retry = time.Second
 	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.DiscardHandler)
-	}
+	o.Log = cmp.Or(o.Log, slog.New(slog.DiscardHandler))
 	return &Store{c: c, prefix: Prefix(cluster), o: o}
 }
 

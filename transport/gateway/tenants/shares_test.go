@@ -1,13 +1,12 @@
 package tenants
 
 import (
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 
 	"github.com/omniroute/gateway/actors/keys"
 	ikeys "github.com/omniroute/gateway/internal/keys"
-	"github.com/omniroute/gateway/internal/store/sqlite"
+	"github.com/omniroute/gateway/internal/store/sqlite/sqlitetest"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 	"github.com/omniroute/gateway/internal/testutil"
@@ -21,11 +20,7 @@ import (
 // panic in the follower restarts it, and it keeps following.
 func TestSharesFollowTheKeys(t *testing.T) {
 	sys := testutil.ActorSystem(t)
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := sqlitetest.Open(t)
 	res, err := tenant.NewResolver([]byte("0123456789abcdef0123"), tenant.ModeKeys, false, nil)
 	if err != nil {
 		t.Fatal(err)

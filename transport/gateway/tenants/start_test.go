@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	ikeys "github.com/omniroute/gateway/internal/keys"
 	"github.com/omniroute/gateway/internal/store"
 	"github.com/omniroute/gateway/internal/store/sqlite"
+	"github.com/omniroute/gateway/internal/store/sqlite/sqlitetest"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantlimit"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
@@ -77,23 +77,13 @@ func newSource(t *testing.T, db store.Store) *source {
 	return &source{db: db, clk: clock.NewFake(time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)), res: res, mode: "both"}
 }
 
-func openDB(t *testing.T) *sqlite.DB {
-	t.Helper()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), sqlite.FileName), sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
 // TestStartHandsThePipelineItsPort: Start spawns the layer and attaches
 // the port; through it a key created is identified, weighted and limited
 // at once, a request reserved and settled, a record logged (a line on the
 // request log's output) and the health section reads the actors.
 func TestStartHandsThePipelineItsPort(t *testing.T) {
 	sys := testutil.ActorSystem(t)
-	src := newSource(t, openDB(t))
+	src := newSource(t, sqlitetest.Open(t))
 	src.clk = clock.Real{} // the writer commits on its tick
 	if err := Start(sys, src, Cluster{}); err != nil {
 		t.Fatal(err)
@@ -149,7 +139,7 @@ func TestStartHandsThePipelineItsPort(t *testing.T) {
 // and a second Start on a readable store works).
 func TestStartStopsWhenSpendCannotBeRead(t *testing.T) {
 	sys := testutil.ActorSystem(t)
-	db := openDB(t)
+	db := sqlitetest.Open(t)
 	src := newSource(t, failingSpend{db})
 	src.cfg = []keys.ConfigTenant{{Name: "budgeted", KeySHA256: ikeys.Digest([]byte("k")), Policy: tenantpolicy.Policy{DailyBudgetUSD: 1}}}
 	err := Start(sys, src, Cluster{})
