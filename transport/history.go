@@ -28,7 +28,7 @@ func (g *Gateway) stopDashboard() {
 
 // dashSample reads published snapshots and atomics only.
 func (g *Gateway) dashSample(now time.Time) history.Point {
-	p := history.Point{At: now, Inflight: g.metrics.inflight.Load(), InflightBytes: g.ingest.InflightBytes(),
+	p := history.Point{At: now, Inflight: g.metrics.inflight.Load(), InflightBytes: g.intake.Ingest().InflightBytes(),
 		Requests: g.metrics.dash.requests.Load(), Errors: g.metrics.dash.errors.Load(),
 		Buckets: make([]uint64, len(g.metrics.dash.buckets))}
 	var cum uint64
@@ -42,7 +42,7 @@ func (g *Gateway) dashSample(now time.Time) history.Point {
 			p.Targets[i] = history.TargetCount{Attempts: ts.Targets[i].Attempts, Successes: ts.Targets[i].Successes}
 		}
 	}
-	if s := g.adm.lanes.Snapshot(); s != nil {
+	if s := g.adm.Lanes().Snapshot(); s != nil {
 		p.Limit, p.ActiveCost, p.QueuedCost, p.QueuedRequests = s.CurrentLimit, s.ActiveCost, s.QueuedCost, s.QueuedCount
 	}
 	return p

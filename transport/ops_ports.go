@@ -21,6 +21,7 @@ import (
 	"github.com/omniroute/gateway/internal/store"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 	"github.com/omniroute/gateway/transport/edge"
+	"github.com/omniroute/gateway/transport/metric"
 	"github.com/omniroute/gateway/transport/ops"
 	"github.com/omniroute/gateway/transport/upstream"
 )
@@ -37,7 +38,7 @@ type opsPorts Gateway
 func (g *Gateway) newOps() *ops.API {
 	p := (*opsPorts)(g)
 	return ops.New(ops.Ports{Edge: p, Routing: p, Keys: p, RequestLog: p, Services: p, Reloader: g, Monitor: p,
-		Logger: g.log, LogsHeartbeat: logsHeartbeat, DurationBuckets: durationBuckets})
+		Logger: g.log, LogsHeartbeat: logsHeartbeat, DurationBuckets: metric.DurationBuckets})
 }
 
 // logsHeartbeat is the interval of heartbeat events on the services logs
@@ -209,7 +210,7 @@ func (p *opsPorts) Version() string            { return p.opts.Version }
 func (p *opsPorts) Started() time.Time         { return p.started }
 func (p *opsPorts) Inflight() int64            { return p.metrics.inflight.Load() }
 func (p *opsPorts) History() []history.Point   { return p.hist.Points() }
-func (p *opsPorts) Lanes() *lanes.Snapshot     { return (*Gateway)(p).lanesSnapshot() }
+func (p *opsPorts) Lanes() *lanes.Snapshot     { return (*Gateway)(p).adm.Snapshot() }
 func (p *opsPorts) ConfigInfo() ops.ConfigInfo { return (*Gateway)(p).ConfigInfo() }
 func (p *opsPorts) Windows() []ops.LimitWindow {
 	g := (*Gateway)(p)
@@ -232,14 +233,15 @@ func (p *opsPorts) Status() string {
 
 func (p *opsPorts) Admission() (in, pressure map[string]any, sheds map[string]int64) {
 	sheds = map[string]int64{}
+	ih := p.intake.Ingest()
 	for _, r := range ingest.ShedReasons {
-		if n := p.ingest.Sheds(r); n > 0 {
+		if n := ih.Sheds(r); n > 0 {
 			sheds["ingest_"+r.String()] += int64(n)
 		}
 	}
-	in = map[string]any{"inflightBytes": p.ingest.InflightBytes(), "maxInflightBytes": p.ingest.Budget().Bytes,
-		"waiting": p.ingest.Waiting(), "queuedBytes": p.ingest.QueuedBytes()}
-	if st := p.pressure.State(); st != nil {
+	in = map[string]any{"inflightBytes": ih.InflightBytes(), "maxInflightBytes": ih.Budget().Bytes,
+		"waiting": ih.Waiting(), "queuedBytes": ih.QueuedBytes()}
+	if st := p.intake.Pressure().State(); st != nil {
 		pressure = map[string]any{"severity": st.Severity.String(), "reason": st.Reason}
 	}
 	return in, pressure, sheds

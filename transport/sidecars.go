@@ -12,6 +12,7 @@ import (
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/engines"
 	"github.com/omniroute/gateway/internal/relay"
+	"github.com/omniroute/gateway/transport/metric"
 	"github.com/omniroute/gateway/transport/upstream"
 )
 
@@ -278,28 +279,28 @@ func (g *Gateway) sidecarMetrics(set *metrics.Set) {
 		name := h.Name()
 		for _, st := range services.AllStates {
 			st := st
-			set.NewGauge(fmt.Sprintf(metricServiceState+`{service=%q,state=%q}`, name, st), func() float64 { return b2f(h.Status().State == st) })
+			set.NewGauge(fmt.Sprintf(metric.ServiceState+`{service=%q,state=%q}`, name, st), func() float64 { return b2f(h.Status().State == st) })
 		}
 		for _, he := range services.AllHealth {
 			he := he
-			set.NewGauge(fmt.Sprintf(metricServiceHealth+`{service=%q,health=%q}`, name, he), func() float64 { return b2f(h.Status().Health == he) })
+			set.NewGauge(fmt.Sprintf(metric.ServiceHealth+`{service=%q,health=%q}`, name, he), func() float64 { return b2f(h.Status().Health == he) })
 		}
-		set.NewGauge(fmt.Sprintf(metricServiceRestartsTotal+`{service=%q}`, name), func() float64 { return float64(h.Status().Restarts) })
-		set.NewGauge(fmt.Sprintf(metricServiceCrashes+`{service=%q}`, name), func() float64 { return float64(h.Status().Crashes) })
-		set.NewGauge(fmt.Sprintf(metricServiceGaveUp+`{service=%q}`, name), func() float64 { return b2f(h.Status().GaveUp) })
-		set.NewGauge(fmt.Sprintf(metricServiceLogBytes+`{service=%q}`, name), func() float64 { return float64(h.Logs().Bytes()) })
+		set.NewGauge(fmt.Sprintf(metric.ServiceRestartsTotal+`{service=%q}`, name), func() float64 { return float64(h.Status().Restarts) })
+		set.NewGauge(fmt.Sprintf(metric.ServiceCrashes+`{service=%q}`, name), func() float64 { return float64(h.Status().Crashes) })
+		set.NewGauge(fmt.Sprintf(metric.ServiceGaveUp+`{service=%q}`, name), func() float64 { return b2f(h.Status().GaveUp) })
+		set.NewGauge(fmt.Sprintf(metric.ServiceLogBytes+`{service=%q}`, name), func() float64 { return float64(h.Logs().Bytes()) })
 	}
 	r := g.side.relay
-	r.m.native = set.NewCounter(metricRelayRequestsTotal + `{backend="native"}`)
-	r.m.bifrost = set.NewCounter(metricRelayRequestsTotal + `{backend="bifrost"}`)
-	r.m.bifrostFailures = set.NewCounter(metricRelayBifrostFailuresTotal)
+	r.m.native = set.NewCounter(metric.RelayRequestsTotal + `{backend="native"}`)
+	r.m.bifrost = set.NewCounter(metric.RelayRequestsTotal + `{backend="bifrost"}`)
+	r.m.bifrostFailures = set.NewCounter(metric.RelayBifrostFailuresTotal)
 	for _, reason := range relay.Fallbacks() {
-		r.m.fallback[reason] = set.NewCounter(fmt.Sprintf(metricRelayFallbacksTotal+`{reason=%q}`, reason))
+		r.m.fallback[reason] = set.NewCounter(fmt.Sprintf(metric.RelayFallbacksTotal+`{reason=%q}`, reason))
 	}
 	for _, reason := range relay.Rejections() {
-		r.m.rejected[reason] = set.NewCounter(fmt.Sprintf(metricRelayRejectedTotal+`{reason=%q}`, reason))
+		r.m.rejected[reason] = set.NewCounter(fmt.Sprintf(metric.RelayRejectedTotal+`{reason=%q}`, reason))
 	}
-	set.NewGauge(metricRelayBifrostCooldownSeconds, func() float64 {
+	set.NewGauge(metric.RelayBifrostCooldownSeconds, func() float64 {
 		base, _ := g.bifrostEndpoint()
 		return r.cool.Remaining(base, g.clk.Now()).Seconds()
 	})
