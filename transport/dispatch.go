@@ -244,7 +244,7 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 		return attemptFailover, false
 	}
 	provider, local := x.Arrival()
-	c.g.adm.Lanes().Answered(&c.lane.Lease, provider, local)
+	c.lane.Answered(&c.g.adm, provider, local)
 	status := x.Resp.StatusCode()
 	c.observe(t, x, status)
 	if status < 200 || status >= 300 {
@@ -304,7 +304,7 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 	c.report(t, messages.OK, status, x.TTFB)
 	provider, local = x.Arrival()
 	x.Disarm()
-	c.g.adm.Lanes().FirstByte(&c.lane.Lease, provider, local) // first token read: the stream's latency sample
+	c.lane.FirstByte(&c.g.adm, provider, local) // first token read: the stream's latency sample
 	c.markFirstToken()
 	c.att.target = t
 	c.stream.x = x

@@ -167,7 +167,7 @@ func (c *call) fusion() bool {
 	for _, m := range members {
 		c.settleMember(m)
 		o, drop := admit.OutcomeOf(m.class, m.reason)
-		g.adm.Lanes().Release(&m.lease, lanes.Completion{Outcome: o, Drop: drop})
+		g.adm.ReleaseLease(&m.lease, o, drop)
 		m.x.Release()
 		if m.class == messages.OK {
 			answered = append(answered, m)
@@ -244,7 +244,7 @@ func (c *call) admitPanel(panel []*catalog.Target, quorum int) ([]*panelMember, 
 	}
 	if admitted < quorum {
 		for _, m := range all {
-			g.adm.Lanes().Release(&m.lease, lanes.Completion{Outcome: lanes.LocalReject})
+			g.adm.ReleaseLease(&m.lease, lanes.LocalReject, false)
 		}
 		order := append([]*panelMember(nil), all...)
 		sort.SliceStable(order, func(i, j int) bool { return order[i].t.ID < order[j].t.ID })
@@ -287,7 +287,7 @@ func (c *call) admitPanel(panel []*catalog.Target, quorum int) ([]*panelMember, 
 
 func (c *call) releasePanel(ms []*panelMember) {
 	for _, m := range ms {
-		c.g.adm.Lanes().Release(&m.lease, lanes.Completion{Outcome: lanes.LocalReject})
+		c.g.adm.ReleaseLease(&m.lease, lanes.LocalReject, false)
 	}
 }
 

@@ -149,6 +149,29 @@ func (st *State) Release(s *Stage, o lanes.Outcome, drop bool) {
 	}
 }
 
+// ReleaseLease ends a lease the request holds besides its attempt's (a
+// fusion panel member's) with its outcome; a lease not held is only
+// cleared.
+func (s *Stage) ReleaseLease(l *lanes.Lease, o lanes.Outcome, drop bool) {
+	s.lanes.Release(l, lanes.Completion{Outcome: o, Drop: drop})
+}
+
+// Answered records a plain answer's latency on the attempt's lease for
+// its upstream's controller, as the exchange measured it: provider is
+// the provider's time from the request written, local the gateway's own
+// wait to read the answer; the controller judges the provider by the
+// first and discounts latencies the second explains.
+func (st *State) Answered(s *Stage, provider, local time.Duration) {
+	s.lanes.Answered(&st.Lease, provider, local)
+}
+
+// FirstByte records a stream's first content event on the attempt's
+// lease: its latency sample for the upstream's controller, split as for
+// Answered.
+func (st *State) FirstByte(s *Stage, provider, local time.Duration) {
+	s.lanes.FirstByte(&st.Lease, provider, local)
+}
+
 // ReleaseStream ends a committed stream's lease at the end of its relay:
 // cancelled when the caller left, an upstream error when the stream was
 // cut, else a success.
