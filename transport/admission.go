@@ -1,12 +1,8 @@
 package transport
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"crypto/subtle"
 	"net"
-	"sync"
 	"time"
 
 	"github.com/valyala/bytebufferpool"
@@ -20,34 +16,17 @@ import (
 	dia "github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/internal/tenant"
-	"github.com/omniroute/gateway/internal/tokenest"
-	"github.com/omniroute/gateway/messages"
 	"github.com/omniroute/gateway/transport/edge"
+	"github.com/omniroute/gateway/transport/intake"
 	"github.com/omniroute/gateway/transport/relayroute"
 )
 
-// Admission system 1 in the request path.
-//
-// Byte stage, for every chat-shaped route, before any body byte is read:
-// the internal self-loop bypass (still under the hard cap) → critical
-// memory pressure: 503 resource_pressure → declared size over the hard cap:
-// 413 → declared size at least the heavy threshold and larger than the
-// whole budget: 413 body_exceeds_budget → reserve (fast path, else the
-// ingest actor's fair queue) → read. An Expect: 100-continue upload is
-// decided the same way in the server's ExpectHandler, so a rejected upload
-// never sends its body. A chunked body reserves once its running total
-// crosses the heavy threshold, grows its reservation as it keeps coming,
-// and stops being read the moment a cap is crossed. Rejected unread bodies
-// close the connection instead of being drained.
-//
-// Structural stage, after the JSON scan: a conversation over
-// OMNIROUTE_CHAT_HARD_MAX_MESSAGES is refused (413); a byte-light but
-// structurally heavy body (many messages or tools, or many estimated
-// tokens) goes through the same gate.
-//
-// The reservation's bytes go back as soon as the body is no longer held
-// (a stream that committed frees its body); its heavy-request slot goes
-// back when the request finishes.
+// The ingest stage (package transport/intake): the ingest byte budget's
+// reservation before the body is read, and the structural stage after the
+// scan. This file is its glue: the Assembly's options and attach for the
+// pressure and ingest actors, the walk's steps that run the stage on the
+// call, the call's side of the stage's ports (intake.Request, and
+// intake.Edge on the gateway), and the ExpectHandler's decision.
 
 // Memory pressure types, re-exported for hosts in other modules that feed
 // their own figures through Options.PressureSample (Go's internal/ rule
@@ -57,21 +36,6 @@ type (
 	PressureSample = pressure.Sample
 	// PressureState is the published severity with the sample behind it.
 	PressureState = pressure.State
-)
-
-// bypassHeader marks OmniRoute's internal self-loop requests.
-const bypassHeader = "X-Omniroute-Admission-Bypass"
-
-// admissionKey is the fasthttp user-value key under which the
-// ExpectHandler leaves its decision for the handler: an *ingest.Lease, or
-// admittedLight for a body that needs none.
-type admissionKey struct{}
-
-type admissionMark struct{ bypass bool }
-
-var (
-	admittedLight  = &admissionMark{}
-	admittedBypass = &admissionMark{bypass: true}
 )
 
 // PressureOptions resolves the ingest budget once and returns the
@@ -114,378 +78,80 @@ func (a *Assembly) IngestConfig(ph *pressureactor.Handle) ingest.Config {
 func (a *Assembly) AttachAdmission(ph *pressureactor.Handle, ih *ingest.Handle) {
 	g := a.g
 	ad := &g.opts.Env.Admission
-	g.pressure, g.ingest = ph, ih
-	if k := ad.SelfLoopKey(); k != "" {
-		g.selfLoopKey = []byte(k)
-	}
-	countCap, _ := ad.CountCap()
+	countCap, _ := ad.CountCap() // 0 when unset
+	g.intake.Attach(ph, ih, intake.Config{SelfLoopKey: ad.SelfLoopKey(),
+		HardMaxMessages: int(ad.HardMaxMessages), HeavyMessages: int(ad.HeavyMessages), HeavyTools: int(ad.HeavyTools),
+		HeavyTokens: int(ad.HeavyTokens), CountCap: countCap, Draining: errDraining}, (*intakeEdge)(g))
 	b := a.budget
 	g.log.Info("chat ingest budget", "bytes", b.Bytes, "source", string(b.Source), "ceilingBytes", b.CeilingBytes,
 		"largeBodyBytes", int64(ad.LargeBodyBytes), "countCap", countCap)
-	g.op.AddHealthSection("chatAdmission", g.admissionHealth, nil)
-	g.registerAdmissionMetrics()
-}
-
-func (g *Gateway) stopAdmission() {
-	if g.ingest != nil {
-		g.ingest.Stop()
-	}
-	if g.pressure != nil {
-		g.pressure.Stop()
-	}
+	g.op.AddHealthSection("chatAdmission", g.intake.Health, nil)
+	g.intake.Register(g.metrics.set)
 }
 
 // Ingest returns the ingest actor's handle.
-func (g *Gateway) Ingest() *ingest.Handle { return g.ingest }
+func (g *Gateway) Ingest() *ingest.Handle { return g.intake.Ingest() }
 
 // Pressure returns the resource-pressure actor's handle.
-func (g *Gateway) Pressure() *pressureactor.Handle { return g.pressure }
+func (g *Gateway) Pressure() *pressureactor.Handle { return g.intake.Pressure() }
 
-func (g *Gateway) admissionHealth() (any, string) {
-	s := g.ingest.Snapshot()
-	status := "ok"
-	if s.PressureSeverity == pressure.Critical.String() {
-		status = "degraded"
-	}
-	return s, status
+// intakeEdge is the gateway as the ingest stage's port on the edge
+// (intake.Edge): the edge's in-flight registry and hang-up watcher, and
+// the panic log.
+type intakeEdge Gateway
+
+func (p *intakeEdge) Register(c edge.Canceler, hint uint32, conn net.Conn, now time.Time) edge.Token {
+	return p.inflight.Register(c, hint, conn, now)
+}
+func (p *intakeEdge) Unregister(t edge.Token)      { p.inflight.Unregister(t) }
+func (p *intakeEdge) Watchable(conn net.Conn) bool { return p.edge.Watchable(conn) }
+func (p *intakeEdge) NotePanic(ctx *fasthttp.RequestCtx, where string, v any) {
+	(*Gateway)(p).notePanic(edge.Of(ctx.Path()), string(ctx.Response.Header.Peek("X-Request-Id")), where, v)
 }
 
-// isBypass reports the internal self-loop: x-omniroute-admission-bypass:
-// internal together with the configured self-loop key as Bearer token
-// (compared in constant time). Without a configured key there is no bypass.
-func (g *Gateway) isBypass(h *fasthttp.RequestHeader) bool {
-	if g.selfLoopKey == nil {
-		return false
-	}
-	v := bytes.TrimSpace(h.Peek(bypassHeader))
-	if !bytes.EqualFold(v, []byte("internal")) {
-		return false
-	}
-	a := h.Peek(fasthttp.HeaderAuthorization)
-	if len(a) < 7 || !bytes.EqualFold(a[:7], []byte("bearer ")) {
-		return false
-	}
-	return subtle.ConstantTimeCompare(bytes.TrimSpace(a[7:]), g.selfLoopKey) == 1
-}
-
-// byteStage decides a request before any byte of its body is read. It
-// returns the reservation (nil for a light body), whether the self-loop
-// bypass applies, or the rejection. For a body under the heavy threshold
-// it costs a few loads and never talks to the actor.
-func (g *Gateway) byteStage(ctx *fasthttp.RequestCtx, id tenant.ID, host context.Context) (*ingest.Lease, bool, *apierror.Error) {
-	h := g.ingest
-	cl := int64(ctx.Request.Header.ContentLength())
-	if g.isBypass(&ctx.Request.Header) {
-		if cl > h.HardMax() {
-			return nil, false, edge.ErrBodyTooLarge(h.HardMax())
-		}
-		return nil, true, nil
-	}
-	if h.Critical() {
-		h.Shed(messages.ShedResourcePressure)
-		return nil, false, errPressure
-	}
-	if cl > h.HardMax() {
-		return nil, false, edge.ErrBodyTooLarge(h.HardMax())
-	}
-	if cl < h.LargeBody() { // light, or of unknown length (chunked)
-		return nil, false, nil
-	}
-	if cl > h.Budget().Bytes {
-		h.Shed(messages.ShedBodyExceedsBudget)
-		return nil, false, errExceedsBudget(h.Budget().Bytes)
-	}
-	if l, ok := h.TryAcquire(cl, true); ok {
-		return l, false, nil
-	}
-	l, out := g.acquireWaiting(ctx, host, id, cl, nil)
-	if l == nil {
-		return nil, false, g.busy(out)
-	}
-	return l, false, nil
-}
-
-// admitWait lets a client hang-up (through the hang-up watcher) or a
-// forced shutdown end a wait in the ingest queue.
-type admitWait struct{ gone chan struct{} }
-
-func (w *admitWait) Cancel() {
-	select {
-	case w.gone <- struct{}{}:
-	default:
-	}
-}
-
-var admitWaitPool = sync.Pool{New: func() any { return &admitWait{gone: make(chan struct{}, 1)} }}
-
-// acquireWaiting queues for a reservation (or, with grow, for more of
-// one) while watching for the client leaving.
-func (g *Gateway) acquireWaiting(ctx *fasthttp.RequestCtx, host context.Context, id tenant.ID, n int64, grow *ingest.Lease) (*ingest.Lease, messages.IngestOutcome) {
-	var gone <-chan struct{}
-	var w *admitWait
-	var token edge.Token
-	if host != nil {
-		gone = host.Done()
-	} else {
-		w = admitWaitPool.Get().(*admitWait)
-		select {
-		case <-w.gone:
-		default:
-		}
-		token = g.inflight.Register(w, uint32(ctx.ConnID()), ctx.Conn(), time.Now())
-		gone = w.gone
-	}
-	var l *ingest.Lease
-	var out messages.IngestOutcome
-	if grow != nil {
-		if out = grow.Grow(id, n, gone); out == messages.IngestAdmitted {
-			l = grow
-		}
-	} else {
-		l, out = g.ingest.Acquire(id, n, true, gone)
-	}
-	if w != nil {
-		g.inflight.Unregister(token)
-		admitWaitPool.Put(w)
-	}
-	return l, out
-}
-
-// busy maps a failed reservation to its answer.
-func (g *Gateway) busy(out messages.IngestOutcome) *apierror.Error {
-	switch out {
-	case messages.ShedBodyExceedsBudget:
-		return errExceedsBudget(g.ingest.Budget().Bytes)
-	case messages.IngestCanceled:
-		return errClientGone
-	case messages.IngestStopped:
-		return errDraining
-	}
-	return errBusy(out.String(), g.ingest.RetryAfter(2))
-}
-
-// admitBytes runs the byte stage for the call, or adopts the decision the
-// ExpectHandler already took.
-func (c *call) admitBytes() bool {
-	ctx := c.ctx
-	if v := ctx.UserValue(admissionKey{}); v != nil {
-		ctx.RemoveUserValue(admissionKey{})
-		switch d := v.(type) {
-		case *ingest.Lease:
-			c.intake.lease = d
-		case *admissionMark:
-			c.intake.bypass = d.bypass
-		}
-		return true
-	}
-	l, bypass, e := c.g.byteStage(ctx, c.tenant, c.host)
-	if e != nil {
-		c.reject(e)
-		return false
-	}
-	c.intake.lease, c.intake.bypass = l, bypass
-	return true
-}
-
-// reject answers with an admission error before the body was (fully)
-// read: the connection is closed rather than drained, unless the whole
-// body already arrived with the headers (fasthttp reads up to 8 KiB of it
-// before the handler runs), when keeping the connection costs nothing.
-func (c *call) reject(e *apierror.Error) {
-	if cl := c.ctx.Request.Header.ContentLength(); cl < 0 || cl > prefetchedBody || c.body != nil {
-		c.closeUnread()
-	}
-	if e.Reason != "" {
-		c.ctx.Response.Header.Set("X-Omniroute-Admission-Reason", e.Reason)
-	}
-	c.fail(e)
-}
-
-// prefetchedBody is how much of a body fasthttp reads with the headers.
-const prefetchedBody = 8 << 10
-
-// Lingering after a refused upload: until the client closes, at most
-// lingerMax; at most maxLingering connections at once (beyond that they
-// close after the answer at once).
-const (
-	lingerMax    = 5 * time.Second
-	maxLingering = 1024
-)
-
-// closeUnread closes the connection after the answer instead of draining
-// the unread body. Closing a socket that still has unread input makes the
-// kernel send a reset, which can destroy the answer before the client read
-// it (clients then report "connection reset" or "broken pipe" instead of
-// the 413 or 503). So the answer is written, the write side is shut, and
-// the socket is closed once the client closed its side (the hang-up
-// watcher reports it) or lingerMax passed. Nothing more is read.
-//
-// fasthttp closes a Connection: close response's socket at once, so the
-// answer is written from a hijack handler instead (it runs on its own
-// goroutine once the handler returned; the context stays valid until it
-// ends).
-func (c *call) closeUnread() {
-	ctx, g := c.ctx, c.g
-	ctx.SetConnectionClose()
-	ctx.HijackSetNoResponse(true)
-	ctx.Hijack(func(conn net.Conn) { g.lingerClose(ctx, conn) })
-}
-
-func (g *Gateway) lingerClose(ctx *fasthttp.RequestCtx, c net.Conn) {
-	defer func() { // a hijack handler runs on its own goroutine: a panic there would end the process
-		if p := recover(); p != nil {
-			g.notePanic(edge.Of(ctx.Path()), string(ctx.Response.Header.Peek("X-Request-Id")), "linger", p)
-		}
-	}()
-	raw := c
-	if u, ok := c.(interface{ UnsafeConn() net.Conn }); ok {
-		raw = u.UnsafeConn()
-	}
-	_ = raw.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	bw := bufio.NewWriterSize(raw, 4096)
-	if err := ctx.Response.Write(bw); err != nil || bw.Flush() != nil {
-		return
-	}
-	cw, ok := raw.(interface{ CloseWrite() error })
-	if !ok || cw.CloseWrite() != nil {
-		return
-	}
-	if g.lingering.Add(1) > maxLingering {
-		g.lingering.Add(-1)
-		return
-	}
-	defer g.lingering.Add(-1)
-	w := admitWaitPool.Get().(*admitWait)
-	select {
-	case <-w.gone:
-	default:
-	}
-	token := g.inflight.Register(w, 0, raw, time.Now())
-	t := time.NewTimer(lingerMax)
-	if !g.edge.Watchable(raw) {
-		t.Reset(lingerDelay)
-	}
-	select {
-	case <-w.gone:
-	case <-t.C:
-	}
-	t.Stop()
-	g.inflight.Unregister(token)
-	admitWaitPool.Put(w)
-}
-
-// lingerDelay is the linger when the client's close cannot be watched.
-const lingerDelay = 500 * time.Millisecond
-
-// startReading makes an admitted upload abortable under critical pressure.
-func (c *call) startReading() {
-	if c.intake.lease != nil {
-		c.intake.lease.StartReading(c)
-	}
-}
-
-// doneReading ends the abortable phase.
-func (c *call) doneReading() {
-	if c.intake.lease != nil {
-		c.intake.lease.DoneReading()
-	}
+// Caller is the call's identity for the ingest stage (intake.Request):
+// its fasthttp context, the net/http host's context and its tenant.
+func (c *call) Caller() (*fasthttp.RequestCtx, context.Context, tenant.ID) {
+	return c.ctx, c.host, c.tenant
 }
 
 // AbortRead stops the upload being read: the blocked read returns at once.
-// The ingest actor calls it under critical pressure.
+// The ingest actor calls it under critical pressure (intake.Request).
 func (c *call) AbortRead() {
 	if conn := c.ctx.Conn(); conn != nil {
 		_ = conn.SetReadDeadline(time.Now())
 	}
 }
 
-// bodyProgress runs after every read of the body with the running total.
-// It stops an aborted upload, reserves for a chunked body once it crosses
-// the heavy threshold, and grows that reservation as the body keeps coming.
-func (c *call) bodyProgress(total int64) bool {
-	if c.intake.bypass {
-		return true
-	}
-	h := c.g.ingest
-	if c.intake.lease != nil {
-		if c.intake.lease.Aborted() {
-			h.Shed(messages.ShedResourcePressure)
-			c.reject(errPressure)
-			return false
-		}
-		if total <= c.intake.lease.Bytes() {
-			return true
-		}
-	} else if total < h.LargeBody() {
-		return true
-	}
-	// A chunked body: reserve what was read, rounded up to the threshold,
-	// before reading more.
-	if total > h.Budget().Bytes {
-		h.Shed(messages.ShedBodyExceedsBudget)
-		c.reject(errExceedsBudget(h.Budget().Bytes))
-		return false
-	}
-	step := h.LargeBody()
-	target := min((total+step-1)/step*step, h.HardMax(), h.Budget().Bytes)
-	if c.intake.lease == nil {
-		if l, ok := h.TryAcquire(target, true); ok {
-			c.intake.lease = l
-		} else if l, out := c.g.acquireWaiting(c.ctx, c.host, c.tenant, target, nil); l != nil {
-			c.intake.lease = l
-		} else {
-			c.reject(c.g.busy(out))
-			return false
-		}
-		c.intake.lease.StartReading(c)
-		return true
-	}
-	if _, out := c.g.acquireWaiting(c.ctx, c.host, c.tenant, target, c.intake.lease); out != messages.IngestAdmitted {
-		c.reject(c.g.busy(out))
+// admitBytes runs the byte stage for the call, or adopts the decision the
+// ExpectHandler already took.
+func (c *call) admitBytes() bool {
+	if e := c.intake.AdmitBytes(&c.g.intake, c); e != nil {
+		c.fail(e)
 		return false
 	}
 	return true
 }
 
-// admitStructure runs the structural stage after the JSON scan: a
-// conversation over the message limit is refused, and a byte-light but
-// structurally heavy body takes a heavy slot as a large one does. A step
-// of the model walk (inference.go): it needs the scan's counts, and comes
-// before any model or tenant work is spent on a body it may refuse.
-func (c *call) admitStructure() bool {
-	a := &c.g.opts.Env.Admission
-	if limit := int(a.HardMaxMessages); limit > 0 && c.scan.Messages > limit {
-		c.fail(errHistoryTooLong(limit))
+// bodyProgress runs after every read of the body with the running total
+// (intake.State.Progress).
+func (c *call) bodyProgress(total int64) bool {
+	if e := c.intake.Progress(&c.g.intake, c, total); e != nil {
+		c.fail(e)
 		return false
 	}
-	if c.intake.bypass || c.intake.lease != nil {
-		return true
+	return true
+}
+
+// admitStructure runs the structural stage after the JSON scan
+// (intake.State.Structure). A step of the model walk (inference.go): it
+// needs the scan's counts, and comes before any model or tenant work is
+// spent on a body it may refuse.
+func (c *call) admitStructure() bool {
+	if e := c.intake.Structure(&c.g.intake, c, c.scan.Messages, c.scan.Tools, c.body.B); e != nil {
+		c.fail(e)
+		return false
 	}
-	heavy := c.scan.Messages >= int(a.HeavyMessages) || c.scan.Tools >= int(a.HeavyTools)
-	if !heavy && !tokenest.Estimate(c.body.B, int(a.HeavyTokens)).Heavy(int(a.HeavyTokens)) {
-		return true
-	}
-	h := c.g.ingest
-	l, ok := h.TryAcquire(h.LargeBody(), true)
-	if !ok {
-		var out messages.IngestOutcome
-		if l, out = c.g.acquireWaiting(c.ctx, c.host, c.tenant, h.LargeBody(), nil); l == nil {
-			e := errStructureBusy(h.RetryAfter(1))
-			switch out {
-			case messages.IngestCanceled:
-				e = errClientGone
-			case messages.IngestStopped:
-				e = errDraining
-			}
-			if out.IsShed() {
-				c.ctx.Response.Header.Set("X-Omniroute-Admission-Reason", out.String())
-			}
-			c.fail(e)
-			return false
-		}
-	}
-	l.DoneReading() // the body is already read: nothing to abort
-	c.intake.lease = l
 	return true
 }
 
@@ -504,17 +170,7 @@ func (c *call) bodyDone() {
 		bytebufferpool.Put(c.att.out)
 		c.att.out = nil
 	}
-	if c.intake.lease != nil {
-		c.intake.lease.ReleaseBytes()
-	}
-}
-
-// releaseAdmission returns the reservation at the end of the request.
-func (c *call) releaseAdmission() {
-	if c.intake.lease != nil {
-		c.intake.lease.Release()
-		c.intake.lease = nil
-	}
+	c.intake.BodyDone()
 }
 
 // expectAdmission decides an Expect: 100-continue upload to a chat-shaped
@@ -551,15 +207,8 @@ func (g *Gateway) expectAdmission(ctx *fasthttp.RequestCtx) (int, bool) {
 		if e == nil {
 			var l *ingest.Lease
 			var bypass bool
-			l, bypass, e = g.byteStage(ctx, id, nil)
-			switch {
-			case e != nil:
-			case l != nil:
-				ctx.SetUserValue(admissionKey{}, l) // released by the handler, or by fasthttp (io.Closer) if it never runs
-			case bypass:
-				ctx.SetUserValue(admissionKey{}, admittedBypass)
-			default:
-				ctx.SetUserValue(admissionKey{}, admittedLight)
+			if l, bypass, e = g.intake.ByteStage(ctx, id, nil); e == nil {
+				intake.Leave(ctx, l, bypass)
 			}
 		}
 	}
@@ -596,36 +245,4 @@ func (g *Gateway) expectRelayCaller(ctx *fasthttp.RequestCtx) (tenant.ID, *apier
 	}
 	ctx.Response.Header.Set("X-Relay-Token", tok.Name)
 	return g.rc.Load().tenants.IDForKey(raw), nil
-}
-
-// Admission errors: status, type, code and message as OmniRoute answers
-// them, in the caller's dialect.
-var (
-	errPressure   = apierror.New(apierror.CodeResourcePressure).WithReason(messages.ShedResourcePressure.String()).Retry(2)
-	errClientGone = apierror.New(apierror.CodeClientClosedRequest)
-)
-
-func errExceedsBudget(b int64) *apierror.Error {
-	return apierror.New(apierror.CodeBodyExceedsBudget, max(1, b>>20)).WithReason(messages.ShedBodyExceedsBudget.String())
-}
-
-func errBusy(reason string, retryAfter int) *apierror.Error {
-	return apierror.New(apierror.CodeChatAdmissionBusy, "Chat admission capacity is temporarily unavailable. Retry shortly.").WithReason(reason).Retry(retryAfter)
-}
-
-func errStructureBusy(retryAfter int) *apierror.Error {
-	return apierror.New(apierror.CodeChatAdmissionBusy, "Local chat admission capacity is busy for this structurally heavy request; upstream provider routing was not attempted. Retry shortly.").
-		WithReason(messages.BusyStructureLimit.String()).Retry(retryAfter)
-}
-
-func errHistoryTooLong(limit int) *apierror.Error {
-	return apierror.New(apierror.CodeChatHistoryTooLarge, limit).WithReason(messages.RefusedMessageLimit.String())
-}
-
-// intakeState is the ingest stage's state: the ingest budget's
-// reservation (nil for a light body) and whether the internal self-loop
-// bypass applies.
-type intakeState struct {
-	lease  *ingest.Lease
-	bypass bool
 }

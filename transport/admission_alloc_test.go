@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/transport/intake"
 )
 
 // Allocation tests run without -race (CI reruns -run Alloc without it).
@@ -25,12 +26,12 @@ func TestAdmissionDecisionForSmallBodyAllocatesNothing(t *testing.T) {
 	ctx.Request.Header.SetContentLength(200 << 10)
 	ctx.Request.Header.Set("Authorization", "Bearer caller-key")
 	id := tenant.Anonymous
-	before := g.ingest.SlowPathRequests()
+	before := g.intake.Ingest().SlowPathRequests()
 	allocs := testing.AllocsPerRun(1000, func() {
-		if v := ctx.UserValue(admissionKey{}); v != nil {
+		if intake.Decided(&ctx) {
 			t.Fatal("unexpected decision")
 		}
-		l, bypass, e := g.byteStage(&ctx, id, nil)
+		l, bypass, e := g.intake.ByteStage(&ctx, id, nil)
 		if l != nil || bypass || e != nil {
 			t.Fatalf("small body: lease %v bypass %v error %v", l, bypass, e)
 		}
@@ -38,10 +39,10 @@ func TestAdmissionDecisionForSmallBodyAllocatesNothing(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("the admission decision for a small body allocates %v times", allocs)
 	}
-	if n := g.ingest.SlowPathRequests() - before; n != 0 {
+	if n := g.intake.Ingest().SlowPathRequests() - before; n != 0 {
 		t.Fatalf("the admission decision for a small body sent %d messages", n)
 	}
-	if g.ingest.InflightBytes() != 0 || g.ingest.ActiveHeavy() != 0 {
+	if g.intake.Ingest().InflightBytes() != 0 || g.intake.Ingest().ActiveHeavy() != 0 {
 		t.Fatal("a small body reserved budget")
 	}
 }

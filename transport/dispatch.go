@@ -18,6 +18,7 @@ import (
 	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/internal/sse"
 	"github.com/omniroute/gateway/messages"
+	"github.com/omniroute/gateway/transport/admit"
 	"github.com/omniroute/gateway/transport/relayroute"
 	"github.com/omniroute/gateway/transport/upstream"
 )
@@ -83,11 +84,11 @@ func (c *call) runList(list []*catalog.Target, fanout bool, x *exhaust) (relay, 
 	// (never sent upstream after it).
 	for c.plan.More(g.clk.Now()) {
 		t := c.next(list)
-		if t == nil && c.plan.Attempts() > 0 && c.lane.refusal == lanes.None {
+		if t == nil && c.plan.Attempts() > 0 && c.lane.Refusal == lanes.None {
 			t = c.retry(list, x.lastClass)
 		}
 		if t == nil {
-			if c.lane.refusal != lanes.None {
+			if c.lane.Refusal != lanes.None {
 				break
 			}
 			if c.waitForRecovery() {
@@ -140,7 +141,7 @@ func (c *call) runList(list []*catalog.Target, fanout bool, x *exhaust) (relay, 
 			c.fail(errDeadline("its deadline passed while it waited for its turn"))
 			return false, true
 		}
-		o, drop := outcomeOf(x.lastClass, c.att.reason)
+		o, drop := admit.OutcomeOf(x.lastClass, c.att.reason)
 		c.releaseLease(o, drop)
 		c.releaseAttempt(x.lastClass)
 		c.att.fallbacks++
@@ -155,15 +156,15 @@ func (c *call) runList(list []*catalog.Target, fanout bool, x *exhaust) (relay, 
 // failures were.
 func (c *call) answerExhausted(list []*catalog.Target, x *exhaust) {
 	g := c.g
-	if c.counting && c.lane.refusal == lanes.None && !c.expired() {
+	if c.counting && c.lane.Refusal == lanes.None && !c.expired() {
 		c.att.fallbacks = max(c.att.fallbacks-1, 0)
 		c.estimateCount() // no Anthropic-dialect target could count
 		return
 	}
 	if c.plan.Attempts() == 0 {
 		switch {
-		case c.lane.refusal != lanes.None:
-			c.failAdmission(c.lane.refusal, c.lane.refusalRetry)
+		case c.lane.Refusal != lanes.None:
+			c.failAdmission(c.lane.Refusal, c.lane.RefusalRetry)
 		case c.unfit(list):
 			c.fail(c.errTooLarge(list))
 		case c.expired():
@@ -244,7 +245,7 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 		return attemptFailover, false
 	}
 	provider, local := x.Arrival()
-	c.g.adm.lanes.Answered(&c.lane.lease, provider, local)
+	c.lane.Answered(&c.g.adm, provider, local)
 	status := x.Resp.StatusCode()
 	c.observe(t, x, status)
 	if status < 200 || status >= 300 {
@@ -304,7 +305,7 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 	c.report(t, messages.OK, status, x.TTFB)
 	provider, local = x.Arrival()
 	x.Disarm()
-	c.g.adm.lanes.FirstByte(&c.lane.lease, provider, local) // first token read: the stream's latency sample
+	c.lane.FirstByte(&c.g.adm, provider, local) // first token read: the stream's latency sample
 	c.markFirstToken()
 	c.att.target = t
 	c.commitStream(x, c.g.opts.Env.Upstream.IdleTimeout.Duration(), nil)
@@ -452,8 +453,8 @@ func (c *call) routingHeaders() {
 	if c.att.fallbacks > 0 {
 		c.g.metrics.routes[c.route].fallback.Add(c.att.fallbacks)
 	}
-	if c.lane.skips > 0 {
-		c.skippedHeader(h)
+	if c.lane.Skips > 0 {
+		c.lane.SkippedHeader(h, c.g.targetName)
 	}
 }
 

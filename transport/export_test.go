@@ -10,6 +10,7 @@ import (
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/gateway/opslayer"
+	"github.com/omniroute/gateway/transport/metric"
 )
 
 // SetLogsHeartbeat shortens the logs stream heartbeat for a test; call the
@@ -36,9 +37,9 @@ func (g *Gateway) Panics() uint64 {
 
 // MetricKinds maps every family of the metric table to its type.
 func MetricKinds() map[string]string {
-	m := make(map[string]string, len(metricTable))
-	for _, d := range metricTable {
-		m[d.name] = d.kind.String()
+	m := make(map[string]string, len(metric.Table))
+	for _, d := range metric.Table {
+		m[d.Name] = d.Kind.String()
 	}
 	return m
 }
@@ -53,13 +54,13 @@ func (g *Gateway) MarkDraining() { g.edge.MarkDraining() }
 // returns once the lanes exist and every request waits in its lane; release ends the waits and frees the
 // capacity.
 func (g *Gateway) FillLanes(n int) (release func()) {
-	h := g.adm.lanes
+	h := g.adm.Lanes()
 	ups := h.Upstreams()
 	var held []*lanes.Lease
 	for u := 0; u < ups; u++ {
 		for {
 			l := new(lanes.Lease)
-			if h.TryAcquire(lanes.Ticket{Upstream: u, Tenant: tenant.ID{0xff}, Class: g.adm.defaultClass, Cost: 1}, l) != lanes.None {
+			if h.TryAcquire(lanes.Ticket{Upstream: u, Tenant: tenant.ID{0xff}, Class: g.adm.DefaultClass(), Cost: 1}, l) != lanes.None {
 				break
 			}
 			held = append(held, l)
@@ -76,7 +77,7 @@ func (g *Gateway) FillLanes(n int) (release func()) {
 		go func() {
 			defer wg.Done()
 			var l lanes.Lease
-			if h.Acquire(lanes.Ticket{Upstream: i % ups, Tenant: id, Class: g.adm.defaultClass, Cost: 1, Abort: ab}, &l) == lanes.None {
+			if h.Acquire(lanes.Ticket{Upstream: i % ups, Tenant: id, Class: g.adm.DefaultClass(), Cost: 1, Abort: ab}, &l) == lanes.None {
 				h.Release(&l, lanes.Completion{Outcome: lanes.LocalReject})
 			}
 		}()

@@ -19,6 +19,7 @@ import (
 	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/internal/ledger"
 	"github.com/omniroute/gateway/messages"
+	"github.com/omniroute/gateway/transport/admit"
 	"github.com/omniroute/gateway/transport/upstream"
 )
 
@@ -107,8 +108,8 @@ func (c *call) fusion() bool {
 	var answered, failed []*panelMember
 	for _, m := range members {
 		c.settleMember(m)
-		o, drop := outcomeOf(m.class, m.reason)
-		g.adm.lanes.Release(&m.lease, lanes.Completion{Outcome: o, Drop: drop})
+		o, drop := admit.OutcomeOf(m.class, m.reason)
+		g.adm.ReleaseLease(&m.lease, o, drop)
 		m.x.Release()
 		if m.class == messages.OK {
 			answered = append(answered, m)
@@ -122,7 +123,7 @@ func (c *call) fusion() bool {
 		return false
 	}
 	h.Set("X-OmniRoute-Fusion-Panel", "answered="+strconv.Itoa(len(answered))+"; failed="+strconv.Itoa(len(failed))+
-		"; skipped="+strconv.Itoa(c.lane.skips)+"; quorum="+strconv.Itoa(quorum))
+		"; skipped="+strconv.Itoa(c.lane.Skips)+"; quorum="+strconv.Itoa(quorum))
 	if len(answered) > 0 {
 		h.Set("X-OmniRoute-Fusion-Answered", memberNames(answered))
 	}
@@ -132,7 +133,7 @@ func (c *call) fusion() bool {
 	if len(answered) < quorum {
 		c.routingHeaders()
 		c.fail(apierror.New(apierror.CodeFusionQuorumNotMet,
-			len(answered), len(panel), c.model.Name, len(failed), c.lane.skips, quorum).Retry(1))
+			len(answered), len(panel), c.model.Name, len(failed), c.lane.Skips, quorum).Retry(1))
 		return false
 	}
 
@@ -185,7 +186,7 @@ func (c *call) admitPanel(panel []*catalog.Target, quorum int) ([]*panelMember, 
 	}
 	if admitted < quorum {
 		for _, m := range all {
-			g.adm.lanes.Release(&m.lease, lanes.Completion{Outcome: lanes.LocalReject})
+			g.adm.ReleaseLease(&m.lease, lanes.LocalReject, false)
 		}
 		order := append([]*panelMember(nil), all...)
 		sort.SliceStable(order, func(i, j int) bool { return order[i].t.ID < order[j].t.ID })
@@ -220,7 +221,7 @@ func (c *call) admitPanel(panel []*catalog.Target, quorum int) ([]*panelMember, 
 		if m.lease.Held() {
 			members = append(members, m)
 		} else {
-			c.noteSkip(m.t)
+			c.lane.NoteSkip(&c.g.adm, m.t)
 		}
 	}
 	return members, true
@@ -228,7 +229,7 @@ func (c *call) admitPanel(panel []*catalog.Target, quorum int) ([]*panelMember, 
 
 func (c *call) releasePanel(ms []*panelMember) {
 	for _, m := range ms {
-		c.g.adm.lanes.Release(&m.lease, lanes.Completion{Outcome: lanes.LocalReject})
+		c.g.adm.ReleaseLease(&m.lease, lanes.LocalReject, false)
 	}
 }
 
@@ -270,5 +271,5 @@ func memberNames(ms []*panelMember) string {
 
 func (g *Gateway) logFusion(c *call, answered, failed []*panelMember, quorum int) {
 	g.log.Debug("fusion panel", "model", c.model.Name, "answered", memberNames(answered), "failed", memberNames(failed),
-		"skipped", c.lane.skips, "quorum", quorum, "requestId", string(c.rid))
+		"skipped", c.lane.Skips, "quorum", quorum, "requestId", string(c.rid))
 }

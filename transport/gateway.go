@@ -36,8 +36,6 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/omniroute/gateway/actors/ingest"
-	pressureactor "github.com/omniroute/gateway/actors/pressure"
 	"github.com/omniroute/gateway/actors/targets"
 	"github.com/omniroute/gateway/internal/budget"
 	"github.com/omniroute/gateway/internal/catalog"
@@ -46,7 +44,9 @@ import (
 	"github.com/omniroute/gateway/internal/logging"
 	"github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/internal/sanitize"
+	"github.com/omniroute/gateway/transport/admit"
 	"github.com/omniroute/gateway/transport/edge"
+	"github.com/omniroute/gateway/transport/intake"
 )
 
 // Options configures a Gateway.
@@ -111,10 +111,7 @@ type Gateway struct {
 	closed   atomic.Bool
 	side     *sidecars // services, engines, relay (sidecars.go)
 
-	ingest      *ingest.Handle
-	pressure    *pressureactor.Handle
-	selfLoopKey []byte
-	lingering   atomic.Int64 // connections closing after a refused upload
+	intake intake.Stage // the ingest stage: the ingest and pressure handles (transport/intake)
 
 	qs *quotaSys // quota telemetry, ledger and routing settings
 
@@ -122,7 +119,7 @@ type Gateway struct {
 	// upstream error (redact.go).
 	redact *sanitize.Redactor
 
-	adm admissionState
+	adm admit.Stage // the admit stage: the lanes handle, its snapshot (transport/admit)
 
 	ten Tenants // the tenant layer's port (tenants.go); nil until attached
 
@@ -373,13 +370,11 @@ func (g *Gateway) Close() {
 	if g.op != nil {
 		g.op.Stop() // the dashboard's history, before the actors its sampler reads
 	}
-	if g.adm.lanes != nil {
-		g.adm.lanes.Stop()
-	}
+	g.adm.Stop()
 	g.targets.Stop()
 	g.stopLinks()
 	g.closeSidecars()
-	g.stopAdmission()
+	g.intake.Stop()
 	g.qs.stop()
 	g.stopTenants()
 	g.closeClients()

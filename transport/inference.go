@@ -18,7 +18,9 @@ import (
 	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/internal/relay"
 	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/transport/admit"
 	"github.com/omniroute/gateway/transport/edge"
+	"github.com/omniroute/gateway/transport/intake"
 	"github.com/omniroute/gateway/transport/upstream"
 )
 
@@ -50,8 +52,8 @@ type call struct {
 	counting bool         // a count_tokens call (count_tokens.go)
 
 	life    lifeState    // how it is registered and ended (inference.go)
-	intake  intakeState  // ingest: the byte budget's reservation (admission.go)
-	lane    laneState    // admit: the lease on the attempt's upstream (lanes.go)
+	intake  intake.State // ingest: the byte budget's reservation (transport/intake)
+	lane    admit.State  // admit: the lease on the attempt's upstream (transport/admit)
 	att     attemptState // attempt: the target tried and what it left (dispatch.go)
 	stream  streamState  // relay: the committed stream (relay.go)
 	trans   translation  // the attempt's upstream dialect and translator (translated.go)
@@ -155,7 +157,7 @@ func (c *call) settle() {
 	c.life.took = time.Since(c.start) // one clock read for the log and the metrics
 	defer c.traceEnd()                // after the outcome below is recorded
 	c.finishTenant()                  // the tenant's limits and the request log (tenants.go)
-	c.releaseAdmission()
+	c.intake.Release()
 	if c.life.token != (edge.Token{}) {
 		g.inflight.Unregister(c.life.token)
 	}
@@ -200,7 +202,7 @@ var entryWalk = [...]step{
 	(*call).screen,       // the edge's refusals: draining, method, media type
 	(*call).identify,     // identify: the caller's key (identity.go)
 	(*call).readDeadline, // how long the caller waits (deadline.go)
-	(*call).ingest,       // ingest: the byte budget, then the body (admission.go)
+	(*call).ingest,       // ingest: the byte budget, then the body (transport/intake)
 	(*call).scanBody,     // scan: the JSON scan, a model named
 }
 
@@ -224,13 +226,13 @@ var relayWalk = [...]step{
 // modelWalk takes a scanned model call up to dispatch.
 var modelWalk = [...]step{
 	(*call).checkStream,    // scan: stream only where the API streams
-	(*call).admitStructure, // ingest's structural stage (admission.go)
+	(*call).admitStructure, // ingest's structural stage (transport/intake)
 	(*call).readStrict,     // X-OmniRoute-Strict (fitting.go)
 	(*call).resolveModel,   // the model and its API; the root span opens (tracing.go)
 	(*call).readFallbacks,  // the caller's fallback models (fallbacks.go)
 	(*call).reserveTenant,  // tenant limits, before admission (tenants.go)
 	(*call).track,          // hang-up and shutdown can cancel it from here on
-	(*call).priority,       // the admission class (lanes.go)
+	(*call).priority,       // admit: the admission class (transport/admit)
 }
 
 // walk runs steps in order until one stops the request.
@@ -378,7 +380,7 @@ func (c *call) readBody() bool {
 	limit := int64(c.g.opts.Env.Ingest.HardMaxBodyBytes)
 	cl := int64(ctx.Request.Header.ContentLength())
 	if cl > limit {
-		c.closeUnread()
+		c.g.intake.CloseUnread(c.ctx)
 		c.fail(edge.ErrBodyTooLarge(limit))
 		return false
 	}
@@ -391,7 +393,7 @@ func (c *call) readBody() bool {
 			c.body.B = make([]byte, 0, cl)
 		}
 		b := c.body.B[:0]
-		c.startReading()
+		c.intake.StartReading(c)
 		readStart, chunked := time.Now(), cl < 0
 		for {
 			if len(b) == cap(b) {
@@ -401,7 +403,7 @@ func (c *call) readBody() bool {
 			b = b[:len(b)+n]
 			if int64(len(b)) > limit {
 				c.body.B = b
-				c.closeUnread()
+				c.g.intake.CloseUnread(c.ctx)
 				c.fail(edge.ErrBodyTooLarge(limit))
 				return false
 			}
@@ -427,7 +429,7 @@ func (c *call) readBody() bool {
 			}
 		}
 		c.body.B = b
-		c.doneReading()
+		c.intake.DoneReading()
 	}
 	if len(c.body.B) == 0 {
 		c.fail(errEmptyBody)

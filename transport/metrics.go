@@ -14,6 +14,7 @@ import (
 	"github.com/omniroute/gateway/internal/growable"
 	"github.com/omniroute/gateway/messages"
 	"github.com/omniroute/gateway/transport/edge"
+	"github.com/omniroute/gateway/transport/metric"
 )
 
 // gwMetrics holds the gateway's metric handles. Every handle a request
@@ -48,9 +49,9 @@ func (m *gwMetrics) addTarget(name string) {
 	ts := m.targets.At(m.targets.Grow(1))
 	ts.name = name
 	for c := messages.FailureClass(0); c < messages.NumFailureClasses; c++ {
-		ts.attempts[c] = m.set.GetOrCreateCounter(fmt.Sprintf(metricUpstreamAttemptsTotal+`{target=%q,outcome=%q}`, name, c.String()))
+		ts.attempts[c] = m.set.GetOrCreateCounter(fmt.Sprintf(metric.UpstreamAttemptsTotal+`{target=%q,outcome=%q}`, name, c.String()))
 	}
-	ts.ttfb = m.set.GetOrCreatePrometheusHistogramExt(fmt.Sprintf(metricUpstreamTtfbSeconds+`{target=%q}`, name), durationBuckets)
+	ts.ttfb = m.set.GetOrCreatePrometheusHistogramExt(fmt.Sprintf(metric.UpstreamTtfbSeconds+`{target=%q}`, name), metric.DurationBuckets)
 }
 
 // dashCounters are the inference figures the dashboard's history samples
@@ -60,7 +61,7 @@ func (m *gwMetrics) addTarget(name string) {
 type dashCounters struct {
 	requests atomic.Uint64
 	errors   atomic.Uint64
-	buckets  [len(durationBounds) + 1]atomic.Uint64 // per bucket, not cumulative; the last is +Inf
+	buckets  [len(metric.DurationBounds) + 1]atomic.Uint64 // per bucket, not cumulative; the last is +Inf
 }
 
 func (d *dashCounters) observe(status int, seconds float64) {
@@ -69,7 +70,7 @@ func (d *dashCounters) observe(status int, seconds float64) {
 		d.errors.Add(1)
 	}
 	i := 0
-	for i < len(durationBuckets) && seconds > durationBuckets[i] {
+	for i < len(metric.DurationBuckets) && seconds > metric.DurationBuckets[i] {
 		i++
 	}
 	d.buckets[i].Add(1)
@@ -91,26 +92,26 @@ type routeSeries struct {
 }
 
 func newMetrics(cat *catalog.Catalog) *gwMetrics {
-	// Every family gets # HELP and # TYPE lines; writeExposition fills in
-	// the help text from metricTable. The switch is process-wide and this
+	// Every family gets # HELP and # TYPE lines; metric.WriteExposition fills in
+	// the help text from metric.Table. The switch is process-wide and this
 	// package is the only writer of metrics.
 	metrics.ExposeMetadata(true)
 	m := &gwMetrics{set: metrics.NewSet()}
 	for r := edge.Route(0); r < edge.NumRoutes; r++ {
 		n := r.String()
 		rm := &m.routes[r]
-		rm.duration = m.set.NewPrometheusHistogramExt(fmt.Sprintf(metricRequestDurationSeconds+`{route=%q}`, n), durationBuckets)
-		rm.events = m.set.NewCounter(fmt.Sprintf(metricStreamEventsTotal+`{route=%q}`, n))
-		rm.cut = m.set.NewCounter(fmt.Sprintf(metricStreamInterruptedTotal+`{route=%q}`, n))
-		rm.fallback = m.set.NewCounter(fmt.Sprintf(metricFallbacksTotal+`{route=%q}`, n))
-		rm.waited = m.set.NewCounter(fmt.Sprintf(metricRoutingWaitsTotal+`{route=%q,outcome="recovered"}`, n))
-		rm.refused = m.set.NewCounter(fmt.Sprintf(metricRoutingWaitsTotal+`{route=%q,outcome="refused"}`, n))
-		rm.retries = m.set.NewCounter(fmt.Sprintf(metricRoutingRetriesTotal+`{route=%q}`, n))
-		rm.panics = m.set.NewCounter(fmt.Sprintf(metricRequestPanicsTotal+`{route=%q}`, n))
+		rm.duration = m.set.NewPrometheusHistogramExt(fmt.Sprintf(metric.RequestDurationSeconds+`{route=%q}`, n), metric.DurationBuckets)
+		rm.events = m.set.NewCounter(fmt.Sprintf(metric.StreamEventsTotal+`{route=%q}`, n))
+		rm.cut = m.set.NewCounter(fmt.Sprintf(metric.StreamInterruptedTotal+`{route=%q}`, n))
+		rm.fallback = m.set.NewCounter(fmt.Sprintf(metric.FallbacksTotal+`{route=%q}`, n))
+		rm.waited = m.set.NewCounter(fmt.Sprintf(metric.RoutingWaitsTotal+`{route=%q,outcome="recovered"}`, n))
+		rm.refused = m.set.NewCounter(fmt.Sprintf(metric.RoutingWaitsTotal+`{route=%q,outcome="refused"}`, n))
+		rm.retries = m.set.NewCounter(fmt.Sprintf(metric.RoutingRetriesTotal+`{route=%q}`, n))
+		rm.panics = m.set.NewCounter(fmt.Sprintf(metric.RequestPanicsTotal+`{route=%q}`, n))
 	}
 	m.targets = &growable.List[targetSeries]{} // recordPlan adds them
-	m.set.NewGauge(metricRequestsInflight, func() float64 { return float64(m.inflight.Load()) })
-	m.set.NewGauge(metricRoutingWaiting, func() float64 { return float64(m.waiting.Load()) })
+	m.set.NewGauge(metric.RequestsInflight, func() float64 { return float64(m.inflight.Load()) })
+	m.set.NewGauge(metric.RoutingWaiting, func() float64 { return float64(m.waiting.Load()) })
 	metrics.RegisterSet(m.set)
 	return m
 }
@@ -135,7 +136,7 @@ func (m *gwMetrics) request(r edge.Route, status int) {
 	slot := &m.routes[r].requests[status]
 	c := slot.Load()
 	if c == nil {
-		c = m.set.GetOrCreateCounter(metricRequestsTotal + `{route="` + r.String() + `",status="` + strconv.Itoa(status) + `"}`)
+		c = m.set.GetOrCreateCounter(metric.RequestsTotal + `{route="` + r.String() + `",status="` + strconv.Itoa(status) + `"}`)
 		slot.Store(c)
 	}
 	c.Inc()
@@ -154,7 +155,7 @@ func (m *gwMetrics) upstreamStatus(target, status int) {
 	}
 	c := arr[status].Load()
 	if c == nil {
-		c = m.set.GetOrCreateCounter(metricUpstreamResponsesTotal + `{target="` + ts.name + `",status="` + strconv.Itoa(status) + `"}`)
+		c = m.set.GetOrCreateCounter(metric.UpstreamResponsesTotal + `{target="` + ts.name + `",status="` + strconv.Itoa(status) + `"}`)
 		arr[status].Store(c)
 	}
 	c.Inc()
@@ -166,5 +167,5 @@ func (m *gwMetrics) write(w io.Writer) {
 	var b bytes.Buffer
 	m.set.WritePrometheus(&b)
 	metrics.WriteProcessMetrics(&b)
-	writeExposition(w, b.Bytes())
+	metric.WriteExposition(w, b.Bytes())
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 	"github.com/omniroute/gateway/transport/edge"
+	"github.com/omniroute/gateway/transport/metric"
 	"github.com/omniroute/gateway/transport/ops"
 	"github.com/omniroute/gateway/transport/port"
 )
@@ -86,8 +87,8 @@ func (p *opsReads) Dash(into []uint64) (requests, errors uint64) {
 	return requests, errors
 }
 
-func (p *opsReads) DurationBuckets() []float64     { return durationBuckets }
-func (p *opsReads) Lanes() *lanes.Snapshot         { return (*Gateway)(p).lanesSnapshot() }
+func (p *opsReads) DurationBuckets() []float64     { return metric.DurationBuckets }
+func (p *opsReads) Lanes() *lanes.Snapshot         { return (*Gateway)(p).adm.Snapshot() }
 func (p *opsReads) ConfigInfo() ops.ConfigInfo     { return (*Gateway)(p).ConfigInfo() }
 func (p *opsReads) ReloadConfig() ops.ReloadResult { return (*Gateway)(p).ReloadConfig() }
 func (p *opsReads) Version() string                { return p.opts.Version }

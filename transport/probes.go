@@ -37,10 +37,10 @@ var readinessChecks = []readinessCheck{
 		if g.targets.Snapshot() == nil {
 			return false, "the targets actor has not published its first snapshot"
 		}
-		if g.ingest == nil || g.pressure == nil {
+		if g.intake.Ingest() == nil || g.intake.Pressure() == nil {
 			return false, "the ingest or pressure actor is not running"
 		}
-		if s := g.lanesSnapshot(); s == nil || s.Shutdown {
+		if s := g.adm.Snapshot(); s == nil || s.Shutdown {
 			return false, "admission has stopped"
 		}
 		return true, ""

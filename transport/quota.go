@@ -15,6 +15,7 @@ import (
 	"github.com/omniroute/gateway/internal/planner"
 	"github.com/omniroute/gateway/internal/quota"
 	"github.com/omniroute/gateway/transport/ops"
+	"github.com/omniroute/gateway/transport/metric"
 )
 
 // targetInfo is what routing needs about a target beyond the catalog.
@@ -168,12 +169,12 @@ func (qs *quotaSys) targetMetrics(g *Gateway, t *catalog.Target) {
 	set := g.metrics.set
 	var skips [numSkips]*metrics.Counter
 	for r := 0; r < numSkips; r++ {
-		skips[r] = set.NewCounter(fmt.Sprintf(metricRoutingSkipsTotal+`{target=%q,reason=%q}`, t.Name, skipNames[r]))
+		skips[r] = set.NewCounter(fmt.Sprintf(metric.RoutingSkipsTotal+`{target=%q,reason=%q}`, t.Name, skipNames[r]))
 	}
 	qs.m.skips.Append(skips)
 	for _, st := range []string{"closed", "open", "half_open"} {
 		id, st := t.ID, st
-		set.NewGauge(fmt.Sprintf(metricCircuitState+`{target=%q,state=%q}`, t.Name, st), func() float64 {
+		set.NewGauge(fmt.Sprintf(metric.CircuitState+`{target=%q,state=%q}`, t.Name, st), func() float64 {
 			if s := g.targets.Snapshot(); s != nil && id < len(s.Targets) {
 				if targets.CircuitState(s.Targets[id].Open, s.Targets[id].CoolUntil, g.clk.Now()) == st {
 					return 1
@@ -183,7 +184,7 @@ func (qs *quotaSys) targetMetrics(g *Gateway, t *catalog.Target) {
 		})
 	}
 	id := t.ID
-	set.NewGauge(fmt.Sprintf(metricTargetCooldownSeconds+`{target=%q}`, t.Name), func() float64 {
+	set.NewGauge(fmt.Sprintf(metric.TargetCooldownSeconds+`{target=%q}`, t.Name), func() float64 {
 		if s := g.targets.Snapshot(); s != nil && id < len(s.Targets) {
 			if d := s.Targets[id].CoolUntil.Sub(g.clk.Now()); d > 0 {
 				return d.Seconds()
@@ -196,11 +197,11 @@ func (qs *quotaSys) targetMetrics(g *Gateway, t *catalog.Target) {
 // connMetrics registers the quota series of the next connection id.
 func (qs *quotaSys) connMetrics(g *Gateway, c *catalog.Connection) {
 	set := g.metrics.set
-	qs.m.pollOK.Append(set.NewCounter(fmt.Sprintf(metricQuotaPollsTotal+`{connection=%q,outcome="ok"}`, c.Name)))
-	qs.m.pollErr.Append(set.NewCounter(fmt.Sprintf(metricQuotaPollsTotal+`{connection=%q,outcome="error"}`, c.Name)))
+	qs.m.pollOK.Append(set.NewCounter(fmt.Sprintf(metric.QuotaPollsTotal+`{connection=%q,outcome="ok"}`, c.Name)))
+	qs.m.pollErr.Append(set.NewCounter(fmt.Sprintf(metric.QuotaPollsTotal+`{connection=%q,outcome="error"}`, c.Name)))
 	for _, st := range quota.Statuses {
 		id, st := c.ID, st
-		set.NewGauge(fmt.Sprintf(metricQuotaModels+`{connection=%q,state=%q}`, c.Name, st.String()), func() float64 {
+		set.NewGauge(fmt.Sprintf(metric.QuotaModels+`{connection=%q,state=%q}`, c.Name, st.String()), func() float64 {
 			cs := qs.quota.State(id)
 			if cs == nil {
 				return 0
@@ -218,7 +219,7 @@ func (qs *quotaSys) connMetrics(g *Gateway, c *catalog.Connection) {
 
 // ledgerMetrics registers the ledger's gauge.
 func (qs *quotaSys) ledgerMetrics(g *Gateway) {
-	g.metrics.set.NewGauge(metricLedgerReservedTokens, func() float64 {
+	g.metrics.set.NewGauge(metric.LedgerReservedTokens, func() float64 {
 		var n uint64
 		if s := qs.ledger.Snapshot(); s != nil {
 			for i := range s.Slots {

@@ -23,6 +23,7 @@ import (
 	"github.com/omniroute/gateway/internal/modelinfo"
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/transport/metric"
 	"github.com/omniroute/gateway/transport/ops"
 )
 
@@ -236,12 +237,12 @@ func (g *Gateway) initRouting() error {
 func (g *Gateway) reloadMetrics() {
 	g.reload.results = map[string]*metrics.Counter{}
 	for _, r := range ops.ReloadResults {
-		g.reload.results[r] = g.metrics.set.NewCounter(fmt.Sprintf(metricConfigReloadsTotal+`{result=%q}`, r))
+		g.reload.results[r] = g.metrics.set.NewCounter(fmt.Sprintf(metric.ConfigReloadsTotal+`{result=%q}`, r))
 	}
-	g.metrics.set.NewGauge(metricConfigLoadedTimestampSeconds, func() float64 {
+	g.metrics.set.NewGauge(metric.ConfigLoadedTimestampSeconds, func() float64 {
 		return float64(g.rc.Load().loadedAt.UnixMilli()) / 1000
 	})
-	g.metrics.set.NewGauge(metricConfigVersion, func() float64 { return float64(g.rc.Load().version) })
+	g.metrics.set.NewGauge(metric.ConfigVersion, func() float64 { return float64(g.rc.Load().version) })
 }
 
 // ReloadConfig re-reads the config file (OMNIROUTE_CONFIG) and, when it

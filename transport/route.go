@@ -6,7 +6,9 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/omniroute/gateway/actors/lanes"
 	ledgeractor "github.com/omniroute/gateway/actors/ledger"
+	"github.com/omniroute/gateway/actors/targets"
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/config"
@@ -16,9 +18,6 @@ import (
 	"github.com/omniroute/gateway/internal/quota"
 	"github.com/omniroute/gateway/internal/routing"
 	"github.com/omniroute/gateway/messages"
-
-	"github.com/omniroute/gateway/actors/lanes"
-	"github.com/omniroute/gateway/actors/targets"
 )
 
 // plan is one request's routing state: the planner's decisions
@@ -161,19 +160,19 @@ func (c *call) next(list []*catalog.Target) *catalog.Target {
 	if !p.Ranked() {
 		c.rank(list)
 	}
-	c.lane.refusal, c.lane.refusalRetry = lanes.None, 0
+	c.lane.Refusal, c.lane.RefusalRetry = lanes.None, 0
 	p.busy = p.busy[:0]
 	for _, i := range p.Candidates() {
 		if p.Tried(i) {
 			continue
 		}
-		if !c.tryAdmit(list[i], &c.lane.lease) {
+		if !c.tryAdmit(list[i], &c.lane.Lease) {
 			p.busy = append(p.busy, i)
 			continue
 		}
 		if c.claim(list, i, p.NeedsProbe(i)) {
 			for _, j := range p.busy {
-				c.noteSkip(list[j])
+				c.lane.NoteSkip(&c.g.adm, list[j])
 			}
 			return list[i]
 		}
@@ -182,8 +181,8 @@ func (c *call) next(list []*catalog.Target) *catalog.Target {
 		return nil
 	}
 	first := p.busy[0]
-	if r := c.admit(list[first], &c.lane.lease); r != lanes.None {
-		c.lane.refusal, c.lane.refusalRetry = r, c.lane.lease.RetryAfter
+	if r := c.admit(list[first], &c.lane.Lease); r != lanes.None {
+		c.lane.Refusal, c.lane.RefusalRetry = r, c.lane.Lease.RetryAfter
 		return nil
 	}
 	if c.claim(list, first, p.NeedsProbe(first)) {
@@ -248,8 +247,8 @@ func (c *call) retry(list []*catalog.Target, class messages.FailureClass) *catal
 		return nil
 	}
 	t := list[i]
-	if r := c.admit(t, &c.lane.lease); r != lanes.None {
-		c.lane.refusal, c.lane.refusalRetry = r, c.lane.lease.RetryAfter
+	if r := c.admit(t, &c.lane.Lease); r != lanes.None {
+		c.lane.Refusal, c.lane.RefusalRetry = r, c.lane.Lease.RetryAfter
 		return nil
 	}
 	if !c.claim(list, i, true) {

@@ -11,6 +11,7 @@ import (
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/engines"
 	"github.com/omniroute/gateway/internal/relay"
+	"github.com/omniroute/gateway/transport/metric"
 	"github.com/omniroute/gateway/transport/ops"
 	"github.com/omniroute/gateway/transport/port"
 	"github.com/omniroute/gateway/transport/relayroute"
@@ -153,32 +154,32 @@ func (g *Gateway) sidecarMetrics(set *metrics.Set) {
 		name := h.Name()
 		for _, st := range services.AllStates {
 			st := st
-			set.NewGauge(fmt.Sprintf(metricServiceState+`{service=%q,state=%q}`, name, st), func() float64 { return b2f(h.Status().State == st) })
+			set.NewGauge(fmt.Sprintf(metric.ServiceState+`{service=%q,state=%q}`, name, st), func() float64 { return b2f(h.Status().State == st) })
 		}
 		for _, he := range services.AllHealth {
 			he := he
-			set.NewGauge(fmt.Sprintf(metricServiceHealth+`{service=%q,health=%q}`, name, he), func() float64 { return b2f(h.Status().Health == he) })
+			set.NewGauge(fmt.Sprintf(metric.ServiceHealth+`{service=%q,health=%q}`, name, he), func() float64 { return b2f(h.Status().Health == he) })
 		}
-		set.NewGauge(fmt.Sprintf(metricServiceRestartsTotal+`{service=%q}`, name), func() float64 { return float64(h.Status().Restarts) })
-		set.NewGauge(fmt.Sprintf(metricServiceCrashes+`{service=%q}`, name), func() float64 { return float64(h.Status().Crashes) })
-		set.NewGauge(fmt.Sprintf(metricServiceGaveUp+`{service=%q}`, name), func() float64 { return b2f(h.Status().GaveUp) })
-		set.NewGauge(fmt.Sprintf(metricServiceLogBytes+`{service=%q}`, name), func() float64 { return float64(h.Logs().Bytes()) })
+		set.NewGauge(fmt.Sprintf(metric.ServiceRestartsTotal+`{service=%q}`, name), func() float64 { return float64(h.Status().Restarts) })
+		set.NewGauge(fmt.Sprintf(metric.ServiceCrashes+`{service=%q}`, name), func() float64 { return float64(h.Status().Crashes) })
+		set.NewGauge(fmt.Sprintf(metric.ServiceGaveUp+`{service=%q}`, name), func() float64 { return b2f(h.Status().GaveUp) })
+		set.NewGauge(fmt.Sprintf(metric.ServiceLogBytes+`{service=%q}`, name), func() float64 { return float64(h.Logs().Bytes()) })
 	}
 	r := g.side.relay
-	set.NewGauge(metricRelayBifrostCooldownSeconds, func() float64 { return r.CooldownRemaining().Seconds() })
+	set.NewGauge(metric.RelayBifrostCooldownSeconds, func() float64 { return r.CooldownRemaining().Seconds() })
 }
 
 // relayMetrics registers the relay's counters under the table's names.
 func relayMetrics(set *metrics.Set) relayroute.Metrics {
 	var m relayroute.Metrics
-	m.Native = set.NewCounter(metricRelayRequestsTotal + `{backend="native"}`)
-	m.Bifrost = set.NewCounter(metricRelayRequestsTotal + `{backend="bifrost"}`)
-	m.BifrostFailures = set.NewCounter(metricRelayBifrostFailuresTotal)
+	m.Native = set.NewCounter(metric.RelayRequestsTotal + `{backend="native"}`)
+	m.Bifrost = set.NewCounter(metric.RelayRequestsTotal + `{backend="bifrost"}`)
+	m.BifrostFailures = set.NewCounter(metric.RelayBifrostFailuresTotal)
 	for _, reason := range relay.Fallbacks() {
-		m.Fallback[reason] = set.NewCounter(fmt.Sprintf(metricRelayFallbacksTotal+`{reason=%q}`, reason))
+		m.Fallback[reason] = set.NewCounter(fmt.Sprintf(metric.RelayFallbacksTotal+`{reason=%q}`, reason))
 	}
 	for _, reason := range relay.Rejections() {
-		m.Rejected[reason] = set.NewCounter(fmt.Sprintf(metricRelayRejectedTotal+`{reason=%q}`, reason))
+		m.Rejected[reason] = set.NewCounter(fmt.Sprintf(metric.RelayRejectedTotal+`{reason=%q}`, reason))
 	}
 	return m
 }

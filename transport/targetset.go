@@ -354,7 +354,7 @@ func (g *Gateway) registerPlan(p *targetPlan) error {
 		}
 	}
 	for id, c := range p.caps {
-		g.adm.lanes.SetCap(id, c)
+		g.adm.Lanes().SetCap(id, c)
 	}
 	if len(p.slots) > 0 {
 		first, err := qs.ledger.AddSlots(p.slots)
@@ -382,14 +382,14 @@ func (g *Gateway) registerPlan(p *targetPlan) error {
 	if first != p.targets[0].ID {
 		return fmt.Errorf("targets actor numbered targets from %d, the gateway from %d", first, p.targets[0].ID)
 	}
-	if first, err = g.adm.lanes.AddUpstreams(p.ups); err != nil {
+	if first, err = g.adm.Lanes().AddUpstreams(p.ups); err != nil {
 		return err
 	}
 	if first != p.targets[0].ID {
 		return fmt.Errorf("admission numbered upstreams from %d, the gateway's targets from %d", first, p.targets[0].ID)
 	}
 	for i, u := range p.ups {
-		g.upstreamMetrics(first+i, u.Name)
+		g.adm.RegisterUpstream(g.metrics.set, first+i, u.Name)
 	}
 	return nil
 }
@@ -450,7 +450,7 @@ func (g *Gateway) retireRemoved(p *targetPlan, cat *catalog.Catalog) {
 		live[t.ID] = true
 	}
 	for id, l := range live {
-		g.adm.lanes.SetRetired(id, !l)
+		g.adm.Lanes().SetRetired(id, !l)
 	}
 }
 

@@ -587,7 +587,7 @@ func (c *call) logRequest(reached bool) {
 		r.ErrorCode = "upstream_error"
 	}
 	r.Attempts, r.Fallbacks = c.plan.Attempts(), c.att.fallbacks
-	r.AdmissionWait, r.TTFT, r.Latency = c.lane.waited, tc.ttft, lat
+	r.AdmissionWait, r.TTFT, r.Latency = c.lane.Waited, tc.ttft, lat
 	r.TokensIn, r.TokensOut, r.TokensCached = tc.in, tc.out, tc.cached
 	if reached {
 		r.CostNano = tc.cost

@@ -72,8 +72,8 @@ func (c *call) traceEnd() {
 		attrs = append(attrs, attribute.String("gen_ai.provider.name", c.att.target.Conn.Provider.ID),
 			attribute.String("gen_ai.response.model", c.att.target.UpstreamModel), attribute.String("omniroute.target", c.att.target.Name))
 	}
-	if c.lane.waited > 0 {
-		attrs = append(attrs, attribute.Int64("omniroute.admission_wait_ms", c.lane.waited.Milliseconds()))
+	if c.lane.Waited > 0 {
+		attrs = append(attrs, attribute.Int64("omniroute.admission_wait_ms", c.lane.Waited.Milliseconds()))
 	}
 	c.trace.span.SetAttributes(attrs...)
 	if status >= 500 || c.stream.cut {
@@ -90,7 +90,7 @@ func (c *call) traceAdmissionWait(t *catalog.Target, waited time.Duration) {
 	}
 	now := time.Now()
 	_, sp := c.g.tracer.Start(trace.ContextWithSpan(context.Background(), c.trace.span), "admission wait", trace.WithTimestamp(now.Add(-waited)),
-		trace.WithAttributes(attribute.String("omniroute.target", t.Name), attribute.String("omniroute.priority", c.lane.class.String())))
+		trace.WithAttributes(attribute.String("omniroute.target", t.Name), attribute.String("omniroute.priority", c.lane.Class.String())))
 	sp.End(trace.WithTimestamp(now))
 }
 
