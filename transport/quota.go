@@ -14,8 +14,8 @@ import (
 	"github.com/omniroute/gateway/internal/growable"
 	"github.com/omniroute/gateway/internal/planner"
 	"github.com/omniroute/gateway/internal/quota"
-	"github.com/omniroute/gateway/transport/ops"
 	"github.com/omniroute/gateway/transport/metric"
+	"github.com/omniroute/gateway/transport/ops"
 )
 
 // targetInfo is what routing needs about a target beyond the catalog.
