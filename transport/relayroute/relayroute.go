@@ -52,7 +52,7 @@ type Route struct {
 }
 
 // Metrics are the relay's counters. The pipeline registers them under the
-// names of its one metric table (transport/metric_table.go), so no
+// names of its one metric table (transport/metric), so no
 // family's name is written here.
 type Metrics struct {
 	Native, Bifrost, BifrostFailures *metrics.Counter
