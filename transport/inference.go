@@ -16,11 +16,11 @@ import (
 	"github.com/omniroute/gateway/internal/config"
 	dia "github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/jsonscan"
-	"github.com/omniroute/gateway/internal/relay"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/transport/admit"
 	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/intake"
+	"github.com/omniroute/gateway/transport/relayroute"
 	"github.com/omniroute/gateway/transport/upstream"
 )
 
@@ -48,8 +48,8 @@ type call struct {
 	// deadline is when the caller stops waiting (zero: it did not say);
 	// see readDeadline.
 	deadline time.Time
-	relayTok *relay.Token // the relay route's token, checked (relay_route.go)
-	counting bool         // a count_tokens call (count_tokens.go)
+	relayTok *relayroute.Token // the relay route's token, checked (relay_route.go)
+	counting bool              // a count_tokens call (count_tokens.go)
 
 	life    lifeState    // how it is registered and ended (inference.go)
 	intake  intake.State // ingest: the byte budget's reservation (transport/intake)
@@ -218,7 +218,7 @@ var relayWalk = [...]step{
 	(*call).relayEnabled,  // the relay route configured (a relay token)
 	(*call).jsonBody,      // the media type
 	(*call).relayIdentify, // identify: the relay token (relay_route.go)
-	(*call).ingest,        // ingest: the byte budget, then the body (admission.go)
+	(*call).ingest,        // ingest: the byte budget, then the body (transport/intake)
 	(*call).scanBody,      // scan: the JSON scan, a model named
 	(*call).relayScope,    // the token's model scope
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/engines"
-	"github.com/omniroute/gateway/internal/relay"
 	"github.com/omniroute/gateway/transport/metric"
 	"github.com/omniroute/gateway/transport/ops"
 	"github.com/omniroute/gateway/transport/port"
@@ -72,7 +71,7 @@ func (a *Assembly) AttachServices(mgr *services.Manager, reg *engines.Registry, 
 	var err error
 	if s.relay, err = relayroute.New(relayroute.Options{Env: g.opts.Env.Relay, Upstream: g.opts.Env.Upstream,
 		File: g.opts.File.Relay, Getenv: g.opts.Getenv, Engine: s.engines.RelayBackend(), Services: mgr,
-		Clock: g.clk, Log: g.log, Metrics: relayMetrics(g.metrics.set)}); err != nil {
+		Clock: g.clk, Log: g.log, Metrics: g.metrics.set}); err != nil {
 		return err
 	}
 	g.op.AddHealthSection("relay", s.relay.Health, briefRelay)
@@ -147,7 +146,7 @@ func (g *Gateway) Engines() *engines.Registry { return g.side.engines }
 func briefRelay(body any) any { return relayroute.Brief(body, ops.DetailHint) }
 
 // sidecarMetrics registers pull gauges that read the published service
-// snapshots, and the relay's cooldown.
+// snapshots (the relay registers its own, relayroute.New).
 func (g *Gateway) sidecarMetrics(set *metrics.Set) {
 	for _, h := range g.side.mgr.All() {
 		h := h
@@ -165,23 +164,6 @@ func (g *Gateway) sidecarMetrics(set *metrics.Set) {
 		set.NewGauge(fmt.Sprintf(metric.ServiceGaveUp+`{service=%q}`, name), func() float64 { return b2f(h.Status().GaveUp) })
 		set.NewGauge(fmt.Sprintf(metric.ServiceLogBytes+`{service=%q}`, name), func() float64 { return float64(h.Logs().Bytes()) })
 	}
-	r := g.side.relay
-	set.NewGauge(metric.RelayBifrostCooldownSeconds, func() float64 { return r.CooldownRemaining().Seconds() })
-}
-
-// relayMetrics registers the relay's counters under the table's names.
-func relayMetrics(set *metrics.Set) relayroute.Metrics {
-	var m relayroute.Metrics
-	m.Native = set.NewCounter(metric.RelayRequestsTotal + `{backend="native"}`)
-	m.Bifrost = set.NewCounter(metric.RelayRequestsTotal + `{backend="bifrost"}`)
-	m.BifrostFailures = set.NewCounter(metric.RelayBifrostFailuresTotal)
-	for _, reason := range relay.Fallbacks() {
-		m.Fallback[reason] = set.NewCounter(fmt.Sprintf(metric.RelayFallbacksTotal+`{reason=%q}`, reason))
-	}
-	for _, reason := range relay.Rejections() {
-		m.Rejected[reason] = set.NewCounter(fmt.Sprintf(metric.RelayRejectedTotal+`{reason=%q}`, reason))
-	}
-	return m
 }
 
 func b2f(b bool) float64 {

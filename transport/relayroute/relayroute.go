@@ -12,6 +12,7 @@
 package relayroute
 
 import (
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -29,8 +30,13 @@ import (
 	"github.com/omniroute/gateway/internal/engines"
 	"github.com/omniroute/gateway/internal/relay"
 	"github.com/omniroute/gateway/transport/edge"
+	"github.com/omniroute/gateway/transport/metric"
 	"github.com/omniroute/gateway/transport/upstream"
 )
+
+// Token is a relay token the route checked (Admit), which the pipeline
+// holds for the request and hands back to Scope and Serve.
+type Token = relay.Token
 
 // Route is the relay route's state: its configuration, tokens, manifest
 // and Bifrost cooldowns, and the pooled clients of the Bifrost endpoints
@@ -51,9 +57,9 @@ type Route struct {
 	clients map[string]*upstream.Client
 }
 
-// Metrics are the relay's counters. The pipeline registers them under the
-// names of its one metric table (transport/metric), so no
-// family's name is written here.
+// Metrics are the relay's counters, registered by New under the names of
+// the gateway's one metric table (transport/metric): no family's name is
+// written here.
 type Metrics struct {
 	Native, Bifrost, BifrostFailures *metrics.Counter
 	Fallback                         [relay.NumFallbacks]*metrics.Counter
@@ -70,12 +76,14 @@ type Options struct {
 	Services *services.Manager           // the supervised services
 	Clock    clock.Clock
 	Log      *slog.Logger
-	Metrics  Metrics
+	// Metrics is the set the relay's counters and its cooldown gauge are
+	// registered in.
+	Metrics *metrics.Set
 }
 
 // New builds the relay route; a token that cannot be read is an error.
 func New(o Options) (*Route, error) {
-	r := &Route{env: o.Env, up: o.Upstream, engine: o.Engine, mgr: o.Services, clk: o.Clock, log: o.Log, m: o.Metrics,
+	r := &Route{env: o.Env, up: o.Upstream, engine: o.Engine, mgr: o.Services, clk: o.Clock, log: o.Log,
 		clients: map[string]*upstream.Client{}}
 	var cfg []config.RelayToken
 	if f := o.File; f != nil {
@@ -88,7 +96,25 @@ func New(o Options) (*Route, error) {
 	if r.tokens, err = relay.NewTokens(cfg, o.Getenv); err != nil {
 		return nil, err
 	}
+	r.register(o.Metrics)
 	return r, nil
+}
+
+// register registers the relay's counters, one per backend, fallback
+// reason and rejection reason (the reasons' own tables), and the gauge of
+// the Bifrost cooldown.
+func (r *Route) register(set *metrics.Set) {
+	m := &r.m
+	m.Native = set.NewCounter(metric.RelayRequestsTotal + `{backend="native"}`)
+	m.Bifrost = set.NewCounter(metric.RelayRequestsTotal + `{backend="bifrost"}`)
+	m.BifrostFailures = set.NewCounter(metric.RelayBifrostFailuresTotal)
+	for _, reason := range relay.Fallbacks() {
+		m.Fallback[reason] = set.NewCounter(fmt.Sprintf(metric.RelayFallbacksTotal+`{reason=%q}`, reason))
+	}
+	for _, reason := range relay.Rejections() {
+		m.Rejected[reason] = set.NewCounter(fmt.Sprintf(metric.RelayRejectedTotal+`{reason=%q}`, reason))
+	}
+	set.NewGauge(metric.RelayBifrostCooldownSeconds, func() float64 { return r.CooldownRemaining().Seconds() })
 }
 
 // ErrNotEnabled answers the relay route when no relay token is configured.
