@@ -51,16 +51,16 @@ type Route struct {
 	mgr      *services.Manager // the supervised services (a supervised Bifrost)
 	clk      clock.Clock
 	log      *slog.Logger
-	m        Metrics
+	m        counters
 
 	mu      sync.Mutex
 	clients map[string]*upstream.Client
 }
 
-// Metrics are the relay's counters, registered by New under the names of
+// counters are the relay's counters, registered by New under the names of
 // the gateway's one metric table (transport/metric): no family's name is
 // written here.
-type Metrics struct {
+type counters struct {
 	Native, Bifrost, BifrostFailures *metrics.Counter
 	Fallback                         [relay.NumFallbacks]*metrics.Counter
 	Rejected                         [relay.NumRejections]*metrics.Counter
