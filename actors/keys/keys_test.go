@@ -308,6 +308,19 @@ func waitLookup(t *testing.T, h *Handle, secret string, want bool) {
 	}
 }
 
+// waitCount waits until n reaches want (a subscriber takes a publication
+// on its own goroutine, after the actor sent it).
+func waitCount(t *testing.T, n *atomic.Int64, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for n.Load() < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d publications after 10 s, want %d", n.Load(), want)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 // hangingStore is a store that stops answering (an unreachable etcd):
 // every call waits for its context.
 type hangingStore struct {
@@ -436,10 +449,15 @@ func TestRestartPublishesWhatTheStoreGained(t *testing.T) {
 	if _, ok := f.h.Lookup([]byte(secret)); ok {
 		t.Fatal("the key works before any reload: the test proves nothing")
 	}
+	before := f.changes.Load()
 	f.h.root.Send(f.h.pid, messages.Crash{Reason: "test"})
 	waitLookup(t, f.h, secret, true)
+	// The snapshot is stored before it is sent to the subscribers, so the
+	// counter may not have taken the restart's publication yet when the
+	// key already works: wait for it, then count from there.
+	waitCount(t, &f.changes, before+1)
 	// And a Reload afterwards finds nothing new to publish.
-	before := f.changes.Load()
+	before++
 	f.h.Reload()
 	if _, _, err := f.h.Create("after", tenantpolicy.Policy{}); err != nil {
 		t.Fatal(err)
