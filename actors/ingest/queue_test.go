@@ -73,8 +73,6 @@ func (s *sim) fill() {
 	}
 }
 
-func (s *sim) fits(w *waiter) bool { return w.bytes <= s.free }
-
 func (s *sim) take(w *waiter) bool {
 	if w.bytes > s.free {
 		return false

@@ -75,9 +75,6 @@ var rateFields = [rolling.NumDims][rolling.NumPeriods]string{
 	rolling.Tokens:   {"tokens_per_minute", "tokens_per_hour", "tokens_per_day"},
 }
 
-// RateField is the file's name of window (d, p): "tokens_per_hour".
-func RateField(d rolling.Dim, p rolling.Period) string { return rateFields[d][p] }
-
 // Limits are a connection's rates, applied to each model served through
 // it (providers meter per model), and per-model rates that replace the
 // connection's windows they set for that upstream model.

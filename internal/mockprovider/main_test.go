@@ -1,8 +1,6 @@
 package mockprovider
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -134,25 +132,6 @@ func sseFrames(body []byte) []string {
 		}
 	}
 	return out
-}
-
-// sseData returns the data payload of a frame.
-func sseData(frame string) string {
-	sc := bufio.NewScanner(strings.NewReader(frame))
-	for sc.Scan() {
-		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			return d
-		}
-	}
-	return ""
-}
-
-func decodeJSON(t *testing.T, data []byte, v any) {
-	t.Helper()
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(v); err != nil {
-		t.Fatalf("decode %q: %v", data, err)
-	}
 }
 
 func decodeJSONReader(t *testing.T, r io.Reader, v any) {

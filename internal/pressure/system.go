@@ -104,9 +104,6 @@ type ResolvedCgroup struct {
 // Dir is the cgroup's directory.
 func (r ResolvedCgroup) Dir() string { return r.dir }
 
-// V1 reports whether it is a cgroup v1 memory controller.
-func (r ResolvedCgroup) V1() bool { return r.v1 }
-
 // ResolveCgroups maps the process's cgroup entries onto the mounts: the v2
 // unified hierarchy first, then the v1 memory controller. A cgroup path
 // outside the mount's root (a cgroup namespace the mount table does not

@@ -37,15 +37,12 @@ func weight(id, key string) uint64 {
 	return mix(fnvString(h, key))
 }
 
-// Hash is a 64-bit hash of b (FNV-1a finished with splitmix64's mixer),
-// for keys and member names that are bytes.
-func Hash(b []byte) uint64 { return mix(fnv(offset64, b)) }
-
-// HashString is Hash of a string.
+// HashString is a 64-bit hash of s (FNV-1a finished with splitmix64's
+// mixer), for keys and member names.
 func HashString(s string) uint64 { return mix(fnvString(offset64, s)) }
 
-// Combine folds more bytes into a hash made by Hash, so a key built from
-// several parts hashes without joining them.
+// Combine folds more bytes into a hash made by HashString, so a key built
+// from several parts hashes without joining them.
 func Combine(h uint64, b []byte) uint64 { return mix(fnv(h, b)) }
 
 // Score is the weight of member (its Hash) for key, for weighted

@@ -92,16 +92,6 @@ func (p Period) Width() time.Duration { return periods[p].width }
 // Slot is the width of one slot of the period's ring (its resolution).
 func (p Period) Slot() time.Duration { return periods[p].width / SlotsPerWindow }
 
-// ParsePeriod reads a period's name.
-func ParsePeriod(s string) (Period, bool) {
-	for p := range NumPeriods {
-		if periods[p].name == s {
-			return p, true
-		}
-	}
-	return 0, false
-}
-
 // SlotsPerWindow is how many slots a window is cut into.
 const SlotsPerWindow = 60
 

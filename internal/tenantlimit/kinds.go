@@ -133,10 +133,6 @@ var headerNames = [2][6]string{
 // Anthropic SDKs prefer it to Retry-After's whole seconds.
 const RetryAfterMsHeader = "retry-after-ms"
 
-// FamilyHeaderNames lists family f's six rate-limit header names (not
-// retry-after-ms). It does not allocate.
-func FamilyHeaderNames(f Family) []string { return headerNames[f&1][:] }
-
 // HeaderNames lists every header Headers may set, for docs and tests.
 func HeaderNames() []string {
 	out := append([]string(nil), headerNames[OpenAI][:]...)

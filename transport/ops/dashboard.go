@@ -51,10 +51,6 @@ var dashAssets = map[string]string{ // file → content type
 	"app.css":    "text/css; charset=utf-8",
 }
 
-// IsDashboardPath reports the dashboard's paths: the page, its assets
-// and the snapshot (the edge's route table says which).
-func IsDashboardPath(p []byte) bool { return edge.Is(p, edge.HandleDashboard) }
-
 // Dashboard serves the page, its assets and the snapshot.
 func (a *API) Dashboard(ctx *fasthttp.RequestCtx, p []byte, edgeRID []byte) {
 	rid := own(edgeRID)

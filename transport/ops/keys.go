@@ -35,10 +35,6 @@ const (
 	maxKeyBody = 64 << 10
 )
 
-// IsKeysPath reports the key API's paths (the edge's route table says
-// which).
-func IsKeysPath(path []byte) bool { return edge.Is(path, edge.HandleKeys) }
-
 // keyView is a key as the API shows it, with the secret only when it was
 // just made.
 type keyView struct {
