@@ -166,10 +166,7 @@ func (c *call) bodyDone() {
 		bytebufferpool.Put(c.body)
 		c.body = nil
 	}
-	if c.att.out != nil {
-		bytebufferpool.Put(c.att.out)
-		c.att.out = nil
-	}
+	c.att.BodyDone()
 	c.intake.BodyDone()
 }
 

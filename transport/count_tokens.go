@@ -9,7 +9,6 @@ import (
 
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
-	dia "github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/tokenest"
 	"github.com/omniroute/gateway/transport/edge"
 )
@@ -32,7 +31,8 @@ import (
 // as such, in the Anthropic shape.
 func (g *Gateway) countTokens(ctx *fasthttp.RequestCtx, r edge.Route, rid []byte, host context.Context, start time.Time) {
 	c := g.acquireCall(ctx, r, rid, host, start)
-	c.surface, c.trans.up, c.counting = catalog.Messages, catalog.Messages, true
+	c.surface, c.counting = catalog.Messages, true
+	c.att.Begin(catalog.Messages)
 	g.run(c, (*call).handleCount)
 }
 
@@ -66,7 +66,7 @@ func (c *call) handleCount() bool {
 // leave the stream writing from a call already back in its pool.
 func (c *call) wholeCount() bool {
 	if c.scan.Stream {
-		c.fail(apierror.New(apierror.CodeInvalidField, c.upDialect().CountTokensRoute+" does not stream; remove \"stream\" from the request"))
+		c.fail(apierror.New(apierror.CodeInvalidField, c.att.Dialect().CountTokensRoute+" does not stream; remove \"stream\" from the request"))
 		return false
 	}
 	return true
@@ -121,21 +121,4 @@ func (c *call) estimateCount() {
 	ctx.SetContentType("application/json")
 	ctx.SetBody(b.B)
 	c.routingHeaders()
-}
-
-// setUpstreamAuth writes the provider's credential header, named by the
-// dialect table for the provider's auth style.
-func setUpstreamAuth(h *fasthttp.RequestHeader, auth, key string) {
-	name := dia.AuthHeader(auth)
-	if key == "" || name == "" {
-		return
-	}
-	if auth == dia.AuthBearer {
-		v := bytebufferpool.Get()
-		v.B = append(append(v.B[:0], "Bearer "...), key...)
-		h.SetBytesV(name, v.B)
-		bytebufferpool.Put(v)
-		return
-	}
-	h.Set(name, key)
 }

@@ -2,36 +2,19 @@ package transport
 
 import (
 	"errors"
-	"slices"
 	"strconv"
 	"time"
-
-	"github.com/valyala/bytebufferpool"
-	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/actors/lanes"
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/config"
-	dia "github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/failure"
-	"github.com/omniroute/gateway/internal/jsonscan"
-	"github.com/omniroute/gateway/internal/sse"
 	"github.com/omniroute/gateway/messages"
 	"github.com/omniroute/gateway/transport/admit"
-	"github.com/omniroute/gateway/transport/relayroute"
+	"github.com/omniroute/gateway/transport/attempt"
 	"github.com/omniroute/gateway/transport/upstream"
 )
-
-// upstreamError is the last provider answer kept for pass-through when
-// failover runs out of targets.
-type upstreamError struct {
-	status      int
-	contentType []byte
-	retryAfter  []byte
-	body        []byte
-	up          catalog.Surface // the dialect of the attempt that answered it
-}
 
 // dispatch tries the model's targets in routing order until one answers,
 // failing over only on provider-side failures and only before anything was
@@ -55,7 +38,7 @@ func (c *call) dispatch() bool {
 // served: the last provider error kept, the last failure's class, and
 // how many candidates were passed over for want of a free connection.
 type exhaust struct {
-	last      upstreamError
+	last      attempt.Kept
 	lastClass messages.FailureClass
 	busy      int
 }
@@ -134,17 +117,17 @@ func (c *call) runList(list []*catalog.Target, fanout bool, x *exhaust) (relay, 
 		case attemptBusy:
 			x.busy++
 			c.abandonAttempt()
-			c.att.fallbacks++
+			c.att.Fallbacks++
 			continue
 		case attemptExpired:
 			c.abandonAttempt()
 			c.fail(errDeadline("its deadline passed while it waited for its turn"))
 			return false, true
 		}
-		o, drop := admit.OutcomeOf(x.lastClass, c.att.reason)
+		o, drop := admit.OutcomeOf(x.lastClass, c.att.Reason)
 		c.releaseLease(o, drop)
 		c.releaseAttempt(x.lastClass)
-		c.att.fallbacks++
+		c.att.Fallbacks++
 	}
 	c.logCombo(fanout, "exhausted")
 	return false, false
@@ -157,7 +140,7 @@ func (c *call) runList(list []*catalog.Target, fanout bool, x *exhaust) (relay, 
 func (c *call) answerExhausted(list []*catalog.Target, x *exhaust) {
 	g := c.g
 	if c.counting && c.lane.Refusal == lanes.None && !c.expired() {
-		c.att.fallbacks = max(c.att.fallbacks-1, 0)
+		c.att.Fallbacks = max(c.att.Fallbacks-1, 0)
 		c.estimateCount() // no Anthropic-dialect target could count
 		return
 	}
@@ -165,8 +148,8 @@ func (c *call) answerExhausted(list []*catalog.Target, x *exhaust) {
 		switch {
 		case c.lane.Refusal != lanes.None:
 			c.failAdmission(c.lane.Refusal, c.lane.RefusalRetry)
-		case c.unfit(list):
-			c.fail(c.errTooLarge(list))
+		case attempt.Unfit(c, list, c.plan.input):
+			c.fail(attempt.TooLarge(c, list, c.plan.input))
 		case c.expired():
 			c.fail(errDeadline("no target could be tried in time"))
 		default:
@@ -174,10 +157,10 @@ func (c *call) answerExhausted(list []*catalog.Target, x *exhaust) {
 		}
 		return
 	}
-	c.att.fallbacks--
-	if x.last.status != 0 {
+	c.att.Fallbacks--
+	if x.last.Status != 0 {
 		c.passThroughError(&x.last)
-		c.finalError(x.last.status, x.lastClass)
+		c.finalError(x.last.Status, x.lastClass)
 		return
 	}
 	if x.busy == c.plan.Attempts() {
@@ -207,19 +190,19 @@ const (
 
 // attempt sends the request to t. On a provider-side failure it records
 // the answer in last and asks for failover.
-func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messages.FailureClass) (attemptOutcome, bool) {
+func (c *call) attempt(t *catalog.Target, last *attempt.Kept, lastClass *messages.FailureClass) (attemptOutcome, bool) {
 	g := c.g
 	if !c.prepareAttempt(t) {
-		c.att.target = t
+		c.att.Target = t
 		return attemptDone, false // refused in the caller's dialect: nothing was sent
 	}
 	client := g.client(t.Conn.ID)
 	x := upstream.AcquireExchange()
 	c.buildRequest(x, t)
-	c.att.start = g.clk.Now()
+	c.att.Start = g.clk.Now()
 	c.traceAttemptStart(t)
 	defer c.traceAttemptEnd()
-	if left, ok := c.remaining(c.att.start); ok {
+	if left, ok := c.remaining(c.att.Start); ok {
 		if left <= 0 {
 			// Its turn came (admission, a pooled connection) after the
 			// caller's deadline: the caller is gone, never send it.
@@ -233,9 +216,9 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 		x.Release()
 		return attemptBusy, false
 	}
-	c.att.reason = ""
+	c.att.Reason = ""
 	if err != nil {
-		class := classifyTransportError(err)
+		class := attempt.Classify(err)
 		c.report(t, class, 0, 0)
 		x.Release()
 		*lastClass = class
@@ -251,22 +234,18 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 	if status < 200 || status >= 300 {
 		c.plan.verdict = failure.Analyze(status, x.Resp.Body())
 		class := c.plan.verdict.Class
-		c.att.reason = c.plan.verdict.Reason
+		c.att.Reason = c.plan.verdict.Reason
 		c.report(t, class, status, x.TTFB)
 		*lastClass = class
 		if class.ProviderSide() {
-			last.status = status
-			last.contentType = append(last.contentType[:0], x.Resp.Header.ContentType()...)
-			last.retryAfter = append(last.retryAfter[:0], x.Resp.Header.Peek(fasthttp.HeaderRetryAfter)...)
-			last.body = append(last.body[:0], x.Resp.Body()...)
-			last.up = c.trans.up
+			last.Keep(x, c.att.Up)
 			x.Release()
 			return attemptFailover, false
 		}
-		c.att.target = t
+		c.att.Target = t
 		c.passThrough(x, nil)
 		x.Release()
-		if c.translating() {
+		if c.att.Translating() {
 			c.translateAnswer()
 		}
 		return attemptDone, false
@@ -274,19 +253,19 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 	if !c.scan.Stream || !x.EventStream() {
 		c.report(t, messages.OK, status, x.TTFB)
 		c.markFirstToken()
-		c.att.target = t
-		c.meterBody(x)
+		c.att.Target = t
+		c.att.MeterBody(c, x)
 		if c.scan.Stream {
 			// The provider ignored "stream" and sent a plain body.
 			if err := x.Buffer(); err != nil {
 				x.Release()
-				*lastClass = classifyTransportError(err)
+				*lastClass = attempt.Classify(err)
 				return attemptFailover, false
 			}
 		}
 		c.passThrough(x, nil)
 		x.Release()
-		if c.translating() {
+		if c.att.Translating() {
 			c.translateAnswer()
 		}
 		return attemptDone, false
@@ -299,7 +278,7 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 		if class == messages.Canceled {
 			return attemptCanceled, false
 		}
-		last.status = 0 // a failed stream leaves no answer to pass through
+		last.Status = 0 // a failed stream leaves no answer to pass through
 		return attemptFailover, false
 	}
 	c.report(t, messages.OK, status, x.TTFB)
@@ -307,7 +286,7 @@ func (c *call) attempt(t *catalog.Target, last *upstreamError, lastClass *messag
 	x.Disarm()
 	c.lane.FirstByte(&c.g.adm, provider, local) // first token read: the stream's latency sample
 	c.markFirstToken()
-	c.att.target = t
+	c.att.Target = t
 	c.commitStream(x, c.g.opts.Env.Upstream.IdleTimeout.Duration(), nil)
 	return attemptDone, true
 }
@@ -326,7 +305,7 @@ func (c *call) report(t *catalog.Target, class messages.FailureClass, status int
 		g.metrics.target(t.ID).ttfb.Update(ttfb.Seconds())
 	}
 	c.traceAttemptOutcome(class, status, ttfb)
-	m := &messages.AttemptFinished{Target: t.ID, Class: class, Status: status, TTFB: ttfb, Started: c.att.start, At: g.clk.Now(), NoLatency: c.counting}
+	m := &messages.AttemptFinished{Target: t.ID, Class: class, Status: status, TTFB: ttfb, Started: c.att.Start, At: g.clk.Now(), NoLatency: c.counting}
 	c.plan.annotate(m, m.At)
 	g.targets.Report(m)
 }
@@ -335,266 +314,22 @@ func (c *call) report(t *catalog.Target, class messages.FailureClass, status int
 // attempt was already counted as a success, so only the failure is added.
 func (c *call) reportMidStream(class messages.FailureClass) {
 	g := c.g
-	g.targets.Report(&messages.AttemptFinished{Target: c.att.target.ID, Class: class, MidStream: true, Started: c.att.start, At: g.clk.Now()})
-}
-
-// classifyTransportError names the failure class of an exchange's error,
-// its exchange or its stream's (classifyStreamError).
-func classifyTransportError(err error) messages.FailureClass {
-	switch {
-	case errors.Is(err, upstream.ErrCanceled):
-		return messages.Canceled
-	case errors.Is(err, upstream.ErrTimeout):
-		return messages.Timeout
-	case errors.Is(err, upstream.ErrTooLarge), errors.Is(err, sse.ErrEventTooLarge):
-		return messages.Protocol
-	}
-	return messages.Connect
-}
-
-// passThroughHeaders are upstream response headers the caller sees.
-func copyResponseHeaders(dst *fasthttp.ResponseHeader, src *fasthttp.ResponseHeader) {
-	for k, v := range src.All() {
-		if skipResponseHeader(k) {
-			continue
-		}
-		dst.AddBytesKV(k, v)
-	}
-}
-
-func skipResponseHeader(k []byte) bool {
-	switch len(k) {
-	case 4:
-		return equalFoldASCII(k, "date")
-	case 6:
-		return equalFoldASCII(k, "server")
-	case 7:
-		return equalFoldASCII(k, "trailer")
-	case 10:
-		return equalFoldASCII(k, "connection") || equalFoldASCII(k, "keep-alive") || equalFoldASCII(k, "set-cookie")
-	case 12:
-		return equalFoldASCII(k, "x-request-id") || equalFoldASCII(k, "content-type")
-	case 14:
-		return equalFoldASCII(k, "content-length")
-	case 17:
-		return equalFoldASCII(k, "transfer-encoding")
-	}
-	return len(k) > 6 && equalFoldASCII(k[:6], "proxy-")
-}
-
-func equalFoldASCII(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if c >= 'A' && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != s[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// passThrough writes the upstream answer as the response. A success is
-// passed through byte for byte; an error answer's headers and body are
-// redacted first (a provider may echo the key it was sent). by names the
-// answer's source when it is not a target (the Bifrost relay), else nil.
-func (c *call) passThrough(x *upstream.Exchange, by relayroute.Routed) {
-	ctx := c.ctx
-	status := x.Resp.StatusCode()
-	ctx.SetStatusCode(status)
-	copyResponseHeaders(&ctx.Response.Header, &x.Resp.Header)
-	ctx.Response.Header.SetContentTypeBytes(x.Resp.Header.ContentType())
-	if up := x.Resp.Header.Peek("X-Request-Id"); len(up) > 0 {
-		ctx.Response.Header.SetBytesV("X-Upstream-Request-Id", up)
-	}
-	c.routed(x, by)
-	if status >= 400 {
-		c.g.redactErrorHeaders(&ctx.Response.Header)
-		ctx.Response.SetBody(c.g.redact.Bytes(x.Resp.Body()))
-		return
-	}
-	if c.translating() {
-		ctx.Response.SetBody(x.Resp.Body()) // translateAnswer renders it
-		return
-	}
-	ctx.Response.SetBody(c.renamed(x.Resp.Body()))
-}
-
-// passThroughError replays the last provider error after failover ran out.
-func (c *call) passThroughError(e *upstreamError) {
-	ctx := c.ctx
-	ctx.SetStatusCode(e.status)
-	if len(e.contentType) > 0 {
-		ctx.Response.Header.SetContentTypeBytes(e.contentType)
-	}
-	if len(e.retryAfter) > 0 {
-		ctx.Response.Header.SetBytesV(fasthttp.HeaderRetryAfter, e.retryAfter)
-	}
-	c.routingHeaders()
-	ctx.Response.SetBody(c.g.redact.Bytes(e.body))
-	if e.up != c.surface { // in the caller's dialect, whatever the current attempt's
-		c.translateKeptError(e.up)
-	}
+	g.targets.Report(&messages.AttemptFinished{Target: c.att.Target.ID, Class: class, MidStream: true, Started: c.att.Start, At: g.clk.Now()})
 }
 
 // routingHeaders tell the caller which target served it and how many
 // fallbacks happened.
 func (c *call) routingHeaders() {
 	h := &c.ctx.Response.Header
-	if c.att.target != nil {
-		h.Set("X-OmniRoute-Target", c.att.target.Name)
+	if c.att.Target != nil {
+		h.Set("X-OmniRoute-Target", c.att.Target.Name)
 	}
 	var b [20]byte
-	h.SetBytesV("X-OmniRoute-Fallbacks", strconv.AppendInt(b[:0], int64(c.att.fallbacks), 10))
-	if c.att.fallbacks > 0 {
-		c.g.metrics.routes[c.route].fallback.Add(c.att.fallbacks)
+	h.SetBytesV("X-OmniRoute-Fallbacks", strconv.AppendInt(b[:0], int64(c.att.Fallbacks), 10))
+	if c.att.Fallbacks > 0 {
+		c.g.metrics.routes[c.route].fallback.Add(c.att.Fallbacks)
 	}
 	if c.lane.Skips > 0 {
 		c.lane.SkippedHeader(h, c.g.targetName)
 	}
-}
-
-// forwardedRequestHeaders are caller headers passed to the provider: the
-// dialects' version and beta headers (the table's CallerHeaders) and the
-// ones every API reads.
-var forwardedRequestHeaders = append(slices.Clone(dia.CallerHeaders), "User-Agent", "Idempotency-Key")
-
-// betaHeader is the Anthropic beta header, the one a provider's beta
-// policy (providers.*.anthropic_beta) filters.
-var betaHeader = dia.Of(dia.Messages).BetaHeader
-
-// buildRequest fills x.Req for target t: path, auth, selected caller
-// headers, and the body with only "model" rewritten.
-func (c *call) buildRequest(x *upstream.Exchange, t *catalog.Target) {
-	req := &x.Req
-	p := t.Conn.Provider
-	h := &req.Header
-	path := c.upDialect().Path
-	if c.counting {
-		path = c.upDialect().CountTokensPath
-	}
-	c.startRequest(h, p.BasePath, path, c.g.client(t.Conn.ID).Addr())
-	for _, name := range forwardedRequestHeaders {
-		if c.trans.up != c.surface && !dia.ForwardsTranslated(name, dia.ID(c.trans.up)) {
-			continue // another dialect's headers mean nothing to this provider
-		}
-		v := c.ctx.Request.Header.Peek(name)
-		if len(v) > 0 && name == betaHeader && p.Beta != nil {
-			buf := bytebufferpool.Get()
-			if v = p.FilterBeta(buf.B[:0], v); len(v) > 0 {
-				h.SetBytesV(name, v)
-			}
-			bytebufferpool.Put(buf)
-			continue
-		}
-		if len(v) > 0 {
-			h.SetBytesV(name, v)
-		}
-	}
-	if d := c.upDialect(); d.VersionHeader != "" && len(h.Peek(d.VersionHeader)) == 0 {
-		h.Set(d.VersionHeader, d.Version)
-	}
-	for _, kv := range p.Headers {
-		h.Set(kv[0], kv[1])
-	}
-	setUpstreamAuth(h, p.Auth, t.Conn.APIKey())
-	h.SetBytesV("X-Request-Id", c.rid)
-	if c.translating() {
-		req.SetBodyRaw(c.trans.tbody.B) // the translator wrote the upstream model
-		return
-	}
-	if c.fitting.fitted {
-		req.SetBodyRaw(c.fitting.fbody.B) // the fitter wrote the model and the usage request
-		return
-	}
-	if c.att.alt == nil && c.injectUsage(req, t) {
-		return
-	}
-	body, scan := c.body.B, &c.scan
-	if c.att.alt != nil { // a fusion judge: the caller's request plus the panel's answers
-		body, scan = c.att.alt.B, &c.att.altScan
-	}
-	up := c.upstreamModel(t)
-	if up == "" {
-		req.SetBodyRaw(body)
-		return
-	}
-	if c.att.out == nil {
-		c.att.out = bytebufferpool.Get()
-	}
-	c.att.out.B = jsonscan.AppendWithModel(c.att.out.B[:0], body, scan, up)
-	req.SetBodyRaw(c.att.out.B)
-}
-
-// startRequest writes what every upstream request (a target's, the
-// Bifrost relay's) starts with: POST base+path to host, a JSON body, the
-// answer wanted as events for a stream, and no compression (a stream is
-// relayed as its bytes arrive).
-func (c *call) startRequest(h *fasthttp.RequestHeader, base, path, host string) {
-	h.SetMethod(fasthttp.MethodPost)
-	uri := bytebufferpool.Get()
-	uri.B = append(append(uri.B[:0], base...), path...)
-	h.SetRequestURIBytes(uri.B)
-	bytebufferpool.Put(uri)
-	h.SetHost(host)
-	h.SetContentType("application/json")
-	if c.scan.Stream {
-		h.Set(fasthttp.HeaderAccept, "text/event-stream")
-	} else {
-		h.Set(fasthttp.HeaderAccept, "application/json")
-	}
-	h.Set(fasthttp.HeaderAcceptEncoding, "identity")
-}
-
-// upstreamModel is the model name to write into the body sent to t, or ""
-// when the caller's body already names it. A name resolved through an
-// alias, pattern or the default model is replaced by the configured
-// model's (or the target's upstream) name, so the provider never sees the
-// alias.
-func (c *call) upstreamModel(t *catalog.Target) string {
-	scan := &c.scan
-	if c.att.alt != nil {
-		scan = &c.att.altScan
-		if t.UpstreamModel == "" || t.UpstreamModel == string(scan.Model) {
-			return ""
-		}
-		return t.UpstreamModel
-	}
-	if up := upstreamName(t); up != string(scan.Model) {
-		return up
-	}
-	return ""
-}
-
-// attemptState is the attempt stage's state: the target of the current
-// (at the end, the serving) attempt and when it was sent, how many
-// fallbacks the request took, the last failure's reason, the body
-// rewritten for the target, and for a fusion judge the body it is sent
-// instead of the caller's (alt, scanned in altScan).
-type attemptState struct {
-	target    *catalog.Target
-	start     time.Time
-	fallbacks int
-	reason    string // the last failed attempt's reason (failure.Verdict)
-	out       *bytebufferpool.ByteBuffer
-	alt       *bytebufferpool.ByteBuffer
-	altScan   jsonscan.Request
-}
-
-// recycle gives the attempt's bodies back and returns the state for the
-// next call, keeping only the judge scan's scratch space.
-func (a *attemptState) recycle() attemptState {
-	if a.out != nil {
-		bytebufferpool.Put(a.out)
-	}
-	if a.alt != nil {
-		bytebufferpool.Put(a.alt)
-	}
-	scan := a.altScan
-	scan.Reset() // its results alias the judge body, gone now
-	return attemptState{altScan: scan}
 }

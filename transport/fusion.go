@@ -12,14 +12,13 @@ import (
 	"github.com/omniroute/gateway/actors/lanes"
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
-	dia "github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/failure"
-	"github.com/omniroute/gateway/internal/fit"
 	"github.com/omniroute/gateway/internal/fusion"
 	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/internal/ledger"
 	"github.com/omniroute/gateway/messages"
 	"github.com/omniroute/gateway/transport/admit"
+	"github.com/omniroute/gateway/transport/attempt"
 	"github.com/omniroute/gateway/transport/upstream"
 )
 
@@ -72,15 +71,9 @@ func (c *call) fusion() bool {
 			model = string(bscan.Model)
 		}
 		mb.B = jsonscan.AppendWithModel(mb.B[:0], base.B, &bscan, model)
-		// Each member's body fits its model (fitting.go); a panel
+		// Each member's body fits its model (transport/attempt); a panel
 		// member's changes are not reported (the judge's answer is).
-		body := mb.B
-		if info := c.info(m.t); !info.Permissive() {
-			if fb, changed, err := c.fitting.fitter.Fit(nil, mb.B, nil, dia.ID(c.surface), info, &fit.Options{}); err == nil && changed {
-				body = fb
-			}
-		}
-		m.x.Req.SetBody(body)
+		m.x.Req.SetBody(c.att.FitMember(mb.B, c.TargetInfo(m.t)))
 		m.x.Req.Header.Set(fasthttp.HeaderAccept, "application/json")
 	}
 	bytebufferpool.Put(mb)
@@ -94,7 +87,7 @@ func (c *call) fusion() bool {
 		}
 	}
 	var wg sync.WaitGroup
-	c.att.start = g.clk.Now()
+	c.att.Start = g.clk.Now()
 	for _, m := range members {
 		wg.Add(1)
 		go func(m *panelMember) {
@@ -141,12 +134,12 @@ func (c *call) fusion() bool {
 	for i, m := range answered {
 		answers[i] = m.answer
 	}
-	c.att.alt = bytebufferpool.Get()
-	if c.att.alt.B, err = fusion.JudgeBody(c.att.alt.B[:0], c.surface, c.body.B, fusion.JudgePrompt(fm.Prompt, answers)); err != nil {
+	judge, judgeScan := c.att.Judge()
+	if judge.B, err = fusion.JudgeBody(judge.B[:0], c.surface, c.body.B, fusion.JudgePrompt(fm.Prompt, answers)); err != nil {
 		c.fail(apierror.New(apierror.CodeInvalidRequest, err.Error()))
 		return false
 	}
-	if err := jsonscan.ScanRequest(c.att.alt.B, &c.att.altScan); err != nil {
+	if err := jsonscan.ScanRequest(judge.B, judgeScan); err != nil {
 		c.fail(errInvalidJSON(err.Error()))
 		return false
 	}
@@ -240,7 +233,7 @@ var oneWeight = []int{1}
 // extracts its text.
 func (c *call) settleMember(m *panelMember) {
 	if m.err != nil {
-		m.class = classifyTransportError(m.err)
+		m.class = attempt.Classify(m.err)
 		c.report(m.t, m.class, 0, 0)
 		return
 	}

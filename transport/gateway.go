@@ -45,6 +45,7 @@ import (
 	"github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/internal/sanitize"
 	"github.com/omniroute/gateway/transport/admit"
+	"github.com/omniroute/gateway/transport/attempt"
 	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/intake"
 )
@@ -121,6 +122,8 @@ type Gateway struct {
 
 	adm admit.Stage // the admit stage: the lanes handle, its snapshot (transport/admit)
 
+	att attempt.Stage // the attempt stage: its clock and redactor (transport/attempt)
+
 	ten Tenants // the tenant layer's port (tenants.go); nil until attached
 
 	stops  rootStops    // what the composition root handed over to stop
@@ -193,6 +196,7 @@ func Prepare(system *actor.ActorSystem, o Options) (*Assembly, error) {
 	}
 	g.redact = g.buildRedactor()
 	g.log = logging.Redacting(o.Logger, g.redact)
+	g.att.Init(g.clk, g.redact)
 	a := &Assembly{g: g}
 	if err := g.planServices(); err != nil {
 		a.Abort()

@@ -18,6 +18,7 @@ import (
 	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/transport/admit"
+	"github.com/omniroute/gateway/transport/attempt"
 	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/intake"
 	"github.com/omniroute/gateway/transport/relayroute"
@@ -51,14 +52,12 @@ type call struct {
 	relayTok *relayroute.Token // the relay route's token, checked (relay_route.go)
 	counting bool              // a count_tokens call (count_tokens.go)
 
-	life    lifeState    // how it is registered and ended (inference.go)
-	intake  intake.State // ingest: the byte budget's reservation (transport/intake)
-	lane    admit.State  // admit: the lease on the attempt's upstream (transport/admit)
-	att     attemptState // attempt: the target tried and what it left (dispatch.go)
-	stream  streamState  // relay: the committed stream (relay.go)
-	trans   translation  // the attempt's upstream dialect and translator (translated.go)
-	fitting fitState     // the body fitted to the target's model (fitting.go)
-	trace   traceState   // the request's spans (tracing.go)
+	life   lifeState     // how it is registered and ended (inference.go)
+	intake intake.State  // ingest: the byte budget's reservation (transport/intake)
+	lane   admit.State   // admit: the lease on the attempt's upstream (transport/admit)
+	att    attempt.State // attempt: the target tried, its dialect, translation and fitted body (transport/attempt)
+	stream streamState   // relay: the committed stream (relay.go)
+	trace  traceState    // the request's spans (tracing.go)
 
 	plan plan       // routing, token reservation and usage metering (route.go)
 	ten  tenantCall // the caller's key, limits reservation, log (tenants.go)
@@ -80,7 +79,7 @@ var callPool = sync.Pool{New: func() any { return &call{} }}
 func (g *Gateway) acquireCall(ctx *fasthttp.RequestCtx, r edge.Route, rid []byte, host context.Context, start time.Time) *call {
 	c := callPool.Get().(*call)
 	c.g, c.rc, c.ctx, c.host, c.surface, c.format, c.route, c.start = g, g.rc.Load(), ctx, host, r.Spec().Surface, r.Format(), r, start
-	c.trans.up = c.surface
+	c.att.Begin(c.surface)
 	c.rid = append(c.ridBuf[:0], rid...)
 	return c
 }
@@ -100,8 +99,8 @@ func (c *call) release() {
 	// its stage's recycle (or reset) names it, and those name buffers and
 	// scratch space, never a result. A field added to any state is cleared
 	// here without anyone remembering to.
-	*c = call{scan: scan, plan: c.plan.reset(), fb: c.fb.reset(), att: c.att.recycle(),
-		stream: c.stream.recycle(), trans: c.trans.recycle(), fitting: c.fitting.recycle()}
+	*c = call{scan: scan, plan: c.plan.reset(), fb: c.fb.reset(), att: c.att.Recycle(),
+		stream: c.stream.recycle()}
 	callPool.Put(c)
 }
 
@@ -227,7 +226,7 @@ var relayWalk = [...]step{
 var modelWalk = [...]step{
 	(*call).checkStream,    // scan: stream only where the API streams
 	(*call).admitStructure, // ingest's structural stage (transport/intake)
-	(*call).readStrict,     // X-OmniRoute-Strict (fitting.go)
+	(*call).readStrict,     // X-OmniRoute-Strict (transport/attempt)
 	(*call).resolveModel,   // the model and its API; the root span opens (tracing.go)
 	(*call).readFallbacks,  // the caller's fallback models (fallbacks.go)
 	(*call).reserveTenant,  // tenant limits, before admission (tenants.go)

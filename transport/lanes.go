@@ -110,9 +110,9 @@ func (c *call) logCombo(fanout bool, what string) {
 		return
 	}
 	served := ""
-	if c.att.target != nil {
-		served = c.att.target.Name
+	if c.att.Target != nil {
+		served = c.att.Target.Name
 	}
 	g.log.Debug("combo "+what, "model", c.model.Name, "strategy", c.model.Strategy, "target", served,
-		"fallbacks", c.att.fallbacks, "skipped", c.lane.Skips, "requestId", string(c.rid))
+		"fallbacks", c.att.Fallbacks, "skipped", c.lane.Skips, "requestId", string(c.rid))
 }

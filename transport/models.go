@@ -10,6 +10,7 @@ import (
 	"github.com/omniroute/gateway/internal/catalog"
 	dia "github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/modellist"
+	"github.com/omniroute/gateway/transport/attempt"
 	"github.com/omniroute/gateway/transport/edge"
 )
 
@@ -63,7 +64,7 @@ func (g *Gateway) models(ctx *fasthttp.RequestCtx, rid []byte) {
 func targetViews(rc *routingConfig, m *catalog.Model) []modellist.Target {
 	views := make([]modellist.Target, 0, len(m.Targets))
 	for _, t := range m.Targets {
-		v := modellist.Target{Target: t.Name, UpstreamModel: upstreamName(t), APIs: t.Conn.Provider.APIs.Names(), ModelInfo: &unknownInfo}
+		v := modellist.Target{Target: t.Name, UpstreamModel: upstreamName(t), APIs: t.Conn.Provider.APIs.Names(), ModelInfo: attempt.UnknownInfo()}
 		if t.ID < len(rc.info) && rc.info[t.ID] != nil {
 			v.ModelInfo = rc.info[t.ID]
 		}

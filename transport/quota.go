@@ -2,7 +2,6 @@ package transport
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -14,8 +13,11 @@ import (
 	"github.com/omniroute/gateway/internal/growable"
 	"github.com/omniroute/gateway/internal/planner"
 	"github.com/omniroute/gateway/internal/quota"
+	"github.com/omniroute/gateway/messages"
+	"github.com/omniroute/gateway/transport/attempt"
 	"github.com/omniroute/gateway/transport/metric"
 	"github.com/omniroute/gateway/transport/ops"
+	"github.com/omniroute/gateway/transport/upstream"
 )
 
 // targetInfo is what routing needs about a target beyond the catalog.
@@ -63,12 +65,7 @@ type quotaMetrics struct {
 
 // upstreamName is the model name a target sends upstream (the catalog
 // model's name when the target keeps the caller's name).
-func upstreamName(t *catalog.Target) string {
-	if t.UpstreamModel != "" {
-		return t.UpstreamModel
-	}
-	return strings.TrimPrefix(t.Name, t.Conn.Name+"/")
-}
+func upstreamName(t *catalog.Target) string { return attempt.UpstreamName(t) }
 
 // PlanRouting plans the start-up catalog's connections and targets as a
 // reload plans the ones it adds (targetset.go), and registers their
@@ -307,4 +304,25 @@ func (g *Gateway) connectionWindows() []ops.LimitWindow {
 		}
 	}
 	return out
+}
+
+// observe parses the response's rate-limit headers through the target's
+// explicit mapping (and the retry hint of any error) into the attempt's
+// observation. Nothing is allocated unless there is something to report.
+func (c *call) observe(t *catalog.Target, x *upstream.Exchange, status int) {
+	in := c.g.qs.info.At(t.ID)
+	if in.mapping == nil && status < 300 {
+		return
+	}
+	var b quota.Builder
+	b.Reset(in.mapping, c.g.clk.Now())
+	for k, v := range x.Resp.Header.All() {
+		b.Header(k, v)
+	}
+	var o messages.QuotaObservation
+	if b.Finish(&o) {
+		p := new(messages.QuotaObservation)
+		*p = o
+		c.plan.obs = p
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/omniroute/gateway/internal/failure"
 	"github.com/omniroute/gateway/internal/sse"
 	"github.com/omniroute/gateway/messages"
+	"github.com/omniroute/gateway/transport/attempt"
 	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/relayroute"
 	"github.com/omniroute/gateway/transport/upstream"
@@ -64,7 +65,7 @@ func (c *call) holdStartup(x *upstream.Exchange, idle time.Duration, failover bo
 		if isErr && failover {
 			return ev, nil
 		}
-		if c.meterEvent(ev) {
+		if c.att.MeterEvent(c, ev) {
 			continue // the usage-only chunk the caller did not ask for
 		}
 		c.hold(ev)
@@ -79,7 +80,7 @@ func (c *call) holdStartup(x *upstream.Exchange, idle time.Duration, failover bo
 }
 
 func (c *call) hold(ev *sse.Event) {
-	if c.translating() {
+	if c.att.Translating() {
 		if out := c.translateEvent(ev); len(out) > 0 {
 			c.stream.pending = append(c.stream.pending, out...)
 			c.stream.pendOff = append(c.stream.pendOff, len(c.stream.pending))
@@ -90,7 +91,7 @@ func (c *call) hold(ev *sse.Event) {
 	if c.isErrorEvent(ev) { // the provider's own error event, passed on: redacted
 		raw = c.g.redact.Bytes(raw)
 	} else {
-		raw = c.renamed(raw)
+		raw = c.att.Renamed(raw)
 	}
 	c.stream.pending = append(c.stream.pending, raw...)
 	c.stream.pendOff = append(c.stream.pendOff, len(c.stream.pending))
@@ -100,7 +101,7 @@ func (c *call) hold(ev *sse.Event) {
 }
 
 func classifyStreamError(x *upstream.Exchange, err error) messages.FailureClass {
-	return classifyTransportError(x.Classify(err))
+	return attempt.Classify(x.Classify(err))
 }
 
 // commitStream writes the status and headers and hands the body to the
@@ -112,7 +113,7 @@ func classifyStreamError(x *upstream.Exchange, err error) messages.FailureClass 
 func (c *call) commitStream(x *upstream.Exchange, idle time.Duration, src relayroute.Source) {
 	ctx := c.ctx
 	ctx.SetStatusCode(x.Resp.StatusCode())
-	copyResponseHeaders(&ctx.Response.Header, &x.Resp.Header)
+	attempt.CopyResponseHeaders(&ctx.Response.Header, &x.Resp.Header)
 	ctx.Response.Header.SetContentType("text/event-stream")
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
 	ctx.Response.Header.Set("X-Accel-Buffering", "no")
@@ -137,7 +138,7 @@ func (c *call) routed(x *upstream.Exchange, by relayroute.Routed) {
 		return
 	}
 	c.routingHeaders()
-	c.answerHeaders(h)
+	c.att.AnswerHeaders(h)
 }
 
 // Read satisfies io.Reader for fasthttp's body stream; the relay is always
@@ -188,7 +189,7 @@ func (c *call) relayEvents(w io.Writer, total int64) (int64, int, error) {
 	events := 0
 	// Some OpenAI-compatible servers end without [DONE]: the done
 	// marker is supplied when a finish reason was seen, held or relayed.
-	doneSentinel := c.upDialect().DoneSentinel
+	doneSentinel := c.att.Dialect().DoneSentinel
 	sawFinish := doneSentinel && bytes.Contains(c.stream.pending, finishReasonSet)
 	var lastArm time.Time
 	for !c.stream.terminal {
@@ -199,9 +200,8 @@ func (c *call) relayEvents(w io.Writer, total int64) (int64, int, error) {
 		}
 		ev, err := c.stream.rd.Next()
 		if err != nil {
-			if err == io.EOF && c.translating() {
-				if out, ok := c.trans.tr.End(c.trans.evbuf[:0]); ok {
-					c.trans.evbuf = out
+			if err == io.EOF && c.att.Translating() {
+				if out, ok := c.att.End(); ok {
 					n, werr := w.Write(out)
 					x.MarkEOF()
 					return total + int64(n), events, werr
@@ -214,11 +214,11 @@ func (c *call) relayEvents(w io.Writer, total int64) (int64, int, error) {
 			n, werr := c.interrupt(w, x, err, len(c.stream.pendOff)+events)
 			return total + int64(n), events, werr
 		}
-		if c.meterEvent(ev) {
+		if c.att.MeterEvent(c, ev) {
 			continue // the usage-only chunk the caller did not ask for
 		}
 		raw, isErr := ev.Raw, c.isErrorEvent(ev)
-		if c.translating() {
+		if c.att.Translating() {
 			if isErr {
 				ev.Data = c.g.redact.Bytes(ev.Data)
 			}
@@ -231,7 +231,7 @@ func (c *call) relayEvents(w io.Writer, total int64) (int64, int, error) {
 		} else if isErr { // the provider's own error event, passed on: redacted
 			raw = c.g.redact.Bytes(raw)
 		} else {
-			raw = c.renamed(raw)
+			raw = c.att.Renamed(raw)
 		}
 		n, werr := w.Write(raw)
 		total += int64(n)
@@ -324,8 +324,8 @@ func (c *call) interrupt(w io.Writer, x *upstream.Exchange, err error, seq int) 
 		msg = "the upstream provider sent an event larger than the gateway accepts; the answer is incomplete"
 	}
 	e := apierror.New(apierror.CodeStreamInterrupted, msg)
-	if c.translating() {
-		return w.Write(c.trans.tr.Interrupt(buf, e, string(c.rid)))
+	if c.att.Translating() {
+		return w.Write(c.att.Interrupt(buf, e, c.rid))
 	}
 	pos := dia.StreamPosition{Seq: seq, ResponseID: c.stream.respID}
 	return w.Write(dia.Of(dia.ID(c.surface)).AppendInterrupt(buf, e, string(c.rid), pos))
@@ -335,9 +335,9 @@ func (c *call) interrupt(w io.Writer, x *upstream.Exchange, err error, seq int) 
 // stream grammar from the table: the event that completes a stream, an
 // in-stream error sent by the provider, a content-free event that may be
 // held back.
-func (c *call) isTerminal(ev *sse.Event) bool   { return c.upDialect().IsTerminal(ev) }
-func (c *call) isErrorEvent(ev *sse.Event) bool { return c.upDialect().IsError(ev) }
-func (c *call) isStartup(ev *sse.Event) bool    { return c.upDialect().IsStartup(ev) }
+func (c *call) isTerminal(ev *sse.Event) bool   { return c.att.Dialect().IsTerminal(ev) }
+func (c *call) isErrorEvent(ev *sse.Event) bool { return c.att.Dialect().IsError(ev) }
+func (c *call) isStartup(ev *sse.Event) bool    { return c.att.Dialect().IsStartup(ev) }
 
 // jsonStringField returns the raw string value after key (e.g. `"id":"`),
 // up to the closing quote, without unescaping.

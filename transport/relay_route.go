@@ -10,6 +10,7 @@ import (
 	"github.com/omniroute/gateway/internal/catalog"
 	dia "github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/messages"
+	"github.com/omniroute/gateway/transport/attempt"
 	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/relayroute"
 	"github.com/omniroute/gateway/transport/upstream"
@@ -87,8 +88,8 @@ func (p *relayCall) Send(client *upstream.Client, x *upstream.Exchange, host, pr
 	c := (*call)(p)
 	c.track()
 	h := &x.Req.Header
-	c.startRequest(h, prefix, dia.Of(dia.Chat).Route, host)
-	for _, name := range forwardedRequestHeaders {
+	attempt.StartRequest(h, prefix, dia.Of(dia.Chat).Route, host, c.scan.Stream)
+	for _, name := range attempt.ForwardedHeaders {
 		if v := c.ctx.Request.Header.Peek(name); len(v) > 0 {
 			h.SetBytesV(name, v)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/omniroute/gateway/internal/modelinfo"
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/transport/attempt"
 	"github.com/omniroute/gateway/transport/metric"
 	"github.com/omniroute/gateway/transport/ops"
 )
@@ -61,7 +62,7 @@ type routingConfig struct {
 	// price is each target's price, by target ID (start-up numbering).
 	price []targetPrice
 	// models is the model table with the file's model_info; info is what
-	// it says of each target's model, by target ID (fitting.go).
+	// it says of each target's model, by target ID (transport/attempt).
 	models *modelinfo.Table
 	info   []*modelinfo.Info
 	fusion []*fusion.Model // by model index
@@ -120,7 +121,7 @@ func (g *Gateway) buildRouting(f *config.File, cat *catalog.Catalog, nTargets in
 	rc = &routingConfig{file: f, cat: cat, tenants: res, prices: modelinfo.Prices(f.Prices), rr: make([]atomic.Uint64, len(cat.Models))}
 	rc.price = buildPrices(rc.prices, cat, nTargets)
 	rc.models = modelinfo.New(f.ModelInfo)
-	rc.info = buildInfo(rc.models, cat, nTargets)
+	rc.info = attempt.BuildInfo(rc.models, cat, nTargets)
 	if rc.fusion, err = fusion.Build(f, cat); err != nil {
 		problems = append(problems, errorList(err)...)
 	}

@@ -37,7 +37,7 @@ func tenantFastPath(t testing.TB) (*Gateway, *call, []byte) {
 		t.Fatal(err)
 	}
 	c.model = g.cat.Model(c.scan.Model)
-	c.att.target = c.model.Targets[0] // as if a provider answered: its headers are replaced
+	c.att.Target = c.model.Targets[0] // as if a provider answered: its headers are replaced
 	t.Cleanup(c.release)
 	return g, c, []byte(secret)
 }

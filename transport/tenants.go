@@ -26,6 +26,7 @@ import (
 	"github.com/omniroute/gateway/internal/tenantlimit"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 	"github.com/omniroute/gateway/messages"
+	"github.com/omniroute/gateway/transport/attempt"
 	"github.com/omniroute/gateway/transport/port"
 )
 
@@ -381,7 +382,7 @@ func (c *call) applyTenantHeaders() {
 		return
 	}
 	h := &c.ctx.Response.Header
-	if c.att.target != nil && hasRateLimitHeader(h) { // only a provider's answer brings its own
+	if c.att.Target != nil && hasRateLimitHeader(h) { // only a provider's answer brings its own
 		for n, canon := range tenantHeaderCanon {
 			if n != tenantlimit.RetryAfterMsHeader { // the provider's retry hint stays
 				h.DelBytes(canon)
@@ -404,7 +405,7 @@ func hasRateLimitHeader(h *fasthttp.ResponseHeader) bool {
 }
 
 func hasPrefixFold(b []byte, prefix string) bool {
-	return len(b) >= len(prefix) && equalFoldASCII(b[:len(prefix)], prefix)
+	return len(b) >= len(prefix) && attempt.EqualFoldASCII(b[:len(prefix)], prefix)
 }
 
 // tenantHeaderCanon maps every rate-limit header name to its canonical
@@ -500,11 +501,11 @@ func (c *call) finishTenant() {
 		c.logRefusal()
 		return
 	}
-	reached := p.Attempts() > 0 || (c.model != nil && c.model.Strategy == config.StrategyFusion && c.att.target != nil)
+	reached := p.Attempts() > 0 || (c.model != nil && c.model.Strategy == config.StrategyFusion && c.att.Target != nil)
 	if tc.meter && p.metering && p.Attempts() > 0 { // the serving attempt is still open
 		seen := p.usage
-		seenCost := c.costOf(c.att.target, seen)
-		final := p.usage.Seen && (!c.scan.Stream || c.trans.up != catalog.Messages || c.stream.terminal)
+		seenCost := c.costOf(c.att.Target, seen)
+		final := p.usage.Seen && (!c.scan.Stream || c.att.Up != catalog.Messages || c.stream.terminal)
 		if p.usage.Seen {
 			tc.addUsage(seen)
 		}
@@ -569,8 +570,8 @@ func (c *call) logRequest(reached bool) {
 	// Caller and upstream dialect: the route's API surface, and the API
 	// the serving attempt spoke (they differ when it was translated).
 	r.CallerDialect = c.surface.String()
-	if c.att.target != nil {
-		r.Target, r.UpstreamDialect = c.att.target.Name, c.trans.up.String()
+	if c.att.Target != nil {
+		r.Target, r.UpstreamDialect = c.att.Target.Name, c.att.Up.String()
 	}
 	r.Status = ctx.Response.StatusCode()
 	switch {
@@ -581,19 +582,19 @@ func (c *call) logRequest(reached bool) {
 	case r.Status < 400:
 	case tc.errCode != "":
 		r.ErrorCode = tc.errCode
-	case c.att.reason != "":
-		r.ErrorCode = c.att.reason
+	case c.att.Reason != "":
+		r.ErrorCode = c.att.Reason
 	default:
 		r.ErrorCode = "upstream_error"
 	}
-	r.Attempts, r.Fallbacks = c.plan.Attempts(), c.att.fallbacks
+	r.Attempts, r.Fallbacks = c.plan.Attempts(), c.att.Fallbacks
 	r.AdmissionWait, r.TTFT, r.Latency = c.lane.Waited, tc.ttft, lat
 	r.TokensIn, r.TokensOut, r.TokensCached = tc.in, tc.out, tc.cached
 	if reached {
 		r.CostNano = tc.cost
 	}
 	r.ClientIP = clientIPClass(ctx.RemoteIP())
-	r.Changes = c.changesForLog()
+	r.Changes = c.att.ChangesForLog()
 	g.ten.Log(r, c.rid, tid)
 }
 

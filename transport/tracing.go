@@ -63,14 +63,14 @@ func (c *call) traceEnd() {
 		return
 	}
 	status := c.ctx.Response.StatusCode()
-	attrs := []attribute.KeyValue{attribute.Int("http.response.status_code", status), attribute.Int("omniroute.fallbacks", c.att.fallbacks)}
+	attrs := []attribute.KeyValue{attribute.Int("http.response.status_code", status), attribute.Int("omniroute.fallbacks", c.att.Fallbacks)}
 	if u := &c.plan.usage; u.Seen {
 		attrs = append(attrs, attribute.Int64("gen_ai.usage.input_tokens", u.Input),
 			attribute.Int64("gen_ai.usage.output_tokens", u.Output))
 	}
-	if c.att.target != nil {
-		attrs = append(attrs, attribute.String("gen_ai.provider.name", c.att.target.Conn.Provider.ID),
-			attribute.String("gen_ai.response.model", c.att.target.UpstreamModel), attribute.String("omniroute.target", c.att.target.Name))
+	if c.att.Target != nil {
+		attrs = append(attrs, attribute.String("gen_ai.provider.name", c.att.Target.Conn.Provider.ID),
+			attribute.String("gen_ai.response.model", c.att.Target.UpstreamModel), attribute.String("omniroute.target", c.att.Target.Name))
 	}
 	if c.lane.Waited > 0 {
 		attrs = append(attrs, attribute.Int64("omniroute.admission_wait_ms", c.lane.Waited.Milliseconds()))

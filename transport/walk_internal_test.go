@@ -28,7 +28,7 @@ var keptOnPurpose = map[string]bool{
 	"call.plan.Plan":      true, // planner.Plan.Reset
 	"call.plan.waiter":    true,
 	"call.stream.rd":      true,
-	"call.fitting.fitter": true,
+	"call.att.fit.fitter": true,
 }
 
 // TestReleaseClearsEveryField fills every field of a call (every stage's
