@@ -47,6 +47,7 @@ import (
 	"github.com/omniroute/gateway/transport/admit"
 	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/intake"
+	"github.com/omniroute/gateway/transport/limits"
 )
 
 // Options configures a Gateway.
@@ -121,7 +122,8 @@ type Gateway struct {
 
 	adm admit.Stage // the admit stage: the lanes handle, its snapshot (transport/admit)
 
-	ten Tenants // the tenant layer's port (tenants.go); nil until attached
+	ten Tenants      // the tenant layer's port (tenants.go); nil until attached
+	lim limits.Stage // the tenant-limits stage: that port, narrowed (transport/limits)
 
 	stops  rootStops    // what the composition root handed over to stop
 	op     Operator     // the operator layer's port (operator.go); nil until attached
