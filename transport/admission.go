@@ -227,7 +227,7 @@ func (g *Gateway) expectAdmission(ctx *fasthttp.RequestCtx) (int, bool) {
 // expectCaller identifies the caller of a chat-shaped route for the
 // ExpectHandler, as the handler does (identify).
 func (g *Gateway) expectCaller(ctx *fasthttp.RequestCtx) (tenant.ID, *apierror.Error) {
-	id, _, decision := g.identifyCaller(g.rc.Load(), credential(&ctx.Request.Header), edge.IsLoopback(ctx))
+	id, _, decision := g.lim.Identify(g.rc.Load().tenants, credential(&ctx.Request.Header), edge.IsLoopback(ctx))
 	return id, keyError(decision)
 }
 

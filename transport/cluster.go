@@ -4,14 +4,12 @@ import (
 	"time"
 
 	ledgeractor "github.com/omniroute/gateway/actors/ledger"
-	ikeys "github.com/omniroute/gateway/internal/keys"
-	"github.com/omniroute/gateway/internal/tenantlimit"
 	"github.com/omniroute/gateway/transport/port"
 )
 
 // Cluster mode in the request path (OMNIROUTE_CLUSTER=etcd,
 // docs/cluster.md): a ledger reservation (claim, route.go) and a limited
-// tenant's reservation (reserveTenant, chargeRequest, tenants.go) also
+// tenant's reservation (reserveTenant, chargeRequest: transport/limits) also
 // take this node's share of the budgets the cluster shares, and settle
 // gives it back. The pipeline reaches the cluster's pools only through
 // Cluster, the port it declares here; the composition root joins the
@@ -26,7 +24,7 @@ type Cluster = port.Cluster
 type ClusterShare = port.ClusterShare
 
 // sharedRes is a request's share of the cluster's pools (the ledger
-// reservation's in the plan, the tenant's in tenantCall).
+// reservation's in the plan; the tenant's is transport/limits').
 type sharedRes = ClusterShare
 
 // clusterSys is cluster mode's port as the pipeline holds it: nil in
@@ -37,7 +35,10 @@ type clusterSys struct{ port Cluster }
 // AttachCluster hands the pipeline the cluster's port (cluster mode
 // only), after the routing actors and before StartFront, which adds its
 // health section.
-func (a *Assembly) AttachCluster(c Cluster) { a.g.cs = &clusterSys{port: c} }
+func (a *Assembly) AttachCluster(c Cluster) {
+	a.g.cs = &clusterSys{port: c}
+	a.g.lim.Share(c) // the tenant's share (transport/limits)
+}
 
 func (cs *clusterSys) takeLedger(r *sharedRes, slot int, tokens int64, now time.Time) (bool, time.Time) {
 	return cs.port.TakeLedger(r, slot, tokens, now)
@@ -45,20 +46,6 @@ func (cs *clusterSys) takeLedger(r *sharedRes, slot int, tokens int64, now time.
 
 func (cs *clusterSys) give(r *sharedRes, actual, cost int64, refund bool) {
 	cs.port.Give(r, actual, cost, refund)
-}
-
-func (cs *clusterSys) takeTenant(r *sharedRes, e *ikeys.Entry, tokens, cost int64, now time.Time) (tenantlimit.Kind, time.Time) {
-	return cs.port.TakeTenant(r, e, tokens, cost, now)
-}
-
-func (cs *clusterSys) takeTenantRequest(e *ikeys.Entry, now time.Time) (tenantlimit.Kind, time.Time) {
-	return cs.port.TakeTenantRequest(e, now)
-}
-
-// tenantWindows puts the cluster's view of a tenant's windows in r
-// (by value through the port, so that r stays on the caller's stack).
-func (cs *clusterSys) tenantWindows(e *ikeys.Entry, r *tenantlimit.Result) {
-	*r = cs.port.TenantWindows(e, *r)
 }
 
 func (cs *clusterSys) addSlots(slots []ledgeractor.SlotSpec) { cs.port.AddSlots(slots) }

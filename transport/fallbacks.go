@@ -87,7 +87,7 @@ func (c *call) addFallback(at string, name []byte) bool {
 		c.fail(e)
 		return false
 	}
-	if e := c.ten.entry; e != nil && e.Policy != nil && !e.Policy.AllowsModel(name) {
+	if e := c.ten.Entry; e != nil && e.Policy != nil && !e.Policy.AllowsModel(name) {
 		r := tenantlimit.Result{Kind: tenantlimit.KindModel}
 		ae := r.APIError()
 		ae.Param, ae.Message = at, at+": "+ae.Message

@@ -48,6 +48,7 @@ import (
 	"github.com/omniroute/gateway/transport/attempt"
 	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/intake"
+	"github.com/omniroute/gateway/transport/limits"
 )
 
 // Options configures a Gateway.
@@ -124,7 +125,8 @@ type Gateway struct {
 
 	att attempt.Stage // the attempt stage: its clock and redactor (transport/attempt)
 
-	ten Tenants // the tenant layer's port (tenants.go); nil until attached
+	ten Tenants      // the tenant layer's port (tenants.go); nil until attached
+	lim limits.Stage // the tenant-limits stage: that port, narrowed (transport/limits)
 
 	stops  rootStops    // what the composition root handed over to stop
 	op     Operator     // the operator layer's port (operator.go); nil until attached

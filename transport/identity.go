@@ -81,8 +81,8 @@ var (
 // checks: nothing of the body is read for a caller the gateway refuses.
 // (The relay route's is relayIdentify: the relay token.)
 func (c *call) identify() bool {
-	id, entry, decision := c.g.identifyCaller(c.rc, credential(&c.ctx.Request.Header), edge.IsLoopback(c.ctx))
-	c.ten.entry = entry
+	id, entry, decision := c.g.lim.Identify(c.rc.tenants, credential(&c.ctx.Request.Header), edge.IsLoopback(c.ctx))
+	c.ten.Entry = entry
 	if e := keyError(decision); e != nil {
 		c.fail(e)
 		return false
@@ -90,6 +90,9 @@ func (c *call) identify() bool {
 	c.tenant = id
 	return true
 }
+
+var errRetiredKey = apierror.New(apierror.CodeInvalidAPIKey,
+	"the API key was revoked or rotated; use the key's current secret or ask the gateway operator for a new key")
 
 // keyError is the answer to a key the resolver refused, nil for an
 // allowed one: the handler's and the ExpectHandler's (expectCaller).

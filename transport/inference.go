@@ -21,6 +21,7 @@ import (
 	"github.com/omniroute/gateway/transport/attempt"
 	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/intake"
+	"github.com/omniroute/gateway/transport/limits"
 	"github.com/omniroute/gateway/transport/relayroute"
 	"github.com/omniroute/gateway/transport/upstream"
 )
@@ -59,8 +60,8 @@ type call struct {
 	stream streamState   // relay: the committed stream (relay.go)
 	trace  traceState    // the request's spans (tracing.go)
 
-	plan plan       // routing, token reservation and usage metering (route.go)
-	ten  tenantCall // the caller's key, limits reservation, log (tenants.go)
+	plan plan         // routing, token reservation and usage metering (route.go)
+	ten  limits.State // the caller's key, limits reservation, log (transport/limits)
 	// fb is the caller's per-request fallbacks (fallbacks.go).
 	fb fallbackReq
 }

@@ -68,8 +68,7 @@ func targetViews(rc *routingConfig, m *catalog.Model) []modellist.Target {
 		if t.ID < len(rc.info) && rc.info[t.ID] != nil {
 			v.ModelInfo = rc.info[t.ID]
 		}
-		if t.ID < len(rc.price) && rc.price[t.ID].ok {
-			p := rc.price[t.ID].p
+		if p, ok := rc.price.Of(t.ID); ok {
 			v.Price = &p
 		}
 		views = append(views, v)

@@ -8,6 +8,7 @@ import (
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 	"github.com/omniroute/gateway/transport/edge"
+	"github.com/omniroute/gateway/transport/limits"
 	"github.com/omniroute/gateway/transport/metric"
 	"github.com/omniroute/gateway/transport/ops"
 	"github.com/omniroute/gateway/transport/port"
@@ -61,11 +62,11 @@ func (p *opsReads) QuotaAware() bool   { return p.qs.aware }
 func (p *opsReads) Threshold() float64 { return p.qs.threshold }
 
 // CheckPolicy holds a key's policy to the rules a config-file tenant's
-// is held to (tenants.go).
+// is held to (transport/limits).
 func (p *opsReads) CheckPolicy(pol tenantpolicy.Policy) error {
-	err := checkModels(p.rc.Load().cat, "", pol.AllowedModels)
+	err := limits.CheckModels(p.rc.Load().cat, "", pol.AllowedModels)
 	if err == nil {
-		err = checkTokenWindows(&pol, p.qs.defOut, "")
+		err = limits.CheckTokenWindows(&pol, p.qs.defOut, "")
 	}
 	return err
 }

@@ -21,9 +21,9 @@ import (
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/fusion"
 	"github.com/omniroute/gateway/internal/modelinfo"
-	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/transport/attempt"
+	"github.com/omniroute/gateway/transport/limits"
 	"github.com/omniroute/gateway/transport/metric"
 	"github.com/omniroute/gateway/transport/ops"
 )
@@ -58,9 +58,8 @@ type routingConfig struct {
 	file    *config.File
 	cat     *catalog.Catalog
 	tenants *tenant.Resolver
-	prices  *pricing.Table
 	// price is each target's price, by target ID (start-up numbering).
-	price []targetPrice
+	price limits.Prices
 	// models is the model table with the file's model_info; info is what
 	// it says of each target's model, by target ID (transport/attempt).
 	models *modelinfo.Table
@@ -118,14 +117,15 @@ func (g *Gateway) buildRouting(f *config.File, cat *catalog.Catalog, nTargets in
 	if err != nil {
 		return nil, errorList(err)
 	}
-	rc = &routingConfig{file: f, cat: cat, tenants: res, prices: modelinfo.Prices(f.Prices), rr: make([]atomic.Uint64, len(cat.Models))}
-	rc.price = buildPrices(rc.prices, cat, nTargets)
+	rc = &routingConfig{file: f, cat: cat, tenants: res, rr: make([]atomic.Uint64, len(cat.Models))}
+	rc.price = limits.BuildPrices(modelinfo.Prices(f.Prices), cat, nTargets)
 	rc.models = modelinfo.New(f.ModelInfo)
 	rc.info = attempt.BuildInfo(rc.models, cat, nTargets)
 	if rc.fusion, err = fusion.Build(f, cat); err != nil {
 		problems = append(problems, errorList(err)...)
 	}
-	if rc.config, err = configTenants(o, cat); err != nil {
+	digest := func(i int, t config.Tenant) ([32]byte, error) { return tenantDigest(o, i, t) }
+	if rc.config, err = limits.ConfigTenants(f.Tenants, digest, cat, int64(o.Env.Quota.DefaultOutputTokens)); err != nil {
 		problems = append(problems, errorList(err)...)
 	}
 	if len(problems) > 0 {

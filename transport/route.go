@@ -232,7 +232,7 @@ func (c *call) claim(list []*catalog.Target, i int, probe bool) bool {
 	// Read the provider's usage only when a budget, a tenant's limits or
 	// the request log needs it; ask for the stream's usage chunk then, too.
 	// A count's answer (input_tokens) is no usage: it spent none.
-	p.metering, p.injected, p.usage = (p.res.Active || c.ten.meter) && !c.counting, false, ledger.Usage{}
+	p.metering, p.injected, p.usage = (p.res.Active || c.ten.Meter) && !c.counting, false, ledger.Usage{}
 	return true
 }
 

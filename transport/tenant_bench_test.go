@@ -12,6 +12,7 @@ import (
 	"github.com/omniroute/gateway/internal/tenantpolicy"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/transport/edge"
+	"github.com/omniroute/gateway/transport/limits"
 )
 
 // tenantFastPath builds a gateway with one run-time key whose policy
@@ -46,11 +47,11 @@ func tenantFastPath(t testing.TB) (*Gateway, *call, []byte) {
 // against the key snapshot, reserve every counter, set the rate-limit
 // headers, settle.
 func tenantRequest(tb testing.TB, g *Gateway, c *call, key []byte) {
-	id, e, _ := g.identifyCaller(g.rc.Load(), key, true)
+	id, e, _ := g.lim.Identify(g.rc.Load().tenants, key, true)
 	if e == nil {
 		tb.Fatal("the key did not authenticate")
 	}
-	c.tenant, c.ten = id, tenantCall{entry: e}
+	c.tenant, c.ten = id, limits.State{Entry: e}
 	c.ctx.Response.Header.Reset()
 	if !c.reserveTenant() {
 		tb.Fatalf("refused: %s", c.ctx.Response.Body())
@@ -61,7 +62,7 @@ func tenantRequest(tb testing.TB, g *Gateway, c *call, key []byte) {
 	c.plan.Take(0)
 	c.plan.metering = true
 	c.finishTenant()
-	if c.ten.res.Active() {
+	if c.ten.Reserved() {
 		tb.Fatal("not settled")
 	}
 }
@@ -84,14 +85,14 @@ func BenchmarkTenantLimitFastPath(b *testing.B) {
 // get the default share.
 func TestTenantWeightsReachAdmission(t *testing.T) {
 	g, _, key := tenantFastPath(t)
-	id, _, _ := g.identifyCaller(g.rc.Load(), key, true)
+	id, _, _ := g.lim.Identify(g.rc.Load().tenants, key, true)
 	if w := g.tenantWeight(id); w != 2 {
 		t.Fatalf("ingest weight %d, want 2", w)
 	}
 	if w := g.laneWeight(id); w != 2 {
 		t.Fatalf("lane weight %v, want 2", w)
 	}
-	other, _, _ := g.identifyCaller(g.rc.Load(), []byte("someone-else"), true)
+	other, _, _ := g.lim.Identify(g.rc.Load().tenants, []byte("someone-else"), true)
 	if w := g.tenantWeight(other); w != 1 {
 		t.Fatalf("default weight %d, want 1", w)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/messages"
+	"github.com/omniroute/gateway/transport/limits"
 )
 
 // Request traces (OpenTelemetry, GenAI semantic conventions): one root
@@ -50,7 +51,7 @@ func (c *call) traceStart() {
 	_, c.trace.span = tr.Start(context.Background(), name, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(c.start),
 		trace.WithAttributes(
 			attribute.String("gen_ai.operation.name", op),
-			attribute.String("gen_ai.request.model", strings.ToValidUTF8(string(asked[:min(len(asked), maxLoggedModel)]), "?")),
+			attribute.String("gen_ai.request.model", strings.ToValidUTF8(string(asked[:min(len(asked), limits.MaxLoggedModel)]), "?")),
 			attribute.Bool("gen_ai.request.stream", c.scan.Stream),
 			attribute.String("http.route", string(c.ctx.Path())),
 			attribute.String("omniroute.request_id", string(c.rid)),
