@@ -58,7 +58,7 @@ func (c *call) fitRaw(t *catalog.Target) bool {
 		return true // a token count or an embeddings call: no answer to generate
 	}
 	info := c.info(t)
-	if info.Permissive() && !c.fb.present {
+	if info.Permissive() && !c.fb.Present {
 		return true
 	}
 	body, members := c.body.B, c.scan.Members
@@ -66,12 +66,12 @@ func (c *call) fitRaw(t *catalog.Target) bool {
 		body, members = c.att.alt.B, c.att.altScan.Members
 	}
 	o := fit.Options{Strict: c.strictFor(info), Model: c.upstreamModel(t)}
-	if c.fb.present {
+	if c.fb.Present {
 		o.Consume = gatewayFields
 	}
-	if c.att.alt == nil && c.trans.up == catalog.Chat && c.scan.Stream && !c.scan.IncludeUsage && c.plan.metering {
+	if c.att.alt == nil && c.trans.up == catalog.Chat && c.scan.Stream && !c.scan.IncludeUsage && c.plan.Metering {
 		o.IncludeUsage = true
-		c.plan.injected = true
+		c.plan.Injected = true
 	}
 	if c.fitting.fbody == nil {
 		c.fitting.fbody = bytebufferpool.Get()
@@ -85,7 +85,7 @@ func (c *call) fitRaw(t *catalog.Target) bool {
 	if changed {
 		c.fitting.fbody.B, c.fitting.fitted = out, true
 	} else if o.IncludeUsage {
-		c.plan.injected = false // nothing written: injectUsage will
+		c.plan.Injected = false // nothing written: injectUsage will
 	}
 	return true
 }
@@ -247,7 +247,7 @@ func (c *call) setReplyModel(t *catalog.Target) {
 	if c.counting {
 		return
 	}
-	if p := c.fb.primary; p != nil && c.model != p { // a fallback model serves: its name
+	if p := c.fb.Primary; p != nil && c.model != p { // a fallback model serves: its name
 		if c.model.Name != upstreamName(t) {
 			c.fitting.reply = apierror.AppendString(c.fitting.reply, c.model.Name)
 		}
@@ -279,7 +279,7 @@ func (c *call) renamed(b []byte) []byte {
 // is skipped like any unusable one, so a larger-window target serves.
 func (c *call) fits(t *catalog.Target) bool {
 	info := c.info(t)
-	if w := info.ContextWindow; w > 0 && c.plan.input > w {
+	if w := info.ContextWindow; w > 0 && c.plan.Input > w {
 		return false
 	}
 	return info.Tools || c.scan.Tools == 0
@@ -299,7 +299,7 @@ func (c *call) errTooLarge(list []*catalog.Target) *apierror.Error {
 	if c.scan.Tools > 0 && !tools {
 		return apierror.New(apierror.CodeToolsNotSupported, c.model.Name, c.model.Name).WithParam("tools")
 	}
-	return apierror.New(apierror.CodeContextLengthExceeded, c.plan.input, window, c.model.Name).WithParam("messages")
+	return apierror.New(apierror.CodeContextLengthExceeded, c.plan.Input, window, c.model.Name).WithParam("messages")
 }
 
 // unfit reports whether no target of list can take the request.

@@ -47,6 +47,7 @@ import (
 	"github.com/omniroute/gateway/transport/admit"
 	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/intake"
+	"github.com/omniroute/gateway/transport/plan"
 )
 
 // Options configures a Gateway.
@@ -120,6 +121,8 @@ type Gateway struct {
 	redact *sanitize.Redactor
 
 	adm admit.Stage // the admit stage: the lanes handle, its snapshot (transport/admit)
+
+	plan plan.Stage // the plan stage: the routing actors' handles and settings (transport/plan)
 
 	ten Tenants // the tenant layer's port (tenants.go); nil until attached
 

@@ -32,15 +32,15 @@ func (c *call) observe(t *catalog.Target, x *upstream.Exchange, status int) {
 	if b.Finish(&o) {
 		p := new(messages.QuotaObservation)
 		*p = o
-		c.plan.obs = p
+		c.plan.Obs = p
 	}
 }
 
 // meterBody reads the usage report of a buffered answer, in the
 // upstream's dialect (the table's parser).
 func (c *call) meterBody(x *upstream.Exchange) {
-	if c.plan.metering {
-		c.upDialect().BodyUsage(x.Resp.Body(), &c.plan.usage)
+	if c.plan.Metering {
+		c.upDialect().BodyUsage(x.Resp.Body(), &c.plan.Usage)
 	}
 }
 
@@ -54,15 +54,15 @@ var emptyChoices = []byte(`"choices":[]`)
 // (injectUsage).
 func (c *call) meterEvent(ev *sse.Event) bool {
 	p := &c.plan
-	if !p.metering {
+	if !p.Metering {
 		return false
 	}
 	d := c.upDialect()
 	if !d.IsUsage(ev) {
 		return false
 	}
-	d.EventUsage(ev, &p.usage)
-	return p.injected && bytes.Contains(ev.Data, emptyChoices)
+	d.EventUsage(ev, &p.Usage)
+	return p.Injected && bytes.Contains(ev.Data, emptyChoices)
 }
 
 // upDialect is the table's row of the attempt's upstream dialect.
@@ -72,7 +72,7 @@ func (c *call) upDialect() *dia.Dialect { return dia.Of(dia.ID(c.trans.up)) }
 // when a token budget needs the real usage and the caller did not ask for
 // it; the chunk is stripped again before it reaches the caller.
 func (c *call) injectUsage(req *fasthttp.Request, t *catalog.Target) bool {
-	if c.trans.up != catalog.Chat || !c.scan.Stream || c.scan.IncludeUsage || !c.plan.metering {
+	if c.trans.up != catalog.Chat || !c.scan.Stream || c.scan.IncludeUsage || !c.plan.Metering {
 		return false
 	}
 	model := c.upstreamModel(t)
@@ -81,6 +81,6 @@ func (c *call) injectUsage(req *fasthttp.Request, t *catalog.Target) bool {
 	}
 	c.att.out.B = jsonscan.AppendIncludeUsage(c.att.out.B[:0], c.body.B, &c.scan, model)
 	req.SetBodyRaw(c.att.out.B)
-	c.plan.injected = true
+	c.plan.Injected = true
 	return true
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
 	ikeys "github.com/omniroute/gateway/internal/keys"
-	"github.com/omniroute/gateway/internal/ledger"
 	"github.com/omniroute/gateway/internal/logging"
 	"github.com/omniroute/gateway/internal/pricing"
 	"github.com/omniroute/gateway/internal/store"
@@ -272,14 +271,14 @@ func (c *call) reserveTenant() bool {
 		return true
 	}
 	tc.meter, tc.checked = true, true
-	in, out := ledger.Estimate(c.body.B, c.scan.MaxTokens, c.scan.N, g.qs.defOut)
+	in, out := g.plan.Estimate(c.body.B, &c.scan)
 	tc.est = in + out
 	// The dearest target of the model prices the reservation, so a
 	// fail-over cannot overshoot a budget by more than the estimate.
-	for i := -1; i < len(c.fb.models); i++ { // the model, then its fallbacks (fallbacks.go)
+	for i := -1; i < len(c.fb.Models); i++ { // the model, then its fallbacks (transport/plan)
 		m := c.model
 		if i >= 0 {
-			m = c.fb.models[i]
+			m = c.fb.Models[i]
 		}
 		for _, t := range m.TargetsFor(c.surface) {
 			if tp := &c.rc.price[t.ID]; tp.ok {
@@ -443,16 +442,16 @@ func (c *call) tenantAttemptEnded(class messages.FailureClass) {
 	if !tc.meter {
 		return
 	}
-	if p.usage.Seen {
-		u := p.usage
+	if p.Usage.Seen {
+		u := p.Usage
 		tc.addUsage(u)
 		tc.tokens += u.Tokens()
 		tc.cost += c.costOf(nil, u)
 	} else if class == messages.Timeout || class == messages.Canceled {
-		tc.tokens += p.input
+		tc.tokens += p.Input
 		tc.cost += tc.inCost
 	}
-	p.usage = ledger.Usage{}
+	p.Usage = pricing.Usage{}
 }
 
 func (tc *tenantCall) addUsage(u pricing.Usage) {
@@ -501,11 +500,11 @@ func (c *call) finishTenant() {
 		return
 	}
 	reached := p.Attempts() > 0 || (c.model != nil && c.model.Strategy == config.StrategyFusion && c.att.target != nil)
-	if tc.meter && p.metering && p.Attempts() > 0 { // the serving attempt is still open
-		seen := p.usage
+	if tc.meter && p.Metering && p.Attempts() > 0 { // the serving attempt is still open
+		seen := p.Usage
 		seenCost := c.costOf(c.att.target, seen)
-		final := p.usage.Seen && (!c.scan.Stream || c.trans.up != catalog.Messages || c.stream.terminal)
-		if p.usage.Seen {
+		final := p.Usage.Seen && (!c.scan.Stream || c.trans.up != catalog.Messages || c.stream.terminal)
+		if p.Usage.Seen {
 			tc.addUsage(seen)
 		}
 		if final {

@@ -61,7 +61,7 @@ func (c *call) prepareAttempt(t *catalog.Target) bool {
 		NoAutoCache: info.Family != "" && !info.CacheControl}
 	if len(c.fitting.reply) > 0 {
 		opts.ReplyModel = c.scan.Model
-		if p := c.fb.primary; p != nil && c.model != p {
+		if p := c.fb.Primary; p != nil && c.model != p {
 			opts.ReplyModel = []byte(c.model.Name)
 		}
 	}
