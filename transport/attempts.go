@@ -31,7 +31,7 @@ func (c *call) AttemptModel() *catalog.Model { return c.model }
 
 // AttemptFallbacks is the model the caller named when its fallbacks are
 // on, and whether the body carries the fallback fields (attempt.Request).
-func (c *call) AttemptFallbacks() (*catalog.Model, bool) { return c.fb.primary, c.fb.present }
+func (c *call) AttemptFallbacks() (*catalog.Model, bool) { return c.fb.Primary, c.fb.Present }
 
 // Counting reports a count_tokens call (attempt.Request).
 func (c *call) Counting() bool { return c.counting }
@@ -45,9 +45,9 @@ func (c *call) TargetInfo(t *catalog.Target) *modelinfo.Info {
 	return attempt.UnknownInfo()
 }
 
-// Metering is the plan's usage metering (route.go) (attempt.Request).
+// Metering is the plan's usage metering (transport/plan) (attempt.Request).
 func (c *call) Metering() (bool, *ledger.Usage, *bool) {
-	return c.plan.metering, &c.plan.usage, &c.plan.injected
+	return c.plan.Metering, &c.plan.Usage, &c.plan.Injected
 }
 
 // RequestID is the request's id (attempt.Request).
@@ -118,5 +118,5 @@ func (c *call) readStrict() bool {
 // fits reports whether target t can take the request at all
 // (attempt.Fits).
 func (c *call) fits(t *catalog.Target) bool {
-	return attempt.Fits(c.TargetInfo(t), c.plan.input, c.scan.Tools)
+	return attempt.Fits(c.TargetInfo(t), c.plan.Input, c.scan.Tools)
 }

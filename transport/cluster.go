@@ -8,7 +8,7 @@ import (
 )
 
 // Cluster mode in the request path (OMNIROUTE_CLUSTER=etcd,
-// docs/cluster.md): a ledger reservation (claim, route.go) and a limited
+// docs/cluster.md): a ledger reservation (claim, transport/plan) and a limited
 // tenant's reservation (reserveTenant, chargeRequest: transport/limits) also
 // take this node's share of the budgets the cluster shares, and settle
 // gives it back. The pipeline reaches the cluster's pools only through
@@ -37,7 +37,8 @@ type clusterSys struct{ port Cluster }
 // health section.
 func (a *Assembly) AttachCluster(c Cluster) {
 	a.g.cs = &clusterSys{port: c}
-	a.g.lim.Share(c) // the tenant's share (transport/limits)
+	a.g.lim.Share(c)          // the tenant's share (transport/limits)
+	a.g.plan.AttachCluster(c) // the ledger reservation's share (transport/plan)
 }
 
 func (cs *clusterSys) takeLedger(r *sharedRes, slot int, tokens int64, now time.Time) (bool, time.Time) {

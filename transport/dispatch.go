@@ -28,7 +28,7 @@ func (c *call) dispatch() bool {
 		return c.fusion()
 	}
 	list := c.model.TargetsFor(c.surface)
-	if len(c.fb.models) > 0 {
+	if len(c.fb.Models) > 0 {
 		return c.runFallbacks(list)
 	}
 	return c.runTargets(list, c.model.WeightsFor(c.surface), len(list) > 1)
@@ -50,7 +50,7 @@ type exhaust struct {
 // weights are the round-robin weights of list, by position.
 func (c *call) runTargets(list []*catalog.Target, weights []int, fanout bool) bool {
 	var x exhaust
-	c.beginPlan(list, weights, fanout)
+	c.beginPlan(list, weights)
 	if relay, done := c.runList(list, fanout, &x); done {
 		return relay
 	}
@@ -148,8 +148,8 @@ func (c *call) answerExhausted(list []*catalog.Target, x *exhaust) {
 		switch {
 		case c.lane.Refusal != lanes.None:
 			c.failAdmission(c.lane.Refusal, c.lane.RefusalRetry)
-		case attempt.Unfit(c, list, c.plan.input):
-			c.fail(attempt.TooLarge(c, list, c.plan.input))
+		case attempt.Unfit(c, list, c.plan.Input):
+			c.fail(attempt.TooLarge(c, list, c.plan.Input))
 		case c.expired():
 			c.fail(errDeadline("no target could be tried in time"))
 		default:
@@ -232,9 +232,9 @@ func (c *call) attempt(t *catalog.Target, last *attempt.Kept, lastClass *message
 	status := x.Resp.StatusCode()
 	c.observe(t, x, status)
 	if status < 200 || status >= 300 {
-		c.plan.verdict = failure.Analyze(status, x.Resp.Body())
-		class := c.plan.verdict.Class
-		c.att.Reason = c.plan.verdict.Reason
+		c.plan.Verdict = failure.Analyze(status, x.Resp.Body())
+		class := c.plan.Verdict.Class
+		c.att.Reason = c.plan.Verdict.Reason
 		c.report(t, class, status, x.TTFB)
 		*lastClass = class
 		if class.ProviderSide() {
@@ -306,7 +306,7 @@ func (c *call) report(t *catalog.Target, class messages.FailureClass, status int
 	}
 	c.traceAttemptOutcome(class, status, ttfb)
 	m := &messages.AttemptFinished{Target: t.ID, Class: class, Status: status, TTFB: ttfb, Started: c.att.Start, At: g.clk.Now(), NoLatency: c.counting}
-	c.plan.annotate(m, m.At)
+	c.plan.Annotate(m, m.At)
 	g.targets.Report(m)
 }
 

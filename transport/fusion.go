@@ -15,7 +15,6 @@ import (
 	"github.com/omniroute/gateway/internal/failure"
 	"github.com/omniroute/gateway/internal/fusion"
 	"github.com/omniroute/gateway/internal/jsonscan"
-	"github.com/omniroute/gateway/internal/ledger"
 	"github.com/omniroute/gateway/messages"
 	"github.com/omniroute/gateway/transport/admit"
 	"github.com/omniroute/gateway/transport/attempt"
@@ -168,7 +167,7 @@ func (c *call) fusion() bool {
 // redundant work an overloaded gateway sheds first).
 func (c *call) admitPanel(panel []*catalog.Target, quorum int) ([]*panelMember, bool) {
 	g := c.g
-	c.plan.input, _ = ledger.Estimate(c.body.B, c.scan.MaxTokens, c.scan.N, g.qs.defOut)
+	c.plan.Input, _ = g.plan.Estimate(c.body.B, &c.scan)
 	all := make([]*panelMember, len(panel))
 	admitted := 0
 	for i, t := range panel {

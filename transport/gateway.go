@@ -49,6 +49,7 @@ import (
 	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/intake"
 	"github.com/omniroute/gateway/transport/limits"
+	"github.com/omniroute/gateway/transport/plan"
 )
 
 // Options configures a Gateway.
@@ -124,6 +125,8 @@ type Gateway struct {
 	adm admit.Stage // the admit stage: the lanes handle, its snapshot (transport/admit)
 
 	att attempt.Stage // the attempt stage: its clock and redactor (transport/attempt)
+
+	plan plan.Stage // the plan stage: the routing actors' handles and settings (transport/plan)
 
 	ten Tenants      // the tenant layer's port (tenants.go); nil until attached
 	lim limits.Stage // the tenant-limits stage: that port, narrowed (transport/limits)

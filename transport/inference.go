@@ -22,6 +22,7 @@ import (
 	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/intake"
 	"github.com/omniroute/gateway/transport/limits"
+	"github.com/omniroute/gateway/transport/plan"
 	"github.com/omniroute/gateway/transport/relayroute"
 	"github.com/omniroute/gateway/transport/upstream"
 )
@@ -60,10 +61,10 @@ type call struct {
 	stream streamState   // relay: the committed stream (relay.go)
 	trace  traceState    // the request's spans (tracing.go)
 
-	plan plan         // routing, token reservation and usage metering (route.go)
+	plan plan.State   // plan: routing, token reservation and usage metering (transport/plan)
 	ten  limits.State // the caller's key, limits reservation, log (transport/limits)
-	// fb is the caller's per-request fallbacks (fallbacks.go).
-	fb fallbackReq
+	// fb is the caller's per-request fallbacks (transport/plan).
+	fb plan.Fallbacks
 }
 
 // lifeState is how the call is registered and ended (inference.go).
@@ -100,7 +101,7 @@ func (c *call) release() {
 	// its stage's recycle (or reset) names it, and those name buffers and
 	// scratch space, never a result. A field added to any state is cleared
 	// here without anyone remembering to.
-	*c = call{scan: scan, plan: c.plan.reset(), fb: c.fb.reset(), att: c.att.Recycle(),
+	*c = call{scan: scan, plan: c.plan.Recycle(), fb: c.fb.Recycle(), att: c.att.Recycle(),
 		stream: c.stream.recycle()}
 	callPool.Put(c)
 }
@@ -229,7 +230,7 @@ var modelWalk = [...]step{
 	(*call).admitStructure, // ingest's structural stage (transport/intake)
 	(*call).readStrict,     // X-OmniRoute-Strict (transport/attempt)
 	(*call).resolveModel,   // the model and its API; the root span opens (tracing.go)
-	(*call).readFallbacks,  // the caller's fallback models (fallbacks.go)
+	(*call).readFallbacks,  // the caller's fallback models (transport/plan)
 	(*call).reserveTenant,  // tenant limits, before admission (tenants.go)
 	(*call).track,          // hang-up and shutdown can cancel it from here on
 	(*call).priority,       // admit: the admission class (transport/admit)

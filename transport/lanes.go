@@ -64,7 +64,7 @@ func (c *call) priority() bool {
 // cancel that ends a queued wait, and what its cost is priced from.
 func (c *call) AdmissionTicket() (lanes.Ticket, admission.Features) {
 	return lanes.Ticket{Tenant: c.tenant, Stream: c.scan.Stream, Deadline: c.deadline, Abort: &c.cancel},
-		admission.Features{InputTokens: c.plan.input, Fanout: max(c.scan.N, 1)}
+		admission.Features{InputTokens: c.plan.Input, Fanout: max(c.scan.N, 1)}
 }
 
 // AdmissionWaited traces a wait for admission on t's upstream

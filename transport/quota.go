@@ -11,12 +11,12 @@ import (
 	"github.com/omniroute/gateway/actors/targets"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/growable"
-	"github.com/omniroute/gateway/internal/planner"
 	"github.com/omniroute/gateway/internal/quota"
 	"github.com/omniroute/gateway/messages"
 	"github.com/omniroute/gateway/transport/attempt"
 	"github.com/omniroute/gateway/transport/metric"
 	"github.com/omniroute/gateway/transport/ops"
+	"github.com/omniroute/gateway/transport/plan"
 	"github.com/omniroute/gateway/transport/upstream"
 )
 
@@ -46,16 +46,9 @@ type quotaSys struct {
 	m         quotaMetrics
 }
 
-// Routing skip reasons, for metrics (internal/planner's, by index).
-const (
-	skipCooling   = planner.SkipCooling
-	skipCircuit   = planner.SkipCircuit
-	skipExhausted = planner.SkipExhausted
-	skipBudget    = planner.SkipBudget
-	numSkips      = planner.NumSkips
-)
-
-var skipNames = [numSkips]string{"cooling", "circuit_open", "quota_exhausted", "token_budget", "service_unavailable"}
+// numSkips is how many skip reasons the routing skip counters count
+// (transport/plan's, by index).
+const numSkips = plan.NumSkips
 
 type quotaMetrics struct {
 	skips   *growable.List[[numSkips]*metrics.Counter] // by target
@@ -149,6 +142,7 @@ func (a *Assembly) AttachLink(stop func()) { a.g.stops.links = append(a.g.stops.
 // actors.
 func (a *Assembly) AttachRouting(ledger *ledgeractor.Handle, q *quotaactor.Handle, t *targets.Handle) {
 	a.g.qs.ledger, a.g.qs.quota, a.g.targets = ledger, q, t
+	a.g.attachPlan() // the plan stage reads them (planning.go)
 }
 
 func (qs *quotaSys) stop() {
@@ -166,7 +160,7 @@ func (qs *quotaSys) targetMetrics(g *Gateway, t *catalog.Target) {
 	set := g.metrics.set
 	var skips [numSkips]*metrics.Counter
 	for r := 0; r < numSkips; r++ {
-		skips[r] = set.NewCounter(fmt.Sprintf(metric.RoutingSkipsTotal+`{target=%q,reason=%q}`, t.Name, skipNames[r]))
+		skips[r] = set.NewCounter(fmt.Sprintf(metric.RoutingSkipsTotal+`{target=%q,reason=%q}`, t.Name, plan.SkipNames[r]))
 	}
 	qs.m.skips.Append(skips)
 	for _, st := range []string{"closed", "open", "half_open"} {
@@ -323,6 +317,6 @@ func (c *call) observe(t *catalog.Target, x *upstream.Exchange, status int) {
 	if b.Finish(&o) {
 		p := new(messages.QuotaObservation)
 		*p = o
-		c.plan.obs = p
+		c.plan.Obs = p
 	}
 }

@@ -34,8 +34,8 @@ func (c *call) prime(x *upstream.Exchange) (messages.FailureClass, bool) {
 	case err != nil:
 		return classifyStreamError(x, err), false
 	case ev != nil:
-		c.plan.verdict = failure.AnalyzeEvent(ev.Data)
-		return c.plan.verdict.Class, false
+		c.plan.Verdict = failure.AnalyzeEvent(ev.Data)
+		return c.plan.Verdict.Class, false
 	}
 	return messages.OK, true
 }

@@ -103,7 +103,7 @@ func (g *Gateway) Services() *services.Manager {
 
 // serviceDown reports whether target t is served by a supervised service
 // that is not running as the gateway's own child: the planner passes it
-// over (route.go), so no prompt goes to whatever holds its port.
+// over (transport/plan), so no prompt goes to whatever holds its port.
 func (g *Gateway) serviceDown(t *catalog.Target) bool {
 	name := t.Conn.Provider.Service
 	if name == "" || g.side == nil || g.side.checks == nil {

@@ -60,7 +60,7 @@ func tenantRequest(tb testing.TB, g *Gateway, c *call, key []byte) {
 	c.plan.Reset() // one attempt was taken: the planner's count
 	c.plan.Begin(1, time.Time{}, planner.Limits{MaxAttempts: 1})
 	c.plan.Take(0)
-	c.plan.metering = true
+	c.plan.Metering = true
 	c.finishTenant()
 	if c.ten.Reserved() {
 		tb.Fatal("not settled")

@@ -114,7 +114,7 @@ func (c *call) pricing() limits.Pricing {
 // message, no allocation when it passes); a refusal is answered here. It
 // reports whether the request goes on.
 func (c *call) reserveTenant() bool {
-	a := limits.Ask{Pricing: c.pricing(), Fallbacks: c.fb.models, // the model, then its fallbacks (fallbacks.go)
+	a := limits.Ask{Pricing: c.pricing(), Fallbacks: c.fb.Models, // the model, then its fallbacks (transport/plan)
 		Body: c.body.B, MaxTokens: c.scan.MaxTokens, N: c.scan.N, DefaultOut: c.g.qs.defOut, Name: c.scan.Model, Format: c.format}
 	if ae, ok := c.ten.Reserve(&c.g.lim, &a); !ok {
 		c.fail(&ae)
@@ -158,8 +158,8 @@ func (c *call) markFirstToken() { c.ten.FirstToken(time.Since(c.start)) }
 // zero.
 func (c *call) tenantAttemptEnded(class messages.FailureClass) {
 	p, pr := &c.plan, c.pricing()
-	if c.ten.AttemptEnded(p.usage, p.input, class == messages.Timeout || class == messages.Canceled, &pr) {
-		p.usage = ledger.Usage{}
+	if c.ten.AttemptEnded(p.Usage, p.Input, class == messages.Timeout || class == messages.Canceled, &pr) {
+		p.Usage = ledger.Usage{}
 	}
 }
 
@@ -170,7 +170,7 @@ func (c *call) tenantAttemptEnded(class messages.FailureClass) {
 func (c *call) finishTenant() {
 	o := limits.Outcome{Pricing: c.pricing(), Tenant: &c.tenant, Asked: c.scan.Model, RequestID: c.rid,
 		Start: c.start, Took: c.life.took, Counting: c.counting,
-		Attempts: c.plan.Attempts(), Target: c.att.Target, Upstream: c.att.Up, Metering: c.plan.metering, Usage: c.plan.usage,
+		Attempts: c.plan.Attempts(), Target: c.att.Target, Upstream: c.att.Up, Metering: c.plan.Metering, Usage: c.plan.Usage,
 		Stream: c.scan.Stream, Terminal: c.stream.terminal, Cut: c.stream.cut,
 		Status: c.ctx.Response.StatusCode(), Reason: c.att.Reason, Fallbacks: c.att.Fallbacks, Waited: c.lane.Waited}
 	if c.g.lim.Logging() {

@@ -65,7 +65,7 @@ func (c *call) traceEnd() {
 	}
 	status := c.ctx.Response.StatusCode()
 	attrs := []attribute.KeyValue{attribute.Int("http.response.status_code", status), attribute.Int("omniroute.fallbacks", c.att.Fallbacks)}
-	if u := &c.plan.usage; u.Seen {
+	if u := &c.plan.Usage; u.Seen {
 		attrs = append(attrs, attribute.Int64("gen_ai.usage.input_tokens", u.Input),
 			attribute.Int64("gen_ai.usage.output_tokens", u.Output))
 	}

@@ -4,7 +4,7 @@
 // retried, whether to wait for a cooling target (and how
 // long), and what to tell the caller when every target is out (the
 // Retry-After and whether a retry is pointless). It owns no state beyond
-// the request and does no I/O: the caller (transport) brings the evidence
+// the request and does no I/O: the caller (transport/plan) brings the evidence
 // from the actors' published snapshots through Source, claims the chosen
 // target (admission, token reservation, probe) and reports back with Take,
 // Refuse and Learn. Time comes in as arguments from the caller's injected
@@ -76,7 +76,8 @@ type Evidence struct {
 }
 
 // Source gives the planner the candidates' evidence. Implemented by the
-// transport's call (a pointer: passing it allocates nothing).
+// plan stage's State (transport/plan; a pointer into the pooled call:
+// passing it allocates nothing).
 type Source interface {
 	// Evidence fills e for untried candidate i (e arrives zeroed).
 	Evidence(i int, now time.Time, e *Evidence)

@@ -8,7 +8,7 @@
 // handles: Layer.
 //
 // The pipeline keeps the steps it runs per request (take a ledger
-// reservation's or a tenant's share, settle it; route.go, tenants.go)
+// reservation's or a tenant's share, settle it; transport/plan, tenants.go)
 // and reaches the pools only through that port, which spends them with
 // atomics (package credit) and sends no message per request.
 package clusterlayer

@@ -1,4 +1,4 @@
-package transport
+package plan
 
 import (
 	"github.com/omniroute/gateway/internal/catalog"
@@ -28,14 +28,14 @@ var sessionHeaders = []string{"X-Claude-Code-Session-Id", "Session-Id", "Session
 // repeats). 0 when nothing tells it: a first turn without an id, or a
 // stateless request, rotates as the strategy says, so identical
 // one-shot requests still spread.
-func (c *call) sessionKey() uint64 {
-	h := &c.ctx.Request.Header
+func sessionKey(r Request) uint64 {
+	h := &r.Ctx().Request.Header
 	for i, name := range sessionHeaders {
 		if v := h.Peek(name); len(v) > 0 {
 			return rendezvous.Combine(uint64(i+1), v)
 		}
 	}
-	body, scan := c.body.B, &c.scan
+	body, scan := r.Parsed()
 	if len(scan.PromptCacheKey) > 0 {
 		return rendezvous.Combine(10, scan.PromptCacheKey)
 	}
@@ -54,14 +54,14 @@ func (c *call) sessionKey() uint64 {
 	return rendezvous.Combine(k, body[scan.OpeningStart:scan.OpeningEnd])
 }
 
-// targetHashes fills c.hashes with list's targets' hashes (rendezvous
-// members), by position.
-func (c *call) targetHashes(list []*catalog.Target) []uint64 {
-	c.plan.sess.hashes = c.plan.sess.hashes[:0]
+// targetHashes fills the session's hashes with list's targets' hashes
+// (rendezvous members), by position.
+func (st *State) targetHashes(list []*catalog.Target) []uint64 {
+	st.sess.hashes = st.sess.hashes[:0]
 	for _, t := range list {
-		c.plan.sess.hashes = append(c.plan.sess.hashes, t.Hash)
+		st.sess.hashes = append(st.sess.hashes, t.Hash)
 	}
-	return c.plan.sess.hashes
+	return st.sess.hashes
 }
 
 // sessionState is a request's session affinity: the conversation's key
