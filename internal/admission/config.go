@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/omniroute/gateway/internal/ascii"
 )
 
 // Bounds inherited from OmniRoute so that configurations valid there are
@@ -86,27 +88,11 @@ func ParseClassBytes(b []byte) (Class, bool) {
 		b = b[:len(b)-1]
 	}
 	for c, name := range classNames {
-		if equalFold(b, name) {
+		if ascii.EqualFold(b, name) {
 			return Class(c), true
 		}
 	}
 	return 0, false
-}
-
-func equalFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := range b {
-		c := b[i]
-		if c >= 'A' && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != s[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Config is the admission configuration. Field names follow OmniRoute's

@@ -3,6 +3,7 @@ package attempt
 import (
 	"github.com/valyala/fasthttp"
 
+	"github.com/omniroute/gateway/internal/ascii"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/transport/upstream"
 )
@@ -21,39 +22,21 @@ func CopyResponseHeaders(dst *fasthttp.ResponseHeader, src *fasthttp.ResponseHea
 func skipResponseHeader(k []byte) bool {
 	switch len(k) {
 	case 4:
-		return EqualFoldASCII(k, "date")
+		return ascii.EqualFold(k, "date")
 	case 6:
-		return EqualFoldASCII(k, "server")
+		return ascii.EqualFold(k, "server")
 	case 7:
-		return EqualFoldASCII(k, "trailer")
+		return ascii.EqualFold(k, "trailer")
 	case 10:
-		return EqualFoldASCII(k, "connection") || EqualFoldASCII(k, "keep-alive") || EqualFoldASCII(k, "set-cookie")
+		return ascii.EqualFold(k, "connection") || ascii.EqualFold(k, "keep-alive") || ascii.EqualFold(k, "set-cookie")
 	case 12:
-		return EqualFoldASCII(k, "x-request-id") || EqualFoldASCII(k, "content-type")
+		return ascii.EqualFold(k, "x-request-id") || ascii.EqualFold(k, "content-type")
 	case 14:
-		return EqualFoldASCII(k, "content-length")
+		return ascii.EqualFold(k, "content-length")
 	case 17:
-		return EqualFoldASCII(k, "transfer-encoding")
+		return ascii.EqualFold(k, "transfer-encoding")
 	}
-	return len(k) > 6 && EqualFoldASCII(k[:6], "proxy-")
-}
-
-// EqualFoldASCII reports whether b equals the lower-case s, ignoring the
-// case of b's ASCII letters (header names), without allocating.
-func EqualFoldASCII(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if c >= 'A' && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != s[i] {
-			return false
-		}
-	}
-	return true
+	return len(k) > 6 && ascii.EqualFold(k[:6], "proxy-")
 }
 
 // PassHeaders starts the response with the upstream answer's status and

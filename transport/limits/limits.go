@@ -31,6 +31,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/internal/ascii"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/clock"
 	ikeys "github.com/omniroute/gateway/internal/keys"
@@ -45,18 +46,8 @@ import (
 
 // Tenants is the stage's port on the tenant layer: the request path's
 // part of the pipeline's port (port.Tenants, which the root's
-// transport/gateway/tenants implements): the key snapshot and the
-// tenants' shares, the limiter's one-step reservation and its settle,
-// and the request log.
-type Tenants interface {
-	Keys() *ikeys.Snapshot
-	Shares() *ikeys.Shares
-	Reserve(id tenant.ID, req *tenantlimit.Request, now time.Time) (tenantlimit.Reservation, tenantlimit.Result)
-	Settle(res *tenantlimit.Reservation, u tenantlimit.Usage, now time.Time)
-	Logging() bool
-	Log(r *store.Record, requestID, tenantID []byte)
-	Refused(tenantID []byte, tenantName, code string)
-}
+// transport/gateway/tenants implements).
+type Tenants = port.TenantRequests
 
 // Shared is the stage's port on the cluster's shared pools (cluster mode
 // only): the tenant's part of the pipeline's port on the cluster
@@ -324,29 +315,11 @@ func (st *State) ApplyHeaders(h *fasthttp.ResponseHeader, provider bool) {
 // hasRateLimitHeader reports a header of either rate-limit family.
 func hasRateLimitHeader(h *fasthttp.ResponseHeader) bool {
 	for k := range h.All() {
-		if hasPrefixFold(k, "x-ratelimit-") || hasPrefixFold(k, "anthropic-ratelimit-") {
+		if ascii.HasPrefixFold(k, "x-ratelimit-") || ascii.HasPrefixFold(k, "anthropic-ratelimit-") {
 			return true
 		}
 	}
 	return false
-}
-
-// hasPrefixFold reports whether b starts with prefix (lower-case ASCII),
-// ignoring ASCII case.
-func hasPrefixFold(b []byte, prefix string) bool {
-	if len(b) < len(prefix) {
-		return false
-	}
-	for i := 0; i < len(prefix); i++ {
-		c := b[i]
-		if c >= 'A' && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != prefix[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // headerCanon maps every rate-limit header name to its canonical

@@ -211,17 +211,6 @@ func TestUnattachedStagePassesEverything(t *testing.T) {
 	st.Finish(&s, &Outcome{})
 }
 
-func TestHasPrefixFold(t *testing.T) {
-	for _, c := range []struct {
-		b    string
-		want bool
-	}{{"X-RateLimit-Limit", true}, {"x-ratelimit-", true}, {"x-ratelimi", false}, {"x-rate-limit-", false}, {"ANTHROPIC-RATELIMIT-X", false}} {
-		if got := hasPrefixFold([]byte(c.b), "x-ratelimit-"); got != c.want {
-			t.Errorf("hasPrefixFold(%q) = %v", c.b, got)
-		}
-	}
-}
-
 // TestPolicyRules: an allowed model must match one of the gateway's, a
 // token window must fit a request without max_tokens, and the config
 // file's tenants are held to both, each problem naming its field.

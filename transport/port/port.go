@@ -37,13 +37,7 @@ import (
 // path sends no message through it (the reservation and the log's
 // hand-over are atomics and a bounded list behind it).
 type Tenants interface {
-	Keys() *ikeys.Snapshot
-	Shares() *ikeys.Shares
-	Reserve(id tenant.ID, req *tenantlimit.Request, now time.Time) (tenantlimit.Reservation, tenantlimit.Result)
-	Settle(res *tenantlimit.Reservation, u tenantlimit.Usage, now time.Time)
-	Logging() bool
-	Log(r *store.Record, requestID, tenantID []byte)
-	Refused(tenantID []byte, tenantName, code string)
+	TenantRequests
 	Create(name string, p tenantpolicy.Policy) (ikeys.Info, string, error)
 	UpdatePolicy(name string, p tenantpolicy.Policy) (ikeys.Info, error)
 	Rotate(name string) (ikeys.Info, string, error)
@@ -56,6 +50,20 @@ type Tenants interface {
 	Health() (body any, status string)
 	Brief(body any) any
 	Stop()
+}
+
+// TenantRequests is the request path's part of Tenants (what the
+// tenant-limits stage, transport/limits, is handed): the key snapshot and
+// the tenants' shares, the limiter's one-step reservation and its settle,
+// and the request log.
+type TenantRequests interface {
+	Keys() *ikeys.Snapshot
+	Shares() *ikeys.Shares
+	Reserve(id tenant.ID, req *tenantlimit.Request, now time.Time) (tenantlimit.Reservation, tenantlimit.Result)
+	Settle(res *tenantlimit.Reservation, u tenantlimit.Usage, now time.Time)
+	Logging() bool
+	Log(r *store.Record, requestID, tenantID []byte)
+	Refused(tenantID []byte, tenantName, code string)
 }
 
 // Cluster is the pipeline's port on the cluster (cluster mode only). The
