@@ -292,29 +292,17 @@ func TestReloadSeesAnotherWriter(t *testing.T) {
 
 func waitLookup(t *testing.T, h *Handle, secret string, want bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, ok := h.Lookup([]byte(secret)); ok == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lookup still %v after 10 s", !want)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testutil.Until(t, fmt.Sprintf("lookup %v", want), func() bool {
+		_, ok := h.Lookup([]byte(secret))
+		return ok == want
+	})
 }
 
 // waitCount waits until n reaches want (a subscriber takes a publication
 // on its own goroutine, after the actor sent it).
 func waitCount(t *testing.T, n *atomic.Int64, want int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for n.Load() < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d publications after 10 s, want %d", n.Load(), want)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testutil.Until(t, fmt.Sprintf("%d publications", want), func() bool { return n.Load() >= want })
 }
 
 // hangingStore is a store that stops answering (an unreachable etcd):
