@@ -159,8 +159,8 @@ func (c *call) admitStructure() bool {
 // stream committed: no further failover) and returns its bytes to the
 // budget; the heavy-request slot stays until the request finishes.
 func (c *call) bodyDone() {
-	if c.stream.x != nil {
-		c.stream.x.Req.ResetBody() // it pointed into the buffers freed below
+	if x := c.stream.Exchange(); x != nil {
+		x.Req.ResetBody() // it pointed into the buffers freed below
 	}
 	if c.body != nil {
 		bytebufferpool.Put(c.body)

@@ -5,7 +5,6 @@ import (
 	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/internal/ledger"
 	"github.com/omniroute/gateway/internal/modelinfo"
-	"github.com/omniroute/gateway/internal/sse"
 	"github.com/omniroute/gateway/transport/attempt"
 	"github.com/omniroute/gateway/transport/relayroute"
 	"github.com/omniroute/gateway/transport/upstream"
@@ -91,16 +90,6 @@ func (c *call) translateAnswer() {
 	if e := c.att.TranslateAnswer(c.ctx, c.rid); e != nil {
 		c.fail(e)
 	}
-}
-
-// translateEvent converts one upstream stream event into the caller's
-// frames; a stream the translator cannot read ends there.
-func (c *call) translateEvent(ev *sse.Event) []byte {
-	out, cut := c.att.TranslateEvent(ev, c.rid)
-	if cut {
-		c.stream.terminal = true
-	}
-	return out
 }
 
 // readStrict reads X-OmniRoute-Strict; a value other than true or false

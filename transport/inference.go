@@ -24,6 +24,7 @@ import (
 	"github.com/omniroute/gateway/transport/limits"
 	"github.com/omniroute/gateway/transport/plan"
 	"github.com/omniroute/gateway/transport/relayroute"
+	"github.com/omniroute/gateway/transport/stream"
 	"github.com/omniroute/gateway/transport/upstream"
 )
 
@@ -58,7 +59,7 @@ type call struct {
 	intake intake.State  // ingest: the byte budget's reservation (transport/intake)
 	lane   admit.State   // admit: the lease on the attempt's upstream (transport/admit)
 	att    attempt.State // attempt: the target tried, its dialect, translation and fitted body (transport/attempt)
-	stream streamState   // relay: the committed stream (relay.go)
+	stream stream.State  // relay: the committed stream (transport/stream)
 	trace  traceState    // the request's spans (tracing.go)
 
 	plan plan.State   // plan: routing, token reservation and usage metering (transport/plan)
@@ -102,7 +103,7 @@ func (c *call) release() {
 	// scratch space, never a result. A field added to any state is cleared
 	// here without anyone remembering to.
 	*c = call{scan: scan, plan: c.plan.Recycle(), fb: c.fb.Recycle(), att: c.att.Recycle(),
-		stream: c.stream.recycle()}
+		stream: c.stream.Recycle()}
 	callPool.Put(c)
 }
 

@@ -100,7 +100,7 @@ func (c *call) failAdmission(r lanes.Reason, retry int) {
 
 // releaseStream ends a committed stream's lease at the end of its relay.
 func (c *call) releaseStream() {
-	c.lane.ReleaseStream(&c.g.adm, c.cancel.Cancelled() || c.ctx.Response.StatusCode() == 499, c.stream.cut)
+	c.lane.ReleaseStream(&c.g.adm, c.cancel.Cancelled() || c.ctx.Response.StatusCode() == 499, c.stream.Cut())
 }
 
 // logCombo records a combo's decision at debug level.

@@ -33,7 +33,7 @@ func (c *call) abandonOnPanic() {
 	if _, ok := p.(*edge.RequestPanic); !ok {
 		p = &edge.RequestPanic{Value: p, Stack: debug.Stack()}
 	}
-	c.stream.closing.Store(true) // a body stream set before the panic must not finish the call again
+	c.stream.MarkClosed() // a body stream set before the panic must not finish the call again
 	c.life.panicked = true
 	c.cancel.Cancel()
 	func() {

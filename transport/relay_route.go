@@ -13,6 +13,7 @@ import (
 	"github.com/omniroute/gateway/transport/attempt"
 	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/relayroute"
+	"github.com/omniroute/gateway/transport/stream"
 	"github.com/omniroute/gateway/transport/upstream"
 )
 
@@ -105,8 +106,9 @@ func (p *relayCall) Drop(x *upstream.Exchange) {
 }
 
 func (p *relayCall) Hold(x *upstream.Exchange, idle time.Duration) messages.FailureClass {
-	if _, err := (*call)(p).holdStartup(x, idle, false); err != nil {
-		return classifyStreamError(x, err)
+	c := (*call)(p)
+	if _, err := c.stream.HoldStartup(c, &c.att, x, idle, false); err != nil {
+		return stream.Classify(x, err)
 	}
 	return messages.OK
 }

@@ -171,7 +171,7 @@ func (c *call) finishTenant() {
 	o := limits.Outcome{Pricing: c.pricing(), Tenant: &c.tenant, Asked: c.scan.Model, RequestID: c.rid,
 		Start: c.start, Took: c.life.took, Counting: c.counting,
 		Attempts: c.plan.Attempts(), Target: c.att.Target, Upstream: c.att.Up, Metering: c.plan.Metering, Usage: c.plan.Usage,
-		Stream: c.scan.Stream, Terminal: c.stream.terminal, Cut: c.stream.cut,
+		Stream: c.scan.Stream, Terminal: c.stream.Terminal(), Cut: c.stream.Cut(),
 		Status: c.ctx.Response.StatusCode(), Reason: c.att.Reason, Fallbacks: c.att.Fallbacks, Waited: c.lane.Waited}
 	if c.g.lim.Logging() {
 		o.ClientIP, o.Changes = c.ctx.RemoteIP(), c.att.ChangesForLog()

@@ -77,7 +77,7 @@ func (c *call) traceEnd() {
 		attrs = append(attrs, attribute.Int64("omniroute.admission_wait_ms", c.lane.Waited.Milliseconds()))
 	}
 	c.trace.span.SetAttributes(attrs...)
-	if status >= 500 || c.stream.cut {
+	if status >= 500 || c.stream.Cut() {
 		c.trace.span.SetStatus(codes.Error, "HTTP "+strconv.Itoa(status))
 	}
 	c.trace.span.End()
