@@ -11,9 +11,10 @@
 // limits judged it) is charged one request instead (Charge,
 // ChargeRefusal); the rate-limit headers are set on whatever the answer
 // is (ApplyHeaders). The targets' prices that price a request are here
-// (Prices, Pricing), and the rules a tenant's policy is held to (the
-// config file's tenants and the keys API's: ConfigTenants, CheckModels,
-// CheckTokenWindows).
+// (Prices, Pricing), the resolver identify runs against, built from the
+// config file's tenants (Resolver, KeyDigest), and the rules a tenant's
+// policy is held to (the config file's tenants and the keys API's:
+// ConfigTenants, CheckModels, CheckTokenWindows).
 //
 // Stage is the process-wide part (the tenant layer's port and, in cluster
 // mode, the cluster's, attached once by the composition root); State is
