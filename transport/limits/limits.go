@@ -263,6 +263,18 @@ func (st *State) ChargeRefusal(s *Stage, e *apierror.Error, f apierror.Format) *
 	return e
 }
 
+// ModelRefused is the answer when the caller's key's allowed_models
+// exclude name (a fallback model the body names: transport/plan asks
+// before it resolves one), nil when the key may use it.
+func (st *State) ModelRefused(name []byte) *apierror.Error {
+	if e := st.Entry; e != nil && e.Policy != nil && !e.Policy.AllowsModel(name) {
+		r := tenantlimit.Result{Kind: tenantlimit.KindModel}
+		ae := r.APIError()
+		return &ae
+	}
+	return nil
+}
+
 // Charge charges a limited tenant one request that generates nothing (a
 // token count, a request refused before it was routed): allowed_models
 // when model is set, and one request of its request windows, in cluster

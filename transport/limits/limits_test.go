@@ -298,3 +298,26 @@ func TestResolver(t *testing.T) {
 		t.Fatalf("a bad key_sha256: %v", err)
 	}
 }
+
+// TestModelRefused: a key's allowed_models refuse another model with the
+// tenant limits' model error; an anonymous caller or an open policy is
+// refused nothing.
+func TestModelRefused(t *testing.T) {
+	var st State
+	if st.ModelRefused([]byte("n")) != nil {
+		t.Fatal("an anonymous caller was refused a model")
+	}
+	p := tenantpolicy.Policy{AllowedModels: []string{"m"}}
+	st.Entry = &ikeys.Entry{Name: "acme", Policy: &p}
+	if st.ModelRefused([]byte("m")) != nil {
+		t.Fatal("an allowed model was refused")
+	}
+	want := tenantlimit.Result{Kind: tenantlimit.KindModel}
+	if ae := st.ModelRefused([]byte("n")); ae == nil || ae.Code != want.APIError().Code {
+		t.Fatalf("a model outside allowed_models: %+v", ae)
+	}
+	st.Entry = &ikeys.Entry{Name: "open", Policy: &tenantpolicy.Policy{}}
+	if st.ModelRefused([]byte("n")) != nil {
+		t.Fatal("a key without allowed_models was refused a model")
+	}
+}
