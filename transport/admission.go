@@ -227,7 +227,7 @@ func (g *Gateway) expectAdmission(ctx *fasthttp.RequestCtx) (int, bool) {
 // expectCaller identifies the caller of a chat-shaped route for the
 // ExpectHandler, as the handler does (identify).
 func (g *Gateway) expectCaller(ctx *fasthttp.RequestCtx) (tenant.ID, *apierror.Error) {
-	id, _, decision := g.lim.Identify(g.rc.Load().tenants, credential(&ctx.Request.Header), edge.IsLoopback(ctx))
+	id, _, decision := g.lim.Identify(g.rc.Load().tenants, edge.Credential(&ctx.Request.Header), edge.IsLoopback(ctx))
 	return id, keyError(decision)
 }
 
@@ -235,7 +235,7 @@ func (g *Gateway) expectCaller(ctx *fasthttp.RequestCtx) (tenant.ID, *apierror.E
 // relay handler does (its rate limit is the handler's: it is spent once,
 // when the request is served). The token's tenant id is the fairness key.
 func (g *Gateway) expectRelayCaller(ctx *fasthttp.RequestCtx) (tenant.ID, *apierror.Error) {
-	raw := credential(&ctx.Request.Header)
+	raw := edge.Credential(&ctx.Request.Header)
 	tok, e := g.side.relay.Authenticate(raw, g.clk.Now())
 	if e != nil {
 		return tenant.ID{}, e

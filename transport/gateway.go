@@ -34,7 +34,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/valyala/fasthttp"
-	"go.opentelemetry.io/otel/trace"
+	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/omniroute/gateway/actors/targets"
 	"github.com/omniroute/gateway/internal/budget"
@@ -50,6 +50,7 @@ import (
 	"github.com/omniroute/gateway/transport/intake"
 	"github.com/omniroute/gateway/transport/limits"
 	"github.com/omniroute/gateway/transport/plan"
+	"github.com/omniroute/gateway/transport/trace"
 )
 
 // Options configures a Gateway.
@@ -81,10 +82,10 @@ type Options struct {
 	// RequestLogOutput receives the request log's lines when
 	// OMNIROUTE_REQUEST_LOG is stdout or both; nil means os.Stdout.
 	RequestLogOutput io.Writer
-	// TracerProvider receives request traces (tracing.go); nil turns
+	// TracerProvider receives request traces (transport/trace); nil turns
 	// tracing off at no cost on the request path. cmd/omniroute sets it
 	// when an OTLP endpoint is configured (internal/tracing).
-	TracerProvider trace.TracerProvider
+	TracerProvider oteltrace.TracerProvider
 }
 
 // Gateway is one running gateway's HTTP front end, on the actors the
@@ -131,10 +132,10 @@ type Gateway struct {
 	ten Tenants      // the tenant layer's port (tenants.go); nil until attached
 	lim limits.Stage // the tenant-limits stage: that port, narrowed (transport/limits)
 
-	stops  rootStops    // what the composition root handed over to stop
-	op     Operator     // the operator layer's port (operator.go); nil until attached
-	tracer trace.Tracer // nil: tracing off
-	cs     *clusterSys  // cluster mode; nil for a single node (cluster.go)
+	stops  rootStops   // what the composition root handed over to stop
+	op     Operator    // the operator layer's port (operator.go); nil until attached
+	tracer trace.Stage // the request spans' tracer (transport/trace); none: tracing off
+	cs     *clusterSys // cluster mode; nil for a single node (cluster.go)
 }
 
 // rootStops is what the composition root handed the gateway to stop at
@@ -196,9 +197,7 @@ func Prepare(system *actor.ActorSystem, o Options) (*Assembly, error) {
 		return nil, err
 	}
 	g := &Gateway{opts: o, clk: o.Clock, system: system, cat: cat, started: o.Clock.Now(), reg: newTargetRegistry()}
-	if o.TracerProvider != nil {
-		g.tracer = o.TracerProvider.Tracer("github.com/omniroute/gateway/transport")
-	}
+	g.tracer.Init(o.TracerProvider)
 	g.redact = g.buildRedactor()
 	g.log = logging.Redacting(o.Logger, g.redact)
 	g.att.Init(g.clk, g.redact)

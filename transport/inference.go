@@ -25,6 +25,7 @@ import (
 	"github.com/omniroute/gateway/transport/plan"
 	"github.com/omniroute/gateway/transport/relayroute"
 	"github.com/omniroute/gateway/transport/stream"
+	"github.com/omniroute/gateway/transport/trace"
 	"github.com/omniroute/gateway/transport/upstream"
 )
 
@@ -60,7 +61,7 @@ type call struct {
 	lane   admit.State   // admit: the lease on the attempt's upstream (transport/admit)
 	att    attempt.State // attempt: the target tried, its dialect, translation and fitted body (transport/attempt)
 	stream stream.State  // relay: the committed stream (transport/stream)
-	trace  traceState    // the request's spans (tracing.go)
+	trace  trace.State   // the request's spans (transport/trace)
 
 	plan plan.State   // plan: routing, token reservation and usage metering (transport/plan)
 	ten  limits.State // the caller's key, limits reservation, log (transport/limits)

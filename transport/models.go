@@ -31,7 +31,7 @@ func (g *Gateway) models(ctx *fasthttp.RequestCtx, rid []byte) {
 	}
 	rc := g.rc.Load() // one config for the whole request (reload.go)
 	cat := rc.cat
-	if _, _, d := rc.tenants.Identify(credential(&ctx.Request.Header), edge.IsLoopback(ctx)); d != tenantAllowed {
+	if _, _, d := rc.tenants.Identify(edge.Credential(&ctx.Request.Header), edge.IsLoopback(ctx)); d != tenantAllowed {
 		e := errInvalidKey
 		if d == tenantMissing {
 			e = errMissingKey

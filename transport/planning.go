@@ -9,7 +9,6 @@ import (
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
 	"github.com/omniroute/gateway/internal/jsonscan"
-	"github.com/omniroute/gateway/internal/tenantlimit"
 	"github.com/omniroute/gateway/messages"
 	"github.com/omniroute/gateway/transport/plan"
 )
@@ -153,15 +152,8 @@ func (p *planRequest) Resolve(name []byte) (*catalog.Model, *apierror.Error) {
 }
 
 // ModelRefused is the tenant limits' answer when the key's
-// allowed_models exclude name.
-func (p *planRequest) ModelRefused(name []byte) *apierror.Error {
-	if e := p.ten.Entry; e != nil && e.Policy != nil && !e.Policy.AllowsModel(name) {
-		r := tenantlimit.Result{Kind: tenantlimit.KindModel}
-		ae := r.APIError()
-		return &ae
-	}
-	return nil
-}
+// allowed_models exclude name (limits.State.ModelRefused).
+func (p *planRequest) ModelRefused(name []byte) *apierror.Error { return p.ten.ModelRefused(name) }
 
 // AttemptEnded adds an unserved attempt's cost to the tenant's
 // (tenants.go).

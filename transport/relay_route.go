@@ -48,7 +48,7 @@ func (c *call) relayEnabled() bool {
 // and one request of its rate limit spent, in place of a key. Its tenant
 // id is the fairness key in the ingest queue.
 func (c *call) relayIdentify() bool {
-	raw := credential(&c.ctx.Request.Header)
+	raw := edge.Credential(&c.ctx.Request.Header)
 	tok, e := c.g.side.relay.Admit(&c.ctx.Response.Header, raw, c.g.clk.Now())
 	if e != nil {
 		c.fail(e)

@@ -113,7 +113,7 @@ type ReloadResult = ops.ReloadResult
 func (g *Gateway) buildRouting(f *config.File, cat *catalog.Catalog, nTargets int) (rc *routingConfig, problems []string) {
 	o := g.opts
 	o.File = f
-	res, err := buildTenants(o)
+	res, err := limits.Resolver(f, &o.Env, o.Getenv)
 	if err != nil {
 		return nil, errorList(err)
 	}
@@ -124,7 +124,7 @@ func (g *Gateway) buildRouting(f *config.File, cat *catalog.Catalog, nTargets in
 	if rc.fusion, err = fusion.Build(f, cat); err != nil {
 		problems = append(problems, errorList(err)...)
 	}
-	digest := func(i int, t config.Tenant) ([32]byte, error) { return tenantDigest(o, i, t) }
+	digest := func(i int, t config.Tenant) ([32]byte, error) { return limits.KeyDigest(o.Getenv, i, t) }
 	if rc.config, err = limits.ConfigTenants(f.Tenants, digest, cat, int64(o.Env.Quota.DefaultOutputTokens)); err != nil {
 		problems = append(problems, errorList(err)...)
 	}

@@ -11,9 +11,10 @@
 // limits judged it) is charged one request instead (Charge,
 // ChargeRefusal); the rate-limit headers are set on whatever the answer
 // is (ApplyHeaders). The targets' prices that price a request are here
-// (Prices, Pricing), and the rules a tenant's policy is held to (the
-// config file's tenants and the keys API's: ConfigTenants, CheckModels,
-// CheckTokenWindows).
+// (Prices, Pricing), the resolver identify runs against, built from the
+// config file's tenants (Resolver, KeyDigest), and the rules a tenant's
+// policy is held to (the config file's tenants and the keys API's:
+// ConfigTenants, CheckModels, CheckTokenWindows).
 //
 // Stage is the process-wide part (the tenant layer's port and, in cluster
 // mode, the cluster's, attached once by the composition root); State is
@@ -251,6 +252,18 @@ func (st *State) ChargeRefusal(s *Stage, e *apierror.Error, f apierror.Format) *
 		return r
 	}
 	return e
+}
+
+// ModelRefused is the answer when the caller's key's allowed_models
+// exclude name (a fallback model the body names: transport/plan asks
+// before it resolves one), nil when the key may use it.
+func (st *State) ModelRefused(name []byte) *apierror.Error {
+	if e := st.Entry; e != nil && e.Policy != nil && !e.Policy.AllowsModel(name) {
+		r := tenantlimit.Result{Kind: tenantlimit.KindModel}
+		ae := r.APIError()
+		return &ae
+	}
+	return nil
 }
 
 // Charge charges a limited tenant one request that generates nothing (a

@@ -1,6 +1,8 @@
 package limits
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
@@ -249,5 +251,62 @@ func TestPricesOf(t *testing.T) {
 	p, ok := ps.Of(cat.Model([]byte("n")).Targets[0].ID)
 	if !ok || p.Input != 1 {
 		t.Fatalf("%+v %v", p, ok)
+	}
+}
+
+// TestResolver: the config's tenants become the resolver identify runs
+// against, each key from its key_env or key_sha256; a missing variable or
+// a bad digest names the tenant's field and what to do.
+func TestResolver(t *testing.T) {
+	env := map[string]string{"KEY_A": "key-a"}
+	getenv := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	b := sha256.Sum256([]byte("key-b"))
+	f := &config.File{Tenants: []config.Tenant{{Name: "a", KeyEnv: "KEY_A"}, {Name: "b", KeySHA256: hex.EncodeToString(b[:])}}}
+	e := &config.Env{}
+	e.Server.TenantSecret = "0123456789abcdef0123"
+	res, err := Resolver(f, e, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"key-a", "key-b"} {
+		if _, ten, d := res.Identify([]byte(k), false); d != tenant.Allowed || ten == nil || ten.Name != k[len(k)-1:] {
+			t.Fatalf("%s: %v %+v", k, d, ten)
+		}
+	}
+	if _, _, d := res.Identify([]byte("key-c"), false); d != tenant.InvalidKey {
+		t.Fatalf("an unconfigured key in keys mode: %v", d)
+	}
+	if _, _, d := res.Identify(nil, false); d != tenant.MissingKey {
+		t.Fatalf("no key in keys mode: %v", d)
+	}
+	delete(env, "KEY_A")
+	if _, err := Resolver(f, e, getenv); err == nil || !strings.Contains(err.Error(), "tenants[0].key_env: environment variable KEY_A is not set") {
+		t.Fatalf("a missing key_env: %v", err)
+	}
+	if _, err := KeyDigest(getenv, 3, config.Tenant{KeySHA256: "zz"}); err == nil || !strings.HasPrefix(err.Error(), "tenants[3].key_sha256: ") {
+		t.Fatalf("a bad key_sha256: %v", err)
+	}
+}
+
+// TestModelRefused: a key's allowed_models refuse another model with the
+// tenant limits' model error; an anonymous caller or an open policy is
+// refused nothing.
+func TestModelRefused(t *testing.T) {
+	var st State
+	if st.ModelRefused([]byte("n")) != nil {
+		t.Fatal("an anonymous caller was refused a model")
+	}
+	p := tenantpolicy.Policy{AllowedModels: []string{"m"}}
+	st.Entry = &ikeys.Entry{Name: "acme", Policy: &p}
+	if st.ModelRefused([]byte("m")) != nil {
+		t.Fatal("an allowed model was refused")
+	}
+	want := tenantlimit.Result{Kind: tenantlimit.KindModel}
+	if ae := st.ModelRefused([]byte("n")); ae == nil || ae.Code != want.APIError().Code {
+		t.Fatalf("a model outside allowed_models: %+v", ae)
+	}
+	st.Entry = &ikeys.Entry{Name: "open", Policy: &tenantpolicy.Policy{}}
+	if st.ModelRefused([]byte("n")) != nil {
+		t.Fatal("a key without allowed_models was refused a model")
 	}
 }
