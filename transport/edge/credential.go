@@ -5,6 +5,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/omniroute/gateway/internal/ascii"
 	"github.com/omniroute/gateway/internal/dialect"
 )
 
@@ -14,15 +15,25 @@ import (
 // header. It is the one reading of a caller's key: identify, the Expect
 // decision, the models list and the relay token all take it from here.
 func Credential(h *fasthttp.RequestHeader) []byte {
-	if a := h.Peek(fasthttp.HeaderAuthorization); len(a) > 7 && bytes.EqualFold(a[:7], []byte("bearer ")) {
-		if k := bytes.TrimSpace(a[7:]); len(k) > 0 {
-			return k
-		}
+	if k, ok := bearer(h); ok && len(k) > 0 {
+		return k
 	}
 	if k := bytes.TrimSpace(h.Peek(xAPIKeyHeader)); len(k) > 0 {
 		return k
 	}
 	return bytes.TrimSpace(h.Peek(googAPIKeyHeader))
+}
+
+// bearer returns the token of an "Authorization: Bearer" header, trimmed
+// (empty when the header names the scheme and nothing else), and whether
+// the header is of that scheme: the one reading of it, for the caller's
+// key (Credential) and the management key (localguard.go).
+func bearer(h *fasthttp.RequestHeader) ([]byte, bool) {
+	a := h.Peek(fasthttp.HeaderAuthorization)
+	if len(a) <= 7 || !ascii.HasPrefixFold(a, "bearer ") {
+		return nil, false
+	}
+	return bytes.TrimSpace(a[7:]), true
 }
 
 // The headers of the key-only auth styles, read from the table once.

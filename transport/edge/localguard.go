@@ -72,11 +72,10 @@ func writeLocalOnly(ctx *fasthttp.RequestCtx, rid []byte) {
 // neither the key's content nor its length leaks through timing.
 func (e *Edge) managementKeyOK(ctx *fasthttp.RequestCtx) bool {
 	key := e.env.Server.ManagementKey
-	got := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)
-	if key == "" || len(got) <= 7 || !bytes.EqualFold(got[:7], []byte("bearer ")) {
+	got, ok := bearer(&ctx.Request.Header)
+	if key == "" || !ok {
 		return false
 	}
-	got = bytes.TrimSpace(got[7:])
 	a, b := sha256.Sum256(got), sha256.Sum256([]byte(key))
 	return len(got) > 0 && subtle.ConstantTimeCompare(a[:], b[:]) == 1
 }
@@ -127,8 +126,8 @@ func (e *Edge) Access(ctx *fasthttp.RequestCtx, rid []byte) bool {
 // hasBearer reports whether the request carries a bearer token: a key
 // attempt, which keyguess.go counts when it is wrong.
 func hasBearer(ctx *fasthttp.RequestCtx) bool {
-	got := ctx.Request.Header.Peek(fasthttp.HeaderAuthorization)
-	return len(got) > 7 && bytes.EqualFold(got[:7], []byte("bearer "))
+	_, ok := bearer(&ctx.Request.Header)
+	return ok
 }
 
 // ManagementAllowed reports, without answering, whether Access would let
