@@ -73,7 +73,8 @@ type Assembly interface {
 }
 
 // All spawns every actor onto a, in this order (each one's options may
-// read the handles before it): ledger, quota and targets (routing); the
+// read the handles before it): ledger, quota and targets (package
+// routing); the
 // cluster node, its credit leases, the targets' cooldowns actor and the
 // quota sharing (cluster mode only, package clusterlayer); the operator
 // layer (package opslayer: the operator APIs, the health registry), whose
@@ -118,7 +119,9 @@ type handles struct {
 
 // spawnRouting starts the ledger, the quota actors and the targets actor
 // (whose attempt reports carry the header observations the other two
-// need) on the start-up catalog's plan, and the observations link
+// need) on the start-up catalog's plan (package routing, which also
+// registers what a reload adds with them, and with the lanes and the
+// cluster's pools once they are attached), and the observations link
 // between them.
 func spawnRouting(system *actor.ActorSystem, a Assembly, hs *handles) error {
 	r, err := routing.Start(system, a)
