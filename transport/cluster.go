@@ -3,7 +3,6 @@ package transport
 import (
 	"time"
 
-	ledgeractor "github.com/omniroute/gateway/actors/ledger"
 	"github.com/omniroute/gateway/transport/port"
 )
 
@@ -48,8 +47,6 @@ func (cs *clusterSys) takeLedger(r *sharedRes, slot int, tokens int64, now time.
 func (cs *clusterSys) give(r *sharedRes, actual, cost int64, refund bool) {
 	cs.port.Give(r, actual, cost, refund)
 }
-
-func (cs *clusterSys) addSlots(slots []ledgeractor.SlotSpec) { cs.port.AddSlots(slots) }
 
 // stopCluster leaves the cluster. It stops the actor system
 // (protoactor's cluster shutdown does), so it runs last in Close.

@@ -50,6 +50,7 @@ import (
 	"github.com/omniroute/gateway/transport/intake"
 	"github.com/omniroute/gateway/transport/limits"
 	"github.com/omniroute/gateway/transport/plan"
+	"github.com/omniroute/gateway/transport/port"
 	"github.com/omniroute/gateway/transport/trace"
 )
 
@@ -117,7 +118,8 @@ type Gateway struct {
 
 	intake intake.Stage // the ingest stage: the ingest and pressure handles (transport/intake)
 
-	qs *quotaSys // quota telemetry, ledger and routing settings
+	qs      *quotaSys    // routing settings and the per-target tables requests read (quota.go)
+	routing port.Routing // the routing actors' registration, the root's (quota.go)
 
 	// redact removes secrets from every log line and every passed-through
 	// upstream error (redact.go).
@@ -252,14 +254,7 @@ func (g *Gateway) runClosers() {
 func (a *Assembly) Abort() {
 	g := a.g
 	g.stopCluster()
-	if qs := g.qs; qs != nil {
-		if qs.quota != nil {
-			qs.quota.Stop()
-		}
-		if qs.ledger != nil {
-			qs.ledger.Stop()
-		}
-	}
+	g.stopRouting()
 	if g.targets != nil {
 		g.targets.Stop()
 	}
@@ -285,7 +280,7 @@ func (a *Assembly) StartFront() {
 	g.edge, g.inflight = e, e.Inflight()
 	g.op.AddHealthSection("server", g.serverHealth, nil)
 	g.op.AddHealthSection("targets", g.targetsHealth, nil)
-	g.op.AddHealthSection("quota", g.quotaHealth, nil)
+	g.op.AddHealthSection("quota", g.routing.Health, nil)
 }
 
 // Close undoes a composition that failed after StartFront: the
@@ -383,7 +378,7 @@ func (g *Gateway) Close() {
 	g.stopLinks()
 	g.closeSidecars()
 	g.intake.Stop()
-	g.qs.stop()
+	g.stopRouting()
 	g.stopTenants()
 	g.closeClients()
 	g.metrics.unregister()

@@ -25,10 +25,10 @@ const PriorityHeader = admit.PriorityHeader
 // One upstream per target (upstream index = target id): a target is a
 // connection and upstream model, whose capacity belongs to the provider's
 // model whichever model of ours routes to it; its cap is the smallest
-// max_concurrent any model sets for it (targetCaps).
+// max_concurrent any model sets for it (admit.Caps).
 func (a *Assembly) LanesOptions() lanes.Options {
 	g := a.g
-	specs := upstreamSpecs(g.cat.Targets, g.opts.File)
+	specs := admit.Upstreams(g.cat.Targets, g.opts.File)
 	return lanes.Options{Config: g.opts.Env.Lanes.Config(), Clock: g.clk, Upstreams: specs,
 		Logger: g.log.With("component", "admission"), Weight: g.laneWeight}
 }

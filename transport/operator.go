@@ -55,7 +55,7 @@ func (p *opsReads) Catalog() *catalog.Catalog { return p.rc.Load().cat }
 
 func (p *opsReads) Target(id int) ops.Target {
 	in := p.qs.info.At(id)
-	return ops.Target{Conn: in.conn, Model: in.model, Slot: in.slot, Upstream: in.upstream}
+	return ops.Target{Conn: in.Conn, Model: in.Model, Slot: in.Slot, Upstream: in.Upstream}
 }
 
 func (p *opsReads) QuotaAware() bool   { return p.qs.aware }
@@ -73,7 +73,7 @@ func (p *opsReads) CheckPolicy(pol tenantpolicy.Policy) error {
 
 func (p *opsReads) Inflight() int64 { return p.metrics.inflight.Load() }
 
-func (p *opsReads) ConnectionWindows() []ops.LimitWindow { return (*Gateway)(p).connectionWindows() }
+func (p *opsReads) ConnectionWindows() []ops.LimitWindow { return p.routing.ConnectionWindows() }
 
 // Dash reads the dashboard's counters (metrics.go) into the history's
 // point: the buckets made cumulative.

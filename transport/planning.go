@@ -25,12 +25,12 @@ import (
 // gateway (planGateway). The routing actors and settings reach the stage
 // in AttachRouting (quota.go), the cluster's port in AttachCluster.
 
-// attachPlan hands the plan stage the routing settings PlanRouting read,
+// attachPlan hands the plan stage the routing settings RecordRouting read,
 // the gateway's port and the spawned routing actors' handles.
 func (g *Gateway) attachPlan() {
 	qs := g.qs
 	g.plan.Attach(plan.Config{QuotaAware: qs.aware, MaxWait: qs.maxWait, DefaultOutput: qs.defOut,
-		MaxAttempts: int(g.opts.Env.Upstream.MaxAttempts)}, (*planGateway)(g), g.targets, qs.ledger, qs.quota)
+		MaxAttempts: int(g.opts.Env.Upstream.MaxAttempts)}, (*planGateway)(g), g.targets, g.routing.Ledger(), g.routing.Quota())
 }
 
 // readFallbacks reads the body's fallback models (plan.Fallbacks.Read).
@@ -205,10 +205,10 @@ func (p *planGateway) Now() time.Time { return p.clk.Now() }
 // slot (quota.go's table, grown only before a target's id is published).
 func (p *planGateway) Where(target int) (conn, model, slot int) {
 	in := p.qs.info.At(target)
-	return in.conn, in.model, in.slot
+	return in.Conn, in.Model, in.Slot
 }
 
-func (p *planGateway) CountSkip(target int, why plan.Skip) { p.qs.m.skips.At(target)[why].Inc() }
+func (p *planGateway) CountSkip(target int, why plan.Skip) { p.qs.skips.At(target)[why].Inc() }
 func (p *planGateway) ServiceDown(t *catalog.Target) bool  { return (*Gateway)(p).serviceDown(t) }
 func (p *planGateway) ServiceDownError(model, service string) *apierror.Error {
 	return (*Gateway)(p).errServiceDown(model, service)

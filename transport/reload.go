@@ -44,7 +44,8 @@ import (
 // renumbered onto them (catalog.Onto), so a target that survives keeps
 // its state, a removed one keeps its (unused) state until it comes back,
 // and a new one gets the next id and is registered with every actor
-// before the config naming it is published (targetset.go). The
+// before the config naming it is published (targetset.go, and the
+// root's transport/gateway/routing through port.Routing). The
 // config-file tenants go to the keys actor in one message
 // (keys.Handle.SetConfig), which keeps the run-time keys and republishes
 // the snapshot the limiter follows.
@@ -161,7 +162,7 @@ func fileHash(f *config.File) string {
 // shared budget pools keep theirs), of providers and connections that
 // exist in both (new ones start with the new file's settings). A changed
 // endpoint, API key, usage API, max_conns, limits or max_concurrent is
-// applied at run time (targetset.go).
+// applied at run time (transport/gateway/routing's plan).
 func needsRestart(cur, next *config.File, cluster bool) []string {
 	out := []string{}
 	same := func(a, b any) bool {
@@ -193,30 +194,6 @@ func needsRestart(cur, next *config.File, cluster bool) []string {
 		for _, cid := range slices.Sorted(maps.Keys(p.Connections)) {
 			if oc, ok := np.Connections[cid]; ok && !reflect.DeepEqual(oc.Limits, p.Connections[cid].Limits) {
 				out = append(out, "providers."+pid+".connections."+cid+".limits")
-			}
-		}
-	}
-	return out
-}
-
-// targetCaps is each target's concurrency cap: the smallest
-// max_concurrent any model sets for it (0: none).
-func targetCaps(f *config.File) map[string]int {
-	out := map[string]int{}
-	for _, mn := range slices.Sorted(maps.Keys(f.Models)) {
-		for _, t := range f.Models[mn].Targets {
-			pid, cid, err := f.ResolveConnection(t.Connection)
-			if err != nil {
-				continue
-			}
-			up := t.Model
-			if up == "" {
-				up = mn
-			}
-			name := pid + "/" + cid + "/" + up
-			c, seen := out[name]
-			if !seen || (t.MaxConcurrent > 0 && (c == 0 || t.MaxConcurrent < c)) {
-				out[name] = t.MaxConcurrent
 			}
 		}
 	}
@@ -271,7 +248,7 @@ func (g *Gateway) ReloadConfig() ReloadResult {
 // that keep their config elsewhere).
 //
 // The file is validated whole first (catalog, endpoints, tenants, fusion
-// panels); then what it adds is registered with every actor (targetset.go),
+// panels); then what it adds is registered with every actor (port.Routing),
 // its secrets join the redactor, the keys actor takes its tenants, and
 // only then is the new config published. Connections it removes stop
 // their quota telemetry after that.
@@ -290,7 +267,7 @@ func (g *Gateway) ReloadFile(f *config.File) ReloadResult {
 		return g.reloadDone(ReloadResult{Result: reloadInvalid, Errors: errorList(err)})
 	}
 	newConns, newTargets := cat.Onto(g.reg.ids)
-	plan, err := g.planTargets(newConns, newTargets, cat, f)
+	plan, err := g.routing.Plan(newConns, newTargets, cat, f)
 	if err != nil {
 		return g.reloadDone(ReloadResult{Result: reloadInvalid, Errors: errorList(err)})
 	}
@@ -307,11 +284,11 @@ func (g *Gateway) ReloadFile(f *config.File) ReloadResult {
 	}
 	rc.version, rc.loadedAt = cur.version+1, g.clk.Now()
 	g.rc.Store(rc)
-	g.retireRemoved(plan, cat)
+	g.routing.Retire(plan, cat)
 	r := ReloadResult{Applied: true, Result: reloadOK, Changed: rc.hash != cur.hash, NeedsRestart: needsRestart(cur.file, f, g.cs != nil)}
 	g.log.Info("config reloaded", "version", rc.version, "hash", rc.hash, "changed", r.Changed,
-		"models", len(rc.cat.Models), "targets", len(rc.cat.Targets), "newConnections", len(plan.conns), "newTargets", len(plan.targets),
-		"restartedConnections", len(plan.restart), "removedConnections", len(plan.removed), "needsRestart", r.NeedsRestart)
+		"models", len(rc.cat.Models), "targets", len(rc.cat.Targets), "newConnections", len(plan.Conns), "newTargets", len(plan.Targets),
+		"restartedConnections", plan.Restarted, "removedConnections", plan.Removed, "needsRestart", r.NeedsRestart)
 	return g.reloadDone(r)
 }
 

@@ -189,6 +189,16 @@ type Target struct {
 	Hash uint64
 }
 
+// Upstream is the model name the target sends upstream and the provider
+// meters it by (the catalog model's name when the target keeps the
+// caller's name).
+func (t *Target) Upstream() string {
+	if t.UpstreamModel != "" {
+		return t.UpstreamModel
+	}
+	return strings.TrimPrefix(t.Name, t.Conn.Name+"/")
+}
+
 // Model is a callable model name.
 type Model struct {
 	Index       int // position in Catalog.Models

@@ -2,6 +2,8 @@ package admit
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -9,6 +11,8 @@ import (
 
 	"github.com/omniroute/gateway/actors/lanes"
 	"github.com/omniroute/gateway/internal/admission"
+	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/transport/metric"
 )
 
@@ -154,4 +158,39 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// Upstreams are the admission upstreams of targets, one per target
+// (upstream index = target id), with the cap the file sets (Caps).
+func Upstreams(targets []*catalog.Target, f *config.File) []lanes.UpstreamSpec {
+	caps := Caps(f)
+	out := make([]lanes.UpstreamSpec, len(targets))
+	for i, t := range targets {
+		out[i] = lanes.UpstreamSpec{Name: t.Name, Cap: caps[t.Name]}
+	}
+	return out
+}
+
+// Caps is each target's concurrency cap: the smallest max_concurrent
+// any model sets for it (0: none).
+func Caps(f *config.File) map[string]int {
+	out := map[string]int{}
+	for _, mn := range slices.Sorted(maps.Keys(f.Models)) {
+		for _, t := range f.Models[mn].Targets {
+			pid, cid, err := f.ResolveConnection(t.Connection)
+			if err != nil {
+				continue
+			}
+			up := t.Model
+			if up == "" {
+				up = mn
+			}
+			name := pid + "/" + cid + "/" + up
+			c, seen := out[name]
+			if !seen || (t.MaxConcurrent > 0 && (c == 0 || t.MaxConcurrent < c)) {
+				out[name] = t.MaxConcurrent
+			}
+		}
+	}
+	return out
 }

@@ -20,7 +20,6 @@ package attempt
 import (
 	"errors"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/valyala/bytebufferpool"
@@ -157,13 +156,9 @@ func UpstreamSurface(caller catalog.Surface, t *catalog.Target) catalog.Surface 
 }
 
 // UpstreamName is the model name a target sends upstream (the catalog
-// model's name when the target keeps the caller's name).
-func UpstreamName(t *catalog.Target) string {
-	if t.UpstreamModel != "" {
-		return t.UpstreamModel
-	}
-	return strings.TrimPrefix(t.Name, t.Conn.Name+"/")
-}
+// model's name when the target keeps the caller's name; catalog's
+// Target.Upstream).
+func UpstreamName(t *catalog.Target) string { return t.Upstream() }
 
 // ForwardedHeaders are caller headers passed to the provider: the
 // dialects' version and beta headers (the table's CallerHeaders) and the

@@ -19,8 +19,11 @@ import (
 	"github.com/omniroute/gateway/actors/keys"
 	"github.com/omniroute/gateway/actors/lanes"
 	ledgeractor "github.com/omniroute/gateway/actors/ledger"
+	quotaactor "github.com/omniroute/gateway/actors/quota"
 	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/internal/config"
 	ikeys "github.com/omniroute/gateway/internal/keys"
+	"github.com/omniroute/gateway/internal/quota"
 	"github.com/omniroute/gateway/internal/store"
 	"github.com/omniroute/gateway/internal/tenant"
 	"github.com/omniroute/gateway/internal/tenantlimit"
@@ -207,4 +210,75 @@ type Pipeline interface {
 	// Edge is the HTTP edge: its guards, error writer and streams; nil
 	// before the front end starts.
 	Edge() *edge.Edge
+}
+
+// Routing is the pipeline's port on the registration of connections and
+// targets with the routing actors (the root's transport/gateway/routing):
+// it plans what a catalog's new connections and targets take, registers
+// a plan with every actor the root spawned (ledger budgets, quota
+// connections and models, the targets actor's names, the lanes' gates)
+// waiting for each acknowledgement, and retires what a reload removed.
+// The pipeline keeps the tables requests index (the upstream clients,
+// the names, each target's route) and fills them from the plan before it
+// calls Register, and publishes the config naming the new ids only after
+// Register returned nil: no request sees a target half registered.
+type Routing interface {
+	// Plan works out the registration of conns and targets, which
+	// catalog.Onto (or the first Build) found new. cat is the reloaded
+	// catalog (nil at start-up): its known connections are compared with
+	// the running ones. It changes nothing; an error says what cannot be
+	// started.
+	Plan(conns []*catalog.Connection, targets []*catalog.Target, cat *catalog.Catalog, f *config.File) (*RoutingPlan, error)
+	// Register records p and registers it with every routing actor, each
+	// call waited for. On an error the actors may hold part of p.
+	Register(p *RoutingPlan) error
+	// Retire runs once a reload's config, whose catalog is cat, is in
+	// force: the removed connections' quota telemetry stops, and the
+	// lanes snapshot shows only the targets cat routes to.
+	Retire(p *RoutingPlan, cat *catalog.Catalog)
+	// Health is the quota section of the health report.
+	Health() (body any, status string)
+	// ConnectionWindows are the ledger's limited windows of the
+	// connections the config in force routes to.
+	ConnectionWindows() []ops.LimitWindow
+	// Ledger and Quota are the spawned ledger and quota actors, which the
+	// plan stage reads (transport/plan).
+	Ledger() *ledgeractor.Handle
+	Quota() *quotaactor.Handle
+	// Stop stops the quota actors and the ledger (the targets actor is
+	// the pipeline's to stop, before them).
+	Stop()
+}
+
+// RoutingPlan is a plan of Routing: what the pipeline's tables take, and
+// the routing actors' part, which only the root reads.
+type RoutingPlan struct {
+	// Conns are the new connections, in id order, and Clients the known
+	// ones whose endpoint or max_conns changed, with the endpoint each
+	// one's new upstream client dials.
+	Conns, Clients []Endpoint
+	// Targets are the new targets, in id order, and Routes their routes.
+	Targets []*catalog.Target
+	Routes  []TargetRoute
+	// Restarted and Removed count the known connections whose quota
+	// telemetry restarts and the connections removed (the reload's log).
+	Restarted, Removed int
+	// Actors is the routing actors' part, the root's own.
+	Actors any
+}
+
+// Endpoint is a connection's resolved endpoint.
+type Endpoint struct {
+	Conn *catalog.Connection
+	Addr string
+	TLS  bool
+}
+
+// TargetRoute is what routing needs about a target beyond the catalog.
+type TargetRoute struct {
+	Conn     int            // connection index (catalog.Connection.ID)
+	Model    int            // index of the upstream model in the connection's quota spec
+	Slot     int            // ledger slot: one per (connection, upstream model)
+	Mapping  *quota.Mapping // rate-limit header mapping; nil reads none
+	Upstream string         // the upstream model name as the provider meters it
 }

@@ -29,13 +29,11 @@ import (
 
 	"github.com/omniroute/gateway/actors/ingest"
 	"github.com/omniroute/gateway/actors/lanes"
-	ledgeractor "github.com/omniroute/gateway/actors/ledger"
 	pressureactor "github.com/omniroute/gateway/actors/pressure"
-	quotaactor "github.com/omniroute/gateway/actors/quota"
-	"github.com/omniroute/gateway/actors/targets"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/transport/gateway/clusterlayer"
 	"github.com/omniroute/gateway/transport/gateway/opslayer"
+	"github.com/omniroute/gateway/transport/gateway/routing"
 	"github.com/omniroute/gateway/transport/gateway/sidecars"
 	"github.com/omniroute/gateway/transport/gateway/tenants"
 	"github.com/omniroute/gateway/transport/port"
@@ -47,10 +45,8 @@ import (
 // in transport says what it needs attached before it.
 type Assembly interface {
 	Clock() clock.Clock
-	PlanRouting() ([]ledgeractor.SlotSpec, []quotaactor.ConnSpec, []string, error)
-	QuotaOptions(*ledgeractor.Handle) quotaactor.Options
-	TargetsOptions() targets.Options
-	AttachRouting(*ledgeractor.Handle, *quotaactor.Handle, *targets.Handle)
+	// The routing layer's sources, and AttachRouting (package routing).
+	routing.Source
 	QuotaRoute(target int) (conn int, upstream string, slot int)
 	AttachLink(stop func())
 	Logger() *slog.Logger
@@ -77,7 +73,8 @@ type Assembly interface {
 }
 
 // All spawns every actor onto a, in this order (each one's options may
-// read the handles before it): ledger, quota and targets (routing); the
+// read the handles before it): ledger, quota and targets (package
+// routing); the
 // cluster node, its credit leases, the targets' cooldowns actor and the
 // quota sharing (cluster mode only, package clusterlayer); the operator
 // layer (package opslayer: the operator APIs, the health registry), whose
@@ -113,6 +110,7 @@ func All(system *actor.ActorSystem, a Assembly) error {
 
 // handles are the actors spawned so far that a later step links to.
 type handles struct {
+	layer    *routing.Layer // the routing actors' layer
 	routing  clusterlayer.Routing
 	pressure *pressureactor.Handle
 	cluster  *clusterlayer.Layer // cluster mode; nil on a single node
@@ -121,37 +119,24 @@ type handles struct {
 
 // spawnRouting starts the ledger, the quota actors and the targets actor
 // (whose attempt reports carry the header observations the other two
-// need) on the start-up catalog's plan, and the observations link
+// need) on the start-up catalog's plan (package routing, which also
+// registers what a reload adds with them, and with the lanes and the
+// cluster's pools once they are attached), and the observations link
 // between them.
 func spawnRouting(system *actor.ActorSystem, a Assembly, hs *handles) error {
-	slots, conns, names, err := a.PlanRouting()
+	r, err := routing.Start(system, a)
 	if err != nil {
 		return err
 	}
-	clk := a.Clock()
-	ledger, err := ledgeractor.Spawn(system, slots, clk)
-	if err != nil {
-		return err
-	}
-	q, err := quotaactor.Spawn(system, conns, clk, a.QuotaOptions(ledger))
-	if err != nil {
-		ledger.Stop()
-		return err
-	}
-	t, err := targets.SpawnWith(system, names, clk, a.TargetsOptions())
-	if err != nil {
-		q.Stop()
-		ledger.Stop()
-		return err
-	}
-	a.AttachRouting(ledger, q, t)
+	q, ledger, t := r.Quota(), r.Ledger(), r.Targets()
 	link, err := spawnObservations(system, a.QuotaRoute, q, ledger)
 	if err != nil {
 		return err // Abort stops the three
 	}
 	t.SubscribeObservations(link)
 	a.AttachLink(func() { _ = system.Root.PoisonFuture(link).Wait() })
-	hs.routing = clusterlayer.Routing{Ledger: ledger, Slots: slots, Quota: q, Targets: t}
+	hs.layer = r
+	hs.routing = clusterlayer.Routing{Ledger: ledger, Slots: r.Slots(), Quota: q, Targets: t}
 	return nil
 }
 
@@ -166,6 +151,9 @@ func joinCluster(system *actor.ActorSystem, a Assembly, hs *handles) error {
 		return err
 	}
 	hs.cluster = l
+	if l != nil {
+		hs.layer.AttachCluster(l) // the budgets a reload adds are shared too
+	}
 	return nil
 }
 
@@ -245,6 +233,7 @@ func startLanes(system *actor.ActorSystem, a Assembly, hs *handles) error {
 		return err
 	}
 	hs.pressure.Subscribe(h.PressurePID())
+	hs.layer.AttachLanes(h) // a reload registers new targets' upstreams with it
 	a.AttachLanes(h)
 	hs.ops.AttachLanes(h)
 	return nil
