@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/omniroute/gateway/internal/catalog"
-	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/catalog/catalogtest"
 	"github.com/omniroute/gateway/internal/modelinfo"
 	"github.com/omniroute/gateway/internal/pricing"
 )
@@ -15,22 +15,14 @@ import (
 // testCatalog has two models and an alias of the second.
 func testCatalog(t *testing.T) *catalog.Catalog {
 	t.Helper()
-	f, err := config.DecodeFile(strings.NewReader(`{
+	return catalogtest.Build(t, `{
 		"providers": {"p": {"base_url": "http://127.0.0.1:1/v1", "apis": ["chat", "messages"], "connections": {"k": {"api_key_env": "K"}}}},
 		"models": {
 			"a": {"targets": [{"connection": "p", "model": "up-a"}]},
 			"b": {"description": "the \"b\" model", "targets": [{"connection": "p"}]}
 		},
 		"aliases": {"c": "b"}
-	}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := catalog.Build(f, func(string) (string, bool) { return "k", true })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cat
+	}`)
 }
 
 func TestAppendList(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
+	"github.com/omniroute/gateway/internal/catalog/catalogtest"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
 	ikeys "github.com/omniroute/gateway/internal/keys"
@@ -57,21 +58,13 @@ func (f *fakeTenants) Refused(id []byte, name, code string) {
 // model "n" on one cheap target.
 func testCatalog(t *testing.T) *catalog.Catalog {
 	t.Helper()
-	f, err := config.DecodeFile(strings.NewReader(`{
+	return catalogtest.Build(t, `{
 		"providers": {"p": {"base_url": "http://127.0.0.1:1/v1", "apis": ["chat"], "connections": {"k": {"api_key_env": "K"}}}},
 		"models": {
 			"m": {"targets": [{"connection": "p", "model": "cheap"}, {"connection": "p", "model": "dear"}]},
 			"n": {"targets": [{"connection": "p", "model": "cheap"}]}
 		}
-	}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := catalog.Build(f, func(string) (string, bool) { return "k", true })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cat
+	}`)
 }
 
 func testPrices(cat *catalog.Catalog) Prices {

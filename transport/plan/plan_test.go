@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -9,7 +8,7 @@ import (
 
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/catalog"
-	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/catalog/catalogtest"
 	"github.com/omniroute/gateway/internal/jsonscan"
 	"github.com/omniroute/gateway/messages"
 )
@@ -96,21 +95,14 @@ func TestSessionKey(t *testing.T) {
 // requested model and repeats are dropped, and a bad list is a 400 that
 // names the field.
 func TestFallbacksRead(t *testing.T) {
-	f0, err := config.DecodeFile(strings.NewReader(`{
+	cat := catalogtest.Build(t, `{
 		"providers": {"p": {"base_url": "http://127.0.0.1:1/v1", "apis": ["chat"], "connections": {"k": {"api_key_env": "K"}}}},
 		"models": {
 			"m": {"targets": [{"connection": "p"}]},
 			"a": {"targets": [{"connection": "p", "model": "up-a"}]},
 			"b": {"targets": [{"connection": "p", "model": "up-b"}]}
 		}
-	}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat, err := catalog.Build(f0, func(string) (string, bool) { return "k", true })
-	if err != nil {
-		t.Fatal(err)
-	}
+	}`)
 	m, a, b := cat.Model([]byte("m")), cat.Model([]byte("a")), cat.Model([]byte("b"))
 	known := map[string]*catalog.Model{"m": m, "a": a, "b": b}
 
