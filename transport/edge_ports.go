@@ -17,7 +17,7 @@ type edgePorts Gateway
 
 // newEdge builds the HTTP edge on g, with g's handlers for the
 // pipeline's rows and the operator layer's for the operator rows (health,
-// the operator APIs).
+// the probes, the operator APIs).
 func (g *Gateway) newEdge() (*edge.Edge, error) {
 	p := (*edgePorts)(g)
 	h := g.op.Handlers()
@@ -25,7 +25,6 @@ func (g *Gateway) newEdge() (*edge.Edge, error) {
 	h[edge.HandleCountTokens] = p.serveCountTokens
 	h[edge.HandleRelay] = p.serveRelay
 	h[edge.HandleModels] = answers(g.models)
-	h[edge.HandleProbe] = p.serveProbe
 	h[edge.HandleMetrics] = p.serveMetrics
 	return edge.New(edge.Config{Env: &g.opts.Env, Log: g.log, Clock: g.clk, Pipeline: p, Handlers: h})
 }
@@ -60,11 +59,6 @@ func (p *edgePorts) serveCountTokens(ctx *fasthttp.RequestCtx, r edge.Request) b
 func (p *edgePorts) serveRelay(ctx *fasthttp.RequestCtx, r edge.Request) bool {
 	(*Gateway)(p).relayChat(ctx, r.RID, r.Host, r.Start)
 	return true
-}
-
-func (p *edgePorts) serveProbe(ctx *fasthttp.RequestCtx, _ edge.Request) bool {
-	(*Gateway)(p).probe(ctx)
-	return false
 }
 
 func (p *edgePorts) serveMetrics(ctx *fasthttp.RequestCtx, _ edge.Request) bool {

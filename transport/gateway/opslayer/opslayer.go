@@ -132,6 +132,10 @@ func (l *Layer) Handlers() [edge.NumHandlers]edge.HandlerFunc {
 		l.health.serve(ctx)
 		return false
 	}
+	h[edge.HandleProbe] = func(ctx *fasthttp.RequestCtx, _ edge.Request) bool {
+		l.probe(ctx) // probes.go
+		return false
+	}
 	h[edge.HandlePreview] = answers(l.api.Preview)
 	h[edge.HandleQuota] = answers(l.api.Quota)
 	h[edge.HandleRequests] = answers(l.api.Requests)

@@ -1,4 +1,4 @@
-package transport
+package opslayer
 
 import (
 	"encoding/json"
@@ -17,40 +17,49 @@ import (
 //   - GET /readyz (readiness): send traffic here. 200 only when every check
 //     of readinessChecks passes; else 503 with the failing checks and why,
 //     so the pod leaves the Service until it can serve again.
-const healthzPath = edge.HealthzPath
+//
+// They are the operator layer's, beside the health report: readiness reads
+// the same handles (the targets, ingest, pressure and lanes actors) and
+// the edge's drain.
 
 // readinessCheck is one condition of /readyz: ok, or the reason it fails.
 type readinessCheck struct {
 	name string
-	fn   func(g *Gateway) (ok bool, reason string)
+	fn   func(l *Layer) (ok bool, reason string)
 }
 
 // readinessChecks is the one list of what readiness means.
 var readinessChecks = []readinessCheck{
-	{"not_draining", func(g *Gateway) (bool, string) {
-		if g.edge.Draining() {
+	{"not_draining", func(l *Layer) (bool, string) {
+		if l.pipe.Edge().Draining() {
 			return false, "the gateway is shutting down (draining in-flight requests)"
 		}
 		return true, ""
 	}},
-	{"actors_started", func(g *Gateway) (bool, string) {
-		if g.targets.Snapshot() == nil {
+	{"actors_started", func(l *Layer) (bool, string) {
+		if l.rt.Targets == nil || l.rt.Targets.Snapshot() == nil {
 			return false, "the targets actor has not published its first snapshot"
 		}
-		if g.intake.Ingest() == nil || g.intake.Pressure() == nil {
+		if l.ingest == nil || l.pressure == nil {
 			return false, "the ingest or pressure actor is not running"
 		}
-		if s := g.adm.Snapshot(); s == nil || s.Shutdown {
+		if l.lanes == nil {
+			return false, "admission has not started"
+		}
+		if s := l.lanes.Snapshot(); s == nil || s.Shutdown {
 			return false, "admission has stopped"
 		}
 		return true, ""
 	}},
-	{"target_usable", func(g *Gateway) (bool, string) {
-		s := g.targets.Snapshot()
+	{"target_usable", func(l *Layer) (bool, string) {
+		var s *targets.Snapshot
+		if l.rt.Targets != nil {
+			s = l.rt.Targets.Snapshot()
+		}
 		if s == nil || len(s.Targets) == 0 {
 			return false, "no targets are configured"
 		}
-		now := g.clk.Now()
+		now := l.clk.Now()
 		for i := range s.Targets {
 			if targets.CircuitState(s.Targets[i].Open, s.Targets[i].CoolUntil, now) != "open" {
 				return true, ""
@@ -69,10 +78,10 @@ type probeCheck struct {
 
 // probe answers /healthz and /readyz (the edge answered any method but
 // GET and HEAD before).
-func (g *Gateway) probe(ctx *fasthttp.RequestCtx) {
+func (l *Layer) probe(ctx *fasthttp.RequestCtx) {
 	ctx.SetContentType("application/json")
 	ctx.Response.Header.Set("Cache-Control", "no-store")
-	if string(ctx.Path()) == healthzPath {
+	if string(ctx.Path()) == edge.HealthzPath {
 		ctx.SetStatusCode(fasthttp.StatusOK)
 		ctx.SetBodyString(`{"status":"alive"}`)
 		return
@@ -83,7 +92,7 @@ func (g *Gateway) probe(ctx *fasthttp.RequestCtx) {
 		Checks []probeCheck `json:"checks"`
 	}{Status: "ready"}
 	for _, c := range readinessChecks {
-		ok, reason := c.fn(g)
+		ok, reason := c.fn(l)
 		out.Checks = append(out.Checks, probeCheck{c.name, ok, reason})
 		if !ok && out.Status == "ready" {
 			out.Status, out.Reason = "not_ready", c.name+": "+reason
