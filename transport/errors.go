@@ -27,10 +27,6 @@ var (
 	errEmptyBody    = apierror.New(apierror.CodeEmptyBody)
 )
 
-func errInvalidJSON(detail string) *apierror.Error {
-	return apierror.New(apierror.CodeInvalidJSON, "request body is not valid JSON: "+detail)
-}
-
 func errUnknownModel(name []byte) *apierror.Error {
 	return apierror.New(apierror.CodeModelNotFound, string(name))
 }

@@ -46,12 +46,12 @@ func (c *call) fusion() bool {
 	defer bytebufferpool.Put(base)
 	var err error
 	if base.B, err = jsonscan.AppendWithout(base.B[:0], c.body.B, fusion.PanelDrop); err != nil {
-		c.fail(errInvalidJSON(err.Error()))
+		c.fail(apierror.InvalidJSON(err.Error()))
 		return false
 	}
 	var bscan jsonscan.Request
 	if err := jsonscan.ScanRequest(base.B, &bscan); err != nil {
-		c.fail(errInvalidJSON(err.Error()))
+		c.fail(apierror.InvalidJSON(err.Error()))
 		return false
 	}
 	quorum := fm.Quorum(len(panel))
@@ -139,7 +139,7 @@ func (c *call) fusion() bool {
 		return false
 	}
 	if err := jsonscan.ScanRequest(judge.B, judgeScan); err != nil {
-		c.fail(errInvalidJSON(err.Error()))
+		c.fail(apierror.InvalidJSON(err.Error()))
 		return false
 	}
 	g.logFusion(c, answered, failed, quorum)

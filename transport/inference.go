@@ -447,13 +447,13 @@ func describeScanError(err error) *apierror.Error {
 	var fe *jsonscan.FieldValueError
 	switch {
 	case errors.As(err, &se):
-		return errInvalidJSON(se.Error())
+		return apierror.InvalidJSON(se.Error())
 	case errors.Is(err, jsonscan.ErrNotObject):
-		return errInvalidJSON("the top-level value must be an object")
+		return apierror.InvalidJSON("the top-level value must be an object")
 	case errors.As(err, &de):
 		return apierror.New(apierror.CodeDuplicateField, de.Error())
 	case errors.As(err, &fe):
 		return apierror.New(apierror.CodeInvalidField, "request body "+fe.Error()+"; the gateway budgets and prices requests on it")
 	}
-	return errInvalidJSON(err.Error())
+	return apierror.InvalidJSON(err.Error())
 }

@@ -235,6 +235,15 @@ func (c Code) String() string { return table[c].Code }
 // Status is the HTTP status of c.
 func (c Code) Status() int { return table[c].Status }
 
+// InvalidJSONPrefix begins every message about a request body that is not
+// valid JSON; the detail (the parser's error) follows it.
+const InvalidJSONPrefix = "request body is not valid JSON: "
+
+// InvalidJSON is the 400 invalid_json answer to a request body that is not
+// valid JSON, detail saying where (the pipeline's scan, the fitter's
+// reader; the translator builds its own error with the same prefix).
+func InvalidJSON(detail string) *Error { return New(CodeInvalidJSON, InvalidJSONPrefix+detail) }
+
 // New builds an error of code c. Without args its message is the table's
 // message as written; with args the table's message is a fmt template
 // they fill in. Set the per-request fields (Retry, WithReason, WithParam)

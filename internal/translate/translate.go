@@ -190,7 +190,7 @@ func (t *Translator) invalid(field loc, format string, args ...any) error {
 
 // syntax wraps a JSON error of the caller's body.
 func (t *Translator) syntax(err error) error {
-	return &Error{Field: "body", Code: CodeInvalidJSON, Message: "request body is not valid JSON: " + err.Error()}
+	return &Error{Field: "body", Code: CodeInvalidJSON, Message: apierror.InvalidJSONPrefix + err.Error()}
 }
 
 // Request converts the caller's request body into the upstream dialect,

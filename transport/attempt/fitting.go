@@ -57,7 +57,7 @@ func UnknownInfo() *modelinfo.Info { return &unknownInfo }
 func BuildInfo(tab *modelinfo.Table, cat *catalog.Catalog, n int) []*modelinfo.Info {
 	out := make([]*modelinfo.Info, n)
 	for _, t := range cat.Targets {
-		i := tab.ForTarget(UpstreamName(t), t.Info)
+		i := tab.ForTarget(t.Upstream(), t.Info)
 		out[t.ID] = &i
 	}
 	return out
@@ -195,7 +195,7 @@ func (st *State) ReadStrict(v []byte) *apierror.Error {
 func refusal(err error) *apierror.Error {
 	r, ok := err.(*fit.Refusal)
 	if !ok {
-		return apierror.New(apierror.CodeInvalidJSON, "request body is not valid JSON: "+err.Error())
+		return apierror.InvalidJSON(err.Error())
 	}
 	return apierror.New(apierror.CodeUnsupportedParameter, r.Field, r.Message).WithParam(r.Field)
 }
@@ -284,12 +284,12 @@ func (st *State) setReplyModel(r Request, t *catalog.Target) {
 	}
 	m := r.AttemptModel()
 	if p, _ := r.AttemptFallbacks(); p != nil && m != p { // a fallback model serves: its name
-		if m.Name != UpstreamName(t) {
+		if m.Name != t.Upstream() {
 			f.reply = apierror.AppendString(f.reply, m.Name)
 		}
 		return
 	}
-	if _, scan := r.AttemptBody(); string(scan.Model) != UpstreamName(t) {
+	if _, scan := r.AttemptBody(); string(scan.Model) != t.Upstream() {
 		f.reply = apierror.AppendString(f.reply, scan.Model)
 	}
 }
