@@ -64,7 +64,7 @@ func (g *Gateway) models(ctx *fasthttp.RequestCtx, rid []byte) {
 func targetViews(rc *routingConfig, m *catalog.Model) []modellist.Target {
 	views := make([]modellist.Target, 0, len(m.Targets))
 	for _, t := range m.Targets {
-		v := modellist.Target{Target: t.Name, UpstreamModel: upstreamName(t), APIs: t.Conn.Provider.APIs.Names(), ModelInfo: attempt.UnknownInfo()}
+		v := modellist.Target{Target: t.Name, UpstreamModel: t.Upstream(), APIs: t.Conn.Provider.APIs.Names(), ModelInfo: attempt.UnknownInfo()}
 		if t.ID < len(rc.info) && rc.info[t.ID] != nil {
 			v.ModelInfo = rc.info[t.ID]
 		}

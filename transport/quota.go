@@ -11,7 +11,6 @@ import (
 	"github.com/omniroute/gateway/internal/growable"
 	"github.com/omniroute/gateway/internal/quota"
 	"github.com/omniroute/gateway/messages"
-	"github.com/omniroute/gateway/transport/attempt"
 	"github.com/omniroute/gateway/transport/metric"
 	"github.com/omniroute/gateway/transport/plan"
 	"github.com/omniroute/gateway/transport/port"
@@ -40,10 +39,6 @@ type quotaSys struct {
 // numSkips is how many skip reasons the routing skip counters count
 // (transport/plan's, by index).
 const numSkips = plan.NumSkips
-
-// upstreamName is the model name a target sends upstream (the catalog
-// model's name when the target keeps the caller's name).
-func upstreamName(t *catalog.Target) string { return attempt.UpstreamName(t) }
 
 // RecordRouting fills the gateway's tables with the start-up catalog's
 // plan (port.Routing.Plan), before the routing actors are spawned on it

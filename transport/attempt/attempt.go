@@ -155,11 +155,6 @@ func UpstreamSurface(caller catalog.Surface, t *catalog.Target) catalog.Surface 
 	return caller
 }
 
-// UpstreamName is the model name a target sends upstream (the catalog
-// model's name when the target keeps the caller's name; catalog's
-// Target.Upstream).
-func UpstreamName(t *catalog.Target) string { return t.Upstream() }
-
 // ForwardedHeaders are caller headers passed to the provider: the
 // dialects' version and beta headers (the table's CallerHeaders) and the
 // ones every API reads.
@@ -285,7 +280,7 @@ func (st *State) upstreamModel(r Request, t *catalog.Target) string {
 		return t.UpstreamModel
 	}
 	_, scan := r.AttemptBody()
-	if up := UpstreamName(t); up != string(scan.Model) {
+	if up := t.Upstream(); up != string(scan.Model) {
 		return up
 	}
 	return ""

@@ -58,7 +58,7 @@ func (st *State) Prepare(s *Stage, r Request, t *catalog.Target) *apierror.Error
 	if st.Up == st.caller {
 		return st.fitRaw(r, t)
 	}
-	model, info := UpstreamName(t), r.TargetInfo(t)
+	model, info := t.Upstream(), r.TargetInfo(t)
 	tr := &st.trans
 	if tr.tr != nil && tr.tr.To() == dia.ID(st.Up) && tr.trModel == model && tr.trInfo == info {
 		return nil
