@@ -79,7 +79,10 @@ func (c *rxConn) Read(p []byte) (int, error) {
 	if c.hold != nil {
 		c.hold()
 	}
-	c.buf = p
+	// The results are cleared first: the raw read returns without calling
+	// recv when the deadline has already passed, and the last read's count
+	// would then stand for bytes this one never read.
+	c.buf, c.n, c.oobn, c.err = p, 0, 0, nil
 	err := c.raw.Read(c.recv)
 	n, oobn, rerr := c.n, c.oobn, c.err
 	c.buf, c.err = nil, nil // keep neither the caller's buffer nor the error

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -144,6 +145,17 @@ func TestRxConnReadsLikeTheConnection(t *testing.T) {
 	if rc.rx.Before(before.Add(-time.Millisecond)) || rc.at.Before(rc.rx) {
 		t.Fatalf("receive time %v, read at %v, write at %v: want write ≤ receive ≤ read", rc.rx, rc.at, before)
 	}
+	// A read whose deadline had passed before it began never reaches the
+	// socket: it must say it read nothing, not repeat the count of the
+	// read before it. A stale count made the reader above take that many
+	// bytes of its reused buffer, an earlier exchange's answer, for this
+	// one's: a caller got another request's 200 when its deadline fell
+	// between two reads.
+	_ = conn.SetReadDeadline(time.Now().Add(-time.Second))
+	if n, err := conn.Read(b[:]); n != 0 || !isTimeout(err) {
+		t.Fatalf("an armed read past its deadline after one of %d bytes: %d bytes, %v; want 0 bytes and a timeout", len("hello"), n, err)
+	}
+	_ = conn.SetReadDeadline(time.Time{})
 	rc.armed = false
 	_, _ = srv.Write([]byte("plain"))
 	if n, err := conn.Read(b[:]); err != nil || string(b[:n]) != "plain" {
@@ -211,4 +223,49 @@ func lenOf(m []byte, n int) []byte {
 	b := append([]byte{}, m[:16]...)
 	(*syscall.Cmsghdr)(unsafe.Pointer(&b[0])).SetLen(n)
 	return b
+}
+
+// TestDeadlinePassedBeforeTheReadIsATimeout: the caller's deadline passes
+// after the request is written but before the gateway's goroutine gets to
+// read the answer (a busy machine). The exchange must end in a timeout,
+// never in an answer made of an earlier exchange's bytes: the pooled
+// reader's buffer still holds the first answer, and a read that reported
+// the previous read's count handed those bytes over as this answer.
+func TestDeadlinePassedBeforeTheReadIsATimeout(t *testing.T) {
+	var n atomic.Int32
+	addr := server(t, func(ctx *fasthttp.RequestCtx) {
+		if n.Add(1) > 1 {
+			time.Sleep(300 * time.Millisecond)
+		}
+		ctx.SetBodyString(`{"answer":` + strconv.Itoa(int(n.Load())) + `}`)
+	})
+	c := client(addr, 10*time.Second, 10*time.Second)
+	defer c.Close()
+	x, err := do(t, c, nil, false)
+	if err != nil || string(x.Resp.Body()) != `{"answer":1}` {
+		t.Fatalf("first exchange: %q, %v", x.Resp.Body(), err)
+	}
+	x.Release()
+	cc, err := c.hc.AcquireConn(time.Second, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rx := rxOf(cc.Conn())
+	c.hc.ReleaseConn(cc)
+	if rx == nil {
+		t.Fatal("the provider connection has no receive times")
+	}
+	const limit = 50 * time.Millisecond
+	rx.hold = func() { time.Sleep(2 * limit) } // the read begins after the deadline
+	x = AcquireExchange()
+	defer x.Release()
+	x.Req.Header.SetMethod("POST")
+	x.Req.SetRequestURI("/v1/chat/completions")
+	x.Req.Header.SetHost(c.Addr())
+	x.Req.SetBodyString(`{"model":"m"}`)
+	x.Limit = time.Now().Add(limit)
+	if err := c.Do(x, nil, false); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("an exchange whose deadline passed before its answer was read: status %d body %q, error %v; want ErrTimeout",
+			x.Resp.StatusCode(), x.Resp.Body(), err)
+	}
 }
