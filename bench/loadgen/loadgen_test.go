@@ -160,6 +160,20 @@ func TestOpenLoopIsSeededPoissonAndBounded(t *testing.T) {
 	}
 }
 
+// TestElapsedCoversTheRun: a phase's elapsed time runs until its last
+// request finished, at least its duration, in both loops; the rates and
+// the cores figures divide by it.
+func TestElapsedCoversTheRun(t *testing.T) {
+	addr := startMock(t, map[string]mockprovider.Behavior{"slow": {LatencyMS: 50}})
+	const d = 200 * time.Millisecond
+	for _, l := range []Load{{Concurrency: 2, Duration: d}, {Rate: 100, Duration: d, Workers: 4, Seed: 3}} {
+		s := run(t, addr, spec("slow", false), l)
+		if s.ElapsedS < d.Seconds() {
+			t.Fatalf("%+v: elapsed %v s, want at least the %v of the phase", l, s.ElapsedS, d)
+		}
+	}
+}
+
 func TestRunRejectsBadLoads(t *testing.T) {
 	c := NewClient("127.0.0.1:1", 1)
 	defer c.Close()

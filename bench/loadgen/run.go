@@ -43,7 +43,10 @@ type Load struct {
 // Result is one phase's raw outcome.
 type Result struct {
 	Load Load
-	// Elapsed is the time until the last request finished (≥ Duration).
+	// Elapsed is the time until the last request finished (≥ Duration;
+	// read once every worker returned: a composite literal that called
+	// wait() after taking it measured only the start-up, and the figures
+	// divided by it, the cores a process used, were thousands).
 	Elapsed time.Duration
 	// Records holds every arrival, in no particular order.
 	Records []Record
@@ -105,7 +108,8 @@ func runClosed(ctx context.Context, c *Client, s *Spec, l Load) *Result {
 		}
 		return recs
 	})
-	return &Result{Load: l, Elapsed: time.Since(epoch), Records: wait()}
+	recs := wait() // Elapsed is read after the workers finish, not before
+	return &Result{Load: l, Elapsed: time.Since(epoch), Records: recs}
 }
 
 func runOpen(ctx context.Context, c *Client, s *Spec, l Load) *Result {
@@ -129,7 +133,8 @@ func runOpen(ctx context.Context, c *Client, s *Spec, l Load) *Result {
 	})
 	maxBacklog := schedule(ctx, l, jobs, since)
 	close(jobs)
-	return &Result{Load: l, Elapsed: time.Since(epoch), Records: wait(), MaxBacklog: maxBacklog}
+	recs := wait()
+	return &Result{Load: l, Elapsed: time.Since(epoch), Records: recs, MaxBacklog: maxBacklog}
 }
 
 // startWorkers starts n workers, each on a goroutine with a worker (its
