@@ -289,7 +289,7 @@ func validateServiceSections(f *File) []string {
 			}
 		}
 		for i, c := range e.Capabilities {
-			if !contains(EngineCapabilities, c) {
+			if !slices.Contains(EngineCapabilities, c) {
 				add("%s.capabilities[%d]: %q is not a capability; want one of %s", p, i, c, strings.Join(EngineCapabilities, ", "))
 			}
 		}
@@ -361,13 +361,4 @@ func validateRelay(r *RelayConfig) []string {
 		}
 	}
 	return errs
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
