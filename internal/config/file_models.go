@@ -1,8 +1,6 @@
 package config
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -111,20 +109,7 @@ type ModelInfoTable map[string]ModelInfo
 
 // UnmarshalJSON implements json.Unmarshaler, strictly per entry.
 func (t *ModelInfoTable) UnmarshalJSON(b []byte) error {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return errors.New("model_info: want an object of upstream model name or pattern → {context_window, max_output, …}")
-	}
-	out := make(ModelInfoTable, len(raw))
-	for _, k := range slices.Sorted(maps.Keys(raw)) {
-		var m ModelInfo
-		if err := tenantpolicy.DecodeStrict(raw[k], &m); err != nil {
-			return atPath("model_info."+k, err)
-		}
-		out[k] = m
-	}
-	*t = out
-	return nil
+	return decodeTable(b, (*map[string]ModelInfo)(t), "model_info", "an object of upstream model name or pattern → {context_window, max_output, …}")
 }
 
 // maxModelTokens bounds context windows and output limits.
