@@ -187,12 +187,7 @@ func (t *Converter) anthropicPartStart(w *ir.Writer) {
 	case ir.KindToolCall:
 		w.Obj()
 		w.Key("type")
-		w.Lit(`"tool_use"`)
-		w.Key("id")
-		ir.ToolID(w, s.callID)
-		w.Key("name")
-		w.RS(s.name)
-		w.Key("input")
+		ir.ToolUseHead(w, s.callID, s.name)
 		w.Lit("{}")
 		w.End('}')
 	case ir.KindReasoning:

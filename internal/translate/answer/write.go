@@ -484,12 +484,7 @@ func (t *Converter) writeMessagesResponse(dst []byte) []byte {
 			case ir.KindToolCall:
 				w.Obj()
 				w.Key("type")
-				w.Lit(`"tool_use"`)
-				w.Key("id")
-				ir.ToolID(w, p.ID)
-				w.Key("name")
-				w.RS(p.Name)
-				w.Key("input")
+				ir.ToolUseHead(w, p.ID, p.Name)
 				if p.Custom {
 					w.Raw(t.customArgs(p))
 				} else {
