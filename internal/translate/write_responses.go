@@ -46,15 +46,7 @@ func (t *Translator) writeResponses(dst []byte) ([]byte, error) {
 		w.RS(r.Choice.Name)
 		w.End('}')
 	}
-	if n := t.maxTokens(0); n > 0 {
-		w.Key("max_output_tokens")
-		w.Int(n)
-	}
-	w.RawField("temperature", r.Temperature)
-	w.RawField("top_p", r.TopP)
-	if r.TopK != nil {
-		t.drop("top_k")
-	}
+	t.openAISampling(&w, "max_output_tokens")
 	if len(r.Stop) > 0 {
 		field := at("stop")
 		if t.from == dialect.Messages {
