@@ -195,8 +195,8 @@ func validateModelInfo(f *File) []string {
 		m := f.ModelInfo[k]
 		errs = append(errs, m.Validate("model_info."+k)...)
 	}
-	for _, name := range slices.Sorted(maps.Keys(f.Models)) {
-		for i, t := range f.Models[name].Targets {
+	for name, m := range sorted(f.Models) {
+		for i, t := range m.Targets {
 			if t.ModelInfo != nil {
 				errs = append(errs, t.ModelInfo.Validate(fmt.Sprintf("models.%s.targets[%d].model_info", name, i))...)
 			}

@@ -87,8 +87,8 @@ func validateTenantsAndPrices(f *File) []string {
 			}
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(f.Prices)) {
-		errs = append(errs, pricing.Validate("prices."+k, k, f.Prices[k])...)
+	for k, p := range sorted(f.Prices) {
+		errs = append(errs, pricing.Validate("prices."+k, k, p)...)
 	}
 	return errs
 }
