@@ -4,13 +4,14 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/omniroute/gateway/internal/testutil/gosource"
 )
 
 // module is this module's path: a message type of the module's own may
@@ -126,56 +127,20 @@ func switchSubject(s *ast.TypeSwitchStmt) ast.Expr {
 	return nil
 }
 
-// codeFile is one non-test Go file of the module, parsed.
-type codeFile struct {
-	dir  string // its package's directory, from the module root ("actors/keys")
-	file *ast.File
-}
-
 var moduleOnce struct {
 	sync.Once
 	fset  *token.FileSet
-	files []codeFile
-	err   error
+	files []gosource.File
 }
 
-// moduleCode parses the module's non-test Go files (testdata and hidden
-// directories aside), once for every test of this package.
-func moduleCode(t *testing.T) (*token.FileSet, []codeFile) {
+// moduleCode parses the module's non-test Go files, once for every test
+// of this package.
+func moduleCode(t *testing.T) (*token.FileSet, []gosource.File) {
 	t.Helper()
 	m := &moduleOnce
-	m.Do(func() {
-		m.fset = token.NewFileSet()
-		m.err = filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() {
-				if n := d.Name(); n == "testdata" || n == "node_modules" || (strings.HasPrefix(n, ".") && n != "..") {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-				return nil
-			}
-			f, err := parser.ParseFile(m.fset, path, nil, parser.SkipObjectResolution)
-			if err != nil {
-				return err
-			}
-			dir, err := filepath.Rel("..", filepath.Dir(path))
-			if err != nil {
-				return err
-			}
-			m.files = append(m.files, codeFile{dir: filepath.ToSlash(dir), file: f})
-			return nil
-		})
-	})
-	if m.err != nil {
-		t.Fatal(m.err)
-	}
-	if len(m.files) < 100 {
-		t.Fatalf("parsed %d files: the walk missed the module", len(m.files))
+	m.Do(func() { m.fset, m.files = gosource.Parse(t, gosource.Options{}) })
+	if m.files == nil {
+		t.Fatal("the module's code could not be parsed (see the first test that asked)")
 	}
 	return m.fset, m.files
 }
@@ -186,7 +151,7 @@ func moduleCode(t *testing.T) (*token.FileSet, []codeFile) {
 func TestMessagesCrossingPackagesLiveHere(t *testing.T) {
 	fset, files := moduleCode(t)
 	for _, cf := range files {
-		for _, m := range misplaced(fset, cf.file) {
+		for _, m := range misplaced(fset, cf.AST) {
 			t.Error(m)
 		}
 	}
