@@ -157,19 +157,27 @@ func TestMessagesCrossingPackagesLiveHere(t *testing.T) {
 	}
 }
 
-// TestMisplacedFindsEachKind: the check reports a message from another
-// package of the module and an exported one of the receiver's own, and
-// accepts this package's, protoactor's, the carrier and private ones.
-func TestMisplacedFindsEachKind(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join("testdata", "boundary", "actor.go.txt"))
+// parseCase parses testdata/boundary/<name>.go.txt, a file of actors a
+// check's own test feeds it.
+func parseCase(t *testing.T, name string) (*token.FileSet, *ast.File) {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("testdata", "boundary", name+".go.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "actor.go", src, 0)
+	f, err := parser.ParseFile(fset, name+".go", src, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return fset, f
+}
+
+// TestMisplacedFindsEachKind: the check reports a message from another
+// package of the module and an exported one of the receiver's own, and
+// accepts this package's, protoactor's, the carrier and private ones.
+func TestMisplacedFindsEachKind(t *testing.T) {
+	fset, f := parseCase(t, "actor")
 	got := misplaced(fset, f)
 	want := []string{"quota.HeaderObserved crosses", "Settled is exported", "keys.Snapshot crosses", "tenantlimit.Spec crosses from github.com/omniroute/gateway/actors/tenantlimit"}
 	if len(got) != len(want) {

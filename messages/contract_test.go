@@ -5,7 +5,6 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -112,15 +111,7 @@ func TestEveryActorTakesCrash(t *testing.T) {
 // second and one whose switch it cannot read, and accepts one that takes it
 // first; outside actors/ only the unreadable one is reported.
 func TestCrashFirstFindsEachKind(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join("testdata", "boundary", "crash.go.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "crash.go", src, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fset, f := parseCase(t, "crash")
 	for _, c := range []struct {
 		inActors bool
 		want     []string
