@@ -137,18 +137,17 @@ func (t *Translator) responsesMessage(w *ir.Writer, m *ir.Message, mi int) error
 			w.Key("type")
 			if p.Custom {
 				w.Lit(`"custom_tool_call"`)
-				w.Key("call_id")
-				w.RS(p.ID)
-				w.Key("name")
-				w.RS(p.Name)
+			} else {
+				w.Lit(`"function_call"`)
+			}
+			w.Key("call_id")
+			w.RS(p.ID)
+			w.Key("name")
+			w.RS(p.Name)
+			if p.Custom {
 				w.Key("input")
 				w.RS(p.Args)
 			} else {
-				w.Lit(`"function_call"`)
-				w.Key("call_id")
-				w.RS(p.ID)
-				w.Key("name")
-				w.RS(p.Name)
 				w.Key("arguments")
 				t.argsString(w, p)
 			}
