@@ -4,13 +4,14 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/omniroute/gateway/internal/testutil/gosource"
 )
 
 // module is this module's path: a message type of the module's own may
@@ -126,56 +127,20 @@ func switchSubject(s *ast.TypeSwitchStmt) ast.Expr {
 	return nil
 }
 
-// codeFile is one non-test Go file of the module, parsed.
-type codeFile struct {
-	dir  string // its package's directory, from the module root ("actors/keys")
-	file *ast.File
-}
-
 var moduleOnce struct {
 	sync.Once
 	fset  *token.FileSet
-	files []codeFile
-	err   error
+	files []gosource.File
 }
 
-// moduleCode parses the module's non-test Go files (testdata and hidden
-// directories aside), once for every test of this package.
-func moduleCode(t *testing.T) (*token.FileSet, []codeFile) {
+// moduleCode parses the module's non-test Go files, once for every test
+// of this package.
+func moduleCode(t *testing.T) (*token.FileSet, []gosource.File) {
 	t.Helper()
 	m := &moduleOnce
-	m.Do(func() {
-		m.fset = token.NewFileSet()
-		m.err = filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() {
-				if n := d.Name(); n == "testdata" || n == "node_modules" || (strings.HasPrefix(n, ".") && n != "..") {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-				return nil
-			}
-			f, err := parser.ParseFile(m.fset, path, nil, parser.SkipObjectResolution)
-			if err != nil {
-				return err
-			}
-			dir, err := filepath.Rel("..", filepath.Dir(path))
-			if err != nil {
-				return err
-			}
-			m.files = append(m.files, codeFile{dir: filepath.ToSlash(dir), file: f})
-			return nil
-		})
-	})
-	if m.err != nil {
-		t.Fatal(m.err)
-	}
-	if len(m.files) < 100 {
-		t.Fatalf("parsed %d files: the walk missed the module", len(m.files))
+	m.Do(func() { m.fset, m.files = gosource.Parse(t, gosource.Options{}) })
+	if m.files == nil {
+		t.Fatal("the module's code could not be parsed (see the first test that asked)")
 	}
 	return m.fset, m.files
 }
@@ -186,25 +151,33 @@ func moduleCode(t *testing.T) (*token.FileSet, []codeFile) {
 func TestMessagesCrossingPackagesLiveHere(t *testing.T) {
 	fset, files := moduleCode(t)
 	for _, cf := range files {
-		for _, m := range misplaced(fset, cf.file) {
+		for _, m := range misplaced(fset, cf.AST) {
 			t.Error(m)
 		}
 	}
+}
+
+// parseCase parses testdata/boundary/<name>.go.txt, a file of actors a
+// check's own test feeds it.
+func parseCase(t *testing.T, name string) (*token.FileSet, *ast.File) {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("testdata", "boundary", name+".go.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, name+".go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fset, f
 }
 
 // TestMisplacedFindsEachKind: the check reports a message from another
 // package of the module and an exported one of the receiver's own, and
 // accepts this package's, protoactor's, the carrier and private ones.
 func TestMisplacedFindsEachKind(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join("testdata", "boundary", "actor.go.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "actor.go", src, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fset, f := parseCase(t, "actor")
 	got := misplaced(fset, f)
 	want := []string{"quota.HeaderObserved crosses", "Settled is exported", "keys.Snapshot crosses", "tenantlimit.Spec crosses from github.com/omniroute/gateway/actors/tenantlimit"}
 	if len(got) != len(want) {

@@ -5,11 +5,12 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/omniroute/gateway/internal/testutil/gosource"
 )
 
 // crashFirst reports the actors of file whose Receive the checks of this
@@ -92,10 +93,10 @@ func TestEveryActorTakesCrash(t *testing.T) {
 	fset, files := moduleCode(t)
 	actors := 0
 	for _, cf := range files {
-		for _, m := range crashFirst(fset, cf.file, strings.HasPrefix(cf.dir, "actors/")) {
+		for _, m := range crashFirst(fset, cf.AST, strings.HasPrefix(cf.Dir, "actors/")) {
 			t.Error(m)
 		}
-		for _, d := range cf.file.Decls {
+		for _, d := range cf.AST.Decls {
 			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv != nil && fn.Name.Name == "Receive" && takesContext(fn) {
 				actors++
 			}
@@ -110,15 +111,7 @@ func TestEveryActorTakesCrash(t *testing.T) {
 // second and one whose switch it cannot read, and accepts one that takes it
 // first; outside actors/ only the unreadable one is reported.
 func TestCrashFirstFindsEachKind(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join("testdata", "boundary", "crash.go.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "crash.go", src, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fset, f := parseCase(t, "crash")
 	for _, c := range []struct {
 		inActors bool
 		want     []string
@@ -250,14 +243,14 @@ func readContract(t *testing.T) contract {
 // typeUsers maps each of this package's types to the packages of the
 // module (other than this one) whose non-test code names it, its
 // constants or its functions.
-func typeUsers(files []codeFile, c contract) map[string]map[string]bool {
+func typeUsers(files []gosource.File, c contract) map[string]map[string]bool {
 	users := map[string]map[string]bool{}
 	for _, cf := range files {
-		if cf.dir == "messages" {
+		if cf.Dir == "messages" {
 			continue
 		}
 		name := ""
-		for n, path := range importsOf(cf.file) {
+		for n, path := range importsOf(cf.AST) {
 			if path == module+"/messages" {
 				name = n
 			}
@@ -265,7 +258,7 @@ func typeUsers(files []codeFile, c contract) map[string]map[string]bool {
 		if name == "" {
 			continue
 		}
-		ast.Inspect(cf.file, func(n ast.Node) bool {
+		ast.Inspect(cf.AST, func(n ast.Node) bool {
 			s, ok := n.(*ast.SelectorExpr)
 			if !ok {
 				return true
@@ -281,7 +274,7 @@ func typeUsers(files []codeFile, c contract) map[string]map[string]bool {
 				if users[typ] == nil {
 					users[typ] = map[string]bool{}
 				}
-				users[typ][cf.dir] = true
+				users[typ][cf.Dir] = true
 			}
 			return true
 		})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/omniroute/gateway/internal/ascii"
+	"github.com/omniroute/gateway/internal/enum"
 )
 
 // Bounds inherited from OmniRoute so that configurations valid there are
@@ -34,12 +35,7 @@ const (
 
 var modeNames = [...]string{"off", "shadow", "enforce"}
 
-func (m Mode) String() string {
-	if int(m) < len(modeNames) {
-		return modeNames[m]
-	}
-	return "unknown"
-}
+func (m Mode) String() string { return enum.Name(modeNames[:], m, "unknown") }
 
 // ParseMode parses off, shadow or enforce (case-insensitive, trimmed).
 func ParseMode(s string) (Mode, error) {
@@ -66,12 +62,7 @@ const (
 
 var classNames = [...]string{"interactive", "batch"}
 
-func (c Class) String() string {
-	if int(c) < len(classNames) {
-		return classNames[c]
-	}
-	return "unknown"
-}
+func (c Class) String() string { return enum.Name(classNames[:], c, "unknown") }
 
 // ParseClass parses interactive or batch (case-insensitive, surrounding
 // spaces ignored).

@@ -3,6 +3,8 @@ package admission
 import (
 	"math"
 	"time"
+
+	"github.com/omniroute/gateway/internal/enum"
 )
 
 // Controller is one upstream's adaptive admission limit: how much work
@@ -1513,9 +1515,4 @@ const (
 
 var pressureNames = [...]string{"normal", "high", "critical"}
 
-func (p Pressure) String() string {
-	if int(p) < len(pressureNames) {
-		return pressureNames[p]
-	}
-	return "unknown"
-}
+func (p Pressure) String() string { return enum.Name(pressureNames[:], p, "unknown") }

@@ -2,9 +2,7 @@ package apierror
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/omniroute/gateway/internal/testutil/gosource"
 )
 
 var codeName = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
@@ -102,33 +102,11 @@ func TestTemplates(t *testing.T) {
 // assigned to a Code field, not as the code argument of an error writer.
 // Every code comes from this package's table.
 func TestNoCodeOutsideTable(t *testing.T) {
-	root := filepath.Join("..", "..")
-	self, _ := filepath.Abs(".")
 	writers := map[string]int{"WriteManagementError": 4, "WriteManagementFieldError": 4, "WriteError": -1, "WriteFieldError": -1}
-	fset := token.NewFileSet()
+	fset, files := gosource.Parse(t, gosource.Options{Skip: func(rel string, dir bool) bool { return dir && rel == "internal/apierror" }})
 	var found []string
-	files := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path == root {
-				return nil
-			}
-			if abs, _ := filepath.Abs(path); abs == self || strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || d.Name() == "node_modules" {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			return err
-		}
-		files++
+	for _, cf := range files {
+		f := cf.AST
 		lit := func(n ast.Expr) bool {
 			b, ok := n.(*ast.BasicLit)
 			if !ok || b.Kind != token.STRING {
@@ -170,13 +148,6 @@ func TestNoCodeOutsideTable(t *testing.T) {
 			}
 			return true
 		})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if files == 0 {
-		t.Fatal("no Go file was read")
 	}
 	for _, f := range found {
 		t.Errorf("%s: use an apierror.Code from the table", f)

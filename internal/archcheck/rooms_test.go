@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/omniroute/gateway/internal/testutil/gosource"
 )
 
 const module = "github.com/omniroute/gateway"
@@ -21,7 +23,7 @@ const module = "github.com/omniroute/gateway"
 var row = regexp.MustCompile("^\\| `([^`]+)` \\|")
 
 func TestArchitectureNamesEveryPackage(t *testing.T) {
-	root := moduleRoot(t)
+	root := gosource.Root(t)
 	pkgs := map[string]bool{}
 	for _, p := range list(t, root) {
 		pkgs[p.path] = true
@@ -75,7 +77,7 @@ const compositionRoot = "transport"
 // second one is a room that took on another's concern.
 func TestOneRootImportsMuch(t *testing.T) {
 	var over []string
-	for _, p := range list(t, moduleRoot(t)) {
+	for _, p := range list(t, gosource.Root(t)) {
 		if strings.HasPrefix(p.path, "bench") || strings.HasPrefix(p.path, "cmd/omniroute-bench") || p.testOnly {
 			continue
 		}
@@ -92,15 +94,6 @@ type pkg struct {
 	path     string   // relative to the module
 	own      []string // the module's packages it imports (non-test files)
 	testOnly bool     // it has test files only
-}
-
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
 }
 
 // list runs go list over the module.

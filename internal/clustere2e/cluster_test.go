@@ -24,6 +24,7 @@ import (
 
 	"github.com/omniroute/gateway/actors/credit"
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/internal/testutil/browsertest"
 	"github.com/omniroute/gateway/internal/testutil/etcdtest"
 )
@@ -303,13 +304,7 @@ func (n *node) health(t *testing.T) health {
 // timing assertion).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testutil.UntilEvery(t, what, 30*time.Second, 50*time.Millisecond, cond)
 }
 
 // serveEventually waits until addr answers key's request for model with

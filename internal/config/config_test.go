@@ -8,10 +8,7 @@ import (
 )
 
 func TestLoadEnvDefaults(t *testing.T) {
-	e, err := LoadEnv(map[string]string{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := loadEnv(t, map[string]string{})
 	if e.Server.Listen != "127.0.0.1:20128" || e.Server.ShutdownTimeout.Duration() != 30*time.Second {
 		t.Fatalf("defaults: %+v", e.Server)
 	}
@@ -21,15 +18,12 @@ func TestLoadEnvDefaults(t *testing.T) {
 }
 
 func TestLoadEnvValues(t *testing.T) {
-	e, err := LoadEnv(map[string]string{
+	e := loadEnv(t, map[string]string{
 		"OMNIROUTE_LISTEN":                   "0.0.0.0:8080",
 		"OMNIROUTE_SHUTDOWN_TIMEOUT_MS":      "1500",
 		"OMNIROUTE_CHAT_HARD_MAX_BODY_BYTES": "8MiB",
 		"OMNIROUTE_LOG_FORMAT":               "JSON",
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if e.Server.Listen != "0.0.0.0:8080" || e.Server.ShutdownTimeout != 1500 || e.Ingest.HardMaxBodyBytes != 8<<20 || e.Server.LogFormat != "json" {
 		t.Fatalf("got %+v %+v", e.Server, e.Ingest)
 	}
@@ -55,6 +49,33 @@ func checkEnvErrors(t *testing.T, cases []envErrorCase) {
 			if !strings.Contains(err.Error(), w) {
 				t.Fatalf("%v: error %q does not contain %q", tc.env, err, w)
 			}
+		}
+	}
+}
+
+// loadEnv is LoadEnv for variables that are valid: an error fails the
+// test.
+func loadEnv(t *testing.T, environ map[string]string) Env {
+	t.Helper()
+	e, err := LoadEnv(environ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// checkFileError fails the test (what names the case) unless DecodeFile
+// refuses js with an error containing every one of want.
+func checkFileError(t *testing.T, what, js string, want []string) {
+	t.Helper()
+	_, err := DecodeFile(strings.NewReader(js))
+	if err == nil {
+		t.Errorf("%s: accepted", what)
+		return
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%s: error %q does not contain %q", what, err, w)
 		}
 	}
 }
@@ -198,15 +219,7 @@ func TestDecodeFileErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := DecodeFile(strings.NewReader(tc.json))
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Fatalf("error %q does not contain %q", err, w)
-				}
-			}
+			checkFileError(t, tc.name, tc.json, tc.want)
 		})
 	}
 }

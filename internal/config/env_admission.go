@@ -2,9 +2,6 @@ package config
 
 import (
 	"fmt"
-	"math"
-	"strconv"
-	"strings"
 )
 
 // AdmissionEnv configures admission system 1: the process-wide ingest byte
@@ -181,12 +178,7 @@ type Count int
 
 // UnmarshalText implements encoding.TextUnmarshaler for caarlos0/env.
 func (c *Count) UnmarshalText(b []byte) error {
-	n, err := parseNonNegative(string(b))
-	if err != nil || n > 1<<31-1 {
-		return fmt.Errorf("want a non-negative integer (0 or more)")
-	}
-	*c = Count(n)
-	return nil
+	return setWhole(c, b, 0, 1<<31-1, "want a non-negative integer (0 or more)")
 }
 
 // Ratio is a number in [0, 1].
@@ -194,12 +186,7 @@ type Ratio float64
 
 // UnmarshalText implements encoding.TextUnmarshaler for caarlos0/env.
 func (r *Ratio) UnmarshalText(b []byte) error {
-	f, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
-	if err != nil || math.IsNaN(f) || f < 0 || f > 1 {
-		return fmt.Errorf("want a number between 0 and 1 such as 0.85")
-	}
-	*r = Ratio(f)
-	return nil
+	return setNumber(r, b, 0, 1, "want a number between 0 and 1 such as 0.85")
 }
 
 // Percent is a number in [0, 100].
@@ -207,12 +194,7 @@ type Percent float64
 
 // UnmarshalText implements encoding.TextUnmarshaler for caarlos0/env.
 func (p *Percent) UnmarshalText(b []byte) error {
-	f, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
-	if err != nil || math.IsNaN(f) || f < 0 || f > 100 {
-		return fmt.Errorf("want a percentage between 0 and 100 such as 30")
-	}
-	*p = Percent(f)
-	return nil
+	return setNumber(p, b, 0, 100, "want a percentage between 0 and 100 such as 30")
 }
 
 // PSISource selects the memory pressure stall source.
@@ -220,10 +202,5 @@ type PSISource string
 
 // UnmarshalText implements encoding.TextUnmarshaler for caarlos0/env.
 func (p *PSISource) UnmarshalText(b []byte) error {
-	switch v := strings.ToLower(strings.TrimSpace(string(b))); v {
-	case "auto", "cgroup", "host", "off":
-		*p = PSISource(v)
-		return nil
-	}
-	return fmt.Errorf("want auto (the cgroup's own memory.pressure, else the host's), cgroup, host or off")
+	return setWord(p, b, "want auto (the cgroup's own memory.pressure, else the host's), cgroup, host or off", "auto", "cgroup", "host", "off")
 }

@@ -7,10 +7,7 @@ import (
 )
 
 func TestAdmissionEnvDefaults(t *testing.T) {
-	e, err := LoadEnv(map[string]string{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := loadEnv(t, map[string]string{})
 	a, p := e.Admission, e.Pressure
 	if a.LargeBodyBytes != 262144 || a.QueueWait != 2000 || a.MaxQueuedBytes != 4194304 || a.HeavyMessages != 200 ||
 		a.HeavyTools != 64 || a.HeavyTokens != 32000 || a.HardMaxMessages != 0 || a.HeapShedRatio != 0.75 {
@@ -29,13 +26,10 @@ func TestAdmissionEnvDefaults(t *testing.T) {
 }
 
 func TestAdmissionEnvValues(t *testing.T) {
-	e, err := LoadEnv(map[string]string{
+	e := loadEnv(t, map[string]string{
 		"OMNIROUTE_CHAT_MAX_INFLIGHT_BYTES": "256MiB", "OMNIROUTE_CHAT_MAX_HEAVY_IN_FLIGHT": "4",
 		"OMNIROUTE_CHAT_ADMISSION_QUEUE_MS": "0", "ROUTER_API_KEY": "router-key", "OMNIROUTE_PRESSURE_PSI_SOURCE": "OFF",
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	a := e.Admission
 	if n, ok := a.MaxInflightBytes.Get(); !ok || n != 256<<20 {
 		t.Fatalf("override %d %v", n, ok)
@@ -46,11 +40,8 @@ func TestAdmissionEnvValues(t *testing.T) {
 	if a.QueueWait != 0 || a.SelfLoopKey() != "router-key" || e.Pressure.PSISource != "off" {
 		t.Fatalf("%+v %+v", a, e.Pressure)
 	}
-	e, err = LoadEnv(map[string]string{"OMNIROUTE_CHAT_MAX_HEAVY_IN_FLIGHT": "2", "OMNIROUTE_CHAT_ADMISSION_HEALTHY_HEADROOM": "0",
+	e = loadEnv(t, map[string]string{"OMNIROUTE_CHAT_MAX_HEAVY_IN_FLIGHT": "2", "OMNIROUTE_CHAT_ADMISSION_HEALTHY_HEADROOM": "0",
 		"OMNIROUTE_API_KEY": "main-key", "ROUTER_API_KEY": "router-key"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if e.Admission.Headroom() != 0 || e.Admission.SelfLoopKey() != "main-key" {
 		t.Fatalf("headroom %d key %q", e.Admission.Headroom(), e.Admission.SelfLoopKey())
 	}

@@ -48,12 +48,7 @@ type ClusterMode string
 
 // UnmarshalText implements encoding.TextUnmarshaler for caarlos0/env.
 func (m *ClusterMode) UnmarshalText(b []byte) error {
-	switch v := strings.ToLower(strings.TrimSpace(string(b))); v {
-	case "off", "etcd":
-		*m = ClusterMode(v)
-		return nil
-	}
-	return fmt.Errorf("want off (a single node) or etcd (members found through etcd)")
+	return setWord(m, b, "want off (a single node) or etcd (members found through etcd)", "off", "etcd")
 }
 
 // On reports whether cluster mode is enabled.

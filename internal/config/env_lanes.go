@@ -50,12 +50,7 @@ type SafeInt int64
 
 // UnmarshalText implements encoding.TextUnmarshaler for caarlos0/env.
 func (s *SafeInt) UnmarshalText(b []byte) error {
-	n, err := parseNonNegative(string(b))
-	if err != nil || n < 1 || n > admission.MaxSafeInteger {
-		return fmt.Errorf("must be a positive safe integer (digits only, 1 to %d)", int64(admission.MaxSafeInteger))
-	}
-	*s = SafeInt(n)
-	return nil
+	return setWhole(s, b, 1, admission.MaxSafeInteger, fmt.Sprintf("must be a positive safe integer (digits only, 1 to %d)", int64(admission.MaxSafeInteger)))
 }
 
 // WholePercent is an integer from 0 to 100.
@@ -63,12 +58,7 @@ type WholePercent int64
 
 // UnmarshalText implements encoding.TextUnmarshaler for caarlos0/env.
 func (p *WholePercent) UnmarshalText(b []byte) error {
-	n, err := parseNonNegative(string(b))
-	if err != nil || n > 100 {
-		return fmt.Errorf("want a whole number from 0 to 100")
-	}
-	*p = WholePercent(n)
-	return nil
+	return setWhole(p, b, 0, 100, "want a whole number from 0 to 100")
 }
 
 // Class is a priority class name: interactive or batch.

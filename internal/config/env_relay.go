@@ -56,12 +56,7 @@ type Port int
 
 // UnmarshalText implements encoding.TextUnmarshaler for caarlos0/env.
 func (p *Port) UnmarshalText(b []byte) error {
-	n, err := parseNonNegative(string(b))
-	if err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("want a TCP port (1-65535)")
-	}
-	*p = Port(n)
-	return nil
+	return setWhole(p, b, 1, 65535, "want a TCP port (1-65535)")
 }
 
 // Backend returns the configured backend ("" when neither variable is set).

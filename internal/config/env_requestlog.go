@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -23,12 +22,7 @@ type RequestLogMode string
 
 // UnmarshalText implements encoding.TextUnmarshaler for caarlos0/env.
 func (m *RequestLogMode) UnmarshalText(b []byte) error {
-	switch v := strings.ToLower(strings.TrimSpace(string(b))); v {
-	case "db", "stdout", "both", "off":
-		*m = RequestLogMode(v)
-		return nil
-	}
-	return fmt.Errorf("want db, stdout, both or off")
+	return setWord(m, b, "want db, stdout, both or off", "db", "stdout", "both", "off")
 }
 
 // DB reports whether records go to the database.
@@ -45,12 +39,7 @@ type Days int
 
 // UnmarshalText implements encoding.TextUnmarshaler for caarlos0/env.
 func (d *Days) UnmarshalText(b []byte) error {
-	n, err := parseNonNegative(string(b))
-	if err != nil || n > MaxDays {
-		return fmt.Errorf("want whole days between 0 and %d, such as 30", MaxDays)
-	}
-	*d = Days(n)
-	return nil
+	return setWhole(d, b, 0, MaxDays, fmt.Sprintf("want whole days between 0 and %d, such as 30", MaxDays))
 }
 
 // Duration converts to a time.Duration (0 stays 0: keep forever).

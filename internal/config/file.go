@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"maps"
 	"net/url"
 	"os"
@@ -288,133 +289,147 @@ var (
 	headerRE = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
 )
 
+// problems collects a validation's messages, each a JSON path and what
+// is wrong there.
+type problems []string
+
+func (p *problems) add(format string, args ...any) { *p = append(*p, fmt.Sprintf(format, args...)) }
+
+// sorted walks a section's entries in name order, so that the problems
+// are listed (and the first one is) the same on every run.
+func sorted[V any](m map[string]V) iter.Seq2[string, V] {
+	return func(yield func(string, V) bool) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			if !yield(k, m[k]) {
+				return
+			}
+		}
+	}
+}
+
 // Validate checks every field and cross-reference, reporting all problems
 // with their JSON paths.
 func (f *File) Validate() error {
-	var errs []string
-	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	var errs problems
 	if len(f.Providers) == 0 {
-		add("providers: at least one provider is required")
+		errs.add("providers: at least one provider is required")
 	}
-	for _, pid := range slices.Sorted(maps.Keys(f.Providers)) {
-		p := f.Providers[pid]
+	for pid, p := range sorted(f.Providers) {
 		path := "providers." + pid
 		if !nameRE.MatchString(pid) {
-			add("%s: provider id must be 1-64 letters, digits, '.', '_' or '-'", path)
+			errs.add("%s: provider id must be 1-64 letters, digits, '.', '_' or '-'", path)
 		}
 		if err := validateBaseURL(p.BaseURL); err != nil {
-			add("%s.base_url: %v", path, err)
+			errs.add("%s.base_url: %v", path, err)
 		}
 		if len(p.APIs) == 0 {
-			add("%s.apis: list at least one of %s", path, apiNames())
+			errs.add("%s.apis: list at least one of %s", path, apiNames())
 		}
 		seen := map[string]bool{}
 		for i, a := range p.APIs {
 			if _, ok := dialect.ByName(a); !ok {
-				add("%s.apis[%d]: %q is not an API; want one of %s", path, i, a, apiNames())
+				errs.add("%s.apis[%d]: %q is not an API; want one of %s", path, i, a, apiNames())
 			}
 			if seen[a] {
-				add("%s.apis[%d]: %q is listed twice", path, i, a)
+				errs.add("%s.apis[%d]: %q is listed twice", path, i, a)
 			}
 			seen[a] = true
 		}
 		if p.Auth != "" && !slices.Contains(dialect.AuthStyles[:], p.Auth) {
-			add("%s.auth: %q is not an auth style; want %s", path, p.Auth, authStyleList)
+			errs.add("%s.auth: %q is not an auth style; want %s", path, p.Auth, authStyleList)
 		}
 		if b := p.AnthropicBeta; b != nil {
 			switch b.Mode {
 			case "", BetaPass, BetaDrop, BetaAllow:
 			default:
-				add("%s.anthropic_beta.mode: %q is not a mode; want pass, drop or allow", path, b.Mode)
+				errs.add("%s.anthropic_beta.mode: %q is not a mode; want pass, drop or allow", path, b.Mode)
 			}
 			for i, v := range b.List {
 				if v == "" || strings.ContainsAny(v, ", \t") {
-					add("%s.anthropic_beta.list[%d]: %q is not one beta name (no commas or spaces)", path, i, v)
+					errs.add("%s.anthropic_beta.list[%d]: %q is not one beta name (no commas or spaces)", path, i, v)
 				}
 			}
 		}
 		for _, h := range slices.Sorted(maps.Keys(p.Headers)) {
 			if !headerRE.MatchString(h) || isReservedHeader(h) {
-				add("%s.headers.%s: not an allowed header name (letters, digits and '-'; not a hop-by-hop, auth or length header)", path, h)
+				errs.add("%s.headers.%s: not an allowed header name (letters, digits and '-'; not a hop-by-hop, auth or length header)", path, h)
 			}
 		}
 		if len(p.Connections) == 0 {
-			add("%s.connections: at least one connection is required (use {\"default\": {}} for a keyless provider)", path)
+			errs.add("%s.connections: at least one connection is required (use {\"default\": {}} for a keyless provider)", path)
 		}
-		for _, cid := range slices.Sorted(maps.Keys(p.Connections)) {
-			c := p.Connections[cid]
+		for cid, c := range sorted(p.Connections) {
 			cpath := path + ".connections." + cid
 			if !nameRE.MatchString(cid) {
-				add("%s: connection id must be 1-64 letters, digits, '.', '_' or '-'", cpath)
+				errs.add("%s: connection id must be 1-64 letters, digits, '.', '_' or '-'", cpath)
 			}
 			if c.APIKeyEnv != "" && !envVarRE.MatchString(c.APIKeyEnv) {
-				add("%s.api_key_env: %q is not an environment variable name", cpath, c.APIKeyEnv)
+				errs.add("%s.api_key_env: %q is not an environment variable name", cpath, c.APIKeyEnv)
 			}
 			if c.APIKeyEnv == "" && p.Auth != "none" && !strings.HasPrefix(p.BaseURL, "service://") && !isLoopbackURL(p.BaseURL) {
-				add("%s.api_key_env: a remote provider needs the name of the variable holding its key (or set providers.%s.auth to \"none\")", cpath, pid)
+				errs.add("%s.api_key_env: a remote provider needs the name of the variable holding its key (or set providers.%s.auth to \"none\")", cpath, pid)
 			}
 			if c.MaxConns < 0 {
-				add("%s.max_conns: must be 0 (default) or positive", cpath)
+				errs.add("%s.max_conns: must be 0 (default) or positive", cpath)
 			}
 		}
 	}
 	if len(f.Models) == 0 {
-		add("models: at least one model is required")
+		errs.add("models: at least one model is required")
 	}
-	for _, name := range slices.Sorted(maps.Keys(f.Models)) {
-		m := f.Models[name]
+	for name, m := range sorted(f.Models) {
 		path := "models." + name
 		if !modelRE.MatchString(name) {
-			add("%s: model name must be 1-128 characters of letters, digits and ._:/@+-", path)
+			errs.add("%s: model name must be 1-128 characters of letters, digits and ._:/@+-", path)
 		}
 		switch m.Strategy {
 		case "", StrategyPriority, StrategyRoundRobin, StrategyFusion:
 		default:
-			add("%s.strategy: %q is not a strategy; want priority, round-robin or fusion", path, m.Strategy)
+			errs.add("%s.strategy: %q is not a strategy; want priority, round-robin or fusion", path, m.Strategy)
 		}
 		if len(m.Targets) == 0 {
-			add("%s.targets: at least one target is required", path)
+			errs.add("%s.targets: at least one target is required", path)
 		}
 		for i, t := range m.Targets {
 			tpath := fmt.Sprintf("%s.targets[%d]", path, i)
 			if _, _, err := f.ResolveConnection(t.Connection); err != nil {
-				add("%s.connection: %v", tpath, err)
+				errs.add("%s.connection: %v", tpath, err)
 			}
 			if t.Model != "" && !modelRE.MatchString(t.Model) {
-				add("%s.model: %q is not a valid upstream model name", tpath, t.Model)
+				errs.add("%s.model: %q is not a valid upstream model name", tpath, t.Model)
 			}
 			if t.Weight < 0 || t.Weight > 1000 {
-				add("%s.weight: must be between 0 (default 1) and 1000", tpath)
+				errs.add("%s.weight: must be between 0 (default 1) and 1000", tpath)
 			}
 		}
 	}
-	f.validateModelRouting(add)
+	f.validateModelRouting(&errs)
 	names := map[string]bool{}
 	for i, t := range f.Tenants {
 		path := fmt.Sprintf("tenants[%d]", i)
 		if !nameRE.MatchString(t.Name) {
-			add("%s.name: want 1-64 letters, digits, '.', '_' or '-'", path)
+			errs.add("%s.name: want 1-64 letters, digits, '.', '_' or '-'", path)
 		}
 		if names[t.Name] {
-			add("%s.name: %q is used twice", path, t.Name)
+			errs.add("%s.name: %q is used twice", path, t.Name)
 		}
 		names[t.Name] = true
 		switch {
 		case (t.KeyEnv == "") == (t.KeySHA256 == ""):
-			add("%s: set exactly one of key_env (variable holding the key) or key_sha256 (hex SHA-256 of the key)", path)
+			errs.add("%s: set exactly one of key_env (variable holding the key) or key_sha256 (hex SHA-256 of the key)", path)
 		case t.KeyEnv != "" && !envVarRE.MatchString(t.KeyEnv):
-			add("%s.key_env: %q is not an environment variable name", path, t.KeyEnv)
+			errs.add("%s.key_env: %q is not an environment variable name", path, t.KeyEnv)
 		case t.KeySHA256 != "" && !hexRE.MatchString(t.KeySHA256):
-			add("%s.key_sha256: want 64 lower-case hex digits (sha256sum of the key)", path)
+			errs.add("%s.key_sha256: want 64 lower-case hex digits (sha256sum of the key)", path)
 		}
 	}
 	switch f.Auth.Mode {
 	case "", "keys", "loopback", "open":
 	default:
-		add("auth.mode: %q is not a mode; want keys, loopback or open", f.Auth.Mode)
+		errs.add("auth.mode: %q is not a mode; want keys, loopback or open", f.Auth.Mode)
 	}
 	if f.Auth.Mode == "keys" && len(f.Tenants) == 0 && !f.Auth.AllowAnonymous {
-		add("auth.mode: \"keys\" with no tenants would reject every caller; add tenants or set allow_anonymous")
+		errs.add("auth.mode: \"keys\" with no tenants would reject every caller; add tenants or set allow_anonymous")
 	}
 	for _, v := range fileValidators {
 		errs = append(errs, v(f)...)
@@ -554,31 +569,31 @@ func isReservedHeader(h string) bool {
 // validateModelRouting checks aliases, model patterns and the default
 // model: each must name a configured model, an alias must not shadow a
 // model, and a pattern must be a valid model glob.
-func (f *File) validateModelRouting(add func(string, ...any)) {
+func (f *File) validateModelRouting(errs *problems) {
 	known := func(m string) bool { _, ok := f.Models[m]; return ok }
 	for _, a := range slices.Sorted(maps.Keys(f.Aliases)) {
 		path := "aliases." + a
 		if !modelRE.MatchString(a) {
-			add("%s: alias name must be 1-128 characters of letters, digits and ._:/@+-", path)
+			errs.add("%s: alias name must be 1-128 characters of letters, digits and ._:/@+-", path)
 		}
 		if known(a) {
-			add("%s: %q is already a model; an alias may not shadow it", path, a)
+			errs.add("%s: %q is already a model; an alias may not shadow it", path, a)
 		}
 		if !known(f.Aliases[a]) {
-			add("%s: %q is not a configured model; name one of models.*", path, f.Aliases[a])
+			errs.add("%s: %q is not a configured model; name one of models.*", path, f.Aliases[a])
 		}
 	}
 	for i, p := range f.ModelPatterns {
 		path := fmt.Sprintf("model_patterns[%d]", i)
 		if err := tenantpolicy.ValidPattern(p.Match); err != nil {
-			add("%s.match: %v", path, err)
+			errs.add("%s.match: %v", path, err)
 		}
 		if !known(p.Model) {
-			add("%s.model: %q is not a configured model; name one of models.*", path, p.Model)
+			errs.add("%s.model: %q is not a configured model; name one of models.*", path, p.Model)
 		}
 	}
 	if f.DefaultModel != "" && !known(f.DefaultModel) {
-		add("default_model: %q is not a configured model; name one of models.*", f.DefaultModel)
+		errs.add("default_model: %q is not a configured model; name one of models.*", f.DefaultModel)
 	}
 }
 

@@ -1,9 +1,6 @@
 package config
 
 import (
-	"fmt"
-	"maps"
-	"slices"
 	"strings"
 )
 
@@ -69,41 +66,39 @@ func init() {
 }
 
 func validateAdmissionSections(f *File) []string {
-	var errs []string
-	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	var errs problems
 	// tenants[].class is checked with the rest of the policy
 	// (file_tenants.go); a test holds its names to admission's.
-	for _, name := range slices.Sorted(maps.Keys(f.Models)) {
-		m := f.Models[name]
+	for name, m := range sorted(f.Models) {
 		path := "models." + name
 		for i, t := range m.Targets {
 			if t.MaxConcurrent < 0 || t.MaxConcurrent > 1_000_000 {
-				add("%s.targets[%d].max_concurrent: must be between 0 (no cap) and 1000000", path, i)
+				errs.add("%s.targets[%d].max_concurrent: must be between 0 (no cap) and 1000000", path, i)
 			}
 		}
 		if m.Strategy != StrategyFusion {
 			if m.Fusion != nil {
-				add("%s.fusion: set only on a model with \"strategy\": \"fusion\"", path)
+				errs.add("%s.fusion: set only on a model with \"strategy\": \"fusion\"", path)
 			}
 			continue
 		}
 		n := len(m.Targets)
 		if n < 2 {
-			add("%s.targets: a fusion model needs at least 2 targets (the panel)", path)
+			errs.add("%s.targets: a fusion model needs at least 2 targets (the panel)", path)
 		}
 		fu := m.Fusion
 		if fu == nil {
 			continue
 		}
 		if fu.Quorum < 0 || (n > 0 && fu.Quorum > n) {
-			add("%s.fusion.quorum: must be between 1 and the panel size %d (0 = majority)", path, n)
+			errs.add("%s.fusion.quorum: must be between 1 and the panel size %d (0 = majority)", path, n)
 		}
 		if fu.JudgePrompt != "" {
 			if !strings.Contains(fu.JudgePrompt, "{{answers}}") {
-				add("%s.fusion.judge_prompt: must contain {{answers}}, where the panel's answers go", path)
+				errs.add("%s.fusion.judge_prompt: must contain {{answers}}, where the panel's answers go", path)
 			}
 			if len(fu.JudgePrompt) > maxJudgePrompt {
-				add("%s.fusion.judge_prompt: longer than %d bytes", path, maxJudgePrompt)
+				errs.add("%s.fusion.judge_prompt: longer than %d bytes", path, maxJudgePrompt)
 			}
 		}
 		if fu.Judge == "" {
@@ -112,9 +107,9 @@ func validateAdmissionSections(f *File) []string {
 		if jm, ok := f.Models[fu.Judge]; ok {
 			switch {
 			case fu.Judge == name:
-				add("%s.fusion.judge: a fusion model cannot judge itself; name another model or one of its targets", path)
+				errs.add("%s.fusion.judge: a fusion model cannot judge itself; name another model or one of its targets", path)
 			case jm.Strategy == StrategyFusion:
-				add("%s.fusion.judge: %q is itself a fusion model; the judge must be a plain model or a combo", path, fu.Judge)
+				errs.add("%s.fusion.judge: %q is itself a fusion model; the judge must be a plain model or a combo", path, fu.Judge)
 			}
 			continue
 		}
@@ -127,7 +122,7 @@ func validateAdmissionSections(f *File) []string {
 			}
 		}
 		if !found {
-			add("%s.fusion.judge: %q is neither a model nor a target of this model (targets: %s)", path, fu.Judge, strings.Join(names, ", "))
+			errs.add("%s.fusion.judge: %q is neither a model nor a target of this model (targets: %s)", path, fu.Judge, strings.Join(names, ", "))
 		}
 	}
 	return errs

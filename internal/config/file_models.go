@@ -1,8 +1,6 @@
 package config
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -111,20 +109,7 @@ type ModelInfoTable map[string]ModelInfo
 
 // UnmarshalJSON implements json.Unmarshaler, strictly per entry.
 func (t *ModelInfoTable) UnmarshalJSON(b []byte) error {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return errors.New("model_info: want an object of upstream model name or pattern → {context_window, max_output, …}")
-	}
-	out := make(ModelInfoTable, len(raw))
-	for _, k := range slices.Sorted(maps.Keys(raw)) {
-		var m ModelInfo
-		if err := tenantpolicy.DecodeStrict(raw[k], &m); err != nil {
-			return atPath("model_info."+k, err)
-		}
-		out[k] = m
-	}
-	*t = out
-	return nil
+	return decodeTable(b, (*map[string]ModelInfo)(t), "model_info", "an object of upstream model name or pattern → {context_window, max_output, …}")
 }
 
 // maxModelTokens bounds context windows and output limits.
@@ -210,8 +195,8 @@ func validateModelInfo(f *File) []string {
 		m := f.ModelInfo[k]
 		errs = append(errs, m.Validate("model_info."+k)...)
 	}
-	for _, name := range slices.Sorted(maps.Keys(f.Models)) {
-		for i, t := range f.Models[name].Targets {
+	for name, m := range sorted(f.Models) {
+		for i, t := range m.Targets {
 			if t.ModelInfo != nil {
 				errs = append(errs, t.ModelInfo.Validate(fmt.Sprintf("models.%s.targets[%d].model_info", name, i))...)
 			}

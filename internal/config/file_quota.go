@@ -216,52 +216,50 @@ const maxLimit = 1 << 40
 func init() { fileValidators = append(fileValidators, validateQuota) }
 
 func validateQuota(f *File) []string {
-	var errs []string
-	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
-	for _, pid := range slices.Sorted(maps.Keys(f.Providers)) {
-		p := f.Providers[pid]
+	var errs problems
+	for pid, p := range sorted(f.Providers) {
 		path := "providers." + pid
 		switch {
 		case p.RateLimitHeaders == "custom" && len(p.CustomRateLimitHeaders) == 0:
-			add("%s.custom_rate_limit_headers: rate_limit_headers \"custom\" needs at least one dimension", path)
+			errs.add("%s.custom_rate_limit_headers: rate_limit_headers \"custom\" needs at least one dimension", path)
 		case p.RateLimitHeaders != "custom" && len(p.CustomRateLimitHeaders) > 0:
-			add("%s.custom_rate_limit_headers: only used with rate_limit_headers \"custom\" (it is %q)", path, p.RateLimitHeaders)
+			errs.add("%s.custom_rate_limit_headers: only used with rate_limit_headers \"custom\" (it is %q)", path, p.RateLimitHeaders)
 		case !slices.Contains(quota.FamilyNames(), p.RateLimitHeaders) && p.RateLimitHeaders != "":
-			add("%s.rate_limit_headers: %q is not a mapping; want one of %s", path, p.RateLimitHeaders, strings.Join(quota.FamilyNames(), ", "))
+			errs.add("%s.rate_limit_headers: %q is not a mapping; want one of %s", path, p.RateLimitHeaders, strings.Join(quota.FamilyNames(), ", "))
 		default:
 			for i, d := range p.CustomRateLimitHeaders {
 				for _, h := range []string{d.Limit, d.Remaining, d.Reset} {
 					if h != "" && !headerRE.MatchString(h) {
-						add("%s.custom_rate_limit_headers[%d]: %q is not a header name (letters, digits and '-')", path, i, h)
+						errs.add("%s.custom_rate_limit_headers[%d]: %q is not a header name (letters, digits and '-')", path, i, h)
 					}
 				}
 				if d.Reset != "" && d.ResetUnit == "" {
-					add("%s.custom_rate_limit_headers[%d].reset_unit: a reset header needs its unit (%s)", path, i, strings.Join(quota.ResetUnitNames(), ", "))
+					errs.add("%s.custom_rate_limit_headers[%d].reset_unit: a reset header needs its unit (%s)", path, i, strings.Join(quota.ResetUnitNames(), ", "))
 				}
 			}
 			if len(errs) == 0 {
 				if _, err := HeaderMapping(p); err != nil {
-					add("%s.%v", path, err)
+					errs.add("%s.%v", path, err)
 				}
 			}
 		}
 		if q := p.QuotaAPI; q != nil {
 			qpath := path + ".quota_api"
 			if !slices.Contains(quota.PollKinds(), q.Kind) {
-				add("%s.kind: %q is not a usage API; want %s", qpath, q.Kind, strings.Join(quota.PollKinds(), " or "))
+				errs.add("%s.kind: %q is not a usage API; want %s", qpath, q.Kind, strings.Join(quota.PollKinds(), " or "))
 			}
 			if q.IntervalMS != 0 && (q.IntervalMS < 1000 || q.IntervalMS > 86400000) {
-				add("%s.interval_ms: %d is out of range; want 1000 to 86400000 (default 60000)", qpath, q.IntervalMS)
+				errs.add("%s.interval_ms: %d is out of range; want 1000 to 86400000 (default 60000)", qpath, q.IntervalMS)
 			}
 			if q.TimeoutMS != 0 && (q.TimeoutMS < 100 || q.TimeoutMS > 120000) {
-				add("%s.timeout_ms: %d is out of range; want 100 to 120000 (default 10000)", qpath, q.TimeoutMS)
+				errs.add("%s.timeout_ms: %d is out of range; want 100 to 120000 (default 10000)", qpath, q.TimeoutMS)
 			}
 			if q.BaseURL != "" {
 				if u, err := url.Parse(q.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
-					add("%s.base_url: %s is not an http(s) URL without credentials or query", qpath, ShownURL(q.BaseURL))
+					errs.add("%s.base_url: %s is not an http(s) URL without credentials or query", qpath, ShownURL(q.BaseURL))
 				}
 			} else if strings.HasPrefix(p.BaseURL, "service://") {
-				add("%s.base_url: required for a service:// provider (the usage API needs a real URL)", qpath)
+				errs.add("%s.base_url: required for a service:// provider (the usage API needs a real URL)", qpath)
 			}
 		}
 		for _, cid := range slices.Sorted(maps.Keys(p.Connections)) {
@@ -271,14 +269,13 @@ func validateQuota(f *File) []string {
 			}
 			lpath := path + ".connections." + cid + ".limits"
 			errs = append(errs, checkRates(&l.Rates, lpath)...)
-			for _, m := range slices.Sorted(maps.Keys(l.Models)) {
-				r := l.Models[m]
+			for m, r := range sorted(l.Models) {
 				mpath := fmt.Sprintf("%s.models[%q]", lpath, m)
 				if m == "" {
-					add("%s: an empty model name; name the upstream model as the provider meters it", mpath)
+					errs.add("%s: an empty model name; name the upstream model as the provider meters it", mpath)
 				}
 				if w := r.Windows(); !w.Any() {
-					add("%s: sets no limit; set one of %s or remove the entry", mpath, strings.Join(rateFields[rolling.Requests][:], ", ")+", "+strings.Join(rateFields[rolling.Tokens][:], ", "))
+					errs.add("%s: sets no limit; set one of %s or remove the entry", mpath, strings.Join(rateFields[rolling.Requests][:], ", ")+", "+strings.Join(rateFields[rolling.Tokens][:], ", "))
 				}
 				merr := checkRates(&r, mpath)
 				if len(merr) == 0 { // with the connection's windows it does not set

@@ -101,24 +101,13 @@ func TestQuotaSectionErrors(t *testing.T) {
 			if js == quotaFile {
 				t.Fatalf("replacement %q not found", tc.from)
 			}
-			_, err := DecodeFile(strings.NewReader(js))
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Fatalf("error %q does not contain %q", err, w)
-				}
-			}
+			checkFileError(t, tc.name, js, tc.want)
 		})
 	}
 }
 
 func TestQuotaEnv(t *testing.T) {
-	e, err := LoadEnv(map[string]string{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := loadEnv(t, map[string]string{})
 	q := e.Quota
 	if !q.QuotaAwareRouting || q.ApproachingThreshold != 0.2 || q.RoutingMaxWait != 10000 || q.CooldownBase != 1000 || q.BreakerFailures != 5 || q.DefaultOutputTokens != 1024 {
 		t.Fatalf("defaults %+v", q)

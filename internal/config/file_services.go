@@ -170,43 +170,41 @@ var placeholderRE = regexp.MustCompile(`\{[^{}]*\}`)
 func init() { fileValidators = append(fileValidators, validateServiceSections) }
 
 func validateServiceSections(f *File) []string {
-	var errs []string
-	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
-	for _, id := range slices.Sorted(maps.Keys(f.Services)) {
-		s := f.Services[id]
+	var errs problems
+	for id, s := range sorted(f.Services) {
 		p := "services." + id
 		if !nameRE.MatchString(id) {
-			add("%s: service id must be 1-64 letters, digits, '.', '_' or '-'", p)
+			errs.add("%s: service id must be 1-64 letters, digits, '.', '_' or '-'", p)
 		}
 		if strings.TrimSpace(s.Command) == "" {
-			add("%s.command: required; give an absolute path, a name found in PATH, or %q for the gateway's own binary", p, SelfCommand)
+			errs.add("%s.command: required; give an absolute path, a name found in PATH, or %q for the gateway's own binary", p, SelfCommand)
 		} else if strings.ContainsAny(s.Command, "{}") && s.Command != SelfCommand {
-			add("%s.command: %q: the only placeholder allowed here is %s", p, s.Command, SelfCommand)
+			errs.add("%s.command: %q: the only placeholder allowed here is %s", p, s.Command, SelfCommand)
 		}
 		for i, a := range s.Args {
 			for _, ph := range placeholderRE.FindAllString(a, -1) {
 				switch ph {
 				case "{port}", "{host}", "{addr}", "{data_dir}":
 				default:
-					add("%s.args[%d]: unknown placeholder %s; want {port}, {host}, {addr} or {data_dir}", p, i, ph)
+					errs.add("%s.args[%d]: unknown placeholder %s; want {port}, {host}, {addr} or {data_dir}", p, i, ph)
 				}
 			}
 		}
 		for _, k := range slices.Sorted(maps.Keys(s.Env)) {
 			if !envVarRE.MatchString(k) {
-				add("%s.env.%s: not an environment variable name", p, k)
+				errs.add("%s.env.%s: not an environment variable name", p, k)
 			}
 		}
 		for i, k := range s.EnvPassthrough {
 			if !envVarRE.MatchString(k) {
-				add("%s.env_passthrough[%d]: %q is not an environment variable name", p, i, k)
+				errs.add("%s.env_passthrough[%d]: %q is not an environment variable name", p, i, k)
 			}
 		}
 		if s.Port < 0 || s.Port > 65535 {
-			add("%s.port: %d is not a port; want 1-65535, or 0 to pick a free one", p, s.Port)
+			errs.add("%s.port: %d is not a port; want 1-65535, or 0 to pick a free one", p, s.Port)
 		}
 		if !strings.HasPrefix(s.HealthPath, "/") || strings.ContainsAny(s.HealthPath, " \t\r\n#") {
-			add("%s.health_path: %q must be a path starting with '/', e.g. /health", p, s.HealthPath)
+			errs.add("%s.health_path: %q must be a path starting with '/', e.g. /health", p, s.HealthPath)
 		}
 		for _, r := range []struct {
 			name    string
@@ -225,38 +223,37 @@ func validateServiceSections(f *File) []string {
 			{"restart.crash_window_ms", s.Restart.CrashWindowMs, 86_400_000, 1},
 		} {
 			if r.v != 0 && (r.v < r.minimum || r.v > r.max) {
-				add("%s.%s: %d is out of range; want %d-%d (or omit it for the default)", p, r.name, r.v, r.minimum, r.max)
+				errs.add("%s.%s: %d is out of range; want %d-%d (or omit it for the default)", p, r.name, r.v, r.minimum, r.max)
 			}
 		}
 		if s.LogBufferBytes != 0 && (s.LogBufferBytes < 64<<10 || s.LogBufferBytes > 1<<30) {
-			add("%s.log_buffer_bytes: %d is out of range; want 65536 to 1073741824 (or omit it for 5 MiB)", p, s.LogBufferBytes)
+			errs.add("%s.log_buffer_bytes: %d is out of range; want 65536 to 1073741824 (or omit it for 5 MiB)", p, s.LogBufferBytes)
 		}
 		switch s.Restart.Policy {
 		case "", RestartOnFailure, RestartNever:
 		default:
-			add("%s.restart.policy: %q is not a policy; want on-failure or never", p, s.Restart.Policy)
+			errs.add("%s.restart.policy: %q is not a policy; want on-failure or never", p, s.Restart.Policy)
 		}
 		if s.Restart.InitialBackoffMs > 0 && s.Restart.MaxBackoffMs > 0 && s.Restart.InitialBackoffMs > s.Restart.MaxBackoffMs {
-			add("%s.restart: initial_backoff_ms (%d) exceeds max_backoff_ms (%d)", p, s.Restart.InitialBackoffMs, s.Restart.MaxBackoffMs)
+			errs.add("%s.restart: initial_backoff_ms (%d) exceeds max_backoff_ms (%d)", p, s.Restart.InitialBackoffMs, s.Restart.MaxBackoffMs)
 		}
 	}
-	for _, pid := range slices.Sorted(maps.Keys(f.Providers)) {
-		u, err := url.Parse(f.Providers[pid].BaseURL)
+	for pid, p := range sorted(f.Providers) {
+		u, err := url.Parse(p.BaseURL)
 		if err == nil && u.Scheme == "service" {
 			if _, ok := f.Services[u.Host]; !ok {
-				add("providers.%s.base_url: names service %q, which is not declared in services; add services.%s (command, health_path)", pid, u.Host, u.Host)
+				errs.add("providers.%s.base_url: names service %q, which is not declared in services; add services.%s (command, health_path)", pid, u.Host, u.Host)
 			}
 		}
 	}
 	relayEngines := []string{}
-	for _, id := range slices.Sorted(maps.Keys(f.Engines)) {
-		e := f.Engines[id]
+	for id, e := range sorted(f.Engines) {
 		p := "engines." + id
 		if !nameRE.MatchString(id) {
-			add("%s: engine id must be 1-64 letters, digits, '.', '_' or '-'", p)
+			errs.add("%s: engine id must be 1-64 letters, digits, '.', '_' or '-'", p)
 		}
 		if id == "native" || id == "ts" {
-			add("%s: %q is the built-in native pipeline and cannot be redeclared", p, id)
+			errs.add("%s: %q is the built-in native pipeline and cannot be redeclared", p, id)
 		}
 		switch e.Lifecycle {
 		case LifecycleSupervised:
@@ -265,43 +262,43 @@ func validateServiceSections(f *File) []string {
 				svc = id
 			}
 			if _, ok := f.Services[svc]; !ok {
-				add("%s.service: supervised engine needs services.%s to exist", p, svc)
+				errs.add("%s.service: supervised engine needs services.%s to exist", p, svc)
 			}
 		case LifecycleExternal, LifecycleDisabled:
 			if e.Service != "" {
-				add("%s.service: only supervised engines name a service", p)
+				errs.add("%s.service: only supervised engines name a service", p)
 			}
 		case "in-process":
-			add("%s.lifecycle: in-process is reserved for the built-in native pipeline; want supervised, external or disabled", p)
+			errs.add("%s.lifecycle: in-process is reserved for the built-in native pipeline; want supervised, external or disabled", p)
 		default:
-			add("%s.lifecycle: %q is not a lifecycle; want supervised, external or disabled", p, e.Lifecycle)
+			errs.add("%s.lifecycle: %q is not a lifecycle; want supervised, external or disabled", p, e.Lifecycle)
 		}
 		switch e.Relay {
 		case "", RelayRoleNone, RelayRoleProvider:
 		case RelayRoleRelay:
 			relayEngines = append(relayEngines, id)
 		default:
-			add("%s.relay: %q is not a relay role; want relay, provider or none", p, e.Relay)
+			errs.add("%s.relay: %q is not a relay role; want relay, provider or none", p, e.Relay)
 		}
 		if e.BaseURL != "" {
 			if u, err := url.Parse(e.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.User != nil {
-				add("%s.base_url: %s must be an http(s) URL without query or credentials", p, ShownURL(e.BaseURL))
+				errs.add("%s.base_url: %s must be an http(s) URL without query or credentials", p, ShownURL(e.BaseURL))
 			}
 		}
 		for i, c := range e.Capabilities {
-			if !contains(EngineCapabilities, c) {
-				add("%s.capabilities[%d]: %q is not a capability; want one of %s", p, i, c, strings.Join(EngineCapabilities, ", "))
+			if !slices.Contains(EngineCapabilities, c) {
+				errs.add("%s.capabilities[%d]: %q is not a capability; want one of %s", p, i, c, strings.Join(EngineCapabilities, ", "))
 			}
 		}
 		if e.DefaultPort < 0 || e.DefaultPort > 65535 {
-			add("%s.default_port: %d is not a port", p, e.DefaultPort)
+			errs.add("%s.default_port: %d is not a port", p, e.DefaultPort)
 		}
 		if e.HealthPath != "" && !strings.HasPrefix(e.HealthPath, "/") {
-			add("%s.health_path: %q must start with '/'", p, e.HealthPath)
+			errs.add("%s.health_path: %q must start with '/'", p, e.HealthPath)
 		}
 	}
 	if len(relayEngines) > 1 {
-		add("engines: %s all have relay role \"relay\"; the relay has one backend, keep one", strings.Join(relayEngines, ", "))
+		errs.add("engines: %s all have relay role \"relay\"; the relay has one backend, keep one", strings.Join(relayEngines, ", "))
 	}
 	if f.Relay != nil {
 		errs = append(errs, validateRelay(f.Relay)...)
@@ -310,43 +307,42 @@ func validateServiceSections(f *File) []string {
 }
 
 func validateRelay(r *RelayConfig) []string {
-	var errs []string
-	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	var errs problems
 	names := map[string]bool{}
 	for i, t := range r.Tokens {
 		p := fmt.Sprintf("relay.tokens[%d]", i)
 		if !nameRE.MatchString(t.Name) {
-			add("%s.name: want 1-64 letters, digits, '.', '_' or '-'", p)
+			errs.add("%s.name: want 1-64 letters, digits, '.', '_' or '-'", p)
 		}
 		if names[t.Name] {
-			add("%s.name: %q is used twice", p, t.Name)
+			errs.add("%s.name: %q is used twice", p, t.Name)
 		}
 		names[t.Name] = true
 		switch {
 		case (t.TokenEnv == "") == (t.TokenSHA256 == ""):
-			add("%s: set exactly one of token_env (variable holding the token) or token_sha256 (hex SHA-256 of the token)", p)
+			errs.add("%s: set exactly one of token_env (variable holding the token) or token_sha256 (hex SHA-256 of the token)", p)
 		case t.TokenEnv != "" && !envVarRE.MatchString(t.TokenEnv):
-			add("%s.token_env: %q is not an environment variable name", p, t.TokenEnv)
+			errs.add("%s.token_env: %q is not an environment variable name", p, t.TokenEnv)
 		case t.TokenSHA256 != "" && !hexRE.MatchString(t.TokenSHA256):
-			add("%s.token_sha256: want 64 lower-case hex digits (sha256sum of the token)", p)
+			errs.add("%s.token_sha256: want 64 lower-case hex digits (sha256sum of the token)", p)
 		}
 		if t.ExpiresAt != "" {
 			if _, err := time.Parse(time.RFC3339, t.ExpiresAt); err != nil {
-				add("%s.expires_at: %q is not an RFC 3339 time such as 2027-01-31T00:00:00Z", p, t.ExpiresAt)
+				errs.add("%s.expires_at: %q is not an RFC 3339 time such as 2027-01-31T00:00:00Z", p, t.ExpiresAt)
 			}
 		}
 		for j, m := range t.Models {
 			body := strings.TrimSuffix(m, "*")
 			if m == "" || strings.Contains(body, "*") || (body != "" && !modelRE.MatchString(body) && !strings.HasSuffix(body, "/")) {
-				add("%s.models[%d]: %q must be a model name, a prefix ending in '*', or '*'", p, j, m)
+				errs.add("%s.models[%d]: %q must be a model name, a prefix ending in '*', or '*'", p, j, m)
 			}
 		}
 		if rl := t.RateLimit; rl != nil {
 			if rl.Requests < 1 || rl.Requests > 1_000_000 {
-				add("%s.rate_limit.requests: %d; want 1-1000000", p, rl.Requests)
+				errs.add("%s.rate_limit.requests: %d; want 1-1000000", p, rl.Requests)
 			}
 			if rl.WindowMs < 1 || rl.WindowMs > 86_400_000 {
-				add("%s.rate_limit.window_ms: %d; want 1-86400000", p, rl.WindowMs)
+				errs.add("%s.rate_limit.window_ms: %d; want 1-86400000", p, rl.WindowMs)
 			}
 		}
 	}
@@ -357,17 +353,8 @@ func validateRelay(r *RelayConfig) []string {
 	sort.Strings(keys)
 	for _, k := range keys {
 		if !nameRE.MatchString(k) {
-			add("relay.providers.%s: provider id must be 1-64 letters, digits, '.', '_' or '-'", k)
+			errs.add("relay.providers.%s: provider id must be 1-64 letters, digits, '.', '_' or '-'", k)
 		}
 	}
 	return errs
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

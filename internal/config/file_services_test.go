@@ -106,19 +106,13 @@ func TestServicesSectionErrors(t *testing.T) {
 }
 
 func TestRelayEnv(t *testing.T) {
-	e, err := LoadEnv(map[string]string{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := loadEnv(t, map[string]string{})
 	r := e.Relay
 	if r.Backend() != "" || !bool(r.BifrostEnabled) || !bool(r.BifrostStreaming) || r.BifrostTimeout != 30000 || r.BifrostCooldown != 5000 || r.BifrostPort != 0 {
 		t.Fatalf("defaults %+v", r)
 	}
-	e, err = LoadEnv(map[string]string{"RELAY_ROUTING_BACKEND": "ts", "BIFROST_BASE_URL": "http://127.0.0.1:8080/",
+	e = loadEnv(t, map[string]string{"RELAY_ROUTING_BACKEND": "ts", "BIFROST_BASE_URL": "http://127.0.0.1:8080/",
 		"OMNIROUTE_BIFROST_KEY": "k2", "BIFROST_PORT": "9090", "BIFROST_ENABLED": "0"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if e.Relay.Backend() != RelayNative || e.Relay.BifrostURL() != "http://127.0.0.1:8080" || e.Relay.BifrostKey() != "k2" || e.Relay.BifrostPort != 9090 || bool(e.Relay.BifrostEnabled) {
 		t.Fatalf("parsed %+v", e.Relay)
 	}

@@ -38,19 +38,27 @@ type PriceTable map[string]pricing.Price
 
 // UnmarshalJSON implements json.Unmarshaler, strictly per entry.
 func (t *PriceTable) UnmarshalJSON(b []byte) error {
+	return decodeTable(b, (*map[string]pricing.Price)(t), "prices", "an object of model name or pattern → {input, output, …}")
+}
+
+// decodeTable is the UnmarshalJSON of the sections that map a name or
+// pattern to an entry: each entry decoded on its own, strictly, in name
+// order, so the first mistake is the same on every run and names its entry
+// (section.name); what says what the section must be when b is no object.
+func decodeTable[V any](b []byte, dst *map[string]V, section, what string) error {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
-		return errors.New("prices: want an object of model name or pattern → {input, output, …}")
+		return errors.New(section + ": want " + what)
 	}
-	out := make(PriceTable, len(raw))
+	out := make(map[string]V, len(raw))
 	for _, k := range slices.Sorted(maps.Keys(raw)) {
-		var p pricing.Price
-		if err := tenantpolicy.DecodeStrict(raw[k], &p); err != nil {
-			return atPath("prices."+k, err)
+		var v V
+		if err := tenantpolicy.DecodeStrict(raw[k], &v); err != nil {
+			return atPath(section+"."+k, err)
 		}
-		out[k] = p
+		out[k] = v
 	}
-	*t = out
+	*dst = out
 	return nil
 }
 
@@ -79,8 +87,8 @@ func validateTenantsAndPrices(f *File) []string {
 			}
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(f.Prices)) {
-		errs = append(errs, pricing.Validate("prices."+k, k, f.Prices[k])...)
+	for k, p := range sorted(f.Prices) {
+		errs = append(errs, pricing.Validate("prices."+k, k, p)...)
 	}
 	return errs
 }

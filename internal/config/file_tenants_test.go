@@ -50,16 +50,7 @@ func TestTenantAndPriceErrorsNameThePath(t *testing.T) {
 		{`[{` + key + `}]`, `{"x": {"input": -1, "output": 2}, "bad pattern": {"input": 1, "output": 1}}`, []string{"prices.x.input: want US dollars", "prices.bad pattern: model pattern"}},
 	}
 	for _, c := range cases {
-		_, err := DecodeFile(strings.NewReader(withSections(c.tenants, c.prices)))
-		if err == nil {
-			t.Errorf("%s %s: accepted", c.tenants, c.prices)
-			continue
-		}
-		for _, w := range c.want {
-			if !strings.Contains(err.Error(), w) {
-				t.Errorf("%s %s: error %q does not contain %q", c.tenants, c.prices, err, w)
-			}
-		}
+		checkFileError(t, c.tenants+" "+c.prices, withSections(c.tenants, c.prices), c.want)
 	}
 }
 

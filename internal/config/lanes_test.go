@@ -8,10 +8,7 @@ import (
 )
 
 func TestLanesEnvDefaultsAreTheAdmissionDefaults(t *testing.T) {
-	e, err := LoadEnv(map[string]string{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := loadEnv(t, map[string]string{})
 	c := e.Lanes.Config()
 	want := admission.DefaultConfig()
 	if c != want {
@@ -23,15 +20,12 @@ func TestLanesEnvDefaultsAreTheAdmissionDefaults(t *testing.T) {
 }
 
 func TestLanesEnvValues(t *testing.T) {
-	e, err := LoadEnv(map[string]string{
+	e := loadEnv(t, map[string]string{
 		"ADAPTIVE_ADMISSION_MODE": "enforce", "ADAPTIVE_ADMISSION_MIN_LIMIT": "2", "ADAPTIVE_ADMISSION_MAX_LIMIT": "50",
 		"ADAPTIVE_ADMISSION_MAX_WAIT_MS": "250", "OMNIROUTE_CHAT_VIRTUAL_LANES": "1",
 		"OMNIROUTE_PRIORITY_DEFAULT_CLASS": "Batch", "OMNIROUTE_PRIORITY_BATCH_SHARE": "40", "OMNIROUTE_PRIORITY_INTERACTIVE_SHARE": "60",
 		"ADAPTIVE_ADMISSION_GLOBAL_LIMIT": "0", "ADAPTIVE_ADMISSION_QUEUE_TARGET_MS": "40",
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := e.Lanes.Config()
 	if c.Mode != admission.ModeEnforce || c.MinLimit != 2 || c.MaxLimit != 50 || c.DefaultMaxWaitMs != 250 || !c.VirtualLanes ||
 		c.ClassShares != [admission.NumClasses]int64{60, 40} || c.GlobalLimit != 0 || c.QueueTargetMs != 40 || admission.Class(e.Lanes.DefaultClass) != admission.Batch {

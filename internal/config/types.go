@@ -1,7 +1,10 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,12 +17,7 @@ type Millis int64
 
 // UnmarshalText implements encoding.TextUnmarshaler for caarlos0/env.
 func (m *Millis) UnmarshalText(b []byte) error {
-	n, err := parseNonNegative(string(b))
-	if err != nil {
-		return fmt.Errorf("want whole milliseconds (a non-negative integer such as 30000)")
-	}
-	*m = Millis(n)
-	return nil
+	return setWhole(m, b, 0, math.MaxInt64, "want whole milliseconds (a non-negative integer such as 30000)")
 }
 
 // Duration converts to a time.Duration.
@@ -66,12 +64,7 @@ type PositiveInt int
 
 // UnmarshalText implements encoding.TextUnmarshaler for caarlos0/env.
 func (p *PositiveInt) UnmarshalText(b []byte) error {
-	n, err := parseNonNegative(string(b))
-	if err != nil || n < 1 || n > 1<<31-1 {
-		return fmt.Errorf("want a positive integer (1 or more)")
-	}
-	*p = PositiveInt(n)
-	return nil
+	return setWhole(p, b, 1, 1<<31-1, "want a positive integer (1 or more)")
 }
 
 // Flag is a strict boolean: true, false, 1 or 0 (any case). strconv.ParseBool
@@ -96,12 +89,7 @@ type LogFormat string
 
 // UnmarshalText implements encoding.TextUnmarshaler for caarlos0/env.
 func (l *LogFormat) UnmarshalText(b []byte) error {
-	switch v := strings.ToLower(strings.TrimSpace(string(b))); v {
-	case "text", "json":
-		*l = LogFormat(v)
-		return nil
-	}
-	return fmt.Errorf("want text or json")
+	return setWord(l, b, "want text or json", "text", "json")
 }
 
 // LogLevel is the minimum slog level.
@@ -109,12 +97,7 @@ type LogLevel string
 
 // UnmarshalText implements encoding.TextUnmarshaler for caarlos0/env.
 func (l *LogLevel) UnmarshalText(b []byte) error {
-	switch v := strings.ToLower(strings.TrimSpace(string(b))); v {
-	case "debug", "info", "warn", "error":
-		*l = LogLevel(v)
-		return nil
-	}
-	return fmt.Errorf("want debug, info, warn or error")
+	return setWord(l, b, "want debug, info, warn or error", "debug", "info", "warn", "error")
 }
 
 // parseNonNegative accepts only ASCII digits (no sign, no spaces inside, no
@@ -130,4 +113,38 @@ func parseNonNegative(s string) (int64, error) {
 		}
 	}
 	return strconv.ParseInt(s, 10, 64)
+}
+
+// setWhole is the UnmarshalText of the whole-number types: it stores the
+// number b spells (parseNonNegative) in *dst when it lies in [lo, hi],
+// and otherwise returns want, the error that says what the variable takes.
+func setWhole[T ~int | ~int64](dst *T, b []byte, lo, hi int64, want string) error {
+	n, err := parseNonNegative(string(b))
+	if err != nil || n < lo || n > hi {
+		return errors.New(want)
+	}
+	*dst = T(n)
+	return nil
+}
+
+// setNumber is setWhole for the fractional types: a decimal in [lo, hi]
+// (never NaN).
+func setNumber[T ~float64](dst *T, b []byte, lo, hi float64, want string) error {
+	f, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64)
+	if err != nil || math.IsNaN(f) || f < lo || f > hi {
+		return errors.New(want)
+	}
+	*dst = T(f)
+	return nil
+}
+
+// setWord is the UnmarshalText of the word types: b, trimmed and in lower
+// case, must be one of words; otherwise it returns want.
+func setWord[T ~string](dst *T, b []byte, want string, words ...string) error {
+	v := strings.ToLower(strings.TrimSpace(string(b)))
+	if !slices.Contains(words, v) {
+		return errors.New(want)
+	}
+	*dst = T(v)
+	return nil
 }

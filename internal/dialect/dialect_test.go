@@ -3,7 +3,6 @@ package dialect
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"strings"
 	"testing"
 
@@ -168,18 +167,11 @@ func TestTableComplete(t *testing.T) {
 
 func parseFrames(t *testing.T, b []byte) []sse.Event {
 	t.Helper()
-	r := sse.NewReader(bytes.NewReader(b), nil, 0)
-	var out []sse.Event
-	for {
-		ev, err := r.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatalf("frames %q: %v", b, err)
-		}
-		out = append(out, sse.Event{Name: bytes.Clone(ev.Name), Data: bytes.Clone(ev.Data)})
+	out, err := sse.ReadAll(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("frames %q: %v", b, err)
 	}
+	return out
 }
 
 func TestStreamGrammar(t *testing.T) {

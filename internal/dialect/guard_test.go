@@ -2,13 +2,13 @@ package dialect
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
-	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/omniroute/gateway/internal/testutil/gosource"
 )
 
 // readers are the module's directories that read or write the dialects'
@@ -53,48 +53,25 @@ func tableLiterals() (exact, fold []string) {
 // .IsTerminal, AuthHeader, DoneFrame...), so a dialect changes in one
 // place. Comments may name them.
 func TestNoDialectLiteralOutsideTable(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range dialectLiteralsIn(t, root) {
+	for _, f := range dialectLiteralsIn(t) {
 		t.Errorf("%s: spells the dialect table's %q; read it from internal/dialect instead", f.where, f.lit)
 	}
 }
 
 type literalHit struct{ where, lit string }
 
-func dialectLiteralsIn(t *testing.T, root string) []literalHit {
+func dialectLiteralsIn(t *testing.T) []literalHit {
 	t.Helper()
 	exact, fold := tableLiterals()
 	var hits []literalHit
-	fset := token.NewFileSet()
-	scanned := 0
-	err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	fset, files := gosource.Parse(t, gosource.Options{Skip: func(rel string, dir bool) bool {
+		if dir {
+			return slices.Contains(readers, rel)
 		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
-		if e.IsDir() {
-			if strings.HasPrefix(e.Name(), ".") && rel != "." || e.Name() == "testdata" {
-				return filepath.SkipDir
-			}
-			for _, r := range readers {
-				if rel == r {
-					return filepath.SkipDir
-				}
-			}
-			return nil
-		}
-		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") || literalExempt[rel] != "" {
-			return nil
-		}
-		file, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		scanned++
+		return literalExempt[rel] != ""
+	}})
+	for _, f := range files {
+		file := f.AST
 		ast.Inspect(file, func(n ast.Node) bool {
 			if _, ok := n.(*ast.ImportSpec); ok {
 				return false // an import path (…/gateway/messages) is no route
@@ -120,13 +97,6 @@ func dialectLiteralsIn(t *testing.T, root string) []literalHit {
 			}
 			return true
 		})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if scanned < 100 {
-		t.Fatalf("scanned %d files under %s: not the module", scanned, root)
 	}
 	return hits
 }

@@ -1,5 +1,7 @@
 package dialect
 
+import "github.com/omniroute/gateway/internal/jsonscan"
+
 // Finding a usage report in a whole answer or event. The report is near
 // the end of an answer, so a backward scan for its key reaches it in a few
 // dozen bytes where walking the document from its start (jsonscan.Get)
@@ -34,17 +36,17 @@ func lastUsageObject(data []byte) []byte {
 		}
 		end = i
 		p := i - 1
-		for p >= 0 && isWS(data[p]) {
+		for p >= 0 && jsonscan.IsSpace(data[p]) {
 			p--
 		}
 		if p < 0 || (data[p] != '{' && data[p] != ',') {
 			continue
 		}
-		j := skipWS(data, i+len(key))
+		j := jsonscan.SkipSpace(data, i+len(key))
 		if j >= len(data) || data[j] != ':' {
 			continue
 		}
-		j = skipWS(data, j+1)
+		j = jsonscan.SkipSpace(data, j+1)
 		if j >= len(data) || data[j] != '{' {
 			continue // "usage": null
 		}
@@ -56,28 +58,6 @@ func lastUsageObject(data []byte) []byte {
 	}
 }
 
-func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && isWS(b[i]) {
-		i++
-	}
-	return i
-}
-
-// stringEnd returns the index after the string starting at b[i] == '"'.
-func stringEnd(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return -1
-}
-
 // valueEnd returns the index after the JSON value starting at b[i].
 func valueEnd(b []byte, i int) int {
 	if i >= len(b) {
@@ -85,13 +65,13 @@ func valueEnd(b []byte, i int) int {
 	}
 	switch b[i] {
 	case '"':
-		return stringEnd(b, i)
+		return jsonscan.StringEnd(b, i)
 	case '{', '[':
 		depth := 0
 		for j := i; j < len(b); j++ {
 			switch b[j] {
 			case '"':
-				e := stringEnd(b, j)
+				e := jsonscan.StringEnd(b, j)
 				if e < 0 {
 					return -1
 				}
@@ -108,7 +88,7 @@ func valueEnd(b []byte, i int) int {
 		return -1
 	}
 	j := i
-	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && !isWS(b[j]) {
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && !jsonscan.IsSpace(b[j]) {
 		j++
 	}
 	return j

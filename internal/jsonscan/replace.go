@@ -24,20 +24,15 @@ func AppendReplacingStrings(dst, doc []byte, key string, value []byte) ([]byte, 
 			continue
 		}
 		j := from
-		for j < len(doc) && isSpace(doc[j]) {
-			j++
-		}
+		j = SkipSpace(doc, j)
 		if j >= len(doc) || doc[j] != ':' {
 			continue
 		}
-		j++
-		for j < len(doc) && isSpace(doc[j]) {
-			j++
-		}
+		j = SkipSpace(doc, j+1)
 		if j >= len(doc) || doc[j] != '"' {
 			continue
 		}
-		end := stringEnd(doc, j)
+		end := StringEnd(doc, j)
 		if end < 0 {
 			break
 		}
@@ -59,9 +54,9 @@ func escapedAt(doc []byte, i int) bool {
 	return k%2 == 1
 }
 
-// stringEnd returns the index after the string literal starting at i,
-// or -1.
-func stringEnd(doc []byte, i int) int {
+// StringEnd returns the index after the string literal starting at i
+// (doc[i] is its opening quote), or -1 when it does not end.
+func StringEnd(doc []byte, i int) int {
 	for j := i + 1; j < len(doc); j++ {
 		switch doc[j] {
 		case '\\':
@@ -73,4 +68,16 @@ func stringEnd(doc []byte, i int) int {
 	return -1
 }
 
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+// IsSpace reports whether c is JSON white space.
+func IsSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// SkipSpace returns the index of the first byte at or after i that is not
+// JSON white space (len(b) when there is none): the one white-space rule
+// of every hand-written JSON reader of the gateway (this package's
+// scanner, dialect's usage locator, tokenest's walker).
+func SkipSpace(b []byte, i int) int {
+	for i < len(b) && IsSpace(b[i]) {
+		i++
+	}
+	return i
+}

@@ -368,16 +368,7 @@ type scanner struct {
 
 func (s *scanner) errf(msg string) error { return &SyntaxError{Offset: s.i, Msg: msg} }
 
-func (s *scanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
-	}
-}
+func (s *scanner) ws() { s.i = SkipSpace(s.b, s.i) }
 
 func (s *scanner) end() error {
 	s.ws()

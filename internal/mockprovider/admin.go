@@ -55,16 +55,7 @@ func (s *Server) admin(ctx *fasthttp.RequestCtx, op string) {
 	case op == "behavior" && ctx.IsGet():
 		writeJSON(ctx, fasthttp.StatusOK, s.table.Load().snapshot())
 	case op == "behavior" && ctx.IsPost():
-		var u BehaviorUpdate
-		if err := strictUnmarshal(ctx.PostBody(), &u); err != nil {
-			writeAdminError(ctx, fasthttp.StatusBadRequest, "decode behavior update: "+err.Error())
-			return
-		}
-		if err := s.SetBehavior(u); err != nil {
-			writeAdminError(ctx, fasthttp.StatusBadRequest, err.Error())
-			return
-		}
-		writeJSON(ctx, fasthttp.StatusOK, s.table.Load().snapshot())
+		adminPost(ctx, "behavior update", s.SetBehavior, func() any { return s.table.Load().snapshot() })
 	case op == "requests" && ctx.IsGet():
 		writeJSON(ctx, fasthttp.StatusOK, s.requests.log())
 	case op == "quota" && (ctx.IsGet() || ctx.IsPost()):
@@ -152,6 +143,22 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	ctx.SetStatusCode(status)
 	ctx.SetContentTypeBytes(contentTypeJSON)
 	ctx.SetBody(body)
+}
+
+// adminPost serves a POST of the admin API that changes a setting: the
+// body decoded strictly into a T (what names it in the 400), applied by
+// set (its error is the 400), answered with the setting as it now stands.
+func adminPost[T any](ctx *fasthttp.RequestCtx, what string, set func(T) error, now func() any) {
+	var v T
+	if err := strictUnmarshal(ctx.PostBody(), &v); err != nil {
+		writeAdminError(ctx, fasthttp.StatusBadRequest, "decode "+what+": "+err.Error())
+		return
+	}
+	if err := set(v); err != nil {
+		writeAdminError(ctx, fasthttp.StatusBadRequest, err.Error())
+		return
+	}
+	writeJSON(ctx, fasthttp.StatusOK, now())
 }
 
 func writeAdminError(ctx *fasthttp.RequestCtx, status int, msg string) {

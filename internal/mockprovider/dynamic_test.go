@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/omniroute/gateway/internal/testutil"
 )
 
 // newLoggedEnv is newEnv with the request log on, keeping x-request-id.
@@ -155,13 +157,7 @@ func TestScheduledBehaviour(t *testing.T) {
 	if got := latency(); got != 1 && time.Since(start) < 200*time.Millisecond {
 		t.Fatalf("applied before its time: latency %d", got)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for latency() != 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the scheduled update never applied")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Until(t, "the scheduled update applied", func() bool { return latency() == 2 })
 	if time.Since(start) < 200*time.Millisecond {
 		t.Fatalf("applied after %v, before its 200 ms", time.Since(start))
 	}

@@ -166,14 +166,5 @@ func (s *Server) quotaAdmin(ctx *fasthttp.RequestCtx) {
 		writeJSON(ctx, fasthttp.StatusOK, s.quotaAPIs.snapshot())
 		return
 	}
-	var c QuotaAPIs
-	if err := strictUnmarshal(ctx.PostBody(), &c); err != nil {
-		writeAdminError(ctx, fasthttp.StatusBadRequest, "decode quota APIs: "+err.Error())
-		return
-	}
-	if err := s.SetQuotaAPIs(c); err != nil {
-		writeAdminError(ctx, fasthttp.StatusBadRequest, err.Error())
-		return
-	}
-	writeJSON(ctx, fasthttp.StatusOK, s.quotaAPIs.snapshot())
+	adminPost(ctx, "quota APIs", s.SetQuotaAPIs, func() any { return s.quotaAPIs.snapshot() })
 }

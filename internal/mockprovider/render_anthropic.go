@@ -51,14 +51,22 @@ func (r *render) messagesStream() *streamPlan {
 	b.buf = append(b.buf, `{"type":"ping"}`...)
 	b.closeFrame()
 	for _, chunk := range r.beh.chunkJSON {
-		b.sseEvent("content_block_delta")
-		b.buf = append(b.buf, `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`...)
-		b.buf = append(b.buf, chunk...)
-		b.buf = append(b.buf, `}}`...)
-		b.closeFrame()
+		messagesDelta(b, `{"type":"text_delta","text":`, chunk)
 	}
 	r.messagesClose(b, "end_turn")
 	return &streamPlan{frames: b.frames(), contentStart: 3, contentCount: r.beh.chunks, errFrame: anthropicErrFrame(r.beh.b.Fail)}
+}
+
+// messagesDelta renders a content_block_delta of block 0: head opens the
+// delta up to its one field's value (text_delta's text, input_json_delta's
+// partial_json), v is that value.
+func messagesDelta(b *planBuilder, head string, v []byte) {
+	b.sseEvent("content_block_delta")
+	b.buf = append(b.buf, `{"type":"content_block_delta","index":0,"delta":`...)
+	b.buf = append(b.buf, head...)
+	b.buf = append(b.buf, v...)
+	b.buf = append(b.buf, `}}`...)
+	b.closeFrame()
 }
 
 // messagesOpen renders message_start.

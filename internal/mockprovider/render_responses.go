@@ -60,11 +60,8 @@ func (r *render) appendResponse(dst []byte, completed bool) []byte {
 	dst = append(dst, `,"error":null,"incomplete_details":null,"instructions":null,"model":`...)
 	dst = append(dst, r.modelRaw...)
 	dst = append(dst, `,"output":[`...)
-	switch {
-	case completed && r.tool != nil:
-		dst = r.appendRespToolItem(dst, true)
-	case completed:
-		dst = r.appendRespItem(dst, true)
+	if completed {
+		dst = r.appendOutputItem(dst, true)
 	}
 	dst = append(dst, `],"parallel_tool_calls":true,"tool_choice":"auto","tools":[],"usage":`...)
 	if completed {
@@ -85,6 +82,44 @@ func respEvent(b *planBuilder, typ string) {
 	b.buf = appendInt(b.buf, int64(len(b.ends)))
 }
 
+// appendOutputItem appends the answer's one output item: its function
+// call when the behaviour calls a tool, else its message.
+func (r *render) appendOutputItem(dst []byte, done bool) []byte {
+	if r.tool != nil {
+		return r.appendRespToolItem(dst, done)
+	}
+	return r.appendRespItem(dst, done)
+}
+
+// respItemEvent renders response.output_item.added (done false) or
+// response.output_item.done with the output item.
+func (r *render) respItemEvent(b *planBuilder, done bool) {
+	typ := "response.output_item.added"
+	if done {
+		typ = "response.output_item.done"
+	}
+	respEvent(b, typ)
+	b.buf = append(b.buf, `,"output_index":0,"item":`...)
+	b.buf = r.appendOutputItem(b.buf, done)
+	b.buf = append(b.buf, '}')
+	b.closeFrame()
+}
+
+// respPartEvent renders response.content_part.added (done false) or
+// response.content_part.done with the message's text part.
+func (r *render) respPartEvent(b *planBuilder, done bool) {
+	typ := "response.content_part.added"
+	if done {
+		typ = "response.content_part.done"
+	}
+	respEvent(b, typ)
+	r.respPartRef(b)
+	b.buf = append(b.buf, `,"part":`...)
+	b.buf = r.appendRespPart(b.buf, done)
+	b.buf = append(b.buf, '}')
+	b.closeFrame()
+}
+
 // respPartRef appends the item/output/content indices shared by part events.
 func (r *render) respPartRef(b *planBuilder) {
 	b.buf = append(b.buf, `,"item_id":`...)
@@ -95,17 +130,8 @@ func (r *render) respPartRef(b *planBuilder) {
 func (r *render) responsesStream() *streamPlan {
 	b := &planBuilder{buf: make([]byte, 0, 2048+r.beh.chunks*192)}
 	r.responsesOpen(b)
-	respEvent(b, "response.output_item.added")
-	b.buf = append(b.buf, `,"output_index":0,"item":`...)
-	b.buf = r.appendRespItem(b.buf, false)
-	b.buf = append(b.buf, '}')
-	b.closeFrame()
-	respEvent(b, "response.content_part.added")
-	r.respPartRef(b)
-	b.buf = append(b.buf, `,"part":`...)
-	b.buf = r.appendRespPart(b.buf, false)
-	b.buf = append(b.buf, '}')
-	b.closeFrame()
+	r.respItemEvent(b, false)
+	r.respPartEvent(b, false)
 	for _, chunk := range r.beh.chunkJSON {
 		respEvent(b, "response.output_text.delta")
 		r.respPartRef(b)
@@ -120,17 +146,8 @@ func (r *render) responsesStream() *streamPlan {
 	b.buf = append(b.buf, r.beh.textJSON...)
 	b.buf = append(b.buf, `,"logprobs":[]}`...)
 	b.closeFrame()
-	respEvent(b, "response.content_part.done")
-	r.respPartRef(b)
-	b.buf = append(b.buf, `,"part":`...)
-	b.buf = r.appendRespPart(b.buf, true)
-	b.buf = append(b.buf, '}')
-	b.closeFrame()
-	respEvent(b, "response.output_item.done")
-	b.buf = append(b.buf, `,"output_index":0,"item":`...)
-	b.buf = r.appendRespItem(b.buf, true)
-	b.buf = append(b.buf, '}')
-	b.closeFrame()
+	r.respPartEvent(b, true)
+	r.respItemEvent(b, true)
 	r.responsesClose(b)
 	return &streamPlan{frames: b.frames(), contentStart: 4, contentCount: r.beh.chunks, errFrame: responsesErrFrame(r.beh.b.Fail)}
 }

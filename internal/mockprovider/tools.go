@@ -282,11 +282,7 @@ func (r *render) toolMessagesStream() *streamPlan {
 	b.buf = append(b.buf, '}')
 	b.closeFrame()
 	for _, piece := range ct.pieces {
-		b.sseEvent("content_block_delta")
-		b.buf = append(b.buf, `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`...)
-		b.buf = append(b.buf, piece...)
-		b.buf = append(b.buf, `}}`...)
-		b.closeFrame()
+		messagesDelta(b, `{"type":"input_json_delta","partial_json":`, piece)
 	}
 	r.messagesClose(b, "tool_use")
 	return &streamPlan{frames: b.frames(), contentStart: 2, contentCount: len(ct.pieces), errFrame: anthropicErrFrame(r.beh.b.Fail)}
@@ -296,11 +292,7 @@ func (r *render) toolResponsesStream() *streamPlan {
 	ct := r.tool.ct
 	b := &planBuilder{buf: make([]byte, 0, 2048+len(ct.pieces)*192)}
 	r.responsesOpen(b)
-	respEvent(b, "response.output_item.added")
-	b.buf = append(b.buf, `,"output_index":0,"item":`...)
-	b.buf = r.appendRespToolItem(b.buf, false)
-	b.buf = append(b.buf, '}')
-	b.closeFrame()
+	r.respItemEvent(b, false)
 	ref := func() {
 		b.buf = append(b.buf, `,"item_id":`...)
 		b.buf = r.appendCallID(b.buf, "fc_mock_")
@@ -322,11 +314,7 @@ func (r *render) toolResponsesStream() *streamPlan {
 	b.buf = append(b.buf, ct.argsLit...)
 	b.buf = append(b.buf, '}')
 	b.closeFrame()
-	respEvent(b, "response.output_item.done")
-	b.buf = append(b.buf, `,"output_index":0,"item":`...)
-	b.buf = r.appendRespToolItem(b.buf, true)
-	b.buf = append(b.buf, '}')
-	b.closeFrame()
+	r.respItemEvent(b, true)
 	r.responsesClose(b)
 	return &streamPlan{frames: b.frames(), contentStart: 3, contentCount: len(ct.pieces), errFrame: responsesErrFrame(r.beh.b.Fail)}
 }

@@ -25,6 +25,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/omniroute/gateway/internal/enum"
 )
 
 // Severity is the pressure level.
@@ -40,12 +42,7 @@ const (
 var severityNames = [...]string{"normal", "high", "critical"}
 
 // String returns normal, high or critical.
-func (s Severity) String() string {
-	if int(s) < len(severityNames) {
-		return severityNames[s]
-	}
-	return "unknown"
-}
+func (s Severity) String() string { return enum.Name(severityNames[:], s, "unknown") }
 
 // Reasons name the signal that set the severity.
 const (

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"slices"
 	"strings"
 )
 
@@ -135,11 +136,11 @@ func ResolveCgroups(entries []CgroupEntry, mounts []Mount) []ResolvedCgroup {
 		}
 	}
 	for _, e := range entries {
-		if !contains(e.Controllers, "memory") {
+		if !slices.Contains(e.Controllers, "memory") {
 			continue
 		}
 		for _, m := range mounts {
-			if m.FSType == "cgroup" && contains(m.Options, "memory") {
+			if m.FSType == "cgroup" && slices.Contains(m.Options, "memory") {
 				r := join(m, e.Path)
 				r.v1 = true
 				out = append(out, r)
@@ -148,15 +149,6 @@ func ResolveCgroups(entries []CgroupEntry, mounts []Mount) []ResolvedCgroup {
 		}
 	}
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // v1Unlimited: cgroup v1 reports "no limit" as a page-rounded

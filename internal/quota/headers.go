@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/omniroute/gateway/internal/enum"
 	"github.com/omniroute/gateway/messages"
 )
 
@@ -29,25 +30,13 @@ const (
 var resetUnitNames = [...]string{"", "go_duration", "seconds", "milliseconds", "rfc3339", "epoch_seconds", "epoch_milliseconds", "epoch_auto"}
 
 // ParseResetUnit maps a config name to its unit.
-func ParseResetUnit(s string) (ResetUnit, bool) {
-	for i, n := range resetUnitNames {
-		if i > 0 && n == s {
-			return ResetUnit(i), true
-		}
-	}
-	return ResetNone, false
-}
+func ParseResetUnit(s string) (ResetUnit, bool) { return enum.Parse[ResetUnit](resetUnitNames[:], s) }
 
 // ResetUnitNames lists the config names of the units.
 func ResetUnitNames() []string { return append([]string(nil), resetUnitNames[1:]...) }
 
 // String returns the config name.
-func (u ResetUnit) String() string {
-	if int(u) < len(resetUnitNames) {
-		return resetUnitNames[u]
-	}
-	return ""
-}
+func (u ResetUnit) String() string { return enum.Name(resetUnitNames[:], u, "") }
 
 // Field maps one dimension to its headers. Names are lower case.
 type Field struct {

@@ -268,12 +268,7 @@ func TestParsers(t *testing.T) {
 		{"1.s", 0, false},
 		{"99999999999h", 0, false},
 	}
-	for _, c := range dur {
-		got, ok := ParseGoDuration([]byte(c.in))
-		if ok != c.ok || got != c.want {
-			t.Errorf("ParseGoDuration(%q) = %v %v, want %v %v", c.in, got, ok, c.want, c.ok)
-		}
-	}
+	checkParser(t, "ParseGoDuration", ParseGoDuration, dur)
 	nums := []struct {
 		in   string
 		want float64
@@ -283,12 +278,7 @@ func TestParsers(t *testing.T) {
 		{"1e3", 0, false}, {"12abc", 0, false}, {"", 0, false}, {"1,000", 1, true}, {".5", 0, false},
 		{"99999999999999999999", 0, false},
 	}
-	for _, c := range nums {
-		got, ok := ParseNumber([]byte(c.in))
-		if ok != c.ok || got != c.want {
-			t.Errorf("ParseNumber(%q) = %v %v, want %v %v", c.in, got, ok, c.want, c.ok)
-		}
-	}
+	checkParser(t, "ParseNumber", ParseNumber, nums)
 	ra := []struct {
 		in   string
 		want time.Duration
@@ -303,12 +293,7 @@ func TestParsers(t *testing.T) {
 		{"Thu Aug 21 12:41:00 2025", time.Minute, true},
 		{"tomorrow", 0, false},
 	}
-	for _, c := range ra {
-		got, ok := ParseRetryAfter([]byte(c.in), t0)
-		if ok != c.ok || got != c.want {
-			t.Errorf("ParseRetryAfter(%q) = %v %v, want %v %v", c.in, got, ok, c.want, c.ok)
-		}
-	}
+	checkParser(t, "ParseRetryAfter", func(b []byte) (time.Duration, bool) { return ParseRetryAfter(b, t0) }, ra)
 	if _, ok := ParseRFC3339([]byte("2025-02-31T00:00:00Z")); ok {
 		t.Error("31 February accepted")
 	}
@@ -337,6 +322,22 @@ func TestParsers(t *testing.T) {
 	}
 	if d, ok := ParseMillis([]byte("5830")); !ok || d != 5830*time.Millisecond {
 		t.Errorf("ParseMillis: %v %v", d, ok)
+	}
+}
+
+// checkParser runs a parser's table: each input's value and whether it
+// was accepted.
+func checkParser[T comparable](t *testing.T, name string, parse func([]byte) (T, bool), cases []struct {
+	in   string
+	want T
+	ok   bool
+}) {
+	t.Helper()
+	for _, c := range cases {
+		got, ok := parse([]byte(c.in))
+		if ok != c.ok || got != c.want {
+			t.Errorf("%s(%q) = %v %v, want %v %v", name, c.in, got, ok, c.want, c.ok)
+		}
 	}
 }
 

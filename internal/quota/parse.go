@@ -184,23 +184,20 @@ func durationUnit(b []byte) (time.Duration, int) {
 
 // ParseSeconds reads a relative number of seconds ("6", "0.5"), as Azure
 // and Together send resets and Retry-After carries delta-seconds.
-func ParseSeconds(b []byte) (time.Duration, bool) {
-	b = trimFirst(b)
-	m, sc, n, ok := fixed(b)
-	if !ok || n != len(b) {
-		return 0, false
-	}
-	return scaled(m, sc, time.Second)
-}
+func ParseSeconds(b []byte) (time.Duration, bool) { return parseRelative(b, time.Second) }
 
 // ParseMillis reads a relative number of milliseconds (retry-after-ms).
-func ParseMillis(b []byte) (time.Duration, bool) {
+func ParseMillis(b []byte) (time.Duration, bool) { return parseRelative(b, time.Millisecond) }
+
+// parseRelative reads a relative number of units: a decimal and nothing
+// after it.
+func parseRelative(b []byte, unit time.Duration) (time.Duration, bool) {
 	b = trimFirst(b)
 	m, sc, n, ok := fixed(b)
 	if !ok || n != len(b) {
 		return 0, false
 	}
-	return scaled(m, sc, time.Millisecond)
+	return scaled(m, sc, unit)
 }
 
 // Epoch units.

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/omniroute/gateway/internal/enum"
 	"github.com/omniroute/gateway/messages"
 )
 
@@ -34,12 +35,7 @@ const (
 var sourceNames = [...]string{"provider_api", "response_headers", "configured", "estimated", "unknown"}
 
 // String returns the wire name.
-func (s Source) String() string {
-	if int(s) < len(sourceNames) {
-		return sourceNames[s]
-	}
-	return "unknown"
-}
+func (s Source) String() string { return enum.Name(sourceNames[:], s, "unknown") }
 
 // Rank is the source's position in the preference order (0 is best).
 func (s Source) Rank() int {
@@ -67,12 +63,7 @@ const (
 var confidenceNames = [...]string{"unknown", "low", "medium", "high", "authoritative"}
 
 // String returns the wire name.
-func (c Confidence) String() string {
-	if int(c) < len(confidenceNames) {
-		return confidenceNames[c]
-	}
-	return "unknown"
-}
+func (c Confidence) String() string { return enum.Name(confidenceNames[:], c, "unknown") }
 
 // MarshalText implements encoding.TextMarshaler.
 func (c Confidence) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
@@ -95,22 +86,10 @@ var statusNames = [...]string{"unknown", "healthy", "approaching_limit", "unavai
 var Statuses = [...]Status{StatusHealthy, StatusApproaching, StatusExhausted, StatusUnavailable, StatusUnknown}
 
 // String returns the wire name.
-func (s Status) String() string {
-	if int(s) < len(statusNames) {
-		return statusNames[s]
-	}
-	return "unknown"
-}
+func (s Status) String() string { return enum.Name(statusNames[:], s, "unknown") }
 
 // ParseStatus maps a wire name to its status.
-func ParseStatus(name string) (Status, bool) {
-	for i, n := range statusNames {
-		if n == name {
-			return Status(i), true
-		}
-	}
-	return StatusUnknown, false
-}
+func ParseStatus(name string) (Status, bool) { return enum.Parse[Status](statusNames[:], name) }
 
 // MarshalText implements encoding.TextMarshaler.
 func (s Status) MarshalText() ([]byte, error) { return []byte(s.String()), nil }

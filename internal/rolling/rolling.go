@@ -42,6 +42,8 @@ package rolling
 
 import (
 	"time"
+
+	"github.com/omniroute/gateway/internal/enum"
 )
 
 // Dim is what a limit counts.
@@ -56,12 +58,7 @@ const (
 
 var dimNames = [NumDims]string{"requests", "tokens"}
 
-func (d Dim) String() string {
-	if d < NumDims {
-		return dimNames[d]
-	}
-	return "unknown"
-}
+func (d Dim) String() string { return enum.Name(dimNames[:], d, "unknown") }
 
 // Period is a window's length.
 type Period uint8

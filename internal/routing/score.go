@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/omniroute/gateway/internal/enum"
 	"github.com/omniroute/gateway/internal/quota"
 )
 
@@ -27,21 +28,11 @@ const (
 
 var allocationNames = [...]string{"allow", "warn", "deny"}
 
-func (a Allocation) String() string {
-	if int(a) < len(allocationNames) {
-		return allocationNames[a]
-	}
-	return "allow"
-}
+func (a Allocation) String() string { return enum.Name(allocationNames[:], a, "allow") }
 
 // ParseAllocation maps a wire name to an allocation.
 func ParseAllocation(s string) (Allocation, bool) {
-	for i, n := range allocationNames {
-		if n == s {
-			return Allocation(i), true
-		}
-	}
-	return AllocationAllow, false
+	return enum.Parse[Allocation](allocationNames[:], s)
 }
 
 // Circuit is a circuit breaker state.
@@ -56,25 +47,13 @@ const (
 
 var circuitNames = [...]string{"closed", "open", "half_open"}
 
-func (c Circuit) String() string {
-	if int(c) < len(circuitNames) {
-		return circuitNames[c]
-	}
-	return "closed"
-}
+func (c Circuit) String() string { return enum.Name(circuitNames[:], c, "closed") }
 
 // MarshalText implements encoding.TextMarshaler.
 func (c Circuit) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
 
 // ParseCircuit maps a wire name to a circuit state.
-func ParseCircuit(s string) (Circuit, bool) {
-	for i, n := range circuitNames {
-		if n == s {
-			return Circuit(i), true
-		}
-	}
-	return CircuitClosed, false
-}
+func ParseCircuit(s string) (Circuit, bool) { return enum.Parse[Circuit](circuitNames[:], s) }
 
 // Budget is the token ledger's verdict for a candidate.
 type Budget uint8

@@ -117,6 +117,24 @@ func (r *Reader) Next() (*Event, error) {
 // blockReady reports whether the unread bytes hold a blank line, i.e. a
 // complete block. Only bytes not searched before are examined, so a large
 // event arriving in small reads costs linear, not quadratic, time.
+// ReadAll reads every event of a whole stream, each copied (Next's are
+// views into the reader's buffer), with no bound on an event's size: for a
+// stream already in memory, such as a test's.
+func ReadAll(src io.Reader) ([]Event, error) {
+	r := NewReader(src, nil, 0)
+	var out []Event
+	for {
+		ev, err := r.Next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, Event{Name: bytes.Clone(ev.Name), Data: bytes.Clone(ev.Data)})
+	}
+}
+
 func (r *Reader) blockReady() bool {
 	b := r.buf[r.start:r.end]
 	if len(b) > 0 && (b[0] == '\n' || b[0] == '\r') {

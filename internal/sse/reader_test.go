@@ -212,3 +212,18 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// TestReadAll: every event of a stream, copied (the reader's buffer is
+// reused, so views would change under the caller), and a broken stream's
+// error with the events before it.
+func TestReadAll(t *testing.T) {
+	evs, err := ReadAll(iotest.OneByteReader(strings.NewReader("event: a\ndata: 1\n\ndata: 2\n\n")))
+	if err != nil || len(evs) != 2 || string(evs[0].Name) != "a" || string(evs[0].Data) != "1" || string(evs[1].Data) != "2" {
+		t.Fatalf("ReadAll = %d events (%v), %v", len(evs), evs, err)
+	}
+	boom := errors.New("boom")
+	evs, err = ReadAll(io.MultiReader(strings.NewReader("data: 1\n\n"), iotest.ErrReader(boom)))
+	if !errors.Is(err, boom) || len(evs) != 1 || string(evs[0].Data) != "1" {
+		t.Fatalf("ReadAll of a broken stream = %d events (%v), %v", len(evs), evs, err)
+	}
+}

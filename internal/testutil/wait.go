@@ -13,12 +13,20 @@ import (
 // never for timing: the deadline only stops a test that would hang.
 func Until(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	UntilEvery(t, what, 10*time.Second, 2*time.Millisecond, cond)
+}
+
+// UntilEvery is Until for a condition that is dear to ask (a request to a
+// process) or slow to come true (a cluster converging): it asks every
+// step and gives up after bound.
+func UntilEvery(t testing.TB, what string, bound, step time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(bound)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("never: %s", what)
 		}
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(step)
 	}
 }
 

@@ -15,7 +15,11 @@
 // the caller treats as heavy.
 package tokenest
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/omniroute/gateway/internal/jsonscan"
+)
 
 // Walk bounds.
 const (
@@ -338,16 +342,7 @@ func (w *walker) fail() {
 	}
 }
 
-func (w *walker) ws() {
-	for w.i < len(w.b) {
-		switch w.b[w.i] {
-		case ' ', '\t', '\n', '\r':
-			w.i++
-		default:
-			return
-		}
-	}
-}
+func (w *walker) ws() { w.i = jsonscan.SkipSpace(w.b, w.i) }
 
 func (w *walker) peek() byte {
 	if w.i < len(w.b) {

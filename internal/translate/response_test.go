@@ -21,9 +21,7 @@ func decodeBody(t *testing.T, from dialect.ID, b []byte) outcome {
 	switch from {
 	case dialect.Chat:
 		var cc openai.ChatCompletion
-		if err := json.Unmarshal(b, &cc); err != nil {
-			t.Fatalf("openai.ChatCompletion: %v\n%s", err, b)
-		}
+		mustUnmarshal(t, b, &cc)
 		if cc.Object != "chat.completion" || len(cc.Choices) != 1 {
 			t.Fatalf("not a chat completion: %s", b)
 		}
@@ -39,18 +37,14 @@ func decodeBody(t *testing.T, from dialect.ID, b []byte) outcome {
 		got.thinking = extra.Choices[0].Message.Reasoning
 	case dialect.Messages:
 		var msg anthropic.Message
-		if err := json.Unmarshal(b, &msg); err != nil {
-			t.Fatalf("anthropic.Message: %v\n%s", err, b)
-		}
+		mustUnmarshal(t, b, &msg)
 		if msg.Type != "message" || msg.Role != "assistant" {
 			t.Fatalf("not a message: %s", b)
 		}
 		got = anthropicOutcome(&msg)
 	default:
 		var r responses.Response
-		if err := json.Unmarshal(b, &r); err != nil {
-			t.Fatalf("responses.Response: %v\n%s", err, b)
-		}
+		mustUnmarshal(t, b, &r)
 		if r.Object != "response" || !strings.HasPrefix(r.ID, "resp_") {
 			t.Fatalf("not a response: %s", b)
 		}
@@ -79,6 +73,25 @@ func TestResponsesThroughSDKTypes(t *testing.T) {
 	}
 }
 
+// mustUnmarshal decodes b into v, failing the test with v's type and b
+// when it is not that JSON.
+func mustUnmarshal(t *testing.T, b []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%T: %v\n%s", v, err, b)
+	}
+}
+
+// rawJSON is the JSON each SDK value was decoded from, to send back as
+// the next turn's input exactly as it came.
+func rawJSON[T interface{ RawJSON() string }](vs []T) []json.RawMessage {
+	out := make([]json.RawMessage, len(vs))
+	for i, v := range vs {
+		out[i] = json.RawMessage(v.RawJSON())
+	}
+	return out
+}
+
 // TestReasoningSurvivesTheCaller: reasoning state an upstream made comes
 // back to it, byte for byte, through a caller of another dialect: an
 // Anthropic signature through a Responses caller's encrypted_content, an
@@ -92,13 +105,8 @@ func TestReasoningSurvivesTheCaller(t *testing.T) {
 		t.Fatal(err)
 	}
 	var r responses.Response
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatal(err)
-	}
-	var items []json.RawMessage
-	for _, it := range r.Output {
-		items = append(items, json.RawMessage(it.RawJSON()))
-	}
+	mustUnmarshal(t, out, &r)
+	items := rawJSON(r.Output)
 	next, _ := json.Marshal(map[string]any{"model": "m", "input": items, "reasoning": map[string]any{"effort": "high"}})
 	tr.Reset(dialect.Responses, dialect.Messages, Options{Model: "claude"})
 	req, err := tr.Request(nil, next)
@@ -110,9 +118,7 @@ func TestReasoningSurvivesTheCaller(t *testing.T) {
 			Content []map[string]any `json:"content"`
 		} `json:"messages"`
 	}
-	if err := json.Unmarshal(req, &back); err != nil {
-		t.Fatal(err)
-	}
+	mustUnmarshal(t, req, &back)
 	first := back.Messages[0].Content[0]
 	if first["type"] != "thinking" || first["signature"] != "WaUjzkypQ2mUEVM36O2TxuC06KN8xyfbJwyem2dw3URve" || first["thinking"] != "I should look up the weather." {
 		t.Errorf("thinking block not restored: %s", req)
@@ -128,14 +134,8 @@ func TestReasoningSurvivesTheCaller(t *testing.T) {
 		t.Fatal(err)
 	}
 	var msg anthropic.Message
-	if err := json.Unmarshal(out, &msg); err != nil {
-		t.Fatal(err)
-	}
-	var blocks []json.RawMessage
-	for _, b := range msg.Content {
-		blocks = append(blocks, json.RawMessage(b.RawJSON()))
-	}
-	content, _ := json.Marshal(blocks)
+	mustUnmarshal(t, out, &msg)
+	content, _ := json.Marshal(rawJSON(msg.Content))
 	next = []byte(`{"model":"m","max_tokens":2000,"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"weather?"},{"role":"assistant","content":` + string(content) + `},{"role":"user","content":[{"type":"tool_result","tool_use_id":"call_1","content":"sunny"}]}]}`)
 	tr.Reset(dialect.Messages, dialect.Responses, Options{Model: "gpt"})
 	req, err = tr.Request(nil, next)
@@ -145,9 +145,7 @@ func TestReasoningSurvivesTheCaller(t *testing.T) {
 	var rreq struct {
 		Input []map[string]any `json:"input"`
 	}
-	if err := json.Unmarshal(req, &rreq); err != nil {
-		t.Fatal(err)
-	}
+	mustUnmarshal(t, req, &rreq)
 	var found bool
 	for _, it := range rreq.Input {
 		if it["type"] == "reasoning" {

@@ -53,18 +53,11 @@ func translateStream(t *testing.T, from, to dialect.ID, upstream string) (*Trans
 // newEvents splits an SSE byte stream into events (copied).
 func newEvents(t *testing.T, stream string) []sse.Event {
 	t.Helper()
-	rd := sse.NewReader(strings.NewReader(stream), nil, 0)
-	var out []sse.Event
-	for {
-		ev, err := rd.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, sse.Event{Name: bytes.Clone(ev.Name), Data: bytes.Clone(ev.Data)})
+	out, err := sse.ReadAll(strings.NewReader(stream))
+	if err != nil {
+		t.Fatal(err)
 	}
+	return out
 }
 
 func sseResponse(b []byte) *http.Response {

@@ -52,17 +52,9 @@ func (t *Translator) writeChat(dst []byte) ([]byte, error) {
 		w.End('}')
 		w.End('}')
 	}
-	if n := t.maxTokens(0); n > 0 {
-		// max_tokens, which most OpenAI-compatible servers know; a model
-		// that wants max_completion_tokens gets it from internal/fit.
-		w.Key("max_tokens")
-		w.Int(n)
-	}
-	w.RawField("temperature", r.Temperature)
-	w.RawField("top_p", r.TopP)
-	if r.TopK != nil {
-		t.drop("top_k")
-	}
+	// max_tokens, which most OpenAI-compatible servers know; a model that
+	// wants max_completion_tokens gets it from internal/fit.
+	t.openAISampling(&w, "max_tokens")
 	w.RSListField("stop", r.Stop)
 	if r.Stream {
 		// Always ask for the usage chunk: the caller's dialect reports
@@ -83,6 +75,22 @@ func (t *Translator) writeChat(dst []byte) ([]byte, error) {
 	t.openAIExtras(&w)
 	w.End('}')
 	return w.B, nil
+}
+
+// openAISampling writes the output bound (under maxKey, the dialect's name
+// for it) and the sampling fields OpenAI's dialects take; top_k, which
+// neither has, is dropped.
+func (t *Translator) openAISampling(w *ir.Writer, maxKey string) {
+	r := &t.req
+	if n := t.maxTokens(0); n > 0 {
+		w.Key(maxKey)
+		w.Int(n)
+	}
+	w.RawField("temperature", r.Temperature)
+	w.RawField("top_p", r.TopP)
+	if r.TopK != nil {
+		t.drop("top_k")
+	}
 }
 
 // openAIChoiceWord writes tool_choice for the modes OpenAI spells as a

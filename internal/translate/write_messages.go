@@ -403,12 +403,7 @@ func (t *Translator) anthropicBlockOut(w *ir.Writer, p *ir.Part, field loc, auto
 			w.RSField("title", p.Filename)
 		}
 	case ir.KindToolCall:
-		w.Lit(`"tool_use"`)
-		w.Key("id")
-		ir.ToolID(w, p.ID)
-		w.Key("name")
-		w.RS(p.Name)
-		w.Key("input")
+		ir.ToolUseHead(w, p.ID, p.Name)
 		if err := t.argsObject(w, p, field.at("tool_calls.arguments")); err != nil {
 			return err
 		}

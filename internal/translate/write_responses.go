@@ -46,15 +46,7 @@ func (t *Translator) writeResponses(dst []byte) ([]byte, error) {
 		w.RS(r.Choice.Name)
 		w.End('}')
 	}
-	if n := t.maxTokens(0); n > 0 {
-		w.Key("max_output_tokens")
-		w.Int(n)
-	}
-	w.RawField("temperature", r.Temperature)
-	w.RawField("top_p", r.TopP)
-	if r.TopK != nil {
-		t.drop("top_k")
-	}
+	t.openAISampling(&w, "max_output_tokens")
 	if len(r.Stop) > 0 {
 		field := at("stop")
 		if t.from == dialect.Messages {
@@ -145,18 +137,17 @@ func (t *Translator) responsesMessage(w *ir.Writer, m *ir.Message, mi int) error
 			w.Key("type")
 			if p.Custom {
 				w.Lit(`"custom_tool_call"`)
-				w.Key("call_id")
-				w.RS(p.ID)
-				w.Key("name")
-				w.RS(p.Name)
+			} else {
+				w.Lit(`"function_call"`)
+			}
+			w.Key("call_id")
+			w.RS(p.ID)
+			w.Key("name")
+			w.RS(p.Name)
+			if p.Custom {
 				w.Key("input")
 				w.RS(p.Args)
 			} else {
-				w.Lit(`"function_call"`)
-				w.Key("call_id")
-				w.RS(p.ID)
-				w.Key("name")
-				w.RS(p.Name)
 				w.Key("arguments")
 				t.argsString(w, p)
 			}

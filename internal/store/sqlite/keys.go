@@ -52,29 +52,31 @@ func (d *DB) CreateKey(ctx context.Context, k store.Key) error {
 
 // Keys implements store.KeyStore.
 func (d *DB) Keys(ctx context.Context) ([]store.Key, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT name, tenant_id, key_hash, policy, created_at, rotated_at, revoked_at FROM keys ORDER BY name`)
+	type keyRow struct {
+		k                         store.Key
+		pol                       string
+		created, rotated, revoked int64
+	}
+	rows, err := queryRows(ctx, d, "read keys from", `SELECT name, tenant_id, key_hash, policy, created_at, rotated_at, revoked_at FROM keys ORDER BY name`, nil,
+		func(rows *sql.Rows, r *keyRow) error {
+			return rows.Scan(&r.k.Name, &r.k.TenantID, &r.k.KeyHash, &r.pol, &r.created, &r.rotated, &r.revoked)
+		})
 	if err != nil {
-		return nil, describe(d.path, "read keys from", err)
+		return nil, err
 	}
-	defer rows.Close()
+	// The policies are decoded once every row is read: a bad one is the
+	// operator's to fix, not a read failure (describe).
 	var out []store.Key
-	for rows.Next() {
-		var k store.Key
-		var pol string
-		var created, rotated, revoked int64
-		if err := rows.Scan(&k.Name, &k.TenantID, &k.KeyHash, &pol, &created, &rotated, &revoked); err != nil {
-			return nil, describe(d.path, "read keys from", err)
-		}
-		p, err := tenantpolicy.Decode([]byte(pol))
+	for i := range rows {
+		r := &rows[i]
+		p, err := tenantpolicy.Decode([]byte(r.pol))
 		if err != nil {
-			return nil, fmt.Errorf("database %s: key %q has an invalid policy (%v); fix it with the key API or in the database", d.path, k.Name, err)
+			return nil, fmt.Errorf("database %s: key %q has an invalid policy (%v); fix it with the key API or in the database", d.path, r.k.Name, err)
 		}
+		k := r.k
 		k.Policy = p
-		k.CreatedAt, k.RotatedAt, k.RevokedAt = fromMillis(created), fromMillis(rotated), fromMillis(revoked)
+		k.CreatedAt, k.RotatedAt, k.RevokedAt = fromMillis(r.created), fromMillis(r.rotated), fromMillis(r.revoked)
 		out = append(out, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, describe(d.path, "read keys from", err)
 	}
 	return out, nil
 }

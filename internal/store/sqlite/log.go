@@ -275,25 +275,12 @@ func (d *DB) Usage(ctx context.Context, uq store.UsageQuery) ([]store.UsageRow, 
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	q += " ORDER BY " + at + ", tenant_id, model LIMIT ?"
-	rows, err := d.db.QueryContext(ctx, q, append(args, limit)...)
-	if err != nil {
-		return nil, describe(d.path, "read usage from", err)
-	}
-	defer rows.Close()
-	var out []store.UsageRow
-	for rows.Next() {
-		var u store.UsageRow
+	return queryRows(ctx, d, "read usage from", q, append(args, limit), func(rows *sql.Rows, u *store.UsageRow) error {
 		var start int64
-		if err := rows.Scan(&start, &u.TenantID, &u.TenantName, &u.Model, &u.Requests, &u.Errors, &u.TokensIn, &u.TokensOut, &u.TokensCached, &u.CostNano); err != nil {
-			return nil, describe(d.path, "read usage from", err)
-		}
+		err := rows.Scan(&start, &u.TenantID, &u.TenantName, &u.Model, &u.Requests, &u.Errors, &u.TokensIn, &u.TokensOut, &u.TokensCached, &u.CostNano)
 		u.Start = time.Unix(start, 0).UTC()
-		out = append(out, u)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, describe(d.path, "read usage from", err)
-	}
-	return out, nil
+		return err
+	})
 }
 
 // UsageTotal implements store.LogStore: one pass over the window's rows
@@ -365,47 +352,53 @@ func (d *DB) Refusals(ctx context.Context, uq store.UsageQuery) ([]store.Refusal
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	q += " GROUP BY tenant_id, code ORDER BY n DESC, tenant_id, code LIMIT ?"
-	rows, err := d.db.QueryContext(ctx, q, append(args, limit)...)
-	if err != nil {
-		return nil, describe(d.path, "read refusal counts from", err)
-	}
-	defer rows.Close()
-	var out []store.Refusal
-	for rows.Next() {
-		var r store.Refusal
+	return queryRows(ctx, d, "read refusal counts from", q, append(args, limit), func(rows *sql.Rows, r *store.Refusal) error {
 		var start int64
-		if err := rows.Scan(&start, &r.TenantID, &r.TenantName, &r.Code, &r.Count); err != nil {
-			return nil, describe(d.path, "read refusal counts from", err)
-		}
+		err := rows.Scan(&start, &r.TenantID, &r.TenantName, &r.Code, &r.Count)
 		r.Start = time.Unix(start, 0).UTC()
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, describe(d.path, "read refusal counts from", err)
-	}
-	return out, nil
+		return err
+	})
 }
 
 // Spend implements store.LogStore. since is rounded down to its hour, the
 // aggregates' resolution; budgets start at midnight and on the first, which
 // are whole hours.
 func (d *DB) Spend(ctx context.Context, since time.Time) (map[string]int64, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT tenant_id, sum(cost_nano) FROM usage_hourly WHERE hour >= ? GROUP BY tenant_id`, since.Unix()/3600*3600)
+	type spent struct {
+		id string
+		n  int64
+	}
+	rows, err := queryRows(ctx, d, "read spend from", `SELECT tenant_id, sum(cost_nano) FROM usage_hourly WHERE hour >= ? GROUP BY tenant_id`,
+		[]any{since.Unix() / 3600 * 3600}, func(rows *sql.Rows, s *spent) error { return rows.Scan(&s.id, &s.n) })
 	if err != nil {
-		return nil, describe(d.path, "read spend from", err)
+		return nil, err
+	}
+	out := make(map[string]int64, len(rows))
+	for _, s := range rows {
+		out[s.id] = s.n
+	}
+	return out, nil
+}
+
+// queryRows runs q and reads each row of its answer with scan into a new
+// element; whatever fails (the query, a row, the walk) is described as
+// failing to read what from the database (describe).
+func queryRows[T any](ctx context.Context, d *DB, what, q string, args []any, scan func(*sql.Rows, *T) error) ([]T, error) {
+	rows, err := d.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, describe(d.path, what, err)
 	}
 	defer rows.Close()
-	out := map[string]int64{}
+	var out []T
 	for rows.Next() {
-		var id string
-		var n int64
-		if err := rows.Scan(&id, &n); err != nil {
-			return nil, describe(d.path, "read spend from", err)
+		var v T
+		if err := scan(rows, &v); err != nil {
+			return nil, describe(d.path, what, err)
 		}
-		out[id] = n
+		out = append(out, v)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, describe(d.path, "read spend from", err)
+		return nil, describe(d.path, what, err)
 	}
 	return out, nil
 }

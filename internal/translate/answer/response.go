@@ -141,16 +141,24 @@ func (t *Converter) chatCall(m *members) (custom bool, err error) {
 	return custom, err
 }
 
+// readAnswer reads an answer object into t.resp: its head and usage, and
+// each element of the array under parts (Anthropic's content, Responses'
+// output) by item; m gets the members the dialect reads its stop from.
+func (t *Converter) readAnswer(m *members, parts string, item func() error) error {
+	err := t.scan(m, &t.resp.Usage, func(k []byte) (bool, error) {
+		if string(k) != parts {
+			return false, nil
+		}
+		return t.items(func(int) error { return item() })
+	})
+	t.answerHead(m)
+	return err
+}
+
 func (t *Converter) readMessagesResponse() error {
 	rp := &t.resp
 	var m members
-	err := t.scan(&m, &rp.Usage, func(k []byte) (bool, error) {
-		if string(k) != "content" {
-			return false, nil
-		}
-		return t.items(func(int) error { return t.anthropicOutBlock() })
-	})
-	t.answerHead(&m)
+	err := t.readAnswer(&m, "content", t.anthropicOutBlock)
 	if m.stop != nil {
 		rp.Stop = stopOf(anthropicStops, m.stop)
 	}
@@ -189,13 +197,7 @@ func (t *Converter) anthropicOutBlock() error {
 func (t *Converter) readResponsesResponse() error {
 	rp := &t.resp
 	var m members
-	err := t.scan(&m, &rp.Usage, func(k []byte) (bool, error) {
-		if string(k) != "output" {
-			return false, nil
-		}
-		return t.items(func(int) error { return t.respOutItem() })
-	})
-	t.answerHead(&m)
+	err := t.readAnswer(&m, "output", t.respOutItem)
 	rp.Stop = responsesStop(m.status, m.reason, hasCalls(rp.Parts))
 	return err
 }

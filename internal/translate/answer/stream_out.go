@@ -187,12 +187,7 @@ func (t *Converter) anthropicPartStart(w *ir.Writer) {
 	case ir.KindToolCall:
 		w.Obj()
 		w.Key("type")
-		w.Lit(`"tool_use"`)
-		w.Key("id")
-		ir.ToolID(w, s.callID)
-		w.Key("name")
-		w.RS(s.name)
-		w.Key("input")
+		ir.ToolUseHead(w, s.callID, s.name)
 		w.Lit("{}")
 		w.End('}')
 	case ir.KindReasoning:
@@ -384,18 +379,12 @@ func (t *Converter) responsesPartStart(w *ir.Writer) {
 	endEvent(w)
 	switch s.open {
 	case ir.KindText:
-		t.respEvent(w, "response.content_part.added")
-		t.itemRef(w)
-		w.Key("content_index")
-		w.Lit("0")
+		t.partEvent(w, "response.content_part.added", "content_index")
 		w.Key("part")
 		w.Lit(`{"type":"output_text","text":"","annotations":[]}`)
 		endEvent(w)
 	case ir.KindReasoning:
-		t.respEvent(w, "response.reasoning_summary_part.added")
-		t.itemRef(w)
-		w.Key("summary_index")
-		w.Lit("0")
+		t.partEvent(w, "response.reasoning_summary_part.added", "summary_index")
 		w.Key("part")
 		w.Lit(`{"type":"summary_text","text":""}`)
 		endEvent(w)
@@ -407,10 +396,7 @@ func (t *Converter) responsesDelta(w *ir.Writer, d []byte) {
 	s.acc = append(s.acc, d...)
 	switch s.open {
 	case ir.KindText:
-		t.respEvent(w, "response.output_text.delta")
-		t.itemRef(w)
-		w.Key("content_index")
-		w.Lit("0")
+		t.partEvent(w, "response.output_text.delta", "content_index")
 		w.Key("delta")
 		w.RS(d)
 		w.Key("logprobs")
@@ -424,10 +410,7 @@ func (t *Converter) responsesDelta(w *ir.Writer, d []byte) {
 		w.Key("delta")
 		w.RS(d)
 	case ir.KindReasoning:
-		t.respEvent(w, "response.reasoning_summary_text.delta")
-		t.itemRef(w)
-		w.Key("summary_index")
-		w.Lit("0")
+		t.partEvent(w, "response.reasoning_summary_text.delta", "summary_index")
 		w.Key("delta")
 		w.RS(d)
 	default:
@@ -436,23 +419,28 @@ func (t *Converter) responsesDelta(w *ir.Writer, d []byte) {
 	endEvent(w)
 }
 
+// partEvent opens a Responses event of the open item's one part: the
+// event, the item's reference and the part's index, 0 (index is
+// content_index for a message's text, summary_index for a reasoning
+// item's summary).
+func (t *Converter) partEvent(w *ir.Writer, typ, index string) {
+	t.respEvent(w, typ)
+	t.itemRef(w)
+	w.Key(index)
+	w.Lit("0")
+}
+
 func (t *Converter) responsesPartStop(w *ir.Writer) {
 	s := &t.st
 	switch s.open {
 	case ir.KindText:
-		t.respEvent(w, "response.output_text.done")
-		t.itemRef(w)
-		w.Key("content_index")
-		w.Lit("0")
+		t.partEvent(w, "response.output_text.done", "content_index")
 		w.Key("text")
 		w.RS(s.acc)
 		w.Key("logprobs")
 		w.Lit("[]")
 		endEvent(w)
-		t.respEvent(w, "response.content_part.done")
-		t.itemRef(w)
-		w.Key("content_index")
-		w.Lit("0")
+		t.partEvent(w, "response.content_part.done", "content_index")
 		w.Key("part")
 		outputText(w, s.acc)
 		endEvent(w)
@@ -483,17 +471,11 @@ func (t *Converter) responsesPartStop(w *ir.Writer) {
 		w.RS(s.acc)
 		endEvent(w)
 	case ir.KindReasoning:
-		t.respEvent(w, "response.reasoning_summary_text.done")
-		t.itemRef(w)
-		w.Key("summary_index")
-		w.Lit("0")
+		t.partEvent(w, "response.reasoning_summary_text.done", "summary_index")
 		w.Key("text")
 		w.RS(s.acc)
 		endEvent(w)
-		t.respEvent(w, "response.reasoning_summary_part.done")
-		t.itemRef(w)
-		w.Key("summary_index")
-		w.Lit("0")
+		t.partEvent(w, "response.reasoning_summary_part.done", "summary_index")
 		w.Key("part")
 		ir.TextPart(w, `"summary_text"`, s.acc)
 		endEvent(w)

@@ -18,16 +18,18 @@ func chatUsage(w *ir.Writer, u *dialect.Usage) {
 	w.Int(u.Output)
 	w.Key("total_tokens")
 	w.Int(u.Input + u.Output)
-	w.Key("prompt_tokens_details")
-	w.Obj()
-	w.Key("cached_tokens")
-	w.Int(u.Cached)
+	tokenDetails(w, "prompt_tokens_details", "cached_tokens", u.Cached)
+	tokenDetails(w, "completion_tokens_details", "reasoning_tokens", u.Reasoning)
 	w.End('}')
-	w.Key("completion_tokens_details")
+}
+
+// tokenDetails writes key: {field: n}, the shape of OpenAI's
+// *_tokens_details objects.
+func tokenDetails(w *ir.Writer, key, field string, n int64) {
+	w.Key(key)
 	w.Obj()
-	w.Key("reasoning_tokens")
-	w.Int(u.Reasoning)
-	w.End('}')
+	w.Key(field)
+	w.Int(n)
 	w.End('}')
 }
 
@@ -48,18 +50,10 @@ func responsesUsage(w *ir.Writer, u *dialect.Usage) {
 	w.Obj()
 	w.Key("input_tokens")
 	w.Int(u.Input)
-	w.Key("input_tokens_details")
-	w.Obj()
-	w.Key("cached_tokens")
-	w.Int(u.Cached)
-	w.End('}')
+	tokenDetails(w, "input_tokens_details", "cached_tokens", u.Cached)
 	w.Key("output_tokens")
 	w.Int(u.Output)
-	w.Key("output_tokens_details")
-	w.Obj()
-	w.Key("reasoning_tokens")
-	w.Int(u.Reasoning)
-	w.End('}')
+	tokenDetails(w, "output_tokens_details", "reasoning_tokens", u.Reasoning)
 	w.Key("total_tokens")
 	w.Int(u.Input + u.Output)
 	w.End('}')
@@ -484,12 +478,7 @@ func (t *Converter) writeMessagesResponse(dst []byte) []byte {
 			case ir.KindToolCall:
 				w.Obj()
 				w.Key("type")
-				w.Lit(`"tool_use"`)
-				w.Key("id")
-				ir.ToolID(w, p.ID)
-				w.Key("name")
-				w.RS(p.Name)
-				w.Key("input")
+				ir.ToolUseHead(w, p.ID, p.Name)
 				if p.Custom {
 					w.Raw(t.customArgs(p))
 				} else {

@@ -82,6 +82,20 @@ func Summary(w *Writer, text []byte) {
 	w.End(']')
 }
 
+// ToolUseHead writes the head of an Anthropic tool_use block, its "type"
+// key already written: the type, the id (ToolID), the name and the input
+// key, whose value the caller writes. Requests and answers, whole and
+// streamed, write the block through it, so its ids are mapped the same way
+// everywhere.
+func ToolUseHead(w *Writer, id, name []byte) {
+	w.Lit(`"tool_use"`)
+	w.Key("id")
+	ToolID(w, id)
+	w.Key("name")
+	w.RS(name)
+	w.Key("input")
+}
+
 // ToolID writes a tool call id with every byte Anthropic's id pattern
 // (^[a-zA-Z0-9_-]+$) refuses replaced by '_'. Some OpenAI-compatible
 // servers make ids such as "functions.get_weather:0"; the same mapping on
