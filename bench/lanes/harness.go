@@ -29,6 +29,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/valyala/fasthttp"
 
+	"github.com/omniroute/gateway/internal/actorsys"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/transport/gateway"
@@ -241,7 +242,7 @@ func startRigWith(spec rigSpec) (*rig, error) {
 		r.close()
 		return nil, err
 	}
-	r.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	r.system = actorsys.New(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	if r.gw, err = gateway.New(r.system, gateway.Options{Env: e, File: f, Logger: GatewayLog}); err != nil {
 		r.close()
 		return nil, err

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/omniroute/gateway/internal/actorsys"
 )
 
 // Until polls cond every 2 ms until it holds, failing the test with what
@@ -41,5 +43,5 @@ func ActorSystem(t testing.TB) *actor.ActorSystem {
 // NewActorSystem returns an actor system that logs nothing, for a test
 // that decides itself when to shut it down.
 func NewActorSystem() *actor.ActorSystem {
-	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	return actorsys.New(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 }
