@@ -2,18 +2,16 @@ package transport_test
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/bench/refproxy"
-	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/transport/gateway"
 )
 
@@ -27,21 +25,14 @@ func benchGateway(b testing.TB, env ...string) (gwAddr, mockAddr string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { m.Close() })
-	f, err := config.DecodeFile(strings.NewReader(`{"providers":{"mock":{"base_url":"http://` + mockAddr + `/v1","apis":["chat"],"auth":"none","connections":{"default":{}}}},
-		"models":{"demo":{"targets":[{"connection":"mock","model":"mock-demo"}]},"same":{"targets":[{"connection":"mock"}]}},"auth":{"mode":"open","allow_anonymous":true}}`))
-	if err != nil {
-		b.Fatal(err)
-	}
-	vars := map[string]string{"OMNIROUTE_DATA_DIR": b.TempDir(), "OMNIROUTE_TENANT_SECRET": "bench-secret-0123456789"}
+	f := fileFrom(b, `{"providers":{"mock":{"base_url":"http://`+mockAddr+`/v1","apis":["chat"],"auth":"none","connections":{"default":{}}}},
+		"models":{"demo":{"targets":[{"connection":"mock","model":"mock-demo"}]},"same":{"targets":[{"connection":"mock"}]}},"auth":{"mode":"open","allow_anonymous":true}}`)
+	vars := map[string]string{}
 	for i := 0; i+1 < len(env); i += 2 {
 		vars[env[i]] = env[i+1]
 	}
-	e, err := config.LoadEnv(vars)
-	if err != nil {
-		b.Fatal(err)
-	}
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	gw, err := gateway.New(system, gateway.Options{Env: e, File: f})
+	system := testutil.NewActorSystem()
+	gw, err := gateway.New(system, gateway.Options{Env: testEnv(b, vars), File: f})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -99,11 +99,33 @@ func testFileWith(t testing.TB, extraProviders, extra string) *config.File {
   },
   "auth": {"mode": "loopback", "allow_anonymous": true}
 }`
+	return fileFrom(t, js)
+}
+
+// fileFrom decodes a test's configuration JSON: every test config of the
+// package is built by it, and one that does not decode fails the test that
+// wrote it.
+func fileFrom(t testing.TB, js string) *config.File {
+	t.Helper()
 	f, err := config.DecodeFile(strings.NewReader(js))
 	if err != nil {
 		t.Fatalf("test config: %v", err)
 	}
 	return f
+}
+
+// testEnv is the environment of the package's test gateways: a data
+// directory of the test's own and a fixed tenant secret, with vars on top
+// (a var may replace either).
+func testEnv(t testing.TB, vars map[string]string) config.Env {
+	t.Helper()
+	m := map[string]string{"OMNIROUTE_DATA_DIR": t.TempDir(), "OMNIROUTE_TENANT_SECRET": "test-secret-0123456789"}
+	maps.Copy(m, vars)
+	e, err := config.LoadEnv(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
 
 type gwEnv struct {
@@ -144,16 +166,8 @@ func startGatewayTB(t testing.TB, f *config.File, envVars map[string]string) *gw
 // sampler); Env, File and Getenv are filled in here.
 func startGatewayWith(t testing.TB, f *config.File, envVars map[string]string, o gateway.Options) *gwEnv {
 	t.Helper()
-	vars := map[string]string{"OMNIROUTE_DATA_DIR": t.TempDir(), "OMNIROUTE_TENANT_SECRET": "test-secret-0123456789"}
-	for k, v := range envVars {
-		vars[k] = v
-	}
-	e, err := config.LoadEnv(vars)
-	if err != nil {
-		t.Fatal(err)
-	}
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	o.Env, o.File, o.Getenv = e, f, testGetenv
+	system := testutil.NewActorSystem()
+	o.Env, o.File, o.Getenv = testEnv(t, envVars), f, testGetenv
 	gw, err := gateway.New(system, o)
 	if err != nil {
 		t.Fatal(err)

@@ -3,17 +3,14 @@ package transport_test
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
-	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/transport/gateway"
 )
 
@@ -39,15 +36,9 @@ func BenchmarkChatWithQuotaRouting(b *testing.B) {
 		{"off-stream", "false", `{"model":"bench","stream":true,"messages":[{"role":"user","content":"hello"}]}`},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			f, err := config.DecodeFile(strings.NewReader(js))
-			if err != nil {
-				b.Fatal(err)
-			}
-			e, err := config.LoadEnv(map[string]string{"OMNIROUTE_DATA_DIR": b.TempDir(), "OMNIROUTE_TENANT_SECRET": "test-secret-0123456789", "OMNIROUTE_QUOTA_AWARE_ROUTING": tc.aware})
-			if err != nil {
-				b.Fatal(err)
-			}
-			system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+			f := fileFrom(b, js)
+			e := testEnv(b, map[string]string{"OMNIROUTE_QUOTA_AWARE_ROUTING": tc.aware})
+			system := testutil.NewActorSystem()
 			gw, err := gateway.New(system, gateway.Options{Env: e, File: f, Getenv: testGetenv})
 			if err != nil {
 				b.Fatal(err)

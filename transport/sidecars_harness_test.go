@@ -2,7 +2,6 @@ package transport_test
 
 import (
 	"bufio"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -11,12 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/omniroute/gateway/actors/services"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/svctest"
+	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/transport"
 	"github.com/omniroute/gateway/transport/gateway"
 )
@@ -47,14 +45,7 @@ func startGW(t *testing.T, f *config.File, o gwOpts) *gwEnv {
 	if err := f.Validate(); err != nil {
 		t.Fatalf("test config: %v", err)
 	}
-	vars := map[string]string{"OMNIROUTE_DATA_DIR": t.TempDir(), "OMNIROUTE_TENANT_SECRET": "test-secret-0123456789"}
-	for k, v := range o.env {
-		vars[k] = v
-	}
-	e, err := config.LoadEnv(vars)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := testEnv(t, o.env)
 	getenv := func(k string) (string, bool) {
 		if v, ok := testGetenv(k); ok {
 			return v, true
@@ -64,7 +55,7 @@ func startGW(t *testing.T, f *config.File, o gwOpts) *gwEnv {
 		}
 		return "", false
 	}
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	system := testutil.NewActorSystem()
 	gw, err := gateway.New(system, gateway.Options{Env: e, File: f, Getenv: getenv, Clock: o.clock, PressureSample: o.pressure})
 	if err != nil {
 		system.Shutdown()
