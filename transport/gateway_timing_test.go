@@ -1,7 +1,6 @@
 package transport_test
 
 import (
-	"context"
 	"net"
 	"strings"
 	"testing"
@@ -11,8 +10,6 @@ import (
 
 	"github.com/omniroute/gateway/bench/refproxy"
 	"github.com/omniroute/gateway/internal/mockprovider"
-	"github.com/omniroute/gateway/internal/testutil"
-	"github.com/omniroute/gateway/transport/gateway"
 )
 
 // benchGateway runs an in-process mock and gateway on loopback and returns
@@ -31,22 +28,8 @@ func benchGateway(b testing.TB, env ...string) (gwAddr, mockAddr string) {
 	for i := 0; i+1 < len(env); i += 2 {
 		vars[env[i]] = env[i+1]
 	}
-	system := testutil.NewActorSystem()
-	gw, err := gateway.New(system, gateway.Options{Env: testEnv(b, vars), File: f})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	go gw.Serve(ln) //nolint:errcheck
-	b.Cleanup(func() {
-		// Shutdown, not Close: it also closes the listener Serve runs on,
-		// so no accept loop outlives the benchmark (goleak checks).
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = gw.Shutdown(ctx)
-		system.Shutdown()
-	})
-	return ln.Addr().String(), mockAddr
+	g := startGatewayTB(b, f, vars)
+	return strings.TrimPrefix(g.base, "http://"), mockAddr
 }
 
 // benchPost posts body to the chat path b.N times with a Bearer key.
