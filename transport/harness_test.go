@@ -163,17 +163,31 @@ func startGatewayTB(t testing.TB, f *config.File, envVars map[string]string) *gw
 }
 
 // startGatewayWith is startGateway with extra options (clock, pressure
-// sampler); Env, File and Getenv are filled in here.
+// sampler, logger, store); Env and File are filled in here, and Getenv
+// when the options have none.
 func startGatewayWith(t testing.TB, f *config.File, envVars map[string]string, o gateway.Options) *gwEnv {
 	t.Helper()
+	return serveGateway(t, f, envVars, o, "127.0.0.1:0")
+}
+
+// serveGateway is startGatewayWith on the listen address given: every
+// test gateway of the package is built, served and stopped by it.
+func serveGateway(t testing.TB, f *config.File, envVars map[string]string, o gateway.Options, listen string) *gwEnv {
+	t.Helper()
+	o.Env, o.File = testEnv(t, envVars), f
+	if o.Getenv == nil {
+		o.Getenv = testGetenv
+	}
 	system := testutil.NewActorSystem()
-	o.Env, o.File, o.Getenv = testEnv(t, envVars), f, testGetenv
 	gw, err := gateway.New(system, o)
 	if err != nil {
+		system.Shutdown()
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
+		gw.Close()
+		system.Shutdown()
 		t.Fatal(err)
 	}
 	g := &gwEnv{t: t, gw: gw, system: system, base: "http://" + ln.Addr().String(), served: make(chan error, 1),

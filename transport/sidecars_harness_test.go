@@ -2,19 +2,15 @@ package transport_test
 
 import (
 	"bufio"
-	"net"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/omniroute/gateway/actors/services"
 	"github.com/omniroute/gateway/internal/clock"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/svctest"
-	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/transport"
 	"github.com/omniroute/gateway/transport/gateway"
 )
@@ -45,7 +41,6 @@ func startGW(t *testing.T, f *config.File, o gwOpts) *gwEnv {
 	if err := f.Validate(); err != nil {
 		t.Fatalf("test config: %v", err)
 	}
-	e := testEnv(t, o.env)
 	getenv := func(k string) (string, bool) {
 		if v, ok := testGetenv(k); ok {
 			return v, true
@@ -55,25 +50,10 @@ func startGW(t *testing.T, f *config.File, o gwOpts) *gwEnv {
 		}
 		return "", false
 	}
-	system := testutil.NewActorSystem()
-	gw, err := gateway.New(system, gateway.Options{Env: e, File: f, Getenv: getenv, Clock: o.clock, PressureSample: o.pressure})
-	if err != nil {
-		system.Shutdown()
-		t.Fatal(err)
-	}
 	if o.listen == "" {
 		o.listen = "127.0.0.1:0"
 	}
-	ln, err := net.Listen("tcp", o.listen)
-	if err != nil {
-		gw.Close()
-		system.Shutdown()
-		t.Fatal(err)
-	}
-	g := &gwEnv{t: t, gw: gw, system: system, base: "http://" + ln.Addr().String(), served: make(chan error, 1),
-		hc: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}}
-	go func() { g.served <- gw.Serve(ln) }()
-	t.Cleanup(g.stop)
+	g := serveGateway(t, f, o.env, gateway.Options{Getenv: getenv, Clock: o.clock, PressureSample: o.pressure}, o.listen)
 	// An answer proves Serve runs: a Shutdown before Serve registered the
 	// listener would not stop it, and a test that fails at once would hang.
 	if resp, err := g.hc.Get(g.base + "/api/monitoring/health"); err == nil {
