@@ -46,15 +46,7 @@ func TestArrivalSplitsProviderAndGateway(t *testing.T) {
 	x.Req.Header.SetMethod("POST")
 	x.Req.SetRequestURI("/v1/chat/completions")
 	x.Req.Header.SetHost(c.Addr())
-	cc, err := c.hc.AcquireConn(time.Second, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rx := rxOf(cc.Conn())
-	c.hc.ReleaseConn(cc)
-	if rx == nil {
-		t.Fatal("the provider connection has no receive times")
-	}
+	rx := pooledRx(t, c)
 	held := false
 	rx.hold = func() {
 		if held {
@@ -95,6 +87,23 @@ func TestArrivalSplitsProviderAndGateway(t *testing.T) {
 	if provider+local > took {
 		t.Fatalf("provider %v + local wait %v exceed the exchange's %v: the answer's arrival is not where the split is", provider, local, took)
 	}
+}
+
+// pooledRx is the receive-time wrapper of the connection c's pool holds
+// (the one an earlier exchange left there), which the next exchange
+// reads through.
+func pooledRx(t *testing.T, c *Client) *rxConn {
+	t.Helper()
+	cc, err := c.hc.AcquireConn(time.Second, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rx := rxOf(cc.Conn())
+	c.hc.ReleaseConn(cc)
+	if rx == nil {
+		t.Fatal("the provider connection has no receive times")
+	}
+	return rx
 }
 
 // rxPair returns a loopback connection wrapped for receive times, armed,
@@ -251,15 +260,7 @@ func TestDeadlinePassedBeforeTheReadIsATimeout(t *testing.T) {
 		t.Fatalf("first exchange: %q, %v", x.Resp.Body(), err)
 	}
 	x.Release()
-	cc, err := c.hc.AcquireConn(time.Second, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rx := rxOf(cc.Conn())
-	c.hc.ReleaseConn(cc)
-	if rx == nil {
-		t.Fatal("the provider connection has no receive times")
-	}
+	rx := pooledRx(t, c)
 	const limit = 50 * time.Millisecond
 	rx.hold = func() { time.Sleep(2 * limit) } // the read begins after the deadline
 	x = AcquireExchange()
