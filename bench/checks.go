@@ -130,21 +130,22 @@ func ttft50(c *report.Cell) (float64, bool) {
 	return c.Summary.TTFT.P50, true
 }
 func cpuPerReq(role string) func(*report.Cell) (float64, bool) {
-	return func(c *report.Cell) (float64, bool) {
-		p := c.Proc(role)
-		if p == nil || p.CPUPerRequestUS <= 0 {
-			return 0, false
-		}
-		return p.CPUPerRequestUS, true
-	}
+	return procFigure(role, func(p *report.Proc) float64 { return p.CPUPerRequestUS })
 }
 func cpuPerEvent(role string) func(*report.Cell) (float64, bool) {
+	return procFigure(role, func(p *report.Proc) float64 { return p.CPUPerEventUS })
+}
+
+// procFigure is a positive figure of role's process in a cell; a cell
+// without that process, or where the figure is not positive (nothing was
+// measured), has none.
+func procFigure(role string, f func(*report.Proc) float64) func(*report.Cell) (float64, bool) {
 	return func(c *report.Cell) (float64, bool) {
 		p := c.Proc(role)
-		if p == nil || p.CPUPerEventUS <= 0 {
+		if p == nil || f(p) <= 0 {
 			return 0, false
 		}
-		return p.CPUPerEventUS, true
+		return f(p), true
 	}
 }
 

@@ -484,6 +484,19 @@ func failureNote(s *loadgen.Summary) string {
 	return " [" + strings.Join(parts, " ") + "]"
 }
 
+// MeasureRound measures cs (its Round set to round) once on every target
+// of e, in the round's rotated order: one round of a scenario's
+// interleaving, so no target always goes first.
+func (r *Runner) MeasureRound(ctx context.Context, e *Env, s *report.Scenario, round int, cs CellSpec) error {
+	cs.Round = round
+	for _, t := range Rotate(e.Targets, round-1) {
+		if _, err := r.Measure(ctx, e, s, t, cs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Rotate returns ts rotated by round, so no target always goes first.
 func Rotate[T any](ts []T, round int) []T {
 	if len(ts) == 0 {

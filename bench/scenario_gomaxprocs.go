@@ -45,11 +45,8 @@ func runGOMAXPROCS(ctx context.Context, r *Runner, s *report.Scenario) error {
 	}
 	spec := chatSpec("fast", false, "gomaxprocs", r)
 	for round := 1; round <= r.cfg.Rounds; round++ {
-		for _, t := range Rotate(env.Targets, round-1) {
-			cs := CellSpec{Load: load, Round: round, Spec: spec, Shape: loadgen.Load{Concurrency: r.cfg.Concurrency}, Warmup: true}
-			if _, err := r.Measure(ctx, env, s, t, cs); err != nil {
-				return err
-			}
+		if err := r.MeasureRound(ctx, env, s, round, CellSpec{Load: load, Spec: spec, Shape: loadgen.Load{Concurrency: r.cfg.Concurrency}, Warmup: true}); err != nil {
+			return err
 		}
 	}
 	for _, v := range r.cfg.Variants {

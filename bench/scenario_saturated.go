@@ -92,12 +92,7 @@ func runSaturated(ctx context.Context, r *Runner, s *report.Scenario) error {
 			}
 		}
 		measure := func(l report.Load, spec *loadgen.Spec, shape loadgen.Load) error {
-			for _, t := range Rotate(env.Targets, round-1) {
-				if _, err := r.Measure(ctx, env, s, t, CellSpec{Load: l, Round: round, Spec: spec, Shape: shape, Warmup: true}); err != nil {
-					return err
-				}
-			}
-			return nil
+			return r.MeasureRound(ctx, env, s, round, CellSpec{Load: l, Spec: spec, Shape: shape, Warmup: true})
 		}
 		for _, c := range closed {
 			if err := measure(c.load, c.spec, c.shape); err != nil {

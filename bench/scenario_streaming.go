@@ -39,11 +39,8 @@ func runStreaming(ctx context.Context, r *Runner, s *report.Scenario) error {
 	}
 	spec := chatSpec("paced", true, "streaming", r)
 	for round := 1; round <= r.cfg.Rounds; round++ {
-		for _, t := range Rotate(env.Targets, round-1) {
-			cs := CellSpec{Load: load, Round: round, Spec: spec, Shape: loadgen.Load{Concurrency: r.cfg.Streams}, Warmup: true}
-			if _, err := r.Measure(ctx, env, s, t, cs); err != nil {
-				return err
-			}
+		if err := r.MeasureRound(ctx, env, s, round, CellSpec{Load: load, Spec: spec, Shape: loadgen.Load{Concurrency: r.cfg.Streams}, Warmup: true}); err != nil {
+			return err
 		}
 	}
 

@@ -152,10 +152,7 @@ func TestDashboardLimitChartFollowsCapacity(t *testing.T) {
 	resetMock(t)
 	// One model, so the chart's limit (the sum over upstreams) is its
 	// upstream's.
-	f, err := config.DecodeFile(strings.NewReader(reloadJSON(`"cap": {"targets": [{"connection": "mock/a", "model": "m-dash-cap"}]}`, "")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := fileFrom(t, reloadJSON(`"cap": {"targets": [{"connection": "mock/a", "model": "m-dash-cap"}]}`, ""))
 	g := startGW(t, f, gwOpts{env: map[string]string{"ADAPTIVE_ADMISSION_MODE": "enforce", "ADAPTIVE_ADMISSION_MIN_LIMIT": "1",
 		"ADAPTIVE_ADMISSION_INITIAL_LIMIT": "8", "ADAPTIVE_ADMISSION_MAX_LIMIT": "32", "ADAPTIVE_ADMISSION_MAX_WAIT_MS": "20000",
 		"ADAPTIVE_ADMISSION_MAX_QUEUE_COUNT": "64"}, pressure: cpuUnknown})
@@ -208,10 +205,7 @@ func scaleFile(t testing.TB, n int) *config.File {
 	for i := 0; i < n; i++ {
 		models = append(models, fmt.Sprintf(`"sc-%03d": {"targets": [{"connection": "mock/a", "model": "m-sc-%03d"}]}`, i, i))
 	}
-	f, err := config.DecodeFile(strings.NewReader(reloadJSON(strings.Join(models, ",\n"), "")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := fileFrom(t, reloadJSON(strings.Join(models, ",\n"), ""))
 	return f
 }
 

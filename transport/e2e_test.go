@@ -392,17 +392,7 @@ func (g *gwEnv) get(path string) response { return g.getWith(path) }
 
 func (g *gwEnv) getWith(path string, headers ...string) response {
 	g.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, g.base+path, nil)
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := g.hc.Do(req)
-	if err != nil {
-		g.t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{resp.StatusCode, resp.Header, b}
+	return g.send(http.MethodGet, path, "", headers...)
 }
 
 // TestModelsMayShareTarget: two models naming the same connection and

@@ -11,6 +11,7 @@ import (
 	"github.com/omniroute/gateway/transport/edge"
 	"github.com/omniroute/gateway/transport/gateway/opslayer"
 	"github.com/omniroute/gateway/transport/metric"
+	"github.com/omniroute/gateway/transport/upstream"
 )
 
 // SetLogsHeartbeat shortens the logs stream heartbeat for a test; call the
@@ -66,10 +67,11 @@ func (g *Gateway) FillLanes(n int) (release func()) {
 			held = append(held, l)
 		}
 	}
-	abs := make([]*testAborter, n)
+	// Each waiter's abort is an upstream.Cancel, as a request's is.
+	abs := make([]*upstream.Cancel, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
-		ab := &testAborter{}
+		ab := &upstream.Cancel{}
 		abs[i] = ab
 		var id tenant.ID
 		binary.BigEndian.PutUint32(id[:], uint32(i+1))
@@ -99,39 +101,12 @@ func (g *Gateway) FillLanes(n int) (release func()) {
 	}
 	return func() {
 		for _, ab := range abs {
-			ab.abort()
+			ab.Cancel()
 		}
 		wg.Wait()
 		for _, l := range held {
 			h.Release(l, lanes.Completion{Outcome: lanes.LocalReject})
 		}
-	}
-}
-
-// testAborter is a caller that leaves when abort is called.
-type testAborter struct {
-	mu   sync.Mutex
-	f    func()
-	done bool
-}
-
-func (a *testAborter) Notify(f func()) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.done {
-		return false
-	}
-	a.f = f
-	return true
-}
-
-func (a *testAborter) abort() {
-	a.mu.Lock()
-	a.done = true
-	f := a.f
-	a.mu.Unlock()
-	if f != nil {
-		f()
 	}
 }
 

@@ -49,11 +49,7 @@ func fitFile(t *testing.T, extra string) *config.File {
 		js += fmt.Sprintf(`"p-%s": {"base_url": "http://%s/v1", "apis": [%q], "connections": {"k": {"api_key_env": "TEST_KEY_A"}}}`, d, mock.Addr, d)
 	}
 	js += `}, "models": {` + strings.Join(models, ",") + extra + `}, "auth": {"mode": "loopback", "allow_anonymous": true}}`
-	f, err := config.DecodeFile(strings.NewReader(js))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return fileFrom(t, js)
 }
 
 func strictMock(t *testing.T, models ...string) {

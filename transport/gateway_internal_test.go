@@ -1,13 +1,11 @@
 package transport
 
 import (
-	"log/slog"
 	"strings"
 	"testing"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/omniroute/gateway/internal/config"
+	"github.com/omniroute/gateway/internal/testutil"
 )
 
 // allocGateway is a gateway with one model whose provider is never
@@ -27,7 +25,7 @@ func allocGateway(t testing.TB, vars ...string) *Gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	system := testutil.NewActorSystem()
 	g, err := newForTest(system, Options{Env: env, File: f})
 	if err != nil {
 		system.Shutdown()

@@ -1,20 +1,15 @@
 package transport_test
 
 import (
-	"context"
-	"log/slog"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/bench/refproxy"
-	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
-	"github.com/omniroute/gateway/transport/gateway"
 )
 
 // benchGateway runs an in-process mock and gateway on loopback and returns
@@ -27,35 +22,14 @@ func benchGateway(b testing.TB, env ...string) (gwAddr, mockAddr string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { m.Close() })
-	f, err := config.DecodeFile(strings.NewReader(`{"providers":{"mock":{"base_url":"http://` + mockAddr + `/v1","apis":["chat"],"auth":"none","connections":{"default":{}}}},
-		"models":{"demo":{"targets":[{"connection":"mock","model":"mock-demo"}]},"same":{"targets":[{"connection":"mock"}]}},"auth":{"mode":"open","allow_anonymous":true}}`))
-	if err != nil {
-		b.Fatal(err)
-	}
-	vars := map[string]string{"OMNIROUTE_DATA_DIR": b.TempDir(), "OMNIROUTE_TENANT_SECRET": "bench-secret-0123456789"}
+	f := fileFrom(b, `{"providers":{"mock":{"base_url":"http://`+mockAddr+`/v1","apis":["chat"],"auth":"none","connections":{"default":{}}}},
+		"models":{"demo":{"targets":[{"connection":"mock","model":"mock-demo"}]},"same":{"targets":[{"connection":"mock"}]}},"auth":{"mode":"open","allow_anonymous":true}}`)
+	vars := map[string]string{}
 	for i := 0; i+1 < len(env); i += 2 {
 		vars[env[i]] = env[i+1]
 	}
-	e, err := config.LoadEnv(vars)
-	if err != nil {
-		b.Fatal(err)
-	}
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	gw, err := gateway.New(system, gateway.Options{Env: e, File: f})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	go gw.Serve(ln) //nolint:errcheck
-	b.Cleanup(func() {
-		// Shutdown, not Close: it also closes the listener Serve runs on,
-		// so no accept loop outlives the benchmark (goleak checks).
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = gw.Shutdown(ctx)
-		system.Shutdown()
-	})
-	return ln.Addr().String(), mockAddr
+	g := startGatewayTB(b, f, vars)
+	return strings.TrimPrefix(g.base, "http://"), mockAddr
 }
 
 // benchPost posts body to the chat path b.N times with a Bearer key.

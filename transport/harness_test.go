@@ -8,7 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -99,11 +99,33 @@ func testFileWith(t testing.TB, extraProviders, extra string) *config.File {
   },
   "auth": {"mode": "loopback", "allow_anonymous": true}
 }`
+	return fileFrom(t, js)
+}
+
+// fileFrom decodes a test's configuration JSON: every test config of the
+// package is built by it, and one that does not decode fails the test that
+// wrote it.
+func fileFrom(t testing.TB, js string) *config.File {
+	t.Helper()
 	f, err := config.DecodeFile(strings.NewReader(js))
 	if err != nil {
 		t.Fatalf("test config: %v", err)
 	}
 	return f
+}
+
+// testEnv is the environment of the package's test gateways: a data
+// directory of the test's own and a fixed tenant secret, with vars on top
+// (a var may replace either).
+func testEnv(t testing.TB, vars map[string]string) config.Env {
+	t.Helper()
+	m := map[string]string{"OMNIROUTE_DATA_DIR": t.TempDir(), "OMNIROUTE_TENANT_SECRET": "test-secret-0123456789"}
+	maps.Copy(m, vars)
+	e, err := config.LoadEnv(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
 
 type gwEnv struct {
@@ -141,25 +163,31 @@ func startGatewayTB(t testing.TB, f *config.File, envVars map[string]string) *gw
 }
 
 // startGatewayWith is startGateway with extra options (clock, pressure
-// sampler); Env, File and Getenv are filled in here.
+// sampler, logger, store); Env and File are filled in here, and Getenv
+// when the options have none.
 func startGatewayWith(t testing.TB, f *config.File, envVars map[string]string, o gateway.Options) *gwEnv {
 	t.Helper()
-	vars := map[string]string{"OMNIROUTE_DATA_DIR": t.TempDir(), "OMNIROUTE_TENANT_SECRET": "test-secret-0123456789"}
-	for k, v := range envVars {
-		vars[k] = v
+	return serveGateway(t, f, envVars, o, "127.0.0.1:0")
+}
+
+// serveGateway is startGatewayWith on the listen address given: every
+// test gateway of the package is built, served and stopped by it.
+func serveGateway(t testing.TB, f *config.File, envVars map[string]string, o gateway.Options, listen string) *gwEnv {
+	t.Helper()
+	o.Env, o.File = testEnv(t, envVars), f
+	if o.Getenv == nil {
+		o.Getenv = testGetenv
 	}
-	e, err := config.LoadEnv(vars)
-	if err != nil {
-		t.Fatal(err)
-	}
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	o.Env, o.File, o.Getenv = e, f, testGetenv
+	system := testutil.NewActorSystem()
 	gw, err := gateway.New(system, o)
 	if err != nil {
+		system.Shutdown()
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
+		gw.Close()
+		system.Shutdown()
 		t.Fatal(err)
 	}
 	g := &gwEnv{t: t, gw: gw, system: system, base: "http://" + ln.Addr().String(), served: make(chan error, 1),

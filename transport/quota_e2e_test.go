@@ -38,11 +38,7 @@ func quotaFile(t *testing.T, connA, models string) *config.File {
   "models": {` + models + `},
   "auth": {"mode": "loopback", "allow_anonymous": true}
 }`
-	f, err := config.DecodeFile(strings.NewReader(js))
-	if err != nil {
-		t.Fatalf("test config: %v", err)
-	}
-	return f
+	return fileFrom(t, js)
 }
 
 type quotaReport struct {

@@ -1,20 +1,12 @@
 package transport_test
 
 import (
-	"context"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
-	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
-	"github.com/omniroute/gateway/transport/gateway"
 )
 
 // BenchmarkChatWithQuotaRouting measures non-streaming and streaming chat
@@ -39,31 +31,12 @@ func BenchmarkChatWithQuotaRouting(b *testing.B) {
 		{"off-stream", "false", `{"model":"bench","stream":true,"messages":[{"role":"user","content":"hello"}]}`},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			f, err := config.DecodeFile(strings.NewReader(js))
-			if err != nil {
-				b.Fatal(err)
-			}
-			e, err := config.LoadEnv(map[string]string{"OMNIROUTE_DATA_DIR": b.TempDir(), "OMNIROUTE_TENANT_SECRET": "test-secret-0123456789", "OMNIROUTE_QUOTA_AWARE_ROUTING": tc.aware})
-			if err != nil {
-				b.Fatal(err)
-			}
-			system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-			gw, err := gateway.New(system, gateway.Options{Env: e, File: f, Getenv: testGetenv})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			served := make(chan error, 1)
-			go func() { served <- gw.Serve(ln) }()
-			hc := &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}}
-			url := "http://" + ln.Addr().String() + "/v1/chat/completions"
+			g := startGatewayTB(b, fileFrom(b, js), map[string]string{"OMNIROUTE_QUOTA_AWARE_ROUTING": tc.aware})
+			url := g.base + "/v1/chat/completions"
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					resp, err := hc.Post(url, "application/json", strings.NewReader(tc.body))
+					resp, err := g.hc.Post(url, "application/json", strings.NewReader(tc.body))
 					if err != nil {
 						b.Error(err)
 						return
@@ -77,14 +50,7 @@ func BenchmarkChatWithQuotaRouting(b *testing.B) {
 				}
 			})
 			b.StopTimer()
-			hc.CloseIdleConnections()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if err := gw.Shutdown(ctx); err != nil {
-				b.Error(err)
-			}
-			<-served
-			system.Shutdown()
+			g.stop()
 		})
 	}
 }

@@ -3,19 +3,17 @@ package transport_test
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/chromedp/chromedp"
 
-	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/rolling"
+	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/internal/testutil/ratecheck"
 	"github.com/omniroute/gateway/transport/gateway"
 )
@@ -72,10 +70,7 @@ func TestConnectionLimitHoldsInAnyMinuteAtTheProvider(t *testing.T) {
   "models": {"roll": {"targets": [{"connection": "p/a", "model": "m-roll"}]}},
   "auth": {"mode": "loopback", "allow_anonymous": true}
 }`
-	f, err := config.DecodeFile(strings.NewReader(js))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := fileFrom(t, js)
 	// No waiting for the budget: a refusal is answered at once, with its
 	// Retry-After.
 	g := startGateway(t, f, map[string]string{"OMNIROUTE_ROUTING_MAX_WAIT_MS": "0"})
@@ -103,17 +98,11 @@ func TestTokenWindowBelowARequestIsExplained(t *testing.T) {
   "models": {"small": {"targets": [{"connection": "p/a", "model": "m-small"}]}},
   "auth": {"mode": "loopback", "allow_anonymous": true}
 }`
-	f, err := config.DecodeFile(strings.NewReader(js))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := config.LoadEnv(map[string]string{"OMNIROUTE_DATA_DIR": t.TempDir(), "OMNIROUTE_TENANT_SECRET": "test-secret-0123456789"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	f := fileFrom(t, js)
+	e := testEnv(t, nil)
+	system := testutil.NewActorSystem()
 	defer system.Shutdown()
-	_, err = gateway.New(system, gateway.Options{Env: e, File: f, Getenv: testGetenv})
+	_, err := gateway.New(system, gateway.Options{Env: e, File: f, Getenv: testGetenv})
 	want := "providers.p.connections.a.limits.tokens_per_minute: 800 is below the 1024 tokens a request without max_tokens reserves"
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "OMNIROUTE_LEDGER_DEFAULT_OUTPUT_TOKENS") {
 		t.Fatalf("start-up error %v; want it to contain %q", err, want)
@@ -154,10 +143,7 @@ func TestEachWindowsUseIsShown(t *testing.T) {
   "tenants": [{"name": "watched", "key_env": "TEST_KEY_A", "requests_per_minute": 4, "tokens_per_day": 1000000}],
   "auth": {"mode": "loopback", "allow_anonymous": true}
 }`
-	f, err := config.DecodeFile(strings.NewReader(js))
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := fileFrom(t, js)
 	g := startGateway(t, f, nil)
 	key, _ := testGetenv("TEST_KEY_A")
 	for range 2 {

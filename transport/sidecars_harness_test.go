@@ -2,16 +2,10 @@ package transport_test
 
 import (
 	"bufio"
-	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/omniroute/gateway/actors/services"
 	"github.com/omniroute/gateway/internal/clock"
@@ -47,14 +41,6 @@ func startGW(t *testing.T, f *config.File, o gwOpts) *gwEnv {
 	if err := f.Validate(); err != nil {
 		t.Fatalf("test config: %v", err)
 	}
-	vars := map[string]string{"OMNIROUTE_DATA_DIR": t.TempDir(), "OMNIROUTE_TENANT_SECRET": "test-secret-0123456789"}
-	for k, v := range o.env {
-		vars[k] = v
-	}
-	e, err := config.LoadEnv(vars)
-	if err != nil {
-		t.Fatal(err)
-	}
 	getenv := func(k string) (string, bool) {
 		if v, ok := testGetenv(k); ok {
 			return v, true
@@ -64,25 +50,10 @@ func startGW(t *testing.T, f *config.File, o gwOpts) *gwEnv {
 		}
 		return "", false
 	}
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	gw, err := gateway.New(system, gateway.Options{Env: e, File: f, Getenv: getenv, Clock: o.clock, PressureSample: o.pressure})
-	if err != nil {
-		system.Shutdown()
-		t.Fatal(err)
-	}
 	if o.listen == "" {
 		o.listen = "127.0.0.1:0"
 	}
-	ln, err := net.Listen("tcp", o.listen)
-	if err != nil {
-		gw.Close()
-		system.Shutdown()
-		t.Fatal(err)
-	}
-	g := &gwEnv{t: t, gw: gw, system: system, base: "http://" + ln.Addr().String(), served: make(chan error, 1),
-		hc: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}}
-	go func() { g.served <- gw.Serve(ln) }()
-	t.Cleanup(g.stop)
+	g := serveGateway(t, f, o.env, gateway.Options{Getenv: getenv, Clock: o.clock, PressureSample: o.pressure}, o.listen)
 	// An answer proves Serve runs: a Shutdown before Serve registered the
 	// listener would not stop it, and a test that fails at once would hang.
 	if resp, err := g.hc.Get(g.base + "/api/monitoring/health"); err == nil {

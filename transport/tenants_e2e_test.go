@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
@@ -563,11 +561,8 @@ func TestDatabaseFailures(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, sqlite.FileName), bytes.Repeat([]byte("not a database "), 500), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e, err := config.LoadEnv(map[string]string{"OMNIROUTE_DATA_DIR": dir, "OMNIROUTE_TENANT_SECRET": "test-secret-0123456789"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	e := testEnv(t, map[string]string{"OMNIROUTE_DATA_DIR": dir})
+	system := testutil.NewActorSystem()
 	defer system.Shutdown()
 	if _, err := gateway.New(system, gateway.Options{Env: e, File: tenantsFile(t), Getenv: testGetenv}); err == nil ||
 		!strings.Contains(err.Error(), "corrupt or not a SQLite database") || !strings.Contains(err.Error(), "restore a backup") {

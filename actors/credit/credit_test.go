@@ -150,10 +150,7 @@ func TestWindowGrainReactivationKeepsBudget(t *testing.T) {
 // the cap of 10 slots at once, and the cap is used.
 func TestSlotsCapAcrossNodes(t *testing.T) {
 	const limit = 10
-	key := uniq("test/conc")
-	pools := slotPools(key, limit)
-	pastRecovery(t, pools...)
-	waitHeld(t, pools)
+	_, pools := leasedSlots(t, "test/conc", limit)
 	var inUse, peak atomic.Int64
 	var wg sync.WaitGroup
 	stop := time.Now().Add(time.Second)
@@ -201,10 +198,7 @@ func TestSlotsCapAcrossNodes(t *testing.T) {
 // give back the slots they hold idle, so it gets the whole cap.
 func TestIdleSlotsGoWhereTheyAreWanted(t *testing.T) {
 	const limit = 3 // chunk 1
-	key := uniq("test/idle")
-	pools := slotPools(key, limit)
-	pastRecovery(t, pools...)
-	waitHeld(t, pools)
+	_, pools := leasedSlots(t, "test/idle", limit)
 	busy := pools[2]
 	var taken, advances int
 	last := time.Now()
@@ -258,10 +252,7 @@ func TestSlotsLeaseExpiresClosed(t *testing.T) {
 // not reset.
 func TestSlotGrainRebuildsFromRenewals(t *testing.T) {
 	const limit = 6
-	key := uniq("test/conc-rehome")
-	pools := slotPools(key, limit)
-	pastRecovery(t, pools...)
-	waitHeld(t, pools)
+	key, pools := leasedSlots(t, "test/conc-rehome", limit)
 	// Node 0 takes everything it can get and keeps it in use.
 	var taken int
 	deadline := time.Now().Add(5 * time.Second)
@@ -335,6 +326,18 @@ func slotPools(key string, limit int64) []*Pool {
 		pools[i] = slotPool(i, key, limit)
 	}
 	return pools
+}
+
+// leasedSlots is a slots budget of limit under a key of this run made
+// from key, on every member, past its grain's recovery and with slots
+// leased on each: where the slot tests start.
+func leasedSlots(t *testing.T, key string, limit int64) (string, []*Pool) {
+	t.Helper()
+	key = uniq(key)
+	pools := slotPools(key, limit)
+	pastRecovery(t, pools...)
+	waitHeld(t, pools)
+	return key, pools
 }
 
 var runs atomic.Int64

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,16 +16,12 @@ func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 // waitLen polls until the ring holds at least n points.
 func waitLen(t *testing.T, h *Handle, n int) []Point {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if p := h.Points(); len(p) >= n {
-			return p
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ring has %d points, want %d", len(h.Points()), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var p []Point
+	testutil.Until(t, fmt.Sprintf("the ring holds %d points", n), func() bool {
+		p = h.Points()
+		return len(p) >= n
+	})
+	return p
 }
 
 // TestRingKeepsTheLastSamples: samples arrive in order, the ring keeps the
@@ -48,13 +45,10 @@ func TestRingKeepsTheLastSamples(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		clk.Advance(time.Second)
 		h.Tick()
-		deadline := time.Now().Add(5 * time.Second)
-		for h.Points()[len(h.Points())-1].Limit != int64(i+2) {
-			if time.Now().After(deadline) {
-				t.Fatalf("tick %d: points %+v", i, h.Points())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testutil.Until(t, fmt.Sprintf("tick %d's point", i), func() bool {
+			p := h.Points()
+			return p[len(p)-1].Limit == int64(i+2)
+		})
 	}
 	p := h.Points()
 	if len(p) != 3 || p[0].Limit != 3 || p[1].Limit != 4 || p[2].Limit != 5 || !p[0].At.Before(p[2].At) {

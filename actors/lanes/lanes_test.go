@@ -155,18 +155,13 @@ func (e *env) offer(t *testing.T, tn string) (*pending, bool) {
 // until polls the snapshot until cond holds.
 func (e *env) until(what string, cond func(*Snapshot) bool) *Snapshot {
 	e.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var s *Snapshot
+	testutil.Until(e.t, what, func() bool {
 		e.h.Sync()
-		s := e.h.Snapshot()
-		if cond(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out waiting for %s; snapshot %+v", what, s)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		s = e.h.Snapshot()
+		return cond(s)
+	})
+	return s
 }
 
 var success = Completion{Outcome: Success}

@@ -35,16 +35,12 @@ func lim(tokens, requests int64) rolling.Limits {
 
 func waitSnap(t *testing.T, h *Handle, cond func(*Snapshot) bool) *Snapshot {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if s := h.Snapshot(); cond(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("snapshot never matched: %+v", h.Snapshot())
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	var s *Snapshot
+	testutil.Until(t, "the snapshot matches", func() bool {
+		s = h.Snapshot()
+		return cond(s)
+	})
+	return s
 }
 
 // published moves clk on by one publish interval, so that the ledger's

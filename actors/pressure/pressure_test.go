@@ -23,16 +23,12 @@ type syncBuf = testutil.SyncBuffer
 
 func waitState(t *testing.T, h *Handle, cond func(*mem.State) bool) *mem.State {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if s := h.State(); cond(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("state never matched; last %+v", h.State())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	var s *mem.State
+	testutil.Until(t, "the state matches", func() bool {
+		s = h.State()
+		return cond(s)
+	})
+	return s
 }
 
 func TestSamplesDriveSeverityAndSubscribers(t *testing.T) {

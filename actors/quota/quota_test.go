@@ -21,16 +21,12 @@ func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 func waitState(t *testing.T, h *Handle, conn int, cond func(*ConnState) bool) *ConnState {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if s := h.State(conn); s != nil && cond(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("state never matched: %+v", h.State(conn))
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	var s *ConnState
+	testutil.Until(t, "the connection's state matches", func() bool {
+		s = h.State(conn)
+		return s != nil && cond(s)
+	})
+	return s
 }
 
 // waitTicking is waitState while clk moves on by step between looks, so

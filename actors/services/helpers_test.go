@@ -92,6 +92,14 @@ func (e *env) close() {
 	e.system.Shutdown()
 }
 
+// oneServing is an env of one service, name, that serves its health path
+// (svctest.Serve), with default options, and that service's handle.
+func oneServing(t *testing.T, name string) (*env, *Handle) {
+	t.Helper()
+	e := newEnv(t, map[string]config.ServiceConfig{name: svc(svctest.Serve, nil)}, Options{})
+	return e, e.get(name)
+}
+
 func (e *env) get(name string) *Handle {
 	h, ok := e.m.Get(name)
 	if !ok {

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/svctest"
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/messages"
@@ -17,8 +16,7 @@ import (
 // starts the service again because it was running, answers commands, and
 // leaves no timer of the failed incarnation behind.
 func TestRestartAfterPanic(t *testing.T) {
-	e := newEnv(t, map[string]config.ServiceConfig{"api": svc(svctest.Serve, nil)}, Options{})
-	h := e.get("api")
+	e, h := oneServing(t, "api")
 	watch := testutil.WatchActors(t, e.system, h.pid.Id)
 	st, err := h.Start(ctx10(t))
 	if err != nil || st.State != Running || st.PID == nil {

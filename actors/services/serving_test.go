@@ -7,9 +7,6 @@ import (
 	"runtime"
 	"testing"
 	"time"
-
-	"github.com/omniroute/gateway/internal/config"
-	"github.com/omniroute/gateway/internal/svctest"
 )
 
 // TestVerifyServerKnowsItsOwnChild: a connection to a running service is
@@ -17,8 +14,7 @@ import (
 // nothing, whatever holds its port; a listener of another process group
 // (here: the test's own) is not the child's.
 func TestVerifyServerKnowsItsOwnChild(t *testing.T) {
-	e := newEnv(t, map[string]config.ServiceConfig{"own": svc(svctest.Serve, nil)}, Options{})
-	h := e.get("own")
+	_, h := oneServing(t, "own")
 	if err := h.VerifyServer(); !errors.Is(err, ErrNotServing) || h.Serving() {
 		t.Fatalf("a stopped service: %v, serving %v", err, h.Serving())
 	}

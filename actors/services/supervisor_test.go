@@ -22,8 +22,7 @@ import (
 )
 
 func TestStartToHealthyThenStop(t *testing.T) {
-	e := newEnv(t, map[string]config.ServiceConfig{"api": svc(svctest.Serve, nil)}, Options{})
-	h := e.get("api")
+	_, h := oneServing(t, "api")
 	if st := h.Status(); st.State != Stopped || st.Health != Unknown || st.PID != nil || !st.Installed {
 		t.Fatalf("initial status %+v", st)
 	}
@@ -340,8 +339,7 @@ func TestChildWithoutNonceProvesItselfBySocket(t *testing.T) {
 // TestChildOutputIsRedacted: a sidecar that prints a key does not put it
 // in the log ring the logs API serves.
 func TestChildOutputIsRedacted(t *testing.T) {
-	e := newEnv(t, map[string]config.ServiceConfig{"api": svc(svctest.Serve, nil)}, Options{})
-	h := e.get("api")
+	_, h := oneServing(t, "api")
 	if st, err := h.Start(ctx10(t)); err != nil || st.State != Running {
 		t.Fatalf("start: %v %+v", err, st)
 	}

@@ -32,17 +32,15 @@ func spawnTargets(t *testing.T, names ...string) (*Handle, *clock.Fake) {
 // (cooldowns), and TestSuccessesCoalesce drives the timers themselves.
 func waitSnap(t *testing.T, h *Handle, cond func(*Snapshot) bool) *Snapshot {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if s := h.Snapshot(); s != nil && cond(s) {
-			return s
+	var s *Snapshot
+	testutil.Until(t, "the snapshot matches", func() bool {
+		if s = h.Snapshot(); s != nil && cond(s) {
+			return true
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("snapshot never matched; last %+v", h.Snapshot())
-		}
-		time.Sleep(time.Millisecond)
 		h.root.Send(h.pid, tick{})
-	}
+		return false
+	})
+	return s
 }
 
 func TestOutcomesArePublished(t *testing.T) {

@@ -383,20 +383,7 @@ func (g *gateway) exited() string {
 	}
 }
 
-func (g *gateway) stop() {
-	select {
-	case <-g.done:
-		return
-	default:
-	}
-	_ = g.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-g.done:
-	case <-time.After(10 * time.Second):
-		_ = g.cmd.Process.Kill()
-		<-g.done
-	}
-}
+func (g *gateway) stop() { procs.Terminate(g.cmd, g.done) }
 
 type healthDoc struct {
 	ChatAdmission struct {

@@ -252,24 +252,36 @@ func (p *Process) Alive() bool {
 func (p *Process) Stop() error {
 	p.stopOnce.Do(func() {
 		defer p.closeLog()
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-p.done:
-			case <-time.After(10 * time.Second):
-				_ = p.cmd.Process.Kill()
-				<-p.done
-				p.stopErr = fmt.Errorf("%s did not stop within 10 s of SIGTERM and was killed", p.Name)
-				return
-			}
+		if Terminate(p.cmd, p.done) {
+			p.stopErr = fmt.Errorf("%s did not stop within 10 s of SIGTERM and was killed", p.Name)
+			return
 		}
 		if p.waitErr != nil {
 			p.stopErr = fmt.Errorf("%s: %v; its output ends with: %s", p.Name, p.waitErr, p.tail)
 		}
 	})
 	return p.stopErr
+}
+
+// Terminate ends cmd, whose waiter closes done once it is reaped: SIGTERM,
+// then SIGKILL if it has not exited within 10 s. It returns once done is
+// closed, and reports whether the process had to be killed; one already
+// gone is not signalled.
+func Terminate(cmd *exec.Cmd, done <-chan struct{}) (killed bool) {
+	select {
+	case <-done:
+		return false
+	default:
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+		return false
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		return true
+	}
 }
 
 func (p *Process) closeLog() {

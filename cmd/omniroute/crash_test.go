@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,13 +27,9 @@ import (
 // commit interval had not reached) is measured and logged, not asserted:
 // it is a time, and a busy machine stretches it.
 func TestKillNineKeepsEveryRowBeforeTheLastCommit(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	since := time.Now().Add(-time.Minute).UTC()
-	cmd, addr, stderr := startServe(t, self, "OMNIROUTE_CONFIG=", "OMNIROUTE_DATA_DIR="+dir)
+	cmd, addr, stderr := startServe(t, "OMNIROUTE_CONFIG=", "OMNIROUTE_DATA_DIR="+dir)
 	killed := false
 	defer func() {
 		if !killed {
@@ -91,7 +86,7 @@ func TestKillNineKeepsEveryRowBeforeTheLastCommit(t *testing.T) {
 
 	// Restart on the same directory: the database opens (the WAL is
 	// replayed) and the request log API lists what was committed.
-	cmd2, addr2, stderr2 := startServe(t, self, "OMNIROUTE_CONFIG=", "OMNIROUTE_DATA_DIR="+dir)
+	cmd2, addr2, stderr2 := startServe(t, "OMNIROUTE_CONFIG=", "OMNIROUTE_DATA_DIR="+dir)
 	defer func() {
 		cmd2.Process.Signal(syscall.SIGTERM) //nolint:errcheck
 		cmd2.Wait()                          //nolint:errcheck

@@ -155,11 +155,7 @@ func TestDispatch(t *testing.T) {
 // opens a slow stream, sends SIGTERM, and expects the stream to complete
 // and the process to exit 0.
 func TestSIGTERMLetsOpenStreamFinish(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd, addr, stderr := startServe(t, self, "OMNIROUTE_CONFIG=", "OMNIROUTE_SHUTDOWN_TIMEOUT_MS=10000")
+	cmd, addr, stderr := startServe(t, "OMNIROUTE_CONFIG=", "OMNIROUTE_SHUTDOWN_TIMEOUT_MS=10000")
 	defer cmd.Process.Kill() //nolint:errcheck
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
 	defer hc.CloseIdleConnections()
@@ -188,12 +184,16 @@ func TestSIGTERMLetsOpenStreamFinish(t *testing.T) {
 	}
 }
 
-// startServe runs "self serve" as a child process (the test binary as
-// the real command) on a loopback port and its own data directory, with
-// env added, and returns once it printed its address. The caller kills
-// or waits for it.
-func startServe(t *testing.T, self string, env ...string) (*exec.Cmd, string, *syncBuffer) {
+// startServe runs "serve" of the test binary (the real command) as a child
+// process on a loopback port and its own data directory, with env added,
+// and returns once it printed its address. The caller kills or waits for
+// it.
+func startServe(t *testing.T, env ...string) (*exec.Cmd, string, *syncBuffer) {
 	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(self, "serve")
 	cmd.Env = append(append(os.Environ(), "OMNIROUTE_TEST_AS_MAIN=1", "OMNIROUTE_LISTEN=127.0.0.1:0",
 		"OMNIROUTE_DATA_DIR="+t.TempDir(), "OMNIROUTE_LOG_LEVEL=warn"), env...)

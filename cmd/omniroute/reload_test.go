@@ -18,10 +18,6 @@ import (
 // moves to 2), and a broken file sent by SIGHUP is logged with its errors
 // while the running config keeps serving.
 func TestSIGHUPReloadsConfig(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	b, err := os.ReadFile(filepath.Join("..", "..", "internal", "config", "default.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +36,7 @@ func TestSIGHUPReloadsConfig(t *testing.T) {
 	}
 	write(func(map[string]any, map[string]any) {})
 
-	cmd, addr, stderr := startServe(t, self, "OMNIROUTE_CONFIG="+path)
+	cmd, addr, stderr := startServe(t, "OMNIROUTE_CONFIG="+path)
 	defer cmd.Process.Kill() //nolint:errcheck
 	hc := &http.Client{Transport: &http.Transport{Proxy: nil}}
 	defer hc.CloseIdleConnections()

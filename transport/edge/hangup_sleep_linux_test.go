@@ -20,6 +20,28 @@ func (c chanCanceler) Cancel() {
 	}
 }
 
+// tcpPair is a loopback TCP connection's two ends, closed when the test
+// ends: the registry watches real sockets.
+func tcpPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	server, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { server.Close() })
+	return client, server
+}
+
 // TestSweepSleepsAndWakesForAHangUp: with nothing registered the sweep
 // goes to sleep (no timer wake-ups on an idle gateway), and a request
 // registered after that wakes it, is armed, and its client's hang-up
@@ -35,20 +57,7 @@ func TestSweepSleepsAndWakesForAHangUp(t *testing.T) {
 	}
 	testutil.Until(t, "the idle sweep to sleep", reg.asleep.Load)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
+	client, server := tcpPair(t)
 	cancelled := make(chanCanceler, 1)
 	tok := reg.Register(cancelled, 7, server, time.Now().Add(-time.Hour))
 	defer reg.Unregister(tok)
@@ -73,16 +82,7 @@ func TestSweepSleepsAndWakesForAHangUp(t *testing.T) {
 // request is registered (a Register raced the idle count), waits for a
 // Register otherwise, and returns false when stopped.
 func TestRegistrySleepProtocol(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	conn, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn, _ := tcpPair(t)
 
 	reg := newRegistry()
 	tok := reg.Register(make(chanCanceler, 1), 1, conn, time.Now())

@@ -1,11 +1,9 @@
 package gateway_test
 
 import (
-	"log/slog"
 	"strings"
 	"testing"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/goleak"
 
 	"github.com/omniroute/gateway/internal/testutil"
@@ -14,10 +12,6 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
-
-func newSystem() *actor.ActorSystem {
-	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-}
 
 // TestNewAndClose: New composes a gateway whose front end has its actors'
 // handles attached and the catalog loaded, and Close stops them all
@@ -33,7 +27,7 @@ func TestNewAndClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	system := newSystem()
+	system := testutil.NewActorSystem()
 	defer system.Shutdown()
 	g, err := gateway.New(system, gateway.Options{Env: env, File: f})
 	if err != nil {
@@ -55,7 +49,7 @@ func TestNewAndClose(t *testing.T) {
 // TestNewWithoutFile: a missing config file is refused before anything is
 // spawned.
 func TestNewWithoutFile(t *testing.T) {
-	system := newSystem()
+	system := testutil.NewActorSystem()
 	defer system.Shutdown()
 	if _, err := gateway.New(system, gateway.Options{}); err == nil || !strings.Contains(err.Error(), "Options.File is nil") {
 		t.Fatalf("New without a file: %v", err)

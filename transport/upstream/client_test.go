@@ -45,6 +45,15 @@ func do(t *testing.T, c *Client, cancel *Cancel, stream bool) (*Exchange, error)
 	return x, c.Do(x, cancel, stream)
 }
 
+// failure does one exchange whose answer the test does not read (it is
+// released at once) and returns how it ended.
+func failure(t *testing.T, c *Client, cancel *Cancel) error {
+	t.Helper()
+	x, err := do(t, c, cancel, false)
+	x.Release()
+	return err
+}
+
 func TestBufferedAndReuse(t *testing.T) {
 	var conns atomic.Int32
 	addr := server(t, func(ctx *fasthttp.RequestCtx) {
@@ -67,27 +76,39 @@ func TestBufferedAndReuse(t *testing.T) {
 	}
 }
 
-func TestTTFBTimeout(t *testing.T) {
-	addr := server(t, func(ctx *fasthttp.RequestCtx) { time.Sleep(300 * time.Millisecond) })
-	c := client(addr, 50*time.Millisecond, time.Second)
-	defer c.Close()
-	x, err := do(t, c, nil, false)
-	x.Release()
-	if !errors.Is(err, ErrTimeout) {
-		t.Fatalf("err = %v, want ErrTimeout", err)
-	}
-}
-
-func TestConnectError(t *testing.T) {
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	addr := ln.Addr().String()
-	ln.Close()
-	c := client(addr, time.Second, time.Second)
-	defer c.Close()
-	x, err := do(t, c, nil, false)
-	x.Release()
-	if !errors.Is(err, ErrConnect) {
-		t.Fatalf("err = %v, want ErrConnect", err)
+// TestExchangeFailsWith: an exchange ends with the error kind callers
+// tell apart: a server slower than the TTFB timeout is ErrTimeout, an
+// address nobody listens on ErrConnect, an answer over MaxResponseBytes
+// ErrTooLarge.
+func TestExchangeFailsWith(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		addr        func(t *testing.T) string
+		ttfb, total time.Duration
+		want        error
+	}{
+		{"ttfb-timeout", func(t *testing.T) string {
+			return server(t, func(ctx *fasthttp.RequestCtx) { time.Sleep(300 * time.Millisecond) })
+		}, 50 * time.Millisecond, time.Second, ErrTimeout},
+		{"connect-error", func(*testing.T) string {
+			ln, _ := net.Listen("tcp", "127.0.0.1:0")
+			addr := ln.Addr().String()
+			ln.Close()
+			return addr
+		}, time.Second, time.Second, ErrConnect},
+		// Deadlines far past the answer's time: a loaded machine took more
+		// than a second to hand over 2 MiB (the size is what is tested).
+		{"too-large", func(t *testing.T) string {
+			return server(t, func(ctx *fasthttp.RequestCtx) { ctx.SetBody(make([]byte, 2<<20)) })
+		}, time.Minute, time.Minute, ErrTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := client(tc.addr(t), tc.ttfb, tc.total)
+			defer c.Close()
+			if err := failure(t, c, nil); !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+		})
 	}
 }
 
@@ -100,14 +121,12 @@ func TestCancelWhileWaiting(t *testing.T) {
 	var cancel Cancel
 	time.AfterFunc(50*time.Millisecond, cancel.Cancel)
 	start := time.Now()
-	x, err := do(t, c, &cancel, false)
-	x.Release()
+	err := failure(t, c, &cancel)
 	if !errors.Is(err, ErrCanceled) || time.Since(start) > 5*time.Second {
 		t.Fatalf("err = %v after %v, want ErrCanceled promptly", err, time.Since(start))
 	}
 	// A cancel that happened before Do is honoured too.
-	x, err = do(t, c, &cancel, false)
-	x.Release()
+	err = failure(t, c, &cancel)
 	if !errors.Is(err, ErrCanceled) {
 		t.Fatalf("pre-cancelled: %v", err)
 	}
@@ -140,19 +159,6 @@ func TestStreamingBodyAndIdleDeadline(t *testing.T) {
 	_, err = io.ReadAll(x.Body())
 	if !errors.Is(x.Classify(err), ErrTimeout) {
 		t.Fatalf("idle deadline: %v", err)
-	}
-}
-
-func TestResponseTooLarge(t *testing.T) {
-	addr := server(t, func(ctx *fasthttp.RequestCtx) { ctx.SetBody(make([]byte, 2<<20)) })
-	// Deadlines far past the answer's time: a loaded machine took more
-	// than a second to hand over 2 MiB (the size is what is tested).
-	c := client(addr, time.Minute, time.Minute)
-	defer c.Close()
-	x, err := do(t, c, nil, false)
-	x.Release()
-	if !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("err = %v, want ErrTooLarge", err)
 	}
 }
 
@@ -213,13 +219,11 @@ func TestPoolExhaustedIsBusy(t *testing.T) {
 	defer c.Close()
 	first := make(chan error, 1)
 	go func() {
-		x, err := do(t, c, nil, false)
-		x.Release()
+		err := failure(t, c, nil)
 		first <- err
 	}()
 	time.Sleep(50 * time.Millisecond) // let the first exchange take the only connection
-	x, err := do(t, c, nil, false)
-	x.Release()
+	err := failure(t, c, nil)
 	close(release)
 	if !errors.Is(err, ErrBusy) {
 		t.Fatalf("err = %v, want ErrBusy", err)
@@ -253,9 +257,7 @@ func TestNoResendAfterWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	x.Release()
-	x, err = do(t, c, nil, false)
-	x.Release()
-	if err == nil {
+	if err := failure(t, c, nil); err == nil {
 		t.Fatal("broken exchange reported success")
 	}
 	if n := requests.Load(); n != 2 {
@@ -305,13 +307,12 @@ func TestVerifyRefusesANewConnection(t *testing.T) {
 			return nil
 		}})
 	defer c.Close()
-	x, err := do(t, c, nil, false)
-	x.Release()
+	err := failure(t, c, nil)
 	if !errors.Is(err, ErrConnect) || !strings.Contains(err.Error(), "not the service's own child") || got.Load() != 0 {
 		t.Fatalf("a refused connection: %v; the server got %d requests", err, got.Load())
 	}
 	ok.Store(true)
-	x, err = do(t, c, nil, false)
+	x, err := do(t, c, nil, false)
 	defer x.Release()
 	if err != nil || x.Resp.StatusCode() != 200 || got.Load() != 1 {
 		t.Fatalf("a verified connection: %v %d", err, got.Load())

@@ -10,37 +10,6 @@ import (
 
 // Allocation tests run without -race (the race detector allocates).
 
-// rxPair returns a loopback connection wrapped for receive times, armed,
-// and the peer that writes to it.
-func rxPair(tb testing.TB) (rx *rxConn, peer net.Conn) {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	peer = <-accepted
-	if peer == nil {
-		tb.Fatal("accept failed")
-	}
-	rx, ok := wrapRx(c).(*rxConn)
-	if !ok {
-		tb.Fatal("the connection has no receive times")
-	}
-	tb.Cleanup(func() { rx.Close(); peer.Close() })
-	rx.armed = true
-	return rx, peer
-}
-
 // armedRead writes msg from peer and reads it back through rx.
 func armedRead(tb testing.TB, rx *rxConn, peer net.Conn, msg, buf []byte) {
 	if _, err := peer.Write(msg); err != nil {

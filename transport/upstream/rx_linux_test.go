@@ -46,15 +46,7 @@ func TestArrivalSplitsProviderAndGateway(t *testing.T) {
 	x.Req.Header.SetMethod("POST")
 	x.Req.SetRequestURI("/v1/chat/completions")
 	x.Req.Header.SetHost(c.Addr())
-	cc, err := c.hc.AcquireConn(time.Second, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rx := rxOf(cc.Conn())
-	c.hc.ReleaseConn(cc)
-	if rx == nil {
-		t.Fatal("the provider connection has no receive times")
-	}
+	rx := pooledRx(t, c)
 	held := false
 	rx.hold = func() {
 		if held {
@@ -97,48 +89,70 @@ func TestArrivalSplitsProviderAndGateway(t *testing.T) {
 	}
 }
 
-// TestRxConnReadsLikeTheConnection: armed reads return the same bytes,
-// the end of stream as io.EOF and a passed deadline as a timeout.
-func TestRxConnReadsLikeTheConnection(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// pooledRx is the receive-time wrapper of the connection c's pool holds
+// (the one an earlier exchange left there), which the next exchange
+// reads through.
+func pooledRx(t *testing.T, c *Client) *rxConn {
+	t.Helper()
+	cc, err := c.hc.AcquireConn(time.Second, false)
 	if err != nil {
 		t.Fatal(err)
+	}
+	rx := rxOf(cc.Conn())
+	c.hc.ReleaseConn(cc)
+	if rx == nil {
+		t.Fatal("the provider connection has no receive times")
+	}
+	return rx
+}
+
+// rxPair returns a loopback connection wrapped for receive times, armed,
+// and the peer that writes to it.
+func rxPair(tb testing.TB) (rx *rxConn, peer net.Conn) {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
 	}
 	defer ln.Close()
 	accepted := make(chan net.Conn, 1)
 	go func() {
-		s, err := ln.Accept()
-		if err == nil {
-			accepted <- s
-		}
-		close(accepted)
+		c, _ := ln.Accept()
+		accepted <- c
 	}()
-	raw, err := net.Dial("tcp", ln.Addr().String())
+	c, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	conn := wrapRx(raw)
-	defer conn.Close()
-	rc, ok := conn.(*rxConn)
+	peer = <-accepted
+	if peer == nil {
+		tb.Fatal("accept failed")
+	}
+	w := wrapRx(c)
+	rx, ok := w.(*rxConn)
 	if !ok {
-		t.Fatalf("a TCP connection on Linux is not wrapped: %T", conn)
+		tb.Fatalf("a TCP connection on Linux is not wrapped: %T", w)
 	}
-	srv := <-accepted
-	if srv == nil {
-		t.Fatal("no connection accepted")
-	}
-	rc.armed = true
-	_ = conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	tb.Cleanup(func() { rx.Close(); peer.Close() })
+	rx.armed = true
+	return rx, peer
+}
+
+// TestRxConnReadsLikeTheConnection: armed reads return the same bytes,
+// the end of stream as io.EOF and a passed deadline as a timeout.
+func TestRxConnReadsLikeTheConnection(t *testing.T) {
+	rc, srv := rxPair(t)
+	_ = rc.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 	var b [16]byte
-	if _, err := conn.Read(b[:]); !isTimeout(err) {
+	if _, err := rc.Read(b[:]); !isTimeout(err) {
 		t.Fatalf("a read past its deadline: %v, want a timeout", err)
 	}
-	_ = conn.SetReadDeadline(time.Time{})
+	_ = rc.SetReadDeadline(time.Time{})
 	before := time.Now()
 	if _, err := srv.Write([]byte("hello")); err != nil {
 		t.Fatal(err)
 	}
-	n, err := conn.Read(b[:])
+	n, err := rc.Read(b[:])
 	if err != nil || string(b[:n]) != "hello" {
 		t.Fatalf("armed read: %q %v", b[:n], err)
 	}
@@ -151,19 +165,19 @@ func TestRxConnReadsLikeTheConnection(t *testing.T) {
 	// bytes of its reused buffer, an earlier exchange's answer, for this
 	// one's: a caller got another request's 200 when its deadline fell
 	// between two reads.
-	_ = conn.SetReadDeadline(time.Now().Add(-time.Second))
-	if n, err := conn.Read(b[:]); n != 0 || !isTimeout(err) {
+	_ = rc.SetReadDeadline(time.Now().Add(-time.Second))
+	if n, err := rc.Read(b[:]); n != 0 || !isTimeout(err) {
 		t.Fatalf("an armed read past its deadline after one of %d bytes: %d bytes, %v; want 0 bytes and a timeout", len("hello"), n, err)
 	}
-	_ = conn.SetReadDeadline(time.Time{})
+	_ = rc.SetReadDeadline(time.Time{})
 	rc.armed = false
 	_, _ = srv.Write([]byte("plain"))
-	if n, err := conn.Read(b[:]); err != nil || string(b[:n]) != "plain" {
+	if n, err := rc.Read(b[:]); err != nil || string(b[:n]) != "plain" {
 		t.Fatalf("disarmed read: %q %v", b[:n], err)
 	}
 	rc.armed = true
 	_ = srv.Close()
-	if _, err := conn.Read(b[:]); !errors.Is(err, io.EOF) {
+	if _, err := rc.Read(b[:]); !errors.Is(err, io.EOF) {
 		t.Fatalf("read after the peer closed: %v, want io.EOF", err)
 	}
 }
@@ -246,15 +260,7 @@ func TestDeadlinePassedBeforeTheReadIsATimeout(t *testing.T) {
 		t.Fatalf("first exchange: %q, %v", x.Resp.Body(), err)
 	}
 	x.Release()
-	cc, err := c.hc.AcquireConn(time.Second, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rx := rxOf(cc.Conn())
-	c.hc.ReleaseConn(cc)
-	if rx == nil {
-		t.Fatal("the provider connection has no receive times")
-	}
+	rx := pooledRx(t, c)
 	const limit = 50 * time.Millisecond
 	rx.hold = func() { time.Sleep(2 * limit) } // the read begins after the deadline
 	x = AcquireExchange()

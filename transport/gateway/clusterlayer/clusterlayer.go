@@ -215,31 +215,34 @@ func Start(system *actor.ActorSystem, src Source, r Routing) (*Layer, error) {
 	l.AddSlots(r.Slots)
 	leases.Budgets().Set(l.budget)
 	if l.cooldowns, err = r.Targets.StartCluster(targets.ClusterOptions{Self: node.ID(), Log: log.With("component", "cooldowns"),
-		Members: func() []targets.Member {
-			ms := node.Members()
-			out := make([]targets.Member, len(ms))
-			for i, m := range ms {
-				out[i] = targets.Member{ID: m.ID, Address: m.Address, Self: m.Self}
-			}
-			return out
-		}}); err != nil {
+		Members: memberList[targets.Member](node)}); err != nil {
 		l.Stop()
 		return nil, err
 	}
-	if l.quota, err = r.Quota.StartCluster(quotaactor.ClusterOptions{Members: func() []quotaactor.Member {
-		ms := node.Members()
-		out := make([]quotaactor.Member, len(ms))
-		for i, m := range ms {
-			out[i] = quotaactor.Member{ID: m.ID, Address: m.Address, Self: m.Self}
-		}
-		return out
-	}}); err != nil {
+	if l.quota, err = r.Quota.StartCluster(quotaactor.ClusterOptions{Members: memberList[quotaactor.Member](node)}); err != nil {
 		l.Stop() // the targets actor's Stop (the root's Abort) stops its cooldowns actor
 		return nil, err
 	}
 	l.joined(env, log)
 	src.AttachCluster(l)
 	return l, nil
+}
+
+// memberList reads the node's members as an actor's Member type: the
+// cooldowns and quota actors each declare one of the same fields (they do
+// not import the cluster), so one conversion serves both.
+func memberList[M ~struct {
+	ID, Address string
+	Self        bool
+}](node *icluster.Node) func() []M {
+	return func() []M {
+		ms := node.Members()
+		out := make([]M, len(ms))
+		for i, m := range ms {
+			out[i] = M(m)
+		}
+		return out
+	}
 }
 
 // joined logs the membership once the cooldowns actor runs, and warns
