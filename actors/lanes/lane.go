@@ -64,10 +64,17 @@ type laneActor struct {
 	flow [admission.NumClasses]laneFlow
 	// shedding is set, per class, once a standing queue sheds, and
 	// cleared when the queue's wait is back under the target (or it
-	// empties): CoDel's dropping state. Without it shedding stopped as
-	// soon as the arrivals it refused no longer outran the grants, and
-	// the queue refilled by a window's excess (seconds of wait at five
-	// times the capacity) before the next verdict.
+	// empties): while it is set the lane judges its own flow even when
+	// the upstream's overload verdict has turned (shedding flattens the
+	// growth that verdict reads). It turns no request away by itself:
+	// each is shed only while the lane's arrivals outrun its grants, in
+	// the window so far or the last whole one. As a latch (CoDel's
+	// dropping state, shedding every arrival until the queue drained) it
+	// shed a closed loop of callers for ever: their queue stands above
+	// the target and never drains, and each refused caller sends again
+	// at once (the saturated bench with other processes on the CPU: one
+	// tenant refused 30-70k times in four seconds while admission off
+	// served every request).
 	shedding [admission.NumClasses]bool
 	// shedEnded is when shedding last ended with the queue at the target.
 	shedEnded [admission.NumClasses]time.Time
@@ -273,7 +280,7 @@ func (l *laneActor) admissible(w *waiter) (Reason, int) {
 		}
 		return None, 0
 	}
-	if ew > v.target && (l.shedding[c] || l.flow[c].outrun(now, l.u.h.cfg.Window(), v.drainCost(v.target, backlogged))) {
+	if ew > v.target && l.flow[c].outrun(now, l.u.h.cfg.Window(), v.drainCost(v.target, backlogged)) {
 		l.shedding[c] = true
 		l.logShed("standing", w, ew, v, len(l.q[c]))
 		return Overloaded, retrySeconds(ew)

@@ -1152,3 +1152,86 @@ func TestColdClosedLoopIsNotShed(t *testing.T) {
 		t.Fatalf("limit %d after 3 s of 64 callers and no provider queue, want ≥ 64: %+v", s.Upstreams[0].CurrentLimit, s.Upstreams[0])
 	}
 }
+
+// TestShedLaneThenClosedLoopIsNotShedForEver: an open loop beyond the
+// upstream's drain is shed; then the same callers behave as a closed loop
+// (each answered caller sends again, a refused one sends again a
+// millisecond later). Their queue stands above the target and never
+// drains, but their arrivals keep pace with the grants: once a window has
+// passed they are no longer shed. Shedding as a latch refused them until
+// the queue drained to the target, which a closed loop's queue never does
+// (the saturated bench with other processes on the CPU: one tenant
+// refused 30-70k times in four seconds while admission off served it).
+func TestShedLaneThenClosedLoopIsNotShedForEver(t *testing.T) {
+	e, up, leases := warmFull(t)
+	target := time.Duration(up.QueueTargetMs * float64(time.Millisecond))
+	cfg := admission.DefaultConfig()
+	window := cfg.Window()
+	send := func() (*pending, bool) { t.Helper(); return e.offer(t, "x") }
+	var xs []*pending
+	p, shed := send()
+	if shed {
+		t.Fatal("the first request of an empty lane was shed")
+	}
+	xs = append(xs, p)
+	e.clk.Advance(burstIntervals*target + time.Millisecond)
+	shedding := false
+	for i := 0; i < 200 && !shedding; i++ {
+		e.h.Tick()
+		e.h.Sync()
+		if p, shed := send(); shed {
+			shedding = true
+		} else {
+			xs = append(xs, p)
+		}
+	}
+	if !shedding {
+		t.Fatalf("an open loop with no grant was never shed (%d queued)", len(xs))
+	}
+	standing := len(xs)
+	// The closed loop: a grant every 1/80 s; the caller it answered sends
+	// again, and a refused caller again a millisecond later.
+	start, retries, lastRefusal := e.clk.Now(), 0, time.Duration(0)
+	for e.clk.Now().Sub(start) < 4*window {
+		e.clk.Advance(time.Second / 80)
+		e.h.Release(leases[0], success)
+		leases = leases[1:]
+		if r := xs[0].wait(t); r != None {
+			t.Fatalf("queued request: %q", r.Code())
+		}
+		leases, xs = append(leases, &xs[0].lease), xs[1:]
+		n := int64(len(xs))
+		e.until("the grant counted", func(s *Snapshot) bool { return s.QueuedCount == n })
+		e.h.Tick()
+		e.h.Sync()
+		for {
+			p, shed := send()
+			if !shed {
+				xs = append(xs, p)
+				break
+			}
+			lastRefusal = e.clk.Now().Sub(start)
+			if retries++; retries > 2*int(window/time.Millisecond) {
+				t.Fatalf("a closed loop whose queue stands at %d was refused %d times in %v: shedding never ends", len(xs), retries, lastRefusal)
+			}
+			e.clk.Advance(time.Millisecond)
+			e.h.Tick()
+			e.h.Sync()
+		}
+	}
+	if lastRefusal > 2*window {
+		t.Fatalf("the closed loop was still refused %v after it began (window %v; %d refusals)", lastRefusal, window, retries)
+	}
+	if len(xs) < standing-2 {
+		t.Fatalf("the queue fell from %d to %d: the test's loop is not closed", standing, len(xs))
+	}
+	for _, l := range leases {
+		e.h.Release(l, success)
+	}
+	for _, p := range xs {
+		if r := p.wait(t); r != None {
+			t.Fatalf("queued request: %q", r.Code())
+		}
+		e.h.Release(&p.lease, success)
+	}
+}
