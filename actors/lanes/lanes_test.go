@@ -938,6 +938,64 @@ func TestQueueWakesTheMeasuringTick(t *testing.T) {
 	}
 }
 
+// shedOpenLoop offers tenant x's requests on a full upstream with no
+// grant (an open loop) until its standing queue is shed, and returns the
+// requests queued before the first shed.
+func shedOpenLoop(t *testing.T, e *env, target time.Duration) []*pending {
+	t.Helper()
+	var xs []*pending
+	p, shed := e.offer(t, "x")
+	if shed {
+		t.Fatal("the first request of an empty lane was shed")
+	}
+	xs = append(xs, p)
+	e.clk.Advance(burstIntervals*target + time.Millisecond) // past a burst's interval
+	for i := 0; i < 200; i++ {
+		e.h.Tick()
+		e.h.Sync()
+		p, shed := e.offer(t, "x")
+		if shed {
+			return xs
+		}
+		xs = append(xs, p)
+	}
+	t.Fatalf("an open loop with no grant was never shed (%d queued)", len(xs))
+	return nil
+}
+
+// grantHead lets 1/80 s pass and releases the oldest lease: the head of
+// the queue is granted and holds the place (returned with the queue).
+func grantHead(t *testing.T, e *env, leases []*Lease, xs []*pending) ([]*Lease, []*pending) {
+	t.Helper()
+	e.clk.Advance(time.Second / 80)
+	e.h.Release(leases[0], success)
+	leases = leases[1:]
+	if r := xs[0].wait(t); r != None {
+		t.Fatalf("queued request: %q", r.Code())
+	}
+	leases, xs = append(leases, &xs[0].lease), xs[1:]
+	n := int64(len(xs))
+	e.until("the grant counted", func(s *Snapshot) bool { return s.QueuedCount == n })
+	e.h.Tick()
+	e.h.Sync()
+	return leases, xs
+}
+
+// releaseAll ends a shedding test: the held places are released, then
+// each queued request, granted in turn, is released too.
+func releaseAll(t *testing.T, e *env, leases []*Lease, xs []*pending) {
+	t.Helper()
+	for _, l := range leases {
+		e.h.Release(l, success)
+	}
+	for _, p := range xs {
+		if r := p.wait(t); r != None {
+			t.Fatalf("queued request: %q", r.Code())
+		}
+		e.h.Release(&p.lease, success)
+	}
+}
+
 // TestShedQueueRefillingIsShedAgain: an open loop beyond the upstream's
 // drain. Shedding holds a standing queue at the target; when grants drain
 // it there shedding ends, and arrivals that again outrun the grants (none
@@ -950,26 +1008,7 @@ func TestShedQueueRefillingIsShedAgain(t *testing.T) {
 	send := func() (*pending, bool) { t.Helper(); return e.offer(t, "x") }
 	// An open loop: requests keep coming, no grant. The queue stands
 	// past the burst interval and is shed.
-	var xs []*pending
-	p, shed := send()
-	if shed {
-		t.Fatal("the first request of an empty lane was shed")
-	}
-	xs = append(xs, p)
-	e.clk.Advance(burstIntervals*target + time.Millisecond) // past a burst's interval
-	shedAt := -1
-	for i := 0; i < 200 && shedAt < 0; i++ {
-		e.h.Tick()
-		e.h.Sync()
-		if p, shed := send(); shed {
-			shedAt = i
-		} else {
-			xs = append(xs, p)
-		}
-	}
-	if shedAt < 0 {
-		t.Fatalf("an open loop with no grant was never shed (%d queued)", len(xs))
-	}
+	xs := shedOpenLoop(t, e, target)
 	// Grants drain the queue while what arrives (one per grant) is shed,
 	// until the queue is at the target: shedding ends there and the
 	// arrival queues.
@@ -977,17 +1016,7 @@ func TestShedQueueRefillingIsShedAgain(t *testing.T) {
 		if len(xs) == 0 {
 			t.Fatal("the queue drained empty while every arrival was shed")
 		}
-		e.clk.Advance(time.Second / 80)
-		e.h.Release(leases[0], success)
-		leases = leases[1:]
-		if r := xs[0].wait(t); r != None {
-			t.Fatalf("queued request: %q", r.Code())
-		}
-		leases, xs = append(leases, &xs[0].lease), xs[1:]
-		n := int64(len(xs))
-		e.until("the grant counted", func(s *Snapshot) bool { return s.QueuedCount == n })
-		e.h.Tick()
-		e.h.Sync()
+		leases, xs = grantHead(t, e, leases, xs)
 		p, shed := send()
 		if !shed {
 			xs, ended = append(xs, p), true
@@ -1008,15 +1037,7 @@ func TestShedQueueRefillingIsShedAgain(t *testing.T) {
 	if joined > 6 {
 		t.Fatalf("after shedding ended at the target (%d queued), %d more joined before one was shed", atTarget, joined)
 	}
-	for _, l := range leases {
-		e.h.Release(l, success)
-	}
-	for _, p := range xs {
-		if r := p.wait(t); r != None {
-			t.Fatalf("queued request: %q", r.Code())
-		}
-		e.h.Release(&p.lease, success)
-	}
+	releaseAll(t, e, leases, xs)
 }
 
 // closedLoop is a closed loop of callers of tenant x on the fake clock:
@@ -1168,42 +1189,13 @@ func TestShedLaneThenClosedLoopIsNotShedForEver(t *testing.T) {
 	cfg := admission.DefaultConfig()
 	window := cfg.Window()
 	send := func() (*pending, bool) { t.Helper(); return e.offer(t, "x") }
-	var xs []*pending
-	p, shed := send()
-	if shed {
-		t.Fatal("the first request of an empty lane was shed")
-	}
-	xs = append(xs, p)
-	e.clk.Advance(burstIntervals*target + time.Millisecond)
-	shedding := false
-	for i := 0; i < 200 && !shedding; i++ {
-		e.h.Tick()
-		e.h.Sync()
-		if p, shed := send(); shed {
-			shedding = true
-		} else {
-			xs = append(xs, p)
-		}
-	}
-	if !shedding {
-		t.Fatalf("an open loop with no grant was never shed (%d queued)", len(xs))
-	}
+	xs := shedOpenLoop(t, e, target)
 	standing := len(xs)
 	// The closed loop: a grant every 1/80 s; the caller it answered sends
 	// again, and a refused caller again a millisecond later.
 	start, retries, lastRefusal := e.clk.Now(), 0, time.Duration(0)
 	for e.clk.Now().Sub(start) < 4*window {
-		e.clk.Advance(time.Second / 80)
-		e.h.Release(leases[0], success)
-		leases = leases[1:]
-		if r := xs[0].wait(t); r != None {
-			t.Fatalf("queued request: %q", r.Code())
-		}
-		leases, xs = append(leases, &xs[0].lease), xs[1:]
-		n := int64(len(xs))
-		e.until("the grant counted", func(s *Snapshot) bool { return s.QueuedCount == n })
-		e.h.Tick()
-		e.h.Sync()
+		leases, xs = grantHead(t, e, leases, xs)
 		for {
 			p, shed := send()
 			if !shed {
@@ -1225,13 +1217,5 @@ func TestShedLaneThenClosedLoopIsNotShedForEver(t *testing.T) {
 	if len(xs) < standing-2 {
 		t.Fatalf("the queue fell from %d to %d: the test's loop is not closed", standing, len(xs))
 	}
-	for _, l := range leases {
-		e.h.Release(l, success)
-	}
-	for _, p := range xs {
-		if r := p.wait(t); r != None {
-			t.Fatalf("queued request: %q", r.Code())
-		}
-		e.h.Release(&p.lease, success)
-	}
+	releaseAll(t, e, leases, xs)
 }
