@@ -226,7 +226,7 @@ const (
 
 var phaseNames = [...]string{"startup", "cruise", "grow", "probe", "drain"}
 
-func (k phaseKind) String() string { return phaseNames[k] }
+func (k phaseKind) String() string { return enum.Name(phaseNames[:], k, "unknown") }
 
 func (k phaseKind) gain() float64 {
 	switch k {

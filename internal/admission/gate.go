@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/omniroute/gateway/internal/enum"
 )
 
 // Verdict is the gate's answer to an acquire.
@@ -27,7 +29,7 @@ const (
 
 var verdictNames = [...]string{"admitted", "queue", "busy", "global_full", "closed"}
 
-func (v Verdict) String() string { return verdictNames[v] }
+func (v Verdict) String() string { return enum.Name(verdictNames[:], v, "unknown") }
 
 // GateStats is a consistent view of the gate's counters.
 type GateStats struct {

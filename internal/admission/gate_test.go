@@ -233,3 +233,16 @@ func TestGrantTellsTheLimitFromReservedRoom(t *testing.T) {
 		t.Fatalf("80 of 100 held, cost 10 beside 10 kept: %v, want Granted", r)
 	}
 }
+
+// TestNamesOfUnknownValues: a value past a name table (a new constant
+// without its name, a corrupt byte) is named, never a panic in a log line.
+func TestNamesOfUnknownValues(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{Admitted.String(), "admitted"}, {Closed.String(), "closed"}, {Verdict(200).String(), "unknown"},
+		{phaseStartup.String(), "startup"}, {phaseDrain.String(), "drain"}, {phaseKind(200).String(), "unknown"},
+	} {
+		if c.got != c.want {
+			t.Errorf("name %q, want %q", c.got, c.want)
+		}
+	}
+}
