@@ -122,6 +122,17 @@ type knees struct {
 	// the limit far past a capacity the provider showed without noise
 	// (measured: 16 slots pushed to 800 while 2 MiB bodies used the CPU).
 	calmKnee float64
+	// highKnee is the highest knee found within highMemory, and highAt
+	// when it was last found there: capacity that fell (an incident, a
+	// burst of other callers on a shared provider) usually comes back to
+	// it. While the knee sits well below it, probes stay as frequent as
+	// after a move, and a probe that finds more capacity grows back toward
+	// it ×1.5 a phase rather than ×1.15 (measured on the controller's
+	// simulation, 32 slots halved for 20 s and restored: 4 in 40 seeds took
+	// more than 10 s to return, up to 18 s, probing every 12 phases of
+	// 0.4 s and climbing ×1.15 a phase).
+	highKnee float64
+	highAt   time.Time
 }
 
 // probing: the cruise between probes above the limit, and what a probe
@@ -971,7 +982,11 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 	case next == phaseDrain:
 		changed = c.setLevel(c.drainLevel)
 	case next == phaseGrow:
-		changed = c.setLevel(min(c.base*growGain, max(c.knee, c.prevKnee, c.base)))
+		top := max(c.knee, c.prevKnee, c.base)
+		if c.base > c.knee*regrowShare && c.belowHigh(now) {
+			top = max(top, c.highKnee) // capacity coming back (growth)
+		}
+		changed = c.setLevel(min(c.base*growGain, top))
 	case c.calibrating:
 		// Calibrated: go to the configured initial limit.
 		c.calibrating = false
@@ -1257,6 +1272,14 @@ func (c *Controller) growth(now time.Time) phaseKind {
 	switch {
 	case !c.queueSeen:
 		return phaseStartup
+	case (c.kind == phaseProbe || c.kind == phaseGrow) && !c.judgedBusy && c.knee > 0 && c.base > c.knee*regrowShare && c.belowHigh(now):
+		// Probed past the knee twice without a queue, below where the
+		// knee was lately: the capacity that fell is coming back; grow
+		// toward it. One probe is not enough: a probe's verdict is a
+		// few standard errors of a phase, and ×1.5 on a false one
+		// overshot the knee by half. Nor is a phase on a used-up CPU,
+		// whose latency shows no queue either way.
+		return phaseGrow
 	case c.knee <= 0 || now.Sub(c.kneeAt) > kneeMemory || c.base > c.knee*1.05:
 		// No knee known, or passed without a queue: capacity grew. Step up
 		// a quarter a phase until a queue shows.
@@ -1284,6 +1307,9 @@ func (c *Controller) markKnee(now time.Time) {
 	switch {
 	case c.knee > 0 && c.base >= 0.9*c.knee && c.base <= 1.1*c.knee:
 		c.cruiseEvery = min(max(c.cruiseEvery, cruisePhases)*2, maxCruisePhases)
+		if c.belowHigh(now) {
+			c.cruiseEvery = cruisePhases
+		}
 		c.cruiseLeft = c.cruiseEvery
 		if c.prevKnee > 0 && c.base < 0.9*c.prevKnee {
 			c.prevKnee = 0 // the fall is confirmed
@@ -1305,10 +1331,29 @@ func (c *Controller) markKnee(now time.Time) {
 		c.cruiseLeft = c.cruiseEvery
 	}
 	c.knee, c.kneeAt, c.queueSeen = c.base, now, true
+	if c.knee >= c.highKnee || now.Sub(c.highAt) > highMemory {
+		c.highKnee, c.highAt = c.knee, now
+	}
 	if !c.judgedBusy {
 		c.calmKnee = c.knee
 	}
 }
+
+// regrowShare: an estimate this far past the knee (two probe steps
+// without a queue) is capacity coming back (see highKnee).
+const regrowShare = 1.2
+
+// belowHigh reports whether the knee estimate is well below a knee found
+// within highMemory (see highKnee).
+func (c *Controller) belowHigh(now time.Time) bool {
+	return c.highKnee > 0 && c.base < 0.9*c.highKnee && now.Sub(c.highAt) <= highMemory
+}
+
+// highMemory is how long a higher knee is remembered once the knee fell
+// below it: longer than a knee is trusted (kneeMemory), since it is no
+// limit, only a reason to probe more often and to grow back faster, and
+// incidents that halve a provider often last longer than half a minute.
+const highMemory = 2 * time.Minute
 
 // calmHeadroom is how far past a calm knee the gateway's own saturation
 // may grow the limit: a probe's step and a half.

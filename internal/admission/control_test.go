@@ -404,6 +404,30 @@ func TestControlCapacityHalvesAndReturns(t *testing.T) {
 	}
 }
 
+// TestControlCapacityRestoredAfterALongHalving is the gate scenario's
+// shape (32 slots × 200 ms, halved for 20 s, then restored): the knee
+// comes back within 10 s. Probing every 12 phases of 0.4 s and climbing
+// ×1.15 a phase, three of these seeds took 10.3 to 17.4 s; a knee that
+// fell keeps probes frequent and grows back toward the knee it had.
+func TestControlCapacityRestoredAfterALongHalving(t *testing.T) {
+	for _, seed := range seeds {
+		s := newCtlSimSeed(t, cfgFor(), 32, 200*time.Millisecond, seed)
+		s.saturate = 200
+		s.run(15*time.Second, nil)
+		s.slots = 16
+		s.run(20*time.Second, nil)
+		if k := s.c.Knee(); k > 1.2*16 {
+			t.Fatalf("seed %d: knee %.1f after 20 s at 16 slots, want ≤ 19.2", seed, k)
+		}
+		s.slots = 32
+		at := s.within(10*time.Second, func() bool { return s.c.Knee() >= 0.9*32 })
+		if at < 0 {
+			t.Fatalf("seed %d: capacity restored: knee %.1f after 10 s, want ≥ 28.8 (%+v)", seed, s.c.Knee(), s.c.Last())
+		}
+		t.Logf("seed %d: capacity restored: ≥ 0.9x after %v", seed, at)
+	}
+}
+
 func TestControlLatencyDoublesIsNotCongestion(t *testing.T) {
 	for _, seed := range seeds {
 		s := newCtlSimSeed(t, cfgFor(), 16, 200*time.Millisecond, seed)
