@@ -93,43 +93,18 @@ type wireCodec struct {
 	r        wireReader
 }
 
-func (c *wireCodec) u8(v *uint8) {
-	if c.decoding {
-		*v = c.r.u8()
-	} else {
-		c.w.u8(*v)
-	}
-}
+func (c *wireCodec) u8(v *uint8)       { wireField(c, v, (*wireReader).u8, (*wireWriter).u8) }
+func (c *wireCodec) uvarint(v *uint64) { wireField(c, v, (*wireReader).uvarint, (*wireWriter).uvarint) }
+func (c *wireCodec) varint(v *int64)   { wireField(c, v, (*wireReader).varint, (*wireWriter).varint) }
+func (c *wireCodec) f64(v *float64)    { wireField(c, v, (*wireReader).f64, (*wireWriter).f64) }
+func (c *wireCodec) str(v *string)     { wireField(c, v, (*wireReader).str, (*wireWriter).str) }
 
-func (c *wireCodec) uvarint(v *uint64) {
+// wireField reads a field into v, or writes v, by the codec's direction.
+func wireField[T any](c *wireCodec, v *T, read func(*wireReader) T, write func(*wireWriter, T)) {
 	if c.decoding {
-		*v = c.r.uvarint()
+		*v = read(&c.r)
 	} else {
-		c.w.uvarint(*v)
-	}
-}
-
-func (c *wireCodec) varint(v *int64) {
-	if c.decoding {
-		*v = c.r.varint()
-	} else {
-		c.w.varint(*v)
-	}
-}
-
-func (c *wireCodec) f64(v *float64) {
-	if c.decoding {
-		*v = c.r.f64()
-	} else {
-		c.w.f64(*v)
-	}
-}
-
-func (c *wireCodec) str(v *string) {
-	if c.decoding {
-		*v = c.r.str()
-	} else {
-		c.w.str(*v)
+		write(&c.w, *v)
 	}
 }
 
