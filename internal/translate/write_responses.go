@@ -133,15 +133,7 @@ func (t *Translator) responsesMessage(w *ir.Writer, m *ir.Message, mi int) error
 			}
 		case ir.KindToolCall:
 			closeMsg()
-			w.Obj()
-			w.Key("type")
-			if p.Custom {
-				w.Lit(`"custom_tool_call"`)
-			} else {
-				w.Lit(`"function_call"`)
-			}
-			w.Key("call_id")
-			w.RS(p.ID)
+			callItem(w, p, `"function_call"`, `"custom_tool_call"`)
 			w.Key("name")
 			w.RS(p.Name)
 			if p.Custom {
@@ -154,15 +146,7 @@ func (t *Translator) responsesMessage(w *ir.Writer, m *ir.Message, mi int) error
 			w.End('}')
 		case ir.KindToolResult:
 			closeMsg()
-			w.Obj()
-			w.Key("type")
-			if p.Custom {
-				w.Lit(`"custom_tool_call_output"`)
-			} else {
-				w.Lit(`"function_call_output"`)
-			}
-			w.Key("call_id")
-			w.RS(p.ID)
+			callItem(w, p, `"function_call_output"`, `"custom_tool_call_output"`)
 			w.Key("output")
 			res := r.ResultParts(p)
 			if textOnly(res) {
@@ -268,4 +252,19 @@ func (t *Translator) responsesPart(w *ir.Writer, p *ir.Part, assistant bool, fie
 	}
 	w.End('}')
 	return nil
+}
+
+// callItem opens the input item of a tool call or of its result, which
+// begin alike: the type, function's or custom's as the call was, and the
+// call's id.
+func callItem(w *ir.Writer, p *ir.Part, function, custom string) {
+	w.Obj()
+	w.Key("type")
+	if p.Custom {
+		w.Lit(custom)
+	} else {
+		w.Lit(function)
+	}
+	w.Key("call_id")
+	w.RS(p.ID)
 }
