@@ -5,14 +5,12 @@ import (
 	"errors"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/omniroute/gateway/internal/lockfile"
 	"github.com/omniroute/gateway/internal/store"
 	"github.com/omniroute/gateway/internal/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 // TestOpenHoldsTheDirectory: a second Open of a held directory is refused
 // with lockfile.ErrHeld; Close closes the database Open opened and
