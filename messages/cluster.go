@@ -66,7 +66,7 @@ func ClusterKinds() []ClusterKind {
 }
 
 // ClusterMessage is a message one member sends another. Only this
-// package's types implement it (its wire methods are unexported), so the
+// package's types implement it (its wire method is unexported), so the
 // codec knows every message it may meet.
 type ClusterMessage interface {
 	// ClusterKind is the message's wire tag.
@@ -74,8 +74,8 @@ type ClusterMessage interface {
 	// Validate says what is wrong with the message (nil: nothing). The
 	// codec refuses to encode an invalid message and never returns one.
 	Validate() error
-	appendWire(w *wireWriter)
-	readWire(r *wireReader)
+	// wire carries the kind's fields in their wire order (wireCodec).
+	wire(c *wireCodec)
 }
 
 // Limits of one cluster message. The codec refuses to encode beyond them

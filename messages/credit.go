@@ -71,33 +71,19 @@ func (m *CreditRequest) Validate() error {
 	return nil
 }
 
-func (m *CreditRequest) appendWire(w *wireWriter) {
-	w.u8(uint8(m.Op))
-	w.str(m.Node)
-	w.uvarint(m.Window)
-	w.varint(m.Amount)
-	w.varint(m.Need)
-	w.uvarint(uint64(len(m.Backs)))
-	for _, b := range m.Backs {
-		w.varint(b.At)
-		w.varint(b.N)
-	}
-	w.uvarint(m.Seq)
+func (m *CreditRequest) wire(c *wireCodec) {
+	c.u8((*uint8)(&m.Op))
+	c.str(&m.Node)
+	c.uvarint(&m.Window)
+	c.varint(&m.Amount)
+	c.varint(&m.Need)
+	wireList(c, &m.Backs, MaxCreditBacks, 2, (*CreditBack).wire)
+	c.uvarint(&m.Seq)
 }
 
-func (m *CreditRequest) readWire(r *wireReader) {
-	m.Op = CreditOp(r.u8())
-	m.Node = r.str()
-	m.Window = r.uvarint()
-	m.Amount = r.varint()
-	m.Need = r.varint()
-	if n := r.count(MaxCreditBacks, 2); n > 0 {
-		m.Backs = make([]CreditBack, n)
-		for i := range m.Backs {
-			m.Backs[i] = CreditBack{At: r.varint(), N: r.varint()}
-		}
-	}
-	m.Seq = r.uvarint()
+func (b *CreditBack) wire(c *wireCodec) {
+	c.varint(&b.At)
+	c.varint(&b.N)
 }
 
 // CreditReply is a credit grain's answer to a CreditRequest.
@@ -142,19 +128,10 @@ func (*CreditReply) ClusterKind() ClusterKind { return KindCreditReply }
 // Validate implements ClusterMessage: every reply is a valid one.
 func (*CreditReply) Validate() error { return nil }
 
-func (m *CreditReply) appendWire(w *wireWriter) {
-	w.flags(m.Recovering, m.Unavailable, m.Contended, m.Refused)
-	w.u8(m.Period)
-	for _, v := range [...]int64{m.Granted, m.Left, m.At, m.WaitMs, m.ResetMs, m.Limit} {
-		w.varint(v)
-	}
-}
-
-func (m *CreditReply) readWire(r *wireReader) {
-	f := r.flags(4)
-	m.Recovering, m.Unavailable, m.Contended, m.Refused = f[0], f[1], f[2], f[3]
-	m.Period = r.u8()
+func (m *CreditReply) wire(c *wireCodec) {
+	c.flags(&m.Recovering, &m.Unavailable, &m.Contended, &m.Refused)
+	c.u8(&m.Period)
 	for _, p := range [...]*int64{&m.Granted, &m.Left, &m.At, &m.WaitMs, &m.ResetMs, &m.Limit} {
-		*p = r.varint()
+		c.varint(p)
 	}
 }

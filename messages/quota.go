@@ -152,46 +152,25 @@ func (m *SharedQuotaPoll) Validate() error {
 	return nil
 }
 
-func (m *SharedQuotaPoll) appendWire(w *wireWriter) {
-	w.str(m.Conn)
-	w.str(m.From)
-	w.varint(m.At)
-	w.str(m.Err)
-	w.uvarint(uint64(len(m.Values)))
-	for i := range m.Values {
-		v := &m.Values[i]
-		w.u8(uint8(v.Dimension))
-		w.str(v.Model)
-		w.u8(v.Flags)
-		w.f64(v.Limit)
-		w.f64(v.Used)
-		w.f64(v.Remaining)
-		w.varint(v.ResetAt)
-		w.str(v.Unit)
-		w.u8(v.Confidence)
-		w.varint(v.Expires)
-	}
+func (m *SharedQuotaPoll) wire(c *wireCodec) {
+	c.str(&m.Conn)
+	c.str(&m.From)
+	c.varint(&m.At)
+	c.str(&m.Err)
+	wireList(c, &m.Values, MaxSharedQuotaItems, 31, (*SharedQuotaValue).wire)
 }
 
-func (m *SharedQuotaPoll) readWire(r *wireReader) {
-	m.Conn = r.str()
-	m.From = r.str()
-	m.At = r.varint()
-	m.Err = r.str()
-	if n := r.count(MaxSharedQuotaItems, 31); n > 0 {
-		m.Values = make([]SharedQuotaValue, n)
-		for i := range m.Values {
-			v := &m.Values[i]
-			v.Dimension = QuotaDimension(r.u8())
-			v.Model = r.str()
-			v.Flags = r.u8()
-			v.Limit, v.Used, v.Remaining = r.f64(), r.f64(), r.f64()
-			v.ResetAt = r.varint()
-			v.Unit = r.str()
-			v.Confidence = r.u8()
-			v.Expires = r.varint()
-		}
-	}
+func (v *SharedQuotaValue) wire(c *wireCodec) {
+	c.u8((*uint8)(&v.Dimension))
+	c.str(&v.Model)
+	c.u8(&v.Flags)
+	c.f64(&v.Limit)
+	c.f64(&v.Used)
+	c.f64(&v.Remaining)
+	c.varint(&v.ResetAt)
+	c.str(&v.Unit)
+	c.u8(&v.Confidence)
+	c.varint(&v.Expires)
 }
 
 // SharedQuotaReading is one dimension of a response's rate-limit headers
@@ -248,49 +227,25 @@ func (m *SharedQuotaHeaders) Validate() error {
 	return nil
 }
 
-func (m *SharedQuotaHeaders) appendWire(w *wireWriter) {
-	w.str(m.Conn)
-	w.str(m.From)
-	w.uvarint(uint64(len(m.Observations)))
-	for i := range m.Observations {
-		o := &m.Observations[i]
-		w.str(o.Model)
-		w.varint(o.At)
-		w.uvarint(uint64(len(o.Readings)))
-		for j := range o.Readings {
-			r := &o.Readings[j]
-			w.u8(uint8(r.Dimension))
-			w.u8(r.Flags)
-			w.f64(r.Limit)
-			w.f64(r.Remaining)
-			w.varint(r.ResetAt)
-			w.varint(r.Window)
-		}
-	}
+func (m *SharedQuotaHeaders) wire(c *wireCodec) {
+	c.str(&m.Conn)
+	c.str(&m.From)
+	wireList(c, &m.Observations, MaxSharedQuotaItems, 3, (*SharedQuotaObservation).wire)
 }
 
-func (m *SharedQuotaHeaders) readWire(r *wireReader) {
-	m.Conn = r.str()
-	m.From = r.str()
-	if n := r.count(MaxSharedQuotaItems, 3); n > 0 {
-		m.Observations = make([]SharedQuotaObservation, n)
-		for i := range m.Observations {
-			o := &m.Observations[i]
-			o.Model = r.str()
-			o.At = r.varint()
-			if k := r.count(MaxQuotaReadings, 20); k > 0 {
-				o.Readings = make([]SharedQuotaReading, k)
-				for j := range o.Readings {
-					x := &o.Readings[j]
-					x.Dimension = QuotaDimension(r.u8())
-					x.Flags = r.u8()
-					x.Limit, x.Remaining = r.f64(), r.f64()
-					x.ResetAt = r.varint()
-					x.Window = r.varint()
-				}
-			}
-		}
-	}
+func (o *SharedQuotaObservation) wire(c *wireCodec) {
+	c.str(&o.Model)
+	c.varint(&o.At)
+	wireList(c, &o.Readings, MaxQuotaReadings, 20, (*SharedQuotaReading).wire)
+}
+
+func (x *SharedQuotaReading) wire(c *wireCodec) {
+	c.u8((*uint8)(&x.Dimension))
+	c.u8(&x.Flags)
+	c.f64(&x.Limit)
+	c.f64(&x.Remaining)
+	c.varint(&x.ResetAt)
+	c.varint(&x.Window)
 }
 
 // QuotaObserved carries one target's latest rate-limit headers from the

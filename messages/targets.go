@@ -113,16 +113,9 @@ func (m *SharedCooldown) Validate() error {
 	return nil
 }
 
-func (m *SharedCooldown) appendWire(w *wireWriter) {
-	w.str(m.Target)
-	w.varint(m.Until)
-	w.str(m.Reason)
-	w.str(m.From)
-}
-
-func (m *SharedCooldown) readWire(r *wireReader) {
-	m.Target = r.str()
-	m.Until = r.varint()
-	m.Reason = r.str()
-	m.From = r.str()
+func (m *SharedCooldown) wire(c *wireCodec) {
+	c.str(&m.Target)
+	c.varint(&m.Until)
+	c.str(&m.Reason)
+	c.str(&m.From)
 }

@@ -36,9 +36,10 @@ func EncodeCluster(m ClusterMessage) ([]byte, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	w := wireWriter{b: make([]byte, wireHeader, 64)}
+	c := wireCodec{w: wireWriter{b: make([]byte, wireHeader, 64)}}
+	w := &c.w
 	w.b[0], w.b[1], w.b[2] = wireMagic, wireVersion, byte(m.ClusterKind())
-	m.appendWire(&w)
+	m.wire(&c)
 	if w.err != nil {
 		return nil, fmt.Errorf("%w %s: %v", ErrClusterMessage, m.ClusterKind(), w.err)
 	}
@@ -67,8 +68,9 @@ func DecodeCluster(b []byte) (ClusterMessage, error) {
 		return nil, fmt.Errorf("%w: unknown kind %d", ErrClusterMessage, b[2])
 	}
 	m := clusterKinds[k].new()
-	r := wireReader{b: b[wireHeader:]}
-	m.readWire(&r)
+	c := wireCodec{decoding: true, r: wireReader{b: b[wireHeader:]}}
+	r := &c.r
+	m.wire(&c)
 	if r.err == nil && len(r.b) > 0 {
 		r.err = fmt.Errorf("%d bytes after the last field", len(r.b))
 	}
@@ -81,6 +83,66 @@ func DecodeCluster(b []byte) (ClusterMessage, error) {
 	return m, nil
 }
 
+// wireCodec walks a message's fields once for both directions: encoding,
+// each call appends the field; decoding, it reads the field into place.
+// A kind's field order is thus written once (its wire method) and the
+// encoder and the decoder cannot disagree on it.
+type wireCodec struct {
+	decoding bool
+	w        wireWriter
+	r        wireReader
+}
+
+func (c *wireCodec) u8(v *uint8)       { wireField(c, v, (*wireReader).u8, (*wireWriter).u8) }
+func (c *wireCodec) uvarint(v *uint64) { wireField(c, v, (*wireReader).uvarint, (*wireWriter).uvarint) }
+func (c *wireCodec) varint(v *int64)   { wireField(c, v, (*wireReader).varint, (*wireWriter).varint) }
+func (c *wireCodec) f64(v *float64)    { wireField(c, v, (*wireReader).f64, (*wireWriter).f64) }
+func (c *wireCodec) str(v *string)     { wireField(c, v, (*wireReader).str, (*wireWriter).str) }
+
+// wireField reads a field into v, or writes v, by the codec's direction.
+func wireField[T any](c *wireCodec, v *T, read func(*wireReader) T, write func(*wireWriter, T)) {
+	if c.decoding {
+		*v = read(&c.r)
+	} else {
+		write(&c.w, *v)
+	}
+}
+
+// flags packs up to 8 booleans into one byte; decoding, a bit beyond
+// them is an error.
+func (c *wireCodec) flags(fs ...*bool) {
+	if !c.decoding {
+		var b uint8
+		for i, f := range fs {
+			if *f {
+				b |= 1 << i
+			}
+		}
+		c.w.u8(b)
+		return
+	}
+	got := c.r.flags(len(fs))
+	for i, f := range fs {
+		*f = got[i]
+	}
+}
+
+// wireList carries a list: its length, then each item by item. Decoding,
+// the length is bounded by max and by minItem bytes an item (wireReader's
+// count) before the list is made.
+func wireList[T any](c *wireCodec, list *[]T, max, minItem int, item func(*T, *wireCodec)) {
+	if c.decoding {
+		if n := c.r.count(max, minItem); n > 0 {
+			*list = make([]T, n)
+		}
+	} else {
+		c.w.uvarint(uint64(len(*list)))
+	}
+	for i := range *list {
+		item(&(*list)[i], c)
+	}
+}
+
 // wireWriter appends fields; the first error sticks.
 type wireWriter struct {
 	b   []byte
@@ -91,15 +153,6 @@ func (w *wireWriter) u8(v uint8)       { w.b = append(w.b, v) }
 func (w *wireWriter) uvarint(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
 func (w *wireWriter) varint(v int64)   { w.b = binary.AppendVarint(w.b, v) }
 func (w *wireWriter) f64(v float64)    { w.b = binary.LittleEndian.AppendUint64(w.b, math.Float64bits(v)) }
-func (w *wireWriter) flags(fs ...bool) { w.u8(packFlags(fs)) }
-func packFlags(fs []bool) (b uint8) {
-	for i, f := range fs {
-		if f {
-			b |= 1 << i
-		}
-	}
-	return b
-}
 
 func (w *wireWriter) str(s string) {
 	if len(s) > MaxClusterString && w.err == nil {

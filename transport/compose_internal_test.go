@@ -3,6 +3,7 @@ package transport
 import (
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/omniroute/gateway/internal/store"
 	"github.com/omniroute/gateway/transport/gateway/clusterlayer"
 	"github.com/omniroute/gateway/transport/gateway/datadir"
 	"github.com/omniroute/gateway/transport/gateway/spawn"
@@ -10,27 +11,22 @@ import (
 
 // newForTest composes a gateway for the tests inside this package, which
 // cannot import transport/gateway (it imports transport): the same steps
-// as gateway.New, datadir.Open, clusterlayer.ShareInstallSecret, Prepare
+// as gateway.New, datadir.Hold, clusterlayer.ShareInstallSecret, Prepare
 // and spawn.All (none of which imports transport).
 func newForTest(system *actor.ActorSystem, o Options) (*Gateway, error) {
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
-	dd, err := datadir.Open(o.Env.ResolvedDataDir(), o.Store)
+	a, err := datadir.Hold(o.Env.ResolvedDataDir(), o.Store, func(st store.Store) (*Assembly, error) {
+		o.Store = st
+		if _, err := clusterlayer.ShareInstallSecret(&o.Env); err != nil {
+			return nil, err
+		}
+		return Prepare(system, o)
+	})
 	if err != nil {
 		return nil, err
 	}
-	o.Store = dd.Store
-	if _, err := clusterlayer.ShareInstallSecret(&o.Env); err != nil {
-		dd.Close(nil)
-		return nil, err
-	}
-	a, err := Prepare(system, o)
-	if err != nil {
-		dd.Close(nil)
-		return nil, err
-	}
-	a.OnClose(func() { dd.Close(a.Logger()) })
 	if err := spawn.All(system, a); err != nil {
 		return nil, err
 	}

@@ -17,9 +17,10 @@ import (
 
 // embeddingsGateway serves embeddings from a provider that lists
 // "embeddings" in its apis, under a model with an alias, beside the
-// harness's Anthropic-only model "claude".
+// harness's Anthropic-only model "claude", on a freshly reset mock.
 func embeddingsGateway(t *testing.T) *gwEnv {
 	t.Helper()
+	resetMock(t)
 	f := testFileWith(t, `,
     "emb": {"base_url": "http://`+mock.Addr+`/v1", "apis": ["embeddings"],
       "connections": {"main": {"api_key_env": "TEST_KEY_A"}}}`, `,
@@ -43,7 +44,6 @@ func embeddingsGateway(t *testing.T) *gwEnv {
 // the provider's usage; the provider saw the configured upstream name and
 // its own key; the request is counted like any other.
 func TestSDKOpenAIEmbeddings(t *testing.T) {
-	resetMock(t)
 	g := embeddingsGateway(t)
 	client := g.openai()
 	ctx := context.Background()
@@ -113,7 +113,6 @@ func TestSDKOpenAIEmbeddings(t *testing.T) {
 // TestEmbeddingsErrors: refusals and provider errors reach openai-go as
 // its own *openai.Error with the OpenAI shape.
 func TestEmbeddingsErrors(t *testing.T) {
-	resetMock(t)
 	g := embeddingsGateway(t)
 	client := g.openai()
 	ctx := context.Background()

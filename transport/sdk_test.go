@@ -21,8 +21,11 @@ import (
 
 const sdkKey = "sdk-tenant-key"
 
+// sdkGateway serves the SDK tests' models to tenant sdkKey, on a
+// freshly reset mock.
 func sdkGateway(t *testing.T) *gwEnv {
 	t.Helper()
+	resetMock(t)
 	f := testFile(t, `,
     "gpt": {"targets": [{"connection": "mock/a", "model": "m-sdk"}]},
     "gpt-broken": {"targets": [{"connection": "mock/a", "model": "m-sdk-broken"}]},
@@ -44,7 +47,6 @@ func (g *gwEnv) openai() openai.Client {
 }
 
 func TestSDKOpenAIChat(t *testing.T) {
-	resetMock(t)
 	g := sdkGateway(t)
 	client := g.openai()
 	ctx := context.Background()
@@ -78,7 +80,6 @@ func TestSDKOpenAIChat(t *testing.T) {
 }
 
 func TestSDKOpenAIResponsesStreaming(t *testing.T) {
-	resetMock(t)
 	g := sdkGateway(t)
 	client := g.openai()
 	stream := client.Responses.NewStreaming(context.Background(), responses.ResponseNewParams{Model: "gpt",
@@ -104,7 +105,6 @@ func TestSDKOpenAIResponsesStreaming(t *testing.T) {
 }
 
 func TestSDKAnthropicStreamingBothAuthHeaders(t *testing.T) {
-	resetMock(t)
 	g := sdkGateway(t)
 	params := anthropic.MessageNewParams{Model: "claude", MaxTokens: 64,
 		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hello"))}}
@@ -140,7 +140,6 @@ func TestSDKAnthropicStreamingBothAuthHeaders(t *testing.T) {
 }
 
 func TestSDKMidStreamFailureIsAnError(t *testing.T) {
-	resetMock(t)
 	g := sdkGateway(t)
 	oc := g.openai()
 	stream := oc.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: "gpt-broken",

@@ -331,6 +331,20 @@ func gateRuns[R any](ctx context.Context, o *Options, scenario string, run func(
 	return rep, runs, err
 }
 
+// gated is a gated scenario whose report ends as most do: gateRuns (about
+// is plain text), then report adds the scenario's figures, notes and
+// gates over the seeds' runs, then closeOut under the scenario's own name.
+func gated[R seeded](ctx context.Context, o *Options, scenario, about string, run func(context.Context, Options, int64, map[string]string) (R, error),
+	needLimit bool, report func(rep *Report, runs []R)) (Report, error) {
+	rep, runs, err := gateRuns(ctx, o, scenario, run, "%s", about)
+	if err != nil {
+		return rep, err
+	}
+	report(&rep, runs)
+	closeOut(&rep, scenario, runs, needLimit)
+	return rep, nil
+}
+
 // defaultsEnv is the environment of a gate that says "with the defaults":
 // only the mode, because the gate needs enforce (the default is shadow).
 func defaultsEnv() map[string]string { return map[string]string{"ADAPTIVE_ADMISSION_MODE": "enforce"} }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -92,7 +93,7 @@ func TestFlowsAgain(t *testing.T) {
 		{"flows at once", []sample{ok(0), ok(600 * ms), ok(1200 * ms)}, 0, true},
 		{"after one failing bin", []sample{bad(0), bad(100 * ms), ok(600 * ms), ok(1100 * ms)}, 0.5, true},
 		{"a late failure restarts it", []sample{ok(0), bad(600 * ms), ok(1100 * ms), ok(1600 * ms)}, 1, true},
-		{"90 % is enough", append([]sample{bad(10 * ms)}, repeat(ok(20*ms), 9)...), 0, true},
+		{"90 % is enough", append([]sample{bad(10 * ms)}, slices.Repeat([]sample{ok(20 * ms)}, 9)...), 0, true},
 		{"empty bins do not count", []sample{bad(0), ok(1100 * ms)}, 1, true},
 		{"never", []sample{ok(0), bad(1900 * ms)}, 2, false},
 		{"requests outside the span are ignored", []sample{bad(-time.Second), ok(0), bad(3 * time.Second)}, 0, true},
@@ -104,14 +105,6 @@ func TestFlowsAgain(t *testing.T) {
 			}
 		})
 	}
-}
-
-func repeat(s sample, n int) []sample {
-	out := make([]sample, n)
-	for i := range out {
-		out[i] = s
-	}
-	return out
 }
 
 func TestWindowsUntil(t *testing.T) {

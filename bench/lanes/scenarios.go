@@ -31,6 +31,24 @@ func lanesEnv(slots int) map[string]string {
 const singleModelFile = `{"providers":{"mock":{"base_url":"http://MOCK/v1","apis":["chat"],"auth":"none","connections":{"default":{}}}},
  "models":{"%s":{"targets":[{"connection":"mock","model":"%s"}]}},"auth":{"mode":"loopback"}}`
 
+// singleModel is the rig most scenarios run: model name, served by the
+// mock's model m-<name> (behaving as b), on env; requestLog as rigSpec's.
+func singleModel(name string, env map[string]string, b mockprovider.Behavior, requestLog bool) rigSpec {
+	upstream := "m-" + name
+	return rigSpec{file: fmt.Sprintf(singleModelFile, name, upstream), env: env,
+		behaviors: map[string]mockprovider.Behavior{upstream: b}, requestLog: requestLog}
+}
+
+// startSingle starts the singleModel rig of one provider with
+// scaledSlots(o, base) slots answering in latency (providerLatency), and
+// returns it with those slots and the provider's capacity in requests a
+// second.
+func startSingle(o Options, name string, env map[string]string, base int, latency time.Duration, requestLog bool) (*rig, int, float64, error) {
+	slots := scaledSlots(o, base)
+	r, err := startRigWith(singleModel(name, env, providerLatency(o, latency, slots), requestLog))
+	return r, slots, float64(slots) / latency.Seconds(), err
+}
+
 func scaledSlots(o Options, base int) int { return max(4, int(math.Round(float64(base)*o.Scale))) }
 
 // providerLatency is the mock behaviour of a model with mean latency mean
@@ -129,14 +147,12 @@ type nnRun struct {
 // burst (seed+1) on a fresh gateway with env.
 func runNoisyNeighbour(ctx context.Context, o Options, env map[string]string, seed int64) (nnRun, error) {
 	var out nnRun
-	slots, latency := scaledSlots(o, 16), 100*time.Millisecond
-	out.capacity = float64(slots) / latency.Seconds()
-	r, err := startRig(fmt.Sprintf(singleModelFile, "nn", "m-nn"), env,
-		map[string]mockprovider.Behavior{"m-nn": providerLatency(o, latency, slots)})
+	r, slots, capacity, err := startSingle(o, "nn", env, 16, 100*time.Millisecond, false)
 	if err != nil {
 		return out, err
 	}
 	defer r.close()
+	out.capacity = capacity
 	calib, burst := phases(o, 10*time.Second, 1500*time.Millisecond), phases(o, 20*time.Second, 2500*time.Millisecond)
 	b := stream{name: "b", rate: 0.3 * out.capacity, path: "/v1/chat/completions", body: body("nn"), headers: []string{"Authorization", "Bearer tenant-b"}, capture: "X-OmniRoute-Admission-Wait-Ms"}
 	a := stream{name: "a", rate: 5 * out.capacity, path: "/v1/chat/completions", body: body("nn"), headers: []string{"Authorization", "Bearer tenant-a"}}
@@ -185,8 +201,7 @@ func RunBatchFlood(ctx context.Context, o Options) (Report, error) {
 	rep := Report{Scenario: "batch-flood", Full: o.Full}
 	slots, latency := scaledSlots(o, 16), 100*time.Millisecond
 	capacity := float64(slots) / latency.Seconds()
-	r, err := startRig(fmt.Sprintf(singleModelFile, "bf", "m-bf"), lanesEnv(slots),
-		map[string]mockprovider.Behavior{"m-bf": providerLatency(o, latency, slots)})
+	r, err := startRigWith(singleModel("bf", lanesEnv(slots), providerLatency(o, latency, slots), false))
 	if err != nil {
 		return rep, err
 	}

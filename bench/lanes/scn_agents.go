@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	alanes "github.com/omniroute/gateway/actors/lanes"
 	"math"
 	"strings"
 	"sync"
 	"time"
+
+	alanes "github.com/omniroute/gateway/actors/lanes"
 
 	"github.com/omniroute/gateway/bench/loadgen"
 	"github.com/omniroute/gateway/internal/mockprovider"

@@ -6,8 +6,6 @@ import (
 	"math"
 	"strings"
 	"time"
-
-	"github.com/omniroute/gateway/internal/mockprovider"
 )
 
 // sizedBody is a chat request for model whose one user message pads the
@@ -34,40 +32,34 @@ type bigRun struct {
 // %. Gates: ≥ 90 % of the 2 MiB requests are served; the small tenant's p99
 // stays within its unloaded p99 + 100 ms.
 func RunBigRequests(ctx context.Context, o Options) (Report, error) {
-	rep, runs, err := gateRuns(ctx, &o, "big-requests", runBigRequests, "mock 16 slots × 100 ms (±30 %%); tenant small: 1 KiB bodies at 60 %% of capacity (5 s warm-up, 10 s alone, then 20 s beside big); tenant big: 2 MiB bodies at 20 %%; clients wait up to 30 s")
-	if err != nil {
-		return rep, err
-	}
-	rep.note("2 MiB request cost by internal/admission's default quanta: %g; 1 KiB: %g",
-		estimateCost(2<<20), estimateCost(1<<10))
-	rep.figureSeeds("2 MiB requests sent", colOf(runs, func(r bigRun) float64 { return float64(r.bigSent) }), "")
-	rep.figureSeeds("2 MiB success p50", colOf(runs, func(r bigRun) float64 { return r.bigP50 }), "ms")
-	rep.figureSeeds("2 MiB success p99", colOf(runs, func(r bigRun) float64 { return r.bigP99 }), "ms")
-	rep.figureSeeds("1 KiB p99 alone", colOf(runs, func(r bigRun) float64 { return r.smallU99 }), "ms")
-	rep.figureSeeds("1 KiB p99 beside 2 MiB", colOf(runs, func(r bigRun) float64 { return r.smallP99 }), "ms")
-	rep.note("2 MiB error codes, first seed: %s; 1 KiB: %s", topCodes(runs[0].bigCodes, 4), topCodes(runs[0].smallCodes, 4))
-	rep.gate("big requests: 2 MiB requests served", aggMedian, colOf(runs, func(r bigRun) float64 { return 100 * r.bigServed }), "≥ 90", "%",
-		func(v float64) bool { return v >= 90 }, "200 answers among the 2 MiB requests")
-	rep.gate("big requests: 1 KiB p99 added over unloaded", aggMedian, colOf(runs, func(r bigRun) float64 { return r.smallAdded }), "≤ 100", "ms",
-		func(v float64) bool { return v <= 100 }, "p99 beside the 2 MiB tenant − p99 alone (after a 5 s warm-up); it says little while the 2 MiB requests are refused (served: %s %%)",
-		seedList(colOf(runs, func(r bigRun) float64 { return 100 * r.bigServed })))
-	closeOut(&rep, "big-requests", runs, false)
-	return rep, nil
+	return gated(ctx, &o, "big-requests", "mock 16 slots × 100 ms (±30 %); tenant small: 1 KiB bodies at 60 % of capacity (5 s warm-up, 10 s alone, then 20 s beside big); tenant big: 2 MiB bodies at 20 %; clients wait up to 30 s", runBigRequests, false, func(rep *Report, runs []bigRun) {
+		rep.note("2 MiB request cost by internal/admission's default quanta: %g; 1 KiB: %g",
+			estimateCost(2<<20), estimateCost(1<<10))
+		rep.figureSeeds("2 MiB requests sent", colOf(runs, func(r bigRun) float64 { return float64(r.bigSent) }), "")
+		rep.figureSeeds("2 MiB success p50", colOf(runs, func(r bigRun) float64 { return r.bigP50 }), "ms")
+		rep.figureSeeds("2 MiB success p99", colOf(runs, func(r bigRun) float64 { return r.bigP99 }), "ms")
+		rep.figureSeeds("1 KiB p99 alone", colOf(runs, func(r bigRun) float64 { return r.smallU99 }), "ms")
+		rep.figureSeeds("1 KiB p99 beside 2 MiB", colOf(runs, func(r bigRun) float64 { return r.smallP99 }), "ms")
+		rep.note("2 MiB error codes, first seed: %s; 1 KiB: %s", topCodes(runs[0].bigCodes, 4), topCodes(runs[0].smallCodes, 4))
+		rep.gate("big requests: 2 MiB requests served", aggMedian, colOf(runs, func(r bigRun) float64 { return 100 * r.bigServed }), "≥ 90", "%",
+			func(v float64) bool { return v >= 90 }, "200 answers among the 2 MiB requests")
+		rep.gate("big requests: 1 KiB p99 added over unloaded", aggMedian, colOf(runs, func(r bigRun) float64 { return r.smallAdded }), "≤ 100", "ms",
+			func(v float64) bool { return v <= 100 }, "p99 beside the 2 MiB tenant − p99 alone (after a 5 s warm-up); it says little while the 2 MiB requests are refused (served: %s %%)",
+			seedList(colOf(runs, func(r bigRun) float64 { return 100 * r.bigServed })))
+	})
 }
 
 func runBigRequests(ctx context.Context, o Options, seed int64, env map[string]string) (bigRun, error) {
 	var out bigRun
-	slots, latency := scaledSlots(o, 16), 100*time.Millisecond
-	capacity := float64(slots) / latency.Seconds()
+	r, _, capacity, err := startSingle(o, "big", env, 16, 100*time.Millisecond, false)
+	if err != nil {
+		return out, err
+	}
 	warm, calib := phases(o, 5*time.Second, 500*time.Millisecond), phases(o, 10*time.Second, time.Second)
 	mixed := phases(o, 20*time.Second, 2*time.Second)
 	bigRate := 0.2 * capacity
 	if !o.Full {
 		bigRate = min(bigRate, 3) // a few 2 MiB bodies are enough to exercise the path
-	}
-	r, err := startRig(fmt.Sprintf(singleModelFile, "big", "m-big"), env, map[string]mockprovider.Behavior{"m-big": providerLatency(o, latency, slots)})
-	if err != nil {
-		return out, err
 	}
 	defer r.close()
 	small := stream{name: "small-alone", rate: 0.6 * capacity, to: warm, path: "/v1/chat/completions", bodyRaw: sizedBody("big", 1<<10),

@@ -2,7 +2,6 @@ package lanes
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"time"
 
@@ -33,55 +32,50 @@ type capacityRun struct {
 // knee) within 5 windows of the halving and stays there; after the restore
 // it reaches 0.9× the knee within 10 windows.
 func RunCapacityStep(ctx context.Context, o Options) (Report, error) {
-	rep, runs, err := gateRuns(ctx, &o, "capacity-step", runCapacityStep, "mock 32 → 16 → 32 slots × 200 ms (±30 %%), slots resized in place; one tenant at 1.25× the 32-slot capacity, clients give up after 10 s")
-	if err != nil {
-		return rep, err
-	}
-	rep.note("warm-up 15 s, halved 20 s, restored 20 s; health read every 100 ms; a window is 1 s (ADAPTIVE_ADMISSION_WINDOW_MS default); the limit is the tightest currentLimit health reports")
-	col := func(f func(capacityRun) float64) []float64 { return colOf(runs, f) }
-	rep.note("request cost: %s = %g; limit paths in health: %v", runs[0].costFrom, runs[0].costV, runs[0].paths)
-	rep.figureSeeds("knee at 32 slots (slots × request cost)", col(func(r capacityRun) float64 { return r.kneeHi }), "cost")
-	rep.figureSeeds("limit at the end of the warm-up ÷ knee(32)", col(func(r capacityRun) float64 { return r.limitWarm / r.kneeHi }), "×")
-	rep.figureSeeds("limit at the end of the halved phase ÷ knee(16)", col(func(r capacityRun) float64 { return r.limitHalved / r.kneeLo }), "×")
-	rep.figureSeeds("largest limit once in the band ÷ knee(16)", col(func(r capacityRun) float64 { return r.maxHalved / r.kneeLo }), "×")
-	rep.figureSeeds("limit at the end of the restored phase ÷ knee(32)", col(func(r capacityRun) float64 { return r.limitAfter / r.kneeHi }), "×")
-	rep.figureSeeds("provider mean in flight, halved (second half) ÷ 16 slots", col(func(r capacityRun) float64 { return r.inflightHalved }), "×")
-	rep.figureSeeds("provider mean in flight, restored (second half) ÷ 32 slots", col(func(r capacityRun) float64 { return r.inflightRestored }), "×")
-	orInf := func(v float64, ok bool) float64 {
-		if !ok {
-			return math.Inf(1)
+	return gated(ctx, &o, "capacity-step", "mock 32 → 16 → 32 slots × 200 ms (±30 %), slots resized in place; one tenant at 1.25× the 32-slot capacity, clients give up after 10 s", runCapacityStep, true, func(rep *Report, runs []capacityRun) {
+		rep.note("warm-up 15 s, halved 20 s, restored 20 s; health read every 100 ms; a window is 1 s (ADAPTIVE_ADMISSION_WINDOW_MS default); the limit is the tightest currentLimit health reports")
+		col := func(f func(capacityRun) float64) []float64 { return colOf(runs, f) }
+		rep.note("request cost: %s = %g; limit paths in health: %v", runs[0].costFrom, runs[0].costV, runs[0].paths)
+		rep.figureSeeds("knee at 32 slots (slots × request cost)", col(func(r capacityRun) float64 { return r.kneeHi }), "cost")
+		rep.figureSeeds("limit at the end of the warm-up ÷ knee(32)", col(func(r capacityRun) float64 { return r.limitWarm / r.kneeHi }), "×")
+		rep.figureSeeds("limit at the end of the halved phase ÷ knee(16)", col(func(r capacityRun) float64 { return r.limitHalved / r.kneeLo }), "×")
+		rep.figureSeeds("largest limit once in the band ÷ knee(16)", col(func(r capacityRun) float64 { return r.maxHalved / r.kneeLo }), "×")
+		rep.figureSeeds("limit at the end of the restored phase ÷ knee(32)", col(func(r capacityRun) float64 { return r.limitAfter / r.kneeHi }), "×")
+		rep.figureSeeds("provider mean in flight, halved (second half) ÷ 16 slots", col(func(r capacityRun) float64 { return r.inflightHalved }), "×")
+		rep.figureSeeds("provider mean in flight, restored (second half) ÷ 32 slots", col(func(r capacityRun) float64 { return r.inflightRestored }), "×")
+		orInf := func(v float64, ok bool) float64 {
+			if !ok {
+				return math.Inf(1)
+			}
+			return v
 		}
-		return v
-	}
-	untested := 0
-	for _, r := range runs {
-		if r.limitWarm < 0.9*r.kneeHi {
-			untested++
+		untested := 0
+		for _, r := range runs {
+			if r.limitWarm < 0.9*r.kneeHi {
+				untested++
+			}
 		}
-	}
-	rep.gateWithin("capacity halves: windows until the limit stays within 1.2× the new knee",
-		col(func(r capacityRun) float64 { return orInf(r.toBand, r.inBand) }), runs[0].halvedWindows,
-		"≤ 5", "windows", func(v float64) bool { return v <= 5 },
-		"band knee(16) ÷ 1.2 … 1.2 × knee(16), every health read from then to the restore; %d seed(s) had not reached 0.9 × knee(32) before the halving, so the step did not test them", untested)
-	rep.gateWithin("capacity restored: windows until the limit ≥ 0.9× the knee",
-		col(func(r capacityRun) float64 { return orInf(r.toRestore, r.restored) }), runs[0].restoredWindows,
-		"≤ 10", "windows", func(v float64) bool { return v <= 10 }, "first health read at or above 0.9 × knee(32)")
-	closeOut(&rep, "capacity-step", runs, true)
-	return rep, nil
+		rep.gateWithin("capacity halves: windows until the limit stays within 1.2× the new knee",
+			col(func(r capacityRun) float64 { return orInf(r.toBand, r.inBand) }), runs[0].halvedWindows,
+			"≤ 5", "windows", func(v float64) bool { return v <= 5 },
+			"band knee(16) ÷ 1.2 … 1.2 × knee(16), every health read from then to the restore; %d seed(s) had not reached 0.9 × knee(32) before the halving, so the step did not test them", untested)
+		rep.gateWithin("capacity restored: windows until the limit ≥ 0.9× the knee",
+			col(func(r capacityRun) float64 { return orInf(r.toRestore, r.restored) }), runs[0].restoredWindows,
+			"≤ 10", "windows", func(v float64) bool { return v <= 10 }, "first health read at or above 0.9 × knee(32)")
+	})
 }
 
 func runCapacityStep(ctx context.Context, o Options, seed int64, env map[string]string) (capacityRun, error) {
 	var out capacityRun
-	hi, latency := scaledSlots(o, 32), 200*time.Millisecond
-	lo := max(1, hi/2)
-	capacity := float64(hi) / latency.Seconds()
-	warm := phases(o, 15*time.Second, 1500*time.Millisecond)
-	halved := phases(o, 20*time.Second, 1500*time.Millisecond)
-	restored := phases(o, 20*time.Second, 1500*time.Millisecond)
-	r, err := startRig(fmt.Sprintf(singleModelFile, "cap", "m-cap"), env, map[string]mockprovider.Behavior{"m-cap": providerLatency(o, latency, hi)})
+	latency := 200 * time.Millisecond
+	r, hi, capacity, err := startSingle(o, "cap", env, 32, latency, false)
 	if err != nil {
 		return out, err
 	}
+	lo := max(1, hi/2)
+	warm := phases(o, 15*time.Second, 1500*time.Millisecond)
+	halved := phases(o, 20*time.Second, 1500*time.Millisecond)
+	restored := phases(o, 20*time.Second, 1500*time.Millisecond)
 	defer r.close()
 	t0 := time.Now()
 	step, back := warm, warm+halved

@@ -34,37 +34,30 @@ type deadlineRun struct {
 // deadline, and no request sent upstream after its deadline (the mock's
 // request log against each request's send time).
 func RunDeadline(ctx context.Context, o Options) (Report, error) {
-	rep, runs, err := gateRuns(ctx, &o, "deadline", runDeadline, "mock 16 slots × 100 ms (±30 %%); one tenant at 3× capacity for 15 s; headers X-Stainless-Timeout: 1 and x-omniroute-timeout-ms: 1000; clients wait up to 10 s")
-	if err != nil {
-		return rep, err
-	}
-	rep.figureSeeds("requests sent", colOf(runs, func(r deadlineRun) float64 { return float64(r.sent) }), "")
-	rep.figureSeeds("successes", colOf(runs, func(r deadlineRun) float64 { return float64(r.ok) }), "")
-	rep.figureSeeds("successes after the 1 s deadline", colOf(runs, func(r deadlineRun) float64 { return float64(r.lateOK) }), "")
-	rep.figureSeeds("answers reporting an admission wait", colOf(runs, func(r deadlineRun) float64 { return float64(r.waited) }), "")
-	rep.note("error codes, first seed: %s", topCodes(runs[0].codes, 5))
-	if u := runs[0].unmatched; len(u) > 0 {
-		rep.note("successes without a completed request at the mock, first seed: %s", strings.Join(u, "; "))
-	}
-	rep.gate("deadline 1 s: longest admission wait", aggMax, colOf(runs, func(r deadlineRun) float64 { return r.maxWait }), "≤ 1000", "ms",
-		func(v float64) bool { return v <= 1000 }, "X-OmniRoute-Admission-Wait-Ms of every answer (0 when none reports a wait)")
-	rep.gate("deadline 1 s: requests sent upstream after their deadline", aggMax, colOf(runs, func(r deadlineRun) float64 { return float64(r.sentAfterDeadline) }), "= 0", "requests",
-		func(v float64) bool { return v == 0 }, "mock arrival later than the request's send + 1 s")
-	closeOut(&rep, "deadline", runs, false)
-	return rep, nil
+	return gated(ctx, &o, "deadline", "mock 16 slots × 100 ms (±30 %); one tenant at 3× capacity for 15 s; headers X-Stainless-Timeout: 1 and x-omniroute-timeout-ms: 1000; clients wait up to 10 s", runDeadline, false, func(rep *Report, runs []deadlineRun) {
+		rep.figureSeeds("requests sent", colOf(runs, func(r deadlineRun) float64 { return float64(r.sent) }), "")
+		rep.figureSeeds("successes", colOf(runs, func(r deadlineRun) float64 { return float64(r.ok) }), "")
+		rep.figureSeeds("successes after the 1 s deadline", colOf(runs, func(r deadlineRun) float64 { return float64(r.lateOK) }), "")
+		rep.figureSeeds("answers reporting an admission wait", colOf(runs, func(r deadlineRun) float64 { return float64(r.waited) }), "")
+		rep.note("error codes, first seed: %s", topCodes(runs[0].codes, 5))
+		if u := runs[0].unmatched; len(u) > 0 {
+			rep.note("successes without a completed request at the mock, first seed: %s", strings.Join(u, "; "))
+		}
+		rep.gate("deadline 1 s: longest admission wait", aggMax, colOf(runs, func(r deadlineRun) float64 { return r.maxWait }), "≤ 1000", "ms",
+			func(v float64) bool { return v <= 1000 }, "X-OmniRoute-Admission-Wait-Ms of every answer (0 when none reports a wait)")
+		rep.gate("deadline 1 s: requests sent upstream after their deadline", aggMax, colOf(runs, func(r deadlineRun) float64 { return float64(r.sentAfterDeadline) }), "= 0", "requests",
+			func(v float64) bool { return v == 0 }, "mock arrival later than the request's send + 1 s")
+	})
 }
 
 func runDeadline(ctx context.Context, o Options, seed int64, env map[string]string) (deadlineRun, error) {
 	out := deadlineRun{codes: map[string]int{}}
-	slots, latency := scaledSlots(o, 16), 100*time.Millisecond
-	capacity := float64(slots) / latency.Seconds()
-	dur := phases(o, 15*time.Second, 2*time.Second)
-	r, err := startRigWith(rigSpec{file: fmt.Sprintf(singleModelFile, "dl", "m-dl"), env: env,
-		behaviors: map[string]mockprovider.Behavior{"m-dl": providerLatency(o, latency, slots)}, requestLog: true})
+	r, _, capacity, err := startSingle(o, "dl", env, 16, 100*time.Millisecond, true)
 	if err != nil {
 		return out, err
 	}
 	defer r.close()
+	dur := phases(o, 15*time.Second, 2*time.Second)
 	t0 := time.Now()
 	st := stream{name: "c", rate: 3 * capacity, to: dur, path: "/v1/chat/completions", body: body("dl"),
 		headers: []string{"Authorization", "Bearer tenant-dl", "X-Stainless-Timeout", "1", "X-Omniroute-Timeout-Ms", "1000"},

@@ -2,12 +2,10 @@ package lanes
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/omniroute/gateway/bench/loadgen"
 	"github.com/omniroute/gateway/bench/procstat"
-	"github.com/omniroute/gateway/internal/mockprovider"
 )
 
 // fanInConns is the gate's connection count of one tenant.
@@ -76,8 +74,7 @@ func RunFanIn(ctx context.Context, o Options) (Report, error) {
 func runFanIn(ctx context.Context, o Options, seed int64, env map[string]string, conns int) (fanInVariant, error) {
 	var out fanInVariant
 	warm, dur := phases(o, time.Second, 300*time.Millisecond), phases(o, 8*time.Second, time.Second)
-	r, err := startRig(fmt.Sprintf(singleModelFile, "fi", "m-fi"), env,
-		map[string]mockprovider.Behavior{"m-fi": providerLatency(o, 20*time.Millisecond, 2*fanInConns)})
+	r, err := startRigWith(singleModel("fi", env, providerLatency(o, 20*time.Millisecond, 2*fanInConns), false))
 	if err != nil {
 		return out, err
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/omniroute/gateway/internal/mockprovider"
 )
 
 // giveUpTimeout is when the clients of the give-up gate leave.
@@ -29,35 +27,28 @@ type giveUpRun struct {
 // mock's request log: requests that reached the provider after their
 // client had left.
 func RunGiveUp(ctx context.Context, o Options) (Report, error) {
-	rep, runs, err := gateRuns(ctx, &o, "give-up", runGiveUp, "mock 16 slots × 100 ms (±30 %%); one tenant at 3× capacity for 20 s from a cold start; clients close their connection after %v; health read every 100 ms", giveUpTimeout)
-	if err != nil {
-		return rep, err
-	}
-	rep.note("request cost: %s = %g", runs[0].costFrom, runs[0].cost)
-	rep.figureSeeds("requests sent", colOf(runs, func(r giveUpRun) float64 { return float64(r.sent) }), "")
-	rep.figureSeeds("successes within 300 ms", colOf(runs, func(r giveUpRun) float64 { return float64(r.ok) }), "")
-	rep.figureSeeds("clients that gave up", colOf(runs, func(r giveUpRun) float64 { return float64(r.timedOut) }), "")
-	rep.figureSeeds("requests that reached the provider after their client left", colOf(runs, func(r giveUpRun) float64 { return float64(r.arrivedAfterLeft) }), "")
-	rep.figureSeeds("requests the provider finished after their client left", colOf(runs, func(r giveUpRun) float64 { return float64(r.completedAfterLeft) }), "")
-	rep.figureSeeds("most requests queued at the provider", colOf(runs, func(r giveUpRun) float64 { return float64(r.maxQueued) }), "")
-	rep.figureSeeds("mean limit ÷ knee", colOf(runs, func(r giveUpRun) float64 { return r.meanRatio }), "×")
-	rep.gate("clients giving up: largest limit ÷ knee", aggMax, colOf(runs, func(r giveUpRun) float64 { return r.maxRatio }), "≤ 1.3", "×",
-		func(v float64) bool { return v <= 1.3 }, "the tightest currentLimit in health, every 100 ms, ÷ (16 slots × request cost)")
-	closeOut(&rep, "give-up", runs, true)
-	return rep, nil
+	return gated(ctx, &o, "give-up", fmt.Sprintf("mock 16 slots × 100 ms (±30 %%); one tenant at 3× capacity for 20 s from a cold start; clients close their connection after %v; health read every 100 ms", giveUpTimeout), runGiveUp, true, func(rep *Report, runs []giveUpRun) {
+		rep.note("request cost: %s = %g", runs[0].costFrom, runs[0].cost)
+		rep.figureSeeds("requests sent", colOf(runs, func(r giveUpRun) float64 { return float64(r.sent) }), "")
+		rep.figureSeeds("successes within 300 ms", colOf(runs, func(r giveUpRun) float64 { return float64(r.ok) }), "")
+		rep.figureSeeds("clients that gave up", colOf(runs, func(r giveUpRun) float64 { return float64(r.timedOut) }), "")
+		rep.figureSeeds("requests that reached the provider after their client left", colOf(runs, func(r giveUpRun) float64 { return float64(r.arrivedAfterLeft) }), "")
+		rep.figureSeeds("requests the provider finished after their client left", colOf(runs, func(r giveUpRun) float64 { return float64(r.completedAfterLeft) }), "")
+		rep.figureSeeds("most requests queued at the provider", colOf(runs, func(r giveUpRun) float64 { return float64(r.maxQueued) }), "")
+		rep.figureSeeds("mean limit ÷ knee", colOf(runs, func(r giveUpRun) float64 { return r.meanRatio }), "×")
+		rep.gate("clients giving up: largest limit ÷ knee", aggMax, colOf(runs, func(r giveUpRun) float64 { return r.maxRatio }), "≤ 1.3", "×",
+			func(v float64) bool { return v <= 1.3 }, "the tightest currentLimit in health, every 100 ms, ÷ (16 slots × request cost)")
+	})
 }
 
 func runGiveUp(ctx context.Context, o Options, seed int64, env map[string]string) (giveUpRun, error) {
 	var out giveUpRun
-	slots, latency := scaledSlots(o, 16), 100*time.Millisecond
-	capacity := float64(slots) / latency.Seconds()
-	dur := phases(o, 20*time.Second, 2*time.Second)
-	r, err := startRigWith(rigSpec{file: fmt.Sprintf(singleModelFile, "gu", "m-gu"), env: env,
-		behaviors: map[string]mockprovider.Behavior{"m-gu": providerLatency(o, latency, slots)}, requestLog: true})
+	r, slots, capacity, err := startSingle(o, "gu", env, 16, 100*time.Millisecond, true)
 	if err != nil {
 		return out, err
 	}
 	defer r.close()
+	dur := phases(o, 20*time.Second, 2*time.Second)
 	t0 := time.Now()
 	ob := r.observe(t0, 100*time.Millisecond, "m-gu")
 	st := stream{name: "c", rate: 3 * capacity, to: dur, path: "/v1/chat/completions", body: body("gu"),

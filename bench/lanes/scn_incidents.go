@@ -130,8 +130,7 @@ func runIncident(ctx context.Context, o Options, seed int64, in incident, env ma
 	normal := providerLatency(o, latency, slots)
 	failing := normal
 	failing.Fail = in.fail
-	r, err := startRigWith(rigSpec{file: fmt.Sprintf(singleModelFile, "inc", "m-inc"), env: env,
-		behaviors: map[string]mockprovider.Behavior{"m-inc": normal}, requestLog: true})
+	r, err := startRigWith(singleModel("inc", env, normal, true))
 	if err != nil {
 		return out, err
 	}

@@ -25,22 +25,18 @@ type latencyRun struct {
 // 10 s after the step: throughput ≥ 90 % of the new capacity, and the
 // provider's mean in flight (mock ground truth) ≥ 0.9 × its slots.
 func RunLatencyStep(ctx context.Context, o Options) (Report, error) {
-	rep, runs, err := gateRuns(ctx, &o, "latency-step", runLatencyStep, "mock 32 slots, 200 → 400 ms (±30 %%) after a 15 s warm-up, then 25 s; one tenant at 1.25× the 200 ms capacity, clients give up after 10 s; measured from 10 s after the step")
-	if err != nil {
-		return rep, err
-	}
-	col := func(f func(latencyRun) float64) []float64 { return colOf(runs, f) }
-	rep.note("request cost: %s = %g", runs[0].costFrom, runs[0].cost)
-	rep.figure("capacity before / after the step", runs[0].capacityOld, fmt.Sprintf("req/s / %.0f req/s", runs[0].capacityNew))
-	rep.figureSeeds("limit before the step ÷ knee (slots × cost)", col(func(r latencyRun) float64 { return r.limitBefore }), "×")
-	rep.figureSeeds("limit at the end ÷ knee", col(func(r latencyRun) float64 { return r.limitAfter }), "×")
-	rep.figureSeeds("success p50 after the step", col(func(r latencyRun) float64 { return r.p50After }), "ms")
-	rep.gate("latency doubles: throughput ÷ the new capacity", aggMedian, col(func(r latencyRun) float64 { return r.throughput }),
-		"≥ 0.9", "×", func(v float64) bool { return v >= 0.9 }, "successes completed from 10 s after the step to the end, per second, ÷ slots ÷ 400 ms")
-	rep.gate("latency doubles: provider mean in flight ÷ slots", aggMedian, col(func(r latencyRun) float64 { return r.inflight }),
-		"≥ 0.9", "×", func(v float64) bool { return v >= 0.9 }, "mock's time-integrated in flight over the same span")
-	closeOut(&rep, "latency-step", runs, true)
-	return rep, nil
+	return gated(ctx, &o, "latency-step", "mock 32 slots, 200 → 400 ms (±30 %) after a 15 s warm-up, then 25 s; one tenant at 1.25× the 200 ms capacity, clients give up after 10 s; measured from 10 s after the step", runLatencyStep, true, func(rep *Report, runs []latencyRun) {
+		col := func(f func(latencyRun) float64) []float64 { return colOf(runs, f) }
+		rep.note("request cost: %s = %g", runs[0].costFrom, runs[0].cost)
+		rep.figure("capacity before / after the step", runs[0].capacityOld, fmt.Sprintf("req/s / %.0f req/s", runs[0].capacityNew))
+		rep.figureSeeds("limit before the step ÷ knee (slots × cost)", col(func(r latencyRun) float64 { return r.limitBefore }), "×")
+		rep.figureSeeds("limit at the end ÷ knee", col(func(r latencyRun) float64 { return r.limitAfter }), "×")
+		rep.figureSeeds("success p50 after the step", col(func(r latencyRun) float64 { return r.p50After }), "ms")
+		rep.gate("latency doubles: throughput ÷ the new capacity", aggMedian, col(func(r latencyRun) float64 { return r.throughput }),
+			"≥ 0.9", "×", func(v float64) bool { return v >= 0.9 }, "successes completed from 10 s after the step to the end, per second, ÷ slots ÷ 400 ms")
+		rep.gate("latency doubles: provider mean in flight ÷ slots", aggMedian, col(func(r latencyRun) float64 { return r.inflight }),
+			"≥ 0.9", "×", func(v float64) bool { return v >= 0.9 }, "mock's time-integrated in flight over the same span")
+	})
 }
 
 func runLatencyStep(ctx context.Context, o Options, seed int64, env map[string]string) (latencyRun, error) {
@@ -51,7 +47,7 @@ func runLatencyStep(ctx context.Context, o Options, seed int64, env map[string]s
 	warm := phases(o, 15*time.Second, 1500*time.Millisecond)
 	rest := phases(o, 25*time.Second, 3*time.Second)
 	settle := phases(o, 10*time.Second, time.Second)
-	r, err := startRig(fmt.Sprintf(singleModelFile, "lat", "m-lat"), env, map[string]mockprovider.Behavior{"m-lat": providerLatency(o, before, slots)})
+	r, err := startRigWith(singleModel("lat", env, providerLatency(o, before, slots), false))
 	if err != nil {
 		return out, err
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/omniroute/gateway/internal/mockprovider"
 )
 
 // overloadLevels are the offered loads of the overload gate, × capacity.
@@ -68,15 +66,13 @@ func RunOverload(ctx context.Context, o Options) (Report, error) {
 
 func runOverload(ctx context.Context, o Options, seed int64, env map[string]string) (overloadRun, error) {
 	var out overloadRun
-	slots, latency := scaledSlots(o, 16), 200*time.Millisecond
-	capacity := float64(slots) / latency.Seconds()
-	calib := phases(o, 10*time.Second, time.Second)
-	level := phases(o, 20*time.Second, time.Second)
-	gap := phases(o, 3*time.Second, 500*time.Millisecond)
-	r, err := startRig(fmt.Sprintf(singleModelFile, "ov", "m-ov"), env, map[string]mockprovider.Behavior{"m-ov": providerLatency(o, latency, slots)})
+	r, _, capacity, err := startSingle(o, "ov", env, 16, 200*time.Millisecond, false)
 	if err != nil {
 		return out, err
 	}
+	calib := phases(o, 10*time.Second, time.Second)
+	level := phases(o, 20*time.Second, time.Second)
+	gap := phases(o, 3*time.Second, 500*time.Millisecond)
 	defer r.close()
 	base := stream{path: "/v1/chat/completions", body: body("ov"), headers: []string{"Authorization", "Bearer tenant-ov"}, timeout: 10 * time.Second}
 	cal := base

@@ -39,41 +39,37 @@ type twoRun struct {
 // small one is slow the big one still runs at its knee and its own limit
 // (when the gateway reports per-upstream limits) does not fall.
 func RunTwoProviders(ctx context.Context, o Options) (Report, error) {
-	rep, runs, err := gateRuns(ctx, &o, "two-providers", runTwoProviders, "model duo: round-robin over provider small (m-small: 16 slots × 200 ms) and provider big (m-big: 48 slots × 200 ms), ±30 %% latency; one tenant at 1.25× the joint 320 req/s; clients give up after 10 s")
-	if err != nil {
-		return rep, err
-	}
-	rep.note("phase A 20 s (measured from 5 s); phase B: m-small at 800 ms for 20 s (measured from 5 s in); per-upstream limits are health currentLimits whose path names small or big")
-	rep.note("limit paths in health: %v", runs[0].paths)
-	use := func(f func(twoRun) upstreamUse, g func(upstreamUse) float64) []float64 {
-		return colOf(runs, func(r twoRun) float64 { return g(f(r)) })
-	}
-	util := func(u upstreamUse) float64 { return u.util }
-	out := func(u upstreamUse) float64 { return u.outstanding }
-	sa, ba := func(r twoRun) upstreamUse { return r.smallA }, func(r twoRun) upstreamUse { return r.bigA }
-	sb, bb := func(r twoRun) upstreamUse { return r.smallB }, func(r twoRun) upstreamUse { return r.bigB }
-	rep.figureSeeds("A: successes", colOf(runs, func(r twoRun) float64 { return r.okA }), "req/s (capacity 320)")
-	rep.figureSeeds("B: successes", colOf(runs, func(r twoRun) float64 { return r.okB }), "req/s (capacity 260)")
-	rep.figureSeeds("A: tightest limit", colOf(runs, func(r twoRun) float64 { return r.globalA }), "cost")
-	rep.figureSeeds("B: tightest limit", colOf(runs, func(r twoRun) float64 { return r.globalB }), "cost")
-	rep.figureSeeds("B: m-small mean in flight ÷ slots", use(sb, util), "×")
-	rep.figureSeeds("B: m-small (in flight + queued) ÷ slots", use(sb, out), "×")
-	rep.figureSeeds("B: m-big (in flight + queued) ÷ slots", use(bb, out), "×")
-	for _, g := range []struct {
-		name string
-		f    func(twoRun) upstreamUse
-	}{{"A: m-small (16 slots)", sa}, {"A: m-big (48 slots)", ba}} {
-		rep.gate(g.name+" mean in flight ÷ slots", aggMedian, use(g.f, util), "≥ 0.9", "×", func(v float64) bool { return v >= 0.9 }, "mock ground truth")
-		rep.gate(g.name+" (in flight + queued) ÷ slots", aggMedian, use(g.f, out), "≤ 1.2", "×", func(v float64) bool { return v <= 1.2 },
-			"no standing queue at the provider beyond its knee")
-	}
-	rep.gate("B: m-big mean in flight ÷ slots while m-small is slow", aggMedian, use(bb, util), "≥ 0.9", "×", func(v float64) bool { return v >= 0.9 },
-		"a slow provider must not lower the other's limit")
-	bigLimit := colOf(runs, func(r twoRun) float64 { return r.bigB.limit / r.bigA.limit })
-	rep.gate("B: m-big's own limit ÷ its limit in A", aggMedian, bigLimit, "≥ 0.9", "×", func(v float64) bool { return v >= 0.9 },
-		"%s", map[bool]string{true: "n/a: health reports no limit per upstream", false: "health's per-upstream currentLimit"}[math.IsNaN(median(bigLimit))])
-	closeOut(&rep, "two-providers", runs, true)
-	return rep, nil
+	return gated(ctx, &o, "two-providers", "model duo: round-robin over provider small (m-small: 16 slots × 200 ms) and provider big (m-big: 48 slots × 200 ms), ±30 % latency; one tenant at 1.25× the joint 320 req/s; clients give up after 10 s", runTwoProviders, true, func(rep *Report, runs []twoRun) {
+		rep.note("phase A 20 s (measured from 5 s); phase B: m-small at 800 ms for 20 s (measured from 5 s in); per-upstream limits are health currentLimits whose path names small or big")
+		rep.note("limit paths in health: %v", runs[0].paths)
+		use := func(f func(twoRun) upstreamUse, g func(upstreamUse) float64) []float64 {
+			return colOf(runs, func(r twoRun) float64 { return g(f(r)) })
+		}
+		util := func(u upstreamUse) float64 { return u.util }
+		out := func(u upstreamUse) float64 { return u.outstanding }
+		sa, ba := func(r twoRun) upstreamUse { return r.smallA }, func(r twoRun) upstreamUse { return r.bigA }
+		sb, bb := func(r twoRun) upstreamUse { return r.smallB }, func(r twoRun) upstreamUse { return r.bigB }
+		rep.figureSeeds("A: successes", colOf(runs, func(r twoRun) float64 { return r.okA }), "req/s (capacity 320)")
+		rep.figureSeeds("B: successes", colOf(runs, func(r twoRun) float64 { return r.okB }), "req/s (capacity 260)")
+		rep.figureSeeds("A: tightest limit", colOf(runs, func(r twoRun) float64 { return r.globalA }), "cost")
+		rep.figureSeeds("B: tightest limit", colOf(runs, func(r twoRun) float64 { return r.globalB }), "cost")
+		rep.figureSeeds("B: m-small mean in flight ÷ slots", use(sb, util), "×")
+		rep.figureSeeds("B: m-small (in flight + queued) ÷ slots", use(sb, out), "×")
+		rep.figureSeeds("B: m-big (in flight + queued) ÷ slots", use(bb, out), "×")
+		for _, g := range []struct {
+			name string
+			f    func(twoRun) upstreamUse
+		}{{"A: m-small (16 slots)", sa}, {"A: m-big (48 slots)", ba}} {
+			rep.gate(g.name+" mean in flight ÷ slots", aggMedian, use(g.f, util), "≥ 0.9", "×", func(v float64) bool { return v >= 0.9 }, "mock ground truth")
+			rep.gate(g.name+" (in flight + queued) ÷ slots", aggMedian, use(g.f, out), "≤ 1.2", "×", func(v float64) bool { return v <= 1.2 },
+				"no standing queue at the provider beyond its knee")
+		}
+		rep.gate("B: m-big mean in flight ÷ slots while m-small is slow", aggMedian, use(bb, util), "≥ 0.9", "×", func(v float64) bool { return v >= 0.9 },
+			"a slow provider must not lower the other's limit")
+		bigLimit := colOf(runs, func(r twoRun) float64 { return r.bigB.limit / r.bigA.limit })
+		rep.gate("B: m-big's own limit ÷ its limit in A", aggMedian, bigLimit, "≥ 0.9", "×", func(v float64) bool { return v >= 0.9 },
+			"%s", map[bool]string{true: "n/a: health reports no limit per upstream", false: "health's per-upstream currentLimit"}[math.IsNaN(median(bigLimit))])
+	})
 }
 
 func runTwoProviders(ctx context.Context, o Options, seed int64, env map[string]string) (twoRun, error) {

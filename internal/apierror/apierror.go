@@ -55,28 +55,43 @@ func (e *Error) anthropicType() string {
 // AnthropicType maps a status to the Anthropic error type vocabulary
 // (the one table of it: gateway errors, translated upstream errors and the
 // mock provider all use it).
-func AnthropicType(status int) string {
+func AnthropicType(status int) string { return statusType(status, Anthropic) }
+
+// statusTypes is the one table of both dialects' error types by status,
+// side by side; a status not in it takes its class's (statusType).
+var statusTypes = [...]struct {
+	status            int
+	openAI, anthropic string
+}{
+	{401, "authentication_error", "authentication_error"},
+	{402, "invalid_request_error", "billing_error"},
+	{403, "permission_error", "permission_error"},
+	{404, "not_found_error", "not_found_error"},
+	{413, "invalid_request_error", "request_too_large"},
+	{429, "rate_limit_error", "rate_limit_error"},
+	{503, "server_error", "overloaded_error"},
+	{504, "server_error", "timeout_error"},
+	{529, "server_error", "overloaded_error"},
+}
+
+// statusType is the error type format f gives status: its statusTypes
+// entry, else the server or the request class's.
+func statusType(status int, f Format) string {
+	for _, e := range statusTypes {
+		if e.status == status {
+			if f == Anthropic {
+				return e.anthropic
+			}
+			return e.openAI
+		}
+	}
 	switch {
-	case status == 401:
-		return "authentication_error"
-	case status == 402:
-		return "billing_error"
-	case status == 403:
-		return "permission_error"
-	case status == 404:
-		return "not_found_error"
-	case status == 413:
-		return "request_too_large"
-	case status == 429:
-		return "rate_limit_error"
-	case status == 504:
-		return "timeout_error"
-	case status == 503 || status == 529:
-		return "overloaded_error"
-	case status >= 500:
+	case status < 500:
+		return "invalid_request_error"
+	case f == Anthropic:
 		return "api_error"
 	}
-	return "invalid_request_error"
+	return "server_error"
 }
 
 // Append renders e in format f onto dst.
@@ -106,7 +121,7 @@ func (e *Error) Append(dst []byte, f Format, requestID string) []byte {
 	dst = append(dst, `,"type":`...)
 	t := e.Type
 	if t == "" {
-		t = openAIType(e.Status)
+		t = statusType(e.Status, OpenAI)
 	}
 	dst = AppendString(dst, t)
 	if e.Param == "" {
@@ -126,22 +141,6 @@ func (e *Error) Append(dst []byte, f Format, requestID string) []byte {
 		dst = AppendString(dst, e.Reason)
 	}
 	return append(dst, "}}"...)
-}
-
-func openAIType(status int) string {
-	switch {
-	case status == 401:
-		return "authentication_error"
-	case status == 403:
-		return "permission_error"
-	case status == 404:
-		return "not_found_error"
-	case status == 429:
-		return "rate_limit_error"
-	case status >= 500:
-		return "server_error"
-	}
-	return "invalid_request_error"
 }
 
 // AppendString appends s as a JSON string literal. Invalid UTF-8 becomes

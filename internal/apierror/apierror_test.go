@@ -29,22 +29,35 @@ func TestAppendFormats(t *testing.T) {
 	}
 }
 
-func TestAnthropicTypes(t *testing.T) {
-	f := func(status int, want string) {
-		t.Helper()
-		if got := (&Error{Status: status}).anthropicType(); got != want {
-			t.Fatalf("status %d: %s, want %s", status, got, want)
+// TestStatusTypes: the error type each dialect gives a status, the
+// statuses of the table and, past it, of each class.
+func TestStatusTypes(t *testing.T) {
+	for _, c := range []struct {
+		status            int
+		openAI, anthropic string
+	}{
+		{400, "invalid_request_error", "invalid_request_error"},
+		{401, "authentication_error", "authentication_error"},
+		{402, "invalid_request_error", "billing_error"},
+		{403, "permission_error", "permission_error"},
+		{404, "not_found_error", "not_found_error"},
+		{413, "invalid_request_error", "request_too_large"},
+		{422, "invalid_request_error", "invalid_request_error"},
+		{429, "rate_limit_error", "rate_limit_error"},
+		{500, "server_error", "api_error"},
+		{502, "server_error", "api_error"},
+		{503, "server_error", "overloaded_error"},
+		{504, "server_error", "timeout_error"},
+		{529, "server_error", "overloaded_error"},
+	} {
+		if got := (&Error{Status: c.status}).anthropicType(); got != c.anthropic {
+			t.Errorf("status %d, Anthropic: %s, want %s", c.status, got, c.anthropic)
+		}
+		var oa struct{ Error struct{ Type string } }
+		if err := json.Unmarshal((&Error{Status: c.status}).Append(nil, OpenAI, ""), &oa); err != nil || oa.Error.Type != c.openAI {
+			t.Errorf("status %d, OpenAI: %s (%v), want %s", c.status, oa.Error.Type, err, c.openAI)
 		}
 	}
-	f(400, "invalid_request_error")
-	f(401, "authentication_error")
-	f(403, "permission_error")
-	f(404, "not_found_error")
-	f(413, "request_too_large")
-	f(429, "rate_limit_error")
-	f(500, "api_error")
-	f(503, "overloaded_error")
-	f(529, "overloaded_error")
 }
 
 func FuzzAppendString(f *testing.F) {

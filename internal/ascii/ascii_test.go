@@ -5,44 +5,37 @@ import (
 	"testing"
 )
 
-func TestEqualFold(t *testing.T) {
+// TestFold: EqualFold and HasPrefixFold on the same pairs (s lower-case):
+// each row says what both answer.
+func TestFold(t *testing.T) {
 	for _, c := range []struct {
-		b, s string
-		want bool
+		b, s          string
+		equal, prefix bool
 	}{
-		{"Content-Length", "content-length", true},
-		{"CONTENT-LENGTH", "content-length", true},
-		{"content-length", "content-length", true},
-		{"Content-Lengths", "content-length", false},
-		{"Content-Lengt", "content-length", false},
-		{"", "", true},
-		{"Date", "data", false},
-		{"[", "{", false}, // not letters: no folding ('[' is 'Z'+1)
-		{"@", "`", false},
+		{"Content-Length", "content-length", true, true},
+		{"CONTENT-LENGTH", "content-length", true, true},
+		{"content-length", "content-length", true, true},
+		{"Content-Lengths", "content-length", false, true},
+		{"Content-Lengt", "content-length", false, false},
+		{"", "", true, true},
+		{"Date", "data", false, false},
+		{"[", "{", false, false}, // not letters: no folding ('[' is 'Z'+1)
+		{"@", "`", false, false},
+		{"X-RateLimit-Limit-Requests", "x-ratelimit-", false, true},
+		{"anthropic-ratelimit-tokens-limit", "anthropic-ratelimit-", false, true},
+		{"X-Rate", "x-ratelimit-", false, false},
+		{"Y-RateLimit-Limit", "x-ratelimit-", false, false},
+		{"anything", "", false, true},
+		{"x-ratelimit-", "x-ratelimit-", true, true},
+		{"x-ratelimi", "x-ratelimit-", false, false},
+		{"x-rate-limit-", "x-ratelimit-", false, false},
+		{"ANTHROPIC-RATELIMIT-X", "x-ratelimit-", false, false},
 	} {
-		if got := EqualFold([]byte(c.b), c.s); got != c.want {
-			t.Errorf("EqualFold(%q, %q) = %v, want %v", c.b, c.s, got, c.want)
+		if got := EqualFold([]byte(c.b), c.s); got != c.equal {
+			t.Errorf("EqualFold(%q, %q) = %v, want %v", c.b, c.s, got, c.equal)
 		}
-	}
-}
-
-func TestHasPrefixFold(t *testing.T) {
-	for _, c := range []struct {
-		b, p string
-		want bool
-	}{
-		{"X-RateLimit-Limit-Requests", "x-ratelimit-", true},
-		{"anthropic-ratelimit-tokens-limit", "anthropic-ratelimit-", true},
-		{"X-Rate", "x-ratelimit-", false},
-		{"Y-RateLimit-Limit", "x-ratelimit-", false},
-		{"anything", "", true},
-		{"x-ratelimit-", "x-ratelimit-", true},
-		{"x-ratelimi", "x-ratelimit-", false},
-		{"x-rate-limit-", "x-ratelimit-", false},
-		{"ANTHROPIC-RATELIMIT-X", "x-ratelimit-", false},
-	} {
-		if got := HasPrefixFold([]byte(c.b), c.p); got != c.want {
-			t.Errorf("HasPrefixFold(%q, %q) = %v, want %v", c.b, c.p, got, c.want)
+		if got := HasPrefixFold([]byte(c.b), c.s); got != c.prefix {
+			t.Errorf("HasPrefixFold(%q, %q) = %v, want %v", c.b, c.s, got, c.prefix)
 		}
 	}
 }

@@ -6,13 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/dialect"
+	"github.com/omniroute/gateway/internal/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 // TestShippedTableIsComplete is the completeness test: every entry of the
 // shipped table, resolved with its family's defaults, has every field the

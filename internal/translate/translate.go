@@ -199,14 +199,25 @@ func (t *Translator) Request(dst, body []byte) ([]byte, error) {
 	if err := t.Read(body); err != nil {
 		return dst, err
 	}
+	// Every dialect's request is one object that names the model first.
+	w := ir.Writer{B: dst}
+	w.Obj()
+	w.Key("model")
+	w.Str(t.opts.Model)
+	var err error
 	switch t.to {
 	case dialect.Chat:
-		return t.writeChat(dst)
+		err = t.writeChat(&w)
 	case dialect.Messages:
-		return t.writeMessages(dst)
+		err = t.writeMessages(&w)
 	default:
-		return t.writeResponses(dst)
+		err = t.writeResponses(&w)
 	}
+	if err != nil {
+		return dst, err
+	}
+	w.End('}')
+	return w.B, nil
 }
 
 // Read parses a request of the caller's dialect into the IR (see IR)

@@ -5,13 +5,10 @@ import (
 	"github.com/omniroute/gateway/internal/translate/ir"
 )
 
-// writeChat writes the IR as an OpenAI Chat Completions request.
-func (t *Translator) writeChat(dst []byte) ([]byte, error) {
+// writeChat writes the IR as an OpenAI Chat Completions request: its
+// members after the model (Request opens and closes the object).
+func (t *Translator) writeChat(w *ir.Writer) error {
 	r := &t.req
-	w := ir.Writer{B: dst}
-	w.Obj()
-	w.Key("model")
-	w.Str(t.opts.Model)
 	w.Key("messages")
 	w.Arr()
 	if len(r.System) > 0 {
@@ -22,7 +19,7 @@ func (t *Translator) writeChat(dst []byte) ([]byte, error) {
 		for i := range r.System {
 			t.dropCache(&r.System[i])
 		}
-		ir.JoinText(&w, r.System)
+		ir.JoinText(w, r.System)
 		w.End('}')
 	}
 	for mi := range r.Messages {
@@ -30,17 +27,17 @@ func (t *Translator) writeChat(dst []byte) ([]byte, error) {
 		parts := r.Parts[m.Parts.Lo:m.Parts.Hi]
 		var err error
 		if m.Role == ir.RoleAssistant {
-			err = t.chatAssistant(&w, parts, mi)
+			err = t.chatAssistant(w, parts, mi)
 		} else {
-			err = t.chatUser(&w, parts, mi)
+			err = t.chatUser(w, parts, mi)
 		}
 		if err != nil {
-			return dst, err
+			return err
 		}
 	}
 	w.End(']')
-	t.writeTools(&w, &chatTools, -1)
-	if len(r.Tools) > 0 && !openAIChoiceWord(&w, r.Choice.Mode) && r.Choice.Mode == ir.ChoiceTool {
+	t.writeTools(w, &chatTools, -1)
+	if len(r.Tools) > 0 && !openAIChoiceWord(w, r.Choice.Mode) && r.Choice.Mode == ir.ChoiceTool {
 		w.Key("tool_choice")
 		w.Obj()
 		w.Key("type")
@@ -54,7 +51,7 @@ func (t *Translator) writeChat(dst []byte) ([]byte, error) {
 	}
 	// max_tokens, which most OpenAI-compatible servers know; a model that
 	// wants max_completion_tokens gets it from internal/fit.
-	t.openAISampling(&w, "max_tokens")
+	t.openAISampling(w, "max_tokens")
 	w.RSListField("stop", r.Stop)
 	if r.Stream {
 		// Always ask for the usage chunk: the caller's dialect reports
@@ -64,7 +61,7 @@ func (t *Translator) writeChat(dst []byte) ([]byte, error) {
 		w.Key("stream_options")
 		w.Lit(`{"include_usage":true}`)
 	}
-	t.openAIFormat(&w, "response_format", "json_schema")
+	t.openAIFormat(w, "response_format", "json_schema")
 	if e := t.openAIEffort(); e != ir.EffortUnset {
 		w.Key("reasoning_effort")
 		w.Str(e.String())
@@ -72,9 +69,8 @@ func (t *Translator) writeChat(dst []byte) ([]byte, error) {
 	if r.Reasoning.Summary != nil {
 		t.drop("reasoning.summary")
 	}
-	t.openAIExtras(&w)
-	w.End('}')
-	return w.B, nil
+	t.openAIExtras(w)
+	return nil
 }
 
 // openAISampling writes the output bound (under maxKey, the dialect's name

@@ -160,15 +160,12 @@ func (t *Translator) autoCache() (tool, system int, spots [2]cacheSpot) {
 	return
 }
 
-// writeMessages writes the IR as an Anthropic Messages request.
-func (t *Translator) writeMessages(dst []byte) ([]byte, error) {
+// writeMessages writes the IR as an Anthropic Messages request: its
+// members after the model (Request opens and closes the object).
+func (t *Translator) writeMessages(w *ir.Writer) error {
 	r := &t.req
 	plan := t.planThinking()
 	autoTool, autoSys, spots := t.autoCache()
-	w := ir.Writer{B: dst}
-	w.Obj()
-	w.Key("model")
-	w.Str(t.opts.Model)
 	w.Key("max_tokens")
 	w.Int(plan.maxTokens)
 	if len(r.System) > 0 {
@@ -184,7 +181,7 @@ func (t *Translator) writeMessages(dst []byte) ([]byte, error) {
 			w.Lit(`"text"`)
 			w.Key("text")
 			w.RS(p.Text)
-			t.cacheField(&w, p.Cache, i == autoSys)
+			t.cacheField(w, p.Cache, i == autoSys)
 			w.End('}')
 		}
 		w.End(']')
@@ -193,12 +190,12 @@ func (t *Translator) writeMessages(dst []byte) ([]byte, error) {
 	w.Arr()
 	for mi := range r.Messages {
 		m := &r.Messages[mi]
-		if err := t.anthropicMessage(&w, m, mi, spots); err != nil {
-			return dst, err
+		if err := t.anthropicMessage(w, m, mi, spots); err != nil {
+			return err
 		}
 	}
 	w.End(']')
-	t.writeTools(&w, &anthropicTools, autoTool)
+	t.writeTools(w, &anthropicTools, autoTool)
 	if len(r.Tools) == 0 && t.hasToolHistory() {
 		// Anthropic refuses tool_use and tool_result blocks in a request
 		// that defines no tools (an OpenAI caller's closing turn often has
@@ -208,7 +205,7 @@ func (t *Translator) writeMessages(dst []byte) ([]byte, error) {
 		w.Key("tool_choice")
 		w.Lit(`{"type":"none"}`)
 	}
-	t.anthropicChoice(&w)
+	t.anthropicChoice(w)
 	if plan.budget > 0 {
 		w.Key("thinking")
 		w.Obj()
@@ -229,7 +226,7 @@ func (t *Translator) writeMessages(dst []byte) ([]byte, error) {
 	} else {
 		if r.Temperature != nil {
 			if v, err := strconv.ParseFloat(string(r.Temperature), 64); err == nil && v > 1 {
-				return dst, t.invalid(at("temperature"), "is %s, above 1, the highest temperature of the Anthropic Messages upstream; send 0 to 1", r.Temperature)
+				return t.invalid(at("temperature"), "is %s, above 1, the highest temperature of the Anthropic Messages upstream; send 0 to 1", r.Temperature)
 			}
 		}
 		w.RawField("temperature", r.Temperature)
@@ -254,7 +251,7 @@ func (t *Translator) writeMessages(dst []byte) ([]byte, error) {
 		w.End('}')
 		w.End('}')
 	case ir.FormatJSONObject:
-		return dst, t.unsupported(at("response_format"), "JSON mode without a schema (json_object; Anthropic needs json_schema)")
+		return t.unsupported(at("response_format"), "JSON mode without a schema (json_object; Anthropic needs json_schema)")
 	}
 	if user := r.User; user != nil || r.SafetyID != nil {
 		if user == nil {
@@ -274,8 +271,7 @@ func (t *Translator) writeMessages(dst []byte) ([]byte, error) {
 			t.drop(f.name)
 		}
 	}
-	w.End('}')
-	return w.B, nil
+	return nil
 }
 
 func (t *Translator) cacheField(w *ir.Writer, cache []byte, auto bool) {

@@ -7,33 +7,30 @@ import (
 	"github.com/omniroute/gateway/internal/translate/ir"
 )
 
-// writeResponses writes the IR as an OpenAI Responses request. It always
+// writeResponses writes the IR as an OpenAI Responses request: its
+// members after the model (Request opens and closes the object). It always
 // sends store: false with the whole transcript: the caller's dialect has
 // no response ids to continue from.
-func (t *Translator) writeResponses(dst []byte) ([]byte, error) {
+func (t *Translator) writeResponses(w *ir.Writer) error {
 	r := &t.req
-	w := ir.Writer{B: dst}
-	w.Obj()
-	w.Key("model")
-	w.Str(t.opts.Model)
 	if len(r.System) > 0 {
 		w.Key("instructions")
 		for i := range r.System {
 			t.dropCache(&r.System[i])
 		}
-		ir.JoinText(&w, r.System)
+		ir.JoinText(w, r.System)
 	}
 	w.Key("input")
 	w.Arr()
 	for mi := range r.Messages {
 		m := &r.Messages[mi]
-		if err := t.responsesMessage(&w, m, mi); err != nil {
-			return dst, err
+		if err := t.responsesMessage(w, m, mi); err != nil {
+			return err
 		}
 	}
 	w.End(']')
-	t.writeTools(&w, &responsesTools, -1)
-	if len(r.Tools) > 0 && !openAIChoiceWord(&w, r.Choice.Mode) && r.Choice.Mode == ir.ChoiceTool {
+	t.writeTools(w, &responsesTools, -1)
+	if len(r.Tools) > 0 && !openAIChoiceWord(w, r.Choice.Mode) && r.Choice.Mode == ir.ChoiceTool {
 		w.Key("tool_choice")
 		w.Obj()
 		w.Key("type")
@@ -46,13 +43,13 @@ func (t *Translator) writeResponses(dst []byte) ([]byte, error) {
 		w.RS(r.Choice.Name)
 		w.End('}')
 	}
-	t.openAISampling(&w, "max_output_tokens")
+	t.openAISampling(w, "max_output_tokens")
 	if len(r.Stop) > 0 {
 		field := at("stop")
 		if t.from == dialect.Messages {
 			field = at("stop_sequences")
 		}
-		return dst, t.unsupported(field, "stop sequences")
+		return t.unsupported(field, "stop sequences")
 	}
 	if r.Stream {
 		w.Key("stream")
@@ -83,13 +80,12 @@ func (t *Translator) writeResponses(dst []byte) ([]byte, error) {
 	if r.Format.Kind != ir.FormatUnset || r.Verbosity != nil {
 		w.Key("text")
 		w.Obj()
-		t.openAIFormat(&w, "format", "")
+		t.openAIFormat(w, "format", "")
 		w.RSField("verbosity", r.Verbosity)
 		w.End('}')
 	}
-	t.openAIExtras(&w)
-	w.End('}')
-	return w.B, nil
+	t.openAIExtras(w)
+	return nil
 }
 
 // responsesMessage writes one turn as input items: runs of content parts
@@ -133,15 +129,7 @@ func (t *Translator) responsesMessage(w *ir.Writer, m *ir.Message, mi int) error
 			}
 		case ir.KindToolCall:
 			closeMsg()
-			w.Obj()
-			w.Key("type")
-			if p.Custom {
-				w.Lit(`"custom_tool_call"`)
-			} else {
-				w.Lit(`"function_call"`)
-			}
-			w.Key("call_id")
-			w.RS(p.ID)
+			callItem(w, p, `"function_call"`, `"custom_tool_call"`)
 			w.Key("name")
 			w.RS(p.Name)
 			if p.Custom {
@@ -154,15 +142,7 @@ func (t *Translator) responsesMessage(w *ir.Writer, m *ir.Message, mi int) error
 			w.End('}')
 		case ir.KindToolResult:
 			closeMsg()
-			w.Obj()
-			w.Key("type")
-			if p.Custom {
-				w.Lit(`"custom_tool_call_output"`)
-			} else {
-				w.Lit(`"function_call_output"`)
-			}
-			w.Key("call_id")
-			w.RS(p.ID)
+			callItem(w, p, `"function_call_output"`, `"custom_tool_call_output"`)
 			w.Key("output")
 			res := r.ResultParts(p)
 			if textOnly(res) {
@@ -268,4 +248,19 @@ func (t *Translator) responsesPart(w *ir.Writer, p *ir.Part, assistant bool, fie
 	}
 	w.End('}')
 	return nil
+}
+
+// callItem opens the input item of a tool call or of its result, which
+// begin alike: the type, function's or custom's as the call was, and the
+// call's id.
+func callItem(w *ir.Writer, p *ir.Part, function, custom string) {
+	w.Obj()
+	w.Key("type")
+	if p.Custom {
+		w.Lit(custom)
+	} else {
+		w.Lit(function)
+	}
+	w.Key("call_id")
+	w.RS(p.ID)
 }

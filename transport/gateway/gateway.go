@@ -18,6 +18,7 @@ package gateway
 import (
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/omniroute/gateway/internal/store"
 	"github.com/omniroute/gateway/transport"
 	"github.com/omniroute/gateway/transport/gateway/clusterlayer"
 	"github.com/omniroute/gateway/transport/gateway/datadir"
@@ -38,7 +39,7 @@ type Gateway struct {
 
 // New builds a gateway on system: it takes the data directory (its lock,
 // then the SQLite store unless Options.Store is the host's;
-// datadir.Open), transport.Prepare resolves the catalog, creates the
+// datadir.Hold), transport.Prepare resolves the catalog, creates the
 // upstream clients and derives tenant identities, then spawn.All spawns
 // the actors in order (its comment gives it). On an error nothing it
 // started is left running; Close releases the data directory last.
@@ -63,22 +64,18 @@ func prepare(system *actor.ActorSystem, o Options) (*transport.Assembly, error) 
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
-	dd, err := datadir.Open(o.Env.ResolvedDataDir(), o.Store)
+	var secret string
+	a, err := datadir.Hold(o.Env.ResolvedDataDir(), o.Store, func(st store.Store) (*transport.Assembly, error) {
+		o.Store = st
+		var err error
+		if secret, err = clusterlayer.ShareInstallSecret(&o.Env); err != nil {
+			return nil, err
+		}
+		return transport.Prepare(system, o)
+	})
 	if err != nil {
 		return nil, err
 	}
-	o.Store = dd.Store
-	secret, err := clusterlayer.ShareInstallSecret(&o.Env)
-	if err != nil {
-		dd.Close(nil)
-		return nil, err
-	}
-	a, err := transport.Prepare(system, o)
-	if err != nil {
-		dd.Close(nil)
-		return nil, err
-	}
-	a.OnClose(func() { dd.Close(a.Logger()) })
 	if secret != "" {
 		a.Logger().Info("tenant ids use the cluster's install secret", "cluster", o.Env.Cluster.ClusterName, "source", secret)
 	}

@@ -4,14 +4,12 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/transport"
 	"github.com/omniroute/gateway/transport/gateway"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 // TestNewAndClose: New composes a gateway whose front end has its actors'
 // handles attached and the catalog loaded, and Close stops them all

@@ -187,9 +187,14 @@ var responsesItems = map[string]partKind{
 var chatStops = map[string]ir.StopReason{"stop": ir.StopEnd, "length": ir.StopMaxTokens,
 	"tool_calls": ir.StopToolUse, "function_call": ir.StopToolUse, "content_filter": ir.StopRefusal}
 
-var anthropicStops = map[string]ir.StopReason{"end_turn": ir.StopEnd, "max_tokens": ir.StopMaxTokens,
-	"stop_sequence": ir.StopSequence, "tool_use": ir.StopToolUse, "refusal": ir.StopRefusal,
-	"pause_turn": ir.StopPause, "model_context_window_exceeded": ir.StopContextWindow}
+var anthropicStops = func() map[string]ir.StopReason {
+	m := make(map[string]ir.StopReason, len(anthropicStopWords))
+	for r := ir.StopEnd; int(r) < len(anthropicStopWords); r++ {
+		w := anthropicStopWords[r]
+		m[w[1:len(w)-1]] = r
+	}
+	return m
+}()
 
 // stopOf reads a stop word of a table; an unknown word is a normal end.
 func stopOf(words map[string]ir.StopReason, s []byte) ir.StopReason {

@@ -84,22 +84,20 @@ func chatFinish(s ir.StopReason) string {
 	return `"stop"`
 }
 
+// anthropicStopWords is Anthropic's word for each stop reason, as the
+// writers emit it (a JSON string); the readers' anthropicStops is its
+// inverse, so both directions read the one list.
+var anthropicStopWords = [...]string{
+	ir.StopUnset: `"end_turn"`, ir.StopEnd: `"end_turn"`, ir.StopMaxTokens: `"max_tokens"`,
+	ir.StopSequence: `"stop_sequence"`, ir.StopToolUse: `"tool_use"`, ir.StopRefusal: `"refusal"`,
+	ir.StopPause: `"pause_turn"`, ir.StopContextWindow: `"model_context_window_exceeded"`,
+}
+
 func anthropicStopName(s ir.StopReason) string {
-	switch s {
-	case ir.StopMaxTokens:
-		return `"max_tokens"`
-	case ir.StopSequence:
-		return `"stop_sequence"`
-	case ir.StopToolUse:
-		return `"tool_use"`
-	case ir.StopRefusal:
-		return `"refusal"`
-	case ir.StopPause:
-		return `"pause_turn"`
-	case ir.StopContextWindow:
-		return `"model_context_window_exceeded"`
+	if int(s) < len(anthropicStopWords) {
+		return anthropicStopWords[s]
 	}
-	return `"end_turn"`
+	return anthropicStopWords[ir.StopEnd]
 }
 
 // responsesStatus is a Responses answer's status and incomplete reason.

@@ -57,3 +57,29 @@ func (h *Held) Close(log *slog.Logger) {
 	}
 	h.lock.Release()
 }
+
+// Owner is what holds a directory once Hold prepared it: the gateway's
+// assembly (transport.Assembly), whose close hooks run when it closes.
+type Owner interface {
+	OnClose(f func())
+	Logger() *slog.Logger
+}
+
+// Hold opens dir (Open) and prepares on its store what will own it: the
+// directory is released at once when prepare fails, else when the owner
+// closes, so the lock and the database live as long as the gateway and
+// no error path of a composition can leave them held.
+func Hold[A Owner](dir string, host store.Store, prepare func(store.Store) (A, error)) (A, error) {
+	h, err := Open(dir, host)
+	if err != nil {
+		var none A
+		return none, err
+	}
+	a, err := prepare(h.Store)
+	if err != nil {
+		h.Close(nil)
+		return a, err
+	}
+	a.OnClose(func() { h.Close(a.Logger()) })
+	return a, nil
+}

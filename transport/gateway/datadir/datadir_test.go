@@ -3,16 +3,15 @@ package datadir
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
-
-	"go.uber.org/goleak"
 
 	"github.com/omniroute/gateway/internal/lockfile"
 	"github.com/omniroute/gateway/internal/store"
 	"github.com/omniroute/gateway/internal/testutil"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 // TestOpenHoldsTheDirectory: a second Open of a held directory is refused
 // with lockfile.ErrHeld; Close closes the database Open opened and
@@ -65,4 +64,46 @@ func TestHostStoreStaysOpen(t *testing.T) {
 	if host.closed {
 		t.Fatal("Close closed the host's store")
 	}
+}
+
+// owner is a prepared gateway: Close runs its close hooks.
+type owner struct{ hooks []func() }
+
+func (o *owner) OnClose(f func())     { o.hooks = append(o.hooks, f) }
+func (o *owner) Logger() *slog.Logger { return nil }
+func (o *owner) Close() {
+	for _, f := range o.hooks {
+		f()
+	}
+}
+
+// TestHoldReleasesWithItsOwner: Hold hands prepare the directory's store
+// and keeps the directory held while its owner runs, releasing it when
+// the owner closes; when prepare fails it releases it at once; a held
+// directory refuses a second Hold before prepare runs.
+func TestHoldReleasesWithItsOwner(t *testing.T) {
+	dir := t.TempDir()
+	o, err := Hold(dir, nil, func(st store.Store) (*owner, error) {
+		if _, err := st.Keys(context.Background()); err != nil {
+			t.Errorf("prepare's store does not answer: %v", err)
+		}
+		return &owner{}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	if _, err := Hold(dir, nil, func(store.Store) (*owner, error) { ran = true; return &owner{}, nil }); !errors.Is(err, lockfile.ErrHeld) || ran {
+		t.Fatalf("second Hold of a held directory: %v (prepare ran: %v), want lockfile.ErrHeld before prepare", err, ran)
+	}
+	o.Close()
+	failed := errors.New("prepare failed")
+	if _, err := Hold(dir, nil, func(store.Store) (*owner, error) { return nil, failed }); !errors.Is(err, failed) {
+		t.Fatalf("Hold with a failing prepare: %v, want its error", err)
+	}
+	h, err := Open(dir, nil)
+	if err != nil {
+		t.Fatalf("the directory is still held after a failed prepare: %v", err)
+	}
+	h.Close(nil)
 }

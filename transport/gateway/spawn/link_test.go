@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	ledgeractor "github.com/omniroute/gateway/actors/ledger"
 	quotaactor "github.com/omniroute/gateway/actors/quota"
 	"github.com/omniroute/gateway/actors/targets"
@@ -16,7 +14,7 @@ import (
 	"github.com/omniroute/gateway/messages"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testutil.LeakOptions()...) }
+func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 // TestObservationsLinkCarriesHeaders: the rate-limit headers an attempt
 // on a target reported reach, through the targets actor and the link,
