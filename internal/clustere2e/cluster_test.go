@@ -407,6 +407,31 @@ func sendUntil(t *testing.T, wg *sync.WaitGroup, client *http.Client, addr strin
 	}()
 }
 
+// offerBoth offers a and b on every node of ns, four closed-loop senders
+// of each per node, for d, and returns how many 200s each was answered.
+// The run must end within a minute: the limits it checks (a rate, a cap
+// in flight) are bounds per rolling minute.
+func offerBoth(t *testing.T, client *http.Client, ns []*node, d time.Duration, a, b sender) (aOK, bOK int64) {
+	t.Helper()
+	var okA, okB atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	stop := make(chan struct{})
+	for _, n := range ns {
+		for c := 0; c < 4; c++ {
+			sendUntil(t, &wg, client, n.addr, a, stop, countOK(&okA), func() string { return "the " + a.model + " tenant" })
+			sendUntil(t, &wg, client, n.addr, b, stop, countOK(&okB), func() string { return "the " + b.model + " tenant" })
+		}
+	}
+	time.Sleep(d)
+	close(stop)
+	wg.Wait()
+	if took := time.Since(start); took >= time.Minute {
+		t.Fatalf("the run took %s: the bound is per rolling minute", took)
+	}
+	return okA.Load(), okB.Load()
+}
+
 // TestThreeNodesShareBudgetsThroughEtcd: three gateway processes on
 // loopback, joined through etcd, in front of one mock provider.
 //
