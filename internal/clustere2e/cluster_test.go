@@ -27,6 +27,7 @@ import (
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/internal/testutil/browsertest"
 	"github.com/omniroute/gateway/internal/testutil/etcdtest"
+	"github.com/omniroute/gateway/internal/testutil/mocktest"
 )
 
 const (
@@ -92,16 +93,7 @@ func startEtcd(t *testing.T) string {
 // startMock runs the mock provider with the given models' behaviour.
 func startMock(t *testing.T, models map[string]mockprovider.Behavior) (*mockprovider.Server, string) {
 	t.Helper()
-	mock := mockprovider.New(mockprovider.Options{})
-	addr, err := mock.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mock.Close() })
-	if err := mock.SetBehavior(mockprovider.BehaviorUpdate{Models: models}); err != nil {
-		t.Fatal(err)
-	}
-	return mock, addr
+	return mocktest.Start(t, mockprovider.Options{}, models)
 }
 
 // writeConfig writes a gateway config file and returns its path.
