@@ -11,6 +11,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/omniroute/gateway/internal/testutil/sdktest"
 )
 
 // sdkText exercises JSON escaping and rune-safe chunk splitting.
@@ -72,22 +74,15 @@ func TestOpenAIChatSDK(t *testing.T) {
 			if includeUsage {
 				p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
 			}
-			stream := client.Chat.Completions.NewStreaming(ctx, p)
-			defer stream.Close() // the SDK stops at the terminal event; closing frees the connection
-			var acc openai.ChatCompletionAccumulator
-			chunks, usageChunks := 0, 0
-			for stream.Next() {
-				chunk := stream.Current()
-				if !acc.AddChunk(chunk) {
-					t.Fatalf("accumulator rejected chunk %d", chunks)
-				}
-				chunks++
+			acc, all, err := sdktest.Chat(t, client.Chat.Completions.NewStreaming(ctx, p))
+			if err != nil {
+				t.Fatalf("stream: %v", err)
+			}
+			chunks, usageChunks := len(all), 0
+			for _, chunk := range all {
 				if len(chunk.Choices) == 0 {
 					usageChunks++
 				}
-			}
-			if err := stream.Err(); err != nil {
-				t.Fatalf("stream: %v", err)
 			}
 			if got := acc.Choices[0].Message.Content; got != sdkText {
 				t.Errorf("accumulated content = %q, want %q", got, sdkText)
@@ -195,17 +190,8 @@ func TestAnthropicMessagesSDK(t *testing.T) {
 	})
 
 	t.Run("stream", func(t *testing.T) {
-		stream := client.Messages.NewStreaming(ctx, params)
-		defer stream.Close() // the SDK stops at the terminal event; closing frees the connection
-		var msg anthropic.Message
-		events := 0
-		for stream.Next() {
-			if err := msg.Accumulate(stream.Current()); err != nil {
-				t.Fatalf("accumulate event %d: %v", events, err)
-			}
-			events++
-		}
-		if err := stream.Err(); err != nil {
+		msg, events, err := sdktest.Message(t, client.Messages.NewStreaming(ctx, params))
+		if err != nil {
 			t.Fatalf("stream: %v", err)
 		}
 		// start, block start, 5 deltas, block stop, message delta, stop; the

@@ -11,6 +11,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/omniroute/gateway/internal/testutil/sdktest"
 )
 
 // The scripted behaviour, set through the admin API as a user would.
@@ -82,13 +84,8 @@ func chatTurn(t *testing.T, client openai.Client, ctx context.Context, params op
 		}
 		return resp.Choices[0].Message, resp.Choices[0].FinishReason
 	}
-	s := client.Chat.Completions.NewStreaming(ctx, params)
-	defer s.Close()
-	var acc openai.ChatCompletionAccumulator
-	for s.Next() {
-		acc.AddChunk(s.Current())
-	}
-	if err := s.Err(); err != nil {
+	acc, _, err := sdktest.Chat(t, client.Chat.Completions.NewStreaming(ctx, params))
+	if err != nil {
 		t.Fatal(err)
 	}
 	return acc.Choices[0].Message, acc.Choices[0].FinishReason
@@ -127,15 +124,8 @@ func anthropicTurn(t *testing.T, client anthropic.Client, ctx context.Context, p
 		}
 		return *msg
 	}
-	s := client.Messages.NewStreaming(ctx, params)
-	defer s.Close()
-	var msg anthropic.Message
-	for s.Next() {
-		if err := msg.Accumulate(s.Current()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Err(); err != nil {
+	msg, _, err := sdktest.Message(t, client.Messages.NewStreaming(ctx, params))
+	if err != nil {
 		t.Fatal(err)
 	}
 	return msg
