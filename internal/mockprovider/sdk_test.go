@@ -127,26 +127,19 @@ func TestOpenAIResponsesSDK(t *testing.T) {
 	})
 
 	t.Run("stream", func(t *testing.T) {
-		stream := client.Responses.NewStreaming(ctx, params)
-		defer stream.Close() // the SDK stops at the terminal event; closing frees the connection
-		var text strings.Builder
+		events, final, err := sdktest.Responses(client.Responses.NewStreaming(ctx, params))
+		if err != nil {
+			t.Fatalf("stream: %v", err)
+		}
 		var types []string
-		var final responses.Response
-		for stream.Next() {
-			ev := stream.Current()
-			if ev.SequenceNumber != int64(len(types)) {
-				t.Errorf("event %d has sequence_number %d", len(types), ev.SequenceNumber)
+		for i, ev := range events {
+			if ev.SequenceNumber != int64(i) {
+				t.Errorf("event %d has sequence_number %d", i, ev.SequenceNumber)
 			}
 			types = append(types, ev.Type)
-			switch ev.Type {
-			case "response.output_text.delta":
-				text.WriteString(ev.Delta)
-			case "response.completed":
-				final = ev.Response
-			}
 		}
-		if err := stream.Err(); err != nil {
-			t.Fatalf("stream: %v", err)
+		if final == nil {
+			t.Fatalf("no response.completed among %v", types)
 		}
 		want := []string{"response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
 			"response.output_text.delta", "response.output_text.delta", "response.output_text.delta",
@@ -154,8 +147,8 @@ func TestOpenAIResponsesSDK(t *testing.T) {
 		if strings.Join(types, ",") != strings.Join(want, ",") {
 			t.Errorf("event types = %v, want %v", types, want)
 		}
-		if text.String() != sdkText || final.OutputText() != sdkText {
-			t.Errorf("deltas %q, final output %q, want %q", text.String(), final.OutputText(), sdkText)
+		if text := sdktest.Deltas(events, "response.output_text.delta"); text != sdkText || final.OutputText() != sdkText {
+			t.Errorf("deltas %q, final output %q, want %q", text, final.OutputText(), sdkText)
 		}
 		p := e.lastPrompt(t)
 		if final.Usage.InputTokens != p || final.Usage.OutputTokens != 42 || final.Usage.TotalTokens != p+42 {
@@ -252,17 +245,15 @@ func TestErrorEventSDK(t *testing.T) {
 	})
 
 	t.Run("responses", func(t *testing.T) {
-		stream := oc.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "m",
-			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
-		defer stream.Close() // the SDK stops at the terminal event; closing frees the connection
-		var last responses.ResponseStreamEventUnion
-		n := 0
-		for stream.Next() {
-			last = stream.Current()
-			n++
-		}
-		if err := stream.Err(); err != nil {
+		events, _, err := sdktest.Responses(oc.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "m",
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}}))
+		if err != nil {
 			t.Fatalf("stream: %v", err)
+		}
+		var last responses.ResponseStreamEventUnion
+		n := len(events)
+		if n > 0 {
+			last = events[n-1]
 		}
 		if last.Type != "error" || last.Code == "" || last.SequenceNumber != int64(n-1) {
 			t.Errorf("last event = %q code %q seq %d, want an error event with seq %d", last.Type, last.Code, last.SequenceNumber, n-1)

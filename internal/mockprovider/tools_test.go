@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -168,28 +167,15 @@ func responsesTurn(t *testing.T, client openai.Client, ctx context.Context, para
 		}
 		return resp
 	}
-	s := client.Responses.NewStreaming(ctx, params)
-	defer s.Close()
-	var final *responses.Response
-	var args strings.Builder
-	for s.Next() {
-		ev := s.Current()
-		switch ev.Type {
-		case "response.function_call_arguments.delta":
-			args.WriteString(ev.Delta)
-		case "response.completed":
-			r := ev.Response
-			final = &r
-		}
-	}
-	if err := s.Err(); err != nil {
+	events, final, err := sdktest.Responses(client.Responses.NewStreaming(ctx, params))
+	if err != nil {
 		t.Fatal(err)
 	}
 	if final == nil {
 		t.Fatal("no response.completed")
 	}
-	if len(final.Output) > 0 && final.Output[0].Type == "function_call" && args.String() != final.Output[0].Arguments.OfString {
-		t.Errorf("argument deltas %q, final arguments %q", args.String(), final.Output[0].Arguments.OfString)
+	if args := sdktest.Deltas(events, "response.function_call_arguments.delta"); len(final.Output) > 0 && final.Output[0].Type == "function_call" && args != final.Output[0].Arguments.OfString {
+		t.Errorf("argument deltas %q, final arguments %q", args, final.Output[0].Arguments.OfString)
 	}
 	return final
 }

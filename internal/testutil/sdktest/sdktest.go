@@ -1,18 +1,21 @@
 // Package sdktest is test only: a stream of the official SDKs read to its
 // end the way a client built on them reads it, into what the SDK builds
-// from it (the Anthropic message, the Chat Completions accumulator). The
+// from it (the Anthropic message, the Chat Completions accumulator, the
+// Responses API's completed response). The
 // tests of the mock provider, the translations and the gateway all check
 // what such a client ends up with; this is the one place that reads the
 // stream for them.
 package sdktest
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	assestream "github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/openai/openai-go/v3/responses"
 )
 
 // Message reads an Anthropic Messages stream to its end into the message
@@ -50,4 +53,36 @@ func Chat(t testing.TB, s *ssestream.Stream[openai.ChatCompletionChunk]) (openai
 		chunks = append(chunks, c)
 	}
 	return acc, chunks, s.Err()
+}
+
+// Responses reads a Responses stream to its end, closes it, and returns
+// its events in order, the response its response.completed event carries
+// (nil without one) and the stream's error. The SDK has no accumulator
+// for it; Deltas joins what the events spelled out piece by piece.
+func Responses(s *ssestream.Stream[responses.ResponseStreamEventUnion]) ([]responses.ResponseStreamEventUnion, *responses.Response, error) {
+	defer s.Close() // the SDK stops at the terminal event; closing frees the connection
+	var events []responses.ResponseStreamEventUnion
+	var final *responses.Response
+	for s.Next() {
+		ev := s.Current()
+		events = append(events, ev)
+		if ev.Type == "response.completed" {
+			r := ev.Response
+			final = &r
+		}
+	}
+	return events, final, s.Err()
+}
+
+// Deltas joins the Delta of the events of type typ, in order: the text
+// (response.output_text.delta) or a call's arguments
+// (response.function_call_arguments.delta) as they streamed.
+func Deltas(events []responses.ResponseStreamEventUnion, typ string) string {
+	var b strings.Builder
+	for _, ev := range events {
+		if ev.Type == typ {
+			b.WriteString(ev.Delta)
+		}
+	}
+	return b.String()
 }
