@@ -66,9 +66,8 @@ func Responses(s *ssestream.Stream[responses.ResponseStreamEventUnion]) ([]respo
 	for s.Next() {
 		ev := s.Current()
 		events = append(events, ev)
-		if ev.Type == "response.completed" {
-			r := ev.Response
-			final = &r
+		if c, ok := ev.AsAny().(responses.ResponseCompletedEvent); ok {
+			final = &c.Response
 		}
 	}
 	return events, final, s.Err()
