@@ -96,16 +96,6 @@ func startMock(t *testing.T, models map[string]mockprovider.Behavior) (*mockprov
 	return mocktest.Start(t, mockprovider.Options{}, models)
 }
 
-// writeConfig writes a gateway config file and returns its path.
-func writeConfig(t *testing.T, cfg string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "omniroute.json")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // startCluster starts n nodes at once (env gives node i's extra
 // settings, or nil) and waits until each lists all n members.
 func startCluster(t *testing.T, exe, cfgPath, etcdAddr string, n int, env func(i int) []string) []*node {
@@ -456,7 +446,7 @@ func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
 	  "tenants": [{"name": "capped", "key_env": "CAPPED_KEY", "max_concurrent": ` + fmt.Sprint(capped) + `},
 	              {"name": "spender", "key_env": "SPENDER_KEY", "daily_budget_usd": ` + fmt.Sprint(spendUSD) + `}],
 	  "auth": {"mode": "open", "allow_anonymous": true}}`
-	cfgPath := writeConfig(t, cfg)
+	cfgPath := testutil.WriteConfig(t, cfg)
 	ns := startCluster(t, exe, cfgPath, etcdAddr, nodes, nil)
 	var wg sync.WaitGroup
 	for i, n := range ns {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/omniroute/gateway/actors/credit"
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/internal/testutil/mocktest"
 	"github.com/omniroute/gateway/internal/testutil/ratecheck"
 )
@@ -37,7 +38,7 @@ func TestThreeNodesHoldAConnectionLimitInAnyMinute(t *testing.T) {
 	             "open": {"targets": [{"connection": "mock/free", "model": "m-open"}]}},
 	  "tenants": [{"name": "windowed", "key_env": "WINDOWED_KEY", "requests_per_minute": 30}],
 	  "auth": {"mode": "open", "allow_anonymous": true}}`
-	ns := startCluster(t, exe, writeConfig(t, cfg), etcdAddr, nodes, func(int) []string {
+	ns := startCluster(t, exe, testutil.WriteConfig(t, cfg), etcdAddr, nodes, func(int) []string {
 		return []string{"OMNIROUTE_ROUTING_MAX_WAIT_MS=0", "WINDOWED_KEY=" + windowedKy}
 	})
 	addrs := make([]string, len(ns))

@@ -14,6 +14,7 @@ import (
 	icluster "github.com/omniroute/gateway/internal/cluster"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/internal/testutil"
 )
 
 const (
@@ -91,7 +92,7 @@ func TestStrangerOnTheRemotePort(t *testing.T) {
 		"m-limited": {LatencyMS: 5, CompletionTokens: 5},
 		"m-flaky":   {Fail: mockprovider.FailSpec{Mode: mockprovider.FailStatus, Status: 429, RetryAfter: "30"}},
 	})
-	cfgPath := writeConfig(t, `{"providers": {"mock": {"base_url": "http://`+mockAddr+`/v1", "apis": ["chat"], "auth": "none",
+	cfgPath := testutil.WriteConfig(t, `{"providers": {"mock": {"base_url": "http://`+mockAddr+`/v1", "apis": ["chat"], "auth": "none",
 	    "connections": {"budget": {"limits": {"tokens_per_minute": `+fmt.Sprint(budget)+`}}, "free": {}}}},
 	  "models": {"budgeted": {"targets": [{"connection": "mock/budget", "model": "m-budget"}]},
 	             "open": {"targets": [{"connection": "mock/free", "model": "m-open"}]},
