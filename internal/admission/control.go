@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/omniroute/gateway/internal/enum"
+	"github.com/omniroute/gateway/internal/pressure"
 )
 
 // Controller is one upstream's adaptive admission limit: how much work
@@ -1548,16 +1548,14 @@ func roundLimit(v float64) int64 { return int64(math.Ceil(v - 0.25 - 1e-9)) }
 
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }
 
-// Pressure is a resource-pressure severity of the gateway's own process.
-type Pressure uint8
+// Pressure is a resource-pressure severity of the gateway's own process:
+// the pressure sampler's own scale, so that a sample's severity is the
+// controller's as it stands, with one list of the levels and their names.
+type Pressure = pressure.Severity
 
 // Pressure severities.
 const (
-	PressureNormal Pressure = iota
-	PressureHigh
-	PressureCritical
+	PressureNormal   = pressure.Normal
+	PressureHigh     = pressure.High
+	PressureCritical = pressure.Critical
 )
-
-var pressureNames = [...]string{"normal", "high", "critical"}
-
-func (p Pressure) String() string { return enum.Name(pressureNames[:], p, "unknown") }

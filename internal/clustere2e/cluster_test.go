@@ -27,6 +27,7 @@ import (
 	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/internal/testutil/browsertest"
 	"github.com/omniroute/gateway/internal/testutil/etcdtest"
+	"github.com/omniroute/gateway/internal/testutil/mocktest"
 )
 
 const (
@@ -92,26 +93,7 @@ func startEtcd(t *testing.T) string {
 // startMock runs the mock provider with the given models' behaviour.
 func startMock(t *testing.T, models map[string]mockprovider.Behavior) (*mockprovider.Server, string) {
 	t.Helper()
-	mock := mockprovider.New(mockprovider.Options{})
-	addr, err := mock.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mock.Close() })
-	if err := mock.SetBehavior(mockprovider.BehaviorUpdate{Models: models}); err != nil {
-		t.Fatal(err)
-	}
-	return mock, addr
-}
-
-// writeConfig writes a gateway config file and returns its path.
-func writeConfig(t *testing.T, cfg string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "omniroute.json")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return mocktest.Start(t, mockprovider.Options{}, models)
 }
 
 // startCluster starts n nodes at once (env gives node i's extra
@@ -407,6 +389,31 @@ func sendUntil(t *testing.T, wg *sync.WaitGroup, client *http.Client, addr strin
 	}()
 }
 
+// offerBoth offers a and b on every node of ns, four closed-loop senders
+// of each per node, for d, and returns how many 200s each was answered.
+// The run must end within a minute: the limits it checks (a rate, a cap
+// in flight) are bounds per rolling minute.
+func offerBoth(t *testing.T, client *http.Client, ns []*node, d time.Duration, a, b sender) (aOK, bOK int64) {
+	t.Helper()
+	var okA, okB atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	stop := make(chan struct{})
+	for _, n := range ns {
+		for c := 0; c < 4; c++ {
+			sendUntil(t, &wg, client, n.addr, a, stop, countOK(&okA), func() string { return "the " + a.model + " tenant" })
+			sendUntil(t, &wg, client, n.addr, b, stop, countOK(&okB), func() string { return "the " + b.model + " tenant" })
+		}
+	}
+	time.Sleep(d)
+	close(stop)
+	wg.Wait()
+	if took := time.Since(start); took >= time.Minute {
+		t.Fatalf("the run took %s: the bound is per rolling minute", took)
+	}
+	return okA.Load(), okB.Load()
+}
+
 // TestThreeNodesShareBudgetsThroughEtcd: three gateway processes on
 // loopback, joined through etcd, in front of one mock provider.
 //
@@ -439,7 +446,7 @@ func TestThreeNodesShareBudgetsThroughEtcd(t *testing.T) {
 	  "tenants": [{"name": "capped", "key_env": "CAPPED_KEY", "max_concurrent": ` + fmt.Sprint(capped) + `},
 	              {"name": "spender", "key_env": "SPENDER_KEY", "daily_budget_usd": ` + fmt.Sprint(spendUSD) + `}],
 	  "auth": {"mode": "open", "allow_anonymous": true}}`
-	cfgPath := writeConfig(t, cfg)
+	cfgPath := testutil.WriteConfig(t, cfg)
 	ns := startCluster(t, exe, cfgPath, etcdAddr, nodes, nil)
 	var wg sync.WaitGroup
 	for i, n := range ns {

@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/internal/testutil/etcdtest"
 )
 
@@ -41,7 +42,7 @@ func TestEtcdOutage(t *testing.T) {
 		"m-capped": {LatencyMS: 20, CompletionTokens: 5},
 		"m-open":   {LatencyMS: 10, CompletionTokens: 5},
 	})
-	cfgPath := writeConfig(t, `{"providers": {"mock": {"base_url": "http://`+mockAddr+`/v1", "apis": ["chat"], "auth": "none", "connections": {"free": {}}}},
+	cfgPath := testutil.WriteConfig(t, `{"providers": {"mock": {"base_url": "http://`+mockAddr+`/v1", "apis": ["chat"], "auth": "none", "connections": {"free": {}}}},
 	  "models": {"capped": {"targets": [{"connection": "mock/free", "model": "m-capped"}]},
 	             "open": {"targets": [{"connection": "mock/free", "model": "m-open"}]}},
 	  "tenants": [{"name": "capped", "key_env": "CAPPED_KEY", "max_concurrent": `+fmt.Sprint(capped)+`}],

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/internal/testutil/etcdtest"
 )
 
@@ -144,7 +145,7 @@ func TestKeysPropagateAcrossNodes(t *testing.T) {
 	etcdAddr := fmt.Sprintf("127.0.0.1:%d", cport)
 	exe := buildGateway(t)
 	_, mockAddr := startMock(t, map[string]mockprovider.Behavior{"m-keyed": {LatencyMS: 1, CompletionTokens: 5}})
-	cfgPath := writeConfig(t, `{"providers": {"mock": {"base_url": "http://`+mockAddr+`/v1", "apis": ["chat"], "auth": "none", "connections": {"free": {}}}},
+	cfgPath := testutil.WriteConfig(t, `{"providers": {"mock": {"base_url": "http://`+mockAddr+`/v1", "apis": ["chat"], "auth": "none", "connections": {"free": {}}}},
 	  "models": {"keyed": {"targets": [{"connection": "mock/free", "model": "m-keyed"}]}},
 	  "tenants": [{"name": "ops", "key_env": "CAPPED_KEY"}],
 	  "auth": {"mode": "keys"}}`)

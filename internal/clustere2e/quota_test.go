@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/internal/testutil"
 )
 
 // targetQuota is the quota state routing uses for target on n, from
@@ -61,7 +62,7 @@ func TestQuotaTelemetryShared(t *testing.T) {
 	             "routed": {"targets": [{"connection": "or/main", "model": "m-polled"}]},
 	             "spent": {"targets": [{"connection": "hdr/main", "model": "m-spent"}]}},
 	  "auth": {"mode": "open", "allow_anonymous": true}}`
-	cfgPath := writeConfig(t, cfg)
+	cfgPath := testutil.WriteConfig(t, cfg)
 	ns := startCluster(t, exe, cfgPath, etcdAddr, nodes, func(int) []string {
 		return []string{"DS_KEY=sk-ds-cluster-test", "OR_KEY=sk-or-cluster-test"}
 	})

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -166,27 +165,12 @@ func walkthrough(t *testing.T, block, exe string, n int) {
 
 	// The rate limit is a rolling minute of the cluster's budget: what the
 	// run is served inside one minute is bounded, wherever it starts.
-	start := time.Now()
 	before := mock.Stats().Models
-	var rated, capped atomic.Int64
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	for _, nd := range ns {
-		for c := 0; c < 4; c++ {
-			sendUntil(t, &wg, client, nd.addr, sender{readmeRatedKy, "rated", true}, stop, countOK(&rated), func() string { return "the rated tenant" })
-			sendUntil(t, &wg, client, nd.addr, sender{readmeCappedKy, "capped", true}, stop, countOK(&capped), func() string { return "the capped tenant" })
-		}
-	}
-	time.Sleep(4 * time.Second)
-	close(stop)
-	wg.Wait()
-	if took := time.Since(start); took >= time.Minute {
-		t.Fatalf("the run took %s: the rate bound is per rolling minute", took)
-	}
+	rated, capped := offerBoth(t, client, ns, 4*time.Second, sender{readmeRatedKy, "rated", true}, sender{readmeCappedKy, "capped", true})
 	after := mock.Stats().Models
 	servedRated := after["m-rated"].Completed - before["m-rated"].Completed
 	t.Logf("%d nodes: the rated tenant (%d a minute) was served %d, the mock completed %d; the capped tenant (cap %d) was served %d, at most %d in flight at the mock",
-		n, walkRPM, rated.Load(), servedRated, walkCap, capped.Load(), after["m-capped"].MaxInflight)
+		n, walkRPM, rated, servedRated, walkCap, capped, after["m-capped"].MaxInflight)
 	// The warm-up's requests fall in the same rolling minute, so what the
 	// run was served is at most the budget either way; each node alone
 	// would serve the whole budget.
@@ -196,8 +180,8 @@ func walkthrough(t *testing.T, block, exe string, n int) {
 	if servedRated < walkRPM/2 {
 		t.Fatalf("the mock served the rated tenant only %d of %d: the nodes did not share its budget", servedRated, walkRPM)
 	}
-	if servedRated != rated.Load() {
-		t.Fatalf("the mock completed %d rated requests but %d answers arrived", servedRated, rated.Load())
+	if servedRated != rated {
+		t.Fatalf("the mock completed %d rated requests but %d answers arrived", servedRated, rated)
 	}
 	if m := after["m-capped"].MaxInflight; m > walkCap || m < 2 {
 		t.Fatalf("the mock had at most %d of the capped tenant's requests in flight across %d nodes; the cap is %d (and it must be reached: at least 2)", m, n, walkCap)

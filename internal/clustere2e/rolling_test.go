@@ -12,6 +12,8 @@ import (
 
 	"github.com/omniroute/gateway/actors/credit"
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/internal/testutil/mocktest"
 	"github.com/omniroute/gateway/internal/testutil/ratecheck"
 )
 
@@ -28,23 +30,15 @@ const windowedKy = "sk-windowed-tenant-0123456789"
 func TestThreeNodesHoldAConnectionLimitInAnyMinute(t *testing.T) {
 	etcdAddr := startEtcd(t)
 	exe := buildGateway(t)
-	mock := mockprovider.New(mockprovider.Options{RequestLog: mockprovider.RequestLogOptions{Max: 100_000}})
-	mockAddr, err := mock.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mock.Close() })
-	if err := mock.SetBehavior(mockprovider.BehaviorUpdate{Models: map[string]mockprovider.Behavior{
-		"m-roll": {LatencyMS: 5, CompletionTokens: 3}, "m-open": {LatencyMS: 5, CompletionTokens: 3}}}); err != nil {
-		t.Fatal(err)
-	}
+	mock, mockAddr := mocktest.Start(t, mockprovider.Options{RequestLog: mockprovider.RequestLogOptions{Max: 100_000}}, map[string]mockprovider.Behavior{
+		"m-roll": {LatencyMS: 5, CompletionTokens: 3}, "m-open": {LatencyMS: 5, CompletionTokens: 3}})
 	cfg := `{"providers": {"mock": {"base_url": "http://` + mockAddr + `/v1", "apis": ["chat"], "auth": "none",
 	    "connections": {"limited": {"limits": {"requests_per_minute": 60}}, "free": {}}}},
 	  "models": {"roll": {"targets": [{"connection": "mock/limited", "model": "m-roll"}]},
 	             "open": {"targets": [{"connection": "mock/free", "model": "m-open"}]}},
 	  "tenants": [{"name": "windowed", "key_env": "WINDOWED_KEY", "requests_per_minute": 30}],
 	  "auth": {"mode": "open", "allow_anonymous": true}}`
-	ns := startCluster(t, exe, writeConfig(t, cfg), etcdAddr, nodes, func(int) []string {
+	ns := startCluster(t, exe, testutil.WriteConfig(t, cfg), etcdAddr, nodes, func(int) []string {
 		return []string{"OMNIROUTE_ROUTING_MAX_WAIT_MS=0", "WINDOWED_KEY=" + windowedKy}
 	})
 	addrs := make([]string, len(ns))
@@ -131,6 +125,7 @@ func TestThreeNodesHoldAConnectionLimitInAnyMinute(t *testing.T) {
 		for i, n := range ns {
 			var status int
 			var h http.Header
+			var err error
 			for try := 0; try < 20; try++ {
 				if status, h, err = post(n.addr, windowedKy, "open"); err != nil {
 					t.Fatal(err)

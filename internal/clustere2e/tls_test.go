@@ -41,7 +41,7 @@ func TestTLSCluster(t *testing.T) {
 	etcdAddr := startTLSEtcd(t, pki)
 	exe := buildGateway(t)
 	mock, mockAddr := startMock(t, map[string]mockprovider.Behavior{"m-capped": {LatencyMS: 20, CompletionTokens: 5}})
-	cfgPath := writeConfig(t, `{"providers": {"mock": {"base_url": "http://`+mockAddr+`/v1", "apis": ["chat"], "auth": "none", "connections": {"free": {}}}},
+	cfgPath := testutil.WriteConfig(t, `{"providers": {"mock": {"base_url": "http://`+mockAddr+`/v1", "apis": ["chat"], "auth": "none", "connections": {"free": {}}}},
 	  "models": {"capped": {"targets": [{"connection": "mock/free", "model": "m-capped"}]}},
 	  "tenants": [{"name": "capped", "key_env": "CAPPED_KEY", "max_concurrent": 10}],
 	  "auth": {"mode": "open", "allow_anonymous": true}}`)

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 	icluster "github.com/omniroute/gateway/internal/cluster"
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/tenant"
+	"github.com/omniroute/gateway/internal/testutil"
 )
 
 const (
@@ -93,7 +92,7 @@ func TestStrangerOnTheRemotePort(t *testing.T) {
 		"m-limited": {LatencyMS: 5, CompletionTokens: 5},
 		"m-flaky":   {Fail: mockprovider.FailSpec{Mode: mockprovider.FailStatus, Status: 429, RetryAfter: "30"}},
 	})
-	cfgPath := writeConfig(t, `{"providers": {"mock": {"base_url": "http://`+mockAddr+`/v1", "apis": ["chat"], "auth": "none",
+	cfgPath := testutil.WriteConfig(t, `{"providers": {"mock": {"base_url": "http://`+mockAddr+`/v1", "apis": ["chat"], "auth": "none",
 	    "connections": {"budget": {"limits": {"tokens_per_minute": `+fmt.Sprint(budget)+`}}, "free": {}}}},
 	  "models": {"budgeted": {"targets": [{"connection": "mock/budget", "model": "m-budget"}]},
 	             "open": {"targets": [{"connection": "mock/free", "model": "m-open"}]},
@@ -286,7 +285,6 @@ func TestStrangerOnTheRemotePort(t *testing.T) {
 			}
 		}
 	}
-	var wg sync.WaitGroup
 	time.Sleep(500 * time.Millisecond) // let anything that got through land
 	stateAfter := etcdState(t, ec)
 	for k, v := range stateAfter {
@@ -329,29 +327,15 @@ func TestStrangerOnTheRemotePort(t *testing.T) {
 	// is served at most its budget in the run's minute (the strangers gave
 	// a billion back into it; its warm-up in the same rolling minute
 	// counts too); the capped tenant has at most its cap in flight.
-	var limitedOK, cappedOK atomic.Int64
-	start := time.Now()
-	stop := make(chan struct{})
-	for _, n := range ns {
-		for c := 0; c < 4; c++ {
-			sendUntil(t, &wg, client, n.addr, sender{limitedKy, "limited", true}, stop, countOK(&limitedOK), func() string { return "the limited tenant" })
-			sendUntil(t, &wg, client, n.addr, sender{cappedKy, "capped", true}, stop, countOK(&cappedOK), func() string { return "the capped tenant" })
-		}
-	}
-	time.Sleep(3 * time.Second)
-	close(stop)
-	wg.Wait()
-	if took := time.Since(start); took >= time.Minute {
-		t.Fatalf("the run took %s: the bound is per rolling minute", took)
-	}
+	limitedOK, cappedOK := offerBoth(t, client, ns, 3*time.Second, sender{limitedKy, "limited", true}, sender{cappedKy, "capped", true})
 	st := mock.Stats().Models
 	t.Logf("after the attack: the limited tenant was served %d of %d a minute; the capped tenant %d, at most %d in flight (cap %d)",
-		limitedOK.Load(), limitedRPM, cappedOK.Load(), st["m-capped"].MaxInflight, trustCap)
-	if limitedOK.Load() > limitedRPM || limitedOK.Load() == 0 {
-		t.Fatalf("the limited tenant was served %d requests within a minute; its limit is %d a minute", limitedOK.Load(), limitedRPM)
+		limitedOK, limitedRPM, cappedOK, st["m-capped"].MaxInflight, trustCap)
+	if limitedOK > limitedRPM || limitedOK == 0 {
+		t.Fatalf("the limited tenant was served %d requests within a minute; its limit is %d a minute", limitedOK, limitedRPM)
 	}
-	if st["m-capped"].MaxInflight > trustCap || cappedOK.Load() == 0 {
-		t.Fatalf("the capped tenant: %d in flight at most, %d served; its cap is %d", st["m-capped"].MaxInflight, cappedOK.Load(), trustCap)
+	if st["m-capped"].MaxInflight > trustCap || cappedOK == 0 {
+		t.Fatalf("the capped tenant: %d in flight at most, %d served; its cap is %d", st["m-capped"].MaxInflight, cappedOK, trustCap)
 	}
 	// The cooldowns actors the strangers sent a PoisonPill still run: a
 	// real cooldown on node 0 reaches node 1.

@@ -115,11 +115,18 @@ func validateAdmission(e *Env) []string {
 	return errs
 }
 
-// OptionalBytes is a byte size that may be unset.
-type OptionalBytes struct {
-	n   int64
+// optional is the part the optional settings share: the value, and
+// whether the variable was set at all (unset is not the same as 0).
+type optional[T int | int64] struct {
+	n   T
 	set bool
 }
+
+// Get returns the value and whether it was set.
+func (o optional[T]) Get() (T, bool) { return o.n, o.set }
+
+// OptionalBytes is a byte size that may be unset.
+type OptionalBytes struct{ optional[int64] }
 
 // UnmarshalText implements encoding.TextUnmarshaler for caarlos0/env.
 func (o *OptionalBytes) UnmarshalText(t []byte) error {
@@ -131,15 +138,9 @@ func (o *OptionalBytes) UnmarshalText(t []byte) error {
 	return nil
 }
 
-// Get returns the value and whether it was set.
-func (o OptionalBytes) Get() (int64, bool) { return o.n, o.set }
-
 // OptionalPositiveInt is a positive integer that may be unset. "0" is an
 // error, not "unset": OmniRoute silently read it as 1.
-type OptionalPositiveInt struct {
-	n   int
-	set bool
-}
+type OptionalPositiveInt struct{ optional[int] }
 
 // UnmarshalText implements encoding.TextUnmarshaler for caarlos0/env.
 func (o *OptionalPositiveInt) UnmarshalText(b []byte) error {
@@ -151,14 +152,8 @@ func (o *OptionalPositiveInt) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// Get returns the value and whether it was set.
-func (o OptionalPositiveInt) Get() (int, bool) { return o.n, o.set }
-
 // OptionalCount is a non-negative integer that may be unset.
-type OptionalCount struct {
-	n   int
-	set bool
-}
+type OptionalCount struct{ optional[int] }
 
 // UnmarshalText implements encoding.TextUnmarshaler for caarlos0/env.
 func (o *OptionalCount) UnmarshalText(b []byte) error {
@@ -169,9 +164,6 @@ func (o *OptionalCount) UnmarshalText(b []byte) error {
 	o.n, o.set = int(c), true
 	return nil
 }
-
-// Get returns the value and whether it was set.
-func (o OptionalCount) Get() (int, bool) { return o.n, o.set }
 
 // Count is a non-negative integer.
 type Count int

@@ -11,6 +11,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/omniroute/gateway/internal/testutil/sdktest"
 )
 
 // sdkText exercises JSON escaping and rune-safe chunk splitting.
@@ -72,22 +74,15 @@ func TestOpenAIChatSDK(t *testing.T) {
 			if includeUsage {
 				p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
 			}
-			stream := client.Chat.Completions.NewStreaming(ctx, p)
-			defer stream.Close() // the SDK stops at the terminal event; closing frees the connection
-			var acc openai.ChatCompletionAccumulator
-			chunks, usageChunks := 0, 0
-			for stream.Next() {
-				chunk := stream.Current()
-				if !acc.AddChunk(chunk) {
-					t.Fatalf("accumulator rejected chunk %d", chunks)
-				}
-				chunks++
+			acc, all, err := sdktest.Chat(t, client.Chat.Completions.NewStreaming(ctx, p))
+			if err != nil {
+				t.Fatalf("stream: %v", err)
+			}
+			chunks, usageChunks := len(all), 0
+			for _, chunk := range all {
 				if len(chunk.Choices) == 0 {
 					usageChunks++
 				}
-			}
-			if err := stream.Err(); err != nil {
-				t.Fatalf("stream: %v", err)
 			}
 			if got := acc.Choices[0].Message.Content; got != sdkText {
 				t.Errorf("accumulated content = %q, want %q", got, sdkText)
@@ -132,26 +127,19 @@ func TestOpenAIResponsesSDK(t *testing.T) {
 	})
 
 	t.Run("stream", func(t *testing.T) {
-		stream := client.Responses.NewStreaming(ctx, params)
-		defer stream.Close() // the SDK stops at the terminal event; closing frees the connection
-		var text strings.Builder
+		events, final, err := sdktest.Responses(client.Responses.NewStreaming(ctx, params))
+		if err != nil {
+			t.Fatalf("stream: %v", err)
+		}
 		var types []string
-		var final responses.Response
-		for stream.Next() {
-			ev := stream.Current()
-			if ev.SequenceNumber != int64(len(types)) {
-				t.Errorf("event %d has sequence_number %d", len(types), ev.SequenceNumber)
+		for i, ev := range events {
+			if ev.SequenceNumber != int64(i) {
+				t.Errorf("event %d has sequence_number %d", i, ev.SequenceNumber)
 			}
 			types = append(types, ev.Type)
-			switch ev.Type {
-			case "response.output_text.delta":
-				text.WriteString(ev.Delta)
-			case "response.completed":
-				final = ev.Response
-			}
 		}
-		if err := stream.Err(); err != nil {
-			t.Fatalf("stream: %v", err)
+		if final == nil {
+			t.Fatalf("no response.completed among %v", types)
 		}
 		want := []string{"response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
 			"response.output_text.delta", "response.output_text.delta", "response.output_text.delta",
@@ -159,8 +147,8 @@ func TestOpenAIResponsesSDK(t *testing.T) {
 		if strings.Join(types, ",") != strings.Join(want, ",") {
 			t.Errorf("event types = %v, want %v", types, want)
 		}
-		if text.String() != sdkText || final.OutputText() != sdkText {
-			t.Errorf("deltas %q, final output %q, want %q", text.String(), final.OutputText(), sdkText)
+		if text := sdktest.Deltas(events, "response.output_text.delta"); text != sdkText || final.OutputText() != sdkText {
+			t.Errorf("deltas %q, final output %q, want %q", text, final.OutputText(), sdkText)
 		}
 		p := e.lastPrompt(t)
 		if final.Usage.InputTokens != p || final.Usage.OutputTokens != 42 || final.Usage.TotalTokens != p+42 {
@@ -195,17 +183,8 @@ func TestAnthropicMessagesSDK(t *testing.T) {
 	})
 
 	t.Run("stream", func(t *testing.T) {
-		stream := client.Messages.NewStreaming(ctx, params)
-		defer stream.Close() // the SDK stops at the terminal event; closing frees the connection
-		var msg anthropic.Message
-		events := 0
-		for stream.Next() {
-			if err := msg.Accumulate(stream.Current()); err != nil {
-				t.Fatalf("accumulate event %d: %v", events, err)
-			}
-			events++
-		}
-		if err := stream.Err(); err != nil {
+		msg, events, err := sdktest.Message(t, client.Messages.NewStreaming(ctx, params))
+		if err != nil {
 			t.Fatalf("stream: %v", err)
 		}
 		// start, block start, 5 deltas, block stop, message delta, stop; the
@@ -266,17 +245,15 @@ func TestErrorEventSDK(t *testing.T) {
 	})
 
 	t.Run("responses", func(t *testing.T) {
-		stream := oc.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "m",
-			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}})
-		defer stream.Close() // the SDK stops at the terminal event; closing frees the connection
-		var last responses.ResponseStreamEventUnion
-		n := 0
-		for stream.Next() {
-			last = stream.Current()
-			n++
-		}
-		if err := stream.Err(); err != nil {
+		events, _, err := sdktest.Responses(oc.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "m",
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi")}}))
+		if err != nil {
 			t.Fatalf("stream: %v", err)
+		}
+		var last responses.ResponseStreamEventUnion
+		n := len(events)
+		if n > 0 {
+			last = events[n-1]
 		}
 		if last.Type != "error" || last.Code == "" || last.SequenceNumber != int64(n-1) {
 			t.Errorf("last event = %q code %q seq %d, want an error event with seq %d", last.Type, last.Code, last.SequenceNumber, n-1)

@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/omniroute/gateway/internal/testutil/sdktest"
 )
 
 // The scripted behaviour, set through the admin API as a user would.
@@ -82,13 +83,8 @@ func chatTurn(t *testing.T, client openai.Client, ctx context.Context, params op
 		}
 		return resp.Choices[0].Message, resp.Choices[0].FinishReason
 	}
-	s := client.Chat.Completions.NewStreaming(ctx, params)
-	defer s.Close()
-	var acc openai.ChatCompletionAccumulator
-	for s.Next() {
-		acc.AddChunk(s.Current())
-	}
-	if err := s.Err(); err != nil {
+	acc, _, err := sdktest.Chat(t, client.Chat.Completions.NewStreaming(ctx, params))
+	if err != nil {
 		t.Fatal(err)
 	}
 	return acc.Choices[0].Message, acc.Choices[0].FinishReason
@@ -127,15 +123,8 @@ func anthropicTurn(t *testing.T, client anthropic.Client, ctx context.Context, p
 		}
 		return *msg
 	}
-	s := client.Messages.NewStreaming(ctx, params)
-	defer s.Close()
-	var msg anthropic.Message
-	for s.Next() {
-		if err := msg.Accumulate(s.Current()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Err(); err != nil {
+	msg, _, err := sdktest.Message(t, client.Messages.NewStreaming(ctx, params))
+	if err != nil {
 		t.Fatal(err)
 	}
 	return msg
@@ -178,28 +167,15 @@ func responsesTurn(t *testing.T, client openai.Client, ctx context.Context, para
 		}
 		return resp
 	}
-	s := client.Responses.NewStreaming(ctx, params)
-	defer s.Close()
-	var final *responses.Response
-	var args strings.Builder
-	for s.Next() {
-		ev := s.Current()
-		switch ev.Type {
-		case "response.function_call_arguments.delta":
-			args.WriteString(ev.Delta)
-		case "response.completed":
-			r := ev.Response
-			final = &r
-		}
-	}
-	if err := s.Err(); err != nil {
+	events, final, err := sdktest.Responses(client.Responses.NewStreaming(ctx, params))
+	if err != nil {
 		t.Fatal(err)
 	}
 	if final == nil {
 		t.Fatal("no response.completed")
 	}
-	if len(final.Output) > 0 && final.Output[0].Type == "function_call" && args.String() != final.Output[0].Arguments.OfString {
-		t.Errorf("argument deltas %q, final arguments %q", args.String(), final.Output[0].Arguments.OfString)
+	if args := sdktest.Deltas(events, "response.function_call_arguments.delta"); len(final.Output) > 0 && final.Output[0].Type == "function_call" && args != final.Output[0].Arguments.OfString {
+		t.Errorf("argument deltas %q, final arguments %q", args, final.Output[0].Arguments.OfString)
 	}
 	return final
 }

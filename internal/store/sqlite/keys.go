@@ -83,30 +83,25 @@ func (d *DB) Keys(ctx context.Context) ([]store.Key, error) {
 
 // change runs an update of one active key.
 func (d *DB) change(ctx context.Context, name, query string, args ...any) error {
-	tx, err := d.db.BeginTx(ctx, nil)
-	if err != nil {
-		return describe(d.path, "change a key in", err)
-	}
-	defer tx.Rollback()
-	var revoked int64
-	switch err := tx.QueryRowContext(ctx, `SELECT revoked_at FROM keys WHERE name = ?`, name).Scan(&revoked); {
-	case errors.Is(err, sql.ErrNoRows):
-		return store.ErrNotFound
-	case err != nil:
-		return describe(d.path, "change a key in", err)
-	case revoked != 0:
-		return store.ErrRevoked
-	}
-	if _, err := tx.ExecContext(ctx, query, append(args, name)...); err != nil {
-		if Code(err) == codeConstraint {
-			return fmt.Errorf("key %q: the new hash collides with another key's; generate a new secret: %w", name, err)
+	const doing = "change a key in"
+	return d.inTx(ctx, doing, func(tx *sql.Tx) error {
+		var revoked int64
+		switch err := tx.QueryRowContext(ctx, `SELECT revoked_at FROM keys WHERE name = ?`, name).Scan(&revoked); {
+		case errors.Is(err, sql.ErrNoRows):
+			return store.ErrNotFound
+		case err != nil:
+			return describe(d.path, doing, err)
+		case revoked != 0:
+			return store.ErrRevoked
 		}
-		return describe(d.path, "change a key in", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return describe(d.path, "change a key in", err)
-	}
-	return nil
+		if _, err := tx.ExecContext(ctx, query, append(args, name)...); err != nil {
+			if Code(err) == codeConstraint {
+				return fmt.Errorf("key %q: the new hash collides with another key's; generate a new secret: %w", name, err)
+			}
+			return describe(d.path, doing, err)
+		}
+		return nil
+	})
 }
 
 // UpdatePolicy implements store.KeyStore.

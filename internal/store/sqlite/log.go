@@ -12,6 +12,25 @@ import (
 	"github.com/omniroute/gateway/internal/store"
 )
 
+// inTx runs fn in one transaction and commits what it did; fn's error
+// (which fn describes itself) rolls it back. A failure to begin or to
+// commit is described as failing to doing the database, as
+// describe words it.
+func (d *DB) inTx(ctx context.Context, doing string, fn func(tx *sql.Tx) error) error {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return describe(d.path, doing, err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return describe(d.path, doing, err)
+	}
+	return nil
+}
+
 // prepared returns *slot bound to tx, preparing query into it on first
 // use: parsing a statement again for every batch cost a third of the
 // writer's time. database/sql re-uses a prepared statement on the
@@ -58,11 +77,11 @@ func (d *DB) InsertRequests(ctx context.Context, recs []store.Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	tx, err := d.db.BeginTx(ctx, nil)
-	if err != nil {
-		return describe(d.path, "write the request log to", err)
-	}
-	defer tx.Rollback()
+	return d.inTx(ctx, "write the request log to", func(tx *sql.Tx) error { return d.insertRequests(ctx, tx, recs) })
+}
+
+// insertRequests is InsertRequests inside its transaction.
+func (d *DB) insertRequests(ctx context.Context, tx *sql.Tx, recs []store.Record) error {
 	st, err := d.batchStmts(ctx, tx)
 	if err != nil {
 		return describe(d.path, "write the request log to", err)
@@ -116,9 +135,6 @@ func (d *DB) InsertRequests(ctx context.Context, recs []store.Record) error {
 				return describe(d.path, "write usage to", err)
 			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return describe(d.path, "write the request log to", err)
 	}
 	return nil
 }
@@ -310,24 +326,19 @@ func (d *DB) AddRefusals(ctx context.Context, rs []store.Refusal) error {
 	if len(rs) == 0 {
 		return nil
 	}
-	tx, err := d.db.BeginTx(ctx, nil)
-	if err != nil {
-		return describe(d.path, "write refusal counts to", err)
-	}
-	defer tx.Rollback()
-	st, err := d.prepared(ctx, tx, &d.refusal, upsertRefusal)
-	if err != nil {
-		return describe(d.path, "write refusal counts to", err)
-	}
-	for _, r := range rs {
-		if _, err := st.ExecContext(ctx, r.Start.Unix()/3600*3600, r.TenantID, r.TenantName, r.Code, r.Count); err != nil {
-			return describe(d.path, "write refusal counts to", err)
+	const doing = "write refusal counts to"
+	return d.inTx(ctx, doing, func(tx *sql.Tx) error {
+		st, err := d.prepared(ctx, tx, &d.refusal, upsertRefusal)
+		if err != nil {
+			return describe(d.path, doing, err)
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return describe(d.path, "write refusal counts to", err)
-	}
-	return nil
+		for _, r := range rs {
+			if _, err := st.ExecContext(ctx, r.Start.Unix()/3600*3600, r.TenantID, r.TenantName, r.Code, r.Count); err != nil {
+				return describe(d.path, doing, err)
+			}
+		}
+		return nil
+	})
 }
 
 // Refusals implements store.LogStore.
