@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/omniroute/gateway/internal/enum"
 	"github.com/omniroute/gateway/internal/pressure"
 )
 
