@@ -814,7 +814,7 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 		// limit, and demand beyond it still raises it.
 		c.testing, c.verify, c.suspect, c.gainSuspect = false, false, false, false
 		switch {
-		case limited && (full || selfBound) && c.pressure == PressureNormal:
+		case limited && (full || selfBound) && c.pressure == PressureNormal && !blind:
 			// Callers waited at the limit: the limit is the level shown.
 			// What was in flight falls short of it by the gateway's own
 			// hand-over of each freed slot, which a busy CPU slows.
@@ -822,6 +822,16 @@ func (c *Controller) judge(r Reading, span time.Duration) bool {
 			next, rule = c.growth(now), "cpu_busy_grow"
 		case c.kind == phaseDrain:
 			rule = "cpu_busy" // a test stopped: back to the knee
+		case blind:
+			// Callers wait, but one answer in five or more was cut short
+			// (callers that gave up, timeouts): what is already in
+			// flight outlasts their patience, and more of it would only
+			// be abandoned. Latency cannot say whether the provider or
+			// the machine is the slow part; either way growth helps no
+			// caller. Measured with three busy loops beside a 16-slot
+			// provider whose callers gave up after 300 ms: the limit
+			// doubled to 1,648.
+			next, rule = c.kind, "cpu_busy"
 		default:
 			next, rule = c.kind, "cpu_busy" // the limit stays where it is
 		}
