@@ -10,18 +10,14 @@ import (
 
 	"github.com/omniroute/gateway/bench/refproxy"
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/internal/testutil/mocktest"
 )
 
 // benchGateway runs an in-process mock and gateway on loopback and returns
 // the gateway's and the mock's addresses.
 func benchGateway(b testing.TB, env ...string) (gwAddr, mockAddr string) {
 	b.Helper()
-	m := mockprovider.New(mockprovider.Options{})
-	mockAddr, err := m.Start("127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { m.Close() })
+	_, mockAddr = mocktest.Start(b, mockprovider.Options{}, nil)
 	f := fileFrom(b, `{"providers":{"mock":{"base_url":"http://`+mockAddr+`/v1","apis":["chat"],"auth":"none","connections":{"default":{}}}},
 		"models":{"demo":{"targets":[{"connection":"mock","model":"mock-demo"}]},"same":{"targets":[{"connection":"mock"}]}},"auth":{"mode":"open","allow_anonymous":true}}`)
 	vars := map[string]string{}

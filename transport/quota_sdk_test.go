@@ -11,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/internal/testutil/sdktest"
 )
 
 // TestSDKRetriesOnlyWhenARetryCanHelp: with its default retries on,
@@ -54,18 +55,13 @@ func TestSDKRetriesOnlyWhenARetryCanHelp(t *testing.T) {
 
 	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "sdk-meter",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}})
-	defer stream.Close()
-	var acc openai.ChatCompletionAccumulator
-	chunks := 0
-	for stream.Next() {
-		c := stream.Current()
+	acc, chunks, err := sdktest.Chat(t, stream)
+	for _, c := range chunks {
 		if len(c.Choices) == 0 {
 			t.Fatalf("a usage-only chunk reached the SDK: %+v", c)
 		}
-		acc.AddChunk(c)
-		chunks++
 	}
-	if err := stream.Err(); err != nil || acc.Choices[0].Message.Content != "metered answer" || acc.Usage.TotalTokens != 0 {
-		t.Fatalf("stream: %v %q usage %+v after %d chunks", err, acc.Choices[0].Message.Content, acc.Usage, chunks)
+	if err != nil || acc.Choices[0].Message.Content != "metered answer" || acc.Usage.TotalTokens != 0 {
+		t.Fatalf("stream: %v %q usage %+v after %d chunks", err, acc.Choices[0].Message.Content, acc.Usage, len(chunks))
 	}
 }

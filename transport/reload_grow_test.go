@@ -271,7 +271,7 @@ func TestReloadRedactsAddedKey(t *testing.T) {
 		"m-rr-added": {Fail: mockprovider.FailSpec{Mode: "status", Status: 400, Body: echo}},
 	})
 	models := `"rr-echo": {"targets": [{"connection": "mock/a", "model": "m-rr-echo"}]}`
-	path := writeConfig(t, reloadJSON(models, ""))
+	path := testutil.WriteConfig(t, reloadJSON(models, ""))
 	g := &reloadEnv{gwEnv: startGatewayWith(t, readConfig(t, path), map[string]string{"OMNIROUTE_CONFIG": path},
 		gateway.Options{Logger: logging.New("json", "debug", &logs)}), path: path}
 	logPanic := func() {

@@ -6,13 +6,13 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/internal/testutil"
 )
 
 // reloadJSON is a config file for the reload tests: the mock provider's
@@ -41,22 +41,12 @@ type reloadEnv struct {
 
 func startFromFile(t *testing.T, js string, env map[string]string) *reloadEnv {
 	t.Helper()
-	path := writeConfig(t, js)
+	path := testutil.WriteConfig(t, js)
 	vars := map[string]string{"OMNIROUTE_CONFIG": path}
 	for k, v := range env {
 		vars[k] = v
 	}
 	return &reloadEnv{gwEnv: startGateway(t, readConfig(t, path), vars), path: path}
-}
-
-// writeConfig writes js to a config file in a temporary directory.
-func writeConfig(t *testing.T, js string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "omniroute.json")
-	if err := os.WriteFile(path, []byte(js), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 func readConfig(t *testing.T, path string) *config.File {

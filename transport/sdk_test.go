@@ -14,6 +14,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/internal/testutil/sdktest"
 )
 
 // The official SDKs are the black-box clients: if they parse the gateway's
@@ -66,12 +67,8 @@ func TestSDKOpenAIChat(t *testing.T) {
 	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "gpt",
 		Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
 		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}})
-	defer stream.Close()
-	var acc openai.ChatCompletionAccumulator
-	for stream.Next() {
-		acc.AddChunk(stream.Current())
-	}
-	if err := stream.Err(); err != nil {
+	acc, _, err := sdktest.Chat(t, stream)
+	if err != nil {
 		t.Fatalf("stream: %v", err)
 	}
 	if acc.Choices[0].Message.Content != "Hello from the gateway test" || acc.Usage.CompletionTokens != 9 || acc.Usage.PromptTokens == 0 {
@@ -84,23 +81,16 @@ func TestSDKOpenAIResponsesStreaming(t *testing.T) {
 	client := g.openai()
 	stream := client.Responses.NewStreaming(context.Background(), responses.ResponseNewParams{Model: "gpt",
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello")}})
-	defer stream.Close()
-	var text strings.Builder
-	var final responses.Response
-	for stream.Next() {
-		ev := stream.Current()
-		switch ev.Type {
-		case "response.output_text.delta":
-			text.WriteString(ev.Delta)
-		case "response.completed":
-			final = ev.Response
-		}
-	}
-	if err := stream.Err(); err != nil {
+	events, final, err := sdktest.Responses(stream)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if text.String() != "Hello from the gateway test" || final.OutputText() != text.String() || final.Usage.OutputTokens != 9 {
-		t.Fatalf("text %q final %q usage %+v", text.String(), final.OutputText(), final.Usage)
+	text := sdktest.Deltas(events, "response.output_text.delta")
+	if final == nil {
+		t.Fatalf("no response.completed event after %q", text)
+	}
+	if text != "Hello from the gateway test" || final.OutputText() != text || final.Usage.OutputTokens != 9 {
+		t.Fatalf("text %q final %q usage %+v", text, final.OutputText(), final.Usage)
 	}
 }
 
@@ -117,14 +107,8 @@ func TestSDKAnthropicStreamingBothAuthHeaders(t *testing.T) {
 			opts := append([]aoption.RequestOption{aoption.WithBaseURL(g.base), aoption.WithMaxRetries(0), aoption.WithHTTPClient(g.hc)}, auth...)
 			client := anthropic.NewClient(opts...)
 			stream := client.Messages.NewStreaming(context.Background(), params)
-			defer stream.Close()
-			var msg anthropic.Message
-			for stream.Next() {
-				if err := msg.Accumulate(stream.Current()); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := stream.Err(); err != nil {
+			msg, _, err := sdktest.Message(t, stream)
+			if err != nil {
 				t.Fatal(err)
 			}
 			if len(msg.Content) != 1 || msg.Content[0].Text != "Hello from the gateway test" || msg.Usage.OutputTokens != 9 || msg.StopReason != "end_turn" {

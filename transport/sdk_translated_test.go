@@ -15,6 +15,7 @@ import (
 
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/internal/testutil/sdktest"
 )
 
 // The official SDKs as callers of every dialect against providers that
@@ -74,12 +75,8 @@ func TestSDKPairsOpenAIChat(t *testing.T) {
 		stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: model,
 			Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
 			StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}})
-		var acc openai.ChatCompletionAccumulator
-		for stream.Next() {
-			acc.AddChunk(stream.Current())
-		}
-		stream.Close()
-		if err := stream.Err(); err != nil {
+		acc, _, err := sdktest.Chat(t, stream)
+		if err != nil {
 			t.Fatalf("stream: %v", err)
 		}
 		if acc.Choices[0].Message.Content != pairText || acc.Usage.CompletionTokens != pairUsage || acc.Usage.PromptTokens == 0 {
@@ -141,22 +138,16 @@ func TestSDKPairsOpenAIResponses(t *testing.T) {
 		}
 
 		stream := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: model, Input: input})
-		var text strings.Builder
-		var final responses.Response
-		for stream.Next() {
-			switch ev := stream.Current(); ev.Type {
-			case "response.output_text.delta":
-				text.WriteString(ev.Delta)
-			case "response.completed":
-				final = ev.Response
-			}
-		}
-		stream.Close()
-		if err := stream.Err(); err != nil {
+		events, final, err := sdktest.Responses(stream)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if text.String() != pairText || final.OutputText() != pairText || final.Usage.OutputTokens != pairUsage {
-			t.Fatalf("stream %q final %q usage %+v", text.String(), final.OutputText(), final.Usage)
+		text := sdktest.Deltas(events, "response.output_text.delta")
+		if final == nil {
+			t.Fatalf("stream %q: no response.completed event", text)
+		}
+		if text != pairText || final.OutputText() != pairText || final.Usage.OutputTokens != pairUsage {
+			t.Fatalf("stream %q final %q usage %+v", text, final.OutputText(), final.Usage)
 		}
 
 		tools := []responses.ToolUnionParam{{OfFunction: &responses.FunctionToolParam{Name: pairTool,
@@ -229,14 +220,8 @@ func TestSDKPairsAnthropic(t *testing.T) {
 		}
 
 		stream := client.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: model, MaxTokens: 64, Messages: msgs})
-		var acc anthropic.Message
-		for stream.Next() {
-			if err := acc.Accumulate(stream.Current()); err != nil {
-				t.Fatal(err)
-			}
-		}
-		stream.Close()
-		if err := stream.Err(); err != nil {
+		acc, _, err := sdktest.Message(t, stream)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if len(acc.Content) != 1 || acc.Content[0].Text != pairText || acc.Usage.OutputTokens != pairUsage {

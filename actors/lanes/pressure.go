@@ -4,7 +4,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/omniroute/gateway/actors/supervise"
-	"github.com/omniroute/gateway/internal/admission"
 	"github.com/omniroute/gateway/internal/pressure"
 	"github.com/omniroute/gateway/messages"
 )
@@ -30,11 +29,12 @@ func (f *pressureFollower) Receive(ctx actor.Context) {
 	case *messages.Published[*pressure.State]:
 		st := m.Snapshot
 		f.h.ObserveCPU(st.CPUSaturated())
-		switch st.Severity {
-		case pressure.High:
-			f.h.ObservePressure(admission.PressureHigh, st.Reason)
-		case pressure.Critical:
-			f.h.ObservePressure(admission.PressureCritical, st.Reason)
+		// admission's Pressure is the sampler's Severity: pass it through.
+		// A normal sample says nothing new (the controllers only step up
+		// on a rise), so it neither replaces the last observation nor
+		// costs a message per upstream.
+		if st.Severity != pressure.Normal {
+			f.h.ObservePressure(st.Severity, st.Reason)
 		}
 	}
 }

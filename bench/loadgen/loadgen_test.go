@@ -7,23 +7,10 @@ import (
 
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/internal/testutil/mocktest"
 )
 
 func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
-
-func startMock(t *testing.T, models map[string]mockprovider.Behavior) string {
-	t.Helper()
-	srv := mockprovider.New(mockprovider.Options{})
-	addr, err := srv.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	if err := srv.SetBehavior(mockprovider.BehaviorUpdate{Models: models}); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
 
 func spec(model string, stream bool) *Spec {
 	body := `{"model":"` + model + `","messages":[{"role":"user","content":"hi"}]`
@@ -46,7 +33,7 @@ func run(t *testing.T, addr string, s *Spec, l Load) Summary {
 }
 
 func TestOutcomes(t *testing.T) {
-	addr := startMock(t, map[string]mockprovider.Behavior{
+	_, addr := mocktest.Start(t, mockprovider.Options{}, map[string]mockprovider.Behavior{
 		"ok":     {},
 		"paced":  {LatencyMS: 20, ChunkCount: 4, ChunkGapMS: 5},
 		"reject": {Fail: mockprovider.FailSpec{Mode: mockprovider.FailStatus, Status: 503, RetryAfter: "1", Code: "overloaded_now"}},
@@ -137,7 +124,7 @@ func TestOutcomes(t *testing.T) {
 }
 
 func TestOpenLoopIsSeededPoissonAndBounded(t *testing.T) {
-	addr := startMock(t, map[string]mockprovider.Behavior{"ok": {}, "slow": {LatencyMS: 50}})
+	_, addr := mocktest.Start(t, mockprovider.Options{}, map[string]mockprovider.Behavior{"ok": {}, "slow": {LatencyMS: 50}})
 	l := Load{Rate: 2000, Duration: 300 * time.Millisecond, Workers: 64, Seed: 7}
 	a := run(t, addr, spec("ok", false), l)
 	b := run(t, addr, spec("ok", false), l)
@@ -164,7 +151,7 @@ func TestOpenLoopIsSeededPoissonAndBounded(t *testing.T) {
 // request finished, at least its duration, in both loops; the rates and
 // the cores figures divide by it.
 func TestElapsedCoversTheRun(t *testing.T) {
-	addr := startMock(t, map[string]mockprovider.Behavior{"slow": {LatencyMS: 50}})
+	_, addr := mocktest.Start(t, mockprovider.Options{}, map[string]mockprovider.Behavior{"slow": {LatencyMS: 50}})
 	const d = 200 * time.Millisecond
 	for _, l := range []Load{{Concurrency: 2, Duration: d}, {Rate: 100, Duration: d, Workers: 4, Seed: 3}} {
 		s := run(t, addr, spec("slow", false), l)

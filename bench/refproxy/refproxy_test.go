@@ -11,17 +11,13 @@ import (
 
 	"github.com/omniroute/gateway/internal/mockprovider"
 	"github.com/omniroute/gateway/internal/testutil"
+	"github.com/omniroute/gateway/internal/testutil/mocktest"
 )
 
 func TestMain(m *testing.M) { testutil.VerifyTestMain(m) }
 
 func TestProxiesJSONAndStreams(t *testing.T) {
-	mock := mockprovider.New(mockprovider.Options{})
-	addr, err := mock.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mock.Close()
+	_, addr := mocktest.Start(t, mockprovider.Options{}, nil)
 	p := New(addr)
 	defer p.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

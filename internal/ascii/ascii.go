@@ -1,8 +1,10 @@
-// Package ascii compares header names, class names and other protocol
-// tokens without regard to the case of their ASCII letters, without
-// allocating: the request path matches header names this way on every
-// answer, where strings.EqualFold's Unicode folding and a conversion to
-// string would cost a call and an allocation each.
+// Package ascii holds the byte-level text helpers of protocol tokens,
+// none of which allocates: it compares header names, class names and
+// other tokens without regard to the case of their ASCII letters (the
+// request path matches header names this way on every answer, where
+// strings.EqualFold's Unicode folding and a conversion to string would
+// cost a call and an allocation each), and reads a run of decimal digits
+// (ParseDigits), which strconv would want as a string.
 package ascii
 
 // EqualFold reports whether b equals s ignoring the case of b's ASCII

@@ -92,7 +92,7 @@ func (e *Env) validate() error {
 	var errs []string
 	if _, port, err := net.SplitHostPort(e.Server.Listen); err != nil {
 		errs = append(errs, fmt.Sprintf("cannot parse OMNIROUTE_LISTEN=%q: want host:port such as 127.0.0.1:20128", e.Server.Listen))
-	} else if n, err := parseNonNegative(port); err != nil || n > 65535 {
+	} else if n, ok := parseNonNegative(port); !ok || n > 65535 {
 		errs = append(errs, fmt.Sprintf("OMNIROUTE_LISTEN=%q has no valid port: want host:port with a port from 0 (any free port) to 65535, such as 127.0.0.1:20128", e.Server.Listen))
 	}
 	if s := e.Server.TenantSecret; s != "" && len(s) < 16 {

@@ -87,8 +87,8 @@ func checkHostPort(s string, anyPort bool) error {
 	if host == "" {
 		return fmt.Errorf("no host")
 	}
-	n, err := parseNonNegative(port)
-	if err != nil || n > 65535 || (n == 0 && !anyPort) {
+	n, ok := parseNonNegative(port)
+	if !ok || n > 65535 || (n == 0 && !anyPort) {
 		if anyPort {
 			return fmt.Errorf("port must be 0 (any free port) to 65535")
 		}

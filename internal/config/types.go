@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/omniroute/gateway/internal/ascii"
 )
 
 // Millis is a duration given in whole milliseconds, the unit every
@@ -52,8 +54,8 @@ func ParseBytes(s string) (int64, error) {
 			break
 		}
 	}
-	n, err := parseNonNegative(s)
-	if err != nil || (mult > 1 && n > (1<<62)/mult) {
+	n, ok := parseNonNegative(s)
+	if !ok || (mult > 1 && n > (1<<62)/mult) {
 		return 0, fmt.Errorf("want a byte count (a non-negative integer, optionally with KiB, MiB or GiB, such as 4MiB)")
 	}
 	return n * mult, nil
@@ -101,26 +103,19 @@ func (l *LogLevel) UnmarshalText(b []byte) error {
 }
 
 // parseNonNegative accepts only ASCII digits (no sign, no spaces inside, no
-// exponent), so "1e3", "-1" and "2000ms" are errors rather than guesses.
-func parseNonNegative(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return 0, fmt.Errorf("empty")
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, fmt.Errorf("not a non-negative integer")
-		}
-	}
-	return strconv.ParseInt(s, 10, 64)
+// exponent), so "1e3", "-1" and "2000ms" are refused rather than guessed
+// at; so is a value past the largest int64. Each caller words its own
+// error: what the variable takes.
+func parseNonNegative(s string) (int64, bool) {
+	return ascii.ParseDigits([]byte(strings.TrimSpace(s)))
 }
 
 // setWhole is the UnmarshalText of the whole-number types: it stores the
 // number b spells (parseNonNegative) in *dst when it lies in [lo, hi],
 // and otherwise returns want, the error that says what the variable takes.
 func setWhole[T ~int | ~int64](dst *T, b []byte, lo, hi int64, want string) error {
-	n, err := parseNonNegative(string(b))
-	if err != nil || n < lo || n > hi {
+	n, ok := parseNonNegative(string(b))
+	if !ok || n < lo || n > hi {
 		return errors.New(want)
 	}
 	*dst = T(n)

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/omniroute/gateway/internal/ascii"
 	"github.com/omniroute/gateway/internal/config"
 	"github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/jsonscan"
@@ -351,15 +352,12 @@ func integer(v []byte) (int64, bool) {
 	if neg {
 		v = v[1:]
 	}
-	if len(v) == 0 || len(v) > 18 {
+	if len(v) > 18 {
 		return 0, false
 	}
-	var n int64
-	for _, c := range v {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
+	n, ok := ascii.ParseDigits(v)
+	if !ok {
+		return 0, false
 	}
 	if neg {
 		n = -n

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strconv"
 	"strings"
+
+	"github.com/omniroute/gateway/internal/ascii"
 )
 
 // The parsers below read the kernel's text files. They are pure functions
@@ -20,19 +22,12 @@ const maxDigits = 19
 // that is not a plain non-negative decimal are reported as -1.
 func ParseBytesValue(b []byte) int64 {
 	s := bytes.TrimSpace(b)
-	if len(s) == 0 || len(s) > maxDigits {
+	if len(s) > maxDigits {
 		return -1
 	}
-	var n int64
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return -1
-		}
-		d := int64(c - '0')
-		if n > (1<<63-1-d)/10 {
-			return -1
-		}
-		n = n*10 + d
+	n, ok := ascii.ParseDigits(s)
+	if !ok {
+		return -1
 	}
 	return n
 }

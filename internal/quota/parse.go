@@ -3,6 +3,8 @@ package quota
 import (
 	"math"
 	"time"
+
+	"github.com/omniroute/gateway/internal/ascii"
 )
 
 // The parsers below read one header value each. They never allocate on the
@@ -260,15 +262,9 @@ func fastRFC3339(b []byte) (time.Time, bool) {
 	if len(b) != 20 || b[4] != '-' || b[7] != '-' || (b[10] != 'T' && b[10] != 't') || b[13] != ':' || b[16] != ':' || (b[19] != 'Z' && b[19] != 'z') {
 		return time.Time{}, false
 	}
-	num := func(s []byte) (int, bool) {
-		n := 0
-		for _, c := range s {
-			if c < '0' || c > '9' {
-				return 0, false
-			}
-			n = n*10 + int(c-'0')
-		}
-		return n, true
+	num := func(s []byte) (int, bool) { // at most four digits: an int holds them
+		n, ok := ascii.ParseDigits(s)
+		return int(n), ok
 	}
 	y, ok1 := num(b[0:4])
 	mo, ok2 := num(b[5:7])

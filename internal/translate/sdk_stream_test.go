@@ -18,6 +18,7 @@ import (
 	"github.com/omniroute/gateway/internal/apierror"
 	"github.com/omniroute/gateway/internal/dialect"
 	"github.com/omniroute/gateway/internal/sse"
+	"github.com/omniroute/gateway/internal/testutil/sdktest"
 	"github.com/omniroute/gateway/internal/translate/ir"
 )
 
@@ -80,15 +81,10 @@ func decodeStream(t *testing.T, from dialect.ID, b []byte) (outcome, error) {
 
 func decodeChatSDK(t *testing.T, b []byte) (outcome, error) {
 	stream := ssestream.NewStream[openai.ChatCompletionChunk](ssestream.NewDecoder(sseResponse(b)), nil)
-	defer stream.Close()
-	var acc openai.ChatCompletionAccumulator
+	acc, chunks, err := sdktest.Chat(t, stream)
 	var got outcome
 	sawUsage := false
-	for stream.Next() {
-		chunk := stream.Current()
-		if !acc.AddChunk(chunk) {
-			t.Fatalf("accumulator refused chunk %s", chunk.RawJSON())
-		}
+	for _, chunk := range chunks {
 		if len(chunk.Choices) > 0 {
 			var extra struct {
 				Choices []struct {
@@ -105,7 +101,7 @@ func decodeChatSDK(t *testing.T, b []byte) (outcome, error) {
 			sawUsage = true
 		}
 	}
-	if err := stream.Err(); err != nil {
+	if err != nil {
 		return got, err
 	}
 	if !bytes.HasSuffix(b, dialect.DoneFrame) {
@@ -139,14 +135,8 @@ func chatOutcome(cc *openai.ChatCompletion) outcome {
 
 func decodeAnthropicSDK(t *testing.T, b []byte) (outcome, error) {
 	stream := assestream.NewStream[anthropic.MessageStreamEventUnion](assestream.NewDecoder(sseResponse(b)), nil)
-	defer stream.Close()
-	var msg anthropic.Message
-	for stream.Next() {
-		if err := msg.Accumulate(stream.Current()); err != nil {
-			t.Fatalf("accumulate: %v", err)
-		}
-	}
-	if err := stream.Err(); err != nil {
+	msg, _, err := sdktest.Message(t, stream)
+	if err != nil {
 		return outcome{}, err
 	}
 	return anthropicOutcome(&msg), nil

@@ -13,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/omniroute/gateway/internal/dialect"
+	"github.com/omniroute/gateway/internal/testutil/sdktest"
 )
 
 // TestBrokenStreamsReachSDKsAsErrors: a stream cut after its first events
@@ -89,22 +90,15 @@ func TestCustomToolThroughChat(t *testing.T) {
 		}
 	}
 	stream := ssestream.NewStream[responses.ResponseStreamEventUnion](ssestream.NewDecoder(sseResponse(out)), nil)
-	var input, done string
-	var final *responses.Response
-	for stream.Next() {
-		ev := stream.Current()
-		switch ev.Type {
-		case "response.custom_tool_call_input.delta":
-			input += ev.Delta
-		case "response.custom_tool_call_input.done":
-			done = ev.Input
-		case "response.completed":
-			r := ev.Response
-			final = &r
-		}
-	}
-	if err := stream.Err(); err != nil || final == nil {
+	events, final, err := sdktest.Responses(stream)
+	if err != nil || final == nil {
 		t.Fatalf("stream: %v\n%s", err, out)
+	}
+	input, done := sdktest.Deltas(events, "response.custom_tool_call_input.delta"), ""
+	for _, ev := range events {
+		if ev.Type == "response.custom_tool_call_input.done" {
+			done = ev.Input
+		}
 	}
 	if input != patch || done != patch || len(final.Output) != 1 || final.Output[0].Type != "custom_tool_call" || final.Output[0].Input != patch || final.Output[0].CallID != "call_p" {
 		t.Fatalf("custom call: deltas %q done %q final %s", input, done, final.RawJSON())
@@ -180,13 +174,14 @@ func TestChatUsageChunkOnlyWhenAsked(t *testing.T) {
 		}
 	}
 	stream := ssestream.NewStream[openai.ChatCompletionChunk](ssestream.NewDecoder(sseResponse(out)), nil)
-	for stream.Next() {
-		if c := stream.Current(); len(c.Choices) == 0 {
+	_, chunks, err := sdktest.Chat(t, stream)
+	for _, c := range chunks {
+		if len(c.Choices) == 0 {
 			t.Errorf("usage chunk sent to a caller that did not ask: %s", c.RawJSON())
 		}
 	}
-	if stream.Err() != nil || bytes.Contains(out, []byte(`"usage"`)) {
-		t.Errorf("err %v; stream:\n%s", stream.Err(), out)
+	if err != nil || bytes.Contains(out, []byte(`"usage"`)) {
+		t.Errorf("err %v; stream:\n%s", err, out)
 	}
 	// And the translator still knows the usage, for the gateway's meter.
 	if u := tr.Usage(); u.Input != 35 || u.Output != 15 {

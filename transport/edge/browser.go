@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/internal/ascii"
 	"github.com/omniroute/gateway/internal/config"
 )
 
@@ -85,24 +86,19 @@ func hostName(host []byte) []byte {
 // isIPv4Literal accepts four dot-separated decimal octets (no
 // allocation: it runs for every request).
 func isIPv4Literal(b []byte) bool {
-	parts, n, digits := 0, 0, 0
-	for i := 0; i <= len(b); i++ {
-		if i == len(b) || b[i] == '.' {
-			if digits == 0 || digits > 3 || n > 255 {
-				return false
-			}
-			parts++
-			n, digits = 0, 0
-			continue
+	for parts := 1; ; parts++ {
+		octet, end := b, bytes.IndexByte(b, '.')
+		if end >= 0 {
+			octet = b[:end]
 		}
-		c := b[i]
-		if c < '0' || c > '9' {
+		if n, ok := ascii.ParseDigits(octet); !ok || len(octet) > 3 || n > 255 {
 			return false
 		}
-		n = n*10 + int(c-'0')
-		digits++
+		if end < 0 {
+			return parts == 4
+		}
+		b = b[end+1:]
 	}
-	return parts == 4
 }
 
 // originAllowed reports whether origin may call: it is the gateway's own

@@ -18,3 +18,32 @@ func TestHostAllowed(t *testing.T) {
 		}
 	}
 }
+
+// TestIsIPv4Literal: four dot-separated decimal octets of one to three
+// digits, each at most 255, and nothing else.
+func TestIsIPv4Literal(t *testing.T) {
+	for in, want := range map[string]bool{
+		"127.0.0.1":                  true,
+		"0.0.0.0":                    true,
+		"255.255.255.255":            true,
+		"010.001.0.9":                true, // leading zeros: still three digits at most
+		"256.0.0.1":                  false,
+		"1.2.3":                      false,
+		"1.2.3.4.5":                  false,
+		"1.2.3.4.":                   false,
+		".1.2.3.4":                   false,
+		"1..2.3":                     false,
+		"0001.2.3.4":                 false,
+		"1.2.3.a":                    false,
+		"1.2.3.-4":                   false,
+		"1.2.3.+4":                   false,
+		"1.2.3. 4":                   false,
+		"":                           false,
+		"localhost":                  false,
+		"99999999999999999999.1.1.1": false,
+	} {
+		if got := isIPv4Literal([]byte(in)); got != want {
+			t.Errorf("isIPv4Literal(%q) = %v, want %v", in, got, want)
+		}
+	}
+}

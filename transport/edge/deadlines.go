@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/omniroute/gateway/internal/apierror"
+	"github.com/omniroute/gateway/internal/ascii"
 	"github.com/omniroute/gateway/internal/quota"
 )
 
@@ -68,17 +69,11 @@ func CallerTimeout(h *fasthttp.RequestHeader) (time.Duration, *apierror.Error) {
 
 // parseMillis reads a positive whole number of milliseconds.
 func parseMillis(v []byte) (time.Duration, bool) {
-	if len(v) == 0 || len(v) > 12 {
+	if len(v) > 12 {
 		return 0, false
 	}
-	var n int64
-	for _, b := range v {
-		if b < '0' || b > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(b-'0')
-	}
-	if n <= 0 {
+	n, ok := ascii.ParseDigits(v)
+	if !ok || n <= 0 {
 		return 0, false
 	}
 	return time.Duration(n) * time.Millisecond, true
