@@ -141,8 +141,12 @@ type RelayProvider struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// Engine lifecycles and relay roles accepted in the file.
+// Engine lifecycles and relay roles accepted in the file (internal/engines
+// takes its words from here, so the file and the registry speak one list).
 const (
+	// LifecycleInProcess is the built-in native pipeline's lifecycle,
+	// reserved: the file may not declare it.
+	LifecycleInProcess  = "in-process"
 	LifecycleSupervised = "supervised"
 	LifecycleExternal   = "external"
 	LifecycleDisabled   = "disabled"
@@ -268,7 +272,7 @@ func validateServiceSections(f *File) []string {
 			if e.Service != "" {
 				errs.add("%s.service: only supervised engines name a service", p)
 			}
-		case "in-process":
+		case LifecycleInProcess:
 			errs.add("%s.lifecycle: in-process is reserved for the built-in native pipeline; want supervised, external or disabled", p)
 		default:
 			errs.add("%s.lifecycle: %q is not a lifecycle; want supervised, external or disabled", p, e.Lifecycle)
