@@ -238,8 +238,7 @@ func TestGrow(t *testing.T) {
 }
 
 func TestStopAnswersWaiters(t *testing.T) {
-	sys := testutil.NewActorSystem()
-	defer sys.Shutdown()
+	sys := testutil.ActorSystem(t)
 	h, err := Spawn(sys, Config{Budget: budget.Budget{Bytes: 8 * mib}, LargeBody: 256 * kib, QueueWait: time.Minute, BudgetWaitCap: time.Minute, MaxQueuedBytes: 64 * mib})
 	if err != nil {
 		t.Fatal(err)
