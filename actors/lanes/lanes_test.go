@@ -2,7 +2,6 @@ package lanes
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -108,13 +107,7 @@ func (e *env) acquire(tn string, c admission.Class, cost int64) (*Lease, Reason)
 
 func (p *pending) wait(t *testing.T) Reason {
 	t.Helper()
-	select {
-	case r := <-p.done:
-		return r
-	case <-time.After(5 * time.Second):
-		t.Fatal("acquire did not finish")
-		return 0
-	}
+	return testutil.Recv(t, "acquire finished", p.done)
 }
 
 func (p *pending) still(t *testing.T) {
@@ -284,40 +277,13 @@ func TestBigRequestsAreChargedAShareOfTheLimit(t *testing.T) {
 	}
 }
 
-// fakeAbort is an Aborter the test fires by hand.
-type fakeAbort struct {
-	mu    sync.Mutex
-	f     func()
-	fired bool
-}
-
-func (a *fakeAbort) Notify(f func()) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.fired {
-		return false
-	}
-	a.f = f
-	return true
-}
-
-func (a *fakeAbort) fire() {
-	a.mu.Lock()
-	a.fired = true
-	f := a.f
-	a.mu.Unlock()
-	if f != nil {
-		f()
-	}
-}
-
 func TestClientGoneWhileQueuedIsNotAShed(t *testing.T) {
 	e := start(t, nil)
 	l := e.hold("a", 20)
-	ab := &fakeAbort{}
+	ab := &testutil.Cancel{}
 	p := e.acquireAsync("b", admission.Interactive, 5, ab)
 	e.until("queued", func(s *Snapshot) bool { return s.QueuedCount == 1 })
-	ab.fire()
+	ab.Fire()
 	if r := p.wait(t); r != Aborted {
 		t.Fatalf("aborted wait: %q", r.Code())
 	}
@@ -326,7 +292,8 @@ func TestClientGoneWhileQueuedIsNotAShed(t *testing.T) {
 		t.Fatalf("an abort counted as a shed: %+v", s)
 	}
 	// Already gone before queueing.
-	ab2 := &fakeAbort{fired: true}
+	ab2 := &testutil.Cancel{}
+	ab2.Fire()
 	if r := e.h.Acquire(Ticket{Tenant: id("b"), Class: admission.Interactive, Cost: 5, Abort: ab2}, &Lease{}); r != Aborted {
 		t.Fatalf("pre-aborted: %q", r.Code())
 	}

@@ -45,3 +45,20 @@ func ActorSystem(t testing.TB) *actor.ActorSystem {
 func NewActorSystem() *actor.ActorSystem {
 	return actorsys.New(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 }
+
+// Recv returns the next value from ch, failing the test with "never: what"
+// when none comes within 10 s. Like Until, the deadline only stops a test
+// that would hang; it never measures time.
+func Recv[T any](t testing.TB, what string, ch <-chan T) T {
+	t.Helper()
+	timer := time.NewTimer(10 * time.Second)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("never: %s", what)
+		var zero T
+		return zero
+	}
+}
