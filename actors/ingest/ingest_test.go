@@ -66,13 +66,7 @@ type result struct {
 
 func waitResult(t *testing.T, ch chan result) result {
 	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(5 * time.Second):
-		t.Fatal("Acquire did not return")
-	}
-	return result{}
+	return testutil.Recv(t, "Acquire returned", ch)
 }
 
 func waitUntil(t *testing.T, what string, cond func() bool) {

@@ -809,13 +809,8 @@ func TestSetCapAtRunTime(t *testing.T) {
 // granted waits for a queued Acquire to be admitted after what.
 func granted(t *testing.T, queued <-chan Reason, what string) {
 	t.Helper()
-	select {
-	case r := <-queued:
-		if r != None {
-			t.Fatalf("after %s the queued request was refused: %q", what, r.Code())
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatalf("%s did not grant the queued request", what)
+	if r := testutil.Recv(t, what+" granting the queued request", queued); r != None {
+		t.Fatalf("after %s the queued request was refused: %q", what, r.Code())
 	}
 }
 
