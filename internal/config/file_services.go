@@ -177,9 +177,7 @@ func validateServiceSections(f *File) []string {
 	var errs problems
 	for id, s := range sorted(f.Services) {
 		p := "services." + id
-		if !nameRE.MatchString(id) {
-			errs.add("%s: service id must be 1-64 letters, digits, '.', '_' or '-'", p)
-		}
+		errs.id(p, "service id", id)
 		if strings.TrimSpace(s.Command) == "" {
 			errs.add("%s.command: required; give an absolute path, a name found in PATH, or %q for the gateway's own binary", p, SelfCommand)
 		} else if strings.ContainsAny(s.Command, "{}") && s.Command != SelfCommand {
@@ -253,9 +251,7 @@ func validateServiceSections(f *File) []string {
 	relayEngines := []string{}
 	for id, e := range sorted(f.Engines) {
 		p := "engines." + id
-		if !nameRE.MatchString(id) {
-			errs.add("%s: engine id must be 1-64 letters, digits, '.', '_' or '-'", p)
-		}
+		errs.id(p, "engine id", id)
 		if id == "native" || id == "ts" {
 			errs.add("%s: %q is the built-in native pipeline and cannot be redeclared", p, id)
 		}
@@ -316,7 +312,7 @@ func validateRelay(r *RelayConfig) []string {
 	for i, t := range r.Tokens {
 		p := fmt.Sprintf("relay.tokens[%d]", i)
 		if !nameRE.MatchString(t.Name) {
-			errs.add("%s.name: want 1-64 letters, digits, '.', '_' or '-'", p)
+			errs.add("%s.name: want %s", p, nameRule)
 		}
 		if names[t.Name] {
 			errs.add("%s.name: %q is used twice", p, t.Name)
@@ -356,9 +352,7 @@ func validateRelay(r *RelayConfig) []string {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if !nameRE.MatchString(k) {
-			errs.add("relay.providers.%s: provider id must be 1-64 letters, digits, '.', '_' or '-'", k)
-		}
+		errs.id("relay.providers."+k, "provider id", k)
 	}
 	return errs
 }
