@@ -62,3 +62,23 @@ func Recv[T any](t testing.TB, what string, ch <-chan T) T {
 		return zero
 	}
 }
+
+// UntilSnapshot polls an actor's published snapshot (get) until cond holds
+// of it, and returns the snapshot that matched. Between looks it runs poke
+// (nil: nothing), which asks the actor to publish again: its publish tick,
+// whose timer runs on the test's fake clock, which the test moves only
+// where time matters.
+func UntilSnapshot[S any](t testing.TB, get func() S, poke func(), cond func(S) bool) S {
+	t.Helper()
+	var s S
+	Until(t, "the snapshot matches", func() bool {
+		if s = get(); cond(s) {
+			return true
+		}
+		if poke != nil {
+			poke()
+		}
+		return false
+	})
+	return s
+}
