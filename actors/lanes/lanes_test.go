@@ -885,11 +885,7 @@ func TestQueueWakesTheMeasuringTick(t *testing.T) {
 	}
 	p = e.acquireAsync("x", admission.Interactive, 1, nil)
 	e.until("x queued", func(s *Snapshot) bool { return s.QueuedCount == 1 })
-	for deadline := time.Now().Add(5 * time.Second); !measuring(t, h); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("a queued lane did not wake the measuring tick")
-		}
-	}
+	testutil.Until(t, "a queued lane waking the measuring tick", func() bool { return measuring(t, h) })
 	h.Release(leases[0], success)
 	if r := p.wait(t); r != None {
 		t.Fatalf("queued request: %q", r.Code())
