@@ -100,8 +100,7 @@ func TestTokenWindowBelowARequestIsExplained(t *testing.T) {
 }`
 	f := fileFrom(t, js)
 	e := testEnv(t, nil)
-	system := testutil.NewActorSystem()
-	defer system.Shutdown()
+	system := testutil.ActorSystem(t)
 	_, err := gateway.New(system, gateway.Options{Env: e, File: f, Getenv: testGetenv})
 	want := "providers.p.connections.a.limits.tokens_per_minute: 800 is below the 1024 tokens a request without max_tokens reserves"
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "OMNIROUTE_LEDGER_DEFAULT_OUTPUT_TOKENS") {

@@ -562,8 +562,7 @@ func TestDatabaseFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := testEnv(t, map[string]string{"OMNIROUTE_DATA_DIR": dir})
-	system := testutil.NewActorSystem()
-	defer system.Shutdown()
+	system := testutil.ActorSystem(t)
 	if _, err := gateway.New(system, gateway.Options{Env: e, File: tenantsFile(t), Getenv: testGetenv}); err == nil ||
 		!strings.Contains(err.Error(), "corrupt or not a SQLite database") || !strings.Contains(err.Error(), "restore a backup") {
 		t.Fatalf("start-up on a corrupt database: %v", err)

@@ -27,8 +27,7 @@ func waitLen(t *testing.T, h *Handle, n int) []Point {
 // TestRingKeepsTheLastSamples: samples arrive in order, the ring keeps the
 // last Size, and a published slice is never changed by later samples.
 func TestRingKeepsTheLastSamples(t *testing.T) {
-	sys := testutil.NewActorSystem()
-	defer sys.Shutdown()
+	sys := testutil.ActorSystem(t)
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	var n atomic.Int64
 	h, err := Spawn(sys, Options{Manual: true, Size: 3, Clock: clk, Sample: func(now time.Time) Point {
@@ -62,8 +61,7 @@ func TestRingKeepsTheLastSamples(t *testing.T) {
 // TestRestartKeepsTheRing: a panic restarts the actor and the ring goes on
 // from where it was.
 func TestRestartKeepsTheRing(t *testing.T) {
-	sys := testutil.NewActorSystem()
-	defer sys.Shutdown()
+	sys := testutil.ActorSystem(t)
 	var n atomic.Int64
 	h, err := Spawn(sys, Options{Manual: true, Sample: func(time.Time) Point { return Point{Limit: n.Add(1)} }})
 	if err != nil {
@@ -82,8 +80,7 @@ func TestRestartKeepsTheRing(t *testing.T) {
 
 // TestTimerSamples: without Manual the actor samples by itself.
 func TestTimerSamples(t *testing.T) {
-	sys := testutil.NewActorSystem()
-	defer sys.Shutdown()
+	sys := testutil.ActorSystem(t)
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	h, err := Spawn(sys, Options{Interval: 10 * time.Millisecond, Clock: clk, Sample: func(time.Time) Point { return Point{} }})
 	if err != nil {

@@ -66,13 +66,7 @@ type result struct {
 
 func waitResult(t *testing.T, ch chan result) result {
 	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(5 * time.Second):
-		t.Fatal("Acquire did not return")
-	}
-	return result{}
+	return testutil.Recv(t, "Acquire returned", ch)
 }
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
@@ -238,8 +232,7 @@ func TestGrow(t *testing.T) {
 }
 
 func TestStopAnswersWaiters(t *testing.T) {
-	sys := testutil.NewActorSystem()
-	defer sys.Shutdown()
+	sys := testutil.ActorSystem(t)
 	h, err := Spawn(sys, Config{Budget: budget.Budget{Bytes: 8 * mib}, LargeBody: 256 * kib, QueueWait: time.Minute, BudgetWaitCap: time.Minute, MaxQueuedBytes: 64 * mib})
 	if err != nil {
 		t.Fatal(err)

@@ -10,8 +10,7 @@ import (
 // BenchmarkFastPath is a heavy reservation that fits while nobody waits:
 // two CASes, a lease and its registration, then the release.
 func BenchmarkFastPath(b *testing.B) {
-	sys := testutil.NewActorSystem()
-	defer sys.Shutdown()
+	sys := testutil.ActorSystem(b)
 	h, err := Spawn(sys, Config{Budget: budget.Budget{Bytes: 1 << 40}, LargeBody: 256 * kib, MaxQueuedBytes: 1 << 30})
 	if err != nil {
 		b.Fatal(err)
@@ -31,8 +30,7 @@ func BenchmarkFastPath(b *testing.B) {
 
 // BenchmarkLightDecision is the check a light body costs.
 func BenchmarkLightDecision(b *testing.B) {
-	sys := testutil.NewActorSystem()
-	defer sys.Shutdown()
+	sys := testutil.ActorSystem(b)
 	fp := &fakePressure{}
 	h, err := Spawn(sys, Config{Budget: budget.Budget{Bytes: 1 << 30}, LargeBody: 256 * kib, MaxQueuedBytes: 1 << 30, Pressure: fp})
 	if err != nil {

@@ -2,7 +2,6 @@ package lanes
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -108,13 +107,7 @@ func (e *env) acquire(tn string, c admission.Class, cost int64) (*Lease, Reason)
 
 func (p *pending) wait(t *testing.T) Reason {
 	t.Helper()
-	select {
-	case r := <-p.done:
-		return r
-	case <-time.After(5 * time.Second):
-		t.Fatal("acquire did not finish")
-		return 0
-	}
+	return testutil.Recv(t, "acquire finished", p.done)
 }
 
 func (p *pending) still(t *testing.T) {
@@ -284,40 +277,13 @@ func TestBigRequestsAreChargedAShareOfTheLimit(t *testing.T) {
 	}
 }
 
-// fakeAbort is an Aborter the test fires by hand.
-type fakeAbort struct {
-	mu    sync.Mutex
-	f     func()
-	fired bool
-}
-
-func (a *fakeAbort) Notify(f func()) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.fired {
-		return false
-	}
-	a.f = f
-	return true
-}
-
-func (a *fakeAbort) fire() {
-	a.mu.Lock()
-	a.fired = true
-	f := a.f
-	a.mu.Unlock()
-	if f != nil {
-		f()
-	}
-}
-
 func TestClientGoneWhileQueuedIsNotAShed(t *testing.T) {
 	e := start(t, nil)
 	l := e.hold("a", 20)
-	ab := &fakeAbort{}
+	ab := &testutil.Cancel{}
 	p := e.acquireAsync("b", admission.Interactive, 5, ab)
 	e.until("queued", func(s *Snapshot) bool { return s.QueuedCount == 1 })
-	ab.fire()
+	ab.Fire()
 	if r := p.wait(t); r != Aborted {
 		t.Fatalf("aborted wait: %q", r.Code())
 	}
@@ -326,7 +292,8 @@ func TestClientGoneWhileQueuedIsNotAShed(t *testing.T) {
 		t.Fatalf("an abort counted as a shed: %+v", s)
 	}
 	// Already gone before queueing.
-	ab2 := &fakeAbort{fired: true}
+	ab2 := &testutil.Cancel{}
+	ab2.Fire()
 	if r := e.h.Acquire(Ticket{Tenant: id("b"), Class: admission.Interactive, Cost: 5, Abort: ab2}, &Lease{}); r != Aborted {
 		t.Fatalf("pre-aborted: %q", r.Code())
 	}
@@ -842,13 +809,8 @@ func TestSetCapAtRunTime(t *testing.T) {
 // granted waits for a queued Acquire to be admitted after what.
 func granted(t *testing.T, queued <-chan Reason, what string) {
 	t.Helper()
-	select {
-	case r := <-queued:
-		if r != None {
-			t.Fatalf("after %s the queued request was refused: %q", what, r.Code())
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatalf("%s did not grant the queued request", what)
+	if r := testutil.Recv(t, what+" granting the queued request", queued); r != None {
+		t.Fatalf("after %s the queued request was refused: %q", what, r.Code())
 	}
 }
 
@@ -923,11 +885,7 @@ func TestQueueWakesTheMeasuringTick(t *testing.T) {
 	}
 	p = e.acquireAsync("x", admission.Interactive, 1, nil)
 	e.until("x queued", func(s *Snapshot) bool { return s.QueuedCount == 1 })
-	for deadline := time.Now().Add(5 * time.Second); !measuring(t, h); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("a queued lane did not wake the measuring tick")
-		}
-	}
+	testutil.Until(t, "a queued lane waking the measuring tick", func() bool { return measuring(t, h) })
 	h.Release(leases[0], success)
 	if r := p.wait(t); r != None {
 		t.Fatalf("queued request: %q", r.Code())

@@ -35,12 +35,7 @@ func lim(tokens, requests int64) rolling.Limits {
 
 func waitSnap(t *testing.T, h *Handle, cond func(*Snapshot) bool) *Snapshot {
 	t.Helper()
-	var s *Snapshot
-	testutil.Until(t, "the snapshot matches", func() bool {
-		s = h.Snapshot()
-		return cond(s)
-	})
-	return s
+	return testutil.UntilSnapshot(t, h.Snapshot, nil, cond)
 }
 
 // published moves clk on by one publish interval, so that the ledger's

@@ -32,8 +32,7 @@ func waitState(t *testing.T, h *Handle, cond func(*mem.State) bool) *mem.State {
 }
 
 func TestSamplesDriveSeverityAndSubscribers(t *testing.T) {
-	sys := testutil.NewActorSystem()
-	defer sys.Shutdown()
+	sys := testutil.ActorSystem(t)
 	clk := clock.NewFake(time.Unix(500, 0))
 	var mu sync.Mutex
 	next := sample(0.1)
@@ -75,8 +74,7 @@ func TestSamplesDriveSeverityAndSubscribers(t *testing.T) {
 }
 
 func TestTimerSamplesEveryInterval(t *testing.T) {
-	sys := testutil.NewActorSystem()
-	defer sys.Shutdown()
+	sys := testutil.ActorSystem(t)
 	var mu sync.Mutex
 	n := 0
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -94,8 +92,7 @@ func TestTimerSamplesEveryInterval(t *testing.T) {
 }
 
 func TestInvalidThresholds(t *testing.T) {
-	sys := testutil.NewActorSystem()
-	defer sys.Shutdown()
+	sys := testutil.ActorSystem(t)
 	cfg := mem.DefaultConfig()
 	cfg.HighRatio = 0.99
 	if _, err := Spawn(sys, Options{Config: cfg, Manual: true}); err == nil || !strings.Contains(err.Error(), "ratios") {
@@ -104,8 +101,7 @@ func TestInvalidThresholds(t *testing.T) {
 }
 
 func TestRealSystemSample(t *testing.T) {
-	sys := testutil.NewActorSystem()
-	defer sys.Shutdown()
+	sys := testutil.ActorSystem(t)
 	h, err := Spawn(sys, Options{Config: mem.DefaultConfig(), Manual: true})
 	if err != nil {
 		t.Fatal(err)

@@ -16,8 +16,7 @@ import (
 // samples again on its own timer (of the fake clock the test moves), and
 // after Stop no tick of either incarnation is left.
 func TestRestartAfterPanic(t *testing.T) {
-	sys := testutil.NewActorSystem()
-	defer sys.Shutdown()
+	sys := testutil.ActorSystem(t)
 	var ratio atomic.Value
 	ratio.Store(0.95)
 	var samples atomic.Int64

@@ -18,8 +18,7 @@ func BenchmarkStartStop(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	system := testutil.NewActorSystem()
-	defer system.Shutdown()
+	system := testutil.ActorSystem(b)
 	m, err := Start(system, specs, Options{DataDir: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)

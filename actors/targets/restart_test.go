@@ -17,8 +17,7 @@ import (
 // serves again, and leaves no timer behind, after each of two panics; an
 // observation sent around them still reaches the subscriber.
 func TestRestartAfterPanic(t *testing.T) {
-	sys := testutil.NewActorSystem()
-	defer sys.Shutdown()
+	sys := testutil.ActorSystem(t)
 	clk := clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	h, err := SpawnWith(sys, []string{"p/a/m", "p/b/m"}, clk, Options{FailureThreshold: 5, Jitter: -1})
 	if err != nil {

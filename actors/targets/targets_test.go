@@ -32,15 +32,8 @@ func spawnTargets(t *testing.T, names ...string) (*Handle, *clock.Fake) {
 // (cooldowns), and TestSuccessesCoalesce drives the timers themselves.
 func waitSnap(t *testing.T, h *Handle, cond func(*Snapshot) bool) *Snapshot {
 	t.Helper()
-	var s *Snapshot
-	testutil.Until(t, "the snapshot matches", func() bool {
-		if s = h.Snapshot(); s != nil && cond(s) {
-			return true
-		}
-		h.root.Send(h.pid, tick{})
-		return false
-	})
-	return s
+	return testutil.UntilSnapshot(t, h.Snapshot, func() { h.root.Send(h.pid, tick{}) },
+		func(s *Snapshot) bool { return s != nil && cond(s) })
 }
 
 func TestOutcomesArePublished(t *testing.T) {

@@ -58,13 +58,7 @@ func (s *heldSpend) spend(ctx context.Context, at time.Time) (map[string]int64, 
 // next is the next call; the test fails if none comes.
 func (s *heldSpend) next(t *testing.T) *spendCall {
 	t.Helper()
-	select {
-	case c := <-s.calls:
-		return c
-	case <-time.After(10 * time.Second):
-		t.Fatal("no spend read started")
-		return nil
-	}
+	return testutil.Recv(t, "a spend read started", s.calls)
 }
 
 func startSeeding(t *testing.T, spend SpendFunc) (*Handle, *clock.Fake) {

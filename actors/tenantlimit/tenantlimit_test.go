@@ -39,14 +39,7 @@ func start(t testing.TB, specs ...TenantSpec) (*Handle, *clock.Fake) {
 // tests' fake clock, which they move only where time matters.
 func waitSnap(t *testing.T, h *Handle, cond func(*Snapshot) bool) *Snapshot {
 	t.Helper()
-	testutil.Until(t, "the snapshot matches", func() bool {
-		if cond(h.Snapshot()) {
-			return true
-		}
-		h.root.Send(h.pid, tick{})
-		return false
-	})
-	return h.Snapshot()
+	return testutil.UntilSnapshot(t, h.Snapshot, func() { h.root.Send(h.pid, tick{}) }, cond)
 }
 
 func TestReserveThroughTheTable(t *testing.T) {

@@ -36,6 +36,7 @@ import (
 	"github.com/omniroute/gateway/bench/procs"
 	"github.com/omniroute/gateway/bench/procstat"
 	"github.com/omniroute/gateway/internal/mockprovider"
+	"github.com/omniroute/gateway/internal/ringbuf"
 )
 
 // Options configures a run. Zero values take the defaults noted.
@@ -317,7 +318,7 @@ func startGateway(ctx context.Context, bin string, o Options, mockAddr string) (
 	if err != nil {
 		return nil, err
 	}
-	stderr := &procs.Tail{Max: 8 << 10}
+	stderr := &ringbuf.Tail{Max: 8 << 10}
 	cmd.Stderr = stderr
 	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {

@@ -5,7 +5,6 @@ package procs
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/omniroute/gateway/internal/ringbuf"
 )
 
 // Binaries are the executables of one run.
@@ -132,7 +133,7 @@ type Process struct {
 	cmd      *exec.Cmd
 	done     chan struct{}
 	waitErr  error
-	tail     *Tail
+	tail     *ringbuf.Tail
 	stopOnce sync.Once
 	stopErr  error
 	logFile  *os.File
@@ -162,7 +163,7 @@ func Start(ctx context.Context, s Spec) (*Process, error) {
 	if s.StartTimeout <= 0 {
 		s.StartTimeout = 20 * time.Second
 	}
-	p := &Process{Name: s.Name, Extra: map[string]string{}, done: make(chan struct{}), tail: &Tail{Max: 8 << 10}}
+	p := &Process{Name: s.Name, Extra: map[string]string{}, done: make(chan struct{}), tail: &ringbuf.Tail{Max: 8 << 10}}
 	var logw io.Writer = p.tail
 	if s.Log != "" {
 		f, err := os.Create(s.Log)
@@ -288,29 +289,4 @@ func (p *Process) closeLog() {
 	if p.logFile != nil {
 		_ = p.logFile.Close()
 	}
-}
-
-// Tail keeps the last Max bytes written to it: a child's stderr, for the
-// error that says why it did not start.
-type Tail struct {
-	mu  sync.Mutex
-	Max int
-	buf []byte
-}
-
-func (t *Tail) Write(b []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, b...)
-	if len(t.buf) > t.Max {
-		t.buf = t.buf[len(t.buf)-t.Max:]
-	}
-	return len(b), nil
-}
-
-// String returns the kept bytes, trimmed.
-func (t *Tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(bytes.TrimSpace(t.buf))
 }

@@ -300,6 +300,18 @@ type problems []string
 
 func (p *problems) add(format string, args ...any) { *p = append(*p, fmt.Sprintf(format, args...)) }
 
+// nameRule says what nameRE accepts, for the messages of every id and name
+// it checks (one wording beside the one rule).
+const nameRule = "1-64 letters, digits, '.', '_' or '-'"
+
+// id adds the problem at path when id, which is what ("provider id"),
+// breaks nameRE.
+func (p *problems) id(path, what, id string) {
+	if !nameRE.MatchString(id) {
+		p.add("%s: %s must be %s", path, what, nameRule)
+	}
+}
+
 // sorted walks a section's entries in name order, so that the problems
 // are listed (and the first one is) the same on every run.
 func sorted[V any](m map[string]V) iter.Seq2[string, V] {
@@ -332,9 +344,7 @@ func (f *File) Validate() error {
 	}
 	for pid, p := range sorted(f.Providers) {
 		path := "providers." + pid
-		if !nameRE.MatchString(pid) {
-			errs.add("%s: provider id must be 1-64 letters, digits, '.', '_' or '-'", path)
-		}
+		errs.id(path, "provider id", pid)
 		if err := validateBaseURL(p.BaseURL); err != nil {
 			errs.add("%s.base_url: %v", path, err)
 		}
@@ -376,9 +386,7 @@ func (f *File) Validate() error {
 		}
 		for cid, c := range sorted(p.Connections) {
 			cpath := path + ".connections." + cid
-			if !nameRE.MatchString(cid) {
-				errs.add("%s: connection id must be 1-64 letters, digits, '.', '_' or '-'", cpath)
-			}
+			errs.id(cpath, "connection id", cid)
 			if c.APIKeyEnv != "" && !envVarRE.MatchString(c.APIKeyEnv) {
 				errs.add("%s.api_key_env: %q is not an environment variable name", cpath, c.APIKeyEnv)
 			}
@@ -424,7 +432,7 @@ func (f *File) Validate() error {
 	for i, t := range f.Tenants {
 		path := fmt.Sprintf("tenants[%d]", i)
 		if !nameRE.MatchString(t.Name) {
-			errs.add("%s.name: want 1-64 letters, digits, '.', '_' or '-'", path)
+			errs.add("%s.name: want %s", path, nameRule)
 		}
 		if names[t.Name] {
 			errs.add("%s.name: %q is used twice", path, t.Name)

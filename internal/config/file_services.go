@@ -141,8 +141,12 @@ type RelayProvider struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// Engine lifecycles and relay roles accepted in the file.
+// Engine lifecycles and relay roles accepted in the file (internal/engines
+// takes its words from here, so the file and the registry speak one list).
 const (
+	// LifecycleInProcess is the built-in native pipeline's lifecycle,
+	// reserved: the file may not declare it.
+	LifecycleInProcess  = "in-process"
 	LifecycleSupervised = "supervised"
 	LifecycleExternal   = "external"
 	LifecycleDisabled   = "disabled"
@@ -173,9 +177,7 @@ func validateServiceSections(f *File) []string {
 	var errs problems
 	for id, s := range sorted(f.Services) {
 		p := "services." + id
-		if !nameRE.MatchString(id) {
-			errs.add("%s: service id must be 1-64 letters, digits, '.', '_' or '-'", p)
-		}
+		errs.id(p, "service id", id)
 		if strings.TrimSpace(s.Command) == "" {
 			errs.add("%s.command: required; give an absolute path, a name found in PATH, or %q for the gateway's own binary", p, SelfCommand)
 		} else if strings.ContainsAny(s.Command, "{}") && s.Command != SelfCommand {
@@ -249,9 +251,7 @@ func validateServiceSections(f *File) []string {
 	relayEngines := []string{}
 	for id, e := range sorted(f.Engines) {
 		p := "engines." + id
-		if !nameRE.MatchString(id) {
-			errs.add("%s: engine id must be 1-64 letters, digits, '.', '_' or '-'", p)
-		}
+		errs.id(p, "engine id", id)
 		if id == "native" || id == "ts" {
 			errs.add("%s: %q is the built-in native pipeline and cannot be redeclared", p, id)
 		}
@@ -268,7 +268,7 @@ func validateServiceSections(f *File) []string {
 			if e.Service != "" {
 				errs.add("%s.service: only supervised engines name a service", p)
 			}
-		case "in-process":
+		case LifecycleInProcess:
 			errs.add("%s.lifecycle: in-process is reserved for the built-in native pipeline; want supervised, external or disabled", p)
 		default:
 			errs.add("%s.lifecycle: %q is not a lifecycle; want supervised, external or disabled", p, e.Lifecycle)
@@ -312,7 +312,7 @@ func validateRelay(r *RelayConfig) []string {
 	for i, t := range r.Tokens {
 		p := fmt.Sprintf("relay.tokens[%d]", i)
 		if !nameRE.MatchString(t.Name) {
-			errs.add("%s.name: want 1-64 letters, digits, '.', '_' or '-'", p)
+			errs.add("%s.name: want %s", p, nameRule)
 		}
 		if names[t.Name] {
 			errs.add("%s.name: %q is used twice", p, t.Name)
@@ -352,9 +352,7 @@ func validateRelay(r *RelayConfig) []string {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		if !nameRE.MatchString(k) {
-			errs.add("relay.providers.%s: provider id must be 1-64 letters, digits, '.', '_' or '-'", k)
-		}
+		errs.id("relay.providers."+k, "provider id", k)
 	}
 	return errs
 }

@@ -23,28 +23,30 @@ import (
 // Lifecycle is axis A: how an engine runs.
 type Lifecycle string
 
-// The lifecycles.
+// The lifecycles: the file's words (config), so the cast from a validated
+// config.EngineConfig is one list, not two.
 const (
-	InProcess  Lifecycle = "in-process"
-	Supervised Lifecycle = "supervised"
-	External   Lifecycle = "external"
-	Disabled   Lifecycle = "disabled"
+	InProcess  Lifecycle = config.LifecycleInProcess
+	Supervised Lifecycle = config.LifecycleSupervised
+	External   Lifecycle = config.LifecycleExternal
+	Disabled   Lifecycle = config.LifecycleDisabled
 )
 
 // RelayRole is axis B: what the relay route does with an engine.
 type RelayRole string
 
-// The relay roles.
+// The relay roles: the file's words (config) except native, which only the
+// built-in pipeline has.
 const (
 	// RoleNative is the in-process pipeline the relay falls back to.
 	RoleNative RelayRole = "native"
 	// RoleRelay is a relay dispatch backend (Bifrost).
-	RoleRelay RelayRole = "relay"
+	RoleRelay RelayRole = config.RelayRoleRelay
 	// RoleProvider engines are consumed as provider connections by the
 	// native pipeline, never dispatched to by the relay.
-	RoleProvider RelayRole = "provider"
+	RoleProvider RelayRole = config.RelayRoleProvider
 	// RoleNone engines take no part in routing.
-	RoleNone RelayRole = "none"
+	RoleNone RelayRole = config.RelayRoleNone
 )
 
 // Capability is something an engine can do.

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/omniroute/gateway/internal/ringbuf"
 )
 
 // Process is a mock running as a child process.
@@ -41,7 +43,7 @@ func StartProcess(ctx context.Context, exe string, args ...string) (*Process, er
 		exe = self
 	}
 	ready := make(chan string, 1)
-	p := &Process{done: make(chan struct{}), stderr: &tailBuffer{max: 8 << 10}}
+	p := &Process{done: make(chan struct{}), stderr: &tailBuffer{ringbuf.Tail{Max: 8 << 10}}}
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), ChildEnv+"=1")
 	cmd.Stdout = &readyWriter{ready: ready}
@@ -132,27 +134,12 @@ func (w *readyWriter) Write(b []byte) (int, error) {
 	}
 }
 
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tailBuffer) Write(b []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, b...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(b), nil
-}
+// tailBuffer is the child's stderr tail, quoted in errors ("(empty)" when
+// the child printed nothing, so the error never ends in a blank).
+type tailBuffer struct{ ringbuf.Tail }
 
 func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := strings.TrimSpace(string(t.buf))
+	s := t.Tail.String()
 	if s == "" {
 		return "(empty)"
 	}

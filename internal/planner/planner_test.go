@@ -2,12 +2,12 @@ package planner
 
 import (
 	"reflect"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/omniroute/gateway/internal/quota"
 	"github.com/omniroute/gateway/internal/routing"
+	"github.com/omniroute/gateway/internal/testutil"
 	"github.com/omniroute/gateway/messages"
 )
 
@@ -364,53 +364,20 @@ type fixedSource []Evidence
 func (s fixedSource) Evidence(i int, _ time.Time, e *Evidence) { *e = s[i] }
 func (fixedSource) Skipped(int, Skip)                          {}
 
-// fakeCancel is a Canceller tests cancel by hand.
-type fakeCancel struct {
-	mu   sync.Mutex
-	f    func()
-	done bool
-}
-
-func (c *fakeCancel) Notify(f func()) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.done {
-		return false
-	}
-	c.f = f
-	return true
-}
-
-func (c *fakeCancel) Cancelled() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.done
-}
-
-func (c *fakeCancel) cancel() {
-	c.mu.Lock()
-	c.done = true
-	f := c.f
-	c.mu.Unlock()
-	if f != nil {
-		f()
-	}
-}
-
 // TestWaiter: a wait ends when its time is up, early when the targets'
 // state changes, and at once when the caller leaves or has left.
 func TestWaiter(t *testing.T) {
 	var w Waiter
-	if end, _ := w.Wait(time.Millisecond, nil, &fakeCancel{}); end != WaitElapsed {
+	if end, _ := w.Wait(time.Millisecond, nil, &testutil.Cancel{}); end != WaitElapsed {
 		t.Errorf("timer wait ended %v, want elapsed", end)
 	}
 	changed := make(chan struct{})
 	close(changed)
-	if end, _ := w.Wait(time.Hour, changed, &fakeCancel{}); end != WaitChanged {
+	if end, _ := w.Wait(time.Hour, changed, &testutil.Cancel{}); end != WaitChanged {
 		t.Errorf("wait on a change ended %v, want changed", end)
 	}
-	c := &fakeCancel{}
-	go c.cancel()
+	c := &testutil.Cancel{}
+	go c.Fire()
 	if end, _ := w.Wait(time.Hour, nil, c); end != WaitCancelled {
 		t.Errorf("wait of a leaving caller ended %v, want cancelled", end)
 	}
@@ -418,7 +385,7 @@ func TestWaiter(t *testing.T) {
 		t.Errorf("wait of a gone caller ended %v, want cancelled", end)
 	}
 	// The waiter is reusable after every kind of end.
-	if end, _ := w.Wait(time.Millisecond, nil, &fakeCancel{}); end != WaitElapsed {
+	if end, _ := w.Wait(time.Millisecond, nil, &testutil.Cancel{}); end != WaitElapsed {
 		t.Errorf("reused waiter ended %v, want elapsed", end)
 	}
 }

@@ -45,3 +45,40 @@ func ActorSystem(t testing.TB) *actor.ActorSystem {
 func NewActorSystem() *actor.ActorSystem {
 	return actorsys.New(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 }
+
+// Recv returns the next value from ch, failing the test with "never: what"
+// when none comes within 10 s. Like Until, the deadline only stops a test
+// that would hang; it never measures time.
+func Recv[T any](t testing.TB, what string, ch <-chan T) T {
+	t.Helper()
+	timer := time.NewTimer(10 * time.Second)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("never: %s", what)
+		var zero T
+		return zero
+	}
+}
+
+// UntilSnapshot polls an actor's published snapshot (get) until cond holds
+// of it, and returns the snapshot that matched. Between looks it runs poke
+// (nil: nothing), which asks the actor to publish again: its publish tick,
+// whose timer runs on the test's fake clock, which the test moves only
+// where time matters.
+func UntilSnapshot[S any](t testing.TB, get func() S, poke func(), cond func(S) bool) S {
+	t.Helper()
+	var s S
+	Until(t, "the snapshot matches", func() bool {
+		if s = get(); cond(s) {
+			return true
+		}
+		if poke != nil {
+			poke()
+		}
+		return false
+	})
+	return s
+}

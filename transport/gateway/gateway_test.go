@@ -25,8 +25,7 @@ func TestNewAndClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	system := testutil.NewActorSystem()
-	defer system.Shutdown()
+	system := testutil.ActorSystem(t)
 	g, err := gateway.New(system, gateway.Options{Env: env, File: f})
 	if err != nil {
 		t.Fatal(err)
@@ -47,8 +46,7 @@ func TestNewAndClose(t *testing.T) {
 // TestNewWithoutFile: a missing config file is refused before anything is
 // spawned.
 func TestNewWithoutFile(t *testing.T) {
-	system := testutil.NewActorSystem()
-	defer system.Shutdown()
+	system := testutil.ActorSystem(t)
 	if _, err := gateway.New(system, gateway.Options{}); err == nil || !strings.Contains(err.Error(), "Options.File is nil") {
 		t.Fatalf("New without a file: %v", err)
 	}

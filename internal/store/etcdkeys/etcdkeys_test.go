@@ -290,11 +290,7 @@ func TestWatch(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	expect := func(what string) {
 		t.Helper()
-		select {
-		case <-calls:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no onChange %s within 10 s", what)
-		}
+		testutil.Recv(t, "onChange "+what, calls)
 	}
 	drain := func() {
 		for {
@@ -342,11 +338,7 @@ func TestWatch(t *testing.T) {
 		t.Errorf("the outage and the recovery are not logged:\n%s", s)
 	}
 	cancel()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Watch did not return after its context ended")
-	}
+	testutil.Recv(t, "Watch returned after its context ended", done)
 	if w.Watching() {
 		t.Fatal("Watching is true after Watch returned")
 	}
