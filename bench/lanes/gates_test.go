@@ -132,9 +132,9 @@ func TestWindowsUntil(t *testing.T) {
 // is the tightest; a per-upstream limit is found by its name.
 func TestParseHealthFindsEveryLimit(t *testing.T) {
 	body := []byte(`{"status":"ok","adaptiveAdmission":{"currentLimit":400,"activeCost":21,"activeCount":3,"classes":{"batch":{"floorCost":5}},
-	 "upstreams":[{"name":"small/m-small","currentLimit":112},{"name":"big/m-big","currentLimit":336},{"currentLimit":"x"}]},
+	 "upstreams":[{"name":"small/m-small","currentLimit":112,"lastPhase":{"rule":"probe_knee","limitAfter":112}},{"name":"big/m-big","currentLimit":336,"lastPhase":{"rule":"cpu_busy_grow"}},{"currentLimit":"x"}]},
 	 "other":{"nested":[{"id":"q","currentLimit":90}]}}`)
-	lims, adm := parseHealth(body)
+	lims, adm, rules := parseHealth(body)
 	want := map[string]float64{"adaptiveAdmission.currentLimit": 400, "adaptiveAdmission.upstreams[small/m-small].currentLimit": 112,
 		"adaptiveAdmission.upstreams[big/m-big].currentLimit": 336, "other.nested[q].currentLimit": 90}
 	if len(lims) != len(want) {
@@ -152,8 +152,15 @@ func TestParseHealthFindsEveryLimit(t *testing.T) {
 	if adm["activeCost"] != 21 || adm["activeCount"] != 3 {
 		t.Errorf("adm %v", adm)
 	}
-	if l, a := parseHealth([]byte("not json")); l != nil || a != nil {
-		t.Errorf("bad body parsed: %v %v", l, a)
+	if len(rules) != 2 || rules[0] != "probe_knee" || rules[1] != "cpu_busy_grow" {
+		t.Errorf("rules %q, want each upstream's lastPhase.rule", rules)
+	}
+	p.rules = rules
+	if r := rulesAtMax([]point{{limits: map[string]float64{"a": 10}}, p, {limits: map[string]float64{"a": 50}}}, point.effectiveLimit); len(r) != 2 || r[0] != "probe_knee" {
+		t.Errorf("rules at the largest limit %q, want the reading with limit 90", r)
+	}
+	if l, a, r := parseHealth([]byte("not json")); l != nil || a != nil || r != nil {
+		t.Errorf("bad body parsed: %v %v %v", l, a, r)
 	}
 }
 

@@ -35,6 +35,10 @@ type point struct {
 	adm map[string]float64
 	// mock is the mock's counters per watched model.
 	mock map[string]mockprovider.Counters
+	// rules are the rules of every upstream's last judged phase
+	// (lastPhase.rule), which say what set the limit read: a gate that
+	// fails on one limit reading names the controller's rule behind it.
+	rules []string
 }
 
 // observer polls health and the mock every interval until stopped.
@@ -59,7 +63,7 @@ func (r *rig) observe(t0 time.Time, every time.Duration, models ...string) *obse
 				p.mock[m], _ = r.mock.ModelCounters(m)
 			}
 			p.at = time.Since(t0)
-			p.limits, p.adm = r.readHealth()
+			p.limits, p.adm, p.rules = r.readHealth()
 			ob.mu.Lock()
 			ob.pts = append(ob.pts, p)
 			ob.mu.Unlock()
@@ -90,23 +94,23 @@ func (ob *observer) finish() []point {
 const healthWait = 10 * time.Second
 
 // readHealth reads GET /api/monitoring/health; nil maps when it failed.
-func (r *rig) readHealth() (limits, adm map[string]float64) {
+func (r *rig) readHealth() (limits, adm map[string]float64, rules []string) {
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)
 	req.SetRequestURI("http://" + r.addr + "/api/monitoring/health")
 	if err := r.client.DoTimeout(req, resp, healthWait); err != nil || resp.StatusCode() != 200 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	return parseHealth(resp.Body())
 }
 
-// parseHealth pulls every currentLimit and adaptiveAdmission's top-level
-// numbers out of a health body.
-func parseHealth(body []byte) (limits, adm map[string]float64) {
+// parseHealth pulls every currentLimit, adaptiveAdmission's top-level
+// numbers and each upstream's last phase rule out of a health body.
+func parseHealth(body []byte) (limits, adm map[string]float64, rules []string) {
 	var v any
 	if json.Unmarshal(body, &v) != nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	limits, adm = map[string]float64{}, map[string]float64{}
 	collectLimits(v, "", limits)
@@ -117,9 +121,31 @@ func parseHealth(body []byte) (limits, adm map[string]float64) {
 					adm[k] = f
 				}
 			}
+			ups, _ := a["upstreams"].([]any)
+			for _, u := range ups {
+				m, _ := u.(map[string]any)
+				last, _ := m["lastPhase"].(map[string]any)
+				if rule, ok := last["rule"].(string); ok {
+					rules = append(rules, rule)
+				}
+			}
 		}
 	}
-	return limits, adm
+	return limits, adm, rules
+}
+
+// rulesAtMax are the rules of the first reading where f is largest.
+func rulesAtMax(pts []point, f func(point) float64) []string {
+	v, at := math.NaN(), -1
+	for i, p := range pts {
+		if l := f(p); !math.IsNaN(l) && (math.IsNaN(v) || l > v) {
+			v, at = l, i
+		}
+	}
+	if at < 0 {
+		return nil
+	}
+	return pts[at].rules
 }
 
 // nameKeys label array elements in limit paths, first found wins.

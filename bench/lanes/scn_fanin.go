@@ -92,7 +92,7 @@ func runFanIn(ctx context.Context, o Options, seed int64, env map[string]string,
 		return out, err
 	}
 	out.cores = (procstat.SelfCPU() - cpu0).Seconds() / time.Since(t0).Seconds()
-	lims, _ := r.readHealth()
+	lims, _, _ := r.readHealth()
 	out.limit = point{limits: lims}.effectiveLimit()
 	sum := loadgen.Summarize(res, false)
 	out.throughput, out.notOK, out.statuses, out.codes = sum.Throughput, sum.Arrivals-sum.OK, sum.Statuses, sum.Codes

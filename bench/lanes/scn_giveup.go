@@ -3,6 +3,7 @@ package lanes
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -17,6 +18,7 @@ type giveUpRun struct {
 	arrivedAfterLeft    int // reached the provider after their client had left
 	completedAfterLeft  int // the provider finished them after their client had left
 	maxQueued           int64
+	maxRules            []string // the controller's last phase rule at the largest limit
 	seedRun
 }
 
@@ -36,6 +38,11 @@ func RunGiveUp(ctx context.Context, o Options) (Report, error) {
 		rep.figureSeeds("requests the provider finished after their client left", colOf(runs, func(r giveUpRun) float64 { return float64(r.completedAfterLeft) }), "")
 		rep.figureSeeds("most requests queued at the provider", colOf(runs, func(r giveUpRun) float64 { return float64(r.maxQueued) }), "")
 		rep.figureSeeds("mean limit ÷ knee", colOf(runs, func(r giveUpRun) float64 { return r.meanRatio }), "×")
+		var rules []string
+		for _, r := range runs {
+			rules = append(rules, strings.Join(r.maxRules, "+"))
+		}
+		rep.note("the controller's last phase rule at the largest limit, per seed: %s", strings.Join(rules, " / "))
 		rep.gate("clients giving up: largest limit ÷ knee", aggMax, colOf(runs, func(r giveUpRun) float64 { return r.maxRatio }), "≤ 1.3", "×",
 			func(v float64) bool { return v <= 1.3 }, "the tightest currentLimit in health, every 100 ms, ÷ (16 slots × request cost)")
 	})
@@ -62,6 +69,7 @@ func runGiveUp(ctx context.Context, o Options, seed int64, env map[string]string
 	lim := withLimit(pts)
 	out.maxRatio = maxLimit(lim, point.effectiveLimit) / knee
 	out.meanRatio = meanLimit(lim, point.effectiveLimit) / knee
+	out.maxRules = rulesAtMax(lim, point.effectiveLimit)
 	for _, p := range pts {
 		out.maxQueued = max(out.maxQueued, p.mock["m-gu"].Queued)
 	}
