@@ -136,16 +136,22 @@ func parseHealth(body []byte) (limits, adm map[string]float64, rules []string) {
 
 // rulesAtMax are the rules of the first reading where f is largest.
 func rulesAtMax(pts []point, f func(point) float64) []string {
+	if at := argMax(pts, f); at >= 0 {
+		return pts[at].rules
+	}
+	return nil
+}
+
+// argMax is the index of the first point where f is largest (-1: f is
+// NaN everywhere).
+func argMax(pts []point, f func(point) float64) int {
 	v, at := math.NaN(), -1
 	for i, p := range pts {
 		if l := f(p); !math.IsNaN(l) && (math.IsNaN(v) || l > v) {
 			v, at = l, i
 		}
 	}
-	if at < 0 {
-		return nil
-	}
-	return pts[at].rules
+	return at
 }
 
 // nameKeys label array elements in limit paths, first found wins.
@@ -281,13 +287,10 @@ func meanLimit(pts []point, f func(point) float64) float64 {
 
 // maxLimit is the largest effective limit over pts (NaN when none).
 func maxLimit(pts []point, f func(point) float64) float64 {
-	v := math.NaN()
-	for _, p := range pts {
-		if l := f(p); !math.IsNaN(l) && (math.IsNaN(v) || l > v) {
-			v = l
-		}
+	if at := argMax(pts, f); at >= 0 {
+		return f(pts[at])
 	}
-	return v
+	return math.NaN()
 }
 
 // measuredCost is the admission cost of one request of a scenario whose

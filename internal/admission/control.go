@@ -127,11 +127,12 @@ type knees struct {
 	// when it was last found there: capacity that fell (an incident, a
 	// burst of other callers on a shared provider) usually comes back to
 	// it. While the knee sits well below it, probes stay as frequent as
-	// after a move, and a probe that finds more capacity grows back toward
-	// it ×1.5 a phase rather than ×1.15 (measured on the controller's
-	// simulation, 32 slots halved for 20 s and restored: 4 in 40 seeds took
-	// more than 10 s to return, up to 18 s, probing every 12 phases of
-	// 0.4 s and climbing ×1.15 a phase).
+	// after a move, and once two probe steps pass the knee without a
+	// queue the limit grows back toward it ×1.5 a phase rather than ×1.15
+	// (measured on the controller's simulation, 32 slots halved for 20 s
+	// and restored: the knee took more than 10 s to return in 8 of 40
+	// seeds, up to 19 s, probing every 12 phases of 0.4 s and climbing
+	// ×1.15 a phase).
 	highKnee float64
 	highAt   time.Time
 }
