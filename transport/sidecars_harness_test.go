@@ -31,7 +31,7 @@ type gwOpts struct {
 // docs/admission.md "A used-up CPU is not a queue").
 func cpuUnknown() transport.PressureSample {
 	return transport.PressureSample{GoUsed: -1, GoLimit: -1, CgroupCurrent: -1, CgroupFile: -1, CgroupMax: -1, CgroupHigh: -1,
-		OOM: -1, OOMKill: -1, PSISome: -1, PSIFull: -1, CPUBusy: -1, CPUTotal: -1, CgroupCPUUsage: -1, CgroupThrottled: -1, ProcessCPU: -1}
+		OOM: -1, OOMKill: -1, PSISome: -1, PSIFull: -1, CPUBusy: -1, CPUTotal: -1, CgroupCPUUsage: -1, CgroupThrottled: -1}
 }
 
 // startGW is startGateway with an injected clock, a listen address and

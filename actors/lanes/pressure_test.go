@@ -21,14 +21,14 @@ func TestPressureFollowerCarriesTheSamples(t *testing.T) {
 		e.sys.Root.Send(e.h.PressurePID(), &messages.Published[*pressure.State]{Snapshot: st})
 		testutil.Drain(t, e.sys.Root, e.h.PressurePID())
 	}
-	send(&pressure.State{Severity: pressure.Normal, CPUBusy: 0.1, CPUOwn: 0.1})
+	send(&pressure.State{Severity: pressure.Normal, CPUBusy: 0.1})
 	if e.h.cpuBusy.Load() {
 		t.Fatal("an idle CPU marked busy")
 	}
 	if s := e.h.Snapshot(); s.ResourceSeverity != admission.PressureNormal.String() {
 		t.Fatalf("normal pressure shows %q", s.ResourceSeverity)
 	}
-	send(&pressure.State{Severity: pressure.High, Reason: "go_heap", CPUBusy: 0.95, CPUOwn: 0.5})
+	send(&pressure.State{Severity: pressure.High, Reason: "go_heap", CPUBusy: 0.95})
 	if !e.h.cpuBusy.Load() {
 		t.Fatal("a used-up CPU did not reach the controllers")
 	}
@@ -36,7 +36,7 @@ func TestPressureFollowerCarriesTheSamples(t *testing.T) {
 		t.Fatalf("high pressure shows %q %q", s.ResourceSeverity, s.ResourceReason)
 	}
 	before := e.h.Snapshot().Upstreams[1].CurrentLimit
-	send(&pressure.State{Severity: pressure.Critical, Reason: "cgroup", CPUBusy: 0.1, CPUOwn: 0.1})
+	send(&pressure.State{Severity: pressure.Critical, Reason: "cgroup", CPUBusy: 0.1})
 	if e.h.cpuBusy.Load() {
 		t.Fatal("the CPU stayed busy after a sample that says it is not")
 	}

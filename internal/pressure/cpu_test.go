@@ -26,38 +26,36 @@ func TestParseCPUStat(t *testing.T) {
 }
 
 // TestCPUSaturation: the state's CPU shares come from two samples'
-// counters; the gateway's own work using up the machine, or its cgroup
-// throttled, is saturation, and a machine kept busy by others is not.
+// counters; the machine's CPUs used up (by anyone), or the cgroup
+// throttled, is saturation.
 func TestCPUSaturation(t *testing.T) {
 	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	tr := NewTracker(DefaultConfig())
 	s := Sample{GoUsed: 1, GoLimit: -1, CgroupCurrent: -1, CgroupFile: -1, CgroupMax: -1, CgroupHigh: -1, OOM: -1, OOMKill: -1,
-		PSISome: -1, PSIFull: -1, CPUBusy: 1000, CPUTotal: 4000, CgroupCPUUsage: -1, CgroupThrottled: 0, ProcessCPU: 0, CPUs: 2}
+		PSISome: -1, PSIFull: -1, CPUBusy: 1000, CPUTotal: 4000, CgroupCPUUsage: -1, CgroupThrottled: 0}
 	if st := tr.Observe(s, at); st.CPUBusy != -1 || st.CPUSaturated() {
 		t.Fatalf("first sample: busy %v (nothing to compare with), saturated %v", st.CPUBusy, st.CPUSaturated())
 	}
 	for _, tc := range []struct {
-		name                             string
-		busy, total, ownUs, throttledUs  int64
-		wantBusy, wantOwn, wantThrottled float64
-		saturated                        bool
+		name                     string
+		busy, total, throttledUs int64
+		wantBusy, wantThrottled  float64
+		saturated                bool
 	}{
-		{"half busy", 100, 200, 500_000, 0, 0.5, 0.25, 0, false},
-		{"used up, most of it the gateway's", 190, 200, 1_200_000, 0, 0.95, 0.6, 0, true},
-		{"used up, mostly by others: latency is no evidence either", 190, 200, 200_000, 0, 0.95, 0.1, 0, true},
-		{"an idle host, the cgroup held back by its quota", 20, 200, 200_000, 200_000, 0.1, 0.1, 0.2, true},
-		{"a throttled counter going back is unknown", 10, 200, 0, -1_000_000, 0.05, 0, -1, false},
-		{"so is a busy counter going back", -500, 200, 0, 0, -1, 0, -1, false},
+		{"half busy", 100, 200, 0, 0.5, 0, false},
+		{"used up, whoever used it: latency is no evidence", 190, 200, 0, 0.95, 0, true},
+		{"an idle host, the cgroup held back by its quota", 20, 200, 200_000, 0.1, 0.2, true},
+		{"a throttled counter going back is unknown", 10, 200, -1_000_000, 0.05, -1, false},
+		{"so is a busy counter going back", -500, 200, 0, -1, -1, false},
 	} {
 		s.CPUBusy += tc.busy
 		s.CPUTotal += tc.total
-		s.ProcessCPU += tc.ownUs
 		s.CgroupThrottled += tc.throttledUs
 		at = at.Add(time.Second)
 		st := tr.Observe(s, at)
-		if st.CPUBusy != tc.wantBusy || st.CPUOwn != tc.wantOwn || st.CPUThrottled != tc.wantThrottled || st.CPUSaturated() != tc.saturated {
-			t.Errorf("%s: busy %v own %v throttled %v saturated %v, want %v %v %v %v", tc.name,
-				st.CPUBusy, st.CPUOwn, st.CPUThrottled, st.CPUSaturated(), tc.wantBusy, tc.wantOwn, tc.wantThrottled, tc.saturated)
+		if st.CPUBusy != tc.wantBusy || st.CPUThrottled != tc.wantThrottled || st.CPUSaturated() != tc.saturated {
+			t.Errorf("%s: busy %v throttled %v saturated %v, want %v %v %v", tc.name,
+				st.CPUBusy, st.CPUThrottled, st.CPUSaturated(), tc.wantBusy, tc.wantThrottled, tc.saturated)
 		}
 	}
 }

@@ -78,11 +78,6 @@ type Sample struct {
 	// throttled_usec (-1 when unknown, or without a v2 cgroup).
 	CPUBusy, CPUTotal               int64
 	CgroupCPUUsage, CgroupThrottled int64
-	// ProcessCPU is this process's own CPU time so far (user and
-	// system, microseconds; -1 unknown) and CPUs how many CPUs it may
-	// run on.
-	ProcessCPU int64
-	CPUs       int
 }
 
 // GoRatio is GoUsed/GoLimit, or -1.
@@ -171,10 +166,10 @@ type State struct {
 	// Sample is the observation that produced this state.
 	Sample Sample
 	// CPUBusy is the share of the machine's CPUs that was busy since the
-	// sample before (0..1; -1 unknown), CPUOwn the share of them this
-	// process used, and CPUThrottled the share of the time the process's
-	// cgroup was throttled by its CPU quota (0..1; -1 unknown).
-	CPUBusy, CPUOwn, CPUThrottled float64
+	// sample before (0..1; -1 unknown), and CPUThrottled the share of the
+	// time the process's cgroup was throttled by its CPU quota (0..1; -1
+	// unknown). Whose work used the CPUs does not matter (CPUSaturated).
+	CPUBusy, CPUThrottled float64
 }
 
 // CPUSaturated reports whether the CPU the gateway runs on was used up
@@ -235,7 +230,7 @@ func (t *Tracker) State() State { return t.state }
 
 // Observe feeds one sample taken at now and returns the new state.
 func (t *Tracker) Observe(s Sample, now time.Time) State {
-	t.state.CPUBusy, t.state.CPUOwn, t.state.CPUThrottled = cpuShares(&t.state.Sample, &s, t.state.ObservedAt, now)
+	t.state.CPUBusy, t.state.CPUThrottled = cpuShares(&t.state.Sample, &s, t.state.ObservedAt, now)
 	t.state.ObservedAt = now
 	t.state.Sample = s
 	if t.oomEvent(&s) {
@@ -347,23 +342,20 @@ func (t *Tracker) recovered(s *Sample) bool {
 	return s.PSISome <= c.PSIRecovery && s.PSIFull <= c.PSIRecovery
 }
 
-// cpuShares compares two samples' CPU counters: the machine's busy share,
-// this process's share of the machine's CPUs, and the cgroup's throttled
-// share between them (-1 each when a counter is missing or went back).
-func cpuShares(prev, cur *Sample, prevAt, now time.Time) (busy, own, throttled float64) {
-	busy, own, throttled = -1, -1, -1
+// cpuShares compares two samples' CPU counters: the machine's busy share
+// and the cgroup's throttled share between them (-1 each when a counter is
+// missing or went back).
+func cpuShares(prev, cur *Sample, prevAt, now time.Time) (busy, throttled float64) {
+	busy, throttled = -1, -1
 	if prev.CPUTotal > 0 && cur.CPUTotal > prev.CPUTotal && cur.CPUBusy >= prev.CPUBusy && prev.CPUBusy >= 0 {
 		busy = min(1, float64(cur.CPUBusy-prev.CPUBusy)/float64(cur.CPUTotal-prev.CPUTotal))
 	}
 	dt := now.Sub(prevAt)
 	if prevAt.IsZero() || dt <= 0 {
-		return busy, own, throttled
-	}
-	if cur.CPUs > 0 && prev.ProcessCPU >= 0 && cur.ProcessCPU >= prev.ProcessCPU {
-		own = min(1, float64(cur.ProcessCPU-prev.ProcessCPU)/float64(dt.Microseconds())/float64(cur.CPUs))
+		return busy, throttled
 	}
 	if prev.CgroupThrottled >= 0 && cur.CgroupThrottled >= prev.CgroupThrottled {
 		throttled = min(1, float64(cur.CgroupThrottled-prev.CgroupThrottled)/float64(dt.Microseconds()))
 	}
-	return busy, own, throttled
+	return busy, throttled
 }

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"slices"
@@ -212,8 +211,7 @@ const (
 // Sample reads one observation. Every figure it cannot read is -1.
 func (s *System) Sample() Sample {
 	out := Sample{GoUsed: -1, GoLimit: GoMemoryLimit(), CgroupCurrent: -1, CgroupFile: -1, CgroupMax: -1, CgroupHigh: -1,
-		OOM: -1, OOMKill: -1, PSISome: -1, PSIFull: -1, CPUBusy: -1, CPUTotal: -1, CgroupCPUUsage: -1, CgroupThrottled: -1,
-		ProcessCPU: processCPU(), CPUs: runtime.NumCPU()}
+		OOM: -1, OOMKill: -1, PSISome: -1, PSIFull: -1, CPUBusy: -1, CPUTotal: -1, CgroupCPUUsage: -1, CgroupThrottled: -1}
 	if b, ok := s.read(s.path("/proc/stat")); ok {
 		out.CPUBusy, out.CPUTotal = ParseCPUStat(b)
 	}
